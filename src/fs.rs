@@ -1,0 +1,217 @@
+//! The narrow file-system seam every writer and reader goes through, as LevelDB routes all OS
+//! access through `Env`. [`StdFs`] is the real implementation; tests substitute one that
+//! injects faults or simulates power loss.
+
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::{Error, Result};
+
+/// A file opened for appending: the WAL, the manifest, a table being built.
+pub trait WritableFile: Send {
+    /// Appends bytes (possibly buffered in user space).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered bytes to the operating system: after this they survive a process
+    /// crash, but not a power loss.
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes and fsyncs: after this the bytes survive a power loss.
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True when nothing has been appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets by many threads at once, without a lock
+/// (positional reads, `pread`).
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// The file's size when it was opened.
+    fn size(&self) -> u64;
+}
+
+/// A held lock on a database directory; dropping it releases the lock.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// The file-system operations bloomkv needs, and nothing more.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates (or truncates) a file for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens a file for positional reads.
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file (WAL segments and manifests, which are bounded in size).
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Makes the directory's entries (created, renamed, removed files) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// The names of the entries in a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// True if the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Takes an exclusive lock on `path` (created if missing); fails with
+    /// [`Error::Locked`] if another handle holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), e)
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+#[derive(Debug)]
+struct StdWritable {
+    path: PathBuf,
+    out: BufWriter<File>,
+    len: u64,
+}
+
+impl WritableFile for StdWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.out.write_all(data).map_err(|e| io_err("writing", &self.path, e))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.out.flush().map_err(|e| io_err("writing", &self.path, e))
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.out.get_ref().sync_data().map_err(|e| io_err("syncing", &self.path, e))
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[derive(Debug)]
+struct StdRandomAccess {
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl RandomAccessFile for StdRandomAccess {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file.read_exact_at(buf, offset).map_err(|e| io_err("reading", &self.path, e))
+        }
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::FileExt;
+            let mut done = 0;
+            while done < buf.len() {
+                let n = self
+                    .file
+                    .seek_read(&mut buf[done..], offset + done as u64)
+                    .map_err(|e| io_err("reading", &self.path, e))?;
+                if n == 0 {
+                    return Err(io_err(
+                        "reading",
+                        &self.path,
+                        std::io::ErrorKind::UnexpectedEof.into(),
+                    ));
+                }
+                done += n;
+            }
+            Ok(())
+        }
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+#[derive(Debug)]
+struct StdLock {
+    _file: File,
+}
+impl FileLock for StdLock {}
+
+impl FileSystem for StdFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io_err("creating", path, e))?;
+        Ok(Box::new(StdWritable {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(64 * 1024, f),
+            len: 0,
+        }))
+    }
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| io_err("opening", path, e))?;
+        let size = file.metadata().map_err(|e| io_err("stat of", path, e))?.len();
+        Ok(Arc::new(StdRandomAccess { path: path.to_path_buf(), file, size }))
+    }
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        fs::read(path).map_err(|e| io_err("reading", path, e))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to).map_err(|e| io_err("renaming", from, e))
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path).map_err(|e| io_err("removing", path, e))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        #[cfg(unix)]
+        {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_err("syncing directory", dir, e))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = dir;
+            Ok(())
+        }
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).map_err(|e| io_err("creating directory", dir, e))
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| io_err("listing", dir, e))? {
+            let entry = entry.map_err(|e| io_err("listing", dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        use fs2::FileExt;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err("opening", path, e))?;
+        match file.try_lock_exclusive() {
+            Ok(()) => Ok(Box::new(StdLock { _file: file })),
+            Err(_) => Err(Error::Locked { path: path.to_path_buf() }),
+        }
+    }
+}

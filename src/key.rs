@@ -1,0 +1,215 @@
+//! Internal keys: a user key tagged with a sequence number and a value kind.
+//!
+//! Encoded form (in the memtable, WAL-free structures and tables):
+//!
+//! ```text
+//! user key bytes | trailer: u64 little-endian = (seqno << 8) | kind
+//! ```
+//!
+//! Order: user key ascending (bytewise), then trailer *descending*, so that for one user key
+//! the newest version comes first and a seek to `(key, snapshot_seqno)` lands on the newest
+//! version a snapshot may see.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::ops::Deref;
+
+use bytes::Bytes;
+
+/// A sequence number: every write gets the next one; 56 bits are available.
+pub type SeqNo = u64;
+
+/// The largest sequence number that can be stored.
+pub const MAX_SEQNO: SeqNo = (1 << 56) - 1;
+
+/// Length of the trailer appended to a user key.
+pub const TRAILER_LEN: usize = 8;
+
+/// What an internal-key entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// A tombstone: the key was deleted at this sequence number.
+    Delete = 0,
+    /// A value was put at this sequence number.
+    Put = 1,
+}
+
+impl ValueKind {
+    /// Decodes a kind byte.
+    pub fn from_u8(b: u8) -> Option<ValueKind> {
+        match b {
+            0 => Some(ValueKind::Delete),
+            1 => Some(ValueKind::Put),
+            _ => None,
+        }
+    }
+}
+
+/// The kind used when building a seek key: it sorts first among equal `(key, seqno)`.
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Put;
+
+/// Packs a sequence number and kind into a trailer.
+#[inline]
+pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= MAX_SEQNO);
+    (seq << 8) | kind as u64
+}
+
+/// Appends the internal-key encoding of `(user_key, seq, kind)` to `buf`.
+#[inline]
+pub fn append_internal_key(buf: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
+    buf.extend_from_slice(user_key);
+    buf.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+/// Encodes an internal key into a new vector.
+pub fn internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
+    let mut v = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    append_internal_key(&mut v, user_key, seq, kind);
+    v
+}
+
+/// A decoded internal key borrowing its user key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    /// The user's key.
+    pub user_key: &'a [u8],
+    /// Its sequence number.
+    pub seq: SeqNo,
+    /// Put or delete.
+    pub kind: ValueKind,
+}
+
+/// Splits an encoded internal key; `None` if it is too short or the kind byte is unknown.
+#[inline]
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    let split = ikey.len().checked_sub(TRAILER_LEN)?;
+    let trailer = u64::from_le_bytes(ikey[split..].try_into().ok()?);
+    let kind = ValueKind::from_u8(trailer as u8)?;
+    Some(ParsedKey { user_key: &ikey[..split], seq: trailer >> 8, kind })
+}
+
+/// The user-key part of an encoded internal key (the whole slice if it is too short).
+#[inline]
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
+}
+
+#[inline]
+fn trailer(ikey: &[u8]) -> u64 {
+    match ikey.len().checked_sub(TRAILER_LEN) {
+        Some(s) => u64::from_le_bytes(ikey[s..].try_into().unwrap_or([0; 8])),
+        None => 0,
+    }
+}
+
+/// Compares two encoded internal keys: user key ascending, then trailer descending.
+#[inline]
+pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+/// A value returned by a read: cheap to clone, and often a zero-copy view into a cached
+/// block. Dereferences to `[u8]`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Value(Bytes);
+
+impl Value {
+    /// Wraps shared bytes.
+    pub fn from_bytes(b: Bytes) -> Self {
+        Value(b)
+    }
+
+    /// Copies a slice into a new value.
+    pub fn copy_from_slice(s: &[u8]) -> Self {
+        Value(Bytes::copy_from_slice(s))
+    }
+
+    /// The bytes as a `Vec` (copies).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+
+    /// The underlying shared bytes.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+}
+
+impl Deref for Value {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for Value {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value(Bytes::from(v))
+    }
+}
+
+impl From<&[u8]> for Value {
+    fn from(v: &[u8]) -> Self {
+        Value::copy_from_slice(v)
+    }
+}
+
+impl PartialEq<[u8]> for Value {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&[u8]> for Value {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.0 == *other
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for Value {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.0 == other[..]
+    }
+}
+
+impl PartialEq<Vec<u8>> for Value {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        self.0 == other[..]
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Value({:?})", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_user_key_then_newest_first() {
+        let a1 = internal_key(b"a", 1, ValueKind::Put);
+        let a5 = internal_key(b"a", 5, ValueKind::Delete);
+        let ab0 = internal_key(b"ab", 0, ValueKind::Put);
+        let b9 = internal_key(b"b", 9, ValueKind::Put);
+        let mut v = vec![b9.clone(), ab0.clone(), a1.clone(), a5.clone()];
+        v.sort_by(|x, y| compare_internal(x, y));
+        assert_eq!(v, vec![a5, a1, ab0, b9]);
+        let p = parse_internal_key(&internal_key(b"xy", 42, ValueKind::Delete)).unwrap();
+        assert_eq!((p.user_key, p.seq, p.kind), (&b"xy"[..], 42, ValueKind::Delete));
+        assert!(parse_internal_key(b"short").is_none());
+    }
+}

@@ -1,0 +1,15 @@
+//! bloomkv: an embedded LSM key-value store whose tables carry cache-line-blocked Bloom
+//! filters held in RAM, so that a point read touches disk only for tables that may hold the key.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod coding;
+mod error;
+
+pub mod fs;
+pub mod iter;
+pub mod key;
+
+pub use error::{Error, Result};
+
+pub use key::Value;
