@@ -5,11 +5,13 @@
 
 pub mod coding;
 mod error;
+pub mod filter;
 
 pub mod fs;
 pub mod iter;
 pub mod key;
 
 pub use error::{Error, Result};
+pub use filter::FilterPolicy;
 
 pub use key::Value;

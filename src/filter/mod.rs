@@ -1,0 +1,477 @@
+//! Per-table whole-key filters: the cache-line-blocked Bloom filter that is bloomkv's reason
+//! to exist, the classic Bloom filter it is measured against, and "no filter".
+//!
+//! A lookup hashes its key once with [`hash_key`] and hands the hash to every table it
+//! consults ([`Filter::may_contain_hash`]); nothing else is recomputed per table.
+//!
+//! # Encoded form
+//!
+//! A filter is stored (as the filter block of a table) in this layout, all integers
+//! little-endian:
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "BKVF"
+//!      4     1  format version (1)
+//!      5     1  kind: 0 = none, 1 = blocked Bloom, 2 = classic Bloom
+//!      6     1  probes per key k (0 for none)
+//!      7     1  reserved, 0
+//!      8     8  number of keys added
+//!     16     8  requested bits per key, IEEE-754 f64 bits
+//!     24     8  m, the number of bits in the array (blocked: a multiple of 512)
+//!     32   m/8  the bit array as u64 words (blocked: 8 words per 64-byte block);
+//!               classic arrays are rounded up to whole words
+//!  32+m/8    4  CRC32 of every preceding byte
+//! ```
+//!
+//! Decoding checks the checksum, magic, version, kind, probe count, and that the array
+//! length implied by the header is exactly the bytes present, so a damaged length can never
+//! size an allocation.
+//!
+//! The hash ([`hash_key`], XXH3-64 with seed 0) and the probe derivations in `blocked.rs` and
+//! `classic.rs` are part of the format: changing either would make old filters answer "no"
+//! for keys they hold. A golden test pins them.
+
+mod blocked;
+mod classic;
+pub mod math;
+
+pub use blocked::BlockedBloom;
+pub use classic::ClassicBloom;
+
+use crate::coding::{crc32, Decoder};
+use crate::{Error, Result};
+
+/// The hash every filter is built from and probed with: XXH3, 64-bit, seed 0.
+#[inline]
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+const MAGIC: &[u8; 4] = b"BKVF";
+const VERSION: u8 = 1;
+const HEADER_LEN: usize = 32;
+
+/// Which filter a table carries, chosen with `Options::filter_policy`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterPolicy {
+    /// Cache-line-blocked Bloom filter (the default, at 10 bits per key).
+    BlockedBloom {
+        /// Bits of filter per key; 10 gives about a 1% false-positive rate.
+        bits_per_key: f64,
+    },
+    /// Classic Bloom filter with k = round(ln 2 · bits/key), the benchmark baseline.
+    ClassicBloom {
+        /// Bits of filter per key.
+        bits_per_key: f64,
+    },
+    /// No filter: every table whose key range covers a key is read.
+    None,
+}
+
+impl Default for FilterPolicy {
+    fn default() -> Self {
+        FilterPolicy::BlockedBloom { bits_per_key: 10.0 }
+    }
+}
+
+impl FilterPolicy {
+    /// Starts building a filter for one table.
+    pub fn builder(&self) -> FilterBuilder {
+        FilterBuilder { policy: *self, hashes: Vec::new() }
+    }
+
+    /// Checks that bits per key is a finite number in [0.5, 100].
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            FilterPolicy::BlockedBloom { bits_per_key }
+            | FilterPolicy::ClassicBloom { bits_per_key }
+                if !(0.5..=100.0).contains(&bits_per_key) =>
+            {
+                Err(Error::InvalidArgument(format!(
+                    "filter bits per key must be in [0.5, 100], got {bits_per_key}"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The kind of filter this policy builds.
+    pub fn kind(&self) -> FilterKind {
+        match self {
+            FilterPolicy::BlockedBloom { .. } => FilterKind::Blocked,
+            FilterPolicy::ClassicBloom { .. } => FilterKind::Classic,
+            FilterPolicy::None => FilterKind::None,
+        }
+    }
+}
+
+/// The kind of a built filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FilterKind {
+    /// No filter.
+    None,
+    /// Blocked Bloom filter.
+    Blocked,
+    /// Classic Bloom filter.
+    Classic,
+}
+
+impl FilterKind {
+    fn code(self) -> u8 {
+        match self {
+            FilterKind::None => 0,
+            FilterKind::Blocked => 1,
+            FilterKind::Classic => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for FilterKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FilterKind::None => "none",
+            FilterKind::Blocked => "blocked-bloom",
+            FilterKind::Classic => "classic-bloom",
+        })
+    }
+}
+
+/// Collects the keys of a table as it is written, then builds its filter.
+///
+/// ```
+/// use bloomkv::filter::FilterPolicy;
+/// let mut b = FilterPolicy::BlockedBloom { bits_per_key: 10.0 }.builder();
+/// for k in [&b"apple"[..], b"banana", b"cherry"] {
+///     b.add_key(k);
+/// }
+/// let filter = b.finish();
+/// assert!(filter.may_contain(b"banana"));
+/// assert_eq!(filter.num_keys(), 3);
+/// ```
+#[derive(Debug, Clone)]
+pub struct FilterBuilder {
+    policy: FilterPolicy,
+    hashes: Vec<u64>,
+}
+
+impl FilterBuilder {
+    /// Adds a key.
+    pub fn add_key(&mut self, key: &[u8]) {
+        self.add_hash(hash_key(key));
+    }
+
+    /// Adds a key by its [`hash_key`] hash.
+    pub fn add_hash(&mut self, hash: u64) {
+        if self.policy != FilterPolicy::None {
+            self.hashes.push(hash);
+        }
+    }
+
+    /// Keys added so far (always 0 for [`FilterPolicy::None`]).
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    /// True if no key was added.
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// Builds the filter.
+    pub fn finish(self) -> Filter {
+        match self.policy {
+            FilterPolicy::BlockedBloom { bits_per_key } => {
+                Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, bits_per_key))
+            }
+            FilterPolicy::ClassicBloom { bits_per_key } => {
+                Filter::Classic(ClassicBloom::from_hashes(&self.hashes, bits_per_key))
+            }
+            FilterPolicy::None => Filter::None,
+        }
+    }
+}
+
+/// A table's filter, held in RAM while the table is open.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// No filter: every key "may" be present.
+    None,
+    /// A cache-line-blocked Bloom filter.
+    Blocked(BlockedBloom),
+    /// A classic Bloom filter.
+    Classic(ClassicBloom),
+}
+
+impl Filter {
+    /// Builds a filter over `keys` with `policy` (convenience for tests and tools).
+    pub fn build<K: AsRef<[u8]>>(policy: FilterPolicy, keys: impl IntoIterator<Item = K>) -> Self {
+        let mut b = policy.builder();
+        for k in keys {
+            b.add_key(k.as_ref());
+        }
+        b.finish()
+    }
+
+    /// True if `key` may be in the set; false means certainly absent.
+    #[inline]
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        match self {
+            Filter::None => true,
+            _ => self.may_contain_hash(hash_key(key)),
+        }
+    }
+
+    /// Like [`Filter::may_contain`], for a key already hashed with [`hash_key`].
+    #[inline]
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        match self {
+            Filter::Blocked(f) => f.may_contain_hash(hash),
+            Filter::Classic(f) => f.may_contain_hash(hash),
+            Filter::None => true,
+        }
+    }
+
+    /// Answers for many hashes at once; the blocked filter prefetches every key's cache line
+    /// before probing any. `out[i]` receives the answer for `hashes[i]`.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `hashes`.
+    pub fn may_contain_batch(&self, hashes: &[u64], out: &mut [bool]) {
+        match self {
+            Filter::Blocked(f) => f.may_contain_batch(hashes, out),
+            _ => {
+                assert!(out.len() >= hashes.len(), "output slice shorter than input");
+                for (o, &h) in out.iter_mut().zip(hashes) {
+                    *o = self.may_contain_hash(h);
+                }
+            }
+        }
+    }
+
+    /// The filter's kind.
+    pub fn kind(&self) -> FilterKind {
+        match self {
+            Filter::None => FilterKind::None,
+            Filter::Blocked(_) => FilterKind::Blocked,
+            Filter::Classic(_) => FilterKind::Classic,
+        }
+    }
+
+    /// Bytes of RAM the bit array occupies.
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Filter::None => 0,
+            Filter::Blocked(f) => f.memory_bytes(),
+            Filter::Classic(f) => f.memory_bytes(),
+        }
+    }
+
+    /// Size of the bit array in bits.
+    pub fn num_bits(&self) -> u64 {
+        match self {
+            Filter::None => 0,
+            Filter::Blocked(f) => f.num_bits(),
+            Filter::Classic(f) => f.num_bits(),
+        }
+    }
+
+    /// Bits of array per key actually used (after rounding up); 0 for no filter or no keys.
+    pub fn bits_per_key(&self) -> f64 {
+        match self.num_keys() {
+            0 => 0.0,
+            n => self.num_bits() as f64 / n as f64,
+        }
+    }
+
+    /// The bits per key the policy asked for.
+    pub fn requested_bits_per_key(&self) -> f64 {
+        match self {
+            Filter::None => 0.0,
+            Filter::Blocked(f) => f.requested_bits_per_key(),
+            Filter::Classic(f) => f.requested_bits_per_key(),
+        }
+    }
+
+    /// Probes per key, k.
+    pub fn num_probes(&self) -> u32 {
+        match self {
+            Filter::None => 0,
+            Filter::Blocked(f) => f.num_probes(),
+            Filter::Classic(f) => f.num_probes(),
+        }
+    }
+
+    /// Number of 512-bit blocks (0 unless blocked).
+    pub fn num_blocks(&self) -> usize {
+        match self {
+            Filter::Blocked(f) => f.num_blocks(),
+            _ => 0,
+        }
+    }
+
+    /// Keys the filter was built over.
+    pub fn num_keys(&self) -> u64 {
+        match self {
+            Filter::None => 0,
+            Filter::Blocked(f) => f.num_keys(),
+            Filter::Classic(f) => f.num_keys(),
+        }
+    }
+
+    /// Number of bits set.
+    pub fn bits_set(&self) -> u64 {
+        match self {
+            Filter::None => 0,
+            Filter::Blocked(f) => f.bits_set(),
+            Filter::Classic(f) => f.bits_set(),
+        }
+    }
+
+    /// Fraction of the array's bits that are set.
+    pub fn fraction_bits_set(&self) -> f64 {
+        match self.num_bits() {
+            0 => 0.0,
+            m => self.bits_set() as f64 / m as f64,
+        }
+    }
+
+    /// False-positive rate theory predicts for this filter at its actual fill: the
+    /// Poisson-mixture formula for the blocked filter, the classic formula otherwise.
+    /// 1.0 for no filter.
+    pub fn expected_fpr(&self) -> f64 {
+        match self {
+            Filter::None => 1.0,
+            Filter::Blocked(f) => f.expected_fpr(),
+            Filter::Classic(f) => f.expected_fpr(),
+        }
+    }
+
+    /// Estimates how many distinct keys the filter holds from the fraction of bits set,
+    /// n ≈ −(m/k)·ln(1 − X/m). Useful for spotting a filter built over the wrong keys.
+    pub fn estimated_keys(&self) -> f64 {
+        math::estimate_keys(self.num_bits() as f64, self.bits_set() as f64, self.num_probes())
+    }
+
+    /// Serialises the filter (see the module docs for the layout).
+    pub fn encode(&self) -> Vec<u8> {
+        let words: Box<dyn Iterator<Item = &u64>> = match self {
+            Filter::None => Box::new(std::iter::empty()),
+            Filter::Blocked(f) => Box::new(f.blocks().iter().flat_map(|b| b.0.iter())),
+            Filter::Classic(f) => Box::new(f.words().iter()),
+        };
+        let mut out = Vec::with_capacity(HEADER_LEN + self.memory_bytes() + 4);
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.push(self.kind().code());
+        out.push(self.num_probes() as u8);
+        out.push(0);
+        out.extend_from_slice(&self.num_keys().to_le_bytes());
+        out.extend_from_slice(&self.requested_bits_per_key().to_bits().to_le_bytes());
+        out.extend_from_slice(&self.num_bits().to_le_bytes());
+        for w in words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        let crc = crc32(&[&out]);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Parses bytes produced by [`Filter::encode`]. Anything else yields
+    /// [`Error::Corruption`] (with an empty file name, for the caller to fill in with
+    /// [`Error::in_file`]); never a panic, and never an allocation larger than the input.
+    pub fn decode(bytes: &[u8]) -> Result<Filter> {
+        let bad =
+            |offset: usize, why: &str| Error::bad_bytes(offset as u64, format!("filter: {why}"));
+        if bytes.len() < HEADER_LEN + 4 {
+            return Err(bad(0, "shorter than the header"));
+        }
+        let body_len = bytes.len() - 4;
+        let stored = u32::from_le_bytes(bytes[body_len..].try_into().expect("4 bytes"));
+        if crc32(&[&bytes[..body_len]]) != stored {
+            return Err(bad(body_len, "checksum mismatch"));
+        }
+        let mut d = Decoder::new(&bytes[..body_len]);
+        let header = d.bytes(HEADER_LEN).ok_or_else(|| bad(0, "short header"))?;
+        if &header[0..4] != MAGIC {
+            return Err(bad(0, "bad magic"));
+        }
+        if header[4] != VERSION {
+            return Err(bad(4, &format!("unknown version {}", header[4])));
+        }
+        let kind = header[5];
+        let num_probes = u32::from(header[6]);
+        let mut h = Decoder::new(&header[8..]);
+        let (num_keys, bpk_bits, num_bits) = match (h.u64(), h.u64(), h.u64()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => return Err(bad(8, "short header")),
+        };
+        let bits_per_key = f64::from_bits(bpk_bits);
+        let payload = &bytes[HEADER_LEN..body_len];
+        let check_probes = || {
+            if (1..=math::MAX_PROBES).contains(&num_probes) {
+                Ok(())
+            } else {
+                Err(bad(6, &format!("probe count {num_probes} out of range")))
+            }
+        };
+        let check_bpk = || {
+            if bits_per_key.is_finite() && bits_per_key >= 0.0 {
+                Ok(())
+            } else {
+                Err(bad(16, "bits per key is not a finite positive number"))
+            }
+        };
+        match kind {
+            0 => {
+                if !payload.is_empty() || num_bits != 0 {
+                    return Err(bad(24, "'none' filter with a bit array"));
+                }
+                Ok(Filter::None)
+            }
+            1 => {
+                check_probes()?;
+                check_bpk()?;
+                let block_bits = u64::from(math::BLOCK_BITS);
+                if num_bits % block_bits != 0 || num_bits / 8 != payload.len() as u64 {
+                    return Err(bad(24, "bit count does not match the array"));
+                }
+                let blocks = payload
+                    .chunks_exact(64)
+                    .map(|c| {
+                        let mut b = blocked::Block::default();
+                        for (w, bytes) in b.0.iter_mut().zip(c.chunks_exact(8)) {
+                            *w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                        }
+                        b
+                    })
+                    .collect();
+                Ok(Filter::Blocked(BlockedBloom::from_parts(
+                    blocks,
+                    num_probes,
+                    num_keys,
+                    bits_per_key,
+                )))
+            }
+            2 => {
+                check_probes()?;
+                check_bpk()?;
+                if num_bits.div_ceil(64) * 8 != payload.len() as u64 {
+                    return Err(bad(24, "bit count does not match the array"));
+                }
+                let words = payload
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                Ok(Filter::Classic(ClassicBloom::from_parts(
+                    words,
+                    num_bits,
+                    num_probes,
+                    num_keys,
+                    bits_per_key,
+                )))
+            }
+            k => Err(bad(5, &format!("unknown filter kind {k}"))),
+        }
+    }
+}
