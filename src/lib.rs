@@ -15,3 +15,8 @@ pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 
 pub use key::Value;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
