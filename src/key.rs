@@ -208,7 +208,8 @@ mod tests {
         let mut v = vec![b9.clone(), ab0.clone(), a1.clone(), a5.clone()];
         v.sort_by(|x, y| compare_internal(x, y));
         assert_eq!(v, vec![a5, a1, ab0, b9]);
-        let p = parse_internal_key(&internal_key(b"xy", 42, ValueKind::Delete)).unwrap();
+        let xy42 = internal_key(b"xy", 42, ValueKind::Delete);
+        let p = parse_internal_key(&xy42).unwrap();
         assert_eq!((p.user_key, p.seq, p.kind), (&b"xy"[..], 42, ValueKind::Delete));
         assert!(parse_internal_key(b"short").is_none());
     }
