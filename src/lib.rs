@@ -13,3 +13,5 @@ pub mod key;
 pub use error::{Error, Result};
 
 pub use key::Value;
+
+pub mod log;
