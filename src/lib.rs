@@ -14,4 +14,6 @@ pub use error::{Error, Result};
 
 pub use key::Value;
 
+pub mod batch;
 pub mod log;
+pub use batch::WriteBatch;
