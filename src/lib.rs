@@ -17,3 +17,4 @@ pub use key::Value;
 pub mod batch;
 pub mod log;
 pub use batch::WriteBatch;
+pub mod memtable;
