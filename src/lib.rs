@@ -18,3 +18,4 @@ pub mod batch;
 pub mod log;
 pub use batch::WriteBatch;
 pub mod memtable;
+pub mod merge;
