@@ -16,6 +16,8 @@ pub use key::Value;
 
 pub mod batch;
 pub mod log;
-pub use batch::WriteBatch;
 pub mod memtable;
 pub mod merge;
+pub mod version;
+
+pub use batch::WriteBatch;
