@@ -36,6 +36,12 @@ use crate::{Error, Result};
 /// without a FIRST followed by later valid data, are corruption by the same rule: the
 /// writer never produces them, and valid data follows the gap.
 ///
+/// The rule has a blind spot, accepted on purpose: if the damage destroys a fragment's
+/// length field and every later record sits in the same (last) block, no checked position
+/// holds valid data and those records are dropped as a tail. Scanning every byte of the
+/// block instead would find fragments embedded inside record payloads (a value that
+/// happens to contain log bytes) and so could fail recovery after an ordinary crash.
+///
 /// A power loss can, on some file systems, persist later pages of an unsynced append but
 /// not earlier ones; such a hole followed by valid fragments is reported as corruption,
 /// because this reader cannot tell it from damage to synced data.

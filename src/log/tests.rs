@@ -286,6 +286,20 @@ fn damage_found_through_a_later_block_boundary() {
 }
 
 #[test]
+fn broken_length_in_the_last_block_is_indistinguishable_from_a_tail() {
+    // Documented blind spot: with the length gone, the next record cannot be found and no
+    // block boundary follows, so the records after the damage are dropped as a tail.
+    let records = vec![pattern(10, 1), pattern(20, 2), pattern(30, 3)];
+    let ends = record_ends(&records);
+    let mut data = write_log(&records);
+    data[ends[0] as usize + 5] = 0xff;
+    let (got, res, r) = read_all(data);
+    res.unwrap();
+    assert_eq!(got, records[..1].to_vec());
+    assert_eq!(r.dropped_tail_bytes(), ends[2] - ends[0]);
+}
+
+#[test]
 fn damaged_first_fragment_of_multi_block_last_record_is_corruption() {
     // Its MIDDLE/LAST at the next block boundary are valid data after the damage: a torn
     // append cannot produce that, so it is not a tail.
