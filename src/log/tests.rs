@@ -419,8 +419,8 @@ proptest! {
     #[test]
     fn prop_round_trip_random_sizes(
         sizes in proptest::collection::vec(
-            prop_oneof![0usize..64, 0usize..4096, 0usize..(3 * BLOCK_SIZE)],
-            0..100,
+            prop_oneof![6 => 0usize..64, 3 => 0usize..4096, 1 => 0usize..(3 * BLOCK_SIZE)],
+            0..300,
         ),
         seed in any::<u8>(),
     ) {
