@@ -3,17 +3,21 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod coding;
 mod error;
 pub mod filter;
-
 pub mod fs;
 pub mod iter;
 pub mod key;
+pub mod log;
+pub mod memtable;
+pub mod merge;
+pub mod version;
 
+pub use batch::WriteBatch;
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
-
 pub use key::Value;
 
 /// The README's examples, compiled and run as doc tests.

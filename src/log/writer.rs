@@ -1,0 +1,123 @@
+//! Appending records to a log file.
+
+use super::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
+use crate::fs::WritableFile;
+use crate::{Error, Result};
+
+/// Appends records to a log file in the format described in [`crate::log`].
+///
+/// After any error from the file the writer refuses further work and repeats that error:
+/// the file may end in a partial fragment, and appending after it would turn a torn tail
+/// (silently dropped on recovery) into damage in the middle of the log (a hard error).
+pub struct LogWriter {
+    file: Box<dyn WritableFile>,
+    /// Position inside the current block, derived from the file length so that a writer
+    /// can continue a file that already holds records.
+    block_offset: usize,
+    failed: Option<Error>,
+}
+
+impl LogWriter {
+    /// Writes records to the end of `file`, which may already hold records.
+    pub fn new(file: Box<dyn WritableFile>) -> Self {
+        let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
+        LogWriter { file, block_offset, failed: None }
+    }
+
+    /// Appends one record, fragmenting it across blocks as needed. The bytes reach the
+    /// file's buffer; call [`LogWriter::flush`] or [`LogWriter::sync`] to make them durable.
+    pub fn add_record(&mut self, data: &[u8]) -> Result<()> {
+        self.check()?;
+        let r = self.emit_record(data);
+        self.note(r)
+    }
+
+    /// Hands buffered bytes to the operating system (survives a process crash).
+    pub fn flush(&mut self) -> Result<()> {
+        self.check()?;
+        let r = self.file.flush();
+        self.note(r)
+    }
+
+    /// Flushes and fsyncs (survives a power loss).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check()?;
+        let r = self.file.sync();
+        self.note(r)
+    }
+
+    /// Bytes written to the file so far, including any bytes it held before.
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// True when the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.file.len() == 0
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn note(&mut self, r: Result<()>) -> Result<()> {
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn emit_record(&mut self, data: &[u8]) -> Result<()> {
+        let mut rest = data;
+        let mut first = true;
+        // Runs at least once so that an empty record is written as an empty FULL fragment.
+        loop {
+            let leftover = BLOCK_SIZE - self.block_offset;
+            if leftover < HEADER_SIZE {
+                const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
+                self.file.append(&ZEROS[..leftover])?;
+                self.block_offset = 0;
+            }
+            let avail = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+            let n = rest.len().min(avail);
+            let last = n == rest.len();
+            let kind = match (first, last) {
+                (true, true) => FragmentType::Full,
+                (true, false) => FragmentType::First,
+                (false, false) => FragmentType::Middle,
+                (false, true) => FragmentType::Last,
+            };
+            self.emit_fragment(kind, &rest[..n])?;
+            rest = &rest[n..];
+            first = false;
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    fn emit_fragment(&mut self, kind: FragmentType, payload: &[u8]) -> Result<()> {
+        debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
+        let mut header = [0u8; HEADER_SIZE];
+        header[..4].copy_from_slice(&fragment_crc(kind as u8, payload).to_le_bytes());
+        header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+        header[6] = kind as u8;
+        self.file.append(&header)?;
+        self.file.append(payload)?;
+        self.block_offset += HEADER_SIZE + payload.len();
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("len", &self.file.len())
+            .field("block_offset", &self.block_offset)
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
