@@ -10,8 +10,10 @@ pub mod filter;
 pub mod fs;
 pub mod iter;
 pub mod key;
+pub mod table;
 
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 
 pub use key::Value;
+pub use table::Compression;
