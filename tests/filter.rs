@@ -5,7 +5,10 @@ use bloomkv::filter::{hash_key, math, Filter, FilterKind, FilterPolicy};
 use proptest::prelude::*;
 
 fn policies(bpk: f64) -> [FilterPolicy; 2] {
-    [FilterPolicy::BlockedBloom { bits_per_key: bpk }, FilterPolicy::ClassicBloom { bits_per_key: bpk }]
+    [
+        FilterPolicy::BlockedBloom { bits_per_key: bpk },
+        FilterPolicy::ClassicBloom { bits_per_key: bpk },
+    ]
 }
 
 proptest! {

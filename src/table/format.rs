@@ -143,32 +143,81 @@ impl BlockHandle {
     }
 }
 
-/// Turns a block payload into its on-disk bytes (stored payload + trailer), compressing it if
-/// that pays. `out` is cleared first; reusing it across blocks saves allocations.
-pub fn encode_block(payload: &[u8], compression: Compression, out: &mut Vec<u8>) {
-    out.clear();
-    let mut kind = KIND_NONE;
-    if let Compression::Zstd { level } = compression {
-        if let Ok(z) = zstd::bulk::compress(payload, level) {
-            let mut prefix = Vec::with_capacity(10);
-            put_varint(&mut prefix, payload.len() as u64);
-            let stored = (prefix.len() + z.len()) as u64;
+/// Turns block payloads into their on-disk bytes (stored payload + trailer), compressing when
+/// that pays. Holds one zstd context for all the blocks of a table, since creating a context
+/// costs more than compressing a 4 KiB block.
+pub struct BlockEncoder {
+    compression: Compression,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl std::fmt::Debug for BlockEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockEncoder").field("compression", &self.compression).finish()
+    }
+}
+
+impl BlockEncoder {
+    /// An encoder for `compression`.
+    pub fn new(compression: Compression) -> Self {
+        let zstd = match compression {
+            // A context that cannot be created (out of memory) just means raw blocks.
+            Compression::Zstd { level } => zstd::bulk::Compressor::new(level).ok(),
+            Compression::None => None,
+        };
+        BlockEncoder { compression, zstd }
+    }
+
+    /// Writes the on-disk form of `payload` to `out` (cleared first; reuse it across blocks).
+    pub fn encode(&mut self, payload: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        let mut kind = KIND_NONE;
+        if let Some(z) = self.zstd.as_mut().and_then(|c| c.compress(payload).ok()) {
             let raw = payload.len() as u64;
+            put_varint(out, raw);
+            let stored = (out.len() + z.len()) as u64;
             let saves_an_eighth = stored <= raw - raw / 8;
-            let bounded = raw <= decompressed_cap(z.len() as u64);
-            if saves_an_eighth && bounded {
-                out.extend_from_slice(&prefix);
+            if saves_an_eighth && raw <= decompressed_cap(z.len() as u64) {
                 out.extend_from_slice(&z);
                 kind = KIND_ZSTD;
+            } else {
+                out.clear();
             }
         }
+        if kind == KIND_NONE {
+            out.extend_from_slice(payload);
+        }
+        out.push(kind);
+        let crc = crc32(&[out.as_slice()]);
+        put_u32(out, crc);
     }
-    if kind == KIND_NONE {
-        out.extend_from_slice(payload);
-    }
-    out.push(kind);
-    let crc = crc32(&[out.as_slice()]);
-    put_u32(out, crc);
+}
+
+/// One-off form of [`BlockEncoder::encode`].
+pub fn encode_block(payload: &[u8], compression: Compression, out: &mut Vec<u8>) {
+    BlockEncoder::new(compression).encode(payload, out)
+}
+
+thread_local! {
+    // One decompression context per thread, reused by every block read on it.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn zstd_decompress(frame: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        // `try_borrow_mut` cannot fail (no re-entrancy), but never panic on a read path.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return zstd::bulk::decompress(frame, capacity);
+        };
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match slot.as_mut() {
+            Some(d) => d.decompress(frame, capacity),
+            None => zstd::bulk::decompress(frame, capacity),
+        }
+    })
 }
 
 /// Appends an encoded block (from [`encode_block`]) to `file` and returns its handle.
@@ -221,8 +270,8 @@ pub fn read_block(
             if raw > cap {
                 return Err(bad(format!("uncompressed length {raw} exceeds the cap {cap}")));
             }
-            let out = zstd::bulk::decompress(frame, raw as usize)
-                .map_err(|e| bad(format!("zstd: {e}")))?;
+            let out =
+                zstd_decompress(frame, raw as usize).map_err(|e| bad(format!("zstd: {e}")))?;
             if out.len() as u64 != raw {
                 return Err(bad(format!("decompressed {} bytes, expected {raw}", out.len())));
             }
