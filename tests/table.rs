@@ -91,7 +91,11 @@ fn random_model(n_keys: usize, seed: u64) -> BTreeMap<Vec<u8>, Versions> {
     while model.len() < n_keys {
         let len = rng.gen_range(1..=100);
         // A small alphabet makes shared prefixes (and prefix compression) common.
-        let uk: Vec<u8> = (0..len).map(|_| b"abcdxyz\x00\xff"[rng.gen_range(0..9)]).collect();
+        let mut uk = vec![0u8; len];
+        rng.fill(&mut uk[..]);
+        for b in &mut uk {
+            *b = b"abcdxyz\x00\xff"[usize::from(*b) % 9];
+        }
         let n_versions = rng.gen_range(1..=3);
         let mut seqs: Vec<u64> = (0..n_versions).map(|_| rng.gen_range(1..1000)).collect();
         seqs.sort_unstable_by(|a, b| b.cmp(a));
@@ -107,7 +111,12 @@ fn random_model(n_keys: usize, seed: u64) -> BTreeMap<Vec<u8>, Versions> {
                     } else {
                         rng.gen_range(0..=100)
                     };
-                    Some((0..vlen).map(|_| rng.gen::<u8>() % 16).collect())
+                    // Bulk-filled (a per-byte RNG call is slow in debug builds), then
+                    // narrowed to 16 symbols so zstd has something to compress.
+                    let mut v = vec![0u8; vlen];
+                    rng.fill(&mut v[..]);
+                    v.iter_mut().for_each(|b| *b &= 15);
+                    Some(v)
                 };
                 (s, v)
             })
@@ -154,7 +163,10 @@ fn check_round_trip(n_keys: usize, seed: u64, compression: Compression, get_stri
     let entries = entries_of(&model);
     let opts = TableOptions::default().compression(compression);
     let (bytes, props) = build_bytes(&entries, opts);
-    let table = Arc::new(open_mem(bytes.clone(), None).unwrap());
+    // Large tables read through a cache: each key's several lookups then cost one block read
+    // (which in a debug build is dominated by the CRC), keeping the test quick.
+    let cache = (n_keys > 1000).then(|| Arc::new(BlockCache::new(64 << 20)));
+    let table = Arc::new(open_mem(bytes.clone(), cache).unwrap());
 
     assert_eq!(table.properties(), &props);
     assert_eq!(props.num_entries, entries.len() as u64);
