@@ -13,12 +13,14 @@ pub mod key;
 pub mod log;
 pub mod memtable;
 pub mod merge;
+pub mod table;
 pub mod version;
 
 pub use batch::WriteBatch;
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::Value;
+pub use table::Compression;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -1,0 +1,550 @@
+//! Blocks: the sorted, prefix-compressed runs of entries that data and index blocks share.
+//!
+//! # Format
+//!
+//! ```text
+//! entry*  restart[0] u32 LE … restart[n-1] u32 LE  n u32 LE
+//!
+//! entry := shared varint | unshared varint | value_len varint | key[shared..] | value
+//! ```
+//!
+//! Each key is stored as the number of leading bytes it shares with the previous key plus the
+//! bytes that differ, because neighbouring internal keys in a sorted run usually share long
+//! prefixes. Every `restart_interval` entries the builder stores a key whole (`shared = 0`) and
+//! records the entry's offset in the restart array, so a seek can binary-search the restart
+//! keys without decoding the whole block and then scan at most `restart_interval` entries.
+//! The array always holds at least one restart (offset 0), even for an empty block.
+//!
+//! A [`Block`] validates the restart array once when it is built (count against the size,
+//! every offset inside the entry region, offsets strictly increasing, the first one zero), and
+//! every entry read checks its three lengths against the bytes that remain, so a damaged block
+//! yields [`crate::Error::Corruption`] and never a panic or an oversized allocation. Errors carry
+//! the offset inside the block; the table reader adds the file and the block's offset.
+
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+use crate::coding::{get_u32, put_u32, put_varint, Decoder};
+use crate::iter::InternalIterator;
+use crate::key::compare_internal;
+use crate::{Error, Result};
+
+/// Builds one block from entries added in strictly increasing internal-key order.
+#[derive(Debug, Clone)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    since_restart: usize,
+    last_key: Vec<u8>,
+    num_entries: usize,
+}
+
+impl BlockBuilder {
+    /// A builder that stores a whole key every `restart_interval` entries (at least 1).
+    pub fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            restart_interval: restart_interval.max(1),
+            since_restart: 0,
+            last_key: Vec::new(),
+            num_entries: 0,
+        }
+    }
+
+    /// Appends an entry. The caller guarantees `key` sorts after the previous key and that the
+    /// block stays below 4 GiB (the table builder bounds entry sizes).
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        debug_assert!(
+            self.num_entries == 0 || compare_internal(&self.last_key, key) == Ordering::Less,
+            "block keys must be strictly increasing"
+        );
+        let shared = if self.since_restart == self.restart_interval {
+            self.restarts.push(self.buf.len() as u32);
+            self.since_restart = 0;
+            0
+        } else {
+            self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count()
+        };
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        put_varint(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(&key[shared..]);
+        self.since_restart += 1;
+        self.num_entries += 1;
+    }
+
+    /// The size the block would have if finished now.
+    pub fn estimated_size(&self) -> usize {
+        self.buf.len() + self.restarts.len() * 4 + 4
+    }
+
+    /// Entries added since the last reset.
+    pub fn num_entries(&self) -> usize {
+        self.num_entries
+    }
+
+    /// True when no entry has been added since the last reset.
+    pub fn is_empty(&self) -> bool {
+        self.num_entries == 0
+    }
+
+    /// The last key added (empty before the first).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Appends the restart array and returns the finished payload, leaving the builder empty
+    /// and ready for the next block (its buffers keep their capacity).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for &r in &self.restarts {
+            put_u32(&mut out, r);
+        }
+        put_u32(&mut out, self.restarts.len() as u32);
+        self.reset();
+        out
+    }
+
+    /// Drops everything added so far.
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.since_restart = 0;
+        self.last_key.clear();
+        self.num_entries = 0;
+    }
+}
+
+/// A validated, immutable block, cheap to clone (the payload is shared `Bytes`).
+#[derive(Clone, Debug)]
+pub struct Block {
+    data: Bytes,
+    /// Where the restart array starts, which is also where the entries end.
+    restarts_offset: usize,
+    num_restarts: usize,
+}
+
+impl Block {
+    /// Validates the restart array of `data` and wraps it.
+    pub fn new(data: Bytes) -> Result<Block> {
+        let len = data.len();
+        let count_pos = len
+            .checked_sub(4)
+            .ok_or_else(|| Error::bad_bytes(0, format!("block of {len} bytes has no trailer")))?;
+        let n = get_u32(&data, count_pos).unwrap_or(0) as usize;
+        if n == 0 {
+            return Err(Error::bad_bytes(count_pos as u64, "block has no restart points"));
+        }
+        let restarts_offset =
+            n.checked_mul(4).and_then(|b| count_pos.checked_sub(b)).ok_or_else(|| {
+                Error::bad_bytes(
+                    count_pos as u64,
+                    format!("{n} restart points do not fit in a block of {len} bytes"),
+                )
+            })?;
+        let mut prev: Option<usize> = None;
+        for i in 0..n {
+            let pos = restarts_offset + 4 * i;
+            let r = get_u32(&data, pos).unwrap_or(u32::MAX) as usize;
+            let ok = match prev {
+                None => r == 0,
+                Some(p) => r > p && r < restarts_offset,
+            };
+            if !ok {
+                return Err(Error::bad_bytes(
+                    pos as u64,
+                    format!("restart point {i} at {r} is out of order or outside the entries"),
+                ));
+            }
+            prev = Some(r);
+        }
+        Ok(Block { data, restarts_offset, num_restarts: n })
+    }
+
+    /// The payload size in bytes (what the block cache charges for it).
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// Number of restart points.
+    pub fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
+    /// True when the block holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.restarts_offset == 0
+    }
+
+    /// An unpositioned iterator over the entries.
+    pub fn iter(&self) -> BlockIter {
+        BlockIter {
+            block: self.clone(),
+            current: self.restarts_offset,
+            next: self.restarts_offset,
+            restart_index: 0,
+            key: Vec::new(),
+            value: (0, 0),
+        }
+    }
+
+    /// The point-lookup seek: an iterator positioned at the first entry `>= target`
+    /// (invalid when there is none).
+    pub fn seek(&self, target: &[u8]) -> Result<BlockIter> {
+        let mut it = self.iter();
+        it.seek(target)?;
+        Ok(it)
+    }
+
+    fn restart(&self, i: usize) -> usize {
+        // In range by construction: `i < num_restarts` and the array was validated.
+        get_u32(&self.data, self.restarts_offset + 4 * i).unwrap_or(0) as usize
+    }
+
+    /// The whole key stored at restart point `i` (restart entries share nothing).
+    fn restart_key(&self, i: usize) -> Result<&[u8]> {
+        let off = self.restart(i);
+        let mut d = Decoder::new(&self.data[off..self.restarts_offset]);
+        let bad = || Error::bad_bytes(off as u64, "malformed entry at restart point");
+        let shared = d.varint().ok_or_else(bad)?;
+        let unshared = d.len_prefix().ok_or_else(bad)?;
+        let _value_len = d.varint().ok_or_else(bad)?;
+        if shared != 0 {
+            return Err(bad());
+        }
+        d.bytes(unshared).ok_or_else(bad)
+    }
+}
+
+/// A cursor over one block's entries; implements [`InternalIterator`] and can also step
+/// backwards ([`BlockIter::prev`], [`BlockIter::seek_to_last`]).
+#[derive(Debug, Clone)]
+pub struct BlockIter {
+    block: Block,
+    /// Offset of the current entry; `restarts_offset` when not valid.
+    current: usize,
+    /// Offset just past the current entry.
+    next: usize,
+    /// The restart region holding the current entry.
+    restart_index: usize,
+    key: Vec<u8>,
+    value: (usize, usize),
+}
+
+impl BlockIter {
+    /// The current value as a zero-copy slice of the block's payload.
+    pub fn value_bytes(&self) -> Bytes {
+        self.block.data.slice(self.value.0..self.value.1)
+    }
+
+    /// The block this iterator walks.
+    pub fn block(&self) -> &Block {
+        &self.block
+    }
+
+    fn invalidate(&mut self) {
+        self.current = self.block.restarts_offset;
+        self.next = self.block.restarts_offset;
+        self.key.clear();
+    }
+
+    /// Decodes the entry at `self.next`, whose predecessor's key is in `self.key`.
+    fn parse_next(&mut self) -> Result<()> {
+        let end = self.block.restarts_offset;
+        if self.next >= end {
+            self.invalidate();
+            return Ok(());
+        }
+        let off = self.next;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart(self.restart_index + 1) <= off
+        {
+            self.restart_index += 1;
+        }
+        let at_restart = self.block.restart(self.restart_index) == off;
+        let data = &self.block.data[..end];
+        let mut d = Decoder::new(&data[off..]);
+        let parsed = (|| {
+            let shared = usize::try_from(d.varint()?).ok()?;
+            let unshared = d.len_prefix()?;
+            let value_len = d.len_prefix()?;
+            if shared > self.key.len() || (at_restart && shared != 0) {
+                return None;
+            }
+            let suffix = d.bytes(unshared)?;
+            let vstart = off + d.position();
+            d.bytes(value_len)?;
+            Some((shared, suffix, vstart, value_len))
+        })();
+        match parsed {
+            Some((shared, suffix, vstart, value_len)) => {
+                self.key.truncate(shared);
+                self.key.extend_from_slice(suffix);
+                self.current = off;
+                self.value = (vstart, vstart + value_len);
+                self.next = vstart + value_len;
+                Ok(())
+            }
+            None => {
+                self.invalidate();
+                Err(Error::bad_bytes(off as u64, "malformed block entry"))
+            }
+        }
+    }
+
+    fn seek_to_restart(&mut self, i: usize) -> Result<()> {
+        self.key.clear();
+        self.restart_index = i;
+        self.next = self.block.restart(i);
+        self.parse_next()
+    }
+
+    /// Positions at the last entry.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        self.seek_to_restart(self.block.num_restarts - 1)?;
+        while self.valid() && self.next < self.block.restarts_offset {
+            self.parse_next()?;
+        }
+        Ok(())
+    }
+
+    /// Steps to the previous entry (invalid after the first). Only called while `valid()`.
+    pub fn prev(&mut self) -> Result<()> {
+        let original = self.current;
+        // Back up to the restart region that starts before the current entry, then scan
+        // forward to the entry just before it: entries can only be decoded front to back.
+        while self.block.restart(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index)?;
+        while self.valid() && self.next < original {
+            self.parse_next()?;
+        }
+        Ok(())
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.current < self.block.restarts_offset
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.block.data[self.value.0..self.value.1]
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.parse_next()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if self.block.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        // Find the last restart whose key is < target; the answer lies in its region (or is
+        // the first entry of the next one, reached by the scan below).
+        let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let k = match self.block.restart_key(mid) {
+                Ok(k) => k,
+                Err(e) => {
+                    self.invalidate();
+                    return Err(e);
+                }
+            };
+            if compare_internal(k, target) == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        self.seek_to_restart(lo)?;
+        while self.valid() && compare_internal(&self.key, target) == Ordering::Less {
+            self.parse_next()?;
+        }
+        Ok(())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        self.seek_to_restart(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{internal_key, ValueKind};
+
+    fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                let uk = format!("key{:05}", i / 2);
+                let seq = 1000 - (i % 2) as u64;
+                (internal_key(uk.as_bytes(), seq, ValueKind::Put), format!("v{i}").into_bytes())
+            })
+            .collect()
+    }
+
+    fn build(es: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Block {
+        let mut b = BlockBuilder::new(interval);
+        for (k, v) in es {
+            b.add(k, v);
+        }
+        let est = b.estimated_size();
+        let data = b.finish();
+        assert_eq!(est, data.len());
+        assert!(b.is_empty());
+        Block::new(Bytes::from(data)).unwrap()
+    }
+
+    fn collect_forward(it: &mut BlockIter) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn round_trip_forward_backward_and_seek() {
+        for interval in [1, 2, 3, 16] {
+            for n in [0, 1, 2, 15, 16, 17, 100] {
+                let es = entries(n);
+                let block = build(&es, interval);
+                let mut it = block.iter();
+                assert_eq!(collect_forward(&mut it), es, "interval {interval} n {n}");
+
+                let mut back = Vec::new();
+                it.seek_to_last().unwrap();
+                while it.valid() {
+                    back.push((it.key().to_vec(), it.value().to_vec()));
+                    it.prev().unwrap();
+                }
+                back.reverse();
+                assert_eq!(back, es);
+
+                for (i, (k, _)) in es.iter().enumerate() {
+                    let it = block.seek(k).unwrap();
+                    assert!(it.valid());
+                    assert_eq!(it.key(), &k[..]);
+                    assert_eq!(it.value_bytes(), es[i].1);
+                    // A seek for a newer version of the same user key lands on this entry or
+                    // the first entry of the same user key.
+                    let uk = crate::key::user_key(k);
+                    let it = block.seek(&internal_key(uk, 5000, ValueKind::Put)).unwrap();
+                    assert_eq!(crate::key::user_key(it.key()), uk);
+                }
+                let after = block.seek(&internal_key(b"zzz", 1, ValueKind::Put)).unwrap();
+                assert!(!after.valid());
+                let before = block.seek(&internal_key(b"a", 1, ValueKind::Put)).unwrap();
+                assert_eq!(before.valid(), n > 0);
+                if n > 0 {
+                    assert_eq!(before.key(), &es[0].0[..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_compression_shrinks_shared_keys() {
+        let es = entries(100);
+        let raw: usize = es.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let block = build(&es, 16);
+        assert!(block.size() < raw, "{} >= {raw}", block.size());
+    }
+
+    #[test]
+    fn rejects_bad_restart_arrays() {
+        assert!(Block::new(Bytes::from_static(&[1, 0])).unwrap_err().is_corruption());
+        // Zero restarts.
+        assert!(Block::new(Bytes::from_static(&[0, 0, 0, 0])).is_err());
+        // Huge restart count.
+        assert!(Block::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff])).is_err());
+        // Restart offset past the entries.
+        let mut v = Vec::new();
+        put_u32(&mut v, 0);
+        put_u32(&mut v, 9);
+        put_u32(&mut v, 2);
+        assert!(Block::new(Bytes::from(v)).is_err());
+        // The minimal empty block is fine and yields nothing.
+        let mut v = Vec::new();
+        put_u32(&mut v, 0);
+        put_u32(&mut v, 1);
+        let b = Block::new(Bytes::from(v)).unwrap();
+        let mut it = b.iter();
+        it.seek_to_first().unwrap();
+        assert!(!it.valid());
+        it.seek_to_last().unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn every_single_byte_flip_errors_or_decodes_without_panic() {
+        let es = entries(40);
+        let mut b = BlockBuilder::new(4);
+        for (k, v) in &es {
+            b.add(k, v);
+        }
+        let data = b.finish();
+        for i in 0..data.len() {
+            for x in [0x01u8, 0x55, 0x80, 0xff] {
+                let mut d = data.clone();
+                d[i] ^= x;
+                let Ok(block) = Block::new(Bytes::from(d)) else { continue };
+                let mut it = block.iter();
+                let mut steps = 0;
+                if it.seek_to_first().is_ok() {
+                    while it.valid() && steps < 1000 {
+                        steps += 1;
+                        if it.next().is_err() {
+                            break;
+                        }
+                    }
+                }
+                assert!(steps < 1000, "iteration must terminate");
+                let _ = block.seek(&es[20].0);
+                if it.seek_to_last().is_ok() {
+                    let mut steps = 0;
+                    while it.valid() && steps < 1000 {
+                        steps += 1;
+                        if it.prev().is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

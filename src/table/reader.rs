@@ -1,0 +1,470 @@
+//! Opens a table file and answers point lookups and scans.
+//!
+//! Opening reads the footer, properties, index and filter once and keeps the decoded index and
+//! filter in RAM; afterwards a point lookup reads at most one data block, and none when the
+//! key is outside the table's key range or the filter rules it out.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::filter::Filter;
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::{
+    append_internal_key, compare_internal, parse_internal_key, SeqNo, ValueKind, KIND_FOR_SEEK,
+    MAX_SEQNO,
+};
+use crate::table::block::{Block, BlockIter};
+use crate::table::cache::BlockCache;
+use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::table::properties::TableProperties;
+use crate::{Error, Result, Value};
+
+/// What a point lookup in one table found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetOutcome {
+    /// The key lies outside the table's `[smallest, largest]` user-key range.
+    OutOfRange,
+    /// The filter says the key is certainly absent.
+    FilterNegative,
+    /// The filter said "maybe" but the table holds no visible version (a false positive, or
+    /// only versions newer than the snapshot).
+    Absent,
+    /// The newest visible version is a put of this value.
+    Found(Value),
+    /// The newest visible version is a tombstone.
+    Deleted,
+}
+
+/// A point lookup's outcome and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableGet {
+    /// What was found.
+    pub outcome: GetOutcome,
+    /// A data block was read from the file.
+    pub block_read: bool,
+    /// A data block was served by the block cache.
+    pub cache_hit: bool,
+}
+
+impl TableGet {
+    fn without_io(outcome: GetOutcome) -> Self {
+        TableGet { outcome, block_read: false, cache_hit: false }
+    }
+}
+
+/// The index, decoded once at open: separators concatenated in one buffer.
+#[derive(Debug)]
+struct Index {
+    keys: Vec<u8>,
+    /// `ends[i]` is where separator `i` ends in `keys`.
+    ends: Vec<usize>,
+    handles: Vec<BlockHandle>,
+}
+
+impl Index {
+    fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.keys[start..self.ends[i]]
+    }
+
+    /// The first block whose separator is `>= target` (`len()` if none).
+    fn find(&self, target: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if compare_internal(self.key(mid), target) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.keys.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
+    }
+}
+
+/// An open, immutable table. Share it as `Arc<Table>`; every method takes `&self` and reads
+/// with positional I/O, so any number of threads may use it at once.
+#[derive(Debug)]
+pub struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    id: u64,
+    cache: Option<Arc<BlockCache>>,
+    file_size: u64,
+    footer: Footer,
+    props: TableProperties,
+    index: Index,
+    filter: Filter,
+}
+
+impl Table {
+    /// Opens the table in `file` (named `path` in errors), verifying the footer, properties,
+    /// index and filter. Data blocks are read on demand, through `cache` if given.
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Table> {
+        let file_size = file.size();
+        let footer_offset = file_size
+            .checked_sub(FOOTER_LEN as u64)
+            .ok_or_else(|| Error::corruption(&path, 0, "file too short for a table footer"))?;
+        let mut buf = [0u8; FOOTER_LEN];
+        file.read_exact_at(&mut buf, footer_offset)?;
+        let footer = Footer::decode(&buf, &path, footer_offset)?;
+
+        // Regions in file order: data, filter, properties, index, footer. Each handle must
+        // start where its region starts and end before the next, so no two regions overlap.
+        let filter_end = region_end(&path, footer.filter, footer.properties.offset, "filter")?;
+        let props_end = region_end(&path, footer.properties, footer.index.offset, "properties")?;
+        let index_end = region_end(&path, footer.index, footer_offset, "index")?;
+        debug_assert!(filter_end <= props_end && props_end <= index_end);
+
+        let raw = read_block(file.as_ref(), &path, footer.properties, props_end)?;
+        let props = TableProperties::decode(&raw)
+            .map_err(|e| e.in_file(&path, footer.properties.offset))?;
+        let raw = read_block(file.as_ref(), &path, footer.filter, filter_end)?;
+        let filter = Filter::decode(&raw).map_err(|e| e.in_file(&path, footer.filter.offset))?;
+        let raw = read_block(file.as_ref(), &path, footer.index, index_end)?;
+        let index = decode_index(raw, footer.filter.offset)
+            .map_err(|e| e.in_file(&path, footer.index.offset))?;
+        if (index.len() as u64) != props.num_data_blocks
+            || (index.len() == 0) != (props.num_entries == 0)
+        {
+            return Err(Error::corruption(
+                &path,
+                footer.index.offset,
+                format!(
+                    "index lists {} blocks, properties say {} blocks and {} entries",
+                    index.len(),
+                    props.num_data_blocks,
+                    props.num_entries
+                ),
+            ));
+        }
+        Ok(Table {
+            file,
+            path,
+            id: BlockCache::next_table_id(),
+            cache,
+            file_size,
+            footer,
+            props,
+            index,
+            filter,
+        })
+    }
+
+    /// Looks up the newest version of `user_key` with sequence number `<= seq`. `hash` is
+    /// [`crate::filter::hash_key`] of `user_key`, computed once by the caller for all tables.
+    pub fn get(&self, user_key: &[u8], hash: u64, seq: SeqNo) -> Result<TableGet> {
+        let p = &self.props;
+        if p.num_entries == 0
+            || user_key < p.smallest_user_key.as_slice()
+            || user_key > p.largest_user_key.as_slice()
+        {
+            return Ok(TableGet::without_io(GetOutcome::OutOfRange));
+        }
+        if !self.filter.may_contain_hash(hash) {
+            return Ok(TableGet::without_io(GetOutcome::FilterNegative));
+        }
+        let mut target = Vec::with_capacity(user_key.len() + crate::key::TRAILER_LEN);
+        append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
+        let i = self.index.find(&target);
+        if i == self.index.len() {
+            return Ok(TableGet::without_io(GetOutcome::Absent));
+        }
+        let handle = self.index.handles[i];
+        let (block, block_read, cache_hit) = self.data_block(handle, true)?;
+        let it = block.seek(&target).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        let outcome = if !it.valid() {
+            GetOutcome::Absent
+        } else {
+            let parsed = parse_internal_key(it.key()).ok_or_else(|| {
+                Error::corruption(&self.path, handle.offset, "malformed internal key in block")
+            })?;
+            match (parsed.user_key == user_key, parsed.kind) {
+                (false, _) => GetOutcome::Absent,
+                (true, ValueKind::Put) => GetOutcome::Found(Value::from_bytes(it.value_bytes())),
+                (true, ValueKind::Delete) => GetOutcome::Deleted,
+            }
+        };
+        Ok(TableGet { outcome, block_read, cache_hit })
+    }
+
+    /// The data block at `handle`, from the cache when possible: `(block, read, cache hit)`.
+    fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<(Block, bool, bool)> {
+        if let Some(cache) = &self.cache {
+            if let Some(b) = cache.get(self.id, handle.offset) {
+                return Ok((b, false, true));
+            }
+        }
+        let block = self.read_data_block(handle)?;
+        if let (Some(cache), true) = (&self.cache, fill_cache) {
+            cache.insert(self.id, handle.offset, block.clone());
+        }
+        Ok((block, true, false))
+    }
+
+    /// Reads and validates one data block from the file, bypassing the cache (for `verify`).
+    pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        let raw = read_block(self.file.as_ref(), &self.path, handle, self.footer.filter.offset)?;
+        Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))
+    }
+
+    /// A two-level iterator over every entry, filling the block cache as it reads.
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        self.iter_with(true)
+    }
+
+    /// Like [`Table::iter`]; with `fill_cache = false` blocks not already cached are read
+    /// without being inserted, so a compaction's one-off scan does not evict hot blocks.
+    pub fn iter_with(self: &Arc<Self>, fill_cache: bool) -> TableIter {
+        TableIter { table: Arc::clone(self), block_index: 0, data: None, fill_cache }
+    }
+
+    /// The properties recorded when the table was built.
+    pub fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    /// The table's filter, held in RAM.
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    /// The file's path (as given to [`Table::open`]).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// This table's block-cache id, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The footer read at open.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// RAM held by the decoded index.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.index.memory_bytes()
+    }
+
+    /// RAM held by the filter's bit array.
+    pub fn filter_memory_bytes(&self) -> usize {
+        self.filter.memory_bytes()
+    }
+
+    /// Number of data blocks.
+    pub fn num_data_blocks(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The handles of the data blocks in key order (their on-disk size is
+    /// [`BlockHandle::disk_size`]).
+    pub fn data_block_handles(&self) -> Vec<BlockHandle> {
+        self.index.handles.clone()
+    }
+
+    /// The index entries: each block's separator key and handle, in order.
+    pub fn index_entries(&self) -> impl Iterator<Item = (&[u8], BlockHandle)> + '_ {
+        (0..self.index.len()).map(move |i| (self.index.key(i), self.index.handles[i]))
+    }
+}
+
+/// Checks that `h` fits before `limit` and returns where it ends.
+fn region_end(path: &Path, h: BlockHandle, limit: u64, what: &str) -> Result<u64> {
+    match h.end() {
+        Some(end) if end <= limit => Ok(end),
+        _ => Err(Error::corruption(
+            path,
+            h.offset,
+            format!("{what} block (offset {}, size {}) overlaps what follows it", h.offset, h.size),
+        )),
+    }
+}
+
+/// Decodes the index block: separators strictly increasing, valid internal keys; handles in
+/// file order, non-overlapping, and inside the data region that ends at `data_end`.
+fn decode_index(raw: bytes::Bytes, data_end: u64) -> Result<Index> {
+    let block = Block::new(raw)?;
+    let mut it = block.iter();
+    it.seek_to_first()?;
+    let mut index = Index { keys: Vec::new(), ends: Vec::new(), handles: Vec::new() };
+    let mut prev_end = 0u64;
+    while it.valid() {
+        let key = it.key();
+        let bad = |why: &str| Error::bad_bytes(0, format!("index entry {}: {why}", index.len()));
+        if parse_internal_key(key).is_none() {
+            return Err(bad("separator is not an internal key"));
+        }
+        if index.len() > 0 && compare_internal(index.key(index.len() - 1), key) != Ordering::Less {
+            return Err(bad("separators out of order"));
+        }
+        let handle = BlockHandle::decode(it.value()).map_err(|_| bad("malformed handle"))?;
+        match handle.end() {
+            Some(end) if handle.offset >= prev_end && end <= data_end => prev_end = end,
+            _ => return Err(bad("handle outside the data region")),
+        }
+        index.keys.extend_from_slice(key);
+        index.ends.push(index.keys.len());
+        index.handles.push(handle);
+        it.next()?;
+    }
+    index.keys.shrink_to_fit();
+    index.ends.shrink_to_fit();
+    index.handles.shrink_to_fit();
+    Ok(index)
+}
+
+/// A two-level iterator: the in-RAM index picks the block, a [`BlockIter`] walks it. Steps
+/// both ways ([`TableIter::prev`], [`TableIter::seek_to_last`]).
+#[derive(Debug)]
+pub struct TableIter {
+    table: Arc<Table>,
+    block_index: usize,
+    data: Option<BlockIter>,
+    fill_cache: bool,
+}
+
+impl TableIter {
+    fn load(&mut self, i: usize) -> Result<()> {
+        self.block_index = i;
+        self.data = None;
+        if i >= self.table.index.len() {
+            return Ok(());
+        }
+        let handle = self.table.index.handles[i];
+        let (block, _, _) = self.table.data_block(handle, self.fill_cache)?;
+        self.data = Some(block.iter());
+        Ok(())
+    }
+
+    fn wrap<T>(&mut self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.data = None;
+        }
+        let offset = self.table.index.handles.get(self.block_index).map_or(0, |h| h.offset);
+        r.map_err(|e| e.in_file(&self.table.path, offset))
+    }
+
+    /// Moves forward past exhausted blocks.
+    fn skip_forward(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|d| !d.valid()) {
+            let next = self.block_index + 1;
+            let r = self.load(next);
+            self.wrap(r)?;
+            if let Some(d) = self.data.as_mut() {
+                let r = d.seek_to_first();
+                self.wrap(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves backward past exhausted blocks.
+    fn skip_backward(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|d| !d.valid()) {
+            if self.block_index == 0 {
+                self.data = None;
+                return Ok(());
+            }
+            let prev = self.block_index - 1;
+            let r = self.load(prev);
+            self.wrap(r)?;
+            if let Some(d) = self.data.as_mut() {
+                let r = d.seek_to_last();
+                self.wrap(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Positions at the last entry.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let n = self.table.index.len();
+        if n == 0 {
+            self.data = None;
+            return Ok(());
+        }
+        let r = self.load(n - 1);
+        self.wrap(r)?;
+        if let Some(d) = self.data.as_mut() {
+            let r = d.seek_to_last();
+            self.wrap(r)?;
+        }
+        self.skip_backward()
+    }
+
+    /// Steps to the previous entry (invalid before the first). Only called while `valid()`.
+    pub fn prev(&mut self) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            let r = d.prev();
+            self.wrap(r)?;
+        }
+        self.skip_backward()
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            let r = d.next();
+            self.wrap(r)?;
+        }
+        self.skip_forward()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i = self.table.index.find(target);
+        let r = self.load(i);
+        self.wrap(r)?;
+        if let Some(d) = self.data.as_mut() {
+            let r = d.seek(target);
+            self.wrap(r)?;
+        }
+        self.skip_forward()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.load(0);
+        self.wrap(r)?;
+        if let Some(d) = self.data.as_mut() {
+            let r = d.seek_to_first();
+            self.wrap(r)?;
+        }
+        self.skip_forward()
+    }
+}
