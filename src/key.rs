@@ -183,6 +183,12 @@ impl<const N: usize> PartialEq<&[u8; N]> for Value {
     }
 }
 
+impl<const N: usize> PartialEq<[u8; N]> for Value {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.0 == other[..]
+    }
+}
+
 impl PartialEq<Vec<u8>> for Value {
     fn eq(&self, other: &Vec<u8>) -> bool {
         self.0 == other[..]

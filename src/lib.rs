@@ -5,7 +5,9 @@
 
 pub mod batch;
 pub mod coding;
+mod db;
 mod error;
+pub mod filename;
 pub mod filter;
 pub mod fs;
 pub mod iter;
@@ -13,13 +15,18 @@ pub mod key;
 pub mod log;
 pub mod memtable;
 pub mod merge;
+mod options;
+mod stats;
 pub mod table;
 pub mod version;
 
 pub use batch::WriteBatch;
+pub use db::{Db, DbIterator, Snapshot};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::Value;
+pub use options::{Options, WriteOptions};
+pub use stats::Stats;
 pub use table::Compression;
 
 /// The README's examples, compiled and run as doc tests.

@@ -5,3 +5,4 @@
 //! the WAL number to recover from, the next file number and the last sequence number.
 
 pub mod edit;
+pub mod set;

@@ -1,0 +1,244 @@
+//! Range and prefix scans.
+//!
+//! A scan merges every source — active memtable, immutable memtables, each L0 table, and one
+//! concatenating iterator per deeper level (which opens one table at a time) — into one stream
+//! in internal-key order, then, reading at the scan's sequence number: skips versions newer
+//! than it, keeps the first (newest) visible version of each user key, hides tombstones, and
+//! stops at the end bound.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::DbState;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::merge::MergingIterator;
+use crate::version::set::TableFile;
+use crate::{Result, Value};
+
+/// Iterates over a sorted, non-overlapping level, opening one table at a time.
+struct LevelIter {
+    tables: Vec<Arc<TableFile>>,
+    index: usize,
+    current: Option<Box<dyn InternalIterator>>,
+}
+
+impl LevelIter {
+    fn new(tables: Vec<Arc<TableFile>>) -> Self {
+        LevelIter { tables, index: 0, current: None }
+    }
+
+    fn open(&mut self, index: usize) {
+        self.index = index;
+        self.current =
+            self.tables.get(index).map(|t| Box::new(t.table.iter()) as Box<dyn InternalIterator>);
+    }
+
+    /// Moves on to the next table while the current one is exhausted.
+    fn skip_exhausted(&mut self) -> Result<()> {
+        while self.current.as_ref().is_some_and(|c| !c.valid())
+            && self.index + 1 < self.tables.len()
+        {
+            self.open(self.index + 1);
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").key()
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").value()
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.current.as_mut() {
+            c.next()?;
+        }
+        self.skip_exhausted()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i =
+            self.tables.partition_point(|t| key::compare_internal(&t.meta.largest, target).is_lt());
+        self.open(i);
+        if let Some(c) = self.current.as_mut() {
+            c.seek(target)?;
+        }
+        self.skip_exhausted()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.open(0);
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_first()?;
+        }
+        self.skip_exhausted()
+    }
+}
+
+/// Builds the merged view of every source in `state`, newest sources first.
+pub(crate) fn merged_sources(state: &DbState) -> MergingIterator {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for m in std::iter::once(&state.mem).chain(&state.imm) {
+        children.push(Box::new(m.table.iter()));
+    }
+    for t in &state.version.levels[0] {
+        children.push(Box::new(t.table.iter()));
+    }
+    for level in state.version.levels.iter().skip(1) {
+        if !level.is_empty() {
+            children.push(Box::new(LevelIter::new(level.clone())));
+        }
+    }
+    MergingIterator::new(children)
+}
+
+/// An iterator over `(key, value)` pairs in ascending key order, from [`crate::Db::range`],
+/// [`crate::Db::prefix`] or a [`crate::Snapshot`]. It sees the database as of its creation
+/// and keeps the files it reads alive until dropped.
+pub struct DbIterator {
+    _state: Arc<DbState>,
+    merged: MergingIterator,
+    seq: SeqNo,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    started: bool,
+    done: bool,
+    last_user_key: Vec<u8>,
+    has_last: bool,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator").field("seq", &self.seq).finish_non_exhaustive()
+    }
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        state: Arc<DbState>,
+        seq: SeqNo,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    ) -> Self {
+        let merged = merged_sources(&state);
+        DbIterator {
+            _state: state,
+            merged,
+            seq,
+            start,
+            end,
+            started: false,
+            done: false,
+            last_user_key: Vec::new(),
+            has_last: false,
+        }
+    }
+
+    fn position(&mut self) -> Result<()> {
+        match &self.start {
+            Bound::Unbounded => self.merged.seek_to_first(),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let target = key::internal_key(k, MAX_SEQNO, KIND_FOR_SEEK);
+                if let Bound::Excluded(k) = &self.start {
+                    // Treat the excluded key as already emitted: all its versions get skipped.
+                    self.last_user_key = k.clone();
+                    self.has_last = true;
+                }
+                self.merged.seek(&target)
+            }
+        }
+    }
+
+    fn past_end(&self, user_key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Unbounded => false,
+            Bound::Included(e) => user_key > e.as_slice(),
+            Bound::Excluded(e) => user_key >= e.as_slice(),
+        }
+    }
+
+    fn advance(&mut self) -> Result<Option<(Vec<u8>, Value)>> {
+        if !self.started {
+            self.started = true;
+            self.position()?;
+        }
+        while self.merged.valid() {
+            let k = self.merged.key();
+            let Some(p) = key::parse_internal_key(k) else {
+                return Err(crate::Error::corruption("", 0, "scan met a malformed internal key"));
+            };
+            if p.seq > self.seq || (self.has_last && p.user_key == self.last_user_key.as_slice()) {
+                self.merged.next()?;
+                continue;
+            }
+            if self.past_end(p.user_key) {
+                return Ok(None);
+            }
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(p.user_key);
+            self.has_last = true;
+            if p.kind == ValueKind::Delete {
+                self.merged.next()?;
+                continue;
+            }
+            let item = (p.user_key.to_vec(), Value::copy_from_slice(self.merged.value()));
+            self.merged.next()?;
+            return Ok(Some(item));
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Vec<u8>, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(item)) => Some(Ok(item)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, or `None` if there is
+/// none (the prefix is empty or all 0xff).
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last != 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
+
+    #[test]
+    fn prefix_successor_cases() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
+}

@@ -1,0 +1,415 @@
+//! The engine: [`Db`], the handle users share between threads.
+//!
+//! - `write.rs`: the write path (group commit → WAL → memtable, memtable switching, stalls)
+//! - `read.rs`: the point-read path (memtables → L0 newest first → one table per level)
+//! - `flush.rs`: immutable memtable → L0 table → manifest
+//! - `compaction.rs`: leveled compaction, picked and run on the background thread
+//! - `iter.rs`: range and prefix scans over a merged view at a sequence number
+//! - `snapshot.rs`: consistent read-only views
+//! - `recovery.rs`: open: CURRENT → manifest → tables → WAL replay
+//!
+//! Engine state ([`DbState`]: active memtable, immutable memtables, current version) is one
+//! immutable value behind an `ArcSwap`: readers load it without taking a lock, and every change
+//! builds a new value and swaps it in while holding `state_lock`.
+
+mod compaction;
+mod flush;
+mod iter;
+mod read;
+mod recovery;
+mod snapshot;
+mod write;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use arc_swap::ArcSwap;
+
+pub use iter::DbIterator;
+pub use snapshot::Snapshot;
+
+use crate::fs::{FileLock, FileSystem};
+use crate::key::SeqNo;
+use crate::log::LogWriter;
+use crate::memtable::MemTable;
+use crate::options::{Options, WriteOptions};
+use crate::stats::{Counters, Stats};
+use crate::table::BlockCache;
+use crate::version::set::{Version, VersionSet};
+use crate::{Error, Result, Value, WriteBatch};
+
+/// A memtable and the WAL segment that holds its writes.
+#[derive(Debug, Clone)]
+pub(crate) struct Mem {
+    pub table: Arc<MemTable>,
+    pub wal_number: u64,
+}
+
+/// The engine's state at one moment. Never mutated: replaced whole.
+#[derive(Debug)]
+pub(crate) struct DbState {
+    /// The memtable receiving writes.
+    pub mem: Mem,
+    /// Memtables waiting to be flushed, newest first.
+    pub imm: Vec<Mem>,
+    /// The tables.
+    pub version: Arc<Version>,
+}
+
+/// The WAL being appended to; touched only by the write leader (and close).
+#[derive(Debug)]
+pub(crate) struct WalState {
+    pub writer: Option<LogWriter>,
+    pub number: u64,
+    /// Last sequence number assigned (published or not).
+    pub last_seq: SeqNo,
+}
+
+/// Background thread coordination.
+#[derive(Debug, Default)]
+pub(crate) struct BgState {
+    pub shutdown: bool,
+    pub error: Option<Error>,
+    pub manual_compaction: bool,
+    /// Per level, the largest key of the last table compacted, so levels are compacted
+    /// round-robin instead of always at the same end.
+    pub compact_cursor: Vec<Vec<u8>>,
+}
+
+pub(crate) struct PendingWrite {
+    batch: WriteBatch,
+    sync: bool,
+    /// A flush request: switch the memtable even if it is not full.
+    force_switch: bool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub fs: Arc<dyn FileSystem>,
+    _lock: Box<dyn FileLock>,
+    pub state: ArcSwap<DbState>,
+    pub state_lock: Mutex<()>,
+    /// Held by whichever compaction (background or manual) is running.
+    pub compaction_slot: Mutex<()>,
+    pub versions: Mutex<VersionSet>,
+    pub file_numbers: Arc<AtomicU64>,
+    pub wal: Mutex<WalState>,
+    pub write_queue: Mutex<VecDeque<Arc<PendingWrite>>>,
+    pub write_cv: Condvar,
+    /// Highest sequence number whose write is fully applied; reads see up to here.
+    pub visible_seq: AtomicU64,
+    pub bg: Mutex<BgState>,
+    /// Wakes the background thread.
+    pub bg_cv: Condvar,
+    /// Signalled after every background step, for stalled writers and `flush` callers.
+    pub bg_done_cv: Condvar,
+    pub block_cache: Arc<BlockCache>,
+    pub counters: Counters,
+    pub closed: AtomicBool,
+    /// Live snapshots' sequence numbers, for `Stats` and tools.
+    pub snapshots: Mutex<std::collections::BTreeMap<SeqNo, usize>>,
+}
+
+impl std::fmt::Debug for DbInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves no half-applied state behind (state is
+    // swapped whole), so a poisoned lock is still safe to use.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl DbInner {
+    pub(crate) fn load_state(&self) -> Arc<DbState> {
+        self.state.load_full()
+    }
+
+    /// The error that stopped background work, if any.
+    pub(crate) fn check_bg_error(&self) -> Result<()> {
+        match &lock(&self.bg).error {
+            Some(e) => Err(Error::Background(Arc::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn set_bg_error(&self, e: Error) {
+        let mut bg = lock(&self.bg);
+        if bg.error.is_none() {
+            bg.error = Some(e);
+        }
+        self.bg_done_cv.notify_all();
+    }
+
+    pub(crate) fn wake_background(&self) {
+        let _g = lock(&self.bg);
+        self.bg_cv.notify_all();
+    }
+
+    /// Replaces the state with `f(current)`, serialised with every other state change.
+    pub(crate) fn swap_state(&self, f: impl FnOnce(&DbState) -> DbState) {
+        let _g = lock(&self.state_lock);
+        let cur = self.state.load();
+        self.state.store(Arc::new(f(&cur)));
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+/// An open database. Share one handle between threads (`Db` is `Send + Sync`; wrap it in an
+/// `Arc` or use scoped threads).
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// db.put(b"user:1", b"ada")?;
+/// db.put(b"user:2", b"grace")?;
+/// assert_eq!(db.get(b"user:1")?.as_deref(), Some(&b"ada"[..]));
+/// let names: Vec<_> = db.prefix(b"user:").map(|kv| kv.map(|(_, v)| v.to_vec())).collect::<Result<_, _>>()?;
+/// assert_eq!(names, vec![b"ada".to_vec(), b"grace".to_vec()]);
+/// db.close()?;
+/// # Ok(()) }
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    bg_thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it if it does not exist (unless
+    /// `create_if_missing(false)`), and recovering whatever a previous process left: tables
+    /// named by the manifest and writes still in WAL segments.
+    ///
+    /// Fails with [`Error::Locked`] if another handle has it open.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let inner = recovery::open(path.as_ref(), opts)?;
+        let inner = Arc::new(inner);
+        let bg_inner = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("bloomkv-bg".into())
+            .spawn(move || background_loop(&bg_inner))
+            .map_err(|e| Error::io("starting the background thread", e))?;
+        inner.wake_background();
+        Ok(Db { inner, bg_thread: Mutex::new(Some(handle)) })
+    }
+
+    /// The directory the database lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Sets `key` to `value`, with the database's default durability (`sync_writes`).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, &self.default_write_options())
+    }
+
+    /// Deletes `key` (a no-op if it is absent), with the default durability.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, &self.default_write_options())
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash either all of it is there
+    /// or none. With `sync: true` it is on stable storage when this returns.
+    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        self.inner.check_open()?;
+        write::write(&self.inner, batch, opts.sync, false)
+    }
+
+    fn default_write_options(&self) -> WriteOptions {
+        WriteOptions { sync: self.inner.opts.sync_writes }
+    }
+
+    /// The newest value of `key`, or `None` if it is absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.inner.check_open()?;
+        let state = self.inner.load_state();
+        // Load the state before the sequence number: every table in `state` then holds only
+        // writes at or below `seq` (see DESIGN.md, "Reading at a sequence number").
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        read::get(&self.inner, &state, key.as_ref(), seq)
+    }
+
+    /// Iterates over the keys in `range` (any `RangeBounds` of byte slices) in ascending order,
+    /// seeing the database as it was when the iterator was created.
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
+        self.snapshot().range(range)
+    }
+
+    /// Iterates over the keys that start with `prefix`, in ascending order.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        self.snapshot().prefix(prefix)
+    }
+
+    /// A consistent read-only view of the database as it is now. It keeps the memtables and
+    /// table files it needs alive until dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.clone())
+    }
+
+    /// Writes the memtable to an L0 table and returns when that table is recorded in the
+    /// manifest (its writes no longer depend on the WAL).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_open()?;
+        write::write(&self.inner, WriteBatch::new(), false, true)?;
+        flush::wait_for_flushes(&self.inner)
+    }
+
+    /// Compacts the whole database into its last level: every overwritten version and every
+    /// tombstone that no snapshot needs is dropped. Returns when done.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        compaction::compact_all(&self.inner)
+    }
+
+    /// Makes every write acknowledged so far durable (fsyncs the WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.check_open()?;
+        write::write(&self.inner, WriteBatch::new(), true, false)
+    }
+
+    /// Counters and the shape of the tree.
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let c = &inner.counters;
+        let state = inner.load_state();
+        let v = &state.version;
+        let mut s = Stats {
+            gets: c.gets.get(),
+            memtable_hits: c.memtable_hits.get(),
+            filter_checks: c.filter_checks.get(),
+            filter_negatives: c.filter_negatives.get(),
+            filter_false_positives: c.filter_false_positives.get(),
+            tables_consulted: c.tables_consulted.get(),
+            block_reads: c.block_reads.get(),
+            block_cache_hits: c.block_cache_hits.get(),
+            tables_per_level: v.levels.iter().map(|l| l.len()).collect(),
+            bytes_per_level: (0..v.levels.len()).map(|l| v.level_bytes(l)).collect(),
+            user_bytes_written: c.user_bytes_written.get(),
+            flushes: c.flushes.get(),
+            flush_bytes_written: c.flush_bytes_written.get(),
+            compactions: c.compactions.get(),
+            compaction_bytes_read: c.compaction_bytes_read.get(),
+            compaction_bytes_written: c.compaction_bytes_written.get(),
+            write_stalls: c.write_stalls.get(),
+            write_slowdowns: c.write_slowdowns.get(),
+            last_sequence: inner.visible_seq.load(Ordering::Acquire),
+            ..Stats::default()
+        };
+        for (_, t) in v.all_tables() {
+            s.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
+            s.index_memory_bytes += t.table.index_memory_bytes() as u64;
+        }
+        s.memtable_bytes = std::iter::once(&state.mem)
+            .chain(&state.imm)
+            .map(|m| m.table.approximate_bytes() as u64)
+            .sum();
+        let wal_numbers: Vec<u64> =
+            std::iter::once(&state.mem).chain(&state.imm).map(|m| m.wal_number).collect();
+        s.wal_bytes = wal_numbers
+            .iter()
+            .filter_map(|&n| std::fs::metadata(crate::filename::wal_path(&inner.dir, n)).ok())
+            .map(|m| m.len())
+            .sum();
+        s
+    }
+
+    /// Stops background work (a flush or compaction in progress completes), syncs the WAL and
+    /// releases the LOCK. Dropping the handle does the same, ignoring errors.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let mut bg = lock(&self.inner.bg);
+            bg.shutdown = true;
+            self.inner.bg_cv.notify_all();
+            self.inner.bg_done_cv.notify_all();
+        }
+        if let Some(h) = lock(&self.bg_thread).take() {
+            let _ = h.join();
+        }
+        // Writers that raced with close may still be in the queue; the WAL lock orders us
+        // after any leader that is mid-write.
+        let mut wal = lock(&self.inner.wal);
+        let synced = match wal.writer.as_mut() {
+            Some(w) => w.sync(),
+            None => Ok(()),
+        };
+        wal.writer = None;
+        synced?;
+        self.inner.check_bg_error()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// The background thread: flush immutable memtables first (they hold writers back), then
+/// compact while any level is over its target.
+fn background_loop(inner: &Arc<DbInner>) {
+    loop {
+        {
+            let mut bg = lock(&inner.bg);
+            loop {
+                if bg.shutdown {
+                    return;
+                }
+                if bg.error.is_none() {
+                    let state = inner.load_state();
+                    if !state.imm.is_empty()
+                        || (!bg.manual_compaction && compaction::needs_compaction(inner, &state))
+                    {
+                        break;
+                    }
+                }
+                bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        let state = inner.load_state();
+        let result = if !state.imm.is_empty() {
+            flush::flush_oldest(inner)
+        } else {
+            compaction::maybe_compact(inner)
+        };
+        let mut bg = lock(&inner.bg);
+        if let Err(e) = result {
+            if bg.error.is_none() {
+                bg.error = Some(e);
+            }
+        }
+        inner.bg_done_cv.notify_all();
+    }
+}
+
+pub(crate) use lock as lock_mutex;

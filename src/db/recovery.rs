@@ -1,0 +1,184 @@
+//! Opening a database: lock it, read CURRENT and the manifest, open every live table (filter
+//! and index into RAM), replay WAL segments newer than the last flush, and leave a clean
+//! starting point.
+//!
+//! Replayed writes are flushed to an L0 table *before* a new WAL segment is started, and the
+//! old segments are deleted only after the manifest records that table. So whatever moment a
+//! crash interrupts an open, the newest segment on disk is the only one that can end in a torn
+//! record — which is exactly the one whose torn tail is allowed.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex};
+
+use arc_swap::ArcSwap;
+
+use super::flush::{open_table, write_table, NewestVersions};
+use super::{BgState, DbInner, DbState, Mem, WalState};
+use crate::filename::{self, current_path, lock_path, wal_path, FileKind};
+use crate::iter::InternalIterator;
+use crate::key::SeqNo;
+use crate::log::{LogReader, LogWriter};
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::stats::Counters;
+use crate::table::{BlockCache, TableOptions};
+use crate::version::edit::VersionEdit;
+use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
+use crate::{Error, Result, WriteBatch};
+
+pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
+    let fs = opts.fs.clone();
+    if !fs.exists(dir) {
+        if !opts.create_if_missing {
+            return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
+        }
+        fs.create_dir_all(dir)?;
+    }
+    let lock = fs.lock(&lock_path(dir))?;
+    let names = fs.list(dir)?;
+    let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
+
+    let (metas, log_number, next_file, manifest_seq) = if fs.exists(&current_path(dir)) {
+        let m = read_manifest(fs.as_ref(), dir)?;
+        (m.levels, m.log_number, m.next_file_number, m.last_seq)
+    } else {
+        let has_data = kinds
+            .iter()
+            .any(|k| matches!(k, FileKind::Manifest(_) | FileKind::Table(_) | FileKind::Wal(_)));
+        if has_data {
+            return Err(Error::corruption(
+                current_path(dir),
+                0,
+                "CURRENT is missing but the directory holds database files",
+            ));
+        }
+        if !opts.create_if_missing {
+            return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
+        }
+        (vec![Vec::new(); NUM_LEVELS], 0, 1, 0)
+    };
+
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let mut version = Version::empty();
+    for (level, tables) in metas.into_iter().enumerate() {
+        for meta in tables {
+            version.levels[level].push(open_table(&fs, dir, &cache, meta)?);
+        }
+    }
+    let version = version.apply(&VersionEdit::default(), &[]); // sorts the levels
+
+    // Replay WAL segments at or above the log number, oldest first.
+    let mut wals: Vec<u64> = kinds
+        .iter()
+        .filter_map(|k| match k {
+            FileKind::Wal(n) if *n >= log_number => Some(*n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let mem = Arc::new(MemTable::new());
+    let mut last_seq: SeqNo = manifest_seq;
+    for (i, &n) in wals.iter().enumerate() {
+        let path = wal_path(dir, n);
+        let mut reader = LogReader::new(path.clone(), fs.read_all(&path)?);
+        while let Some(record) = reader.next_record()? {
+            let batch = WriteBatch::from_record(record)
+                .map_err(|e| e.in_file(&path, reader.last_record_offset()))?;
+            let first = batch.sequence();
+            for (seq, (kind, key, value)) in (first..).zip(batch.iter()) {
+                mem.insert(key, seq, kind, value);
+            }
+            last_seq = last_seq.max((first + batch.len() as u64).saturating_sub(1));
+        }
+        if reader.dropped_tail_bytes() > 0 && i + 1 < wals.len() {
+            return Err(Error::corruption(
+                &path,
+                reader.last_record_offset(),
+                "torn record in a WAL segment that is not the newest",
+            ));
+        }
+    }
+    let max_number = wals.iter().copied().chain(kinds.iter().filter_map(|k| match k {
+        FileKind::Table(n) | FileKind::Manifest(n) => Some(*n),
+        _ => None,
+    }));
+    let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
+
+    let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
+    let new_wal = versions.new_file_number();
+    let mut version = version;
+    if !mem.is_empty() {
+        let number = versions.new_file_number();
+        let topts = TableOptions {
+            block_bytes: opts.block_bytes,
+            compression: opts.compression,
+            filter_policy: opts.filter_policy,
+            ..TableOptions::default()
+        };
+        let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false));
+        it.seek_to_first()?;
+        if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it)? {
+            fs.sync_dir(dir)?;
+            let t = open_table(&fs, dir, &cache, meta.clone())?;
+            let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
+            version = version.apply(&edit, &[t]);
+        }
+    }
+    // The new manifest records every table, including the one just written, and a log
+    // number that retires every replayed segment.
+    versions.set_log_number(new_wal);
+    versions.write_snapshot(&version)?;
+    let wal_file = fs.create(&wal_path(dir, new_wal))?;
+    fs.sync_dir(dir)?;
+
+    // Remove what no longer belongs: retired WALs, tables not in the version, old manifests,
+    // temporary files.
+    let live: std::collections::HashSet<u64> =
+        version.all_tables().map(|(_, t)| t.meta.number).collect();
+    for name in &names {
+        let stale = match filename::parse(name) {
+            Some(FileKind::Wal(n)) => n < new_wal,
+            Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::Manifest(n)) => n != versions.manifest_number(),
+            Some(FileKind::Temp) => true,
+            _ => false,
+        };
+        if stale {
+            let _ = fs.remove(&dir.join(name));
+        }
+    }
+
+    let file_numbers = versions.file_numbers();
+    let state = DbState {
+        mem: Mem { table: Arc::new(MemTable::new()), wal_number: new_wal },
+        imm: Vec::new(),
+        version: Arc::new(version),
+    };
+    Ok(DbInner {
+        dir: dir.to_path_buf(),
+        opts,
+        fs,
+        _lock: lock,
+        state: ArcSwap::from_pointee(state),
+        state_lock: Mutex::new(()),
+        compaction_slot: Mutex::new(()),
+        versions: Mutex::new(versions),
+        file_numbers,
+        wal: Mutex::new(WalState {
+            writer: Some(LogWriter::new(wal_file)),
+            number: new_wal,
+            last_seq,
+        }),
+        write_queue: Mutex::new(Default::default()),
+        write_cv: Condvar::new(),
+        visible_seq: AtomicU64::new(last_seq),
+        bg: Mutex::new(BgState::default()),
+        bg_cv: Condvar::new(),
+        bg_done_cv: Condvar::new(),
+        block_cache: cache,
+        counters: Counters::default(),
+        closed: AtomicBool::new(false),
+        snapshots: Mutex::new(Default::default()),
+    })
+}

@@ -1,0 +1,98 @@
+//! Snapshots: a read-only view of the database at one sequence number.
+//!
+//! A snapshot holds the engine state (memtables and version) it was taken from, so the
+//! memtables and table files it needs stay alive — compaction may replace them in the live
+//! database, but their files are deleted only when the last snapshot or iterator using them
+//! is dropped.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::iter::{prefix_successor, DbIterator};
+use super::{lock_mutex as lock, read, DbInner, DbState};
+use crate::key::SeqNo;
+use crate::{Result, Value};
+
+/// A consistent read-only view, from [`crate::Db::snapshot`]. Later writes are invisible to
+/// it. Cheap to take; holds memtables and files alive until dropped.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// db.put(b"k", b"old")?;
+/// let snap = db.snapshot();
+/// db.put(b"k", b"new")?;
+/// assert_eq!(snap.get(b"k")?.as_deref(), Some(&b"old"[..]));
+/// assert_eq!(db.get(b"k")?.as_deref(), Some(&b"new"[..]));
+/// # Ok(()) }
+/// ```
+pub struct Snapshot {
+    inner: Arc<DbInner>,
+    state: Arc<DbState>,
+    seq: SeqNo,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn new(inner: Arc<DbInner>) -> Self {
+        // State before sequence number, as in `Db::get`.
+        let state = inner.load_state();
+        let seq = inner.visible_seq.load(Ordering::Acquire);
+        *lock(&inner.snapshots).entry(seq).or_insert(0) += 1;
+        Snapshot { inner, state, seq }
+    }
+
+    /// The sequence number the snapshot reads at.
+    pub fn sequence(&self) -> SeqNo {
+        self.seq
+    }
+
+    /// The value of `key` as of the snapshot.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        read::get(&self.inner, &self.state, key.as_ref(), self.seq)
+    }
+
+    /// Iterates over the keys in `range` as of the snapshot.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        DbIterator::new(
+            self.state.clone(),
+            self.seq,
+            own(range.start_bound()),
+            own(range.end_bound()),
+        )
+    }
+
+    /// Iterates over the keys starting with `prefix` as of the snapshot.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref();
+        let end = match prefix_successor(prefix) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        };
+        DbIterator::new(self.state.clone(), self.seq, Bound::Included(prefix.to_vec()), end)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut snaps = lock(&self.inner.snapshots);
+        if let Some(n) = snaps.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                snaps.remove(&self.seq);
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The write path: `Db::write` → group commit → WAL append (+ fsync) → memtable insert →
+//! publish the sequence number; and, before a group is written, making room (switching a full
+//! memtable, slowing or stopping writers when flushes or L0 compaction fall behind).
+//!
+//! Group commit: writers queue up; the writer at the head of the queue is the leader. It takes
+//! the batches queued behind it (up to a byte limit), appends them to the WAL, flushes the WAL
+//! to the OS once, fsyncs once if any of them asked for `sync`, applies them to the memtable in
+//! order, publishes the last sequence number, and hands every writer in the group its result.
+//! Only a leader touches the WAL and assigns sequence numbers, so neither needs a lock beyond
+//! the leadership itself.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite};
+use crate::filename::wal_path;
+use crate::log::LogWriter;
+use crate::memtable::MemTable;
+use crate::{Error, Result, WriteBatch};
+
+/// Largest group a leader assembles (bytes of batch data); bounds the latency of the writers
+/// that join a group.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+pub(crate) fn write(
+    inner: &DbInner,
+    batch: WriteBatch,
+    sync: bool,
+    force_switch: bool,
+) -> Result<()> {
+    let me = Arc::new(PendingWrite { batch, sync, force_switch, result: Mutex::new(None) });
+    let mut queue = lock(&inner.write_queue);
+    queue.push_back(me.clone());
+    loop {
+        if let Some(r) = lock(&me.result).take() {
+            return r;
+        }
+        if Arc::ptr_eq(&queue[0], &me) {
+            break;
+        }
+        queue = inner.write_cv.wait(queue).unwrap_or_else(|p| p.into_inner());
+    }
+    // Leader: gather the group while still holding the queue lock, then release it for I/O so
+    // new writers can queue behind us.
+    let mut group = vec![me.clone()];
+    let mut bytes = me.batch.approximate_bytes();
+    for w in queue.iter().skip(1) {
+        // A memtable switch request leads its own group so it applies to exactly the writes
+        // before it.
+        if w.force_switch || bytes + w.batch.approximate_bytes() > MAX_GROUP_BYTES {
+            break;
+        }
+        bytes += w.batch.approximate_bytes();
+        group.push(w.clone());
+    }
+    drop(queue);
+
+    let result = write_group(inner, &group);
+
+    let mut queue = lock(&inner.write_queue);
+    for w in &group {
+        let popped = queue.pop_front();
+        debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, w)));
+        if !Arc::ptr_eq(w, &me) {
+            *lock(&w.result) = Some(result.clone());
+        }
+    }
+    inner.write_cv.notify_all();
+    result
+}
+
+fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
+    inner.check_bg_error()?;
+    if inner.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    let force = group[0].force_switch;
+    make_room(inner, force)?;
+
+    let mut wal = lock(&inner.wal);
+    let ops: u64 = group.iter().map(|w| w.batch.len() as u64).sum();
+    if ops == 0 {
+        // `sync()` and flush requests carry no data; `sync()` still fsyncs what is there.
+        if group.iter().any(|w| w.sync) {
+            if let Some(writer) = wal.writer.as_mut() {
+                writer.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
+            }
+        }
+        return Ok(());
+    }
+    let wal = &mut *wal;
+    let first_seq = wal.last_seq + 1;
+    let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
+    let mut seq = first_seq;
+    let mut batches = Vec::with_capacity(group.len());
+    for w in group {
+        if w.batch.is_empty() {
+            continue;
+        }
+        let mut b = w.batch.clone();
+        b.set_sequence(seq);
+        seq += b.len() as u64;
+        batches.push(b);
+    }
+    let need_sync = group.iter().any(|w| w.sync);
+    let logged = (|| -> Result<()> {
+        for b in &batches {
+            writer.add_record(b.data())?;
+        }
+        writer.flush()?;
+        if need_sync {
+            writer.sync()?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = logged {
+        // The WAL may now end in a partial record; writing more after it would hide later
+        // records behind damage. Stop accepting writes; reopening recovers a clean prefix.
+        inner.set_bg_error(e.clone());
+        return Err(e);
+    }
+    wal.last_seq = seq - 1;
+
+    let mem = inner.load_state().mem.table.clone();
+    let mut user_bytes = 0u64;
+    for b in &batches {
+        for (s, (kind, key, value)) in (b.sequence()..).zip(b.iter()) {
+            mem.insert(key, s, kind, value);
+            user_bytes += (key.len() + value.len()) as u64;
+        }
+    }
+    inner.counters.user_bytes_written.add(user_bytes);
+    inner.visible_seq.store(seq - 1, Ordering::Release);
+    Ok(())
+}
+
+/// Ensures the memtable has room, switching to a new one when it is full (or `force`), and
+/// applies back-pressure: a short delay per write while L0 is filling, a wait when immutable
+/// memtables or L0 tables reach their limits. Memory stays bounded whatever the write rate.
+fn make_room(inner: &DbInner, force: bool) -> Result<()> {
+    let opts = &inner.opts;
+    let mut slowed = false;
+    loop {
+        let state = inner.load_state();
+        let l0 = state.version.levels[0].len();
+        if !slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
+            // Give compaction a head start without stopping writes outright (LevelDB's 1 ms).
+            slowed = true;
+            inner.counters.write_slowdowns.incr();
+            let bg = lock(&inner.bg);
+            inner.check_bg_error_locked(&bg)?;
+            drop(inner.bg_done_cv.wait_timeout(bg, Duration::from_millis(1)));
+            continue;
+        }
+        let full = state.mem.table.approximate_bytes() >= opts.memtable_bytes;
+        let wants_switch = full || (force && !state.mem.table.is_empty());
+        if !wants_switch {
+            return Ok(());
+        }
+        if state.imm.len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
+            inner.counters.write_stalls.incr();
+            let mut bg = lock(&inner.bg);
+            loop {
+                inner.check_bg_error_locked(&bg)?;
+                if bg.shutdown {
+                    return Err(Error::Closed);
+                }
+                let s = inner.load_state();
+                if s.imm.len() < opts.max_immutable_memtables
+                    && s.version.levels[0].len() < opts.l0_stop_trigger
+                {
+                    break;
+                }
+                inner.bg_cv.notify_all();
+                bg = inner.bg_done_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+            }
+            continue;
+        }
+        switch_memtable(inner)?;
+        return Ok(());
+    }
+}
+
+/// Freezes the active memtable and starts a new one with a new WAL segment. The old segment
+/// is fsynced first, so after a power loss only the newest segment can have a torn tail and
+/// recovery never has to skip a hole.
+fn switch_memtable(inner: &DbInner) -> Result<()> {
+    let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
+    let mut wal = lock(&inner.wal);
+    if let Some(w) = wal.writer.as_mut() {
+        w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
+    }
+    let file = inner.fs.create(&wal_path(&inner.dir, number))?;
+    inner.fs.sync_dir(&inner.dir)?;
+    wal.writer = Some(LogWriter::new(file));
+    wal.number = number;
+    drop(wal);
+    inner.swap_state(|cur| {
+        let mut imm = Vec::with_capacity(cur.imm.len() + 1);
+        imm.push(cur.mem.clone());
+        imm.extend(cur.imm.iter().cloned());
+        DbState {
+            mem: Mem { table: Arc::new(MemTable::new()), wal_number: number },
+            imm,
+            version: cur.version.clone(),
+        }
+    });
+    inner.wake_background();
+    Ok(())
+}
+
+impl DbInner {
+    pub(crate) fn check_bg_error_locked(&self, bg: &super::BgState) -> Result<()> {
+        match &bg.error {
+            Some(e) => Err(Error::Background(Arc::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+}

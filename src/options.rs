@@ -1,0 +1,164 @@
+//! Configuration: [`Options`] for a database, [`WriteOptions`] for one write.
+
+use crate::filter::FilterPolicy;
+use crate::table::Compression;
+use crate::{Error, Result};
+
+/// How a database is configured. Builder-style: start from `Options::default()` and chain
+/// setters.
+///
+/// ```
+/// use bloomkv::{Compression, FilterPolicy, Options};
+/// let opts = Options::default()
+///     .memtable_bytes(8 << 20)
+///     .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 12.0 })
+///     .compression(Compression::Zstd { level: 3 });
+/// assert_eq!(opts.get_memtable_bytes(), 8 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub(crate) memtable_bytes: usize,
+    pub(crate) max_immutable_memtables: usize,
+    pub(crate) filter_policy: FilterPolicy,
+    pub(crate) compression: Compression,
+    pub(crate) block_bytes: usize,
+    pub(crate) block_cache_bytes: usize,
+    pub(crate) sync_writes: bool,
+    pub(crate) l0_compaction_trigger: usize,
+    pub(crate) l0_slowdown_trigger: usize,
+    pub(crate) l0_stop_trigger: usize,
+    pub(crate) level_size_ratio: u64,
+    pub(crate) level_base_bytes: u64,
+    pub(crate) target_table_bytes: u64,
+    pub(crate) create_if_missing: bool,
+    pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memtable_bytes: 4 << 20,
+            max_immutable_memtables: 2,
+            filter_policy: FilterPolicy::default(),
+            compression: Compression::None,
+            block_bytes: 4096,
+            block_cache_bytes: 64 << 20,
+            sync_writes: false,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 8,
+            l0_stop_trigger: 12,
+            level_size_ratio: 10,
+            level_base_bytes: 10 << 20,
+            target_table_bytes: 4 << 20,
+            create_if_missing: true,
+            fs: std::sync::Arc::new(crate::fs::StdFs),
+        }
+    }
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident, $getter:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.$name = value;
+            self
+        }
+        #[doc = concat!("The configured `", stringify!($name), "`.")]
+        pub fn $getter(&self) -> $ty {
+            self.$name.clone()
+        }
+    };
+}
+
+impl Options {
+    setter!(
+        /// Size at which the memtable becomes immutable and is flushed (default 4 MiB).
+        memtable_bytes, get_memtable_bytes: usize);
+    setter!(
+        /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
+        max_immutable_memtables, get_max_immutable_memtables: usize);
+    setter!(
+        /// The per-table filter (default: blocked Bloom at 10 bits per key).
+        filter_policy, get_filter_policy: FilterPolicy);
+    setter!(
+        /// Data block compression (default none: point reads are the priority).
+        compression, get_compression: Compression);
+    setter!(
+        /// Target uncompressed size of a data block (default 4 KiB).
+        block_bytes, get_block_bytes: usize);
+    setter!(
+        /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
+        block_cache_bytes, get_block_cache_bytes: usize);
+    setter!(
+        /// Whether writes fsync the WAL unless their `WriteOptions` say otherwise (default false).
+        sync_writes, get_sync_writes: bool);
+    setter!(
+        /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
+        l0_compaction_trigger, get_l0_compaction_trigger: usize);
+    setter!(
+        /// Number of L0 tables at which each write is delayed a little (default 8).
+        l0_slowdown_trigger, get_l0_slowdown_trigger: usize);
+    setter!(
+        /// Number of L0 tables at which writes wait for compaction (default 12).
+        l0_stop_trigger, get_l0_stop_trigger: usize);
+    setter!(
+        /// Each level below L1 may hold this many times the bytes of the one above (default 10).
+        level_size_ratio, get_level_size_ratio: u64);
+    setter!(
+        /// Target size of L1 in bytes (default 10 MiB).
+        level_base_bytes, get_level_base_bytes: u64);
+    setter!(
+        /// Size at which compaction output is split into a new table (default 4 MiB).
+        target_table_bytes, get_target_table_bytes: u64);
+    setter!(
+        /// Create the database if the directory holds none (default true).
+        create_if_missing, get_create_if_missing: bool);
+
+    /// Routes all file access through `fs` (tests use this to inject faults).
+    pub fn file_system(mut self, fs: std::sync::Arc<dyn crate::fs::FileSystem>) -> Self {
+        self.fs = fs;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.filter_policy.validate()?;
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        if self.memtable_bytes < 1024 {
+            return bad("memtable_bytes must be at least 1 KiB");
+        }
+        if self.block_bytes < 64 || self.block_bytes > (16 << 20) {
+            return bad("block_bytes must be between 64 bytes and 16 MiB");
+        }
+        if self.l0_compaction_trigger < 1
+            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+            || self.l0_stop_trigger < self.l0_slowdown_trigger
+        {
+            return bad(
+                "need 1 <= l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger",
+            );
+        }
+        if self.level_size_ratio < 2 {
+            return bad("level_size_ratio must be at least 2");
+        }
+        if self.target_table_bytes < 1024 || self.level_base_bytes < 1024 {
+            return bad("target_table_bytes and level_base_bytes must be at least 1 KiB");
+        }
+        if self.max_immutable_memtables < 1 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(-7..=22).contains(&level) {
+                return bad("zstd level must be in -7..=22");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Fsync the WAL before acknowledging: the write then survives power loss. Without it
+    /// the write survives a process crash (it has reached the operating system).
+    pub sync: bool,
+}

@@ -1,0 +1,168 @@
+//! Counters of what the engine did, and the [`Stats`] snapshot handed to users.
+//!
+//! Lookups run on many threads at once; a single shared atomic per counter would bounce its
+//! cache line between cores on every read. Each counter is therefore striped over a few
+//! cache-padded cells, a thread always adding to "its" cell, and summed when read.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam::utils::CachePadded;
+
+const STRIPES: usize = 8;
+
+/// A counter that many threads can add to without contending.
+#[derive(Debug, Default)]
+pub(crate) struct Counter {
+    cells: [CachePadded<AtomicU64>; STRIPES],
+}
+
+thread_local! {
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+#[inline]
+fn stripe() -> usize {
+    STRIPE.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        s.set(v);
+        v
+    })
+}
+
+impl Counter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        if n != 0 {
+            self.cells[stripe()].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn incr(&self) {
+        self.add(1);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.cells.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// The engine's live counters.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub gets: Counter,
+    pub memtable_hits: Counter,
+    pub filter_checks: Counter,
+    pub filter_negatives: Counter,
+    pub filter_false_positives: Counter,
+    pub tables_consulted: Counter,
+    pub block_reads: Counter,
+    pub block_cache_hits: Counter,
+    pub user_bytes_written: Counter,
+    pub flushes: Counter,
+    pub flush_bytes_written: Counter,
+    pub compactions: Counter,
+    pub compaction_bytes_read: Counter,
+    pub compaction_bytes_written: Counter,
+    pub write_stalls: Counter,
+    pub write_slowdowns: Counter,
+}
+
+/// A point-in-time picture of the engine's counters and shape, from [`crate::Db::stats`].
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Point lookups served (`get` on the database or a snapshot).
+    pub gets: u64,
+    /// Lookups answered by a memtable without consulting any table.
+    pub memtable_hits: u64,
+    /// Tables whose key range covered a looked-up key, so their filter was asked.
+    pub filter_checks: u64,
+    /// Tables a filter ruled out: no index or block work was done for them.
+    pub filter_negatives: u64,
+    /// Filter said "maybe", a block was searched, and the key was not there.
+    pub filter_false_positives: u64,
+    /// Tables consulted by lookups (range covered the key), filtered or not.
+    pub tables_consulted: u64,
+    /// Data blocks read from disk (not found in the block cache).
+    pub block_reads: u64,
+    /// Data blocks found in the block cache.
+    pub block_cache_hits: u64,
+    /// Number of tables on each level, L0 first.
+    pub tables_per_level: Vec<usize>,
+    /// Bytes of tables on each level, L0 first.
+    pub bytes_per_level: Vec<u64>,
+    /// RAM held by the filters of all live tables.
+    pub filter_memory_bytes: u64,
+    /// RAM held by the indexes of all live tables.
+    pub index_memory_bytes: u64,
+    /// Approximate bytes in the active and immutable memtables.
+    pub memtable_bytes: u64,
+    /// Bytes in the live write-ahead log segments.
+    pub wal_bytes: u64,
+    /// Bytes of keys and values written by users (after batching).
+    pub user_bytes_written: u64,
+    /// Memtables flushed to L0 tables.
+    pub flushes: u64,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes_written: u64,
+    /// Compactions completed.
+    pub compactions: u64,
+    /// Bytes of tables read by compactions.
+    pub compaction_bytes_read: u64,
+    /// Bytes of tables written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Writes that had to wait for a flush or compaction.
+    pub write_stalls: u64,
+    /// Writes delayed briefly because L0 was filling up.
+    pub write_slowdowns: u64,
+    /// The last sequence number assigned.
+    pub last_sequence: u64,
+}
+
+impl Stats {
+    /// Bytes written to tables (flushes and compactions) per byte written by users.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            return 0.0;
+        }
+        (self.flush_bytes_written + self.compaction_bytes_written) as f64
+            / self.user_bytes_written as f64
+    }
+
+    /// Fraction of filter "maybe" answers that were wrong.
+    pub fn filter_false_positive_rate(&self) -> f64 {
+        let maybes = self.filter_checks.saturating_sub(self.filter_negatives);
+        let absent = self.filter_false_positives + self.filter_negatives;
+        if absent == 0 || maybes == 0 {
+            return 0.0;
+        }
+        self.filter_false_positives as f64 / absent as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn striped_counter_sums_across_threads() {
+        let c = Counter::default();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.incr();
+                    }
+                });
+            }
+        });
+        assert_eq!(c.get(), 4000);
+    }
+}

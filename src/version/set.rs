@@ -1,0 +1,329 @@
+//! Versions and the manifest.
+//!
+//! A [`Version`] is an immutable picture of which tables live on which level. The engine holds
+//! the current one inside its state snapshot; readers, iterators and snapshots keep the version
+//! they started with alive through `Arc`s, and every table inside it stays open (its filter and
+//! index in RAM) for as long as any version refers to it. A table that compaction replaced is
+//! marked obsolete and its file is deleted when the last `Arc` to it drops — so no reader ever
+//! finds its file gone.
+//!
+//! The [`VersionSet`] owns the manifest: a log (same record format as the WAL) of
+//! [`VersionEdit`]s. On open a fresh manifest is written holding one edit that describes the
+//! whole current version, then `CURRENT` is switched to it atomically: write `CURRENT.tmp`,
+//! fsync it, rename it over `CURRENT`, fsync the directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::filename::{self, current_path, manifest_path};
+use crate::fs::FileSystem;
+use crate::key::{self, SeqNo};
+use crate::log::{LogReader, LogWriter};
+use crate::table::Table;
+use crate::version::edit::{TableMeta, VersionEdit};
+use crate::{Error, Result};
+
+/// Levels in the tree: L0 plus six sorted levels.
+pub const NUM_LEVELS: usize = 7;
+
+/// A live table: its manifest metadata and the open reader (filter and index in RAM).
+#[derive(Debug)]
+pub struct TableFile {
+    /// What the manifest records about the table.
+    pub meta: TableMeta,
+    /// The open table.
+    pub table: Arc<Table>,
+    path: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    obsolete: AtomicBool,
+}
+
+impl TableFile {
+    pub(crate) fn new(
+        meta: TableMeta,
+        table: Arc<Table>,
+        path: PathBuf,
+        fs: Arc<dyn FileSystem>,
+    ) -> Self {
+        TableFile { meta, table, path, fs, obsolete: AtomicBool::new(false) }
+    }
+
+    /// Smallest user key in the table.
+    pub fn smallest_user_key(&self) -> &[u8] {
+        key::user_key(&self.meta.smallest)
+    }
+
+    /// Largest user key in the table.
+    pub fn largest_user_key(&self) -> &[u8] {
+        key::user_key(&self.meta.largest)
+    }
+
+    /// The table's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Marks the file for deletion once nothing refers to it any more.
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // A failed delete leaves an orphan that the next open removes; nothing is lost.
+            let _ = self.fs.remove(&self.path);
+        }
+    }
+}
+
+/// Which tables are live, level by level. L0 is ordered newest first (its tables may
+/// overlap); every other level is sorted by key and its tables do not overlap.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    /// The tables of each level.
+    pub levels: Vec<Vec<Arc<TableFile>>>,
+}
+
+impl Version {
+    pub(crate) fn empty() -> Self {
+        Version { levels: vec![Vec::new(); NUM_LEVELS] }
+    }
+
+    /// Returns a new version with `edit` applied; `opened` supplies the reader of every
+    /// added table.
+    pub(crate) fn apply(&self, edit: &VersionEdit, opened: &[Arc<TableFile>]) -> Version {
+        let mut levels = self.levels.clone();
+        for (level, number) in &edit.deleted {
+            levels[*level].retain(|t| t.meta.number != *number);
+        }
+        for (level, meta) in &edit.added {
+            if let Some(t) = opened.iter().find(|t| t.meta.number == meta.number) {
+                levels[*level].push(t.clone());
+            }
+        }
+        levels[0].sort_by_key(|t| std::cmp::Reverse(t.meta.number));
+        for level in levels.iter_mut().skip(1) {
+            level.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
+        }
+        Version { levels }
+    }
+
+    /// Total bytes of the tables on `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|t| t.meta.file_size).sum()
+    }
+
+    /// Tables on `level` whose user-key range intersects `[smallest, largest]`.
+    pub fn overlapping(
+        &self,
+        level: usize,
+        smallest: &[u8],
+        largest: &[u8],
+    ) -> Vec<Arc<TableFile>> {
+        self.levels[level]
+            .iter()
+            .filter(|t| t.largest_user_key() >= smallest && t.smallest_user_key() <= largest)
+            .cloned()
+            .collect()
+    }
+
+    /// On a sorted level (≥ 1), the one table whose range may hold `user_key`.
+    #[inline]
+    pub fn find_table(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
+        let tables = &self.levels[level];
+        let i = tables.partition_point(|t| t.largest_user_key() < user_key);
+        tables.get(i).filter(|t| t.smallest_user_key() <= user_key)
+    }
+
+    /// Every live table.
+    pub fn all_tables(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
+        self.levels.iter().enumerate().flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
+    }
+}
+
+/// What recovery found in the manifest.
+#[derive(Debug)]
+pub struct RecoveredManifest {
+    /// Tables per level.
+    pub levels: Vec<Vec<TableMeta>>,
+    /// WALs numbered at or above this hold data not yet in tables.
+    pub log_number: u64,
+    /// The next unused file number.
+    pub next_file_number: u64,
+    /// The last sequence number recorded.
+    pub last_seq: SeqNo,
+    /// Number of the manifest that was read.
+    pub manifest_number: u64,
+}
+
+/// Reads the manifest named by `CURRENT` and folds its edits into the live set of tables.
+pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
+    let current = current_path(dir);
+    let text = fs.read_all(&current)?;
+    let name = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|s| s.strip_suffix('\n'))
+        .filter(|s| !s.is_empty() && !s.contains('/') && !s.contains('\n'))
+        .ok_or_else(|| Error::corruption(&current, 0, "CURRENT does not name a manifest"))?;
+    let manifest_number = match filename::parse(name) {
+        Some(filename::FileKind::Manifest(n)) => n,
+        _ => return Err(Error::corruption(&current, 0, format!("CURRENT names {name:?}"))),
+    };
+    let path = manifest_path(dir, manifest_number);
+    let data = fs.read_all(&path)?;
+    let mut reader = LogReader::new(path.clone(), data);
+    let mut levels: Vec<Vec<TableMeta>> = vec![Vec::new(); NUM_LEVELS];
+    let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+    let mut records = 0;
+    while let Some(record) = reader.next_record()? {
+        let offset = reader.last_record_offset();
+        let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
+        records += 1;
+        for (level, number) in &edit.deleted {
+            let before = levels[*level].len();
+            levels[*level].retain(|t| t.number != *number);
+            if levels[*level].len() == before {
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    format!("edit deletes table {number} which is not on level {level}"),
+                ));
+            }
+        }
+        for (level, meta) in &edit.added {
+            levels[*level].push(meta.clone());
+        }
+        log_number = edit.log_number.or(log_number);
+        next_file = edit.next_file_number.or(next_file);
+        last_seq = edit.last_seq.or(last_seq);
+    }
+    let missing = |what| Error::corruption(&path, 0, format!("manifest has no {what}"));
+    if records == 0 {
+        return Err(missing("records"));
+    }
+    let next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
+    let max_used = levels.iter().flatten().map(|t| t.number).max().unwrap_or(0);
+    if max_used >= next_file_number || manifest_number >= next_file_number {
+        return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
+    }
+    Ok(RecoveredManifest {
+        levels,
+        log_number: log_number.ok_or_else(|| missing("log number"))?,
+        next_file_number,
+        last_seq: last_seq.ok_or_else(|| missing("last sequence"))?,
+        manifest_number,
+    })
+}
+
+/// The manifest writer and the counters it persists.
+#[derive(Debug)]
+pub struct VersionSet {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    manifest: Option<LogWriter>,
+    manifest_number: u64,
+    /// Next file number to hand out; shared with the write path, which allocates WAL
+    /// numbers without taking the version-set lock.
+    next_file_number: Arc<AtomicU64>,
+    log_number: u64,
+    last_seq: SeqNo,
+}
+
+impl VersionSet {
+    /// A version set that will write its first manifest on [`VersionSet::write_snapshot`].
+    pub fn new(
+        dir: &Path,
+        fs: Arc<dyn FileSystem>,
+        next_file_number: u64,
+        log_number: u64,
+        last_seq: SeqNo,
+    ) -> Self {
+        VersionSet {
+            dir: dir.to_path_buf(),
+            fs,
+            manifest: None,
+            manifest_number: 0,
+            next_file_number: Arc::new(AtomicU64::new(next_file_number)),
+            log_number,
+            last_seq,
+        }
+    }
+
+    /// The shared file-number allocator.
+    pub fn file_numbers(&self) -> Arc<AtomicU64> {
+        self.next_file_number.clone()
+    }
+
+    /// Allocates a file number.
+    pub fn new_file_number(&self) -> u64 {
+        self.next_file_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Sets the log number recorded by the next edit or snapshot.
+    pub fn set_log_number(&mut self, n: u64) {
+        self.log_number = n;
+    }
+
+    /// The live manifest's number.
+    pub fn manifest_number(&self) -> u64 {
+        self.manifest_number
+    }
+
+    /// WALs below this number are no longer needed.
+    pub fn log_number(&self) -> u64 {
+        self.log_number
+    }
+
+    /// Starts a new manifest holding the whole of `version`, and points CURRENT at it.
+    pub fn write_snapshot(&mut self, version: &Version) -> Result<()> {
+        let number = self.new_file_number();
+        let path = manifest_path(&self.dir, number);
+        let mut writer = LogWriter::new(self.fs.create(&path)?);
+        let mut edit = VersionEdit::default();
+        for (level, t) in version.all_tables() {
+            edit.added.push((level, t.meta.clone()));
+        }
+        self.fill(&mut edit);
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
+        set_current(self.fs.as_ref(), &self.dir, number)?;
+        let old = self.manifest_number;
+        self.manifest = Some(writer);
+        self.manifest_number = number;
+        if old != 0 {
+            let _ = self.fs.remove(&manifest_path(&self.dir, old));
+        }
+        Ok(())
+    }
+
+    fn fill(&self, edit: &mut VersionEdit) {
+        edit.log_number = Some(edit.log_number.unwrap_or(self.log_number));
+        edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
+        edit.last_seq = Some(edit.last_seq.unwrap_or(self.last_seq).max(self.last_seq));
+    }
+
+    /// Appends `edit` to the manifest and fsyncs it: when this returns, the edit is durable.
+    pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
+        self.fill(edit);
+        let writer = self.manifest.as_mut().ok_or(Error::Closed)?;
+        writer.add_record(&edit.encode())?;
+        writer.sync()?;
+        self.log_number = edit.log_number.unwrap_or(self.log_number);
+        self.last_seq = edit.last_seq.unwrap_or(self.last_seq);
+        Ok(())
+    }
+}
+
+/// Points CURRENT at manifest `number`, atomically.
+pub fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let mut f = fs.create(&tmp)?;
+    f.append(format!("MANIFEST-{number:06}\n").as_bytes())?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &current_path(dir))?;
+    fs.sync_dir(dir)
+}

@@ -1,0 +1,317 @@
+//! Engine behaviour: API basics, recovery after close, drop and crash, torn WAL tails, the
+//! LOCK, concurrent readers and writers.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+/// Options under which nothing happens in the background for small tests, so a copy of the
+/// directory is a faithful picture of what a crash would leave.
+fn quiet() -> Options {
+    Options::default().memtable_bytes(64 << 20)
+}
+
+/// Copies the database directory as the OS holds it right now: what a process crash leaves.
+fn crash_image(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn put_get_delete_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    db.put(b"a", b"1").unwrap();
+    db.put(b"b", b"2").unwrap();
+    db.put(b"a", b"3").unwrap();
+    assert_eq!(db.get(b"a").unwrap().unwrap(), b"3");
+    db.delete(b"b").unwrap();
+    assert_eq!(db.get(b"b").unwrap(), None);
+    db.put(b"", b"empty key").unwrap();
+    assert_eq!(db.get(b"").unwrap().unwrap(), b"empty key");
+    db.put(b"big", vec![7u8; 1 << 20]).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"big").unwrap().unwrap().len(), 1 << 20);
+    assert_eq!(db.get(b"a").unwrap().unwrap(), b"3");
+    assert_eq!(db.get(b"b").unwrap(), None);
+    let s = db.stats();
+    assert_eq!(s.tables_per_level[0], 1);
+    assert!(s.filter_memory_bytes > 0 && s.index_memory_bytes > 0);
+    db.close().unwrap();
+}
+
+#[test]
+fn data_survives_close_and_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), quiet()).unwrap();
+        for i in 0..1000 {
+            db.put(key(i), format!("v{i}")).unwrap();
+        }
+        db.close().unwrap();
+    }
+    {
+        let db = Db::open(dir.path(), quiet()).unwrap();
+        for i in 0..1000 {
+            assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("v{i}").as_bytes());
+        }
+        for i in 0..500 {
+            db.delete(key(i)).unwrap();
+        }
+        // Dropped without close.
+    }
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    assert_eq!(db.range::<&[u8], _>(..).count(), 500);
+    assert_eq!(db.get(key(10)).unwrap(), None);
+    assert!(db.get(key(510)).unwrap().is_some());
+}
+
+#[test]
+fn unsynced_and_synced_writes_survive_a_process_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    for i in 0..300 {
+        let mut b = WriteBatch::new();
+        b.put(key(i), b"x");
+        db.write(b, &WriteOptions { sync: i % 3 == 0 }).unwrap();
+    }
+    crash_image(dir.path(), image.path());
+    drop(db);
+    let db = Db::open(image.path(), quiet()).unwrap();
+    for i in 0..300 {
+        assert!(db.get(key(i)).unwrap().is_some(), "write {i} lost");
+    }
+}
+
+/// Writes keys 0..n, one batch each, and returns the WAL image (one segment).
+fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    for i in 0..n {
+        let mut b = WriteBatch::new();
+        b.put(key(i), vec![b'v'; 100]);
+        b.put(format!("pair{i:08}"), vec![b'v'; 100]);
+        db.write(b, &WriteOptions::default()).unwrap();
+    }
+    let wals = wal_files(dir.path());
+    assert_eq!(wals.len(), 1);
+    let bytes = std::fs::read(&wals[0]).unwrap();
+    let image = tempfile::tempdir().unwrap();
+    crash_image(dir.path(), image.path());
+    drop(db);
+    (image, bytes)
+}
+
+/// After a crash mid-write the recovered state is a prefix of the writes: no holes, batches
+/// whole.
+fn assert_prefix(db: &Db, n: u64) -> u64 {
+    let mut present = 0;
+    for i in 0..n {
+        let a = db.get(key(i)).unwrap().is_some();
+        let b = db.get(format!("pair{i:08}")).unwrap().is_some();
+        assert_eq!(a, b, "batch {i} half-applied");
+        if a {
+            assert_eq!(present, i, "hole before write {i}");
+            present += 1;
+        }
+    }
+    present
+}
+
+#[test]
+fn torn_wal_tail_is_dropped_and_recovery_is_a_prefix() {
+    let n = 400;
+    let (image, bytes) = wal_with_writes(n);
+    let wal = wal_files(image.path()).pop().unwrap();
+    let total = bytes.len();
+    let mut seen_partial = false;
+    // Cut at many points through the last few records, and some far earlier.
+    let cuts: Vec<usize> = (total.saturating_sub(700)..total)
+        .step_by(13)
+        .chain([0, 7, total / 2, total / 3 + 1])
+        .collect();
+    for cut in cuts {
+        let copy = tempfile::tempdir().unwrap();
+        crash_image(image.path(), copy.path());
+        std::fs::write(copy.path().join(wal.file_name().unwrap()), &bytes[..cut]).unwrap();
+        let db = Db::open(copy.path(), quiet()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let present = assert_prefix(&db, n);
+        if present < n && present > 0 {
+            seen_partial = true;
+        }
+        drop(db);
+        // Recovery of a recovered database: open again, same state.
+        let db = Db::open(copy.path(), quiet()).unwrap();
+        assert_eq!(assert_prefix(&db, n), present, "second recovery differs at cut {cut}");
+    }
+    assert!(seen_partial);
+}
+
+#[test]
+fn garbage_after_the_last_record_is_a_torn_tail() {
+    let (image, mut bytes) = wal_with_writes(50);
+    let wal = wal_files(image.path()).pop().unwrap();
+    bytes.extend_from_slice(&[0xAB; 37]);
+    std::fs::write(&wal, &bytes).unwrap();
+    let db = Db::open(image.path(), quiet()).unwrap();
+    assert_eq!(assert_prefix(&db, 50), 50);
+}
+
+#[test]
+fn damage_in_the_middle_of_the_wal_is_corruption() {
+    let (image, mut bytes) = wal_with_writes(400);
+    let wal = wal_files(image.path()).pop().unwrap();
+    bytes[1000] ^= 0xff;
+    std::fs::write(&wal, &bytes).unwrap();
+    match Db::open(image.path(), quiet()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, wal),
+        other => panic!("expected corruption naming the WAL, got {other:?}"),
+    }
+}
+
+#[test]
+fn second_open_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked { .. }) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    db.close().unwrap();
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+#[test]
+fn invalid_options_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = Options::default()
+        .filter_policy(bloomkv::FilterPolicy::BlockedBloom { bits_per_key: -1.0 });
+    assert!(matches!(Db::open(dir.path(), bad), Err(Error::InvalidArgument(_))));
+    let bad = Options::default().l0_compaction_trigger(10).l0_stop_trigger(5);
+    assert!(matches!(Db::open(dir.path(), bad), Err(Error::InvalidArgument(_))));
+    let missing = dir.path().join("nope");
+    assert!(Db::open(&missing, Options::default().create_if_missing(false)).is_err());
+    assert!(!missing.exists());
+}
+
+#[test]
+fn snapshot_sees_a_fixed_view_across_flush_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .memtable_bytes(16 << 10)
+        .target_table_bytes(16 << 10)
+        .level_base_bytes(64 << 10);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..2000 {
+        db.put(key(i), b"old").unwrap();
+    }
+    let snap = db.snapshot();
+    for i in 0..2000 {
+        if i % 2 == 0 {
+            db.delete(key(i)).unwrap();
+        } else {
+            db.put(key(i), b"new").unwrap();
+        }
+    }
+    db.compact().unwrap();
+    assert_eq!(db.range::<&[u8], _>(..).count(), 1000);
+    for i in (0..2000).step_by(97) {
+        assert_eq!(snap.get(key(i)).unwrap().unwrap(), b"old");
+    }
+    let all: Vec<_> = snap.range::<&[u8], _>(..).collect::<Result<_, _>>().unwrap();
+    assert_eq!(all.len(), 2000);
+    assert!(all.iter().all(|(_, v)| v == b"old"));
+    drop(snap);
+    // Once the snapshot is gone, the files it pinned are deleted.
+    db.compact().unwrap();
+    let tables = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sst"))
+        .count();
+    assert_eq!(tables, db.stats().tables_per_level.iter().sum::<usize>());
+}
+
+#[test]
+fn concurrent_writers_and_readers_see_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .memtable_bytes(64 << 10)
+        .target_table_bytes(64 << 10)
+        .level_base_bytes(256 << 10);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let done = AtomicBool::new(false);
+    const WRITERS: u64 = 4;
+    const PER_WRITER: u64 = 3000;
+    std::thread::scope(|s| {
+        let mut writers = Vec::new();
+        for w in 0..WRITERS {
+            let db = &db;
+            writers.push(s.spawn(move || {
+                for i in 0..PER_WRITER {
+                    // Each batch writes the same value under two keys; readers check they agree.
+                    let v = format!("w{w}-{i}");
+                    let mut b = WriteBatch::new();
+                    b.put(format!("a{}", i % 100), &v);
+                    b.put(format!("b{}", i % 100), &v);
+                    b.put(format!("w{w}/{i:06}"), &v);
+                    db.write(b, &WriteOptions { sync: i % 500 == 0 }).unwrap();
+                }
+            }));
+        }
+        let mut readers = Vec::new();
+        for _ in 0..2 {
+            let (db, done) = (&db, &done);
+            readers.push(s.spawn(move || {
+                let mut checks = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let snap = db.snapshot();
+                    for j in 0..100 {
+                        let a = snap.get(format!("a{j}")).unwrap();
+                        let b = snap.get(format!("b{j}")).unwrap();
+                        assert_eq!(a, b, "half-applied batch seen");
+                        checks += 1;
+                    }
+                }
+                checks
+            }));
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    });
+    for w in 0..WRITERS {
+        for i in 0..PER_WRITER {
+            let v = db.get(format!("w{w}/{i:06}")).unwrap();
+            assert_eq!(v.unwrap(), format!("w{w}-{i}").as_bytes());
+        }
+    }
+    assert_eq!(db.prefix(b"w").count() as u64, WRITERS * PER_WRITER);
+    let s = db.stats();
+    assert!(s.flushes > 0, "the test should have driven flushes: {s:?}");
+}
