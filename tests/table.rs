@@ -575,3 +575,79 @@ fn index_entries_describe_the_data_blocks() {
     assert!(props.min_data_block_bytes <= props.max_data_block_bytes);
     assert!(t.index_memory_bytes() > 0);
 }
+
+mod model_checks {
+    use super::*;
+    use proptest::collection::{btree_map, vec};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Seeks, steps both ways and point gets agree with a sorted-vector model, for any
+        /// small keys (a tiny alphabet forces shared prefixes and equal user keys) and
+        /// block/restart sizes.
+        #[test]
+        fn table_matches_a_sorted_model(
+            keys in btree_map((vec(0u8..4, 0..6), 0u64..6), any::<bool>(), 0..200),
+            targets in vec((vec(0u8..4, 0..6), 0u64..7), 1..40),
+            block_bytes in 24usize..400,
+            restart_interval in 1usize..6,
+        ) {
+            let mut entries: Vec<(Vec<u8>, Vec<u8>)> = keys
+                .iter()
+                .map(|((uk, seq), put)| {
+                    let kind = if *put { ValueKind::Put } else { ValueKind::Delete };
+                    (internal_key(uk, *seq, kind), format!("{uk:?}@{seq}").into_bytes())
+                })
+                .collect();
+            entries.sort_by(|a, b| bloomkv::key::compare_internal(&a.0, &b.0));
+            let opts = TableOptions::default()
+                .block_bytes(block_bytes)
+                .restart_interval(restart_interval);
+            let (bytes, _) = build_bytes(&entries, opts);
+            let t = Arc::new(open_mem(bytes, None).unwrap());
+            prop_assert_eq!(collect_backward(&t).unwrap(), entries.clone());
+
+            let mut it = t.iter();
+            for (uk, seq) in targets {
+                let target = internal_key(&uk, seq, ValueKind::Put);
+                let pos = entries.partition_point(|(k, _)| {
+                    bloomkv::key::compare_internal(k, &target) == std::cmp::Ordering::Less
+                });
+                it.seek(&target).unwrap();
+                match entries.get(pos) {
+                    Some((k, v)) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &k[..]);
+                        prop_assert_eq!(it.value(), &v[..]);
+                        it.prev().unwrap();
+                        if pos == 0 {
+                            prop_assert!(!it.valid());
+                        } else {
+                            prop_assert_eq!(it.key(), &entries[pos - 1].0[..]);
+                        }
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                // The point get sees the first entry at or after the target if it has this
+                // user key.
+                let want = match entries.get(pos) {
+                    Some((k, v)) if bloomkv::key::user_key(k) == &uk[..] => {
+                        match parse_internal_key(k).unwrap().kind {
+                            ValueKind::Put => GetOutcome::Found(v.clone().into()),
+                            ValueKind::Delete => GetOutcome::Deleted,
+                        }
+                    }
+                    _ => GetOutcome::Absent,
+                };
+                let got = t.get(&uk, hash_key(&uk), seq).unwrap().outcome;
+                match (&want, &got) {
+                    // Filters and range checks may answer "absent" earlier.
+                    (GetOutcome::Absent, GetOutcome::FilterNegative | GetOutcome::OutOfRange) => {}
+                    _ => prop_assert_eq!(got, want),
+                }
+            }
+        }
+    }
+}

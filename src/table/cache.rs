@@ -117,4 +117,12 @@ mod tests {
         }
         assert!(cache.len() < 1000 && !cache.is_empty());
     }
+
+    #[test]
+    fn zero_capacity_caches_nothing() {
+        let cache = BlockCache::new(0);
+        cache.insert(1, 0, block(10));
+        assert!(cache.get(1, 0).is_none());
+        assert_eq!(cache.usage_bytes(), 0);
+    }
 }

@@ -348,36 +348,40 @@ pub struct TableIter {
 }
 
 impl TableIter {
-    fn load(&mut self, i: usize) -> Result<()> {
+    /// Moves to block `i` (past the end: invalid) and positions inside it with `how`.
+    fn enter(&mut self, i: usize, how: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
         self.block_index = i;
         self.data = None;
-        if i >= self.table.index.len() {
-            return Ok(());
+        let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
+        let r = self.table.data_block(handle, self.fill_cache).and_then(|(block, _, _)| {
+            let mut it = block.iter();
+            how(&mut it)?;
+            Ok(it)
+        });
+        match r {
+            Ok(it) => {
+                self.data = Some(it);
+                Ok(())
+            }
+            Err(e) => Err(e.in_file(&self.table.path, handle.offset)),
         }
-        let handle = self.table.index.handles[i];
-        let (block, _, _) = self.table.data_block(handle, self.fill_cache)?;
-        self.data = Some(block.iter());
-        Ok(())
     }
 
-    fn wrap<T>(&mut self, r: Result<T>) -> Result<T> {
-        if r.is_err() {
+    /// Moves the cursor inside the current block with `how`.
+    fn step(&mut self, how: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
+        let Some(d) = self.data.as_mut() else { return Ok(()) };
+        if let Err(e) = how(d) {
             self.data = None;
+            let offset = self.table.index.handles.get(self.block_index).map_or(0, |h| h.offset);
+            return Err(e.in_file(&self.table.path, offset));
         }
-        let offset = self.table.index.handles.get(self.block_index).map_or(0, |h| h.offset);
-        r.map_err(|e| e.in_file(&self.table.path, offset))
+        Ok(())
     }
 
     /// Moves forward past exhausted blocks.
     fn skip_forward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
-            let next = self.block_index + 1;
-            let r = self.load(next);
-            self.wrap(r)?;
-            if let Some(d) = self.data.as_mut() {
-                let r = d.seek_to_first();
-                self.wrap(r)?;
-            }
+            self.enter(self.block_index + 1, BlockIter::seek_to_first)?;
         }
         Ok(())
     }
@@ -385,16 +389,9 @@ impl TableIter {
     /// Moves backward past exhausted blocks.
     fn skip_backward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
-            if self.block_index == 0 {
-                self.data = None;
-                return Ok(());
-            }
-            let prev = self.block_index - 1;
-            let r = self.load(prev);
-            self.wrap(r)?;
-            if let Some(d) = self.data.as_mut() {
-                let r = d.seek_to_last();
-                self.wrap(r)?;
+            match self.block_index.checked_sub(1) {
+                Some(prev) => self.enter(prev, BlockIter::seek_to_last)?,
+                None => self.data = None,
             }
         }
         Ok(())
@@ -402,26 +399,16 @@ impl TableIter {
 
     /// Positions at the last entry.
     pub fn seek_to_last(&mut self) -> Result<()> {
-        let n = self.table.index.len();
-        if n == 0 {
-            self.data = None;
-            return Ok(());
-        }
-        let r = self.load(n - 1);
-        self.wrap(r)?;
-        if let Some(d) = self.data.as_mut() {
-            let r = d.seek_to_last();
-            self.wrap(r)?;
+        match self.table.index.len().checked_sub(1) {
+            Some(last) => self.enter(last, BlockIter::seek_to_last)?,
+            None => self.data = None,
         }
         self.skip_backward()
     }
 
     /// Steps to the previous entry (invalid before the first). Only called while `valid()`.
     pub fn prev(&mut self) -> Result<()> {
-        if let Some(d) = self.data.as_mut() {
-            let r = d.prev();
-            self.wrap(r)?;
-        }
+        self.step(BlockIter::prev)?;
         self.skip_backward()
     }
 }
@@ -440,31 +427,17 @@ impl InternalIterator for TableIter {
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some(d) = self.data.as_mut() {
-            let r = d.next();
-            self.wrap(r)?;
-        }
+        self.step(BlockIter::next)?;
         self.skip_forward()
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let i = self.table.index.find(target);
-        let r = self.load(i);
-        self.wrap(r)?;
-        if let Some(d) = self.data.as_mut() {
-            let r = d.seek(target);
-            self.wrap(r)?;
-        }
+        self.enter(self.table.index.find(target), |d| d.seek(target))?;
         self.skip_forward()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        let r = self.load(0);
-        self.wrap(r)?;
-        if let Some(d) = self.data.as_mut() {
-            let r = d.seek_to_first();
-            self.wrap(r)?;
-        }
+        self.enter(0, BlockIter::seek_to_first)?;
         self.skip_forward()
     }
 }
