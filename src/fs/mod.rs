@@ -1,6 +1,6 @@
 //! The narrow file-system seam every writer and reader goes through, as LevelDB routes all OS
-//! access through `Env`. [`StdFs`] is the real implementation; tests substitute one that
-//! injects faults or simulates power loss.
+//! access through `Env`. [`StdFs`] is the real implementation; tests substitute
+//! [`FaultFs`], an in-memory one that injects faults and simulates power loss.
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::{Error, Result};
+
+pub mod fault;
+pub use fault::{CrashMode, Fault, FaultFs, OpKind};
 
 /// A file opened for appending: the WAL, the manifest, a table being built.
 pub trait WritableFile: Send {
