@@ -191,8 +191,11 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
     if let Some(w) = wal.writer.as_mut() {
         w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
     }
+    // A failed create is harmless (nothing was written; the next write retries), but a
+    // failed directory fsync is never retried: after one, what the directory holds on disk
+    // is unknown (the same rule as for a failed WAL fsync).
     let file = inner.fs.create(&wal_path(&inner.dir, number))?;
-    inner.fs.sync_dir(&inner.dir)?;
+    inner.fs.sync_dir(&inner.dir).inspect_err(|e| inner.set_bg_error(e.clone()))?;
     wal.writer = Some(LogWriter::new(file));
     wal.number = number;
     drop(wal);
