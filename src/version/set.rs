@@ -182,6 +182,20 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         let offset = reader.last_record_offset();
         let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
         records += 1;
+        // The edit format allows more levels than the engine has.
+        if let Some(&level) = edit
+            .deleted
+            .iter()
+            .map(|(l, _)| l)
+            .chain(edit.added.iter().map(|(l, _)| l))
+            .find(|&&l| l >= NUM_LEVELS)
+        {
+            return Err(Error::corruption(
+                &path,
+                offset,
+                format!("edit names level {level}; this engine has {NUM_LEVELS}"),
+            ));
+        }
         for (level, number) in &edit.deleted {
             let before = levels[*level].len();
             levels[*level].retain(|t| t.number != *number);
