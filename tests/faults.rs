@@ -565,3 +565,13 @@ fn failed_dir_fsync_at_memtable_switch_stops_writes() {
     let db = Db::open(&dir, options(&fs)).unwrap();
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// Regression: `Stats::wal_bytes` read file sizes with `std::fs`, bypassing the file-system
+/// seam, so on any other `FileSystem` it was always 0.
+#[test]
+fn stats_measure_the_wal_through_the_file_system_seam() {
+    let fs = FaultFs::new();
+    let db = Db::open(unique_dir("stats"), options(&fs)).unwrap();
+    db.put(b"k", vec![7u8; 500]).unwrap();
+    assert!(db.stats().wal_bytes >= 500, "{:?}", db.stats().wal_bytes);
+}

@@ -331,8 +331,8 @@ impl Db {
             std::iter::once(&state.mem).chain(&state.imm).map(|m| m.wal_number).collect();
         s.wal_bytes = wal_numbers
             .iter()
-            .filter_map(|&n| std::fs::metadata(crate::filename::wal_path(&inner.dir, n)).ok())
-            .map(|m| m.len())
+            .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
+            .map(|f| f.size())
             .sum();
         s
     }
