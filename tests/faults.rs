@@ -575,3 +575,29 @@ fn stats_measure_the_wal_through_the_file_system_seam() {
     db.put(b"k", vec![7u8; 500]).unwrap();
     assert!(db.stats().wal_bytes >= 500, "{:?}", db.stats().wal_bytes);
 }
+
+/// Regression: a crash while creating a database, after its first manifest was written but
+/// before CURRENT was renamed into place, left a directory that could never be opened
+/// ("CURRENT is missing but the directory holds database files"). Found by `crash-test`.
+#[test]
+fn crash_during_creation_leaves_an_openable_directory() {
+    for kind in [OpKind::Create, OpKind::Sync, OpKind::Rename, OpKind::SyncDir] {
+        let fs = FaultFs::new();
+        let dir = unique_dir("create");
+        // The n-th call of `kind` fails: somewhere in writing the manifest or CURRENT.
+        for nth in 1..4 {
+            fs.inject(Fault::on(kind).nth(nth));
+            let _ = Db::open(&dir, options(&fs));
+            fs.clear_faults();
+        }
+        let db = Db::open(&dir, options(&fs))
+            .unwrap_or_else(|e| panic!("{kind:?}: reopen after an interrupted creation: {e}"));
+        db.put(b"k", b"v").unwrap();
+        drop(db);
+        let db = Db::open(&dir, options(&fs)).unwrap();
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        let manifests =
+            fs.files().iter().filter(|p| p.to_string_lossy().contains("MANIFEST")).count();
+        assert_eq!(manifests, 1, "stale manifests are removed");
+    }
+}

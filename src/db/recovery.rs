@@ -47,9 +47,11 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
         let m = read_manifest(fs.as_ref(), dir)?;
         (m.levels, m.log_number, m.next_file_number, m.last_seq)
     } else {
-        let has_data = kinds
-            .iter()
-            .any(|k| matches!(k, FileKind::Manifest(_) | FileKind::Table(_) | FileKind::Wal(_)));
+        // Creating a database writes its first manifest and then CURRENT; WAL segments and
+        // tables come only after CURRENT exists. So manifests without CURRENT are what a
+        // creation interrupted by a crash leaves (they are removed below as stale), while a
+        // WAL or table without CURRENT means CURRENT itself was lost.
+        let has_data = kinds.iter().any(|k| matches!(k, FileKind::Table(_) | FileKind::Wal(_)));
         if has_data {
             return Err(Error::corruption(
                 current_path(dir),
