@@ -147,6 +147,14 @@ impl WriteBatch {
         Ok(WriteBatch { data })
     }
 
+    /// [`WriteBatch::from_record`] for fuzzers and corruption tests outside the crate:
+    /// decodes a WAL record payload and walks every operation, returning how many there are.
+    #[doc(hidden)]
+    pub fn decode_record(data: Vec<u8>) -> Result<usize> {
+        let b = Self::from_record(data)?;
+        Ok(b.iter().count())
+    }
+
     /// The operations in order: kind, key, and value (empty for a delete).
     pub(crate) fn iter(&self) -> WriteBatchIter<'_> {
         WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
