@@ -30,6 +30,12 @@ pub fn blocked_fpr(lambda: f64, k: u32, block_bits: u32) -> f64 {
     if lambda <= 0.0 || k == 0 {
         return if k == 0 { 1.0 } else { 0.0 };
     }
+    // The sum below takes O(lambda) terms. Past about 50 expected probes per bit every block
+    // is saturated and the rate is 1.0 to double precision; stopping here also keeps a
+    // filter whose key count is absurd (a decoded header) from looping for ages.
+    if lambda * k as f64 > 50.0 * block_bits as f64 {
+        return 1.0;
+    }
     let ln_keep = (1.0 - 1.0 / block_bits as f64).ln();
     // Sum far enough into the tail that the remainder is negligible (> 12 standard deviations).
     let upper = (lambda + 12.0 * lambda.sqrt() + 30.0).ceil() as u64;
