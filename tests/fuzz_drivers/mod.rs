@@ -1,0 +1,347 @@
+//! Fuzz drivers shared by the stable randomized test (`tests/fuzz_stable.rs`) and the
+//! cargo-fuzz targets (`fuzz/fuzz_targets/*.rs` include this file by path).
+//!
+//! Each driver feeds arbitrary bytes to one decoder and exercises whatever it accepts. The
+//! property checked is the one every decoder documents: any input yields a value or an
+//! `Error::Corruption`, never a panic, a hang or an allocation sized by a corrupted length.
+//! Where a decoder has an encoder, accepted inputs must also survive a round trip.
+//!
+//! The `seed_*` functions build valid inputs for mutation.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv::filter::{hash_key, Filter, FilterPolicy};
+use bloomkv::fs::{FaultFs, FileSystem, RandomAccessFile};
+use bloomkv::iter::InternalIterator;
+use bloomkv::key::{internal_key, ValueKind};
+use bloomkv::log::{LogReader, LogWriter};
+use bloomkv::table::{
+    Block, BlockBuilder, BlockCache, Compression, Table, TableBuilder, TableOptions,
+    TableProperties,
+};
+use bloomkv::version::edit::{TableMeta, VersionEdit};
+use bloomkv::{Error, WriteBatch};
+
+/// Bounds the work on one input (an accepted table or log can be long).
+const MAX_STEPS: usize = 20_000;
+
+fn expect_corruption(r: &Error, what: &str) {
+    assert!(r.is_corruption(), "{what}: decoder failed with a non-corruption error: {r:?}");
+}
+
+/// A file held in memory, for `Table::open`.
+#[derive(Debug)]
+pub struct MemFile(pub Vec<u8>);
+
+impl RandomAccessFile for MemFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> bloomkv::Result<()> {
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= self.0.len() as u64);
+        match end {
+            Some(end) => {
+                buf.copy_from_slice(&self.0[offset as usize..end as usize]);
+                Ok(())
+            }
+            None => {
+                Err(Error::io("reading past the end", std::io::ErrorKind::UnexpectedEof.into()))
+            }
+        }
+    }
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+fn table_path() -> PathBuf {
+    PathBuf::from("/fuzz/000001.sst")
+}
+
+/// Table: open, scan forward and backward, seek, point gets.
+pub fn table(data: &[u8]) {
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let t = match Table::open(Arc::new(MemFile(data.to_vec())), table_path(), Some(cache)) {
+        Ok(t) => Arc::new(t),
+        Err(e) => return expect_corruption(&e, "Table::open"),
+    };
+    let mut keys = Vec::new();
+    let mut it = t.iter();
+    let mut r = it.seek_to_first();
+    let mut steps = 0;
+    while r.is_ok() && it.valid() && steps < MAX_STEPS {
+        if keys.len() < 64 {
+            keys.push(it.key().to_vec());
+        }
+        let _ = it.value();
+        r = it.next();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, "table scan");
+    }
+    let mut it = t.iter();
+    let mut r = it.seek_to_last();
+    let mut steps = 0;
+    while r.is_ok() && it.valid() && steps < MAX_STEPS {
+        r = it.prev();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, "table reverse scan");
+    }
+    for k in keys.iter().take(16) {
+        let mut it = t.iter();
+        if let Err(e) = it.seek(k) {
+            expect_corruption(&e, "table seek");
+        }
+        let user = &k[..k.len().saturating_sub(8)];
+        if let Err(e) = t.get(user, hash_key(user), u64::MAX >> 8) {
+            expect_corruption(&e, "table get");
+        }
+    }
+    for probe in [&b""[..], b"key", b"\xff\xff"] {
+        if let Err(e) = t.get(probe, hash_key(probe), 1 << 40) {
+            expect_corruption(&e, "table get");
+        }
+    }
+}
+
+/// Block: decode, scan both ways, seek to each key seen.
+pub fn block(data: &[u8]) {
+    let b = match Block::new(bytes::Bytes::copy_from_slice(data)) {
+        Ok(b) => b,
+        Err(e) => return expect_corruption(&e, "Block::new"),
+    };
+    let mut keys = Vec::new();
+    let mut it = b.iter();
+    let mut r = it.seek_to_first();
+    let mut steps = 0;
+    while r.is_ok() && it.valid() && steps < MAX_STEPS {
+        if keys.len() < 32 {
+            keys.push(it.key().to_vec());
+        }
+        r = it.next();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, "block scan");
+    }
+    let mut it = b.iter();
+    let mut r = it.seek_to_last();
+    let mut steps = 0;
+    while r.is_ok() && it.valid() && steps < MAX_STEPS {
+        r = it.prev();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, "block reverse scan");
+    }
+    for k in keys.iter().chain([&Vec::new(), &vec![0xff; 9]]) {
+        if let Err(e) = b.seek(k) {
+            expect_corruption(&e, "block seek");
+        }
+    }
+}
+
+/// WAL / manifest framing: read every record.
+pub fn log(data: &[u8]) {
+    let mut r = LogReader::new(PathBuf::from("/fuzz/000001.log"), data.to_vec());
+    let mut total = 0usize;
+    for _ in 0..MAX_STEPS {
+        match r.next_record() {
+            Ok(Some(rec)) => {
+                total += rec.len();
+                assert!(total <= data.len(), "records hold more bytes than the file");
+            }
+            Ok(None) => {
+                assert!(r.dropped_tail_bytes() as usize <= data.len());
+                return;
+            }
+            Err(e) => return expect_corruption(&e, "LogReader"),
+        }
+    }
+}
+
+/// One manifest record; accepted edits must round-trip.
+pub fn edit(data: &[u8]) {
+    match VersionEdit::decode(data) {
+        Ok(e) => {
+            let again = VersionEdit::decode(&e.encode()).expect("re-encoded edit decodes");
+            assert_eq!(again, e, "edit round trip");
+        }
+        Err(e) => expect_corruption(&e, "VersionEdit::decode"),
+    }
+}
+
+/// A whole manifest file named by CURRENT, through `read_manifest`.
+pub fn manifest(data: &[u8]) {
+    let fs = FaultFs::new();
+    let dir = Path::new("/fuzz");
+    fs.create_dir_all(dir).unwrap();
+    let mut f = fs.create(&dir.join("MANIFEST-000005")).unwrap();
+    f.append(data).unwrap();
+    drop(f);
+    let mut c = fs.create(&dir.join("CURRENT")).unwrap();
+    c.append(b"MANIFEST-000005\n").unwrap();
+    drop(c);
+    match bloomkv::version::set::read_manifest(&fs, dir) {
+        Ok(m) => {
+            assert!(m.levels.len() == bloomkv::version::set::NUM_LEVELS);
+            assert!(m.levels.iter().flatten().all(|t| t.number < m.next_file_number));
+        }
+        Err(e) => expect_corruption(&e, "read_manifest"),
+    }
+}
+
+/// A filter block; accepted filters answer queries.
+pub fn filter(data: &[u8]) {
+    match Filter::decode(data) {
+        Ok(f) => {
+            for k in [&b"a"[..], b"key", b""] {
+                let _ = f.may_contain(k);
+            }
+            let hashes = [1u64, 2, u64::MAX, 0x1234_5678_9abc_def0];
+            let mut out = [false; 4];
+            f.may_contain_batch(&hashes, &mut out);
+            let _ = (f.memory_bytes(), f.expected_fpr(), f.estimated_keys(), f.fraction_bits_set());
+            assert!(f.memory_bytes() <= data.len() + 64, "filter larger than its encoding");
+        }
+        Err(e) => expect_corruption(&e, "Filter::decode"),
+    }
+}
+
+/// A WAL record payload as a write batch.
+pub fn batch(data: &[u8]) {
+    match WriteBatch::decode_record(data.to_vec()) {
+        Ok(n) => assert!(n <= data.len(), "more ops than bytes"),
+        Err(e) => expect_corruption(&e, "WriteBatch::decode_record"),
+    }
+}
+
+/// A properties block.
+pub fn properties(data: &[u8]) {
+    match TableProperties::decode(data) {
+        Ok(p) => {
+            // Compared as encodings: a float field may hold NaN, which is never `==` itself.
+            let again = TableProperties::decode(&p.encode()).expect("re-encoded properties decode");
+            assert_eq!(again.encode(), p.encode(), "properties round trip");
+        }
+        Err(e) => expect_corruption(&e, "TableProperties::decode"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Valid inputs.
+
+/// A valid table of `n` entries (internal keys, some tombstones).
+pub fn seed_table(
+    n: usize,
+    compression: Compression,
+    policy: FilterPolicy,
+    block_bytes: usize,
+) -> Vec<u8> {
+    let fs = FaultFs::new();
+    let dir = Path::new("/seed");
+    fs.create_dir_all(dir).unwrap();
+    let path = dir.join("1.sst");
+    let opts =
+        TableOptions { block_bytes, compression, filter_policy: policy, ..TableOptions::default() };
+    let mut b = TableBuilder::new(fs.create(&path).unwrap(), opts);
+    for i in 0..n {
+        let kind = if i % 9 == 4 { ValueKind::Delete } else { ValueKind::Put };
+        let k = internal_key(format!("key{i:05}").as_bytes(), 1000 - (i as u64 % 1000), kind);
+        let v = if kind == ValueKind::Put {
+            format!("value-{i}-{}", "x".repeat(i % 40))
+        } else {
+            String::new()
+        };
+        b.add(&k, v.as_bytes()).unwrap();
+    }
+    b.finish().unwrap();
+    fs.contents(&path).unwrap()
+}
+
+/// A valid block.
+pub fn seed_block(n: usize, restart_interval: usize) -> Vec<u8> {
+    let mut b = BlockBuilder::new(restart_interval);
+    for i in 0..n {
+        let k = internal_key(format!("k{i:04}").as_bytes(), i as u64 + 1, ValueKind::Put);
+        b.add(&k, format!("v{i}").as_bytes());
+    }
+    b.finish()
+}
+
+/// A valid version edit.
+pub fn seed_edit(tables: u64) -> VersionEdit {
+    let meta = |n: u64| TableMeta {
+        number: n,
+        file_size: 1000 + n,
+        smallest: internal_key(format!("a{n}").as_bytes(), n, ValueKind::Put),
+        largest: internal_key(format!("z{n}").as_bytes(), n + 5, ValueKind::Delete),
+        smallest_seq: n,
+        largest_seq: n + 5,
+        num_entries: 10 * n,
+    };
+    VersionEdit {
+        log_number: Some(3),
+        next_file_number: Some(100),
+        last_seq: Some(77),
+        added: (1..=tables).map(|n| ((n % 7) as usize, meta(n))).collect(),
+        deleted: vec![(1, 2)],
+    }
+}
+
+/// Frames `records` as a log file (WAL / manifest format).
+pub fn frame(records: &[Vec<u8>]) -> Vec<u8> {
+    let fs = FaultFs::new();
+    let dir = Path::new("/seed");
+    fs.create_dir_all(dir).unwrap();
+    let path = dir.join("1.log");
+    let mut w = LogWriter::new(fs.create(&path).unwrap());
+    for r in records {
+        w.add_record(r).unwrap();
+    }
+    w.flush().unwrap();
+    fs.contents(&path).unwrap()
+}
+
+/// A valid manifest: a snapshot edit, then edits that delete what earlier ones added.
+pub fn seed_manifest() -> Vec<u8> {
+    let mut first = seed_edit(6);
+    first.deleted.clear();
+    let second = VersionEdit {
+        deleted: vec![(1, 1)],
+        added: seed_edit(2)
+            .added
+            .into_iter()
+            .map(|(l, mut m)| {
+                m.number += 10;
+                (l, m)
+            })
+            .collect(),
+        ..VersionEdit::default()
+    };
+    frame(&[first.encode(), second.encode()])
+}
+
+/// A valid write-batch record: `seq | count | ops`.
+pub fn seed_batch(ops: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&42u64.to_le_bytes());
+    out.extend_from_slice(&(ops as u32).to_le_bytes());
+    for i in 0..ops {
+        let put = i % 3 != 1;
+        out.push(u8::from(put));
+        let k = format!("key{i}");
+        bloomkv::coding::put_bytes(&mut out, k.as_bytes());
+        if put {
+            bloomkv::coding::put_bytes(&mut out, format!("value{i}").as_bytes());
+        }
+    }
+    out
+}
+
+/// A valid filter block.
+pub fn seed_filter(policy: FilterPolicy, keys: usize) -> Vec<u8> {
+    Filter::build(policy, (0..keys).map(|i| format!("key{i}"))).encode()
+}
