@@ -1,0 +1,167 @@
+//! Load test: several writers and readers on one database whose memtables are tiny, so the
+//! background thread flushes and compacts without pause and writers outrun it. Bounded by
+//! operation counts, not time. Checks:
+//!
+//! - every key ends with the last value its writer wrote (through `get`, a scan, and again
+//!   after reopening), and readers never see a value that belongs to another key;
+//! - memory stays bounded while writers outrun compaction: a monitor thread samples `Stats`
+//!   and the memtables never hold more than `(max_immutable_memtables + 1) × memtable_bytes`
+//!   plus one write group per memtable, and L0 never holds more than `l0_stop_trigger` plus
+//!   the immutable memtables that may be flushed after writers stopped;
+//! - back-pressure actually engaged (`write_stalls`, `write_slowdowns`).
+//!
+//! `BLOOMKV_STRESS_OPS` sets the writes per writer (default 8000).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bloomkv::{Db, Options};
+
+const WRITERS: u64 = 4;
+const READERS: u64 = 2;
+const KEYS_PER_WRITER: u64 = 1500;
+const MEMTABLE: usize = 8 << 10;
+const MAX_IMM: usize = 2;
+const L0_STOP: usize = 6;
+/// Largest single write (key + value + encoding overhead), generously.
+const MAX_WRITE: usize = 256;
+
+fn ops() -> u64 {
+    std::env::var("BLOOMKV_STRESS_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(8000)
+}
+
+fn options() -> Options {
+    Options::default()
+        .memtable_bytes(MEMTABLE)
+        .max_immutable_memtables(MAX_IMM)
+        .block_bytes(512)
+        .target_table_bytes(16 << 10)
+        .level_base_bytes(32 << 10)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(3)
+        .l0_stop_trigger(L0_STOP)
+}
+
+fn key(w: u64, k: u64) -> Vec<u8> {
+    format!("w{w}/k{k:05}").into_bytes()
+}
+
+fn value(w: u64, k: u64, i: u64) -> Vec<u8> {
+    let mut v = format!("w{w}/k{k:05}={i};").into_bytes();
+    v.resize(v.len() + (i % 97) as usize, b'#');
+    v
+}
+
+/// The key a value was written for.
+fn owner(v: &[u8]) -> &[u8] {
+    let end = v.iter().position(|&b| b == b'=').unwrap_or(v.len());
+    &v[..end]
+}
+
+#[test]
+fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), options()).unwrap();
+    let done = AtomicBool::new(false);
+    let n = ops();
+    let (max_mem, max_l0, samples, expected) = std::thread::scope(|s| {
+        let monitor = s.spawn(|| {
+            let (mut max_mem, mut max_l0, mut samples) = (0u64, 0usize, 0u64);
+            while !done.load(Ordering::Acquire) {
+                let st = db.stats();
+                max_mem = max_mem.max(st.memtable_bytes);
+                max_l0 = max_l0.max(st.tables_per_level[0]);
+                samples += 1;
+                // A sampling interval, not synchronisation: the bound must hold at every
+                // sample, however they fall.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (max_mem, max_l0, samples)
+        });
+        for r in 0..READERS {
+            let (db, done) = (&db, &done);
+            s.spawn(move || {
+                let mut i = r;
+                while !done.load(Ordering::Acquire) {
+                    let (w, k) = (i % WRITERS, (i * 7919) % KEYS_PER_WRITER);
+                    if let Some(v) = db.get(key(w, k)).unwrap() {
+                        assert_eq!(owner(&v), &key(w, k)[..], "a value of another key");
+                    }
+                    if i % 50 == 0 {
+                        for kv in db.prefix(format!("w{w}/k0{}", k % 10)).take(20) {
+                            let (k, v) = kv.unwrap();
+                            assert_eq!(owner(&v), &k[..]);
+                        }
+                    }
+                    i += READERS;
+                }
+            });
+        }
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let db = &db;
+                s.spawn(move || {
+                    let mut last = BTreeMap::new();
+                    for i in 0..n {
+                        let k = (i * 31 + w) % KEYS_PER_WRITER;
+                        if i % 13 == 5 {
+                            db.delete(key(w, k)).unwrap();
+                            last.insert(key(w, k), None);
+                        } else {
+                            db.put(key(w, k), value(w, k, i)).unwrap();
+                            last.insert(key(w, k), Some(value(w, k, i)));
+                        }
+                    }
+                    last
+                })
+            })
+            .collect();
+        let mut expected = BTreeMap::new();
+        for h in writers {
+            expected.extend(h.join().unwrap());
+        }
+        done.store(true, Ordering::Release);
+        let (m, l, s) = monitor.join().unwrap();
+        (m, l, s, expected)
+    });
+
+    let stats = db.stats();
+    eprintln!(
+        "stress: {} writes, {samples} samples, max memtable bytes {max_mem}, max L0 {max_l0}, \
+         stalls {}, slowdowns {}, flushes {}, compactions {}",
+        n * WRITERS,
+        stats.write_stalls,
+        stats.write_slowdowns,
+        stats.flushes,
+        stats.compactions
+    );
+    // Each memtable may overshoot its size by the write group that filled it: at most one
+    // write per writer thread.
+    let slack = (MAX_IMM + 1) * WRITERS as usize * MAX_WRITE;
+    assert!(max_mem <= ((MAX_IMM + 1) * MEMTABLE + slack) as u64, "memtables held {max_mem} bytes");
+    assert!(max_l0 <= L0_STOP + MAX_IMM, "L0 reached {max_l0} tables");
+    assert!(stats.write_stalls > 0, "writers never had to wait: the test does not stress");
+    assert!(stats.write_slowdowns > 0, "L0 never reached the slowdown trigger");
+    assert!(stats.flushes > 50 && stats.compactions > 10, "{stats:?}");
+
+    let check = |db: &Db| {
+        for (k, v) in &expected {
+            assert_eq!(
+                db.get(k).unwrap().as_deref(),
+                v.as_deref(),
+                "{}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
+            db.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+        let live: BTreeMap<Vec<u8>, Vec<u8>> =
+            expected.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect();
+        assert_eq!(scanned, live);
+    };
+    check(&db);
+    db.close().unwrap();
+    let db = Db::open(tmp.path(), options()).unwrap();
+    check(&db);
+}
