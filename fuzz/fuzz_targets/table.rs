@@ -1,0 +1,9 @@
+//! cargo-fuzz target: `fuzz_drivers::table` (see tests/fuzz_drivers/mod.rs for what it checks).
+#![no_main]
+
+#[path = "../../tests/fuzz_drivers/mod.rs"]
+mod fuzz_drivers;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    fuzz_drivers::table(data);
+});
