@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod filter_demo;
 
 /// Inspect bloomkv files and measure what its filters buy.
@@ -18,12 +19,15 @@ struct Cli {
 enum Command {
     /// Build filters over many keys and print measured false-positive rates next to theory.
     FilterDemo(filter_demo::Args),
+    /// Run db_bench-style workloads over blocked, classic and no filters and a bits-per-key sweep.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::FilterDemo(args) => filter_demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(code) => code,
