@@ -21,7 +21,7 @@ pub mod table;
 pub mod version;
 
 pub use batch::WriteBatch;
-pub use db::{Db, DbIterator, Snapshot};
+pub use db::{Db, DbIterator, Presence, ProbeSource, ProbeStep, Snapshot, TableInfo};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::Value;

@@ -315,3 +315,86 @@ fn concurrent_writers_and_readers_see_whole_batches() {
     let s = db.stats();
     assert!(s.flushes > 0, "the test should have driven flushes: {s:?}");
 }
+
+#[test]
+fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default().memtable_bytes(16 << 10)).unwrap();
+    for i in 0..3000 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    db.delete(key(5)).unwrap();
+    let listing = |p: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = listing(dir.path());
+    let ro = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(listing(dir.path()), before, "a read-only open must not touch the directory");
+    assert_eq!(ro.get(key(7)).unwrap().unwrap(), b"v7");
+    assert_eq!(ro.get(key(5)).unwrap(), None);
+    assert_eq!(ro.range::<&[u8], _>(..).count(), 2999);
+    assert!(matches!(ro.put(b"x", b"y"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(ro.flush(), Err(Error::InvalidArgument(_))));
+    // The owner keeps writing; the read-only view is fixed at its open.
+    db.put(b"later", b"1").unwrap();
+    assert_eq!(ro.get(b"later").unwrap(), None);
+    drop(ro);
+    assert_eq!(db.get(b"later").unwrap().unwrap(), b"1");
+}
+
+#[test]
+fn table_info_and_probe_show_the_read_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..2000 {
+        db.put(key(i * 2), b"even").unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..100 {
+        db.put(key(i * 2), b"newer").unwrap();
+    }
+    db.flush().unwrap();
+    db.put(key(0), b"in memtable").unwrap();
+    let tables = db.tables();
+    assert_eq!(tables.len(), 2);
+    assert_eq!(tables.iter().map(|t| t.entries).sum::<u64>(), 2100);
+    assert!(tables
+        .iter()
+        .all(|t| t.filter_kind == bloomkv::filter::FilterKind::Blocked && t.expected_fpr < 0.02));
+    assert_eq!(tables[0].smallest_key, key(0));
+
+    // Key 0: the memtable decides; both tables hold older versions, and their filters say maybe.
+    let steps = db.probe(key(0)).unwrap();
+    assert_eq!(steps[0].source, bloomkv::ProbeSource::Memtable);
+    assert!(steps[0].decides && steps[0].actual == bloomkv::Presence::Value);
+    let table_steps: Vec<_> =
+        steps.iter().filter(|s| matches!(s.source, bloomkv::ProbeSource::Table { .. })).collect();
+    assert_eq!(table_steps.len(), 2);
+    assert!(table_steps.iter().all(|s| s.in_range && s.filter_maybe == Some(true) && !s.decides));
+
+    // Key 398 lives only in the older table; key 399 is absent everywhere but inside both
+    // tables' ranges, so only a filter can rule them out.
+    let steps = db.probe(key(398)).unwrap();
+    let deciding: Vec<_> = steps.iter().filter(|s| s.decides).collect();
+    assert_eq!(deciding.len(), 1);
+    assert_eq!(
+        deciding[0].source,
+        bloomkv::ProbeSource::Table { level: 0, number: tables[1].number }
+    );
+    for i in 0..200 {
+        for s in db.probe(key(i * 2 + 1)).unwrap() {
+            assert_eq!(s.actual, bloomkv::Presence::Absent);
+            assert!(!s.decides);
+        }
+    }
+    // No false negatives on the read path: every present key's table says maybe.
+    for i in 0..2000 {
+        let steps = db.probe(key(i * 2)).unwrap();
+        for s in steps.iter().filter(|s| s.actual == bloomkv::Presence::Value) {
+            assert_ne!(s.filter_maybe, Some(false), "false negative for key {}", i * 2);
+        }
+        assert_eq!(steps.iter().any(|s| s.decides), db.get(key(i * 2)).unwrap().is_some());
+    }
+}

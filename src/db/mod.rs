@@ -14,6 +14,7 @@
 
 mod compaction;
 mod flush;
+mod inspect;
 mod iter;
 mod read;
 mod recovery;
@@ -28,6 +29,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
+pub use inspect::{Presence, ProbeSource, ProbeStep, TableInfo};
 pub use iter::DbIterator;
 pub use snapshot::Snapshot;
 
@@ -80,7 +82,10 @@ pub(crate) struct BgState {
 }
 
 pub(crate) struct PendingWrite {
-    batch: WriteBatch,
+    /// Taken by the leader when it writes the group (so the batch is never copied).
+    batch: Mutex<Option<WriteBatch>>,
+    /// Bytes of the batch, for sizing groups without locking it.
+    bytes: usize,
     sync: bool,
     /// A flush request: switch the memtable even if it is not full.
     force_switch: bool,
@@ -91,7 +96,9 @@ pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: Options,
     pub fs: Arc<dyn FileSystem>,
-    _lock: Box<dyn FileLock>,
+    _lock: Option<Box<dyn FileLock>>,
+    /// Opened with `Db::open_read_only`: no lock, no background thread, no writes.
+    pub read_only: bool,
     pub state: ArcSwap<DbState>,
     pub state_lock: Mutex<()>,
     /// Held by whichever compaction (background or manual) is running.
@@ -166,6 +173,14 @@ impl DbInner {
         }
         Ok(())
     }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::InvalidArgument("the database was opened read-only".into()));
+        }
+        Ok(())
+    }
 }
 
 /// An open database. Share one handle between threads (`Db` is `Send + Sync`; wrap it in an
@@ -213,6 +228,17 @@ impl Db {
         Ok(Db { inner, bg_thread: Mutex::new(Some(handle)) })
     }
 
+    /// Opens the database in `path` for reading only, without taking its LOCK and without
+    /// changing any file — so it works while another process has the database open (the
+    /// `bloomkv` tool uses this). The view is what the manifest and WAL segments held when it
+    /// was opened; later writes by the owner are not seen. Writes, `flush` and `compact`
+    /// return [`Error::InvalidArgument`].
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let inner = Arc::new(recovery::open_read_only(path.as_ref(), opts)?);
+        Ok(Db { inner, bg_thread: Mutex::new(None) })
+    }
+
     /// The directory the database lives in.
     pub fn path(&self) -> &Path {
         &self.inner.dir
@@ -235,7 +261,7 @@ impl Db {
     /// Applies every operation of `batch` atomically: after a crash either all of it is there
     /// or none. With `sync: true` it is on stable storage when this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         write::write(&self.inner, batch, opts.sync, false)
     }
 
@@ -246,7 +272,8 @@ impl Db {
     /// The newest value of `key`, or `None` if it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        let state = self.inner.load_state();
+        // A guard, not an `Arc` clone: no shared reference count is touched per lookup.
+        let state = self.inner.state.load();
         // Load the state before the sequence number: every table in `state` then holds only
         // writes at or below `seq` (see DESIGN.md, "Reading at a sequence number").
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
@@ -273,7 +300,7 @@ impl Db {
     /// Writes the memtable to an L0 table and returns when that table is recorded in the
     /// manifest (its writes no longer depend on the WAL).
     pub fn flush(&self) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         write::write(&self.inner, WriteBatch::new(), false, true)?;
         flush::wait_for_flushes(&self.inner)
     }
@@ -281,13 +308,14 @@ impl Db {
     /// Compacts the whole database into its last level: every overwritten version and every
     /// tombstone that no snapshot needs is dropped. Returns when done.
     pub fn compact(&self) -> Result<()> {
+        self.inner.check_writable()?;
         self.flush()?;
         compaction::compact_all(&self.inner)
     }
 
     /// Makes every write acknowledged so far durable (fsyncs the WAL).
     pub fn sync(&self) -> Result<()> {
-        self.inner.check_open()?;
+        self.inner.check_writable()?;
         write::write(&self.inner, WriteBatch::new(), true, false)
     }
 

@@ -27,15 +27,19 @@ use crate::version::edit::VersionEdit;
 use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result, WriteBatch};
 
-pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
+/// What is on disk: the tables, the replayed WAL writes, and the manifest's counters.
+struct Loaded {
+    version: Version,
+    mem: Arc<MemTable>,
+    last_seq: SeqNo,
+    log_number: u64,
+    next_file: u64,
+    names: Vec<String>,
+}
+
+/// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
+fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool) -> Result<Loaded> {
     let fs = opts.fs.clone();
-    if !fs.exists(dir) {
-        if !opts.create_if_missing {
-            return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
-        }
-        fs.create_dir_all(dir)?;
-    }
-    let lock = fs.lock(&lock_path(dir))?;
     let names = fs.list(dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
@@ -53,17 +57,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
                 "CURRENT is missing but the directory holds database files",
             ));
         }
-        if !opts.create_if_missing {
+        if !allow_create {
             return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
         }
         (vec![Vec::new(); NUM_LEVELS], 0, 1, 0)
     };
 
-    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
     let mut version = Version::empty();
     for (level, tables) in metas.into_iter().enumerate() {
         for meta in tables {
-            version.levels[level].push(open_table(&fs, dir, &cache, meta)?);
+            version.levels[level].push(open_table(&fs, dir, cache, meta)?);
         }
     }
     let version = version.apply(&VersionEdit::default(), &[]); // sorts the levels
@@ -104,6 +107,21 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         _ => None,
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
+    Ok(Loaded { version, mem, last_seq, log_number, next_file, names })
+}
+
+pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
+    let fs = opts.fs.clone();
+    if !fs.exists(dir) {
+        if !opts.create_if_missing {
+            return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
+        }
+        fs.create_dir_all(dir)?;
+    }
+    let lock = fs.lock(&lock_path(dir))?;
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let Loaded { version, mem, last_seq, log_number, next_file, names } =
+        load(dir, &opts, &cache, opts.create_if_missing)?;
 
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
     let new_wal = versions.new_file_number();
@@ -159,7 +177,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         dir: dir.to_path_buf(),
         opts,
         fs,
-        _lock: lock,
+        _lock: Some(lock),
+        read_only: false,
         state: ArcSwap::from_pointee(state),
         state_lock: Mutex::new(()),
         compaction_slot: Mutex::new(()),
@@ -173,6 +192,57 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         write_queue: Mutex::new(Default::default()),
         write_cv: Condvar::new(),
         visible_seq: AtomicU64::new(last_seq),
+        bg: Mutex::new(BgState::default()),
+        bg_cv: Condvar::new(),
+        bg_done_cv: Condvar::new(),
+        block_cache: cache,
+        counters: Counters::default(),
+        closed: AtomicBool::new(false),
+        snapshots: Mutex::new(Default::default()),
+    })
+}
+
+/// Opens a database for reading only: no LOCK is taken and nothing on disk is changed, so it
+/// works while another process has the database open. The view is the tables in the manifest
+/// plus the writes in the WAL segments at the moment of opening; it does not follow later
+/// writes. If the owning process deletes a table (compaction) while the view is being built,
+/// the open is retried a few times.
+pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let mut attempt = 0;
+    let loaded = loop {
+        match load(dir, &opts, &cache, false) {
+            Err(Error::Io { ref source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && attempt < 5 =>
+            {
+                attempt += 1;
+            }
+            other => break other?,
+        }
+    };
+    let versions =
+        VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
+    let file_numbers = versions.file_numbers();
+    let state = DbState {
+        mem: Mem { table: loaded.mem, wal_number: 0 },
+        imm: Vec::new(),
+        version: Arc::new(loaded.version),
+    };
+    Ok(DbInner {
+        dir: dir.to_path_buf(),
+        fs: opts.fs.clone(),
+        opts,
+        _lock: None,
+        read_only: true,
+        state: ArcSwap::from_pointee(state),
+        state_lock: Mutex::new(()),
+        compaction_slot: Mutex::new(()),
+        versions: Mutex::new(versions),
+        file_numbers,
+        wal: Mutex::new(WalState { writer: None, number: 0, last_seq: loaded.last_seq }),
+        write_queue: Mutex::new(Default::default()),
+        write_cv: Condvar::new(),
+        visible_seq: AtomicU64::new(loaded.last_seq),
         bg: Mutex::new(BgState::default()),
         bg_cv: Condvar::new(),
         bg_done_cv: Condvar::new(),

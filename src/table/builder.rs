@@ -69,6 +69,10 @@ impl TableOptions {
 
 /// Builds one table file. Add entries in strictly increasing [`compare_internal`] order, then
 /// call [`TableBuilder::finish`].
+///
+/// A key out of order or too large is refused with [`Error::InvalidArgument`] and leaves the
+/// builder as it was. After an I/O error the file is incomplete and not a table: drop the
+/// builder and remove the file.
 pub struct TableBuilder {
     file: Box<dyn WritableFile>,
     opts: TableOptions,

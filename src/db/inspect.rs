@@ -1,0 +1,193 @@
+//! Looking inside a database: per-table facts ([`TableInfo`]) and the read path of one key
+//! made visible ([`ProbeStep`]). Used by the `bloomkv` tool and the bench harness.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use super::Db;
+use crate::filter::{hash_key, FilterKind};
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK};
+use crate::memtable::MemGet;
+use crate::Result;
+
+/// Facts about one live table.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TableInfo {
+    /// Level the table lives on.
+    pub level: usize,
+    /// File number.
+    pub number: u64,
+    /// Path of the file.
+    pub path: PathBuf,
+    /// Size of the file in bytes.
+    pub file_size: u64,
+    /// Smallest user key.
+    pub smallest_key: Vec<u8>,
+    /// Largest user key.
+    pub largest_key: Vec<u8>,
+    /// Smallest sequence number.
+    pub smallest_seq: SeqNo,
+    /// Largest sequence number.
+    pub largest_seq: SeqNo,
+    /// Entries (versions), tombstones included.
+    pub entries: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// Data blocks.
+    pub data_blocks: u64,
+    /// The filter's kind.
+    pub filter_kind: FilterKind,
+    /// Bits of filter per key actually used.
+    pub filter_bits_per_key: f64,
+    /// Probes per key.
+    pub filter_probes: u32,
+    /// RAM held by the filter.
+    pub filter_memory_bytes: usize,
+    /// RAM held by the index.
+    pub index_memory_bytes: usize,
+    /// The filter's expected false-positive rate at its fill (1.0 without a filter).
+    pub expected_fpr: f64,
+}
+
+/// Where a probed key was looked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeSource {
+    /// The active memtable.
+    Memtable,
+    /// An immutable memtable waiting for flush (0 = newest).
+    ImmutableMemtable(usize),
+    /// A table.
+    Table {
+        /// Its level.
+        level: usize,
+        /// Its file number.
+        number: u64,
+    },
+}
+
+/// What one source of the read path says about a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presence {
+    /// A value is stored for the key (at or below the read's sequence number).
+    Value,
+    /// A tombstone is stored for the key.
+    Tombstone,
+    /// Nothing for the key.
+    Absent,
+}
+
+/// One step of the read path for one key, from [`Db::probe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeStep {
+    /// Where the key was looked for.
+    pub source: ProbeSource,
+    /// For tables: whether the key lies in the table's key range (memtables: always true).
+    pub in_range: bool,
+    /// For tables in range: the filter's answer ("maybe" = true); `None` when not asked.
+    pub filter_maybe: Option<bool>,
+    /// What the source really holds, checked without the filter.
+    pub actual: Presence,
+    /// True for the step where a normal `get` stops (the first value or tombstone found).
+    pub decides: bool,
+}
+
+impl Db {
+    /// Facts about every live table, level by level (L0 newest first).
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let state = self.inner.load_state();
+        state
+            .version
+            .all_tables()
+            .map(|(level, t)| {
+                let p = t.table.properties();
+                let f = t.table.filter();
+                TableInfo {
+                    level,
+                    number: t.meta.number,
+                    path: t.path().to_path_buf(),
+                    file_size: t.meta.file_size,
+                    smallest_key: t.smallest_user_key().to_vec(),
+                    largest_key: t.largest_user_key().to_vec(),
+                    smallest_seq: t.meta.smallest_seq,
+                    largest_seq: t.meta.largest_seq,
+                    entries: p.num_entries,
+                    tombstones: p.num_tombstones,
+                    data_blocks: p.num_data_blocks,
+                    filter_kind: f.kind(),
+                    filter_bits_per_key: f.bits_per_key(),
+                    filter_probes: f.num_probes(),
+                    filter_memory_bytes: t.table.filter_memory_bytes(),
+                    index_memory_bytes: t.table.index_memory_bytes(),
+                    expected_fpr: f.expected_fpr(),
+                }
+            })
+            .collect()
+    }
+
+    /// Walks the read path for `key` and reports, for every memtable and every table in read
+    /// order, whether its range covers the key, what its filter says and what it really
+    /// holds. Unlike `get` it does not stop at the first answer, so filter false positives
+    /// (and the absence of false negatives) can be seen everywhere.
+    pub fn probe(&self, key: impl AsRef<[u8]>) -> Result<Vec<ProbeStep>> {
+        let key = key.as_ref();
+        let state = self.inner.load_state();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let hash = hash_key(key);
+        let mut steps = Vec::new();
+        let mut decided = false;
+        let mut push = |source, in_range, filter_maybe, actual: Presence| {
+            let decides = !decided && actual != Presence::Absent;
+            decided |= decides;
+            steps.push(ProbeStep { source, in_range, filter_maybe, actual, decides });
+        };
+        for (i, m) in std::iter::once(&state.mem).chain(&state.imm).enumerate() {
+            let actual = match m.table.get(key, seq) {
+                Some(MemGet::Found(_)) => Presence::Value,
+                Some(MemGet::Deleted) => Presence::Tombstone,
+                None => Presence::Absent,
+            };
+            let source =
+                if i == 0 { ProbeSource::Memtable } else { ProbeSource::ImmutableMemtable(i - 1) };
+            push(source, true, None, actual);
+        }
+        let v = &state.version;
+        let mut tables: Vec<(usize, &std::sync::Arc<crate::version::set::TableFile>)> =
+            v.levels[0].iter().map(|t| (0, t)).collect();
+        for level in 1..v.levels.len() {
+            // On sorted levels a read consults only the table whose range covers the key;
+            // list every table so the range check is visible too.
+            tables.extend(v.levels[level].iter().map(|t| (level, t)));
+        }
+        for (level, t) in tables {
+            let in_range = t.smallest_user_key() <= key && key <= t.largest_user_key();
+            let filter_maybe = in_range.then(|| t.table.filter().may_contain_hash(hash));
+            let actual = if in_range { table_holds(t, key, seq)? } else { Presence::Absent };
+            push(
+                ProbeSource::Table { level, number: t.meta.number },
+                in_range,
+                filter_maybe,
+                actual,
+            );
+        }
+        Ok(steps)
+    }
+}
+
+/// What a table really holds for `key` at `seq`, found by seeking its iterator (bypassing
+/// the filter).
+fn table_holds(t: &crate::version::set::TableFile, key: &[u8], seq: SeqNo) -> Result<Presence> {
+    let mut it = t.table.iter();
+    it.seek(&key::internal_key(key, seq, KIND_FOR_SEEK))?;
+    if !it.valid() {
+        return Ok(Presence::Absent);
+    }
+    Ok(match key::parse_internal_key(it.key()) {
+        Some(p) if p.user_key == key => match p.kind {
+            ValueKind::Put => Presence::Value,
+            ValueKind::Delete => Presence::Tombstone,
+        },
+        _ => Presence::Absent,
+    })
+}
