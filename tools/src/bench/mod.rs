@@ -132,9 +132,8 @@ impl Policy {
         }
     }
 
-    /// The false-positive rate theory predicts at `bits_per_key` (1.0 without a filter).
-    /// Computed from the policy rather than from each table, which is exact up to the
-    /// blocked filter's rounding of each table's array to whole 512-bit blocks.
+    /// The false-positive rate theory predicts at `bits_per_key` (1.0 without a filter),
+    /// from the policy alone; [`expected_fpr`] prefers the tables' own figures.
     fn expected_fpr(self, bits_per_key: f64) -> f64 {
         let k = self.probes(bits_per_key);
         match self {
@@ -473,6 +472,38 @@ fn latency(t: &Timed) -> Latency {
     }
 }
 
+/// The false-positive rate a missing-key lookup should meet in each table it consults, from
+/// the engine's per-table figures ([`Db::tables`], each filter's theory at its actual fill).
+///
+/// A lookup consults every L0 table whose range covers the key (with random keys, nearly all
+/// of them) and at most one table per deeper level, so each L0 table counts once and each
+/// deeper level counts once, its tables weighted by their share of the level's entries.
+/// Without tables, falls back to the policy's theory at `bits_per_key`.
+fn expected_fpr(db: &Db, policy: Policy, bits_per_key: f64) -> f64 {
+    let tables = db.tables();
+    let (mut sum, mut weight) = (0.0, 0.0);
+    let deepest = tables.iter().map(|t| t.level).max().unwrap_or(0);
+    for t in tables.iter().filter(|t| t.level == 0) {
+        sum += t.expected_fpr;
+        weight += 1.0;
+    }
+    for level in 1..=deepest {
+        let on_level: Vec<_> = tables.iter().filter(|t| t.level == level).collect();
+        let entries: u64 = on_level.iter().map(|t| t.entries).sum();
+        if entries == 0 {
+            continue;
+        }
+        sum += on_level.iter().map(|t| t.expected_fpr * t.entries as f64).sum::<f64>()
+            / entries as f64;
+        weight += 1.0;
+    }
+    if weight == 0.0 {
+        policy.expected_fpr(bits_per_key)
+    } else {
+        sum / weight
+    }
+}
+
 /// Percentiles sampled for the latency curves of the JSON and the plot.
 const CURVE_PERCENTILES: [f64; 12] =
     [0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
@@ -481,7 +512,7 @@ const CURVE_PERCENTILES: [f64; 12] =
 fn result_row(
     workload: Workload,
     policy: Policy,
-    bits_per_key: f64,
+    expected_fpr: f64,
     threads: usize,
     t: &Timed,
     before: &Stats,
@@ -505,7 +536,7 @@ fn result_row(
             .collect(),
         per_op: delta.per_op,
         measured_fpr: if point_reads { delta.measured_fpr } else { None },
-        expected_fpr: policy.expected_fpr(bits_per_key),
+        expected_fpr,
         filter_memory_bytes: after.filter_memory_bytes,
         tables_per_level: before.tables_per_level.clone(),
         compactions_during: delta.compactions,
@@ -546,7 +577,16 @@ fn run_filled(
         write_amplification: d.write_amplification,
     });
     if workloads.contains(&Workload::FillRandom) {
-        results.push(result_row(Workload::FillRandom, policy, bpk, 1, &t, &before, &after, &d));
+        results.push(result_row(
+            Workload::FillRandom,
+            policy,
+            expected_fpr(&db, policy, bpk),
+            1,
+            &t,
+            &before,
+            &after,
+            &d,
+        ));
     }
 
     let n = args.keys;
@@ -612,7 +652,16 @@ fn run_filled(
         pb.finish_and_clear();
         let after = db.stats();
         let d = measure::delta(&before, &after, t.ops);
-        let mut row = result_row(workload, policy, bpk, args.threads, &t, &before, &after, &d);
+        let mut row = result_row(
+            workload,
+            policy,
+            expected_fpr(&db, policy, bpk),
+            args.threads,
+            &t,
+            &before,
+            &after,
+            &d,
+        );
         if let Some((ops, secs)) = writer {
             row.writer_ops = Some(ops);
             row.writer_ops_per_sec = Some(ops as f64 / secs.max(1e-9));
@@ -687,8 +736,9 @@ fn run_fillseq(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResult> {
     let t = fill(ctx, &db, &order, format!("fillseq {}", policy.name()))?;
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
+    let fpr = expected_fpr(&db, policy, bpk);
     db.close()?;
-    Ok(result_row(Workload::FillSeq, policy, bpk, 1, &t, &before, &after, &d))
+    Ok(result_row(Workload::FillSeq, policy, fpr, 1, &t, &before, &after, &d))
 }
 
 /// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
@@ -716,6 +766,7 @@ fn run_sweep_point(
     pb.finish_and_clear();
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
+    let fpr = expected_fpr(&db, policy, bits_per_key);
     db.close()?;
     if args.dir.is_none() {
         // Sweep databases are not looked at again; free their disk space early.
@@ -729,7 +780,7 @@ fn run_sweep_point(
         keys,
         filter_memory_bytes: after.filter_memory_bytes,
         measured_fpr: d.measured_fpr.unwrap_or(0.0),
-        expected_fpr: policy.expected_fpr(bits_per_key),
+        expected_fpr: fpr,
         readmissing_ops_per_sec: t.ops as f64 / t.elapsed.as_secs_f64().max(1e-9),
         blocks_per_op: d.per_op.blocks_touched,
         blocks_read_per_op: d.per_op.blocks_read,

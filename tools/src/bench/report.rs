@@ -135,7 +135,8 @@ pub struct WorkloadResult {
     /// Measured false-positive rate of table filters over the workload's lookups, when any
     /// table was asked about a key it does not hold; 1.0 for no filter.
     pub measured_fpr: Option<f64>,
-    /// False-positive rate theory predicts for the policy at its bits per key.
+    /// False-positive rate theory predicts per consulted table, from the tables' own filters
+    /// (`Db::tables`: each filter's formula at its actual fill; 1.0 for no filter).
     pub expected_fpr: f64,
     /// RAM held by all filters at the end of the workload.
     pub filter_memory_bytes: u64,
@@ -185,7 +186,7 @@ pub struct SweepRow {
     pub filter_memory_bytes: u64,
     /// Measured false-positive rate of `readmissing`.
     pub measured_fpr: f64,
-    /// Theory's false-positive rate.
+    /// Theory's false-positive rate, from the tables' filters as in [`WorkloadResult`].
     pub expected_fpr: f64,
     /// `readmissing` lookups per second.
     pub readmissing_ops_per_sec: f64,
