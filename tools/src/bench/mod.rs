@@ -89,6 +89,11 @@ impl Workload {
         }
     }
 
+    /// Workloads that write to the database `fillrandom` built.
+    fn writes(self) -> bool {
+        matches!(self, Workload::ReadWhileWriting | Workload::YcsbA | Workload::YcsbB)
+    }
+
     /// Workloads run against the database `fillrandom` built (everything but the fills).
     fn reads_filled_db(self) -> bool {
         !matches!(self, Workload::FillRandom | Workload::FillSeq)
@@ -147,6 +152,19 @@ impl Policy {
     }
 }
 
+/// How the tree is arranged before the read workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TreeShape {
+    /// Deterministic and identical for every policy: after the fill, compact everything into
+    /// the last level, then rewrite the most recently inserted keys (same values) as L0 tables,
+    /// one flush each, one fewer than the L0 compaction trigger so no compaction follows. Reads
+    /// that never write then run on a read-only handle, with no background work at all.
+    Layered,
+    /// Whatever the fill left after a final flush; compactions it triggered may still be
+    /// running, and the shape differs between policies with the timing of background work.
+    AsFilled,
+}
+
 /// Parses `none`, `zstd` or `zstd:LEVEL`.
 fn parse_compression(s: &str) -> Result<Compression, String> {
     match s.split_once(':') {
@@ -197,6 +215,10 @@ pub struct Args {
     /// Block compression: none, zstd or zstd:LEVEL.
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compression: Compression,
+    /// Tree shape for the read workloads: `layered` (compact, then L0 tables of rewritten
+    /// keys: the same for every policy) or `as-filled` (the state after fill and flush).
+    #[arg(long, value_enum, default_value = "layered")]
+    shape: TreeShape,
     /// Keep the databases in this directory (which must be empty or absent) instead of a
     /// temporary directory deleted at the end.
     #[arg(long)]
@@ -210,13 +232,15 @@ pub struct Args {
     /// Filter policies to compare (comma-separated; default all).
     #[arg(long, value_enum, value_delimiter = ',')]
     policies: Vec<Policy>,
-    /// Operations per read workload.
-    #[arg(long, default_value_t = 200_000)]
+    /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
+    /// four tables meet a few thousand false positives: enough for a rate within a few percent.
+    #[arg(long, default_value_t = 100_000)]
     reads: u64,
     /// Bits-per-key values to sweep (blocked and classic filters, readmissing), or "none".
     #[arg(long, default_value = "2,4,6,8,10,12,16,20", value_parser = parse_sweep)]
     sweep: Sweep,
-    /// Entries in each sweep database (default: a quarter of --keys, to keep the sweep short).
+    /// Entries in each sweep database (default: an eighth of --keys: the sweep builds 16
+    /// databases, and the false-positive rate does not depend on the key count).
     #[arg(long)]
     sweep_keys: Option<u64>,
     /// Write every figure to this JSON file.
@@ -302,7 +326,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     };
     let sweep_policies: Vec<Policy> =
         policies.iter().copied().filter(|p| *p != Policy::None).collect();
-    let sweep_keys = args.sweep_keys.unwrap_or((args.keys / 4).max(1));
+    let sweep_keys = args.sweep_keys.unwrap_or((args.keys / 8).max(1));
 
     // The temporary directory (when no --dir) is removed when `_tmp` drops at the end.
     let (_tmp, base) = match &args.dir {
@@ -410,6 +434,10 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             bits_per_key: args.bits_per_key,
             memtable_bytes: args.memtable_bytes,
             compression: compression_name(args.compression),
+            shape: match args.shape {
+                TreeShape::Layered => "layered".into(),
+                TreeShape::AsFilled => "as-filled".into(),
+            },
             threads: args.threads,
             reads: args.reads,
             seed: args.seed,
@@ -558,24 +586,15 @@ fn run_filled(
 ) -> bloomkv::Result<()> {
     let args = ctx.args;
     let bpk = args.bits_per_key;
-    let db =
-        open(&ctx.base.join(format!("fillrandom-{}", policy.name())), ctx.options(policy, bpk))?;
+    let dir = ctx.base.join(format!("fillrandom-{}", policy.name()));
+    let opts = ctx.options(policy, bpk);
+    let mut db = open(&dir, opts.clone())?;
     let before = db.stats();
     let t = fill(ctx, &db, &ctx.order, format!("fillrandom {}", policy.name()))?;
-    // The reads should see tables, not a memtable holding the newest writes: flush what is
-    // left. Compactions the fill triggered may still be running; the shape they leave is
-    // reported (and `compactions_during` shows any that overlap a workload).
+    // The reads should see tables, not a memtable holding the newest writes.
     db.flush()?;
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
-    shapes.push(Shape {
-        policy: policy.name().to_string(),
-        tables_per_level: after.tables_per_level.clone(),
-        bytes_per_level: after.bytes_per_level.clone(),
-        filter_memory_bytes: after.filter_memory_bytes,
-        index_memory_bytes: after.index_memory_bytes,
-        write_amplification: d.write_amplification,
-    });
     if workloads.contains(&Workload::FillRandom) {
         results.push(result_row(
             Workload::FillRandom,
@@ -588,10 +607,36 @@ fn run_filled(
             &d,
         ));
     }
+    let settle_start = Instant::now();
+    let mut read_only = false;
+    if args.shape == TreeShape::Layered {
+        layer(ctx, &db, &ctx.order)?;
+        // Closing waits for any background step in progress; the read-only handle then runs
+        // none, so the read workloads all see exactly this tree.
+        db.close()?;
+        db = Db::open_read_only(&dir, opts.clone())?;
+        read_only = true;
+    }
+    let shaped = db.stats();
+    shapes.push(Shape {
+        policy: policy.name().to_string(),
+        after_fill_tables_per_level: after.tables_per_level.clone(),
+        tables_per_level: shaped.tables_per_level.clone(),
+        bytes_per_level: shaped.bytes_per_level.clone(),
+        filter_memory_bytes: shaped.filter_memory_bytes,
+        index_memory_bytes: shaped.index_memory_bytes,
+        write_amplification: d.write_amplification,
+        settle_seconds: settle_start.elapsed().as_secs_f64(),
+    });
 
     let n = args.keys;
     let seed = args.seed;
     for &workload in workloads.iter().filter(|w| w.reads_filled_db()) {
+        if workload.writes() && read_only {
+            db.close()?;
+            db = open(&dir, opts.clone())?;
+            read_only = false;
+        }
         let pb = ctx.progress(args.reads, format!("{} {}", workload.name(), policy.name()));
         // Each workload gets its own stream of random choices, the same for every policy.
         let wseed = seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
@@ -669,6 +714,33 @@ fn run_filled(
         results.push(row);
     }
     db.close()
+}
+
+/// Arranges the tree for [`TreeShape::Layered`]: everything compacted into the last level,
+/// then the most recently inserted keys rewritten with the values the fill gave them, as
+/// `l0_compaction_trigger − 1` L0 tables of equal size, each one flushed explicitly. Every
+/// step depends only on the data, so every policy ends with the same tree.
+fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
+    db.compact()?;
+    let l0_tables = Options::default().get_l0_compaction_trigger().saturating_sub(1).max(1);
+    // Half a memtable per table (at an estimated 32 bytes of overhead per entry), so the
+    // memtable never switches on its own between the explicit flushes; at most a quarter of
+    // the keys in all, so the last level keeps most of the data.
+    let per_entry = keys::KEY_BYTES + ctx.args.value_bytes + 32;
+    let per_table =
+        (ctx.args.memtable_bytes / 2 / per_entry).min(order.len() / 4 / l0_tables).max(1);
+    let start = order.len().saturating_sub(per_table * l0_tables);
+    let mut key = [0u8; keys::KEY_BYTES];
+    for (n, chunk) in order[start..].chunks(per_table).enumerate() {
+        for (j, &i) in chunk.iter().enumerate() {
+            keys::present_key(i, &mut key);
+            // The fill wrote key `order[p]` with `value(p)`: rewrite the same value.
+            let position = (start + n * per_table + j) as u64;
+            db.put(key, ctx.values.value(position))?;
+        }
+        db.flush()?;
+    }
+    Ok(())
 }
 
 fn expect_present(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
@@ -756,6 +828,13 @@ fn run_sweep_point(
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
     fill(ctx, &db, &order, format!("sweep fill {} {}", policy.name(), bits_per_key))?;
     db.flush()?;
+    let db = if args.shape == TreeShape::Layered {
+        layer(ctx, &db, &order)?;
+        db.close()?;
+        Db::open_read_only(&dir, ctx.options(policy, bits_per_key))?
+    } else {
+        db
+    };
     let pb =
         ctx.progress(args.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
     let before = db.stats();

@@ -17,7 +17,7 @@ pub struct Report {
     pub config: Config,
     /// Where it ran.
     pub machine: Machine,
-    /// Shape of each policy's database after `fillrandom` and a flush, before the reads.
+    /// Shape of each policy's database when the read workloads start.
     pub shapes: Vec<Shape>,
     /// One row per workload × policy.
     pub results: Vec<WorkloadResult>,
@@ -44,6 +44,8 @@ pub struct Config {
     pub memtable_bytes: usize,
     /// `none` or `zstd:LEVEL`.
     pub compression: String,
+    /// `layered` or `as-filled` (see `--shape`).
+    pub shape: String,
     /// Threads running each read workload.
     pub threads: usize,
     /// Operations per read workload.
@@ -78,14 +80,16 @@ pub struct Machine {
     pub load_average_at_start: String,
 }
 
-/// A database's shape after its fill.
+/// A database's shape when the read workloads start.
 #[derive(Debug, Clone, Serialize)]
 pub struct Shape {
     /// Filter policy.
     pub policy: String,
-    /// Tables on each level, L0 first.
+    /// Tables on each level right after `fillrandom` and a flush, L0 first.
+    pub after_fill_tables_per_level: Vec<usize>,
+    /// Tables on each level when the reads start (after `--shape layered` arranged them).
     pub tables_per_level: Vec<usize>,
-    /// Bytes on each level, L0 first.
+    /// Bytes on each level when the reads start, L0 first.
     pub bytes_per_level: Vec<u64>,
     /// RAM held by all filters.
     pub filter_memory_bytes: u64,
@@ -93,6 +97,9 @@ pub struct Shape {
     pub index_memory_bytes: u64,
     /// Bytes written to tables per byte written by users during the fill.
     pub write_amplification: f64,
+    /// Seconds spent arranging the tree after the fill (compaction and L0 rewrites; 0 for
+    /// `--shape as-filled`). Not part of any workload's figures.
+    pub settle_seconds: f64,
 }
 
 /// Latency summary in nanoseconds.
@@ -304,12 +311,15 @@ pub fn print_shapes(shapes: &[Shape]) {
     if shapes.is_empty() {
         return;
     }
-    println!("LSM shape after fillrandom + flush (tables per level, L0 first):");
+    println!(
+        "LSM shape for the reads (tables per level, L0 first; in brackets: right after the fill):"
+    );
     for s in shapes {
         println!(
-            "  {:<8} tables {:?}  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  fill write amp {:.2}",
             s.policy,
             s.tables_per_level,
+            s.after_fill_tables_per_level,
             s.bytes_per_level
                 .iter()
                 .map(|b| (*b as f64 / (1 << 20) as f64).round())
