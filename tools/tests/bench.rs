@@ -94,8 +94,16 @@ fn full_run_writes_sane_json_and_svg() {
         assert!(f(&p["predicted_blocks_per_lookup"]) >= 0.0);
     }
 
+    // The layered shape depends only on the data: the same tree for every policy, with L0
+    // one table short of the compaction trigger (4 by default) above the compacted data.
     let shapes = json["shapes"].as_array().unwrap();
     assert_eq!(shapes.len(), 3);
+    let levels = &shapes[0]["tables_per_level"];
+    assert_eq!(levels[0], 3, "{levels}");
+    for s in shapes {
+        assert_eq!(&s["tables_per_level"], levels, "shapes differ: {shapes:?}");
+    }
+    assert_eq!(f(&none["per_op"]["tables_consulted"]), f(&blocked["per_op"]["tables_consulted"]));
 
     // The sweep: blocked and classic at 4 and 10 bits/key, theory falling with bits/key,
     // measurement following it.
@@ -133,7 +141,7 @@ fn subsets_run_only_what_was_asked_and_keep_dir() {
         .current_dir(dir.path())
         .args(["bench", "--keys", "3000", "--reads", "1000", "--sweep", "none", "--quiet"])
         .args(["--workloads", "readmissing", "--policies", "none,blocked", "--threads", "2"])
-        .args(["--compression", "zstd:1", "--json", "out.json", "--dir"])
+        .args(["--compression", "zstd:1", "--shape", "as-filled", "--json", "out.json", "--dir"])
         .arg(&dbs)
         .assert()
         .success();
@@ -148,6 +156,7 @@ fn subsets_run_only_what_was_asked_and_keep_dir() {
     assert_eq!(names, [("readmissing", "blocked"), ("readmissing", "none")]);
     assert_eq!(results[0]["threads"], 2);
     assert_eq!(json["config"]["compression"], "zstd:1");
+    assert_eq!(json["config"]["shape"], "as-filled");
     assert!(json["sweep"].as_array().unwrap().is_empty());
     assert!(dbs.join("fillrandom-blocked").is_dir(), "--dir keeps the databases");
     assert!(dbs.join("fillrandom-none").is_dir());
