@@ -10,6 +10,7 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::report::{Report, WorkloadResult};
 
@@ -45,12 +46,21 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
     let c = &report.config;
     title.draw(&Text::new(
         format!(
-            "bloomkv bench — {} keys (16 B + {} B), {} bits/key, {} reads/workload, {} thread(s); {} ({} CPUs)",
-            c.keys, c.value_bytes, c.bits_per_key, c.reads, c.threads, report.machine.cpu_model,
-            report.machine.logical_cpus
+            "bloomkv bench — {} keys (16 B + {} B), {} bits/key, {} reads/workload, {} thread(s), \
+             {} tree; {} ({} CPUs, L3 {}, load {})",
+            c.keys,
+            c.value_bytes,
+            c.bits_per_key,
+            c.reads,
+            c.threads,
+            c.shape,
+            report.machine.cpu_model,
+            report.machine.logical_cpus,
+            report.machine.l3_cache,
+            report.machine.load_average_at_start
         ),
         (20, 15),
-        ("sans-serif", 22).into_font(),
+        ("sans-serif", 20).into_font(),
     ))?;
     let (top, rest) = body.split_vertically(560);
     throughput_bars(&top, report)?;
@@ -183,6 +193,18 @@ fn throughput_bars(area: &Area, report: &Report) -> PlotResult {
             .draw_series(bars)?
             .label(*policy)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        // The value on top of each bar: a log axis makes ratios visible but values hard to read.
+        let label_style = TextStyle::from(("sans-serif", 12).into_font())
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart.draw_series(workloads.iter().enumerate().filter_map(|(i, w)| {
+            let r = find(w, policy)?;
+            let x = group * i as i32 + 2 + 2 * j as i32;
+            Some(Text::new(
+                super::report::si(r.ops_per_sec),
+                (x, r.ops_per_sec.max(lo) * 1.04),
+                label_style.clone(),
+            ))
+        }))?;
     }
     chart
         .configure_series_labels()
