@@ -54,6 +54,7 @@ fn full_run_writes_sane_json_and_svg() {
         for p in POLICIES {
             let r = row(results, w, p);
             assert!(f(&r["ops_per_sec"]) > 0.0, "{w} {p}");
+            assert!(f(&r["ops_per_cpu_sec"]) > 0.0, "{w} {p}");
             assert!(r["ops"].as_u64().unwrap() > 0);
             let l = &r["latency_ns"];
             let (p50, p99, p999, max) = (f(&l["p50"]), f(&l["p99"]), f(&l["p999"]), f(&l["max"]));

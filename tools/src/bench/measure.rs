@@ -36,6 +36,28 @@ pub struct Timed {
     pub elapsed: Duration,
     /// Latency of every operation, in nanoseconds, merged over threads.
     pub hist: Histogram<u64>,
+    /// CPU time the whole process used during the phase (every thread: workers, the
+    /// engine's background thread, a `readwhilewriting` writer), when the platform tells.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// CPU time used so far by the whole process, including threads that have exited.
+///
+/// On a machine shared with other work, wall-clock throughput mostly measures how much of
+/// the cores the benchmark got; operations per CPU-second do not depend on that.
+pub fn process_cpu_seconds() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
+        // CLOCK_PROCESS_CPUTIME_ID is a clock every Linux kernel provides.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
 }
 
 /// A latency histogram covering 1 ns to an hour at 3 significant digits.
@@ -60,6 +82,7 @@ where
     F: Fn(&mut Worker) -> bloomkv::Result<()> + Sync,
 {
     let threads = threads.max(1);
+    let cpu_before = process_cpu_seconds();
     let barrier = Barrier::new(threads);
     let outcomes: Vec<bloomkv::Result<(Instant, Instant, Histogram<u64>)>> =
         std::thread::scope(|s| {
@@ -112,7 +135,11 @@ where
         (Some(s), Some(e)) => e - s,
         _ => Duration::ZERO,
     };
-    Ok(Timed { ops: total, elapsed, hist })
+    let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
+        (Some(b), Some(a)) => Some(a - b),
+        _ => None,
+    };
+    Ok(Timed { ops: total, elapsed, hist, cpu_seconds })
 }
 
 /// What the engine's counters moved by during one phase, divided by its operations.
@@ -152,6 +179,8 @@ pub struct Delta {
     pub flushes: u64,
     /// Writes that waited for a flush or compaction.
     pub write_stalls: u64,
+    /// Writes delayed briefly because L0 was filling up.
+    pub write_slowdowns: u64,
     /// Bytes written to tables per byte written by users, over the phase.
     pub write_amplification: f64,
 }
@@ -183,6 +212,7 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
         compactions: d(after.compactions, before.compactions),
         flushes: d(after.flushes, before.flushes),
         write_stalls: d(after.write_stalls, before.write_stalls),
+        write_slowdowns: d(after.write_slowdowns, before.write_slowdowns),
         write_amplification: if user == 0 { 0.0 } else { table_bytes as f64 / user as f64 },
     }
 }

@@ -556,6 +556,8 @@ fn result_row(
         ops: t.ops,
         seconds: secs,
         ops_per_sec: t.ops as f64 / secs.max(1e-9),
+        cpu_seconds: t.cpu_seconds,
+        ops_per_cpu_sec: t.cpu_seconds.map(|c| t.ops as f64 / c.max(1e-9)),
         latency_ns: latency(t),
         latency_percentiles: CURVE_PERCENTILES
             .iter()
@@ -570,6 +572,7 @@ fn result_row(
         compactions_during: delta.compactions,
         flushes_during: delta.flushes,
         write_stalls: delta.write_stalls,
+        write_slowdowns: delta.write_slowdowns,
         write_amplification: delta.write_amplification,
         writer_ops: None,
         writer_ops_per_sec: None,

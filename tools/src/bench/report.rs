@@ -132,6 +132,12 @@ pub struct WorkloadResult {
     pub seconds: f64,
     /// Operations per second over all threads.
     pub ops_per_sec: f64,
+    /// CPU seconds the whole process used during the workload (all threads, including the
+    /// engine's background thread and a `readwhilewriting` writer); null if unknown.
+    pub cpu_seconds: Option<f64>,
+    /// Operations per CPU-second (`ops / cpu_seconds`): less sensitive than `ops_per_sec` to
+    /// other work sharing the cores.
+    pub ops_per_cpu_sec: Option<f64>,
     /// Per-operation latency, nanoseconds.
     pub latency_ns: Latency,
     /// Latency curve: pairs of (percentile in 0..=100, nanoseconds).
@@ -155,6 +161,8 @@ pub struct WorkloadResult {
     pub flushes_during: u64,
     /// Writes that had to wait for background work.
     pub write_stalls: u64,
+    /// Writes delayed briefly because L0 was filling up.
+    pub write_slowdowns: u64,
     /// Table bytes written per user byte during the workload (writes only, else 0).
     pub write_amplification: f64,
     /// `readwhilewriting`: overwrites completed by the writer thread.
@@ -238,10 +246,11 @@ fn pct(x: Option<f64>) -> String {
 /// Prints the main results table.
 pub fn print_results(rows: &[WorkloadResult]) {
     println!(
-        "{:<17} {:<8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
+        "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
         "workload",
         "policy",
         "ops/s",
+        "ops/cpu-s",
         "p50 µs",
         "p99 µs",
         "p99.9 µs",
@@ -255,10 +264,11 @@ pub fn print_results(rows: &[WorkloadResult]) {
     );
     for r in rows {
         println!(
-            "{:<17} {:<8} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
+            "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
             r.workload,
             r.policy,
             si(r.ops_per_sec),
+            r.ops_per_cpu_sec.map_or_else(|| "-".to_string(), si),
             us(r.latency_ns.p50),
             us(r.latency_ns.p99),
             us(r.latency_ns.p999),
@@ -270,12 +280,19 @@ pub fn print_results(rows: &[WorkloadResult]) {
             pct(Some(r.expected_fpr)),
             r.filter_memory_bytes as f64 / (1 << 20) as f64,
         );
+        if r.write_stalls + r.write_slowdowns > 0 {
+            println!(
+                "{:<26} {} write stalls, {} slowdowns, {} compactions, write amp {:.2}",
+                "", r.write_stalls, r.write_slowdowns, r.compactions_during, r.write_amplification
+            );
+        }
         if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
             println!("{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate));
         }
     }
     println!(
-        "\nblk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
+        "\nops/cpu-s: operations per CPU-second of the whole process (all its threads);\n\
+         blk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
          chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
          (block counters move only for point lookups, not scans or writes)."
     );
