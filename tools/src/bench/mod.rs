@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use bloomkv::filter::math;
 use bloomkv::{Compression, Db, FilterPolicy, Options, Stats};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
@@ -287,9 +287,13 @@ impl Ctx<'_> {
         let pb = ProgressBar::new(total).with_prefix(label);
         pb.set_style(
             ProgressStyle::with_template(
-                "{prefix:>28} [{bar:30}] {human_pos}/{human_len} {per_sec:>14} eta {eta}",
+                "{prefix:>28} [{bar:25}] {human_pos}/{human_len} {rate:>11} eta {eta}",
             )
             .expect("valid template")
+            // indicatif's own {per_sec} prints four decimals; whole operations suffice.
+            .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}/s", s.per_sec());
+            })
             .progress_chars("=> "),
         );
         pb
