@@ -82,7 +82,10 @@ pub(crate) struct BgState {
 }
 
 pub(crate) struct PendingWrite {
-    batch: WriteBatch,
+    /// Taken by the leader when it writes the group (so the batch is never copied).
+    batch: Mutex<Option<WriteBatch>>,
+    /// Bytes of the batch, for sizing groups without locking it.
+    bytes: usize,
     sync: bool,
     /// A flush request: switch the memtable even if it is not full.
     force_switch: bool,
@@ -269,7 +272,8 @@ impl Db {
     /// The newest value of `key`, or `None` if it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        let state = self.inner.load_state();
+        // A guard, not an `Arc` clone: no shared reference count is touched per lookup.
+        let state = self.inner.state.load();
         // Load the state before the sequence number: every table in `state` then holds only
         // writes at or below `seq` (see DESIGN.md, "Reading at a sequence number").
         let seq = self.inner.visible_seq.load(Ordering::Acquire);

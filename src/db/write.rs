@@ -29,7 +29,14 @@ pub(crate) fn write(
     sync: bool,
     force_switch: bool,
 ) -> Result<()> {
-    let me = Arc::new(PendingWrite { batch, sync, force_switch, result: Mutex::new(None) });
+    let bytes = batch.approximate_bytes();
+    let me = Arc::new(PendingWrite {
+        batch: Mutex::new(Some(batch)),
+        bytes,
+        sync,
+        force_switch,
+        result: Mutex::new(None),
+    });
     let mut queue = lock(&inner.write_queue);
     queue.push_back(me.clone());
     loop {
@@ -44,14 +51,14 @@ pub(crate) fn write(
     // Leader: gather the group while still holding the queue lock, then release it for I/O so
     // new writers can queue behind us.
     let mut group = vec![me.clone()];
-    let mut bytes = me.batch.approximate_bytes();
+    let mut bytes = me.bytes;
     for w in queue.iter().skip(1) {
         // A memtable switch request leads its own group so it applies to exactly the writes
         // before it.
-        if w.force_switch || bytes + w.batch.approximate_bytes() > MAX_GROUP_BYTES {
+        if w.force_switch || bytes + w.bytes > MAX_GROUP_BYTES {
             break;
         }
-        bytes += w.batch.approximate_bytes();
+        bytes += w.bytes;
         group.push(w.clone());
     }
     drop(queue);
@@ -78,9 +85,10 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
     let force = group[0].force_switch;
     make_room(inner, force)?;
 
+    let mut batches: Vec<WriteBatch> =
+        group.iter().filter_map(|w| lock(&w.batch).take()).filter(|b| !b.is_empty()).collect();
     let mut wal = lock(&inner.wal);
-    let ops: u64 = group.iter().map(|w| w.batch.len() as u64).sum();
-    if ops == 0 {
+    if batches.is_empty() {
         // `sync()` and flush requests carry no data; `sync()` still fsyncs what is there.
         if group.iter().any(|w| w.sync) {
             if let Some(writer) = wal.writer.as_mut() {
@@ -93,15 +101,9 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
     let first_seq = wal.last_seq + 1;
     let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
     let mut seq = first_seq;
-    let mut batches = Vec::with_capacity(group.len());
-    for w in group {
-        if w.batch.is_empty() {
-            continue;
-        }
-        let mut b = w.batch.clone();
+    for b in &mut batches {
         b.set_sequence(seq);
         seq += b.len() as u64;
-        batches.push(b);
     }
     let need_sync = group.iter().any(|w| w.sync);
     let logged = (|| -> Result<()> {
@@ -122,7 +124,8 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
     }
     wal.last_seq = seq - 1;
 
-    let mem = inner.load_state().mem.table.clone();
+    // `make_room` ran under this leadership, so the active memtable cannot change now.
+    let mem = inner.state.load().mem.table.clone();
     let mut user_bytes = 0u64;
     for b in &batches {
         for (s, (kind, key, value)) in (b.sequence()..).zip(b.iter()) {
