@@ -305,3 +305,48 @@ pub fn ratio(a: u64, b: u64) -> f64 {
         a as f64 / b as f64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_and_hex_forms_round_trip() {
+        let samples: [&[u8]; 5] =
+            [b"", b"plain", b"quote\"back\\slash", &[0, 1, 0x7f, 0x80, 0xff], b"\\x41"];
+        for fmt in [Bytes { hex: false }, Bytes { hex: true }] {
+            for s in samples {
+                assert_eq!(fmt.parse(&fmt.show(s)).unwrap(), s, "{fmt:?} {s:?}");
+            }
+        }
+        assert_eq!(Bytes { hex: false }.show(&[b'a', 0, b'"']), "a\\x00\\\"");
+        assert_eq!(Bytes { hex: true }.show(&[0xab, 1]), "ab01");
+        for bad in ["\\", "\\x4", "\\xzz", "\\q"] {
+            assert!(Bytes { hex: false }.parse(bad).is_err(), "{bad}");
+        }
+        for bad in ["a", "abc", "zz"] {
+            assert!(Bytes { hex: true }.parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn key_range_selects_and_stops() {
+        let r = KeyRange {
+            from: Some(b"b".to_vec()),
+            to: Some(b"d".to_vec()),
+            prefix: None,
+            limit: None,
+        };
+        assert_eq!(r.start(), Some(&b"b"[..]));
+        assert!(!r.contains(b"a") && r.contains(b"b") && r.contains(b"cz") && !r.contains(b"d"));
+        assert!(!r.past_end(b"c") && r.past_end(b"d"));
+        let p = KeyRange {
+            from: Some(b"ab".to_vec()),
+            prefix: Some(b"b".to_vec()),
+            ..KeyRange::default()
+        };
+        assert_eq!(p.start(), Some(&b"b"[..]));
+        assert!(p.contains(b"b1") && !p.contains(b"c") && !p.contains(b"ab"));
+        assert!(!p.past_end(b"a") && !p.past_end(b"bzz") && p.past_end(b"c"));
+    }
+}

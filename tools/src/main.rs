@@ -31,8 +31,15 @@ enum Command {
     /// Show a table's counts, key and sequence ranges, sizes, compression and filter.
     Inspect(inspect::Args),
     /// Check a table, WAL, manifest or whole database; exit 0 clean, 1 corrupt, 2 error.
+    ///
+    /// Every problem is listed with its file, offset and what is wrong. Reads files only:
+    /// safe on a database another process has open.
     Verify(verify::Args),
     /// List the entries of a table, WAL, manifest or database.
+    ///
+    /// Tables and WALs list internal entries (key, sequence number, put/delete, value); a
+    /// database directory lists the merged user view (what `scan` shows), or with
+    /// `--internal` every table's internal entries in read order followed by the live WALs'.
     Dump(dump::Args),
     /// Show a database's levels, tables, filter and index memory, and WAL files.
     Db(db::Args),

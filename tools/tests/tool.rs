@@ -733,3 +733,27 @@ fn verify_checks_meaning_not_just_checksums() {
     let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
     assert!(r.to_string().contains("tombstones"), "{r}");
 }
+
+#[test]
+fn inspect_reports_zstd_compression() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().compression(bloomkv::Compression::Zstd { level: 3 });
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..2000 {
+        // Repetitive values compress well.
+        db.put(key(i), format!("{:0>100}", i % 10)).unwrap();
+    }
+    db.flush().unwrap();
+    let t = db.tables().remove(0);
+    db.close().unwrap();
+    let r = tool_json(&["inspect", "--json", s(&t.path)]);
+    assert_eq!(r["compression"]["kind"], "zstd");
+    assert_eq!(r["compression"]["level"], 3);
+    let p = open_table(&t.path).properties().clone();
+    assert_close(
+        &r["compression"]["ratio"],
+        (p.raw_key_bytes + p.raw_value_bytes) as f64 / p.data_bytes as f64,
+    );
+    assert!(r["compression"]["ratio"].as_f64().unwrap() > 2.0, "{r}");
+    assert_eq!(tool(&["verify", s(dir.path())]).0, 0);
+}
