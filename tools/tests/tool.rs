@@ -595,6 +595,21 @@ fn verify_finds_damage_in_every_part() {
         flip(&p, 9);
         (p, Some(0))
     });
+    // A torn record at the end of the newest WAL is what a crash leaves: a note, exit 0.
+    let torn = base.path().join("torn");
+    copy_db(&clean, &torn);
+    let (wal, len) = listing(&torn).into_iter().rev().find(|(n, _)| n.ends_with(".log")).unwrap();
+    let wal = torn.join(wal);
+    let b = std::fs::read(&wal).unwrap();
+    std::fs::write(&wal, &b[..len as usize - 5]).unwrap();
+    let (code, out, err) = tool(&["verify", "--json", s(&torn)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r: Json = serde_json::from_str(&out).unwrap();
+    let notes = r["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n["file"] == s(&wal) && n["what"].as_str().unwrap().contains("torn")),
+        "{out}"
+    );
     // CURRENT naming nothing sensible.
     damaged(&|d: &Path| {
         let p = d.join("CURRENT");
