@@ -214,6 +214,12 @@ fn invalid_options_are_rejected() {
     let missing = dir.path().join("nope");
     assert!(Db::open(&missing, Options::default().create_if_missing(false)).is_err());
     assert!(!missing.exists());
+    // An existing directory without a database is left as it was: no LOCK file appears.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let r = Db::open(&empty, Options::default().create_if_missing(false));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
 #[test]
