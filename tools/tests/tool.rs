@@ -404,6 +404,7 @@ fn get_put_delete_and_the_lock() {
     let p = s(dir.path());
     let (code, _, err) = tool(&["put", p, "k1", "v1"]);
     assert_eq!(code, 2, "no database and no --create: {err}");
+    assert!(listing(dir.path()).is_empty(), "a refused put leaves nothing behind");
     assert_eq!(tool(&["put", "--create", p, "k1", "v\\x001"]).0, 0);
     assert_eq!(tool(&["put", p, "k2", "v2"]).0, 0);
     let (code, out, _) = tool(&["get", p, "k1"]);
