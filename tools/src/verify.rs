@@ -18,6 +18,7 @@ use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use bloomkv::filename::{self, FileKind};
 use bloomkv::filter::{Filter, FilterKind};
@@ -211,16 +212,22 @@ struct TableFacts {
 
 /// Checks one table file; returns what could be read of it.
 fn check_table(r: &mut Report, path: &Path) -> TableFacts {
+    match StdFs.open(path) {
+        Ok(file) => check_open_table(r, path, file),
+        Err(e) => {
+            r.checked.tables += 1;
+            r.error(path, e);
+            TableFacts { properties: None }
+        }
+    }
+}
+
+/// Checks the table `file` (opened from `path`). Working on an open file means a database
+/// owner deleting it meanwhile (after a compaction) cannot disturb the check.
+fn check_open_table(r: &mut Report, path: &Path, file: Arc<dyn RandomAccessFile>) -> TableFacts {
     let mut facts = TableFacts { properties: None };
     let problems_before = r.problems.len();
     r.checked.tables += 1;
-    let file = match StdFs.open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            r.error(path, e);
-            return facts;
-        }
-    };
     let size = file.size();
     let Some(footer_offset) = size.checked_sub(FOOTER_LEN as u64) else {
         r.problem(path, Some(0), format!("file of {size} bytes is too short for a table footer"));
@@ -866,9 +873,9 @@ fn check_db(r: &mut Report, dir: &Path) {
 /// manifest's metadata.
 fn check_live_table(r: &mut Report, dir: &Path, level: usize, meta: &TableMeta) {
     let path = filename::table_path(dir, meta.number);
-    let size = match std::fs::metadata(&path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let file = match StdFs.open(&path) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             // An owner compacting right now may have deleted it since we read the manifest.
             let still_live = read_manifest(&StdFs, dir)
                 .map(|m| m.levels.iter().flatten().any(|t| t.number == meta.number))
@@ -885,10 +892,11 @@ fn check_live_table(r: &mut Report, dir: &Path, level: usize, meta: &TableMeta) 
             return;
         }
         Err(e) => {
-            r.error(&path, Error::io(format!("reading {}", path.display()), e));
+            r.error(&path, e);
             return;
         }
     };
+    let size = file.size();
     if size != meta.file_size {
         r.problem(
             &path,
@@ -897,7 +905,7 @@ fn check_live_table(r: &mut Report, dir: &Path, level: usize, meta: &TableMeta) 
         );
     }
     let mut facts = None;
-    guarded(r, &path, |r| facts = Some(check_table(r, &path)));
+    guarded(r, &path, |r| facts = Some(check_open_table(r, &path, file)));
     let Some(p) = facts.and_then(|f| f.properties) else { return };
     let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
     let show = |k: &[u8]| common::Bytes { hex: false }.quoted(k);

@@ -773,3 +773,44 @@ fn inspect_reports_zstd_compression() {
     assert!(r["compression"]["ratio"].as_f64().unwrap() > 2.0, "{r}");
     assert_eq!(tool(&["verify", s(dir.path())]).0, 0);
 }
+
+#[test]
+fn read_only_commands_beside_a_busy_writer_report_no_damage() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let db =
+        Db::open(dir.path(), options().memtable_bytes(16 << 10).l0_compaction_trigger(2)).unwrap();
+    for i in 0..2000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // The owner keeps flushing and compacting (deleting tables and WALs) throughout.
+        let writer = scope.spawn(|| {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                db.put(key(n % 5000), value(n, 1)).unwrap();
+                n += 1;
+            }
+            n
+        });
+        let p = s(dir.path());
+        for _ in 0..6 {
+            let (code, out, err) = tool(&["verify", "--json", p]);
+            assert_eq!(code, 0, "verify beside a live writer: {out}{err}");
+            for args in [["db", "--json", p], ["scan", "--limit", "3"]] {
+                let mut args = args.to_vec();
+                if args[0] == "scan" {
+                    args.push(p);
+                }
+                let (code, out, err) = tool(&args);
+                assert_eq!(code, 0, "{args:?}: {out}{err}");
+            }
+        }
+        stop.store(true, Ordering::Release);
+        let writes = writer.join().unwrap();
+        assert!(writes > 0);
+    });
+    assert!(db.stats().flushes > 0, "the writer should have flushed while the tool ran");
+    db.close().unwrap();
+}
