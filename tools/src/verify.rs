@@ -279,7 +279,8 @@ fn check_open_table(r: &mut Report, path: &Path, file: Arc<dyn RandomAccessFile>
             }
         }
     }
-    let data_end = footer.filter.offset;
+    // Data blocks end where the filter starts; never look past the footer whatever it says.
+    let data_end = footer.filter.offset.min(footer_offset);
 
     // Properties.
     let props = if region_ok[1] {
