@@ -56,6 +56,14 @@ impl WriteBatch {
         WriteBatch { data: vec![0; HEADER_LEN] }
     }
 
+    /// An empty batch with room for about `bytes` of keys and values, so building it does
+    /// not reallocate.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut data = Vec::with_capacity(HEADER_LEN + bytes + 24);
+        data.resize(HEADER_LEN, 0);
+        WriteBatch { data }
+    }
+
     /// Adds `key → value`.
     ///
     /// # Panics

@@ -37,6 +37,16 @@ fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// One handle is shared between threads.
+#[test]
+fn db_and_its_views_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<bloomkv::Snapshot>();
+    fn assert_send<T: Send>() {}
+    assert_send::<bloomkv::DbIterator>();
+}
+
 #[test]
 fn put_get_delete_overwrite() {
     let dir = tempfile::tempdir().unwrap();
