@@ -224,6 +224,12 @@ fn invalid_options_are_rejected() {
     let missing = dir.path().join("nope");
     assert!(Db::open(&missing, Options::default().create_if_missing(false)).is_err());
     assert!(!missing.exists());
+    // An existing directory without a database is left as it was: no LOCK file appears.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let r = Db::open(&empty, Options::default().create_if_missing(false));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
 #[test]
@@ -333,6 +339,9 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
     for i in 0..3000 {
         db.put(key(i), format!("v{i}")).unwrap();
     }
+    // Settle the tree so no flush or compaction can change the directory between the two
+    // listings below; the delete then lives only in the WAL.
+    db.compact().unwrap();
     db.delete(key(5)).unwrap();
     let listing = |p: &Path| {
         let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();

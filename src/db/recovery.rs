@@ -47,10 +47,7 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
         let m = read_manifest(fs.as_ref(), dir)?;
         (m.levels, m.log_number, m.next_file_number, m.last_seq)
     } else {
-        let has_data = kinds
-            .iter()
-            .any(|k| matches!(k, FileKind::Manifest(_) | FileKind::Table(_) | FileKind::Wal(_)));
-        if has_data {
+        if holds_db_files(&names) {
             return Err(Error::corruption(
                 current_path(dir),
                 0,
@@ -110,6 +107,14 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     Ok(Loaded { version, mem, last_seq, log_number, next_file, names })
 }
 
+/// True if `names` include a manifest, table or WAL segment.
+fn holds_db_files(names: &[String]) -> bool {
+    names
+        .iter()
+        .filter_map(|n| filename::parse(n))
+        .any(|k| matches!(k, FileKind::Manifest(_) | FileKind::Table(_) | FileKind::Wal(_)))
+}
+
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let fs = opts.fs.clone();
     if !fs.exists(dir) {
@@ -117,6 +122,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
         }
         fs.create_dir_all(dir)?;
+    }
+    if !opts.create_if_missing && !fs.exists(&current_path(dir)) && !holds_db_files(&fs.list(dir)?)
+    {
+        // Refuse before taking the lock: taking it would create a LOCK file in a directory
+        // that holds no database and that the caller asked not to have one made in.
+        return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
     }
     let lock = fs.lock(&lock_path(dir))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
