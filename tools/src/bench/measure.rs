@@ -46,18 +46,7 @@ pub struct Timed {
 /// On a machine shared with other work, wall-clock throughput mostly measures how much of
 /// the cores the benchmark got; operations per CPU-second do not depend on that.
 pub fn process_cpu_seconds() -> Option<f64> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec for the duration of the call, and
-        // CLOCK_PROCESS_CPUTIME_ID is a clock every Linux kernel provides.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-        (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
+    cpu_time::ProcessTime::try_now().ok().map(|t| t.as_duration().as_secs_f64())
 }
 
 /// A latency histogram covering 1 ns to an hour at 3 significant digits.
