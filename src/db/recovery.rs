@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use super::flush::{open_table, write_table, NewestVersions};
 use super::{BgState, DbInner, DbState, Mem, WalState};
 use crate::filename::{self, current_path, lock_path, wal_path, FileKind};
+use crate::fs::FileLock;
 use crate::iter::InternalIterator;
 use crate::key::SeqNo;
 use crate::log::{LogReader, LogWriter};
@@ -178,31 +179,41 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
 
-    let file_numbers = versions.file_numbers();
     let state = DbState {
         mem: Mem { table: Arc::new(MemTable::new()), wal_number: new_wal },
         imm: Vec::new(),
         version: Arc::new(version),
     };
-    Ok(DbInner {
+    let wal = WalState { writer: Some(LogWriter::new(wal_file)), number: new_wal, last_seq };
+    Ok(assemble(dir, opts, Some(lock), state, versions, wal, cache))
+}
+
+/// Builds the engine around recovered state; shared by the read-write and read-only opens.
+fn assemble(
+    dir: &Path,
+    opts: Options,
+    lock: Option<Box<dyn FileLock>>,
+    state: DbState,
+    versions: VersionSet,
+    wal: WalState,
+    cache: Arc<BlockCache>,
+) -> DbInner {
+    let visible = wal.last_seq;
+    DbInner {
         dir: dir.to_path_buf(),
+        fs: opts.fs.clone(),
         opts,
-        fs,
-        _lock: Some(lock),
-        read_only: false,
+        read_only: lock.is_none(),
+        _lock: lock,
         state: ArcSwap::from_pointee(state),
         state_lock: Mutex::new(()),
         compaction_slot: Mutex::new(()),
+        file_numbers: versions.file_numbers(),
         versions: Mutex::new(versions),
-        file_numbers,
-        wal: Mutex::new(WalState {
-            writer: Some(LogWriter::new(wal_file)),
-            number: new_wal,
-            last_seq,
-        }),
+        wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),
         write_cv: Condvar::new(),
-        visible_seq: AtomicU64::new(last_seq),
+        visible_seq: AtomicU64::new(visible),
         bg: Mutex::new(BgState::default()),
         has_bg_error: AtomicBool::new(false),
         bg_cv: Condvar::new(),
@@ -211,7 +222,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         counters: Counters::default(),
         closed: AtomicBool::new(false),
         snapshots: Mutex::new(Default::default()),
-    })
+    }
 }
 
 /// Opens a database for reading only: no LOCK is taken and nothing on disk is changed, so it
@@ -234,34 +245,11 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
     };
     let versions =
         VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
-    let file_numbers = versions.file_numbers();
     let state = DbState {
         mem: Mem { table: loaded.mem, wal_number: 0 },
         imm: Vec::new(),
         version: Arc::new(loaded.version),
     };
-    Ok(DbInner {
-        dir: dir.to_path_buf(),
-        fs: opts.fs.clone(),
-        opts,
-        _lock: None,
-        read_only: true,
-        state: ArcSwap::from_pointee(state),
-        state_lock: Mutex::new(()),
-        compaction_slot: Mutex::new(()),
-        versions: Mutex::new(versions),
-        file_numbers,
-        wal: Mutex::new(WalState { writer: None, number: 0, last_seq: loaded.last_seq }),
-        write_queue: Mutex::new(Default::default()),
-        write_cv: Condvar::new(),
-        visible_seq: AtomicU64::new(loaded.last_seq),
-        bg: Mutex::new(BgState::default()),
-        has_bg_error: AtomicBool::new(false),
-        bg_cv: Condvar::new(),
-        bg_done_cv: Condvar::new(),
-        block_cache: cache,
-        counters: Counters::default(),
-        closed: AtomicBool::new(false),
-        snapshots: Mutex::new(Default::default()),
-    })
+    let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
+    Ok(assemble(dir, opts, None, state, versions, wal, cache))
 }

@@ -43,7 +43,7 @@ pub struct Args {
     /// Print keys and values as hex instead of escaped text (and read key options as hex).
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in tool-readme.md).
+    /// Print one JSON document (fields documented in docs/tool.md).
     #[arg(long)]
     json: bool,
 }

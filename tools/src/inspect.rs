@@ -24,12 +24,12 @@ pub struct Args {
     /// Print keys as hex instead of escaped text.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in tool-readme.md).
+    /// Print one JSON document (fields documented in docs/tool.md).
     #[arg(long)]
     json: bool,
 }
 
-/// The report; field names are part of the tool's interface (see tool-readme.md).
+/// The report; field names are part of the tool's interface (see docs/tool.md).
 #[derive(Serialize)]
 pub struct Report {
     file: String,

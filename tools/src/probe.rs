@@ -23,12 +23,12 @@ pub struct Args {
     /// Read the key as hex and print values as hex.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in tool-readme.md).
+    /// Print one JSON document (fields documented in docs/tool.md).
     #[arg(long)]
     json: bool,
 }
 
-/// The report; field names are part of the tool's interface (see tool-readme.md).
+/// The report; field names are part of the tool's interface (see docs/tool.md).
 #[derive(Serialize)]
 pub struct Report {
     key: String,

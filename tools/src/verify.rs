@@ -41,7 +41,7 @@ pub struct Args {
     /// A table (`*.sst`), WAL segment (`*.log`), manifest (`MANIFEST-*`) or database
     /// directory.
     path: PathBuf,
-    /// Print one JSON document (fields documented in tool-readme.md).
+    /// Print one JSON document (fields documented in docs/tool.md).
     #[arg(long)]
     json: bool,
 }
@@ -68,7 +68,7 @@ pub struct Checked {
     manifest_edits: u64,
 }
 
-/// The report; field names are part of the tool's interface (see tool-readme.md).
+/// The report; field names are part of the tool's interface (see docs/tool.md).
 #[derive(Serialize, Debug, Default)]
 pub struct Report {
     path: String,

@@ -6,7 +6,7 @@
 //! (HDR histograms, merged over threads), and the engine's counters per operation (blocks read,
 //! cache hits, filter checks, tables skipped, measured false-positive rate). Results go to the
 //! terminal, and optionally to a JSON document (`--json`, see [`report::Report`]) and an SVG
-//! (`--plot`). The layout of both is described in `bench-readme.md`.
+//! (`--plot`). The layout of both is described in `docs/bench.md`.
 
 mod keys;
 mod measure;

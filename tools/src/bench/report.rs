@@ -1,5 +1,5 @@
 //! The benchmark's results: the JSON document (field names are part of the tool's interface,
-//! documented in `bench-readme.md`) and the terminal tables.
+//! documented in `docs/bench.md`) and the terminal tables.
 
 use serde::Serialize;
 
