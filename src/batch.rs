@@ -56,6 +56,14 @@ impl WriteBatch {
         WriteBatch { data: vec![0; HEADER_LEN] }
     }
 
+    /// An empty batch with room for about `bytes` of keys and values, so building it does
+    /// not reallocate.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut data = Vec::with_capacity(HEADER_LEN + bytes + 24);
+        data.resize(HEADER_LEN, 0);
+        WriteBatch { data }
+    }
+
     /// Adds `key → value`.
     ///
     /// # Panics
@@ -99,6 +107,41 @@ impl WriteBatch {
     pub fn approximate_bytes(&self) -> usize {
         self.data.len()
     }
+
+    /// Decodes a write-ahead-log record payload (as returned by
+    /// [`crate::log::LogReader::next_record`]) into a batch, checking all of it (see the
+    /// module's encoding). For tools that read WAL segments; the engine's replay uses the
+    /// same check. Errors are [`Error::Corruption`] with offsets inside `record` and no
+    /// file; add the file with [`Error::in_file`].
+    ///
+    /// ```
+    /// use bloomkv::key::ValueKind;
+    /// use bloomkv::WriteBatch;
+    ///
+    /// // seq 7, one op: put "k" -> "v"
+    /// let mut record = 7u64.to_le_bytes().to_vec();
+    /// record.extend_from_slice(&1u32.to_le_bytes());
+    /// record.extend_from_slice(&[1, 1, b'k', 1, b'v']);
+    /// let batch = WriteBatch::decode(record).unwrap();
+    /// assert_eq!(batch.sequence(), 7);
+    /// let ops: Vec<_> = batch.iter().collect();
+    /// assert_eq!(ops, vec![(ValueKind::Put, &b"k"[..], &b"v"[..])]);
+    /// assert!(WriteBatch::decode(vec![0; 5]).unwrap_err().is_corruption());
+    /// ```
+    pub fn decode(record: Vec<u8>) -> Result<WriteBatch> {
+        WriteBatch::from_record(record)
+    }
+
+    /// The sequence number of the first operation (the i-th operation has `sequence() + i`).
+    /// Zero until the engine assigns one on commit.
+    pub fn sequence(&self) -> SeqNo {
+        crate::coding::get_u64(&self.data, 0).unwrap_or(0)
+    }
+
+    /// The operations in order: kind, key, and value (empty for a delete).
+    pub fn iter(&self) -> WriteBatchIter<'_> {
+        WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
+    }
 }
 
 // The engine's write path and WAL replay are the users of these; until they land on this
@@ -108,11 +151,6 @@ impl WriteBatch {
     /// Sets the sequence number of the first operation.
     pub(crate) fn set_sequence(&mut self, seq: SeqNo) {
         self.data[..8].copy_from_slice(&seq.to_le_bytes());
-    }
-
-    /// The sequence number of the first operation.
-    pub(crate) fn sequence(&self) -> SeqNo {
-        crate::coding::get_u64(&self.data, 0).unwrap_or(0)
     }
 
     /// The encoded batch: the log record payload.
@@ -145,19 +183,6 @@ impl WriteBatch {
             return Err(Error::bad_bytes(at, "bytes after the last counted op of a write batch"));
         }
         Ok(WriteBatch { data })
-    }
-
-    /// [`WriteBatch::from_record`] for fuzzers and corruption tests outside the crate:
-    /// decodes a WAL record payload and walks every operation, returning how many there are.
-    #[doc(hidden)]
-    pub fn decode_record(data: Vec<u8>) -> Result<usize> {
-        let b = Self::from_record(data)?;
-        Ok(b.iter().count())
-    }
-
-    /// The operations in order: kind, key, and value (empty for a delete).
-    pub(crate) fn iter(&self) -> WriteBatchIter<'_> {
-        WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
     }
 
     /// Appends `other`'s operations after this batch's, keeping this batch's sequence
@@ -205,8 +230,8 @@ impl std::fmt::Debug for WriteBatch {
 }
 
 /// Iterator over a batch's operations, from [`WriteBatch::iter`].
-#[allow(dead_code)] // see the crate-visible `impl WriteBatch` above
-pub(crate) struct WriteBatchIter<'a> {
+#[derive(Debug)]
+pub struct WriteBatchIter<'a> {
     d: Decoder<'a>,
     left: u32,
 }

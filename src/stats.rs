@@ -136,11 +136,12 @@ impl Stats {
             / self.user_bytes_written as f64
     }
 
-    /// Fraction of filter "maybe" answers that were wrong.
+    /// The filters' measured false-positive rate: of the filter checks on tables that did
+    /// not hold the key, the fraction answered "maybe" (`false_positives / (false_positives +
+    /// negatives)`). 0 when no such check happened.
     pub fn filter_false_positive_rate(&self) -> f64 {
-        let maybes = self.filter_checks.saturating_sub(self.filter_negatives);
         let absent = self.filter_false_positives + self.filter_negatives;
-        if absent == 0 || maybes == 0 {
+        if absent == 0 {
             return 0.0;
         }
         self.filter_false_positives as f64 / absent as f64
@@ -150,6 +151,22 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_rates() {
+        let s = Stats {
+            filter_negatives: 990,
+            filter_false_positives: 10,
+            user_bytes_written: 100,
+            flush_bytes_written: 150,
+            compaction_bytes_written: 250,
+            ..Stats::default()
+        };
+        assert!((s.filter_false_positive_rate() - 0.01).abs() < 1e-12);
+        assert!((s.write_amplification() - 4.0).abs() < 1e-12);
+        assert_eq!(Stats::default().filter_false_positive_rate(), 0.0);
+        assert_eq!(Stats::default().write_amplification(), 0.0);
+    }
 
     #[test]
     fn striped_counter_sums_across_threads() {

@@ -498,7 +498,7 @@ fn huge_length_fields_fail_without_allocating() {
     batch.extend_from_slice(&u32::MAX.to_le_bytes());
     batch.push(1);
     bloomkv::coding::put_varint(&mut batch, huge);
-    assert!(bloomkv::WriteBatch::decode_record(batch).unwrap_err().is_corruption());
+    assert!(bloomkv::WriteBatch::decode(batch).unwrap_err().is_corruption());
     // A filter claiming 2^40 bits.
     let f = bloomkv::filter::Filter::build(
         bloomkv::FilterPolicy::BlockedBloom { bits_per_key: 10.0 },

@@ -37,6 +37,16 @@ fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// One handle is shared between threads.
+#[test]
+fn db_and_its_views_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<bloomkv::Snapshot>();
+    fn assert_send<T: Send>() {}
+    assert_send::<bloomkv::DbIterator>();
+}
+
 #[test]
 fn put_get_delete_overwrite() {
     let dir = tempfile::tempdir().unwrap();
@@ -214,6 +224,12 @@ fn invalid_options_are_rejected() {
     let missing = dir.path().join("nope");
     assert!(Db::open(&missing, Options::default().create_if_missing(false)).is_err());
     assert!(!missing.exists());
+    // An existing directory without a database is left as it was: no LOCK file appears.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let r = Db::open(&empty, Options::default().create_if_missing(false));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
 #[test]
@@ -323,6 +339,9 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
     for i in 0..3000 {
         db.put(key(i), format!("v{i}")).unwrap();
     }
+    // Settle the tree so no flush or compaction can change the directory between the two
+    // listings below; the delete then lives only in the WAL.
+    db.compact().unwrap();
     db.delete(key(5)).unwrap();
     let listing = |p: &Path| {
         let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();

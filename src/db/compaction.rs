@@ -146,6 +146,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     if let Err(e) = &result {
         if bg.error.is_none() {
             bg.error = Some(e.clone());
+            inner.has_bg_error.store(true, std::sync::atomic::Ordering::Release);
         }
     }
     inner.bg_cv.notify_all();

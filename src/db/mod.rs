@@ -111,6 +111,9 @@ pub(crate) struct DbInner {
     /// Highest sequence number whose write is fully applied; reads see up to here.
     pub visible_seq: AtomicU64,
     pub bg: Mutex<BgState>,
+    /// Set once a background error is recorded, so the write path can check it without
+    /// taking the `bg` lock.
+    pub has_bg_error: AtomicBool,
     /// Wakes the background thread.
     pub bg_cv: Condvar,
     /// Signalled after every background step, for stalled writers and `flush` callers.
@@ -141,6 +144,9 @@ impl DbInner {
 
     /// The error that stopped background work, if any.
     pub(crate) fn check_bg_error(&self) -> Result<()> {
+        if !self.has_bg_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &lock(&self.bg).error {
             Some(e) => Err(Error::Background(Arc::new(e.clone()))),
             None => Ok(()),
@@ -151,6 +157,7 @@ impl DbInner {
         let mut bg = lock(&self.bg);
         if bg.error.is_none() {
             bg.error = Some(e);
+            self.has_bg_error.store(true, Ordering::Release);
         }
         self.bg_done_cv.notify_all();
     }
@@ -246,14 +253,16 @@ impl Db {
 
     /// Sets `key` to `value`, with the database's default durability (`sync_writes`).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut b = WriteBatch::with_capacity(key.len() + value.len());
         b.put(key, value);
         self.write(b, &self.default_write_options())
     }
 
     /// Deletes `key` (a no-op if it is absent), with the default durability.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let key = key.as_ref();
+        let mut b = WriteBatch::with_capacity(key.len());
         b.delete(key);
         self.write(b, &self.default_write_options())
     }
@@ -434,6 +443,7 @@ fn background_loop(inner: &Arc<DbInner>) {
         if let Err(e) = result {
             if bg.error.is_none() {
                 bg.error = Some(e);
+                inner.has_bg_error.store(true, Ordering::Release);
             }
         }
         inner.bg_done_cv.notify_all();

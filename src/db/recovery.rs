@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use super::flush::{open_table, write_table, NewestVersions};
 use super::{BgState, DbInner, DbState, Mem, WalState};
 use crate::filename::{self, current_path, lock_path, wal_path, FileKind};
+use crate::fs::FileLock;
 use crate::iter::InternalIterator;
 use crate::key::SeqNo;
 use crate::log::{LogReader, LogWriter};
@@ -47,12 +48,7 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
         let m = read_manifest(fs.as_ref(), dir)?;
         (m.levels, m.log_number, m.next_file_number, m.last_seq)
     } else {
-        // Creating a database writes its first manifest and then CURRENT; WAL segments and
-        // tables come only after CURRENT exists. So manifests without CURRENT are what a
-        // creation interrupted by a crash leaves (they are removed below as stale), while a
-        // WAL or table without CURRENT means CURRENT itself was lost.
-        let has_data = kinds.iter().any(|k| matches!(k, FileKind::Table(_) | FileKind::Wal(_)));
-        if has_data {
+        if holds_db_files(&names) {
             return Err(Error::corruption(
                 current_path(dir),
                 0,
@@ -112,6 +108,18 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     Ok(Loaded { version, mem, last_seq, log_number, next_file, names })
 }
 
+/// True if the directory holds WAL segments or tables. Creating a database writes its first
+/// manifest and then CURRENT; WAL segments and tables come only after CURRENT exists. So
+/// manifests without CURRENT are what a creation interrupted by a crash leaves (they are
+/// removed as stale when the creation is redone), while a WAL or table without CURRENT means
+/// CURRENT itself was lost.
+fn holds_db_files(names: &[String]) -> bool {
+    names
+        .iter()
+        .filter_map(|n| filename::parse(n))
+        .any(|k| matches!(k, FileKind::Table(_) | FileKind::Wal(_)))
+}
+
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let fs = opts.fs.clone();
     if !fs.exists(dir) {
@@ -119,6 +127,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
         }
         fs.create_dir_all(dir)?;
+    }
+    if !opts.create_if_missing && !fs.exists(&current_path(dir)) && !holds_db_files(&fs.list(dir)?)
+    {
+        // Refuse before taking the lock: taking it would create a LOCK file in a directory
+        // that holds no database and that the caller asked not to have one made in.
+        return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
     }
     let lock = fs.lock(&lock_path(dir))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
@@ -169,39 +183,50 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
 
-    let file_numbers = versions.file_numbers();
     let state = DbState {
         mem: Mem { table: Arc::new(MemTable::new()), wal_number: new_wal },
         imm: Vec::new(),
         version: Arc::new(version),
     };
-    Ok(DbInner {
+    let wal = WalState { writer: Some(LogWriter::new(wal_file)), number: new_wal, last_seq };
+    Ok(assemble(dir, opts, Some(lock), state, versions, wal, cache))
+}
+
+/// Builds the engine around recovered state; shared by the read-write and read-only opens.
+fn assemble(
+    dir: &Path,
+    opts: Options,
+    lock: Option<Box<dyn FileLock>>,
+    state: DbState,
+    versions: VersionSet,
+    wal: WalState,
+    cache: Arc<BlockCache>,
+) -> DbInner {
+    let visible = wal.last_seq;
+    DbInner {
         dir: dir.to_path_buf(),
+        fs: opts.fs.clone(),
         opts,
-        fs,
-        _lock: Some(lock),
-        read_only: false,
+        read_only: lock.is_none(),
+        _lock: lock,
         state: ArcSwap::from_pointee(state),
         state_lock: Mutex::new(()),
         compaction_slot: Mutex::new(()),
+        file_numbers: versions.file_numbers(),
         versions: Mutex::new(versions),
-        file_numbers,
-        wal: Mutex::new(WalState {
-            writer: Some(LogWriter::new(wal_file)),
-            number: new_wal,
-            last_seq,
-        }),
+        wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),
         write_cv: Condvar::new(),
-        visible_seq: AtomicU64::new(last_seq),
+        visible_seq: AtomicU64::new(visible),
         bg: Mutex::new(BgState::default()),
+        has_bg_error: AtomicBool::new(false),
         bg_cv: Condvar::new(),
         bg_done_cv: Condvar::new(),
         block_cache: cache,
         counters: Counters::default(),
         closed: AtomicBool::new(false),
         snapshots: Mutex::new(Default::default()),
-    })
+    }
 }
 
 /// Opens a database for reading only: no LOCK is taken and nothing on disk is changed, so it
@@ -224,33 +249,11 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
     };
     let versions =
         VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
-    let file_numbers = versions.file_numbers();
     let state = DbState {
         mem: Mem { table: loaded.mem, wal_number: 0 },
         imm: Vec::new(),
         version: Arc::new(loaded.version),
     };
-    Ok(DbInner {
-        dir: dir.to_path_buf(),
-        fs: opts.fs.clone(),
-        opts,
-        _lock: None,
-        read_only: true,
-        state: ArcSwap::from_pointee(state),
-        state_lock: Mutex::new(()),
-        compaction_slot: Mutex::new(()),
-        versions: Mutex::new(versions),
-        file_numbers,
-        wal: Mutex::new(WalState { writer: None, number: 0, last_seq: loaded.last_seq }),
-        write_queue: Mutex::new(Default::default()),
-        write_cv: Condvar::new(),
-        visible_seq: AtomicU64::new(loaded.last_seq),
-        bg: Mutex::new(BgState::default()),
-        bg_cv: Condvar::new(),
-        bg_done_cv: Condvar::new(),
-        block_cache: cache,
-        counters: Counters::default(),
-        closed: AtomicBool::new(false),
-        snapshots: Mutex::new(Default::default()),
-    })
+    let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
+    Ok(assemble(dir, opts, None, state, versions, wal, cache))
 }

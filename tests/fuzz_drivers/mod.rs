@@ -212,9 +212,13 @@ pub fn filter(data: &[u8]) {
 
 /// A WAL record payload as a write batch.
 pub fn batch(data: &[u8]) {
-    match WriteBatch::decode_record(data.to_vec()) {
-        Ok(n) => assert!(n <= data.len(), "more ops than bytes"),
-        Err(e) => expect_corruption(&e, "WriteBatch::decode_record"),
+    match WriteBatch::decode(data.to_vec()) {
+        Ok(b) => {
+            let n = b.iter().count();
+            assert_eq!(n, b.len(), "iterated op count differs from the header");
+            assert!(n <= data.len(), "more ops than bytes");
+        }
+        Err(e) => expect_corruption(&e, "WriteBatch::decode"),
     }
 }
 

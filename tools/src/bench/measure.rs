@@ -1,0 +1,207 @@
+//! Running timed operations on one or more threads and turning engine counters into
+//! per-operation figures.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use bloomkv::Stats;
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use super::keys::KEY_BYTES;
+
+/// Progress is reported every this many operations: often enough to look live, rarely enough
+/// that the shared progress counter costs nothing measurable.
+const PROGRESS_EVERY: u64 = 4096;
+
+/// Per-thread state handed to every operation.
+pub struct Worker {
+    /// Index of the thread, 0-based.
+    pub thread: usize,
+    /// The thread's random-number generator, seeded from `--seed` and the thread index.
+    pub rng: StdRng,
+    /// Scratch buffer for the key of the current operation.
+    pub key: [u8; KEY_BYTES],
+    /// Operations this thread has completed (also used to vary written values).
+    pub done: u64,
+}
+
+/// The outcome of a timed phase.
+pub struct Timed {
+    /// Operations completed over all threads.
+    pub ops: u64,
+    /// Wall-clock time from the moment all threads were released to the last one finishing.
+    pub elapsed: Duration,
+    /// Latency of every operation, in nanoseconds, merged over threads.
+    pub hist: Histogram<u64>,
+    /// CPU time the whole process used during the phase (every thread: workers, the
+    /// engine's background thread, a `readwhilewriting` writer), when the platform tells.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// CPU time used so far by the whole process, including threads that have exited.
+///
+/// On a machine shared with other work, wall-clock throughput mostly measures how much of
+/// the cores the benchmark got; operations per CPU-second do not depend on that.
+pub fn process_cpu_seconds() -> Option<f64> {
+    cpu_time::ProcessTime::try_now().ok().map(|t| t.as_duration().as_secs_f64())
+}
+
+/// A latency histogram covering 1 ns to an hour at 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Runs `total` operations split evenly over `threads` threads (the first threads take the
+/// remainder), timing each one.
+///
+/// Each operation is timed from the end of the previous one, so the loop reads the clock once
+/// per operation instead of twice; the few nanoseconds of loop and histogram bookkeeping are
+/// charged to the operation, as db_bench does.
+pub fn run_timed<F>(
+    threads: usize,
+    total: u64,
+    seed: u64,
+    progress: &ProgressBar,
+    op: F,
+) -> bloomkv::Result<Timed>
+where
+    F: Fn(&mut Worker) -> bloomkv::Result<()> + Sync,
+{
+    let threads = threads.max(1);
+    let cpu_before = process_cpu_seconds();
+    let barrier = Barrier::new(threads);
+    let outcomes: Vec<bloomkv::Result<(Instant, Instant, Histogram<u64>)>> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let share =
+                        total / threads as u64 + u64::from((t as u64) < total % threads as u64);
+                    let (barrier, op) = (&barrier, &op);
+                    s.spawn(move || {
+                        let mut w = Worker {
+                            thread: t,
+                            rng: StdRng::seed_from_u64(seed.wrapping_add(t as u64 * 0x9e37_79b9)),
+                            key: [0; KEY_BYTES],
+                            done: 0,
+                        };
+                        let mut hist = new_histogram();
+                        barrier.wait();
+                        let start = Instant::now();
+                        let mut prev = start;
+                        for i in 0..share {
+                            op(&mut w)?;
+                            w.done += 1;
+                            let now = Instant::now();
+                            hist.saturating_record((now - prev).as_nanos().max(1) as u64);
+                            prev = now;
+                            if (i + 1) % PROGRESS_EVERY == 0 {
+                                progress.inc(PROGRESS_EVERY);
+                            }
+                        }
+                        progress.inc(share % PROGRESS_EVERY);
+                        Ok((start, prev, hist))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("benchmark thread panicked")).collect()
+        });
+    // The phase spans from the first thread starting to the last one finishing. Each thread
+    // reads its own clock: a coordinating thread could be descheduled on a busy machine and
+    // miss the start (or end) of a short phase entirely.
+    let mut first_start: Option<Instant> = None;
+    let mut last_end: Option<Instant> = None;
+    let mut hist = new_histogram();
+    for o in outcomes {
+        let (start, end, h) = o?;
+        first_start = Some(first_start.map_or(start, |f| f.min(start)));
+        last_end = Some(last_end.map_or(end, |l| l.max(end)));
+        hist.add(h).expect("histograms share bounds");
+    }
+    let elapsed = match (first_start, last_end) {
+        (Some(s), Some(e)) => e - s,
+        _ => Duration::ZERO,
+    };
+    let cpu_seconds = match (cpu_before, process_cpu_seconds()) {
+        (Some(b), Some(a)) => Some(a - b),
+        _ => None,
+    };
+    Ok(Timed { ops: total, elapsed, hist, cpu_seconds })
+}
+
+/// What the engine's counters moved by during one phase, divided by its operations.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct PerOp {
+    /// Data blocks read from disk (block-cache misses) per operation.
+    pub blocks_read: f64,
+    /// Data blocks found in the block cache per operation.
+    pub cache_hits: f64,
+    /// Data blocks searched per operation, from disk or cache (`blocks_read + cache_hits`).
+    pub blocks_touched: f64,
+    /// Tables whose key range covered the key, per operation (each one's filter is asked).
+    pub tables_consulted: f64,
+    /// Filter checks per operation.
+    pub filter_checks: f64,
+    /// Tables a filter ruled out (no index or block work) per operation.
+    pub tables_skipped: f64,
+    /// Filter "maybe" answers that led to a block without the key, per operation.
+    pub false_positives: f64,
+    /// Lookups answered by a memtable, per operation.
+    pub memtable_hits: f64,
+}
+
+/// Engine counter changes over a phase.
+#[derive(Debug, Clone, Default)]
+pub struct Delta {
+    /// Point lookups.
+    pub gets: u64,
+    /// Per-operation figures.
+    pub per_op: PerOp,
+    /// filter_false_positives / (filter_false_positives + filter_negatives), when any
+    /// table was asked about an absent key.
+    pub measured_fpr: Option<f64>,
+    /// Compactions that completed during the phase (background work competing with it).
+    pub compactions: u64,
+    /// Memtable flushes during the phase.
+    pub flushes: u64,
+    /// Writes that waited for a flush or compaction.
+    pub write_stalls: u64,
+    /// Writes delayed briefly because L0 was filling up.
+    pub write_slowdowns: u64,
+    /// Bytes written to tables per byte written by users, over the phase.
+    pub write_amplification: f64,
+}
+
+/// The change in `before` → `after`, per operation of `ops`.
+pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    let per = |x: u64| x as f64 / ops.max(1) as f64;
+    let block_reads = d(after.block_reads, before.block_reads);
+    let cache_hits = d(after.block_cache_hits, before.block_cache_hits);
+    let negatives = d(after.filter_negatives, before.filter_negatives);
+    let fps = d(after.filter_false_positives, before.filter_false_positives);
+    let user = d(after.user_bytes_written, before.user_bytes_written);
+    let table_bytes = d(after.flush_bytes_written, before.flush_bytes_written)
+        + d(after.compaction_bytes_written, before.compaction_bytes_written);
+    Delta {
+        gets: d(after.gets, before.gets),
+        per_op: PerOp {
+            blocks_read: per(block_reads),
+            cache_hits: per(cache_hits),
+            blocks_touched: per(block_reads + cache_hits),
+            tables_consulted: per(d(after.tables_consulted, before.tables_consulted)),
+            filter_checks: per(d(after.filter_checks, before.filter_checks)),
+            tables_skipped: per(negatives),
+            false_positives: per(fps),
+            memtable_hits: per(d(after.memtable_hits, before.memtable_hits)),
+        },
+        measured_fpr: (fps + negatives > 0).then(|| fps as f64 / (fps + negatives) as f64),
+        compactions: d(after.compactions, before.compactions),
+        flushes: d(after.flushes, before.flushes),
+        write_stalls: d(after.write_stalls, before.write_stalls),
+        write_slowdowns: d(after.write_slowdowns, before.write_slowdowns),
+        write_amplification: if user == 0 { 0.0 } else { table_bytes as f64 / user as f64 },
+    }
+}

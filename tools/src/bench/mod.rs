@@ -1,0 +1,907 @@
+//! `bloomkv bench`: db_bench-style workloads over databases that differ only in their filter
+//! policy (blocked Bloom, classic Bloom, none), plus a bits-per-key sweep.
+//!
+//! Every policy's database is filled with the same keys in the same random order, flushed,
+//! and then read; per workload × policy the harness reports throughput, latency percentiles
+//! (HDR histograms, merged over threads), and the engine's counters per operation (blocks read,
+//! cache hits, filter checks, tables skipped, measured false-positive rate). Results go to the
+//! terminal, and optionally to a JSON document (`--json`, see [`report::Report`]) and an SVG
+//! (`--plot`). The layout of both is described in `docs/bench.md`.
+
+mod keys;
+mod measure;
+mod plot;
+mod report;
+
+use std::hint::black_box;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bloomkv::filter::math;
+use bloomkv::{Compression, Db, FilterPolicy, Options, Stats};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use keys::{ValuePool, Zipfian};
+use measure::{Delta, Timed};
+use report::{Latency, Prediction, Report, Shape, SweepRow, WorkloadResult};
+
+/// A workload, named as in db_bench (and YCSB for the mixed ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Workload {
+    /// Insert every key once, in random order (measures building each policy's database).
+    #[value(name = "fillrandom")]
+    FillRandom,
+    /// Insert every key once, in ascending order, into a separate fresh database.
+    #[value(name = "fillseq")]
+    FillSeq,
+    /// Point lookups of uniformly chosen present keys.
+    #[value(name = "readrandom")]
+    ReadRandom,
+    /// Point lookups of absent keys that fall inside tables' key ranges.
+    #[value(name = "readmissing")]
+    ReadMissing,
+    /// Point lookups of present keys chosen by a zipfian distribution (θ = 0.99).
+    #[value(name = "readzipfian")]
+    ReadZipfian,
+    /// Seek to a uniformly chosen key and read the next 10 entries.
+    #[value(name = "seekrandom")]
+    SeekRandom,
+    /// `readrandom` on the reader threads while one more thread overwrites random keys.
+    #[value(name = "readwhilewriting")]
+    ReadWhileWriting,
+    /// YCSB A: 50% zipfian reads, 50% zipfian updates.
+    #[value(name = "ycsb-a")]
+    YcsbA,
+    /// YCSB B: 95% zipfian reads, 5% zipfian updates.
+    #[value(name = "ycsb-b")]
+    YcsbB,
+}
+
+impl Workload {
+    const ALL: [Workload; 9] = [
+        Workload::FillRandom,
+        Workload::FillSeq,
+        Workload::ReadRandom,
+        Workload::ReadMissing,
+        Workload::ReadZipfian,
+        Workload::SeekRandom,
+        Workload::ReadWhileWriting,
+        Workload::YcsbA,
+        Workload::YcsbB,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Workload::FillRandom => "fillrandom",
+            Workload::FillSeq => "fillseq",
+            Workload::ReadRandom => "readrandom",
+            Workload::ReadMissing => "readmissing",
+            Workload::ReadZipfian => "readzipfian",
+            Workload::SeekRandom => "seekrandom",
+            Workload::ReadWhileWriting => "readwhilewriting",
+            Workload::YcsbA => "ycsb-a",
+            Workload::YcsbB => "ycsb-b",
+        }
+    }
+
+    /// Workloads that write to the database `fillrandom` built.
+    fn writes(self) -> bool {
+        matches!(self, Workload::ReadWhileWriting | Workload::YcsbA | Workload::YcsbB)
+    }
+
+    /// Workloads run against the database `fillrandom` built (everything but the fills).
+    fn reads_filled_db(self) -> bool {
+        !matches!(self, Workload::FillRandom | Workload::FillSeq)
+    }
+}
+
+/// A filter policy to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Policy {
+    /// Cache-line-blocked Bloom filter.
+    Blocked,
+    /// Classic Bloom filter at the same bits per key.
+    Classic,
+    /// No filter.
+    None,
+}
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Blocked => "blocked",
+            Policy::Classic => "classic",
+            Policy::None => "none",
+        }
+    }
+
+    fn filter(self, bits_per_key: f64) -> FilterPolicy {
+        match self {
+            Policy::Blocked => FilterPolicy::BlockedBloom { bits_per_key },
+            Policy::Classic => FilterPolicy::ClassicBloom { bits_per_key },
+            Policy::None => FilterPolicy::None,
+        }
+    }
+
+    /// Probes per key the engine's filter uses at `bits_per_key`.
+    fn probes(self, bits_per_key: f64) -> u32 {
+        match self {
+            Policy::Blocked => math::optimal_blocked_probes(bits_per_key),
+            Policy::Classic => math::classic_probes(bits_per_key),
+            Policy::None => 0,
+        }
+    }
+
+    /// The false-positive rate theory predicts at `bits_per_key` (1.0 without a filter),
+    /// from the policy alone; [`expected_fpr`] prefers the tables' own figures.
+    fn expected_fpr(self, bits_per_key: f64) -> f64 {
+        let k = self.probes(bits_per_key);
+        match self {
+            Policy::Blocked => {
+                math::blocked_fpr(f64::from(math::BLOCK_BITS) / bits_per_key, k, math::BLOCK_BITS)
+            }
+            // The classic formula depends on n and m only through m/n at these sizes.
+            Policy::Classic => math::classic_fpr(1e6, 1e6 * bits_per_key, k),
+            Policy::None => 1.0,
+        }
+    }
+}
+
+/// How the tree is arranged before the read workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TreeShape {
+    /// Deterministic and identical for every policy: after the fill, compact everything into
+    /// the last level, then rewrite the most recently inserted keys (same values) as L0 tables,
+    /// one flush each, one fewer than the L0 compaction trigger so no compaction follows. Reads
+    /// that never write then run on a read-only handle, with no background work at all.
+    Layered,
+    /// Whatever the fill left after a final flush; compactions it triggered may still be
+    /// running, and the shape differs between policies with the timing of background work.
+    AsFilled,
+}
+
+/// Parses `none`, `zstd` or `zstd:LEVEL`.
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    match s.split_once(':') {
+        None if s == "none" => Ok(Compression::None),
+        None if s == "zstd" => Ok(Compression::Zstd { level: 3 }),
+        Some(("zstd", level)) => level
+            .parse()
+            .map(|level| Compression::Zstd { level })
+            .map_err(|_| format!("bad zstd level {level:?}")),
+        _ => Err(format!("expected none, zstd or zstd:LEVEL, got {s:?}")),
+    }
+}
+
+/// A list of bits-per-key values, or `none` for no sweep.
+#[derive(Debug, Clone)]
+pub struct Sweep(Vec<f64>);
+
+fn parse_sweep(s: &str) -> Result<Sweep, String> {
+    if s.is_empty() || s == "none" {
+        return Ok(Sweep(Vec::new()));
+    }
+    s.split(',')
+        .map(|p| {
+            let v: f64 = p.trim().parse().map_err(|_| format!("bad bits per key {p:?}"))?;
+            FilterPolicy::BlockedBloom { bits_per_key: v }.validate().map_err(|e| e.to_string())?;
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Sweep)
+}
+
+/// Options of `bench`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Entries written by each fill (db_bench's default; the whole default run takes about
+    /// two minutes on a 2-core VM).
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Bytes per value (keys are always 16 bytes).
+    #[arg(long, default_value_t = 100)]
+    value_bytes: usize,
+    /// Bits per key of the blocked and classic filters.
+    #[arg(long, default_value_t = 10.0)]
+    bits_per_key: f64,
+    /// Memtable size in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    memtable_bytes: usize,
+    /// Block compression: none, zstd or zstd:LEVEL.
+    #[arg(long, default_value = "none", value_parser = parse_compression)]
+    compression: Compression,
+    /// Tree shape for the read workloads: `layered` (compact, then L0 tables of rewritten
+    /// keys: the same for every policy) or `as-filled` (the state after fill and flush).
+    #[arg(long, value_enum, default_value = "layered")]
+    shape: TreeShape,
+    /// Keep the databases in this directory (which must be empty or absent) instead of a
+    /// temporary directory deleted at the end.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Threads running each read workload, sharing one database.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Workloads to run (comma-separated; default all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    workloads: Vec<Workload>,
+    /// Filter policies to compare (comma-separated; default all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    policies: Vec<Policy>,
+    /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
+    /// four tables meet a few thousand false positives: enough for a rate within a few percent.
+    #[arg(long, default_value_t = 100_000)]
+    reads: u64,
+    /// Bits-per-key values to sweep (blocked and classic filters, readmissing), or "none".
+    #[arg(long, default_value = "2,4,6,8,10,12,16,20", value_parser = parse_sweep)]
+    sweep: Sweep,
+    /// Entries in each sweep database (default: an eighth of --keys: the sweep builds 16
+    /// databases, and the false-positive rate does not depend on the key count).
+    #[arg(long)]
+    sweep_keys: Option<u64>,
+    /// Write every figure to this JSON file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw throughput, latency and sweep charts into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Seed for key order and every random choice.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// No progress bars (they are also hidden when stdout is not a terminal).
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn bench_error(msg: impl Into<String>) -> bloomkv::Error {
+    bloomkv::Error::io("bench", std::io::Error::other(msg.into()))
+}
+
+/// Everything a phase needs to know about the run.
+struct Ctx<'a> {
+    args: &'a Args,
+    base: &'a Path,
+    values: ValuePool,
+    zipf: Zipfian,
+    /// The random insertion order shared by every policy's `fillrandom`.
+    order: Vec<u64>,
+    show_progress: bool,
+}
+
+impl Ctx<'_> {
+    fn options(&self, policy: Policy, bits_per_key: f64) -> Options {
+        Options::default()
+            .memtable_bytes(self.args.memtable_bytes)
+            .filter_policy(policy.filter(bits_per_key))
+            .compression(self.args.compression)
+    }
+
+    fn progress(&self, total: u64, label: String) -> ProgressBar {
+        if !self.show_progress {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(total).with_prefix(label);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>28} [{bar:25}] {human_pos}/{human_len} {rate:>11} eta {eta}",
+            )
+            .expect("valid template")
+            // indicatif's own {per_sec} prints four decimals; whole operations suffice.
+            .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}/s", s.per_sec());
+            })
+            .progress_chars("=> "),
+        );
+        pb
+    }
+}
+
+/// Runs `bloomkv bench`.
+pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
+    let started = Instant::now();
+    let load_average_at_start = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    if args.keys == 0 || args.reads == 0 || args.threads == 0 {
+        return Err(bloomkv::Error::InvalidArgument(
+            "--keys, --reads and --threads must be positive".into(),
+        ));
+    }
+    FilterPolicy::BlockedBloom { bits_per_key: args.bits_per_key }.validate()?;
+    let workloads: Vec<Workload> = if args.workloads.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        let mut w = args.workloads.clone();
+        w.sort();
+        w.dedup();
+        w
+    };
+    let policies: Vec<Policy> = if args.policies.is_empty() {
+        vec![Policy::Blocked, Policy::Classic, Policy::None]
+    } else {
+        let mut p = args.policies.clone();
+        p.sort();
+        p.dedup();
+        p
+    };
+    let sweep_policies: Vec<Policy> =
+        policies.iter().copied().filter(|p| *p != Policy::None).collect();
+    let sweep_keys = args.sweep_keys.unwrap_or((args.keys / 8).max(1));
+
+    // The temporary directory (when no --dir) is removed when `_tmp` drops at the end.
+    let (_tmp, base) = match &args.dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map_err(|e| bloomkv::Error::io(d.display().to_string(), e))?
+                    .next()
+                    .is_some()
+            {
+                return Err(bloomkv::Error::InvalidArgument(format!(
+                    "--dir {} is not empty; give an empty or new directory",
+                    d.display()
+                )));
+            }
+            std::fs::create_dir_all(d)
+                .map_err(|e| bloomkv::Error::io(format!("creating {}", d.display()), e))?;
+            (None, d.clone())
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("bloomkv-bench-")
+                .tempdir()
+                .map_err(|e| bloomkv::Error::io("creating a temporary directory", e))?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+
+    let mut order: Vec<u64> = (0..args.keys).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
+    let ctx = Ctx {
+        args,
+        base: &base,
+        values: ValuePool::new(args.value_bytes, args.seed),
+        zipf: Zipfian::new(args.keys, Zipfian::YCSB_THETA),
+        order,
+        show_progress: !args.quiet && std::io::stdout().is_terminal(),
+    };
+
+    println!(
+        "bloomkv bench: {} keys × ({} B key + {} B value), {} reads/workload on {} thread(s), \
+         {} bits/key, compression {}, dbs in {} (load average {})",
+        args.keys,
+        keys::KEY_BYTES,
+        args.value_bytes,
+        args.reads,
+        args.threads,
+        args.bits_per_key,
+        compression_name(args.compression),
+        base.display(),
+        load_average_at_start
+    );
+
+    let mut results = Vec::new();
+    let mut shapes = Vec::new();
+    let needs_fill = workloads.iter().any(|w| *w == Workload::FillRandom || w.reads_filled_db());
+    for &policy in &policies {
+        if needs_fill {
+            run_filled(&ctx, policy, &workloads, &mut results, &mut shapes)?;
+        }
+        if workloads.contains(&Workload::FillSeq) {
+            results.push(run_fillseq(&ctx, policy)?);
+        }
+    }
+    // Present rows in workload order, policies side by side.
+    results.sort_by_key(|r: &WorkloadResult| {
+        (
+            Workload::ALL.iter().position(|w| w.name() == r.workload),
+            policies.iter().position(|p| p.name() == r.policy),
+        )
+    });
+
+    let predictions: Vec<Prediction> = results
+        .iter()
+        .filter(|r| r.workload == Workload::ReadMissing.name())
+        .map(|r| Prediction {
+            policy: r.policy.clone(),
+            blocks_per_lookup: r.per_op.blocks_touched,
+            tables_consulted_per_lookup: r.per_op.tables_consulted,
+            expected_fpr: r.expected_fpr,
+            predicted_blocks_per_lookup: r.expected_fpr * r.per_op.tables_consulted,
+        })
+        .collect();
+
+    let mut sweep = Vec::new();
+    for &bpk in &args.sweep.0 {
+        for &policy in &sweep_policies {
+            sweep.push(run_sweep_point(&ctx, policy, bpk, sweep_keys)?);
+        }
+    }
+
+    println!();
+    report::print_shapes(&shapes);
+    report::print_results(&results);
+    report::print_predictions(&predictions);
+    report::print_sweep(&sweep);
+
+    let report = Report {
+        schema: report::SCHEMA,
+        config: report::Config {
+            keys: args.keys,
+            key_bytes: keys::KEY_BYTES,
+            value_bytes: args.value_bytes,
+            bits_per_key: args.bits_per_key,
+            memtable_bytes: args.memtable_bytes,
+            compression: compression_name(args.compression),
+            shape: match args.shape {
+                TreeShape::Layered => "layered".into(),
+                TreeShape::AsFilled => "as-filled".into(),
+            },
+            threads: args.threads,
+            reads: args.reads,
+            seed: args.seed,
+            workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
+            policies: policies.iter().map(|p| p.name().to_string()).collect(),
+            sweep_bits_per_key: args.sweep.0.clone(),
+            sweep_keys,
+            sweep_reads: args.reads,
+        },
+        machine: machine(load_average_at_start),
+        shapes,
+        results,
+        predictions,
+        sweep,
+        total_seconds: started.elapsed().as_secs_f64(),
+    };
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| bench_error(e.to_string()))?;
+        std::fs::write(path, text)
+            .map_err(|e| bloomkv::Error::io(format!("writing {}", path.display()), e))?;
+        println!("\nwrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(&report, path).map_err(|e| bench_error(format!("plotting: {e}")))?;
+        println!("wrote {}", path.display());
+    }
+    println!("total {:.1} s", report.total_seconds);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compression_name(c: Compression) -> String {
+    match c {
+        Compression::Zstd { level } => format!("zstd:{level}"),
+        _ => "none".to_string(),
+    }
+}
+
+fn open(path: &Path, opts: Options) -> bloomkv::Result<Db> {
+    Db::open(path, opts)
+}
+
+/// Inserts the keys `order[0..]` one `put` at a time (db_bench's batch size of 1).
+fn fill(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<Timed> {
+    let pb = ctx.progress(order.len() as u64, label);
+    let t = measure::run_timed(1, order.len() as u64, ctx.args.seed, &pb, |w| {
+        keys::present_key(order[w.done as usize], &mut w.key);
+        db.put(w.key, ctx.values.value(w.done))
+    })?;
+    pb.finish_and_clear();
+    Ok(t)
+}
+
+fn latency(t: &Timed) -> Latency {
+    Latency {
+        mean: t.hist.mean(),
+        p50: t.hist.value_at_quantile(0.50),
+        p99: t.hist.value_at_quantile(0.99),
+        p999: t.hist.value_at_quantile(0.999),
+        max: t.hist.max(),
+    }
+}
+
+/// The false-positive rate a missing-key lookup should meet in each table it consults, from
+/// the engine's per-table figures ([`Db::tables`], each filter's theory at its actual fill).
+///
+/// A lookup consults every L0 table whose range covers the key (with random keys, nearly all
+/// of them) and at most one table per deeper level, so each L0 table counts once and each
+/// deeper level counts once, its tables weighted by their share of the level's entries.
+/// Without tables, falls back to the policy's theory at `bits_per_key`.
+fn expected_fpr(db: &Db, policy: Policy, bits_per_key: f64) -> f64 {
+    let tables = db.tables();
+    let (mut sum, mut weight) = (0.0, 0.0);
+    let deepest = tables.iter().map(|t| t.level).max().unwrap_or(0);
+    for t in tables.iter().filter(|t| t.level == 0) {
+        sum += t.expected_fpr;
+        weight += 1.0;
+    }
+    for level in 1..=deepest {
+        let on_level: Vec<_> = tables.iter().filter(|t| t.level == level).collect();
+        let entries: u64 = on_level.iter().map(|t| t.entries).sum();
+        if entries == 0 {
+            continue;
+        }
+        sum += on_level.iter().map(|t| t.expected_fpr * t.entries as f64).sum::<f64>()
+            / entries as f64;
+        weight += 1.0;
+    }
+    if weight == 0.0 {
+        policy.expected_fpr(bits_per_key)
+    } else {
+        sum / weight
+    }
+}
+
+/// Percentiles sampled for the latency curves of the JSON and the plot.
+const CURVE_PERCENTILES: [f64; 12] =
+    [0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
+
+#[allow(clippy::too_many_arguments)]
+fn result_row(
+    workload: Workload,
+    policy: Policy,
+    expected_fpr: f64,
+    threads: usize,
+    t: &Timed,
+    before: &Stats,
+    after: &Stats,
+    delta: &Delta,
+) -> WorkloadResult {
+    let secs = t.elapsed.as_secs_f64();
+    let point_reads = delta.gets > 0;
+    WorkloadResult {
+        workload: workload.name().to_string(),
+        policy: policy.name().to_string(),
+        threads,
+        ops: t.ops,
+        seconds: secs,
+        ops_per_sec: t.ops as f64 / secs.max(1e-9),
+        cpu_seconds: t.cpu_seconds,
+        ops_per_cpu_sec: t.cpu_seconds.map(|c| t.ops as f64 / c.max(1e-9)),
+        latency_ns: latency(t),
+        latency_percentiles: CURVE_PERCENTILES
+            .iter()
+            .map(|&p| (p, t.hist.value_at_percentile(p)))
+            .chain(std::iter::once((100.0, t.hist.max())))
+            .collect(),
+        per_op: delta.per_op,
+        measured_fpr: if point_reads { delta.measured_fpr } else { None },
+        expected_fpr,
+        filter_memory_bytes: after.filter_memory_bytes,
+        tables_per_level: before.tables_per_level.clone(),
+        compactions_during: delta.compactions,
+        flushes_during: delta.flushes,
+        write_stalls: delta.write_stalls,
+        write_slowdowns: delta.write_slowdowns,
+        write_amplification: delta.write_amplification,
+        writer_ops: None,
+        writer_ops_per_sec: None,
+    }
+}
+
+/// Builds `policy`'s database with `fillrandom`, flushes it, and runs the read workloads on it.
+fn run_filled(
+    ctx: &Ctx,
+    policy: Policy,
+    workloads: &[Workload],
+    results: &mut Vec<WorkloadResult>,
+    shapes: &mut Vec<Shape>,
+) -> bloomkv::Result<()> {
+    let args = ctx.args;
+    let bpk = args.bits_per_key;
+    let dir = ctx.base.join(format!("fillrandom-{}", policy.name()));
+    let opts = ctx.options(policy, bpk);
+    let mut db = open(&dir, opts.clone())?;
+    let before = db.stats();
+    let t = fill(ctx, &db, &ctx.order, format!("fillrandom {}", policy.name()))?;
+    // The reads should see tables, not a memtable holding the newest writes.
+    db.flush()?;
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    if workloads.contains(&Workload::FillRandom) {
+        results.push(result_row(
+            Workload::FillRandom,
+            policy,
+            expected_fpr(&db, policy, bpk),
+            1,
+            &t,
+            &before,
+            &after,
+            &d,
+        ));
+    }
+    let settle_start = Instant::now();
+    let mut read_only = false;
+    if args.shape == TreeShape::Layered {
+        layer(ctx, &db, &ctx.order)?;
+        // Closing waits for any background step in progress; the read-only handle then runs
+        // none, so the read workloads all see exactly this tree.
+        db.close()?;
+        db = Db::open_read_only(&dir, opts.clone())?;
+        read_only = true;
+    }
+    let shaped = db.stats();
+    shapes.push(Shape {
+        policy: policy.name().to_string(),
+        after_fill_tables_per_level: after.tables_per_level.clone(),
+        tables_per_level: shaped.tables_per_level.clone(),
+        bytes_per_level: shaped.bytes_per_level.clone(),
+        filter_memory_bytes: shaped.filter_memory_bytes,
+        index_memory_bytes: shaped.index_memory_bytes,
+        write_amplification: d.write_amplification,
+        settle_seconds: settle_start.elapsed().as_secs_f64(),
+    });
+
+    let n = args.keys;
+    let seed = args.seed;
+    for &workload in workloads.iter().filter(|w| w.reads_filled_db()) {
+        if workload.writes() && read_only {
+            db.close()?;
+            db = open(&dir, opts.clone())?;
+            read_only = false;
+        }
+        let pb = ctx.progress(args.reads, format!("{} {}", workload.name(), policy.name()));
+        // Each workload gets its own stream of random choices, the same for every policy.
+        let wseed = seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let before = db.stats();
+        let mut writer = None;
+        let t = match workload {
+            Workload::ReadRandom => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+                    expect_present(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::ReadMissing => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::absent_key(w.rng.gen_range(0..n), &mut w.key);
+                    expect_absent(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::ReadZipfian => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
+                    expect_present(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::SeekRandom => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+                    let mut seen = 0;
+                    for kv in db.range(&w.key[..]..).take(10) {
+                        black_box(kv?);
+                        seen += 1;
+                    }
+                    // Only the last few keys of the key space have fewer than 10 successors.
+                    if seen == 0 {
+                        return Err(bench_error("seek found nothing at or after a present key"));
+                    }
+                    Ok(())
+                })?
+            }
+            Workload::ReadWhileWriting => {
+                let (t, wr) = read_while_writing(ctx, &db, wseed, &pb)?;
+                writer = Some(wr);
+                t
+            }
+            Workload::YcsbA | Workload::YcsbB => {
+                let read_share = if workload == Workload::YcsbA { 0.5 } else { 0.95 };
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
+                    if w.rng.gen_bool(read_share) {
+                        expect_present(db.get(w.key)?, &w.key)
+                    } else {
+                        db.put(w.key, ctx.values.value(w.done ^ ((w.thread as u64) << 40)))
+                    }
+                })?
+            }
+            Workload::FillRandom | Workload::FillSeq => unreachable!("filtered out above"),
+        };
+        pb.finish_and_clear();
+        let after = db.stats();
+        let d = measure::delta(&before, &after, t.ops);
+        let mut row = result_row(
+            workload,
+            policy,
+            expected_fpr(&db, policy, bpk),
+            args.threads,
+            &t,
+            &before,
+            &after,
+            &d,
+        );
+        if let Some((ops, secs)) = writer {
+            row.writer_ops = Some(ops);
+            row.writer_ops_per_sec = Some(ops as f64 / secs.max(1e-9));
+        }
+        results.push(row);
+    }
+    db.close()
+}
+
+/// Arranges the tree for [`TreeShape::Layered`]: everything compacted into the last level,
+/// then the most recently inserted keys rewritten with the values the fill gave them, as
+/// `l0_compaction_trigger − 1` L0 tables of equal size, each one flushed explicitly. Every
+/// step depends only on the data, so every policy ends with the same tree.
+fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
+    db.compact()?;
+    let l0_tables = Options::default().get_l0_compaction_trigger().saturating_sub(1).max(1);
+    // Half a memtable per table (at an estimated 32 bytes of overhead per entry), so the
+    // memtable never switches on its own between the explicit flushes; at most a quarter of
+    // the keys in all, so the last level keeps most of the data.
+    let per_entry = keys::KEY_BYTES + ctx.args.value_bytes + 32;
+    let per_table =
+        (ctx.args.memtable_bytes / 2 / per_entry).min(order.len() / 4 / l0_tables).max(1);
+    let start = order.len().saturating_sub(per_table * l0_tables);
+    let mut key = [0u8; keys::KEY_BYTES];
+    for (n, chunk) in order[start..].chunks(per_table).enumerate() {
+        for (j, &i) in chunk.iter().enumerate() {
+            keys::present_key(i, &mut key);
+            // The fill wrote key `order[p]` with `value(p)`: rewrite the same value.
+            let position = (start + n * per_table + j) as u64;
+            db.put(key, ctx.values.value(position))?;
+        }
+        db.flush()?;
+    }
+    Ok(())
+}
+
+fn expect_present(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
+    match v {
+        Some(v) => {
+            black_box(v);
+            Ok(())
+        }
+        None => Err(bench_error(format!(
+            "key {} was written but reads as absent",
+            String::from_utf8_lossy(key)
+        ))),
+    }
+}
+
+fn expect_absent(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
+    match v {
+        None => Ok(()),
+        Some(_) => Err(bench_error(format!(
+            "key {} was never written but reads as present",
+            String::from_utf8_lossy(key)
+        ))),
+    }
+}
+
+/// `readrandom` on `--threads` threads while one more thread overwrites random keys for as
+/// long as the readers run. Returns the readers' timing and the writer's (ops, seconds).
+fn read_while_writing(
+    ctx: &Ctx,
+    db: &Db,
+    seed: u64,
+    pb: &ProgressBar,
+) -> bloomkv::Result<(Timed, (u64, f64))> {
+    let n = ctx.args.keys;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| -> bloomkv::Result<(u64, f64)> {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x77_7269_7465);
+            let mut key = [0u8; keys::KEY_BYTES];
+            let start = Instant::now();
+            let mut ops = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                keys::present_key(rng.gen_range(0..n), &mut key);
+                db.put(key, ctx.values.value(ops ^ (1 << 62)))?;
+                ops += 1;
+            }
+            Ok((ops, start.elapsed().as_secs_f64()))
+        });
+        let readers = measure::run_timed(ctx.args.threads, ctx.args.reads, seed, pb, |w| {
+            keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+            expect_present(db.get(w.key)?, &w.key)
+        });
+        stop.store(true, Ordering::Relaxed);
+        let writer = writer.join().expect("writer thread panicked");
+        Ok((readers?, writer?))
+    })
+}
+
+/// `fillseq`: the keys in ascending order into a fresh database.
+fn run_fillseq(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResult> {
+    let bpk = ctx.args.bits_per_key;
+    let db = open(&ctx.base.join(format!("fillseq-{}", policy.name())), ctx.options(policy, bpk))?;
+    let order: Vec<u64> = (0..ctx.args.keys).collect();
+    let before = db.stats();
+    let t = fill(ctx, &db, &order, format!("fillseq {}", policy.name()))?;
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let fpr = expected_fpr(&db, policy, bpk);
+    db.close()?;
+    Ok(result_row(Workload::FillSeq, policy, fpr, 1, &t, &before, &after, &d))
+}
+
+/// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
+/// with `readmissing`.
+fn run_sweep_point(
+    ctx: &Ctx,
+    policy: Policy,
+    bits_per_key: f64,
+    keys: u64,
+) -> bloomkv::Result<SweepRow> {
+    let args = ctx.args;
+    let dir = ctx.base.join(format!("sweep-{}-{}", policy.name(), bits_per_key));
+    let db = open(&dir, ctx.options(policy, bits_per_key))?;
+    let mut order: Vec<u64> = (0..keys).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
+    fill(ctx, &db, &order, format!("sweep fill {} {}", policy.name(), bits_per_key))?;
+    db.flush()?;
+    let db = if args.shape == TreeShape::Layered {
+        layer(ctx, &db, &order)?;
+        db.close()?;
+        Db::open_read_only(&dir, ctx.options(policy, bits_per_key))?
+    } else {
+        db
+    };
+    let pb =
+        ctx.progress(args.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
+    let before = db.stats();
+    let t = measure::run_timed(args.threads, args.reads, args.seed ^ 0x53_5745_4550, &pb, |w| {
+        keys::absent_key(w.rng.gen_range(0..keys), &mut w.key);
+        expect_absent(db.get(w.key)?, &w.key)
+    })?;
+    pb.finish_and_clear();
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let fpr = expected_fpr(&db, policy, bits_per_key);
+    db.close()?;
+    if args.dir.is_none() {
+        // Sweep databases are not looked at again; free their disk space early.
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| bloomkv::Error::io(format!("removing {}", dir.display()), e))?;
+    }
+    Ok(SweepRow {
+        policy: policy.name().to_string(),
+        bits_per_key,
+        probes: policy.probes(bits_per_key),
+        keys,
+        filter_memory_bytes: after.filter_memory_bytes,
+        measured_fpr: d.measured_fpr.unwrap_or(0.0),
+        expected_fpr: fpr,
+        readmissing_ops_per_sec: t.ops as f64 / t.elapsed.as_secs_f64().max(1e-9),
+        blocks_per_op: d.per_op.blocks_touched,
+        blocks_read_per_op: d.per_op.blocks_read,
+        tables_consulted_per_op: d.per_op.tables_consulted,
+        latency_ns: latency(&t),
+        tables_per_level: after.tables_per_level,
+    })
+}
+
+/// CPU model, logical CPUs and L3 size from /proc and /sys (Linux); empty where unknown.
+fn machine(load_average_at_start: String) -> report::Machine {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let l3_cache = (0..8)
+        .find_map(|i| {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+            (level.trim() == "3")
+                .then(|| std::fs::read_to_string(format!("{dir}/size")).ok())
+                .flatten()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
+    report::Machine {
+        cpu_model,
+        logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        l3_cache,
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        load_average_at_start,
+    }
+}

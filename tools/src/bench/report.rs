@@ -1,0 +1,386 @@
+//! The benchmark's results: the JSON document (field names are part of the tool's interface,
+//! documented in `docs/bench.md`) and the terminal tables.
+
+use serde::Serialize;
+
+use super::measure::PerOp;
+
+/// Version tag of the JSON layout; bumped when a field is renamed or removed.
+pub const SCHEMA: &str = "bloomkv-bench/1";
+
+/// The whole JSON document written by `--json`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// What was run.
+    pub config: Config,
+    /// Where it ran.
+    pub machine: Machine,
+    /// Shape of each policy's database when the read workloads start.
+    pub shapes: Vec<Shape>,
+    /// One row per workload × policy.
+    pub results: Vec<WorkloadResult>,
+    /// For `readmissing`: blocks read per lookup next to what the filter's FPR predicts.
+    pub predictions: Vec<Prediction>,
+    /// One row per bits-per-key value × filter policy of `--sweep`.
+    pub sweep: Vec<SweepRow>,
+    /// Wall-clock seconds of the whole run.
+    pub total_seconds: f64,
+}
+
+/// The run's parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Entries written by each fill.
+    pub keys: u64,
+    /// Bytes per key (always 16).
+    pub key_bytes: usize,
+    /// Bytes per value.
+    pub value_bytes: usize,
+    /// Bits per key of the blocked and classic filters outside the sweep.
+    pub bits_per_key: f64,
+    /// Memtable size in bytes.
+    pub memtable_bytes: usize,
+    /// `none` or `zstd:LEVEL`.
+    pub compression: String,
+    /// `layered` or `as-filled` (see `--shape`).
+    pub shape: String,
+    /// Threads running each read workload.
+    pub threads: usize,
+    /// Operations per read workload.
+    pub reads: u64,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Workloads run, in the order run.
+    pub workloads: Vec<String>,
+    /// Filter policies compared.
+    pub policies: Vec<String>,
+    /// Bits-per-key values of the sweep (empty: no sweep).
+    pub sweep_bits_per_key: Vec<f64>,
+    /// Entries in each sweep database.
+    pub sweep_keys: u64,
+    /// `readmissing` lookups per sweep database.
+    pub sweep_reads: u64,
+}
+
+/// The machine, for reading the numbers in context.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPU model from /proc/cpuinfo (empty if unknown).
+    pub cpu_model: String,
+    /// Logical CPUs available to the process.
+    pub logical_cpus: usize,
+    /// L3 cache size as the kernel reports it, e.g. "32768K" (empty if unknown).
+    pub l3_cache: String,
+    /// Operating system and architecture.
+    pub os: String,
+    /// 1-, 5- and 15-minute load averages when the run started (from /proc/loadavg): other
+    /// work competing for the cores makes every figure lower and noisier.
+    pub load_average_at_start: String,
+}
+
+/// A database's shape when the read workloads start.
+#[derive(Debug, Clone, Serialize)]
+pub struct Shape {
+    /// Filter policy.
+    pub policy: String,
+    /// Tables on each level right after `fillrandom` and a flush, L0 first.
+    pub after_fill_tables_per_level: Vec<usize>,
+    /// Tables on each level when the reads start (after `--shape layered` arranged them).
+    pub tables_per_level: Vec<usize>,
+    /// Bytes on each level when the reads start, L0 first.
+    pub bytes_per_level: Vec<u64>,
+    /// RAM held by all filters.
+    pub filter_memory_bytes: u64,
+    /// RAM held by all table indexes.
+    pub index_memory_bytes: u64,
+    /// Bytes written to tables per byte written by users during the fill.
+    pub write_amplification: f64,
+    /// Seconds spent arranging the tree after the fill (compaction and L0 rewrites; 0 for
+    /// `--shape as-filled`). Not part of any workload's figures.
+    pub settle_seconds: f64,
+}
+
+/// Latency summary in nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Slowest operation.
+    pub max: u64,
+}
+
+/// One workload on one policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadResult {
+    /// db_bench-style workload name.
+    pub workload: String,
+    /// `blocked`, `classic` or `none`.
+    pub policy: String,
+    /// Threads that ran the measured operations.
+    pub threads: usize,
+    /// Measured operations.
+    pub ops: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Operations per second over all threads.
+    pub ops_per_sec: f64,
+    /// CPU seconds the whole process used during the workload (all threads, including the
+    /// engine's background thread and a `readwhilewriting` writer); null if unknown.
+    pub cpu_seconds: Option<f64>,
+    /// Operations per CPU-second (`ops / cpu_seconds`): less sensitive than `ops_per_sec` to
+    /// other work sharing the cores.
+    pub ops_per_cpu_sec: Option<f64>,
+    /// Per-operation latency, nanoseconds.
+    pub latency_ns: Latency,
+    /// Latency curve: pairs of (percentile in 0..=100, nanoseconds).
+    pub latency_percentiles: Vec<(f64, u64)>,
+    /// Engine counter deltas per operation (point lookups only: scans and writes do not
+    /// move the block counters).
+    pub per_op: PerOp,
+    /// Measured false-positive rate of table filters over the workload's lookups, when any
+    /// table was asked about a key it does not hold; 1.0 for no filter.
+    pub measured_fpr: Option<f64>,
+    /// False-positive rate theory predicts per consulted table, from the tables' own filters
+    /// (`Db::tables`: each filter's formula at its actual fill; 1.0 for no filter).
+    pub expected_fpr: f64,
+    /// RAM held by all filters at the end of the workload.
+    pub filter_memory_bytes: u64,
+    /// Tables per level when the workload started.
+    pub tables_per_level: Vec<usize>,
+    /// Compactions that completed while the workload ran.
+    pub compactions_during: u64,
+    /// Memtable flushes while the workload ran.
+    pub flushes_during: u64,
+    /// Writes that had to wait for background work.
+    pub write_stalls: u64,
+    /// Writes delayed briefly because L0 was filling up.
+    pub write_slowdowns: u64,
+    /// Table bytes written per user byte during the workload (writes only, else 0).
+    pub write_amplification: f64,
+    /// `readwhilewriting`: overwrites completed by the writer thread.
+    pub writer_ops: Option<u64>,
+    /// `readwhilewriting`: the writer thread's overwrites per second.
+    pub writer_ops_per_sec: Option<f64>,
+}
+
+/// The `readmissing` prediction check for one policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    /// Filter policy.
+    pub policy: String,
+    /// Data blocks searched per lookup (disk or cache).
+    pub blocks_per_lookup: f64,
+    /// Tables whose key range covered the key, per lookup.
+    pub tables_consulted_per_lookup: f64,
+    /// Expected false-positive rate (1.0 for no filter).
+    pub expected_fpr: f64,
+    /// `expected_fpr × tables_consulted_per_lookup`.
+    pub predicted_blocks_per_lookup: f64,
+}
+
+/// One database of the bits-per-key sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    /// `blocked` or `classic`.
+    pub policy: String,
+    /// Requested bits per key.
+    pub bits_per_key: f64,
+    /// Probes per key the filter uses.
+    pub probes: u32,
+    /// Entries in the database.
+    pub keys: u64,
+    /// RAM held by all filters.
+    pub filter_memory_bytes: u64,
+    /// Measured false-positive rate of `readmissing`.
+    pub measured_fpr: f64,
+    /// Theory's false-positive rate, from the tables' filters as in [`WorkloadResult`].
+    pub expected_fpr: f64,
+    /// `readmissing` lookups per second.
+    pub readmissing_ops_per_sec: f64,
+    /// Data blocks searched per lookup (disk or cache).
+    pub blocks_per_op: f64,
+    /// Data blocks read from disk per lookup.
+    pub blocks_read_per_op: f64,
+    /// Tables whose range covered the key, per lookup.
+    pub tables_consulted_per_op: f64,
+    /// `readmissing` latency, nanoseconds.
+    pub latency_ns: Latency,
+    /// Tables per level of the sweep database.
+    pub tables_per_level: Vec<usize>,
+}
+
+/// Human-readable count: 1234567 → "1.23M".
+pub fn si(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.2}G", x / 1e9),
+        x if x >= 1e6 => format!("{:.2}M", x / 1e6),
+        x if x >= 1e3 => format!("{:.1}k", x / 1e3),
+        x => format!("{x:.0}"),
+    }
+}
+
+/// Nanoseconds as µs with a precision that suits the magnitude.
+fn us(ns: u64) -> String {
+    let u = ns as f64 / 1e3;
+    if u < 10.0 {
+        format!("{u:.2}")
+    } else if u < 1000.0 {
+        format!("{u:.1}")
+    } else {
+        format!("{u:.0}")
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |x| format!("{:.3}%", x * 100.0))
+}
+
+/// Prints the main results table.
+pub fn print_results(rows: &[WorkloadResult]) {
+    println!(
+        "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
+        "workload",
+        "policy",
+        "ops/s",
+        "ops/cpu-s",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "blk/op",
+        "cache/op",
+        "chk/op",
+        "skip/op",
+        "FPR meas",
+        "FPR exp",
+        "filt MiB"
+    );
+    for r in rows {
+        println!(
+            "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
+            r.workload,
+            r.policy,
+            si(r.ops_per_sec),
+            r.ops_per_cpu_sec.map_or_else(|| "-".to_string(), si),
+            us(r.latency_ns.p50),
+            us(r.latency_ns.p99),
+            us(r.latency_ns.p999),
+            r.per_op.blocks_read,
+            r.per_op.cache_hits,
+            r.per_op.filter_checks,
+            r.per_op.tables_skipped,
+            pct(r.measured_fpr),
+            pct(Some(r.expected_fpr)),
+            r.filter_memory_bytes as f64 / (1 << 20) as f64,
+        );
+        if r.write_stalls + r.write_slowdowns > 0 {
+            println!(
+                "{:<26} {} write stalls, {} slowdowns, {} compactions, write amp {:.2}",
+                "", r.write_stalls, r.write_slowdowns, r.compactions_during, r.write_amplification
+            );
+        }
+        if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
+            println!("{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate));
+        }
+    }
+    println!(
+        "\nops/cpu-s: operations per CPU-second of the whole process (all its threads);\n\
+         blk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
+         chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
+         (block counters move only for point lookups, not scans or writes)."
+    );
+}
+
+/// Prints the `readmissing` prediction check.
+pub fn print_predictions(preds: &[Prediction]) {
+    if preds.is_empty() {
+        return;
+    }
+    println!("\nreadmissing prediction check (blocks searched per lookup, from disk or cache):");
+    for p in preds {
+        if p.policy == "none" {
+            println!(
+                "  no filter: {:.3} blocks/lookup, tables whose range covers the key per lookup = {:.3}",
+                p.blocks_per_lookup, p.tables_consulted_per_lookup
+            );
+        } else {
+            println!(
+                "  {}: {:.4} blocks/lookup read vs predicted FPR × tables consulted = {:.4}% × {:.3} = {:.4}",
+                p.policy,
+                p.blocks_per_lookup,
+                p.expected_fpr * 100.0,
+                p.tables_consulted_per_lookup,
+                p.predicted_blocks_per_lookup
+            );
+        }
+    }
+}
+
+/// Prints the database shapes.
+pub fn print_shapes(shapes: &[Shape]) {
+    if shapes.is_empty() {
+        return;
+    }
+    println!(
+        "LSM shape for the reads (tables per level, L0 first; in brackets: right after the fill):"
+    );
+    for s in shapes {
+        println!(
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  fill write amp {:.2}",
+            s.policy,
+            s.tables_per_level,
+            s.after_fill_tables_per_level,
+            s.bytes_per_level
+                .iter()
+                .map(|b| (*b as f64 / (1 << 20) as f64).round())
+                .collect::<Vec<_>>(),
+            s.filter_memory_bytes as f64 / (1 << 20) as f64,
+            s.index_memory_bytes as f64 / (1 << 20) as f64,
+            s.write_amplification
+        );
+    }
+    println!();
+}
+
+/// Prints the sweep table.
+pub fn print_sweep(rows: &[SweepRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    println!(
+        "\nbits-per-key sweep ({} keys each, readmissing):\n{:<8} {:>5} {:>3} {:>10} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8}",
+        rows[0].keys,
+        "policy",
+        "bpk",
+        "k",
+        "filt MiB",
+        "FPR meas",
+        "FPR exp",
+        "ops/s",
+        "blk/op",
+        "touch/op",
+        "tbl/op"
+    );
+    for r in rows {
+        println!(
+            "{:<8} {:>5} {:>3} {:>10.3} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.3}",
+            r.policy,
+            r.bits_per_key,
+            r.probes,
+            r.filter_memory_bytes as f64 / (1 << 20) as f64,
+            pct(Some(r.measured_fpr)),
+            pct(Some(r.expected_fpr)),
+            si(r.readmissing_ops_per_sec),
+            r.blocks_read_per_op,
+            r.blocks_per_op,
+            r.tables_consulted_per_op
+        );
+    }
+}

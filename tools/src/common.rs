@@ -1,0 +1,352 @@
+//! Helpers shared by the inspection subcommands: how keys and values are printed and parsed,
+//! key-range selection, what kind of file a path names, opening files read-only, and writing
+//! to stdout without panicking when the reader goes away (`bloomkv dump … | head`).
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use bloomkv::filename::{self, FileKind};
+use bloomkv::fs::{FileSystem, StdFs};
+use bloomkv::table::format::{FOOTER_LEN, TABLE_MAGIC};
+use bloomkv::table::Table;
+use bloomkv::{Error, Result};
+
+/// How keys and values are shown (and how key arguments are read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes {
+    /// Lowercase hex instead of escaped text.
+    pub hex: bool,
+}
+
+impl Bytes {
+    /// `bytes` as text: hex, or escaped (printable ASCII as is, `\\`, `\"` and `\xNN` for
+    /// everything else) so that any byte string prints on one line and can be pasted back
+    /// as an argument.
+    pub fn show(self, bytes: &[u8]) -> String {
+        if self.hex {
+            return hex(bytes);
+        }
+        let mut s = String::with_capacity(bytes.len());
+        for &b in bytes {
+            match b {
+                b'\\' => s.push_str("\\\\"),
+                b'"' => s.push_str("\\\""),
+                0x20..=0x7e => s.push(b as char),
+                _ => s.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        s
+    }
+
+    /// `bytes` for text reports: quoted when escaped, bare when hex.
+    pub fn quoted(self, bytes: &[u8]) -> String {
+        if self.hex {
+            hex(bytes)
+        } else {
+            format!("\"{}\"", self.show(bytes))
+        }
+    }
+
+    /// Reads a key given on the command line: hex digits with `--hex`, otherwise the text
+    /// with the escapes [`Bytes::show`] produces (`\xNN`, `\\`, `\"`) decoded.
+    pub fn parse(self, arg: &str) -> Result<Vec<u8>> {
+        if self.hex {
+            unhex(arg)
+        } else {
+            unescape(arg)
+        }
+    }
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn bad_arg(msg: String) -> Error {
+    Error::InvalidArgument(msg)
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    let digits = s.as_bytes();
+    if digits.len() % 2 != 0 {
+        return Err(bad_arg(format!("{s:?} is not hex: odd number of digits")));
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| bad_arg(format!("{s:?} is not hex")))
+        })
+        .collect()
+}
+
+fn unescape(s: &str) -> Result<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b.get(i + 1) {
+            Some(b'\\') => out.push(b'\\'),
+            Some(b'"') => out.push(b'"'),
+            Some(b'x') => {
+                let v = b
+                    .get(i + 2..i + 4)
+                    .and_then(|d| std::str::from_utf8(d).ok())
+                    .and_then(|d| u8::from_str_radix(d, 16).ok())
+                    .ok_or_else(|| bad_arg(format!("{s:?}: \\x needs two hex digits")))?;
+                out.push(v);
+                i += 4;
+                continue;
+            }
+            _ => return Err(bad_arg(format!("{s:?}: unknown escape (use \\xNN, \\\\ or \\\")"))),
+        }
+        i += 2;
+    }
+    Ok(out)
+}
+
+/// The `--from`, `--to`, `--prefix` and `--limit` options shared by `dump` and `scan`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RangeArgs {
+    /// Only keys >= this (inclusive).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Only keys < this (exclusive).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Only keys that start with this.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Stop after this many entries.
+    #[arg(long)]
+    pub limit: Option<u64>,
+}
+
+/// A parsed key selection: `from <= key < to`, starting with `prefix`.
+#[derive(Debug, Clone, Default)]
+pub struct KeyRange {
+    /// Inclusive lower bound.
+    pub from: Option<Vec<u8>>,
+    /// Exclusive upper bound.
+    pub to: Option<Vec<u8>>,
+    /// Required prefix.
+    pub prefix: Option<Vec<u8>>,
+    /// Most entries to show.
+    pub limit: Option<u64>,
+}
+
+impl KeyRange {
+    /// Parses the options' keys with `fmt`.
+    pub fn parse(args: &RangeArgs, fmt: Bytes) -> Result<KeyRange> {
+        let p = |o: &Option<String>| o.as_deref().map(|s| fmt.parse(s)).transpose();
+        Ok(KeyRange {
+            from: p(&args.from)?,
+            to: p(&args.to)?,
+            prefix: p(&args.prefix)?,
+            limit: args.limit,
+        })
+    }
+
+    /// The smallest key that can be selected: the larger of `from` and `prefix`.
+    pub fn start(&self) -> Option<&[u8]> {
+        match (&self.from, &self.prefix) {
+            (Some(f), Some(p)) => Some(f.max(p).as_slice()),
+            (Some(f), None) => Some(f),
+            (None, Some(p)) => Some(p),
+            (None, None) => None,
+        }
+    }
+
+    /// True if `key` is selected.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.from.as_deref().map_or(true, |f| key >= f)
+            && self.to.as_deref().map_or(true, |t| key < t)
+            && self.prefix.as_deref().map_or(true, |p| key.starts_with(p))
+    }
+
+    /// True if `key` and every larger key are outside the selection, so a sorted scan can
+    /// stop.
+    pub fn past_end(&self, key: &[u8]) -> bool {
+        self.to.as_deref().is_some_and(|t| key >= t)
+            || self.prefix.as_deref().is_some_and(|p| key > p && !key.starts_with(p))
+    }
+}
+
+/// What a path on the command line names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A database directory.
+    Db,
+    /// A table file.
+    Table,
+    /// A write-ahead-log segment.
+    Wal,
+    /// A manifest.
+    Manifest,
+}
+
+/// Decides what `path` is: a directory is a database; a file is classified by its name
+/// (`*.sst`, `*.log`, `MANIFEST-*`), or else by the table magic at its end.
+pub fn classify(path: &Path) -> Result<Target> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    if meta.is_dir() {
+        return Ok(Target::Db);
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match filename::parse(name) {
+        Some(FileKind::Table(_)) => return Ok(Target::Table),
+        Some(FileKind::Wal(_)) => return Ok(Target::Wal),
+        Some(FileKind::Manifest(_)) => return Ok(Target::Manifest),
+        _ => {}
+    }
+    if name.ends_with(".sst") {
+        return Ok(Target::Table);
+    }
+    if name.ends_with(".log") {
+        return Ok(Target::Wal);
+    }
+    if name.starts_with("MANIFEST") {
+        return Ok(Target::Manifest);
+    }
+    if has_table_magic(path) {
+        return Ok(Target::Table);
+    }
+    Err(Error::InvalidArgument(format!(
+        "cannot tell what {} is: expected a database directory, a table (*.sst or ending in the \
+         table magic), a WAL segment (*.log) or a manifest (MANIFEST-*)",
+        path.display()
+    )))
+}
+
+fn has_table_magic(path: &Path) -> bool {
+    let Ok(file) = StdFs.open(path) else { return false };
+    let Some(at) = file.size().checked_sub(8) else { return false };
+    let mut buf = [0u8; 8];
+    file.read_exact_at(&mut buf, at).is_ok()
+        && u64::from_le_bytes(buf) == TABLE_MAGIC
+        && file.size() >= FOOTER_LEN as u64
+}
+
+/// Opens a table file read-only, without a block cache (the tool reads each block once).
+pub fn open_table(path: &Path) -> Result<Arc<Table>> {
+    let file = StdFs.open(path)?;
+    Ok(Arc::new(Table::open(file, path.to_path_buf(), None)?))
+}
+
+/// Read-only open options: a small block cache, since the tool reads most blocks once.
+pub fn read_only_options() -> bloomkv::Options {
+    bloomkv::Options::default().block_cache_bytes(4 << 20)
+}
+
+/// Opens the database in `dir` for reading without taking its LOCK or touching any file.
+pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
+    if !dir.is_dir() {
+        return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display())));
+    }
+    bloomkv::Db::open_read_only(dir, read_only_options())
+}
+
+/// The database files in `dir`, by kind, sorted by name.
+pub fn list_db_files(dir: &Path) -> Result<Vec<(String, FileKind)>> {
+    let mut names = StdFs.list(dir)?;
+    names.sort();
+    Ok(names.into_iter().filter_map(|n| filename::parse(&n).map(|k| (n, k))).collect())
+}
+
+/// The path as given, for reports.
+pub fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A buffered stdout for reports.
+pub type Out = io::BufWriter<io::StdoutLock<'static>>;
+
+/// A buffered handle on stdout.
+pub fn stdout() -> Out {
+    io::BufWriter::new(io::stdout().lock())
+}
+
+/// Finishes a report written to stdout: flushes it and turns a closed pipe (the reader,
+/// e.g. `head`, has seen enough) into success rather than an error.
+pub fn finish_output(written: io::Result<()>, out: &mut Out, code: ExitCode) -> Result<ExitCode> {
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(Error::io("writing to stdout", e)),
+    }
+}
+
+/// Writes `value` as one pretty-printed JSON document followed by a newline.
+pub fn write_json<T: serde::Serialize>(out: &mut Out, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// `a / b`, or 0 when `b` is 0 (averages over empty tables).
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_and_hex_forms_round_trip() {
+        let samples: [&[u8]; 5] =
+            [b"", b"plain", b"quote\"back\\slash", &[0, 1, 0x7f, 0x80, 0xff], b"\\x41"];
+        for fmt in [Bytes { hex: false }, Bytes { hex: true }] {
+            for s in samples {
+                assert_eq!(fmt.parse(&fmt.show(s)).unwrap(), s, "{fmt:?} {s:?}");
+            }
+        }
+        assert_eq!(Bytes { hex: false }.show(&[b'a', 0, b'"']), "a\\x00\\\"");
+        assert_eq!(Bytes { hex: true }.show(&[0xab, 1]), "ab01");
+        for bad in ["\\", "\\x4", "\\xzz", "\\q"] {
+            assert!(Bytes { hex: false }.parse(bad).is_err(), "{bad}");
+        }
+        for bad in ["a", "abc", "zz"] {
+            assert!(Bytes { hex: true }.parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn key_range_selects_and_stops() {
+        let r = KeyRange {
+            from: Some(b"b".to_vec()),
+            to: Some(b"d".to_vec()),
+            prefix: None,
+            limit: None,
+        };
+        assert_eq!(r.start(), Some(&b"b"[..]));
+        assert!(!r.contains(b"a") && r.contains(b"b") && r.contains(b"cz") && !r.contains(b"d"));
+        assert!(!r.past_end(b"c") && r.past_end(b"d"));
+        let p = KeyRange {
+            from: Some(b"ab".to_vec()),
+            prefix: Some(b"b".to_vec()),
+            ..KeyRange::default()
+        };
+        assert_eq!(p.start(), Some(&b"b"[..]));
+        assert!(p.contains(b"b1") && !p.contains(b"c") && !p.contains(b"ab"));
+        assert!(!p.past_end(b"a") && !p.past_end(b"bzz") && p.past_end(b"c"));
+    }
+}

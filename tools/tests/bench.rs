@@ -1,0 +1,190 @@
+//! End-to-end tests of `bloomkv bench`: run the built binary on small datasets and check the
+//! JSON and SVG it writes. Throughput is only checked to be positive: timings on a shared
+//! machine prove nothing, but block counts and false-positive rates are deterministic enough
+//! to test.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const WORKLOADS: [&str; 9] = [
+    "fillrandom",
+    "fillseq",
+    "readrandom",
+    "readmissing",
+    "readzipfian",
+    "seekrandom",
+    "readwhilewriting",
+    "ycsb-a",
+    "ycsb-b",
+];
+const POLICIES: [&str; 3] = ["blocked", "classic", "none"];
+
+fn row<'a>(results: &'a [Value], workload: &str, policy: &str) -> &'a Value {
+    results
+        .iter()
+        .find(|r| r["workload"] == workload && r["policy"] == policy)
+        .unwrap_or_else(|| panic!("no result for {workload} × {policy}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn full_run_writes_sane_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["bench", "--keys", "20000", "--reads", "5000", "--sweep", "4,10"])
+        .args(["--json", "out.json", "--plot", "out.svg", "--quiet"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("no filter:"))
+        .stdout(predicates::str::contains("blocked:"));
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["schema"], "bloomkv-bench/1");
+    assert_eq!(json["config"]["keys"], 20000);
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), WORKLOADS.len() * POLICIES.len());
+    for w in WORKLOADS {
+        for p in POLICIES {
+            let r = row(results, w, p);
+            assert!(f(&r["ops_per_sec"]) > 0.0, "{w} {p}");
+            assert!(f(&r["ops_per_cpu_sec"]) > 0.0, "{w} {p}");
+            assert!(r["ops"].as_u64().unwrap() > 0);
+            let l = &r["latency_ns"];
+            let (p50, p99, p999, max) = (f(&l["p50"]), f(&l["p99"]), f(&l["p999"]), f(&l["max"]));
+            assert!(0.0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "{w} {p}: {l}");
+            assert!(!r["latency_percentiles"].as_array().unwrap().is_empty());
+            for field in ["blocks_read", "cache_hits", "blocks_touched", "filter_checks"] {
+                assert!(f(&r["per_op"][field]) >= 0.0, "{w} {p} {field}");
+            }
+            assert!(!r["tables_per_level"].as_array().unwrap().is_empty());
+        }
+    }
+
+    // Point-read workloads move the block counters; a missing key is read once per table
+    // without a filter, and almost never with one.
+    let blocked = row(results, "readmissing", "blocked");
+    let classic = row(results, "readmissing", "classic");
+    let none = row(results, "readmissing", "none");
+    let tables = f(&none["per_op"]["tables_consulted"]);
+    assert!(tables >= 1.0, "every missing key falls inside at least one table: {tables}");
+    assert!(f(&none["per_op"]["blocks_touched"]) > 0.9 * tables);
+    assert!(f(&none["per_op"]["blocks_touched"]) > 10.0 * f(&blocked["per_op"]["blocks_touched"]));
+    assert_eq!(f(&none["per_op"]["tables_skipped"]), 0.0);
+    for r in [blocked, classic] {
+        let fpr = f(&r["measured_fpr"]);
+        assert!(fpr < 0.05, "measured FPR {fpr} at 10 bits/key");
+        assert!((0.005..0.011).contains(&f(&r["expected_fpr"])));
+        assert!(f(&r["filter_memory_bytes"]) > 0.0);
+    }
+    assert_eq!(f(&none["measured_fpr"]), 1.0);
+    assert_eq!(f(&none["filter_memory_bytes"]), 0.0);
+    assert!(row(results, "readrandom", "blocked")["measured_fpr"].is_number());
+    assert!(row(results, "fillrandom", "blocked")["measured_fpr"].is_null());
+    assert!(row(results, "readwhilewriting", "none")["writer_ops"].as_u64().unwrap() > 0);
+
+    let preds = json["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 3);
+    for p in preds {
+        assert!(f(&p["predicted_blocks_per_lookup"]) >= 0.0);
+    }
+
+    // The layered shape depends only on the data: the same tree for every policy, with L0
+    // one table short of the compaction trigger (4 by default) above the compacted data.
+    let shapes = json["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 3);
+    let levels = &shapes[0]["tables_per_level"];
+    assert_eq!(levels[0], 3, "{levels}");
+    for s in shapes {
+        assert_eq!(&s["tables_per_level"], levels, "shapes differ: {shapes:?}");
+    }
+    assert_eq!(f(&none["per_op"]["tables_consulted"]), f(&blocked["per_op"]["tables_consulted"]));
+
+    // The sweep: blocked and classic at 4 and 10 bits/key, theory falling with bits/key,
+    // measurement following it.
+    let sweep = json["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 4);
+    for p in ["blocked", "classic"] {
+        let rows: Vec<&Value> = sweep.iter().filter(|r| r["policy"] == p).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(f(&rows[0]["bits_per_key"]), 4.0);
+        assert_eq!(f(&rows[1]["bits_per_key"]), 10.0);
+        assert!(f(&rows[0]["expected_fpr"]) > f(&rows[1]["expected_fpr"]));
+        assert!(f(&rows[0]["measured_fpr"]) > f(&rows[1]["measured_fpr"]));
+        assert!(f(&rows[0]["filter_memory_bytes"]) < f(&rows[1]["filter_memory_bytes"]));
+        for r in rows {
+            assert!(f(&r["readmissing_ops_per_sec"]) > 0.0);
+            assert!((f(&r["measured_fpr"]) - f(&r["expected_fpr"])).abs() < 0.05);
+        }
+    }
+
+    let svg = std::fs::read_to_string(dir.path().join("out.svg")).unwrap();
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{}", &svg[..50]);
+    assert!(svg.len() > 10_000, "{} bytes", svg.len());
+    for p in POLICIES {
+        assert!(svg.contains(p), "SVG lacks {p}");
+    }
+    assert!(svg.contains("readmissing") && svg.contains("false-positive rate"));
+}
+
+#[test]
+fn subsets_run_only_what_was_asked_and_keep_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbs = dir.path().join("dbs");
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["bench", "--keys", "3000", "--reads", "1000", "--sweep", "none", "--quiet"])
+        .args(["--workloads", "readmissing", "--policies", "none,blocked", "--threads", "2"])
+        .args(["--compression", "zstd:1", "--shape", "as-filled", "--json", "out.json", "--dir"])
+        .arg(&dbs)
+        .assert()
+        .success();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
+            .unwrap();
+    let results = json["results"].as_array().unwrap();
+    let names: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["workload"].as_str().unwrap(), r["policy"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("readmissing", "blocked"), ("readmissing", "none")]);
+    assert_eq!(results[0]["threads"], 2);
+    assert_eq!(json["config"]["compression"], "zstd:1");
+    assert_eq!(json["config"]["shape"], "as-filled");
+    assert!(json["sweep"].as_array().unwrap().is_empty());
+    assert!(dbs.join("fillrandom-blocked").is_dir(), "--dir keeps the databases");
+    assert!(dbs.join("fillrandom-none").is_dir());
+
+    // The kept databases make the directory non-empty: a second run must refuse it rather
+    // than mix old and new data.
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--keys", "100", "--quiet", "--dir"])
+        .arg(&dbs)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("not empty"));
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--compression", "lz4"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("zstd"));
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--workloads", "readsomething"])
+        .assert()
+        .failure();
+    Command::cargo_bin("bloomkv").unwrap().args(["bench", "--sweep", "4,x"]).assert().failure();
+}
