@@ -601,3 +601,56 @@ fn crash_during_creation_leaves_an_openable_directory() {
         assert_eq!(manifests, 1, "stale manifests are removed");
     }
 }
+
+/// Regression: recovery replayed every WAL segment it found without checking that their
+/// records follow on from each other, so a segment that is not the newest, cut at a record
+/// boundary (or emptied), left a hole in the history: later writes were recovered while
+/// earlier ones were silently gone. Found by `damaged_wal_recovers_a_prefix_or_fails_naming_the_wal`.
+#[test]
+fn a_hole_between_wal_segments_is_corruption() {
+    use bloomkv::filename::{parse, wal_path, FileKind};
+    use bloomkv::log::{LogReader, LogWriter};
+    for cut in [None, Some(1), Some(10)] {
+        let fs = FaultFs::new();
+        let dir = unique_dir("hole");
+        let opts = || options(&fs).memtable_bytes(1 << 20);
+        let db = Db::open(&dir, opts()).unwrap();
+        for i in 0..20 {
+            db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
+        }
+        drop(db);
+        let wal = fs
+            .files()
+            .into_iter()
+            .filter(|p| {
+                matches!(parse(&p.file_name().unwrap().to_string_lossy()), Some(FileKind::Wal(_)))
+            })
+            .max_by_key(|p| fs.contents(p).unwrap().len())
+            .unwrap();
+        let mut reader = LogReader::new(wal.clone(), fs.contents(&wal).unwrap());
+        let mut records = Vec::new();
+        while let Some(r) = reader.next_record().unwrap() {
+            records.push(r);
+        }
+        assert_eq!(records.len(), 20);
+        let Some(FileKind::Wal(n)) = parse(&wal.file_name().unwrap().to_string_lossy()) else {
+            unreachable!()
+        };
+        // Split the segment in two, dropping `cut` records from the end of the first.
+        let keep = 10 - cut.unwrap_or(0);
+        let frame = |recs: &[Vec<u8>], path: &Path| {
+            let mut w = LogWriter::new(fs.create(path).unwrap());
+            for r in recs {
+                w.add_record(r).unwrap();
+            }
+            w.sync().unwrap();
+        };
+        frame(&records[..keep], &wal);
+        frame(&records[10..], &wal_path(&dir, n + 1));
+        match (cut, Db::open(&dir, opts())) {
+            (None, Ok(db)) => assert_eq!(scan_all(&db).unwrap().len(), 20),
+            (Some(_), Err(Error::Corruption { file, .. })) => assert_eq!(file, wal),
+            (cut, r) => panic!("cut {cut:?}: {:?}", r.map(|db| scan_all(&db).unwrap().len())),
+        }
+    }
+}

@@ -80,13 +80,42 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     wals.sort_unstable();
     let mem = Arc::new(MemTable::new());
     let mut last_seq: SeqNo = manifest_seq;
+    // Sequence numbers run without gaps from the manifest's last one through every record
+    // of every segment still to replay (a flush records the largest sequence it made
+    // durable, and the segments after it hold the writes that followed, in order). A gap
+    // means records are missing: a segment that is not the newest was cut at a record
+    // boundary or emptied, which the torn-tail rule alone cannot see.
+    let mut expected = manifest_seq + 1;
+    let mut previous: Option<(std::path::PathBuf, u64)> = None;
     for (i, &n) in wals.iter().enumerate() {
         let path = wal_path(dir, n);
-        let mut reader = LogReader::new(path.clone(), fs.read_all(&path)?);
+        let data = fs.read_all(&path)?;
+        let len = data.len() as u64;
+        let mut reader = LogReader::new(path.clone(), data);
+        let mut first_record = true;
         while let Some(record) = reader.next_record()? {
             let batch = WriteBatch::from_record(record)
                 .map_err(|e| e.in_file(&path, reader.last_record_offset()))?;
             let first = batch.sequence();
+            if first != expected {
+                return Err(match (&previous, first_record) {
+                    (Some((prev, prev_len)), true) => Error::corruption(
+                        prev,
+                        *prev_len,
+                        format!(
+                            "WAL segment ends before sequence {expected}, but the next segment \
+                             starts at {first}: records are missing"
+                        ),
+                    ),
+                    _ => Error::corruption(
+                        &path,
+                        reader.last_record_offset(),
+                        format!("WAL record has sequence {first}, expected {expected}"),
+                    ),
+                });
+            }
+            expected = first + batch.len() as u64;
+            first_record = false;
             for (seq, (kind, key, value)) in (first..).zip(batch.iter()) {
                 mem.insert(key, seq, kind, value);
             }
@@ -99,6 +128,7 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
                 "torn record in a WAL segment that is not the newest",
             ));
         }
+        previous = Some((path, len));
     }
     let max_number = wals.iter().copied().chain(kinds.iter().filter_map(|k| match k {
         FileKind::Table(n) | FileKind::Manifest(n) => Some(*n),
