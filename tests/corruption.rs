@@ -126,10 +126,18 @@ fn build() -> Built {
         assert!(s.tables_per_level[1..].iter().sum::<usize>() >= 4, "{:?}", s.tables_per_level);
         db.close().unwrap();
     }
+    let db = Db::open(&dir, opts()).unwrap();
+    // A flush in this session gives its manifest an edit after the opening snapshot.
+    for i in (2..3000).step_by(13) {
+        db.put(key(i), val(i, 3)).unwrap();
+        model.insert(key(i), val(i, 3));
+    }
+    db.flush().unwrap();
     let before_wal = model.clone();
     let mut wal_writes = Vec::new();
-    let db = Db::open(&dir, opts()).unwrap();
-    for i in (1..3000).step_by(11) {
+    // About half a memtable: these stay in the live WAL (a segment switch mid-way would only
+    // add a second segment, whose damage is caught by the sequence-continuity check).
+    for i in (1..3000).step_by(19) {
         let w = if i % 5 == 0 { None } else { Some(val(i, 2)) };
         match &w {
             Some(v) => db.put(key(i), v).unwrap(),
