@@ -387,6 +387,14 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         totals.in_flight += report.in_flight.iter().flatten().count() as u64;
         next_op = report.next_op;
         totals.cycles += 1;
+        if totals.cycles % 100 == 0 {
+            eprintln!(
+                "crash-test: {} cycles, {} acknowledged ops so far ({:.0} s)",
+                totals.cycles,
+                totals.acked,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
     println!(
         "crash-test: {} cycles, {} acknowledged ops, {} in flight at a kill ({} of them applied), \
