@@ -467,3 +467,47 @@ fn run_child(
     }
     read_report(&lines, start, threads)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(acked: Vec<Vec<u64>>, in_flight: Vec<Option<u64>>) -> Report {
+        Report { acked, in_flight, next_op: 4 }
+    }
+
+    /// The checker is the oracle of the crash test: it must reject a lost acknowledged
+    /// write and a value nobody wrote, and accept an in-flight write either way.
+    #[test]
+    fn the_checker_catches_lost_and_invented_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = Db::open(tmp.path(), options()).unwrap();
+        let (seed, threads) = (5, 2);
+        for id in 0..3 {
+            db.write(batch(&gen_op(seed, id, id % threads, threads)), &WriteOptions::default())
+                .unwrap();
+        }
+        let check_with =
+            |r: &Report| check(&db, &Model::new(), r, seed, 0, threads, &mut Totals::default());
+        // Op 3 acknowledged but absent.
+        assert!(check_with(&report(vec![vec![0, 2], vec![1, 3]], vec![None, None])).is_err());
+        // Op 3 in flight: absent is fine.
+        assert!(check_with(&report(vec![vec![0, 2], vec![1]], vec![None, Some(3)])).is_ok());
+        // Op 2 in flight: present is fine too.
+        assert!(check_with(&report(vec![vec![0], vec![1]], vec![Some(2), None])).is_ok());
+        // A value no op wrote.
+        db.put(key(4), b"invented").unwrap();
+        assert!(check_with(&report(vec![vec![0, 2], vec![1]], vec![None, None])).is_err());
+    }
+
+    #[test]
+    fn reports_parse_whole_lines_only() {
+        let lines: Vec<String> =
+            ["S 10", "A 10", "S 11", "S 12", "A 12"].iter().map(|s| s.to_string()).collect();
+        let r = read_report(&lines, 10, 2).unwrap();
+        assert_eq!(r.acked, vec![vec![10, 12], vec![]]);
+        assert_eq!(r.in_flight, vec![None, Some(11)]);
+        assert_eq!(r.next_op, 14);
+        assert!(read_report(&["A 10".to_string()], 10, 2).is_err());
+    }
+}
