@@ -166,8 +166,11 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
     let base_level = move |uk: &[u8]| {
         // A tombstone can go when no deeper level has a table whose range covers the key.
+        // Deeper levels are sorted and non-overlapping, so one binary search per level finds
+        // the only candidate (this runs for every tombstone a compaction meets).
         !deeper.iter().any(|level| {
-            level.iter().any(|t| t.smallest_user_key() <= uk && uk <= t.largest_user_key())
+            let i = level.partition_point(|t| t.largest_user_key() < uk);
+            level.get(i).is_some_and(|t| t.smallest_user_key() <= uk)
         })
     };
     let mut merged = NewestVersions::new(MergingIterator::new(children), Box::new(base_level));
