@@ -13,6 +13,7 @@
 //!   multiplication by an odd constant is a bijection that moves fresh bits into the top.
 
 use super::math::{self, BLOCK_BITS};
+use super::prefetch;
 
 /// One 64-byte cache line of filter bits. The alignment attribute is what guarantees that a
 /// block never straddles two cache lines; `Vec<Block>` inherits it without any `unsafe`.
@@ -103,6 +104,16 @@ impl BlockedBloom {
         true
     }
 
+    /// Starts loading the one cache line [`BlockedBloom::may_contain_hash`] will read for
+    /// `hash`, without waiting for it. A lookup that will consult several tables prefetches
+    /// each table's line first, so their misses overlap instead of following one another.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        if !self.blocks.is_empty() {
+            prefetch(&self.blocks[block_index(hash, self.blocks.len())]);
+        }
+    }
+
     /// Probes many hashes at once: first every key's cache line is prefetched, then each is
     /// probed, so the memory system works on many misses in parallel instead of one at a time.
     /// `out[i]` receives the answer for `hashes[i]`.
@@ -167,20 +178,5 @@ impl BlockedBloom {
         }
         let lambda = self.num_keys as f64 / self.blocks.len() as f64;
         math::blocked_fpr(lambda, self.num_probes, BLOCK_BITS)
-    }
-}
-
-#[inline(always)]
-fn prefetch(block: &Block) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` is a hint that never faults and writes nothing; SSE is part of
-        // the x86_64 baseline, and the pointer comes from a live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(block as *const Block as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = block;
     }
 }

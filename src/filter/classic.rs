@@ -6,7 +6,7 @@
 //! Mitzenmacher 2006): `x_0 = h`, `x_{i+1} = x_i + δ (mod 2⁶⁴)` with the odd step
 //! `δ = rotl(h, 21) | 1`, and probe i sets bit `fastrange64(x_i, m) = (x_i · m) >> 64`.
 
-use super::math;
+use super::{math, prefetch};
 
 /// A classic Bloom filter held in RAM.
 #[derive(Clone, PartialEq)]
@@ -91,6 +91,20 @@ impl ClassicBloom {
             x = x.wrapping_add(d);
         }
         true
+    }
+
+    /// Starts loading every word [`ClassicBloom::may_contain_hash`] may read for `hash` (up
+    /// to k cache lines), without waiting for them.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        if self.num_bits == 0 {
+            return;
+        }
+        let (mut x, d) = (hash, step(hash));
+        for _ in 0..self.num_probes {
+            prefetch(&self.words[(fastrange64(x, self.num_bits) >> 6) as usize]);
+            x = x.wrapping_add(d);
+        }
     }
 
     /// Size of the bit array in bits.

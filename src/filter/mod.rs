@@ -48,6 +48,22 @@ pub fn hash_key(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// Asks the CPU to start loading the cache line holding `target` into L1, and returns at once.
+#[inline(always)]
+pub(crate) fn prefetch<T>(target: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` is a hint that never faults and writes nothing; SSE is part of
+        // the x86_64 baseline, and the pointer comes from a live reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(target as *const T as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = target;
+    }
+}
+
 const MAGIC: &[u8; 4] = b"BKVF";
 const VERSION: u8 = 1;
 const HEADER_LEN: usize = 32;
@@ -229,6 +245,17 @@ impl Filter {
             Filter::Blocked(f) => f.may_contain_hash(hash),
             Filter::Classic(f) => f.may_contain_hash(hash),
             Filter::None => true,
+        }
+    }
+
+    /// Starts loading the memory [`Filter::may_contain_hash`] will read for `hash` and returns
+    /// at once: a hint that lets the probes of several filters overlap their cache misses.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        match self {
+            Filter::Blocked(f) => f.prefetch(hash),
+            Filter::Classic(f) => f.prefetch(hash),
+            Filter::None => {}
         }
     }
 
