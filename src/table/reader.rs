@@ -180,6 +180,16 @@ impl Table {
         if !self.filter.may_contain_hash(hash) {
             return Ok(TableGet::without_io(GetOutcome::FilterNegative));
         }
+        self.search(user_key, seq)
+    }
+
+    /// The part of [`Table::get`] after the range check and the filter: the in-RAM index
+    /// picks a block, and the block (from the cache or the file) is searched. Correct for any
+    /// key, but meant for keys the filter could not rule out; the engine checks ranges and
+    /// filters itself, before it decides which tables to search. Never reports
+    /// `OutOfRange` or `FilterNegative`.
+    #[inline(never)]
+    pub fn search(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
         let mut target = Vec::with_capacity(user_key.len() + crate::key::TRAILER_LEN);
         append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
         let i = self.index.find(&target);

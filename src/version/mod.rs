@@ -5,4 +5,5 @@
 //! the WAL number to recover from, the next file number and the last sequence number.
 
 pub mod edit;
+pub(crate) mod lookup;
 pub mod set;

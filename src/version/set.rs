@@ -22,6 +22,7 @@ use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
 use crate::table::Table;
 use crate::version::edit::{TableMeta, VersionEdit};
+use crate::version::lookup::{Fence, LookupKey};
 use crate::{Error, Result};
 
 /// Levels in the tree: L0 plus six sorted levels.
@@ -85,11 +86,19 @@ impl Drop for TableFile {
 pub struct Version {
     /// The tables of each level.
     pub levels: Vec<Vec<Arc<TableFile>>>,
+    /// `fences[l][i]` is the key range of `levels[l][i]` in the compact form point lookups
+    /// search (see [`crate::version::lookup`]).
+    pub(crate) fences: Vec<Vec<Fence>>,
 }
 
 impl Version {
     pub(crate) fn empty() -> Self {
-        Version { levels: vec![Vec::new(); NUM_LEVELS] }
+        Version::new(vec![Vec::new(); NUM_LEVELS])
+    }
+
+    fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
+        let fences = levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
+        Version { levels, fences }
     }
 
     /// Returns a new version with `edit` applied; `opened` supplies the reader of every
@@ -108,7 +117,7 @@ impl Version {
         for level in levels.iter_mut().skip(1) {
             level.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
         }
-        Version { levels }
+        Version::new(levels)
     }
 
     /// Total bytes of the tables on `level`.
@@ -131,11 +140,8 @@ impl Version {
     }
 
     /// On a sorted level (≥ 1), the one table whose range may hold `user_key`.
-    #[inline]
     pub fn find_table(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
-        let tables = &self.levels[level];
-        let i = tables.partition_point(|t| t.largest_user_key() < user_key);
-        tables.get(i).filter(|t| t.smallest_user_key() <= user_key)
+        self.find_in_level(level, &LookupKey::new(user_key)).map(|i| &self.levels[level][i])
     }
 
     /// Every live table.
