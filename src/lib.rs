@@ -12,6 +12,7 @@ pub mod filter;
 pub mod fs;
 pub mod iter;
 pub mod key;
+mod key_prefix;
 pub mod log;
 pub mod memtable;
 pub mod merge;

@@ -12,9 +12,10 @@ use crate::filter::Filter;
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
 use crate::key::{
-    append_internal_key, compare_internal, parse_internal_key, SeqNo, ValueKind, KIND_FOR_SEEK,
-    MAX_SEQNO,
+    append_internal_key, compare_internal, parse_internal_key, user_key, SeqNo, ValueKind,
+    KIND_FOR_SEEK, MAX_SEQNO,
 };
+use crate::key_prefix::{key_prefix, partition_by_prefix};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
@@ -54,12 +55,14 @@ impl TableGet {
     }
 }
 
-/// The index, decoded once at open: separators concatenated in one buffer.
+/// The index, decoded once at open: separators concatenated in one buffer, and beside them
+/// each separator's user-key prefix, which the search runs on (see [`crate::key_prefix`]).
 #[derive(Debug)]
 struct Index {
     keys: Vec<u8>,
     /// `ends[i]` is where separator `i` ends in `keys`.
     ends: Vec<usize>,
+    prefixes: Vec<u128>,
     handles: Vec<BlockHandle>,
 }
 
@@ -75,21 +78,18 @@ impl Index {
 
     /// The first block whose separator is `>= target` (`len()` if none).
     fn find(&self, target: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if compare_internal(self.key(mid), target) == Ordering::Less {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        partition_by_prefix(
+            self.len(),
+            |i| self.prefixes[i],
+            key_prefix(user_key(target)),
+            |i| compare_internal(self.key(i), target) == Ordering::Less,
+        )
     }
 
     fn memory_bytes(&self) -> usize {
         self.keys.capacity()
             + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.prefixes.capacity() * std::mem::size_of::<u128>()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
     }
 }
@@ -320,7 +320,8 @@ fn decode_index(raw: bytes::Bytes, data_end: u64) -> Result<Index> {
     let block = Block::new(raw)?;
     let mut it = block.iter();
     it.seek_to_first()?;
-    let mut index = Index { keys: Vec::new(), ends: Vec::new(), handles: Vec::new() };
+    let mut index =
+        Index { keys: Vec::new(), ends: Vec::new(), prefixes: Vec::new(), handles: Vec::new() };
     let mut prev_end = 0u64;
     while it.valid() {
         let key = it.key();
@@ -338,11 +339,13 @@ fn decode_index(raw: bytes::Bytes, data_end: u64) -> Result<Index> {
         }
         index.keys.extend_from_slice(key);
         index.ends.push(index.keys.len());
+        index.prefixes.push(key_prefix(user_key(key)));
         index.handles.push(handle);
         it.next()?;
     }
     index.keys.shrink_to_fit();
     index.ends.shrink_to_fit();
+    index.prefixes.shrink_to_fit();
     index.handles.shrink_to_fit();
     Ok(index)
 }
