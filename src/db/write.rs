@@ -73,7 +73,14 @@ pub(crate) fn write(
             *lock(&w.result) = Some(result.clone());
         }
     }
-    inner.write_cv.notify_all();
+    // A writer waits on `write_cv` only while it is queued, and leaves the queue only when a
+    // leader pops it as part of a group. So the only possible waiters are our followers and
+    // whoever is still queued; with neither, skip the notify: std's condvar makes a futex
+    // syscall per notify even when nobody waits. Both facts are read under the queue lock, so
+    // a writer arriving later finds itself at the head and never waits.
+    if group.len() > 1 || !queue.is_empty() {
+        inner.write_cv.notify_all();
+    }
     result
 }
 
