@@ -92,6 +92,15 @@ pub(crate) struct PendingWrite {
     result: Mutex<Option<Result<()>>>,
 }
 
+/// Writers waiting to commit, head first; the head is the leader. See `write.rs`.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    pending: VecDeque<Arc<PendingWrite>>,
+    /// The leader's list of its group's batches, handed from leader to leader so that
+    /// committing a group does not allocate one.
+    spare_batches: Vec<WriteBatch>,
+}
+
 pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: Options,
@@ -106,7 +115,7 @@ pub(crate) struct DbInner {
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
     pub wal: Mutex<WalState>,
-    pub write_queue: Mutex<VecDeque<Arc<PendingWrite>>>,
+    pub write_queue: Mutex<WriteQueue>,
     pub write_cv: Condvar,
     /// Highest sequence number whose write is fully applied; reads see up to here.
     pub visible_seq: AtomicU64,
