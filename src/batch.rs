@@ -153,6 +153,11 @@ impl WriteBatch {
         self.data[..8].copy_from_slice(&seq.to_le_bytes());
     }
 
+    /// Bytes allocated for the encoding.
+    pub(crate) fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
     /// The encoded batch: the log record payload.
     pub(crate) fn data(&self) -> &[u8] {
         &self.data

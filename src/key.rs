@@ -96,8 +96,10 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
 }
 
+/// The trailer of an encoded internal key (0 if it is too short), as `compare_internal`
+/// reads it.
 #[inline]
-fn trailer(ikey: &[u8]) -> u64 {
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     match ikey.len().checked_sub(TRAILER_LEN) {
         Some(s) => u64::from_le_bytes(ikey[s..].try_into().unwrap_or([0; 8])),
         None => 0,

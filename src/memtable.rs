@@ -1,62 +1,177 @@
 //! The memtable: recent writes held in memory, sorted by internal key, until they are
 //! flushed to a table.
 //!
-//! It is a lock-free skip list (`crossbeam_skiplist::SkipMap`) keyed by the encoded internal
-//! key (user key ascending, sequence number descending, see [`crate::key`]), so one writer
-//! and any number of readers proceed without locks, and a point lookup is one
-//! `lower_bound` search for `(user_key, snapshot_seq)`.
+//! It is a lock-free skip list (`crossbeam_skiplist::SkipMap`) ordered by internal key (user
+//! key ascending, sequence number descending, see [`crate::key`]), so one writer and any
+//! number of readers proceed without locks, and a point lookup is one `lower_bound` search
+//! for `(user_key, snapshot_seq)`.
 //!
-//! Keys and values are `bytes::Bytes`: a hit hands out a reference-counted view of the
-//! stored value rather than a copy, and an iterator holds its current entry the same way.
-//! Nothing is ever removed; a memtable is dropped whole once it has been flushed.
+//! Each entry is the encoded internal key followed by the value, in one `bytes::Bytes` cut
+//! from a chunk shared with its neighbours: a hit hands out a reference-counted slice of it
+//! rather than a copy, and an iterator holds its current entry the same way. The skip-list key also keeps, inline in the
+//! node, the first 16 bytes of the user key and the trailer, so that most comparisons during
+//! a search never touch the entry's allocation. Nothing is ever removed; a memtable is dropped
+//! whole once it has been flushed.
 
 use std::borrow::Borrow;
-use std::cell::Cell;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
-use ref_cast::RefCast;
 
 use crate::iter::InternalIterator;
-use crate::key::{
-    append_internal_key, compare_internal, pack_trailer, parse_internal_key, SeqNo, ValueKind,
-    KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN,
-};
+use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN};
+use crate::key_prefix::key_prefix;
 use crate::{Result, Value};
 
-/// Estimated bytes a skip-list entry costs beyond its key and value: the node with its
-/// tower of next pointers and reference count, and the two `Bytes` handles with the
-/// shared headers they point to. Only used to decide when to flush, so an estimate is
-/// enough.
+/// Estimated bytes an entry costs beyond its key and value: the skip-list node (the inline
+/// key parts and `Bytes` handle, reference count and tower of next pointers), its allocator
+/// header, and a share of its chunk's unused tail (about 102 bytes measured for 16-byte keys
+/// and 100-byte values). Only used to decide when to flush, so an estimate is enough.
 const ENTRY_OVERHEAD: usize = 96;
 
-/// Lookup keys up to this size are built on the stack.
-const STACK_KEY: usize = 128;
+/// Bytes of the user key copied into [`Prefix`].
+const PREFIX_LEN: usize = 16;
 
-/// An encoded internal key owned by the skip list.
-#[derive(Clone)]
-struct MemKey(Bytes);
+/// The user key's [`key_prefix`] (its first [`PREFIX_LEN`] bytes, zero-padded, big-endian),
+/// held as two halves: compared as a pair it costs the skip-list search fewer instructions
+/// than a `u128`. Unequal prefixes settle a comparison without looking at the keys; equal
+/// prefixes mean the keys agree on as many of their first 16 bytes as the shorter one has
+/// (see `crate::key_prefix` for why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Prefix(u64, u64);
 
-/// A borrowed encoded internal key, so that lookups can search the map with a slice
-/// instead of building an owned `MemKey`.
-#[derive(RefCast)]
-#[repr(transparent)]
-struct KeyRef([u8]);
-
-impl Borrow<KeyRef> for MemKey {
-    fn borrow(&self) -> &KeyRef {
-        KeyRef::ref_cast(&self.0)
+impl Prefix {
+    #[inline]
+    fn of(user_key: &[u8]) -> Prefix {
+        let v = key_prefix(user_key);
+        Prefix((v >> 64) as u64, v as u64)
     }
 }
 
-// Both orders are `compare_internal`, as `Borrow` requires of `MemKey` and `KeyRef`.
+/// What the skip list's order looks at: the user key with its prefix, and the trailer.
+#[derive(Clone, Copy)]
+struct Parts<'a> {
+    prefix: Prefix,
+    user_key: &'a [u8],
+    trailer: u64,
+}
+
+/// The internal-key order (`crate::key::compare_internal`) on [`Parts`]: user key
+/// ascending, then trailer descending.
+#[inline]
+fn compare_parts(a: Parts<'_>, b: Parts<'_>) -> Ordering {
+    match a.prefix.cmp(&b.prefix) {
+        Ordering::Equal => {}
+        o => return o,
+    }
+    // Equal prefixes: the keys agree on their first `m` bytes, so only the rest can differ
+    // (when either key is at most 16 bytes long, its rest is empty and no key byte is read).
+    let m = a.user_key.len().min(b.user_key.len()).min(PREFIX_LEN);
+    match a.user_key[m..].cmp(&b.user_key[m..]) {
+        Ordering::Equal => b.trailer.cmp(&a.trailer),
+        o => o,
+    }
+}
+
+/// A key the skip list can be searched with: a stored [`MemKey`] or a lookup's [`Probe`].
+///
+/// The map's keys lend themselves out as `&dyn KeyView` (`Borrow<dyn KeyView>`), which is
+/// what lets a lookup search with a probe that borrows the caller's user key — no owned
+/// key, so no allocation and no copy per lookup.
+trait KeyView {
+    fn parts(&self) -> Parts<'_>;
+}
+
+/// A skip-list key: one memtable entry.
+#[derive(Clone)]
+struct MemKey {
+    prefix: Prefix,
+    trailer: u64,
+    /// Length of the user key: `entry` is `user key || trailer || value`.
+    user_key_len: usize,
+    entry: Bytes,
+}
+
+impl MemKey {
+    fn new(arena: &Arena, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Self {
+        let trailer = pack_trailer(seq, kind);
+        MemKey {
+            prefix: Prefix::of(user_key),
+            trailer,
+            user_key_len: user_key.len(),
+            entry: arena.alloc(&[user_key, &trailer.to_le_bytes(), value]),
+        }
+    }
+
+    fn user_key(&self) -> &[u8] {
+        &self.entry[..self.user_key_len]
+    }
+
+    /// The encoded internal key.
+    fn internal_key(&self) -> &[u8] {
+        &self.entry[..self.user_key_len + TRAILER_LEN]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.entry[self.user_key_len + TRAILER_LEN..]
+    }
+}
+
+impl KeyView for MemKey {
+    #[inline]
+    fn parts(&self) -> Parts<'_> {
+        Parts { prefix: self.prefix, user_key: self.user_key(), trailer: self.trailer }
+    }
+}
+
+/// A lookup key borrowing the user key it searches for.
+struct Probe<'a> {
+    prefix: Prefix,
+    user_key: &'a [u8],
+    trailer: u64,
+}
+
+impl<'a> Probe<'a> {
+    fn new(user_key: &'a [u8], trailer: u64) -> Self {
+        Probe { prefix: Prefix::of(user_key), user_key, trailer }
+    }
+
+    /// A probe for an encoded internal key, cut exactly as `compare_internal` cuts it.
+    fn from_internal(ikey: &'a [u8]) -> Self {
+        Probe::new(crate::key::user_key(ikey), crate::key::trailer(ikey))
+    }
+
+    fn view(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl KeyView for Probe<'_> {
+    #[inline]
+    fn parts(&self) -> Parts<'_> {
+        Parts { prefix: self.prefix, user_key: self.user_key, trailer: self.trailer }
+    }
+}
+
+impl<'a> Borrow<dyn KeyView + 'a> for MemKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+// `MemKey` and `dyn KeyView` are both ordered by `compare_parts`, as `Borrow` requires.
 impl Ord for MemKey {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(&self.0, &other.0)
+        // Settle the common case from the node alone, before slicing the entries.
+        match self.prefix.cmp(&other.prefix) {
+            Ordering::Equal => compare_parts(self.parts(), other.parts()),
+            o => o,
+        }
     }
 }
 impl PartialOrd for MemKey {
@@ -71,22 +186,22 @@ impl PartialEq for MemKey {
 }
 impl Eq for MemKey {}
 
-impl Ord for KeyRef {
+impl Ord for dyn KeyView + '_ {
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal(&self.0, &other.0)
+        compare_parts(self.parts(), other.parts())
     }
 }
-impl PartialOrd for KeyRef {
+impl PartialOrd for dyn KeyView + '_ {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl PartialEq for KeyRef {
+impl PartialEq for dyn KeyView + '_ {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for KeyRef {}
+impl Eq for dyn KeyView + '_ {}
 
 /// The answer of [`MemTable::get`] when the memtable knows the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,16 +212,58 @@ pub enum MemGet {
     Deleted,
 }
 
+/// Size of the chunks entries are carved from.
+const CHUNK_BYTES: usize = 32 * 1024;
+
+/// Entries larger than this get an allocation of their own, so that starting a new chunk
+/// never abandons more than this much of the previous one.
+const MAX_CHUNKED_ENTRY: usize = CHUNK_BYTES / 16;
+
+/// Hands out entries as slices of shared chunks, so an insert usually allocates nothing but
+/// the skip-list node. That halves the allocations an insert makes and the frees dropping a
+/// flushed memtable makes — and with them the time the writer and the background thread
+/// spend waiting for each other on the allocator's lock. A chunk is freed when the last
+/// entry in it is dropped, so a value read from the memtable and held after the memtable is
+/// gone keeps its chunk alive, much as a value read from a table keeps its block alive.
+struct Arena {
+    chunk: Mutex<BytesMut>,
+}
+
+impl Arena {
+    fn new() -> Self {
+        Arena { chunk: Mutex::new(BytesMut::new()) }
+    }
+
+    /// The concatenation of `parts`.
+    fn alloc(&self, parts: &[&[u8]]) -> Bytes {
+        let n = parts.iter().map(|p| p.len()).sum();
+        if n > MAX_CHUNKED_ENTRY {
+            return Bytes::from(parts.concat());
+        }
+        // Nothing can panic while this is held (a failed allocation aborts), so poisoning
+        // never leaves a half-written chunk behind.
+        let mut chunk = self.chunk.lock().unwrap_or_else(|p| p.into_inner());
+        if chunk.capacity() - chunk.len() < n {
+            *chunk = BytesMut::with_capacity(CHUNK_BYTES);
+        }
+        for p in parts {
+            chunk.extend_from_slice(p);
+        }
+        chunk.split().freeze()
+    }
+}
+
 /// Sorted in-memory buffer of recent writes. See the module documentation.
 pub struct MemTable {
-    map: SkipMap<MemKey, Bytes>,
+    map: SkipMap<MemKey, ()>,
+    arena: Arena,
     bytes: AtomicUsize,
 }
 
 impl MemTable {
     /// An empty memtable.
     pub fn new() -> Self {
-        MemTable { map: SkipMap::new(), bytes: AtomicUsize::new(0) }
+        MemTable { map: SkipMap::new(), arena: Arena::new(), bytes: AtomicUsize::new(0) }
     }
 
     /// Records a put (or, with [`ValueKind::Delete`], a tombstone whose `value` should be
@@ -115,30 +272,30 @@ impl MemTable {
     /// twice replaces the value.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         debug_assert!(seq <= MAX_SEQNO);
-        let mut key = Vec::with_capacity(user_key.len() + TRAILER_LEN);
-        append_internal_key(&mut key, user_key, seq, kind);
-        self.bytes.fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
-        self.map.insert(MemKey(Bytes::from(key)), Bytes::copy_from_slice(value));
+        let key = MemKey::new(&self.arena, user_key, seq, kind, value);
+        self.bytes.fetch_add(key.entry.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
+        self.map.insert(key, ());
     }
 
     /// The newest version of `user_key` with a sequence number `<= seq`, or `None` if the
-    /// memtable holds no such version. Allocates nothing: the search key is built on the
-    /// stack or in a per-thread buffer, and a found value is shared, not copied.
+    /// memtable holds no such version. Allocates nothing: the search borrows `user_key`, and
+    /// a found value is shared, not copied.
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<MemGet> {
         // `KIND_FOR_SEEK` gives the largest trailer for `seq`, so the search lands on the
         // first entry of `user_key` whose seq is `<= seq`.
-        let trailer = pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK).to_le_bytes();
-        with_lookup_key(user_key, &trailer, |lookup| {
-            let entry = self.map.lower_bound(Bound::Included(KeyRef::ref_cast(lookup)))?;
-            let found = parse_internal_key(&entry.key().0)?;
-            if found.user_key != user_key {
-                return None;
+        let probe = Probe::new(user_key, pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK));
+        let entry = self.map.lower_bound(Bound::Included(probe.view()))?;
+        let found = entry.key();
+        if found.user_key() != user_key {
+            return None;
+        }
+        match ValueKind::from_u8(found.trailer as u8)? {
+            ValueKind::Put => {
+                let at = found.user_key_len + TRAILER_LEN;
+                Some(MemGet::Found(Value::from_bytes(found.entry.slice(at..))))
             }
-            Some(match found.kind {
-                ValueKind::Put => MemGet::Found(Value::from_bytes(entry.value().clone())),
-                ValueKind::Delete => MemGet::Deleted,
-            })
-        })
+            ValueKind::Delete => Some(MemGet::Deleted),
+        }
     }
 
     /// Estimated memory held: keys, values and per-entry overhead.
@@ -158,12 +315,12 @@ impl MemTable {
 
     /// The smallest internal key held, if any.
     pub fn first_key(&self) -> Option<Bytes> {
-        self.map.front().map(|e| e.key().0.clone())
+        self.map.front().map(|e| internal_key_bytes(e.key()))
     }
 
     /// The largest internal key held, if any.
     pub fn last_key(&self) -> Option<Bytes> {
-        self.map.back().map(|e| e.key().0.clone())
+        self.map.back().map(|e| internal_key_bytes(e.key()))
     }
 
     /// An iterator over every entry in internal-key order. It starts unpositioned: call
@@ -172,6 +329,10 @@ impl MemTable {
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter { mem: Arc::clone(self), ahead: Vec::new() }
     }
+}
+
+fn internal_key_bytes(k: &MemKey) -> Bytes {
+    k.entry.slice(..k.user_key_len + TRAILER_LEN)
 }
 
 impl Default for MemTable {
@@ -189,33 +350,6 @@ impl std::fmt::Debug for MemTable {
     }
 }
 
-thread_local! {
-    /// Reused buffer for lookup keys too long for the stack.
-    static LOOKUP_KEY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-/// Calls `f` with `user_key || trailer` without allocating in the common case.
-fn with_lookup_key<R>(user_key: &[u8], trailer: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    let n = user_key.len() + trailer.len();
-    if n <= STACK_KEY {
-        let mut buf = [0u8; STACK_KEY];
-        buf[..user_key.len()].copy_from_slice(user_key);
-        buf[user_key.len()..n].copy_from_slice(trailer);
-        return f(&buf[..n]);
-    }
-    LOOKUP_KEY.with(|cell| {
-        // Taking the buffer out (instead of a `RefCell` borrow) cannot fail even if `f`
-        // were to look up again on this thread; that lookup would just allocate.
-        let mut buf = cell.take();
-        buf.clear();
-        buf.extend_from_slice(user_key);
-        buf.extend_from_slice(trailer);
-        let r = f(&buf);
-        cell.set(buf);
-        r
-    })
-}
-
 /// Iterator over a memtable, from [`MemTable::iter`].
 ///
 /// Holds its current entry as shared `Bytes`, and finds the next one with a fresh search
@@ -226,17 +360,17 @@ pub struct MemTableIter {
     /// Entries read ahead from the skip list, current first (stored reversed so the current
     /// entry is at the end and advancing is a `pop`). Reading a run of entries per search
     /// makes a full scan — a flush — cost O(1) amortised per entry instead of O(log n).
-    ahead: Vec<(Bytes, Bytes)>,
+    ahead: Vec<MemKey>,
 }
 
 /// Entries fetched per skip-list search.
 const READ_AHEAD: usize = 64;
 
 impl MemTableIter {
-    fn position(&mut self, bound: Bound<&KeyRef>) {
+    fn position(&mut self, bound: Bound<&dyn KeyView>) {
         self.ahead.clear();
-        let range = self.mem.map.range::<KeyRef, _>((bound, Bound::Unbounded));
-        self.ahead.extend(range.take(READ_AHEAD).map(|e| (e.key().0.clone(), e.value().clone())));
+        let range = self.mem.map.range::<dyn KeyView, _>((bound, Bound::Unbounded));
+        self.ahead.extend(range.take(READ_AHEAD).map(|e| e.key().clone()));
         self.ahead.reverse();
     }
 }
@@ -247,24 +381,24 @@ impl InternalIterator for MemTableIter {
     }
 
     fn key(&self) -> &[u8] {
-        self.ahead.last().map_or(&[], |(k, _)| k)
+        self.ahead.last().map_or(&[], |k| k.internal_key())
     }
 
     fn value(&self) -> &[u8] {
-        self.ahead.last().map_or(&[], |(_, v)| v)
+        self.ahead.last().map_or(&[], |k| k.value())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some((key, _)) = self.ahead.pop() {
+        if let Some(key) = self.ahead.pop() {
             if self.ahead.is_empty() {
-                self.position(Bound::Excluded(KeyRef::ref_cast(&key)));
+                self.position(Bound::Excluded(&key));
             }
         }
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.position(Bound::Included(KeyRef::ref_cast(target)));
+        self.position(Bound::Included(Probe::from_internal(target).view()));
         Ok(())
     }
 
@@ -276,7 +410,9 @@ impl InternalIterator for MemTableIter {
 
 impl std::fmt::Debug for MemTableIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemTableIter").field("key", &self.ahead.last().map(|c| &c.0)).finish()
+        f.debug_struct("MemTableIter")
+            .field("key", &self.ahead.last().map(|k| k.internal_key()))
+            .finish()
     }
 }
 
@@ -287,7 +423,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::key::internal_key;
+    use crate::key::{compare_internal, internal_key, parse_internal_key};
 
     fn found(v: &[u8]) -> Option<MemGet> {
         Some(MemGet::Found(Value::copy_from_slice(v)))
@@ -324,17 +460,159 @@ mod tests {
     }
 
     #[test]
-    fn long_keys_use_the_thread_local_buffer() {
+    fn long_keys_and_keys_sharing_the_prefix() {
         let m = MemTable::new();
         let long: Vec<u8> = (0..1000).map(|i| i as u8).collect();
         let mut longer = long.clone();
         longer.push(0);
         m.insert(&long, 4, ValueKind::Put, b"x");
         m.insert(&longer, 4, ValueKind::Delete, b"");
+        // Same 16-byte prefix, differing after it.
+        m.insert(&long[..17], 5, ValueKind::Put, b"17");
+        // Same zero-padded prefix, differing only in length.
+        m.insert(b"k", 6, ValueKind::Put, b"k");
+        m.insert(b"k\0", 7, ValueKind::Put, b"k0");
+        m.insert(b"k\0\0", 8, ValueKind::Delete, b"");
         assert_eq!(m.get(&long, 4), found(b"x"));
         assert_eq!(m.get(&long, 3), None);
         assert_eq!(m.get(&longer, 10), Some(MemGet::Deleted));
-        assert_eq!(m.get(&long[..STACK_KEY - TRAILER_LEN], 10), None);
+        assert_eq!(m.get(&long[..17], 10), found(b"17"));
+        assert_eq!(m.get(&long[..16], 10), None);
+        assert_eq!(m.get(&long[..18], 10), None);
+        assert_eq!(m.get(b"k", 10), found(b"k"));
+        assert_eq!(m.get(b"k\0", 10), found(b"k0"));
+        assert_eq!(m.get(b"k\0\0", 10), Some(MemGet::Deleted));
+        assert_eq!(m.get(b"k\0\0\0", 10), None);
+        assert_eq!(m.get(b"k\0", 6), None);
+    }
+
+    /// The skip list's order (stored keys against each other, and against lookup probes
+    /// through `dyn KeyView`) must be exactly `compare_internal` on the encoded keys.
+    fn check_order(a: (&[u8], SeqNo, ValueKind), b: (&[u8], SeqNo, ValueKind)) {
+        let arena = Arena::new();
+        let ka = MemKey::new(&arena, a.0, a.1, a.2, b"va");
+        let kb = MemKey::new(&arena, b.0, b.1, b.2, b"");
+        let (ia, ib) = (internal_key(a.0, a.1, a.2), internal_key(b.0, b.1, b.2));
+        let want = compare_internal(&ia, &ib);
+        assert_eq!(ka.cmp(&kb), want, "{a:?} vs {b:?}");
+        let (pa, pb) = (Probe::from_internal(&ia), Probe::from_internal(&ib));
+        let (va, vb): (&dyn KeyView, &dyn KeyView) = (ka.borrow(), kb.borrow());
+        assert_eq!(pa.view().cmp(vb), want, "probe {a:?} vs {b:?}");
+        assert_eq!(va.cmp(pb.view()), want, "{a:?} vs probe {b:?}");
+        assert_eq!(pa.view().cmp(pb.view()), want, "probes {a:?} vs {b:?}");
+        assert_eq!(ka.internal_key(), &ia[..]);
+        assert_eq!(ka.value(), b"va");
+    }
+
+    #[test]
+    fn order_matches_compare_internal_exhaustively_on_small_keys() {
+        // Every key of up to 3 bytes over {0x00, 0x01, 0xff}, alone and after 14 filler
+        // bytes, so the keys straddle the 16-byte prefix: shorter, exactly 16, longer;
+        // zero bytes that look like padding; equal prefixes with different lengths.
+        let mut tails: Vec<Vec<u8>> = vec![vec![]];
+        for len in 1..=3 {
+            let mut next = Vec::new();
+            for t in tails.iter().filter(|t| t.len() == len - 1) {
+                for b in [0x00, 0x01, 0xff] {
+                    let mut t = t.clone();
+                    t.push(b);
+                    next.push(t);
+                }
+            }
+            tails.extend(next);
+        }
+        let filler = [0x01u8; 14];
+        let mut keys: Vec<Vec<u8>> = tails.clone();
+        keys.extend(tails.iter().map(|t| [&filler[..], t].concat()));
+        let versions = [
+            (0, ValueKind::Delete),
+            (0, ValueKind::Put),
+            (7, ValueKind::Put),
+            (MAX_SEQNO, ValueKind::Delete),
+        ];
+        for a in &keys {
+            for b in &keys {
+                for &(sa, ka) in &versions {
+                    for &(sb, kb) in &versions {
+                        check_order((a, sa, ka), (b, sb, kb));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_is_monotone() {
+        let keys: [&[u8]; 8] = [
+            b"",
+            b"\0",
+            b"\0\0",
+            b"a",
+            b"a\0",
+            b"0000000000000001",
+            b"00000000000000010",
+            b"00000000000000011",
+        ];
+        for a in keys {
+            for b in keys {
+                if Prefix::of(a) < Prefix::of(b) {
+                    assert!(a < b, "{a:?} {b:?}");
+                }
+                if a <= b {
+                    assert!(Prefix::of(a) <= Prefix::of(b), "{a:?} {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn inserting_the_same_version_again_replaces_it() {
+        let m = Arc::new(MemTable::new());
+        m.insert(b"k", 3, ValueKind::Put, b"first");
+        m.insert(b"k", 3, ValueKind::Put, b"second");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.get(b"k", 3), found(b"second"));
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(it.value(), b"second");
+    }
+
+    #[test]
+    fn entries_of_every_size_survive_chunk_boundaries_and_the_memtable() {
+        let m = Arc::new(MemTable::new());
+        let value = |i: usize| -> Vec<u8> {
+            // Mostly small, some just above and below the chunking limit, some huge.
+            let len = match i % 7 {
+                0 => MAX_CHUNKED_ENTRY - 3,
+                1 => MAX_CHUNKED_ENTRY + 1,
+                2 => CHUNK_BYTES + 5,
+                _ => i % 300,
+            };
+            (0..len).map(|j| (i * 31 + j) as u8).collect()
+        };
+        let n = 2000;
+        for i in 0..n {
+            m.insert(format!("{i:05}").as_bytes(), i as SeqNo + 1, ValueKind::Put, &value(i));
+        }
+        for i in 0..n {
+            assert_eq!(m.get(format!("{i:05}").as_bytes(), MAX_SEQNO), found(&value(i)), "{i}");
+        }
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        for i in 0..n {
+            assert_eq!(
+                it.key(),
+                &internal_key(format!("{i:05}").as_bytes(), i as SeqNo + 1, ValueKind::Put)[..]
+            );
+            assert_eq!(it.value(), &value(i)[..]);
+            it.next().unwrap();
+        }
+        assert!(!it.valid());
+        // A value read from the memtable outlives it.
+        let Some(MemGet::Found(held)) = m.get(b"00010", MAX_SEQNO) else { panic!("missing") };
+        drop(it);
+        drop(m);
+        assert_eq!(&held[..], &value(10)[..]);
     }
 
     #[test]
@@ -449,7 +727,23 @@ mod tests {
         )
     }
 
+    /// Keys over a small alphabet with a long shared start, so that prefixes are often equal
+    /// and keys often run past them.
+    fn ordered_key() -> impl Strategy<Value = Vec<u8>> {
+        (0usize..20, proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(0xff)], 0..6))
+            .prop_map(|(n, tail)| [vec![b'0'; n], tail].concat())
+    }
+
     proptest! {
+        #[test]
+        fn prop_order_matches_compare_internal(
+            a in ordered_key(), sa in 0u64..4, pa in any::<bool>(),
+            b in ordered_key(), sb in 0u64..4, pb in any::<bool>(),
+        ) {
+            let kind = |p| if p { ValueKind::Put } else { ValueKind::Delete };
+            check_order((&a, sa, kind(pa)), (&b, sb, kind(pb)));
+        }
+
         #[test]
         fn prop_iteration_and_get_match_a_model(
             entries in proptest::collection::vec(entry(), 0..200),

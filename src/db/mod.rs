@@ -81,15 +81,26 @@ pub(crate) struct BgState {
     pub compact_cursor: Vec<Vec<u8>>,
 }
 
+/// A writer's entry in the write queue.
+#[derive(Default)]
 pub(crate) struct PendingWrite {
-    /// Taken by the leader when it writes the group (so the batch is never copied).
-    batch: Mutex<Option<WriteBatch>>,
+    /// Read in place by the leader that writes the group (so the batch is never copied).
+    batch: Mutex<WriteBatch>,
     /// Bytes of the batch, for sizing groups without locking it.
     bytes: usize,
     sync: bool,
     /// A flush request: switch the memtable even if it is not full.
     force_switch: bool,
     result: Mutex<Option<Result<()>>>,
+}
+
+/// Writers waiting to commit, head first; the head is the leader. See `write.rs`.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    pending: VecDeque<Arc<PendingWrite>>,
+    /// The leader's list of its group, handed from leader to leader so that committing a
+    /// group does not allocate one.
+    spare_group: Vec<Arc<PendingWrite>>,
 }
 
 pub(crate) struct DbInner {
@@ -106,7 +117,7 @@ pub(crate) struct DbInner {
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
     pub wal: Mutex<WalState>,
-    pub write_queue: Mutex<VecDeque<Arc<PendingWrite>>>,
+    pub write_queue: Mutex<WriteQueue>,
     pub write_cv: Condvar,
     /// Highest sequence number whose write is fully applied; reads see up to here.
     pub visible_seq: AtomicU64,
@@ -253,29 +264,23 @@ impl Db {
 
     /// Sets `key` to `value`, with the database's default durability (`sync_writes`).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.check_writable()?;
         let (key, value) = (key.as_ref(), value.as_ref());
-        let mut b = WriteBatch::with_capacity(key.len() + value.len());
-        b.put(key, value);
-        self.write(b, &self.default_write_options())
+        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.put(key, value))
     }
 
     /// Deletes `key` (a no-op if it is absent), with the default durability.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.check_writable()?;
         let key = key.as_ref();
-        let mut b = WriteBatch::with_capacity(key.len());
-        b.delete(key);
-        self.write(b, &self.default_write_options())
+        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.delete(key))
     }
 
     /// Applies every operation of `batch` atomically: after a crash either all of it is there
     /// or none. With `sync: true` it is on stable storage when this returns.
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
-        write::write(&self.inner, batch, opts.sync, false)
-    }
-
-    fn default_write_options(&self) -> WriteOptions {
-        WriteOptions { sync: self.inner.opts.sync_writes }
+        write::write(&self.inner, opts.sync, false, |b| *b = batch)
     }
 
     /// The newest value of `key`, or `None` if it is absent or deleted.
@@ -310,7 +315,7 @@ impl Db {
     /// manifest (its writes no longer depend on the WAL).
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
-        write::write(&self.inner, WriteBatch::new(), false, true)?;
+        write::write(&self.inner, false, true, |_| {})?;
         flush::wait_for_flushes(&self.inner)
     }
 
@@ -325,7 +330,7 @@ impl Db {
     /// Makes every write acknowledged so far durable (fsyncs the WAL).
     pub fn sync(&self) -> Result<()> {
         self.inner.check_writable()?;
-        write::write(&self.inner, WriteBatch::new(), true, false)
+        write::write(&self.inner, true, false, |_| {})
     }
 
     /// Counters and the shape of the tree.

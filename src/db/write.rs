@@ -8,9 +8,15 @@
 //! order, publishes the last sequence number, and hands every writer in the group its result.
 //! Only a leader touches the WAL and assigns sequence numbers, so neither needs a lock beyond
 //! the leadership itself.
+//!
+//! The common case — one thread writing, so every group is one write — is kept free of
+//! allocations and syscalls beyond the WAL's `write(2)`: a thread reuses its queue entry and
+//! batch buffer from one write to the next, the leader's group list is handed from leader to
+//! leader, and the condition variable is only signalled when someone can be waiting on it.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite};
@@ -23,74 +29,129 @@ use crate::{Error, Result, WriteBatch};
 /// that join a group.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// Largest capacity of the group list kept for the next leader; a larger one (from a group of
+/// many tiny writes) is freed rather than held forever.
+const MAX_SPARE_GROUP: usize = 1024;
+
+/// Largest batch buffer a thread keeps for its next write (each writing thread may hold one
+/// for as long as it lives).
+const MAX_SPARE_BATCH_BYTES: usize = 16 << 10;
+
+thread_local! {
+    /// This thread's last finished queue entry, reused by its next write so that a write
+    /// allocates neither its entry nor, for `put` and `delete`, its batch.
+    static SPARE: Cell<Option<Arc<PendingWrite>>> = const { Cell::new(None) };
+}
+
+/// Commits the batch `fill` builds (into an empty batch), with `sync`; `force_switch` asks
+/// for a memtable switch (a flush) after the writes queued before this one.
 pub(crate) fn write(
     inner: &DbInner,
-    batch: WriteBatch,
     sync: bool,
     force_switch: bool,
+    fill: impl FnOnce(&mut WriteBatch),
 ) -> Result<()> {
-    let bytes = batch.approximate_bytes();
-    let me = Arc::new(PendingWrite {
-        batch: Mutex::new(Some(batch)),
-        bytes,
-        sync,
-        force_switch,
-        result: Mutex::new(None),
-    });
+    // `try_with`: a write from another thread-local's destructor just allocates.
+    let mut me = SPARE.try_with(Cell::take).ok().flatten().unwrap_or_default();
+    if Arc::get_mut(&mut me).is_none() {
+        me = Arc::default();
+    }
+    if let Some(w) = Arc::get_mut(&mut me) {
+        let batch = w.batch.get_mut().unwrap_or_else(|p| p.into_inner());
+        batch.clear();
+        fill(batch);
+        w.bytes = batch.approximate_bytes();
+        w.sync = sync;
+        w.force_switch = force_switch;
+        *w.result.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+    let result = commit(inner, &me);
+    // Unique again unless something unexpected kept a clone; then it is simply not reused.
+    if let Some(w) = Arc::get_mut(&mut me) {
+        if w.batch.get_mut().is_ok_and(|b| b.capacity() <= MAX_SPARE_BATCH_BYTES) {
+            let _ = SPARE.try_with(|s| s.set(Some(me)));
+        }
+    }
+    result
+}
+
+fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     let mut queue = lock(&inner.write_queue);
-    queue.push_back(me.clone());
+    queue.pending.push_back(me.clone());
     loop {
         if let Some(r) = lock(&me.result).take() {
             return r;
         }
-        if Arc::ptr_eq(&queue[0], &me) {
+        if Arc::ptr_eq(&queue.pending[0], me) {
             break;
         }
         queue = inner.write_cv.wait(queue).unwrap_or_else(|p| p.into_inner());
     }
     // Leader: gather the group while still holding the queue lock, then release it for I/O so
-    // new writers can queue behind us.
-    let mut group = vec![me.clone()];
-    let mut bytes = me.bytes;
-    for w in queue.iter().skip(1) {
+    // new writers can queue behind us. Only a leader pops the queue, so the group stays the
+    // first `group.len()` entries until we pop them.
+    let mut group = std::mem::take(&mut queue.spare_group);
+    let mut bytes = 0;
+    let mut need_sync = false;
+    for w in &queue.pending {
         // A memtable switch request leads its own group so it applies to exactly the writes
         // before it.
-        if w.force_switch || bytes + w.bytes > MAX_GROUP_BYTES {
+        if !group.is_empty() && (w.force_switch || bytes + w.bytes > MAX_GROUP_BYTES) {
             break;
         }
         bytes += w.bytes;
+        need_sync |= w.sync;
         group.push(w.clone());
     }
     drop(queue);
 
-    let result = write_group(inner, &group);
+    let result = write_group(inner, &group, need_sync, me.force_switch);
+    let group_len = group.len();
+    // Dropped before the followers learn their results, so each finds its entry unique
+    // again and can reuse it.
+    group.clear();
 
     let mut queue = lock(&inner.write_queue);
-    for w in &group {
-        let popped = queue.pop_front();
-        debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, w)));
-        if !Arc::ptr_eq(w, &me) {
+    let popped = queue.pending.pop_front();
+    debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, me)));
+    for _ in 1..group_len {
+        if let Some(w) = queue.pending.pop_front() {
             *lock(&w.result) = Some(result.clone());
         }
     }
-    inner.write_cv.notify_all();
+    // Keep the list for the next leader unless an unusually large group grew it.
+    if group.capacity() <= MAX_SPARE_GROUP {
+        queue.spare_group = group;
+    }
+    // A writer waits on `write_cv` only while it is queued, and leaves the queue only when a
+    // leader pops it as part of a group. So the only possible waiters are our followers and
+    // whoever is still queued; with neither, skip the notify: std's condvar makes a futex
+    // syscall per notify even when nobody waits. Both facts are read under the queue lock, so
+    // a writer arriving later finds itself at the head and never waits.
+    if group_len > 1 || !queue.pending.is_empty() {
+        inner.write_cv.notify_all();
+    }
     result
 }
 
-fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
+fn write_group(
+    inner: &DbInner,
+    group: &[Arc<PendingWrite>],
+    need_sync: bool,
+    force: bool,
+) -> Result<()> {
     inner.check_bg_error()?;
     if inner.closed.load(Ordering::Acquire) {
         return Err(Error::Closed);
     }
-    let force = group[0].force_switch;
-    make_room(inner, force)?;
+    let mem = make_room(inner, force)?;
 
-    let mut batches: Vec<WriteBatch> =
-        group.iter().filter_map(|w| lock(&w.batch).take()).filter(|b| !b.is_empty()).collect();
+    // The batches are locked one at a time, never contended: their writers wait in the
+    // queue until this leader pops them.
     let mut wal = lock(&inner.wal);
-    if batches.is_empty() {
+    if group.iter().all(|w| lock(&w.batch).is_empty()) {
         // `sync()` and flush requests carry no data; `sync()` still fsyncs what is there.
-        if group.iter().any(|w| w.sync) {
+        if need_sync {
             if let Some(writer) = wal.writer.as_mut() {
                 writer.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
             }
@@ -101,13 +162,14 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
     let first_seq = wal.last_seq + 1;
     let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
     let mut seq = first_seq;
-    for b in &mut batches {
-        b.set_sequence(seq);
-        seq += b.len() as u64;
-    }
-    let need_sync = group.iter().any(|w| w.sync);
     let logged = (|| -> Result<()> {
-        for b in &batches {
+        for w in group {
+            let mut b = lock(&w.batch);
+            if b.is_empty() {
+                continue;
+            }
+            b.set_sequence(seq);
+            seq += b.len() as u64;
             writer.add_record(b.data())?;
         }
         writer.flush()?;
@@ -124,10 +186,9 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
     }
     wal.last_seq = seq - 1;
 
-    // `make_room` ran under this leadership, so the active memtable cannot change now.
-    let mem = inner.state.load().mem.table.clone();
     let mut user_bytes = 0u64;
-    for b in &batches {
+    for w in group {
+        let b = lock(&w.batch);
         for (s, (kind, key, value)) in (b.sequence()..).zip(b.iter()) {
             mem.insert(key, s, kind, value);
             user_bytes += (key.len() + value.len()) as u64;
@@ -141,15 +202,20 @@ fn write_group(inner: &DbInner, group: &[Arc<PendingWrite>]) -> Result<()> {
 /// Ensures the memtable has room, switching to a new one when it is full (or `force`), and
 /// applies back-pressure: a short delay per write while L0 is filling, a wait when immutable
 /// memtables or L0 tables reach their limits. Memory stays bounded whatever the write rate.
-fn make_room(inner: &DbInner, force: bool) -> Result<()> {
+///
+/// Returns the active memtable, for the group to insert into: only a leader switches
+/// memtables, so it stays the active one until this leadership ends.
+fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
     let opts = &inner.opts;
     let mut slowed = false;
     loop {
-        let state = inner.load_state();
+        // A guard, not a clone of the state: it is dropped before any wait below.
+        let state = inner.state.load();
         let l0 = state.version.levels[0].len();
         if !slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
             // Give compaction a head start without stopping writes outright (LevelDB's 1 ms).
             slowed = true;
+            drop(state);
             inner.counters.write_slowdowns.incr();
             let bg = lock(&inner.bg);
             inner.check_bg_error_locked(&bg)?;
@@ -159,9 +225,10 @@ fn make_room(inner: &DbInner, force: bool) -> Result<()> {
         let full = state.mem.table.approximate_bytes() >= opts.memtable_bytes;
         let wants_switch = full || (force && !state.mem.table.is_empty());
         if !wants_switch {
-            return Ok(());
+            return Ok(state.mem.table.clone());
         }
         if state.imm.len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
+            drop(state);
             inner.counters.write_stalls.incr();
             let mut bg = lock(&inner.bg);
             loop {
@@ -180,8 +247,9 @@ fn make_room(inner: &DbInner, force: bool) -> Result<()> {
             }
             continue;
         }
+        drop(state);
         switch_memtable(inner)?;
-        return Ok(());
+        return Ok(inner.state.load().mem.table.clone());
     }
 }
 
