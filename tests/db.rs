@@ -573,3 +573,39 @@ fn lookups_are_exact_when_keys_share_their_first_16_bytes() {
         assert_eq!(db.stats().tables_consulted - before, covering, "key {k:?}");
     }
 }
+
+/// A lookup remembers (and prefetches) its first 16 candidate tables and finds any further
+/// ones with a second walk; with 24 overlapping L0 tables, keys in the oldest tables and absent
+/// keys must still be answered exactly, consulting every covering table once.
+#[test]
+fn lookups_are_exact_past_sixteen_overlapping_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts =
+        Options::default().l0_compaction_trigger(100).l0_slowdown_trigger(100).l0_stop_trigger(100);
+    let db = Db::open(dir.path(), opts).unwrap();
+    const ROUNDS: u64 = 24;
+    for round in 0..ROUNDS {
+        // Every table spans nearly the whole key range, so they all overlap.
+        for i in (round..2400).step_by(ROUNDS as usize) {
+            db.put(key(2 * i), format!("v{i}")).unwrap();
+        }
+        db.put(key(0), format!("newest {round}")).unwrap();
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.stats().tables_per_level[0], ROUNDS as usize);
+    let tables = db.tables();
+    for i in 1..2400 {
+        assert_eq!(db.get(key(2 * i)).unwrap().unwrap(), format!("v{i}").as_bytes(), "{i}");
+        let absent = key(2 * i + 1);
+        let covering = tables
+            .iter()
+            .filter(|t| t.smallest_key.as_slice() <= absent.as_slice() && absent <= t.largest_key)
+            .count() as u64;
+        let before = db.stats().tables_consulted;
+        assert_eq!(db.get(&absent).unwrap(), None);
+        assert_eq!(db.stats().tables_consulted - before, covering, "key {i}");
+    }
+    assert_eq!(db.get(key(0)).unwrap().unwrap(), format!("newest {}", ROUNDS - 1).as_bytes());
+}

@@ -1,12 +1,12 @@
 //! The point-read path, top to bottom:
 //!
 //! 1. hash the key once (`filter::hash_key`);
-//! 2. pick the candidate tables from the version's in-RAM key-range fences (every L0 table
-//!    whose range covers the key, newest first, then one table per deeper level), and start
-//!    loading each candidate's filter cache line (a prefetch: nothing waits for it yet);
+//! 2. walk the candidate tables, chosen from the version's in-RAM key-range fences (every L0
+//!    table whose range covers the key, newest first, then one table per deeper level):
+//!    remember each and start loading its filter cache line (a prefetch: nothing waits yet);
 //! 3. the active memtable, then the immutable ones, newest first;
-//! 4. each candidate in order: probe its filter with the precomputed hash, and only on
-//!    "maybe" search its in-RAM index and one data block (through the block cache).
+//! 4. each remembered candidate in order: probe its filter with the precomputed hash, and only
+//!    on "maybe" search its in-RAM index and one data block (through the block cache).
 //!
 //! The first version found at or below the read's sequence number decides: a value, or a
 //! tombstone meaning "absent". Prefetching all candidates' filter lines before probing any
@@ -17,6 +17,7 @@
 //! statistics once, at the end.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use super::{DbInner, DbState};
 use crate::filter::hash_key;
@@ -24,6 +25,7 @@ use crate::key::SeqNo;
 use crate::memtable::MemGet;
 use crate::stats::ReadTally;
 use crate::table::{GetOutcome, TableGet};
+use crate::version::set::TableFile;
 use crate::{Result, Value};
 
 pub(crate) fn get(
@@ -38,13 +40,27 @@ pub(crate) fn get(
     result
 }
 
+/// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
+/// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
+/// far past its stop trigger; any candidates beyond it are found by a second walk.
+const REMEMBERED: usize = 16;
+
 fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Result<Option<Value>> {
     let hash = hash_key(key);
     let version = &state.version;
-    let _ = version.for_each_candidate(key, |t| {
-        t.table.filter().prefetch(hash);
-        ControlFlow::<()>::Continue(())
-    });
+    let mut first: [Option<&Arc<TableFile>>; REMEMBERED] = [None; REMEMBERED];
+    let mut n = 0;
+    let more = version
+        .for_each_candidate(key, |t| {
+            if n == REMEMBERED {
+                return ControlFlow::Break(());
+            }
+            t.table.filter().prefetch(hash);
+            first[n] = Some(t);
+            n += 1;
+            ControlFlow::Continue(())
+        })
+        .is_break();
     for mem in std::iter::once(&state.mem).chain(&state.imm) {
         if mem.table.is_empty() {
             continue;
@@ -57,7 +73,7 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
             });
         }
     }
-    let found = version.for_each_candidate(key, |t| {
+    let mut probe = |t: &Arc<TableFile>| {
         tally.tables_consulted += 1;
         if !t.table.filter().may_contain_hash(hash) {
             tally.filter_negatives += 1;
@@ -78,9 +94,24 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
                 }
             }
         }
-    });
-    match found {
-        ControlFlow::Break(answer) => answer,
-        ControlFlow::Continue(()) => Ok(None),
+    };
+    for t in first.iter().flatten() {
+        if let ControlFlow::Break(answer) = probe(t) {
+            return answer;
+        }
     }
+    if more {
+        let mut skip = REMEMBERED;
+        let rest = version.for_each_candidate(key, |t| {
+            if skip > 0 {
+                skip -= 1;
+                return ControlFlow::Continue(());
+            }
+            probe(t)
+        });
+        if let ControlFlow::Break(answer) = rest {
+            return answer;
+        }
+    }
+    Ok(None)
 }

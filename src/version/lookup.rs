@@ -81,14 +81,12 @@ impl Version {
     }
 
     /// Calls `f` with each table a point lookup of `key` must consult, in the order it must
-    /// consult them, until `f` breaks. Cheap enough (a few dozen integer comparisons on
-    /// arrays already in cache) that the read path walks it twice: once to prefetch, once to
-    /// probe.
+    /// consult them, until `f` breaks.
     #[inline]
-    pub(crate) fn for_each_candidate<B>(
-        &self,
+    pub(crate) fn for_each_candidate<'a, B>(
+        &'a self,
         key: &[u8],
-        mut f: impl FnMut(&Arc<TableFile>) -> ControlFlow<B>,
+        mut f: impl FnMut(&'a Arc<TableFile>) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         let key = LookupKey::new(key);
         if let (Some(tables), Some(fences)) = (self.levels.first(), self.fences.first()) {
