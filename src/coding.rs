@@ -71,7 +71,20 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a LEB128 varint of at most 10 bytes.
+    #[inline]
     pub fn varint(&mut self) -> Option<u64> {
+        // Lengths in blocks and batches are almost always below 128: one byte, decoded inline.
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Some(u64::from(b))
+            }
+            _ => self.varint_multi_byte(),
+        }
+    }
+
+    #[inline(never)]
+    fn varint_multi_byte(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
         for i in 0..10 {
             let b = *self.buf.get(self.pos)?;
