@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::{DbInner, DbState};
-use crate::filter::hash_key;
+use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
 use crate::stats::ReadTally;
@@ -48,15 +48,15 @@ const REMEMBERED: usize = 16;
 fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Result<Option<Value>> {
     let hash = hash_key(key);
     let version = &state.version;
-    let mut first: [Option<&Arc<TableFile>>; REMEMBERED] = [None; REMEMBERED];
+    let mut first: [Option<(&Arc<TableFile>, &Filter)>; REMEMBERED] = [None; REMEMBERED];
     let mut n = 0;
     let more = version
-        .for_each_candidate(key, |t| {
+        .for_each_candidate(key, |t, filter| {
             if n == REMEMBERED {
                 return ControlFlow::Break(());
             }
-            t.table.filter().prefetch(hash);
-            first[n] = Some(t);
+            filter.prefetch(hash);
+            first[n] = Some((t, filter));
             n += 1;
             ControlFlow::Continue(())
         })
@@ -73,9 +73,9 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
             });
         }
     }
-    let mut probe = |t: &Arc<TableFile>| {
+    let mut probe = |t: &Arc<TableFile>, filter: &Filter| {
         tally.tables_consulted += 1;
-        if !t.table.filter().may_contain_hash(hash) {
+        if !filter.may_contain_hash(hash) {
             tally.filter_negatives += 1;
             return ControlFlow::Continue(());
         }
@@ -95,19 +95,19 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
             }
         }
     };
-    for t in first.iter().flatten() {
-        if let ControlFlow::Break(answer) = probe(t) {
+    for &(t, filter) in first.iter().flatten() {
+        if let ControlFlow::Break(answer) = probe(t, filter) {
             return answer;
         }
     }
     if more {
         let mut skip = REMEMBERED;
-        let rest = version.for_each_candidate(key, |t| {
+        let rest = version.for_each_candidate(key, |t, filter| {
             if skip > 0 {
                 skip -= 1;
                 return ControlFlow::Continue(());
             }
-            probe(t)
+            probe(t, filter)
         });
         if let ControlFlow::Break(answer) = rest {
             return answer;

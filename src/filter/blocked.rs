@@ -12,6 +12,8 @@
 //!   of the block, where `x_0 = h as u32` and `x_{i+1} = x_i · 0x9E3779B9 mod 2³²`. Each
 //!   multiplication by an odd constant is a bijection that moves fresh bits into the top.
 
+use std::sync::Arc;
+
 use super::math::{self, BLOCK_BITS};
 use super::prefetch;
 
@@ -26,10 +28,12 @@ const _: () = assert!(std::mem::size_of::<Block>() == 64 && std::mem::align_of::
 /// Multiplier that re-mixes the probe state between probes (2³² / golden ratio, odd).
 const PROBE_MULT: u32 = 0x9E37_79B9;
 
-/// A blocked Bloom filter held in RAM.
+/// A blocked Bloom filter held in RAM. Cloning shares the bit array: the engine keeps a clone
+/// of each table's filter beside its key range (see `crate::version::lookup`), so a probe
+/// reaches the bits without first loading the table.
 #[derive(Clone, PartialEq)]
 pub struct BlockedBloom {
-    blocks: Vec<Block>,
+    blocks: Arc<[Block]>,
     num_probes: u32,
     num_keys: u64,
     bits_per_key: f64,
@@ -69,7 +73,12 @@ impl BlockedBloom {
                 x = x.wrapping_mul(PROBE_MULT);
             }
         }
-        BlockedBloom { blocks, num_probes, num_keys: hashes.len() as u64, bits_per_key }
+        BlockedBloom {
+            blocks: blocks.into(),
+            num_probes,
+            num_keys: hashes.len() as u64,
+            bits_per_key,
+        }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
@@ -79,7 +88,7 @@ impl BlockedBloom {
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        BlockedBloom { blocks, num_probes, num_keys, bits_per_key }
+        BlockedBloom { blocks: blocks.into(), num_probes, num_keys, bits_per_key }
     }
 
     pub(crate) fn blocks(&self) -> &[Block] {

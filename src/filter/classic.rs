@@ -6,12 +6,14 @@
 //! Mitzenmacher 2006): `x_0 = h`, `x_{i+1} = x_i + δ (mod 2⁶⁴)` with the odd step
 //! `δ = rotl(h, 21) | 1`, and probe i sets bit `fastrange64(x_i, m) = (x_i · m) >> 64`.
 
+use std::sync::Arc;
+
 use super::{math, prefetch};
 
-/// A classic Bloom filter held in RAM.
+/// A classic Bloom filter held in RAM. Cloning shares the bit array.
 #[derive(Clone, PartialEq)]
 pub struct ClassicBloom {
-    words: Vec<u64>,
+    words: Arc<[u64]>,
     num_bits: u64,
     num_probes: u32,
     num_keys: u64,
@@ -58,7 +60,13 @@ impl ClassicBloom {
                 x = x.wrapping_add(d);
             }
         }
-        ClassicBloom { words, num_bits, num_probes, num_keys: hashes.len() as u64, bits_per_key }
+        ClassicBloom {
+            words: words.into(),
+            num_bits,
+            num_probes,
+            num_keys: hashes.len() as u64,
+            bits_per_key,
+        }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
@@ -69,7 +77,7 @@ impl ClassicBloom {
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        ClassicBloom { words, num_bits, num_probes, num_keys, bits_per_key }
+        ClassicBloom { words: words.into(), num_bits, num_probes, num_keys, bits_per_key }
     }
 
     pub(crate) fn words(&self) -> &[u64] {

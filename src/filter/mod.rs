@@ -208,7 +208,7 @@ impl FilterBuilder {
     }
 }
 
-/// A table's filter, held in RAM while the table is open.
+/// A table's filter, held in RAM while the table is open. Clones share the bit array.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Filter {
     /// No filter: every key "may" be present.

@@ -13,6 +13,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::set::{TableFile, Version};
+use crate::filter::Filter;
 use crate::key_prefix::{key_prefix, partition_by_prefix};
 
 /// One table's user-key range as prefixes of its bounds.
@@ -80,25 +81,27 @@ impl Version {
         (i < tables.len() && !key.before(&fences[i], &tables[i])).then_some(i)
     }
 
-    /// Calls `f` with each table a point lookup of `key` must consult, in the order it must
-    /// consult them, until `f` breaks.
+    /// Calls `f` with each table a point lookup of `key` must consult, and that table's
+    /// filter, in the order the lookup must consult them, until `f` breaks.
     #[inline]
     pub(crate) fn for_each_candidate<'a, B>(
         &'a self,
         key: &[u8],
-        mut f: impl FnMut(&'a Arc<TableFile>) -> ControlFlow<B>,
+        mut f: impl FnMut(&'a Arc<TableFile>, &'a Filter) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         let key = LookupKey::new(key);
-        if let (Some(tables), Some(fences)) = (self.levels.first(), self.fences.first()) {
-            for (t, fence) in tables.iter().zip(fences) {
+        if let (Some(tables), Some(fences), Some(filters)) =
+            (self.levels.first(), self.fences.first(), self.filters.first())
+        {
+            for ((t, fence), filter) in tables.iter().zip(fences).zip(filters) {
                 if key.inside(fence, t) {
-                    f(t)?;
+                    f(t, filter)?;
                 }
             }
         }
         for level in 1..self.levels.len() {
             if let Some(i) = self.find_in_level(level, &key) {
-                f(&self.levels[level][i])?;
+                f(&self.levels[level][i], &self.filters[level][i])?;
             }
         }
         ControlFlow::Continue(())

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::filename::{self, current_path, manifest_path};
+use crate::filter::Filter;
 use crate::fs::FileSystem;
 use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
@@ -89,6 +90,9 @@ pub struct Version {
     /// `fences[l][i]` is the key range of `levels[l][i]` in the compact form point lookups
     /// search (see [`crate::version::lookup`]).
     pub(crate) fences: Vec<Vec<Fence>>,
+    /// `filters[l][i]` is the filter of `levels[l][i]`: a clone sharing the table's bit array,
+    /// so a lookup reaches the bits without loading the table (only a "maybe" does that).
+    pub(crate) filters: Vec<Vec<Filter>>,
 }
 
 impl Version {
@@ -98,7 +102,9 @@ impl Version {
 
     fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
         let fences = levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
-        Version { levels, fences }
+        let filters =
+            levels.iter().map(|ts| ts.iter().map(|t| t.table.filter().clone()).collect()).collect();
+        Version { levels, fences, filters }
     }
 
     /// Returns a new version with `edit` applied; `opened` supplies the reader of every
