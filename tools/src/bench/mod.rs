@@ -200,7 +200,7 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Entries written by each fill (db_bench's default; the whole default run takes about
-    /// two minutes on a 2-core VM).
+    /// a minute on a 2-core VM).
     #[arg(long, default_value_t = 1_000_000)]
     keys: u64,
     /// Bytes per value (keys are always 16 bytes).
