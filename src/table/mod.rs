@@ -8,7 +8,7 @@
 //! data block 0 | … | data block n-1 | filter block | properties block | index block | footer
 //! ```
 //!
-//! Every block is stored as `payload | kind u8 | crc32 u32 LE` (see [`format`]); the CRC covers
+//! Every block is stored as `payload | kind u8 | crc32 u32 LE` (see [`mod@format`]); the CRC covers
 //! the stored payload and the kind byte, so every byte of the file except the footer is
 //! verified by a block checksum, and the footer carries its own.
 //!
