@@ -6,7 +6,9 @@
 //! key), and on a cold cache each is a miss. So every [`Version`] also keeps, per level, a
 //! dense array of [`Fence`]s: the [`key_prefix`]es of each table's smallest and largest user
 //! key. Almost every comparison is then one integer comparison in a contiguous array; only
-//! a prefix equal to the key's sends the comparison to the whole keys.
+//! a prefix equal to the key's sends the comparison to the whole keys. The version also hands
+//! out each candidate's filter (a clone sharing the table's bit array), so a lookup can
+//! prefetch and probe it without loading the table either.
 
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
