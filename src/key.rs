@@ -115,6 +115,26 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// An encoded internal key ordered as [`compare_internal`] orders it, for `BTreeMap` models
+/// in tests.
+#[cfg(test)]
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct OrderedKey(pub Vec<u8>);
+
+#[cfg(test)]
+impl Ord for OrderedKey {
+    fn cmp(&self, o: &Self) -> Ordering {
+        compare_internal(&self.0, &o.0)
+    }
+}
+
+#[cfg(test)]
+impl PartialOrd for OrderedKey {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
 /// A value returned by a read: cheap to clone, and often a zero-copy view into a cached
 /// block. Dereferences to `[u8]`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

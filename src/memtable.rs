@@ -704,19 +704,7 @@ mod tests {
         assert_eq!(it.key(), &internal_key(b"b", 1, ValueKind::Put)[..]);
     }
 
-    /// Model key with the engine's order, for a BTreeMap.
-    #[derive(Clone, PartialEq, Eq, Debug)]
-    struct Ik(Vec<u8>);
-    impl Ord for Ik {
-        fn cmp(&self, o: &Self) -> Ordering {
-            compare_internal(&self.0, &o.0)
-        }
-    }
-    impl PartialOrd for Ik {
-        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-            Some(self.cmp(o))
-        }
-    }
+    use crate::key::OrderedKey as Ik;
 
     fn entry() -> impl Strategy<Value = (Vec<u8>, SeqNo, bool, Vec<u8>)> {
         (

@@ -218,18 +218,7 @@ pub(crate) mod tests {
         out
     }
 
-    #[derive(Clone, PartialEq, Eq, Debug)]
-    struct Ik(Vec<u8>);
-    impl Ord for Ik {
-        fn cmp(&self, o: &Self) -> Ordering {
-            compare_internal(&self.0, &o.0)
-        }
-    }
-    impl PartialOrd for Ik {
-        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-            Some(self.cmp(o))
-        }
-    }
+    use crate::key::OrderedKey as Ik;
 
     fn ik(k: &[u8], seq: u64) -> Vec<u8> {
         internal_key(k, seq, ValueKind::Put)

@@ -66,9 +66,9 @@ impl Counter {
 pub(crate) struct Counters {
     pub gets: Counter,
     pub memtable_hits: Counter,
-    /// Also the number of filter checks: every consulted table's filter is asked.
     pub filter_negatives: Counter,
     pub filter_false_positives: Counter,
+    /// Also the number of filter checks: every consulted table's filter is asked.
     pub tables_consulted: Counter,
     pub block_reads: Counter,
     pub block_cache_hits: Counter,

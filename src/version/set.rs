@@ -23,7 +23,7 @@ use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
 use crate::table::Table;
 use crate::version::edit::{TableMeta, VersionEdit};
-use crate::version::lookup::{Fence, LookupKey};
+use crate::version::lookup::Fence;
 use crate::{Error, Result};
 
 /// Levels in the tree: L0 plus six sorted levels.
@@ -143,11 +143,6 @@ impl Version {
             .filter(|t| t.largest_user_key() >= smallest && t.smallest_user_key() <= largest)
             .cloned()
             .collect()
-    }
-
-    /// On a sorted level (≥ 1), the one table whose range may hold `user_key`.
-    pub fn find_table(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableFile>> {
-        self.find_in_level(level, &LookupKey::new(user_key)).map(|i| &self.levels[level][i])
     }
 
     /// Every live table.
