@@ -26,6 +26,40 @@ use crate::{Error, Result};
 /// Size of the `seq | count` header.
 const HEADER_LEN: usize = 12;
 
+/// Largest key a write accepts, in bytes (64 KiB). A longer key makes `put`, `delete` and
+/// `write` fail with [`Error::InvalidArgument`] before anything reaches the WAL. Keys are
+/// repeated in index blocks and key ranges that stay in memory, so they are kept short.
+pub const MAX_KEY_BYTES: usize = 64 << 10;
+
+/// Largest value a write accepts, in bytes (16 MiB). A larger value makes `put` and `write`
+/// fail with [`Error::InvalidArgument`] before anything reaches the WAL.
+///
+/// A value is stored inside one data block, so reading it reads the whole block; values
+/// much larger than this belong out of line (split them over several keys written in one
+/// [`WriteBatch`], or keep them in files and store their names).
+pub const MAX_VALUE_BYTES: usize = 16 << 20;
+
+// Everything a write accepts must fit in a table entry, or a flush would fail on it.
+const _: () = assert!(MAX_KEY_BYTES + 8 <= crate::table::MAX_ENTRY_PART_BYTES);
+const _: () = assert!(MAX_VALUE_BYTES <= crate::table::MAX_ENTRY_PART_BYTES);
+
+/// Checks one operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`].
+pub(crate) fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "key of {} bytes is longer than MAX_KEY_BYTES ({MAX_KEY_BYTES})",
+            key.len()
+        )));
+    }
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "value of {} bytes is larger than MAX_VALUE_BYTES ({MAX_VALUE_BYTES})",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
 /// An ordered group of puts and deletes that is written to the log as one record and
 /// applied atomically: after a crash either all of it is visible or none of it.
 ///
@@ -66,6 +100,10 @@ impl WriteBatch {
 
     /// Adds `key → value`.
     ///
+    /// A key longer than [`MAX_KEY_BYTES`] or a value larger than [`MAX_VALUE_BYTES`] is
+    /// refused when the batch is written: [`crate::Db::write`] then fails with
+    /// [`Error::InvalidArgument`] and applies none of the batch.
+    ///
     /// # Panics
     ///
     /// If the batch already holds `u32::MAX` operations.
@@ -76,7 +114,8 @@ impl WriteBatch {
         put_bytes(&mut self.data, value.as_ref());
     }
 
-    /// Adds a deletion of `key`.
+    /// Adds a deletion of `key`. A key longer than [`MAX_KEY_BYTES`] is refused when the
+    /// batch is written, as for [`WriteBatch::put`].
     ///
     /// # Panics
     ///
@@ -148,6 +187,18 @@ impl WriteBatch {
 // branch only the tests call them.
 #[allow(dead_code)]
 impl WriteBatch {
+    /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], naming the
+    /// first that is over.
+    pub(crate) fn check_sizes(&self) -> Result<()> {
+        for (i, (_, key, value)) in self.iter().enumerate() {
+            check_entry_size(key, value).map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("batch op {i}: {m}")),
+                other => other,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Sets the sequence number of the first operation.
     pub(crate) fn set_sequence(&mut self, seq: SeqNo) {
         self.data[..8].copy_from_slice(&seq.to_le_bytes());

@@ -21,7 +21,7 @@ mod stats;
 pub mod table;
 pub mod version;
 
-pub use batch::WriteBatch;
+pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Db, DbIterator, Presence, ProbeSource, ProbeStep, Snapshot, TableInfo};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;

@@ -90,7 +90,8 @@ impl Options {
         /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
         block_cache_bytes, get_block_cache_bytes: usize);
     setter!(
-        /// Whether writes fsync the WAL unless their `WriteOptions` say otherwise (default false).
+        /// Whether writes fsync the WAL before they are acknowledged (default false). Applies
+        /// to `put`, `delete`, and to `write` unless its [`WriteOptions`] set `sync`.
         sync_writes, get_sync_writes: bool);
     setter!(
         /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
@@ -156,9 +157,51 @@ impl Options {
 }
 
 /// Options for one write.
+///
+/// The default inherits the database's settings: a write fsyncs the WAL exactly when the
+/// database was opened with [`Options::sync_writes`]`(true)`. Override per write with the
+/// builder:
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::default().sync_writes(true))?;
+/// let mut batch = WriteBatch::new();
+/// batch.put("k", "v");
+/// db.write(batch.clone(), &WriteOptions::default())?; // fsyncs: inherits sync_writes(true)
+/// db.write(batch, &WriteOptions::new().sync(false))?; // this write only: no fsync
+/// assert_eq!(WriteOptions::new().get_sync(), None);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteOptions {
-    /// Fsync the WAL before acknowledging: the write then survives power loss. Without it
-    /// the write survives a process crash (it has reached the operating system).
-    pub sync: bool,
+    sync: Option<bool>,
+}
+
+impl WriteOptions {
+    /// Options that inherit every setting from the database (the same as `default()`).
+    pub fn new() -> Self {
+        WriteOptions::default()
+    }
+
+    /// Whether to fsync the WAL before acknowledging, for this write only. With `true` the
+    /// write survives a power loss when this returns; with `false` it survives a process
+    /// crash (it has reached the operating system). Unset, the database's
+    /// [`Options::sync_writes`] decides.
+    pub fn sync(mut self, sync: bool) -> Self {
+        self.sync = Some(sync);
+        self
+    }
+
+    /// The explicit `sync` setting; `None` when the write inherits the database's.
+    pub fn get_sync(&self) -> Option<bool> {
+        self.sync
+    }
+
+    /// Whether a write with these options fsyncs, on a database opened with `opts`.
+    pub(crate) fn resolve_sync(&self, opts: &Options) -> bool {
+        self.sync.unwrap_or(opts.sync_writes)
+    }
 }

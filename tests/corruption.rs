@@ -145,7 +145,7 @@ fn build() -> Built {
         }
         wal_writes.push((key(i), w));
     }
-    db.write(bloomkv::WriteBatch::new(), &WriteOptions { sync: true }).unwrap();
+    db.write(bloomkv::WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
     // Dropping the handle leaves the writes in the WAL (close does not flush the memtable).
     drop(db);
     for (k, v) in &wal_writes {

@@ -82,12 +82,12 @@ fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
     let mut b = WriteBatch::new();
     b.put(b"b", b"2");
     b.put(b"c", b"3");
-    db.write(b, &WriteOptions { sync: false }).unwrap();
+    db.write(b, &WriteOptions::new().sync(false)).unwrap();
     db.delete(b"a").unwrap();
     db.sync().unwrap();
     // Too big a buffer to be kept for the next write.
     db.put(b"d", vec![9u8; 100_000]).unwrap();
-    db.write(WriteBatch::new(), &WriteOptions { sync: true }).unwrap();
+    db.write(WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
     db.flush().unwrap();
     db.put(b"e", b"5").unwrap();
     let check = |db: &Db| {
@@ -175,7 +175,7 @@ fn unsynced_and_synced_writes_survive_a_process_crash() {
     for i in 0..300 {
         let mut b = WriteBatch::new();
         b.put(key(i), b"x");
-        db.write(b, &WriteOptions { sync: i % 3 == 0 }).unwrap();
+        db.write(b, &WriteOptions::new().sync(i % 3 == 0)).unwrap();
     }
     crash_image(dir.path(), image.path());
     drop(db);
@@ -366,7 +366,7 @@ fn concurrent_writers_and_readers_see_whole_batches() {
                     b.put(format!("a{}", i % 100), &v);
                     b.put(format!("b{}", i % 100), &v);
                     b.put(format!("w{w}/{i:06}"), &v);
-                    db.write(b, &WriteOptions { sync: i % 500 == 0 }).unwrap();
+                    db.write(b, &WriteOptions::new().sync(i % 500 == 0)).unwrap();
                 }
             }));
         }
@@ -610,4 +610,146 @@ fn lookups_are_exact_past_sixteen_overlapping_tables() {
         assert_eq!(db.stats().tables_consulted - before, covering, "key {i}");
     }
     assert_eq!(db.get(key(0)).unwrap().unwrap(), format!("newest {}", ROUNDS - 1).as_bytes());
+}
+
+fn sst_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn is_invalid_argument<T: std::fmt::Debug>(r: bloomkv::Result<T>) -> bool {
+    matches!(r, Err(Error::InvalidArgument(_)))
+}
+
+/// Regression: a 17 MiB value was acknowledged, then failed the flush, every later write,
+/// `close`, and every later open (recovery flushes the replayed WAL). The limits are now
+/// checked when a write is accepted, before anything reaches the WAL.
+#[test]
+fn writes_over_the_size_limits_are_refused_before_the_wal() {
+    use bloomkv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    let long_key = vec![b'k'; MAX_KEY_BYTES + 1];
+    let big_value = vec![7u8; MAX_VALUE_BYTES + 1];
+    let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
+    let before = wal_len();
+    assert!(is_invalid_argument(db.put(&long_key, b"v")));
+    assert!(is_invalid_argument(db.put(b"k", &big_value)));
+    assert!(is_invalid_argument(db.delete(&long_key)));
+    let mut batch = WriteBatch::new();
+    batch.put(b"fine", b"v");
+    batch.put(b"too-big", &big_value);
+    assert!(is_invalid_argument(db.write(batch, &WriteOptions::default())));
+    let mut batch = WriteBatch::new();
+    batch.put(b"fine", b"v");
+    batch.delete(&long_key);
+    assert!(is_invalid_argument(db.write(batch, &WriteOptions::default())));
+    assert_eq!(wal_len(), before, "a refused write reached the WAL");
+    assert_eq!(db.get(b"fine").unwrap(), None, "part of a refused batch was applied");
+
+    // The database is unharmed: writes, flush, close and reopen all work.
+    db.put(b"after", b"ok").unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"ok"[..]));
+    assert_eq!(db.get(b"too-big").unwrap(), None);
+}
+
+/// The largest key and value the limits allow go through the WAL, a flush, a compaction
+/// (with and without compression) and a reopen intact.
+#[test]
+fn keys_and_values_at_the_size_limits_round_trip() {
+    use bloomkv::{Compression, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+    for compression in [Compression::None, Compression::Zstd { level: 1 }] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || quiet().compression(compression);
+        let long_key: Vec<u8> = (0..MAX_KEY_BYTES).map(|i| (i % 251) as u8).collect();
+        // Half compressible, half not: exercises the compressed block path's caps.
+        let mut value: Vec<u8> = vec![b'z'; MAX_VALUE_BYTES / 2];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        value.extend((MAX_VALUE_BYTES / 2..MAX_VALUE_BYTES).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        let db = Db::open(dir.path(), opts()).unwrap();
+        db.put(&long_key, b"short").unwrap();
+        db.put(b"big", &value).unwrap();
+        drop(db); // left in the WAL: recovery replays and flushes it
+        let db = Db::open(dir.path(), opts()).unwrap();
+        assert_eq!(db.get(&long_key).unwrap().as_deref(), Some(&b"short"[..]));
+        assert!(db.get(b"big").unwrap().as_deref() == Some(&value[..]));
+        db.put(b"small", b"s").unwrap();
+        db.compact().unwrap();
+        db.close().unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
+        assert_eq!(db.get(&long_key).unwrap().as_deref(), Some(&b"short"[..]));
+        assert!(db.get(b"big").unwrap().as_deref() == Some(&value[..]));
+        let keys: Vec<Vec<u8>> = db.range::<&[u8], _>(..).map(|r| r.unwrap().0).collect();
+        // (assert!, not assert_eq!: a failure would print 64 KiB of key)
+        assert!(keys == vec![long_key.clone(), b"big".to_vec(), b"small".to_vec()]);
+    }
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A WAL record no table could hold (written by a build without the size check, or
+/// forged with a valid CRC) is reported as corruption at its offset; it does not fail the
+/// open later in a flush, and leaves no table file behind.
+#[test]
+fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let seq = db.stats().last_sequence;
+    db.close().unwrap();
+    // Rewrite the newest segment with its records followed by the oversized one.
+    let wal = wal_files(dir.path()).pop().unwrap();
+    let mut reader = bloomkv::log::LogReader::new(wal.clone(), std::fs::read(&wal).unwrap());
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    let mut record = (seq + 1).to_le_bytes().to_vec();
+    record.extend_from_slice(&1u32.to_le_bytes());
+    record.push(1); // put
+    push_varint(&mut record, 1);
+    record.push(b'b');
+    let value_len = bloomkv::MAX_VALUE_BYTES + 1;
+    push_varint(&mut record, value_len as u64);
+    record.resize(record.len() + value_len, 0xab);
+    let mut w = bloomkv::log::LogWriter::new(
+        bloomkv::fs::FileSystem::create(&bloomkv::fs::StdFs, &wal).unwrap(),
+    );
+    for r in &records {
+        w.add_record(r).unwrap();
+    }
+    let offset = w.len();
+    w.add_record(&record).unwrap();
+    w.sync().unwrap();
+    drop(w);
+
+    for _ in 0..2 {
+        match Db::open(dir.path(), quiet()) {
+            Err(Error::Corruption { file, offset: at, reason }) => {
+                assert_eq!(file, wal, "{reason}");
+                assert_eq!(at, offset, "{reason}");
+            }
+            other => panic!("expected corruption in the WAL, got {other:?}"),
+        }
+        assert!(sst_files(dir.path()).is_empty(), "a failed open left a table behind");
+    }
 }

@@ -158,7 +158,7 @@ fn run(ops: Vec<Op>) -> Work {
                         }
                     }
                 }
-                d.write(b, &WriteOptions { sync: entries.len() % 2 == 0 }).unwrap();
+                d.write(b, &WriteOptions::new().sync(entries.len() % 2 == 0)).unwrap();
             }
             Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
             Op::CheckSnapshot => {

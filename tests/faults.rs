@@ -296,7 +296,7 @@ fn run_until_crash(
         let w = random_write(rng, first_op + i);
         let sync = rng.gen_bool(0.2);
         writes.push(w);
-        match db.write(to_batch(writes.last().unwrap()), &WriteOptions { sync }) {
+        match db.write(to_batch(writes.last().unwrap()), &WriteOptions::new().sync(sync)) {
             Ok(()) if sync => must = i + 1,
             Ok(()) => {}
             Err(_) => return (i + 1, must),
@@ -416,7 +416,7 @@ fn background_errors_stop_writes_and_lose_nothing_acknowledged() {
             let r = if rng.gen_bool(0.01) {
                 db.flush().map(|()| false)
             } else {
-                db.write(to_batch(&w), &WriteOptions { sync: rng.gen_bool(0.1) }).map(|()| true)
+                db.write(to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))).map(|()| true)
             };
             match r {
                 Ok(true) => apply(&mut model, &w),
@@ -479,7 +479,7 @@ fn wal_errors_fail_the_write_and_every_later_one() {
         let mut failed = None;
         for op in 0..700 {
             let w = random_write(&mut rng, op);
-            match db.write(to_batch(&w), &WriteOptions { sync: rng.gen_bool(0.1) }) {
+            match db.write(to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))) {
                 Ok(()) => apply(&mut model, &w),
                 Err(e) => {
                     assert!(matches!(e, Error::Io { .. }), "{what}: {e:?}");
@@ -652,5 +652,58 @@ fn a_hole_between_wal_segments_is_corruption() {
             (Some(_), Err(Error::Corruption { file, .. })) => assert_eq!(file, wal),
             (cut, r) => panic!("cut {cut:?}: {:?}", r.map(|db| scan_all(&db).unwrap().len())),
         }
+    }
+}
+
+/// Counts WAL fsyncs: `write` with default `WriteOptions` inherits `Options::sync_writes`,
+/// and an explicit `sync` overrides it either way.
+#[test]
+fn write_options_inherit_sync_writes_unless_set() {
+    let fs = FaultFs::new();
+    // Every fsync of a file; with data this small nothing but the WAL is synced while the
+    // database is open (no memtable switch, flush or compaction runs).
+    let syncs = |fs: &FaultFs| fs.calls(OpKind::Sync);
+    let batch = || {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        b
+    };
+    for sync_writes in [true, false] {
+        let dir = unique_dir("write-options-sync");
+        let db = Db::open(&dir, options(&fs).sync_writes(sync_writes)).unwrap();
+        let count = |f: &dyn Fn()| {
+            let before = syncs(&fs);
+            f();
+            syncs(&fs) - before
+        };
+        let inherited = if sync_writes { 3 } else { 0 };
+        assert_eq!(
+            count(&|| (0..3).for_each(|_| db.write(batch(), &WriteOptions::default()).unwrap())),
+            inherited,
+            "default WriteOptions, sync_writes({sync_writes})"
+        );
+        assert_eq!(
+            count(&|| (0..3).for_each(|_| db.put(b"p", b"v").unwrap())),
+            inherited,
+            "put, sync_writes({sync_writes})"
+        );
+        assert_eq!(
+            count(&|| (0..3).for_each(|_| db.delete(b"p").unwrap())),
+            inherited,
+            "delete, sync_writes({sync_writes})"
+        );
+        assert_eq!(
+            count(&|| (0..3)
+                .for_each(|_| db.write(batch(), &WriteOptions::new().sync(true)).unwrap())),
+            3,
+            "sync(true) overrides sync_writes({sync_writes})"
+        );
+        assert_eq!(
+            count(&|| (0..3)
+                .for_each(|_| db.write(batch(), &WriteOptions::new().sync(false)).unwrap())),
+            0,
+            "sync(false) overrides sync_writes({sync_writes})"
+        );
+        db.close().unwrap();
     }
 }

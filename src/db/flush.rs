@@ -76,7 +76,22 @@ pub(crate) fn write_table(
     iter: &mut dyn InternalIterator,
 ) -> Result<Option<TableMeta>> {
     let path = table_path(dir, number);
-    let mut builder = TableBuilder::new(fs.create(&path)?, table_options);
+    let written = build_table(fs, &path, table_options, number, iter);
+    if !matches!(written, Ok(Some(_))) {
+        // Nothing refers to a table that failed (or had no entries); leave no file behind.
+        let _ = fs.remove(&path);
+    }
+    written
+}
+
+fn build_table(
+    fs: &dyn FileSystem,
+    path: &Path,
+    table_options: TableOptions,
+    number: u64,
+    iter: &mut dyn InternalIterator,
+) -> Result<Option<TableMeta>> {
+    let mut builder = TableBuilder::new(fs.create(path)?, table_options);
     let mut smallest: Option<Vec<u8>> = None;
     let mut largest = Vec::new();
     let (mut smallest_seq, mut largest_seq) = (u64::MAX, 0);
@@ -95,12 +110,10 @@ pub(crate) fn write_table(
         iter.next()?;
     }
     let Some(smallest) = smallest else {
-        drop(builder);
-        let _ = fs.remove(&path);
         return Ok(None);
     };
     let props = builder.finish()?;
-    let file_size = fs.open(&path)?.size();
+    let file_size = fs.open(path)?.size();
     Ok(Some(TableMeta {
         number,
         file_size,

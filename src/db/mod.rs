@@ -263,24 +263,37 @@ impl Db {
     }
 
     /// Sets `key` to `value`, with the database's default durability (`sync_writes`).
+    ///
+    /// Fails with [`Error::InvalidArgument`], writing nothing, if the key is longer than
+    /// [`crate::MAX_KEY_BYTES`] or the value larger than [`crate::MAX_VALUE_BYTES`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.inner.check_writable()?;
         let (key, value) = (key.as_ref(), value.as_ref());
+        crate::batch::check_entry_size(key, value)?;
         write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.put(key, value))
     }
 
-    /// Deletes `key` (a no-op if it is absent), with the default durability.
+    /// Deletes `key` (a no-op if it is absent), with the default durability. Fails with
+    /// [`Error::InvalidArgument`] if the key is longer than [`crate::MAX_KEY_BYTES`].
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.inner.check_writable()?;
         let key = key.as_ref();
+        crate::batch::check_entry_size(key, &[])?;
         write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.delete(key))
     }
 
     /// Applies every operation of `batch` atomically: after a crash either all of it is there
-    /// or none. With `sync: true` it is on stable storage when this returns.
+    /// or none. It is on stable storage when this returns if `opts` ask for `sync`, or leave
+    /// it unset and the database was opened with [`Options::sync_writes`]`(true)`.
+    ///
+    /// Fails with [`Error::InvalidArgument`], applying none of the batch, if any key is
+    /// longer than [`crate::MAX_KEY_BYTES`] or any value larger than
+    /// [`crate::MAX_VALUE_BYTES`].
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
-        write::write(&self.inner, opts.sync, false, |b| *b = batch)
+        batch.check_sizes()?;
+        let sync = opts.resolve_sync(&self.inner.opts);
+        write::write(&self.inner, sync, false, |b| *b = batch)
     }
 
     /// The newest value of `key`, or `None` if it is absent or deleted.

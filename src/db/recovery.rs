@@ -116,6 +116,17 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
             }
             expected = first + batch.len() as u64;
             first_record = false;
+            // Writes are checked against the size limits when accepted, so an op over them
+            // was written by a build without the check, or forged with a valid CRC. Either
+            // way no table could hold it: refusing here, naming the record, is better than
+            // failing every flush (and so every open) later.
+            batch.check_sizes().map_err(|e| {
+                Error::corruption(
+                    &path,
+                    reader.last_record_offset(),
+                    format!("WAL record cannot be stored in a table: {e}"),
+                )
+            })?;
             for (seq, (kind, key, value)) in (first..).zip(batch.iter()) {
                 mem.insert(key, seq, kind, value);
             }

@@ -45,7 +45,7 @@ pub mod properties;
 pub mod reader;
 
 pub use block::{Block, BlockBuilder, BlockIter};
-pub use builder::{TableBuilder, TableOptions};
+pub use builder::{TableBuilder, TableOptions, MAX_ENTRY_PART_BYTES};
 pub use cache::BlockCache;
 pub use format::{BlockHandle, Compression, Footer};
 pub use properties::TableProperties;

@@ -163,7 +163,7 @@ pub fn worker(args: &WorkerArgs) -> Result<ExitCode, bloomkv::Error> {
                     let id = args.start_op + t + i * args.threads;
                     let op = gen_op(args.seed, id, t, args.threads);
                     say('S', id);
-                    match db.write(batch(&op), &WriteOptions { sync: op.sync }) {
+                    match db.write(batch(&op), &WriteOptions::new().sync(op.sync)) {
                         Ok(()) => say('A', id),
                         Err(e) => {
                             eprintln!("crash-worker: write {id} failed: {e}");
