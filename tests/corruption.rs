@@ -399,8 +399,8 @@ fn damaged_manifest_fails_naming_the_manifest() {
     let b = build();
     let manifest = files(&b.dir, |k| matches!(k, FileKind::Manifest(_))).pop().unwrap();
     let data = std::fs::read(&manifest).unwrap();
-    // The record boundaries, to keep damage out of the last record: a damaged last record
-    // is indistinguishable from a torn append and is dropped (see reliability-readme.md).
+    // The record boundaries: damage before the last record is corruption by the log's own
+    // rule (valid data follows it); the last record is checked separately below.
     let mut reader = bloomkv::log::LogReader::new(manifest.clone(), data.clone());
     let mut starts = Vec::new();
     while reader.next_record().unwrap().is_some() {
@@ -430,16 +430,15 @@ fn damaged_manifest_fails_naming_the_manifest() {
             &mut out,
         );
     }
-    // Damage to the last record is read as a torn tail and that edit is dropped (see
-    // reliability-readme.md). Here it cannot pass unnoticed: a dropped flush leaves the
-    // WAL that follows starting past the manifest's last sequence (the continuity check
-    // refuses it), a dropped compaction names input tables already deleted.
+    // Damage to the last record is read as a torn tail; the edit it held (here a flush
+    // whose WAL is gone) must then be missed: corruption naming the manifest. Every byte of
+    // the last two records: `damaged_last_manifest_records_never_open_with_lost_data`.
     let mut refused = 0;
     for at in [last + 3, last + 9, data.len() as u64 - 1] {
-        let (_tmp, dir, _) = damage_copy(&b, &name(&manifest), |d| flip(d, at));
+        let (_tmp, dir, damaged) = damage_copy(&b, &name(&manifest), |d| flip(d, at));
         match Db::open(&dir, opts()) {
             Err(e) => {
-                assert!(e.is_corruption() || matches!(e, Error::Io { .. }), "{e:?}");
+                assert!(matches!(&e, Error::Corruption { file, .. } if *file == damaged), "{e:?}");
                 refused += 1;
             }
             Ok(db) => {
@@ -545,4 +544,164 @@ fn huge_length_fields_fail_without_allocating() {
     let mut block = vec![0u8; 16];
     block.extend_from_slice(&(1u32 << 31).to_le_bytes());
     assert!(bloomkv::table::Block::new(bytes::Bytes::from(block)).unwrap_err().is_corruption());
+}
+
+// ---------------------------------------------------------------------------------------
+// Damage to the last two manifest records (issue 11). A damaged last record is read as a
+// torn append and ignored; that is harmless only when everything the edit retired (a
+// flush's WAL segment, a compaction's input tables) is still on disk. When it is not, the
+// open must fail naming the manifest — never open with the edit's data silently gone.
+
+use bloomkv::fs::Fault;
+use bloomkv::fs::OpKind;
+
+const LAST_KEYS: u64 = 400;
+
+fn last_record_opts(fs: &FaultFs) -> Options {
+    // Memtables large enough that only explicit flushes switch them, compaction only on
+    // request, small tables so a compaction writes several.
+    Options::default()
+        .memtable_bytes(1 << 20)
+        .block_bytes(256)
+        .target_table_bytes(4 << 10)
+        .level_base_bytes(16 << 10)
+        .l0_compaction_trigger(50)
+        .l0_slowdown_trigger(60)
+        .l0_stop_trigger(70)
+        .file_system(Arc::new(fs.clone()))
+}
+
+/// Applies one generation of writes: overwrites every `step`-th key, deletes every
+/// `del`-th, so that losing it shows up as stale values and resurrected keys.
+fn generation(db: &Db, model: &mut Model, gen: u64, step: u64, del: u64) {
+    for i in (0..LAST_KEYS).step_by(step as usize) {
+        if del > 0 && i % del == 0 {
+            db.delete(key(i)).unwrap();
+            model.remove(&key(i));
+        } else {
+            db.put(key(i), val(i, gen)).unwrap();
+            model.insert(key(i), val(i, gen));
+        }
+    }
+}
+
+/// The three shapes the issue names: the manifest's last edit is a flush (its WAL deleted,
+/// nothing written after), a compaction, or a flush followed by a memtable switch whose own
+/// flush never made it into the manifest (its writes are in a synced WAL segment).
+fn last_record_scenario(shape: &str) -> (FaultFs, PathBuf, Model) {
+    let fs = FaultFs::new();
+    let dir = unique_dir(&format!("last-record-{shape}"));
+    let mut model = Model::new();
+    let db = Db::open(&dir, last_record_opts(&fs)).unwrap();
+    generation(&db, &mut model, 0, 1, 0);
+    db.compact().unwrap();
+    generation(&db, &mut model, 1, 2, 0);
+    db.flush().unwrap();
+    match shape {
+        "flush" => {
+            generation(&db, &mut model, 2, 3, 5);
+            db.flush().unwrap();
+        }
+        "compaction" => {
+            generation(&db, &mut model, 2, 3, 5);
+            db.compact().unwrap();
+        }
+        "switch" => {
+            generation(&db, &mut model, 2, 3, 5);
+            db.flush().unwrap();
+            generation(&db, &mut model, 3, 4, 7);
+            // The switch happens (the segment holding generation 3 is synced, a new one is
+            // started); the table for it can never be created, so its flush is never logged.
+            fs.inject(
+                Fault::on(OpKind::Create).matching(|p| p.extension().is_some_and(|e| e == "sst")),
+            );
+            assert!(db.flush().is_err());
+        }
+        _ => unreachable!(),
+    }
+    drop(db);
+    fs.clear_faults();
+    (fs, dir, model)
+}
+
+/// A durable copy of `fs` (a database directory), with `manifest`'s bytes replaced.
+fn copy_with(fs: &FaultFs, dir: &Path, manifest: &Path, data: &[u8]) -> FaultFs {
+    let copy = FaultFs::new();
+    copy.create_dir_all(dir).unwrap();
+    for path in fs.files() {
+        let bytes = if path == manifest { data.to_vec() } else { fs.contents(&path).unwrap() };
+        let mut f = copy.create(&path).unwrap();
+        f.append(&bytes).unwrap();
+        f.sync().unwrap();
+    }
+    copy.sync_dir(dir).unwrap();
+    copy
+}
+
+#[test]
+fn damaged_last_manifest_records_never_open_with_lost_data() {
+    for shape in ["flush", "compaction", "switch"] {
+        let (fs, dir, model) = last_record_scenario(shape);
+        let manifest = fs
+            .files()
+            .into_iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("MANIFEST-"))
+            .max()
+            .unwrap();
+        let data = fs.contents(&manifest).unwrap();
+        let mut reader = bloomkv::log::LogReader::new(manifest.clone(), data.clone());
+        let mut starts = Vec::new();
+        while reader.next_record().unwrap().is_some() {
+            starts.push(reader.last_record_offset() as usize);
+        }
+        assert!(starts.len() >= 3, "{shape}: the manifest has a snapshot and later edits");
+        let from = starts[starts.len() - 2];
+        let (mut refused, mut opened) = (0u64, 0u64);
+        for at in from..data.len() {
+            let mut damaged: Vec<(&str, Vec<u8>)> = Vec::new();
+            let mut d = data.clone();
+            d[at] ^= 0x5a;
+            damaged.push(("flip", d));
+            damaged.push(("cut", data[..at].to_vec()));
+            let mut d = data.clone();
+            d[at..(at + 16).min(data.len())].fill(0);
+            damaged.push(("zero 16", d));
+            let mut d = data.clone();
+            d[at..].fill(0);
+            damaged.push(("zero to end", d));
+            for (how, bytes) in damaged {
+                let what = format!("{shape}: {how} at {at} (last two records start at {from})");
+                let copy = copy_with(&fs, &dir, &manifest, &bytes);
+                let db = match Db::open(&dir, last_record_opts(&copy)) {
+                    Err(Error::Corruption { file, offset, reason }) => {
+                        assert_eq!(file, manifest, "{what}: corruption blames another file");
+                        assert!(offset <= data.len() as u64, "{what}: offset {offset}: {reason}");
+                        refused += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        panic!("{what}: open failed with something other than corruption: {e}")
+                    }
+                    Ok(db) => db,
+                };
+                opened += 1;
+                let got: Model = db
+                    .range::<&[u8], _>(..)
+                    .map(|r| r.map(|(k, v)| (k, v.to_vec())))
+                    .collect::<bloomkv::Result<_>>()
+                    .unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
+                assert!(got == model, "{what}: opened with wrong or missing data");
+                for i in 0..LAST_KEYS {
+                    let v = db.get(key(i)).unwrap_or_else(|e| panic!("{what}: get failed: {e}"));
+                    assert_eq!(
+                        v.as_deref(),
+                        model.get(&key(i)).map(|v| &v[..]),
+                        "{what}: get({i})"
+                    );
+                }
+            }
+        }
+        eprintln!("{shape}: {} damaged manifests: {refused} refused, {opened} opened with exactly the acknowledged data", refused + opened);
+        assert!(refused > 0, "{shape}: no damage was refused");
+    }
 }

@@ -15,11 +15,11 @@ use arc_swap::ArcSwap;
 
 use super::flush::{open_table, write_table, NewestVersions};
 use super::{BgState, DbInner, DbState, Mem, WalState};
-use crate::filename::{self, current_path, lock_path, wal_path, FileKind};
+use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;
 use crate::iter::InternalIterator;
 use crate::key::SeqNo;
-use crate::log::{LogReader, LogWriter};
+use crate::log::LogReader;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Counters;
@@ -44,9 +44,11 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     let names = fs.list(dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
-    let (metas, log_number, next_file, manifest_seq) = if fs.exists(&current_path(dir)) {
+    let (metas, log_number, next_file, manifest_seq, manifest) = if fs.exists(&current_path(dir)) {
         let m = read_manifest(fs.as_ref(), dir)?;
-        (m.levels, m.log_number, m.next_file_number, m.last_seq)
+        let path = manifest_path(dir, m.manifest_number);
+        let facts = ManifestFacts { path, valid_len: m.valid_len, torn: m.torn_tail };
+        (m.levels, m.log_number, m.next_file_number, m.last_seq, Some((facts, m.added_at)))
     } else {
         if holds_db_files(&names) {
             return Err(Error::corruption(
@@ -58,13 +60,22 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
         if !allow_create {
             return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
         }
-        (vec![Vec::new(); NUM_LEVELS], 0, 1, 0)
+        (vec![Vec::new(); NUM_LEVELS], 0, 1, 0, None)
     };
 
     let mut version = Version::empty();
     for (level, tables) in metas.into_iter().enumerate() {
         for meta in tables {
-            version.levels[level].push(open_table(&fs, dir, cache, meta)?);
+            let number = meta.number;
+            let table = open_table(&fs, dir, cache, meta).map_err(|e| match (&e, &manifest) {
+                (Error::Io { source, .. }, Some((m, added_at)))
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    m.missing_table(number, level, added_at.get(&number).copied().unwrap_or(0))
+                }
+                _ => e,
+            })?;
+            version.levels[level].push(table);
         }
     }
     let version = version.apply(&VersionEdit::default(), &[]); // sorts the levels
@@ -99,6 +110,10 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
             let first = batch.sequence();
             if first != expected {
                 return Err(match (&previous, first_record) {
+                    (None, true) if manifest.is_some() => {
+                        let (m, _) = manifest.as_ref().expect("checked");
+                        m.wal_gap(expected - 1, n, first)
+                    }
                     (Some((prev, prev_len)), true) => Error::corruption(
                         prev,
                         *prev_len,
@@ -147,6 +162,59 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
     Ok(Loaded { version, mem, last_seq, log_number, next_file, names })
+}
+
+/// What recovery knows about the manifest it read, to name it in errors.
+///
+/// A manifest can end early in two ways: a torn last record (ignored as a crash mid-append)
+/// or a clean cut at a record boundary (indistinguishable from a shorter log). Either is
+/// harmless exactly when everything the lost edits retired is still on disk: nothing is
+/// deleted before the edit retiring it is synced, and a crash can only lose what was not.
+/// A flush retires WAL segments, and every segment starts with a header naming its first
+/// sequence number, so a lost flush shows up as a gap between the manifest's last sequence
+/// and the first segment still here; a compaction retires tables, so a lost compaction
+/// shows up as a missing table. Both are refused as corruption in the manifest.
+struct ManifestFacts {
+    path: std::path::PathBuf,
+    valid_len: u64,
+    torn: bool,
+}
+
+impl ManifestFacts {
+    fn ending(&self) -> String {
+        if self.torn {
+            format!("its last record (from offset {}) is damaged", self.valid_len)
+        } else {
+            "it may have lost its last records".to_string()
+        }
+    }
+
+    fn missing_table(&self, number: u64, level: usize, added_at: u64) -> Error {
+        let (offset, what) = if self.torn {
+            (self.valid_len, "a compaction in the damaged last record probably deleted it")
+        } else {
+            (added_at, "the edit at this offset added it")
+        };
+        Error::corruption(
+            &self.path,
+            offset,
+            format!("table {number} on level {level} is missing ({what}); {}", self.ending()),
+        )
+    }
+
+    fn wal_gap(&self, manifest_seq: SeqNo, wal: u64, first: SeqNo) -> Error {
+        Error::corruption(
+            &self.path,
+            self.valid_len,
+            format!(
+                "the manifest ends at sequence {manifest_seq}, but WAL segment {wal}, the \
+                 oldest to replay, continues from {first}: writes in between are neither in a \
+                 table nor in a WAL; {} (a flush whose WAL segment was then deleted), or WAL \
+                 segments were removed",
+                self.ending()
+            ),
+        )
+    }
 }
 
 /// True if the directory holds WAL segments or tables. Creating a database writes its first
@@ -204,7 +272,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // number that retires every replayed segment.
     versions.set_log_number(new_wal);
     versions.write_snapshot(&version)?;
-    let wal_file = fs.create(&wal_path(dir, new_wal))?;
+    let wal_writer =
+        super::write::start_wal_segment(fs.create(&wal_path(dir, new_wal))?, last_seq + 1)?;
     fs.sync_dir(dir)?;
 
     // Remove what no longer belongs: retired WALs, tables not in the version, old manifests,
@@ -229,7 +298,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         imm: Vec::new(),
         version: Arc::new(version),
     };
-    let wal = WalState { writer: Some(LogWriter::new(wal_file)), number: new_wal, last_seq };
+    let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq };
     Ok(assemble(dir, opts, Some(lock), state, versions, wal, cache))
 }
 
@@ -280,11 +349,14 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut attempt = 0;
     let loaded = loop {
         match load(dir, &opts, &cache, false) {
+            // The owner may retire a table or a WAL segment (or finish an edit) between
+            // the listing, the manifest read and the file reads; a fresh look settles it.
             Err(Error::Io { ref source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound && attempt < 5 =>
             {
                 attempt += 1;
             }
+            Err(Error::Corruption { .. }) if attempt < 5 => attempt += 1,
             other => break other?,
         }
     };

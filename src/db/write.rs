@@ -263,11 +263,14 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
         w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
     }
     // A failed create is harmless (nothing was written; the next write retries), but a
-    // failed directory fsync is never retried: after one, what the directory holds on disk
-    // is unknown (the same rule as for a failed WAL fsync).
+    // failed header write or fsync, or a failed directory fsync, is never retried: after one,
+    // what the segment or the directory holds on disk is unknown (the same rule as for a
+    // failed WAL fsync).
     let file = inner.fs.create(&wal_path(&inner.dir, number))?;
-    inner.fs.sync_dir(&inner.dir).inspect_err(|e| inner.set_bg_error(e.clone()))?;
-    wal.writer = Some(LogWriter::new(file));
+    let writer = start_wal_segment(file, wal.last_seq + 1)
+        .and_then(|w| inner.fs.sync_dir(&inner.dir).map(|()| w))
+        .inspect_err(|e| inner.set_bg_error(e.clone()))?;
+    wal.writer = Some(writer);
     wal.number = number;
     drop(wal);
     inner.swap_state(|cur| {
@@ -282,6 +285,26 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
     });
     inner.wake_background();
     Ok(())
+}
+
+/// Starts a WAL segment in the new, empty `file`: writes its header record and fsyncs it.
+///
+/// The header is an empty write batch whose sequence number is `next_seq`, the first one the
+/// segment's writes will take. Recovery requires sequence numbers to run on without a gap
+/// from the manifest's last sequence through every segment, headers included. Because even a
+/// segment that received no writes names where it continues from, a lost manifest edit (a
+/// flush whose WAL was then deleted) shows up as a gap before the next segment's header and
+/// is refused, instead of opening with the flushed writes silently gone.
+pub(crate) fn start_wal_segment(
+    file: Box<dyn crate::fs::WritableFile>,
+    next_seq: crate::key::SeqNo,
+) -> Result<LogWriter> {
+    let mut header = WriteBatch::new();
+    header.set_sequence(next_seq);
+    let mut writer = LogWriter::new(file);
+    writer.add_record(header.data())?;
+    writer.sync()?;
+    Ok(writer)
 }
 
 impl DbInner {

@@ -164,6 +164,14 @@ pub struct RecoveredManifest {
     pub last_seq: SeqNo,
     /// Number of the manifest that was read.
     pub manifest_number: u64,
+    /// Bytes of intact records: the file length, less any torn tail.
+    pub valid_len: u64,
+    /// True if the last record was damaged or cut short and so ignored as a torn append.
+    /// Recovery must then confirm, from what the edit would have retired, that nothing it
+    /// recorded is lost (see `db/recovery.rs`).
+    pub torn_tail: bool,
+    /// For each live table, the offset of the edit that added it (for errors).
+    pub added_at: std::collections::HashMap<u64, u64>,
 }
 
 /// Reads the manifest named by `CURRENT` and folds its edits into the live set of tables.
@@ -181,10 +189,12 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     };
     let path = manifest_path(dir, manifest_number);
     let data = fs.read_all(&path)?;
+    let len = data.len() as u64;
     let mut reader = LogReader::new(path.clone(), data);
     let mut levels: Vec<Vec<TableMeta>> = vec![Vec::new(); NUM_LEVELS];
     let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
     let mut records = 0;
+    let mut added_at = std::collections::HashMap::new();
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
@@ -216,6 +226,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         }
         for (level, meta) in &edit.added {
             levels[*level].push(meta.clone());
+            added_at.insert(meta.number, offset);
         }
         log_number = edit.log_number.or(log_number);
         next_file = edit.next_file_number.or(next_file);
@@ -236,6 +247,9 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         next_file_number,
         last_seq: last_seq.ok_or_else(|| missing("last sequence"))?,
         manifest_number,
+        valid_len: len - reader.dropped_tail_bytes(),
+        torn_tail: reader.dropped_tail_bytes() > 0,
+        added_at,
     })
 }
 
