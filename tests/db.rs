@@ -753,3 +753,56 @@ fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
         assert!(sst_files(dir.path()).is_empty(), "a failed open left a table behind");
     }
 }
+
+/// Regression: `close()` returned Ok while a live `Snapshot` held the LOCK, so the next open
+/// failed with `Error::Locked`; and `close` took `self`, so a `Db` in an `Arc` could not be
+/// closed. Now `close(&self)` releases the LOCK whatever views are alive, and reads through
+/// those views fail with `Error::Closed`.
+#[test]
+fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), quiet()).unwrap());
+    db.put(b"a", b"1").unwrap();
+    db.put(b"b", b"2").unwrap();
+    db.flush().unwrap();
+    db.put(b"c", b"3").unwrap();
+    let snap = db.snapshot();
+    db.put(b"a", b"1-new").unwrap();
+    db.compact().unwrap(); // the snapshot now holds tables the live version replaced
+    let mut it = db.range::<&[u8], _>(..);
+    assert_eq!(it.next().unwrap().unwrap().0, b"a".to_vec());
+    assert!(matches!(Db::open(dir.path(), quiet()), Err(Error::Locked { .. })));
+
+    // Closed from another thread, through its own Arc.
+    let other = db.clone();
+    std::thread::spawn(move || other.close()).join().unwrap().unwrap();
+
+    assert!(matches!(snap.get(b"a"), Err(Error::Closed)));
+    assert!(matches!(it.next(), Some(Err(Error::Closed))));
+    assert!(it.next().is_none());
+    assert!(matches!(snap.range::<&[u8], _>(..).next(), Some(Err(Error::Closed))));
+    assert!(matches!(db.get(b"a"), Err(Error::Closed)));
+    assert!(matches!(db.put(b"x", b"y"), Err(Error::Closed)));
+    assert!(matches!(db.write(WriteBatch::new(), &WriteOptions::default()), Err(Error::Closed)));
+    assert!(matches!(db.flush(), Err(Error::Closed)));
+    db.close().unwrap(); // a second close is a no-op
+
+    // The directory opens again while the old handle and its views are still alive, and
+    // dropping them later (the snapshot's replaced tables are deleted then) harms nothing.
+    let again = Db::open(dir.path(), quiet()).unwrap();
+    again.put(b"d", b"4").unwrap();
+    again.flush().unwrap();
+    drop(snap);
+    drop(it);
+    drop(db);
+    again.close().unwrap();
+    let again = Db::open(dir.path(), quiet()).unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> =
+        again.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1-new"), ("b", "2"), ("c", "3"), ("d", "4")]
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(all, want);
+}

@@ -129,6 +129,9 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
             (0..NUM_LEVELS).rev().find(|&l| !state.version.levels[l].is_empty()).unwrap_or(0);
         drop(state);
         for level in 0..NUM_LEVELS - 1 {
+            if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(crate::Error::Closed);
+            }
             let state = inner.load_state();
             let v = &state.version;
             if v.levels[level].is_empty() || (level >= last && level > 0) {

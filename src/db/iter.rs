@@ -9,7 +9,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::DbState;
+use super::{DbInner, DbState};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::merge::MergingIterator;
@@ -101,8 +101,10 @@ pub(crate) fn merged_sources(state: &DbState) -> MergingIterator {
 
 /// An iterator over `(key, value)` pairs in ascending key order, from [`crate::Db::range`],
 /// [`crate::Db::prefix`] or a [`crate::Snapshot`]. It sees the database as of its creation
-/// and keeps the files it reads alive until dropped.
+/// and keeps the files it reads alive until dropped. It does not keep the database open:
+/// after [`crate::Db::close`] it yields one [`crate::Error::Closed`] and ends.
 pub struct DbIterator {
+    inner: Arc<DbInner>,
     _state: Arc<DbState>,
     merged: MergingIterator,
     seq: SeqNo,
@@ -122,6 +124,7 @@ impl std::fmt::Debug for DbIterator {
 
 impl DbIterator {
     pub(crate) fn new(
+        inner: Arc<DbInner>,
         state: Arc<DbState>,
         seq: SeqNo,
         start: Bound<Vec<u8>>,
@@ -129,6 +132,7 @@ impl DbIterator {
     ) -> Self {
         let merged = merged_sources(&state);
         DbIterator {
+            inner,
             _state: state,
             merged,
             seq,
@@ -202,6 +206,10 @@ impl Iterator for DbIterator {
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
+        }
+        if let Err(e) = self.inner.check_open() {
+            self.done = true;
+            return Some(Err(e));
         }
         match self.advance() {
             Ok(Some(item)) => Some(Ok(item)),

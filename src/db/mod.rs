@@ -107,7 +107,8 @@ pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: Options,
     pub fs: Arc<dyn FileSystem>,
-    _lock: Option<Box<dyn FileLock>>,
+    /// The directory's LOCK, held until `close` (or drop) releases it.
+    pub file_lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Opened with `Db::open_read_only`: no lock, no background thread, no writes.
     pub read_only: bool,
     pub state: ArcSwap<DbState>,
@@ -185,7 +186,7 @@ impl DbInner {
         self.state.store(Arc::new(f(&cur)));
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -392,35 +393,65 @@ impl Db {
         s
     }
 
-    /// Stops background work (a flush or compaction in progress completes), syncs the WAL and
-    /// releases the LOCK. Dropping the handle does the same, ignoring errors.
-    pub fn close(self) -> Result<()> {
+    /// Closes the database: stops background work (a flush or compaction step in progress
+    /// completes), fsyncs the WAL and releases the LOCK, so the directory can be opened again
+    /// at once — by this process or another.
+    ///
+    /// Takes `&self`, so a `Db` shared through an `Arc` can be closed by any holder. After
+    /// `close`, every operation on the handle, and every read through a [`Snapshot`] or
+    /// [`DbIterator`] taken from it, returns [`Error::Closed`] (outstanding views do not keep
+    /// the database open: RocksDB and LevelDB make releasing them the caller's duty, and a
+    /// view that silently held the LOCK would make the next open fail). Returns the error
+    /// that stopped background work, if one did. Closing twice is a no-op. Dropping the last
+    /// handle closes it too, ignoring errors.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Arc::new(bloomkv::Db::open(dir.path(), bloomkv::Options::default())?);
+    /// db.put(b"k", b"v")?;
+    /// let snap = db.snapshot();
+    /// db.close()?;
+    /// assert!(matches!(snap.get(b"k"), Err(bloomkv::Error::Closed)));
+    /// let again = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?; // not Locked
+    /// assert_eq!(again.get(b"k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn close(&self) -> Result<()> {
         self.shutdown()
     }
 
     fn shutdown(&self) -> Result<()> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         {
-            let mut bg = lock(&self.inner.bg);
+            let mut bg = lock(&inner.bg);
             bg.shutdown = true;
-            self.inner.bg_cv.notify_all();
-            self.inner.bg_done_cv.notify_all();
+            inner.bg_cv.notify_all();
+            inner.bg_done_cv.notify_all();
         }
         if let Some(h) = lock(&self.bg_thread).take() {
             let _ = h.join();
         }
+        // A manual compaction runs on its caller's thread and stops at its next step once it
+        // sees `closed`; wait for it, so no file is written after the LOCK is released.
+        let _slot = lock(&inner.compaction_slot);
         // Writers that raced with close may still be in the queue; the WAL lock orders us
-        // after any leader that is mid-write.
-        let mut wal = lock(&self.inner.wal);
+        // after any leader that is mid-write, and a leader that comes later finds no writer
+        // (and will not start a new segment).
+        let mut wal = lock(&inner.wal);
         let synced = match wal.writer.as_mut() {
             Some(w) => w.sync(),
             None => Ok(()),
         };
         wal.writer = None;
+        drop(wal);
+        lock(&inner.file_lock).take();
         synced?;
-        self.inner.check_bg_error()
+        inner.check_bg_error()
     }
 }
 

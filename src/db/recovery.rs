@@ -318,7 +318,7 @@ fn assemble(
         fs: opts.fs.clone(),
         opts,
         read_only: lock.is_none(),
-        _lock: lock,
+        file_lock: Mutex::new(lock),
         state: ArcSwap::from_pointee(state),
         state_lock: Mutex::new(()),
         compaction_slot: Mutex::new(()),

@@ -15,7 +15,8 @@ use crate::key::SeqNo;
 use crate::{Result, Value};
 
 /// A consistent read-only view, from [`crate::Db::snapshot`]. Later writes are invisible to
-/// it. Cheap to take; holds memtables and files alive until dropped.
+/// it. Cheap to take; holds memtables and files alive until dropped. It does not keep the
+/// database open: after [`crate::Db::close`] its reads fail with [`crate::Error::Closed`].
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -55,7 +56,10 @@ impl Snapshot {
     }
 
     /// The value of `key` as of the snapshot.
+    ///
+    /// Fails with [`crate::Error::Closed`] once the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.inner.check_open()?;
         read::get(&self.inner, &self.state, key.as_ref(), self.seq)
     }
 
@@ -67,6 +71,7 @@ impl Snapshot {
             Bound::Unbounded => Bound::Unbounded,
         };
         DbIterator::new(
+            self.inner.clone(),
             self.state.clone(),
             self.seq,
             own(range.start_bound()),
@@ -81,7 +86,13 @@ impl Snapshot {
             Some(s) => Bound::Excluded(s),
             None => Bound::Unbounded,
         };
-        DbIterator::new(self.state.clone(), self.seq, Bound::Included(prefix.to_vec()), end)
+        DbIterator::new(
+            self.inner.clone(),
+            self.state.clone(),
+            self.seq,
+            Bound::Included(prefix.to_vec()),
+            end,
+        )
     }
 }
 

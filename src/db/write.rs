@@ -259,9 +259,10 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
 fn switch_memtable(inner: &DbInner) -> Result<()> {
     let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
     let mut wal = lock(&inner.wal);
-    if let Some(w) = wal.writer.as_mut() {
-        w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
-    }
+    // `close` clears the writer under this lock before it releases the LOCK: after that, no
+    // new segment may appear in a directory this handle no longer owns.
+    let Some(w) = wal.writer.as_mut() else { return Err(Error::Closed) };
+    w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
     // A failed create is harmless (nothing was written; the next write retries), but a
     // failed header write or fsync, or a failed directory fsync, is never retried: after one,
     // what the segment or the directory holds on disk is unknown (the same rule as for a
