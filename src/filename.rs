@@ -6,7 +6,7 @@
 //! MANIFEST-000005   log of version edits
 //! 000007.log        write-ahead log
 //! 000009.sst        table
-//! *.tmp             a file being written that is renamed into place when complete
+//! CURRENT.tmp       the next CURRENT, renamed into place when complete
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -61,7 +61,9 @@ pub fn parse(name: &str) -> Option<FileKind> {
     if name == "LOCK" {
         return Some(FileKind::Lock);
     }
-    if name.ends_with(".tmp") {
+    // Only the temporary file bloomkv makes: recovery deletes temporary files, so a user's
+    // `notes.tmp` beside the database must not count as one.
+    if name == "CURRENT.tmp" {
         return Some(FileKind::Temp);
     }
     if let Some(n) = name.strip_prefix("MANIFEST-") {
@@ -94,5 +96,7 @@ mod tests {
         }
         assert_eq!(parse("notes.txt"), None);
         assert_eq!(parse("x.log"), None);
+        assert_eq!(parse("CURRENT.tmp"), Some(FileKind::Temp));
+        assert_eq!(parse("notes.tmp"), None);
     }
 }

@@ -31,6 +31,7 @@ pub struct Options {
     pub(crate) level_base_bytes: u64,
     pub(crate) target_table_bytes: u64,
     pub(crate) create_if_missing: bool,
+    pub(crate) error_if_exists: bool,
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
 }
 
@@ -51,6 +52,7 @@ impl Default for Options {
             level_base_bytes: 10 << 20,
             target_table_bytes: 4 << 20,
             create_if_missing: true,
+            error_if_exists: false,
             fs: std::sync::Arc::new(crate::fs::StdFs),
         }
     }
@@ -112,8 +114,16 @@ impl Options {
         /// Size at which compaction output is split into a new table (default 4 MiB).
         target_table_bytes, get_target_table_bytes: u64);
     setter!(
-        /// Create the database if the directory holds none (default true).
+        /// Create the database if the directory holds none (default true). A database is
+        /// only created in a directory that is new, empty, or holds nothing but what an
+        /// interrupted creation leaves: `Db::open` refuses, with
+        /// [`Error::InvalidArgument`], a directory holding other files, rather than write
+        /// its own beside them.
         create_if_missing, get_create_if_missing: bool);
+    setter!(
+        /// Fail with [`Error::InvalidArgument`] if the directory already holds a database
+        /// (default false), for callers that mean to create a fresh one.
+        error_if_exists, get_error_if_exists: bool);
 
     /// Routes all file access through `fs` (tests use this to inject faults).
     pub fn file_system(mut self, fs: std::sync::Arc<dyn crate::fs::FileSystem>) -> Self {

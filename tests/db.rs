@@ -806,3 +806,58 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
         .collect();
     assert_eq!(all, want);
 }
+
+/// Regression: `Db::open` on a non-empty directory of other files silently wrote CURRENT,
+/// LOCK, a manifest and a WAL beside them. Creating a database now needs a new, empty, or
+/// database-only directory; `error_if_exists` refuses an existing database.
+#[test]
+fn a_database_is_created_only_where_nothing_else_lives() {
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    // Foreign files: refused, nothing written, nothing removed. `notes.tmp` used to be
+    // taken for one of bloomkv's temporary files (deleted at open).
+    for foreign in ["notes.txt", "notes.tmp", ".hidden", "000012.log.bak"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(foreign), b"mine").unwrap();
+        let before = listing(dir.path());
+        match Db::open(dir.path(), quiet()) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains(foreign), "{foreign}: {m}"),
+            other => panic!("{foreign}: expected a refusal, got {other:?}"),
+        }
+        assert_eq!(
+            listing(dir.path()),
+            before,
+            "{foreign}: the refused open changed the directory"
+        );
+    }
+    // A subdirectory is somebody else's too.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    assert!(is_invalid_argument(Db::open(dir.path(), quiet())));
+
+    // A mount point's lost+found, an empty directory, a new one: fine.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("lost+found")).unwrap();
+    Db::open(dir.path(), quiet()).unwrap().close().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    Db::open(dir.path(), quiet().error_if_exists(true)).unwrap().close().unwrap();
+    let new_dir = dir.path().join("new");
+    let db = Db::open(&new_dir, quiet().error_if_exists(true)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+
+    // An existing database: error_if_exists refuses it; otherwise it opens, and a file the
+    // user put beside it later is left alone (a foreign `.tmp` is not deleted as ours).
+    assert!(is_invalid_argument(Db::open(&new_dir, quiet().error_if_exists(true))));
+    std::fs::write(new_dir.join("README.tmp"), b"mine").unwrap();
+    let db = Db::open(&new_dir, quiet()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+    assert_eq!(std::fs::read(new_dir.join("README.tmp")).unwrap(), b"mine");
+}

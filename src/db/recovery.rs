@@ -217,6 +217,29 @@ impl ManifestFacts {
     }
 }
 
+/// Refuses to create a database in a directory holding files a database does not make
+/// (checked before the LOCK is taken, so a refused open leaves no file behind). A mount
+/// point's `lost+found` is allowed: a dedicated disk is a natural home for a database.
+fn refuse_foreign_files(dir: &Path, names: &[String]) -> Result<()> {
+    let mut foreign: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| filename::parse(n).is_none() && *n != "lost+found")
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort_unstable();
+    let shown = foreign.iter().take(3).map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+    let more =
+        if foreign.len() > 3 { format!(" and {} more", foreign.len() - 3) } else { String::new() };
+    Err(Error::InvalidArgument(format!(
+        "{} is not a bloomkv database and is not empty (it holds {shown}{more}); refusing to \
+         create a database among other files: use a new or empty directory",
+        dir.display()
+    )))
+}
+
 /// True if the directory holds WAL segments or tables. Creating a database writes its first
 /// manifest and then CURRENT; WAL segments and tables come only after CURRENT exists. So
 /// manifests without CURRENT are what a creation interrupted by a crash leaves (they are
@@ -242,6 +265,21 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         // Refuse before taking the lock: taking it would create a LOCK file in a directory
         // that holds no database and that the caller asked not to have one made in.
         return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
+    }
+    if fs.exists(&current_path(dir)) {
+        if opts.error_if_exists {
+            return Err(Error::InvalidArgument(format!(
+                "a database already exists in {} (error_if_exists is set)",
+                dir.display()
+            )));
+        }
+    } else {
+        let names = fs.list(dir)?;
+        // With WAL segments or tables but no CURRENT it is a damaged database, which `load`
+        // reports as such.
+        if !holds_db_files(&names) {
+            refuse_foreign_files(dir, &names)?;
+        }
     }
     let lock = fs.lock(&lock_path(dir))?;
     let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
