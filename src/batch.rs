@@ -147,11 +147,11 @@ impl WriteBatch {
         self.data.len()
     }
 
-    /// Decodes a write-ahead-log record payload (as returned by
-    /// [`crate::log::LogReader::next_record`]) into a batch, checking all of it (see the
-    /// module's encoding). For tools that read WAL segments; the engine's replay uses the
-    /// same check. Errors are [`Error::Corruption`] with offsets inside `record` and no
-    /// file; add the file with [`Error::in_file`].
+    /// Decodes a write-ahead-log record payload (as returned by `LogReader::next_record`)
+    /// into a batch, checking all of it (see the module's encoding). For the tool, which
+    /// reads WAL segments; the engine's replay uses the same check. Errors are
+    /// [`Error::Corruption`] with offsets inside `record` and no file; add the file with
+    /// [`Error::in_file`]. Not part of the stable API (the WAL format is internal).
     ///
     /// ```
     /// use bloomkv::key::ValueKind;
@@ -167,17 +167,21 @@ impl WriteBatch {
     /// assert_eq!(ops, vec![(ValueKind::Put, &b"k"[..], &b"v"[..])]);
     /// assert!(WriteBatch::decode(vec![0; 5]).unwrap_err().is_corruption());
     /// ```
+    #[doc(hidden)]
     pub fn decode(record: Vec<u8>) -> Result<WriteBatch> {
         WriteBatch::from_record(record)
     }
 
     /// The sequence number of the first operation (the i-th operation has `sequence() + i`).
-    /// Zero until the engine assigns one on commit.
+    /// Zero until the engine assigns one on commit. Not part of the stable API.
+    #[doc(hidden)]
     pub fn sequence(&self) -> SeqNo {
         crate::coding::get_u64(&self.data, 0).unwrap_or(0)
     }
 
-    /// The operations in order: kind, key, and value (empty for a delete).
+    /// The operations in order: kind, key, and value (empty for a delete). Not part of the
+    /// stable API (the kind is an internal type).
+    #[doc(hidden)]
     pub fn iter(&self) -> WriteBatchIter<'_> {
         WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
     }

@@ -100,11 +100,6 @@ impl<'a> Decoder<'a> {
         None
     }
 
-    /// Reads a varint that must fit in `u32`.
-    pub fn varint32(&mut self) -> Option<u32> {
-        self.varint().and_then(|v| u32::try_from(v).ok())
-    }
-
     /// Reads a varint used as a length, and checks that that many bytes remain, so a
     /// corrupted length can never size an allocation.
     pub fn len_prefix(&mut self) -> Option<usize> {
@@ -131,13 +126,6 @@ impl<'a> Decoder<'a> {
         let b = *self.buf.get(self.pos)?;
         self.pos += 1;
         Some(b)
-    }
-
-    /// Reads a little-endian `u32`.
-    pub fn u32(&mut self) -> Option<u32> {
-        let v = get_u32(self.buf, self.pos)?;
-        self.pos += 4;
-        Some(v)
     }
 
     /// Reads a little-endian `u64`.

@@ -3,26 +3,48 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod batch;
-pub mod coding;
+// The public API: the items re-exported below, plus `filter` (usable on its own) and `fs`
+// (the file-system seam). Every other module is private; the `internals` feature, which
+// only the `bloomkv` tool, the tests, benches and fuzzers enable, makes them public for
+// whitebox use. They are not part of the semver surface.
+macro_rules! internal_mods {
+    ($($(#[$attr:meta])* $name:ident;)*) => {$(
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )*};
+}
+
+internal_mods! {
+    batch;
+    coding;
+    filename;
+    iter;
+    key;
+    log;
+    memtable;
+    merge;
+    table;
+    version;
+}
+
 mod db;
 mod error;
-pub mod filename;
 pub mod filter;
 pub mod fs;
-pub mod iter;
-pub mod key;
 mod key_prefix;
-pub mod log;
-pub mod memtable;
-pub mod merge;
 mod options;
 mod stats;
-pub mod table;
-pub mod version;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Db, DbIterator, Presence, ProbeSource, ProbeStep, Snapshot, TableInfo};
+pub use db::{Db, DbIterator, Snapshot};
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use db::{Presence, ProbeSource, ProbeStep, TableInfo};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use key::Value;

@@ -313,26 +313,12 @@ impl MemTable {
         self.map.is_empty()
     }
 
-    /// The smallest internal key held, if any.
-    pub fn first_key(&self) -> Option<Bytes> {
-        self.map.front().map(|e| internal_key_bytes(e.key()))
-    }
-
-    /// The largest internal key held, if any.
-    pub fn last_key(&self) -> Option<Bytes> {
-        self.map.back().map(|e| internal_key_bytes(e.key()))
-    }
-
     /// An iterator over every entry in internal-key order. It starts unpositioned: call
     /// `seek_to_first` or `seek` first. It keeps the memtable alive, and may or may not
     /// see entries inserted after it was created.
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
         MemTableIter { mem: Arc::clone(self), ahead: Vec::new() }
     }
-}
-
-fn internal_key_bytes(k: &MemKey) -> Bytes {
-    k.entry.slice(..k.user_key_len + TRAILER_LEN)
 }
 
 impl Default for MemTable {
@@ -697,8 +683,6 @@ mod tests {
                 (internal_key(b"b", 1, ValueKind::Put), b"1".to_vec()),
             ]
         );
-        assert_eq!(m.first_key().unwrap(), internal_key(b"a", 2, ValueKind::Put));
-        assert_eq!(m.last_key().unwrap(), internal_key(b"b", 1, ValueKind::Put));
         // Seeking to (b, seq 2) skips the version at seq 3.
         it.seek(&internal_key(b"b", 2, KIND_FOR_SEEK)).unwrap();
         assert_eq!(it.key(), &internal_key(b"b", 1, ValueKind::Put)[..]);

@@ -35,11 +35,6 @@ impl MergingIterator {
         MergingIterator { children, heap, last_key: Vec::new() }
     }
 
-    /// Number of children.
-    pub fn num_children(&self) -> usize {
-        self.children.len()
-    }
-
     /// True if child `a` sorts before child `b`; ties go to the lower (newer) index.
     fn less(&self, a: usize, b: usize) -> bool {
         match compare_internal(self.children[a].key(), self.children[b].key()) {

@@ -14,6 +14,7 @@
 
 mod compaction;
 mod flush;
+#[cfg(feature = "internals")]
 mod inspect;
 mod iter;
 mod read;
@@ -29,6 +30,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
+#[cfg(feature = "internals")]
 pub use inspect::{Presence, ProbeSource, ProbeStep, TableInfo};
 pub use iter::DbIterator;
 pub use snapshot::Snapshot;

@@ -1,6 +1,7 @@
 //! The narrow file-system seam every writer and reader goes through, as LevelDB routes all OS
-//! access through `Env`. [`StdFs`] is the real implementation; tests substitute
-//! [`FaultFs`], an in-memory one that injects faults and simulates power loss.
+//! access through `Env`. [`StdFs`] is the real implementation; tests substitute `FaultFs`, an
+//! in-memory one that injects faults and simulates power loss (with the `fault-injection`
+//! feature).
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
@@ -10,7 +11,9 @@ use std::sync::Arc;
 
 use crate::{Error, Result};
 
+#[cfg(any(test, feature = "fault-injection"))]
 pub mod fault;
+#[cfg(any(test, feature = "fault-injection"))]
 pub use fault::{CrashMode, Fault, FaultFs, OpKind};
 
 /// A file opened for appending: the WAL, the manifest, a table being built.

@@ -1,7 +1,7 @@
 //! Reading records back from a log file, telling a torn tail from real damage.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::get_u32;
@@ -156,11 +156,6 @@ impl LogReader {
     /// `file length - dropped_tail_bytes()` bytes.
     pub fn dropped_tail_bytes(&self) -> u64 {
         self.dropped_tail
-    }
-
-    /// The file named in errors.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Handles an invalid or out-of-place fragment at `bad`: corruption if any valid

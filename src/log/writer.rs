@@ -47,11 +47,13 @@ impl LogWriter {
     }
 
     /// Bytes written to the file so far, including any bytes it held before.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn len(&self) -> u64 {
         self.file.len()
     }
 
     /// True when the file is empty.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.file.len() == 0
     }

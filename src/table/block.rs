@@ -85,6 +85,7 @@ impl BlockBuilder {
     }
 
     /// Entries added since the last reset.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn num_entries(&self) -> usize {
         self.num_entries
     }
@@ -92,11 +93,6 @@ impl BlockBuilder {
     /// True when no entry has been added since the last reset.
     pub fn is_empty(&self) -> bool {
         self.num_entries == 0
-    }
-
-    /// The last key added (empty before the first).
-    pub fn last_key(&self) -> &[u8] {
-        &self.last_key
     }
 
     /// Appends the restart array and returns the finished payload, leaving the builder empty
@@ -173,16 +169,6 @@ impl Block {
         self.data.len()
     }
 
-    /// The payload.
-    pub fn data(&self) -> &Bytes {
-        &self.data
-    }
-
-    /// Number of restart points.
-    pub fn num_restarts(&self) -> usize {
-        self.num_restarts
-    }
-
     /// True when the block holds no entry.
     pub fn is_empty(&self) -> bool {
         self.restarts_offset == 0
@@ -249,11 +235,6 @@ impl BlockIter {
         self.block.data.slice(self.value.0..self.value.1)
     }
 
-    /// The block this iterator walks.
-    pub fn block(&self) -> &Block {
-        &self.block
-    }
-
     fn invalidate(&mut self) {
         self.current = self.block.restarts_offset;
         self.next = self.block.restarts_offset;
@@ -312,6 +293,7 @@ impl BlockIter {
     }
 
     /// Positions at the last entry.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn seek_to_last(&mut self) -> Result<()> {
         if self.block.is_empty() {
             self.invalidate();
@@ -325,6 +307,7 @@ impl BlockIter {
     }
 
     /// Steps to the previous entry (invalid after the first). Only called while `valid()`.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn prev(&mut self) -> Result<()> {
         let original = self.current;
         // Back up to the restart region that starts before the current entry, then scan

@@ -41,6 +41,7 @@ impl Default for TableOptions {
     }
 }
 
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the tool and tests
 impl TableOptions {
     /// Sets [`TableOptions::block_bytes`].
     pub fn block_bytes(mut self, n: usize) -> Self {
@@ -199,17 +200,6 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Bytes written so far plus the block being filled: what the file would roughly take if
-    /// finished now (the filter and index add a little).
-    pub fn estimated_size(&self) -> u64 {
-        self.file.len() + self.data.estimated_size() as u64 + self.index.estimated_size() as u64
-    }
-
-    /// Entries added so far.
-    pub fn num_entries(&self) -> u64 {
-        self.props.num_entries
-    }
-
     /// Writes the last data block, the filter, properties, index and footer, syncs the file,
     /// and returns the table's properties.
     pub fn finish(mut self) -> Result<TableProperties> {
@@ -361,7 +351,6 @@ mod tests {
         }
         assert!(matches!(b.add(b"short", b""), Err(Error::InvalidArgument(_))));
         b.add(&internal_key(b"b", 4, ValueKind::Delete), b"").unwrap();
-        assert_eq!(b.num_entries(), 2);
         let props = b.finish().unwrap();
         assert_eq!((props.num_entries, props.num_tombstones), (2, 1));
         assert_eq!((props.smallest_seq, props.largest_seq), (4, 5));

@@ -73,17 +73,14 @@ impl BlockCache {
         self.cache.weight()
     }
 
-    /// The configured capacity in bytes.
-    pub fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
     /// Number of cached blocks.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.cache.len()
     }
 
     /// True when nothing is cached.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.cache.is_empty()
     }
@@ -113,7 +110,7 @@ mod tests {
         assert!(cache.get(id + 1, 0).is_none(), "another table's id must not hit");
         for off in 0..1000u64 {
             cache.insert(id, off * 1000, block(1000));
-            assert!(cache.usage_bytes() <= cache.capacity_bytes());
+            assert!(cache.usage_bytes() <= cache.capacity);
         }
         assert!(cache.len() < 1000 && !cache.is_empty());
     }

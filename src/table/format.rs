@@ -193,11 +193,6 @@ impl BlockEncoder {
     }
 }
 
-/// One-off form of [`BlockEncoder::encode`].
-pub fn encode_block(payload: &[u8], compression: Compression, out: &mut Vec<u8>) {
-    BlockEncoder::new(compression).encode(payload, out)
-}
-
 thread_local! {
     // One decompression context per thread, reused by every block read on it.
     static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
@@ -220,7 +215,7 @@ fn zstd_decompress(frame: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Appends an encoded block (from [`encode_block`]) to `file` and returns its handle.
+/// Appends an encoded block (from [`BlockEncoder::encode`]) to `file` and returns its handle.
 pub fn append_encoded(file: &mut dyn WritableFile, encoded: &[u8]) -> Result<BlockHandle> {
     let offset = file.len();
     file.append(encoded)?;
@@ -358,7 +353,7 @@ mod tests {
 
     fn store(payload: &[u8], c: Compression) -> (Mem, BlockHandle) {
         let mut enc = Vec::new();
-        encode_block(payload, c, &mut enc);
+        BlockEncoder::new(c).encode(payload, &mut enc);
         let h = BlockHandle { offset: 0, size: (enc.len() - BLOCK_TRAILER_LEN) as u64 };
         (Mem(enc), h)
     }

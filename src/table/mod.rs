@@ -44,9 +44,15 @@ pub mod format;
 pub mod properties;
 pub mod reader;
 
-pub use block::{Block, BlockBuilder, BlockIter};
 pub use builder::{TableBuilder, TableOptions, MAX_ENTRY_PART_BYTES};
 pub use cache::BlockCache;
-pub use format::{BlockHandle, Compression, Footer};
-pub use properties::TableProperties;
-pub use reader::{GetOutcome, Table, TableGet, TableIter};
+pub use format::Compression;
+pub use reader::{GetOutcome, Table, TableGet};
+// Only the tool and tests (through the `internals` feature) name these by the short path.
+#[cfg(feature = "internals")]
+pub use {
+    block::{Block, BlockBuilder, BlockIter},
+    format::{BlockHandle, Footer},
+    properties::TableProperties,
+    reader::TableIter,
+};

@@ -26,8 +26,10 @@ use crate::{Error, Result, Value};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GetOutcome {
     /// The key lies outside the table's `[smallest, largest]` user-key range.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     OutOfRange,
     /// The filter says the key is certainly absent.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     FilterNegative,
     /// The filter said "maybe" but the table holds no visible version (a false positive, or
     /// only versions newer than the snapshot).
@@ -102,8 +104,10 @@ pub struct Table {
     path: PathBuf,
     id: u64,
     cache: Option<Arc<BlockCache>>,
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     file_size: u64,
     footer: Footer,
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     props: TableProperties,
     index: Index,
     filter: Filter,
@@ -169,6 +173,7 @@ impl Table {
 
     /// Looks up the newest version of `user_key` with sequence number `<= seq`. `hash` is
     /// [`crate::filter::hash_key`] of `user_key`, computed once by the caller for all tables.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn get(&self, user_key: &[u8], hash: u64, seq: SeqNo) -> Result<TableGet> {
         let p = &self.props;
         if p.num_entries == 0
@@ -246,6 +251,7 @@ impl Table {
     }
 
     /// The properties recorded when the table was built.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn properties(&self) -> &TableProperties {
         &self.props
     }
@@ -256,21 +262,25 @@ impl Table {
     }
 
     /// The file's path (as given to [`Table::open`]).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// The file's size in bytes.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn file_size(&self) -> u64 {
         self.file_size
     }
 
     /// This table's block-cache id, unique in the process.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// The footer read at open.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn footer(&self) -> &Footer {
         &self.footer
     }
@@ -286,17 +296,20 @@ impl Table {
     }
 
     /// Number of data blocks.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn num_data_blocks(&self) -> usize {
         self.index.len()
     }
 
     /// The handles of the data blocks in key order (their on-disk size is
     /// [`BlockHandle::disk_size`]).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn data_block_handles(&self) -> Vec<BlockHandle> {
         self.index.handles.clone()
     }
 
     /// The index entries: each block's separator key and handle, in order.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn index_entries(&self) -> impl Iterator<Item = (&[u8], BlockHandle)> + '_ {
         (0..self.index.len()).map(move |i| (self.index.key(i), self.index.handles[i]))
     }
@@ -400,6 +413,7 @@ impl TableIter {
     }
 
     /// Moves backward past exhausted blocks.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     fn skip_backward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             match self.block_index.checked_sub(1) {
@@ -411,6 +425,7 @@ impl TableIter {
     }
 
     /// Positions at the last entry.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn seek_to_last(&mut self) -> Result<()> {
         match self.table.index.len().checked_sub(1) {
             Some(last) => self.enter(last, BlockIter::seek_to_last)?,
@@ -420,6 +435,7 @@ impl TableIter {
     }
 
     /// Steps to the previous entry (invalid before the first). Only called while `valid()`.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn prev(&mut self) -> Result<()> {
         self.step(BlockIter::prev)?;
         self.skip_backward()

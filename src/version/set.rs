@@ -62,6 +62,7 @@ impl TableFile {
     }
 
     /// The table's file.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the tool and tests
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -305,11 +306,6 @@ impl VersionSet {
     /// The live manifest's number.
     pub fn manifest_number(&self) -> u64 {
         self.manifest_number
-    }
-
-    /// WALs below this number are no longer needed.
-    pub fn log_number(&self) -> u64 {
-        self.log_number
     }
 
     /// Starts a new manifest holding the whole of `version`, and points CURRENT at it.

@@ -707,7 +707,7 @@ fn verify_survives_garbage() {
 /// correct checksum: damage that only the semantic checks can see.
 fn forge_block(bytes: &mut [u8], h: bloomkv::table::BlockHandle, payload: &[u8]) {
     let mut enc = Vec::new();
-    bloomkv::table::format::encode_block(payload, bloomkv::Compression::None, &mut enc);
+    bloomkv::table::format::BlockEncoder::new(bloomkv::Compression::None).encode(payload, &mut enc);
     assert_eq!(enc.len() as u64, h.size + 5, "forged block must keep the layout");
     bytes[h.offset as usize..(h.offset + h.size + 5) as usize].copy_from_slice(&enc);
 }
