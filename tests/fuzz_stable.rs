@@ -150,7 +150,8 @@ fn fuzz(name: &str, seeds: &[Vec<u8>], driver: fn(&[u8]), repair: Option<Repair<
 /// footer's), so the mutation reaches the block decoders behind the CRC.
 fn repair_table(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
     let mut data = base.to_vec();
-    let t = Table::open(Arc::new(d::MemFile(base.to_vec())), "/seed.sst".into(), None).unwrap();
+    let t =
+        Table::open(Arc::new(d::MemFile::from(base.to_vec())), "/seed.sst".into(), None).unwrap();
     let f = *t.footer();
     let mut regions = t.data_block_handles();
     regions.extend([f.filter, f.properties, f.index]);
@@ -292,7 +293,7 @@ fn fuzz_write_batch_and_properties() {
     let batches = vec![d::seed_batch(0), d::seed_batch(1), d::seed_batch(12)];
     fuzz("write_batch", &batches, d::batch, None);
     let t = Table::open(
-        Arc::new(d::MemFile(d::seed_table(50, Compression::None, FilterPolicy::None, 256))),
+        Arc::new(d::MemFile::from(d::seed_table(50, Compression::None, FilterPolicy::None, 256))),
         "/seed.sst".into(),
         None,
     )

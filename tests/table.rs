@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bloomkv::filter::{hash_key, FilterPolicy};
-use bloomkv::fs::{FileSystem, RandomAccessFile, StdFs, WritableFile};
+use bloomkv::fs::{FileSystem, MemFile, StdFs};
 use bloomkv::iter::InternalIterator;
 use bloomkv::key::{internal_key, parse_internal_key, ValueKind, MAX_SEQNO};
 use bloomkv::table::{
@@ -14,45 +14,6 @@ use bloomkv::table::{
 use bloomkv::{Error, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-// ---------------------------------------------------------------------------------------------
-// In-memory files, so the many-table tests do no disk I/O.
-
-#[derive(Clone, Default)]
-struct MemWritable(Arc<Mutex<Vec<u8>>>);
-
-impl WritableFile for MemWritable {
-    fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.0.lock().unwrap().extend_from_slice(data);
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn len(&self) -> u64 {
-        self.0.lock().unwrap().len() as u64
-    }
-}
-
-#[derive(Debug)]
-struct MemFile(Vec<u8>);
-
-impl RandomAccessFile for MemFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let src = start.checked_add(buf.len()).and_then(|end| self.0.get(start..end)).ok_or_else(
-            || Error::io("reading memory file", std::io::ErrorKind::UnexpectedEof.into()),
-        )?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-    fn size(&self) -> u64 {
-        self.0.len() as u64
-    }
-}
 
 /// One user key's versions, newest first: (seq, Some(value) for a put / None for a delete).
 type Versions = Vec<(u64, Option<Vec<u8>>)>;
@@ -69,18 +30,18 @@ fn entries_of(model: &BTreeMap<Vec<u8>, Versions>) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 fn build_bytes(entries: &[(Vec<u8>, Vec<u8>)], opts: TableOptions) -> (Vec<u8>, TableProperties) {
-    let sink = MemWritable::default();
+    let sink = MemFile::new();
     let mut b = TableBuilder::new(Box::new(sink.clone()), opts);
     for (k, v) in entries {
         b.add(k, v).unwrap();
     }
     let props = b.finish().unwrap();
-    let bytes = sink.0.lock().unwrap().clone();
+    let bytes = sink.contents();
     (bytes, props)
 }
 
 fn open_mem(bytes: Vec<u8>, cache: Option<Arc<BlockCache>>) -> Result<Table> {
-    Table::open(Arc::new(MemFile(bytes)), PathBuf::from("mem/000042.sst"), cache)
+    Table::open(Arc::new(MemFile::from(bytes)), PathBuf::from("mem/000042.sst"), cache)
 }
 
 /// Random user keys 1–100 bytes, 1–3 versions each, some tombstones; values mostly small,

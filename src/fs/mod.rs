@@ -14,7 +14,11 @@ use crate::{Error, Result};
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod fault;
 #[cfg(any(test, feature = "fault-injection"))]
+mod mem;
+#[cfg(any(test, feature = "fault-injection"))]
 pub use fault::{CrashMode, Fault, FaultFs, OpKind};
+#[cfg(any(test, feature = "fault-injection"))]
+pub use mem::MemFile;
 
 /// A file opened for appending: the WAL, the manifest, a table being built.
 pub trait WritableFile: Send {

@@ -1,5 +1,5 @@
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+
 
 use proptest::prelude::*;
 
@@ -7,26 +7,7 @@ use super::*;
 use crate::fs::{FileSystem, StdFs, WritableFile};
 use crate::{Error, Result};
 
-/// A file kept in memory and shared with the test, so the test sees exactly what was
-/// appended.
-#[derive(Clone, Default)]
-struct MemFile(Arc<Mutex<Vec<u8>>>);
-
-impl WritableFile for MemFile {
-    fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.0.lock().unwrap().extend_from_slice(data);
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn len(&self) -> u64 {
-        self.0.lock().unwrap().len() as u64
-    }
-}
+use crate::fs::MemFile;
 
 /// A file whose appends fail after `budget` bytes.
 struct FailingFile {
@@ -62,8 +43,7 @@ fn write_log(records: &[Vec<u8>]) -> Vec<u8> {
     }
     w.flush().unwrap();
     assert_eq!(w.len(), file.len());
-    let bytes = file.0.lock().unwrap().clone();
-    bytes
+    file.contents()
 }
 
 fn path() -> PathBuf {
@@ -159,7 +139,7 @@ fn writer_continues_an_existing_file_on_block_grid() {
     drop(w);
     let mut w = LogWriter::new(Box::new(file.clone()));
     w.add_record(&pattern(50, 2)).unwrap();
-    let data = file.0.lock().unwrap().clone();
+    let data = file.contents();
     let (got, res, _) = read_all(data);
     res.unwrap();
     assert_eq!(got, vec![pattern(BLOCK_SIZE - 20, 1), pattern(50, 2)]);

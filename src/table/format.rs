@@ -335,27 +335,13 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    #[derive(Debug)]
-    struct Mem(Vec<u8>);
-    impl RandomAccessFile for Mem {
-        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-            let start = offset as usize;
-            let src = self.0.get(start..start + buf.len()).ok_or_else(|| {
-                Error::io("reading mem", std::io::ErrorKind::UnexpectedEof.into())
-            })?;
-            buf.copy_from_slice(src);
-            Ok(())
-        }
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-    }
+    use crate::fs::MemFile as Mem;
 
     fn store(payload: &[u8], c: Compression) -> (Mem, BlockHandle) {
         let mut enc = Vec::new();
         BlockEncoder::new(c).encode(payload, &mut enc);
         let h = BlockHandle { offset: 0, size: (enc.len() - BLOCK_TRAILER_LEN) as u64 };
-        (Mem(enc), h)
+        (Mem::from(enc), h)
     }
 
     #[test]
@@ -373,11 +359,12 @@ mod tests {
         }
         // Compressible data is stored compressed, within the expansion bound.
         let (m, _) = store(&compressible, Compression::Zstd { level: 1 });
-        assert_eq!(m.0[m.0.len() - 5], KIND_ZSTD);
+        let kind = |m: &Mem| m.contents()[m.size() as usize - 5];
+        assert_eq!(kind(&m), KIND_ZSTD);
         // Highly compressible data beyond the bound falls back to raw storage.
         let zeros = vec![0u8; 4 << 20];
         let (m, h) = store(&zeros, Compression::Zstd { level: 1 });
-        assert_eq!(m.0[m.0.len() - 5], KIND_NONE);
+        assert_eq!(kind(&m), KIND_NONE);
         assert_eq!(read_block(&m, &p, h, m.size()).unwrap().len(), zeros.len());
     }
 
@@ -386,10 +373,11 @@ mod tests {
         let p = PathBuf::from("x.sst");
         let payload: Vec<u8> = (0..500u32).map(|i| (i % 13) as u8).collect();
         let (m, h) = store(&payload, Compression::Zstd { level: 3 });
-        for i in 0..m.0.len() {
-            let mut d = m.0.clone();
+        let stored = m.contents();
+        for i in 0..stored.len() {
+            let mut d = stored.clone();
             d[i] ^= 0x55;
-            let e = read_block(&Mem(d), &p, h, m.size()).unwrap_err();
+            let e = read_block(&Mem::from(d), &p, h, m.size()).unwrap_err();
             assert!(matches!(&e, Error::Corruption { file, .. } if file == &p), "{e}");
         }
         // A handle past the limit is refused before any read.
@@ -403,7 +391,7 @@ mod tests {
         let crc = crc32(&[&forged]);
         put_u32(&mut forged, crc);
         let h = BlockHandle { offset: 0, size: (forged.len() - 5) as u64 };
-        let m = Mem(forged);
+        let m = Mem::from(forged);
         assert!(read_block(&m, &p, h, m.size()).unwrap_err().is_corruption());
     }
 

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::filter::{hash_key, Filter, FilterPolicy};
-use bloomkv::fs::{FaultFs, FileSystem, RandomAccessFile};
+pub use bloomkv::fs::MemFile;
+use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::iter::InternalIterator;
 use bloomkv::key::{internal_key, ValueKind};
 use bloomkv::log::{LogReader, LogWriter};
@@ -31,28 +32,6 @@ fn expect_corruption(r: &Error, what: &str) {
     assert!(r.is_corruption(), "{what}: decoder failed with a non-corruption error: {r:?}");
 }
 
-/// A file held in memory, for `Table::open`.
-#[derive(Debug)]
-pub struct MemFile(pub Vec<u8>);
-
-impl RandomAccessFile for MemFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> bloomkv::Result<()> {
-        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= self.0.len() as u64);
-        match end {
-            Some(end) => {
-                buf.copy_from_slice(&self.0[offset as usize..end as usize]);
-                Ok(())
-            }
-            None => {
-                Err(Error::io("reading past the end", std::io::ErrorKind::UnexpectedEof.into()))
-            }
-        }
-    }
-    fn size(&self) -> u64 {
-        self.0.len() as u64
-    }
-}
-
 fn table_path() -> PathBuf {
     PathBuf::from("/fuzz/000001.sst")
 }
@@ -60,7 +39,7 @@ fn table_path() -> PathBuf {
 /// Table: open, scan forward and backward, seek, point gets.
 pub fn table(data: &[u8]) {
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let t = match Table::open(Arc::new(MemFile(data.to_vec())), table_path(), Some(cache)) {
+    let t = match Table::open(Arc::new(MemFile::from(data.to_vec())), table_path(), Some(cache)) {
         Ok(t) => Arc::new(t),
         Err(e) => return expect_corruption(&e, "Table::open"),
     };
