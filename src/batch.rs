@@ -27,12 +27,12 @@ use crate::{Error, Result};
 const HEADER_LEN: usize = 12;
 
 /// Largest key a write accepts, in bytes (64 KiB). A longer key makes `put`, `delete` and
-/// `write` fail with [`Error::InvalidArgument`] before anything reaches the WAL. Keys are
+/// `write` fail with [`Error::KeyTooLarge`] before anything reaches the WAL. Keys are
 /// repeated in index blocks and key ranges that stay in memory, so they are kept short.
 pub const MAX_KEY_BYTES: usize = 64 << 10;
 
 /// Largest value a write accepts, in bytes (16 MiB). A larger value makes `put` and `write`
-/// fail with [`Error::InvalidArgument`] before anything reaches the WAL.
+/// fail with [`Error::ValueTooLarge`] before anything reaches the WAL.
 ///
 /// A value is stored inside one data block, so reading it reads the whole block; values
 /// much larger than this belong out of line (split them over several keys written in one
@@ -46,16 +46,10 @@ const _: () = assert!(MAX_VALUE_BYTES <= crate::table::MAX_ENTRY_PART_BYTES);
 /// Checks one operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`].
 pub(crate) fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "key of {} bytes is longer than MAX_KEY_BYTES ({MAX_KEY_BYTES})",
-            key.len()
-        )));
+        return Err(Error::KeyTooLarge { len: key.len() });
     }
     if value.len() > MAX_VALUE_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "value of {} bytes is larger than MAX_VALUE_BYTES ({MAX_VALUE_BYTES})",
-            value.len()
-        )));
+        return Err(Error::ValueTooLarge { len: value.len() });
     }
     Ok(())
 }
@@ -102,7 +96,7 @@ impl WriteBatch {
     ///
     /// A key longer than [`MAX_KEY_BYTES`] or a value larger than [`MAX_VALUE_BYTES`] is
     /// refused when the batch is written: [`crate::Db::write`] then fails with
-    /// [`Error::InvalidArgument`] and applies none of the batch.
+    /// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`] and applies none of the batch.
     ///
     /// # Panics
     ///
@@ -191,14 +185,11 @@ impl WriteBatch {
 // branch only the tests call them.
 #[allow(dead_code)]
 impl WriteBatch {
-    /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], naming the
-    /// first that is over.
+    /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], reporting
+    /// the first that is over.
     pub(crate) fn check_sizes(&self) -> Result<()> {
-        for (i, (_, key, value)) in self.iter().enumerate() {
-            check_entry_size(key, value).map_err(|e| match e {
-                Error::InvalidArgument(m) => Error::InvalidArgument(format!("batch op {i}: {m}")),
-                other => other,
-            })?;
+        for (_, key, value) in self.iter() {
+            check_entry_size(key, value)?;
         }
         Ok(())
     }

@@ -35,8 +35,40 @@ pub enum Error {
         /// The LOCK file.
         path: PathBuf,
     },
-    /// The caller passed something bloomkv cannot accept.
+    /// The caller passed something bloomkv cannot accept (invalid options, a bad filter
+    /// policy, ...). The cases a caller may want to handle have variants of their own.
     InvalidArgument(String),
+    /// A write, `flush`, `compact` or `sync` on a handle from [`crate::Db::open_read_only`].
+    ReadOnly,
+    /// No database at `path`, and the options say not to create one
+    /// (`create_if_missing(false)`, or a read-only open).
+    NotFound {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A database already exists at `path`, and the options say it must not
+    /// (`error_if_exists(true)`).
+    AlreadyExists {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// `path` holds files that are not a database's, so no database is created there.
+    NotADatabase {
+        /// The directory.
+        path: PathBuf,
+        /// The names of the files that are not the database's (sorted).
+        foreign: Vec<String>,
+    },
+    /// A key longer than [`crate::MAX_KEY_BYTES`]; nothing of the write was applied.
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+    },
+    /// A value larger than [`crate::MAX_VALUE_BYTES`]; nothing of the write was applied.
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+    },
     /// The database was closed, or a background error stopped it.
     Closed,
     /// A background flush or compaction failed; the database accepts no more writes.
@@ -80,7 +112,9 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),
+            // The cause is the error's `source()`, not part of the message: error reporters
+            // that print the chain would otherwise show it twice.
+            Error::Io { context, .. } => write!(f, "I/O error while {context}"),
             Error::Corruption { file, offset, reason } => {
                 write!(f, "corruption in {} at offset {offset}: {reason}", file.display())
             }
@@ -88,8 +122,41 @@ impl fmt::Display for Error {
                 write!(f, "database is locked by another handle ({})", path.display())
             }
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::ReadOnly => write!(f, "the database was opened read-only"),
+            Error::NotFound { path } => write!(f, "no database in {}", path.display()),
+            Error::AlreadyExists { path } => {
+                write!(
+                    f,
+                    "a database already exists in {} (error_if_exists is set)",
+                    path.display()
+                )
+            }
+            Error::NotADatabase { path, foreign } => {
+                let shown: Vec<String> = foreign.iter().take(3).map(|n| format!("{n:?}")).collect();
+                let more = match foreign.len() {
+                    n if n > 3 => format!(" and {} more", n - 3),
+                    _ => String::new(),
+                };
+                write!(
+                    f,
+                    "{} is not empty and not a bloomkv database (it holds {}{more}); a \
+                     database is only created in a new or empty directory",
+                    path.display(),
+                    shown.join(", ")
+                )
+            }
+            Error::KeyTooLarge { len } => write!(
+                f,
+                "key of {len} bytes is longer than MAX_KEY_BYTES ({})",
+                crate::MAX_KEY_BYTES
+            ),
+            Error::ValueTooLarge { len } => write!(
+                f,
+                "value of {len} bytes is larger than MAX_VALUE_BYTES ({})",
+                crate::MAX_VALUE_BYTES
+            ),
             Error::Closed => write!(f, "database is closed"),
-            Error::Background(e) => write!(f, "background work failed: {e}"),
+            Error::Background(_) => write!(f, "background work failed"),
         }
     }
 }
@@ -101,5 +168,27 @@ impl std::error::Error for Error {
             Error::Background(e) => Some(e.as_ref()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A chain printer (anyhow, eyre, the tool) shows each cause once: the message and the
+    /// `source()` never repeat each other.
+    #[test]
+    fn wrapped_errors_leave_their_cause_to_source() {
+        let io = Error::io("reading /db/000007.sst", std::io::ErrorKind::UnexpectedEof.into());
+        let cause = io.source().expect("an I/O error has its cause as source").to_string();
+        assert_eq!(io.to_string(), "I/O error while reading /db/000007.sst");
+        assert!(!io.to_string().contains(&cause));
+
+        let bg = Error::Background(Arc::new(io.clone()));
+        assert_eq!(bg.to_string(), "background work failed");
+        let inner = bg.source().expect("the background error's cause");
+        assert_eq!(inner.to_string(), io.to_string());
+        assert_eq!(inner.source().map(|c| c.to_string()), Some(cause));
     }
 }

@@ -11,10 +11,7 @@
 //! version a snapshot may see.
 
 use std::cmp::Ordering;
-use std::fmt;
-use std::ops::Deref;
 
-use bytes::Bytes;
 
 /// A sequence number: every write gets the next one; 56 bits are available.
 pub type SeqNo = u64;
@@ -132,94 +129,6 @@ impl Ord for OrderedKey {
 impl PartialOrd for OrderedKey {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
-    }
-}
-
-/// A value returned by a read: cheap to clone, and often a zero-copy view into a cached
-/// block. Dereferences to `[u8]`.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Value(Bytes);
-
-impl Value {
-    /// Wraps shared bytes.
-    pub fn from_bytes(b: Bytes) -> Self {
-        Value(b)
-    }
-
-    /// Copies a slice into a new value.
-    pub fn copy_from_slice(s: &[u8]) -> Self {
-        Value(Bytes::copy_from_slice(s))
-    }
-
-    /// The bytes as a `Vec` (copies).
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
-    }
-
-    /// The underlying shared bytes.
-    pub fn into_bytes(self) -> Bytes {
-        self.0
-    }
-}
-
-impl Deref for Value {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl AsRef<[u8]> for Value {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl From<Vec<u8>> for Value {
-    fn from(v: Vec<u8>) -> Self {
-        Value(Bytes::from(v))
-    }
-}
-
-impl From<&[u8]> for Value {
-    fn from(v: &[u8]) -> Self {
-        Value::copy_from_slice(v)
-    }
-}
-
-impl PartialEq<[u8]> for Value {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&[u8]> for Value {
-    fn eq(&self, other: &&[u8]) -> bool {
-        self.0 == *other
-    }
-}
-
-impl<const N: usize> PartialEq<&[u8; N]> for Value {
-    fn eq(&self, other: &&[u8; N]) -> bool {
-        self.0 == other[..]
-    }
-}
-
-impl<const N: usize> PartialEq<[u8; N]> for Value {
-    fn eq(&self, other: &[u8; N]) -> bool {
-        self.0 == other[..]
-    }
-}
-
-impl PartialEq<Vec<u8>> for Value {
-    fn eq(&self, other: &Vec<u8>) -> bool {
-        self.0 == other[..]
-    }
-}
-
-impl fmt::Debug for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Value({:?})", self.0)
     }
 }
 

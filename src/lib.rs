@@ -39,18 +39,19 @@ pub mod fs;
 mod key_prefix;
 mod options;
 mod stats;
+mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Db, DbIterator, Snapshot};
+pub use db::{Db, DbIterator, KeyRange, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use db::{Presence, ProbeSource, ProbeStep, TableInfo};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
-pub use key::Value;
 pub use options::{Options, WriteOptions};
 pub use stats::Stats;
 pub use table::Compression;
+pub use value::Value;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -73,6 +73,11 @@ macro_rules! setter {
 }
 
 impl Options {
+    /// The default options (the same as `Options::default()`), to chain setters on.
+    pub fn new() -> Self {
+        Options::default()
+    }
+
     setter!(
         /// Size at which the memtable becomes immutable and is flushed (default 4 MiB).
         memtable_bytes, get_memtable_bytes: usize);
@@ -116,12 +121,12 @@ impl Options {
     setter!(
         /// Create the database if the directory holds none (default true). A database is
         /// only created in a directory that is new, empty, or holds nothing but what an
-        /// interrupted creation leaves: `Db::open` refuses, with
-        /// [`Error::InvalidArgument`], a directory holding other files, rather than write
-        /// its own beside them.
+        /// interrupted creation leaves: `Db::open` refuses, with [`Error::NotADatabase`], a
+        /// directory holding other files, rather than write its own beside them. Without it,
+        /// opening where there is no database fails with [`Error::NotFound`].
         create_if_missing, get_create_if_missing: bool);
     setter!(
-        /// Fail with [`Error::InvalidArgument`] if the directory already holds a database
+        /// Fail with [`Error::AlreadyExists`] if the directory already holds a database
         /// (default false), for callers that mean to create a fresh one.
         error_if_exists, get_error_if_exists: bool);
 
@@ -179,8 +184,8 @@ impl Options {
 /// let db = Db::open(dir.path(), Options::default().sync_writes(true))?;
 /// let mut batch = WriteBatch::new();
 /// batch.put("k", "v");
-/// db.write(batch.clone(), &WriteOptions::default())?; // fsyncs: inherits sync_writes(true)
-/// db.write(batch, &WriteOptions::new().sync(false))?; // this write only: no fsync
+/// db.write(&batch, &WriteOptions::default())?; // fsyncs: inherits sync_writes(true)
+/// db.write(&batch, &WriteOptions::new().sync(false))?; // this write only: no fsync
 /// assert_eq!(WriteOptions::new().get_sync(), None);
 /// # Ok(()) }
 /// ```

@@ -145,7 +145,7 @@ fn build() -> Built {
         }
         wal_writes.push((key(i), w));
     }
-    db.write(bloomkv::WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
+    db.write(&bloomkv::WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
     // Dropping the handle leaves the writes in the WAL (close does not flush the memtable).
     drop(db);
     for (k, v) in &wal_writes {
@@ -243,7 +243,7 @@ fn check_damaged(
         }
     };
     let scanned: bloomkv::Result<Model> =
-        db.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
+        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
     let reference: Model = match scanned {
         Ok(got) => {
             assert!(allowed.accepts(&got), "{what}: scan returned wrong data");
@@ -442,11 +442,8 @@ fn damaged_manifest_fails_naming_the_manifest() {
                 refused += 1;
             }
             Ok(db) => {
-                let got: Model = db
-                    .range::<&[u8], _>(..)
-                    .map(|r| r.unwrap())
-                    .map(|(k, v)| (k, v.to_vec()))
-                    .collect();
+                let got: Model =
+                    db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
                 assert_eq!(got, b.model, "manifest last record flip at {at}: wrong data");
             }
         }
@@ -478,8 +475,7 @@ fn damaged_current_fails_naming_current_or_the_missing_manifest() {
     }
     // And the undamaged original still opens with everything.
     let db = Db::open(&b.dir, opts()).unwrap();
-    let got: Model =
-        db.range::<&[u8], _>(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
+    let got: Model = db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
     assert_eq!(got, b.model);
 }
 
@@ -686,7 +682,7 @@ fn damaged_last_manifest_records_never_open_with_lost_data() {
                 };
                 opened += 1;
                 let got: Model = db
-                    .range::<&[u8], _>(..)
+                    .range(..)
                     .map(|r| r.map(|(k, v)| (k, v.to_vec())))
                     .collect::<bloomkv::Result<_>>()
                     .unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));

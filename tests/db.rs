@@ -82,18 +82,18 @@ fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
     let mut b = WriteBatch::new();
     b.put(b"b", b"2");
     b.put(b"c", b"3");
-    db.write(b, &WriteOptions::new().sync(false)).unwrap();
+    db.write(&b, &WriteOptions::new().sync(false)).unwrap();
     db.delete(b"a").unwrap();
     db.sync().unwrap();
     // Too big a buffer to be kept for the next write.
     db.put(b"d", vec![9u8; 100_000]).unwrap();
-    db.write(WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
+    db.write(&WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
     db.flush().unwrap();
     db.put(b"e", b"5").unwrap();
     let check = |db: &Db| {
         assert_eq!(db.stats().last_sequence, 6);
         let all: Vec<(Vec<u8>, usize)> = db
-            .range::<&[u8], _>(..)
+            .range(..)
             .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.len())))
             .collect::<Result<_, _>>()
             .unwrap();
@@ -162,7 +162,7 @@ fn data_survives_close_and_drop() {
         // Dropped without close.
     }
     let db = Db::open(dir.path(), quiet()).unwrap();
-    assert_eq!(db.range::<&[u8], _>(..).count(), 500);
+    assert_eq!(db.range(..).count(), 500);
     assert_eq!(db.get(key(10)).unwrap(), None);
     assert!(db.get(key(510)).unwrap().is_some());
 }
@@ -175,7 +175,7 @@ fn unsynced_and_synced_writes_survive_a_process_crash() {
     for i in 0..300 {
         let mut b = WriteBatch::new();
         b.put(key(i), b"x");
-        db.write(b, &WriteOptions::new().sync(i % 3 == 0)).unwrap();
+        db.write(&b, &WriteOptions::new().sync(i % 3 == 0)).unwrap();
     }
     crash_image(dir.path(), image.path());
     drop(db);
@@ -193,7 +193,7 @@ fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
         let mut b = WriteBatch::new();
         b.put(key(i), vec![b'v'; 100]);
         b.put(format!("pair{i:08}"), vec![b'v'; 100]);
-        db.write(b, &WriteOptions::default()).unwrap();
+        db.write(&b, &WriteOptions::default()).unwrap();
     }
     let wals = wal_files(dir.path());
     assert_eq!(wals.len(), 1);
@@ -298,7 +298,7 @@ fn invalid_options_are_rejected() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let r = Db::open(&empty, Options::default().create_if_missing(false));
-    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    assert!(matches!(&r, Err(Error::NotFound { path }) if path == &empty), "{r:?}");
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
 
@@ -322,11 +322,11 @@ fn snapshot_sees_a_fixed_view_across_flush_and_compaction() {
         }
     }
     db.compact().unwrap();
-    assert_eq!(db.range::<&[u8], _>(..).count(), 1000);
+    assert_eq!(db.range(..).count(), 1000);
     for i in (0..2000).step_by(97) {
         assert_eq!(snap.get(key(i)).unwrap().unwrap(), b"old");
     }
-    let all: Vec<_> = snap.range::<&[u8], _>(..).collect::<Result<_, _>>().unwrap();
+    let all: Vec<_> = snap.range(..).collect::<Result<_, _>>().unwrap();
     assert_eq!(all.len(), 2000);
     assert!(all.iter().all(|(_, v)| v == b"old"));
     drop(snap);
@@ -366,7 +366,7 @@ fn concurrent_writers_and_readers_see_whole_batches() {
                     b.put(format!("a{}", i % 100), &v);
                     b.put(format!("b{}", i % 100), &v);
                     b.put(format!("w{w}/{i:06}"), &v);
-                    db.write(b, &WriteOptions::new().sync(i % 500 == 0)).unwrap();
+                    db.write(&b, &WriteOptions::new().sync(i % 500 == 0)).unwrap();
                 }
             }));
         }
@@ -448,9 +448,9 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
     }
     assert_eq!(ro.get(key(7)).unwrap().unwrap(), b"v7");
     assert_eq!(ro.get(key(5)).unwrap(), None);
-    assert_eq!(ro.range::<&[u8], _>(..).count(), 2999);
-    assert!(matches!(ro.put(b"x", b"y"), Err(Error::InvalidArgument(_))));
-    assert!(matches!(ro.flush(), Err(Error::InvalidArgument(_))));
+    assert_eq!(ro.range(..).count(), 2999);
+    assert!(matches!(ro.put(b"x", b"y"), Err(Error::ReadOnly)));
+    assert!(matches!(ro.flush(), Err(Error::ReadOnly)));
     // The owner keeps writing; the read-only view is fixed at its open.
     db.put(b"later", b"1").unwrap();
     assert_eq!(ro.get(b"later").unwrap(), None);
@@ -622,8 +622,12 @@ fn sst_files(dir: &Path) -> Vec<std::path::PathBuf> {
     v
 }
 
-fn is_invalid_argument<T: std::fmt::Debug>(r: bloomkv::Result<T>) -> bool {
-    matches!(r, Err(Error::InvalidArgument(_)))
+fn key_too_large<T>(r: bloomkv::Result<T>) -> bool {
+    matches!(r, Err(Error::KeyTooLarge { len }) if len == bloomkv::MAX_KEY_BYTES + 1)
+}
+
+fn value_too_large<T>(r: bloomkv::Result<T>) -> bool {
+    matches!(r, Err(Error::ValueTooLarge { len }) if len == bloomkv::MAX_VALUE_BYTES + 1)
 }
 
 /// Regression: a 17 MiB value was acknowledged, then failed the flush, every later write,
@@ -638,17 +642,17 @@ fn writes_over_the_size_limits_are_refused_before_the_wal() {
     let big_value = vec![7u8; MAX_VALUE_BYTES + 1];
     let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
     let before = wal_len();
-    assert!(is_invalid_argument(db.put(&long_key, b"v")));
-    assert!(is_invalid_argument(db.put(b"k", &big_value)));
-    assert!(is_invalid_argument(db.delete(&long_key)));
+    assert!(key_too_large(db.put(&long_key, b"v")));
+    assert!(value_too_large(db.put(b"k", &big_value)));
+    assert!(key_too_large(db.delete(&long_key)));
     let mut batch = WriteBatch::new();
     batch.put(b"fine", b"v");
     batch.put(b"too-big", &big_value);
-    assert!(is_invalid_argument(db.write(batch, &WriteOptions::default())));
+    assert!(value_too_large(db.write(&batch, &WriteOptions::default())));
     let mut batch = WriteBatch::new();
     batch.put(b"fine", b"v");
     batch.delete(&long_key);
-    assert!(is_invalid_argument(db.write(batch, &WriteOptions::default())));
+    assert!(key_too_large(db.write(&batch, &WriteOptions::default())));
     assert_eq!(wal_len(), before, "a refused write reached the WAL");
     assert_eq!(db.get(b"fine").unwrap(), None, "part of a refused batch was applied");
 
@@ -692,7 +696,7 @@ fn keys_and_values_at_the_size_limits_round_trip() {
         let db = Db::open(dir.path(), opts()).unwrap();
         assert_eq!(db.get(&long_key).unwrap().as_deref(), Some(&b"short"[..]));
         assert!(db.get(b"big").unwrap().as_deref() == Some(&value[..]));
-        let keys: Vec<Vec<u8>> = db.range::<&[u8], _>(..).map(|r| r.unwrap().0).collect();
+        let keys: Vec<Vec<u8>> = db.range(..).map(|r| r.unwrap().0).collect();
         // (assert!, not assert_eq!: a failure would print 64 KiB of key)
         assert!(keys == vec![long_key.clone(), b"big".to_vec(), b"small".to_vec()]);
     }
@@ -770,7 +774,7 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     let snap = db.snapshot();
     db.put(b"a", b"1-new").unwrap();
     db.compact().unwrap(); // the snapshot now holds tables the live version replaced
-    let mut it = db.range::<&[u8], _>(..);
+    let mut it = db.range(..);
     assert_eq!(it.next().unwrap().unwrap().0, b"a".to_vec());
     assert!(matches!(Db::open(dir.path(), quiet()), Err(Error::Locked { .. })));
 
@@ -781,10 +785,10 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     assert!(matches!(snap.get(b"a"), Err(Error::Closed)));
     assert!(matches!(it.next(), Some(Err(Error::Closed))));
     assert!(it.next().is_none());
-    assert!(matches!(snap.range::<&[u8], _>(..).next(), Some(Err(Error::Closed))));
+    assert!(matches!(snap.range(..).next(), Some(Err(Error::Closed))));
     assert!(matches!(db.get(b"a"), Err(Error::Closed)));
     assert!(matches!(db.put(b"x", b"y"), Err(Error::Closed)));
-    assert!(matches!(db.write(WriteBatch::new(), &WriteOptions::default()), Err(Error::Closed)));
+    assert!(matches!(db.write(&WriteBatch::new(), &WriteOptions::default()), Err(Error::Closed)));
     assert!(matches!(db.flush(), Err(Error::Closed)));
     db.close().unwrap(); // a second close is a no-op
 
@@ -799,7 +803,7 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     again.close().unwrap();
     let again = Db::open(dir.path(), quiet()).unwrap();
     let all: Vec<(Vec<u8>, Vec<u8>)> =
-        again.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+        again.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1-new"), ("b", "2"), ("c", "3"), ("d", "4")]
         .iter()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
@@ -827,7 +831,10 @@ fn a_database_is_created_only_where_nothing_else_lives() {
         std::fs::write(dir.path().join(foreign), b"mine").unwrap();
         let before = listing(dir.path());
         match Db::open(dir.path(), quiet()) {
-            Err(Error::InvalidArgument(m)) => assert!(m.contains(foreign), "{foreign}: {m}"),
+            Err(Error::NotADatabase { path, foreign: found }) => {
+                assert_eq!(path, dir.path());
+                assert_eq!(found, vec![foreign.to_string()]);
+            }
             other => panic!("{foreign}: expected a refusal, got {other:?}"),
         }
         assert_eq!(
@@ -839,7 +846,11 @@ fn a_database_is_created_only_where_nothing_else_lives() {
     // A subdirectory is somebody else's too.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("data")).unwrap();
-    assert!(is_invalid_argument(Db::open(dir.path(), quiet())));
+    let r = Db::open(dir.path(), quiet());
+    assert!(
+        matches!(&r, Err(Error::NotADatabase { foreign, .. }) if foreign == &["data"]),
+        "{r:?}"
+    );
 
     // A mount point's lost+found, an empty directory, a new one: fine.
     let dir = tempfile::tempdir().unwrap();
@@ -854,7 +865,8 @@ fn a_database_is_created_only_where_nothing_else_lives() {
 
     // An existing database: error_if_exists refuses it; otherwise it opens, and a file the
     // user put beside it later is left alone (a foreign `.tmp` is not deleted as ours).
-    assert!(is_invalid_argument(Db::open(&new_dir, quiet().error_if_exists(true))));
+    let r = Db::open(&new_dir, quiet().error_if_exists(true));
+    assert!(matches!(&r, Err(Error::AlreadyExists { path }) if path == &new_dir), "{r:?}");
     std::fs::write(new_dir.join("README.tmp"), b"mine").unwrap();
     let db = Db::open(&new_dir, quiet()).unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));

@@ -65,10 +65,7 @@ fn options() -> Options {
 }
 
 fn scan(db: &Db, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.range::<Vec<u8>, _>((lo, hi))
-        .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap()
+    db.range((lo, hi)).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
 }
 
 /// What the engine did during a run, summed over reopens.
@@ -158,13 +155,13 @@ fn run(ops: Vec<Op>) -> Work {
                         }
                     }
                 }
-                d.write(b, &WriteOptions::new().sync(entries.len() % 2 == 0)).unwrap();
+                d.write(&b, &WriteOptions::new().sync(entries.len() % 2 == 0)).unwrap();
             }
             Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
             Op::CheckSnapshot => {
                 if let Some((s, m)) = &snap {
                     let got: Vec<_> = s
-                        .range::<&[u8], _>(..)
+                        .range(..)
                         .map(|r| r.map(|(k, v)| (k, v.to_vec())))
                         .collect::<Result<_, _>>()
                         .unwrap();

@@ -88,7 +88,7 @@ fn apply(model: &mut Model, w: &Write) {
 }
 
 fn scan_all(db: &Db) -> bloomkv::Result<Model> {
-    db.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
+    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
 }
 
 /// The `p` in `lo..=hi` such that `base` followed by the first `p` writes equals `got`, if
@@ -227,7 +227,7 @@ fn db_runs_on_faultfs_across_close_and_reopen() {
         assert_eq!(scan_all(&db).unwrap(), model, "round {round}");
         for op in 0..600 {
             let w = random_write(&mut rng, round * 1000 + op);
-            db.write(to_batch(&w), &WriteOptions::default()).unwrap();
+            db.write(&to_batch(&w), &WriteOptions::default()).unwrap();
             apply(&mut model, &w);
         }
         for (k, v) in model.iter().take(40) {
@@ -296,7 +296,7 @@ fn run_until_crash(
         let w = random_write(rng, first_op + i);
         let sync = rng.gen_bool(0.2);
         writes.push(w);
-        match db.write(to_batch(writes.last().unwrap()), &WriteOptions::new().sync(sync)) {
+        match db.write(&to_batch(writes.last().unwrap()), &WriteOptions::new().sync(sync)) {
             Ok(()) if sync => must = i + 1,
             Ok(()) => {}
             Err(_) => return (i + 1, must),
@@ -416,7 +416,7 @@ fn background_errors_stop_writes_and_lose_nothing_acknowledged() {
             let r = if rng.gen_bool(0.01) {
                 db.flush().map(|()| false)
             } else {
-                db.write(to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))).map(|()| true)
+                db.write(&to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))).map(|()| true)
             };
             match r {
                 Ok(true) => apply(&mut model, &w),
@@ -479,7 +479,7 @@ fn wal_errors_fail_the_write_and_every_later_one() {
         let mut failed = None;
         for op in 0..700 {
             let w = random_write(&mut rng, op);
-            match db.write(to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))) {
+            match db.write(&to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1))) {
                 Ok(()) => apply(&mut model, &w),
                 Err(e) => {
                     assert!(matches!(e, Error::Io { .. }), "{what}: {e:?}");
@@ -512,7 +512,7 @@ fn read_errors_are_errors_not_panics_or_wrong_data() {
     let mut model = Model::new();
     for op in 0..1500 {
         let w = random_write(&mut rng, op);
-        db.write(to_batch(&w), &WriteOptions::default()).unwrap();
+        db.write(&to_batch(&w), &WriteOptions::default()).unwrap();
         apply(&mut model, &w);
     }
     db.compact().unwrap();
@@ -679,7 +679,7 @@ fn write_options_inherit_sync_writes_unless_set() {
         };
         let inherited = if sync_writes { 3 } else { 0 };
         assert_eq!(
-            count(&|| (0..3).for_each(|_| db.write(batch(), &WriteOptions::default()).unwrap())),
+            count(&|| (0..3).for_each(|_| db.write(&batch(), &WriteOptions::default()).unwrap())),
             inherited,
             "default WriteOptions, sync_writes({sync_writes})"
         );
@@ -695,13 +695,13 @@ fn write_options_inherit_sync_writes_unless_set() {
         );
         assert_eq!(
             count(&|| (0..3)
-                .for_each(|_| db.write(batch(), &WriteOptions::new().sync(true)).unwrap())),
+                .for_each(|_| db.write(&batch(), &WriteOptions::new().sync(true)).unwrap())),
             3,
             "sync(true) overrides sync_writes({sync_writes})"
         );
         assert_eq!(
             count(&|| (0..3)
-                .for_each(|_| db.write(batch(), &WriteOptions::new().sync(false)).unwrap())),
+                .for_each(|_| db.write(&batch(), &WriteOptions::new().sync(false)).unwrap())),
             0,
             "sync(false) overrides sync_writes({sync_writes})"
         );

@@ -155,7 +155,7 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
             );
         }
         let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
-            db.range::<&[u8], _>(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+            db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
         let live: BTreeMap<Vec<u8>, Vec<u8>> =
             expected.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect();
         assert_eq!(scanned, live);

@@ -17,6 +17,7 @@ mod flush;
 #[cfg(feature = "internals")]
 mod inspect;
 mod iter;
+mod key_range;
 mod read;
 mod recovery;
 mod snapshot;
@@ -33,6 +34,7 @@ use arc_swap::ArcSwap;
 #[cfg(feature = "internals")]
 pub use inspect::{Presence, ProbeSource, ProbeStep, TableInfo};
 pub use iter::DbIterator;
+pub use key_range::KeyRange;
 pub use snapshot::Snapshot;
 
 use crate::fs::{FileLock, FileSystem};
@@ -198,7 +200,7 @@ impl DbInner {
     fn check_writable(&self) -> Result<()> {
         self.check_open()?;
         if self.read_only {
-            return Err(Error::InvalidArgument("the database was opened read-only".into()));
+            return Err(Error::ReadOnly);
         }
         Ok(())
     }
@@ -253,7 +255,7 @@ impl Db {
     /// changing any file — so it works while another process has the database open (the
     /// `bloomkv` tool uses this). The view is what the manifest and WAL segments held when it
     /// was opened; later writes by the owner are not seen. Writes, `flush` and `compact`
-    /// return [`Error::InvalidArgument`].
+    /// return [`Error::ReadOnly`].
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let inner = Arc::new(recovery::open_read_only(path.as_ref(), opts)?);
@@ -267,8 +269,9 @@ impl Db {
 
     /// Sets `key` to `value`, with the database's default durability (`sync_writes`).
     ///
-    /// Fails with [`Error::InvalidArgument`], writing nothing, if the key is longer than
-    /// [`crate::MAX_KEY_BYTES`] or the value larger than [`crate::MAX_VALUE_BYTES`].
+    /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], writing nothing, if the
+    /// key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
+    /// [`crate::MAX_VALUE_BYTES`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.inner.check_writable()?;
         let (key, value) = (key.as_ref(), value.as_ref());
@@ -277,7 +280,7 @@ impl Db {
     }
 
     /// Deletes `key` (a no-op if it is absent), with the default durability. Fails with
-    /// [`Error::InvalidArgument`] if the key is longer than [`crate::MAX_KEY_BYTES`].
+    /// [`Error::KeyTooLarge`] if the key is longer than [`crate::MAX_KEY_BYTES`].
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.inner.check_writable()?;
         let key = key.as_ref();
@@ -289,14 +292,16 @@ impl Db {
     /// or none. It is on stable storage when this returns if `opts` ask for `sync`, or leave
     /// it unset and the database was opened with [`Options::sync_writes`]`(true)`.
     ///
-    /// Fails with [`Error::InvalidArgument`], applying none of the batch, if any key is
-    /// longer than [`crate::MAX_KEY_BYTES`] or any value larger than
+    /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], applying none of the
+    /// batch, if any key is longer than [`crate::MAX_KEY_BYTES`] or any value larger than
     /// [`crate::MAX_VALUE_BYTES`].
-    pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+    ///
+    /// The batch is borrowed, so it can be written again or cleared and refilled.
+    pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
         batch.check_sizes()?;
         let sync = opts.resolve_sync(&self.inner.opts);
-        write::write(&self.inner, sync, false, |b| *b = batch)
+        write::write(&self.inner, sync, false, |b| b.clone_from(batch))
     }
 
     /// The newest value of `key`, or `None` if it is absent or deleted.
@@ -310,9 +315,10 @@ impl Db {
         read::get(&self.inner, &state, key.as_ref(), seq)
     }
 
-    /// Iterates over the keys in `range` (any `RangeBounds` of byte slices) in ascending order,
-    /// seeing the database as it was when the iterator was created.
-    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> DbIterator {
+    /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or
+    /// strings: see [`KeyRange`]) in ascending order, seeing the database as it was when the
+    /// iterator was created.
+    pub fn range(&self, range: impl KeyRange) -> DbIterator {
         self.snapshot().range(range)
     }
 

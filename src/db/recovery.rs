@@ -58,7 +58,7 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
             ));
         }
         if !allow_create {
-            return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
+            return Err(Error::NotFound { path: dir.to_path_buf() });
         }
         (vec![Vec::new(); NUM_LEVELS], 0, 1, 0, None)
     };
@@ -230,14 +230,10 @@ fn refuse_foreign_files(dir: &Path, names: &[String]) -> Result<()> {
         return Ok(());
     }
     foreign.sort_unstable();
-    let shown = foreign.iter().take(3).map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
-    let more =
-        if foreign.len() > 3 { format!(" and {} more", foreign.len() - 3) } else { String::new() };
-    Err(Error::InvalidArgument(format!(
-        "{} is not a bloomkv database and is not empty (it holds {shown}{more}); refusing to \
-         create a database among other files: use a new or empty directory",
-        dir.display()
-    )))
+    Err(Error::NotADatabase {
+        path: dir.to_path_buf(),
+        foreign: foreign.into_iter().map(String::from).collect(),
+    })
 }
 
 /// True if the directory holds WAL segments or tables. Creating a database writes its first
@@ -256,7 +252,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let fs = opts.fs.clone();
     if !fs.exists(dir) {
         if !opts.create_if_missing {
-            return Err(Error::InvalidArgument(format!("{} does not exist", dir.display())));
+            return Err(Error::NotFound { path: dir.to_path_buf() });
         }
         fs.create_dir_all(dir)?;
     }
@@ -264,14 +260,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     {
         // Refuse before taking the lock: taking it would create a LOCK file in a directory
         // that holds no database and that the caller asked not to have one made in.
-        return Err(Error::InvalidArgument(format!("no database in {}", dir.display())));
+        return Err(Error::NotFound { path: dir.to_path_buf() });
     }
     if fs.exists(&current_path(dir)) {
         if opts.error_if_exists {
-            return Err(Error::InvalidArgument(format!(
-                "a database already exists in {} (error_if_exists is set)",
-                dir.display()
-            )));
+            return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
     } else {
         let names = fs.list(dir)?;

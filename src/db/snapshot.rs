@@ -5,11 +5,12 @@
 //! database, but their files are deleted only when the last snapshot or iterator using them
 //! is dropped.
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::iter::{prefix_successor, DbIterator};
+use super::key_range::KeyRange;
 use super::{lock_mutex as lock, read, DbInner, DbState};
 use crate::key::SeqNo;
 use crate::{Result, Value};
@@ -63,20 +64,10 @@ impl Snapshot {
         read::get(&self.inner, &self.state, key.as_ref(), self.seq)
     }
 
-    /// Iterates over the keys in `range` as of the snapshot.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        DbIterator::new(
-            self.inner.clone(),
-            self.state.clone(),
-            self.seq,
-            own(range.start_bound()),
-            own(range.end_bound()),
-        )
+    /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]).
+    pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        let (start, end) = range.into_bounds();
+        DbIterator::new(self.inner.clone(), self.state.clone(), self.seq, start, end)
     }
 
     /// Iterates over the keys starting with `prefix` as of the snapshot.

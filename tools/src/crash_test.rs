@@ -163,10 +163,13 @@ pub fn worker(args: &WorkerArgs) -> Result<ExitCode, bloomkv::Error> {
                     let id = args.start_op + t + i * args.threads;
                     let op = gen_op(args.seed, id, t, args.threads);
                     say('S', id);
-                    match db.write(batch(&op), &WriteOptions::new().sync(op.sync)) {
+                    match db.write(&batch(&op), &WriteOptions::new().sync(op.sync)) {
                         Ok(()) => say('A', id),
                         Err(e) => {
-                            eprintln!("crash-worker: write {id} failed: {e}");
+                            eprintln!(
+                                "crash-worker: write {id} failed: {}",
+                                crate::common::chain(&e)
+                            );
                             failed.store(1, Ordering::Relaxed);
                             return;
                         }
@@ -257,10 +260,10 @@ fn check(
     totals: &mut Totals,
 ) -> Result<Model, String> {
     let got: Model = db
-        .range::<&[u8], _>(..)
+        .range(..)
         .map(|r| r.map(|(k, v)| (k, v.to_vec())))
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("scan failed: {e}"))?;
+        .map_err(|e| format!("scan failed: {}", crate::common::chain(&e)))?;
     for (k, v) in &got {
         let (vk, _) = parse_value(v).ok_or_else(|| {
             format!("key {:?} holds a value no op wrote", String::from_utf8_lossy(k))
@@ -323,7 +326,7 @@ fn check(
         ));
     }
     for (k, v) in got.iter().step_by(7) {
-        let g = db.get(k).map_err(|e| format!("get failed: {e}"))?;
+        let g = db.get(k).map_err(|e| format!("get failed: {}", crate::common::chain(&e)))?;
         if g.as_deref() != Some(&v[..]) {
             return Err(format!("get({}) disagrees with the scan", String::from_utf8_lossy(k)));
         }
@@ -368,7 +371,10 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         let db = match Db::open(&args.dir, options()) {
             Ok(db) => db,
             Err(e) => {
-                eprintln!("crash-test: cycle {cycle}: reopening after the kill failed: {e}");
+                eprintln!(
+                    "crash-test: cycle {cycle}: reopening after the kill failed: {}",
+                    crate::common::chain(&e)
+                );
                 return Ok(ExitCode::FAILURE);
             }
         };
@@ -484,7 +490,7 @@ mod tests {
         let db = Db::open(tmp.path(), options()).unwrap();
         let (seed, threads) = (5, 2);
         for id in 0..3 {
-            db.write(batch(&gen_op(seed, id, id % threads, threads)), &WriteOptions::default())
+            db.write(&batch(&gen_op(seed, id, id % threads, threads)), &WriteOptions::default())
                 .unwrap();
         }
         let check_with =

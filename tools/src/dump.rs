@@ -355,7 +355,7 @@ fn dump_db(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
     let start = sink.range.start().map(<[u8]>::to_vec);
     let iter = match start {
         Some(s) => db.range(s..),
-        None => db.range::<&[u8], _>(..),
+        None => db.range(..),
     };
     for kv in iter {
         let (key, value) = kv?;

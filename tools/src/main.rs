@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bloomkv: {e}");
+            eprintln!("bloomkv: {}", common::chain(&e));
             ExitCode::from(2)
         }
     }

@@ -42,7 +42,7 @@ pub fn open_for_write(dir: &Path, create: bool) -> bloomkv::Result<Db> {
 
 /// Applies `batch` durably and closes the database cleanly.
 pub fn write_and_close(db: Db, batch: WriteBatch) -> bloomkv::Result<ExitCode> {
-    db.write(batch, &WriteOptions::new().sync(true))?;
+    db.write(&batch, &WriteOptions::new().sync(true))?;
     db.close()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -45,7 +45,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let db = common::open_db_read_only(&args.dir)?;
     let iter = match range.start() {
         Some(s) => db.range(s.to_vec()..),
-        None => db.range::<&[u8], _>(..),
+        None => db.range(..),
     };
     let mut out = common::stdout();
     let mut r = Report { count: 0, truncated: false, entries: Vec::new() };

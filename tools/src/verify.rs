@@ -104,7 +104,7 @@ impl Report {
             other => self.errors.push(Finding {
                 file: common::display(file),
                 offset: None,
-                what: other.to_string(),
+                what: common::chain(&other),
             }),
         }
     }

@@ -339,7 +339,7 @@ fn scan_and_dump_db_equal_range() {
             .collect()
     };
     let all: Vec<(String, String)> = db
-        .range::<&[u8], _>(..)
+        .range(..)
         .map(|kv| kv.map(|(k, v)| (hex(&k), hex(&v))))
         .collect::<Result<_, _>>()
         .unwrap();
