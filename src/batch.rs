@@ -181,9 +181,6 @@ impl WriteBatch {
     }
 }
 
-// The engine's write path and WAL replay are the users of these; until they land on this
-// branch only the tests call them.
-#[allow(dead_code)]
 impl WriteBatch {
     /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], reporting
     /// the first that is over.
@@ -234,18 +231,6 @@ impl WriteBatch {
             return Err(Error::bad_bytes(at, "bytes after the last counted op of a write batch"));
         }
         Ok(WriteBatch { data })
-    }
-
-    /// Appends `other`'s operations after this batch's, keeping this batch's sequence
-    /// number: the group-commit leader merges followers' batches into one log record.
-    ///
-    /// # Panics
-    ///
-    /// If the combined batch would hold more than `u32::MAX` operations.
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
-        let count = self.count().checked_add(other.count()).expect("write batch op count overflow");
-        self.data.extend_from_slice(&other.data[HEADER_LEN..]);
-        self.set_count(count);
     }
 }
 
@@ -377,30 +362,6 @@ mod tests {
         assert_eq!(b.len(), 0);
         assert_eq!(b, WriteBatch::new());
         assert_eq!(b.iter().count(), 0);
-    }
-
-    #[test]
-    fn append_concatenates_ops_and_keeps_sequence() {
-        let mut a = build(&[(ValueKind::Put, b"x".to_vec(), b"1".to_vec())]);
-        a.set_sequence(100);
-        let mut b = build(&[
-            (ValueKind::Delete, b"y".to_vec(), vec![]),
-            (ValueKind::Put, b"z".to_vec(), b"2".to_vec()),
-        ]);
-        b.set_sequence(7);
-        a.append(&b);
-        assert_eq!(a.len(), 3);
-        assert_eq!(a.sequence(), 100);
-        assert_eq!(
-            ops_of(&a),
-            vec![
-                (ValueKind::Put, b"x".to_vec(), b"1".to_vec()),
-                (ValueKind::Delete, b"y".to_vec(), vec![]),
-                (ValueKind::Put, b"z".to_vec(), b"2".to_vec()),
-            ]
-        );
-        let decoded = WriteBatch::from_record(a.data().to_vec()).unwrap();
-        assert_eq!(decoded, a);
     }
 
     #[test]

@@ -13,8 +13,12 @@ use crate::{Error, Result};
 ///     .memtable_bytes(8 << 20)
 ///     .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 12.0 })
 ///     .compression(Compression::Zstd { level: 3 });
-/// assert_eq!(opts.get_memtable_bytes(), 8 << 20);
+/// # let _ = opts;
 /// ```
+///
+/// Setters take the plain name, builder-style; there are no getters (a `get_` prefix is
+/// against the Rust API guidelines, and the plain name is the setter's): `Debug` shows the
+/// whole configuration.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub(crate) memtable_bytes: usize,
@@ -59,15 +63,11 @@ impl Default for Options {
 }
 
 macro_rules! setter {
-    ($(#[$doc:meta])* $name:ident, $getter:ident: $ty:ty) => {
+    ($(#[$doc:meta])* $name:ident: $ty:ty) => {
         $(#[$doc])*
         pub fn $name(mut self, value: $ty) -> Self {
             self.$name = value;
             self
-        }
-        #[doc = concat!("The configured `", stringify!($name), "`.")]
-        pub fn $getter(&self) -> $ty {
-            self.$name.clone()
         }
     };
 }
@@ -80,55 +80,55 @@ impl Options {
 
     setter!(
         /// Size at which the memtable becomes immutable and is flushed (default 4 MiB).
-        memtable_bytes, get_memtable_bytes: usize);
+        memtable_bytes: usize);
     setter!(
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
-        max_immutable_memtables, get_max_immutable_memtables: usize);
+        max_immutable_memtables: usize);
     setter!(
         /// The per-table filter (default: blocked Bloom at 10 bits per key).
-        filter_policy, get_filter_policy: FilterPolicy);
+        filter_policy: FilterPolicy);
     setter!(
         /// Data block compression (default none: point reads are the priority).
-        compression, get_compression: Compression);
+        compression: Compression);
     setter!(
         /// Target uncompressed size of a data block (default 4 KiB).
-        block_bytes, get_block_bytes: usize);
+        block_bytes: usize);
     setter!(
         /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
-        block_cache_bytes, get_block_cache_bytes: usize);
+        block_cache_bytes: usize);
     setter!(
         /// Whether writes fsync the WAL before they are acknowledged (default false). Applies
         /// to `put`, `delete`, and to `write` unless its [`WriteOptions`] set `sync`.
-        sync_writes, get_sync_writes: bool);
+        sync_writes: bool);
     setter!(
         /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
-        l0_compaction_trigger, get_l0_compaction_trigger: usize);
+        l0_compaction_trigger: usize);
     setter!(
         /// Number of L0 tables at which each write is delayed a little (default 8).
-        l0_slowdown_trigger, get_l0_slowdown_trigger: usize);
+        l0_slowdown_trigger: usize);
     setter!(
         /// Number of L0 tables at which writes wait for compaction (default 12).
-        l0_stop_trigger, get_l0_stop_trigger: usize);
+        l0_stop_trigger: usize);
     setter!(
         /// Each level below L1 may hold this many times the bytes of the one above (default 10).
-        level_size_ratio, get_level_size_ratio: u64);
+        level_size_ratio: u64);
     setter!(
         /// Target size of L1 in bytes (default 10 MiB).
-        level_base_bytes, get_level_base_bytes: u64);
+        level_base_bytes: u64);
     setter!(
         /// Size at which compaction output is split into a new table (default 4 MiB).
-        target_table_bytes, get_target_table_bytes: u64);
+        target_table_bytes: u64);
     setter!(
         /// Create the database if the directory holds none (default true). A database is
         /// only created in a directory that is new, empty, or holds nothing but what an
         /// interrupted creation leaves: `Db::open` refuses, with [`Error::NotADatabase`], a
         /// directory holding other files, rather than write its own beside them. Without it,
         /// opening where there is no database fails with [`Error::NotFound`].
-        create_if_missing, get_create_if_missing: bool);
+        create_if_missing: bool);
     setter!(
         /// Fail with [`Error::AlreadyExists`] if the directory already holds a database
         /// (default false), for callers that mean to create a fresh one.
-        error_if_exists, get_error_if_exists: bool);
+        error_if_exists: bool);
 
     /// Routes all file access through `fs` (tests use this to inject faults).
     pub fn file_system(mut self, fs: std::sync::Arc<dyn crate::fs::FileSystem>) -> Self {
@@ -186,7 +186,6 @@ impl Options {
 /// batch.put("k", "v");
 /// db.write(&batch, &WriteOptions::default())?; // fsyncs: inherits sync_writes(true)
 /// db.write(&batch, &WriteOptions::new().sync(false))?; // this write only: no fsync
-/// assert_eq!(WriteOptions::new().get_sync(), None);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -208,11 +207,6 @@ impl WriteOptions {
     pub fn sync(mut self, sync: bool) -> Self {
         self.sync = Some(sync);
         self
-    }
-
-    /// The explicit `sync` setting; `None` when the write inherits the database's.
-    pub fn get_sync(&self) -> Option<bool> {
-        self.sync
     }
 
     /// Whether a write with these options fsyncs, on a database opened with `opts`.

@@ -118,13 +118,12 @@ pub struct Stats {
     pub gets: u64,
     /// Lookups answered by a memtable without consulting any table.
     pub memtable_hits: u64,
-    /// Tables whose key range covered a looked-up key, so their filter was asked.
-    pub filter_checks: u64,
     /// Tables a filter ruled out: no index or block work was done for them.
     pub filter_negatives: u64,
     /// Filter said "maybe", a block was searched, and the key was not there.
     pub filter_false_positives: u64,
-    /// Tables consulted by lookups (range covered the key), filtered or not.
+    /// Tables consulted by lookups: their key range covered the key, so their filter (if
+    /// any) was asked.
     pub tables_consulted: u64,
     /// Data blocks read from disk (not found in the block cache).
     pub block_reads: u64,

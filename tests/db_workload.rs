@@ -45,7 +45,7 @@ fn million_keys_make_levels_and_filters_predict_block_reads() {
         assert!(db.get(key(2 * i + 1)).unwrap().is_none());
     }
     let after = db.stats();
-    let checks = (after.filter_checks - before.filter_checks) as f64;
+    let checks = (after.tables_consulted - before.tables_consulted) as f64;
     let negatives = after.filter_negatives - before.filter_negatives;
     let false_positives = after.filter_false_positives - before.filter_false_positives;
     let blocks = (after.block_reads + after.block_cache_hits)

@@ -364,7 +364,6 @@ impl Db {
         let mut s = Stats {
             gets: c.gets.get(),
             memtable_hits: c.memtable_hits.get(),
-            filter_checks: c.tables_consulted.get(),
             filter_negatives: c.filter_negatives.get(),
             filter_false_positives: c.filter_false_positives.get(),
             tables_consulted: c.tables_consulted.get(),

@@ -60,7 +60,7 @@ fn full_run_writes_sane_json_and_svg() {
             let (p50, p99, p999, max) = (f(&l["p50"]), f(&l["p99"]), f(&l["p999"]), f(&l["max"]));
             assert!(0.0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "{w} {p}: {l}");
             assert!(!r["latency_percentiles"].as_array().unwrap().is_empty());
-            for field in ["blocks_read", "cache_hits", "blocks_touched", "filter_checks"] {
+            for field in ["blocks_read", "cache_hits", "blocks_touched", "tables_consulted"] {
                 assert!(f(&r["per_op"][field]) >= 0.0, "{w} {p} {field}");
             }
             assert!(!r["tables_per_level"].as_array().unwrap().is_empty());

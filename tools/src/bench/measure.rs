@@ -142,8 +142,6 @@ pub struct PerOp {
     pub blocks_touched: f64,
     /// Tables whose key range covered the key, per operation (each one's filter is asked).
     pub tables_consulted: f64,
-    /// Filter checks per operation.
-    pub filter_checks: f64,
     /// Tables a filter ruled out (no index or block work) per operation.
     pub tables_skipped: f64,
     /// Filter "maybe" answers that led to a block without the key, per operation.
@@ -192,7 +190,6 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
             cache_hits: per(cache_hits),
             blocks_touched: per(block_reads + cache_hits),
             tables_consulted: per(d(after.tables_consulted, before.tables_consulted)),
-            filter_checks: per(d(after.filter_checks, before.filter_checks)),
             tables_skipped: per(negatives),
             false_positives: per(fps),
             memtable_hits: per(d(after.memtable_hits, before.memtable_hits)),

@@ -272,10 +272,15 @@ struct Ctx<'a> {
     show_progress: bool,
 }
 
+/// The bench's L0 compaction trigger (the engine's default), set explicitly because the
+/// layered shape depends on it.
+const L0_COMPACTION_TRIGGER: usize = 4;
+
 impl Ctx<'_> {
     fn options(&self, policy: Policy, bits_per_key: f64) -> Options {
         Options::default()
             .memtable_bytes(self.args.memtable_bytes)
+            .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
             .filter_policy(policy.filter(bits_per_key))
             .compression(self.args.compression)
     }
@@ -729,7 +734,7 @@ fn run_filled(
 /// step depends only on the data, so every policy ends with the same tree.
 fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
     db.compact()?;
-    let l0_tables = Options::default().get_l0_compaction_trigger().saturating_sub(1).max(1);
+    let l0_tables = L0_COMPACTION_TRIGGER - 1;
     // Half a memtable per table (at an estimated 32 bytes of overhead per entry), so the
     // memtable never switches on its own between the explicit flushes; at most a quarter of
     // the keys in all, so the last level keeps most of the data.

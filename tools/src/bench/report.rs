@@ -274,7 +274,7 @@ pub fn print_results(rows: &[WorkloadResult]) {
             us(r.latency_ns.p999),
             r.per_op.blocks_read,
             r.per_op.cache_hits,
-            r.per_op.filter_checks,
+            r.per_op.tables_consulted,
             r.per_op.tables_skipped,
             pct(r.measured_fpr),
             pct(Some(r.expected_fpr)),
