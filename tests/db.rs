@@ -873,3 +873,53 @@ fn a_database_is_created_only_where_nothing_else_lives() {
     db.close().unwrap();
     assert_eq!(std::fs::read(new_dir.join("README.tmp")).unwrap(), b"mine");
 }
+
+/// `probe` shows the walk `get` makes (it observes the engine's own read path): on sorted
+/// levels exactly the one table whose range covers the key is consulted, every consulted
+/// table's range covers it, and the deciding step agrees with `get`.
+#[test]
+fn probe_observes_the_walk_get_makes_on_every_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new()
+        .memtable_bytes(16 << 10)
+        .target_table_bytes(8 << 10)
+        .level_base_bytes(32 << 10)
+        .block_bytes(512);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..4000 {
+        db.put(key(i * 2), format!("v{i}")).unwrap();
+    }
+    db.compact().unwrap();
+    for i in (0..4000).step_by(7) {
+        db.put(key(i * 2), b"newer").unwrap();
+    }
+    db.flush().unwrap();
+    let tables = db.tables();
+    assert!(tables.iter().filter(|t| t.level > 0).count() > 4, "several tables on sorted levels");
+    let by_number: std::collections::HashMap<u64, &bloomkv::TableInfo> =
+        tables.iter().map(|t| (t.number, t)).collect();
+    for i in (0..8000).step_by(37) {
+        let k = key(i);
+        let steps = db.probe(&k).unwrap();
+        let mut consulted_per_level = std::collections::BTreeMap::new();
+        for s in &steps {
+            if let bloomkv::ProbeSource::Table { level, number } = s.source {
+                let t = by_number[&number];
+                let covers = t.smallest_key <= k && k <= t.largest_key;
+                if s.in_range {
+                    assert!(covers, "key {i}: consulted table {number} does not cover it");
+                    *consulted_per_level.entry(level).or_insert(0) += 1;
+                } else {
+                    assert!(!covers, "key {i}: table {number} covers it but was not consulted");
+                }
+            }
+        }
+        assert!(
+            consulted_per_level.iter().all(|(&l, &n)| l == 0 || n == 1),
+            "{consulted_per_level:?}"
+        );
+        let decided = steps.iter().find(|s| s.decides).map(|s| s.actual.clone());
+        let got = db.get(&k).unwrap();
+        assert_eq!(decided == Some(bloomkv::Presence::Value), got.is_some(), "key {i}");
+    }
+}

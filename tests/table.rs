@@ -149,15 +149,14 @@ fn check_round_trip(n_keys: usize, seed: u64, compression: Compression, get_stri
         if i % get_stride != 0 {
             continue;
         }
-        let h = hash_key(uk);
         let newest = versions[0].0;
         let oldest = versions[versions.len() - 1].0;
         for seq in [MAX_SEQNO, u64::MAX, newest, newest - 1, oldest, oldest - 1, 0] {
-            let got = table.get(uk, h, seq).unwrap();
+            let got = table.get(uk, seq).unwrap();
             assert_eq!(got.outcome, expected(versions, seq), "key {uk:?} seq {seq}");
         }
         for &(seq, _) in versions {
-            assert_eq!(table.get(uk, h, seq).unwrap().outcome, expected(versions, seq));
+            assert_eq!(table.get(uk, seq).unwrap().outcome, expected(versions, seq));
         }
     }
 }
@@ -169,8 +168,9 @@ fn empty_table_round_trips() {
         let (bytes, props) = build_bytes(&[], TableOptions::default().compression(c));
         assert_eq!((props.num_entries, props.num_data_blocks), (0, 0));
         let t = open_mem(bytes, None).unwrap();
-        let got = t.get(b"anything", hash_key(b"anything"), MAX_SEQNO).unwrap();
-        assert_eq!(got.outcome, GetOutcome::OutOfRange);
+        let got = t.get(b"anything", MAX_SEQNO).unwrap();
+        assert_eq!(got.outcome, GetOutcome::Absent);
+        assert!(!got.block_read && !got.cache_hit);
     }
 }
 
@@ -270,13 +270,13 @@ fn seeks_at_block_boundaries_and_beyond_the_ends() {
     }
     assert!(!it.valid());
 
-    // Point gets just outside the key range never touch a block.
-    let below = t.get(b"aaa", hash_key(b"aaa"), MAX_SEQNO).unwrap();
-    let above = t.get(b"zzz", hash_key(b"zzz"), MAX_SEQNO).unwrap();
-    for g in [below, above] {
-        assert_eq!(g.outcome, GetOutcome::OutOfRange);
-        assert!(!g.block_read && !g.cache_hit);
-    }
+    // Point gets outside the key range find nothing (the read path does not even ask: it
+    // chooses tables by range); past the last key the index alone says so.
+    let below = t.get(b"aaa", MAX_SEQNO).unwrap();
+    let above = t.get(b"zzz", MAX_SEQNO).unwrap();
+    assert_eq!(below.outcome, GetOutcome::Absent);
+    assert_eq!(above.outcome, GetOutcome::Absent);
+    assert!(!above.block_read && !above.cache_hit);
 }
 
 #[test]
@@ -292,24 +292,19 @@ fn filter_has_no_false_negatives_and_skips_most_absent_keys() {
     assert_eq!(t.filter().num_keys(), n as u64);
     for i in 0..n {
         let k = seq_key(2 * i);
-        assert_eq!(
-            t.get(&k, hash_key(&k), 5).unwrap().outcome,
-            GetOutcome::Found(vec![i as u8; 8].into())
-        );
+        assert!(t.filter().may_contain_hash(hash_key(&k)), "false negative for {k:?}");
+        assert_eq!(t.get(&k, 5).unwrap().outcome, GetOutcome::Found(vec![i as u8; 8].into()));
     }
     // Odd keys lie inside the range but are absent.
     let mut negatives = 0;
     for i in 0..n - 1 {
         let k = seq_key(2 * i + 1);
-        let g = t.get(&k, hash_key(&k), MAX_SEQNO).unwrap();
-        match g.outcome {
-            GetOutcome::FilterNegative => {
-                assert!(!g.block_read && !g.cache_hit);
-                negatives += 1;
-            }
-            GetOutcome::Absent => assert!(g.block_read),
-            other => panic!("absent key {k:?} gave {other:?}"),
+        if !t.filter().may_contain_hash(hash_key(&k)) {
+            negatives += 1;
         }
+        let g = t.get(&k, MAX_SEQNO).unwrap();
+        assert_eq!(g.outcome, GetOutcome::Absent, "absent key {k:?}");
+        assert!(g.block_read);
     }
     // 10 bits per key gives about 1% false positives; allow 4%.
     assert!(negatives as f64 >= 0.96 * (n - 1) as f64, "{negatives} of {}", n - 1);
@@ -323,7 +318,7 @@ fn filter_has_no_false_negatives_and_skips_most_absent_keys() {
     assert_eq!(t.filter_memory_bytes(), 0);
     let k = seq_key(101);
     for _ in 0..2 {
-        let g = t.get(&k, hash_key(&k), MAX_SEQNO).unwrap();
+        let g = t.get(&k, MAX_SEQNO).unwrap();
         assert_eq!(g.outcome, GetOutcome::Absent);
         assert!(g.block_read || g.cache_hit);
     }
@@ -339,16 +334,16 @@ fn block_cache_hits_on_second_read_and_stays_bounded() {
     let cache = Arc::new(BlockCache::new(capacity));
     let t = Arc::new(open_mem(bytes, Some(cache.clone())).unwrap());
     let k = seq_key(1234);
-    let first = t.get(&k, hash_key(&k), 1).unwrap();
+    let first = t.get(&k, 1).unwrap();
     assert!(first.block_read && !first.cache_hit);
-    let second = t.get(&k, hash_key(&k), 1).unwrap();
+    let second = t.get(&k, 1).unwrap();
     assert!(!second.block_read && second.cache_hit);
     assert_eq!(first.outcome, second.outcome);
     assert_eq!(second.outcome, GetOutcome::Found(vec![b'v'; 100].into()));
 
     for i in 0..5000 {
         let k = seq_key(i);
-        assert!(matches!(t.get(&k, hash_key(&k), 1).unwrap().outcome, GetOutcome::Found(_)));
+        assert!(matches!(t.get(&k, 1).unwrap().outcome, GetOutcome::Found(_)));
         assert!(cache.usage_bytes() <= capacity as u64);
     }
     assert!(cache.usage_bytes() > 0);
@@ -386,7 +381,7 @@ fn concurrent_gets_on_one_table() {
                 let mut checked = 0;
                 for (i, (uk, versions)) in model.iter().enumerate() {
                     if (i + tid) % 2 == 0 {
-                        let got = t.get(uk, hash_key(uk), MAX_SEQNO).unwrap();
+                        let got = t.get(uk, MAX_SEQNO).unwrap();
                         assert_eq!(got.outcome, expected(versions, MAX_SEQNO));
                         checked += 1;
                     }
@@ -413,7 +408,7 @@ fn exercise(
     };
     let mut first_err = None;
     for (uk, versions) in model {
-        match t.get(uk, hash_key(uk), MAX_SEQNO) {
+        match t.get(uk, MAX_SEQNO) {
             Ok(g) => {
                 assert_eq!(g.outcome, expected(versions, MAX_SEQNO), "wrong answer for {uk:?}")
             }
@@ -602,12 +597,8 @@ mod model_checks {
                     }
                     _ => GetOutcome::Absent,
                 };
-                let got = t.get(&uk, hash_key(&uk), seq).unwrap().outcome;
-                match (&want, &got) {
-                    // Filters and range checks may answer "absent" earlier.
-                    (GetOutcome::Absent, GetOutcome::FilterNegative | GetOutcome::OutOfRange) => {}
-                    _ => prop_assert_eq!(got, want),
-                }
+                let got = t.get(&uk, seq).unwrap().outcome;
+                prop_assert_eq!(got, want);
             }
         }
     }

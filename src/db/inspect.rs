@@ -4,11 +4,17 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::read::{self, ReadObserver};
 use super::Db;
-use crate::filter::{hash_key, FilterKind};
-use crate::iter::InternalIterator;
-use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK};
+use crate::filter::FilterKind;
+use crate::key::SeqNo;
 use crate::memtable::MemGet;
+use crate::stats::ReadTally;
+use crate::table::GetOutcome;
+use crate::version::set::TableFile;
 use crate::Result;
 
 /// Facts about one live table.
@@ -127,14 +133,17 @@ impl Db {
     }
 
     /// Walks the read path for `key` and reports, for every memtable and every table in read
-    /// order, whether its range covers the key, what its filter says and what it really
-    /// holds. Unlike `get` it does not stop at the first answer, so filter false positives
-    /// (and the absence of false negatives) can be seen everywhere.
+    /// order, whether the walk consulted it, what its filter said and what it really holds.
+    /// The steps are observed on the walk `get` makes (`db::read`), told not to stop at the
+    /// first answer, so filter false positives (and the absence of false negatives) can be
+    /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
     pub fn probe(&self, key: impl AsRef<[u8]>) -> Result<Vec<ProbeStep>> {
         let key = key.as_ref();
         let state = self.inner.load_state();
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        let hash = hash_key(key);
+        let mut seen = Recorder::default();
+        read::search(&state, key, seq, &mut ReadTally::default(), &mut seen)?;
+
         let mut steps = Vec::new();
         let mut decided = false;
         let mut push = |source, in_range, filter_maybe, actual: Presence| {
@@ -142,52 +151,59 @@ impl Db {
             decided |= decides;
             steps.push(ProbeStep { source, in_range, filter_maybe, actual, decides });
         };
-        for (i, m) in std::iter::once(&state.mem).chain(&state.imm).enumerate() {
-            let actual = match m.table.get(key, seq) {
-                Some(MemGet::Found(_)) => Presence::Value,
-                Some(MemGet::Deleted) => Presence::Tombstone,
-                None => Presence::Absent,
-            };
+        for (i, actual) in seen.memtables {
             let source =
                 if i == 0 { ProbeSource::Memtable } else { ProbeSource::ImmutableMemtable(i - 1) };
             push(source, true, None, actual);
         }
-        let v = &state.version;
-        let mut tables: Vec<(usize, &std::sync::Arc<crate::version::set::TableFile>)> =
-            v.levels[0].iter().map(|t| (0, t)).collect();
-        for level in 1..v.levels.len() {
-            // On sorted levels a read consults only the table whose range covers the key;
-            // list every table so the range check is visible too.
-            tables.extend(v.levels[level].iter().map(|t| (level, t)));
-        }
-        for (level, t) in tables {
-            let in_range = t.smallest_user_key() <= key && key <= t.largest_user_key();
-            let filter_maybe = in_range.then(|| t.table.filter().may_contain_hash(hash));
-            let actual = if in_range { table_holds(t, key, seq)? } else { Presence::Absent };
-            push(
-                ProbeSource::Table { level, number: t.meta.number },
-                in_range,
-                filter_maybe,
-                actual,
-            );
+        for (level, t) in state.version.all_tables() {
+            let source = ProbeSource::Table { level, number: t.meta.number };
+            match seen.tables.get(&t.meta.number) {
+                Some(Some(actual)) => push(source, true, Some(true), actual.clone()),
+                // The filter said no: look anyway, to show it was right.
+                Some(None) => push(source, true, Some(false), table_holds(t, key, seq)?),
+                None => push(source, false, None, Presence::Absent),
+            }
         }
         Ok(steps)
     }
 }
 
-/// What a table really holds for `key` at `seq`, found by seeking its iterator (bypassing
-/// the filter).
-fn table_holds(t: &crate::version::set::TableFile, key: &[u8], seq: SeqNo) -> Result<Presence> {
-    let mut it = t.table.iter();
-    it.seek(&key::internal_key(key, seq, KIND_FOR_SEEK))?;
-    if !it.valid() {
-        return Ok(Presence::Absent);
+/// What the read path visited: each memtable's answer, and per consulted table the table's
+/// answer (`None` where the filter said no and the table was not searched).
+#[derive(Default)]
+struct Recorder {
+    memtables: Vec<(usize, Presence)>,
+    tables: HashMap<u64, Option<Presence>>,
+}
+
+impl ReadObserver for Recorder {
+    const EXHAUSTIVE: bool = true;
+
+    fn memtable(&mut self, index: usize, found: Option<&MemGet>) {
+        let actual = match found {
+            Some(MemGet::Found(_)) => Presence::Value,
+            Some(MemGet::Deleted) => Presence::Tombstone,
+            None => Presence::Absent,
+        };
+        self.memtables.push((index, actual));
     }
-    Ok(match key::parse_internal_key(it.key()) {
-        Some(p) if p.user_key == key => match p.kind {
-            ValueKind::Put => Presence::Value,
-            ValueKind::Delete => Presence::Tombstone,
-        },
-        _ => Presence::Absent,
+
+    fn table(&mut self, t: &Arc<TableFile>, searched: Option<&GetOutcome>) {
+        let actual = searched.map(|o| match o {
+            GetOutcome::Found(_) => Presence::Value,
+            GetOutcome::Deleted => Presence::Tombstone,
+            GetOutcome::Absent => Presence::Absent,
+        });
+        self.tables.insert(t.meta.number, actual);
+    }
+}
+
+/// What a table really holds for `key` at `seq` (a table search never asks the filter).
+fn table_holds(t: &TableFile, key: &[u8], seq: SeqNo) -> Result<Presence> {
+    Ok(match t.table.get(key, seq)?.outcome {
+        GetOutcome::Found(_) => Presence::Value,
+        GetOutcome::Deleted => Presence::Tombstone,
+        GetOutcome::Absent => Presence::Absent,
     })
 }

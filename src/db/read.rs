@@ -35,17 +35,41 @@ pub(crate) fn get(
     seq: SeqNo,
 ) -> Result<Option<Value>> {
     let mut tally = ReadTally::default();
-    let result = search(state, key, seq, &mut tally);
+    let result = search(state, key, seq, &mut tally, &mut Unobserved);
     inner.counters.record_get(&tally);
     result
 }
+
+/// Watches the read path (for `Db::probe`), so the tool shows the walk `get` really makes
+/// rather than a second implementation of it. Every method defaults to nothing; with
+/// [`Unobserved`] the calls compile away.
+pub(crate) trait ReadObserver {
+    /// Keep walking after the answer is known, to see every source the walk would reach
+    /// (what a later source holds shows whether a filter, or the walk, is wrong).
+    const EXHAUSTIVE: bool = false;
+    /// The `index`-th memtable (0 = the active one) was searched.
+    fn memtable(&mut self, _index: usize, _found: Option<&MemGet>) {}
+    /// A candidate table's filter was asked; `searched` is the table's answer when the
+    /// filter said "maybe" and the table was searched.
+    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&GetOutcome>) {}
+}
+
+/// The observer of ordinary reads: sees nothing.
+pub(crate) struct Unobserved;
+impl ReadObserver for Unobserved {}
 
 /// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
 /// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
 /// far past its stop trigger; any candidates beyond it are found by a second walk.
 const REMEMBERED: usize = 16;
 
-fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Result<Option<Value>> {
+pub(crate) fn search<O: ReadObserver>(
+    state: &DbState,
+    key: &[u8],
+    seq: SeqNo,
+    tally: &mut ReadTally,
+    observer: &mut O,
+) -> Result<Option<Value>> {
     let hash = hash_key(key);
     let version = &state.version;
     let mut first: [Option<(&Arc<TableFile>, &Filter)>; REMEMBERED] = [None; REMEMBERED];
@@ -61,36 +85,54 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
             ControlFlow::Continue(())
         })
         .is_break();
-    for mem in std::iter::once(&state.mem).chain(&state.imm) {
-        if mem.table.is_empty() {
+    // Only an exhaustive observer gets here with an answer already found: it is kept, and
+    // the walk goes on for the observer's sake.
+    let mut answer: Option<Option<Value>> = None;
+    for (i, mem) in std::iter::once(&state.mem).chain(&state.imm).enumerate() {
+        if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }
-        if let Some(found) = mem.table.get(key, seq) {
-            tally.memtable_hit = true;
-            return Ok(match found {
-                MemGet::Found(v) => Some(v),
-                MemGet::Deleted => None,
-            });
+        let found = mem.table.get(key, seq);
+        observer.memtable(i, found.as_ref());
+        if let Some(found) = found {
+            if answer.is_none() {
+                tally.memtable_hit = true;
+                answer = Some(match found {
+                    MemGet::Found(v) => Some(v),
+                    MemGet::Deleted => None,
+                });
+            }
+            if !O::EXHAUSTIVE {
+                return Ok(answer.unwrap_or(None));
+            }
         }
     }
     let mut probe = |t: &Arc<TableFile>, filter: &Filter| {
         tally.tables_consulted += 1;
         if !filter.may_contain_hash(hash) {
             tally.filter_negatives += 1;
+            observer.table(t, None);
             return ControlFlow::Continue(());
         }
-        match t.table.search(key, seq) {
+        match t.table.get(key, seq) {
             Err(e) => ControlFlow::Break(Err(e)),
             Ok(TableGet { outcome, block_read, cache_hit }) => {
+                observer.table(t, Some(&outcome));
                 tally.block_reads += u64::from(block_read);
                 tally.block_cache_hits += u64::from(cache_hit);
-                match outcome {
-                    GetOutcome::Found(v) => ControlFlow::Break(Ok(Some(v))),
-                    GetOutcome::Deleted => ControlFlow::Break(Ok(None)),
-                    GetOutcome::Absent | GetOutcome::OutOfRange | GetOutcome::FilterNegative => {
+                let found = match outcome {
+                    GetOutcome::Found(v) => Some(v),
+                    GetOutcome::Deleted => None,
+                    GetOutcome::Absent => {
                         tally.filter_false_positives += 1;
-                        ControlFlow::Continue(())
+                        return ControlFlow::Continue(());
                     }
+                };
+                if O::EXHAUSTIVE {
+                    answer.get_or_insert(found);
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(Ok(found))
                 }
             }
         }
@@ -113,5 +155,5 @@ fn search(state: &DbState, key: &[u8], seq: SeqNo, tally: &mut ReadTally) -> Res
             return answer;
         }
     }
-    Ok(None)
+    Ok(answer.unwrap_or(None))
 }

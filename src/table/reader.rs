@@ -25,14 +25,7 @@ use crate::{Error, Result, Value};
 /// What a point lookup in one table found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GetOutcome {
-    /// The key lies outside the table's `[smallest, largest]` user-key range.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    OutOfRange,
-    /// The filter says the key is certainly absent.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    FilterNegative,
-    /// The filter said "maybe" but the table holds no visible version (a false positive, or
-    /// only versions newer than the snapshot).
+    /// The table holds no version visible at the lookup's sequence number.
     Absent,
     /// The newest visible version is a put of this value.
     Found(Value),
@@ -171,30 +164,12 @@ impl Table {
         })
     }
 
-    /// Looks up the newest version of `user_key` with sequence number `<= seq`. `hash` is
-    /// [`crate::filter::hash_key`] of `user_key`, computed once by the caller for all tables.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn get(&self, user_key: &[u8], hash: u64, seq: SeqNo) -> Result<TableGet> {
-        let p = &self.props;
-        if p.num_entries == 0
-            || user_key < p.smallest_user_key.as_slice()
-            || user_key > p.largest_user_key.as_slice()
-        {
-            return Ok(TableGet::without_io(GetOutcome::OutOfRange));
-        }
-        if !self.filter.may_contain_hash(hash) {
-            return Ok(TableGet::without_io(GetOutcome::FilterNegative));
-        }
-        self.search(user_key, seq)
-    }
-
-    /// The part of [`Table::get`] after the range check and the filter: the in-RAM index
-    /// picks a block, and the block (from the cache or the file) is searched. Correct for any
-    /// key, but meant for keys the filter could not rule out; the engine checks ranges and
-    /// filters itself, before it decides which tables to search. Never reports
-    /// `OutOfRange` or `FilterNegative`.
+    /// Looks up the newest version of `user_key` with sequence number `<= seq`: the in-RAM
+    /// index picks a block, and the block (from the cache or the file) is searched. Correct
+    /// for any key. Whether a table needs searching at all — its key range, its filter — is
+    /// decided by the read path (`version::lookup` and `db::read`), once, not here.
     #[inline(never)]
-    pub fn search(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
+    pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
         let mut target = Vec::with_capacity(user_key.len() + crate::key::TRAILER_LEN);
         append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
         let i = self.index.find(&target);
