@@ -17,7 +17,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::flush::NewestVersions;
+use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState};
 use crate::iter::InternalIterator;
 use crate::key;
@@ -202,20 +202,7 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     for m in &outputs {
         edit.added.push((out_level, m.clone()));
     }
-    {
-        let _g = lock(&inner.state_lock);
-        lock(&inner.versions).log_and_apply(&mut edit)?;
-        let cur = inner.state.load();
-        let version = Arc::new(cur.version.apply(&edit, &opened));
-        inner.state.store(Arc::new(DbState {
-            mem: cur.mem.clone(),
-            imm: cur.imm.clone(),
-            version,
-        }));
-    }
-    for t in c.inputs.iter().chain(&c.next_inputs) {
-        t.mark_obsolete();
-    }
+    inner.install(&mut edit, &opened, None)?;
     let written: u64 = outputs.iter().map(|m| m.file_size).sum();
     inner.counters.compactions.incr();
     inner.counters.compaction_bytes_read.add(input_bytes);

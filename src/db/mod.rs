@@ -18,9 +18,11 @@ mod flush;
 mod inspect;
 mod iter;
 mod key_range;
+mod newest_versions;
 mod read;
 mod recovery;
 mod snapshot;
+mod table_files;
 mod write;
 
 use std::collections::VecDeque;
@@ -44,7 +46,8 @@ use crate::memtable::MemTable;
 use crate::options::{Options, WriteOptions};
 use crate::stats::{Counters, Stats};
 use crate::table::BlockCache;
-use crate::version::set::{Version, VersionSet};
+use crate::version::edit::VersionEdit;
+use crate::version::set::{TableFile, Version, VersionSet};
 use crate::{Error, Result, Value, WriteBatch};
 
 /// A memtable and the WAL segment that holds its writes.
@@ -181,6 +184,38 @@ impl DbInner {
     pub(crate) fn wake_background(&self) {
         let _g = lock(&self.bg);
         self.bg_cv.notify_all();
+    }
+
+    /// Makes `edit` durable in the manifest and installs the version it produces: the one
+    /// place a flush or a compaction changes the tree. `opened` holds the readers of the
+    /// tables the edit adds; `flushed` is the immutable memtable the edit makes redundant,
+    /// dropped in the same state swap, so a reader sees its writes in exactly one of the two.
+    /// Tables the edit deletes are marked obsolete: their files go when the last version,
+    /// snapshot or iterator using them does. (Recovery builds its first version before the
+    /// engine exists and records it in a new manifest's snapshot instead.)
+    pub(crate) fn install(
+        &self,
+        edit: &mut VersionEdit,
+        opened: &[Arc<TableFile>],
+        flushed: Option<&Arc<MemTable>>,
+    ) -> Result<()> {
+        // The manifest is written under the state lock, so the manifest and the in-memory
+        // state change in the same order.
+        let _g = lock(&self.state_lock);
+        lock(&self.versions).log_and_apply(edit)?;
+        let cur = self.state.load();
+        let version = Arc::new(cur.version.apply(edit, opened));
+        let imm = match flushed {
+            Some(f) => cur.imm.iter().filter(|m| !Arc::ptr_eq(&m.table, f)).cloned().collect(),
+            None => cur.imm.clone(),
+        };
+        for (level, number) in &edit.deleted {
+            if let Some(t) = cur.version.levels[*level].iter().find(|t| t.meta.number == *number) {
+                t.mark_obsolete();
+            }
+        }
+        self.state.store(Arc::new(DbState { mem: cur.mem.clone(), imm, version }));
+        Ok(())
     }
 
     /// Replaces the state with `f(current)`, serialised with every other state change.

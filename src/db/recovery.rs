@@ -13,7 +13,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
-use super::flush::{open_table, write_table, NewestVersions};
+use super::newest_versions::NewestVersions;
+use super::table_files::{open_table, write_table};
 use super::{BgState, DbInner, DbState, Mem, WalState};
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;

@@ -1,0 +1,120 @@
+//! The engine's table files: writing one from a sorted stream of entries (a flush, a
+//! compaction, recovery) and opening one the manifest names. The table format itself is
+//! `crate::table`'s; this is where the engine's options, file names and the manifest's
+//! record of a table (`TableMeta`) meet it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::DbInner;
+use crate::filename::table_path;
+use crate::fs::FileSystem;
+use crate::iter::InternalIterator;
+use crate::key;
+use crate::table::{BlockCache, Table, TableBuilder, TableOptions};
+use crate::version::edit::TableMeta;
+use crate::version::set::TableFile;
+use crate::{Error, Result};
+
+impl DbInner {
+    pub(crate) fn table_options(&self) -> TableOptions {
+        TableOptions {
+            block_bytes: self.opts.block_bytes,
+            compression: self.opts.compression,
+            filter_policy: self.opts.filter_policy,
+            ..TableOptions::default()
+        }
+    }
+
+    pub(crate) fn open_table(&self, meta: TableMeta) -> Result<Arc<TableFile>> {
+        open_table(&self.fs, &self.dir, &self.block_cache, meta)
+    }
+
+    pub(crate) fn write_table(
+        &self,
+        number: u64,
+        iter: &mut dyn InternalIterator,
+    ) -> Result<Option<TableMeta>> {
+        write_table(self.fs.as_ref(), &self.dir, self.table_options(), number, iter)
+    }
+}
+
+/// Opens a table this process just wrote or found in the manifest, checking that the file
+/// has the size the manifest recorded.
+pub(crate) fn open_table(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    cache: &Arc<BlockCache>,
+    meta: TableMeta,
+) -> Result<Arc<TableFile>> {
+    let path = table_path(dir, meta.number);
+    let file = fs.open(&path)?;
+    if file.size() != meta.file_size {
+        return Err(Error::corruption(
+            &path,
+            file.size(),
+            format!("table is {} bytes but the manifest recorded {}", file.size(), meta.file_size),
+        ));
+    }
+    let table = Table::open(file, path.clone(), Some(cache.clone()))?;
+    Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
+}
+
+/// Writes the entries of `iter` (already filtered and in order) into table `number`;
+/// `None` if there were no entries (no file is left behind).
+pub(crate) fn write_table(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    table_options: TableOptions,
+    number: u64,
+    iter: &mut dyn InternalIterator,
+) -> Result<Option<TableMeta>> {
+    let path = table_path(dir, number);
+    let written = build_table(fs, &path, table_options, number, iter);
+    if !matches!(written, Ok(Some(_))) {
+        // Nothing refers to a table that failed (or had no entries); leave no file behind.
+        let _ = fs.remove(&path);
+    }
+    written
+}
+
+fn build_table(
+    fs: &dyn FileSystem,
+    path: &Path,
+    table_options: TableOptions,
+    number: u64,
+    iter: &mut dyn InternalIterator,
+) -> Result<Option<TableMeta>> {
+    let mut builder = TableBuilder::new(fs.create(path)?, table_options);
+    let mut smallest: Option<Vec<u8>> = None;
+    let mut largest = Vec::new();
+    let (mut smallest_seq, mut largest_seq) = (u64::MAX, 0);
+    while iter.valid() {
+        let k = iter.key();
+        if let Some(p) = key::parse_internal_key(k) {
+            smallest_seq = smallest_seq.min(p.seq);
+            largest_seq = largest_seq.max(p.seq);
+        }
+        if smallest.is_none() {
+            smallest = Some(k.to_vec());
+        }
+        largest.clear();
+        largest.extend_from_slice(k);
+        builder.add(k, iter.value())?;
+        iter.next()?;
+    }
+    let Some(smallest) = smallest else {
+        return Ok(None);
+    };
+    let props = builder.finish()?;
+    let file_size = fs.open(path)?.size();
+    Ok(Some(TableMeta {
+        number,
+        file_size,
+        smallest,
+        largest,
+        smallest_seq,
+        largest_seq,
+        num_entries: props.num_entries,
+    }))
+}
