@@ -2,8 +2,9 @@
 //!
 //! # Format
 //!
-//! A log file is a sequence of 32 KiB blocks ([`BLOCK_SIZE`]); only the last block may be
-//! shorter. A block holds fragments back to back, each a 7-byte header ([`HEADER_SIZE`])
+//! A log file is a sequence of 32 KiB pages ([`PAGE_SIZE`]); only the last page may be
+//! shorter. (LevelDB calls them blocks; in bloomkv "block" means only a table's block, and a
+//! filter's 64-byte unit is a "line".) A page holds fragments back to back, each a 7-byte header ([`HEADER_SIZE`])
 //! followed by its payload:
 //!
 //! ```text
@@ -13,11 +14,11 @@
 //! offset 7..    payload `length` bytes
 //! ```
 //!
-//! A fragment never crosses a block boundary. When fewer than 7 bytes remain in a block the
-//! writer fills them with zeros and starts the next fragment at the next block; a reader
-//! skips such a tail. A record that fits in what is left of the block is one FULL fragment
+//! A fragment never crosses a page boundary. When fewer than 7 bytes remain in a page the
+//! writer fills them with zeros and starts the next fragment at the next page; a reader
+//! skips such a tail. A record that fits in what is left of the page is one FULL fragment
 //! (an empty record is a FULL fragment with length 0); a longer one is a FIRST fragment,
-//! zero or more MIDDLE fragments and a LAST fragment, each filling the rest of its block
+//! zero or more MIDDLE fragments and a LAST fragment, each filling the rest of its page
 //! except the LAST.
 //!
 //! The CRC covers the type byte so that a fragment whose payload is intact but whose type
@@ -26,8 +27,8 @@
 //! different payload bytes and the CRC fails. Type 0 is never written: it is what a
 //! zero-filled (preallocated or half-written) region decodes as.
 //!
-//! Why blocks: a reader that meets damage can resynchronise at the next block boundary,
-//! because every block starts with a fragment header. The reader uses that to tell a torn
+//! Why pages: a reader that meets damage can resynchronise at the next page boundary,
+//! because every page starts with a fragment header. The reader uses that to tell a torn
 //! tail from damage in the middle of a file; see [`LogReader`] for the exact rule.
 
 mod reader;
@@ -36,8 +37,8 @@ mod writer;
 pub use reader::LogReader;
 pub use writer::LogWriter;
 
-/// Size of a log block; fragments never cross a multiple of this offset.
-pub const BLOCK_SIZE: usize = 32 * 1024;
+/// Size of a log page; fragments never cross a multiple of this offset.
+pub const PAGE_SIZE: usize = 32 * 1024;
 
 /// Size of a fragment header: crc (4) + length (2) + type (1).
 pub const HEADER_SIZE: usize = 7;

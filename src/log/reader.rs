@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::path::PathBuf;
 
-use super::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
+use super::{fragment_crc, FragmentType, PAGE_SIZE, HEADER_SIZE};
 use crate::coding::get_u32;
 use crate::{Error, Result};
 
@@ -12,14 +12,14 @@ use crate::{Error, Result};
 /// # End of log and damage
 ///
 /// Records are returned in order until the first fragment that is not valid (short header,
-/// length running past its block or past the end of the file, type byte not 1–4 — which
+/// length running past its page or past the end of the file, type byte not 1–4 — which
 /// includes a zero-filled region — or CRC mismatch) or the first fragment that does not
 /// fit the FULL / FIRST MIDDLE* LAST grammar. What happens then depends on whether any
 /// *valid* fragment follows the damage:
 ///
 /// * The positions checked are the one right after the bad fragment (when its length field
-///   keeps it inside its block and the file) and every later block boundary, since every
-///   block starts with a fragment header. Checking arbitrary byte positions would cost a
+///   keeps it inside its page and the file) and every later page boundary, since every
+///   page starts with a fragment header. Checking arbitrary byte positions would cost a
 ///   CRC per byte and would, across a large file, eventually find a garbage CRC that
 ///   happens to match.
 /// * If none is valid, the damage is a **torn tail**, what a crash in the middle of an
@@ -37,9 +37,9 @@ use crate::{Error, Result};
 /// writer never produces them, and valid data follows the gap.
 ///
 /// The rule has a blind spot, accepted on purpose: if the damage destroys a fragment's
-/// length field and every later record sits in the same (last) block, no checked position
+/// length field and every later record sits in the same (last) page, no checked position
 /// holds valid data and those records are dropped as a tail. Scanning every byte of the
-/// block instead would find fragments embedded inside record payloads (a value that
+/// page instead would find fragments embedded inside record payloads (a value that
 /// happens to contain log bytes) and so could fail recovery after an ordinary crash.
 ///
 /// A power loss can, on some file systems, persist later pages of an unsynced append but
@@ -98,7 +98,7 @@ impl LogReader {
         // Start offset and bytes so far of a record spread over several fragments.
         let mut open: Option<(usize, Vec<u8>)> = None;
         loop {
-            self.pos = skip_block_tail(self.pos, self.data.len());
+            self.pos = skip_page_tail(self.pos, self.data.len());
             let at = self.pos;
             match parse_fragment(&self.data, at) {
                 Fragment::Eof => {
@@ -189,9 +189,9 @@ impl LogReader {
     }
 }
 
-/// Moves past the zero padding at the end of a block, if `pos` is in it.
-fn skip_block_tail(pos: usize, len: usize) -> usize {
-    let left = BLOCK_SIZE - pos % BLOCK_SIZE;
+/// Moves past the zero padding at the end of a page, if `pos` is in it.
+fn skip_page_tail(pos: usize, len: usize) -> usize {
+    let left = PAGE_SIZE - pos % PAGE_SIZE;
     if left < HEADER_SIZE {
         (pos + left).min(len)
     } else {
@@ -199,7 +199,7 @@ fn skip_block_tail(pos: usize, len: usize) -> usize {
     }
 }
 
-/// Decodes the fragment at `pos`, which must not be inside a block's padding.
+/// Decodes the fragment at `pos`, which must not be inside a page's padding.
 fn parse_fragment(data: &[u8], pos: usize) -> Fragment {
     if pos >= data.len() {
         return Fragment::Eof;
@@ -210,9 +210,9 @@ fn parse_fragment(data: &[u8], pos: usize) -> Fragment {
     let crc = get_u32(header, 0).unwrap_or(0);
     let len = u16::from_le_bytes([header[4], header[5]]) as usize;
     let kind_byte = header[6];
-    let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
-    if HEADER_SIZE + len > block_left {
-        return Fragment::Bad { reason: "fragment length crosses a block boundary", next: None };
+    let page_left = PAGE_SIZE - pos % PAGE_SIZE;
+    if HEADER_SIZE + len > page_left {
+        return Fragment::Bad { reason: "fragment length crosses a page boundary", next: None };
     }
     let payload = pos + HEADER_SIZE..pos + HEADER_SIZE + len;
     if payload.end > data.len() {
@@ -233,24 +233,24 @@ fn parse_fragment(data: &[u8], pos: usize) -> Fragment {
 }
 
 fn is_valid_at(data: &[u8], pos: usize) -> bool {
-    let pos = skip_block_tail(pos, data.len());
+    let pos = skip_page_tail(pos, data.len());
     matches!(parse_fragment(data, pos), Fragment::Valid { .. })
 }
 
 /// The first position after a bad fragment at `bad` that holds a valid fragment, checking
-/// `next` (right after the bad fragment) and every later block boundary.
+/// `next` (right after the bad fragment) and every later page boundary.
 fn later_valid_fragment(data: &[u8], bad: usize, next: Option<usize>) -> Option<usize> {
     if let Some(n) = next.filter(|&n| n < data.len()) {
         if is_valid_at(data, n) {
             return Some(n);
         }
     }
-    let mut boundary = (bad / BLOCK_SIZE + 1) * BLOCK_SIZE;
+    let mut boundary = (bad / PAGE_SIZE + 1) * PAGE_SIZE;
     while boundary < data.len() {
         if is_valid_at(data, boundary) {
             return Some(boundary);
         }
-        boundary += BLOCK_SIZE;
+        boundary += PAGE_SIZE;
     }
     None
 }

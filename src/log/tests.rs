@@ -82,16 +82,16 @@ fn record_ends(records: &[Vec<u8>]) -> Vec<u64> {
 
 #[test]
 fn round_trip_edge_sizes() {
-    let max_in_first_block = BLOCK_SIZE - HEADER_SIZE;
+    let max_in_first_page = PAGE_SIZE - HEADER_SIZE;
     let records = vec![
         vec![],
         vec![7],
-        pattern(max_in_first_block - HEADER_SIZE - 1, 1), // leaves exactly a header's room
-        vec![],                                           // empty FULL filling the block
-        pattern(max_in_first_block, 2),                   // exactly one block
-        pattern(max_in_first_block + 1, 3),               // one byte spills over
-        pattern(100 * 1024 + 17, 4),                      // many blocks
-        pattern(BLOCK_SIZE - 3, 5),                       // leaves a padded tail
+        pattern(max_in_first_page - HEADER_SIZE - 1, 1), // leaves exactly a header's room
+        vec![],                                           // empty FULL filling the page
+        pattern(max_in_first_page, 2),                   // exactly one page
+        pattern(max_in_first_page + 1, 3),               // one byte spills over
+        pattern(100 * 1024 + 17, 4),                      // many pages
+        pattern(PAGE_SIZE - 3, 5),                       // leaves a padded tail
         vec![9, 9, 9],
     ];
     let data = write_log(&records);
@@ -102,11 +102,11 @@ fn round_trip_edge_sizes() {
 }
 
 #[test]
-fn record_exactly_filling_a_block_has_one_fragment() {
-    let data = write_log(&[pattern(BLOCK_SIZE - HEADER_SIZE, 0)]);
-    assert_eq!(data.len(), BLOCK_SIZE);
+fn record_exactly_filling_a_page_has_one_fragment() {
+    let data = write_log(&[pattern(PAGE_SIZE - HEADER_SIZE, 0)]);
+    assert_eq!(data.len(), PAGE_SIZE);
     assert_eq!(data[6], FragmentType::Full as u8);
-    assert_eq!(u16::from_le_bytes([data[4], data[5]]) as usize, BLOCK_SIZE - HEADER_SIZE);
+    assert_eq!(u16::from_le_bytes([data[4], data[5]]) as usize, PAGE_SIZE - HEADER_SIZE);
 }
 
 #[test]
@@ -119,30 +119,30 @@ fn header_layout_and_crc_cover_type_and_payload() {
 }
 
 #[test]
-fn short_block_tail_is_zero_padded_and_skipped() {
-    // Leaves 3 bytes in the first block, too few for a header.
-    let first = pattern(BLOCK_SIZE - HEADER_SIZE - 3, 1);
+fn short_page_tail_is_zero_padded_and_skipped() {
+    // Leaves 3 bytes in the first page, too few for a header.
+    let first = pattern(PAGE_SIZE - HEADER_SIZE - 3, 1);
     let data = write_log(&[first.clone(), b"next".to_vec()]);
-    assert_eq!(&data[BLOCK_SIZE - 3..BLOCK_SIZE], &[0, 0, 0]);
-    assert_eq!(data[BLOCK_SIZE + 6], FragmentType::Full as u8);
+    assert_eq!(&data[PAGE_SIZE - 3..PAGE_SIZE], &[0, 0, 0]);
+    assert_eq!(data[PAGE_SIZE + 6], FragmentType::Full as u8);
     let (got, res, r) = read_all(data);
     res.unwrap();
     assert_eq!(got, vec![first, b"next".to_vec()]);
-    assert_eq!(r.last_record_offset(), BLOCK_SIZE as u64);
+    assert_eq!(r.last_record_offset(), PAGE_SIZE as u64);
 }
 
 #[test]
-fn writer_continues_an_existing_file_on_block_grid() {
+fn writer_continues_an_existing_file_on_page_grid() {
     let file = MemFile::default();
     let mut w = LogWriter::new(Box::new(file.clone()));
-    w.add_record(&pattern(BLOCK_SIZE - 20, 1)).unwrap();
+    w.add_record(&pattern(PAGE_SIZE - 20, 1)).unwrap();
     drop(w);
     let mut w = LogWriter::new(Box::new(file.clone()));
     w.add_record(&pattern(50, 2)).unwrap();
     let data = file.contents();
     let (got, res, _) = read_all(data);
     res.unwrap();
-    assert_eq!(got, vec![pattern(BLOCK_SIZE - 20, 1), pattern(50, 2)]);
+    assert_eq!(got, vec![pattern(PAGE_SIZE - 20, 1), pattern(50, 2)]);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn writer_refuses_work_after_a_failed_append() {
 
 #[test]
 fn last_record_offset_points_at_first_fragment() {
-    let big = pattern(BLOCK_SIZE * 2, 3);
+    let big = pattern(PAGE_SIZE * 2, 3);
     let records = vec![b"a".to_vec(), big, b"b".to_vec()];
     let ends = record_ends(&records);
     let mut r = LogReader::new(path(), write_log(&records));
@@ -174,14 +174,14 @@ fn last_record_offset_points_at_first_fragment() {
 fn truncation_anywhere_in_the_last_records_is_a_silent_torn_tail() {
     let records = vec![
         pattern(100, 1),
-        pattern(BLOCK_SIZE - 400, 2),
+        pattern(PAGE_SIZE - 400, 2),
         pattern(40, 3),
-        pattern(1000, 4), // FIRST in block 0, LAST in block 1
+        pattern(1000, 4), // FIRST in page 0, LAST in page 1
         pattern(10, 5),
     ];
     let ends = record_ends(&records);
     let full = write_log(&records);
-    assert!(ends[2] < BLOCK_SIZE as u64 && ends[3] > BLOCK_SIZE as u64);
+    assert!(ends[2] < PAGE_SIZE as u64 && ends[3] > PAGE_SIZE as u64);
     // Cut at every byte from the start of the third record to the end.
     for cut in ends[1] as usize..full.len() {
         let complete = ends.iter().filter(|&&e| e as usize <= cut).count();
@@ -203,11 +203,11 @@ fn zero_filled_tail_is_end_of_log() {
     let records = vec![pattern(300, 1), pattern(5, 2)];
     let mut data = write_log(&records);
     let valid = data.len();
-    data.resize(valid + 3 * BLOCK_SIZE, 0); // preallocated space spanning block boundaries
+    data.resize(valid + 3 * PAGE_SIZE, 0); // preallocated space spanning page boundaries
     let (got, res, r) = read_all(data);
     res.unwrap();
     assert_eq!(got, records);
-    assert_eq!(r.dropped_tail_bytes(), 3 * BLOCK_SIZE as u64);
+    assert_eq!(r.dropped_tail_bytes(), 3 * PAGE_SIZE as u64);
 }
 
 #[test]
@@ -251,14 +251,14 @@ fn flipped_byte_in_early_record_is_corruption_with_path_and_offset() {
 }
 
 #[test]
-fn damage_found_through_a_later_block_boundary() {
+fn damage_found_through_a_later_page_boundary() {
     // The length field of an early record is broken, so the reader cannot find the
-    // fragment after it; the next block boundary still holds valid data.
+    // fragment after it; the next page boundary still holds valid data.
     let records: Vec<Vec<u8>> = (0..40).map(|i| pattern(3000, i as u8)).collect();
     let ends = record_ends(&records);
     let mut data = write_log(&records);
     let start = ends[0] as usize;
-    data[start + 5] = 0xff; // length now crosses the block boundary
+    data[start + 5] = 0xff; // length now crosses the page boundary
     let (got, res, _) = read_all(data);
     assert_eq!(got, records[..1].to_vec());
     let e = res.unwrap_err();
@@ -266,9 +266,9 @@ fn damage_found_through_a_later_block_boundary() {
 }
 
 #[test]
-fn broken_length_in_the_last_block_is_indistinguishable_from_a_tail() {
+fn broken_length_in_the_last_page_is_indistinguishable_from_a_tail() {
     // Documented blind spot: with the length gone, the next record cannot be found and no
-    // block boundary follows, so the records after the damage are dropped as a tail.
+    // page boundary follows, so the records after the damage are dropped as a tail.
     let records = vec![pattern(10, 1), pattern(20, 2), pattern(30, 3)];
     let ends = record_ends(&records);
     let mut data = write_log(&records);
@@ -280,10 +280,10 @@ fn broken_length_in_the_last_block_is_indistinguishable_from_a_tail() {
 }
 
 #[test]
-fn damaged_first_fragment_of_multi_block_last_record_is_corruption() {
-    // Its MIDDLE/LAST at the next block boundary are valid data after the damage: a torn
+fn damaged_first_fragment_of_multi_page_last_record_is_corruption() {
+    // Its MIDDLE/LAST at the next page boundary are valid data after the damage: a torn
     // append cannot produce that, so it is not a tail.
-    let records = vec![pattern(10, 1), pattern(BLOCK_SIZE * 2, 2)];
+    let records = vec![pattern(10, 1), pattern(PAGE_SIZE * 2, 2)];
     let ends = record_ends(&records);
     let mut data = write_log(&records);
     data[ends[0] as usize + HEADER_SIZE + 1] ^= 0x80;
@@ -399,7 +399,7 @@ proptest! {
     #[test]
     fn prop_round_trip_random_sizes(
         sizes in proptest::collection::vec(
-            prop_oneof![6 => 0usize..64, 3 => 0usize..4096, 1 => 0usize..(3 * BLOCK_SIZE)],
+            prop_oneof![6 => 0usize..64, 3 => 0usize..4096, 1 => 0usize..(3 * PAGE_SIZE)],
             0..300,
         ),
         seed in any::<u8>(),
@@ -413,7 +413,7 @@ proptest! {
     }
 
     #[test]
-    fn prop_garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..(3 * BLOCK_SIZE))) {
+    fn prop_garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..(3 * PAGE_SIZE))) {
         let (_, res, r) = read_all(data.clone());
         if let Err(e) = res {
             prop_assert!(e.is_corruption());

@@ -1,6 +1,6 @@
 //! Appending records to a log file.
 
-use super::{fragment_crc, FragmentType, BLOCK_SIZE, HEADER_SIZE};
+use super::{fragment_crc, FragmentType, PAGE_SIZE, HEADER_SIZE};
 use crate::fs::WritableFile;
 use crate::{Error, Result};
 
@@ -11,20 +11,20 @@ use crate::{Error, Result};
 /// (silently dropped on recovery) into damage in the middle of the log (a hard error).
 pub struct LogWriter {
     file: Box<dyn WritableFile>,
-    /// Position inside the current block, derived from the file length so that a writer
+    /// Position inside the current page, derived from the file length so that a writer
     /// can continue a file that already holds records.
-    block_offset: usize,
+    page_offset: usize,
     failed: Option<Error>,
 }
 
 impl LogWriter {
     /// Writes records to the end of `file`, which may already hold records.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
-        let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
-        LogWriter { file, block_offset, failed: None }
+        let page_offset = (file.len() % PAGE_SIZE as u64) as usize;
+        LogWriter { file, page_offset, failed: None }
     }
 
-    /// Appends one record, fragmenting it across blocks as needed. The bytes reach the
+    /// Appends one record, fragmenting it across pages as needed. The bytes reach the
     /// file's buffer; call [`LogWriter::flush`] or [`LogWriter::sync`] to make them durable.
     pub fn add_record(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
@@ -77,13 +77,13 @@ impl LogWriter {
         let mut first = true;
         // Runs at least once so that an empty record is written as an empty FULL fragment.
         loop {
-            let leftover = BLOCK_SIZE - self.block_offset;
+            let leftover = PAGE_SIZE - self.page_offset;
             if leftover < HEADER_SIZE {
                 const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
                 self.file.append(&ZEROS[..leftover])?;
-                self.block_offset = 0;
+                self.page_offset = 0;
             }
-            let avail = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+            let avail = PAGE_SIZE - self.page_offset - HEADER_SIZE;
             let n = rest.len().min(avail);
             let last = n == rest.len();
             let kind = match (first, last) {
@@ -102,14 +102,14 @@ impl LogWriter {
     }
 
     fn emit_fragment(&mut self, kind: FragmentType, payload: &[u8]) -> Result<()> {
-        debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
+        debug_assert!(payload.len() <= PAGE_SIZE - HEADER_SIZE);
         let mut header = [0u8; HEADER_SIZE];
         header[..4].copy_from_slice(&fragment_crc(kind as u8, payload).to_le_bytes());
         header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
         header[6] = kind as u8;
         self.file.append(&header)?;
         self.file.append(payload)?;
-        self.block_offset += HEADER_SIZE + payload.len();
+        self.page_offset += HEADER_SIZE + payload.len();
         Ok(())
     }
 }
@@ -118,7 +118,7 @@ impl std::fmt::Debug for LogWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogWriter")
             .field("len", &self.file.len())
-            .field("block_offset", &self.block_offset)
+            .field("page_offset", &self.page_offset)
             .field("failed", &self.failed)
             .finish()
     }
