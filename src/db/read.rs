@@ -5,7 +5,7 @@
 //!    table whose range covers the key, newest first, then one table per deeper level):
 //!    remember each and start loading its filter cache line (a prefetch: nothing waits yet);
 //! 3. the active memtable, then the immutable ones, newest first;
-//! 4. each remembered candidate in order: probe its filter with the precomputed hash, and only
+//! 4. each remembered candidate in order: ask its filter with the precomputed hash, and only
 //!    on "maybe" search its in-RAM index and one data block (through the block cache).
 //!
 //! The first version found at or below the read's sequence number decides: a value, or a
@@ -107,7 +107,7 @@ pub(crate) fn search<O: ReadObserver>(
             }
         }
     }
-    let mut probe = |t: &Arc<TableFile>, filter: &Filter| {
+    let mut consult = |t: &Arc<TableFile>, filter: &Filter| {
         tally.tables_consulted += 1;
         if !filter.may_contain_hash(hash) {
             tally.filter_negatives += 1;
@@ -138,7 +138,7 @@ pub(crate) fn search<O: ReadObserver>(
         }
     };
     for &(t, filter) in first.iter().flatten() {
-        if let ControlFlow::Break(answer) = probe(t, filter) {
+        if let ControlFlow::Break(answer) = consult(t, filter) {
             return answer;
         }
     }
@@ -149,7 +149,7 @@ pub(crate) fn search<O: ReadObserver>(
                 skip -= 1;
                 return ControlFlow::Continue(());
             }
-            probe(t, filter)
+            consult(t, filter)
         });
         if let ControlFlow::Break(answer) = rest {
             return answer;
