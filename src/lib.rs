@@ -21,6 +21,8 @@ macro_rules! internal_mods {
 
 internal_mods! {
     batch;
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    check;
     coding;
     filename;
     iter;

@@ -126,7 +126,7 @@ pub fn report(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         });
     }
     let mut wal_files = Vec::new();
-    for (name, kind) in common::list_db_files(dir)? {
+    for (name, kind) in filename::list(&StdFs, dir)? {
         if let FileKind::Wal(n) = kind {
             // A segment the owner retires meanwhile is simply not listed.
             if let Ok(m) = std::fs::metadata(dir.join(&name)) {

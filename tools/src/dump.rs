@@ -383,7 +383,7 @@ fn dump_db_internal(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
     }
     // Live WAL segments (at or above the manifest's log number), oldest first.
     let m = read_manifest(&StdFs, dir)?;
-    let mut wals: Vec<u64> = common::list_db_files(dir)?
+    let mut wals: Vec<u64> = filename::list(&StdFs, dir)?
         .into_iter()
         .filter_map(|(_, k)| match k {
             filename::FileKind::Wal(n) if n >= m.log_number => Some(n),
