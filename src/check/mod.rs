@@ -206,3 +206,6 @@ fn chain(e: &dyn std::error::Error) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests;
