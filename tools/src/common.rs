@@ -139,6 +139,30 @@ pub struct RangeArgs {
     pub limit: Option<u64>,
 }
 
+/// The `--json` option shared by the commands that print a report.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct JsonArg {
+    /// Print one JSON document (fields documented in docs/tool.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl JsonArg {
+    /// Writes `report` as one JSON document with `--json`, else as text with `text`.
+    pub fn write<T: serde::Serialize>(
+        self,
+        out: &mut Out,
+        report: &T,
+        text: impl FnOnce(&mut Out, &T) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.json {
+            write_json(out, report)
+        } else {
+            text(out, report)
+        }
+    }
+}
+
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
 #[derive(Debug, Clone, Default)]
 pub struct KeyRange {

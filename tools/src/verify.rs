@@ -24,9 +24,8 @@ pub struct Args {
     /// A table (`*.sst`), WAL segment (`*.log`), manifest (`MANIFEST-*`) or database
     /// directory.
     path: PathBuf,
-    /// Print one JSON document (fields documented in docs/tool.md).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 /// One finding: where and what.
@@ -68,11 +67,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let target = common::classify(&args.path)?;
     let report = verify(&args.path, target);
     let mut out = common::stdout();
-    let written = if args.json {
-        common::write_json(&mut out, &report)
-    } else {
-        print_text(&mut out, &report)
-    };
+    let written = args.output.write(&mut out, &report, print_text);
     common::finish_output(written, &mut out, ExitCode::from(report.exit_code))
 }
 
