@@ -3,10 +3,10 @@
 //! and decoders, and each problem is reported with its file, offset and what is wrong,
 //! rather than the first one being returned as an error.
 //!
-//! A table is checked part by part ([`table`]) so that one damaged part does not hide the
+//! A table is checked part by part (`table.rs`) so that one damaged part does not hide the
 //! others, and then opened with [`crate::table::Table::open`] as well, so a check is never
-//! laxer than the engine. Logs ([`log`]) are checked record by record, and a database
-//! ([`db`]) adds the manifest, every live table's presence, size and manifest metadata, the
+//! laxer than the engine. Logs (`log.rs`) are checked record by record, and a database
+//! (`db.rs`) adds the manifest, every live table's presence, size and manifest metadata, the
 //! non-overlap of sorted levels and the WALs.
 //!
 //! No input makes a check panic: every decoder it calls returns errors and its own
@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use crate::fs::FileSystem;
 use crate::Error;
 
-pub mod db;
-pub mod log;
-pub mod table;
+mod db;
+mod log;
+mod table;
 
 /// One finding: where and what.
 #[derive(Debug, Clone, PartialEq, Eq)]

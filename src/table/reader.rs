@@ -318,7 +318,7 @@ fn check_region(path: &Path, h: BlockHandle, limit: u64, what: &str) -> Result<(
 }
 
 /// Reads the footer at the end of `file`: `(footer, its offset)`.
-pub fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, u64)> {
+pub(crate) fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, u64)> {
     let size = file.size();
     let offset = size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| {
         Error::corruption(path, 0, format!("file of {size} bytes is too short for a table footer"))
@@ -329,7 +329,7 @@ pub fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, 
 }
 
 /// Reads and decodes the properties block that `footer` names.
-pub fn read_properties(
+pub(crate) fn read_properties(
     file: &dyn RandomAccessFile,
     path: &Path,
     footer: &Footer,
@@ -340,7 +340,7 @@ pub fn read_properties(
 }
 
 /// Reads and decodes the filter block that `footer` names.
-pub fn read_filter(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<Filter> {
+pub(crate) fn read_filter(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<Filter> {
     let h = footer.filter;
     let raw = read_block(file, path, h, footer.properties.offset)?;
     Filter::decode(&raw).map_err(|e| e.in_file(path, h.offset))
@@ -348,7 +348,7 @@ pub fn read_filter(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) ->
 
 /// Reads the data or index block at `handle` (which must end by `limit`) and checks its
 /// restart array.
-pub fn load_block(
+pub(crate) fn load_block(
     file: &dyn RandomAccessFile,
     path: &Path,
     handle: BlockHandle,
@@ -363,7 +363,7 @@ pub fn load_block(
 /// block handle. A separator not above the previous one goes to `out_of_order` first, whose
 /// answer decides: the reader refuses the table, a checker notes it and walks on so that
 /// later damage is still found. Errors are relative to the block.
-pub fn walk_index(
+pub(crate) fn walk_index(
     block: &Block,
     mut out_of_order: impl FnMut(Error) -> Result<()>,
     mut visit: impl FnMut(&[u8], BlockHandle) -> Result<()>,
