@@ -11,6 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::fs::FileSystem;
+use crate::Result;
+
 /// What a file in the database directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
@@ -76,6 +79,14 @@ pub fn parse(name: &str) -> Option<FileKind> {
         return n.parse().ok().map(FileKind::Table);
     }
     None
+}
+
+/// The files in `dir` that bloomkv made, with their kinds, sorted by name.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the checks and the tool
+pub fn list(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(String, FileKind)>> {
+    let mut names = fs.list(dir)?;
+    names.sort();
+    Ok(names.into_iter().filter_map(|n| parse(&n).map(|k| (n, k))).collect())
 }
 
 #[cfg(test)]

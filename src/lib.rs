@@ -32,6 +32,11 @@ internal_mods! {
     version;
 }
 
+// Offline checks for `bloomkv verify`: only built for the tool and tests, so the engine code
+// it alone would use is still reported as dead in the default build.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod check;
 mod db;
 mod error;
 pub mod filter;

@@ -115,27 +115,18 @@ impl Table {
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Table> {
         let file_size = file.size();
-        let footer_offset = file_size
-            .checked_sub(FOOTER_LEN as u64)
-            .ok_or_else(|| Error::corruption(&path, 0, "file too short for a table footer"))?;
-        let mut buf = [0u8; FOOTER_LEN];
-        file.read_exact_at(&mut buf, footer_offset)?;
-        let footer = Footer::decode(&buf, &path, footer_offset)?;
+        let (footer, footer_offset) = read_footer(file.as_ref(), &path)?;
 
         // Regions in file order: data, filter, properties, index, footer. Each handle must
         // start where its region starts and end before the next, so no two regions overlap.
-        let filter_end = region_end(&path, footer.filter, footer.properties.offset, "filter")?;
-        let props_end = region_end(&path, footer.properties, footer.index.offset, "properties")?;
-        let index_end = region_end(&path, footer.index, footer_offset, "index")?;
-        debug_assert!(filter_end <= props_end && props_end <= index_end);
+        check_region(&path, footer.filter, footer.properties.offset, "filter")?;
+        check_region(&path, footer.properties, footer.index.offset, "properties")?;
+        check_region(&path, footer.index, footer_offset, "index")?;
 
-        let raw = read_block(file.as_ref(), &path, footer.properties, props_end)?;
-        let props = TableProperties::decode(&raw)
-            .map_err(|e| e.in_file(&path, footer.properties.offset))?;
-        let raw = read_block(file.as_ref(), &path, footer.filter, filter_end)?;
-        let filter = Filter::decode(&raw).map_err(|e| e.in_file(&path, footer.filter.offset))?;
-        let raw = read_block(file.as_ref(), &path, footer.index, index_end)?;
-        let index = decode_index(raw, footer.filter.offset)
+        let props = read_properties(file.as_ref(), &path, &footer)?;
+        let filter = read_filter(file.as_ref(), &path, &footer)?;
+        let block = load_block(file.as_ref(), &path, footer.index, footer_offset)?;
+        let index = decode_index(&block, footer.filter.offset)
             .map_err(|e| e.in_file(&path, footer.index.offset))?;
         if (index.len() as u64) != props.num_data_blocks
             || (index.len() == 0) != (props.num_entries == 0)
@@ -208,10 +199,9 @@ impl Table {
         Ok((block, true, false))
     }
 
-    /// Reads and validates one data block from the file, bypassing the cache (for `verify`).
+    /// Reads and validates one data block from the file, bypassing the cache.
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        let raw = read_block(self.file.as_ref(), &self.path, handle, self.footer.filter.offset)?;
-        Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))
+        load_block(self.file.as_ref(), &self.path, handle, self.footer.filter.offset)
     }
 
     /// A two-level iterator over every entry, filling the block cache as it reads.
@@ -290,10 +280,10 @@ impl Table {
     }
 }
 
-/// Checks that `h` fits before `limit` and returns where it ends.
-fn region_end(path: &Path, h: BlockHandle, limit: u64, what: &str) -> Result<u64> {
+/// Checks that `h` ends by `limit`, where the next region starts.
+fn check_region(path: &Path, h: BlockHandle, limit: u64, what: &str) -> Result<()> {
     match h.end() {
-        Some(end) if end <= limit => Ok(end),
+        Some(end) if end <= limit => Ok(()),
         _ => Err(Error::corruption(
             path,
             h.offset,
@@ -302,35 +292,104 @@ fn region_end(path: &Path, h: BlockHandle, limit: u64, what: &str) -> Result<u64
     }
 }
 
-/// Decodes the index block: separators strictly increasing, valid internal keys; handles in
-/// file order, non-overlapping, and inside the data region that ends at `data_end`.
-fn decode_index(raw: bytes::Bytes, data_end: u64) -> Result<Index> {
-    let block = Block::new(raw)?;
+/// Reads the footer at the end of `file`: `(footer, its offset)`.
+pub(crate) fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, u64)> {
+    let size = file.size();
+    let offset = size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| {
+        Error::corruption(path, 0, format!("file of {size} bytes is too short for a table footer"))
+    })?;
+    let mut buf = [0u8; FOOTER_LEN];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok((Footer::decode(&buf, path, offset)?, offset))
+}
+
+/// Reads and decodes the properties block that `footer` names.
+pub(crate) fn read_properties(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+) -> Result<TableProperties> {
+    let h = footer.properties;
+    let raw = read_block(file, path, h, footer.index.offset)?;
+    TableProperties::decode(&raw).map_err(|e| e.in_file(path, h.offset))
+}
+
+/// Reads and decodes the filter block that `footer` names.
+pub(crate) fn read_filter(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<Filter> {
+    let h = footer.filter;
+    let raw = read_block(file, path, h, footer.properties.offset)?;
+    Filter::decode(&raw).map_err(|e| e.in_file(path, h.offset))
+}
+
+/// Reads the data or index block at `handle` (which must end by `limit`) and checks its
+/// restart array.
+pub(crate) fn load_block(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<Block> {
+    let raw = read_block(file, path, handle, limit)?;
+    Block::new(raw).map_err(|e| e.in_file(path, handle.offset))
+}
+
+/// Walks the index block's entries in order, calling `visit(separator, handle)` for each,
+/// and stops at the first separator that is not an internal key or value that is not a
+/// block handle. A separator not above the previous one goes to `out_of_order` first, whose
+/// answer decides: the reader refuses the table, a checker notes it and walks on so that
+/// later damage is still found. Errors are relative to the block.
+pub(crate) fn walk_index(
+    block: &Block,
+    mut out_of_order: impl FnMut(Error) -> Result<()>,
+    mut visit: impl FnMut(&[u8], BlockHandle) -> Result<()>,
+) -> Result<()> {
     let mut it = block.iter();
     it.seek_to_first()?;
-    let mut index =
-        Index { keys: Vec::new(), ends: Vec::new(), prefixes: Vec::new(), handles: Vec::new() };
-    let mut prev_end = 0u64;
+    let mut prev: Option<Vec<u8>> = None;
+    let mut i = 0usize;
     while it.valid() {
         let key = it.key();
-        let bad = |why: &str| Error::bad_bytes(0, format!("index entry {}: {why}", index.len()));
+        let bad = |why: &str| Error::bad_bytes(0, format!("index entry {i}: {why}"));
         if parse_internal_key(key).is_none() {
             return Err(bad("separator is not an internal key"));
         }
-        if index.len() > 0 && compare_internal(index.key(index.len() - 1), key) != Ordering::Less {
-            return Err(bad("separators out of order"));
+        if prev.as_deref().is_some_and(|p| compare_internal(p, key) != Ordering::Less) {
+            out_of_order(bad("separators out of order"))?;
         }
-        let handle = BlockHandle::decode(it.value()).map_err(|_| bad("malformed handle"))?;
+        let handle = BlockHandle::decode(it.value()).map_err(|_| bad("malformed block handle"))?;
+        visit(key, handle)?;
+        let p = prev.get_or_insert_with(Vec::new);
+        p.clear();
+        p.extend_from_slice(key);
+        i += 1;
+        it.next()?;
+    }
+    Ok(())
+}
+
+/// Decodes the index block: separators strictly increasing, valid internal keys; handles in
+/// file order, non-overlapping, and inside the data region that ends at `data_end`.
+fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
+    let mut index =
+        Index { keys: Vec::new(), ends: Vec::new(), prefixes: Vec::new(), handles: Vec::new() };
+    let mut prev_end = 0u64;
+    walk_index(block, Err, |key, handle| {
         match handle.end() {
             Some(end) if handle.offset >= prev_end && end <= data_end => prev_end = end,
-            _ => return Err(bad("handle outside the data region")),
+            _ => {
+                let i = index.len();
+                return Err(Error::bad_bytes(
+                    0,
+                    format!("index entry {i}: handle outside the data region"),
+                ));
+            }
         }
         index.keys.extend_from_slice(key);
         index.ends.push(index.keys.len());
         index.prefixes.push(key_prefix(user_key(key)));
         index.handles.push(handle);
-        it.next()?;
-    }
+        Ok(())
+    })?;
     index.keys.shrink_to_fit();
     index.ends.shrink_to_fit();
     index.prefixes.shrink_to_fit();

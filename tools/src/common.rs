@@ -21,23 +21,13 @@ pub struct Bytes {
 }
 
 impl Bytes {
-    /// `bytes` as text: hex, or escaped (printable ASCII as is, `\\`, `\"` and `\xNN` for
-    /// everything else) so that any byte string prints on one line and can be pasted back
-    /// as an argument.
+    /// `bytes` as text: hex, or escaped as `verify` shows keys ([`bloomkv::check::escape`]),
+    /// so that any byte string prints on one line and can be pasted back as an argument.
     pub fn show(self, bytes: &[u8]) -> String {
         if self.hex {
             return hex(bytes);
         }
-        let mut s = String::with_capacity(bytes.len());
-        for &b in bytes {
-            match b {
-                b'\\' => s.push_str("\\\\"),
-                b'"' => s.push_str("\\\""),
-                0x20..=0x7e => s.push(b as char),
-                _ => s.push_str(&format!("\\x{b:02x}")),
-            }
-        }
-        s
+        bloomkv::check::escape(bytes)
     }
 
     /// `bytes` for text reports: quoted when escaped, bare when hex.
@@ -147,6 +137,30 @@ pub struct RangeArgs {
     /// Stop after this many entries.
     #[arg(long)]
     pub limit: Option<u64>,
+}
+
+/// The `--json` option shared by the commands that print a report.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct JsonArg {
+    /// Print one JSON document (fields documented in docs/tool.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl JsonArg {
+    /// Writes `report` as one JSON document with `--json`, else as text with `text`.
+    pub fn write<T: serde::Serialize>(
+        self,
+        out: &mut Out,
+        report: &T,
+        text: impl FnOnce(&mut Out, &T) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.json {
+            write_json(out, report)
+        } else {
+            text(out, report)
+        }
+    }
 }
 
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
@@ -272,13 +286,6 @@ pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
         return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display())));
     }
     bloomkv::Db::open_read_only(dir, read_only_options())
-}
-
-/// The database files in `dir`, by kind, sorted by name.
-pub fn list_db_files(dir: &Path) -> Result<Vec<(String, FileKind)>> {
-    let mut names = StdFs.list(dir)?;
-    names.sort();
-    Ok(names.into_iter().filter_map(|n| filename::parse(&n).map(|k| (n, k))).collect())
 }
 
 /// The path as given, for reports.

@@ -24,9 +24,8 @@ pub struct Args {
     /// Print keys as hex instead of escaped text.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in docs/tool.md).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -126,7 +125,7 @@ pub fn report(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         });
     }
     let mut wal_files = Vec::new();
-    for (name, kind) in common::list_db_files(dir)? {
+    for (name, kind) in filename::list(&StdFs, dir)? {
         if let FileKind::Wal(n) = kind {
             // A segment the owner retires meanwhile is simply not listed.
             if let Ok(m) = std::fs::metadata(dir.join(&name)) {
@@ -164,8 +163,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = Bytes { hex: args.hex };
     let r = report(&args.dir, fmt)?;
     let mut out = common::stdout();
-    let written =
-        if args.json { common::write_json(&mut out, &r) } else { print_text(&mut out, &r, fmt) };
+    let written = args.output.write(&mut out, &r, |out, r| print_text(out, r, fmt));
     common::finish_output(written, &mut out, ExitCode::SUCCESS)
 }
 

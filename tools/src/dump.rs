@@ -43,9 +43,8 @@ pub struct Args {
     /// Print keys and values as hex instead of escaped text (and read key options as hex).
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in docs/tool.md).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 /// One entry. `seq` and `kind` are absent in the merged user view; `file` names the table
@@ -179,7 +178,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     };
     let mut sink = Sink {
         out: common::stdout(),
-        json: args.json,
+        json: args.output.json,
         fmt,
         range: KeyRange::parse(&args.range, fmt)?,
         report: Report {
@@ -383,7 +382,7 @@ fn dump_db_internal(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
     }
     // Live WAL segments (at or above the manifest's log number), oldest first.
     let m = read_manifest(&StdFs, dir)?;
-    let mut wals: Vec<u64> = common::list_db_files(dir)?
+    let mut wals: Vec<u64> = filename::list(&StdFs, dir)?
         .into_iter()
         .filter_map(|(_, k)| match k {
             filename::FileKind::Wal(n) if n >= m.log_number => Some(n),

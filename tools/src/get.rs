@@ -12,6 +12,8 @@ use crate::common::{self, Bytes};
 
 /// Options of `get`.
 #[derive(clap::Args)]
+// The shared `--json`, with this command's fields in its help.
+#[command(mut_arg("json", |a| a.help("Print one JSON document: {\"key\", \"found\", \"value\"}")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
@@ -20,9 +22,8 @@ pub struct Args {
     /// Read the key as hex and print the value as hex.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document: {"key", "found", "value"}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 #[derive(Serialize)]
@@ -45,7 +46,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     };
     let code = if r.found { ExitCode::SUCCESS } else { ExitCode::from(1) };
     let mut out = common::stdout();
-    let written = if args.json {
+    let written = if args.output.json {
         common::write_json(&mut out, &r)
     } else {
         match &r.value {

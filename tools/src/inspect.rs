@@ -24,9 +24,8 @@ pub struct Args {
     /// Print keys as hex instead of escaped text.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in docs/tool.md).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -160,8 +159,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = Bytes { hex: args.hex };
     let r = report(&args.table, fmt)?;
     let mut out = common::stdout();
-    let written =
-        if args.json { common::write_json(&mut out, &r) } else { print_text(&mut out, &r, fmt) };
+    let written = args.output.write(&mut out, &r, |out, r| print_text(out, r, fmt));
     common::finish_output(written, &mut out, ExitCode::SUCCESS)
 }
 

@@ -23,9 +23,8 @@ pub struct Args {
     /// Read the key as hex and print values as hex.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document (fields documented in docs/tool.md).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -112,8 +111,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
         });
     }
     let mut out = common::stdout();
-    let written =
-        if args.json { common::write_json(&mut out, &r) } else { print_text(&mut out, &r, fmt) };
+    let written = args.output.write(&mut out, &r, |out, r| print_text(out, r, fmt));
     common::finish_output(written, &mut out, ExitCode::SUCCESS)
 }
 

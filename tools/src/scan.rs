@@ -12,6 +12,8 @@ use crate::common::{self, Bytes, KeyRange, RangeArgs};
 
 /// Options of `scan`.
 #[derive(clap::Args)]
+// The shared `--json`, with this command's fields in its help.
+#[command(mut_arg("json", |a| a.help("Print one JSON document: {\"count\", \"truncated\", \"entries\": [{\"key\", \"value\"}]}")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
@@ -20,9 +22,8 @@ pub struct Args {
     /// Print keys and values as hex (and read the key options as hex).
     #[arg(long)]
     hex: bool,
-    /// Print one JSON document: {"count", "truncated", "entries": [{"key", "value"}]}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: common::JsonArg,
 }
 
 #[derive(Serialize)]
@@ -63,7 +64,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
             break;
         }
         r.count += 1;
-        if args.json {
+        if args.output.json {
             r.entries.push(Pair { key: fmt.show(&key), value: fmt.show(&value) });
         } else {
             written = writeln!(out, "{} => {}", fmt.quoted(&key), fmt.quoted(&value));
@@ -72,7 +73,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
             }
         }
     }
-    if args.json {
+    if args.output.json {
         written = common::write_json(&mut out, &r);
     }
     common::finish_output(written, &mut out, ExitCode::SUCCESS)

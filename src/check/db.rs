@@ -1,0 +1,218 @@
+//! Checks of a database directory: the manifest as recovery reads it, every live table
+//! (present, of the recorded size, intact, agreeing with the manifest), the non-overlap of
+//! sorted levels, the WALs recovery would replay, and notes on files recovery ignores.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{guarded, log, quoted, table, Report};
+use crate::filename::{self, FileKind};
+use crate::fs::FileSystem;
+use crate::key::{compare_internal, parse_internal_key};
+use crate::version::edit::TableMeta;
+use crate::version::set::read_manifest;
+use crate::Error;
+
+/// Checks the database in `dir`.
+pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
+    let files = match filename::list(fs, dir) {
+        Ok(f) => f,
+        Err(e) => return r.error(dir, e),
+    };
+    let current = filename::current_path(dir);
+    let has_data = files
+        .iter()
+        .any(|(_, k)| matches!(k, FileKind::Manifest(_) | FileKind::Table(_) | FileKind::Wal(_)));
+    let has_current = fs.exists(&current);
+    if !has_current && !has_data {
+        r.failed(dir, "no database here (no CURRENT and no database files)");
+        return;
+    }
+
+    // The manifest as the engine reads it (CURRENT → manifest → folded edits).
+    let mut manifest = None;
+    if has_current {
+        guarded(r, &current, |r| match read_manifest(fs, dir) {
+            Ok(m) => manifest = Some(m),
+            // CURRENT was read (it exists), so a missing file is the manifest it names.
+            Err(Error::Io { context, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+                r.problem(
+                    &current,
+                    Some(0),
+                    format!("CURRENT names a manifest that is missing ({context})"),
+                )
+            }
+            Err(e) => r.error(&current, e),
+        });
+    } else {
+        r.problem(&current, None, "CURRENT is missing but the directory holds database files");
+    }
+    // Every record of the live manifest, checked on its own for counts and tail notes.
+    if let Some(m) = &manifest {
+        let path = filename::manifest_path(dir, m.manifest_number);
+        guarded(r, &path, |r| log::check_manifest(fs, r, &path));
+    }
+
+    let live: BTreeSet<u64> =
+        manifest.iter().flat_map(|m| m.levels.iter().flatten().map(|t| t.number)).collect();
+    match &manifest {
+        Some(m) => {
+            for (level, tables) in m.levels.iter().enumerate() {
+                for meta in tables {
+                    check_live_table(fs, r, dir, level, meta);
+                }
+                if level > 0 {
+                    check_level_order(r, dir, level, tables, m.manifest_number);
+                }
+            }
+        }
+        None => {
+            // Without a manifest, check every table file found on its own.
+            for (name, kind) in &files {
+                if let FileKind::Table(_) = kind {
+                    let path = dir.join(name);
+                    guarded(r, &path, |r| {
+                        table::check_path(fs, r, &path);
+                    });
+                }
+            }
+        }
+    }
+    for (name, kind) in &files {
+        match kind {
+            FileKind::Table(n) if manifest.is_some() && !live.contains(n) => r.note(
+                &dir.join(name),
+                None,
+                "table not in the manifest (left over; the next writable open deletes it)",
+            ),
+            FileKind::Temp => {
+                r.note(&dir.join(name), None, "temporary file (an interrupted write)")
+            }
+            _ => {}
+        }
+    }
+
+    // WALs: those at or above the manifest's log number hold unflushed writes and are
+    // replayed oldest first; only the newest may end in a torn record.
+    let log_number = manifest.as_ref().map_or(0, |m| m.log_number);
+    let mut wals: Vec<u64> = files
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FileKind::Wal(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let newest = wals.last().copied();
+    for n in wals {
+        let path = filename::wal_path(dir, n);
+        if n < log_number {
+            r.note(
+                &path,
+                None,
+                format!("obsolete WAL (below log number {log_number}); recovery ignores it"),
+            );
+            continue;
+        }
+        guarded(r, &path, |r| log::check_wal(fs, r, &path, Some(n) == newest, true));
+    }
+}
+
+/// A table the manifest lists: present, of the recorded size, intact, and matching the
+/// manifest's metadata.
+fn check_live_table(
+    fs: &dyn FileSystem,
+    r: &mut Report,
+    dir: &Path,
+    level: usize,
+    meta: &TableMeta,
+) {
+    let path = filename::table_path(dir, meta.number);
+    let file = match fs.open(&path) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            // An owner compacting right now may have deleted it since we read the manifest.
+            let still_live = read_manifest(fs, dir)
+                .map(|m| m.levels.iter().flatten().any(|t| t.number == meta.number))
+                .unwrap_or(true);
+            if still_live {
+                r.problem(
+                    &path,
+                    None,
+                    format!("table listed by the manifest on level {level} is missing"),
+                );
+            } else {
+                r.note(&path, None, "table was removed by a concurrent compaction while verifying");
+            }
+            return;
+        }
+        Err(e) => {
+            r.error(&path, e);
+            return;
+        }
+    };
+    let size = file.size();
+    if size != meta.file_size {
+        r.problem(
+            &path,
+            Some(size.min(meta.file_size)),
+            format!("table is {size} bytes but the manifest recorded {}", meta.file_size),
+        );
+    }
+    let mut props = None;
+    guarded(r, &path, |r| props = table::check_file(r, &path, file));
+    let Some(p) = props else { return };
+    let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
+    let mut differs = |what: &str, manifest: String, table: String| {
+        if manifest != table {
+            r.problem(
+                &path,
+                None,
+                format!(
+                    "manifest records {what} {manifest} but the table's properties say {table}"
+                ),
+            );
+        }
+    };
+    if p.num_entries > 0 {
+        differs("smallest key", quoted(&uk(&meta.smallest)), quoted(&p.smallest_user_key));
+        differs("largest key", quoted(&uk(&meta.largest)), quoted(&p.largest_user_key));
+    }
+    differs("smallest sequence", meta.smallest_seq.to_string(), p.smallest_seq.to_string());
+    differs("largest sequence", meta.largest_seq.to_string(), p.largest_seq.to_string());
+    differs("entry count", meta.num_entries.to_string(), p.num_entries.to_string());
+}
+
+/// Tables on a sorted level must not overlap: sorted by smallest key, each must end before
+/// the next begins.
+fn check_level_order(
+    r: &mut Report,
+    dir: &Path,
+    level: usize,
+    tables: &[TableMeta],
+    manifest: u64,
+) {
+    let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
+    let manifest = filename::manifest_path(dir, manifest);
+    let mut sorted: Vec<&TableMeta> = tables.iter().collect();
+    sorted.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+    for t in &sorted {
+        if uk(&t.smallest) > uk(&t.largest) {
+            r.problem(
+                &manifest,
+                None,
+                format!("table {} on level {level}: smallest key above largest key", t.number),
+            );
+        }
+    }
+    for pair in sorted.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if uk(&a.largest) >= uk(&b.smallest) {
+            r.problem(
+                &manifest,
+                None,
+                format!("tables {} and {} overlap on sorted level {level}", a.number, b.number),
+            );
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Checks of one table file, part by part: footer, region layout, properties, filter, index
+//! and every data block, each read with the reader's own functions so that damage in one
+//! part still lets the others be checked. Then [`Table::open`] must agree.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{quoted, Report};
+use crate::filter::{Filter, FilterKind};
+use crate::fs::{FileSystem, RandomAccessFile};
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal, parse_internal_key, ValueKind};
+use crate::table::block::Block;
+use crate::table::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN};
+use crate::table::properties::TableProperties;
+use crate::table::reader::{load_block, read_filter, read_footer, read_properties, walk_index};
+use crate::table::Table;
+
+/// What the table's entries turned out to be, for comparing with the properties.
+#[derive(Debug, Default)]
+struct Contents {
+    entries: u64,
+    tombstones: u64,
+    smallest_key: Option<Vec<u8>>,
+    largest_key: Option<Vec<u8>>,
+    smallest_seq: u64,
+    largest_seq: u64,
+    raw_key_bytes: u64,
+    raw_value_bytes: u64,
+    distinct_keys: u64,
+}
+
+/// One index entry: separator and handle.
+type IndexEntry = (Vec<u8>, BlockHandle);
+
+/// Checks the table at `path`; returns its properties if they could be read.
+pub(super) fn check_path(
+    fs: &dyn FileSystem,
+    r: &mut Report,
+    path: &Path,
+) -> Option<TableProperties> {
+    match fs.open(path) {
+        Ok(file) => check_file(r, path, file),
+        Err(e) => {
+            r.checked.tables += 1;
+            r.error(path, e);
+            None
+        }
+    }
+}
+
+/// Checks the table `file` (opened from `path`); returns its properties if they could be
+/// read. Working on an open file means a database owner deleting it meanwhile (after a
+/// compaction) cannot disturb the check.
+pub(super) fn check_file(
+    r: &mut Report,
+    path: &Path,
+    file: Arc<dyn RandomAccessFile>,
+) -> Option<TableProperties> {
+    let problems_before = r.problems.len();
+    r.checked.tables += 1;
+    let (footer, footer_offset) = match read_footer(file.as_ref(), path) {
+        Ok(f) => f,
+        Err(e) => {
+            // Without a footer nothing else can be located.
+            r.error(path, e);
+            return None;
+        }
+    };
+
+    // Regions, in file order: data | filter | properties | index | footer, back to back.
+    let regions = [
+        ("filter", footer.filter, footer.properties.offset),
+        ("properties", footer.properties, footer.index.offset),
+        ("index", footer.index, footer_offset),
+    ];
+    let mut region_ok = [true; 3];
+    for (i, (name, h, next)) in regions.iter().enumerate() {
+        match h.end() {
+            Some(end) if end == *next => {}
+            Some(end) if end < *next => {
+                // The reader tolerates a gap; the builder never leaves one.
+                r.problem(
+                    path,
+                    Some(end),
+                    format!("{} unexplained bytes after the {name} block", next - end),
+                );
+            }
+            _ => {
+                region_ok[i] = false;
+                r.problem(
+                    path,
+                    Some(footer_offset),
+                    format!(
+                        "footer's {name} handle (offset {}, size {}) overlaps what follows it \
+                         (at {next})",
+                        h.offset, h.size
+                    ),
+                );
+            }
+        }
+    }
+    // Data blocks end where the filter starts; never look past the footer whatever it says.
+    let data_end = footer.filter.offset.min(footer_offset);
+
+    let props = part(r, path, region_ok[1], || read_properties(file.as_ref(), path, &footer));
+    let filter = part(r, path, region_ok[0], || read_filter(file.as_ref(), path, &footer));
+    let index_block = part(r, path, region_ok[2], || {
+        load_block(file.as_ref(), path, footer.index, footer_offset)
+    });
+    let index = index_block.and_then(|b| decode_index(r, path, footer.index.offset, &b));
+
+    let mut contents = Contents::default();
+    let mut all_blocks_read = false;
+    if let Some(index) = &index {
+        check_index_layout(r, path, index, data_end, footer.index.offset);
+        all_blocks_read = check_data_blocks(
+            r,
+            path,
+            file.as_ref(),
+            index,
+            data_end,
+            filter.as_ref(),
+            &mut contents,
+        );
+    }
+
+    if let Some(p) = &props {
+        check_properties(
+            r,
+            path,
+            p,
+            &footer,
+            index.as_deref(),
+            filter.as_ref(),
+            all_blocks_read.then_some(&contents),
+        );
+    }
+
+    // Never be laxer than the engine: if the checks above found nothing, the reader's own
+    // open must agree.
+    if r.problems.len() == problems_before {
+        if let Err(e) = Table::open(file, path.to_path_buf(), None) {
+            r.error(path, e);
+        }
+    }
+    props
+}
+
+/// Reads one of the parts the footer locates, unless its region is bad (`ok` false, already
+/// reported); a failure is reported and leaves the part out of the later checks.
+fn part<T>(
+    r: &mut Report,
+    path: &Path,
+    ok: bool,
+    read: impl FnOnce() -> crate::Result<T>,
+) -> Option<T> {
+    if !ok {
+        return None;
+    }
+    read().map_err(|e| r.error(path, e)).ok()
+}
+
+/// Decodes the index block at `offset`, reporting disorder and (stopping at) the first
+/// entry that does not decode.
+fn decode_index(
+    r: &mut Report,
+    path: &Path,
+    offset: u64,
+    block: &Block,
+) -> Option<Vec<IndexEntry>> {
+    let mut entries: Vec<IndexEntry> = Vec::new();
+    let walked = walk_index(
+        block,
+        |e| {
+            r.error(path, e.in_file(path, offset));
+            Ok(())
+        },
+        |key, h| {
+            entries.push((key.to_vec(), h));
+            Ok(())
+        },
+    );
+    match walked {
+        Ok(()) => Some(entries),
+        Err(e) => {
+            r.error(path, e.in_file(path, offset));
+            None
+        }
+    }
+}
+/// The data blocks must tile the data region exactly: the first at 0, each starting where
+/// the previous one's trailer ends, the last ending where the filter starts.
+fn check_index_layout(
+    r: &mut Report,
+    path: &Path,
+    index: &[IndexEntry],
+    data_end: u64,
+    index_offset: u64,
+) {
+    let mut expected = 0u64;
+    for (i, (_, h)) in index.iter().enumerate() {
+        if h.offset != expected {
+            r.problem(
+                path,
+                Some(index_offset),
+                format!(
+                    "index entry {i}: block at offset {} but the previous block ends at {expected} \
+                     ({})",
+                    h.offset,
+                    if h.offset > expected { "gap" } else { "overlap" }
+                ),
+            );
+        }
+        expected = h.end().unwrap_or(u64::MAX);
+    }
+    if expected != data_end {
+        r.problem(
+            path,
+            Some(index_offset),
+            format!(
+                "data blocks listed by the index end at {expected}, but the data region ends at \
+                 {data_end} (where the filter starts)"
+            ),
+        );
+    }
+}
+
+/// Reads every data block: checksum, restart array, entry decoding, key order within and
+/// across blocks, separators, and the filter's answer for every user key. Returns true if
+/// every block could be read in full (so the totals in `c` are the table's).
+fn check_data_blocks(
+    r: &mut Report,
+    path: &Path,
+    file: &dyn RandomAccessFile,
+    index: &[IndexEntry],
+    data_end: u64,
+    filter: Option<&Filter>,
+    c: &mut Contents,
+) -> bool {
+    let mut all_read = true;
+    // Last internal key seen (across blocks) and last user key, for order and distinct counts.
+    let mut prev_key: Option<Vec<u8>> = None;
+    let mut prev_sep: Option<&[u8]> = None;
+    let mut filter_misses = 0u64;
+    let mut first_filter_miss: Option<(u64, Vec<u8>)> = None;
+    for (i, (sep, h)) in index.iter().enumerate() {
+        r.checked.data_blocks += 1;
+        let block = match load_block(file, path, *h, data_end) {
+            Ok(b) => b,
+            Err(e) => {
+                all_read = false;
+                r.error(path, e);
+                prev_sep = Some(sep);
+                continue;
+            }
+        };
+        let mut it = block.iter();
+        let mut first_in_block = true;
+        let mut last_in_block: Option<Vec<u8>> = None;
+        let mut step = it.seek_to_first();
+        let mut block_read = true;
+        loop {
+            if let Err(e) = step {
+                all_read = false;
+                block_read = false;
+                r.error(path, e.in_file(path, h.offset));
+                break;
+            }
+            if !it.valid() {
+                break;
+            }
+            let key = it.key();
+            let Some(parsed) = parse_internal_key(key) else {
+                all_read = false;
+                block_read = false;
+                r.problem(
+                    path,
+                    Some(h.offset),
+                    format!("data block {i}: key is not an internal key"),
+                );
+                break;
+            };
+            if let Some(prev) = &prev_key {
+                if compare_internal(prev, key) != Ordering::Less {
+                    let where_ = if first_in_block {
+                        "first key is not above the previous block's last key"
+                    } else {
+                        "keys out of order"
+                    };
+                    r.problem(path, Some(h.offset), format!("data block {i}: {where_}"));
+                }
+            }
+            if first_in_block {
+                // The previous separator must sort below this block's first key.
+                if let Some(ps) = prev_sep {
+                    if compare_internal(ps, key) != Ordering::Less {
+                        r.problem(
+                            path,
+                            Some(h.offset),
+                            format!(
+                                "index separator {} is not below data block {i}'s first key",
+                                i - 1
+                            ),
+                        );
+                    }
+                }
+                first_in_block = false;
+            }
+            let new_user_key = prev_key
+                .as_deref()
+                .and_then(parse_internal_key)
+                .map_or(true, |p| p.user_key != parsed.user_key);
+            if new_user_key {
+                c.distinct_keys += 1;
+                if let Some(f) = filter {
+                    if !f.may_contain(parsed.user_key) {
+                        filter_misses += 1;
+                        first_filter_miss.get_or_insert((h.offset, parsed.user_key.to_vec()));
+                    }
+                }
+            }
+            c.entries += 1;
+            if parsed.kind == ValueKind::Delete {
+                c.tombstones += 1;
+            }
+            if c.smallest_key.is_none() {
+                c.smallest_key = Some(parsed.user_key.to_vec());
+                c.smallest_seq = parsed.seq;
+                c.largest_seq = parsed.seq;
+            }
+            c.smallest_seq = c.smallest_seq.min(parsed.seq);
+            c.largest_seq = c.largest_seq.max(parsed.seq);
+            c.largest_key = Some(parsed.user_key.to_vec());
+            c.raw_key_bytes += key.len() as u64;
+            c.raw_value_bytes += it.value().len() as u64;
+            r.checked.entries += 1;
+            prev_key = Some(key.to_vec());
+            last_in_block = Some(key.to_vec());
+            step = it.next();
+        }
+        match &last_in_block {
+            None if block_read => {
+                r.problem(path, Some(h.offset), format!("data block {i} holds no entries"));
+            }
+            Some(last) if compare_internal(last, sep) == Ordering::Greater => {
+                r.problem(
+                    path,
+                    Some(h.offset),
+                    format!("index separator {i} is below data block {i}'s last key"),
+                );
+            }
+            _ => {}
+        }
+        prev_sep = Some(sep);
+    }
+    if let Some((offset, key)) = first_filter_miss {
+        r.problem(
+            path,
+            Some(offset),
+            format!(
+                "filter answers \"no\" for {filter_misses} key(s) the table holds (first: {})",
+                quoted(&key)
+            ),
+        );
+    }
+    all_read
+}
+
+/// The properties must describe what is really in the file.
+fn check_properties(
+    r: &mut Report,
+    path: &Path,
+    p: &TableProperties,
+    footer: &Footer,
+    index: Option<&[IndexEntry]>,
+    filter: Option<&Filter>,
+    contents: Option<&Contents>,
+) {
+    let at = Some(footer.properties.offset);
+    let mut mismatch = |what: &str, recorded: String, actual: String| {
+        if recorded != actual {
+            r.problem(
+                path,
+                at,
+                format!("properties record {what} {recorded} but the table has {actual}"),
+            );
+        }
+    };
+    let disk = |h: BlockHandle| h.size.saturating_add(BLOCK_TRAILER_LEN as u64);
+    mismatch("format version", p.format_version.to_string(), footer.version.to_string());
+    mismatch("index bytes", p.index_bytes.to_string(), disk(footer.index).to_string());
+    mismatch("filter bytes", p.filter_bytes.to_string(), disk(footer.filter).to_string());
+    if let Some(index) = index {
+        let sizes: Vec<u64> = index.iter().map(|(_, h)| disk(*h)).collect();
+        mismatch("data blocks", p.num_data_blocks.to_string(), sizes.len().to_string());
+        let total = sizes.iter().fold(0u64, |a, &b| a.saturating_add(b));
+        mismatch("data bytes", p.data_bytes.to_string(), total.to_string());
+        let min = sizes.iter().copied().min().unwrap_or(0);
+        let max = sizes.iter().copied().max().unwrap_or(0);
+        mismatch("smallest data block bytes", p.min_data_block_bytes.to_string(), min.to_string());
+        mismatch("largest data block bytes", p.max_data_block_bytes.to_string(), max.to_string());
+    }
+    if let Some(f) = filter {
+        mismatch(
+            "filter kind",
+            format!("{:?}", p.filter_kind),
+            format!("{:?}", f.kind().to_string()),
+        );
+        mismatch("filter probes", p.filter_probes.to_string(), f.num_probes().to_string());
+    }
+    let Some(c) = contents else { return };
+    let k = |v: &Option<Vec<u8>>| quoted(v.as_deref().unwrap_or(b""));
+    mismatch("entries", p.num_entries.to_string(), c.entries.to_string());
+    mismatch("tombstones", p.num_tombstones.to_string(), c.tombstones.to_string());
+    mismatch("raw key bytes", p.raw_key_bytes.to_string(), c.raw_key_bytes.to_string());
+    mismatch("raw value bytes", p.raw_value_bytes.to_string(), c.raw_value_bytes.to_string());
+    if c.entries > 0 {
+        mismatch("smallest key", k(&Some(p.smallest_user_key.clone())), k(&c.smallest_key));
+        mismatch("largest key", k(&Some(p.largest_user_key.clone())), k(&c.largest_key));
+        mismatch("smallest sequence", p.smallest_seq.to_string(), c.smallest_seq.to_string());
+        mismatch("largest sequence", p.largest_seq.to_string(), c.largest_seq.to_string());
+    }
+    if let Some(f) = filter.filter(|f| f.kind() != FilterKind::None) {
+        if f.num_keys() != c.distinct_keys {
+            r.problem(
+                path,
+                Some(footer.filter.offset),
+                format!(
+                    "filter was built over {} keys but the table holds {} distinct keys",
+                    f.num_keys(),
+                    c.distinct_keys
+                ),
+            );
+        }
+    }
+}
