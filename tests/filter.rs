@@ -68,8 +68,8 @@ fn zero_and_one_key() {
 fn blocked_filter_is_cache_line_aligned_and_sized() {
     let keys: Vec<[u8; 8]> = (0u64..10_000).map(|i| i.to_le_bytes()).collect();
     let f = Filter::build(FilterPolicy::BlockedBloom { bits_per_key: 10.0 }, &keys);
-    assert_eq!(f.num_blocks(), (10_000usize * 10).div_ceil(512));
-    assert_eq!(f.memory_bytes(), f.num_blocks() * 64);
+    assert_eq!(f.num_lines(), (10_000usize * 10).div_ceil(512));
+    assert_eq!(f.memory_bytes(), f.num_lines() * 64);
     assert_eq!(f.num_probes(), math::optimal_blocked_probes(10.0));
     assert!(f.bits_per_key() >= 10.0 && f.bits_per_key() < 10.1);
 }

@@ -2,8 +2,8 @@
 //! key-count estimate. Kept apart from the bit twiddling so the theory can be read (and
 //! tested) on its own.
 
-/// Bits in one block of the blocked filter: one 64-byte cache line.
-pub const BLOCK_BITS: u32 = 512;
+/// Bits in one line of the blocked filter: one 64-byte cache line.
+pub const LINE_BITS: u32 = 512;
 
 /// The most probes either filter will use; beyond this the probe cost grows for a gain too
 /// small to measure.
@@ -19,24 +19,24 @@ fn ln_poisson(i: u64, lambda: f64) -> f64 {
     i as f64 * lambda.ln() - lambda - ln_fact
 }
 
-/// Expected false-positive rate of a blocked Bloom filter with blocks of `block_bits` bits,
-/// `lambda` keys per block on average and `k` probes per key (Putze, Sanders, Singler 2007):
+/// Expected false-positive rate of a blocked Bloom filter with lines of `line_bits` bits,
+/// `lambda` keys per line on average and `k` probes per key (Putze, Sanders, Singler 2007):
 ///
 /// FPR = Σᵢ Pois(i; λ) · (1 − (1 − 1/B)^(i·k))^k
 ///
-/// A block's load is Poisson-distributed; the filter's rate is the load-weighted mean of the
+/// A line's load is Poisson-distributed; the filter's rate is the load-weighted mean of the
 /// classic rate of a B-bit filter holding i keys.
-pub fn blocked_fpr(lambda: f64, k: u32, block_bits: u32) -> f64 {
+pub fn blocked_fpr(lambda: f64, k: u32, line_bits: u32) -> f64 {
     if lambda <= 0.0 || k == 0 {
         return if k == 0 { 1.0 } else { 0.0 };
     }
-    // The sum below takes O(lambda) terms. Past about 50 expected probes per bit every block
+    // The sum below takes O(lambda) terms. Past about 50 expected probes per bit every line
     // is saturated and the rate is 1.0 to double precision; stopping here also keeps a
     // filter whose key count is absurd (a decoded header) from looping for ages.
-    if lambda * k as f64 > 50.0 * block_bits as f64 {
+    if lambda * k as f64 > 50.0 * line_bits as f64 {
         return 1.0;
     }
-    let ln_keep = (1.0 - 1.0 / block_bits as f64).ln();
+    let ln_keep = (1.0 - 1.0 / line_bits as f64).ln();
     // Sum far enough into the tail that the remainder is negligible (> 12 standard deviations).
     let upper = (lambda + 12.0 * lambda.sqrt() + 30.0).ceil() as u64;
     let mut total = 0.0;
@@ -66,15 +66,15 @@ pub fn classic_fpr(n: f64, m: f64, k: u32) -> f64 {
 
 /// The k that minimises [`blocked_fpr`] at `bits_per_key`.
 ///
-/// The optimum is found by evaluating the formula, not assumed: the uneven load of blocks
-/// makes extra probes cost more than they do in a classic filter (an overloaded block is
+/// The optimum is found by evaluating the formula, not assumed: the uneven load of lines
+/// makes extra probes cost more than they do in a classic filter (an overloaded line is
 /// already dense), so the blocked optimum sits below ln 2 · bits/key, approaching
 /// bits/key / 2 as bits per key grow.
 pub fn optimal_blocked_probes(bits_per_key: f64) -> u32 {
-    let lambda = BLOCK_BITS as f64 / bits_per_key;
+    let lambda = LINE_BITS as f64 / bits_per_key;
     let mut best = (1, f64::INFINITY);
     for k in 1..=MAX_PROBES {
-        let f = blocked_fpr(lambda, k, BLOCK_BITS);
+        let f = blocked_fpr(lambda, k, LINE_BITS);
         // Ties go to the smaller k: fewer probes, same accuracy.
         if f < best.1 * (1.0 - 1e-9) {
             best = (k, f);
@@ -117,9 +117,9 @@ mod tests {
             assert!(kb <= classic_probes(bpk), "bpk {bpk}: blocked k {kb}");
         }
         // Published figures for B = 512: ~0.95% at 10 bits/key, ~0.085% at 16.
-        let f10 = blocked_fpr(51.2, optimal_blocked_probes(10.0), BLOCK_BITS);
+        let f10 = blocked_fpr(51.2, optimal_blocked_probes(10.0), LINE_BITS);
         assert!((0.0090..0.0100).contains(&f10), "{f10}");
-        let f16 = blocked_fpr(32.0, optimal_blocked_probes(16.0), BLOCK_BITS);
+        let f16 = blocked_fpr(32.0, optimal_blocked_probes(16.0), LINE_BITS);
         assert!((0.0007..0.0010).contains(&f16), "{f16}");
         // Classic at 10 bits/key, k = 7: ~0.82%.
         let c10 = classic_fpr(1e6, 1e7, 7);

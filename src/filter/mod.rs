@@ -19,7 +19,7 @@
 //!      8     8  number of keys added
 //!     16     8  requested bits per key, IEEE-754 f64 bits
 //!     24     8  m, the number of bits in the array (blocked: a multiple of 512)
-//!     32   m/8  the bit array as u64 words (blocked: 8 words per 64-byte block);
+//!     32   m/8  the bit array as u64 words (blocked: 8 words per 64-byte line);
 //!               classic arrays are rounded up to whole words
 //!  32+m/8    4  CRC32 of every preceding byte
 //! ```
@@ -329,10 +329,10 @@ impl Filter {
         }
     }
 
-    /// Number of 512-bit blocks (0 unless blocked).
-    pub fn num_blocks(&self) -> usize {
+    /// Number of 512-bit lines (0 unless blocked).
+    pub fn num_lines(&self) -> usize {
         match self {
-            Filter::Blocked(f) => f.num_blocks(),
+            Filter::Blocked(f) => f.num_lines(),
             _ => 0,
         }
     }
@@ -384,7 +384,7 @@ impl Filter {
     pub fn encode(&self) -> Vec<u8> {
         let words: Box<dyn Iterator<Item = &u64>> = match self {
             Filter::None => Box::new(std::iter::empty()),
-            Filter::Blocked(f) => Box::new(f.blocks().iter().flat_map(|b| b.0.iter())),
+            Filter::Blocked(f) => Box::new(f.lines().iter().flat_map(|b| b.0.iter())),
             Filter::Classic(f) => Box::new(f.words().iter()),
         };
         let mut out = Vec::with_capacity(HEADER_LEN + self.memory_bytes() + 4);
@@ -459,14 +459,14 @@ impl Filter {
             1 => {
                 check_probes()?;
                 check_bpk()?;
-                let block_bits = u64::from(math::BLOCK_BITS);
-                if num_bits % block_bits != 0 || num_bits / 8 != payload.len() as u64 {
+                let line_bits = u64::from(math::LINE_BITS);
+                if num_bits % line_bits != 0 || num_bits / 8 != payload.len() as u64 {
                     return Err(bad(24, "bit count does not match the array"));
                 }
-                let blocks = payload
+                let lines = payload
                     .chunks_exact(64)
                     .map(|c| {
-                        let mut b = blocked::Block::default();
+                        let mut b = blocked::Line::default();
                         for (w, bytes) in b.0.iter_mut().zip(c.chunks_exact(8)) {
                             *w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
                         }
@@ -474,7 +474,7 @@ impl Filter {
                     })
                     .collect();
                 Ok(Filter::Blocked(BlockedBloom::from_parts(
-                    blocks,
+                    lines,
                     num_probes,
                     num_keys,
                     bits_per_key,

@@ -79,7 +79,7 @@ struct FilterReport {
     bits_per_key: f64,
     requested_bits_per_key: f64,
     probes: u32,
-    blocks: usize,
+    lines: usize,
     bits: u64,
     memory_bytes: usize,
     fraction_bits_set: f64,
@@ -143,7 +143,7 @@ pub fn report(path: &std::path::Path, fmt: Bytes) -> bloomkv::Result<Report> {
             bits_per_key: f.bits_per_key(),
             requested_bits_per_key: f.requested_bits_per_key(),
             probes: f.num_probes(),
-            blocks: f.num_blocks(),
+            lines: f.num_lines(),
             bits: f.num_bits(),
             memory_bytes: f.memory_bytes(),
             fraction_bits_set: f.fraction_bits_set(),
@@ -232,7 +232,7 @@ fn print_text(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::Result<
         f.bits_per_key, f.requested_bits_per_key
     )?;
     writeln!(out, "  probes         {}", f.probes)?;
-    writeln!(out, "  blocks         {} ({} bits)", f.blocks, f.bits)?;
+    writeln!(out, "  lines          {} ({} bits)", f.lines, f.bits)?;
     writeln!(out, "  memory         {} bytes in RAM", f.memory_bytes)?;
     writeln!(out, "  bits set       {:.4}", f.fraction_bits_set)?;
     writeln!(

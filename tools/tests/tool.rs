@@ -174,7 +174,7 @@ fn inspect_db_and_dump_match_the_library() {
         assert_eq!(rf["kind"], t.filter_kind.to_string());
         assert_close(&rf["bits_per_key"], t.filter_bits_per_key);
         assert_eq!(rf["probes"], t.filter_probes);
-        assert_eq!(rf["blocks"], f.num_blocks());
+        assert_eq!(rf["lines"], f.num_lines());
         assert_eq!(rf["memory_bytes"], t.filter_memory_bytes);
         assert_close(&rf["fraction_bits_set"], f.fraction_bits_set());
         assert_eq!(rf["keys"], f.num_keys());

@@ -143,7 +143,7 @@ impl Policy {
         let k = self.probes(bits_per_key);
         match self {
             Policy::Blocked => {
-                math::blocked_fpr(f64::from(math::BLOCK_BITS) / bits_per_key, k, math::BLOCK_BITS)
+                math::blocked_fpr(f64::from(math::LINE_BITS) / bits_per_key, k, math::LINE_BITS)
             }
             // The classic formula depends on n and m only through m/n at these sizes.
             Policy::Classic => math::classic_fpr(1e6, 1e6 * bits_per_key, k),
