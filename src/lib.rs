@@ -41,7 +41,7 @@ mod db;
 mod error;
 pub mod filter;
 pub mod fs;
-mod key_prefix;
+mod key_head;
 mod options;
 mod stats;
 mod value;

@@ -24,7 +24,7 @@ use crossbeam_skiplist::SkipMap;
 
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN};
-use crate::key_prefix::key_prefix;
+use crate::key_head::key_head;
 use crate::{Result, Value};
 
 /// Estimated bytes an entry costs beyond its key and value: the skip-list node (the inline
@@ -33,29 +33,29 @@ use crate::{Result, Value};
 /// and 100-byte values). Only used to decide when to flush, so an estimate is enough.
 const ENTRY_OVERHEAD: usize = 96;
 
-/// Bytes of the user key copied into [`Prefix`].
-const PREFIX_LEN: usize = 16;
+/// Bytes of the user key copied into [`Head`].
+const HEAD_LEN: usize = 16;
 
-/// The user key's [`key_prefix`] (its first [`PREFIX_LEN`] bytes, zero-padded, big-endian),
+/// The user key's [`key_head`] (its first [`HEAD_LEN`] bytes, zero-padded, big-endian),
 /// held as two halves: compared as a pair it costs the skip-list search fewer instructions
-/// than a `u128`. Unequal prefixes settle a comparison without looking at the keys; equal
-/// prefixes mean the keys agree on as many of their first 16 bytes as the shorter one has
-/// (see `crate::key_prefix` for why).
+/// than a `u128`. Unequal heads settle a comparison without looking at the keys; equal
+/// heads mean the keys agree on as many of their first 16 bytes as the shorter one has
+/// (see `crate::key_head` for why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Prefix(u64, u64);
+struct Head(u64, u64);
 
-impl Prefix {
+impl Head {
     #[inline]
-    fn of(user_key: &[u8]) -> Prefix {
-        let v = key_prefix(user_key);
-        Prefix((v >> 64) as u64, v as u64)
+    fn of(user_key: &[u8]) -> Head {
+        let v = key_head(user_key);
+        Head((v >> 64) as u64, v as u64)
     }
 }
 
-/// What the skip list's order looks at: the user key with its prefix, and the trailer.
+/// What the skip list's order looks at: the user key with its head, and the trailer.
 #[derive(Clone, Copy)]
 struct Parts<'a> {
-    prefix: Prefix,
+    head: Head,
     user_key: &'a [u8],
     trailer: u64,
 }
@@ -64,23 +64,23 @@ struct Parts<'a> {
 /// ascending, then trailer descending.
 #[inline]
 fn compare_parts(a: Parts<'_>, b: Parts<'_>) -> Ordering {
-    match a.prefix.cmp(&b.prefix) {
+    match a.head.cmp(&b.head) {
         Ordering::Equal => {}
         o => return o,
     }
-    // Equal prefixes: the keys agree on their first `m` bytes, so only the rest can differ
+    // Equal heads: the keys agree on their first `m` bytes, so only the rest can differ
     // (when either key is at most 16 bytes long, its rest is empty and no key byte is read).
-    let m = a.user_key.len().min(b.user_key.len()).min(PREFIX_LEN);
+    let m = a.user_key.len().min(b.user_key.len()).min(HEAD_LEN);
     match a.user_key[m..].cmp(&b.user_key[m..]) {
         Ordering::Equal => b.trailer.cmp(&a.trailer),
         o => o,
     }
 }
 
-/// A key the skip list can be searched with: a stored [`MemKey`] or a lookup's [`Probe`].
+/// A key the skip list can be searched with: a stored [`MemKey`] or a lookup's [`SeekKey`].
 ///
 /// The map's keys lend themselves out as `&dyn KeyView` (`Borrow<dyn KeyView>`), which is
-/// what lets a lookup search with a probe that borrows the caller's user key — no owned
+/// what lets a lookup search with a seek key that borrows the caller's user key — no owned
 /// key, so no allocation and no copy per lookup.
 trait KeyView {
     fn parts(&self) -> Parts<'_>;
@@ -89,7 +89,7 @@ trait KeyView {
 /// A skip-list key: one memtable entry.
 #[derive(Clone)]
 struct MemKey {
-    prefix: Prefix,
+    head: Head,
     trailer: u64,
     /// Length of the user key: `entry` is `user key || trailer || value`.
     user_key_len: usize,
@@ -100,7 +100,7 @@ impl MemKey {
     fn new(arena: &Arena, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Self {
         let trailer = pack_trailer(seq, kind);
         MemKey {
-            prefix: Prefix::of(user_key),
+            head: Head::of(user_key),
             trailer,
             user_key_len: user_key.len(),
             entry: arena.alloc(&[user_key, &trailer.to_le_bytes(), value]),
@@ -124,25 +124,25 @@ impl MemKey {
 impl KeyView for MemKey {
     #[inline]
     fn parts(&self) -> Parts<'_> {
-        Parts { prefix: self.prefix, user_key: self.user_key(), trailer: self.trailer }
+        Parts { head: self.head, user_key: self.user_key(), trailer: self.trailer }
     }
 }
 
 /// A lookup key borrowing the user key it searches for.
-struct Probe<'a> {
-    prefix: Prefix,
+struct SeekKey<'a> {
+    head: Head,
     user_key: &'a [u8],
     trailer: u64,
 }
 
-impl<'a> Probe<'a> {
+impl<'a> SeekKey<'a> {
     fn new(user_key: &'a [u8], trailer: u64) -> Self {
-        Probe { prefix: Prefix::of(user_key), user_key, trailer }
+        SeekKey { head: Head::of(user_key), user_key, trailer }
     }
 
-    /// A probe for an encoded internal key, cut exactly as `compare_internal` cuts it.
+    /// A seek key for an encoded internal key, cut exactly as `compare_internal` cuts it.
     fn from_internal(ikey: &'a [u8]) -> Self {
-        Probe::new(crate::key::user_key(ikey), crate::key::trailer(ikey))
+        SeekKey::new(crate::key::user_key(ikey), crate::key::trailer(ikey))
     }
 
     fn view(&self) -> &(dyn KeyView + 'a) {
@@ -150,10 +150,10 @@ impl<'a> Probe<'a> {
     }
 }
 
-impl KeyView for Probe<'_> {
+impl KeyView for SeekKey<'_> {
     #[inline]
     fn parts(&self) -> Parts<'_> {
-        Parts { prefix: self.prefix, user_key: self.user_key, trailer: self.trailer }
+        Parts { head: self.head, user_key: self.user_key, trailer: self.trailer }
     }
 }
 
@@ -168,7 +168,7 @@ impl Ord for MemKey {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         // Settle the common case from the node alone, before slicing the entries.
-        match self.prefix.cmp(&other.prefix) {
+        match self.head.cmp(&other.head) {
             Ordering::Equal => compare_parts(self.parts(), other.parts()),
             o => o,
         }
@@ -283,8 +283,8 @@ impl MemTable {
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<MemGet> {
         // `KIND_FOR_SEEK` gives the largest trailer for `seq`, so the search lands on the
         // first entry of `user_key` whose seq is `<= seq`.
-        let probe = Probe::new(user_key, pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK));
-        let entry = self.map.lower_bound(Bound::Included(probe.view()))?;
+        let seek = SeekKey::new(user_key, pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK));
+        let entry = self.map.lower_bound(Bound::Included(seek.view()))?;
         let found = entry.key();
         if found.user_key() != user_key {
             return None;
@@ -384,7 +384,7 @@ impl InternalIterator for MemTableIter {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.position(Bound::Included(Probe::from_internal(target).view()));
+        self.position(Bound::Included(SeekKey::from_internal(target).view()));
         Ok(())
     }
 
@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(m.get(b"a", 9), found(b"v9"));
         assert_eq!(m.get(b"a", MAX_SEQNO), found(b"v9"));
         assert_eq!(m.get(b"a", u64::MAX), found(b"v9"));
-        // A longer key sharing the prefix is a different key.
+        // A longer key sharing the head is a different key.
         assert_eq!(m.get(b"ab", 2), None);
         assert_eq!(m.get(b"ab", 3), found(b"other"));
         assert_eq!(m.get(b"b", 100), None);
@@ -446,16 +446,16 @@ mod tests {
     }
 
     #[test]
-    fn long_keys_and_keys_sharing_the_prefix() {
+    fn long_keys_and_keys_sharing_the_head() {
         let m = MemTable::new();
         let long: Vec<u8> = (0..1000).map(|i| i as u8).collect();
         let mut longer = long.clone();
         longer.push(0);
         m.insert(&long, 4, ValueKind::Put, b"x");
         m.insert(&longer, 4, ValueKind::Delete, b"");
-        // Same 16-byte prefix, differing after it.
+        // Same 16-byte head, differing after it.
         m.insert(&long[..17], 5, ValueKind::Put, b"17");
-        // Same zero-padded prefix, differing only in length.
+        // Same zero-padded head, differing only in length.
         m.insert(b"k", 6, ValueKind::Put, b"k");
         m.insert(b"k\0", 7, ValueKind::Put, b"k0");
         m.insert(b"k\0\0", 8, ValueKind::Delete, b"");
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(m.get(b"k\0", 6), None);
     }
 
-    /// The skip list's order (stored keys against each other, and against lookup probes
+    /// The skip list's order (stored keys against each other, and against lookup seek keys
     /// through `dyn KeyView`) must be exactly `compare_internal` on the encoded keys.
     fn check_order(a: (&[u8], SeqNo, ValueKind), b: (&[u8], SeqNo, ValueKind)) {
         let arena = Arena::new();
@@ -481,11 +481,11 @@ mod tests {
         let (ia, ib) = (internal_key(a.0, a.1, a.2), internal_key(b.0, b.1, b.2));
         let want = compare_internal(&ia, &ib);
         assert_eq!(ka.cmp(&kb), want, "{a:?} vs {b:?}");
-        let (pa, pb) = (Probe::from_internal(&ia), Probe::from_internal(&ib));
+        let (pa, pb) = (SeekKey::from_internal(&ia), SeekKey::from_internal(&ib));
         let (va, vb): (&dyn KeyView, &dyn KeyView) = (ka.borrow(), kb.borrow());
-        assert_eq!(pa.view().cmp(vb), want, "probe {a:?} vs {b:?}");
-        assert_eq!(va.cmp(pb.view()), want, "{a:?} vs probe {b:?}");
-        assert_eq!(pa.view().cmp(pb.view()), want, "probes {a:?} vs {b:?}");
+        assert_eq!(pa.view().cmp(vb), want, "seek key {a:?} vs {b:?}");
+        assert_eq!(va.cmp(pb.view()), want, "{a:?} vs seek key {b:?}");
+        assert_eq!(pa.view().cmp(pb.view()), want, "seek keys {a:?} vs {b:?}");
         assert_eq!(ka.internal_key(), &ia[..]);
         assert_eq!(ka.value(), b"va");
     }
@@ -493,8 +493,8 @@ mod tests {
     #[test]
     fn order_matches_compare_internal_exhaustively_on_small_keys() {
         // Every key of up to 3 bytes over {0x00, 0x01, 0xff}, alone and after 14 filler
-        // bytes, so the keys straddle the 16-byte prefix: shorter, exactly 16, longer;
-        // zero bytes that look like padding; equal prefixes with different lengths.
+        // bytes, so the keys straddle the 16-byte head: shorter, exactly 16, longer;
+        // zero bytes that look like padding; equal heads with different lengths.
         let mut tails: Vec<Vec<u8>> = vec![vec![]];
         for len in 1..=3 {
             let mut next = Vec::new();
@@ -528,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn prefix_is_monotone() {
+    fn head_is_monotone() {
         let keys: [&[u8]; 8] = [
             b"",
             b"\0",
@@ -541,11 +541,11 @@ mod tests {
         ];
         for a in keys {
             for b in keys {
-                if Prefix::of(a) < Prefix::of(b) {
+                if Head::of(a) < Head::of(b) {
                     assert!(a < b, "{a:?} {b:?}");
                 }
                 if a <= b {
-                    assert!(Prefix::of(a) <= Prefix::of(b), "{a:?} {b:?}");
+                    assert!(Head::of(a) <= Head::of(b), "{a:?} {b:?}");
                 }
             }
         }
@@ -699,7 +699,7 @@ mod tests {
         )
     }
 
-    /// Keys over a small alphabet with a long shared start, so that prefixes are often equal
+    /// Keys over a small alphabet with a long shared start, so that heads are often equal
     /// and keys often run past them.
     fn ordered_key() -> impl Strategy<Value = Vec<u8>> {
         (0usize..20, proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(0xff)], 0..6))

@@ -15,7 +15,7 @@ use crate::key::{
     append_internal_key, compare_internal, parse_internal_key, user_key, SeqNo, ValueKind,
     KIND_FOR_SEEK, MAX_SEQNO,
 };
-use crate::key_prefix::{key_prefix, partition_by_prefix};
+use crate::key_head::{key_head, partition_by_head};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
@@ -51,13 +51,13 @@ impl TableGet {
 }
 
 /// The index, decoded once at open: separators concatenated in one buffer, and beside them
-/// each separator's user-key prefix, which the search runs on (see [`crate::key_prefix`]).
+/// each separator's user-key head, which the search runs on (see [`crate::key_head`]).
 #[derive(Debug)]
 struct Index {
     keys: Vec<u8>,
     /// `ends[i]` is where separator `i` ends in `keys`.
     ends: Vec<usize>,
-    prefixes: Vec<u128>,
+    heads: Vec<u128>,
     handles: Vec<BlockHandle>,
 }
 
@@ -73,10 +73,10 @@ impl Index {
 
     /// The first block whose separator is `>= target` (`len()` if none).
     fn find(&self, target: &[u8]) -> usize {
-        partition_by_prefix(
+        partition_by_head(
             self.len(),
-            |i| self.prefixes[i],
-            key_prefix(user_key(target)),
+            |i| self.heads[i],
+            key_head(user_key(target)),
             |i| compare_internal(self.key(i), target) == Ordering::Less,
         )
     }
@@ -84,7 +84,7 @@ impl Index {
     fn memory_bytes(&self) -> usize {
         self.keys.capacity()
             + self.ends.capacity() * std::mem::size_of::<usize>()
-            + self.prefixes.capacity() * std::mem::size_of::<u128>()
+            + self.heads.capacity() * std::mem::size_of::<u128>()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
     }
 }
@@ -371,7 +371,7 @@ pub(crate) fn walk_index(
 /// file order, non-overlapping, and inside the data region that ends at `data_end`.
 fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
     let mut index =
-        Index { keys: Vec::new(), ends: Vec::new(), prefixes: Vec::new(), handles: Vec::new() };
+        Index { keys: Vec::new(), ends: Vec::new(), heads: Vec::new(), handles: Vec::new() };
     let mut prev_end = 0u64;
     walk_index(block, Err, |key, handle| {
         match handle.end() {
@@ -386,13 +386,13 @@ fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
         }
         index.keys.extend_from_slice(key);
         index.ends.push(index.keys.len());
-        index.prefixes.push(key_prefix(user_key(key)));
+        index.heads.push(key_head(user_key(key)));
         index.handles.push(handle);
         Ok(())
     })?;
     index.keys.shrink_to_fit();
     index.ends.shrink_to_fit();
-    index.prefixes.shrink_to_fit();
+    index.heads.shrink_to_fit();
     index.handles.shrink_to_fit();
     Ok(index)
 }

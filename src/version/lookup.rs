@@ -4,9 +4,9 @@
 //! table per deeper level whose range covers it. Deciding that from the tables' own key
 //! bounds would chase two pointers per comparison (the shared table, then its heap-allocated
 //! key), and on a cold cache each is a miss. So every [`Version`] also keeps, per level, a
-//! dense array of [`Fence`]s: the [`key_prefix`]es of each table's smallest and largest user
+//! dense array of [`Fence`]s: the [`key_head`]es of each table's smallest and largest user
 //! key. Almost every comparison is then one integer comparison in a contiguous array; only
-//! a prefix equal to the key's sends the comparison to the whole keys. The version also hands
+//! a head equal to the key's sends the comparison to the whole keys. The version also hands
 //! out each candidate's filter (a clone sharing the table's bit array), so a lookup can
 //! prefetch and probe it without loading the table either.
 
@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use super::set::{TableFile, Version};
 use crate::filter::Filter;
-use crate::key_prefix::{key_prefix, partition_by_prefix};
+use crate::key_head::{key_head, partition_by_head};
 
-/// One table's user-key range as prefixes of its bounds.
+/// One table's user-key range as heads of its bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fence {
     lo: u128,
@@ -27,7 +27,7 @@ pub(crate) struct Fence {
 
 impl Fence {
     pub(crate) fn of(t: &TableFile) -> Fence {
-        Fence { lo: key_prefix(t.smallest_user_key()), hi: key_prefix(t.largest_user_key()) }
+        Fence { lo: key_head(t.smallest_user_key()), hi: key_head(t.largest_user_key()) }
     }
 }
 
@@ -35,18 +35,18 @@ impl Fence {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LookupKey<'a> {
     key: &'a [u8],
-    prefix: u128,
+    head: u128,
 }
 
 impl<'a> LookupKey<'a> {
     pub(crate) fn new(key: &'a [u8]) -> Self {
-        LookupKey { key, prefix: key_prefix(key) }
+        LookupKey { key, head: key_head(key) }
     }
 
     /// The table's largest key is below this key.
     #[inline]
     fn after(&self, f: &Fence, t: &TableFile) -> bool {
-        match f.hi.cmp(&self.prefix) {
+        match f.hi.cmp(&self.head) {
             Ordering::Less => true,
             Ordering::Greater => false,
             Ordering::Equal => t.largest_user_key() < self.key,
@@ -56,7 +56,7 @@ impl<'a> LookupKey<'a> {
     /// The table's smallest key is above this key.
     #[inline]
     fn before(&self, f: &Fence, t: &TableFile) -> bool {
-        match f.lo.cmp(&self.prefix) {
+        match f.lo.cmp(&self.head) {
             Ordering::Greater => true,
             Ordering::Less => false,
             Ordering::Equal => t.smallest_user_key() > self.key,
@@ -74,10 +74,10 @@ impl Version {
     #[inline(always)]
     pub(crate) fn find_in_level(&self, level: usize, key: &LookupKey) -> Option<usize> {
         let (tables, fences) = (&self.levels[level], &self.fences[level]);
-        let i = partition_by_prefix(
+        let i = partition_by_head(
             tables.len(),
             |i| fences[i].hi,
-            key.prefix,
+            key.head,
             |i| tables[i].largest_user_key() < key.key,
         );
         (i < tables.len() && !key.before(&fences[i], &tables[i])).then_some(i)

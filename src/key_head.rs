@@ -1,20 +1,23 @@
-//! 16-byte key prefixes: searching sorted keys with integer comparisons.
+//! 16-byte key heads: searching sorted keys with integer comparisons.
+//!
+//! A key's *head* is its first 16 bytes as an integer. (Not called a prefix: in bloomkv a
+//! prefix is what `Db::prefix` scans by.)
 //!
 //! The read path searches sorted keys twice per table it consults — the version's table
 //! bounds, then the table's index. Comparing byte strings costs a `memcmp` call and a pointer
 //! chase per step; comparing integers held in a dense array costs one instruction. So those
-//! structures keep, beside each key, its [`key_prefix`]: the first 16 bytes of the user key,
+//! structures keep, beside each key, its [`key_head`]: the first 16 bytes of the user key,
 //! zero-padded, read as a big-endian `u128`.
 //!
-//! The prefix is monotone (`a <= b` implies `prefix(a) <= prefix(b)`), so a strict inequality
-//! between prefixes implies the same strict inequality between the user keys — and between
-//! internal keys, which order by user key first. Only equal prefixes are ambiguous (`"ab"`
+//! The head is monotone (`a <= b` implies `head(a) <= head(b)`), so a strict inequality
+//! between heads implies the same strict inequality between the user keys — and between
+//! internal keys, which order by user key first. Only equal heads are ambiguous (`"ab"`
 //! and `"ab\0"` share one; so do all keys with a common 16-byte head), and only those are
 //! settled by comparing whole keys.
 
 /// The first 16 bytes of `user_key`, zero-padded, as a big-endian integer.
 #[inline]
-pub(crate) fn key_prefix(user_key: &[u8]) -> u128 {
+pub(crate) fn key_head(user_key: &[u8]) -> u128 {
     match user_key.first_chunk::<16>() {
         Some(head) => u128::from_be_bytes(*head),
         None => {
@@ -26,29 +29,29 @@ pub(crate) fn key_prefix(user_key: &[u8]) -> u128 {
 }
 
 /// `partition_point` for a sorted sequence of `n` keys: the first index whose key is not
-/// below the target, where `prefix_of(i)` is key `i`'s prefix, `target` the target's prefix,
+/// below the target, where `head_of(i)` is key `i`'s head, `target` the target's head,
 /// and `is_below(i)` the exact (whole-key) "key `i` sorts below the target".
 ///
-/// The search runs on prefixes, branch-free (random targets make every comparison a coin
+/// The search runs on heads, branch-free (random targets make every comparison a coin
 /// toss, and a mispredicted branch per step costs more than the comparison). `is_below` is
-/// called only for keys whose prefix equals the target's: once when one key ties, and a
+/// called only for keys whose head equals the target's: once when one key ties, and a
 /// binary search's worth when many do.
 #[inline(always)]
-pub(crate) fn partition_by_prefix(
+pub(crate) fn partition_by_head(
     n: usize,
-    prefix_of: impl Fn(usize) -> u128,
+    head_of: impl Fn(usize) -> u128,
     target: u128,
     is_below: impl Fn(usize) -> bool,
 ) -> usize {
-    let lo = first_where(0, n, |i| prefix_of(i) >= target);
-    if lo == n || prefix_of(lo) != target {
+    let lo = first_where(0, n, |i| head_of(i) >= target);
+    if lo == n || head_of(lo) != target {
         return lo;
     }
-    if lo + 1 == n || prefix_of(lo + 1) != target {
+    if lo + 1 == n || head_of(lo + 1) != target {
         return lo + usize::from(is_below(lo));
     }
-    // A run of ties: find its end on prefixes, then search it on whole keys.
-    let hi = first_where(lo + 1, n, |i| prefix_of(i) > target);
+    // A run of ties: find its end on heads, then search it on whole keys.
+    let hi = first_where(lo + 1, n, |i| head_of(i) > target);
     let (mut a, mut b) = (lo, hi);
     while a < b {
         let mid = a + (b - a) / 2;
@@ -105,11 +108,11 @@ mod tests {
     }
 
     #[test]
-    fn prefix_is_monotone_and_strictly_decisive() {
+    fn head_is_monotone_and_strictly_decisive() {
         let keys = tricky_keys();
         for a in &keys {
             for b in &keys {
-                let (pa, pb) = (key_prefix(a), key_prefix(b));
+                let (pa, pb) = (key_head(a), key_head(b));
                 match pa.cmp(&pb) {
                     Ordering::Equal => {}
                     strict => assert_eq!(a.cmp(b), strict, "{a:?} vs {b:?}"),
@@ -135,7 +138,7 @@ mod tests {
     }
 
     #[test]
-    fn partition_by_prefix_matches_a_whole_key_search() {
+    fn partition_by_head_matches_a_whole_key_search() {
         let keys = tricky_keys();
         // Every contiguous run of the sorted keys, so runs of ties of every length appear,
         // against every key (present) and every key with a byte appended (absent).
@@ -144,15 +147,11 @@ mod tests {
         for start in (0..keys.len()).step_by(3) {
             for end in (start..=keys.len()).step_by(5) {
                 let run = &keys[start..end];
-                let prefixes: Vec<u128> = run.iter().map(|k| key_prefix(k)).collect();
+                let heads: Vec<u128> = run.iter().map(|k| key_head(k)).collect();
                 for t in &targets {
                     let want = run.partition_point(|k| k < t);
-                    let got = partition_by_prefix(
-                        run.len(),
-                        |i| prefixes[i],
-                        key_prefix(t),
-                        |i| run[i] < *t,
-                    );
+                    let got =
+                        partition_by_head(run.len(), |i| heads[i], key_head(t), |i| run[i] < *t);
                     assert_eq!(got, want, "run {start}..{end}, target {t:?}");
                 }
             }
