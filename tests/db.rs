@@ -459,7 +459,7 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
 }
 
 #[test]
-fn table_info_and_probe_show_the_read_path() {
+fn table_info_and_trace_show_the_read_path() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     for i in 0..2000 {
@@ -480,32 +480,32 @@ fn table_info_and_probe_show_the_read_path() {
     assert_eq!(tables[0].smallest_key, key(0));
 
     // Key 0: the memtable decides; both tables hold older versions, and their filters say maybe.
-    let steps = db.probe(key(0)).unwrap();
-    assert_eq!(steps[0].source, bloomkv::ProbeSource::Memtable);
+    let steps = db.trace(key(0)).unwrap();
+    assert_eq!(steps[0].source, bloomkv::TraceSource::Memtable);
     assert!(steps[0].decides && steps[0].actual == bloomkv::Presence::Value);
     let table_steps: Vec<_> =
-        steps.iter().filter(|s| matches!(s.source, bloomkv::ProbeSource::Table { .. })).collect();
+        steps.iter().filter(|s| matches!(s.source, bloomkv::TraceSource::Table { .. })).collect();
     assert_eq!(table_steps.len(), 2);
     assert!(table_steps.iter().all(|s| s.in_range && s.filter_maybe == Some(true) && !s.decides));
 
     // Key 398 lives only in the older table; key 399 is absent everywhere but inside both
     // tables' ranges, so only a filter can rule them out.
-    let steps = db.probe(key(398)).unwrap();
+    let steps = db.trace(key(398)).unwrap();
     let deciding: Vec<_> = steps.iter().filter(|s| s.decides).collect();
     assert_eq!(deciding.len(), 1);
     assert_eq!(
         deciding[0].source,
-        bloomkv::ProbeSource::Table { level: 0, number: tables[1].number }
+        bloomkv::TraceSource::Table { level: 0, number: tables[1].number }
     );
     for i in 0..200 {
-        for s in db.probe(key(i * 2 + 1)).unwrap() {
+        for s in db.trace(key(i * 2 + 1)).unwrap() {
             assert_eq!(s.actual, bloomkv::Presence::Absent);
             assert!(!s.decides);
         }
     }
     // No false negatives on the read path: every present key's table says maybe.
     for i in 0..2000 {
-        let steps = db.probe(key(i * 2)).unwrap();
+        let steps = db.trace(key(i * 2)).unwrap();
         for s in steps.iter().filter(|s| s.actual == bloomkv::Presence::Value) {
             assert_ne!(s.filter_maybe, Some(false), "false negative for key {}", i * 2);
         }
@@ -874,11 +874,11 @@ fn a_database_is_created_only_where_nothing_else_lives() {
     assert_eq!(std::fs::read(new_dir.join("README.tmp")).unwrap(), b"mine");
 }
 
-/// `probe` shows the walk `get` makes (it observes the engine's own read path): on sorted
+/// `trace` shows the walk `get` makes (it observes the engine's own read path): on sorted
 /// levels exactly the one table whose range covers the key is consulted, every consulted
 /// table's range covers it, and the deciding step agrees with `get`.
 #[test]
-fn probe_observes_the_walk_get_makes_on_every_level() {
+fn trace_observes_the_walk_get_makes_on_every_level() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::new()
         .memtable_bytes(16 << 10)
@@ -900,10 +900,10 @@ fn probe_observes_the_walk_get_makes_on_every_level() {
         tables.iter().map(|t| (t.number, t)).collect();
     for i in (0..8000).step_by(37) {
         let k = key(i);
-        let steps = db.probe(&k).unwrap();
+        let steps = db.trace(&k).unwrap();
         let mut consulted_per_level = std::collections::BTreeMap::new();
         for s in &steps {
-            if let bloomkv::ProbeSource::Table { level, number } = s.source {
+            if let bloomkv::TraceSource::Table { level, number } = s.source {
                 let t = by_number[&number];
                 let covers = t.smallest_key <= k && k <= t.largest_key;
                 if s.in_range {

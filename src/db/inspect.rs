@@ -1,5 +1,5 @@
 //! Looking inside a database: per-table facts ([`TableInfo`]) and the read path of one key
-//! made visible ([`ProbeStep`]). Used by the `bloomkv` tool and the bench harness.
+//! made visible ([`TraceStep`]). Used by the `bloomkv` tool and the bench harness.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -57,9 +57,9 @@ pub struct TableInfo {
     pub expected_fpr: f64,
 }
 
-/// Where a probed key was looked for.
+/// Where a traced lookup looked for its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeSource {
+pub enum TraceSource {
     /// The active memtable.
     Memtable,
     /// An immutable memtable waiting for flush (0 = newest).
@@ -84,11 +84,11 @@ pub enum Presence {
     Absent,
 }
 
-/// One step of the read path for one key, from [`Db::probe`].
+/// One step of the read path for one key, from [`Db::trace`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeStep {
+pub struct TraceStep {
     /// Where the key was looked for.
-    pub source: ProbeSource,
+    pub source: TraceSource,
     /// For tables: whether the key lies in the table's key range (memtables: always true).
     pub in_range: bool,
     /// For tables in range: the filter's answer ("maybe" = true); `None` when not asked.
@@ -137,7 +137,7 @@ impl Db {
     /// The steps are observed on the walk `get` makes (`db::read`), told not to stop at the
     /// first answer, so filter false positives (and the absence of false negatives) can be
     /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
-    pub fn probe(&self, key: impl AsRef<[u8]>) -> Result<Vec<ProbeStep>> {
+    pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
         let key = key.as_ref();
         let state = self.inner.load_state();
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
@@ -149,15 +149,15 @@ impl Db {
         let mut push = |source, in_range, filter_maybe, actual: Presence| {
             let decides = !decided && actual != Presence::Absent;
             decided |= decides;
-            steps.push(ProbeStep { source, in_range, filter_maybe, actual, decides });
+            steps.push(TraceStep { source, in_range, filter_maybe, actual, decides });
         };
         for (i, actual) in seen.memtables {
             let source =
-                if i == 0 { ProbeSource::Memtable } else { ProbeSource::ImmutableMemtable(i - 1) };
+                if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
             push(source, true, None, actual);
         }
         for (level, t) in state.version.all_tables() {
-            let source = ProbeSource::Table { level, number: t.meta.number };
+            let source = TraceSource::Table { level, number: t.meta.number };
             match seen.tables.get(&t.meta.number) {
                 Some(Some(actual)) => push(source, true, Some(true), actual.clone()),
                 // The filter said no: look anyway, to show it was right.

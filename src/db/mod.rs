@@ -34,7 +34,7 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 
 #[cfg(feature = "internals")]
-pub use inspect::{Presence, ProbeSource, ProbeStep, TableInfo};
+pub use inspect::{Presence, TableInfo, TraceSource, TraceStep};
 pub use iter::DbIterator;
 pub use key_range::KeyRange;
 pub use snapshot::Snapshot;

@@ -40,7 +40,7 @@ pub(crate) fn get(
     result
 }
 
-/// Watches the read path (for `Db::probe`), so the tool shows the walk `get` really makes
+/// Watches the read path (for `Db::trace`), so the tool shows the walk `get` really makes
 /// rather than a second implementation of it. Every method defaults to nothing; with
 /// [`Unobserved`] the calls compile away.
 pub(crate) trait ReadObserver {

@@ -13,9 +13,9 @@ mod dump;
 mod filter_demo;
 mod get;
 mod inspect;
-mod probe;
 mod put;
 mod scan;
+mod trace;
 mod verify;
 
 /// Inspect bloomkv files and measure what its filters buy.
@@ -47,8 +47,10 @@ enum Command {
     Dump(dump::Args),
     /// Show a database's levels, tables, filter and index memory, and WAL files.
     Db(db::Args),
-    /// Show the read path of one key: range check, filter answer and contents per source.
-    Probe(probe::Args),
+    /// Trace the read path of one key: which sources a lookup consults, each filter's
+    /// answer, and what each source really holds ("probe" is the old name).
+    #[command(alias = "probe")]
+    Trace(trace::Args),
     /// Print the value of a key (read-only; exit 1 if absent).
     Get(get::Args),
     /// Set a key (opens the database for writing; fails if another process has it open).
@@ -74,7 +76,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Db(args) => db::run(&args),
-        Command::Probe(args) => probe::run(&args),
+        Command::Trace(args) => trace::run(&args),
         Command::Get(args) => get::run(&args),
         Command::Put(args) => put::run(&args),
         Command::Delete(args) => delete::run(&args),

@@ -13,7 +13,7 @@ use bloomkv::iter::InternalIterator;
 use bloomkv::key::{parse_internal_key, ValueKind};
 use bloomkv::table::format::FOOTER_LEN;
 use bloomkv::table::{Footer, Table};
-use bloomkv::{Db, Options, Presence, ProbeSource};
+use bloomkv::{Db, Options, Presence, TraceSource};
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::Value as Json;
 
@@ -275,7 +275,7 @@ fn inspect_db_and_dump_match_the_library() {
 }
 
 #[test]
-fn probe_matches_library() {
+fn trace_matches_library() {
     let dir = tempfile::tempdir().unwrap();
     build_closed(dir.path());
     let db = Db::open_read_only(dir.path(), options()).unwrap();
@@ -284,18 +284,18 @@ fn probe_matches_library() {
     keys.extend((0..40).map(|i| format!("key{:06}x", i * 50).into_bytes())); // absent, in ranges
     let mut false_positives = 0;
     for k in &keys {
-        let r = tool_json(&["probe", "--json", "--hex", s(dir.path()), &hex(k)]);
-        let steps = db.probe(k).unwrap();
+        let r = tool_json(&["trace", "--json", "--hex", s(dir.path()), &hex(k)]);
+        let steps = db.trace(k).unwrap();
         let got = r["steps"].as_array().unwrap();
         assert_eq!(got.len(), steps.len());
         for (g, w) in got.iter().zip(&steps) {
             match w.source {
-                ProbeSource::Memtable => assert_eq!(g["source"], "memtable"),
-                ProbeSource::ImmutableMemtable(i) => {
+                TraceSource::Memtable => assert_eq!(g["source"], "memtable"),
+                TraceSource::ImmutableMemtable(i) => {
                     assert_eq!(g["source"], "immutable-memtable");
                     assert_eq!(g["memtable_index"], i);
                 }
-                ProbeSource::Table { level, number } => {
+                TraceSource::Table { level, number } => {
                     assert_eq!(g["source"], "table");
                     assert_eq!(
                         (g["level"].as_u64(), g["table"].as_u64()),
@@ -453,7 +453,8 @@ fn read_only_commands_leave_an_open_database_untouched() {
         vec!["dump", table],
         vec!["dump", wal],
         vec!["inspect", table],
-        vec!["probe", p, "key000007"],
+        vec!["trace", p, "key000007"],
+        vec!["probe", p, "key000007"], // the old name still works
         vec!["get", p, "key000007"],
         vec!["scan", "--limit", "5", p],
     ] {

@@ -1,4 +1,4 @@
-//! `bloomkv probe <db-dir> <key>`: the read path of one key made visible. For the memtable
+//! `bloomkv trace <db-dir> <key>` (alias `probe`): the read path of one key made visible. For the memtable
 //! (writes replayed from the WAL) and every table in read order: whether its key range covers
 //! the key, what its filter answers, whether the key is really there, and which source a
 //! `get` would stop at. A "maybe" from a table that does not hold the key is a filter false
@@ -8,12 +8,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bloomkv::{Presence, ProbeSource};
+use bloomkv::{Presence, TraceSource};
 use serde::Serialize;
 
 use crate::common::{self, Bytes};
 
-/// Options of `probe`.
+/// Options of `trace`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The database directory.
@@ -69,12 +69,12 @@ fn presence(p: &Presence) -> &'static str {
     }
 }
 
-/// Runs `probe`.
+/// Runs `trace`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = Bytes { hex: args.hex };
     let key = fmt.parse(&args.key)?;
     let db = common::open_db_read_only(&args.dir)?;
-    let steps = db.probe(&key)?;
+    let steps = db.trace(&key)?;
     let value = db.get(&key)?;
     let decided = steps.iter().find(|s| s.decides).map(|s| presence(&s.actual));
     let mut r = Report {
@@ -88,9 +88,9 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     };
     for s in &steps {
         let (source, level, table, memtable_index) = match s.source {
-            ProbeSource::Memtable => ("memtable", None, None, None),
-            ProbeSource::ImmutableMemtable(i) => ("immutable-memtable", None, None, Some(i)),
-            ProbeSource::Table { level, number } => ("table", Some(level), Some(number), None),
+            TraceSource::Memtable => ("memtable", None, None, None),
+            TraceSource::ImmutableMemtable(i) => ("immutable-memtable", None, None, Some(i)),
+            TraceSource::Table { level, number } => ("table", Some(level), Some(number), None),
         };
         let false_positive = s.filter_maybe == Some(true) && s.actual == Presence::Absent;
         if let Some(maybe) = s.filter_maybe {
