@@ -27,6 +27,7 @@ pub struct Options {
     pub(crate) compression: Compression,
     pub(crate) block_bytes: usize,
     pub(crate) block_cache_bytes: usize,
+    pub(crate) max_open_files: usize,
     pub(crate) sync_writes: bool,
     pub(crate) l0_compaction_trigger: usize,
     pub(crate) l0_slowdown_trigger: usize,
@@ -48,6 +49,7 @@ impl Default for Options {
             compression: Compression::None,
             block_bytes: 4096,
             block_cache_bytes: 64 << 20,
+            max_open_files: 512,
             sync_writes: false,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
@@ -96,6 +98,12 @@ impl Options {
     setter!(
         /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
         block_cache_bytes: usize);
+    setter!(
+        /// Table files kept open at once (default 512). Filters and indexes of every table
+        /// stay in RAM regardless; a table whose file was closed reopens it on its next data
+        /// block read. The WAL, the manifest and the LOCK take a few descriptors beyond
+        /// these, so keep it below the process's `RLIMIT_NOFILE` with room to spare.
+        max_open_files: usize);
     setter!(
         /// Whether writes fsync the WAL before they are acknowledged (default false). Applies
         /// to `put`, `delete`, and to `write` unless its [`WriteOptions`] set `sync`.
@@ -158,6 +166,9 @@ impl Options {
         }
         if self.target_table_bytes < 1024 || self.level_base_bytes < 1024 {
             return bad("target_table_bytes and level_base_bytes must be at least 1 KiB");
+        }
+        if self.max_open_files < 1 {
+            return bad("max_open_files must be at least 1");
         }
         if self.max_immutable_memtables < 1 {
             return bad("max_immutable_memtables must be at least 1");

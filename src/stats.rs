@@ -137,6 +137,10 @@ pub struct Stats {
     pub filter_memory_bytes: u64,
     /// RAM held by the indexes of all live tables.
     pub index_memory_bytes: u64,
+    /// Table files open now (at most `Options::max_open_files`).
+    pub open_table_files: u64,
+    /// Times a table file was reopened after the open-file limit had closed it.
+    pub table_file_reopens: u64,
     /// Approximate bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
     /// Bytes in the live write-ahead log segments.

@@ -23,6 +23,7 @@ mod read;
 mod recovery;
 mod snapshot;
 mod table_files;
+use table_files::TableCaches;
 mod write;
 
 use std::collections::VecDeque;
@@ -45,7 +46,6 @@ use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::{Options, WriteOptions};
 use crate::stats::{Counters, Stats};
-use crate::table::BlockCache;
 use crate::version::edit::VersionEdit;
 use crate::version::set::{TableFile, Version, VersionSet};
 use crate::{Error, Result, Value, WriteBatch};
@@ -137,7 +137,8 @@ pub(crate) struct DbInner {
     pub bg_cv: Condvar,
     /// Signalled after every background step, for stalled writers and `flush` callers.
     pub bg_done_cv: Condvar,
-    pub block_cache: Arc<BlockCache>,
+    /// The block cache and the bounded set of open table files.
+    pub caches: TableCaches,
     pub counters: Counters,
     pub closed: AtomicBool,
     /// Live snapshots' sequence numbers, for `Stats` and tools.
@@ -415,6 +416,8 @@ impl Db {
             write_stalls: c.write_stalls.get(),
             write_slowdowns: c.write_slowdowns.get(),
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
+            open_table_files: inner.caches.files.open_files() as u64,
+            table_file_reopens: inner.caches.files.reopened(),
             ..Stats::default()
         };
         for (_, t) in v.all_tables() {

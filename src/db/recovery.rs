@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use arc_swap::ArcSwap;
 
 use super::newest_versions::NewestVersions;
-use super::table_files::{open_table, write_table};
+use super::table_files::{open_table, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, WalState};
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;
@@ -24,7 +24,7 @@ use crate::log::LogReader;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Counters;
-use crate::table::{BlockCache, TableOptions};
+use crate::table::TableOptions;
 use crate::version::edit::VersionEdit;
 use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result, WriteBatch};
@@ -40,7 +40,7 @@ struct Loaded {
 }
 
 /// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
-fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool) -> Result<Loaded> {
+fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) -> Result<Loaded> {
     let fs = opts.fs.clone();
     let names = fs.list(dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
@@ -68,7 +68,7 @@ fn load(dir: &Path, opts: &Options, cache: &Arc<BlockCache>, allow_create: bool)
     for (level, tables) in metas.into_iter().enumerate() {
         for meta in tables {
             let number = meta.number;
-            let table = open_table(&fs, dir, cache, meta).map_err(|e| match (&e, &manifest) {
+            let table = open_table(&fs, dir, caches, meta).map_err(|e| match (&e, &manifest) {
                 (Error::Io { source, .. }, Some((m, added_at)))
                     if source.kind() == std::io::ErrorKind::NotFound =>
                 {
@@ -276,9 +276,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
     let lock = fs.lock(&lock_path(dir))?;
-    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let caches = TableCaches::new(&opts);
     let Loaded { version, mem, last_seq, log_number, next_file, names } =
-        load(dir, &opts, &cache, opts.create_if_missing)?;
+        load(dir, &opts, &caches, opts.create_if_missing)?;
 
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
     let new_wal = versions.new_file_number();
@@ -295,7 +295,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         it.seek_to_first()?;
         if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it)? {
             fs.sync_dir(dir)?;
-            let t = open_table(&fs, dir, &cache, meta.clone())?;
+            let t = open_table(&fs, dir, &caches, meta.clone())?;
             let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
             version = version.apply(&edit, &[t]);
         }
@@ -331,7 +331,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         version: Arc::new(version),
     };
     let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq };
-    Ok(assemble(dir, opts, Some(lock), state, versions, wal, cache))
+    Ok(assemble(dir, opts, Some(lock), state, versions, wal, caches))
 }
 
 /// Builds the engine around recovered state; shared by the read-write and read-only opens.
@@ -342,7 +342,7 @@ fn assemble(
     state: DbState,
     versions: VersionSet,
     wal: WalState,
-    cache: Arc<BlockCache>,
+    caches: TableCaches,
 ) -> DbInner {
     let visible = wal.last_seq;
     DbInner {
@@ -364,7 +364,7 @@ fn assemble(
         has_bg_error: AtomicBool::new(false),
         bg_cv: Condvar::new(),
         bg_done_cv: Condvar::new(),
-        block_cache: cache,
+        caches,
         counters: Counters::default(),
         closed: AtomicBool::new(false),
         snapshots: Mutex::new(Default::default()),
@@ -377,10 +377,10 @@ fn assemble(
 /// writes. If the owning process deletes a table (compaction) while the view is being built,
 /// the open is retried a few times.
 pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
-    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let caches = TableCaches::new(&opts);
     let mut attempt = 0;
     let loaded = loop {
-        match load(dir, &opts, &cache, false) {
+        match load(dir, &opts, &caches, false) {
             // The owner may retire a table or a WAL segment (or finish an edit) between
             // the listing, the manifest read and the file reads; a fresh look settles it.
             Err(Error::Io { ref source, .. })
@@ -400,5 +400,5 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
         version: Arc::new(loaded.version),
     };
     let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
-    Ok(assemble(dir, opts, None, state, versions, wal, cache))
+    Ok(assemble(dir, opts, None, state, versions, wal, caches))
 }

@@ -11,7 +11,7 @@ use crate::filename::table_path;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key;
-use crate::table::{BlockCache, Table, TableBuilder, TableOptions};
+use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
 use crate::version::edit::TableMeta;
 use crate::version::set::TableFile;
 use crate::{Error, Result};
@@ -27,7 +27,7 @@ impl DbInner {
     }
 
     pub(crate) fn open_table(&self, meta: TableMeta) -> Result<Arc<TableFile>> {
-        open_table(&self.fs, &self.dir, &self.block_cache, meta)
+        open_table(&self.fs, &self.dir, &self.caches, meta)
     }
 
     pub(crate) fn write_table(
@@ -39,12 +39,28 @@ impl DbInner {
     }
 }
 
+/// What every table of one engine shares: the block cache and the bounded set of open files.
+#[derive(Debug, Clone)]
+pub(crate) struct TableCaches {
+    pub blocks: Arc<BlockCache>,
+    pub files: Arc<FileCache>,
+}
+
+impl TableCaches {
+    pub(crate) fn new(opts: &crate::Options) -> Self {
+        TableCaches {
+            blocks: Arc::new(BlockCache::new(opts.block_cache_bytes)),
+            files: Arc::new(FileCache::new(opts.fs.clone(), opts.max_open_files)),
+        }
+    }
+}
+
 /// Opens a table this process just wrote or found in the manifest, checking that the file
-/// has the size the manifest recorded.
+/// has the size the manifest recorded. Its file joins the engine's bounded set of open files.
 pub(crate) fn open_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
-    cache: &Arc<BlockCache>,
+    caches: &TableCaches,
     meta: TableMeta,
 ) -> Result<Arc<TableFile>> {
     let path = table_path(dir, meta.number);
@@ -56,7 +72,8 @@ pub(crate) fn open_table(
             format!("table is {} bytes but the manifest recorded {}", file.size(), meta.file_size),
         ));
     }
-    let table = Table::open(file, path.clone(), Some(cache.clone()))?;
+    let table = Table::open(file, path.clone(), Some(caches.blocks.clone()))?
+        .share_file(caches.files.clone());
     Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
 }
 

@@ -40,12 +40,14 @@
 pub mod block;
 pub mod builder;
 pub mod cache;
+pub mod file_cache;
 pub mod format;
 pub mod properties;
 pub mod reader;
 
 pub use builder::{TableBuilder, TableOptions, MAX_ENTRY_PART_BYTES};
 pub use cache::BlockCache;
+pub use file_cache::FileCache;
 pub use format::Compression;
 pub use reader::{GetOutcome, Table, TableGet};
 // Only the tool and tests (through the `internals` feature) name these by the short path.

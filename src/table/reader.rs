@@ -18,6 +18,7 @@ use crate::key::{
 use crate::key_head::{key_head, partition_by_head};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
+use crate::table::file_cache::FileCache;
 use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
 use crate::table::properties::TableProperties;
 use crate::{Error, Result, Value};
@@ -93,7 +94,7 @@ impl Index {
 /// with positional I/O, so any number of threads may use it at once.
 #[derive(Debug)]
 pub struct Table {
-    file: Arc<dyn RandomAccessFile>,
+    file: FileSlot,
     path: PathBuf,
     id: u64,
     cache: Option<Arc<BlockCache>>,
@@ -104,6 +105,25 @@ pub struct Table {
     props: TableProperties,
     index: Index,
     filter: Filter,
+}
+
+/// Where a table's data blocks are read from.
+#[derive(Debug)]
+enum FileSlot {
+    /// The file stays open as long as the table (tools, tests, a table just written).
+    Pinned(Arc<dyn RandomAccessFile>),
+    /// Through the engine's bounded set of open files.
+    Shared(Arc<FileCache>),
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // A table no longer live must not keep a descriptor (or, once deleted, its disk
+        // space) in the cache until it happens to be evicted.
+        if let FileSlot::Shared(files) = &self.file {
+            files.remove(self.id);
+        }
+    }
 }
 
 impl Table {
@@ -143,7 +163,7 @@ impl Table {
             ));
         }
         Ok(Table {
-            file,
+            file: FileSlot::Pinned(file),
             path,
             id: BlockCache::next_table_id(),
             cache,
@@ -201,7 +221,24 @@ impl Table {
 
     /// Reads and validates one data block from the file, bypassing the cache.
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        load_block(self.file.as_ref(), &self.path, handle, self.footer.filter.offset)
+        let limit = self.footer.filter.offset;
+        match &self.file {
+            FileSlot::Pinned(file) => load_block(file.as_ref(), &self.path, handle, limit),
+            FileSlot::Shared(files) => {
+                let file = files.get(self.id, &self.path)?;
+                load_block(file.as_ref(), &self.path, handle, limit)
+            }
+        }
+    }
+
+    /// Hands the table's file to `files`, which bounds how many tables keep theirs open:
+    /// from now on the file may be closed between reads and reopened by the next one.
+    pub fn share_file(mut self, files: Arc<FileCache>) -> Table {
+        if let FileSlot::Pinned(file) = &self.file {
+            files.insert(self.id, file.clone());
+        }
+        self.file = FileSlot::Shared(files);
+        self
     }
 
     /// A two-level iterator over every entry, filling the block cache as it reads.

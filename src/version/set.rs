@@ -3,7 +3,8 @@
 //! A [`Version`] is an immutable picture of which tables live on which level. The engine holds
 //! the current one inside its state snapshot; readers, iterators and snapshots keep the version
 //! they started with alive through `Arc`s, and every table inside it stays open (its filter and
-//! index in RAM) for as long as any version refers to it. A table that compaction replaced is
+//! index in RAM; its file descriptor only while `max_open_files` allows, see
+//! `table::file_cache`) for as long as any version refers to it. A table that compaction replaced is
 //! marked obsolete and its file is deleted when the last `Arc` to it drops — so no reader ever
 //! finds its file gone.
 //!

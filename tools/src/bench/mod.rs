@@ -637,6 +637,7 @@ fn run_filled(
         bytes_per_level: shaped.bytes_per_level.clone(),
         filter_memory_bytes: shaped.filter_memory_bytes,
         index_memory_bytes: shaped.index_memory_bytes,
+        open_table_files: shaped.open_table_files,
         write_amplification: d.write_amplification,
         settle_seconds: settle_start.elapsed().as_secs_f64(),
     });

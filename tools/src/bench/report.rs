@@ -95,6 +95,8 @@ pub struct Shape {
     pub filter_memory_bytes: u64,
     /// RAM held by all table indexes.
     pub index_memory_bytes: u64,
+    /// Table files open when the reads start (bounded by `max_open_files`).
+    pub open_table_files: u64,
     /// Bytes written to tables per byte written by users during the fill.
     pub write_amplification: f64,
     /// Seconds spent arranging the tree after the fill (compaction and L0 rewrites; 0 for
@@ -333,7 +335,7 @@ pub fn print_shapes(shapes: &[Shape]) {
     );
     for s in shapes {
         println!(
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  fill write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  open files {}  fill write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -343,6 +345,7 @@ pub fn print_shapes(shapes: &[Shape]) {
                 .collect::<Vec<_>>(),
             s.filter_memory_bytes as f64 / (1 << 20) as f64,
             s.index_memory_bytes as f64 / (1 << 20) as f64,
+            s.open_table_files,
             s.write_amplification
         );
     }
