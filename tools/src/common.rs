@@ -13,10 +13,14 @@ use bloomkv::table::format::{FOOTER_LEN, TABLE_MAGIC};
 use bloomkv::table::Table;
 use bloomkv::{Error, Result};
 
-/// How keys and values are shown (and how key arguments are read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How keys and values are shown (and how key arguments are read): the `--hex` flag, declared
+/// once here and flattened into every command that takes it. Its help says what `--hex` does
+/// in general; commands that also read keys or print values with it reword it with
+/// `mut_arg("hex", …)`.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bytes {
-    /// Lowercase hex instead of escaped text.
+    /// Print keys as hex instead of escaped text.
+    #[arg(long)]
     pub hex: bool,
 }
 
@@ -160,6 +164,33 @@ impl JsonArg {
         } else {
             text(out, report)
         }
+    }
+}
+
+/// The output flags shared by the commands that print keys in a report: `--hex` and
+/// `--json`, in that order in `--help`.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct OutputArgs {
+    #[command(flatten)]
+    pub bytes: Bytes,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+impl OutputArgs {
+    /// True with `--json`.
+    pub fn json(self) -> bool {
+        self.json.json
+    }
+
+    /// See [`JsonArg::write`].
+    pub fn write<T: serde::Serialize>(
+        self,
+        out: &mut Out,
+        report: &T,
+        text: impl FnOnce(&mut Out, &T) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.json.write(out, report, text)
     }
 }
 

@@ -30,6 +30,8 @@ use crate::common::{self, Bytes, KeyRange, RangeArgs, Target};
 
 /// Options of `dump`.
 #[derive(clap::Args)]
+// The shared `--hex`, with what it does in this command in its help.
+#[command(mut_arg("hex", |a| a.help("Print keys and values as hex instead of escaped text (and read key options as hex)")))]
 pub struct Args {
     /// A table (`*.sst`), WAL segment (`*.log`), manifest (`MANIFEST-*`) or database
     /// directory.
@@ -40,11 +42,8 @@ pub struct Args {
     /// operations instead of the merged user view.
     #[arg(long)]
     internal: bool,
-    /// Print keys and values as hex instead of escaped text (and read key options as hex).
-    #[arg(long)]
-    hex: bool,
     #[command(flatten)]
-    output: common::JsonArg,
+    output: common::OutputArgs,
 }
 
 /// One entry. `seq` and `kind` are absent in the merged user view; `file` names the table
@@ -167,7 +166,7 @@ fn kind_name(k: ValueKind) -> &'static str {
 
 /// Runs `dump`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.output.bytes;
     let target = common::classify(&args.path)?;
     let source = match (target, args.internal) {
         (Target::Table, _) => "table",
@@ -178,7 +177,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     };
     let mut sink = Sink {
         out: common::stdout(),
-        json: args.output.json,
+        json: args.output.json(),
         fmt,
         range: KeyRange::parse(&args.range, fmt)?,
         report: Report {

@@ -21,11 +21,8 @@ use crate::common::{self, ratio, Bytes};
 pub struct Args {
     /// The table file (`*.sst`).
     table: PathBuf,
-    /// Print keys as hex instead of escaped text.
-    #[arg(long)]
-    hex: bool,
     #[command(flatten)]
-    output: common::JsonArg,
+    output: common::OutputArgs,
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -156,7 +153,7 @@ pub fn report(path: &std::path::Path, fmt: Bytes) -> bloomkv::Result<Report> {
 
 /// Runs `inspect`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.output.bytes;
     let r = report(&args.table, fmt)?;
     let mut out = common::stdout();
     let written = args.output.write(&mut out, &r, |out, r| print_text(out, r, fmt));
