@@ -1,22 +1,24 @@
 //! Helpers shared by the inspection subcommands: how keys and values are printed and parsed,
-//! key-range selection, what kind of file a path names, opening files read-only, and writing
-//! to stdout without panicking when the reader goes away (`bloomkv dump … | head`).
+//! key-range selection, opening files read-only, and writing to stdout without panicking
+//! when the reader goes away (`bloomkv dump … | head`).
 
 use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::table::format::{FOOTER_LEN, TABLE_MAGIC};
 use bloomkv::table::Table;
 use bloomkv::{Error, Result};
 
-/// How keys and values are shown (and how key arguments are read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How keys and values are shown (and how key arguments are read): the `--hex` flag, declared
+/// once here and flattened into every command that takes it. Its help says what `--hex` does
+/// in general; commands that also read keys or print values with it reword it with
+/// `mut_arg("hex", …)`.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bytes {
-    /// Lowercase hex instead of escaped text.
+    /// Print keys as hex instead of escaped text.
+    #[arg(long)]
     pub hex: bool,
 }
 
@@ -163,6 +165,33 @@ impl JsonArg {
     }
 }
 
+/// The output flags shared by the commands that print keys in a report: `--hex` and
+/// `--json`, in that order in `--help`.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct OutputArgs {
+    #[command(flatten)]
+    pub bytes: Bytes,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+impl OutputArgs {
+    /// True with `--json`.
+    pub fn json(self) -> bool {
+        self.json.json
+    }
+
+    /// See [`JsonArg::write`].
+    pub fn write<T: serde::Serialize>(
+        self,
+        out: &mut Out,
+        report: &T,
+        text: impl FnOnce(&mut Out, &T) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.json.write(out, report, text)
+    }
+}
+
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
 #[derive(Debug, Clone, Default)]
 pub struct KeyRange {
@@ -211,62 +240,6 @@ impl KeyRange {
         self.to.as_deref().is_some_and(|t| key >= t)
             || self.prefix.as_deref().is_some_and(|p| key > p && !key.starts_with(p))
     }
-}
-
-/// What a path on the command line names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// A database directory.
-    Db,
-    /// A table file.
-    Table,
-    /// A write-ahead-log segment.
-    Wal,
-    /// A manifest.
-    Manifest,
-}
-
-/// Decides what `path` is: a directory is a database; a file is classified by its name
-/// (`*.sst`, `*.log`, `MANIFEST-*`), or else by the table magic at its end.
-pub fn classify(path: &Path) -> Result<Target> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    if meta.is_dir() {
-        return Ok(Target::Db);
-    }
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    match filename::parse(name) {
-        Some(FileKind::Table(_)) => return Ok(Target::Table),
-        Some(FileKind::Wal(_)) => return Ok(Target::Wal),
-        Some(FileKind::Manifest(_)) => return Ok(Target::Manifest),
-        _ => {}
-    }
-    if name.ends_with(".sst") {
-        return Ok(Target::Table);
-    }
-    if name.ends_with(".log") {
-        return Ok(Target::Wal);
-    }
-    if name.starts_with("MANIFEST") {
-        return Ok(Target::Manifest);
-    }
-    if has_table_magic(path) {
-        return Ok(Target::Table);
-    }
-    Err(Error::InvalidArgument(format!(
-        "cannot tell what {} is: expected a database directory, a table (*.sst or ending in the \
-         table magic), a WAL segment (*.log) or a manifest (MANIFEST-*)",
-        path.display()
-    )))
-}
-
-fn has_table_magic(path: &Path) -> bool {
-    let Ok(file) = StdFs.open(path) else { return false };
-    let Some(at) = file.size().checked_sub(8) else { return false };
-    let mut buf = [0u8; 8];
-    file.read_exact_at(&mut buf, at).is_ok()
-        && u64::from_le_bytes(buf) == TABLE_MAGIC
-        && file.size() >= FOOTER_LEN as u64
 }
 
 /// Opens a table file read-only, without a block cache (the tool reads each block once).

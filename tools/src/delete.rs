@@ -11,19 +11,20 @@ use crate::put::{open_for_write, write_and_close};
 
 /// Options of `delete`.
 #[derive(clap::Args)]
+// The shared `--hex`, with what it does in this command in its help.
+#[command(mut_arg("hex", |a| a.help("Read the key as hex")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
     /// The key (text with \xNN escapes, or hex with --hex).
     key: String,
-    /// Read the key as hex.
-    #[arg(long)]
-    hex: bool,
+    #[command(flatten)]
+    bytes: Bytes,
 }
 
 /// Runs `delete`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let key = Bytes { hex: args.hex }.parse(&args.key)?;
+    let key = args.bytes.parse(&args.key)?;
     let db = open_for_write(&args.dir, false)?;
     let mut batch = WriteBatch::new();
     batch.delete(key);

@@ -8,22 +8,20 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::common::{self, Bytes};
+use crate::common;
 
 /// Options of `get`.
 #[derive(clap::Args)]
-// The shared `--json`, with this command's fields in its help.
+// The shared `--hex` and `--json`, with what they do in this command in their help.
+#[command(mut_arg("hex", |a| a.help("Read the key as hex and print the value as hex")))]
 #[command(mut_arg("json", |a| a.help("Print one JSON document: {\"key\", \"found\", \"value\"}")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
     /// The key (escaped text as printed by the tool, or hex with --hex).
     key: String,
-    /// Read the key as hex and print the value as hex.
-    #[arg(long)]
-    hex: bool,
     #[command(flatten)]
-    output: common::JsonArg,
+    output: common::OutputArgs,
 }
 
 #[derive(Serialize)]
@@ -35,7 +33,7 @@ struct Report {
 
 /// Runs `get`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.output.bytes;
     let key = fmt.parse(&args.key)?;
     let db = common::open_db_read_only(&args.dir)?;
     let value = db.get(&key)?;
@@ -46,7 +44,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     };
     let code = if r.found { ExitCode::SUCCESS } else { ExitCode::from(1) };
     let mut out = common::stdout();
-    let written = if args.output.json {
+    let written = if args.output.json() {
         common::write_json(&mut out, &r)
     } else {
         match &r.value {

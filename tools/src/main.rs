@@ -13,6 +13,7 @@ mod dump;
 mod filter_demo;
 mod get;
 mod inspect;
+mod kind;
 mod put;
 mod scan;
 mod trace;

@@ -11,6 +11,8 @@ use crate::common::Bytes;
 
 /// Options of `put`.
 #[derive(clap::Args)]
+// The shared `--hex`, with what it does in this command in its help.
+#[command(mut_arg("hex", |a| a.help("Read the key and value as hex")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
@@ -18,9 +20,8 @@ pub struct Args {
     key: String,
     /// The value (text with \xNN escapes, or hex with --hex).
     value: String,
-    /// Read the key and value as hex.
-    #[arg(long)]
-    hex: bool,
+    #[command(flatten)]
+    bytes: Bytes,
     /// Create the database if the directory holds none.
     #[arg(long)]
     create: bool,
@@ -49,7 +50,7 @@ pub fn write_and_close(db: Db, batch: WriteBatch) -> bloomkv::Result<ExitCode> {
 
 /// Runs `put`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.bytes;
     let key = fmt.parse(&args.key)?;
     let value = fmt.parse(&args.value)?;
     let db = open_for_write(&args.dir, args.create)?;

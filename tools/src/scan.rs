@@ -8,22 +8,20 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::common::{self, Bytes, KeyRange, RangeArgs};
+use crate::common::{self, KeyRange, RangeArgs};
 
 /// Options of `scan`.
 #[derive(clap::Args)]
-// The shared `--json`, with this command's fields in its help.
+// The shared `--hex` and `--json`, with what they do in this command in their help.
+#[command(mut_arg("hex", |a| a.help("Print keys and values as hex (and read the key options as hex)")))]
 #[command(mut_arg("json", |a| a.help("Print one JSON document: {\"count\", \"truncated\", \"entries\": [{\"key\", \"value\"}]}")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
     #[command(flatten)]
     range: RangeArgs,
-    /// Print keys and values as hex (and read the key options as hex).
-    #[arg(long)]
-    hex: bool,
     #[command(flatten)]
-    output: common::JsonArg,
+    output: common::OutputArgs,
 }
 
 #[derive(Serialize)]
@@ -41,7 +39,7 @@ struct Report {
 
 /// Runs `scan`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.output.bytes;
     let range = KeyRange::parse(&args.range, fmt)?;
     let db = common::open_db_read_only(&args.dir)?;
     let iter = match range.start() {
@@ -64,7 +62,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
             break;
         }
         r.count += 1;
-        if args.output.json {
+        if args.output.json() {
             r.entries.push(Pair { key: fmt.show(&key), value: fmt.show(&value) });
         } else {
             written = writeln!(out, "{} => {}", fmt.quoted(&key), fmt.quoted(&value));
@@ -73,7 +71,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
             }
         }
     }
-    if args.output.json {
+    if args.output.json() {
         written = common::write_json(&mut out, &r);
     }
     common::finish_output(written, &mut out, ExitCode::SUCCESS)

@@ -15,16 +15,15 @@ use crate::common::{self, Bytes};
 
 /// Options of `trace`.
 #[derive(clap::Args)]
+// The shared `--hex`, with what it does in this command in its help.
+#[command(mut_arg("hex", |a| a.help("Read the key as hex and print values as hex")))]
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
     /// The key (escaped text as printed by the tool, or hex with --hex).
     key: String,
-    /// Read the key as hex and print values as hex.
-    #[arg(long)]
-    hex: bool,
     #[command(flatten)]
-    output: common::JsonArg,
+    output: common::OutputArgs,
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -71,7 +70,7 @@ fn presence(p: &Presence) -> &'static str {
 
 /// Runs `trace`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let fmt = Bytes { hex: args.hex };
+    let fmt = args.output.bytes;
     let key = fmt.parse(&args.key)?;
     let db = common::open_db_read_only(&args.dir)?;
     let steps = db.trace(&key)?;

@@ -1,8 +1,9 @@
 //! `bloomkv verify <table-file | wal-file | manifest | db-dir>`: checks every byte the engine
 //! relies on and reports each problem with its file, offset and what is wrong.
 //!
-//! The checking is the library's ([`bloomkv::check`]); this command picks the check for the
-//! path, and prints the report as text or JSON.
+//! The checking is the library's ([`bloomkv::check`]); this command tells which kind the path
+//! is, runs that kind's check (`crate::kind::*::verify`), and prints the report as text or
+//! JSON — the same report for every kind.
 //!
 //! Exit status: 0 clean, 1 corruption found, 2 usage or I/O error (and no corruption). The
 //! checker never panics on bad input; a bug in it is reported as an internal error (exit 2),
@@ -13,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bloomkv::check::{self, Status};
-use bloomkv::fs::StdFs;
 use serde::Serialize;
 
-use crate::common::{self, Target};
+use crate::common;
+use crate::kind::{self, database, manifest, table, wal, Target};
 
 /// Options of `verify`.
 #[derive(clap::Args)]
@@ -64,20 +65,20 @@ struct Report {
 
 /// Runs `verify`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
-    let target = common::classify(&args.path)?;
+    let target = kind::classify(&args.path)?;
     let report = verify(&args.path, target);
     let mut out = common::stdout();
     let written = args.output.write(&mut out, &report, print_text);
     common::finish_output(written, &mut out, ExitCode::from(report.exit_code))
 }
 
-/// Checks `path` as `target` and shapes the library's findings for printing.
+/// Checks `path` as `target` with that kind's check and shapes the findings for printing.
 fn verify(path: &Path, target: Target) -> Report {
-    let (r, target) = match target {
-        Target::Table => (check::table_file(&StdFs, path), "table"),
-        Target::Wal => (check::wal_file(&StdFs, path), "wal"),
-        Target::Manifest => (check::manifest_file(&StdFs, path), "manifest"),
-        Target::Db => (check::database(&StdFs, path), "db"),
+    let r = match target {
+        Target::Table => table::verify(path),
+        Target::Wal => wal::verify(path),
+        Target::Manifest => manifest::verify(path),
+        Target::Db => database::verify(path),
     };
     let (status, exit_code) = match r.status() {
         Status::Ok => ("ok", 0),
@@ -92,7 +93,7 @@ fn verify(path: &Path, target: Target) -> Report {
     let c = r.checked;
     Report {
         path: common::display(path),
-        target,
+        target: target.name(),
         status,
         problems: findings(r.problems),
         errors: findings(r.errors),

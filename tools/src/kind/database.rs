@@ -1,0 +1,271 @@
+//! Everything the tool does with a database directory as a whole: `db` (its `inspect`) — the
+//! manifest's counters, every level with its tables (sizes, key ranges, sequence ranges,
+//! filters), the RAM the filters and indexes hold, and the WAL segments on disk; `dump` — the
+//! merged user view, or with `--internal` the tables' and live WALs' internal entries;
+//! `verify`.
+//!
+//! `db` and `dump` read through `Db::open_read_only` and `verify` reads files only, so all three
+//! work while another process has the database open; they show the tables as the manifest
+//! listed them at that moment.
+
+use std::io::Write;
+use std::path::Path;
+
+use bloomkv::check;
+use bloomkv::filename::{self, FileKind};
+use bloomkv::fs::StdFs;
+use bloomkv::version::set::{read_manifest, NUM_LEVELS};
+use bloomkv::Error;
+use serde::Serialize;
+
+use crate::common::{self, Bytes};
+use crate::dump::{DumpError, Sink};
+use crate::kind::{table, wal};
+
+/// What `db` prints; field names are part of the tool's interface (see docs/tool.md).
+#[derive(Serialize)]
+pub struct Report {
+    path: String,
+    manifest: ManifestReport,
+    levels: Vec<Level>,
+    total_tables: usize,
+    total_table_bytes: u64,
+    total_entries: u64,
+    filter_memory_bytes: u64,
+    index_memory_bytes: u64,
+    wal_files: Vec<Wal>,
+    wal_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct ManifestReport {
+    file: String,
+    log_number: u64,
+    next_file_number: u64,
+    last_seq: u64,
+}
+
+#[derive(Serialize)]
+struct Level {
+    level: usize,
+    table_count: usize,
+    bytes: u64,
+    tables: Vec<TableReport>,
+}
+
+#[derive(Serialize)]
+struct TableReport {
+    number: u64,
+    file: String,
+    file_size: u64,
+    smallest_key: String,
+    largest_key: String,
+    smallest_seq: u64,
+    largest_seq: u64,
+    entries: u64,
+    tombstones: u64,
+    data_blocks: u64,
+    filter_kind: String,
+    filter_bits_per_key: f64,
+    filter_probes: u32,
+    filter_memory_bytes: usize,
+    index_memory_bytes: usize,
+    expected_fpr: f64,
+}
+
+#[derive(Serialize)]
+struct Wal {
+    number: u64,
+    file: String,
+    size: u64,
+    /// At or above the manifest's log number: holds writes not yet in a table.
+    live: bool,
+}
+
+/// `db`: the report for the database in `dir`.
+pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
+    let db = common::open_db_read_only(dir)?;
+    let manifest = read_manifest(&StdFs, dir)?;
+    let mut levels: Vec<Level> = (0..NUM_LEVELS)
+        .map(|level| Level { level, table_count: 0, bytes: 0, tables: Vec::new() })
+        .collect();
+    let tables = db.tables();
+    for t in &tables {
+        // `Db::tables` reports levels below NUM_LEVELS; grow rather than index blindly.
+        while levels.len() <= t.level {
+            let level = levels.len();
+            levels.push(Level { level, table_count: 0, bytes: 0, tables: Vec::new() });
+        }
+        let l = &mut levels[t.level];
+        l.table_count += 1;
+        l.bytes += t.file_size;
+        l.tables.push(TableReport {
+            number: t.number,
+            file: common::display(&t.path),
+            file_size: t.file_size,
+            smallest_key: fmt.show(&t.smallest_key),
+            largest_key: fmt.show(&t.largest_key),
+            smallest_seq: t.smallest_seq,
+            largest_seq: t.largest_seq,
+            entries: t.entries,
+            tombstones: t.tombstones,
+            data_blocks: t.data_blocks,
+            filter_kind: t.filter_kind.to_string(),
+            filter_bits_per_key: t.filter_bits_per_key,
+            filter_probes: t.filter_probes,
+            filter_memory_bytes: t.filter_memory_bytes,
+            index_memory_bytes: t.index_memory_bytes,
+            expected_fpr: t.expected_fpr,
+        });
+    }
+    let mut wal_files = Vec::new();
+    for (name, kind) in filename::list(&StdFs, dir)? {
+        if let FileKind::Wal(n) = kind {
+            // A segment the owner retires meanwhile is simply not listed.
+            if let Ok(m) = std::fs::metadata(dir.join(&name)) {
+                wal_files.push(Wal {
+                    number: n,
+                    file: common::display(&filename::wal_path(dir, n)),
+                    size: m.len(),
+                    live: n >= manifest.log_number,
+                });
+            }
+        }
+    }
+    wal_files.sort_by_key(|w| w.number);
+    Ok(Report {
+        path: common::display(dir),
+        manifest: ManifestReport {
+            file: common::display(&filename::manifest_path(dir, manifest.manifest_number)),
+            log_number: manifest.log_number,
+            next_file_number: manifest.next_file_number,
+            last_seq: manifest.last_seq,
+        },
+        total_tables: tables.len(),
+        total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
+        total_entries: tables.iter().map(|t| t.entries).sum(),
+        filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
+        index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
+        wal_bytes: wal_files.iter().map(|w| w.size).sum(),
+        wal_files,
+        levels,
+    })
+}
+
+/// `db`'s text form of `r`.
+pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::Result<()> {
+    let q = |s: &str| if fmt.hex { s.to_string() } else { format!("\"{s}\"") };
+    writeln!(out, "database {}", r.path)?;
+    writeln!(
+        out,
+        "manifest {}: log number {}, next file {}, last sequence {}",
+        r.manifest.file, r.manifest.log_number, r.manifest.next_file_number, r.manifest.last_seq
+    )?;
+    for l in r.levels.iter() {
+        writeln!(out, "L{}: {} table(s), {} bytes", l.level, l.table_count, l.bytes)?;
+        for t in &l.tables {
+            writeln!(
+                out,
+                "  {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
+                 {} blocks, filter {} {:.1} bits/key {} bytes, index {} bytes",
+                t.number,
+                t.file_size,
+                q(&t.smallest_key),
+                q(&t.largest_key),
+                t.smallest_seq,
+                t.largest_seq,
+                t.entries,
+                t.tombstones,
+                t.data_blocks,
+                t.filter_kind,
+                t.filter_bits_per_key,
+                t.filter_memory_bytes,
+                t.index_memory_bytes
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
+        r.total_tables,
+        r.total_table_bytes,
+        r.total_entries,
+        r.filter_memory_bytes,
+        r.index_memory_bytes
+    )?;
+    for w in &r.wal_files {
+        writeln!(
+            out,
+            "WAL {:06}.log {} bytes{}",
+            w.number,
+            w.size,
+            if w.live { "" } else { " (obsolete)" }
+        )?;
+    }
+    writeln!(out, "WAL total: {} bytes", r.wal_bytes)
+}
+
+/// `dump`: the merged user view (what `scan` shows), read through `Db::open_read_only`.
+pub fn dump(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
+    let db = common::open_db_read_only(dir)?;
+    let start = sink.range.start().map(<[u8]>::to_vec);
+    let iter = match start {
+        Some(s) => db.range(s..),
+        None => db.range(..),
+    };
+    for kv in iter {
+        let (key, value) = kv?;
+        if sink.range.past_end(&key) {
+            break;
+        }
+        if sink.range.contains(&key) {
+            let e = sink.entry(&key, None, None, &value);
+            if !sink.push(e)? {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `dump --internal`: every internal entry of every live table in read order (L0 newest
+/// first, then L1, L2, …), then the live WAL segments' operations — the raw material the
+/// merged view is made of.
+pub fn dump_internal(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
+    // Tables in read order, as the engine lists them; the view is fixed at open.
+    let db = common::open_db_read_only(dir)?;
+    for t in db.tables() {
+        let label = format!("L{} {:06}.sst", t.level, t.number);
+        if !table::dump(sink, &t.path, Some(&label))? {
+            return Ok(());
+        }
+    }
+    // Live WAL segments (at or above the manifest's log number), oldest first.
+    let m = read_manifest(&StdFs, dir)?;
+    let mut wals: Vec<u64> = filename::list(&StdFs, dir)?
+        .into_iter()
+        .filter_map(|(_, k)| match k {
+            filename::FileKind::Wal(n) if n >= m.log_number => Some(n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    for n in wals {
+        let path = filename::wal_path(dir, n);
+        let label = format!("{n:06}.log");
+        match wal::dump(sink, &path, Some(&label)) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            // The owner may have retired the segment since the manifest was read.
+            Err(DumpError::Lib(Error::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `verify`: the library's check of the whole database.
+pub fn verify(dir: &Path) -> check::Report {
+    check::database(&StdFs, dir)
+}

@@ -1,0 +1,268 @@
+//! Everything the tool does with one table file (`*.sst`): `inspect` — what it holds and what
+//! its parts cost (counts, key and sequence ranges, sizes of the data, index and filter, block
+//! sizes, compression, and the filter in detail: its fill, the keys that fill implies, and the
+//! false-positive rate expected at it); `dump` — its internal entries in key order; `verify`.
+//!
+//! `inspect` reads the footer, the properties, the in-RAM index and the filter; no data block
+//! is read, so inspecting a large table is instant.
+
+use std::io::Write;
+use std::path::Path;
+
+use bloomkv::check;
+use bloomkv::fs::StdFs;
+use bloomkv::iter::InternalIterator;
+use bloomkv::key::{internal_key, parse_internal_key, KIND_FOR_SEEK, MAX_SEQNO};
+use bloomkv::table::format::{BLOCK_TRAILER_LEN, FOOTER_LEN};
+use bloomkv::table::Compression;
+use bloomkv::Error;
+use serde::Serialize;
+
+use crate::common::{self, ratio, Bytes};
+use crate::dump::{DumpError, Sink};
+
+/// What `inspect` prints; field names are part of the tool's interface (see docs/tool.md).
+#[derive(Serialize)]
+pub struct Report {
+    file: String,
+    file_size: u64,
+    format_version: u32,
+    creation_time: u64,
+    entries: u64,
+    tombstones: u64,
+    puts: u64,
+    smallest_key: String,
+    largest_key: String,
+    smallest_seq: u64,
+    largest_seq: u64,
+    raw_key_bytes: u64,
+    raw_value_bytes: u64,
+    avg_key_bytes: f64,
+    avg_value_bytes: f64,
+    data_bytes: u64,
+    index_bytes: u64,
+    filter_bytes: u64,
+    properties_bytes: u64,
+    footer_bytes: u64,
+    data_blocks: u64,
+    data_block_bytes: BlockSizes,
+    compression: CompressionReport,
+    index_memory_bytes: usize,
+    filter: FilterReport,
+}
+
+/// Data blocks on disk, trailer included.
+#[derive(Serialize)]
+struct BlockSizes {
+    min: u64,
+    mean: f64,
+    max: u64,
+}
+
+#[derive(Serialize)]
+struct CompressionReport {
+    kind: &'static str,
+    level: i32,
+    ratio: f64,
+}
+
+#[derive(Serialize)]
+struct FilterReport {
+    kind: String,
+    bits_per_key: f64,
+    requested_bits_per_key: f64,
+    probes: u32,
+    lines: usize,
+    bits: u64,
+    memory_bytes: usize,
+    fraction_bits_set: f64,
+    keys: u64,
+    estimated_keys: f64,
+    expected_fpr: f64,
+}
+
+/// `inspect`: the report for the table at `path`.
+pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
+    let table = common::open_table(path)?;
+    let p = table.properties();
+    let f = table.filter();
+    let footer = table.footer();
+    // Block sizes from the index handles (what is really on disk), not from the properties,
+    // so a mismatch would show here and in `verify`.
+    let sizes: Vec<u64> =
+        table.data_block_handles().iter().map(|h| h.size + BLOCK_TRAILER_LEN as u64).collect();
+    let data_blocks = sizes.len() as u64;
+    let data_on_disk: u64 = sizes.iter().sum();
+    let disk = |h: bloomkv::table::BlockHandle| h.size.saturating_add(BLOCK_TRAILER_LEN as u64);
+    let (kind, level) = match p.compression {
+        Compression::None => ("none", 0),
+        Compression::Zstd { level } => ("zstd", level),
+    };
+    Ok(Report {
+        file: common::display(path),
+        file_size: table.file_size(),
+        format_version: footer.version,
+        creation_time: p.creation_time,
+        entries: p.num_entries,
+        tombstones: p.num_tombstones,
+        puts: p.num_entries.saturating_sub(p.num_tombstones),
+        smallest_key: fmt.show(&p.smallest_user_key),
+        largest_key: fmt.show(&p.largest_user_key),
+        smallest_seq: p.smallest_seq,
+        largest_seq: p.largest_seq,
+        raw_key_bytes: p.raw_key_bytes,
+        raw_value_bytes: p.raw_value_bytes,
+        avg_key_bytes: ratio(p.raw_key_bytes, p.num_entries),
+        avg_value_bytes: ratio(p.raw_value_bytes, p.num_entries),
+        data_bytes: data_on_disk,
+        index_bytes: disk(footer.index),
+        filter_bytes: disk(footer.filter),
+        properties_bytes: disk(footer.properties),
+        footer_bytes: FOOTER_LEN as u64,
+        data_blocks,
+        data_block_bytes: BlockSizes {
+            min: sizes.iter().copied().min().unwrap_or(0),
+            mean: ratio(data_on_disk, data_blocks),
+            max: sizes.iter().copied().max().unwrap_or(0),
+        },
+        compression: CompressionReport {
+            kind,
+            level,
+            ratio: ratio(p.raw_key_bytes.saturating_add(p.raw_value_bytes), data_on_disk),
+        },
+        index_memory_bytes: table.index_memory_bytes(),
+        filter: FilterReport {
+            kind: f.kind().to_string(),
+            bits_per_key: f.bits_per_key(),
+            requested_bits_per_key: f.requested_bits_per_key(),
+            probes: f.num_probes(),
+            lines: f.num_lines(),
+            bits: f.num_bits(),
+            memory_bytes: f.memory_bytes(),
+            fraction_bits_set: f.fraction_bits_set(),
+            keys: f.num_keys(),
+            estimated_keys: f.estimated_keys(),
+            expected_fpr: f.expected_fpr(),
+        },
+    })
+}
+
+fn key_text(fmt: Bytes, shown: &str) -> String {
+    if fmt.hex {
+        shown.to_string()
+    } else {
+        format!("\"{shown}\"")
+    }
+}
+
+/// `inspect`'s text form of `r`.
+pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::Result<()> {
+    let f = &r.filter;
+    writeln!(out, "table            {}", r.file)?;
+    writeln!(out, "file size        {} bytes, format version {}", r.file_size, r.format_version)?;
+    writeln!(out, "created          {} (seconds since the Unix epoch)", r.creation_time)?;
+    writeln!(out, "entries          {} ({} puts, {} tombstones)", r.entries, r.puts, r.tombstones)?;
+    writeln!(
+        out,
+        "key range        {} .. {}",
+        key_text(fmt, &r.smallest_key),
+        key_text(fmt, &r.largest_key)
+    )?;
+    writeln!(out, "sequence range   {} .. {}", r.smallest_seq, r.largest_seq)?;
+    writeln!(
+        out,
+        "raw keys         {} bytes (avg {:.1} per entry, 8-byte trailer included)",
+        r.raw_key_bytes, r.avg_key_bytes
+    )?;
+    writeln!(
+        out,
+        "raw values       {} bytes (avg {:.1} per entry)",
+        r.raw_value_bytes, r.avg_value_bytes
+    )?;
+    writeln!(
+        out,
+        "data             {} bytes in {} blocks (min {} / mean {:.1} / max {} bytes)",
+        r.data_bytes,
+        r.data_blocks,
+        r.data_block_bytes.min,
+        r.data_block_bytes.mean,
+        r.data_block_bytes.max
+    )?;
+    writeln!(
+        out,
+        "index            {} bytes on disk, {} bytes in RAM",
+        r.index_bytes, r.index_memory_bytes
+    )?;
+    writeln!(out, "filter block     {} bytes on disk", r.filter_bytes)?;
+    writeln!(
+        out,
+        "properties       {} bytes; footer {} bytes",
+        r.properties_bytes, r.footer_bytes
+    )?;
+    let level = if r.compression.kind == "zstd" {
+        format!(" level {}", r.compression.level)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "compression      {}{level}, ratio {:.2} (raw key+value bytes / data bytes on disk)",
+        r.compression.kind, r.compression.ratio
+    )?;
+    writeln!(out, "filter")?;
+    writeln!(out, "  kind           {}", f.kind)?;
+    writeln!(
+        out,
+        "  bits per key   {:.2} (requested {:.2})",
+        f.bits_per_key, f.requested_bits_per_key
+    )?;
+    writeln!(out, "  probes         {}", f.probes)?;
+    writeln!(out, "  lines          {} ({} bits)", f.lines, f.bits)?;
+    writeln!(out, "  memory         {} bytes in RAM", f.memory_bytes)?;
+    writeln!(out, "  bits set       {:.4}", f.fraction_bits_set)?;
+    writeln!(
+        out,
+        "  keys           {} actual, {:.0} estimated from the fill",
+        f.keys, f.estimated_keys
+    )?;
+    writeln!(
+        out,
+        "  expected FPR   {:.6} ({:.4}%) at this fill",
+        f.expected_fpr,
+        f.expected_fpr * 100.0
+    )?;
+    Ok(())
+}
+
+/// `dump`: the table's selected internal entries in key order; `file` labels them (database
+/// dumps). Returns false if the limit stopped it.
+pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, DumpError> {
+    let table = common::open_table(path)?;
+    let mut it = table.iter_with(false);
+    match sink.range.start() {
+        Some(start) => it.seek(&internal_key(start, MAX_SEQNO, KIND_FOR_SEEK))?,
+        None => it.seek_to_first()?,
+    }
+    while it.valid() {
+        let parsed = parse_internal_key(it.key())
+            .ok_or_else(|| Error::corruption(path, 0, "malformed internal key in a data block"))?;
+        if sink.range.past_end(parsed.user_key) {
+            break;
+        }
+        if sink.range.contains(parsed.user_key) {
+            let mut e =
+                sink.entry(parsed.user_key, Some(parsed.seq), Some(parsed.kind), it.value());
+            e.file = file.map(str::to_string);
+            if !sink.push(e)? {
+                return Ok(false);
+            }
+        }
+        it.next()?;
+    }
+    Ok(true)
+}
+
+/// `verify`: the library's check of one table.
+pub fn verify(path: &Path) -> check::Report {
+    check::table_file(&StdFs, path)
+}

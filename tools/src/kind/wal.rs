@@ -1,0 +1,39 @@
+//! Everything the tool does with one write-ahead-log segment (`*.log`): `dump` — every
+//! operation of every record in log order, with its sequence number and the record's file
+//! offset; `verify`. (`inspect` is for tables only.)
+
+use std::path::Path;
+
+use bloomkv::check;
+use bloomkv::fs::{FileSystem, StdFs};
+use bloomkv::log::LogReader;
+use bloomkv::WriteBatch;
+
+use crate::dump::{DumpError, Sink};
+
+/// `dump`: the segment's selected operations in log order; `file` labels them (database
+/// dumps). Returns false if the limit stopped it.
+pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, DumpError> {
+    let mut reader = LogReader::new(path.to_path_buf(), StdFs.read_all(path)?);
+    while let Some(record) = reader.next_record()? {
+        let offset = reader.last_record_offset();
+        let batch = WriteBatch::decode(record).map_err(|e| e.in_file(path, offset))?;
+        for (seq, (kind, key, value)) in (batch.sequence()..).zip(batch.iter()) {
+            if !sink.range.contains(key) {
+                continue;
+            }
+            let mut e = sink.entry(key, Some(seq), Some(kind), value);
+            e.file = file.map(str::to_string);
+            e.offset = Some(offset);
+            if !sink.push(e)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// `verify`: the library's check of one WAL segment.
+pub fn verify(path: &Path) -> check::Report {
+    check::wal_file(&StdFs, path)
+}
