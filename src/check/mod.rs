@@ -198,8 +198,8 @@ fn quoted(bytes: &[u8]) -> String {
 }
 
 /// An error and its causes, `outer: inner: ...`: bloomkv's errors leave their cause to
-/// `source()` rather than repeating it in the message.
-fn chain(e: &dyn std::error::Error) -> String {
+/// `source()` rather than repeating it in the message. (The tool prints errors with it too.)
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

@@ -61,18 +61,7 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// An error and its causes, `outer: inner: ...`: bloomkv's errors leave their cause to
-/// `source()` rather than repeating it in the message.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
+pub use bloomkv::check::chain;
 
 fn bad_arg(msg: String) -> Error {
     Error::InvalidArgument(msg)
