@@ -212,6 +212,10 @@ pub struct Args {
     /// Memtable size in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     memtable_bytes: usize,
+    /// Table files kept open at once (`Options::max_open_files`); below the table count,
+    /// reads reopen files the bound closed.
+    #[arg(long, default_value_t = 512)]
+    max_open_files: usize,
     /// Block compression: none, zstd or zstd:LEVEL.
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compression: Compression,
@@ -280,6 +284,7 @@ impl Ctx<'_> {
     fn options(&self, policy: Policy, bits_per_key: f64) -> Options {
         Options::default()
             .memtable_bytes(self.args.memtable_bytes)
+            .max_open_files(self.args.max_open_files)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
             .filter_policy(policy.filter(bits_per_key))
             .compression(self.args.compression)
@@ -442,6 +447,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             value_bytes: args.value_bytes,
             bits_per_key: args.bits_per_key,
             memtable_bytes: args.memtable_bytes,
+            max_open_files: args.max_open_files,
             compression: compression_name(args.compression),
             shape: match args.shape {
                 TreeShape::Layered => "layered".into(),

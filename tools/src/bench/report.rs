@@ -42,6 +42,8 @@ pub struct Config {
     pub bits_per_key: f64,
     /// Memtable size in bytes.
     pub memtable_bytes: usize,
+    /// `Options::max_open_files`.
+    pub max_open_files: usize,
     /// `none` or `zstd:LEVEL`.
     pub compression: String,
     /// `layered` or `as-filled` (see `--shape`).
