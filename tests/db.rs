@@ -27,14 +27,19 @@ fn crash_image(from: &Path, to: &Path) {
     }
 }
 
-fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
+/// The files of `dir` with extension `ext`, sorted.
+fn files_ending(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     v.sort();
     v
+}
+
+fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    files_ending(dir, "log")
 }
 
 /// One handle is shared between threads.
@@ -613,13 +618,7 @@ fn lookups_are_exact_past_sixteen_overlapping_tables() {
 }
 
 fn sst_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
-    v.sort();
-    v
+    files_ending(dir, "sst")
 }
 
 fn key_too_large<T>(r: bloomkv::Result<T>) -> bool {
