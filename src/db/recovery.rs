@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use arc_swap::ArcSwap;
 
 use super::newest_versions::NewestVersions;
-use super::table_files::{open_table, write_table, TableCaches};
+use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, WalState};
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;
@@ -24,7 +24,6 @@ use crate::log::LogReader;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::stats::Counters;
-use crate::table::TableOptions;
 use crate::version::edit::VersionEdit;
 use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result, WriteBatch};
@@ -110,12 +109,9 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
                 .map_err(|e| e.in_file(&path, reader.last_record_offset()))?;
             let first = batch.sequence();
             if first != expected {
-                return Err(match (&previous, first_record) {
-                    (None, true) if manifest.is_some() => {
-                        let (m, _) = manifest.as_ref().expect("checked");
-                        m.wal_gap(expected - 1, n, first)
-                    }
-                    (Some((prev, prev_len)), true) => Error::corruption(
+                return Err(match (&previous, first_record, &manifest) {
+                    (None, true, Some((m, _))) => m.wal_gap(expected - 1, n, first),
+                    (Some((prev, prev_len)), true, _) => Error::corruption(
                         prev,
                         *prev_len,
                         format!(
@@ -257,12 +253,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
         fs.create_dir_all(dir)?;
     }
-    if !opts.create_if_missing && !fs.exists(&current_path(dir)) && !holds_db_files(&fs.list(dir)?)
-    {
-        // Refuse before taking the lock: taking it would create a LOCK file in a directory
-        // that holds no database and that the caller asked not to have one made in.
-        return Err(Error::NotFound { path: dir.to_path_buf() });
-    }
+    // Every refusal comes before the lock is taken: taking it creates a LOCK file, which a
+    // directory that gets no database must not be left with.
     if fs.exists(&current_path(dir)) {
         if opts.error_if_exists {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
@@ -272,6 +264,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         // With WAL segments or tables but no CURRENT it is a damaged database, which `load`
         // reports as such.
         if !holds_db_files(&names) {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound { path: dir.to_path_buf() });
+            }
             refuse_foreign_files(dir, &names)?;
         }
     }
@@ -285,12 +280,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut version = version;
     if !mem.is_empty() {
         let number = versions.new_file_number();
-        let topts = TableOptions {
-            block_bytes: opts.block_bytes,
-            compression: opts.compression,
-            filter_policy: opts.filter_policy,
-            ..TableOptions::default()
-        };
+        let topts = table_options(&opts);
         let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false));
         it.seek_to_first()?;
         if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it)? {

@@ -17,15 +17,6 @@ use crate::version::set::TableFile;
 use crate::{Error, Result};
 
 impl DbInner {
-    pub(crate) fn table_options(&self) -> TableOptions {
-        TableOptions {
-            block_bytes: self.opts.block_bytes,
-            compression: self.opts.compression,
-            filter_policy: self.opts.filter_policy,
-            ..TableOptions::default()
-        }
-    }
-
     pub(crate) fn open_table(&self, meta: TableMeta) -> Result<Arc<TableFile>> {
         open_table(&self.fs, &self.dir, &self.caches, meta)
     }
@@ -35,7 +26,7 @@ impl DbInner {
         number: u64,
         iter: &mut dyn InternalIterator,
     ) -> Result<Option<TableMeta>> {
-        write_table(self.fs.as_ref(), &self.dir, self.table_options(), number, iter)
+        write_table(self.fs.as_ref(), &self.dir, table_options(&self.opts), number, iter)
     }
 }
 
@@ -52,6 +43,16 @@ impl TableCaches {
             blocks: Arc::new(BlockCache::new(opts.block_cache_bytes)),
             files: Arc::new(FileCache::new(opts.fs.clone(), opts.max_open_files)),
         }
+    }
+}
+
+/// How the engine's options build a table (flushes, compactions and recovery alike).
+pub(crate) fn table_options(opts: &crate::Options) -> TableOptions {
+    TableOptions {
+        block_bytes: opts.block_bytes,
+        compression: opts.compression,
+        filter_policy: opts.filter_policy,
+        ..TableOptions::default()
     }
 }
 
