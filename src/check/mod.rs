@@ -157,9 +157,22 @@ pub fn manifest_file(fs: &dyn FileSystem, path: &Path) -> Report {
 
 /// Checks the database in `dir`. Only reads: safe beside a process that has it open, whose
 /// retiring of tables and WALs meanwhile is noted rather than reported as damage.
-pub fn database(fs: &dyn FileSystem, dir: &Path) -> Report {
+///
+/// When every file checks out on its own, the engine's recovery gets the last word (as
+/// `Table::open` does for a table): it cross-checks what no single file shows, such as a
+/// manifest that lost an edit whose WAL segment is gone, and a database it refuses to open
+/// is not clean.
+pub fn database(fs: std::sync::Arc<dyn FileSystem>, dir: &Path) -> Report {
     let mut r = Report::default();
-    db::check(fs, &mut r, dir);
+    db::check(fs.as_ref(), &mut r, dir);
+    if r.status() == Status::Ok {
+        let opts = crate::Options::new().file_system(fs);
+        guarded(&mut r, dir, |r| {
+            if let Err(e) = crate::Db::open_read_only(dir, opts) {
+                r.error(dir, e);
+            }
+        });
+    }
     r
 }
 

@@ -161,7 +161,7 @@ fn files_ending(fs: &FaultFs, suffix: &str) -> Vec<PathBuf> {
 fn a_database_is_checked_whole() {
     let fs = FaultFs::new();
     let dir = build_db(&fs);
-    let r = database(&fs, &dir);
+    let r = database(Arc::new(fs.clone()), &dir);
     assert_eq!(r.status(), Status::Ok, "{r:?}");
     assert!(r.checked.tables >= 1 && r.checked.manifest_edits >= 1, "{:?}", r.checked);
     assert!(r.checked.wal_records >= 50, "{:?}", r.checked);
@@ -172,7 +172,7 @@ fn a_database_is_checked_whole() {
     bytes.truncate(bytes.len() - 3);
     let len = bytes.len() as u64;
     fs.set_contents(&wal, bytes).unwrap();
-    let r = database(&fs, &dir);
+    let r = database(Arc::new(fs.clone()), &dir);
     assert_eq!(r.status(), Status::Ok, "{r:?}");
     let torn = r.notes.iter().find(|n| n.file == wal).unwrap();
     assert!(torn.what.contains("torn") && torn.offset.is_some_and(|o| o < len), "{torn:?}");
@@ -185,7 +185,7 @@ fn a_database_is_checked_whole() {
     let orphan = crate::filename::table_path(&dir, 999_999);
     write_file(&fs, &orphan, &bytes);
     write_file(&fs, &dir.join("CURRENT.tmp"), b"");
-    let r = database(&fs, &dir);
+    let r = database(Arc::new(fs.clone()), &dir);
     assert_eq!(r.status(), Status::Corrupt);
     assert_eq!(r.problems.len(), 1, "{r:?}");
     assert_eq!(r.problems[0].file, table);
@@ -201,7 +201,7 @@ fn a_database_without_a_manifest_still_has_its_tables_checked() {
     let dir = build_db(&fs);
     let tables = files_ending(&fs, ".sst").len() as u64;
     fs.remove(&crate::filename::current_path(&dir)).unwrap();
-    let r = database(&fs, &dir);
+    let r = database(Arc::new(fs.clone()), &dir);
     assert_eq!(r.status(), Status::Corrupt);
     assert_eq!(r.problems.len(), 1, "{r:?}");
     assert!(r.problems[0].what.contains("CURRENT is missing"), "{r:?}");
@@ -209,6 +209,36 @@ fn a_database_without_a_manifest_still_has_its_tables_checked() {
 
     let empty = unique_dir("check-empty");
     fs.create_dir_all(&empty).unwrap();
-    let r = database(&fs, &empty);
+    let r = database(Arc::new(fs.clone()), &empty);
     assert_eq!(r.status(), Status::Error, "{r:?}");
+}
+
+/// A manifest that lost its last edit (a flush whose WAL segment is gone) reads as a clean,
+/// shorter log and every file checks out on its own; only recovery's cross-checks see the
+/// loss. `verify` must not call a database clean that the engine refuses to open.
+#[test]
+fn a_database_the_engine_refuses_is_not_clean() {
+    let fs = FaultFs::new();
+    let dir = unique_dir("check-lost-edit");
+    let db = Db::open(&dir, Options::new().file_system(Arc::new(fs.clone()))).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.flush().unwrap();
+    db.put(b"a", b"2").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let manifest = files_ending(&fs, "")
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-")));
+    let manifest = manifest.unwrap();
+    let bytes = fs.contents(&manifest).unwrap();
+    let mut reader = crate::log::LogReader::new(manifest.clone(), bytes.clone());
+    let mut last = 0;
+    while reader.next_record().unwrap().is_some() {
+        last = reader.last_record_offset() as usize;
+    }
+    fs.set_contents(&manifest, bytes[..last].to_vec()).unwrap();
+
+    let r = database(Arc::new(fs.clone()), &dir);
+    assert_eq!(r.status(), Status::Corrupt, "{r:?}");
+    assert!(r.problems.iter().any(|p| p.file == manifest), "{r:?}");
 }

@@ -267,5 +267,5 @@ pub fn dump_internal(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
 
 /// `verify`: the library's check of the whole database.
 pub fn verify(dir: &Path) -> check::Report {
-    check::database(&StdFs, dir)
+    check::database(std::sync::Arc::new(StdFs), dir)
 }
