@@ -80,6 +80,7 @@ pub(crate) struct Counters {
     pub compaction_bytes_written: Counter,
     pub write_stalls: Counter,
     pub write_slowdowns: Counter,
+    pub write_stall_micros: Counter,
 }
 
 /// What one point lookup did, tallied in plain integers while it runs and added to the
@@ -161,6 +162,9 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.
     pub write_slowdowns: u64,
+    /// Microseconds writers spent delayed or stopped by back-pressure (summed over writers;
+    /// a group's leader waits for the whole group).
+    pub write_stall_micros: u64,
     /// The last sequence number assigned.
     pub last_sequence: u64,
 }

@@ -143,6 +143,8 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
     assert!(max_l0 <= L0_STOP + MAX_IMM, "L0 reached {max_l0} tables");
     assert!(stats.write_stalls > 0, "writers never had to wait: the test does not stress");
     assert!(stats.write_slowdowns > 0, "L0 never reached the slowdown trigger");
+    // Every slowdown waits for a background step or a millisecond, whichever comes first.
+    assert!(stats.write_stall_micros > 0, "writers waited, but no waiting time was counted");
     assert!(stats.flushes > 50 && stats.compactions > 10, "{stats:?}");
 
     let check = |db: &Db| {

@@ -120,7 +120,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         }
         bg.manual_compaction = true;
     }
-    // The background thread may be mid-compaction; it checks `manual_compaction` only between
+    // The compaction thread may be mid-compaction; it checks `manual_compaction` only between
     // steps, so wait for it by taking the compaction slot it holds while running.
     let result = (|| -> Result<()> {
         let _slot = lock(&inner.compaction_slot);
@@ -163,7 +163,9 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     // L0 inputs newest first, then the older level: the merge prefers earlier children for
     // equal keys, though distinct sequence numbers make ties impossible.
     for t in c.inputs.iter().chain(&c.next_inputs) {
-        children.push(Box::new(t.table.iter()));
+        // A compaction reads each input block once: caching them would only evict the
+        // blocks readers use.
+        children.push(Box::new(t.table.iter_with(false)));
     }
     let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();

@@ -17,7 +17,7 @@ use crate::iter::InternalIterator;
 use crate::version::edit::VersionEdit;
 use crate::Result;
 
-/// Flushes the oldest immutable memtable. Runs on the background thread.
+/// Flushes the oldest immutable memtable. Runs on the flush thread.
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let state = inner.load_state();
     let Some(oldest) = state.imm.last().cloned() else { return Ok(()) };

@@ -3,7 +3,7 @@
 //! - `write.rs`: the write path (group commit → WAL → memtable, memtable switching, stalls)
 //! - `read.rs`: the point-read path (memtables → L0 newest first → one table per level)
 //! - `flush.rs`: immutable memtable → L0 table → manifest
-//! - `compaction.rs`: leveled compaction, picked and run on the background thread
+//! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
 //! - `iter.rs`: range and prefix scans over a merged view at a sequence number
 //! - `snapshot.rs`: consistent read-only views
 //! - `recovery.rs`: open: CURRENT → manifest → tables → WAL replay
@@ -116,7 +116,7 @@ pub(crate) struct DbInner {
     pub fs: Arc<dyn FileSystem>,
     /// The directory's LOCK, held until `close` (or drop) releases it.
     pub file_lock: Mutex<Option<Box<dyn FileLock>>>,
-    /// Opened with `Db::open_read_only`: no lock, no background thread, no writes.
+    /// Opened with `Db::open_read_only`: no lock, no background threads, no writes.
     pub read_only: bool,
     pub state: ArcSwap<DbState>,
     pub state_lock: Mutex<()>,
@@ -133,7 +133,7 @@ pub(crate) struct DbInner {
     /// Set once a background error is recorded, so the write path can check it without
     /// taking the `bg` lock.
     pub has_bg_error: AtomicBool,
-    /// Wakes the background thread.
+    /// Wakes the background threads.
     pub bg_cv: Condvar,
     /// Signalled after every background step, for stalled writers and `flush` callers.
     pub bg_done_cv: Condvar,
@@ -259,7 +259,8 @@ impl DbInner {
 /// ```
 pub struct Db {
     inner: Arc<DbInner>,
-    bg_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The flush thread and the compaction thread (none for a read-only handle).
+    bg_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -278,13 +279,17 @@ impl Db {
         opts.validate()?;
         let inner = recovery::open(path.as_ref(), opts)?;
         let inner = Arc::new(inner);
-        let bg_inner = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("bloomkv-bg".into())
-            .spawn(move || background_loop(&bg_inner))
-            .map_err(|e| Error::io("starting the background thread", e))?;
-        inner.wake_background();
-        Ok(Db { inner, bg_thread: Mutex::new(Some(handle)) })
+        let db = Db { inner, bg_threads: Mutex::new(Vec::new()) };
+        for job in [BgJob::Flush, BgJob::Compact] {
+            let bg_inner = db.inner.clone();
+            let handle = std::thread::Builder::new()
+                .name(job.thread_name().into())
+                .spawn(move || background_loop(&bg_inner, job))
+                .map_err(|e| Error::io("starting a background thread", e))?;
+            lock(&db.bg_threads).push(handle);
+        }
+        db.inner.wake_background();
+        Ok(db)
     }
 
     /// Opens the database in `path` for reading only, without taking its LOCK and without
@@ -295,7 +300,7 @@ impl Db {
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let inner = Arc::new(recovery::open_read_only(path.as_ref(), opts)?);
-        Ok(Db { inner, bg_thread: Mutex::new(None) })
+        Ok(Db { inner, bg_threads: Mutex::new(Vec::new()) })
     }
 
     /// The directory the database lives in.
@@ -415,6 +420,7 @@ impl Db {
             compaction_bytes_written: c.compaction_bytes_written.get(),
             write_stalls: c.write_stalls.get(),
             write_slowdowns: c.write_slowdowns.get(),
+            write_stall_micros: c.write_stall_micros.get(),
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
             open_table_files: inner.caches.files.open_files() as u64,
             table_file_reopens: inner.caches.files.reopened(),
@@ -478,7 +484,8 @@ impl Db {
             inner.bg_cv.notify_all();
             inner.bg_done_cv.notify_all();
         }
-        if let Some(h) = lock(&self.bg_thread).take() {
+        let threads = std::mem::take(&mut *lock(&self.bg_threads));
+        for h in threads {
             let _ = h.join();
         }
         // A manual compaction runs on its caller's thread and stops at its next step once it
@@ -506,9 +513,29 @@ impl Drop for Db {
     }
 }
 
-/// The background thread: flush immutable memtables first (they hold writers back), then
-/// compact while any level is over its target.
-fn background_loop(inner: &Arc<DbInner>) {
+/// What a background thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BgJob {
+    /// Flush immutable memtables.
+    Flush,
+    /// Compact while any level is over its target.
+    Compact,
+}
+
+impl BgJob {
+    fn thread_name(self) -> &'static str {
+        match self {
+            BgJob::Flush => "bloomkv-flush",
+            BgJob::Compact => "bloomkv-compact",
+        }
+    }
+}
+
+/// A background thread. Flushes get a thread of their own so that a frozen memtable is
+/// written out while a long compaction runs: with one thread for both, writers stopped for
+/// whole compactions whenever the immutable memtables filled up behind one. The two only meet
+/// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
+fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
     loop {
         {
             let mut bg = lock(&inner.bg);
@@ -518,20 +545,22 @@ fn background_loop(inner: &Arc<DbInner>) {
                 }
                 if bg.error.is_none() {
                     let state = inner.load_state();
-                    if !state.imm.is_empty()
-                        || (!bg.manual_compaction && compaction::needs_compaction(inner, &state))
-                    {
+                    let ready = match job {
+                        BgJob::Flush => !state.imm.is_empty(),
+                        BgJob::Compact => {
+                            !bg.manual_compaction && compaction::needs_compaction(inner, &state)
+                        }
+                    };
+                    if ready {
                         break;
                     }
                 }
                 bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
             }
         }
-        let state = inner.load_state();
-        let result = if !state.imm.is_empty() {
-            flush::flush_oldest(inner)
-        } else {
-            compaction::maybe_compact(inner)
+        let result = match job {
+            BgJob::Flush => flush::flush_oldest(inner),
+            BgJob::Compact => compaction::maybe_compact(inner),
         };
         let mut bg = lock(&inner.bg);
         if let Err(e) = result {
@@ -540,6 +569,9 @@ fn background_loop(inner: &Arc<DbInner>) {
                 inner.has_bg_error.store(true, Ordering::Release);
             }
         }
+        // A flush may have made compaction necessary, and a compaction may have released
+        // writers or `flush` callers: wake everyone waiting on either.
+        inner.bg_cv.notify_all();
         inner.bg_done_cv.notify_all();
     }
 }

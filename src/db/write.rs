@@ -17,7 +17,7 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite};
 use crate::filename::wal_path;
@@ -217,9 +217,11 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
             slowed = true;
             drop(state);
             inner.counters.write_slowdowns.incr();
+            let started = Instant::now();
             let bg = lock(&inner.bg);
             inner.check_bg_error_locked(&bg)?;
             drop(inner.bg_done_cv.wait_timeout(bg, Duration::from_millis(1)));
+            inner.counters.write_stall_micros.add(started.elapsed().as_micros() as u64);
             continue;
         }
         let full = state.mem.table.approximate_bytes() >= opts.memtable_bytes;
@@ -230,6 +232,7 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
         if state.imm.len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
             drop(state);
             inner.counters.write_stalls.incr();
+            let _timer = StallTimer(inner, Instant::now());
             let mut bg = lock(&inner.bg);
             loop {
                 inner.check_bg_error_locked(&bg)?;
@@ -250,6 +253,16 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
         drop(state);
         switch_memtable(inner)?;
         return Ok(inner.state.load().mem.table.clone());
+    }
+}
+
+/// Adds the time since `.1` to the stall counter when dropped, so a stop that ends in an
+/// error is counted too.
+struct StallTimer<'a>(&'a DbInner, Instant);
+
+impl Drop for StallTimer<'_> {
+    fn drop(&mut self) {
+        self.0.counters.write_stall_micros.add(self.1.elapsed().as_micros() as u64);
     }
 }
 

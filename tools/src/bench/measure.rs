@@ -168,6 +168,8 @@ pub struct Delta {
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.
     pub write_slowdowns: u64,
+    /// Seconds writers spent delayed or stopped by back-pressure.
+    pub write_stall_seconds: f64,
     /// Bytes written to tables per byte written by users, over the phase.
     pub write_amplification: f64,
 }
@@ -199,6 +201,7 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
         flushes: d(after.flushes, before.flushes),
         write_stalls: d(after.write_stalls, before.write_stalls),
         write_slowdowns: d(after.write_slowdowns, before.write_slowdowns),
+        write_stall_seconds: d(after.write_stall_micros, before.write_stall_micros) as f64 / 1e6,
         write_amplification: if user == 0 { 0.0 } else { table_bytes as f64 / user as f64 },
     }
 }

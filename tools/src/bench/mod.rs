@@ -588,6 +588,7 @@ fn result_row(
         flushes_during: delta.flushes,
         write_stalls: delta.write_stalls,
         write_slowdowns: delta.write_slowdowns,
+        write_stall_seconds: delta.write_stall_seconds,
         write_amplification: delta.write_amplification,
         writer_ops: None,
         writer_ops_per_sec: None,

@@ -167,6 +167,8 @@ pub struct WorkloadResult {
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.
     pub write_slowdowns: u64,
+    /// Seconds writers spent delayed or stopped by back-pressure during the workload.
+    pub write_stall_seconds: f64,
     /// Table bytes written per user byte during the workload (writes only, else 0).
     pub write_amplification: f64,
     /// `readwhilewriting`: overwrites completed by the writer thread.
@@ -286,8 +288,13 @@ pub fn print_results(rows: &[WorkloadResult]) {
         );
         if r.write_stalls + r.write_slowdowns > 0 {
             println!(
-                "{:<26} {} write stalls, {} slowdowns, {} compactions, write amp {:.2}",
-                "", r.write_stalls, r.write_slowdowns, r.compactions_during, r.write_amplification
+                "{:<26} {} write stalls, {} slowdowns ({:.1} s waiting), {} compactions, write amp {:.2}",
+                "",
+                r.write_stalls,
+                r.write_slowdowns,
+                r.write_stall_seconds,
+                r.compactions_during,
+                r.write_amplification
             );
         }
         if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
