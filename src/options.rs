@@ -35,6 +35,7 @@ pub struct Options {
     pub(crate) level_size_ratio: u64,
     pub(crate) level_base_bytes: u64,
     pub(crate) target_table_bytes: u64,
+    pub(crate) max_subcompactions: usize,
     pub(crate) create_if_missing: bool,
     pub(crate) error_if_exists: bool,
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
@@ -57,6 +58,7 @@ impl Default for Options {
             level_size_ratio: 10,
             level_base_bytes: 10 << 20,
             target_table_bytes: 4 << 20,
+            max_subcompactions: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             create_if_missing: true,
             error_if_exists: false,
             fs: std::sync::Arc::new(crate::fs::StdFs),
@@ -127,6 +129,11 @@ impl Options {
         /// Size at which compaction output is split into a new table (default 4 MiB).
         target_table_bytes: u64);
     setter!(
+        /// Threads one compaction may use (default: the machine's cores, at most 4). A large
+        /// compaction is split into this many key ranges, merged and written in parallel; the
+        /// first runs on the compaction thread. RocksDB calls this `max_subcompactions`.
+        max_subcompactions: usize);
+    setter!(
         /// Create the database if the directory holds none (default true). A database is
         /// only created in a directory that is new, empty, or holds nothing but what an
         /// interrupted creation leaves: `Db::open` refuses, with [`Error::NotADatabase`], a
@@ -166,6 +173,9 @@ impl Options {
         }
         if self.target_table_bytes < 1024 || self.level_base_bytes < 1024 {
             return bad("target_table_bytes and level_base_bytes must be at least 1 KiB");
+        }
+        if self.max_subcompactions < 1 {
+            return bad("max_subcompactions must be at least 1");
         }
         if self.max_open_files < 1 {
             return bad("max_open_files must be at least 1");

@@ -78,6 +78,7 @@ pub(crate) struct Counters {
     pub compactions: Counter,
     pub compaction_bytes_read: Counter,
     pub compaction_bytes_written: Counter,
+    pub compaction_parts: Counter,
     pub write_stalls: Counter,
     pub write_slowdowns: Counter,
     pub write_stall_micros: Counter,
@@ -158,6 +159,9 @@ pub struct Stats {
     pub compaction_bytes_read: u64,
     /// Bytes of tables written by compactions.
     pub compaction_bytes_written: u64,
+    /// Key ranges compactions were split into, summed (equal to `compactions` when none was
+    /// split; see `Options::max_subcompactions`).
+    pub compaction_parts: u64,
     /// Writes that had to wait for a flush or compaction.
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.

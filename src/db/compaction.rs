@@ -159,37 +159,54 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
 
 fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     let out_level = c.level + 1;
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    // L0 inputs newest first, then the older level: the merge prefers earlier children for
-    // equal keys, though distinct sequence numbers make ties impossible.
-    for t in c.inputs.iter().chain(&c.next_inputs) {
-        // A compaction reads each input block once: caching them would only evict the
-        // blocks readers use.
-        children.push(Box::new(t.table.iter_with(false)));
-    }
     let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
-    let base_level = move |uk: &[u8]| {
-        // A tombstone can go when no deeper level has a table whose range covers the key.
-        // Deeper levels are sorted and non-overlapping, so one binary search per level finds
-        // the only candidate (this runs for every tombstone a compaction meets).
-        !deeper.iter().any(|level| {
-            let i = level.partition_point(|t| t.largest_user_key() < uk);
-            level.get(i).is_some_and(|t| t.smallest_user_key() <= uk)
+    let bounds = split_points(&c, inner.opts.max_subcompactions, inner.opts.target_table_bytes);
+    // One part per key range between split points, each merged and written by its own thread
+    // (the first on this one): a compaction is CPU-bound — merging, building blocks and
+    // filters, checksums — and a single thread for it left the second core idle whenever the
+    // writer was held back waiting for it. Parts split between user keys, so each key's
+    // versions are all in one part and the level stays sorted and non-overlapping.
+    let parts: Vec<PartRange> = (0..=bounds.len())
+        .map(|i| {
+            let after = i.checked_sub(1).map(|p| bounds[p].as_slice());
+            (after, bounds.get(i).map(Vec::as_slice))
+        })
+        .collect();
+    let run = |&(after, upto): &PartRange| run_part(inner, &c, &deeper, after, upto);
+    let results: Vec<Result<Vec<TableMeta>>> = if parts.len() == 1 {
+        vec![run(&parts[0])]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts[1..].iter().map(|p| scope.spawn(move || run(p))).collect();
+            let mut results = vec![run(&parts[0])];
+            for h in handles {
+                results.push(h.join().unwrap_or_else(|_| {
+                    Err(crate::Error::io(
+                        "compacting",
+                        std::io::Error::other("a compaction thread panicked"),
+                    ))
+                }));
+            }
+            results
         })
     };
-    let mut merged = NewestVersions::new(MergingIterator::new(children), Box::new(base_level));
-    merged.seek_to_first()?;
-
     let mut outputs: Vec<TableMeta> = Vec::new();
-    let target = inner.opts.target_table_bytes;
-    while merged.valid() {
-        let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let mut part =
-            SizeLimited { inner: &mut merged, budget: target, last_user_key: Vec::new(), spent: 0 };
-        if let Some(meta) = inner.write_table(number, &mut part)? {
-            outputs.push(meta);
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(mut metas) => outputs.append(&mut metas),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
+    }
+    if let Some(e) = first_error {
+        // Nothing refers to the tables the other parts wrote.
+        for m in &outputs {
+            let _ = inner.fs.remove(&crate::filename::table_path(&inner.dir, m.number));
+        }
+        return Err(e);
     }
     inner.fs.sync_dir(&inner.dir)?;
     let opened = outputs.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
@@ -207,9 +224,154 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     inner.install(&mut edit, &opened, None)?;
     let written: u64 = outputs.iter().map(|m| m.file_size).sum();
     inner.counters.compactions.incr();
+    inner.counters.compaction_parts.add(parts.len() as u64);
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
     Ok(())
+}
+
+/// A part's user keys: after the first bound (exclusive), up to the second (inclusive);
+/// `None` is unbounded.
+type PartRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// User keys at which to split a compaction into at most `max_parts` parts of about equal
+/// input size, ascending. The output level's input tables' boundaries serve when there are
+/// enough of them (for one table compacted into the level below, nearly all of the input);
+/// otherwise the index of the largest input table, whose block separators are spread evenly
+/// through its bytes. Small compactions are not split: a part costs a thread start, and each
+/// part ends its last table short, so each part gets at least a table's worth of input.
+fn split_points(c: &Compaction, max_parts: usize, table_bytes: u64) -> Vec<Vec<u8>> {
+    let total: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
+    let largest = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).max();
+    let min_part = largest.unwrap_or(0).max(table_bytes).max(1);
+    let parts = (max_parts as u64).min(total / min_part).max(1) as usize;
+    if parts < 2 {
+        return Vec::new();
+    }
+    let candidates: Vec<(Vec<u8>, u64)> = if c.next_inputs.len() >= parts {
+        // Each boundary after a table, weighted by that table's size.
+        c.next_inputs[..c.next_inputs.len() - 1]
+            .iter()
+            .map(|t| (t.largest_user_key().to_vec(), t.meta.file_size))
+            .collect()
+    } else {
+        let Some(t) = c.inputs.iter().chain(&c.next_inputs).max_by_key(|t| t.meta.file_size) else {
+            return Vec::new();
+        };
+        t.table
+            .index_entries()
+            .map(|(sep, handle)| (key::user_key(sep).to_vec(), handle.size))
+            .collect()
+    };
+    let weight: u64 = candidates.iter().map(|(_, w)| w).sum::<u64>().max(1);
+    let mut bounds: Vec<Vec<u8>> = Vec::new();
+    let mut seen = 0u64;
+    for (k, w) in candidates {
+        seen += w;
+        let wanted = bounds.len() as u64 + 1;
+        let due = bounds.len() + 1 < parts && seen * parts as u64 >= wanted * weight;
+        if due && bounds.last().map_or(true, |b| b < &k) {
+            bounds.push(k);
+        }
+    }
+    bounds
+}
+
+/// Merges the inputs' entries with user keys in `(after, upto]` (unbounded where `None`) and
+/// writes them into tables of about `target_table_bytes`.
+fn run_part(
+    inner: &DbInner,
+    c: &Compaction,
+    deeper: &[Vec<Arc<TableFile>>],
+    after: Option<&[u8]>,
+    upto: Option<&[u8]>,
+) -> Result<Vec<TableMeta>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    // L0 inputs newest first, then the older level: the merge prefers earlier children for
+    // equal keys, though distinct sequence numbers make ties impossible.
+    for t in c.inputs.iter().chain(&c.next_inputs) {
+        // A compaction reads each input block once: caching them would only evict the
+        // blocks readers use.
+        children.push(Box::new(t.table.iter_with(false)));
+    }
+    let base_level = move |uk: &[u8]| {
+        // A tombstone can go when no deeper level has a table whose range covers the key.
+        // Deeper levels are sorted and non-overlapping, so one binary search per level finds
+        // the only candidate (this runs for every tombstone a compaction meets).
+        !deeper.iter().any(|level| {
+            let i = level.partition_point(|t| t.largest_user_key() < uk);
+            level.get(i).is_some_and(|t| t.smallest_user_key() <= uk)
+        })
+    };
+    let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
+    let mut merged = NewestVersions::new(bounded, Box::new(base_level));
+    merged.seek_to_first()?;
+
+    let mut outputs: Vec<TableMeta> = Vec::new();
+    let target = inner.opts.target_table_bytes;
+    while merged.valid() {
+        let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
+        let mut part =
+            SizeLimited { inner: &mut merged, budget: target, last_user_key: Vec::new(), spent: 0 };
+        match inner.write_table(number, &mut part) {
+            Ok(Some(meta)) => outputs.push(meta),
+            Ok(None) => {}
+            Err(e) => {
+                for m in &outputs {
+                    let _ = inner.fs.remove(&crate::filename::table_path(&inner.dir, m.number));
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(outputs)
+}
+
+/// The entries of `inner` whose user keys lie in `(after, upto]`.
+struct KeyRangePart<'a, I: InternalIterator> {
+    inner: I,
+    after: Option<&'a [u8]>,
+    upto: Option<&'a [u8]>,
+}
+
+impl<I: InternalIterator> KeyRangePart<'_, I> {
+    /// Steps over entries at or before `after`: the seek lands on the first version of the
+    /// `after` key itself when one exists.
+    fn skip_after(&mut self) -> Result<()> {
+        if let Some(after) = self.after {
+            while self.inner.valid() && key::user_key(self.inner.key()) <= after {
+                self.inner.next()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<I: InternalIterator> InternalIterator for KeyRangePart<'_, I> {
+    fn valid(&self) -> bool {
+        self.inner.valid() && self.upto.map_or(true, |u| key::user_key(self.inner.key()) <= u)
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.inner.seek(target)?;
+        self.skip_after()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        match self.after {
+            // The last internal key of `after` sorts at or before every entry past it.
+            Some(after) => self.inner.seek(&key::internal_key(after, 0, key::ValueKind::Delete))?,
+            None => self.inner.seek_to_first()?,
+        }
+        self.skip_after()
+    }
 }
 
 /// Passes entries through until about `budget` bytes have gone by, then stops at the next

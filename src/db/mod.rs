@@ -418,6 +418,7 @@ impl Db {
             compactions: c.compactions.get(),
             compaction_bytes_read: c.compaction_bytes_read.get(),
             compaction_bytes_written: c.compaction_bytes_written.get(),
+            compaction_parts: c.compaction_parts.get(),
             write_stalls: c.write_stalls.get(),
             write_slowdowns: c.write_slowdowns.get(),
             write_stall_micros: c.write_stall_micros.get(),

@@ -212,6 +212,13 @@ pub struct Args {
     /// Memtable size in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     memtable_bytes: usize,
+    /// Size at which tables are split (`Options::target_table_bytes`; default: the library's).
+    #[arg(long)]
+    target_table_bytes: Option<u64>,
+    /// Target size of the first sorted level (`Options::level_base_bytes`; default: the
+    /// library's).
+    #[arg(long)]
+    level_base_bytes: Option<u64>,
     /// Table files kept open at once (`Options::max_open_files`); below the table count,
     /// reads reopen files the bound closed.
     #[arg(long, default_value_t = 512)]
@@ -282,8 +289,14 @@ const L0_COMPACTION_TRIGGER: usize = 4;
 
 impl Ctx<'_> {
     fn options(&self, policy: Policy, bits_per_key: f64) -> Options {
-        Options::default()
-            .memtable_bytes(self.args.memtable_bytes)
+        let mut opts = Options::default();
+        if let Some(n) = self.args.target_table_bytes {
+            opts = opts.target_table_bytes(n);
+        }
+        if let Some(n) = self.args.level_base_bytes {
+            opts = opts.level_base_bytes(n);
+        }
+        opts.memtable_bytes(self.args.memtable_bytes)
             .max_open_files(self.args.max_open_files)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
             .filter_policy(policy.filter(bits_per_key))
@@ -447,6 +460,8 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             value_bytes: args.value_bytes,
             bits_per_key: args.bits_per_key,
             memtable_bytes: args.memtable_bytes,
+            target_table_bytes: args.target_table_bytes,
+            level_base_bytes: args.level_base_bytes,
             max_open_files: args.max_open_files,
             compression: compression_name(args.compression),
             shape: match args.shape {

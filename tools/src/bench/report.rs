@@ -42,6 +42,10 @@ pub struct Config {
     pub bits_per_key: f64,
     /// Memtable size in bytes.
     pub memtable_bytes: usize,
+    /// `Options::target_table_bytes`, when set (else the library's default).
+    pub target_table_bytes: Option<u64>,
+    /// `Options::level_base_bytes`, when set (else the library's default).
+    pub level_base_bytes: Option<u64>,
     /// `Options::max_open_files`.
     pub max_open_files: usize,
     /// `none` or `zstd:LEVEL`.
@@ -286,7 +290,7 @@ pub fn print_results(rows: &[WorkloadResult]) {
             pct(Some(r.expected_fpr)),
             r.filter_memory_bytes as f64 / (1 << 20) as f64,
         );
-        if r.write_stalls + r.write_slowdowns > 0 {
+        if r.write_stalls + r.write_slowdowns > 0 || r.write_amplification > 0.0 {
             println!(
                 "{:<26} {} write stalls, {} slowdowns ({:.1} s waiting), {} compactions, write amp {:.2}",
                 "",
