@@ -44,7 +44,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            memtable_bytes: 4 << 20,
+            memtable_bytes: 16 << 20,
             max_immutable_memtables: 2,
             filter_policy: FilterPolicy::default(),
             compression: Compression::None,
@@ -56,8 +56,8 @@ impl Default for Options {
             l0_slowdown_trigger: 8,
             l0_stop_trigger: 12,
             level_size_ratio: 10,
-            level_base_bytes: 10 << 20,
-            target_table_bytes: 4 << 20,
+            level_base_bytes: 64 << 20,
+            target_table_bytes: 16 << 20,
             max_subcompactions: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             create_if_missing: true,
             error_if_exists: false,
@@ -83,7 +83,8 @@ impl Options {
     }
 
     setter!(
-        /// Size at which the memtable becomes immutable and is flushed (default 4 MiB).
+        /// Size at which the memtable becomes immutable and is flushed (default 16 MiB; at
+        /// most `1 + max_immutable_memtables` of them are held at once).
         memtable_bytes: usize);
     setter!(
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
@@ -123,10 +124,12 @@ impl Options {
         /// Each level below L1 may hold this many times the bytes of the one above (default 10).
         level_size_ratio: u64);
     setter!(
-        /// Target size of L1 in bytes (default 10 MiB).
+        /// Target size of L1 in bytes (default 64 MiB: about what L0 holds when it triggers a
+        /// compaction, so an L0 compaction rewrites about as much of L1 as it brings in).
         level_base_bytes: u64);
     setter!(
-        /// Size at which compaction output is split into a new table (default 4 MiB).
+        /// Size at which compaction output is split into a new table (default 16 MiB: a
+        /// 50M-key database is then about 400 tables, within the default `max_open_files`).
         target_table_bytes: u64);
     setter!(
         /// Threads one compaction may use (default: the machine's cores, at most 4). A large

@@ -209,8 +209,8 @@ pub struct Args {
     /// Bits per key of the blocked and classic filters.
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
-    /// Memtable size in bytes.
-    #[arg(long, default_value_t = 4 << 20)]
+    /// Memtable size in bytes (`Options::memtable_bytes`; the default is the library's).
+    #[arg(long, default_value_t = 16 << 20)]
     memtable_bytes: usize,
     /// Size at which tables are split (`Options::target_table_bytes`; default: the library's).
     #[arg(long)]
