@@ -14,15 +14,13 @@
 //! The new tables go in and the inputs come out in one manifest edit; input files are deleted
 //! when the last reader lets go of them.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState};
 use crate::iter::InternalIterator;
-use crate::key;
 use crate::merge::MergingIterator;
-use crate::version::edit::{TableMeta, VersionEdit};
+use crate::version::edit::VersionEdit;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
 
@@ -179,16 +177,7 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     let mut merged = NewestVersions::new(MergingIterator::new(children), Box::new(base_level));
     merged.seek_to_first()?;
 
-    let mut outputs: Vec<TableMeta> = Vec::new();
-    let target = inner.opts.target_table_bytes;
-    while merged.valid() {
-        let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let mut part =
-            SizeLimited { inner: &mut merged, budget: target, last_user_key: Vec::new(), spent: 0 };
-        if let Some(meta) = inner.write_table(number, &mut part)? {
-            outputs.push(meta);
-        }
-    }
+    let outputs = inner.write_tables(&mut merged)?;
     inner.fs.sync_dir(&inner.dir)?;
     let opened = outputs.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
 
@@ -208,39 +197,4 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
     Ok(())
-}
-
-/// Passes entries through until about `budget` bytes have gone by, then stops at the next
-/// change of user key, so one key's versions never straddle two tables.
-struct SizeLimited<'a, I: InternalIterator> {
-    inner: &'a mut I,
-    budget: u64,
-    spent: u64,
-    last_user_key: Vec<u8>,
-}
-
-impl<I: InternalIterator> InternalIterator for SizeLimited<'_, I> {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-            && (self.spent < self.budget
-                || key::user_key(self.inner.key()) == self.last_user_key.as_slice())
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-    fn next(&mut self) -> Result<()> {
-        self.spent += (self.inner.key().len() + self.inner.value().len()) as u64;
-        self.last_user_key.clear();
-        self.last_user_key.extend_from_slice(key::user_key(self.inner.key()));
-        self.inner.next()
-    }
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek(target)
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()
-    }
 }
