@@ -24,8 +24,9 @@ use crate::version::edit::VersionEdit;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
 
-/// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`, and
-/// flushes only ever add L0 tables, so the inputs stay live until the compaction installs.
+/// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`;
+/// flushes only ever add L0 tables, and an ingest adds tables only while holding the slot, so
+/// the inputs stay live, and the levels below them unchanged, until the compaction installs.
 #[derive(Debug)]
 pub(crate) struct Compaction {
     pub level: usize,

@@ -1,6 +1,6 @@
 //! The engine's table files: writing one from a sorted stream of entries (a flush, a
-//! compaction, recovery), or a run of them cut at a target size, and opening one the
-//! manifest names. The table format itself is `crate::table`'s; this is where the
+//! compaction, recovery, an ingest), or a run of them cut at a target size, and opening one
+//! the manifest names. The table format itself is `crate::table`'s; this is where the
 //! engine's options, file names and the manifest's record of a table (`TableMeta`) meet it.
 
 use std::path::Path;
@@ -32,8 +32,8 @@ impl DbInner {
 
     /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
     /// splitting one user key's versions), in key order. If any table fails, the tables
-    /// already written are removed too: nothing refers to them yet (they would otherwise stay
-    /// until the next open removes them).
+    /// already written are removed too: nothing refers to them yet, and an ingest that fails
+    /// must leave no file behind (a compaction's would only be removed at the next open).
     pub(crate) fn write_tables(&self, iter: &mut dyn EntryStream) -> Result<Vec<TableMeta>> {
         let mut outputs: Vec<TableMeta> = Vec::new();
         let result = (|| {
@@ -65,8 +65,9 @@ impl DbInner {
 }
 
 /// What writing a table reads: sorted internal-key entries, forward only. Every
-/// [`InternalIterator`] is one; a source of entries need not be an `InternalIterator` (which
-/// must be `Send` and seekable) to be written.
+/// [`InternalIterator`] is one; an ingest's source is one without being an `InternalIterator`,
+/// which would make it `Send` and seekable for nothing (the caller's iterator need be
+/// neither: it is read on the caller's thread, once, front to back).
 pub(crate) trait EntryStream {
     /// True while on an entry.
     fn valid(&self) -> bool;
