@@ -708,3 +708,183 @@ fn write_options_inherit_sync_writes_unless_set() {
         db.close().unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Ingest.
+
+/// Options for the ingest fault tests: nothing runs in the background unless asked, so the
+/// n-th call of a kind after the setup is the same call in every run.
+fn still_options(fs: &FaultFs) -> Options {
+    options(fs)
+        .memtable_bytes(1 << 20)
+        .level_base_bytes(1 << 20)
+        .l0_compaction_trigger(50)
+        .l0_slowdown_trigger(60)
+        .l0_stop_trigger(70)
+}
+
+/// A database with a compacted level, an L0 table and synced writes in the memtable (so
+/// the ingest has a flush to make first). Returns it and its contents.
+fn ingest_setup(fs: &FaultFs, dir: &Path) -> (Db, Model) {
+    let db = Db::open(dir, still_options(fs)).unwrap();
+    let mut model = Model::new();
+    let mut put = |db: &Db, k: u16, op: usize, sync: bool| {
+        db.write(&to_batch(&vec![(k, Some(value(k, op)))]), &WriteOptions::new().sync(sync))
+            .unwrap();
+        model.insert(key(k), value(k, op));
+    };
+    for k in 0..250 {
+        put(&db, k, 0, false);
+    }
+    db.compact().unwrap();
+    for k in (0..250).step_by(3) {
+        put(&db, k, 1, false);
+    }
+    db.flush().unwrap();
+    for k in (0..250).step_by(7) {
+        put(&db, k, 2, true);
+    }
+    (db, model)
+}
+
+/// What the ingests of the fault tests write: over the existing keys (the ingest lands on
+/// L0) or beyond them (it lands on the last level).
+fn ingest_entries(over_existing: bool) -> Model {
+    let keys = if over_existing { 100..400 } else { 1000..1300 };
+    keys.map(|k| (key(k), value(k, 99))).collect()
+}
+
+/// A power loss at every file-system call an ingest makes — flushing the memtable first,
+/// writing and syncing its tables, the manifest edit, the new WAL segment, the removal of
+/// the old one — leaves a database that opens with all of the ingest or none of it, and all
+/// of it if the ingest had returned `Ok`; never a corruption.
+#[test]
+fn power_loss_during_an_ingest_keeps_all_or_none_of_it() {
+    const KINDS: [OpKind; 7] = [
+        OpKind::Create,
+        OpKind::Append,
+        OpKind::Flush,
+        OpKind::Sync,
+        OpKind::SyncDir,
+        OpKind::Rename,
+        OpKind::Remove,
+    ];
+    let mut runs = 0;
+    let mut outcomes = [0usize; 2]; // recovered without / with the ingest
+    for over_existing in [true, false] {
+        let entries = ingest_entries(over_existing);
+        // A run without faults counts the calls the ingest makes.
+        let fs = FaultFs::new();
+        let dir = unique_dir("ingest-count");
+        let (db, before) = ingest_setup(&fs, &dir);
+        let counts_before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
+        db.ingest(entries.clone()).unwrap();
+        let counts: Vec<u64> =
+            KINDS.iter().zip(&counts_before).map(|(&k, b)| fs.calls(k) - b).collect();
+        let mut after = before.clone();
+        after.extend(entries.clone());
+        assert_eq!(scan_all(&db).unwrap(), after);
+        drop(db);
+        for (&kind, &count) in KINDS.iter().zip(&counts) {
+            for nth in 1..=count {
+                for mode in [CrashMode::DropUnsynced, CrashMode::TornTails { seed: nth }] {
+                    let what = format!("{kind:?} #{nth} {mode:?} over_existing={over_existing}");
+                    let fs = FaultFs::new();
+                    let dir = unique_dir("ingest-power");
+                    let (db, _) = ingest_setup(&fs, &dir);
+                    fs.inject(Fault::on(kind).nth(nth).power_off());
+                    let acknowledged = db.ingest(entries.clone()).is_ok();
+                    let fs = fs.crash(mode);
+                    drop(db);
+                    let db = Db::open(&dir, still_options(&fs))
+                        .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+                    let got = scan_all(&db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+                    assert!(
+                        got == after || (got == before && !acknowledged),
+                        "{what}: recovered neither all nor none of the ingest (acknowledged: \
+                         {acknowledged})"
+                    );
+                    outcomes[usize::from(got == after)] += 1;
+                    // And it goes on: a write and a reopen.
+                    db.put(b"next", b"1").unwrap();
+                    drop(db);
+                    let db = Db::open(&dir, still_options(&fs)).unwrap();
+                    assert_eq!(db.get(b"next").unwrap().as_deref(), Some(&b"1"[..]), "{what}");
+                    runs += 1;
+                }
+            }
+        }
+    }
+    eprintln!("ingest power loss: {runs} runs, {outcomes:?} recovered without / with it");
+    assert!(outcomes[0] > 10 && outcomes[1] > 10, "{outcomes:?}");
+}
+
+/// An I/O error at every file-system call of an ingest: either the ingest returns the
+/// error and the database is unchanged, usable and holds no table the version does not name,
+/// or the database stopped (the error came once the manifest edit was under way); either
+/// way reopening gives all of the ingest or none of it, and all of it after an `Ok`.
+#[test]
+fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
+    const KINDS: [OpKind; 8] = [
+        OpKind::Create,
+        OpKind::Open,
+        OpKind::Append,
+        OpKind::Flush,
+        OpKind::Sync,
+        OpKind::SyncDir,
+        OpKind::Rename,
+        OpKind::Remove,
+    ];
+    let is_table = |p: &PathBuf| p.extension().is_some_and(|x| x == "sst");
+    let (mut refused, mut stopped) = (0, 0);
+    for over_existing in [true, false] {
+        let entries = ingest_entries(over_existing);
+        let fs = FaultFs::new();
+        let dir = unique_dir("ingest-count");
+        let (db, before) = ingest_setup(&fs, &dir);
+        let counts_before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
+        db.ingest(entries.clone()).unwrap();
+        let counts: Vec<u64> =
+            KINDS.iter().zip(&counts_before).map(|(&k, b)| fs.calls(k) - b).collect();
+        drop(db);
+        let mut after = before.clone();
+        after.extend(entries.clone());
+        for (&kind, &count) in KINDS.iter().zip(&counts) {
+            for nth in 1..=count {
+                let what = format!("{kind:?} #{nth} over_existing={over_existing}");
+                let fs = FaultFs::new();
+                let dir = unique_dir("ingest-error");
+                let (db, _) = ingest_setup(&fs, &dir);
+                fs.inject(Fault::on(kind).nth(nth));
+                let result = db.ingest(entries.clone());
+                fs.clear_faults();
+                let mut want = if result.is_ok() { vec![&after] } else { vec![&before, &after] };
+                let mut probe = before.clone();
+                if let Err(e) = &result {
+                    assert!(!e.is_corruption(), "{what}: {e:?}");
+                    match db.put(b"probe", b"1") {
+                        Ok(()) => {
+                            // Refused: nothing changed, nothing left behind.
+                            refused += 1;
+                            probe.insert(b"probe".to_vec(), b"1".to_vec());
+                            assert_eq!(scan_all(&db).unwrap(), probe, "{what}");
+                            let tables = fs.files().iter().filter(|p| is_table(p)).count();
+                            let live: usize = db.stats().tables_per_level.iter().sum();
+                            assert_eq!(tables, live, "{what}: tables left behind");
+                            want = vec![&probe];
+                        }
+                        Err(Error::Background(_)) => stopped += 1,
+                        Err(e) => panic!("{what}: write after the failed ingest: {e:?}"),
+                    }
+                }
+                drop(db);
+                let db = Db::open(&dir, still_options(&fs))
+                    .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+                let got = scan_all(&db).unwrap();
+                assert!(want.contains(&&got), "{what}: {result:?}, then recovered the wrong data");
+            }
+        }
+    }
+    eprintln!("ingest I/O errors: {refused} refused, {stopped} stopped the database");
+    assert!(refused > 10 && stopped > 3, "{refused} refused, {stopped} stopped");
+}

@@ -14,7 +14,6 @@
 //! The new tables go in and the inputs come out in one manifest edit; input files are deleted
 //! when the last reader lets go of them.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::newest_versions::NewestVersions;
@@ -26,8 +25,9 @@ use crate::version::edit::{TableMeta, VersionEdit};
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
 
-/// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`, and
-/// flushes only ever add L0 tables, so the inputs stay live until the compaction installs.
+/// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`;
+/// flushes only ever add L0 tables, and an ingest adds tables only while holding the slot, so
+/// the inputs stay live, and the levels below them unchanged, until the compaction installs.
 #[derive(Debug)]
 pub(crate) struct Compaction {
     pub level: usize,
@@ -203,9 +203,7 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     }
     if let Some(e) = first_error {
         // Nothing refers to the tables the other parts wrote.
-        for m in &outputs {
-            let _ = inner.fs.remove(&crate::filename::table_path(&inner.dir, m.number));
-        }
+        inner.remove_tables(&outputs);
         return Err(e);
     }
     inner.fs.sync_dir(&inner.dir)?;
@@ -307,24 +305,7 @@ fn run_part(
     let mut merged = NewestVersions::new(bounded, Box::new(base_level));
     merged.seek_to_first()?;
 
-    let mut outputs: Vec<TableMeta> = Vec::new();
-    let target = inner.opts.target_table_bytes;
-    while merged.valid() {
-        let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let mut part =
-            SizeLimited { inner: &mut merged, budget: target, last_user_key: Vec::new(), spent: 0 };
-        match inner.write_table(number, &mut part) {
-            Ok(Some(meta)) => outputs.push(meta),
-            Ok(None) => {}
-            Err(e) => {
-                for m in &outputs {
-                    let _ = inner.fs.remove(&crate::filename::table_path(&inner.dir, m.number));
-                }
-                return Err(e);
-            }
-        }
-    }
-    Ok(outputs)
+    inner.write_tables(&mut merged)
 }
 
 /// The entries of `inner` whose user keys lie in `(after, upto]`.
@@ -371,40 +352,5 @@ impl<I: InternalIterator> InternalIterator for KeyRangePart<'_, I> {
             None => self.inner.seek_to_first()?,
         }
         self.skip_after()
-    }
-}
-
-/// Passes entries through until about `budget` bytes have gone by, then stops at the next
-/// change of user key, so one key's versions never straddle two tables.
-struct SizeLimited<'a, I: InternalIterator> {
-    inner: &'a mut I,
-    budget: u64,
-    spent: u64,
-    last_user_key: Vec<u8>,
-}
-
-impl<I: InternalIterator> InternalIterator for SizeLimited<'_, I> {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-            && (self.spent < self.budget
-                || key::user_key(self.inner.key()) == self.last_user_key.as_slice())
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-    fn next(&mut self) -> Result<()> {
-        self.spent += (self.inner.key().len() + self.inner.value().len()) as u64;
-        self.last_user_key.clear();
-        self.last_user_key.extend_from_slice(key::user_key(self.inner.key()));
-        self.inner.next()
-    }
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek(target)
-    }
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()
     }
 }

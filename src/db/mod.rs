@@ -3,6 +3,7 @@
 //! - `write.rs`: the write path (group commit → WAL → memtable, memtable switching, stalls)
 //! - `read.rs`: the point-read path (memtables → L0 newest first → one table per level)
 //! - `flush.rs`: immutable memtable → L0 table → manifest
+//! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
 //! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
 //! - `iter.rs`: range and prefix scans over a merged view at a sequence number
 //! - `snapshot.rs`: consistent read-only views
@@ -14,6 +15,7 @@
 
 mod compaction;
 mod flush;
+mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
 mod iter;
@@ -98,6 +100,9 @@ pub(crate) struct PendingWrite {
     sync: bool,
     /// A flush request: switch the memtable even if it is not full.
     force_switch: bool,
+    /// Not a write but an exclusive task (`write::exclusive`): it leads alone, and no leader
+    /// takes it into a group.
+    exclusive: bool,
     result: Mutex<Option<Result<()>>>,
 }
 
@@ -120,7 +125,8 @@ pub(crate) struct DbInner {
     pub read_only: bool,
     pub state: ArcSwap<DbState>,
     pub state_lock: Mutex<()>,
-    /// Held by whichever compaction (background or manual) is running.
+    /// Held by whichever compaction (background or manual) is running, and by an ingest from
+    /// its first table to its new WAL segment.
     pub compaction_slot: Mutex<()>,
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
@@ -188,12 +194,12 @@ impl DbInner {
     }
 
     /// Makes `edit` durable in the manifest and installs the version it produces: the one
-    /// place a flush or a compaction changes the tree. `opened` holds the readers of the
-    /// tables the edit adds; `flushed` is the immutable memtable the edit makes redundant,
-    /// dropped in the same state swap, so a reader sees its writes in exactly one of the two.
-    /// Tables the edit deletes are marked obsolete: their files go when the last version,
-    /// snapshot or iterator using them does. (Recovery builds its first version before the
-    /// engine exists and records it in a new manifest's snapshot instead.)
+    /// place a flush, a compaction or an ingest changes the tree. `opened` holds the readers
+    /// of the tables the edit adds; `flushed` is the immutable memtable the edit makes
+    /// redundant, dropped in the same state swap, so a reader sees its writes in exactly one
+    /// of the two. Tables the edit deletes are marked obsolete: their files go when the last
+    /// version, snapshot or iterator using them does. (Recovery builds its first version
+    /// before the engine exists and records it in a new manifest's snapshot instead.)
     pub(crate) fn install(
         &self,
         edit: &mut VersionEdit,
@@ -204,6 +210,14 @@ impl DbInner {
         // state change in the same order.
         let _g = lock(&self.state_lock);
         lock(&self.versions).log_and_apply(edit)?;
+        // A reader loads the state before the sequence number and relies on every table in
+        // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
+        // last sequence is visible before its tables are. Flushes and compactions only hold
+        // writes that were already published; an ingest's tables carry a sequence number no
+        // write has, and this is where it is published.
+        if let Some(seq) = edit.last_seq {
+            self.visible_seq.fetch_max(seq, Ordering::AcqRel);
+        }
         let cur = self.state.load();
         let version = Arc::new(cur.version.apply(edit, opened));
         let imm = match flushed {
@@ -345,6 +359,89 @@ impl Db {
         write::write(&self.inner, sync, false, |b| b.clone_from(batch))
     }
 
+    /// Bulk-loads `entries` — keys strictly ascending, each key and value within
+    /// [`crate::MAX_KEY_BYTES`] and [`crate::MAX_VALUE_BYTES`] — by writing them straight into
+    /// tables and adding those to the tree in one manifest edit, instead of putting them one
+    /// by one through the WAL, the memtable and compaction. Returns the number of entries.
+    ///
+    /// The ingest is atomic, like one [`WriteBatch`] holding every entry: all entries take
+    /// one sequence number, newer than every write before the call and older than every
+    /// write after it, so an ingested value replaces older ones, a later `put` or `delete`
+    /// of an ingested key wins, and a snapshot or iterator taken before does not see the
+    /// ingest. After a crash the database holds all of the entries or none of them; when
+    /// this returns they are durable (in fsynced tables named by an fsynced manifest).
+    ///
+    /// How: the memtable is flushed first, and every flush waited for. The tables are then
+    /// placed on the deepest level whose tables, and those of every level above it, leave
+    /// the ingested key range free (L0 if L0 overlaps it), so data loaded into an empty key
+    /// range is not compacted again. **Writes from other threads wait while an ingest runs**
+    /// (so `entries` must not write to this database: it would wait for itself); reads go
+    /// on, and so do flushes, while compactions wait for the ingest's tables to be written.
+    /// [`Db::close`] on another thread makes a running ingest stop with [`Error::Closed`].
+    ///
+    /// Refused, with the database unchanged (but for the memtable's flush), no table file
+    /// left behind, and the database usable: with [`Error::InvalidArgument`] if a key does
+    /// not sort after the one before it (descending or repeated), with
+    /// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`] for an entry over the limits; on a
+    /// read-only handle with [`Error::ReadOnly`]. An I/O error while the ingest's tables are
+    /// written is returned the same way (one in the memtable's flush stops the database, as a
+    /// failed flush always does). An I/O error once they are being added to the tree stops
+    /// the database like a failed WAL write (it and later writes return errors, later ones
+    /// [`Error::Background`]); reopening finds all of the ingest or none of it. An empty
+    /// `entries` changes nothing.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put(b"user:0002", b"old")?;
+    /// let rows = (0..1000u32).map(|i| (format!("user:{i:04}"), i.to_le_bytes()));
+    /// assert_eq!(db.ingest(rows)?, 1000);
+    /// assert_eq!(db.get(b"user:0002")?.as_deref(), Some(&2u32.to_le_bytes()[..]));
+    /// db.put(b"user:0002", b"newer")?; // later writes win
+    /// assert_eq!(db.get(b"user:0002")?.as_deref(), Some(&b"newer"[..]));
+    ///
+    /// let descending = [(b"b", b"1"), (b"a", b"2")];
+    /// assert!(matches!(db.ingest(descending), Err(bloomkv::Error::InvalidArgument(_))));
+    /// assert_eq!(db.get(b"a")?, None); // nothing of a refused ingest is applied
+    /// # Ok(()) }
+    /// ```
+    pub fn ingest<I, K, V>(&self, entries: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        self.inner.check_writable()?;
+        ingest::ingest(&self.inner, entries.into_iter().map(Ok))
+    }
+
+    /// [`Db::ingest`] from a source that can fail, such as a file being read: the first
+    /// `Err` stops the ingest, which then changes nothing and returns that error.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let lines = "apple=red\nbanana=yellow\ncherry";
+    /// let rows = lines.lines().map(|l| {
+    ///     l.split_once('=')
+    ///         .ok_or_else(|| bloomkv::Error::InvalidArgument(format!("no '=' in {l:?}")))
+    /// });
+    /// assert!(db.try_ingest(rows).is_err());
+    /// assert_eq!(db.get("apple")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_ingest<I, K, V>(&self, entries: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = Result<(K, V)>>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        self.inner.check_writable()?;
+        ingest::ingest(&self.inner, entries.into_iter())
+    }
+
     /// The newest value of `key`, or `None` if it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
@@ -422,6 +519,9 @@ impl Db {
             write_stalls: c.write_stalls.get(),
             write_slowdowns: c.write_slowdowns.get(),
             write_stall_micros: c.write_stall_micros.get(),
+            ingests: c.ingests.get(),
+            ingested_bytes: c.ingested_bytes.get(),
+            ingest_bytes_written: c.ingest_bytes_written.get(),
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
             open_table_files: inner.caches.files.open_files() as u64,
             table_file_reopens: inner.caches.files.reopened(),
@@ -489,7 +589,7 @@ impl Db {
         for h in threads {
             let _ = h.join();
         }
-        // A manual compaction runs on its caller's thread and stops at its next step once it
+        // A manual compaction or an ingest runs on its caller's thread and stops soon once it
         // sees `closed`; wait for it, so no file is written after the LOCK is released.
         let _slot = lock(&inner.compaction_slot);
         // Writers that raced with close may still be in the queue; the WAL lock orders us

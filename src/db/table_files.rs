@@ -1,9 +1,10 @@
 //! The engine's table files: writing one from a sorted stream of entries (a flush, a
-//! compaction, recovery) and opening one the manifest names. The table format itself is
-//! `crate::table`'s; this is where the engine's options, file names and the manifest's
-//! record of a table (`TableMeta`) meet it.
+//! compaction, recovery, an ingest), or a run of them cut at a target size, and opening one
+//! the manifest names. The table format itself is `crate::table`'s; this is where the
+//! engine's options, file names and the manifest's record of a table (`TableMeta`) meet it.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::DbInner;
@@ -24,9 +25,108 @@ impl DbInner {
     pub(crate) fn write_table(
         &self,
         number: u64,
-        iter: &mut dyn InternalIterator,
+        iter: &mut dyn EntryStream,
     ) -> Result<Option<TableMeta>> {
         write_table(self.fs.as_ref(), &self.dir, table_options(&self.opts), number, iter)
+    }
+
+    /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
+    /// splitting one user key's versions), in key order. If any table fails, the tables
+    /// already written are removed too: nothing refers to them yet, and an ingest that fails
+    /// must leave no file behind (a compaction's would only be removed at the next open).
+    pub(crate) fn write_tables(&self, iter: &mut dyn EntryStream) -> Result<Vec<TableMeta>> {
+        let mut outputs: Vec<TableMeta> = Vec::new();
+        let result = (|| {
+            while iter.valid() {
+                let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
+                let mut part = SizeLimited::new(iter, self.opts.target_table_bytes);
+                if let Some(meta) = self.write_table(number, &mut part)? {
+                    outputs.push(meta);
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(outputs),
+            Err(e) => {
+                self.remove_tables(&outputs);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes table files that no version names (outputs of a failed write).
+    pub(crate) fn remove_tables(&self, metas: &[TableMeta]) {
+        for m in metas {
+            // A failed removal leaves an orphan, which the next open removes.
+            let _ = self.fs.remove(&table_path(&self.dir, m.number));
+        }
+    }
+}
+
+/// What writing a table reads: sorted internal-key entries, forward only. Every
+/// [`InternalIterator`] is one; an ingest's source is one without being an `InternalIterator`,
+/// which would make it `Send` and seekable for nothing (the caller's iterator need be
+/// neither: it is read on the caller's thread, once, front to back).
+pub(crate) trait EntryStream {
+    /// True while on an entry.
+    fn valid(&self) -> bool;
+    /// The current entry's internal key. Only called while `valid()`.
+    fn key(&self) -> &[u8];
+    /// The current entry's value. Only called while `valid()`.
+    fn value(&self) -> &[u8];
+    /// Advances to the next entry.
+    fn next(&mut self) -> Result<()>;
+}
+
+impl<I: InternalIterator + ?Sized> EntryStream for I {
+    fn valid(&self) -> bool {
+        InternalIterator::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        InternalIterator::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        InternalIterator::value(self)
+    }
+    fn next(&mut self) -> Result<()> {
+        InternalIterator::next(self)
+    }
+}
+
+/// Passes entries through until about `budget` bytes have gone by, then stops at the next
+/// change of user key, so one key's versions never straddle two tables (a sorted level's
+/// tables must not overlap).
+struct SizeLimited<'a, I: EntryStream + ?Sized> {
+    inner: &'a mut I,
+    budget: u64,
+    spent: u64,
+    last_user_key: Vec<u8>,
+}
+
+impl<'a, I: EntryStream + ?Sized> SizeLimited<'a, I> {
+    fn new(inner: &'a mut I, budget: u64) -> Self {
+        SizeLimited { inner, budget, spent: 0, last_user_key: Vec::new() }
+    }
+}
+
+impl<I: EntryStream + ?Sized> EntryStream for SizeLimited<'_, I> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+            && (self.spent < self.budget
+                || key::user_key(self.inner.key()) == self.last_user_key.as_slice())
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        self.spent += (self.inner.key().len() + self.inner.value().len()) as u64;
+        self.last_user_key.clear();
+        self.last_user_key.extend_from_slice(key::user_key(self.inner.key()));
+        self.inner.next()
     }
 }
 
@@ -85,7 +185,7 @@ pub(crate) fn write_table(
     dir: &Path,
     table_options: TableOptions,
     number: u64,
-    iter: &mut dyn InternalIterator,
+    iter: &mut dyn EntryStream,
 ) -> Result<Option<TableMeta>> {
     let path = table_path(dir, number);
     let written = build_table(fs, &path, table_options, number, iter);
@@ -101,7 +201,7 @@ fn build_table(
     path: &Path,
     table_options: TableOptions,
     number: u64,
-    iter: &mut dyn InternalIterator,
+    iter: &mut dyn EntryStream,
 ) -> Result<Option<TableMeta>> {
     let mut builder = TableBuilder::new(fs.create(path)?, table_options);
     let mut smallest: Option<Vec<u8>> = None;

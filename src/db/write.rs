@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite};
 use crate::filename::wal_path;
+use crate::key::SeqNo;
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::{Error, Result, WriteBatch};
@@ -95,8 +96,9 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     let mut need_sync = false;
     for w in &queue.pending {
         // A memtable switch request leads its own group so it applies to exactly the writes
-        // before it.
-        if !group.is_empty() && (w.force_switch || bytes + w.bytes > MAX_GROUP_BYTES) {
+        // before it; an exclusive task leads alone, and the writers behind it wait for it.
+        if !group.is_empty() && (w.force_switch || w.exclusive || bytes + w.bytes > MAX_GROUP_BYTES)
+        {
             break;
         }
         bytes += w.bytes;
@@ -197,6 +199,97 @@ fn write_group(
     inner.counters.user_bytes_written.add(user_bytes);
     inner.visible_seq.store(seq - 1, Ordering::Release);
     Ok(())
+}
+
+/// The leadership of the write queue held with no group, by [`exclusive`]: while it lives no
+/// write is logged, sequenced or applied, and its methods do what otherwise only a leader
+/// does.
+pub(crate) struct Exclusive<'a> {
+    inner: &'a DbInner,
+}
+
+/// Runs `task` as the write leader with no group: it waits for the writes queued before it,
+/// and the writes queued after it wait until `task` returns, then proceed as usual. Reads and
+/// background work go on meanwhile.
+pub(crate) fn exclusive<T>(
+    inner: &DbInner,
+    task: impl FnOnce(&Exclusive<'_>) -> Result<T>,
+) -> Result<T> {
+    let me = Arc::new(PendingWrite { exclusive: true, ..PendingWrite::default() });
+    let mut queue = lock(&inner.write_queue);
+    queue.pending.push_back(me.clone());
+    // No leader groups an exclusive entry, so nobody hands it a result: it only waits to
+    // reach the head.
+    while !Arc::ptr_eq(&queue.pending[0], &me) {
+        queue = inner.write_cv.wait(queue).unwrap_or_else(|p| p.into_inner());
+    }
+    drop(queue);
+    // Stepping down happens even if `task` panics, or every later writer would wait forever.
+    struct StepDown<'a>(&'a DbInner);
+    impl Drop for StepDown<'_> {
+        fn drop(&mut self) {
+            let mut queue = lock(&self.0.write_queue);
+            queue.pending.pop_front();
+            if !queue.pending.is_empty() {
+                self.0.write_cv.notify_all();
+            }
+        }
+    }
+    let _step_down = StepDown(inner);
+    inner.check_bg_error()?;
+    inner.check_open()?;
+    task(&Exclusive { inner })
+}
+
+impl Exclusive<'_> {
+    /// The last sequence number assigned; the next write would take the one after it.
+    pub(crate) fn last_seq(&self) -> SeqNo {
+        lock(&self.inner.wal).last_seq
+    }
+
+    /// Makes everything written so far durable in tables, as `Db::flush` does from outside
+    /// the queue: switches the memtable if it holds anything and waits until every immutable
+    /// memtable is flushed. No writer can refill the memtable meanwhile, so afterwards it is
+    /// empty and the current WAL segment holds nothing but its header. (Flushes run on the
+    /// flush thread, which never waits for the write queue, so waiting here cannot
+    /// deadlock.)
+    pub(crate) fn flush_memtables(&self) -> Result<()> {
+        make_room(self.inner, true)?;
+        super::flush::wait_for_flushes(self.inner)
+    }
+
+    /// After a manifest edit that recorded `last_seq` and, as its log number, the freshly
+    /// reserved `number`: starts WAL segment `number` with the header `last_seq + 1`, makes it
+    /// the one writes go to, continues sequencing after `last_seq`, and deletes the previous
+    /// segment. Only for a moment when the memtable is empty, so the previous segment holds
+    /// nothing but its header.
+    ///
+    /// Any failure here must stop the database (the caller records it): the manifest already
+    /// retired the previous segment, so a write appended to it would be ignored by recovery.
+    pub(crate) fn restart_wal(&self, number: u64, last_seq: SeqNo) -> Result<()> {
+        let inner = self.inner;
+        let mut wal = lock(&inner.wal);
+        // As in `switch_memtable`: after `close` cleared the writer, no new segment may appear.
+        if wal.writer.is_none() {
+            return Err(Error::Closed);
+        }
+        let file = inner.fs.create(&wal_path(&inner.dir, number))?;
+        let writer = start_wal_segment(file, last_seq + 1)?;
+        inner.fs.sync_dir(&inner.dir)?;
+        let previous = std::mem::replace(&mut wal.number, number);
+        wal.writer = Some(writer);
+        wal.last_seq = last_seq;
+        drop(wal);
+        // The next flush records the active memtable's segment as the log number.
+        inner.swap_state(|cur| DbState {
+            mem: Mem { table: cur.mem.table.clone(), wal_number: number },
+            imm: cur.imm.clone(),
+            version: cur.version.clone(),
+        });
+        // A failed removal leaves a segment below the log number, which the next open removes.
+        let _ = inner.fs.remove(&wal_path(&inner.dir, previous));
+        Ok(())
+    }
 }
 
 /// Ensures the memtable has room, switching to a new one when it is full (or `force`), and

@@ -858,3 +858,22 @@ fn verify_survives_damage_behind_valid_checksums() {
     }
     assert!(found > 75, "only {found} of 150 structural damages were found");
 }
+
+#[test]
+fn verify_accepts_a_database_after_ingests() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = build_db(dir.path());
+    // Over the existing keys (onto L0) and beyond them (onto the last level), then a write in
+    // the WAL segment the ingest started.
+    db.ingest((0..3300).step_by(2).map(|i| (key(i), value(i, 9)))).unwrap();
+    db.ingest((10_000..12_000).map(|i| (key(i), value(i, 9)))).unwrap();
+    db.put(key(5), b"after").unwrap();
+    let levels = db.stats().tables_per_level;
+    assert!(levels[0] >= 3 && levels[levels.len() - 1] > 0, "{levels:?}");
+    let p = s(dir.path());
+    let (code, out, err) = tool(&["verify", p]);
+    assert_eq!(code, 0, "verify beside the open handle: {out}{err}");
+    db.close().unwrap();
+    let (code, out, err) = tool(&["verify", p]);
+    assert_eq!(code, 0, "verify after close: {out}{err}");
+}

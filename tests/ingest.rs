@@ -1,0 +1,625 @@
+//! `Db::ingest`: bulk loads of sorted entries straight into tables. The level each ingest
+//! lands on, its place in the sequence history (snapshots, later writes, compaction), reopen,
+//! refused input, a model run mixing ingests with every other operation, and writers and
+//! readers around an ingest. Crash safety under injected faults is in `tests/faults.rs`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bloomkv::{Db, Error, Options, WriteOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(k: u32) -> Vec<u8> {
+    format!("key{k:06}").into_bytes()
+}
+
+/// Values name their key and the step that wrote them, so a stale value cannot pass.
+fn value(k: u32, step: u64) -> Vec<u8> {
+    let mut v = format!("k{k}-s{step}-").into_bytes();
+    v.resize(v.len() + (step as usize * 7 + k as usize) % 120, b'.');
+    v
+}
+
+/// Small tables and levels, so that a few thousand entries spread over several levels.
+fn options() -> Options {
+    Options::default()
+        .memtable_bytes(8 << 10)
+        .block_bytes(256)
+        .target_table_bytes(4 << 10)
+        .level_base_bytes(16 << 10)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(4)
+        .l0_stop_trigger(6)
+}
+
+/// Options under which nothing happens in the background unless asked (no memtable fills
+/// up, L0 never reaches its trigger), so a test decides exactly where tables lie.
+fn still() -> Options {
+    Options::default()
+        .memtable_bytes(64 << 20)
+        .block_bytes(256)
+        .target_table_bytes(4 << 10)
+        .l0_compaction_trigger(100)
+        .l0_slowdown_trigger(200)
+        .l0_stop_trigger(300)
+}
+
+fn scan_all(db: &Db) -> Model {
+    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
+}
+
+fn entries(model: &Model) -> Vec<(Vec<u8>, Vec<u8>)> {
+    model.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The `.sst` files in `dir`, sorted.
+fn table_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The level of every table whose number is not in `before`: where the last ingest went.
+fn new_table_levels(db: &Db, before: &[u64]) -> Vec<usize> {
+    db.tables().into_iter().filter(|t| !before.contains(&t.number)).map(|t| t.level).collect()
+}
+
+fn table_numbers(db: &Db) -> Vec<u64> {
+    db.tables().into_iter().map(|t| t.number).collect()
+}
+
+/// Ingests `range` of keys (every `step`-th) with values of `step_id`; returns the entries.
+fn ingest_range(db: &Db, keys: std::ops::Range<u32>, step: usize, step_id: u64) -> Model {
+    let m: Model = keys.step_by(step).map(|k| (key(k), value(k, step_id))).collect();
+    assert_eq!(db.ingest(entries(&m)).unwrap(), m.len() as u64);
+    m
+}
+
+#[test]
+fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    let last = db.stats().tables_per_level.len() - 1;
+    let mut model = Model::new();
+
+    // An empty tree: the last level, where compaction will never touch the tables again.
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 0..1000, 1, 1));
+    let levels = new_table_levels(&db, &before);
+    assert!(levels.len() > 1, "{levels:?}: 4 KiB tables, so an ingest writes several");
+    assert!(levels.iter().all(|&l| l == last), "{levels:?}");
+
+    // A disjoint range fits between the tables already there.
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 2000..2500, 1, 2));
+    assert!(new_table_levels(&db, &before).iter().all(|&l| l == last));
+
+    // Overlapping the last level: the level above it.
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 500..700, 3, 3));
+    assert!(new_table_levels(&db, &before).iter().all(|&l| l == last - 1));
+
+    // Overlapping that one too: one more level up.
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 600..620, 1, 4));
+    assert!(new_table_levels(&db, &before).iter().all(|&l| l == last - 2));
+
+    // Overlapping only the memtable: it is flushed to L0 first, and the ingest goes to L0,
+    // above the older writes.
+    db.put(key(5000), value(5000, 5)).unwrap();
+    db.put(key(5002), value(5002, 5)).unwrap();
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 5000..5003, 1, 6));
+    let added = db.tables().into_iter().filter(|t| !before.contains(&t.number)).count();
+    assert_eq!(added, 2, "the flushed memtable and the ingest's table");
+    assert!(new_table_levels(&db, &before).iter().all(|&l| l == 0));
+    assert_eq!(db.stats().tables_per_level[0], 2);
+
+    // Keys below everything, but spanning an L0 table's range: L0 again.
+    let before = table_numbers(&db);
+    model.extend(ingest_range(&db, 4999..5001, 1, 7));
+    assert_eq!(new_table_levels(&db, &before), vec![0]);
+
+    assert_eq!(scan_all(&db), model);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    db.compact().unwrap();
+    assert_eq!(scan_all(&db), model);
+    let s = db.stats();
+    assert_eq!(s.ingests, 6);
+    let ingested: u64 = model.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    assert!(s.ingested_bytes >= ingested, "{} < {ingested}", s.ingested_bytes);
+    assert!(s.ingest_bytes_written > 0);
+    assert!(s.write_amplification() > 0.0);
+}
+
+#[test]
+fn an_empty_ingest_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let seq = db.stats().last_sequence;
+    assert_eq!(db.ingest(Vec::<(Vec<u8>, Vec<u8>)>::new()).unwrap(), 0);
+    let s = db.stats();
+    assert_eq!(s.last_sequence, seq);
+    assert_eq!(s.tables_per_level.iter().sum::<usize>(), 0, "not even a flush");
+    assert_eq!(s.ingests, 0);
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+/// An ingest takes one sequence number after every earlier write; snapshots and iterators
+/// from before it do not see it, and writes after it override it.
+#[test]
+fn an_ingest_is_one_point_in_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    for k in 0..100 {
+        db.put(key(k), value(k, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    let iter = db.range(..);
+    let seq = db.stats().last_sequence;
+    let ingested = ingest_range(&db, 50..150, 1, 1);
+    assert_eq!(db.stats().last_sequence, seq + 1, "one sequence number for the whole ingest");
+
+    let old: Model = (0..100).map(|k| (key(k), value(k, 0))).collect();
+    assert_eq!(snap.get(key(60)).unwrap().as_deref(), Some(&value(60, 0)[..]));
+    assert_eq!(snap.get(key(120)).unwrap(), None);
+    let seen: Model =
+        snap.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap();
+    assert_eq!(seen, old);
+    let seen: Model =
+        iter.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap();
+    assert_eq!(seen, old);
+
+    let mut model = old;
+    model.extend(ingested);
+    assert_eq!(scan_all(&db), model);
+    // A later snapshot does see it.
+    assert_eq!(db.snapshot().get(key(120)).unwrap().as_deref(), Some(&value(120, 1)[..]));
+
+    // Later writes win, in the memtable, after a flush and after compactions merge them with
+    // the ingested tables.
+    db.put(key(60), b"put after").unwrap();
+    db.delete(key(61)).unwrap();
+    model.insert(key(60), b"put after".to_vec());
+    model.remove(&key(61));
+    assert_eq!(scan_all(&db), model);
+    db.flush().unwrap();
+    assert_eq!(scan_all(&db), model);
+    db.compact().unwrap();
+    assert_eq!(scan_all(&db), model);
+    assert_eq!(db.get(key(60)).unwrap().as_deref(), Some(&b"put after"[..]));
+    assert_eq!(db.get(key(61)).unwrap(), None);
+    drop(snap);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert_eq!(scan_all(&db), model);
+}
+
+/// An ingest over keys whose older versions lie deeper in the tree overrides them, and
+/// compacting the two together keeps the ingested versions.
+#[test]
+fn ingested_values_override_older_data_through_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let mut model = Model::new();
+    for k in 0..3000 {
+        db.put(key(k), value(k, 0)).unwrap();
+        model.insert(key(k), value(k, 0));
+    }
+    db.compact().unwrap();
+    for k in (0..3000).step_by(5) {
+        db.delete(key(k)).unwrap();
+        model.remove(&key(k));
+    }
+    // Over tombstones in the memtable and values in the last level.
+    model.extend(ingest_range(&db, 0..3000, 3, 1));
+    assert_eq!(scan_all(&db), model);
+    db.compact().unwrap();
+    assert_eq!(scan_all(&db), model);
+    for k in 0..3000 {
+        assert_eq!(db.get(key(k)).unwrap(), model.get(&key(k)).cloned().map(Into::into), "{k}");
+    }
+}
+
+#[test]
+fn ingest_survives_reopen_and_a_process_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    let mut model = Model::new();
+    db.put(key(1), value(1, 0)).unwrap();
+    model.insert(key(1), value(1, 0));
+    model.extend(ingest_range(&db, 0..500, 2, 1));
+    // Writes continue the sequence after the ingest in the new WAL segment.
+    db.put(key(2), value(2, 2)).unwrap();
+    db.put(key(1000), value(1000, 2)).unwrap();
+    model.insert(key(2), value(2, 2));
+    model.insert(key(1000), value(1000, 2));
+    let seq = db.stats().last_sequence;
+    assert_eq!(seq, 4);
+    let wals: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(wals.len(), 1, "the segment before the ingest is deleted");
+    // The memtable belongs to the new segment (the next flush records it as the log number).
+    assert!(db.stats().wal_bytes > 0);
+
+    // What a process crash leaves: the directory as the OS holds it, no close.
+    let image = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), image.path().join(e.file_name())).unwrap();
+        }
+    }
+    let crashed = Db::open(image.path(), still()).unwrap();
+    assert_eq!(scan_all(&crashed), model);
+    assert_eq!(crashed.stats().last_sequence, seq);
+    drop(crashed);
+
+    db.close().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert_eq!(scan_all(&db), model);
+    assert_eq!(db.stats().last_sequence, seq);
+    model.extend(ingest_range(&db, 100..200, 1, 3));
+    db.put(key(150), value(150, 4)).unwrap();
+    model.insert(key(150), value(150, 4));
+    drop(db);
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert_eq!(scan_all(&db), model);
+    assert_eq!(db.stats().last_sequence, seq + 2);
+}
+
+fn is_invalid<T: std::fmt::Debug>(r: bloomkv::Result<T>) -> bool {
+    matches!(r, Err(Error::InvalidArgument(_)))
+}
+
+/// Refused input — out of order, repeated, too large, or a failing source — is refused
+/// whether it shows at the first entry or after several tables were written: the error is
+/// returned, no table file is left, the data is unchanged and the database goes on working.
+#[test]
+fn bad_input_is_refused_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    let mut model = ingest_range(&db, 0..1000, 1, 0);
+    db.put(key(5000), b"in the memtable").unwrap();
+    model.insert(key(5000), b"in the memtable".to_vec());
+    let seq = db.stats().last_sequence;
+    let good = |n: u32| (0..n).map(|k| (key(10_000 + k), value(k, 1)));
+    let big_value = vec![0u8; bloomkv::MAX_VALUE_BYTES + 1];
+    let big_key = vec![b'k'; bloomkv::MAX_KEY_BYTES + 1];
+    // At the first entry nothing has happened yet, not even the memtable's flush.
+    let tables = db.stats().tables_per_level;
+    let r = db.ingest([(key(20_000), big_value.clone())]);
+    assert!(matches!(r, Err(Error::ValueTooLarge { .. })), "{r:?}");
+    let r = db.ingest([(big_key.clone(), Vec::new())]);
+    assert!(matches!(r, Err(Error::KeyTooLarge { .. })), "{r:?}");
+    let r = db.try_ingest([Err::<(&[u8], &[u8]), _>(Error::InvalidArgument("no".into()))]);
+    assert!(is_invalid(r));
+    assert_eq!(db.stats().tables_per_level, tables);
+    // Later: the second entry, and far more than one 4 KiB table's worth in.
+    for at in [1u32, 800] {
+        let before = table_files(dir.path());
+        let then = |bad: (Vec<u8>, Vec<u8>)| good(at).chain(std::iter::once(bad));
+        let last_good = key(10_000 + at - 1);
+        // The ingest's own check, naming the entry, not only the table builder's.
+        let r = db.ingest(then((last_good, b"repeat".to_vec())));
+        let n = at + 1;
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains(&format!("entry {n} (\"key01")) && m.contains("repeats")),
+            "{r:?}"
+        );
+        let r = db.ingest(then((key(9_999), b"descending".to_vec())));
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("sorts before")),
+            "{r:?}"
+        );
+        let r = db.ingest(then((key(20_000), big_value.clone())));
+        assert!(matches!(r, Err(Error::ValueTooLarge { .. })), "{at}: {r:?}");
+        let r = db.ingest(then((big_key.clone(), Vec::new())));
+        assert!(matches!(r, Err(Error::KeyTooLarge { .. })), "{at}: {r:?}");
+        let failing = good(at)
+            .map(Ok)
+            .chain(std::iter::once(Err(Error::InvalidArgument("the source failed".into()))));
+        let r = db.try_ingest(failing);
+        assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m == "the source failed"), "{r:?}");
+        // Only the memtable's flush may have added a table.
+        let after = table_files(dir.path());
+        let new: Vec<_> = after.iter().filter(|p| !before.contains(p)).collect();
+        assert!(new.len() <= 1, "{at}: tables left behind: {new:?}");
+        assert_eq!(after.len(), db.stats().tables_per_level.iter().sum::<usize>(), "{at}");
+        assert_eq!(db.stats().last_sequence, seq, "{at}");
+        assert_eq!(scan_all(&db), model, "{at}");
+    }
+    assert_eq!(db.stats().ingests, 1);
+    // Still usable: writes and ingests work.
+    db.put(b"after", b"1").unwrap();
+    model.insert(b"after".to_vec(), b"1".to_vec());
+    model.extend(ingest_range(&db, 20_000..20_100, 1, 2));
+    assert_eq!(scan_all(&db), model);
+    db.close().unwrap();
+    assert_eq!(scan_all(&Db::open(dir.path(), still()).unwrap()), model);
+}
+
+#[test]
+fn a_read_only_handle_refuses_to_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    Db::open(dir.path(), still()).unwrap().close().unwrap();
+    let db = Db::open_read_only(dir.path(), still()).unwrap();
+    assert!(matches!(db.ingest([(b"k", b"v")]), Err(Error::ReadOnly)));
+    assert!(matches!(db.try_ingest([Ok((b"k", b"v"))]), Err(Error::ReadOnly)));
+    let db = Db::open(dir.path(), still()).unwrap();
+    db.close().unwrap();
+    assert!(matches!(db.ingest([(b"k", b"v")]), Err(Error::Closed)));
+}
+
+/// Reads go on while an ingest runs (the ingest's own source reads the database), and a
+/// write that arrives while it runs waits and takes a later sequence number, so it wins.
+#[test]
+fn reads_go_on_and_writes_wait_while_an_ingest_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for k in 0..2000 {
+        db.put(key(k), value(k, 0)).unwrap();
+    }
+    let writer_started = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let mut writer = None;
+        let source = (0..2000u32).map(|k| {
+            // A read from inside the ingest sees the state before it.
+            if k % 100 == 0 {
+                assert_eq!(db.get(key(k)).unwrap().as_deref(), Some(&value(k, 0)[..]));
+            }
+            if k == 1000 {
+                writer = Some(s.spawn(|| {
+                    writer_started.store(true, Ordering::Release);
+                    db.put(key(1500), b"written during the ingest").unwrap();
+                    db.put(key(5000), b"also").unwrap();
+                }));
+            }
+            (key(k), value(k, 1))
+        });
+        assert_eq!(db.ingest(source).unwrap(), 2000);
+        assert!(writer_started.load(Ordering::Acquire));
+    });
+    assert_eq!(db.get(key(1500)).unwrap().as_deref(), Some(&b"written during the ingest"[..]));
+    assert_eq!(db.get(key(1499)).unwrap().as_deref(), Some(&value(1499, 1)[..]));
+    assert_eq!(db.stats().last_sequence, 2000 + 1 + 2);
+}
+
+/// `close` while an ingest runs: the ingest stops with `Error::Closed` — soon, since it looks
+/// at the flag every few thousand entries, or at the latest before it installs anything —
+/// removes its tables, and `close` returns once it has; the database reopens as it was.
+#[test]
+fn close_during_an_ingest_stops_it_and_leaves_nothing_behind() {
+    for total in [100_000u32, 1001] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), still()).unwrap();
+        let before = ingest_range(&db, 0..100, 1, 0);
+        let tables = table_files(dir.path());
+        let pulled = std::cell::Cell::new(0u32);
+        std::thread::scope(|s| {
+            let mut closer = None;
+            let source = (0..total).map(|k| {
+                pulled.set(k + 1);
+                if k == 1000 {
+                    closer = Some(s.spawn(|| db.close()));
+                    // Until `close` has begun (reads then fail with `Closed`).
+                    while db.get(b"x").is_ok() {
+                        std::thread::yield_now();
+                    }
+                }
+                (key(10_000 + k), value(k, 1))
+            });
+            let r = db.ingest(source);
+            assert!(matches!(r, Err(Error::Closed)), "{total}: {r:?}");
+            closer.unwrap().join().unwrap().unwrap();
+        });
+        assert!(pulled.get() < 1000 + 2 * 4096, "the ingest went on: {} entries", pulled.get());
+        assert_eq!(table_files(dir.path()), tables, "{total}");
+        let db = Db::open(dir.path(), still()).unwrap();
+        assert_eq!(scan_all(&db), before, "{total}");
+    }
+}
+
+/// Writers on several threads and repeated ingests of disjoint keys: every write and every
+/// ingest is there once, and no ingest deadlocks with flushes or compactions.
+#[test]
+fn ingests_between_concurrent_writers() {
+    // In memory: the small memtable makes hundreds of flushes, each with its fsyncs.
+    let fs = bloomkv::fs::FaultFs::new();
+    let dir = bloomkv::fs::fault::unique_dir("ingest-writers");
+    let options = || options().file_system(std::sync::Arc::new(fs.clone()));
+    let db = Db::open(&dir, options()).unwrap();
+    const WRITERS: u32 = 3;
+    const PER_WRITER: u32 = 3000;
+    const INGESTS: u32 = 20;
+    std::thread::scope(|s| {
+        for t in 0..WRITERS {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..PER_WRITER {
+                    let k = 100_000 * (t + 1) + i;
+                    db.put(key(k), value(k, 0)).unwrap();
+                }
+            });
+        }
+        for n in 0..INGESTS {
+            let m: Model =
+                (0..200).map(|i| (key(n * 1000 + i * 3), value(i, u64::from(n)))).collect();
+            db.ingest(entries(&m)).unwrap();
+        }
+    });
+    let s = db.stats();
+    assert_eq!(s.last_sequence, u64::from(WRITERS * PER_WRITER + INGESTS));
+    let all = scan_all(&db);
+    assert_eq!(all.len() as u32, WRITERS * PER_WRITER + INGESTS * 200);
+    db.close().unwrap();
+    assert_eq!(scan_all(&Db::open(&dir, options()).unwrap()), all);
+}
+
+#[test]
+fn verify_accepts_a_database_after_ingests() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for k in 0..1500 {
+        db.put(key(k), value(k, 0)).unwrap();
+    }
+    ingest_range(&db, 0..3000, 2, 1);
+    ingest_range(&db, 10_000..12_000, 1, 2);
+    db.put(key(7), b"after").unwrap();
+    db.close().unwrap();
+    let report = bloomkv::check::database(std::sync::Arc::new(bloomkv::fs::StdFs), dir.path());
+    assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);
+}
+
+// ---------------------------------------------------------------------------------------
+// The model run.
+
+#[derive(Debug, Default)]
+struct Coverage {
+    ingests: u64,
+    on_l0: u64,
+    deeper: u64,
+    over_memtable: u64,
+}
+
+/// Random puts, deletes, batches, ingests (of fresh ranges and of ranges over the memtable,
+/// L0 and deeper levels), flushes, compactions, snapshots and reopens, checked against a
+/// `BTreeMap` throughout.
+/// In memory (`FaultFs` without faults): the run fsyncs thousands of times.
+fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fs = bloomkv::fs::FaultFs::new();
+    let dir = bloomkv::fs::fault::unique_dir("ingest-model");
+    let options = || options().file_system(std::sync::Arc::new(fs.clone()));
+    let mut db = Some(Db::open(&dir, options()).unwrap());
+    let mut model = Model::new();
+    let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
+    let mut fresh = 50_000u32;
+    for step in 0..steps {
+        let d = db.as_ref().unwrap();
+        match rng.gen_range(0..100) {
+            0..=44 => {
+                let k = rng.gen_range(0..4000);
+                d.put(key(k), value(k, step)).unwrap();
+                model.insert(key(k), value(k, step));
+            }
+            45..=54 => {
+                let k = rng.gen_range(0..4000);
+                d.delete(key(k)).unwrap();
+                model.remove(&key(k));
+            }
+            55..=59 => {
+                let mut b = bloomkv::WriteBatch::new();
+                for _ in 0..rng.gen_range(1..6) {
+                    let k = rng.gen_range(0..4000);
+                    b.put(key(k), value(k, step));
+                    model.insert(key(k), value(k, step));
+                }
+                d.write(&b, &WriteOptions::new()).unwrap();
+            }
+            60..=69 => {
+                // Over existing keys (anywhere in the tree or the memtable), or fresh ones.
+                let (lo, len) = if rng.gen_bool(0.25) {
+                    fresh += 1000;
+                    (fresh, rng.gen_range(1..600))
+                } else {
+                    (rng.gen_range(0..4000), rng.gen_range(1..800))
+                };
+                let stride = rng.gen_range(1..4);
+                let memtable_overlaps = model.range(key(lo)..key(lo + len)).next().is_some()
+                    && d.stats().memtable_bytes > 0;
+                let before = table_numbers(d);
+                let m: Model =
+                    (lo..lo + len).step_by(stride).map(|k| (key(k), value(k, step))).collect();
+                assert_eq!(d.ingest(entries(&m)).unwrap(), m.len() as u64);
+                model.extend(m);
+                cov.ingests += 1;
+                cov.over_memtable += u64::from(memtable_overlaps);
+                let levels = new_table_levels(d, &before);
+                // Compactions may have run meanwhile; the ingest's own tables share one level.
+                if levels.contains(&0) {
+                    cov.on_l0 += 1;
+                } else {
+                    cov.deeper += 1;
+                }
+                for _ in 0..5 {
+                    let k = rng.gen_range(lo..lo + len);
+                    assert_eq!(
+                        d.get(key(k)).unwrap().map(|v| v.to_vec()),
+                        model.get(&key(k)).cloned()
+                    );
+                }
+            }
+            70..=84 => {
+                let k = rng.gen_range(0..4000);
+                assert_eq!(
+                    d.get(key(k)).unwrap().map(|v| v.to_vec()),
+                    model.get(&key(k)).cloned(),
+                    "seed {seed} step {step} get {k}"
+                );
+            }
+            85..=87 => {
+                let (a, b) = (rng.gen_range(0..4000), rng.gen_range(0..4000));
+                let (lo, hi) = (key(a.min(b)), key(a.max(b)));
+                let got: Model = d
+                    .range(lo.clone()..hi.clone())
+                    .map(|r| r.map(|(k, v)| (k, v.to_vec())))
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                let want: Model =
+                    model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(got, want, "seed {seed} step {step} range");
+            }
+            88..=89 => snap = Some((d.snapshot(), model.clone())),
+            90..=91 => {
+                if let Some((s, m)) = &snap {
+                    let got: Model = s
+                        .range(..)
+                        .map(|r| r.map(|(k, v)| (k, v.to_vec())))
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                    assert!(got == *m, "seed {seed} step {step}: snapshot changed");
+                }
+            }
+            92..=94 => d.flush().unwrap(),
+            95..=96 => d.compact().unwrap(),
+            _ => {
+                snap = None;
+                db.take().unwrap().close().unwrap();
+                db = Some(Db::open(&dir, options()).unwrap());
+            }
+        }
+    }
+    let d = db.take().unwrap();
+    assert_eq!(scan_all(&d), model, "seed {seed}: final scan");
+    drop(snap);
+    d.close().unwrap();
+    let d = Db::open(&dir, options()).unwrap();
+    assert_eq!(scan_all(&d), model, "seed {seed}: after reopen");
+    let report = bloomkv::check::database(std::sync::Arc::new(fs.clone()), &dir);
+    assert!(report.problems.is_empty(), "seed {seed}: {:?}", report.problems);
+}
+
+#[test]
+fn ingests_mixed_with_every_operation_match_a_btreemap() {
+    let mut cov = Coverage::default();
+    for seed in 0..4 {
+        model_run(seed, 1500, &mut cov);
+    }
+    eprintln!("{cov:?}");
+    assert!(cov.ingests > 300, "{cov:?}");
+    assert!(cov.on_l0 > 20 && cov.deeper > 20 && cov.over_memtable > 20, "{cov:?}");
+}
