@@ -188,3 +188,114 @@ fn bad_arguments_are_refused() {
         .failure();
     Command::cargo_bin("bloomkv").unwrap().args(["bench", "--sweep", "4,x"]).assert().failure();
 }
+
+fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .current_dir(dir)
+        .arg("bench")
+        .args(args)
+        .args(["--json", "out.json", "--quiet"])
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(dir.join("out.json")).unwrap()).unwrap()
+}
+
+fn scan(path: &std::path::Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let db = bloomkv::Db::open_read_only(path, bloomkv::Options::default()).unwrap();
+    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
+}
+
+/// `--load ingest` builds each database with one `Db::ingest` of the data the fill writes:
+/// the same keys and values, the same layered tree for the reads, and every read check
+/// passes; `fillrandom`, asked for, runs on a database of its own.
+#[test]
+fn ingest_load_gives_the_reads_the_same_data_and_tree_as_the_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = ["--keys", "20000", "--reads", "3000", "--sweep", "4,10", "--policies"];
+    let workloads = "fillrandom,readrandom,readmissing,seekrandom";
+    let fill_dbs = dir.path().join("fill");
+    let fill = run_json(
+        dir.path(),
+        &[
+            &common[..],
+            &["blocked,none", "--workloads", workloads, "--dir", fill_dbs.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let ingest_dbs = dir.path().join("ingest");
+    let ingest = run_json(
+        dir.path(),
+        &[
+            &common[..],
+            &["blocked,none", "--workloads", workloads, "--load", "ingest", "--plot", "out.svg"],
+            &["--dir", ingest_dbs.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(fill["config"]["load"], "fill");
+    assert_eq!(ingest["config"]["load"], "ingest");
+    for p in ["blocked", "none"] {
+        let path = |base: &std::path::Path, load: &str| base.join(format!("{load}-{p}"));
+        let data = scan(&path(&ingest_dbs, "ingest"));
+        assert_eq!(data.len(), 20000);
+        assert!(data == scan(&path(&fill_dbs, "fillrandom")), "{p}: different data");
+    }
+    let (fs, is) = (fill["shapes"].as_array().unwrap(), ingest["shapes"].as_array().unwrap());
+    assert_eq!(fs.len(), 2);
+    for (f_shape, i_shape) in fs.iter().zip(is) {
+        assert_eq!(i_shape["load"], "ingest");
+        assert!(f(&i_shape["load_seconds"]) > 0.0 && f(&i_shape["load_mib_per_sec"]) > 0.0);
+        assert_eq!(i_shape["load_bytes"], 20000 * 116);
+        // Each byte written once into a table (filters and indexes add a little).
+        assert!(f(&i_shape["write_amplification"]) < 1.2, "{i_shape}");
+        // Three L0 tables over one sorted level, whichever way the data came.
+        let levels = |s: &Value| -> Vec<u64> {
+            s["tables_per_level"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+        };
+        let (fl, il) = (levels(f_shape), levels(i_shape));
+        assert_eq!((fl[0], il[0]), (3, 3));
+        assert_eq!(fl[1..].iter().filter(|&&n| n > 0).count(), 1, "{fl:?}");
+        assert_eq!(il[1..].iter().filter(|&&n| n > 0).count(), 1, "{il:?}");
+    }
+    let (fr, ir) = (fill["results"].as_array().unwrap(), ingest["results"].as_array().unwrap());
+    assert_eq!(fr.len(), ir.len());
+    for p in ["blocked", "none"] {
+        assert_eq!(row(ir, "fillrandom", p)["ops"], 20000);
+        let (a, b) = (row(fr, "readmissing", p), row(ir, "readmissing", p));
+        assert_eq!(f(&a["per_op"]["tables_consulted"]), f(&b["per_op"]["tables_consulted"]));
+    }
+    assert!(f(&row(ir, "readmissing", "blocked")["measured_fpr"]) < 0.05);
+    assert_eq!(ingest["sweep"].as_array().unwrap().len(), 2, "blocked at 4 and 10 bits/key");
+    let svg = std::fs::read_to_string(dir.path().join("out.svg")).unwrap();
+    assert!(svg.contains("by ingest") && svg.contains("readmissing"));
+}
+
+/// `--profile large` presets keys, load, workloads and a capped sweep; explicit flags win.
+#[test]
+fn the_large_profile_sets_defaults_that_flags_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = ["--keys", "16000", "--reads", "1000", "--sweep", "10"];
+    let json = run_json(dir.path(), &[&["--profile", "large"][..], &small[..]].concat());
+    let c = &json["config"];
+    assert_eq!(c["profile"], "large");
+    assert_eq!(c["keys"], 16000);
+    assert_eq!(c["load"], "ingest");
+    assert_eq!(c["workloads"], serde_json::json!(["readrandom", "readmissing"]));
+    assert_eq!(c["policies"], serde_json::json!(POLICIES));
+    assert_eq!(c["sweep_keys"], 2000, "an eighth of the keys, at most 1M");
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6);
+    for w in ["readrandom", "readmissing"] {
+        for p in POLICIES {
+            assert!(f(&row(results, w, p)["ops_per_sec"]) > 0.0);
+        }
+    }
+    let overridden = [&["--profile", "large", "--load", "fill"][..], &small[..]].concat();
+    let overridden =
+        [&overridden[..], &["--workloads", "readmissing", "--sweep-keys", "500"]].concat();
+    let c = run_json(dir.path(), &overridden)["config"].clone();
+    assert_eq!((c["load"].as_str(), c["sweep_keys"].as_u64()), (Some("fill"), Some(500)));
+    assert_eq!(c["workloads"], serde_json::json!(["readmissing"]));
+    assert_eq!(c["keys"], 16000);
+}

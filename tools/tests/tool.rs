@@ -868,8 +868,9 @@ fn verify_accepts_a_database_after_ingests() {
     db.ingest((0..3300).step_by(2).map(|i| (key(i), value(i, 9)))).unwrap();
     db.ingest((10_000..12_000).map(|i| (key(i), value(i, 9)))).unwrap();
     db.put(key(5), b"after").unwrap();
+    // (The first ingest's L0 tables may already be compacting into L1.)
     let levels = db.stats().tables_per_level;
-    assert!(levels[0] >= 3 && levels[levels.len() - 1] > 0, "{levels:?}");
+    assert!(levels[levels.len() - 1] > 0, "{levels:?}");
     let p = s(dir.path());
     let (code, out, err) = tool(&["verify", p]);
     assert_eq!(code, 0, "verify beside the open handle: {out}{err}");

@@ -1,10 +1,11 @@
 //! `bloomkv bench`: db_bench-style workloads over databases that differ only in their filter
 //! policy (blocked Bloom, classic Bloom, none), plus a bits-per-key sweep.
 //!
-//! Every policy's database is filled with the same keys in the same random order, flushed,
-//! and then read; per workload × policy the harness reports throughput, latency percentiles
-//! (HDR histograms, merged over threads), and the engine's counters per operation (blocks read,
-//! cache hits, filter checks, tables skipped, measured false-positive rate). Results go to the
+//! Every policy's database gets the same keys and values — filled in the same random order,
+//! or ingested in one `Db::ingest` (`--load ingest`) — is flushed, and then read; per
+//! workload × policy the harness reports throughput, latency percentiles (HDR histograms,
+//! merged over threads), and the engine's counters per operation (blocks read, cache hits,
+//! filter checks, tables skipped, measured false-positive rate). Results go to the
 //! terminal, and optionally to a JSON document (`--json`, see [`report::Report`]) and an SVG
 //! (`--plot`). The layout of both is described in `docs/bench.md`.
 
@@ -165,6 +166,93 @@ pub enum TreeShape {
     AsFilled,
 }
 
+/// How each policy's database (and each sweep database) gets its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Load {
+    /// One `put` per key in random order through the write path: the `fillrandom` workload.
+    Fill,
+    /// One `Db::ingest` of every key in ascending order, each with the value the fill would
+    /// have given it: the same data, written into tables once, without WAL, memtable or
+    /// compaction. Much faster for large runs; the fill's own figures are then not measured.
+    Ingest,
+}
+
+impl Load {
+    fn name(self) -> &'static str {
+        match self {
+            Load::Fill => "fill",
+            Load::Ingest => "ingest",
+        }
+    }
+}
+
+/// A named set of defaults; flags given explicitly override it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// The flags' own defaults: 1M keys filled with `fillrandom`, every workload, the sweep
+    /// at an eighth of the keys.
+    Default,
+    /// Filters far larger than the CPU caches: `--keys 50000000 --load ingest --workloads
+    /// readrandom,readmissing` on all three policies, and the sweep at 1M keys (ingested too).
+    Large,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Large => "large",
+        }
+    }
+}
+
+/// Keys of the large profile: 50M × 116 bytes is about 6 GB per policy.
+const LARGE_KEYS: u64 = 50_000_000;
+
+/// The large profile's cap on the sweep's keys: the false-positive rate does not depend on the
+/// key count, and 16 sweep databases of 6.25M keys would cost more than the main run.
+const LARGE_SWEEP_KEYS: u64 = 1_000_000;
+
+/// The run's parameters once the profile and the explicit flags are combined.
+#[derive(Debug, Clone)]
+struct Plan {
+    profile: Profile,
+    keys: u64,
+    load: Load,
+    workloads: Vec<Workload>,
+    policies: Vec<Policy>,
+    sweep_keys: u64,
+}
+
+impl Plan {
+    fn resolve(args: &Args) -> Plan {
+        let profile = args.profile.unwrap_or(Profile::Default);
+        let large = profile == Profile::Large;
+        let keys = args.keys.unwrap_or(if large { LARGE_KEYS } else { 1_000_000 });
+        let load = args.load.unwrap_or(if large { Load::Ingest } else { Load::Fill });
+        let mut workloads = if !args.workloads.is_empty() {
+            args.workloads.clone()
+        } else if large {
+            vec![Workload::ReadRandom, Workload::ReadMissing]
+        } else {
+            Workload::ALL.to_vec()
+        };
+        workloads.sort();
+        workloads.dedup();
+        let mut policies = if args.policies.is_empty() {
+            vec![Policy::Blocked, Policy::Classic, Policy::None]
+        } else {
+            args.policies.clone()
+        };
+        policies.sort();
+        policies.dedup();
+        let eighth = (keys / 8).max(1);
+        let sweep_keys =
+            args.sweep_keys.unwrap_or(if large { eighth.min(LARGE_SWEEP_KEYS) } else { eighth });
+        Plan { profile, keys, load, workloads, policies, sweep_keys }
+    }
+}
+
 /// Parses `none`, `zstd` or `zstd:LEVEL`.
 fn parse_compression(s: &str) -> Result<Compression, String> {
     match s.split_once(':') {
@@ -199,10 +287,18 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 /// Options of `bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Entries written by each fill (db_bench's default; the whole default run takes about
-    /// a minute on a 2-core VM).
-    #[arg(long, default_value_t = 1_000_000)]
-    keys: u64,
+    /// A preset: `large` is `--keys 50000000 --load ingest --workloads readrandom,readmissing`
+    /// with the sweep at 1M keys; flags given explicitly override it.
+    #[arg(long, value_enum)]
+    profile: Option<Profile>,
+    /// Entries in each policy's database [default: 1000000, db_bench's (the whole default run
+    /// takes about a minute on a 2-core VM); large profile: 50000000].
+    #[arg(long)]
+    keys: Option<u64>,
+    /// How each database gets its entries: `fill` (fillrandom through the write path) or
+    /// `ingest` (one `Db::ingest`, same keys and values) [default: fill; large profile: ingest].
+    #[arg(long, value_enum)]
+    load: Option<Load>,
     /// Bytes per value (keys are always 16 bytes).
     #[arg(long, default_value_t = 100)]
     value_bytes: usize,
@@ -237,7 +333,7 @@ pub struct Args {
     /// Threads running each read workload, sharing one database.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Workloads to run (comma-separated; default all).
+    /// Workloads to run (comma-separated) [default: all; large profile: readrandom,readmissing].
     #[arg(long, value_enum, value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// Filter policies to compare (comma-separated; default all).
@@ -250,8 +346,9 @@ pub struct Args {
     /// Bits-per-key values to sweep (blocked and classic filters, readmissing), or "none".
     #[arg(long, default_value = "2,4,6,8,10,12,16,20", value_parser = parse_sweep)]
     sweep: Sweep,
-    /// Entries in each sweep database (default: an eighth of --keys: the sweep builds 16
-    /// databases, and the false-positive rate does not depend on the key count).
+    /// Entries in each sweep database [default: an eighth of --keys (the sweep builds 16
+    /// databases, and the false-positive rate does not depend on the key count); large
+    /// profile: the same, at most 1000000].
     #[arg(long)]
     sweep_keys: Option<u64>,
     /// Write every figure to this JSON file.
@@ -275,6 +372,7 @@ fn bench_error(msg: impl Into<String>) -> bloomkv::Error {
 /// Everything a phase needs to know about the run.
 struct Ctx<'a> {
     args: &'a Args,
+    plan: &'a Plan,
     base: &'a Path,
     values: ValuePool,
     zipf: Zipfian,
@@ -329,31 +427,24 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let load_average_at_start = std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
-    if args.keys == 0 || args.reads == 0 || args.threads == 0 {
+    let plan = Plan::resolve(args);
+    if plan.keys == 0 || args.reads == 0 || args.threads == 0 {
         return Err(bloomkv::Error::InvalidArgument(
             "--keys, --reads and --threads must be positive".into(),
         ));
     }
+    if plan.load == Load::Ingest && plan.keys.max(plan.sweep_keys) > u64::from(u32::MAX) + 1 {
+        // The ingest maps each key to its fill position in a u32.
+        return Err(bloomkv::Error::InvalidArgument(
+            "--load ingest supports at most 2^32 keys".into(),
+        ));
+    }
     FilterPolicy::BlockedBloom { bits_per_key: args.bits_per_key }.validate()?;
-    let workloads: Vec<Workload> = if args.workloads.is_empty() {
-        Workload::ALL.to_vec()
-    } else {
-        let mut w = args.workloads.clone();
-        w.sort();
-        w.dedup();
-        w
-    };
-    let policies: Vec<Policy> = if args.policies.is_empty() {
-        vec![Policy::Blocked, Policy::Classic, Policy::None]
-    } else {
-        let mut p = args.policies.clone();
-        p.sort();
-        p.dedup();
-        p
-    };
+    let workloads = plan.workloads.clone();
+    let policies = plan.policies.clone();
     let sweep_policies: Vec<Policy> =
         policies.iter().copied().filter(|p| *p != Policy::None).collect();
-    let sweep_keys = args.sweep_keys.unwrap_or((args.keys / 8).max(1));
+    let sweep_keys = plan.sweep_keys;
 
     // The temporary directory (when no --dir) is removed when `_tmp` drops at the end.
     let (_tmp, base) = match &args.dir {
@@ -383,23 +474,26 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         }
     };
 
-    let mut order: Vec<u64> = (0..args.keys).collect();
+    let mut order: Vec<u64> = (0..plan.keys).collect();
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
     let ctx = Ctx {
         args,
+        plan: &plan,
         base: &base,
         values: ValuePool::new(args.value_bytes, args.seed),
-        zipf: Zipfian::new(args.keys, Zipfian::YCSB_THETA),
+        zipf: Zipfian::new(plan.keys, Zipfian::YCSB_THETA),
         order,
         show_progress: !args.quiet && std::io::stdout().is_terminal(),
     };
 
     println!(
-        "bloomkv bench: {} keys × ({} B key + {} B value), {} reads/workload on {} thread(s), \
-         {} bits/key, compression {}, dbs in {} (load average {})",
-        args.keys,
+        "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
+         reads/workload on {} thread(s), {} bits/key, compression {}, dbs in {} (load average {})",
+        plan.profile.name(),
+        plan.keys,
         keys::KEY_BYTES,
         args.value_bytes,
+        plan.load.name(),
         args.reads,
         args.threads,
         args.bits_per_key,
@@ -410,13 +504,20 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
 
     let mut results = Vec::new();
     let mut shapes = Vec::new();
-    let needs_fill = workloads.iter().any(|w| *w == Workload::FillRandom || w.reads_filled_db());
+    let fill_measured_by_load =
+        plan.load == Load::Fill && workloads.contains(&Workload::FillRandom);
+    let needs_load = fill_measured_by_load || workloads.iter().any(|w| w.reads_filled_db());
     for &policy in &policies {
-        if needs_fill {
+        if needs_load {
             run_filled(&ctx, policy, &workloads, &mut results, &mut shapes)?;
         }
+        if workloads.contains(&Workload::FillRandom) && !fill_measured_by_load {
+            // The reads' databases were ingested: fillrandom gets a database of its own.
+            results.push(run_fill_only(&ctx, policy, Workload::FillRandom, &ctx.order)?);
+        }
         if workloads.contains(&Workload::FillSeq) {
-            results.push(run_fillseq(&ctx, policy)?);
+            let order: Vec<u64> = (0..plan.keys).collect();
+            results.push(run_fill_only(&ctx, policy, Workload::FillSeq, &order)?);
         }
     }
     // Present rows in workload order, policies side by side.
@@ -455,7 +556,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let report = Report {
         schema: report::SCHEMA,
         config: report::Config {
-            keys: args.keys,
+            profile: plan.profile.name().to_string(),
+            keys: plan.keys,
+            load: plan.load.name().to_string(),
             key_bytes: keys::KEY_BYTES,
             value_bytes: args.value_bytes,
             bits_per_key: args.bits_per_key,
@@ -507,6 +610,69 @@ fn compression_name(c: Compression) -> String {
 
 fn open(path: &Path, opts: Options) -> bloomkv::Result<Db> {
     Db::open(path, opts)
+}
+
+/// How a database got its entries, and how long it took.
+struct Loaded {
+    /// The fill's timing (`--load fill`); `None` for an ingest, which has no per-entry times.
+    fill: Option<Timed>,
+    seconds: f64,
+    /// Bytes of keys and values loaded.
+    bytes: u64,
+}
+
+/// Loads the keys `order[0..]` as `--load` says: the fill puts key `order[p]` with
+/// `value(p)`; the ingest writes the same keys with the same values, in key order.
+fn load(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<Loaded> {
+    let bytes = order.len() as u64 * (keys::KEY_BYTES + ctx.args.value_bytes) as u64;
+    match ctx.plan.load {
+        Load::Fill => {
+            let t = fill(ctx, db, order, label)?;
+            Ok(Loaded { seconds: t.elapsed.as_secs_f64(), fill: Some(t), bytes })
+        }
+        Load::Ingest => {
+            let seconds = ingest(ctx, db, order, label)?;
+            Ok(Loaded { fill: None, seconds, bytes })
+        }
+    }
+}
+
+/// Ingests the keys of `order` in ascending order, each with the value the fill gives it;
+/// returns the seconds the ingest took.
+fn ingest(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<f64> {
+    // position[i] = p where order[p] = i: the fill writes key i with value(p). A u32 is
+    // enough (the run refuses more than 2^32 keys) and halves this array at 50M keys.
+    let mut position = vec![0u32; order.len()];
+    for (p, &i) in order.iter().enumerate() {
+        position[i as usize] = p as u32;
+    }
+    let pb = ctx.progress(order.len() as u64, label);
+    let start = Instant::now();
+    let entries = position.iter().enumerate().map(|(i, &p)| {
+        if i % (1 << 16) == 0 {
+            pb.set_position(i as u64);
+        }
+        let mut key = [0u8; keys::KEY_BYTES];
+        keys::present_key(i as u64, &mut key);
+        (key, ctx.values.value(u64::from(p)))
+    });
+    let n = db.ingest(entries)?;
+    let seconds = start.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    if n != order.len() as u64 {
+        return Err(bench_error(format!("ingested {n} of {} keys", order.len())));
+    }
+    Ok(seconds)
+}
+
+/// Removes a database the run will not look at again, unless `--dir` asked to keep them: at
+/// 50M keys each policy's database takes about 6 GB.
+fn discard(ctx: &Ctx, dir: &Path) -> bloomkv::Result<()> {
+    if ctx.args.dir.is_none() {
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| bloomkv::Error::io(format!("removing {}", dir.display()), e))?;
+    }
+    Ok(())
 }
 
 /// Inserts the keys `order[0..]` one `put` at a time (db_bench's batch size of 1).
@@ -610,7 +776,8 @@ fn result_row(
     }
 }
 
-/// Builds `policy`'s database with `fillrandom`, flushes it, and runs the read workloads on it.
+/// Builds `policy`'s database (with `fillrandom`, or an ingest of the same data), flushes it,
+/// runs the read workloads on it, and removes it unless `--dir` keeps it.
 fn run_filled(
     ctx: &Ctx,
     policy: Policy,
@@ -620,22 +787,26 @@ fn run_filled(
 ) -> bloomkv::Result<()> {
     let args = ctx.args;
     let bpk = args.bits_per_key;
-    let dir = ctx.base.join(format!("fillrandom-{}", policy.name()));
+    let load_name = match ctx.plan.load {
+        Load::Fill => "fillrandom",
+        Load::Ingest => "ingest",
+    };
+    let dir = ctx.base.join(format!("{load_name}-{}", policy.name()));
     let opts = ctx.options(policy, bpk);
     let mut db = open(&dir, opts.clone())?;
     let before = db.stats();
-    let t = fill(ctx, &db, &ctx.order, format!("fillrandom {}", policy.name()))?;
+    let loaded = load(ctx, &db, &ctx.order, format!("{load_name} {}", policy.name()))?;
     // The reads should see tables, not a memtable holding the newest writes.
     db.flush()?;
     let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    if workloads.contains(&Workload::FillRandom) {
+    let d = measure::delta(&before, &after, ctx.plan.keys);
+    if let (Some(t), true) = (&loaded.fill, workloads.contains(&Workload::FillRandom)) {
         results.push(result_row(
             Workload::FillRandom,
             policy,
             expected_fpr(&db, policy, bpk),
             1,
-            &t,
+            t,
             &before,
             &after,
             &d,
@@ -661,10 +832,14 @@ fn run_filled(
         index_memory_bytes: shaped.index_memory_bytes,
         open_table_files: shaped.open_table_files,
         write_amplification: d.write_amplification,
+        load: ctx.plan.load.name().to_string(),
+        load_seconds: loaded.seconds,
+        load_bytes: loaded.bytes,
+        load_mib_per_sec: loaded.bytes as f64 / (1 << 20) as f64 / loaded.seconds.max(1e-9),
         settle_seconds: settle_start.elapsed().as_secs_f64(),
     });
 
-    let n = args.keys;
+    let n = ctx.plan.keys;
     let seed = args.seed;
     for &workload in workloads.iter().filter(|w| w.reads_filled_db()) {
         if workload.writes() && read_only {
@@ -748,7 +923,9 @@ fn run_filled(
         }
         results.push(row);
     }
-    db.close()
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)
 }
 
 /// Arranges the tree for [`TreeShape::Layered`]: everything compacted into the last level,
@@ -809,7 +986,7 @@ fn read_while_writing(
     seed: u64,
     pb: &ProgressBar,
 ) -> bloomkv::Result<(Timed, (u64, f64))> {
-    let n = ctx.args.keys;
+    let n = ctx.plan.keys;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let writer = s.spawn(|| -> bloomkv::Result<(u64, f64)> {
@@ -834,18 +1011,26 @@ fn read_while_writing(
     })
 }
 
-/// `fillseq`: the keys in ascending order into a fresh database.
-fn run_fillseq(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResult> {
+/// A fill workload on a fresh database of its own, nothing read from it afterwards: `fillseq`
+/// (the keys in ascending order), or `fillrandom` when the reads' databases were ingested.
+fn run_fill_only(
+    ctx: &Ctx,
+    policy: Policy,
+    workload: Workload,
+    order: &[u64],
+) -> bloomkv::Result<WorkloadResult> {
     let bpk = ctx.args.bits_per_key;
-    let db = open(&ctx.base.join(format!("fillseq-{}", policy.name())), ctx.options(policy, bpk))?;
-    let order: Vec<u64> = (0..ctx.args.keys).collect();
+    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
+    let db = open(&dir, ctx.options(policy, bpk))?;
     let before = db.stats();
-    let t = fill(ctx, &db, &order, format!("fillseq {}", policy.name()))?;
+    let t = fill(ctx, &db, order, format!("{} {}", workload.name(), policy.name()))?;
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
     let fpr = expected_fpr(&db, policy, bpk);
     db.close()?;
-    Ok(result_row(Workload::FillSeq, policy, fpr, 1, &t, &before, &after, &d))
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(result_row(workload, policy, fpr, 1, &t, &before, &after, &d))
 }
 
 /// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
@@ -861,7 +1046,8 @@ fn run_sweep_point(
     let db = open(&dir, ctx.options(policy, bits_per_key))?;
     let mut order: Vec<u64> = (0..keys).collect();
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
-    fill(ctx, &db, &order, format!("sweep fill {} {}", policy.name(), bits_per_key))?;
+    let label = format!("sweep {} {} {}", ctx.plan.load.name(), policy.name(), bits_per_key);
+    load(ctx, &db, &order, label)?;
     db.flush()?;
     let db = if args.shape == TreeShape::Layered {
         layer(ctx, &db, &order)?;
@@ -882,11 +1068,8 @@ fn run_sweep_point(
     let d = measure::delta(&before, &after, t.ops);
     let fpr = expected_fpr(&db, policy, bits_per_key);
     db.close()?;
-    if args.dir.is_none() {
-        // Sweep databases are not looked at again; free their disk space early.
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| bloomkv::Error::io(format!("removing {}", dir.display()), e))?;
-    }
+    drop(db);
+    discard(ctx, &dir)?;
     Ok(SweepRow {
         policy: policy.name().to_string(),
         bits_per_key,

@@ -46,10 +46,11 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
     let c = &report.config;
     title.draw(&Text::new(
         format!(
-            "bloomkv bench — {} keys (16 B + {} B), {} bits/key, {} reads/workload, {} thread(s), \
-             {} tree; {} ({} CPUs, L3 {}, load {})",
+            "bloomkv bench — {} keys (16 B + {} B, by {}), {} bits/key, {} reads/workload, {} \
+             thread(s), {} tree; {} ({} CPUs, L3 {}, load {})",
             c.keys,
             c.value_bytes,
+            c.load,
             c.bits_per_key,
             c.reads,
             c.threads,

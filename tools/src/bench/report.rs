@@ -32,8 +32,12 @@ pub struct Report {
 /// The run's parameters.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
-    /// Entries written by each fill.
+    /// `default` or `large` (`--profile`): where the unset flags' values came from.
+    pub profile: String,
+    /// Entries in each policy's database.
     pub keys: u64,
+    /// `fill` or `ingest` (`--load`): how each database got its entries.
+    pub load: String,
     /// Bytes per key (always 16).
     pub key_bytes: usize,
     /// Bytes per value.
@@ -91,7 +95,8 @@ pub struct Machine {
 pub struct Shape {
     /// Filter policy.
     pub policy: String,
-    /// Tables on each level right after `fillrandom` and a flush, L0 first.
+    /// Tables on each level right after the load (`fillrandom`, or the ingest) and a flush, L0
+    /// first.
     pub after_fill_tables_per_level: Vec<usize>,
     /// Tables on each level when the reads start (after `--shape layered` arranged them).
     pub tables_per_level: Vec<usize>,
@@ -103,8 +108,17 @@ pub struct Shape {
     pub index_memory_bytes: u64,
     /// Table files open when the reads start (bounded by `max_open_files`).
     pub open_table_files: u64,
-    /// Bytes written to tables per byte written by users during the fill.
+    /// Bytes written to tables per byte of keys and values loaded, over the load and its
+    /// flush (an ingest writes each byte about once).
     pub write_amplification: f64,
+    /// `fill` or `ingest`.
+    pub load: String,
+    /// Seconds the load took (the whole fill, or the `Db::ingest` call).
+    pub load_seconds: f64,
+    /// Bytes of keys and values loaded.
+    pub load_bytes: u64,
+    /// `load_bytes` in MiB per `load_seconds`.
+    pub load_mib_per_sec: f64,
     /// Seconds spent arranging the tree after the fill (compaction and L0 rewrites; 0 for
     /// `--shape as-filled`). Not part of any workload's figures.
     pub settle_seconds: f64,
@@ -344,11 +358,11 @@ pub fn print_shapes(shapes: &[Shape]) {
         return;
     }
     println!(
-        "LSM shape for the reads (tables per level, L0 first; in brackets: right after the fill):"
+        "LSM shape for the reads (tables per level, L0 first; in brackets: right after the load):"
     );
     for s in shapes {
         println!(
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  open files {}  fill write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -359,6 +373,9 @@ pub fn print_shapes(shapes: &[Shape]) {
             s.filter_memory_bytes as f64 / (1 << 20) as f64,
             s.index_memory_bytes as f64 / (1 << 20) as f64,
             s.open_table_files,
+            s.load,
+            s.load_seconds,
+            s.load_mib_per_sec,
             s.write_amplification
         );
     }
