@@ -754,6 +754,21 @@ fn ingest_entries(over_existing: bool) -> Model {
     keys.map(|k| (key(k), value(k, 99))).collect()
 }
 
+/// Runs the ingest of `entries` once without faults and returns how many calls of each of
+/// `kinds` it made, with the contents before and after it.
+fn ingest_call_counts(kinds: &[OpKind], entries: &Model) -> (Vec<u64>, Model, Model) {
+    let fs = FaultFs::new();
+    let dir = unique_dir("ingest-count");
+    let (db, before) = ingest_setup(&fs, &dir);
+    let counts_before: Vec<u64> = kinds.iter().map(|&k| fs.calls(k)).collect();
+    db.ingest(entries.clone()).unwrap();
+    let counts = kinds.iter().zip(&counts_before).map(|(&k, b)| fs.calls(k) - b).collect();
+    let mut after = before.clone();
+    after.extend(entries.clone());
+    assert_eq!(scan_all(&db).unwrap(), after);
+    (counts, before, after)
+}
+
 /// A power loss at every file-system call an ingest makes — flushing the memtable first,
 /// writing and syncing its tables, the manifest edit, the new WAL segment, the removal of
 /// the old one — leaves a database that opens with all of the ingest or none of it, and all
@@ -773,18 +788,7 @@ fn power_loss_during_an_ingest_keeps_all_or_none_of_it() {
     let mut outcomes = [0usize; 2]; // recovered without / with the ingest
     for over_existing in [true, false] {
         let entries = ingest_entries(over_existing);
-        // A run without faults counts the calls the ingest makes.
-        let fs = FaultFs::new();
-        let dir = unique_dir("ingest-count");
-        let (db, before) = ingest_setup(&fs, &dir);
-        let counts_before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
-        db.ingest(entries.clone()).unwrap();
-        let counts: Vec<u64> =
-            KINDS.iter().zip(&counts_before).map(|(&k, b)| fs.calls(k) - b).collect();
-        let mut after = before.clone();
-        after.extend(entries.clone());
-        assert_eq!(scan_all(&db).unwrap(), after);
-        drop(db);
+        let (counts, before, after) = ingest_call_counts(&KINDS, &entries);
         for (&kind, &count) in KINDS.iter().zip(&counts) {
             for nth in 1..=count {
                 for mode in [CrashMode::DropUnsynced, CrashMode::TornTails { seed: nth }] {
@@ -839,16 +843,7 @@ fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
     let (mut refused, mut stopped) = (0, 0);
     for over_existing in [true, false] {
         let entries = ingest_entries(over_existing);
-        let fs = FaultFs::new();
-        let dir = unique_dir("ingest-count");
-        let (db, before) = ingest_setup(&fs, &dir);
-        let counts_before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
-        db.ingest(entries.clone()).unwrap();
-        let counts: Vec<u64> =
-            KINDS.iter().zip(&counts_before).map(|(&k, b)| fs.calls(k) - b).collect();
-        drop(db);
-        let mut after = before.clone();
-        after.extend(entries.clone());
+        let (counts, before, after) = ingest_call_counts(&KINDS, &entries);
         for (&kind, &count) in KINDS.iter().zip(&counts) {
             for nth in 1..=count {
                 let what = format!("{kind:?} #{nth} over_existing={over_existing}");
