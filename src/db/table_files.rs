@@ -124,8 +124,12 @@ impl<I: EntryStream + ?Sized> EntryStream for SizeLimited<'_, I> {
     }
     fn next(&mut self) -> Result<()> {
         self.spent += (self.inner.key().len() + self.inner.value().len()) as u64;
-        self.last_user_key.clear();
-        self.last_user_key.extend_from_slice(key::user_key(self.inner.key()));
+        // The key is only consulted once the budget is spent: copying it for every entry
+        // before that would cost a copy per entry of every flush and compaction.
+        if self.spent >= self.budget {
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(key::user_key(self.inner.key()));
+        }
         self.inner.next()
     }
 }
