@@ -87,12 +87,14 @@ pub(crate) struct Counters {
     pub ingest_bytes_written: Counter,
 }
 
-/// What one point lookup did, tallied in plain integers while it runs and added to the
-/// shared [`Counters`] once at the end: an atomic add costs tens of cycles, and a lookup that
-/// consults several tables would otherwise pay for a handful per table.
+/// What point lookups did (one `get`, or every key of a `multi_get`), tallied in plain
+/// integers while they run and added to the shared [`Counters`] once at the end: an atomic
+/// add costs tens of cycles, and a lookup that consults several tables would otherwise pay
+/// for a handful per table.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ReadTally {
-    pub memtable_hit: bool,
+    pub lookups: u64,
+    pub memtable_hits: u64,
     pub tables_consulted: u64,
     pub filter_negatives: u64,
     pub filter_false_positives: u64,
@@ -101,12 +103,12 @@ pub(crate) struct ReadTally {
 }
 
 impl Counters {
-    /// Records one finished point lookup.
+    /// Records finished point lookups.
     #[inline]
-    pub(crate) fn record_get(&self, t: &ReadTally) {
+    pub(crate) fn record_gets(&self, t: &ReadTally) {
         let s = stripe();
-        self.gets.add_at(s, 1);
-        self.memtable_hits.add_at(s, u64::from(t.memtable_hit));
+        self.gets.add_at(s, t.lookups);
+        self.memtable_hits.add_at(s, t.memtable_hits);
         self.tables_consulted.add_at(s, t.tables_consulted);
         self.filter_negatives.add_at(s, t.filter_negatives);
         self.filter_false_positives.add_at(s, t.filter_false_positives);
@@ -119,7 +121,7 @@ impl Counters {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Point lookups served (`get` on the database or a snapshot).
+    /// Point lookups served (`get` on the database or a snapshot; each key of a `multi_get`).
     pub gets: u64,
     /// Lookups answered by a memtable without consulting any table.
     pub memtable_hits: u64,

@@ -277,6 +277,28 @@ fn check_damaged(
             }
         }
     }
+    // multi_get over the same keys: all of a call right, or the call fails blaming the file.
+    let keys: Vec<_> = (0..3000).map(key).collect();
+    for chunk in keys.chunks(700) {
+        match db.multi_get(chunk) {
+            Ok(got) => {
+                for (k, v) in chunk.iter().zip(got) {
+                    let ok = v.as_deref() == reference.get(k).map(|v| &v[..])
+                        || matches!(allowed, Allowed::WalPrefix(b)
+                            if v.as_deref() == b.before_wal.get(k).map(|v| &v[..])
+                                || b.wal_writes.iter().any(|(wk, wv)| wk == k && v.as_deref() == wv.as_deref()));
+                    assert!(ok, "{what}: multi_get returned wrong data for {k:?}");
+                }
+            }
+            Err(e) => {
+                assert!(
+                    blames(&e, damaged),
+                    "{what}: multi_get error blames something else: {e:?}"
+                );
+                out.read_errors += 1;
+            }
+        }
+    }
 }
 
 fn damage_copy(

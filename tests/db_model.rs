@@ -13,6 +13,7 @@ enum Op {
     Put(u16, u16),
     Delete(u16),
     Get(u16),
+    MultiGet(Vec<u16>),
     Range(u16, u16),
     Prefix(u8),
     Batch(Vec<(u16, Option<u16>)>),
@@ -42,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
         30 => (k.clone(), any::<u16>()).prop_map(|(k, v)| Op::Put(k, v)),
         8 => k.clone().prop_map(Op::Delete),
         15 => k.clone().prop_map(Op::Get),
+        3 => prop::collection::vec(k.clone(), 0..80).prop_map(Op::MultiGet),
         4 => (k.clone(), k.clone()).prop_map(|(a, b)| Op::Range(a, b)),
         2 => (0u8..37).prop_map(Op::Prefix),
         6 => prop::collection::vec((k.clone(), prop::option::of(any::<u16>())), 1..8).prop_map(Op::Batch),
@@ -112,6 +114,17 @@ fn run(ops: Vec<Op>) -> Work {
                     "get {k}"
                 );
             }
+            Op::MultiGet(ks) => {
+                let keys: Vec<_> = ks.iter().map(|&k| key(k)).collect();
+                let got: Vec<_> = d
+                    .multi_get(&keys)
+                    .unwrap()
+                    .into_iter()
+                    .map(|v| v.map(|v| v.to_vec()))
+                    .collect();
+                let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
+                assert_eq!(got, want, "multi_get {ks:?}");
+            }
             Op::Range(a, b) => {
                 let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
                 let got = scan(d, Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
@@ -170,6 +183,16 @@ fn run(ops: Vec<Op>) -> Work {
                     for k in m.keys().take(20) {
                         assert_eq!(s.get(k).unwrap().map(|v| v.to_vec()).as_ref(), m.get(k));
                     }
+                    // Every tenth key the model ever knew of, present or not at the snapshot.
+                    let keys: Vec<_> = (0..600).step_by(10).map(key).collect();
+                    let got: Vec<_> = s
+                        .multi_get(&keys)
+                        .unwrap()
+                        .into_iter()
+                        .map(|v| v.map(|v| v.to_vec()))
+                        .collect();
+                    let want: Vec<_> = keys.iter().map(|k| m.get(k).cloned()).collect();
+                    assert_eq!(got, want, "snapshot multi_get");
                 }
             }
             Op::Flush => d.flush().unwrap(),
@@ -222,7 +245,8 @@ fn long_sequence_reaches_deeper_levels() {
         .map(|i| match rng.gen_range(0..100) {
             0..=69 => Op::Put(rng.gen_range(0..5000), rng.gen()),
             70..=84 => Op::Delete(rng.gen_range(0..5000)),
-            85..=96 => Op::Get(rng.gen_range(0..5000)),
+            85..=94 => Op::Get(rng.gen_range(0..5000)),
+            95..=96 => Op::MultiGet((0..40).map(|_| rng.gen_range(0..5000)).collect()),
             97 => Op::Snapshot,
             98 => Op::CheckSnapshot,
             _ if i % 7 == 0 => Op::Reopen,

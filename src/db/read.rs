@@ -34,9 +34,9 @@ pub(crate) fn get(
     key: &[u8],
     seq: SeqNo,
 ) -> Result<Option<Value>> {
-    let mut tally = ReadTally::default();
+    let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
     let result = search(state, key, seq, &mut tally, &mut Unobserved);
-    inner.counters.record_get(&tally);
+    inner.counters.record_gets(&tally);
     result
 }
 
@@ -96,7 +96,7 @@ pub(crate) fn search<O: ReadObserver>(
         observer.memtable(i, found.as_ref());
         if let Some(found) = found {
             if answer.is_none() {
-                tally.memtable_hit = true;
+                tally.memtable_hits = 1;
                 answer = Some(match found {
                     MemGet::Found(v) => Some(v),
                     MemGet::Deleted => None,

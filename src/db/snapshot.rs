@@ -64,6 +64,25 @@ impl Snapshot {
         read::get(&self.inner, &self.state, key.as_ref(), self.seq)
     }
 
+    /// The value of each of `keys` as of the snapshot, in the order given: see
+    /// [`crate::Db::multi_get`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "old")?;
+    /// let snap = db.snapshot();
+    /// db.put("k", "new")?;
+    /// let got = snap.multi_get(&["k", "k"])?;
+    /// assert!(got.iter().all(|v| v.as_ref().is_some_and(|v| v.as_ref() == b"old")));
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+        self.inner.check_open()?;
+        self.inner.multi_get(&self.state, keys, self.seq)
+    }
+
     /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]).
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();

@@ -189,20 +189,68 @@ impl Table {
         }
         let handle = self.index.handles[i];
         let (block, block_read, cache_hit) = self.data_block(handle, true)?;
-        let it = block.seek(&target).map_err(|e| e.in_file(&self.path, handle.offset))?;
-        let outcome = if !it.valid() {
-            GetOutcome::Absent
-        } else {
-            let parsed = parse_internal_key(it.key()).ok_or_else(|| {
-                Error::corruption(&self.path, handle.offset, "malformed internal key in block")
-            })?;
-            match (parsed.user_key == user_key, parsed.kind) {
-                (false, _) => GetOutcome::Absent,
-                (true, ValueKind::Put) => GetOutcome::Found(Value::from_bytes(it.value_bytes())),
-                (true, ValueKind::Delete) => GetOutcome::Deleted,
-            }
-        };
+        let outcome = self.search_block(&block, handle, &target, user_key)?;
         Ok(TableGet { outcome, block_read, cache_hit })
+    }
+
+    /// Looks up several user keys at `seq`, calling `each` with every key's outcome in the
+    /// order given. Keys that fall in the same data block one after another share one fetch
+    /// of it (one read, one checksum, one cache lookup): give the keys in ascending order and
+    /// every block any of them needs is fetched once. Only the first key served by a fetch
+    /// reports its `block_read` or `cache_hit`, so the counters add up to real block work.
+    pub fn get_many<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        seq: SeqNo,
+        mut each: impl FnMut(TableGet),
+    ) -> Result<()> {
+        let mut target = Vec::new();
+        let mut current: Option<(usize, Block)> = None;
+        for user_key in keys {
+            target.clear();
+            append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
+            let i = self.index.find(&target);
+            if i == self.index.len() {
+                each(TableGet::without_io(GetOutcome::Absent));
+                continue;
+            }
+            let handle = self.index.handles[i];
+            let (mut block_read, mut cache_hit) = (false, false);
+            let block = match &current {
+                Some((held, block)) if *held == i => block,
+                _ => {
+                    let (block, read, hit) = self.data_block(handle, true)?;
+                    (block_read, cache_hit) = (read, hit);
+                    &current.insert((i, block)).1
+                }
+            };
+            let outcome = self.search_block(block, handle, &target, user_key)?;
+            each(TableGet { outcome, block_read, cache_hit });
+        }
+        Ok(())
+    }
+
+    /// The newest version of `user_key` at or below the sequence number in `target` (its
+    /// seek key) in one data block.
+    fn search_block(
+        &self,
+        block: &Block,
+        handle: BlockHandle,
+        target: &[u8],
+        user_key: &[u8],
+    ) -> Result<GetOutcome> {
+        let it = block.seek(target).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        if !it.valid() {
+            return Ok(GetOutcome::Absent);
+        }
+        let parsed = parse_internal_key(it.key()).ok_or_else(|| {
+            Error::corruption(&self.path, handle.offset, "malformed internal key in block")
+        })?;
+        Ok(match (parsed.user_key == user_key, parsed.kind) {
+            (false, _) => GetOutcome::Absent,
+            (true, ValueKind::Put) => GetOutcome::Found(Value::from_bytes(it.value_bytes())),
+            (true, ValueKind::Delete) => GetOutcome::Deleted,
+        })
     }
 
     /// The data block at `handle`, from the cache when possible: `(block, read, cache hit)`.

@@ -1,0 +1,172 @@
+//! `multi_get`: many point lookups in one call, arranged so that their memory misses overlap
+//! and their shared blocks are fetched once.
+//!
+//! A lone `get` (see `read.rs`) already prefetches its own candidates' filter lines before
+//! probing them, but one key gives the memory system only a few misses to work on at once.
+//! A batch gives it many. The keys are taken in batches of [`BATCH`]; for each batch:
+//!
+//! 1. hash every key once and walk its candidate tables (the same fences as `get`), starting
+//!    the load of every candidate's filter line for the whole batch before any is probed;
+//! 2. search the memtables for every key, while those loads are in flight;
+//! 3. in rounds, move each unanswered key to its next candidate whose filter says "maybe"
+//!    (a key whose candidates are exhausted is absent), then search the tables named in the
+//!    round grouped by table, keys in ascending order, so a data block needed by several keys
+//!    is fetched once. A key the table turns out not to hold (a false positive) goes on to
+//!    its next candidate in the following round.
+//!
+//! Every key therefore visits its candidates in exactly the order `get` would and stops where
+//! `get` would: the answers, and the counters, are those of a loop of `get` at one sequence
+//! number. Most batches need one round; each false positive can add one.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use super::{DbInner, DbState};
+use crate::filter::{hash_key, Filter};
+use crate::key::SeqNo;
+use crate::memtable::MemGet;
+use crate::stats::ReadTally;
+use crate::table::GetOutcome;
+use crate::version::set::TableFile;
+use crate::{Result, Value};
+
+/// Keys whose filter lines are in flight together. Enough that a blocked filter's one miss
+/// per cold table keeps the core's miss buffers (about 20) busy; few enough that a classic
+/// filter's k lines per table, prefetched for the whole batch, still fit in L1 and L2.
+pub(crate) const BATCH: usize = 32;
+
+/// One key of the batch being looked up.
+struct Lookup {
+    hash: u64,
+    /// Its candidates: `candidates[next..end]` are still to be asked.
+    next: usize,
+    end: usize,
+    answer: Option<Option<Value>>,
+}
+
+/// Per-call scratch space, reused by every batch of the call.
+struct Scratch<'s> {
+    candidates: Vec<(&'s Arc<TableFile>, &'s Filter)>,
+    lookups: Vec<Lookup>,
+    /// This round's table searches: (table, index of the key in the batch).
+    searches: Vec<(&'s Arc<TableFile>, usize)>,
+}
+
+impl DbInner {
+    /// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        state: &DbState,
+        keys: &[K],
+        seq: SeqNo,
+    ) -> Result<Vec<Option<Value>>> {
+        let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
+        let result = lookup_all(state, keys, seq, &mut tally);
+        self.counters.record_gets(&tally);
+        result
+    }
+}
+
+fn lookup_all<K: AsRef<[u8]>>(
+    state: &DbState,
+    keys: &[K],
+    seq: SeqNo,
+    tally: &mut ReadTally,
+) -> Result<Vec<Option<Value>>> {
+    let mut out = Vec::with_capacity(keys.len());
+    let mut scratch = Scratch {
+        candidates: Vec::new(),
+        lookups: Vec::with_capacity(BATCH.min(keys.len())),
+        searches: Vec::new(),
+    };
+    for chunk in keys.chunks(BATCH) {
+        batch(state, chunk, seq, &mut scratch, tally)?;
+        out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
+    }
+    Ok(out)
+}
+
+fn batch<'s, K: AsRef<[u8]>>(
+    state: &'s DbState,
+    keys: &[K],
+    seq: SeqNo,
+    s: &mut Scratch<'s>,
+    tally: &mut ReadTally,
+) -> Result<()> {
+    s.candidates.clear();
+    s.lookups.clear();
+    for key in keys {
+        let hash = hash_key(key.as_ref());
+        let start = s.candidates.len();
+        let _ = state.version.for_each_candidate(key.as_ref(), |t, filter| {
+            filter.prefetch(hash);
+            s.candidates.push((t, filter));
+            ControlFlow::<()>::Continue(())
+        });
+        s.lookups.push(Lookup { hash, next: start, end: s.candidates.len(), answer: None });
+    }
+
+    for (lookup, key) in s.lookups.iter_mut().zip(keys) {
+        for mem in std::iter::once(&state.mem).chain(&state.imm) {
+            if mem.table.is_empty() {
+                continue;
+            }
+            if let Some(found) = mem.table.get(key.as_ref(), seq) {
+                tally.memtable_hits += 1;
+                lookup.answer = Some(match found {
+                    MemGet::Found(v) => Some(v),
+                    MemGet::Deleted => None,
+                });
+                break;
+            }
+        }
+    }
+
+    loop {
+        s.searches.clear();
+        for (i, lookup) in s.lookups.iter_mut().enumerate() {
+            if lookup.answer.is_some() {
+                continue;
+            }
+            let mut searching = false;
+            while lookup.next < lookup.end {
+                let (t, filter) = s.candidates[lookup.next];
+                lookup.next += 1;
+                tally.tables_consulted += 1;
+                if filter.may_contain_hash(lookup.hash) {
+                    s.searches.push((t, i));
+                    searching = true;
+                    break;
+                }
+                tally.filter_negatives += 1;
+            }
+            if !searching {
+                // Every candidate asked and none holds the key.
+                lookup.answer = Some(None);
+            }
+        }
+        if s.searches.is_empty() {
+            return Ok(());
+        }
+        s.searches.sort_unstable_by(|(ta, a), (tb, b)| {
+            (ta.table.id(), keys[*a].as_ref()).cmp(&(tb.table.id(), keys[*b].as_ref()))
+        });
+        for group in s.searches.chunk_by(|(a, _), (b, _)| Arc::ptr_eq(a, b)) {
+            let mut members = group.iter().map(|&(_, i)| i);
+            group[0].0.table.get_many(
+                group.iter().map(|&(_, i)| keys[i].as_ref()),
+                seq,
+                |got| {
+                    let i = members.next().expect("one outcome per key searched");
+                    tally.block_reads += u64::from(got.block_read);
+                    tally.block_cache_hits += u64::from(got.cache_hit);
+                    match got.outcome {
+                        GetOutcome::Found(v) => s.lookups[i].answer = Some(Some(v)),
+                        GetOutcome::Deleted => s.lookups[i].answer = Some(None),
+                        GetOutcome::Absent => tally.filter_false_positives += 1,
+                    }
+                },
+            )?;
+        }
+    }
+}
