@@ -6,11 +6,13 @@
 use assert_cmd::Command;
 use serde_json::Value;
 
-const WORKLOADS: [&str; 9] = [
+const WORKLOADS: [&str; 11] = [
     "fillrandom",
     "fillseq",
     "readrandom",
     "readmissing",
+    "multireadrandom",
+    "multireadmissing",
     "readzipfian",
     "seekrandom",
     "readwhilewriting",
@@ -85,6 +87,28 @@ fn full_run_writes_sane_json_and_svg() {
     }
     assert_eq!(f(&none["measured_fpr"]), 1.0);
     assert_eq!(f(&none["filter_memory_bytes"]), 0.0);
+    // multi_get: ops count keys (whole calls of 32), and the engine's counters per key are
+    // the single-key workload's on the same tree.
+    for p in POLICIES {
+        let (single, multi) = (row(results, "readmissing", p), row(results, "multireadmissing", p));
+        assert_eq!(multi["batch"], 32);
+        assert!(single["batch"].is_null());
+        assert_eq!(multi["ops"].as_u64().unwrap() % 32, 0);
+        assert!(multi["ops"].as_u64().unwrap() >= 5000);
+        let per = |r: &Value, k: &str| f(&r["per_op"][k]);
+        // (Different random keys: L0 tables cover slightly different shares of each draw.)
+        let (a, b) = (per(multi, "tables_consulted"), per(single, "tables_consulted"));
+        assert!((a - b).abs() < 0.02 * b, "{p}: tables consulted {a} vs {b}");
+        // Without a filter every table is searched, and keys of one call that share a block
+        // fetch it once; with one, the few false positives rarely share.
+        let (a, b) = (per(multi, "blocks_touched"), per(single, "blocks_touched"));
+        if p == "none" {
+            assert!(a < b, "{p}: blocks/lookup {a} vs {b}");
+        } else {
+            assert!((a - b).abs() <= 0.2 * b + 0.01, "{p}: blocks/lookup {a} vs {b}");
+        }
+        assert_eq!(row(results, "multireadrandom", p)["batch"], 32);
+    }
     assert!(row(results, "readrandom", "blocked")["measured_fpr"].is_number());
     assert!(row(results, "fillrandom", "blocked")["measured_fpr"].is_null());
     assert!(row(results, "readwhilewriting", "none")["writer_ops"].as_u64().unwrap() > 0);
@@ -281,12 +305,13 @@ fn the_large_profile_sets_defaults_that_flags_override() {
     assert_eq!(c["profile"], "large");
     assert_eq!(c["keys"], 16000);
     assert_eq!(c["load"], "ingest");
-    assert_eq!(c["workloads"], serde_json::json!(["readrandom", "readmissing"]));
+    let large = ["readrandom", "readmissing", "multireadrandom", "multireadmissing"];
+    assert_eq!(c["workloads"], serde_json::json!(large));
     assert_eq!(c["policies"], serde_json::json!(POLICIES));
     assert_eq!(c["sweep_keys"], 2000, "an eighth of the keys, at most 1M");
     let results = json["results"].as_array().unwrap();
-    assert_eq!(results.len(), 6);
-    for w in ["readrandom", "readmissing"] {
+    assert_eq!(results.len(), 12);
+    for w in large {
         for p in POLICIES {
             assert!(f(&row(results, w, p)["ops_per_sec"]) > 0.0);
         }

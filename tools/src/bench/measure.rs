@@ -26,6 +26,8 @@ pub struct Worker {
     pub key: [u8; KEY_BYTES],
     /// Operations this thread has completed (also used to vary written values).
     pub done: u64,
+    /// Scratch space for the keys of one `multi_get` call.
+    pub batch: Vec<[u8; KEY_BYTES]>,
 }
 
 /// The outcome of a timed phase.
@@ -86,6 +88,7 @@ where
                             rng: StdRng::seed_from_u64(seed.wrapping_add(t as u64 * 0x9e37_79b9)),
                             key: [0; KEY_BYTES],
                             done: 0,
+                            batch: Vec::new(),
                         };
                         let mut hist = new_histogram();
                         barrier.wait();
@@ -129,6 +132,28 @@ where
         _ => None,
     };
     Ok(Timed { ops: total, elapsed, hist, cpu_seconds })
+}
+
+/// Runs at least `keys` lookups as calls of `batch` keys each, like [`run_timed`] with one
+/// call per operation: the latency histogram holds whole calls, while `ops` counts keys, so
+/// throughput and the per-operation counters are per key.
+pub fn run_batched<F>(
+    threads: usize,
+    keys: u64,
+    batch: u64,
+    seed: u64,
+    progress: &ProgressBar,
+    op: F,
+) -> bloomkv::Result<Timed>
+where
+    F: Fn(&mut Worker) -> bloomkv::Result<()> + Sync,
+{
+    let batch = batch.max(1);
+    let calls = keys.div_ceil(batch);
+    progress.set_length(calls);
+    let mut t = run_timed(threads, calls, seed, progress, op)?;
+    t.ops = calls * batch;
+    Ok(t)
 }
 
 /// What the engine's counters moved by during one phase, divided by its operations.

@@ -46,6 +46,12 @@ pub enum Workload {
     /// Point lookups of absent keys that fall inside tables' key ranges.
     #[value(name = "readmissing")]
     ReadMissing,
+    /// `readrandom` through `Db::multi_get`, `--batch` keys per call.
+    #[value(name = "multireadrandom")]
+    MultiReadRandom,
+    /// `readmissing` through `Db::multi_get`, `--batch` keys per call.
+    #[value(name = "multireadmissing")]
+    MultiReadMissing,
     /// Point lookups of present keys chosen by a zipfian distribution (θ = 0.99).
     #[value(name = "readzipfian")]
     ReadZipfian,
@@ -64,11 +70,13 @@ pub enum Workload {
 }
 
 impl Workload {
-    const ALL: [Workload; 9] = [
+    const ALL: [Workload; 11] = [
         Workload::FillRandom,
         Workload::FillSeq,
         Workload::ReadRandom,
         Workload::ReadMissing,
+        Workload::MultiReadRandom,
+        Workload::MultiReadMissing,
         Workload::ReadZipfian,
         Workload::SeekRandom,
         Workload::ReadWhileWriting,
@@ -82,12 +90,19 @@ impl Workload {
             Workload::FillSeq => "fillseq",
             Workload::ReadRandom => "readrandom",
             Workload::ReadMissing => "readmissing",
+            Workload::MultiReadRandom => "multireadrandom",
+            Workload::MultiReadMissing => "multireadmissing",
             Workload::ReadZipfian => "readzipfian",
             Workload::SeekRandom => "seekrandom",
             Workload::ReadWhileWriting => "readwhilewriting",
             Workload::YcsbA => "ycsb-a",
             Workload::YcsbB => "ycsb-b",
         }
+    }
+
+    /// Workloads that look keys up `--batch` at a time with `multi_get`.
+    fn batched(self) -> bool {
+        matches!(self, Workload::MultiReadRandom | Workload::MultiReadMissing)
     }
 
     /// Workloads that write to the database `fillrandom` built.
@@ -193,7 +208,8 @@ pub enum Profile {
     /// at an eighth of the keys.
     Default,
     /// Filters far larger than the CPU caches: `--keys 50000000 --load ingest --workloads
-    /// readrandom,readmissing` on all three policies, and the sweep at 1M keys (ingested too).
+    /// readrandom,readmissing,multireadrandom,multireadmissing` on all three policies, and the
+    /// sweep at 1M keys (ingested too).
     Large,
 }
 
@@ -205,6 +221,15 @@ impl Profile {
         }
     }
 }
+
+/// The large profile's workloads: point reads of present and absent keys, one at a time and
+/// batched.
+const LARGE_WORKLOADS: [Workload; 4] = [
+    Workload::ReadRandom,
+    Workload::ReadMissing,
+    Workload::MultiReadRandom,
+    Workload::MultiReadMissing,
+];
 
 /// Keys of the large profile: 50M × 116 bytes is about 6 GB per policy.
 const LARGE_KEYS: u64 = 50_000_000;
@@ -233,7 +258,7 @@ impl Plan {
         let mut workloads = if !args.workloads.is_empty() {
             args.workloads.clone()
         } else if large {
-            vec![Workload::ReadRandom, Workload::ReadMissing]
+            LARGE_WORKLOADS.to_vec()
         } else {
             Workload::ALL.to_vec()
         };
@@ -287,8 +312,9 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 /// Options of `bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A preset: `large` is `--keys 50000000 --load ingest --workloads readrandom,readmissing`
-    /// with the sweep at 1M keys; flags given explicitly override it.
+    /// A preset: `large` is `--keys 50000000 --load ingest --workloads
+    /// readrandom,readmissing,multireadrandom,multireadmissing` with the sweep at 1M keys;
+    /// flags given explicitly override it.
     #[arg(long, value_enum)]
     profile: Option<Profile>,
     /// Entries in each policy's database [default: 1000000, db_bench's (the whole default run
@@ -333,12 +359,15 @@ pub struct Args {
     /// Threads running each read workload, sharing one database.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Workloads to run (comma-separated) [default: all; large profile: readrandom,readmissing].
+    /// Workloads to run (comma-separated) [default: all; large profile: readrandom,readmissing,multireadrandom,multireadmissing].
     #[arg(long, value_enum, value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// Filter policies to compare (comma-separated; default all).
     #[arg(long, value_enum, value_delimiter = ',')]
     policies: Vec<Policy>,
+    /// Keys per `multi_get` call in the multiread workloads.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    batch: u64,
     /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
     #[arg(long, default_value_t = 100_000)]
@@ -750,6 +779,7 @@ fn result_row(
         policy: policy.name().to_string(),
         threads,
         ops: t.ops,
+        batch: None,
         seconds: secs,
         ops_per_sec: t.ops as f64 / secs.max(1e-9),
         cpu_seconds: t.cpu_seconds,
@@ -865,6 +895,32 @@ fn run_filled(
                     expect_absent(db.get(w.key)?, &w.key)
                 })?
             }
+            Workload::MultiReadRandom | Workload::MultiReadMissing => {
+                let present = workload == Workload::MultiReadRandom;
+                let batch = args.batch as usize;
+                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
+                    w.batch.clear();
+                    for _ in 0..batch {
+                        let mut key = [0; keys::KEY_BYTES];
+                        let i = w.rng.gen_range(0..n);
+                        if present {
+                            keys::present_key(i, &mut key);
+                        } else {
+                            keys::absent_key(i, &mut key);
+                        }
+                        w.batch.push(key);
+                    }
+                    let got = db.multi_get(&w.batch)?;
+                    for (v, key) in got.into_iter().zip(&w.batch) {
+                        if present {
+                            expect_present(v, key)?;
+                        } else {
+                            expect_absent(v, key)?;
+                        }
+                    }
+                    Ok(())
+                })?
+            }
             Workload::ReadZipfian => {
                 measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
                     keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
@@ -917,6 +973,9 @@ fn run_filled(
             &after,
             &d,
         );
+        if workload.batched() {
+            row.batch = Some(args.batch);
+        }
         if let Some((ops, secs)) = writer {
             row.writer_ops = Some(ops);
             row.writer_ops_per_sec = Some(ops as f64 / secs.max(1e-9));

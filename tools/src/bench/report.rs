@@ -148,8 +148,11 @@ pub struct WorkloadResult {
     pub policy: String,
     /// Threads that ran the measured operations.
     pub threads: usize,
-    /// Measured operations.
+    /// Measured operations (for the multiread workloads: keys looked up).
     pub ops: u64,
+    /// Keys per `multi_get` call in the multiread workloads, whose latency figures time whole
+    /// calls; null for the others.
+    pub batch: Option<u64>,
     /// Wall-clock seconds.
     pub seconds: f64,
     /// Operations per second over all threads.
@@ -323,7 +326,8 @@ pub fn print_results(rows: &[WorkloadResult]) {
         "\nops/cpu-s: operations per CPU-second of the whole process (all its threads);\n\
          blk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
          chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
-         (block counters move only for point lookups, not scans or writes)."
+         (block counters move only for point lookups, not scans or writes);\n\
+         multiread*: an op is one key of a multi_get call, but the latency columns time whole calls."
     );
 }
 
