@@ -13,6 +13,7 @@
 //! immutable value behind an `ArcSwap`: readers load it without taking a lock, and every change
 //! builds a new value and swaps it in while holding `state_lock`.
 
+mod checkpoint;
 mod compaction;
 mod flush;
 mod ingest;
@@ -491,6 +492,30 @@ impl Db {
     /// Iterates over the keys that start with `prefix`, in ascending order.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         self.snapshot().prefix(prefix)
+    }
+
+    /// Writes an openable copy of the database as it is now into `dir` (which must not exist,
+    /// or be an empty directory), while reads and writes go on; returns the sequence number
+    /// the copy holds every write up to. Table files are hard-linked where the file system
+    /// allows (no space is used until the original moves on), copied otherwise; the
+    /// memtables' contents become one more table, so the copy needs no WAL. See
+    /// [`Snapshot::checkpoint`] to copy a given snapshot.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path().join("live"), bloomkv::Options::default())?;
+    /// db.put("k", "v1")?;
+    /// db.checkpoint(dir.path().join("backup"))?;
+    /// db.put("k", "v2")?;
+    /// let copy = bloomkv::Db::open(dir.path().join("backup"), bloomkv::Options::default())?;
+    /// assert_eq!(copy.get("k")?.as_deref(), Some(&b"v1"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<u64> {
+        let snapshot = self.snapshot();
+        snapshot.checkpoint(dir)?;
+        Ok(snapshot.sequence())
     }
 
     /// A consistent read-only view of the database as it is now. It keeps the memtables and

@@ -83,6 +83,17 @@ impl Snapshot {
         self.inner.multi_get(&self.state, keys, self.seq)
     }
 
+    /// Writes an openable copy of the database exactly as this snapshot sees it into `dir`
+    /// (which must not exist, or be an empty directory): see [`crate::Db::checkpoint`].
+    /// Writes made after the snapshot are not in the copy, even those already in the
+    /// memtable. Fails with [`crate::Error::InvalidArgument`] if `dir` has entries; if it
+    /// fails part-way, `dir` is left without a CURRENT file (it does not open) for the caller
+    /// to remove.
+    pub fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.checkpoint(&self.state, self.seq, dir.as_ref())
+    }
+
     /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]).
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();

@@ -68,11 +68,13 @@ pub enum OpKind {
     List,
     /// [`FileSystem::lock`].
     Lock,
+    /// [`FileSystem::hard_link`].
+    Link,
 }
 
 impl OpKind {
     /// Every kind, for tests that pick one at random.
-    pub const ALL: [OpKind; 13] = [
+    pub const ALL: [OpKind; 14] = [
         OpKind::Create,
         OpKind::Open,
         OpKind::ReadAll,
@@ -86,6 +88,7 @@ impl OpKind {
         OpKind::CreateDir,
         OpKind::List,
         OpKind::Lock,
+        OpKind::Link,
     ];
 }
 
@@ -566,6 +569,23 @@ impl FileSystem for FaultFs {
     fn exists(&self, path: &Path) -> bool {
         let s = self.lock();
         s.powered && (s.live.contains_key(path) || s.dirs.contains(path))
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut s = self.lock();
+        s.check(OpKind::Link, to, "linking")?;
+        if !to.parent().is_some_and(|d| s.dirs.contains(d)) {
+            return Err(not_found("linking", to));
+        }
+        let ino = *s.live.get(from).ok_or_else(|| not_found("linking", from))?;
+        if s.live.contains_key(to) {
+            return Err(Error::io(
+                format!("linking {}", to.display()),
+                std::io::ErrorKind::AlreadyExists.into(),
+            ));
+        }
+        s.live.insert(to.to_path_buf(), ino);
+        Ok(())
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {

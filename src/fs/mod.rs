@@ -72,6 +72,13 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Takes an exclusive lock on `path` (created if missing); fails with
     /// [`Error::Locked`] if another handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// Makes `to` a second name for the file `from` (a hard link), failing if `to` exists.
+    /// Like a created file, the new name is durable once its directory is synced. File
+    /// systems without links keep this default, which fails, and callers copy instead.
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        let _ = to;
+        Err(io_err("linking", from, std::io::ErrorKind::Unsupported.into()))
+    }
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -209,6 +216,9 @@ impl FileSystem for StdFs {
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::hard_link(from, to).map_err(|e| io_err("linking", from, e))
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         use fs2::FileExt;

@@ -312,15 +312,12 @@ impl VersionSet {
     /// Starts a new manifest holding the whole of `version`, and points CURRENT at it.
     pub fn write_snapshot(&mut self, version: &Version) -> Result<()> {
         let number = self.new_file_number();
-        let path = manifest_path(&self.dir, number);
-        let mut writer = LogWriter::new(self.fs.create(&path)?);
         let mut edit = VersionEdit::default();
         for (level, t) in version.all_tables() {
             edit.added.push((level, t.meta.clone()));
         }
         self.fill(&mut edit);
-        writer.add_record(&edit.encode())?;
-        writer.sync()?;
+        let writer = create_manifest(self.fs.as_ref(), &self.dir, number, &edit)?;
         set_current(self.fs.as_ref(), &self.dir, number)?;
         let old = self.manifest_number;
         self.manifest = Some(writer);
@@ -347,6 +344,21 @@ impl VersionSet {
         self.last_seq = edit.last_seq.unwrap_or(self.last_seq);
         Ok(())
     }
+}
+
+/// Writes manifest `number` in `dir` with `edit` (which must describe the whole tree: every
+/// table, the log number, next file number and last sequence number) as its first record,
+/// fsynced. CURRENT is left alone: pointing it at the new manifest is the caller's commit.
+pub fn create_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    edit: &VersionEdit,
+) -> Result<LogWriter> {
+    let mut writer = LogWriter::new(fs.create(&manifest_path(dir, number))?);
+    writer.add_record(&edit.encode())?;
+    writer.sync()?;
+    Ok(writer)
 }
 
 /// Points CURRENT at manifest `number`, atomically.

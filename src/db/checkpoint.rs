@@ -1,0 +1,150 @@
+//! Online checkpoints: an openable copy of the database as a snapshot sees it, made while
+//! writes go on.
+//!
+//! A snapshot pins a state (memtables and a version of the tables) and a sequence number S;
+//! every table in that version holds only writes at or below S, and the tables stay on disk
+//! while the snapshot holds them, whatever compactions do meanwhile. The copy is built from
+//! exactly that:
+//!
+//! 1. every table of the version gets a second name in the new directory: a hard link where
+//!    the file system allows (tables are immutable, so sharing the inode is safe and costs
+//!    no space), a copy otherwise;
+//! 2. the memtables' entries at or below S — newest version of each key, tombstones kept —
+//!    are written as one more L0 table, numbered above every linked table so it reads as the
+//!    newest;
+//! 3. a fresh manifest lists those tables with last sequence number S and a log number no
+//!    WAL segment has, so opening the copy replays nothing; CURRENT is written last.
+//!
+//! Why a table from the memtables rather than a prefix of the live WAL: the memtables are the
+//! WAL's contents already parsed, filtering them at S gives a copy that equals the snapshot
+//! exactly (a WAL prefix would hold whatever was written up to the moment of copying), and
+//! nothing needs the write path's lock. Until CURRENT exists the directory does not open; a
+//! checkpoint that fails part-way leaves such a directory behind for the caller to remove.
+
+use std::path::Path;
+
+use super::newest_versions::NewestVersions;
+use super::table_files::{table_options, write_table};
+use super::{DbInner, DbState};
+use crate::filename::table_path;
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo};
+use crate::merge::MergingIterator;
+use crate::version::edit::VersionEdit;
+use crate::version::set::{create_manifest, set_current};
+use crate::{Error, Result};
+
+/// Copies through this many bytes at a time where a table cannot be linked.
+const COPY_CHUNK: usize = 1 << 20;
+
+impl DbInner {
+    /// Writes the checkpoint of `state` at `seq` into `dest`, which must not exist or be an
+    /// empty directory.
+    pub(crate) fn checkpoint(&self, state: &DbState, seq: SeqNo, dest: &Path) -> Result<()> {
+        let fs = self.fs.as_ref();
+        if fs.exists(dest) && !fs.list(dest)?.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} exists and is not empty",
+                dest.display()
+            )));
+        }
+        fs.create_dir_all(dest)?;
+
+        let mut edit = VersionEdit::default();
+        for (level, t) in state.version.all_tables() {
+            let (from, to) =
+                (table_path(&self.dir, t.meta.number), table_path(dest, t.meta.number));
+            link_or_copy(fs, &from, &to, t.meta.file_size)?;
+            edit.added.push((level, t.meta.clone()));
+        }
+
+        let children: Vec<Box<dyn InternalIterator>> = std::iter::once(&state.mem)
+            .chain(&state.imm)
+            .map(|m| Box::new(m.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
+        let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
+        let mut newest = NewestVersions::new(visible, Box::new(|_| false));
+        newest.seek_to_first()?;
+        let number = self.file_numbers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(meta) = write_table(fs, dest, table_options(&self.opts), number, &mut newest)? {
+            edit.added.push((0, meta));
+        }
+
+        let manifest = number + 1;
+        // The copy has no WAL segment, so none at or above the log number: nothing is replayed.
+        edit.log_number = Some(number + 2);
+        edit.next_file_number = Some(number + 3);
+        edit.last_seq = Some(seq);
+        drop(create_manifest(fs, dest, manifest, &edit)?);
+        // Makes the tables' names and the manifest durable, then commits with CURRENT.
+        fs.sync_dir(dest)?;
+        set_current(fs, dest, manifest)
+    }
+}
+
+/// A second name for table `from` at `to`: a hard link, or a copy checked against the size
+/// the manifest recorded.
+fn link_or_copy(fs: &dyn crate::fs::FileSystem, from: &Path, to: &Path, size: u64) -> Result<()> {
+    if fs.hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    let src = fs.open(from)?;
+    if src.size() != size {
+        return Err(Error::corruption(
+            from,
+            src.size(),
+            format!("table is {} bytes but the manifest recorded {size}", src.size()),
+        ));
+    }
+    let mut out = fs.create(to)?;
+    let mut buf = vec![0u8; COPY_CHUNK.min(size as usize)];
+    let mut offset = 0;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], offset)?;
+        out.append(&buf[..n])?;
+        offset += n as u64;
+    }
+    out.sync()
+}
+
+/// Passes on only the entries written at or below `seq`: what a snapshot at `seq` sees.
+struct AtOrBelow<I> {
+    inner: I,
+    seq: SeqNo,
+}
+
+impl<I: InternalIterator> AtOrBelow<I> {
+    fn skip_newer(&mut self) -> Result<()> {
+        while self.inner.valid()
+            && key::parse_internal_key(self.inner.key()).is_some_and(|p| p.seq > self.seq)
+        {
+            self.inner.next()?;
+        }
+        Ok(())
+    }
+}
+
+impl<I: InternalIterator> InternalIterator for AtOrBelow<I> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()?;
+        self.skip_newer()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.inner.seek(target)?;
+        self.skip_newer()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()?;
+        self.skip_newer()
+    }
+}

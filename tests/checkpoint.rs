@@ -1,0 +1,290 @@
+//! `Db::checkpoint` / `Snapshot::checkpoint`: an openable copy equal to the snapshot it was
+//! taken from, made while writes, flushes and compactions go on.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bloomkv::fs::fault::{CrashMode, Fault, FaultFs, OpKind};
+use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn small() -> Options {
+    Options::default()
+        .memtable_bytes(8 << 10)
+        .block_bytes(512)
+        .target_table_bytes(8 << 10)
+        .level_base_bytes(32 << 10)
+        .l0_compaction_trigger(2)
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn scan(db: &Db) -> Model {
+    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>().unwrap()
+}
+
+fn scan_snapshot(s: &bloomkv::Snapshot) -> Model {
+    s.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>().unwrap()
+}
+
+#[test]
+fn checkpoints_taken_during_writes_equal_their_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("live"), small()).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (db, stop) = (&db, &stop);
+            s.spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) || n < 2000 {
+                    let k = key((n * 7 + t * 3) % 1500);
+                    if n % 9 == 0 {
+                        db.delete(&k).unwrap();
+                    } else {
+                        db.put(&k, format!("t{t} n{n}").repeat(3)).unwrap();
+                    }
+                    n += 1;
+                }
+            });
+        }
+        let mut copies = Vec::new();
+        for i in 0..6 {
+            // Wait for real progress between checkpoints: something newer than the last one.
+            while db.snapshot().sequence() < 1500 * (i + 1) {
+                std::thread::yield_now();
+            }
+            let snap = db.snapshot();
+            // Writes after the snapshot, some in the memtable the snapshot holds too.
+            while db.snapshot().sequence() < snap.sequence() + 20 {
+                std::thread::yield_now();
+            }
+            let to = dir.path().join(format!("copy{i}"));
+            snap.checkpoint(&to).unwrap();
+            copies.push((to, scan_snapshot(&snap)));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let stats = db.stats();
+        assert!(stats.flushes > 3 && stats.compactions > 0, "{stats:?}");
+        for (to, want) in copies {
+            let copy = Db::open(&to, small()).unwrap();
+            assert!(!want.is_empty());
+            assert_eq!(scan(&copy), want, "{}", to.display());
+            for k in (0..1500).map(key) {
+                assert_eq!(copy.get(&k).unwrap().map(|v| v.to_vec()).as_ref(), want.get(&k));
+            }
+        }
+    });
+}
+
+#[test]
+fn the_copy_is_a_database_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("live"), small()).unwrap();
+    for i in 0..3000 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    db.compact().unwrap();
+    for i in (0..3000).step_by(5) {
+        db.delete(key(i)).unwrap();
+    }
+    // A snapshot's checkpoint leaves out what came after it, though it is in the memtable.
+    let snap = db.snapshot();
+    db.put(key(3), "later").unwrap();
+    snap.checkpoint(dir.path().join("at-snapshot")).unwrap();
+    let at = Db::open(dir.path().join("at-snapshot"), small()).unwrap();
+    assert_eq!(at.get(key(3)).unwrap().as_deref(), Some(&b"v3"[..]));
+    // New writes to the copy take the sequence numbers after the snapshot's: nothing from
+    // after the snapshot may be lying there to become visible with them.
+    for i in 0..5 {
+        at.put(key(10_000 + i), "new").unwrap();
+    }
+    assert_eq!(at.get(key(3)).unwrap().as_deref(), Some(&b"v3"[..]));
+    db.put(key(3), "v3").unwrap();
+
+    let seq = db.checkpoint(dir.path().join("copy")).unwrap();
+    let want = scan(&db);
+    db.put(key(1), "after").unwrap();
+    assert!(seq > 3000);
+
+    let copy = Db::open(dir.path().join("copy"), small()).unwrap();
+    assert_eq!(scan(&copy), want);
+    assert_eq!(copy.get(key(1)).unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(copy.get(key(5)).unwrap(), None, "a tombstone in the memtable is kept");
+    // Writes to the copy go on after the checkpoint's sequence and survive a reopen; the
+    // original does not see them.
+    copy.put(key(2), "copy").unwrap();
+    copy.close().unwrap();
+    drop(copy);
+    let copy = Db::open(dir.path().join("copy"), small()).unwrap();
+    assert_eq!(copy.get(key(2)).unwrap().as_deref(), Some(&b"copy"[..]));
+    assert_eq!(db.get(key(2)).unwrap().as_deref(), Some(&b"v2"[..]));
+    assert!(copy.snapshot().sequence() > seq);
+}
+
+#[cfg(unix)]
+#[test]
+fn tables_are_hard_linked() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    // Levels large enough that nothing compacts in the background after `compact`.
+    let opts = small().memtable_bytes(1 << 20).level_base_bytes(1 << 20);
+    let db = Db::open(dir.path().join("live"), opts).unwrap();
+    for i in 0..2000 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.compact().unwrap();
+    db.checkpoint(dir.path().join("copy")).unwrap();
+    let tables = |d: &Path| -> BTreeMap<String, u64> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().ino()))
+            .collect()
+    };
+    let (live, copy) = (tables(&dir.path().join("live")), tables(&dir.path().join("copy")));
+    assert!(!live.is_empty());
+    for (name, ino) in &live {
+        assert_eq!(copy.get(name), Some(ino), "{name} is the same file");
+    }
+    // The memtable was empty after the compaction: no table made from it.
+    assert_eq!(copy.len(), live.len());
+}
+
+#[test]
+fn a_non_empty_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("live"), small()).unwrap();
+    db.put("a", "1").unwrap();
+    let to = dir.path().join("busy");
+    std::fs::create_dir(&to).unwrap();
+    std::fs::write(to.join("keep"), b"mine").unwrap();
+    assert!(matches!(db.checkpoint(&to), Err(Error::InvalidArgument(_))));
+    assert_eq!(std::fs::read_dir(&to).unwrap().count(), 1);
+    // An empty directory is fine.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    db.checkpoint(&empty).unwrap();
+    assert_eq!(scan(&Db::open(&empty, small()).unwrap()), scan(&db));
+}
+
+#[test]
+fn a_read_only_handle_can_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let db = Db::open(&live, small()).unwrap();
+    for i in 0..1000 {
+        db.put(key(i), "v").unwrap();
+    }
+    let want = scan(&db);
+    let ro = Db::open_read_only(&live, small()).unwrap();
+    ro.checkpoint(dir.path().join("copy")).unwrap();
+    assert_eq!(scan(&Db::open(dir.path().join("copy"), small()).unwrap()), want);
+}
+
+fn fault_db(fs: &FaultFs) -> Db {
+    // A memtable that holds everything below: no background flush makes file-system calls
+    // of its own while a checkpoint's calls are counted and cut.
+    let opts = small().memtable_bytes(1 << 20).file_system(Arc::new(fs.clone()));
+    let db = Db::open("/live", opts).unwrap();
+    for i in 0..1200 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    db.compact().unwrap();
+    // Synced, so the live database keeps them through the power cuts below; and left in
+    // the memtable, so a checkpoint writes a table of its own.
+    let mut batch = WriteBatch::new();
+    for i in (0..1200).step_by(4) {
+        batch.put(key(i), "newer");
+    }
+    db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
+    assert!(db.stats().tables_per_level[0] == 0);
+    db
+}
+
+/// Where links fail, tables are copied, and the copy is the same.
+#[test]
+fn tables_are_copied_where_links_fail() {
+    let fs = FaultFs::new();
+    let db = fault_db(&fs);
+    fs.inject(Fault::on(OpKind::Link));
+    db.checkpoint("/copy").unwrap();
+    assert!(fs.calls(OpKind::Link) > 0);
+    let want = scan(&db);
+    let copy = Db::open("/copy", small().file_system(Arc::new(fs.clone()))).unwrap();
+    assert_eq!(scan(&copy), want);
+}
+
+/// A power cut at any call of a checkpoint leaves a directory that does not open (CURRENT,
+/// written last, is missing) and the live database as it was; a power cut just after a
+/// checkpoint returned leaves a copy that opens to exactly the snapshot.
+#[test]
+fn power_loss_during_a_checkpoint_leaves_no_openable_copy_and_after_it_a_whole_one() {
+    const KINDS: [OpKind; 6] = [
+        OpKind::Create,
+        OpKind::Append,
+        OpKind::Sync,
+        OpKind::SyncDir,
+        OpKind::Rename,
+        OpKind::Link,
+    ];
+    // Tables linked, or copied because links fail.
+    let setup = |copy: bool| {
+        let fs = FaultFs::new();
+        let db = fault_db(&fs);
+        if copy {
+            fs.inject(Fault::on(OpKind::Link));
+        }
+        (fs, db)
+    };
+    let mut runs = 0;
+    for copy in [false, true] {
+        let counts: Vec<u64> = {
+            let (fs, db) = setup(copy);
+            let before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
+            db.checkpoint("/copy").unwrap();
+            KINDS.iter().zip(before).map(|(&k, b)| fs.calls(k) - b).collect()
+        };
+        let cuts = KINDS
+            .iter()
+            .zip(&counts)
+            .filter(|&(&k, _)| !(copy && k == OpKind::Link))
+            .flat_map(|(&k, &n)| (1..=n).map(move |i| Some((k, i))));
+        for cut in cuts.chain([None]) {
+            let (fs, db) = setup(copy);
+            let snap = db.snapshot();
+            let want = scan_snapshot(&snap);
+            if let Some((kind, nth)) = cut {
+                fs.inject(Fault::on(kind).nth(nth).power_off());
+            }
+            let acknowledged = snap.checkpoint("/copy").is_ok();
+            assert_eq!(acknowledged, cut.is_none(), "{cut:?}");
+            let fs = fs.crash(CrashMode::DropUnsynced);
+            drop((snap, db));
+            let opts = small().file_system(Arc::new(fs.clone()));
+            match Db::open("/copy", opts.clone().create_if_missing(false)) {
+                Ok(copy) => {
+                    assert!(acknowledged, "{cut:?}: a checkpoint that failed opens");
+                    assert!(scan(&copy) == want, "{cut:?}: the copy differs from the snapshot");
+                }
+                Err(e) => {
+                    assert!(!acknowledged, "{cut:?}: the acknowledged copy does not open: {e}");
+                    assert!(
+                        !bloomkv::fs::FileSystem::exists(&fs, Path::new("/copy/CURRENT")),
+                        "{cut:?}: {e}"
+                    );
+                }
+            }
+            let live = Db::open("/live", opts).unwrap();
+            assert!(scan(&live) == want, "{cut:?}: the live database changed");
+            runs += 1;
+        }
+    }
+    assert!(runs > 20, "{runs} runs");
+}
