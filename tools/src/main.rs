@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod checkpoint;
 mod common;
 mod crash_test;
 mod db;
@@ -60,6 +61,9 @@ enum Command {
     Delete(delete::Args),
     /// List live keys and values in order (read-only).
     Scan(scan::Args),
+    /// Write an openable copy of a database (read-only on the source; tables hard-linked
+    /// where the file system allows).
+    Checkpoint(checkpoint::Args),
     /// Kill a writing child process with SIGKILL at random moments, reopen, and check that
     /// every acknowledged write survived and nothing else appeared.
     CrashTest(crash_test::Args),
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Put(args) => put::run(&args),
         Command::Delete(args) => delete::run(&args),
         Command::Scan(args) => scan::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
         Command::CrashTest(args) => crash_test::run(&args),
         Command::CrashWorker(args) => crash_test::worker(&args),
     };
