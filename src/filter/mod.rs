@@ -33,6 +33,7 @@
 //! for keys they hold. A golden test pins them.
 
 mod blocked;
+pub mod budget;
 mod classic;
 pub mod math;
 
