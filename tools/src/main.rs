@@ -46,7 +46,8 @@ enum Command {
     /// database directory lists the merged user view (what `scan` shows), or with
     /// `--internal` every table's internal entries in read order followed by the live WALs'.
     Dump(dump::Args),
-    /// Show a database's levels, tables, filter and index memory, and WAL files.
+    /// Show a database's levels, tables, filters run by run (with the split a filter budget
+    /// would make of the same memory), filter and index memory, and WAL files.
     Db(db::Args),
     /// Trace the read path of one key: which sources a lookup consults, each filter's
     /// answer, and what each source really holds ("probe" is the old name).
