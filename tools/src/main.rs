@@ -31,7 +31,8 @@ struct Cli {
 enum Command {
     /// Build filters over many keys and print measured false-positive rates next to theory.
     FilterDemo(filter_demo::Args),
-    /// Run db_bench-style workloads over blocked, classic and no filters and a bits-per-key sweep.
+    /// Run db_bench-style workloads over blocked, budgeted, classic and no filters and a
+    /// bits-per-key sweep.
     Bench(bench::Args),
     /// Show a table's counts, key and sequence ranges, sizes, compression and filter.
     Inspect(inspect::Args),
