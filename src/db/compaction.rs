@@ -166,7 +166,7 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     // Every part's tables join one run, so they share one filter size, from the tree as it
     // will be once this compaction installs (the entries of the inputs bound the output's).
     let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
-    let keys = replaced.iter().map(|t| t.meta.num_entries).sum();
+    let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
     let filter = table_filter(inner.opts.filter_policy, v, &placement);
     let bounds = split_points(&c, inner.opts.max_subcompactions, inner.opts.target_table_bytes);

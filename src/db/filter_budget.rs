@@ -26,8 +26,10 @@ pub(crate) struct Run<'v> {
 }
 
 impl Run<'_> {
+    /// Entries in the run's tables. The counts come from the manifest, so the sum saturates
+    /// rather than overflowing on damaged ones.
     pub(crate) fn keys(&self) -> u64 {
-        self.tables.iter().map(|t| t.meta.num_entries).sum()
+        self.tables.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries))
     }
 }
 
@@ -79,7 +81,7 @@ pub(crate) fn table_filter(
             keys.len() - 1
         }
     };
-    keys[target] += placement.keys;
+    keys[target] = keys[target].saturating_add(placement.keys);
     let bits = budget::allocate(&keys, bits_per_key)[target];
     if bits > 0.0 {
         FilterPolicy::BlockedBloom { bits_per_key: bits }

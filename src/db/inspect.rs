@@ -189,7 +189,8 @@ impl Db {
             .iter()
             .map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum())
             .collect();
-        let (all_keys, all_bits) = (keys.iter().sum::<u64>(), bits.iter().sum::<u64>());
+        let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        let (all_keys, all_bits) = (sum(&keys), sum(&bits));
         let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
         let budgeted = budget::allocate(&keys, average);
         runs.iter()

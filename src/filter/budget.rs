@@ -109,7 +109,8 @@ pub fn lookup_cost(bits_per_run: &[f64]) -> f64 {
 pub fn allocate(run_keys: &[u64], bits_per_key: f64) -> Vec<f64> {
     let average =
         if bits_per_key.is_nan() { 0.0 } else { bits_per_key.clamp(0.0, MAX_AVERAGE_BITS_PER_KEY) };
-    let total: u64 = run_keys.iter().sum();
+    // Key counts come from the manifest: saturate rather than overflow on absurd ones.
+    let total = run_keys.iter().fold(0u64, |a, &n| a.saturating_add(n));
     let mut bits: Vec<Option<f64>> =
         run_keys.iter().map(|&n| if n == 0 { Some(average) } else { None }).collect();
     if total == 0 {
@@ -329,6 +330,10 @@ mod tests {
         assert_eq!(allocate(&[0, 0], 10.0), [10.0, 10.0]);
         assert_eq!(allocate(&[], 10.0), Vec::<f64>::new());
         let near = |bits: Vec<f64>, want: f64| bits.iter().all(|b| (b - want).abs() < 1e-9);
+        // Counts from a damaged manifest must not overflow anything: the total saturates, and
+        // the huge run still gets about the average.
+        let huge = allocate(&[u64::MAX, 2, 1], 10.0);
+        assert!(huge.iter().all(|b| b.is_finite()) && huge[0] > 9.0, "{huge:?}");
         assert!(near(allocate(&[5, 0], 10.0), 10.0));
         assert!(near(allocate(&[10, 10], 100.0), MAX_AVERAGE_BITS_PER_KEY));
     }
