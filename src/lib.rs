@@ -50,7 +50,7 @@ pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Db, DbIterator, KeyRange, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub use db::{Presence, TableInfo, TraceSource, TraceStep};
+pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
 pub use options::{Options, WriteOptions};

@@ -90,7 +90,8 @@ impl Options {
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
         max_immutable_memtables: usize);
     setter!(
-        /// The per-table filter (default: blocked Bloom at 10 bits per key).
+        /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
+        /// [`FilterPolicy::Budgeted`] one filter memory budget split across the tree.
         filter_policy: FilterPolicy);
     setter!(
         /// Data block compression (default none: point reads are the priority).

@@ -23,6 +23,7 @@
 
 use std::path::Path;
 
+use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{table_options, write_table};
 use super::{DbInner, DbState};
@@ -58,15 +59,21 @@ impl DbInner {
             edit.added.push((level, t.meta.clone()));
         }
 
-        let children: Vec<Box<dyn InternalIterator>> = std::iter::once(&state.mem)
-            .chain(&state.imm)
-            .map(|m| Box::new(m.table.iter()) as Box<dyn InternalIterator>)
-            .collect();
+        // The memtables become one more L0 run of the copy: a budgeted filter gets that run's
+        // share, as a flush would give it.
+        let mems = || std::iter::once(&state.mem).chain(&state.imm);
+        let keys = mems().map(|m| m.table.len() as u64).sum();
+        let placement = Placement { level: 0, keys, replaces: &[] };
+        let filter = table_filter(self.opts.filter_policy, &state.version, &placement);
+        let children: Vec<Box<dyn InternalIterator>> =
+            mems().map(|m| Box::new(m.table.iter()) as Box<dyn InternalIterator>).collect();
         let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
         let mut newest = NewestVersions::new(visible, Box::new(|_| false));
         newest.seek_to_first()?;
         let number = self.file_numbers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(meta) = write_table(fs, dest, table_options(&self.opts), number, &mut newest)? {
+        if let Some(meta) =
+            write_table(fs, dest, table_options(&self.opts, filter), number, &mut newest)?
+        {
             edit.added.push((0, meta));
         }
 

@@ -16,8 +16,10 @@
 
 use std::sync::Arc;
 
+use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState};
+use crate::filter::FilterPolicy;
 use crate::iter::InternalIterator;
 use crate::key;
 use crate::merge::MergingIterator;
@@ -161,6 +163,12 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     let out_level = c.level + 1;
     let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
+    // Every part's tables join one run, so they share one filter size, from the tree as it
+    // will be once this compaction installs (the entries of the inputs bound the output's).
+    let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
+    let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
+    let placement = Placement { level: out_level, keys, replaces: &replaced };
+    let filter = table_filter(inner.opts.filter_policy, v, &placement);
     let bounds = split_points(&c, inner.opts.max_subcompactions, inner.opts.target_table_bytes);
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and
@@ -173,7 +181,7 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
             (after, bounds.get(i).map(Vec::as_slice))
         })
         .collect();
-    let run = |&(after, upto): &PartRange| run_part(inner, &c, &deeper, after, upto);
+    let run = |&(after, upto): &PartRange| run_part(inner, &c, &deeper, filter, after, upto);
     let results: Vec<Result<Vec<TableMeta>>> = if parts.len() == 1 {
         vec![run(&parts[0])]
     } else {
@@ -281,6 +289,7 @@ fn run_part(
     inner: &DbInner,
     c: &Compaction,
     deeper: &[Vec<Arc<TableFile>>],
+    filter: FilterPolicy,
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
 ) -> Result<Vec<TableMeta>> {
@@ -305,7 +314,7 @@ fn run_part(
     let mut merged = NewestVersions::new(bounded, Box::new(base_level));
     merged.seek_to_first()?;
 
-    inner.write_tables(&mut merged)
+    inner.write_tables(&mut merged, filter)
 }
 
 /// The entries of `inner` whose user keys lie in `(after, upto]`.

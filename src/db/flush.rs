@@ -10,6 +10,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner};
 use crate::filename::wal_path;
@@ -23,12 +24,14 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let Some(oldest) = state.imm.last().cloned() else { return Ok(()) };
     // The oldest memtable still unflushed after this one: its WAL is the new log number.
     let next_wal = state.imm.iter().rev().nth(1).unwrap_or(&state.mem).wal_number;
+    let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
+    let filter = table_filter(inner.opts.filter_policy, &state.version, &placement);
     drop(state);
 
     let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
     let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false));
     it.seek_to_first()?;
-    let meta = inner.write_table(number, &mut it)?;
+    let meta = inner.write_table(number, &mut it, filter)?;
     inner.fs.sync_dir(&inner.dir)?;
     let opened = match &meta {
         Some(m) => vec![inner.open_table(m.clone())?],

@@ -35,12 +35,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::filter_budget::{table_filter, Placement};
 use super::table_files::EntryStream;
 use super::{lock_mutex as lock, write, DbInner};
 use crate::batch::check_entry_size;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::version::edit::{TableMeta, VersionEdit};
-use crate::version::set::NUM_LEVELS;
+use crate::version::set::{Version, NUM_LEVELS};
 use crate::{Error, Result};
 
 /// Ingests `entries`; returns how many there were. See the module documentation.
@@ -52,6 +53,9 @@ where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
+    // Most sources know their length (a collection, a range, a map over either): the
+    // ingest's filters are sized for a run of that many keys. Zero means unknown.
+    let (expected_entries, _) = entries.size_hint();
     write::exclusive(inner, |leader| {
         let seq = leader.last_seq() + 1;
         let mut source = Source::new(entries, seq, &inner.closed);
@@ -67,7 +71,17 @@ where
         // stop early, see `Source`) instead of leaving it writing into a directory this handle
         // no longer owns.
         let _slot = lock(&inner.compaction_slot);
-        let metas = inner.write_tables(&mut source)?;
+        let filter = {
+            // The level is only chosen once the last key is known, after the tables are
+            // written; their filters are sized for the level the first key alone allows,
+            // which is that level unless the entries straddle tables of a level above it.
+            let state = inner.load_state();
+            let first = key::user_key(source.key());
+            let level = deepest_free_level(&state.version, first, first);
+            let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
+            table_filter(inner.opts.filter_policy, &state.version, &placement)
+        };
+        let metas = inner.write_tables(&mut source, filter)?;
         let opened = (|| {
             inner.fs.sync_dir(&inner.dir)?;
             let opened =
@@ -108,8 +122,13 @@ where
 fn choose_level(inner: &DbInner, metas: &[TableMeta]) -> usize {
     let (Some(first), Some(last)) = (metas.first(), metas.last()) else { return 0 };
     let (lo, hi) = (key::user_key(&first.smallest), key::user_key(&last.largest));
-    let state = inner.load_state();
-    let free = |level: usize| state.version.overlapping(level, lo, hi).is_empty();
+    deepest_free_level(&inner.load_state().version, lo, hi)
+}
+
+/// The deepest level `L` such that no table on levels `0..=L` overlaps `[lo, hi]`; 0 if L0
+/// does.
+fn deepest_free_level(version: &Version, lo: &[u8], hi: &[u8]) -> usize {
+    let free = |level: usize| version.overlapping(level, lo, hi).is_empty();
     (0..NUM_LEVELS).take_while(|&level| free(level)).last().unwrap_or(0)
 }
 

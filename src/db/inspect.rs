@@ -1,5 +1,6 @@
-//! Looking inside a database: per-table facts ([`TableInfo`]) and the read path of one key
-//! made visible ([`TraceStep`]). Used by the `bloomkv` tool and the bench harness.
+//! Looking inside a database: per-table facts ([`TableInfo`]), the filters run by run as the
+//! memory budget sees them ([`FilterRun`]), and the read path of one key made visible
+//! ([`TraceStep`]). Used by the `bloomkv` tool and the bench harness.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -7,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::filter_budget;
 use super::read::{self, ReadObserver};
 use super::Db;
-use crate::filter::FilterKind;
+use crate::filter::{budget, FilterKind};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
 use crate::stats::ReadTally;
@@ -47,6 +49,10 @@ pub struct TableInfo {
     pub filter_kind: FilterKind,
     /// Bits of filter per key actually used.
     pub filter_bits_per_key: f64,
+    /// Bits of filter per key asked for when the table was written (under
+    /// [`crate::FilterPolicy::Budgeted`], its run's share of the budget then); 0 without a
+    /// filter.
+    pub filter_requested_bits_per_key: f64,
     /// Probes per key.
     pub filter_probes: u32,
     /// RAM held by the filter.
@@ -55,6 +61,44 @@ pub struct TableInfo {
     pub index_memory_bytes: usize,
     /// The filter's expected false-positive rate at its fill (1.0 without a filter).
     pub expected_fpr: f64,
+}
+
+/// One sorted run of the tree as an absent-key lookup meets it — an L0 table, or a whole
+/// deeper level, of which a lookup consults one table — with the filter memory it holds and
+/// what [`crate::FilterPolicy::Budgeted`] would give it at the same total memory.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FilterRun {
+    /// The run's level.
+    pub level: usize,
+    /// For an L0 run, its table's file number.
+    pub table: Option<u64>,
+    /// Tables in the run.
+    pub tables: usize,
+    /// Entries in the run's tables (what the filter budget counts as keys).
+    pub keys: u64,
+    /// Bits in the run's filters.
+    pub filter_bits: u64,
+    /// The chance that a lookup for an absent key in the run's range reads one of its data
+    /// blocks: its filters' expected false-positive rates, weighted by their tables' shares of
+    /// the run's keys (1.0 for tables without a filter).
+    pub expected_fpr: f64,
+    /// Bits per key this run would get if the tree's filter memory as it is now were split
+    /// across the runs by [`budget::allocate`].
+    pub budgeted_bits_per_key: f64,
+    /// The blocked filter's rate at `budgeted_bits_per_key` ([`budget::fpr`]).
+    pub budgeted_fpr: f64,
+}
+
+impl FilterRun {
+    /// Filter bits per key the run holds now (0 without keys).
+    pub fn bits_per_key(&self) -> f64 {
+        if self.keys == 0 {
+            0.0
+        } else {
+            self.filter_bits as f64 / self.keys as f64
+        }
+    }
 }
 
 /// Where a traced lookup looked for its key.
@@ -123,10 +167,50 @@ impl Db {
                     data_blocks: p.num_data_blocks,
                     filter_kind: f.kind(),
                     filter_bits_per_key: f.bits_per_key(),
+                    filter_requested_bits_per_key: f.requested_bits_per_key(),
                     filter_probes: f.num_probes(),
                     filter_memory_bytes: t.table.filter_memory_bytes(),
                     index_memory_bytes: t.table.index_memory_bytes(),
                     expected_fpr: f.expected_fpr(),
+                }
+            })
+            .collect()
+    }
+
+    /// The runs an absent-key lookup consults (each L0 table, newest first, then each
+    /// non-empty deeper level), with their filters as they are and as the memory budget
+    /// would split the same total memory ([`FilterRun`]). `Σ expected_fpr` is the expected
+    /// number of data blocks an absent key whose range every run covers costs.
+    pub fn filter_runs(&self) -> Vec<FilterRun> {
+        let state = self.inner.load_state();
+        let runs = filter_budget::runs(&state.version, &[]);
+        let keys: Vec<u64> = runs.iter().map(filter_budget::Run::keys).collect();
+        let bits: Vec<u64> = runs
+            .iter()
+            .map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum())
+            .collect();
+        let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        let (all_keys, all_bits) = (sum(&keys), sum(&bits));
+        let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
+        let budgeted = budget::allocate(&keys, average);
+        runs.iter()
+            .zip(keys.iter().zip(bits))
+            .zip(budgeted)
+            .map(|((run, (&keys, filter_bits)), budgeted_bits_per_key)| {
+                let weighted: f64 = run
+                    .tables
+                    .iter()
+                    .map(|t| t.table.filter().expected_fpr() * t.meta.num_entries as f64)
+                    .sum();
+                FilterRun {
+                    level: run.level,
+                    table: (run.level == 0).then(|| run.tables[0].meta.number),
+                    tables: run.tables.len(),
+                    keys,
+                    filter_bits,
+                    expected_fpr: if keys == 0 { 1.0 } else { weighted / keys as f64 },
+                    budgeted_bits_per_key,
+                    budgeted_fpr: budget::fpr(budgeted_bits_per_key),
                 }
             })
             .collect()

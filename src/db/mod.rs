@@ -3,6 +3,7 @@
 //! - `write.rs`: the write path (group commit → WAL → memtable, memtable switching, stalls)
 //! - `read.rs`: the point-read path (memtables → L0 newest first → one table per level)
 //! - `flush.rs`: immutable memtable → L0 table → manifest
+//! - `filter_budget.rs`: each new table's share of a `FilterPolicy::Budgeted` budget
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
 //! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
 //! - `iter.rs`: range and prefix scans over a merged view at a sequence number
@@ -15,6 +16,7 @@
 
 mod checkpoint;
 mod compaction;
+mod filter_budget;
 mod flush;
 mod ingest;
 #[cfg(feature = "internals")]
@@ -39,7 +41,7 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 
 #[cfg(feature = "internals")]
-pub use inspect::{Presence, TableInfo, TraceSource, TraceStep};
+pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use iter::DbIterator;
 pub use key_range::KeyRange;
 pub use snapshot::Snapshot;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
+use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, WalState};
@@ -280,7 +281,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let mut version = version;
     if !mem.is_empty() {
         let number = versions.new_file_number();
-        let topts = table_options(&opts);
+        let placement = Placement { level: 0, keys: mem.len() as u64, replaces: &[] };
+        let topts = table_options(&opts, table_filter(opts.filter_policy, &version, &placement));
         let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false));
         it.seek_to_first()?;
         if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it)? {

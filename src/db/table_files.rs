@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::DbInner;
 use crate::filename::table_path;
+use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key;
@@ -22,25 +23,33 @@ impl DbInner {
         open_table(&self.fs, &self.dir, &self.caches, meta)
     }
 
+    /// Writes the entries of `iter` into table `number`, with the filter `filter` (the
+    /// configured policy as `filter_budget::table_filter` resolves it for the table's level).
     pub(crate) fn write_table(
         &self,
         number: u64,
         iter: &mut dyn EntryStream,
+        filter: FilterPolicy,
     ) -> Result<Option<TableMeta>> {
-        write_table(self.fs.as_ref(), &self.dir, table_options(&self.opts), number, iter)
+        write_table(self.fs.as_ref(), &self.dir, table_options(&self.opts, filter), number, iter)
     }
 
     /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
-    /// splitting one user key's versions), in key order. If any table fails, the tables
-    /// already written are removed too: nothing refers to them yet, and an ingest that fails
-    /// must leave no file behind (a compaction's would only be removed at the next open).
-    pub(crate) fn write_tables(&self, iter: &mut dyn EntryStream) -> Result<Vec<TableMeta>> {
+    /// splitting one user key's versions), in key order, each with the filter `filter`. If
+    /// any table fails, the tables already written are removed too: nothing refers to them
+    /// yet, and an ingest that fails must leave no file behind (a compaction's would only be
+    /// removed at the next open).
+    pub(crate) fn write_tables(
+        &self,
+        iter: &mut dyn EntryStream,
+        filter: FilterPolicy,
+    ) -> Result<Vec<TableMeta>> {
         let mut outputs: Vec<TableMeta> = Vec::new();
         let result = (|| {
             while iter.valid() {
                 let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
                 let mut part = SizeLimited::new(iter, self.opts.target_table_bytes);
-                if let Some(meta) = self.write_table(number, &mut part)? {
+                if let Some(meta) = self.write_table(number, &mut part, filter)? {
                     outputs.push(meta);
                 }
             }
@@ -150,12 +159,14 @@ impl TableCaches {
     }
 }
 
-/// How the engine's options build a table (flushes, compactions and recovery alike).
-pub(crate) fn table_options(opts: &crate::Options) -> TableOptions {
+/// How the engine's options build a table (flushes, compactions and recovery alike), with
+/// the filter chosen for it: a [`FilterPolicy::Budgeted`] table's depends on where it goes,
+/// which the options alone do not know.
+pub(crate) fn table_options(opts: &crate::Options, filter: FilterPolicy) -> TableOptions {
     TableOptions {
         block_bytes: opts.block_bytes,
         compression: opts.compression,
-        filter_policy: opts.filter_policy,
+        filter_policy: filter,
         ..TableOptions::default()
     }
 }

@@ -1,5 +1,7 @@
 //! Per-table whole-key filters: the cache-line-blocked Bloom filter that is bloomkv's reason
-//! to exist, the classic Bloom filter it is measured against, and "no filter".
+//! to exist, the classic Bloom filter it is measured against, and "no filter"; and
+//! [`budget`], which splits one filter memory budget across a tree's tables
+//! ([`FilterPolicy::Budgeted`]).
 //!
 //! A lookup hashes its key once with [`hash_key`] and hands the hash to every table it
 //! consults ([`Filter::may_contain_hash`]); nothing else is recomputed per table.
@@ -33,6 +35,7 @@
 //! for keys they hold. A golden test pins them.
 
 mod blocked;
+pub mod budget;
 mod classic;
 pub mod math;
 
@@ -76,6 +79,39 @@ pub enum FilterPolicy {
         /// Bits of filter per key; 10 gives about a 1% false-positive rate.
         bits_per_key: f64,
     },
+    /// Blocked Bloom filters under one memory budget for the whole tree: `bits_per_key` is the
+    /// average over every key in every table, and the engine gives each table the share that
+    /// minimises the data blocks an absent-key lookup reads in all (Monkey, Dayan et al.,
+    /// SIGMOD 2017; see [`budget`]). Lookups consult every L0 table and one table per deeper
+    /// level, so the small runs near the top — where a few bits per key buy a much lower
+    /// rate — get more bits per key than the average, and the last level, holding most of the
+    /// keys, a little less. Each table's share is worked out when it is written, from the
+    /// tree's shape then: a flush, a compaction's output and an ingest's tables get the
+    /// current share of the level they go to, and compaction brings the rest along as it
+    /// rewrites tables. A tree of one run gets the average. The bits each table got are
+    /// recorded in its filter, so a database can switch to or from this policy at any open.
+    ///
+    /// Outside a database (a [`FilterBuilder`] on its own, or [`Filter::build`]) there is
+    /// no tree to share: the filter is a blocked Bloom filter at `bits_per_key`.
+    ///
+    /// ```
+    /// use bloomkv::{FilterPolicy, Options};
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let policy = FilterPolicy::Budgeted { bits_per_key: 10.0 };
+    /// policy.validate()?;
+    /// let db = bloomkv::Db::open(dir.path(), Options::default().filter_policy(policy))?;
+    /// db.put(b"k", b"v")?;
+    /// db.flush()?;
+    /// assert_eq!(db.get(b"k")?.as_deref(), Some(&b"v"[..]));
+    /// // Averages outside [0.5, 32] bits per key are refused.
+    /// assert!(FilterPolicy::Budgeted { bits_per_key: 40.0 }.validate().is_err());
+    /// # Ok(()) }
+    /// ```
+    Budgeted {
+        /// Bits of filter per key, averaged over every key in the tree.
+        bits_per_key: f64,
+    },
     /// Classic Bloom filter with k = round(ln 2 · bits/key), the benchmark baseline.
     ClassicBloom {
         /// Bits of filter per key.
@@ -97,7 +133,8 @@ impl FilterPolicy {
         FilterBuilder { policy: *self, hashes: Vec::new() }
     }
 
-    /// Checks that bits per key is a finite number in [0.5, 100].
+    /// Checks that bits per key is a finite number in [0.5, 100], or for
+    /// [`FilterPolicy::Budgeted`] in [0.5, [`budget::MAX_AVERAGE_BITS_PER_KEY`]] (32).
     pub fn validate(&self) -> Result<()> {
         match *self {
             FilterPolicy::BlockedBloom { bits_per_key }
@@ -108,6 +145,14 @@ impl FilterPolicy {
                     "filter bits per key must be in [0.5, 100], got {bits_per_key}"
                 )))
             }
+            FilterPolicy::Budgeted { bits_per_key }
+                if !(0.5..=budget::MAX_AVERAGE_BITS_PER_KEY).contains(&bits_per_key) =>
+            {
+                Err(Error::InvalidArgument(format!(
+                    "budgeted filter bits per key must be in [0.5, {}], got {bits_per_key}",
+                    budget::MAX_AVERAGE_BITS_PER_KEY
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -115,7 +160,9 @@ impl FilterPolicy {
     /// The kind of filter this policy builds.
     pub fn kind(&self) -> FilterKind {
         match self {
-            FilterPolicy::BlockedBloom { .. } => FilterKind::Blocked,
+            FilterPolicy::BlockedBloom { .. } | FilterPolicy::Budgeted { .. } => {
+                FilterKind::Blocked
+            }
             FilterPolicy::ClassicBloom { .. } => FilterKind::Classic,
             FilterPolicy::None => FilterKind::None,
         }
@@ -197,7 +244,8 @@ impl FilterBuilder {
     /// Builds the filter.
     pub fn finish(self) -> Filter {
         match self.policy {
-            FilterPolicy::BlockedBloom { bits_per_key } => {
+            FilterPolicy::BlockedBloom { bits_per_key }
+            | FilterPolicy::Budgeted { bits_per_key } => {
                 Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, bits_per_key))
             }
             FilterPolicy::ClassicBloom { bits_per_key } => {

@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Build filters over many keys and print measured false-positive rates next to theory.
     FilterDemo(filter_demo::Args),
-    /// Run db_bench-style workloads over blocked, classic and no filters and a bits-per-key sweep.
+    /// Run db_bench-style workloads over blocked, budgeted, classic and no filters and a
+    /// bits-per-key sweep.
     Bench(bench::Args),
     /// Show a table's counts, key and sequence ranges, sizes, compression and filter.
     Inspect(inspect::Args),
@@ -47,7 +48,8 @@ enum Command {
     /// database directory lists the merged user view (what `scan` shows), or with
     /// `--internal` every table's internal entries in read order followed by the live WALs'.
     Dump(dump::Args),
-    /// Show a database's levels, tables, filter and index memory, and WAL files.
+    /// Show a database's levels, tables, filters run by run (with the split a filter budget
+    /// would make of the same memory), filter and index memory, and WAL files.
     Db(db::Args),
     /// Trace the read path of one key: which sources a lookup consults, each filter's
     /// answer, and what each source really holds ("probe" is the old name).

@@ -19,7 +19,7 @@ const WORKLOADS: [&str; 11] = [
     "ycsb-a",
     "ycsb-b",
 ];
-const POLICIES: [&str; 3] = ["blocked", "classic", "none"];
+const POLICIES: [&str; 4] = ["blocked", "budgeted", "classic", "none"];
 
 fn row<'a>(results: &'a [Value], workload: &str, policy: &str) -> &'a Value {
     results
@@ -72,6 +72,7 @@ fn full_run_writes_sane_json_and_svg() {
     // Point-read workloads move the block counters; a missing key is read once per table
     // without a filter, and almost never with one.
     let blocked = row(results, "readmissing", "blocked");
+    let budgeted = row(results, "readmissing", "budgeted");
     let classic = row(results, "readmissing", "classic");
     let none = row(results, "readmissing", "none");
     let tables = f(&none["per_op"]["tables_consulted"]);
@@ -109,32 +110,65 @@ fn full_run_writes_sane_json_and_svg() {
         }
         assert_eq!(row(results, "multireadrandom", p)["batch"], 32);
     }
+    // The budget's split: far fewer blocks per missing key than uniform bits at the same
+    // average, with a little more memory here — the small L0 tables got their shares while the
+    // level below them keeps what it was given when it was the only run.
+    let blocks = |r: &Value| f(&r["per_op"]["blocks_touched"]);
+    assert!(blocks(budgeted) < 0.6 * blocks(blocked), "{budgeted}");
+    let memory = |r: &Value| f(&r["filter_memory_bytes"]);
+    assert!(
+        memory(budgeted) < 1.2 * memory(blocked),
+        "{} vs {}",
+        memory(budgeted),
+        memory(blocked)
+    );
+    assert!(f(&budgeted["measured_fpr"]) < 0.6 * f(&blocked["measured_fpr"]));
     assert!(row(results, "readrandom", "blocked")["measured_fpr"].is_number());
     assert!(row(results, "fillrandom", "blocked")["measured_fpr"].is_null());
     assert!(row(results, "readwhilewriting", "none")["writer_ops"].as_u64().unwrap() > 0);
 
     let preds = json["predictions"].as_array().unwrap();
-    assert_eq!(preds.len(), 3);
+    assert_eq!(preds.len(), 4);
     for p in preds {
-        assert!(f(&p["predicted_blocks_per_lookup"]) >= 0.0);
+        let (read, predicted) = (f(&p["blocks_per_lookup"]), f(&p["predicted_blocks_per_lookup"]));
+        // About 70–180 false positives per filtered policy here: a few standard deviations.
+        assert!((read - predicted).abs() < 0.3 * predicted, "{p}");
+        assert_eq!(
+            p["filter_memory_bytes"],
+            row(results, "readmissing", p["policy"].as_str().unwrap())["filter_memory_bytes"]
+        );
     }
+    // Each table's own rate, not the policy's nominal one: the budgeted tree's prediction is
+    // far below what 10 bits per key in every table would give.
+    let pred = |name: &str| preds.iter().find(|p| p["policy"] == name).unwrap();
+    let predicted = |name: &str| f(&pred(name)["predicted_blocks_per_lookup"]);
+    assert!(predicted("budgeted") < 0.6 * predicted("blocked"));
+    assert!(f(&pred("budgeted")["filter_bits_per_key"]) > 10.0);
 
     // The layered shape depends only on the data: the same tree for every policy, with L0
     // one table short of the compaction trigger (4 by default) above the compacted data.
     let shapes = json["shapes"].as_array().unwrap();
-    assert_eq!(shapes.len(), 3);
+    assert_eq!(shapes.len(), 4);
     let levels = &shapes[0]["tables_per_level"];
     assert_eq!(levels[0], 3, "{levels}");
     for s in shapes {
         assert_eq!(&s["tables_per_level"], levels, "shapes differ: {shapes:?}");
     }
+    // Where the bits went: uniform everywhere for blocked, more on L0 under the budget.
+    let per_level = |name: &str| -> Vec<f64> {
+        let s = shapes.iter().find(|s| s["policy"] == name).unwrap();
+        s["filter_bits_per_key_per_level"].as_array().unwrap().iter().map(f).collect()
+    };
+    let (uniform, split) = (per_level("blocked"), per_level("budgeted"));
+    assert!((uniform[0] - uniform[1]).abs() < 0.5, "{uniform:?}");
+    assert!(split[0] > split[1] + 3.0, "{split:?}");
     assert_eq!(f(&none["per_op"]["tables_consulted"]), f(&blocked["per_op"]["tables_consulted"]));
 
-    // The sweep: blocked and classic at 4 and 10 bits/key, theory falling with bits/key,
+    // The sweep: every filtered policy at 4 and 10 bits/key, theory falling with bits/key,
     // measurement following it.
     let sweep = json["sweep"].as_array().unwrap();
-    assert_eq!(sweep.len(), 4);
-    for p in ["blocked", "classic"] {
+    assert_eq!(sweep.len(), 6);
+    for p in ["blocked", "budgeted", "classic"] {
         let rows: Vec<&Value> = sweep.iter().filter(|r| r["policy"] == p).collect();
         assert_eq!(rows.len(), 2);
         assert_eq!(f(&rows[0]["bits_per_key"]), 4.0);
@@ -145,7 +179,16 @@ fn full_run_writes_sane_json_and_svg() {
         for r in rows {
             assert!(f(&r["readmissing_ops_per_sec"]) > 0.0);
             assert!((f(&r["measured_fpr"]) - f(&r["expected_fpr"])).abs() < 0.05);
+            assert!(f(&r["predicted_blocks_per_op"]) > 0.0 && f(&r["filter_bits_per_key"]) > 3.9);
         }
+    }
+    // Side by side at the same average bits per key, the budget reads fewer blocks.
+    let sweep_blocks = |p: &str, bpk: f64| {
+        let r = sweep.iter().find(|r| r["policy"] == p && f(&r["bits_per_key"]) == bpk).unwrap();
+        f(&r["blocks_per_op"])
+    };
+    for bpk in [4.0, 10.0] {
+        assert!(sweep_blocks("budgeted", bpk) < 0.75 * sweep_blocks("blocked", bpk), "{bpk}");
     }
 
     let svg = std::fs::read_to_string(dir.path().join("out.svg")).unwrap();
@@ -211,6 +254,13 @@ fn bad_arguments_are_refused() {
         .assert()
         .failure();
     Command::cargo_bin("bloomkv").unwrap().args(["bench", "--sweep", "4,x"]).assert().failure();
+    // A budget's average is capped below the uniform filters' limit.
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--keys", "100", "--sweep", "40", "--policies", "budgeted"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("budgeted filter bits per key"));
 }
 
 fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {
@@ -310,7 +360,7 @@ fn the_large_profile_sets_defaults_that_flags_override() {
     assert_eq!(c["policies"], serde_json::json!(POLICIES));
     assert_eq!(c["sweep_keys"], 2000, "an eighth of the keys, at most 1M");
     let results = json["results"].as_array().unwrap();
-    assert_eq!(results.len(), 12);
+    assert_eq!(results.len(), large.len() * POLICIES.len());
     for w in large {
         for p in POLICIES {
             assert!(f(&row(results, w, p)["ops_per_sec"]) > 0.0);

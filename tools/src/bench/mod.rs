@@ -1,11 +1,13 @@
 //! `bloomkv bench`: db_bench-style workloads over databases that differ only in their filter
-//! policy (blocked Bloom, classic Bloom, none), plus a bits-per-key sweep.
+//! policy (blocked Bloom, blocked Bloom under one memory budget split across the tree,
+//! classic Bloom, none), plus a bits-per-key sweep.
 //!
 //! Every policy's database gets the same keys and values — filled in the same random order,
 //! or ingested in one `Db::ingest` (`--load ingest`) — is flushed, and then read; per
 //! workload × policy the harness reports throughput, latency percentiles (HDR histograms,
 //! merged over threads), and the engine's counters per operation (blocks read, cache hits,
-//! filter checks, tables skipped, measured false-positive rate). Results go to the
+//! filter checks, tables skipped, measured false-positive rate, and for missing keys the blocks
+//! each table's own filter predicts, with the filter memory beside). Results go to the
 //! terminal, and optionally to a JSON document (`--json`, see [`report::Report`]) and an SVG
 //! (`--plot`). The layout of both is described in `docs/bench.md`.
 
@@ -121,6 +123,9 @@ impl Workload {
 pub enum Policy {
     /// Cache-line-blocked Bloom filter.
     Blocked,
+    /// Blocked Bloom filters under one budget, `--bits-per-key` on average over the tree,
+    /// split across runs to minimise blocks read per missing key (`FilterPolicy::Budgeted`).
+    Budgeted,
     /// Classic Bloom filter at the same bits per key.
     Classic,
     /// No filter.
@@ -131,6 +136,7 @@ impl Policy {
     fn name(self) -> &'static str {
         match self {
             Policy::Blocked => "blocked",
+            Policy::Budgeted => "budgeted",
             Policy::Classic => "classic",
             Policy::None => "none",
         }
@@ -139,26 +145,29 @@ impl Policy {
     fn filter(self, bits_per_key: f64) -> FilterPolicy {
         match self {
             Policy::Blocked => FilterPolicy::BlockedBloom { bits_per_key },
+            Policy::Budgeted => FilterPolicy::Budgeted { bits_per_key },
             Policy::Classic => FilterPolicy::ClassicBloom { bits_per_key },
             Policy::None => FilterPolicy::None,
         }
     }
 
-    /// Probes per key the engine's filter uses at `bits_per_key`.
+    /// Probes per key the engine's filter uses at `bits_per_key` (budgeted: at the average;
+    /// each table has its own).
     fn probes(self, bits_per_key: f64) -> u32 {
         match self {
-            Policy::Blocked => math::optimal_blocked_probes(bits_per_key),
+            Policy::Blocked | Policy::Budgeted => math::optimal_blocked_probes(bits_per_key),
             Policy::Classic => math::classic_probes(bits_per_key),
             Policy::None => 0,
         }
     }
 
     /// The false-positive rate theory predicts at `bits_per_key` (1.0 without a filter),
-    /// from the policy alone; [`expected_fpr`] prefers the tables' own figures.
+    /// from the policy alone (budgeted: a tree of one run); [`missing_key_theory`] prefers
+    /// the tables' own figures.
     fn expected_fpr(self, bits_per_key: f64) -> f64 {
         let k = self.probes(bits_per_key);
         match self {
-            Policy::Blocked => {
+            Policy::Blocked | Policy::Budgeted => {
                 math::blocked_fpr(f64::from(math::LINE_BITS) / bits_per_key, k, math::LINE_BITS)
             }
             // The classic formula depends on n and m only through m/n at these sizes.
@@ -208,8 +217,8 @@ pub enum Profile {
     /// at an eighth of the keys.
     Default,
     /// Filters far larger than the CPU caches: `--keys 50000000 --load ingest --workloads
-    /// readrandom,readmissing,multireadrandom,multireadmissing` on all three policies, and the
-    /// sweep at 1M keys (ingested too).
+    /// readrandom,readmissing,multireadrandom,multireadmissing` on every policy, and the sweep
+    /// at 1M keys (ingested too).
     Large,
 }
 
@@ -265,7 +274,7 @@ impl Plan {
         workloads.sort();
         workloads.dedup();
         let mut policies = if args.policies.is_empty() {
-            vec![Policy::Blocked, Policy::Classic, Policy::None]
+            vec![Policy::Blocked, Policy::Budgeted, Policy::Classic, Policy::None]
         } else {
             args.policies.clone()
         };
@@ -328,7 +337,8 @@ pub struct Args {
     /// Bytes per value (keys are always 16 bytes).
     #[arg(long, default_value_t = 100)]
     value_bytes: usize,
-    /// Bits per key of the blocked and classic filters.
+    /// Bits per key of the blocked and classic filters, and the budgeted filters' average
+    /// over the whole tree (at most 32 for those): every filtered policy gets the same memory.
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
     /// Memtable size in bytes (`Options::memtable_bytes`; the default is the library's).
@@ -362,7 +372,8 @@ pub struct Args {
     /// Workloads to run (comma-separated) [default: all; large profile: readrandom,readmissing,multireadrandom,multireadmissing].
     #[arg(long, value_enum, value_delimiter = ',')]
     workloads: Vec<Workload>,
-    /// Filter policies to compare (comma-separated; default all).
+    /// Filter policies to compare (comma-separated; default all: blocked, budgeted, classic,
+    /// none).
     #[arg(long, value_enum, value_delimiter = ',')]
     policies: Vec<Policy>,
     /// Keys per `multi_get` call in the multiread workloads.
@@ -372,7 +383,7 @@ pub struct Args {
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
     #[arg(long, default_value_t = 100_000)]
     reads: u64,
-    /// Bits-per-key values to sweep (blocked and classic filters, readmissing), or "none".
+    /// Bits-per-key values to sweep (every filtered policy, readmissing), or "none".
     #[arg(long, default_value = "2,4,6,8,10,12,16,20", value_parser = parse_sweep)]
     sweep: Sweep,
     /// Entries in each sweep database [default: an eighth of --keys (the sweep builds 16
@@ -468,11 +479,20 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             "--load ingest supports at most 2^32 keys".into(),
         ));
     }
-    FilterPolicy::BlockedBloom { bits_per_key: args.bits_per_key }.validate()?;
     let workloads = plan.workloads.clone();
     let policies = plan.policies.clone();
     let sweep_policies: Vec<Policy> =
         policies.iter().copied().filter(|p| *p != Policy::None).collect();
+    // Refuse bits per key a policy would refuse before any database is built.
+    FilterPolicy::BlockedBloom { bits_per_key: args.bits_per_key }.validate()?;
+    for &p in &policies {
+        p.filter(args.bits_per_key).validate()?;
+    }
+    for &bpk in &args.sweep.0 {
+        for &p in &sweep_policies {
+            p.filter(bpk).validate()?;
+        }
+    }
     let sweep_keys = plan.sweep_keys;
 
     // The temporary directory (when no --dir) is removed when `_tmp` drops at the end.
@@ -560,12 +580,17 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let predictions: Vec<Prediction> = results
         .iter()
         .filter(|r| r.workload == Workload::ReadMissing.name())
-        .map(|r| Prediction {
-            policy: r.policy.clone(),
-            blocks_per_lookup: r.per_op.blocks_touched,
-            tables_consulted_per_lookup: r.per_op.tables_consulted,
-            expected_fpr: r.expected_fpr,
-            predicted_blocks_per_lookup: r.expected_fpr * r.per_op.tables_consulted,
+        .map(|r| {
+            let shape = shapes.iter().find(|s| s.policy == r.policy);
+            Prediction {
+                policy: r.policy.clone(),
+                blocks_per_lookup: r.per_op.blocks_touched,
+                tables_consulted_per_lookup: r.per_op.tables_consulted,
+                expected_fpr: r.expected_fpr,
+                predicted_blocks_per_lookup: r.predicted_blocks_per_missing_lookup,
+                filter_memory_bytes: r.filter_memory_bytes,
+                filter_bits_per_key: shape.map_or(0.0, |s| s.filter_bits_per_key),
+            }
         })
         .collect();
 
@@ -725,36 +750,74 @@ fn latency(t: &Timed) -> Latency {
     }
 }
 
-/// The false-positive rate a missing-key lookup should meet in each table it consults, from
-/// the engine's per-table figures ([`Db::tables`], each filter's theory at its actual fill).
-///
-/// A lookup consults every L0 table whose range covers the key (with random keys, nearly all
-/// of them) and at most one table per deeper level, so each L0 table counts once and each
-/// deeper level counts once, its tables weighted by their share of the level's entries.
-/// Without tables, falls back to the policy's theory at `bits_per_key`.
-fn expected_fpr(db: &Db, policy: Policy, bits_per_key: f64) -> f64 {
-    let tables = db.tables();
-    let (mut sum, mut weight) = (0.0, 0.0);
-    let deepest = tables.iter().map(|t| t.level).max().unwrap_or(0);
-    for t in tables.iter().filter(|t| t.level == 0) {
-        sum += t.expected_fpr;
-        weight += 1.0;
-    }
-    for level in 1..=deepest {
-        let on_level: Vec<_> = tables.iter().filter(|t| t.level == level).collect();
-        let entries: u64 = on_level.iter().map(|t| t.entries).sum();
-        if entries == 0 {
-            continue;
+/// What theory predicts for a lookup of a missing key of the run (`keys::absent_key` of a
+/// uniform number in `0..keys`), from the engine's per-table figures ([`Db::tables`]: each
+/// filter's own rate at its actual fill, 1.0 for no filter).
+#[derive(Debug, Clone, Copy)]
+struct Theory {
+    /// Tables whose key range holds the key, per lookup.
+    tables: f64,
+    /// Data blocks searched per lookup: Σ over tables of the chance the key is in the
+    /// table's range × the table's false-positive rate. Under a budget the tables' rates
+    /// differ by orders of magnitude, so no single rate times a table count would do.
+    blocks: f64,
+    /// The policy's own rate, for a tree without tables.
+    fallback_fpr: f64,
+}
+
+impl Theory {
+    /// The rate per table consulted (what `measured_fpr` measures).
+    fn fpr(&self) -> f64 {
+        if self.tables > 0.0 {
+            self.blocks / self.tables
+        } else {
+            self.fallback_fpr
         }
-        sum += on_level.iter().map(|t| t.expected_fpr * t.entries as f64).sum::<f64>()
-            / entries as f64;
-        weight += 1.0;
     }
-    if weight == 0.0 {
-        policy.expected_fpr(bits_per_key)
+}
+
+fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_key: f64) -> Theory {
+    let mut theory =
+        Theory { tables: 0.0, blocks: 0.0, fallback_fpr: policy.expected_fpr(bits_per_key) };
+    for t in db.tables() {
+        let share = absent_share(&t.smallest_key, &t.largest_key, keys);
+        theory.tables += share;
+        theory.blocks += share * t.expected_fpr;
+    }
+    theory
+}
+
+/// The share of the missing keys `absent_key(j)`, `j` in `0..keys`, that lie in
+/// `[smallest, largest]` (1.0 if the bounds are not the bench's decimal keys).
+fn absent_share(smallest: &[u8], largest: &[u8], keys: u64) -> f64 {
+    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
+    let (Some(lo), Some(hi)) = (number(smallest), number(largest)) else { return 1.0 };
+    // Missing key j is the number 2j + 1: inside when lo ≤ 2j + 1 ≤ hi.
+    if hi == 0 || keys == 0 {
+        return 0.0;
+    }
+    let (first, last) = (lo / 2, ((hi - 1) / 2).min(keys - 1));
+    if last < first {
+        0.0
     } else {
-        sum / weight
+        (last - first + 1) as f64 / keys as f64
     }
+}
+
+/// Filter bits per table entry over all tables, and per level (0 where a level is empty).
+fn filter_bits_per_key(db: &Db) -> (f64, Vec<f64>) {
+    let tables = db.tables();
+    let levels = tables.iter().map(|t| t.level + 1).max().unwrap_or(0);
+    let ratio = |bits: u64, keys: u64| if keys == 0 { 0.0 } else { bits as f64 / keys as f64 };
+    let per_level = (0..levels)
+        .map(|l| {
+            let on = tables.iter().filter(|t| t.level == l);
+            let bits = on.clone().map(|t| t.filter_memory_bytes as u64 * 8).sum();
+            ratio(bits, on.map(|t| t.entries).sum())
+        })
+        .collect();
+    let bits = tables.iter().map(|t| t.filter_memory_bytes as u64 * 8).sum();
+    (ratio(bits, tables.iter().map(|t| t.entries).sum()), per_level)
 }
 
 /// Percentiles sampled for the latency curves of the JSON and the plot.
@@ -765,7 +828,7 @@ const CURVE_PERCENTILES: [f64; 12] =
 fn result_row(
     workload: Workload,
     policy: Policy,
-    expected_fpr: f64,
+    theory: Theory,
     threads: usize,
     t: &Timed,
     before: &Stats,
@@ -792,7 +855,8 @@ fn result_row(
             .collect(),
         per_op: delta.per_op,
         measured_fpr: if point_reads { delta.measured_fpr } else { None },
-        expected_fpr,
+        expected_fpr: theory.fpr(),
+        predicted_blocks_per_missing_lookup: theory.blocks,
         filter_memory_bytes: after.filter_memory_bytes,
         tables_per_level: before.tables_per_level.clone(),
         compactions_during: delta.compactions,
@@ -834,7 +898,7 @@ fn run_filled(
         results.push(result_row(
             Workload::FillRandom,
             policy,
-            expected_fpr(&db, policy, bpk),
+            missing_key_theory(&db, ctx.plan.keys, policy, bpk),
             1,
             t,
             &before,
@@ -853,12 +917,15 @@ fn run_filled(
         read_only = true;
     }
     let shaped = db.stats();
+    let (bits_per_key, bits_per_key_per_level) = filter_bits_per_key(&db);
     shapes.push(Shape {
         policy: policy.name().to_string(),
         after_fill_tables_per_level: after.tables_per_level.clone(),
         tables_per_level: shaped.tables_per_level.clone(),
         bytes_per_level: shaped.bytes_per_level.clone(),
         filter_memory_bytes: shaped.filter_memory_bytes,
+        filter_bits_per_key: bits_per_key,
+        filter_bits_per_key_per_level: bits_per_key_per_level,
         index_memory_bytes: shaped.index_memory_bytes,
         open_table_files: shaped.open_table_files,
         write_amplification: d.write_amplification,
@@ -966,7 +1033,7 @@ fn run_filled(
         let mut row = result_row(
             workload,
             policy,
-            expected_fpr(&db, policy, bpk),
+            missing_key_theory(&db, n, policy, bpk),
             args.threads,
             &t,
             &before,
@@ -1085,11 +1152,11 @@ fn run_fill_only(
     let t = fill(ctx, &db, order, format!("{} {}", workload.name(), policy.name()))?;
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
-    let fpr = expected_fpr(&db, policy, bpk);
+    let theory = missing_key_theory(&db, order.len() as u64, policy, bpk);
     db.close()?;
     drop(db);
     discard(ctx, &dir)?;
-    Ok(result_row(workload, policy, fpr, 1, &t, &before, &after, &d))
+    Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
 }
 
 /// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
@@ -1125,7 +1192,8 @@ fn run_sweep_point(
     pb.finish_and_clear();
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
-    let fpr = expected_fpr(&db, policy, bits_per_key);
+    let theory = missing_key_theory(&db, keys, policy, bits_per_key);
+    let (filter_bits_per_key, _) = filter_bits_per_key(&db);
     db.close()?;
     drop(db);
     discard(ctx, &dir)?;
@@ -1135,8 +1203,10 @@ fn run_sweep_point(
         probes: policy.probes(bits_per_key),
         keys,
         filter_memory_bytes: after.filter_memory_bytes,
+        filter_bits_per_key,
         measured_fpr: d.measured_fpr.unwrap_or(0.0),
-        expected_fpr: fpr,
+        expected_fpr: theory.fpr(),
+        predicted_blocks_per_op: theory.blocks,
         readmissing_ops_per_sec: t.ops as f64 / t.elapsed.as_secs_f64().max(1e-9),
         blocks_per_op: d.per_op.blocks_touched,
         blocks_read_per_op: d.per_op.blocks_read,

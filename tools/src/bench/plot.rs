@@ -1,10 +1,12 @@
 //! The `--plot` SVG: one page of panels drawn with `plotters`.
 //!
 //! Top, full width: throughput of every workload per policy (grouped bars, log scale, since
-//! filtered misses run an order of magnitude faster than fills). Below, in a 3 × 2 grid:
-//! latency percentile curves of `readrandom` and `readmissing` per policy; and the sweep —
+//! filtered misses run an order of magnitude faster than fills). Below, in a 4 × 2 grid:
+//! latency percentile curves of `readrandom` and `readmissing` per policy; the sweep —
 //! false-positive rate measured vs theory (log scale), filter memory, `readmissing`
-//! throughput, and data blocks searched per lookup, each against bits per key.
+//! throughput, and data blocks searched per lookup, each against bits per key, then blocks
+//! per lookup against filter memory (uniform and budgeted filters at equal memory); and the
+//! filter bits per key of each level of the main databases (where a budget puts its bits).
 
 use std::path::Path;
 
@@ -20,14 +22,19 @@ type PlotResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 const BLOCKED: RGBColor = RGBColor(31, 119, 180);
 const CLASSIC: RGBColor = RGBColor(255, 127, 14);
 const NONE: RGBColor = RGBColor(44, 160, 44);
+const BUDGETED: RGBColor = RGBColor(148, 103, 189);
 
 fn policy_color(policy: &str) -> RGBColor {
     match policy {
         "blocked" => BLOCKED,
+        "budgeted" => BUDGETED,
         "classic" => CLASSIC,
         _ => NONE,
     }
 }
+
+/// The policies of the sweep, in the order they are drawn.
+const SWEEP_POLICIES: [&str; 3] = ["blocked", "budgeted", "classic"];
 
 /// One line of a line chart.
 struct Series {
@@ -40,7 +47,7 @@ struct Series {
 
 /// Draws the whole page into `path`.
 pub fn draw(report: &Report, path: &Path) -> PlotResult {
-    let root = SVGBackend::new(path, (1600, 2000)).into_drawing_area();
+    let root = SVGBackend::new(path, (1600, 2500)).into_drawing_area();
     root.fill(&WHITE)?;
     let (title, body) = root.split_vertically(50);
     let c = &report.config;
@@ -65,7 +72,7 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
     ))?;
     let (top, rest) = body.split_vertically(560);
     throughput_bars(&top, report)?;
-    let panels = rest.split_evenly((3, 2));
+    let panels = rest.split_evenly((4, 2));
     latency_curves(&panels[0], report, "readrandom")?;
     latency_curves(&panels[1], report, "readmissing")?;
 
@@ -73,7 +80,7 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
         |value: &dyn Fn(&super::report::SweepRow) -> f64,
          theory: Option<&dyn Fn(&super::report::SweepRow) -> f64>| {
             let mut out = Vec::new();
-            for policy in ["blocked", "classic"] {
+            for policy in SWEEP_POLICIES {
                 let rows: Vec<_> = report.sweep.iter().filter(|r| r.policy == policy).collect();
                 if rows.is_empty() {
                     continue;
@@ -127,13 +134,71 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
     line_panel(
         &panels[5],
         &sweep_title("data blocks searched per missing lookup"),
-        "bits per key",
-        "blocks per lookup (theory: FPR × tables consulted)",
+        "bits per key (budgeted: the average)",
+        "blocks per lookup (theory: Σ table FPR × chance in range)",
         true,
-        sweep_series(&|r| r.blocks_per_op, Some(&|r| r.expected_fpr * r.tables_consulted_per_op)),
+        sweep_series(&|r| r.blocks_per_op, Some(&|r| r.predicted_blocks_per_op)),
     )?;
+    line_panel_with(
+        &panels[6],
+        &format!(
+            "sweep: blocks per missing lookup vs filter memory ({} keys)",
+            report.sweep.first().map_or(0, |r| r.keys)
+        ),
+        "filter memory (MiB)",
+        "blocks per lookup",
+        true,
+        SWEEP_POLICIES
+            .iter()
+            .filter(|p| report.sweep.iter().any(|r| r.policy == **p))
+            .map(|&policy| Series {
+                label: policy.to_string(),
+                color: policy_color(policy),
+                points: report
+                    .sweep
+                    .iter()
+                    .filter(|r| r.policy == policy)
+                    .map(|r| (r.filter_memory_bytes as f64 / (1 << 20) as f64, r.blocks_per_op))
+                    .collect(),
+                theory: false,
+            })
+            .collect(),
+        &|x| axis_number(*x),
+    )?;
+    level_bits(&panels[7], report)?;
     root.present()?;
     Ok(())
+}
+
+/// Filter bits per key of each level of the main databases, a line per filtered policy.
+fn level_bits(area: &Area, report: &Report) -> PlotResult {
+    let series = report
+        .shapes
+        .iter()
+        .filter(|s| s.filter_memory_bytes > 0)
+        .map(|s| Series {
+            label: format!("{} ({:.2} bits/key overall)", s.policy, s.filter_bits_per_key),
+            color: policy_color(&s.policy),
+            points: s
+                .filter_bits_per_key_per_level
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b > 0.0)
+                .map(|(level, &b)| (level as f64, b))
+                .collect(),
+            theory: false,
+        })
+        .collect();
+    line_panel_with(
+        area,
+        &format!("filter bits per key by level ({} keys, reads' tree)", report.config.keys),
+        "level",
+        "filter bits per key",
+        false,
+        series,
+        // Only whole levels get a label; the axis's own ticks fall between them too.
+        &|x| if (x - x.round()).abs() < 1e-6 { format!("L{}", x.round()) } else { String::new() },
+    )
 }
 
 /// Grouped bars: ops/s of each workload, one bar per policy, on a log axis.

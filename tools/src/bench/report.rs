@@ -21,7 +21,8 @@ pub struct Report {
     pub shapes: Vec<Shape>,
     /// One row per workload × policy.
     pub results: Vec<WorkloadResult>,
-    /// For `readmissing`: blocks read per lookup next to what the filter's FPR predicts.
+    /// For `readmissing`: blocks read per lookup next to what the tables' own filters predict,
+    /// with the filter memory that bought it.
     pub predictions: Vec<Prediction>,
     /// One row per bits-per-key value × filter policy of `--sweep`.
     pub sweep: Vec<SweepRow>,
@@ -42,7 +43,8 @@ pub struct Config {
     pub key_bytes: usize,
     /// Bytes per value.
     pub value_bytes: usize,
-    /// Bits per key of the blocked and classic filters outside the sweep.
+    /// Bits per key of the blocked and classic filters outside the sweep, and the budgeted
+    /// filters' average over the tree.
     pub bits_per_key: f64,
     /// Memtable size in bytes.
     pub memtable_bytes: usize,
@@ -104,6 +106,11 @@ pub struct Shape {
     pub bytes_per_level: Vec<u64>,
     /// RAM held by all filters.
     pub filter_memory_bytes: u64,
+    /// Filter bits per table entry over the whole tree (the budgeted policy's average, as
+    /// reached; line rounding adds a little to every policy's).
+    pub filter_bits_per_key: f64,
+    /// The same per level, L0 first (0 for an empty level): where a budget put its bits.
+    pub filter_bits_per_key_per_level: Vec<f64>,
     /// RAM held by all table indexes.
     pub index_memory_bytes: u64,
     /// Table files open when the reads start (bounded by `max_open_files`).
@@ -144,7 +151,7 @@ pub struct Latency {
 pub struct WorkloadResult {
     /// db_bench-style workload name.
     pub workload: String,
-    /// `blocked`, `classic` or `none`.
+    /// `blocked`, `budgeted`, `classic` or `none`.
     pub policy: String,
     /// Threads that ran the measured operations.
     pub threads: usize,
@@ -174,8 +181,13 @@ pub struct WorkloadResult {
     /// table was asked about a key it does not hold; 1.0 for no filter.
     pub measured_fpr: Option<f64>,
     /// False-positive rate theory predicts per consulted table, from the tables' own filters
-    /// (`Db::tables`: each filter's formula at its actual fill; 1.0 for no filter).
+    /// (`Db::tables`: each filter's formula at its actual fill; 1.0 for no filter), each
+    /// weighted by the chance that a missing key lies in its range:
+    /// `predicted_blocks_per_missing_lookup` / the tables a missing key meets.
     pub expected_fpr: f64,
+    /// Data blocks a lookup of a missing key should search: Σ over tables of the chance the
+    /// key lies in the table's range × the table's own expected false-positive rate.
+    pub predicted_blocks_per_missing_lookup: f64,
     /// RAM held by all filters at the end of the workload.
     pub filter_memory_bytes: u64,
     /// Tables per level when the workload started.
@@ -207,25 +219,32 @@ pub struct Prediction {
     pub blocks_per_lookup: f64,
     /// Tables whose key range covered the key, per lookup.
     pub tables_consulted_per_lookup: f64,
-    /// Expected false-positive rate (1.0 for no filter).
+    /// Expected false-positive rate per consulted table (1.0 for no filter).
     pub expected_fpr: f64,
-    /// `expected_fpr × tables_consulted_per_lookup`.
+    /// Σ over tables of the chance a missing key lies in the table's range × the table's own
+    /// expected false-positive rate.
     pub predicted_blocks_per_lookup: f64,
+    /// RAM held by all filters: what the blocks per lookup cost.
+    pub filter_memory_bytes: u64,
+    /// Filter bits per table entry over the whole tree.
+    pub filter_bits_per_key: f64,
 }
 
 /// One database of the bits-per-key sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepRow {
-    /// `blocked` or `classic`.
+    /// `blocked`, `budgeted` or `classic`.
     pub policy: String,
-    /// Requested bits per key.
+    /// Requested bits per key (budgeted: the average over the tree).
     pub bits_per_key: f64,
-    /// Probes per key the filter uses.
+    /// Probes per key the filter uses (budgeted: at the average; each table has its own).
     pub probes: u32,
     /// Entries in the database.
     pub keys: u64,
     /// RAM held by all filters.
     pub filter_memory_bytes: u64,
+    /// Filter bits per table entry over the whole tree.
+    pub filter_bits_per_key: f64,
     /// Measured false-positive rate of `readmissing`.
     pub measured_fpr: f64,
     /// Theory's false-positive rate, from the tables' filters as in [`WorkloadResult`].
@@ -234,6 +253,8 @@ pub struct SweepRow {
     pub readmissing_ops_per_sec: f64,
     /// Data blocks searched per lookup (disk or cache).
     pub blocks_per_op: f64,
+    /// What the tables' own filters predict for `blocks_per_op` (see [`Prediction`]).
+    pub predicted_blocks_per_op: f64,
     /// Data blocks read from disk per lookup.
     pub blocks_read_per_op: f64,
     /// Tables whose range covered the key, per lookup.
@@ -331,12 +352,16 @@ pub fn print_results(rows: &[WorkloadResult]) {
     );
 }
 
-/// Prints the `readmissing` prediction check.
+/// Prints the `readmissing` prediction check, and how the budgeted filters compare with the
+/// uniform blocked ones: blocks per missing lookup and the memory each spent.
 pub fn print_predictions(preds: &[Prediction]) {
     if preds.is_empty() {
         return;
     }
-    println!("\nreadmissing prediction check (blocks searched per lookup, from disk or cache):");
+    println!(
+        "\nreadmissing prediction check (blocks searched per lookup, from disk or cache; \
+         predicted: Σ over tables of the chance the key is in range × the table's own FPR):"
+    );
     for p in preds {
         if p.policy == "none" {
             println!(
@@ -345,14 +370,28 @@ pub fn print_predictions(preds: &[Prediction]) {
             );
         } else {
             println!(
-                "  {}: {:.4} blocks/lookup read vs predicted FPR × tables consulted = {:.4}% × {:.3} = {:.4}",
+                "  {:<8} {:.4} blocks/lookup read vs predicted {:.4} ({:.3} tables × {:.4}% on \
+                 average); filters {:.2} MiB, {:.2} bits/key",
                 p.policy,
                 p.blocks_per_lookup,
-                p.expected_fpr * 100.0,
+                p.predicted_blocks_per_lookup,
                 p.tables_consulted_per_lookup,
-                p.predicted_blocks_per_lookup
+                p.expected_fpr * 100.0,
+                p.filter_memory_bytes as f64 / (1 << 20) as f64,
+                p.filter_bits_per_key
             );
         }
+    }
+    let find = |name: &str| preds.iter().find(|p| p.policy == name);
+    if let (Some(b), Some(u)) = (find("budgeted"), find("blocked")) {
+        let change = |new: f64, old: f64| (new / old.max(1e-12) - 1.0) * 100.0;
+        println!(
+            "  budgeted vs blocked: {:+.1}% blocks per missing lookup ({:+.1}% predicted) with \
+             {:+.1}% filter memory",
+            change(b.blocks_per_lookup, u.blocks_per_lookup),
+            change(b.predicted_blocks_per_lookup, u.predicted_blocks_per_lookup),
+            change(b.filter_memory_bytes as f64, u.filter_memory_bytes as f64)
+        );
     }
 }
 
@@ -366,7 +405,7 @@ pub fn print_shapes(shapes: &[Shape]) {
     );
     for s in shapes {
         println!(
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?})  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -375,6 +414,11 @@ pub fn print_shapes(shapes: &[Shape]) {
                 .map(|b| (*b as f64 / (1 << 20) as f64).round())
                 .collect::<Vec<_>>(),
             s.filter_memory_bytes as f64 / (1 << 20) as f64,
+            s.filter_bits_per_key,
+            s.filter_bits_per_key_per_level
+                .iter()
+                .map(|b| (b * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
             s.index_memory_bytes as f64 / (1 << 20) as f64,
             s.open_table_files,
             s.load,
@@ -392,31 +436,35 @@ pub fn print_sweep(rows: &[SweepRow]) {
         return;
     }
     println!(
-        "\nbits-per-key sweep ({} keys each, readmissing):\n{:<8} {:>5} {:>3} {:>10} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8}",
+        "\nbits-per-key sweep ({} keys each, readmissing; budgeted: bpk is the tree's average, k at it):\n{:<8} {:>5} {:>3} {:>10} {:>8} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8}",
         rows[0].keys,
         "policy",
         "bpk",
         "k",
         "filt MiB",
+        "bits/key",
         "FPR meas",
         "FPR exp",
         "ops/s",
         "blk/op",
         "touch/op",
+        "pred/op",
         "tbl/op"
     );
     for r in rows {
         println!(
-            "{:<8} {:>5} {:>3} {:>10.3} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.3}",
+            "{:<8} {:>5} {:>3} {:>10.3} {:>8.2} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.4} {:>8.3}",
             r.policy,
             r.bits_per_key,
             r.probes,
             r.filter_memory_bytes as f64 / (1 << 20) as f64,
+            r.filter_bits_per_key,
             pct(Some(r.measured_fpr)),
             pct(Some(r.expected_fpr)),
             si(r.readmissing_ops_per_sec),
             r.blocks_read_per_op,
             r.blocks_per_op,
+            r.predicted_blocks_per_op,
             r.tables_consulted_per_op
         );
     }

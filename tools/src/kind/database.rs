@@ -1,6 +1,7 @@
 //! Everything the tool does with a database directory as a whole: `db` (its `inspect`) — the
 //! manifest's counters, every level with its tables (sizes, key ranges, sequence ranges,
-//! filters), the RAM the filters and indexes hold, and the WAL segments on disk; `dump` — the
+//! filters), the filters run by run next to the split of the same memory a filter budget
+//! would make, the RAM the filters and indexes hold, and the WAL segments on disk; `dump` — the
 //! merged user view, or with `--internal` the tables' and live WALs' internal entries;
 //! `verify`.
 //!
@@ -33,8 +34,29 @@ pub struct Report {
     total_entries: u64,
     filter_memory_bytes: u64,
     index_memory_bytes: u64,
+    /// Filter bits per key over the whole tree (bits of every filter / entries of every table).
+    filter_bits_per_key: f64,
+    /// The runs an absent-key lookup consults, as `Db::filter_runs` reports them.
+    filter_runs: Vec<FilterRunReport>,
+    /// Σ `filter_runs[].expected_fpr`: data blocks an absent key inside every run's range costs.
+    expected_blocks_per_absent_lookup: f64,
+    /// The same with the runs' budgeted shares of the same memory.
+    budgeted_blocks_per_absent_lookup: f64,
     wal_files: Vec<Wal>,
     wal_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct FilterRunReport {
+    level: usize,
+    /// The table of an L0 run; null for a deeper level.
+    table: Option<u64>,
+    tables: usize,
+    keys: u64,
+    bits_per_key: f64,
+    expected_fpr: f64,
+    budgeted_bits_per_key: f64,
+    budgeted_fpr: f64,
 }
 
 #[derive(Serialize)]
@@ -67,6 +89,7 @@ struct TableReport {
     data_blocks: u64,
     filter_kind: String,
     filter_bits_per_key: f64,
+    filter_requested_bits_per_key: f64,
     filter_probes: u32,
     filter_memory_bytes: usize,
     index_memory_bytes: usize,
@@ -112,6 +135,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             data_blocks: t.data_blocks,
             filter_kind: t.filter_kind.to_string(),
             filter_bits_per_key: t.filter_bits_per_key,
+            filter_requested_bits_per_key: t.filter_requested_bits_per_key,
             filter_probes: t.filter_probes,
             filter_memory_bytes: t.filter_memory_bytes,
             index_memory_bytes: t.index_memory_bytes,
@@ -133,6 +157,22 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         }
     }
     wal_files.sort_by_key(|w| w.number);
+    let runs = db.filter_runs();
+    let filter_bits: u64 = runs.iter().map(|r| r.filter_bits).sum();
+    let run_keys: u64 = runs.iter().map(|r| r.keys).sum();
+    let filter_runs: Vec<FilterRunReport> = runs
+        .iter()
+        .map(|r| FilterRunReport {
+            level: r.level,
+            table: r.table,
+            tables: r.tables,
+            keys: r.keys,
+            bits_per_key: r.bits_per_key(),
+            expected_fpr: r.expected_fpr,
+            budgeted_bits_per_key: r.budgeted_bits_per_key,
+            budgeted_fpr: r.budgeted_fpr,
+        })
+        .collect();
     Ok(Report {
         path: common::display(dir),
         manifest: ManifestReport {
@@ -146,6 +186,10 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         total_entries: tables.iter().map(|t| t.entries).sum(),
         filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
         index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
+        filter_bits_per_key: if run_keys == 0 { 0.0 } else { filter_bits as f64 / run_keys as f64 },
+        expected_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.expected_fpr).sum(),
+        budgeted_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.budgeted_fpr).sum(),
+        filter_runs,
         wal_bytes: wal_files.iter().map(|w| w.size).sum(),
         wal_files,
         levels,
@@ -167,7 +211,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             writeln!(
                 out,
                 "  {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
-                 {} blocks, filter {} {:.1} bits/key {} bytes, index {} bytes",
+                 {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
                 t.number,
                 t.file_size,
                 q(&t.smallest_key),
@@ -179,11 +223,13 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
                 t.data_blocks,
                 t.filter_kind,
                 t.filter_bits_per_key,
+                t.filter_requested_bits_per_key,
                 t.filter_memory_bytes,
                 t.index_memory_bytes
             )?;
         }
     }
+    print_filter_runs(out, r)?;
     writeln!(
         out,
         "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
@@ -203,6 +249,47 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         )?;
     }
     writeln!(out, "WAL total: {} bytes", r.wal_bytes)
+}
+
+/// The runs a lookup for an absent key meets, each with its filter bits and expected rate now,
+/// beside what `FilterPolicy::Budgeted` would give it out of the same total memory.
+fn print_filter_runs(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
+    if r.filter_runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "filter runs (an absent key asks each L0 table and one table per deeper level), \
+         {:.2} bits/key on average:",
+        r.filter_bits_per_key
+    )?;
+    writeln!(
+        out,
+        "  {:<16} {:>12} {:>9} {:>9} | {:>9} {:>9} (budgeted, same memory)",
+        "run", "keys", "bits/key", "FPR", "bits/key", "FPR"
+    )?;
+    for run in &r.filter_runs {
+        let name = match (run.table, run.tables) {
+            (Some(n), _) => format!("L{} {n:06}.sst", run.level),
+            (None, 1) => format!("L{} (1 table)", run.level),
+            (None, n) => format!("L{} ({n} tables)", run.level),
+        };
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>9.2} {:>8.4}% | {:>9.2} {:>8.4}%",
+            name,
+            run.keys,
+            run.bits_per_key,
+            run.expected_fpr * 100.0,
+            run.budgeted_bits_per_key,
+            run.budgeted_fpr * 100.0
+        )?;
+    }
+    writeln!(
+        out,
+        "  expected data blocks per absent lookup: {:.4} now, {:.4} with the budgeted split",
+        r.expected_blocks_per_absent_lookup, r.budgeted_blocks_per_absent_lookup
+    )
 }
 
 /// `dump`: the merged user view (what `scan` shows), read through `Db::open_read_only`.

@@ -1,0 +1,91 @@
+//! The tree as [`FilterPolicy::Budgeted`] sees it, and the share of the budget a table gets.
+//!
+//! An absent-key lookup consults every L0 table whose range covers the key (flushes cover
+//! nearly the whole key space, so nearly all of them) and one table on each deeper level: each
+//! L0 table is a run of its own, each deeper level one run. Run sizes are the tables' entry
+//! counts as the manifest records them, so working out the shape touches no file.
+//!
+//! When a flush, a compaction or an ingest is about to write tables, it describes what it
+//! will do ([`Placement`]): the level the tables go to, about how many keys they will hold,
+//! and the tables they replace. [`table_filter`] takes the current version, removes what is
+//! replaced, adds what is written, splits the budget over the resulting runs with
+//! [`budget::allocate`], and gives the new tables their run's share. Nothing is stored
+//! between writes: every write recomputes the split from the version it starts from, so a
+//! table's bits reflect the tree when it was written, and tables written under an older shape
+//! keep their bits until compaction rewrites them.
+
+use std::sync::Arc;
+
+use crate::filter::{budget, FilterPolicy};
+use crate::version::set::{TableFile, Version};
+
+/// One run: an L0 table, or a whole deeper level.
+pub(crate) struct Run<'v> {
+    pub level: usize,
+    pub tables: Vec<&'v Arc<TableFile>>,
+}
+
+impl Run<'_> {
+    /// Entries in the run's tables. The counts come from the manifest, so the sum saturates
+    /// rather than overflowing on damaged ones.
+    pub(crate) fn keys(&self) -> u64 {
+        self.tables.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries))
+    }
+}
+
+/// The runs of `version` an absent-key lookup meets, in read order: each L0 table (newest
+/// first), then each non-empty deeper level. Tables in `without` are left out.
+pub(crate) fn runs<'v>(version: &'v Version, without: &[Arc<TableFile>]) -> Vec<Run<'v>> {
+    let kept = |t: &&Arc<TableFile>| !without.iter().any(|w| w.meta.number == t.meta.number);
+    let mut runs: Vec<Run<'v>> =
+        version.levels[0].iter().filter(kept).map(|t| Run { level: 0, tables: vec![t] }).collect();
+    for (level, tables) in version.levels.iter().enumerate().skip(1) {
+        let tables: Vec<_> = tables.iter().filter(kept).collect();
+        if !tables.is_empty() {
+            runs.push(Run { level, tables });
+        }
+    }
+    runs
+}
+
+/// What a write is about to do to the tree.
+pub(crate) struct Placement<'a> {
+    /// The level its tables go to.
+    pub level: usize,
+    /// About how many keys they will hold; 0 if unknown.
+    pub keys: u64,
+    /// The tables it replaces (a compaction's inputs).
+    pub replaces: &'a [Arc<TableFile>],
+}
+
+/// The filter for the tables of `placement`: `policy` itself, unless it is
+/// [`FilterPolicy::Budgeted`], which becomes a blocked Bloom filter at the share of the budget
+/// their run gets in the tree `version` will be once the write is done (no filter if that
+/// share is nothing). A write of unknown size gets the average.
+pub(crate) fn table_filter(
+    policy: FilterPolicy,
+    version: &Version,
+    placement: &Placement,
+) -> FilterPolicy {
+    let FilterPolicy::Budgeted { bits_per_key } = policy else { return policy };
+    if placement.keys == 0 {
+        return FilterPolicy::BlockedBloom { bits_per_key };
+    }
+    let runs = runs(version, placement.replaces);
+    let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
+    // New L0 tables are a run of their own; on a deeper level they join the level's run.
+    let target = match runs.iter().position(|r| r.level == placement.level && r.level > 0) {
+        Some(i) => i,
+        None => {
+            keys.push(0);
+            keys.len() - 1
+        }
+    };
+    keys[target] = keys[target].saturating_add(placement.keys);
+    let bits = budget::allocate(&keys, bits_per_key)[target];
+    if bits > 0.0 {
+        FilterPolicy::BlockedBloom { bits_per_key: bits }
+    } else {
+        FilterPolicy::None
+    }
+}
