@@ -71,8 +71,10 @@ const MAGIC: &[u8; 4] = b"BKVF";
 const VERSION: u8 = 1;
 const HEADER_LEN: usize = 32;
 
-/// Which filter a table carries, chosen with `Options::filter_policy`.
+/// Which filter a table carries, chosen with `Options::filter_policy`. Non-exhaustive: new
+/// kinds of filter may be added without breaking code that matches on it.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum FilterPolicy {
     /// Cache-line-blocked Bloom filter (the default, at 10 bits per key).
     BlockedBloom {
