@@ -374,3 +374,30 @@ fn the_large_profile_sets_defaults_that_flags_override() {
     assert_eq!(c["workloads"], serde_json::json!(["readmissing"]));
     assert_eq!(c["keys"], 16000);
 }
+
+/// `bloomkv bench ... | head -1`: the reader leaves after the first line; the run still
+/// finishes cleanly, writes its JSON and exits 0 instead of panicking on the closed pipe.
+#[test]
+fn a_reader_that_leaves_early_does_not_fail_the_run() {
+    use std::io::BufRead;
+    use std::process::{Command as Std, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let mut child = Std::new(env!("CARGO_BIN_EXE_bloomkv"))
+        .args(["bench", "--keys", "4000", "--reads", "500", "--sweep", "none", "--quiet"])
+        .args(["--workloads", "readmissing", "--policies", "blocked", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("bloomkv bench"), "{first}");
+    // The reader is dropped here: every later write meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(json.exists());
+}

@@ -405,6 +405,20 @@ pub struct Args {
     quiet: bool,
 }
 
+/// Writes `text` to stdout. Once the reader has gone (`bench ... | head`), the rest of the
+/// report is dropped without error: the run still finishes, writes its `--json` and
+/// `--plot` files and removes its databases.
+fn say(text: &str) -> bloomkv::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(bloomkv::Error::io("writing to stdout", e))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn bench_error(msg: impl Into<String>) -> bloomkv::Error {
     bloomkv::Error::io("bench", std::io::Error::other(msg.into()))
 }
@@ -535,9 +549,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         show_progress: !args.quiet && std::io::stdout().is_terminal(),
     };
 
-    println!(
+    say(&format!(
         "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
-         reads/workload on {} thread(s), {} bits/key, compression {}, dbs in {} (load average {})",
+         reads/workload on {} thread(s), {} bits/key, compression {}, dbs in {} (load average {})\n",
         plan.profile.name(),
         plan.keys,
         keys::KEY_BYTES,
@@ -549,7 +563,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         compression_name(args.compression),
         base.display(),
         load_average_at_start
-    );
+    ))?;
 
     let mut results = Vec::new();
     let mut shapes = Vec::new();
@@ -601,11 +615,13 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         }
     }
 
-    println!();
-    report::print_shapes(&shapes);
-    report::print_results(&results);
-    report::print_predictions(&predictions);
-    report::print_sweep(&sweep);
+    let mut text = String::from("\n");
+    report::write_shapes(&mut text, &shapes)
+        .and_then(|()| report::write_results(&mut text, &results))
+        .and_then(|()| report::write_predictions(&mut text, &predictions))
+        .and_then(|()| report::write_sweep(&mut text, &sweep))
+        .expect("formatting into a String cannot fail");
+    say(&text)?;
 
     let report = Report {
         schema: report::SCHEMA,
@@ -645,13 +661,13 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         let text = serde_json::to_string_pretty(&report).map_err(|e| bench_error(e.to_string()))?;
         std::fs::write(path, text)
             .map_err(|e| bloomkv::Error::io(format!("writing {}", path.display()), e))?;
-        println!("\nwrote {}", path.display());
+        say(&format!("\nwrote {}\n", path.display()))?;
     }
     if let Some(path) = &args.plot {
         plot::draw(&report, path).map_err(|e| bench_error(format!("plotting: {e}")))?;
-        println!("wrote {}", path.display());
+        say(&format!("wrote {}\n", path.display()))?;
     }
-    println!("total {:.1} s", report.total_seconds);
+    say(&format!("total {:.1} s\n", report.total_seconds))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,6 +1,8 @@
 //! The benchmark's results: the JSON document (field names are part of the tool's interface,
 //! documented in `docs/bench.md`) and the terminal tables.
 
+use std::fmt::Write;
+
 use serde::Serialize;
 
 use super::measure::PerOp;
@@ -292,8 +294,9 @@ fn pct(x: Option<f64>) -> String {
 }
 
 /// Prints the main results table.
-pub fn print_results(rows: &[WorkloadResult]) {
-    println!(
+pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Result {
+    writeln!(
+        out,
         "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
         "workload",
         "policy",
@@ -309,9 +312,10 @@ pub fn print_results(rows: &[WorkloadResult]) {
         "FPR meas",
         "FPR exp",
         "filt MiB"
-    );
+    )?;
     for r in rows {
-        println!(
+        writeln!(
+                out,
             "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
             r.workload,
             r.policy,
@@ -327,9 +331,10 @@ pub fn print_results(rows: &[WorkloadResult]) {
             pct(r.measured_fpr),
             pct(Some(r.expected_fpr)),
             r.filter_memory_bytes as f64 / (1 << 20) as f64,
-        );
+        )?;
         if r.write_stalls + r.write_slowdowns > 0 || r.write_amplification > 0.0 {
-            println!(
+            writeln!(
+                out,
                 "{:<26} {} write stalls, {} slowdowns ({:.1} s waiting), {} compactions, write amp {:.2}",
                 "",
                 r.write_stalls,
@@ -337,39 +342,44 @@ pub fn print_results(rows: &[WorkloadResult]) {
                 r.write_stall_seconds,
                 r.compactions_during,
                 r.write_amplification
-            );
+            )?;
         }
         if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
-            println!("{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate));
+            writeln!(out, "{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate))?;
         }
     }
-    println!(
+    writeln!(
+                out,
         "\nops/cpu-s: operations per CPU-second of the whole process (all its threads);\n\
          blk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
          chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
          (block counters move only for point lookups, not scans or writes);\n\
          multiread*: an op is one key of a multi_get call, but the latency columns time whole calls."
-    );
+    )?;
+    Ok(())
 }
 
 /// Prints the `readmissing` prediction check, and how the budgeted filters compare with the
 /// uniform blocked ones: blocks per missing lookup and the memory each spent.
-pub fn print_predictions(preds: &[Prediction]) {
+pub fn write_predictions(out: &mut String, preds: &[Prediction]) -> std::fmt::Result {
     if preds.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "\nreadmissing prediction check (blocks searched per lookup, from disk or cache; \
          predicted: Σ over tables of the chance the key is in range × the table's own FPR):"
-    );
+    )?;
     for p in preds {
         if p.policy == "none" {
-            println!(
+            writeln!(
+                out,
                 "  no filter: {:.3} blocks/lookup, tables whose range covers the key per lookup = {:.3}",
                 p.blocks_per_lookup, p.tables_consulted_per_lookup
-            );
+            )?;
         } else {
-            println!(
+            writeln!(
+                out,
                 "  {:<8} {:.4} blocks/lookup read vs predicted {:.4} ({:.3} tables × {:.4}% on \
                  average); filters {:.2} MiB, {:.2} bits/key",
                 p.policy,
@@ -379,32 +389,36 @@ pub fn print_predictions(preds: &[Prediction]) {
                 p.expected_fpr * 100.0,
                 p.filter_memory_bytes as f64 / (1 << 20) as f64,
                 p.filter_bits_per_key
-            );
+            )?;
         }
     }
     let find = |name: &str| preds.iter().find(|p| p.policy == name);
     if let (Some(b), Some(u)) = (find("budgeted"), find("blocked")) {
         let change = |new: f64, old: f64| (new / old.max(1e-12) - 1.0) * 100.0;
-        println!(
+        writeln!(
+            out,
             "  budgeted vs blocked: {:+.1}% blocks per missing lookup ({:+.1}% predicted) with \
              {:+.1}% filter memory",
             change(b.blocks_per_lookup, u.blocks_per_lookup),
             change(b.predicted_blocks_per_lookup, u.predicted_blocks_per_lookup),
             change(b.filter_memory_bytes as f64, u.filter_memory_bytes as f64)
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Prints the database shapes.
-pub fn print_shapes(shapes: &[Shape]) {
+pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
     if shapes.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "LSM shape for the reads (tables per level, L0 first; in brackets: right after the load):"
-    );
+    )?;
     for s in shapes {
-        println!(
+        writeln!(
+                out,
             "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?})  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
@@ -425,17 +439,19 @@ pub fn print_shapes(shapes: &[Shape]) {
             s.load_seconds,
             s.load_mib_per_sec,
             s.write_amplification
-        );
+        )?;
     }
-    println!();
+    writeln!(out)?;
+    Ok(())
 }
 
 /// Prints the sweep table.
-pub fn print_sweep(rows: &[SweepRow]) {
+pub fn write_sweep(out: &mut String, rows: &[SweepRow]) -> std::fmt::Result {
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    writeln!(
+                out,
         "\nbits-per-key sweep ({} keys each, readmissing; budgeted: bpk is the tree's average, k at it):\n{:<8} {:>5} {:>3} {:>10} {:>8} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8}",
         rows[0].keys,
         "policy",
@@ -450,9 +466,10 @@ pub fn print_sweep(rows: &[SweepRow]) {
         "touch/op",
         "pred/op",
         "tbl/op"
-    );
+    )?;
     for r in rows {
-        println!(
+        writeln!(
+                out,
             "{:<8} {:>5} {:>3} {:>10.3} {:>8.2} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.4} {:>8.3}",
             r.policy,
             r.bits_per_key,
@@ -466,6 +483,7 @@ pub fn print_sweep(rows: &[SweepRow]) {
             r.blocks_per_op,
             r.predicted_blocks_per_op,
             r.tables_consulted_per_op
-        );
+        )?;
     }
+    Ok(())
 }
