@@ -1,0 +1,82 @@
+//! Where everything lives in the node's one bloomkv database.
+//!
+//! ```text
+//! log/<index: u64 BE>        one log entry (postcard `Entry`)
+//! meta/format                FORMAT_VERSION (u32 LE), written when the store is created
+//! meta/vote                  the last saved vote (postcard `Vote`)
+//! meta/committed             the last saved committed log id (postcard `LogId`)
+//! meta/purged                the last purged log id (postcard `LogId`)
+//! sm/applied                 the state machine's last applied log id (postcard `LogId`)
+//! sm/membership              its last membership (postcard `StoredMembership`)
+//! data/<user key>            the replicated key-value data, values as written
+//! snapshot/meta              the current snapshot's meta and size (postcard `StoredSnapshot`)
+//! snapshot/chunk/<n: u32 BE> its bytes, in chunks of at most SNAPSHOT_CHUNK_BYTES
+//! ```
+//!
+//! Indexes are big-endian so that key order is index order: a range scan reads entries in log
+//! order, and one `[log/a, log/b)` range is exactly the indexes `a..b`.
+
+/// The prefix of log entries.
+pub(crate) const LOG: &[u8] = b"log/";
+/// The version of this layout; a store written by another version is refused at open.
+pub(crate) const FORMAT: &[u8] = b"meta/format";
+pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const VOTE: &[u8] = b"meta/vote";
+pub(crate) const COMMITTED: &[u8] = b"meta/committed";
+pub(crate) const PURGED: &[u8] = b"meta/purged";
+pub(crate) const APPLIED: &[u8] = b"sm/applied";
+pub(crate) const MEMBERSHIP: &[u8] = b"sm/membership";
+/// The prefix of the replicated data.
+pub(crate) const DATA: &[u8] = b"data/";
+pub(crate) const SNAPSHOT_META: &[u8] = b"snapshot/meta";
+pub(crate) const SNAPSHOT_CHUNK: &[u8] = b"snapshot/chunk/";
+/// A snapshot is cut into values of this size: bloomkv caps one value at 16 MiB, and smaller
+/// values keep each data block, and each read of one, small.
+pub(crate) const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+
+/// The key of the log entry at `index`.
+pub(crate) fn log(index: u64) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..4].copy_from_slice(LOG);
+    key[4..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The index a log key names, or `None` if `key` is not one.
+pub(crate) fn log_index(key: &[u8]) -> Option<u64> {
+    let rest = key.strip_prefix(LOG)?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// The key of `user_key` in the replicated data.
+pub(crate) fn data(user_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(DATA.len() + user_key.len());
+    key.extend_from_slice(DATA);
+    key.extend_from_slice(user_key);
+    key
+}
+
+/// The key of the `n`-th chunk of the current snapshot.
+pub(crate) fn snapshot_chunk(n: u32) -> Vec<u8> {
+    let mut key = SNAPSHOT_CHUNK.to_vec();
+    key.extend_from_slice(&n.to_be_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_keys_sort_by_index_and_round_trip() {
+        let indexes = [0u64, 1, 255, 256, 1 << 40, u64::MAX];
+        for w in indexes.windows(2) {
+            assert!(log(w[0]) < log(w[1]), "{} vs {}", w[0], w[1]);
+        }
+        for i in indexes {
+            assert_eq!(log_index(&log(i)), Some(i));
+        }
+        assert_eq!(log_index(b"log/short"), None);
+        assert_eq!(log_index(b"data/12345678"), None);
+    }
+}

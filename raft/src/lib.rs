@@ -1,0 +1,336 @@
+//! bloomkv as the storage of an [openraft](https://docs.rs/openraft/0.9) cluster.
+//!
+//! One bloomkv database per node holds everything: the raft log and vote ([`LogStore`],
+//! openraft's `RaftLogStorage`), and a replicated key-value state machine with its snapshots
+//! ([`StateMachine`], openraft's `RaftStateMachine`). Clients submit [`Command`]s through
+//! [`openraft::Raft::client_write`]; each node applies them to keys under `data/`, and
+//! [`KvReader`] reads them back.
+//!
+//! ```no_run
+//! use bloomkv_raft::{Command, Raft, TypeConfig};
+//!
+//! async fn start(
+//!     network: impl openraft::RaftNetworkFactory<TypeConfig>,
+//! ) -> Result<(), Box<dyn std::error::Error>> {
+//!     let (log_store, state_machine) = bloomkv_raft::open("node-1", bloomkv::Options::default())?;
+//!     let kv = state_machine.reader();
+//!     let config = std::sync::Arc::new(openraft::Config::default().validate()?);
+//!     let raft = Raft::new(1, config, network, log_store, state_machine).await?;
+//!
+//!     raft.client_write(Command::put("greeting", "hello")).await?;
+//!     raft.ensure_linearizable().await?; // then a local read is linearizable
+//!     assert_eq!(kv.get(b"greeting")?.as_deref(), Some(&b"hello"[..]));
+//!
+//!     raft.shutdown().await?;
+//!     kv.close()?; // releases the directory, so it can be opened again
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Key layout, what is durable when, and the snapshot format: DESIGN.md, "Replication
+//! (raft/)".
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+// openraft's traits return its `StorageError` (224 bytes) by value; the helpers here pass it
+// along unchanged rather than box it only to unbox it at the trait boundary.
+#![allow(clippy::result_large_err)]
+
+#[cfg(test)]
+mod crash_tests;
+mod keys;
+mod log_store;
+mod snapshot;
+mod state_machine;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv::{Db, Options, Value, WriteBatch, WriteOptions};
+use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
+use serde::{Deserialize, Serialize};
+
+pub use log_store::LogStore;
+pub use state_machine::{SnapshotBuilder, StateMachine};
+
+/// A node's id in the cluster.
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// The openraft type configuration of a bloomkv cluster: [`Command`]s in, [`Outcome`]s out,
+    /// `u64` node ids, nodes addressed by [`openraft::BasicNode`], snapshots as bytes in memory.
+    pub TypeConfig:
+        D = Command,
+        R = Outcome,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A raft node storing into bloomkv.
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// The storage errors this crate returns.
+pub type StorageError = openraft::StorageError<NodeId>;
+
+/// A change to the replicated key-value data, submitted with [`openraft::Raft::client_write`].
+///
+/// A command is applied whole or not at all: a [`Command::Batch`] is one atomic write on every
+/// node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Sets `key` to `value`.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Removes `key` (nothing happens if it is absent).
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// The commands in order, atomically; later ones win on the same key.
+    Batch(Vec<Command>),
+}
+
+/// The largest encoded [`Command`] a node accepts: a log entry is one bloomkv value, which may
+/// be at most [`bloomkv::MAX_VALUE_BYTES`]; the rest is left for the entry's log id.
+pub const MAX_COMMAND_BYTES: usize = bloomkv::MAX_VALUE_BYTES - 1024;
+
+impl Command {
+    /// A [`Command::Put`].
+    pub fn put(key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Command {
+        Command::Put { key: key.as_ref().to_vec(), value: value.as_ref().to_vec() }
+    }
+
+    /// A [`Command::Delete`].
+    pub fn delete(key: impl AsRef<[u8]>) -> Command {
+        Command::Delete { key: key.as_ref().to_vec() }
+    }
+
+    /// Checks that the command can be stored: every key fits bloomkv's key limit once prefixed
+    /// with `data/`, every value fits its value limit, and the whole command fits one log entry
+    /// ([`MAX_COMMAND_BYTES`]).
+    ///
+    /// Check before [`openraft::Raft::client_write`]: an entry too large for the log fails
+    /// the leader's append, which openraft treats as a fatal storage error. A command that
+    /// reaches the state machine anyway is answered with [`Outcome::Rejected`] on every node
+    /// and changes nothing.
+    pub fn validate(&self) -> Result<(), String> {
+        let size = postcard::experimental::serialized_size(self).map_err(|e| e.to_string())?;
+        if size > MAX_COMMAND_BYTES {
+            return Err(format!("command of {size} bytes is over {MAX_COMMAND_BYTES}"));
+        }
+        self.validate_entries()
+    }
+
+    fn validate_entries(&self) -> Result<(), String> {
+        let check_key = |key: &[u8]| {
+            let max = bloomkv::MAX_KEY_BYTES - keys::DATA.len();
+            match key.len() > max {
+                true => Err(format!("key of {} bytes is over {max}", key.len())),
+                false => Ok(()),
+            }
+        };
+        match self {
+            Command::Put { key, value } => {
+                check_key(key)?;
+                if value.len() > bloomkv::MAX_VALUE_BYTES {
+                    return Err(format!(
+                        "value of {} bytes is over {}",
+                        value.len(),
+                        bloomkv::MAX_VALUE_BYTES
+                    ));
+                }
+                Ok(())
+            }
+            Command::Delete { key } => check_key(key),
+            Command::Batch(commands) => commands.iter().try_for_each(Command::validate_entries),
+        }
+    }
+
+    /// Adds the command's writes to `batch`.
+    fn stage(&self, batch: &mut WriteBatch) {
+        match self {
+            Command::Put { key, value } => batch.put(keys::data(key), value),
+            Command::Delete { key } => batch.delete(keys::data(key)),
+            Command::Batch(commands) => commands.iter().for_each(|c| c.stage(batch)),
+        }
+    }
+}
+
+/// What applying a log entry did, as returned in
+/// [`openraft::raft::ClientWriteResponse::data`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The entry was applied (for a blank or membership entry: recorded).
+    Applied,
+    /// The command broke a limit (see [`Command::validate`]) and changed nothing, on any node.
+    Rejected {
+        /// Which limit.
+        reason: String,
+    },
+}
+
+/// Opens the node's bloomkv database in `dir` (creating it if new) and returns the two halves
+/// openraft needs, which share it.
+///
+/// Fails if the directory holds a database written by another version of this crate's layout.
+/// `options` are bloomkv's; their `sync_writes` does not matter, since every write here says
+/// whether it syncs.
+pub fn open(
+    dir: impl AsRef<Path>,
+    options: Options,
+) -> Result<(LogStore, StateMachine), bloomkv::Error> {
+    let db = Arc::new(Db::open(dir, options)?);
+    check_format(&db)?;
+    Ok((LogStore::new(db.clone()), StateMachine::new(db)))
+}
+
+fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
+    let want = keys::FORMAT_VERSION.to_le_bytes();
+    match db.get(keys::FORMAT)? {
+        Some(v) if v[..] == want => Ok(()),
+        Some(v) => Err(bloomkv::Error::InvalidArgument(format!(
+            "{}: raft storage format {:?}, this build reads {:?}",
+            db.path().display(),
+            &v[..],
+            want
+        ))),
+        // A fresh database, or one that holds something else: refuse the latter rather than
+        // read its keys as raft state.
+        None => match db.range(..).next() {
+            None => db.write(
+                &{
+                    let mut b = WriteBatch::new();
+                    b.put(keys::FORMAT, want);
+                    b
+                },
+                &WriteOptions::new().sync(true),
+            ),
+            Some(_) => Err(bloomkv::Error::InvalidArgument(format!(
+                "{}: not a bloomkv-raft store (no {})",
+                db.path().display(),
+                String::from_utf8_lossy(keys::FORMAT)
+            ))),
+        },
+    }
+}
+
+/// Reads the replicated data of one node, locally.
+///
+/// A local read sees what this node has applied. For a linearizable read, call
+/// [`openraft::Raft::ensure_linearizable`] on the leader first and read after it returns.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct KvReader {
+    db: Arc<Db>,
+}
+
+impl KvReader {
+    /// The value of `key`, or `None` if it is absent.
+    pub fn get(&self, key: &[u8]) -> bloomkv::Result<Option<Value>> {
+        self.db.get(keys::data(key))
+    }
+
+    /// Every key and value, in key order, as of one moment.
+    pub fn scan(&self) -> impl Iterator<Item = bloomkv::Result<(Vec<u8>, Value)>> {
+        self.db.prefix(keys::DATA).map(|item| {
+            item.map(|(mut key, value)| {
+                key.drain(..keys::DATA.len());
+                (key, value)
+            })
+        })
+    }
+
+    /// Closes the node's database (the log's and the state machine's too): call it after
+    /// [`openraft::Raft::shutdown`], to release the directory at once instead of when the last
+    /// handle is dropped. Every later call through any handle fails with
+    /// [`bloomkv::Error::Closed`].
+    pub fn close(&self) -> bloomkv::Result<()> {
+        self.db.close()
+    }
+}
+
+/// Encodes a stored value.
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, AnyError> {
+    postcard::to_allocvec(value).map_err(|e| AnyError::new(&e))
+}
+
+/// Decodes a stored value, if there is one.
+fn decode<T: serde::de::DeserializeOwned>(
+    got: bloomkv::Result<Option<Value>>,
+) -> Result<Option<T>, AnyError> {
+    match got.map_err(|e| AnyError::new(&e))? {
+        None => Ok(None),
+        Some(bytes) => postcard::from_bytes(&bytes).map(Some).map_err(|e| AnyError::new(&e)),
+    }
+}
+
+/// Turns a bloomkv error into a [`StorageError`] with the subject and verb `err` gives it.
+trait OrStorage<T> {
+    fn or_storage(self, err: impl FnOnce(AnyError) -> StorageError) -> Result<T, StorageError>;
+}
+
+impl<T> OrStorage<T> for bloomkv::Result<T> {
+    fn or_storage(self, err: impl FnOnce(AnyError) -> StorageError) -> Result<T, StorageError> {
+        self.map_err(|e| err(AnyError::new(&e)))
+    }
+}
+
+fn storage_error(
+    subject: ErrorSubject<NodeId>,
+    verb: ErrorVerb,
+    source: impl Into<AnyError>,
+) -> StorageError {
+    StorageIOError::new(subject, verb, source).into()
+}
+
+/// Runs bloomkv work that may block (an fsync, a large scan) on tokio's blocking pool, so the
+/// async workers that drive raft and the network keep running meanwhile.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, AnyError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => Ok(value),
+        // A panic in storage code is a bug: let it surface as one, not as an I/O error.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(AnyError::new(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_checks_each_limit() {
+        assert_eq!(Command::put("k", "v").validate(), Ok(()));
+        let long_key = vec![b'k'; bloomkv::MAX_KEY_BYTES - keys::DATA.len()];
+        assert_eq!(Command::put(&long_key, "v").validate(), Ok(()));
+        let too_long = vec![b'k'; bloomkv::MAX_KEY_BYTES - keys::DATA.len() + 1];
+        assert!(Command::delete(&too_long).validate().is_err());
+        let nested = Command::Batch(vec![Command::put("a", "1"), Command::delete(&too_long)]);
+        assert!(nested.validate().is_err());
+        let big = Command::put("k", vec![0u8; MAX_COMMAND_BYTES]);
+        assert!(big.validate().unwrap_err().contains("command of"));
+    }
+
+    #[test]
+    fn open_refuses_a_database_that_is_not_a_raft_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put("user:1", "x").unwrap();
+        db.close().unwrap();
+        let err = open(dir.path(), Options::default()).unwrap_err();
+        assert!(err.to_string().contains("not a bloomkv-raft store"), "{err}");
+
+        let fresh = tempfile::tempdir().unwrap();
+        let (_, sm) = open(fresh.path(), Options::default()).unwrap();
+        sm.reader().close().unwrap();
+        open(fresh.path(), Options::default()).unwrap(); // reopens its own store
+    }
+}
