@@ -181,16 +181,9 @@ impl Table {
     /// decided by the read path (`version::lookup` and `db::read`), once, not here.
     #[inline(never)]
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
-        let mut target = Vec::with_capacity(user_key.len() + crate::key::TRAILER_LEN);
-        append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
-        let i = self.index.find(&target);
-        if i == self.index.len() {
-            return Ok(TableGet::without_io(GetOutcome::Absent));
-        }
-        let handle = self.index.handles[i];
-        let (block, block_read, cache_hit) = self.data_block(handle, true)?;
-        let outcome = self.search_block(&block, handle, &target, user_key)?;
-        Ok(TableGet { outcome, block_read, cache_hit })
+        let mut got = None;
+        self.get_many([user_key], seq, |g| got = Some(g))?;
+        Ok(got.expect("get_many reports every key it is given"))
     }
 
     /// Looks up several user keys at `seq`, calling `each` with every key's outcome in the
