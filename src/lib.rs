@@ -47,7 +47,7 @@ mod stats;
 mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Db, DbIterator, KeyRange, Snapshot};
+pub use db::{Cursor, Db, DbIterator, KeyRange, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 
-use crate::iter::InternalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN};
 use crate::key_head::key_head;
 use crate::{Result, Value};
@@ -313,11 +313,11 @@ impl MemTable {
         self.map.is_empty()
     }
 
-    /// An iterator over every entry in internal-key order. It starts unpositioned: call
-    /// `seek_to_first` or `seek` first. It keeps the memtable alive, and may or may not
+    /// An iterator over every entry in internal-key order, both ways. It starts
+    /// unpositioned: call a seek first. It keeps the memtable alive, and may or may not
     /// see entries inserted after it was created.
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
-        MemTableIter { mem: Arc::clone(self), ahead: Vec::new() }
+        MemTableIter { mem: Arc::clone(self), run: Vec::new(), backward: false }
     }
 }
 
@@ -336,47 +336,69 @@ impl std::fmt::Debug for MemTable {
     }
 }
 
-/// Iterator over a memtable, from [`MemTable::iter`].
+/// Iterator over a memtable, from [`MemTable::iter`], both ways.
 ///
 /// Holds its current entry as shared `Bytes`, and finds the next one with a fresh search
 /// for the first key after it: O(log n) per step, but no lifetimes tie the iterator to a
 /// skip-list guard, so it can be boxed and sent between threads.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    /// Entries read ahead from the skip list, current first (stored reversed so the current
-    /// entry is at the end and advancing is a `pop`). Reading a run of entries per search
-    /// makes a full scan — a flush — cost O(1) amortised per entry instead of O(log n).
-    ahead: Vec<MemKey>,
+    /// Entries read from the skip list in the direction of travel, current one last, so
+    /// that a step is a `pop`. Reading a run of entries per search makes a full forward scan
+    /// — a flush — cost O(1) amortised per entry instead of O(log n).
+    run: Vec<MemKey>,
+    /// Which way `run` was read; a step the other way searches afresh from the current key.
+    backward: bool,
 }
 
-/// Entries fetched per skip-list search.
+/// Entries fetched per skip-list search going forward.
 const READ_AHEAD: usize = 64;
 
+/// Entries fetched per search going backward. The skip list has no back pointers, so each
+/// of them costs a search anyway: a long run would only save the guard, and a merge
+/// changing direction, which needs one or two entries, would pay for all of it.
+const READ_BEHIND: usize = 4;
+
 impl MemTableIter {
-    fn position(&mut self, bound: Bound<&dyn KeyView>) {
-        self.ahead.clear();
-        let range = self.mem.map.range::<dyn KeyView, _>((bound, Bound::Unbounded));
-        self.ahead.extend(range.take(READ_AHEAD).map(|e| e.key().clone()));
-        self.ahead.reverse();
+    /// Reads forward from `from`.
+    fn position(&mut self, from: Bound<&dyn KeyView>) {
+        self.run.clear();
+        self.backward = false;
+        let range = self.mem.map.range::<dyn KeyView, _>((from, Bound::Unbounded));
+        self.run.extend(range.take(READ_AHEAD).map(|e| e.key().clone()));
+        self.run.reverse();
+    }
+
+    /// Reads backward from `to`.
+    fn position_back(&mut self, to: Bound<&dyn KeyView>) {
+        self.run.clear();
+        self.backward = true;
+        let range = self.mem.map.range::<dyn KeyView, _>((Bound::Unbounded, to));
+        self.run.extend(range.rev().take(READ_BEHIND).map(|e| e.key().clone()));
+        self.run.reverse();
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        !self.ahead.is_empty()
+        !self.run.is_empty()
     }
 
     fn key(&self) -> &[u8] {
-        self.ahead.last().map_or(&[], |k| k.internal_key())
+        self.run.last().map_or(&[], |k| k.internal_key())
     }
 
     fn value(&self) -> &[u8] {
-        self.ahead.last().map_or(&[], |k| k.value())
+        self.run.last().map_or(&[], |k| k.value())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some(key) = self.ahead.pop() {
-            if self.ahead.is_empty() {
+        if self.backward {
+            if let Some(key) = self.run.last().cloned() {
+                self.position(Bound::Excluded(&key));
+            }
+        } else if let Some(key) = self.run.pop() {
+            if self.run.is_empty() {
                 self.position(Bound::Excluded(&key));
             }
         }
@@ -394,10 +416,35 @@ impl InternalIterator for MemTableIter {
     }
 }
 
+impl BidirectionalIterator for MemTableIter {
+    fn prev(&mut self) -> Result<()> {
+        if !self.backward {
+            if let Some(key) = self.run.last().cloned() {
+                self.position_back(Bound::Excluded(&key));
+            }
+        } else if let Some(key) = self.run.pop() {
+            if self.run.is_empty() {
+                self.position_back(Bound::Excluded(&key));
+            }
+        }
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.position_back(Bound::Unbounded);
+        Ok(())
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.position_back(Bound::Included(SeekKey::from_internal(target).view()));
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for MemTableIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemTableIter")
-            .field("key", &self.ahead.last().map(|k| k.internal_key()))
+            .field("key", &self.run.last().map(|k| k.internal_key()))
             .finish()
     }
 }
@@ -409,6 +456,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::iter::tests::{check_walk, walk_op};
     use crate::key::{compare_internal, internal_key, parse_internal_key};
 
     fn found(v: &[u8]) -> Option<MemGet> {
@@ -707,6 +755,31 @@ mod tests {
     }
 
     proptest! {
+        /// Seeks both ways and runs of steps that turn around anywhere agree with a model
+        /// cursor, across read-ahead (64 forward) and read-behind (4 backward) runs.
+        #[test]
+        fn prop_random_walks_match_a_model(
+            entries in proptest::collection::vec(entry(), 0..300),
+            walk in proptest::collection::vec(walk_op(
+                (proptest::collection::vec(0u8..4, 0..4), 0u64..60, any::<bool>()).prop_map(
+                    |(k, seq, put)| {
+                        let kind = if put { ValueKind::Put } else { ValueKind::Delete };
+                        internal_key(&k, seq, kind)
+                    },
+                ),
+            ), 1..40),
+        ) {
+            let m = Arc::new(MemTable::new());
+            let mut model = BTreeMap::new();
+            for (k, seq, put, v) in &entries {
+                let kind = if *put { ValueKind::Put } else { ValueKind::Delete };
+                m.insert(k, *seq, kind, v);
+                model.insert(Ik(internal_key(k, *seq, kind)), v.clone());
+            }
+            let sorted: Vec<_> = model.into_iter().map(|(k, v)| (k.0, v)).collect();
+            check_walk(&mut m.iter(), &sorted, &walk)?;
+        }
+
         #[test]
         fn prop_order_matches_compare_internal(
             a in ordered_key(), sa in 0u64..4, pa in any::<bool>(),

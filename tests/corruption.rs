@@ -261,6 +261,28 @@ fn check_damaged(
             }
         }
     };
+    // Backward, by iterator and by cursor: the same data, or an error blaming the file.
+    let reversed: bloomkv::Result<Model> =
+        db.range(..).rev().map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
+    let mut cursor = db.cursor(..);
+    let walked = (|| -> bloomkv::Result<Model> {
+        let mut got = Model::new();
+        cursor.seek_to_last()?;
+        while let (Some(k), Some(v)) = (cursor.key(), cursor.value()) {
+            got.insert(k.to_vec(), v.to_vec());
+            cursor.prev()?;
+        }
+        Ok(got)
+    })();
+    for (how, r) in [("reverse scan", reversed), ("backward cursor walk", walked)] {
+        match r {
+            Ok(got) => assert!(allowed.accepts(&got), "{what}: {how} returned wrong data"),
+            Err(e) => {
+                assert!(blames(&e, damaged), "{what}: {how} error blames something else: {e:?}");
+                out.read_errors += 1;
+            }
+        }
+    }
     for i in 0..3000 {
         let k = key(i);
         match db.get(&k) {

@@ -50,6 +50,7 @@ fn db_and_its_views_are_send_and_sync() {
     assert_send_sync::<bloomkv::Snapshot>();
     fn assert_send<T: Send>() {}
     assert_send::<bloomkv::DbIterator>();
+    assert_send::<bloomkv::Cursor>();
 }
 
 #[test]
@@ -775,6 +776,10 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     db.compact().unwrap(); // the snapshot now holds tables the live version replaced
     let mut it = db.range(..);
     assert_eq!(it.next().unwrap().unwrap().0, b"a".to_vec());
+    let mut back = db.range(..);
+    assert_eq!(back.next_back().unwrap().unwrap().0, b"c".to_vec());
+    let mut cursor = db.cursor(..);
+    cursor.seek_to_last().unwrap();
     assert!(matches!(Db::open(dir.path(), quiet()), Err(Error::Locked { .. })));
 
     // Closed from another thread, through its own Arc.
@@ -785,6 +790,13 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     assert!(matches!(it.next(), Some(Err(Error::Closed))));
     assert!(it.next().is_none());
     assert!(matches!(snap.range(..).next(), Some(Err(Error::Closed))));
+    assert!(matches!(back.next_back(), Some(Err(Error::Closed))));
+    assert!(back.next_back().is_none() && back.next().is_none());
+    assert!(matches!(snap.range(..).next_back(), Some(Err(Error::Closed))));
+    assert!(matches!(cursor.prev(), Err(Error::Closed)));
+    assert!(!cursor.valid() && cursor.key().is_none());
+    assert!(matches!(cursor.seek_to_first(), Err(Error::Closed)));
+    assert!(matches!(snap.cursor(..).seek(b"a"), Err(Error::Closed)));
     assert!(matches!(db.get(b"a"), Err(Error::Closed)));
     assert!(matches!(db.put(b"x", b"y"), Err(Error::Closed)));
     assert!(matches!(db.write(&WriteBatch::new(), &WriteOptions::default()), Err(Error::Closed)));
@@ -798,6 +810,8 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     again.flush().unwrap();
     drop(snap);
     drop(it);
+    drop(back);
+    drop(cursor);
     drop(db);
     again.close().unwrap();
     let again = Db::open(dir.path(), quiet()).unwrap();

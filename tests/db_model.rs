@@ -1,11 +1,12 @@
 //! Model-based test: random operations against the engine and a `BTreeMap`, with memtables
 //! small enough that the sequences drive many flushes and compactions, and close/reopen in the
-//! middle.
+//! middle. Scans are checked forward, backward and with their two ends interleaved against
+//! `BTreeMap::range`, and cursors against a model cursor over the map, live and on snapshots.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use bloomkv::{Cursor, Db, DbIterator, Options, WriteBatch, WriteOptions};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -15,6 +16,12 @@ enum Op {
     Get(u16),
     MultiGet(Vec<u16>),
     Range(u16, u16),
+    /// A range with any kinds of bounds (see `bounds`), scanned backward.
+    RangeRev(u16, u16, u8),
+    /// A range whose two ends are taken in turn as the pattern says (true: front).
+    RangeMixed(u16, u16, u8, Vec<bool>),
+    PrefixRev(u8),
+    CursorWalk(u16, u16, u8, Vec<CursorOp>),
     Prefix(u8),
     Batch(Vec<(u16, Option<u16>)>),
     Snapshot,
@@ -22,6 +29,33 @@ enum Op {
     Flush,
     Compact,
     Reopen,
+}
+
+#[derive(Debug, Clone)]
+enum CursorOp {
+    Seek(u16),
+    SeekForPrev(u16),
+    /// A seek to a prefix of keys, which lies between two keys (or before the first).
+    SeekPrefix(u8),
+    SeekForPrevPrefix(u8),
+    First,
+    Last,
+    Next(u8),
+    Prev(u8),
+}
+
+fn cursor_op() -> impl Strategy<Value = CursorOp> {
+    let k = 0u16..600;
+    prop_oneof![
+        2 => k.clone().prop_map(CursorOp::Seek),
+        2 => k.prop_map(CursorOp::SeekForPrev),
+        1 => (0u8..37).prop_map(CursorOp::SeekPrefix),
+        1 => (0u8..37).prop_map(CursorOp::SeekForPrevPrefix),
+        1 => Just(CursorOp::First),
+        1 => Just(CursorOp::Last),
+        4 => (1u8..6).prop_map(CursorOp::Next),
+        4 => (1u8..6).prop_map(CursorOp::Prev),
+    ]
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -45,6 +79,12 @@ fn op() -> impl Strategy<Value = Op> {
         15 => k.clone().prop_map(Op::Get),
         3 => prop::collection::vec(k.clone(), 0..80).prop_map(Op::MultiGet),
         4 => (k.clone(), k.clone()).prop_map(|(a, b)| Op::Range(a, b)),
+        3 => (k.clone(), k.clone(), 0u8..9).prop_map(|(a, b, c)| Op::RangeRev(a, b, c)),
+        3 => (k.clone(), k.clone(), 0u8..9, prop::collection::vec(any::<bool>(), 1..12))
+            .prop_map(|(a, b, c, p)| Op::RangeMixed(a, b, c, p)),
+        1 => (0u8..37).prop_map(Op::PrefixRev),
+        3 => (k.clone(), k.clone(), 0u8..9, prop::collection::vec(cursor_op(), 1..40))
+            .prop_map(|(a, b, c, w)| Op::CursorWalk(a, b, c, w)),
         2 => (0u8..37).prop_map(Op::Prefix),
         6 => prop::collection::vec((k.clone(), prop::option::of(any::<u16>())), 1..8).prop_map(Op::Batch),
         2 => Just(Op::Snapshot),
@@ -68,6 +108,151 @@ fn options() -> Options {
 
 fn scan(db: &Db, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
     db.range((lo, hi)).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
+}
+
+type Pair = (Vec<u8>, Vec<u8>);
+type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The range between `key(a)` and `key(b)`, ordered, with bound kinds chosen by `kind`
+/// (0..9: lower and upper each included, excluded or unbounded). Never a range
+/// `BTreeMap::range` refuses.
+fn bounds(a: u16, b: u16, kind: u8) -> Range {
+    let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
+    let side = |k: Vec<u8>, c: u8| match c {
+        0 => Bound::Included(k),
+        1 => Bound::Excluded(k),
+        _ => Bound::Unbounded,
+    };
+    match (side(lo, kind % 3), side(hi, kind / 3)) {
+        (Bound::Excluded(l), Bound::Excluded(h)) if l == h => {
+            (Bound::Included(l), Bound::Excluded(h))
+        }
+        r => r,
+    }
+}
+
+fn items(it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>) -> Vec<Pair> {
+    it.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
+}
+
+fn model_range(model: &Model, range: &Range) -> Vec<Pair> {
+    model.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Takes items from both ends of `it` in the order `pattern` (cycled) gives, and the same
+/// from the model's range; checks that they agree item by item and that both ends stay
+/// finished once they meet.
+fn check_mixed(mut it: DbIterator, model: &Model, range: &Range, pattern: &[bool]) {
+    let mut want = model.range(range.clone());
+    for (i, &front) in pattern.iter().cycle().enumerate() {
+        let (got, expected) =
+            if front { (it.next(), want.next()) } else { (it.next_back(), want.next_back()) };
+        let got = got.map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap());
+        let expected = expected.map(|(k, v)| (k.clone(), v.clone()));
+        assert_eq!(
+            got,
+            expected,
+            "step {i} ({}) of {pattern:?} over {range:?}",
+            if front { "front" } else { "back" }
+        );
+        if expected.is_none() {
+            break;
+        }
+    }
+    assert!(it.next().is_none() && it.next_back().is_none(), "ends stay finished");
+}
+
+/// A cursor over the model: the key it stands on, within `range`.
+struct ModelCursor<'a> {
+    model: &'a Model,
+    range: Range,
+    at: Option<Vec<u8>>,
+}
+
+impl ModelCursor<'_> {
+    fn first_from(&self, from: Bound<Vec<u8>>) -> Option<Vec<u8>> {
+        // Intersect [from, ..) with the range by filtering: the model is small.
+        let lo_ok = |k: &Vec<u8>| match &from {
+            Bound::Included(f) => k >= f,
+            Bound::Excluded(f) => k > f,
+            Bound::Unbounded => true,
+        };
+        self.model.range(self.range.clone()).map(|(k, _)| k).find(|k| lo_ok(k)).cloned()
+    }
+
+    fn last_to(&self, to: Bound<Vec<u8>>) -> Option<Vec<u8>> {
+        let hi_ok = |k: &Vec<u8>| match &to {
+            Bound::Included(t) => k <= t,
+            Bound::Excluded(t) => k < t,
+            Bound::Unbounded => true,
+        };
+        self.model.range(self.range.clone()).map(|(k, _)| k).rev().find(|k| hi_ok(k)).cloned()
+    }
+
+    fn apply(&mut self, op: &CursorOp, c: &mut Cursor) -> usize {
+        let prefix = |p: u8| format!("{p:02}/").into_bytes();
+        match *op {
+            CursorOp::Seek(k) => {
+                c.seek(key(k)).unwrap();
+                self.at = self.first_from(Bound::Included(key(k)));
+            }
+            CursorOp::SeekForPrev(k) => {
+                c.seek_for_prev(key(k)).unwrap();
+                self.at = self.last_to(Bound::Included(key(k)));
+            }
+            CursorOp::SeekPrefix(p) => {
+                c.seek(prefix(p)).unwrap();
+                self.at = self.first_from(Bound::Included(prefix(p)));
+            }
+            CursorOp::SeekForPrevPrefix(p) => {
+                c.seek_for_prev(prefix(p)).unwrap();
+                self.at = self.last_to(Bound::Included(prefix(p)));
+            }
+            CursorOp::First => {
+                c.seek_to_first().unwrap();
+                self.at = self.first_from(Bound::Unbounded);
+            }
+            CursorOp::Last => {
+                c.seek_to_last().unwrap();
+                self.at = self.last_to(Bound::Unbounded);
+            }
+            CursorOp::Next(n) | CursorOp::Prev(n) => return n as usize,
+        }
+        0
+    }
+
+    fn step(&mut self, forward: bool, c: &mut Cursor) {
+        if forward {
+            c.next().unwrap();
+            if let Some(k) = self.at.take() {
+                self.at = self.first_from(Bound::Excluded(k));
+            }
+        } else {
+            c.prev().unwrap();
+            if let Some(k) = self.at.take() {
+                self.at = self.last_to(Bound::Excluded(k));
+            }
+        }
+    }
+}
+
+/// Walks a cursor over `range` with `walk` and a model cursor beside it, comparing the key
+/// and value after every move.
+fn check_cursor(mut c: Cursor, model: &Model, range: &Range, walk: &[CursorOp]) {
+    let mut m = ModelCursor { model, range: range.clone(), at: None };
+    assert!(!c.valid() && c.key().is_none(), "a new cursor is unpositioned");
+    for (i, op) in walk.iter().enumerate() {
+        let steps = m.apply(op, &mut c);
+        for s in 0..steps.max(1) {
+            if steps > 0 {
+                m.step(matches!(op, CursorOp::Next(_)), &mut c);
+            }
+            let want = m.at.as_ref().map(|k| (k.clone(), model[k].clone()));
+            let got = c.key().map(|k| (k.to_vec(), c.value().unwrap().to_vec()));
+            assert_eq!(got, want, "op {i} {op:?} step {s} of {walk:?} over {range:?}");
+            assert_eq!(c.valid(), want.is_some());
+        }
+    }
 }
 
 /// What the engine did during a run, summed over reopens.
@@ -140,6 +325,36 @@ fn run(ops: Vec<Op>) -> Work {
                     .collect();
                 assert_eq!(got, want, "range ({a}, {b}]");
             }
+            Op::RangeRev(a, b, kind) => {
+                let range = bounds(a, b, kind);
+                let mut want = model_range(&model, &range);
+                want.reverse();
+                assert_eq!(items(d.range(range.clone()).rev()), want, "reverse {range:?}");
+                if key(a) != key(b) {
+                    // Inverted bounds hold nothing, either way.
+                    let (lo, hi) = (key(a).max(key(b)), key(a).min(key(b)));
+                    assert_eq!(items(d.range(lo.clone()..=hi.clone()).rev()), vec![]);
+                    assert_eq!(items(d.range(lo..=hi)), vec![]);
+                }
+            }
+            Op::RangeMixed(a, b, kind, pattern) => {
+                let range = bounds(a, b, kind);
+                check_mixed(d.range(range.clone()), &model, &range, &pattern);
+            }
+            Op::PrefixRev(p) => {
+                let prefix = format!("{p:02}/").into_bytes();
+                let want: Vec<_> = model
+                    .iter()
+                    .rev()
+                    .filter(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(items(d.prefix(&prefix).rev()), want, "reverse prefix {p}");
+            }
+            Op::CursorWalk(a, b, kind, walk) => {
+                let range = bounds(a, b, kind);
+                check_cursor(d.cursor(range.clone()), &model, &range, &walk);
+            }
             Op::Prefix(p) => {
                 let prefix = format!("{p:02}/").into_bytes();
                 let got: Vec<_> = d
@@ -180,6 +395,22 @@ fn run(ops: Vec<Op>) -> Work {
                         .unwrap();
                     let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                     assert_eq!(got, want, "snapshot scan");
+                    // Backward, from both ends, and by cursor: later writes stay invisible.
+                    let mut back = items(s.range(..).rev());
+                    back.reverse();
+                    assert_eq!(back, want, "snapshot reverse scan");
+                    let all = (Bound::Unbounded, Bound::Unbounded);
+                    check_mixed(s.range(..), m, &all, &[true, false, false]);
+                    let walk = [
+                        CursorOp::Last,
+                        CursorOp::Prev(5),
+                        CursorOp::Next(3),
+                        CursorOp::Seek(300),
+                        CursorOp::Prev(4),
+                        CursorOp::SeekForPrev(300),
+                        CursorOp::Next(4),
+                    ];
+                    check_cursor(s.cursor(..), m, &all, &walk);
                     for k in m.keys().take(20) {
                         assert_eq!(s.get(k).unwrap().map(|v| v.to_vec()).as_ref(), m.get(k));
                     }
@@ -219,11 +450,17 @@ fn run(ops: Vec<Op>) -> Work {
     let all = scan(d, Bound::Unbounded, Bound::Unbounded);
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, want, "final scan");
+    let mut back = items(d.range(..).rev());
+    back.reverse();
+    assert_eq!(back, want, "final reverse scan");
     drop(snap);
     work.add(d);
     db.take().unwrap().close().unwrap();
     let d = Db::open(dir.path(), options()).unwrap();
     assert_eq!(scan(&d, Bound::Unbounded, Bound::Unbounded), want, "final scan after reopen");
+    let mut back = items(d.range(..).rev());
+    back.reverse();
+    assert_eq!(back, want, "final reverse scan after reopen");
     work
 }
 
@@ -246,7 +483,38 @@ fn long_sequence_reaches_deeper_levels() {
             0..=69 => Op::Put(rng.gen_range(0..5000), rng.gen()),
             70..=84 => Op::Delete(rng.gen_range(0..5000)),
             85..=94 => Op::Get(rng.gen_range(0..5000)),
-            95..=96 => Op::MultiGet((0..40).map(|_| rng.gen_range(0..5000)).collect()),
+            95 => Op::MultiGet((0..40).map(|_| rng.gen_range(0..5000)).collect()),
+            96 => match rng.gen_range(0..3) {
+                0 => Op::RangeRev(
+                    rng.gen_range(0..5000),
+                    rng.gen_range(0..5000),
+                    rng.gen_range(0..9),
+                ),
+                1 => Op::RangeMixed(
+                    rng.gen_range(0..5000),
+                    rng.gen_range(0..5000),
+                    rng.gen_range(0..9),
+                    (0..rng.gen_range(1..8)).map(|_| rng.gen()).collect(),
+                ),
+                _ => {
+                    let walk = (0..30)
+                        .map(|_| match rng.gen_range(0..8) {
+                            0 => CursorOp::Seek(rng.gen_range(0..5000)),
+                            1 => CursorOp::SeekForPrev(rng.gen_range(0..5000)),
+                            2 => CursorOp::First,
+                            3 => CursorOp::Last,
+                            4 | 5 => CursorOp::Next(rng.gen_range(1..20)),
+                            _ => CursorOp::Prev(rng.gen_range(1..20)),
+                        })
+                        .collect();
+                    Op::CursorWalk(
+                        rng.gen_range(0..5000),
+                        rng.gen_range(0..5000),
+                        rng.gen_range(0..9),
+                        walk,
+                    )
+                }
+            },
             97 => Op::Snapshot,
             98 => Op::CheckSnapshot,
             _ if i % 7 == 0 => Op::Reopen,

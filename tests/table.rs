@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bloomkv::filter::{hash_key, FilterPolicy};
 use bloomkv::fs::{FileSystem, MemFile, StdFs};
-use bloomkv::iter::InternalIterator;
+use bloomkv::iter::{BidirectionalIterator, InternalIterator};
 use bloomkv::key::{internal_key, parse_internal_key, ValueKind, MAX_SEQNO};
 use bloomkv::table::{
     BlockCache, Compression, GetOutcome, Table, TableBuilder, TableOptions, TableProperties,
@@ -583,6 +583,19 @@ mod model_checks {
                         } else {
                             prop_assert_eq!(it.key(), &entries[pos - 1].0[..]);
                         }
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                // Backward: the last entry at or before the target.
+                let at_or_before = entries.partition_point(|(k, _)| {
+                    bloomkv::key::compare_internal(k, &target) != std::cmp::Ordering::Greater
+                });
+                it.seek_for_prev(&target).unwrap();
+                match at_or_before.checked_sub(1) {
+                    Some(i) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &entries[i].0[..]);
+                        prop_assert_eq!(it.value(), &entries[i].1[..]);
                     }
                     None => prop_assert!(!it.valid()),
                 }

@@ -28,7 +28,7 @@ use super::newest_versions::NewestVersions;
 use super::table_files::{table_options, write_table};
 use super::{DbInner, DbState};
 use crate::filename::table_path;
-use crate::iter::InternalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
 use crate::version::edit::VersionEdit;
@@ -65,8 +65,8 @@ impl DbInner {
         let keys = mems().map(|m| m.table.len() as u64).sum();
         let placement = Placement { level: 0, keys, replaces: &[] };
         let filter = table_filter(self.opts.filter_policy, &state.version, &placement);
-        let children: Vec<Box<dyn InternalIterator>> =
-            mems().map(|m| Box::new(m.table.iter()) as Box<dyn InternalIterator>).collect();
+        let children: Vec<Box<dyn BidirectionalIterator>> =
+            mems().map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>).collect();
         let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
         let mut newest = NewestVersions::new(visible, Box::new(|_| false));
         newest.seek_to_first()?;

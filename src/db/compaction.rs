@@ -20,7 +20,7 @@ use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState};
 use crate::filter::FilterPolicy;
-use crate::iter::InternalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
 use crate::merge::MergingIterator;
 use crate::version::edit::{TableMeta, VersionEdit};
@@ -293,7 +293,7 @@ fn run_part(
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
 ) -> Result<Vec<TableMeta>> {
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     // L0 inputs newest first, then the older level: the merge prefers earlier children for
     // equal keys, though distinct sequence numbers make ties impossible.
     for t in c.inputs.iter().chain(&c.next_inputs) {

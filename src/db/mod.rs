@@ -6,7 +6,9 @@
 //! - `filter_budget.rs`: each new table's share of a `FilterPolicy::Budgeted` budget
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
 //! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
-//! - `iter.rs`: range and prefix scans over a merged view at a sequence number
+//! - `iter.rs`: range and prefix scans over a merged view at a sequence number, both ways
+//! - `visible.rs`: the newest visible version of each key, forward and backward
+//! - `cursor.rs`: a seekable view that steps both ways
 //! - `snapshot.rs`: consistent read-only views
 //! - `recovery.rs`: open: CURRENT → manifest → tables → WAL replay
 //!
@@ -16,6 +18,7 @@
 
 mod checkpoint;
 mod compaction;
+mod cursor;
 mod filter_budget;
 mod flush;
 mod ingest;
@@ -30,6 +33,7 @@ mod recovery;
 mod snapshot;
 mod table_files;
 use table_files::TableCaches;
+mod visible;
 mod write;
 
 use std::collections::VecDeque;
@@ -40,6 +44,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
+pub use cursor::Cursor;
 #[cfg(feature = "internals")]
 pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use iter::DbIterator;
@@ -486,12 +491,27 @@ impl Db {
 
     /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or
     /// strings: see [`KeyRange`]) in ascending order, seeing the database as it was when the
-    /// iterator was created.
+    /// iterator was created. The iterator is double-ended: `.rev()` gives descending order.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for k in ["a", "b", "c"] {
+    ///     db.put(k, "v")?;
+    /// }
+    /// let keys: Vec<_> = db.range("a"..="b").map(|r| r.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// assert_eq!(keys, [b"a", b"b"]);
+    /// let newest: Vec<_> = db.range(..).rev().map(|r| r.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// assert_eq!(newest, [b"c", b"b", b"a"]);
+    /// # Ok(()) }
+    /// ```
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         self.snapshot().range(range)
     }
 
-    /// Iterates over the keys that start with `prefix`, in ascending order.
+    /// Iterates over the keys that start with `prefix`, in ascending order (double-ended,
+    /// like [`Db::range`]).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         self.snapshot().prefix(prefix)
     }
@@ -518,6 +538,27 @@ impl Db {
         let snapshot = self.snapshot();
         snapshot.checkpoint(dir)?;
         Ok(snapshot.sequence())
+    }
+
+    /// A [`Cursor`] over the keys in `range` (`..` for all of them), seeing the database as
+    /// it is now: seek to a key, then step forward or backward.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for k in ["a", "b", "c"] {
+    ///     db.put(k, "v")?;
+    /// }
+    /// let mut cursor = db.cursor("a".."c");
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(cursor.key(), Some(&b"b"[..]));
+    /// cursor.next()?; // "c" is outside the range
+    /// assert!(!cursor.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn cursor(&self, range: impl KeyRange) -> Cursor {
+        self.snapshot().cursor(range)
     }
 
     /// A consistent read-only view of the database as it is now. It keeps the memtables and

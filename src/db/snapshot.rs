@@ -9,6 +9,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::cursor::Cursor;
 use super::iter::{prefix_successor, DbIterator};
 use super::key_range::KeyRange;
 use super::{lock_mutex as lock, read, DbInner, DbState};
@@ -94,10 +95,30 @@ impl Snapshot {
         self.inner.checkpoint(&self.state, self.seq, dir.as_ref())
     }
 
-    /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]).
+    /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]), both ways
+    /// (see [`DbIterator`]).
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();
         DbIterator::new(self.inner.clone(), self.state.clone(), self.seq, start, end)
+    }
+
+    /// A [`Cursor`] over the keys in `range` as of the snapshot.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("a", "1")?;
+    /// let snap = db.snapshot();
+    /// db.put("b", "2")?;
+    /// let mut cursor = snap.cursor(..);
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(cursor.key(), Some(&b"a"[..])); // "b" came after the snapshot
+    /// # Ok(()) }
+    /// ```
+    pub fn cursor(&self, range: impl KeyRange) -> Cursor {
+        let (start, end) = range.into_bounds();
+        Cursor::new(self.inner.clone(), self.state.clone(), self.seq, start, end)
     }
 
     /// Iterates over the keys starting with `prefix` as of the snapshot.

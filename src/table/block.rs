@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use crate::coding::{get_u32, put_u32, put_varint, Decoder};
-use crate::iter::InternalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::compare_internal;
 use crate::{Error, Result};
 
@@ -214,8 +214,8 @@ impl Block {
     }
 }
 
-/// A cursor over one block's entries; implements [`InternalIterator`] and can also step
-/// backwards ([`BlockIter::prev`], [`BlockIter::seek_to_last`]).
+/// A cursor over one block's entries, both ways ([`BidirectionalIterator`]). Stepping back
+/// costs more than stepping forward: it rescans from the restart point before the entry.
 #[derive(Debug, Clone)]
 pub struct BlockIter {
     block: Block,
@@ -291,40 +291,6 @@ impl BlockIter {
         self.next = self.block.restart(i);
         self.parse_next()
     }
-
-    /// Positions at the last entry.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn seek_to_last(&mut self) -> Result<()> {
-        if self.block.is_empty() {
-            self.invalidate();
-            return Ok(());
-        }
-        self.seek_to_restart(self.block.num_restarts - 1)?;
-        while self.valid() && self.next < self.block.restarts_offset {
-            self.parse_next()?;
-        }
-        Ok(())
-    }
-
-    /// Steps to the previous entry (invalid after the first). Only called while `valid()`.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn prev(&mut self) -> Result<()> {
-        let original = self.current;
-        // Back up to the restart region that starts before the current entry, then scan
-        // forward to the entry just before it: entries can only be decoded front to back.
-        while self.block.restart(self.restart_index) >= original {
-            if self.restart_index == 0 {
-                self.invalidate();
-                return Ok(());
-            }
-            self.restart_index -= 1;
-        }
-        self.seek_to_restart(self.restart_index)?;
-        while self.valid() && self.next < original {
-            self.parse_next()?;
-        }
-        Ok(())
-    }
 }
 
 impl InternalIterator for BlockIter {
@@ -383,9 +349,47 @@ impl InternalIterator for BlockIter {
     }
 }
 
+impl BidirectionalIterator for BlockIter {
+    fn prev(&mut self) -> Result<()> {
+        if !self.valid() {
+            return Ok(());
+        }
+        let original = self.current;
+        // Back up to the restart region that starts before the current entry, then scan
+        // forward to the entry just before it: entries can only be decoded front to back.
+        while self.block.restart(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index)?;
+        while self.valid() && self.next < original {
+            self.parse_next()?;
+        }
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        self.seek_to_restart(self.block.num_restarts - 1)?;
+        while self.valid() && self.next < self.block.restarts_offset {
+            self.parse_next()?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::iter::tests::{check_walk, walk_op};
     use crate::key::{internal_key, ValueKind};
 
     fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -457,6 +461,28 @@ mod tests {
                     assert_eq!(before.key(), &es[0].0[..]);
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// Seeks both ways and steps that turn around anywhere agree with a model cursor,
+        /// for any restart interval.
+        #[test]
+        fn prop_random_walks_match_a_model(
+            keys in prop::collection::btree_set((prop::collection::vec(0u8..4, 0..5), 0u64..5), 0..120),
+            interval in 1usize..20,
+            walk in prop::collection::vec(walk_op(
+                (prop::collection::vec(0u8..4, 0..5), 0u64..6)
+                    .prop_map(|(k, s)| internal_key(&k, s, ValueKind::Put)),
+            ), 1..30),
+        ) {
+            let mut es: Vec<_> = keys
+                .iter()
+                .map(|(k, s)| (internal_key(k, *s, ValueKind::Put), format!("{k:?}{s}").into_bytes()))
+                .collect();
+            es.sort_by(|a, b| compare_internal(&a.0, &b.0));
+            let block = build(&es, interval);
+            check_walk(&mut block.iter(), &es, &walk)?;
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::filter::Filter;
 use crate::fs::RandomAccessFile;
-use crate::iter::InternalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{
     append_internal_key, compare_internal, parse_internal_key, user_key, SeqNo, ValueKind,
     KIND_FOR_SEEK, MAX_SEQNO,
@@ -476,7 +476,7 @@ fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
 }
 
 /// A two-level iterator: the in-RAM index picks the block, a [`BlockIter`] walks it. Steps
-/// both ways ([`TableIter::prev`], [`TableIter::seek_to_last`]).
+/// both ways ([`BidirectionalIterator`]).
 #[derive(Debug)]
 pub struct TableIter {
     table: Arc<Table>,
@@ -525,7 +525,6 @@ impl TableIter {
     }
 
     /// Moves backward past exhausted blocks.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     fn skip_backward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             match self.block_index.checked_sub(1) {
@@ -534,23 +533,6 @@ impl TableIter {
             }
         }
         Ok(())
-    }
-
-    /// Positions at the last entry.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn seek_to_last(&mut self) -> Result<()> {
-        match self.table.index.len().checked_sub(1) {
-            Some(last) => self.enter(last, BlockIter::seek_to_last)?,
-            None => self.data = None,
-        }
-        self.skip_backward()
-    }
-
-    /// Steps to the previous entry (invalid before the first). Only called while `valid()`.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn prev(&mut self) -> Result<()> {
-        self.step(BlockIter::prev)?;
-        self.skip_backward()
     }
 }
 
@@ -580,5 +562,20 @@ impl InternalIterator for TableIter {
     fn seek_to_first(&mut self) -> Result<()> {
         self.enter(0, BlockIter::seek_to_first)?;
         self.skip_forward()
+    }
+}
+
+impl BidirectionalIterator for TableIter {
+    fn prev(&mut self) -> Result<()> {
+        self.step(BlockIter::prev)?;
+        self.skip_backward()
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        match self.table.index.len().checked_sub(1) {
+            Some(last) => self.enter(last, BlockIter::seek_to_last)?,
+            None => self.data = None,
+        }
+        self.skip_backward()
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bloomkv::filter::{Filter, FilterPolicy};
 pub use bloomkv::fs::MemFile;
 use bloomkv::fs::{FaultFs, FileSystem};
-use bloomkv::iter::InternalIterator;
+use bloomkv::iter::{BidirectionalIterator, InternalIterator};
 use bloomkv::key::{internal_key, ValueKind};
 use bloomkv::log::{LogReader, LogWriter};
 use bloomkv::table::{

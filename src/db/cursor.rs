@@ -1,0 +1,152 @@
+//! [`Cursor`]: a positionable view for callers that page through data, like RocksDB's raw
+//! iterator.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::iter::merged_sources;
+use super::visible::VisibleIter;
+use super::{DbInner, DbState};
+use crate::key::SeqNo;
+use crate::Result;
+
+/// A cursor over the keys of a range, from [`crate::Db::cursor`] or
+/// [`crate::Snapshot::cursor`], that seeks and steps both ways.
+///
+/// Where a [`crate::DbIterator`] runs through a range once, a cursor is positioned and moved:
+/// [`seek`](Cursor::seek) to the first key at or after a key, [`seek_for_prev`](Cursor::seek_for_prev)
+/// to the last key at or before it, [`seek_to_first`](Cursor::seek_to_first) and
+/// [`seek_to_last`](Cursor::seek_to_last), then [`next`](Cursor::next) and
+/// [`prev`](Cursor::prev), changing direction whenever it likes. It stands on a key or is
+/// invalid — before the first key or after the last, or after an error; [`key`](Cursor::key)
+/// and [`value`](Cursor::value) are `None` then.
+///
+/// Like a snapshot, it sees the database as of its creation, whatever is written later,
+/// holds the memtables and files it reads alive until dropped, and sees only the keys of
+/// the range it was made with: seeking outside the range lands on the range's nearest end.
+///
+/// **Errors.** Every method that moves returns `Result<()>`. A failure (a damaged table,
+/// [`crate::Error::Closed`] after the database was closed) leaves the cursor invalid; a
+/// later seek may try again. `next` and `prev` on an invalid cursor do nothing: seek first.
+///
+/// **Cost.** A seek positions every source (memtables, L0 tables, one table per level).
+/// Steps forward are as cheap as a [`crate::DbIterator`]'s. Steps backward cost more: a
+/// table block is decoded from its restart point for each entry, and a key's value is
+/// copied. Changing direction repositions every source once.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+/// for i in 0..10 {
+///     db.put(format!("item:{i:02}"), format!("value {i}"))?;
+/// }
+/// let mut cursor = db.cursor(..);
+///
+/// // A page of three keys from "item:04" on.
+/// cursor.seek("item:04")?;
+/// let mut page = Vec::new();
+/// while let (Some(key), true) = (cursor.key(), page.len() < 3) {
+///     page.push(key.to_vec());
+///     cursor.next()?;
+/// }
+/// assert_eq!(page, [b"item:04", b"item:05", b"item:06"]);
+///
+/// // Back to the previous page's last key, wherever the cursor was.
+/// cursor.seek_for_prev("item:03~")?;
+/// assert_eq!(cursor.key(), Some(&b"item:03"[..]));
+/// cursor.prev()?;
+/// assert_eq!(cursor.value(), Some(&b"value 2"[..]));
+///
+/// // Off either end, it is invalid until the next seek.
+/// cursor.seek_to_first()?;
+/// cursor.prev()?;
+/// assert!(!cursor.valid());
+/// cursor.seek_to_last()?;
+/// assert_eq!(cursor.key(), Some(&b"item:09"[..]));
+/// # Ok(()) }
+/// ```
+pub struct Cursor {
+    inner: Arc<DbInner>,
+    _state: Arc<DbState>,
+    view: VisibleIter,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor").field("valid", &self.view.valid()).finish_non_exhaustive()
+    }
+}
+
+impl Cursor {
+    pub(crate) fn new(
+        inner: Arc<DbInner>,
+        state: Arc<DbState>,
+        seq: SeqNo,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    ) -> Self {
+        let view = VisibleIter::new(merged_sources(&state), seq, start, end);
+        Cursor { inner, _state: state, view }
+    }
+
+    /// Runs a move, after checking that the database is open; any failure leaves the
+    /// cursor invalid.
+    fn apply(&mut self, how: impl FnOnce(&mut VisibleIter) -> Result<()>) -> Result<()> {
+        let r = self.inner.check_open().and_then(|()| how(&mut self.view));
+        if r.is_err() {
+            self.view.invalidate();
+        }
+        r
+    }
+
+    /// Positions at the first key of the range.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.apply(VisibleIter::seek_to_first)
+    }
+
+    /// Positions at the last key of the range.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.apply(VisibleIter::seek_to_last)
+    }
+
+    /// Positions at the first key `>= key` (at the range's first key if `key` lies before
+    /// the range); invalid if there is none in the range.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.apply(|v| v.seek(key.as_ref()))
+    }
+
+    /// Positions at the last key `<= key` (at the range's last key if `key` lies after the
+    /// range); invalid if there is none in the range.
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.apply(|v| v.seek_for_prev(key.as_ref()))
+    }
+
+    /// Moves to the next key; invalid after the range's last key. Does nothing on an
+    /// invalid cursor.
+    #[allow(clippy::should_implement_trait)] // A move, not an `Iterator`: it yields nothing.
+    pub fn next(&mut self) -> Result<()> {
+        self.apply(VisibleIter::next)
+    }
+
+    /// Moves to the previous key; invalid before the range's first key. Does nothing on an
+    /// invalid cursor.
+    pub fn prev(&mut self) -> Result<()> {
+        self.apply(VisibleIter::prev)
+    }
+
+    /// True while the cursor stands on a key.
+    pub fn valid(&self) -> bool {
+        self.view.valid()
+    }
+
+    /// The key the cursor stands on, or `None` when it is invalid.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.view.valid().then(|| self.view.key())
+    }
+
+    /// The value of the key the cursor stands on, or `None` when it is invalid.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.view.valid().then(|| self.view.value())
+    }
+}

@@ -1,0 +1,441 @@
+//! [`VisibleIter`]: what a reader sees of the merged sources — for each user key the newest
+//! version at or below a sequence number, unless that version is a tombstone — inside a key
+//! range, in either direction.
+//!
+//! Forward, the newest visible version of a user key is the first of its entries at or below
+//! the sequence number (entries of one user key run newest first), so a forward step stops
+//! on it and can leave the merged iterator standing there. Backward, the same entries come
+//! oldest first: a version is known to be the newest visible one only once the walk has
+//! passed every entry of its user key and met an earlier key. So going backward the merged
+//! iterator stands *before* the current key's entries and the current key and value are
+//! copies. Every method keeps one of these two states, and changing direction moves from
+//! one to the other.
+
+use std::ops::Bound;
+
+use crate::iter::{BidirectionalIterator, InternalIterator};
+use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::merge::MergingIterator;
+use crate::{Error, Result};
+
+/// The newest visible version of each user key in a range, both ways. See the module
+/// documentation. Moving methods leave it invalid when they fail.
+pub(crate) struct VisibleIter {
+    iter: MergingIterator,
+    seq: SeqNo,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    valid: bool,
+    /// Forward: `iter` stands on the current entry. Backward: on the last entry before the
+    /// current key's entries, or invalid when there is none.
+    backward: bool,
+    /// Backward: the current user key. Forward: scratch for the user key being moved past.
+    key: Vec<u8>,
+    /// Backward: the current value.
+    value: Vec<u8>,
+}
+
+impl VisibleIter {
+    /// A view of `iter` at `seq` limited to `(lower, upper)`; unpositioned.
+    pub(crate) fn new(
+        iter: MergingIterator,
+        seq: SeqNo,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+    ) -> Self {
+        VisibleIter {
+            iter,
+            seq,
+            lower,
+            upper,
+            valid: false,
+            backward: false,
+            key: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// The same view (sequence number and range) over other sources; unpositioned.
+    pub(crate) fn twin(&self, iter: MergingIterator) -> Self {
+        VisibleIter::new(iter, self.seq, self.lower.clone(), self.upper.clone())
+    }
+
+    pub(crate) fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current user key. Only meaningful while `valid()`.
+    pub(crate) fn key(&self) -> &[u8] {
+        if self.backward {
+            &self.key
+        } else {
+            key::user_key(self.iter.key())
+        }
+    }
+
+    /// The current value. Only meaningful while `valid()`.
+    pub(crate) fn value(&self) -> &[u8] {
+        if self.backward {
+            &self.value
+        } else {
+            self.iter.value()
+        }
+    }
+
+    /// Leaves the view invalid, as a failed move does.
+    pub(crate) fn invalidate(&mut self) {
+        self.valid = false;
+    }
+
+    pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        let (target, excluded) = forward_target(self.lower.as_ref().map(Vec::as_slice));
+        self.seek_forward(target.as_deref(), excluded)
+    }
+
+    pub(crate) fn seek_to_last(&mut self) -> Result<()> {
+        let target = backward_target(self.upper.as_ref().map(Vec::as_slice));
+        self.seek_backward(target.as_deref())
+    }
+
+    /// Positions at the first visible key `>= user_key` in the range.
+    pub(crate) fn seek(&mut self, user_key: &[u8]) -> Result<()> {
+        let from = match &self.lower {
+            Bound::Included(l) if user_key < l.as_slice() => Bound::Included(l.as_slice()),
+            Bound::Excluded(l) if user_key <= l.as_slice() => Bound::Excluded(l.as_slice()),
+            _ => Bound::Included(user_key),
+        };
+        let (target, excluded) = forward_target(from);
+        self.seek_forward(target.as_deref(), excluded)
+    }
+
+    /// Positions at the last visible key `<= user_key` in the range.
+    pub(crate) fn seek_for_prev(&mut self, user_key: &[u8]) -> Result<()> {
+        let to = match &self.upper {
+            Bound::Included(u) if user_key > u.as_slice() => Bound::Included(u.as_slice()),
+            Bound::Excluded(u) if user_key >= u.as_slice() => Bound::Excluded(u.as_slice()),
+            _ => Bound::Included(user_key),
+        };
+        let target = backward_target(to);
+        self.seek_backward(target.as_deref())
+    }
+
+    /// Moves to the next visible key (nothing when not `valid()`).
+    pub(crate) fn next(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        self.valid = false;
+        if self.backward {
+            // `iter` stands just before the current key's entries (`key` holds the key):
+            // step onto them, and `find_next` skips them.
+            self.backward = false;
+            if self.iter.valid() {
+                self.iter.next()?;
+            } else {
+                self.iter.seek_to_first()?;
+            }
+        } else {
+            self.key.clear();
+            self.key.extend_from_slice(key::user_key(self.iter.key()));
+            self.iter.next()?;
+        }
+        self.find_next(true)
+    }
+
+    /// Moves to the previous visible key (nothing when not `valid()`).
+    pub(crate) fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        self.valid = false;
+        if !self.backward {
+            // Turn around: `iter` stands on the current key's newest visible version. Only
+            // newer versions of it, all invisible, lie between it and the earlier keys, and
+            // `find_prev` passes over those.
+            self.backward = true;
+            self.iter.prev()?;
+        }
+        self.find_prev()
+    }
+
+    /// Seeks `iter` to `target` (the first entry when `None`) and settles forward. With
+    /// `excluded`, the user key of `target` is skipped.
+    fn seek_forward(&mut self, target: Option<&[u8]>, excluded: bool) -> Result<()> {
+        self.valid = false;
+        self.backward = false;
+        match target {
+            None => self.iter.seek_to_first()?,
+            Some(t) => {
+                self.iter.seek(t)?;
+                if excluded {
+                    self.key.clear();
+                    self.key.extend_from_slice(key::user_key(t));
+                }
+            }
+        }
+        self.find_next(excluded)
+    }
+
+    /// Seeks `iter` to the last entry `<= target` (the last entry when `None`) and settles
+    /// backward.
+    fn seek_backward(&mut self, target: Option<&[u8]>) -> Result<()> {
+        self.valid = false;
+        self.backward = true;
+        match target {
+            None => self.iter.seek_to_last()?,
+            Some(t) => self.iter.seek_for_prev(t)?,
+        }
+        // An excluded upper bound's target is its user key's first possible entry, which
+        // only a version at the largest sequence number could be.
+        while self.iter.valid() && past(&self.upper, key::user_key(self.iter.key())) {
+            self.iter.prev()?;
+        }
+        self.find_prev()
+    }
+
+    /// From the entry `iter` stands on, moves forward to the newest visible version of the
+    /// first user key that has one and is not deleted. With `skipping`, user keys up to
+    /// `self.key` are passed over (the current key, or an excluded lower bound).
+    fn find_next(&mut self, mut skipping: bool) -> Result<()> {
+        while self.iter.valid() {
+            let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
+            if p.seq <= self.seq && !(skipping && p.user_key <= self.key.as_slice()) {
+                if past(&self.upper, p.user_key) {
+                    return Ok(());
+                }
+                match p.kind {
+                    ValueKind::Put => {
+                        self.valid = true;
+                        return Ok(());
+                    }
+                    ValueKind::Delete => {
+                        // Every older version of this key is hidden by the tombstone.
+                        self.key.clear();
+                        self.key.extend_from_slice(p.user_key);
+                        skipping = true;
+                    }
+                }
+            }
+            self.iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// From the entry `iter` stands on, moves backward to the previous user key whose newest
+    /// visible version is not a tombstone, copying that key and value, and leaves `iter` on
+    /// the last entry before the key's entries.
+    ///
+    /// A user key's entries run oldest first this way, so each visible one replaces the
+    /// candidate seen before it; the candidate is decided when an earlier user key appears.
+    /// A tombstone as the latest candidate hides its key, and the walk goes on.
+    fn find_prev(&mut self) -> Result<()> {
+        // The kind of the newest visible version of `self.key` seen so far.
+        let mut found: Option<ValueKind> = None;
+        while self.iter.valid() {
+            let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
+            if below(&self.lower, p.user_key) {
+                break;
+            }
+            let same_key = p.user_key == self.key.as_slice();
+            if found == Some(ValueKind::Put) && !same_key {
+                break;
+            }
+            if p.seq <= self.seq {
+                if !same_key {
+                    self.key.clear();
+                    self.key.extend_from_slice(p.user_key);
+                }
+                found = Some(p.kind);
+                if p.kind == ValueKind::Put {
+                    self.value.clear();
+                    self.value.extend_from_slice(self.iter.value());
+                }
+            }
+            self.iter.prev()?;
+        }
+        self.valid = found == Some(ValueKind::Put);
+        Ok(())
+    }
+}
+
+/// The internal key a forward positioning seeks to for the lower end `from`, and whether
+/// that key's user key is excluded.
+fn forward_target(from: Bound<&[u8]>) -> (Option<Vec<u8>>, bool) {
+    match from {
+        Bound::Unbounded => (None, false),
+        // The largest trailer: the user key's first possible entry.
+        Bound::Included(k) => (Some(key::internal_key(k, MAX_SEQNO, KIND_FOR_SEEK)), false),
+        Bound::Excluded(k) => (Some(key::internal_key(k, MAX_SEQNO, KIND_FOR_SEEK)), true),
+    }
+}
+
+/// The internal key a backward positioning seeks at or before for the upper end `to`.
+fn backward_target(to: Bound<&[u8]>) -> Option<Vec<u8>> {
+    match to {
+        Bound::Unbounded => None,
+        // The smallest trailer: the user key's last possible entry.
+        Bound::Included(k) => Some(key::internal_key(k, 0, ValueKind::Delete)),
+        Bound::Excluded(k) => Some(key::internal_key(k, MAX_SEQNO, KIND_FOR_SEEK)),
+    }
+}
+
+/// True if `user_key` lies above the range's upper end.
+fn past(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match upper {
+        Bound::Unbounded => false,
+        Bound::Included(u) => user_key > u.as_slice(),
+        Bound::Excluded(u) => user_key >= u.as_slice(),
+    }
+}
+
+/// True if `user_key` lies below the range's lower end.
+fn below(lower: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+    match lower {
+        Bound::Unbounded => false,
+        Bound::Included(l) => user_key < l.as_slice(),
+        Bound::Excluded(l) => user_key <= l.as_slice(),
+    }
+}
+
+fn malformed() -> Error {
+    Error::corruption("", 0, "scan met a malformed internal key")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::internal_key;
+    use crate::merge::tests::VecIter;
+
+    fn put(k: &str, seq: SeqNo, v: &str) -> (Vec<u8>, Vec<u8>) {
+        (internal_key(k.as_bytes(), seq, ValueKind::Put), v.as_bytes().to_vec())
+    }
+
+    fn del(k: &str, seq: SeqNo) -> (Vec<u8>, Vec<u8>) {
+        (internal_key(k.as_bytes(), seq, ValueKind::Delete), Vec::new())
+    }
+
+    /// Two sources splitting the versions of each key between them.
+    fn view(seq: SeqNo, lower: Bound<&str>, upper: Bound<&str>) -> VisibleIter {
+        let newer =
+            VecIter::new(vec![put("b", 5, "b5"), del("b", 3), put("c", 4, "c4"), del("d", 2)]);
+        let older = VecIter::new(vec![put("a", 1, "a1"), put("b", 1, "b1"), put("c", 2, "c2")]);
+        let merged = MergingIterator::new(vec![Box::new(newer), Box::new(older)]);
+        let own = |b: Bound<&str>| b.map(|k| k.as_bytes().to_vec());
+        VisibleIter::new(merged, seq, own(lower), own(upper))
+    }
+
+    fn forward(v: &mut VisibleIter) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        v.seek_to_first().unwrap();
+        while v.valid() {
+            out.push((as_str(v.key()), as_str(v.value())));
+            v.next().unwrap();
+        }
+        out
+    }
+
+    fn backward(v: &mut VisibleIter) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        v.seek_to_last().unwrap();
+        while v.valid() {
+            out.push((as_str(v.key()), as_str(v.value())));
+            v.prev().unwrap();
+        }
+        out.reverse();
+        out
+    }
+
+    fn as_str(b: &[u8]) -> String {
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn both_directions_see_the_newest_visible_version_and_hide_tombstones() {
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        for (seq, want) in [
+            (0, pairs(&[])),
+            (1, pairs(&[("a", "a1"), ("b", "b1")])),
+            // d's tombstone at 2 hides nothing older; c's version at 2 appears.
+            (2, pairs(&[("a", "a1"), ("b", "b1"), ("c", "c2")])),
+            // b's tombstone at 3 hides b1.
+            (3, pairs(&[("a", "a1"), ("c", "c2")])),
+            (4, pairs(&[("a", "a1"), ("c", "c4")])),
+            (5, pairs(&[("a", "a1"), ("b", "b5"), ("c", "c4")])),
+        ] {
+            let mut v = view(seq, all.0, all.1);
+            assert_eq!(forward(&mut v), want, "forward at {seq}");
+            assert_eq!(backward(&mut v), want, "backward at {seq}");
+        }
+    }
+
+    #[test]
+    fn turning_around_returns_to_the_neighbouring_keys() {
+        let mut v = view(5, Bound::Unbounded, Bound::Unbounded);
+        v.seek("b".as_bytes()).unwrap();
+        assert_eq!(v.key(), b"b");
+        v.prev().unwrap();
+        assert_eq!((v.key(), v.value()), (&b"a"[..], &b"a1"[..]));
+        v.next().unwrap();
+        assert_eq!((v.key(), v.value()), (&b"b"[..], &b"b5"[..]));
+        v.next().unwrap();
+        assert_eq!(v.key(), b"c");
+        v.prev().unwrap();
+        assert_eq!((v.key(), v.value()), (&b"b"[..], &b"b5"[..]));
+        v.prev().unwrap();
+        v.prev().unwrap();
+        assert!(!v.valid());
+        // Off the front, steps do nothing until a seek.
+        v.next().unwrap();
+        assert!(!v.valid());
+        v.seek_for_prev(b"bz").unwrap();
+        assert_eq!(v.key(), b"b");
+    }
+
+    #[test]
+    fn bounds_hold_in_both_directions() {
+        let want = pairs(&[("b", "b5")]);
+        let mut v = view(5, Bound::Excluded("a"), Bound::Excluded("c"));
+        assert_eq!(forward(&mut v), want);
+        assert_eq!(backward(&mut v), want);
+        let mut v = view(5, Bound::Included("b"), Bound::Included("b"));
+        assert_eq!(forward(&mut v), want);
+        assert_eq!(backward(&mut v), want);
+        // Seeks outside the range land on its ends.
+        v.seek(b"a").unwrap();
+        assert_eq!(v.key(), b"b");
+        v.seek_for_prev(b"z").unwrap();
+        assert_eq!(v.key(), b"b");
+        v.seek(b"ba").unwrap();
+        assert!(!v.valid());
+    }
+
+    #[test]
+    fn an_excluded_upper_bound_excludes_a_version_at_the_largest_sequence_number() {
+        // The backward seek target for `..k` is k's first possible entry, which is exactly
+        // this version.
+        let source = VecIter::new(vec![put("a", 1, "a1"), put("k", MAX_SEQNO, "top")]);
+        let merged = MergingIterator::new(vec![Box::new(source)]);
+        let mut v =
+            VisibleIter::new(merged, MAX_SEQNO, Bound::Unbounded, Bound::Excluded(b"k".to_vec()));
+        v.seek_to_last().unwrap();
+        assert_eq!(v.key(), b"a");
+        v.seek_for_prev(b"z").unwrap();
+        assert_eq!(v.key(), b"a");
+    }
+
+    #[test]
+    fn a_malformed_key_is_an_error_both_ways() {
+        let source = VecIter::new(vec![(b"short".to_vec(), Vec::new())]);
+        let merged = MergingIterator::new(vec![Box::new(source)]);
+        let mut v = VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded);
+        assert!(v.seek_to_first().unwrap_err().is_corruption());
+        assert!(!v.valid());
+        assert!(v.seek_to_last().unwrap_err().is_corruption());
+        assert!(!v.valid());
+    }
+}
