@@ -203,15 +203,13 @@ fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
         // A fresh database, or one that holds something else: refuse the latter rather than
         // read its keys as raft state.
         None => match db.range(..).next() {
-            None => db.write(
-                &{
-                    let mut b = WriteBatch::new();
-                    b.put(keys::FORMAT, want);
-                    b
-                },
-                &WriteOptions::new().sync(true),
-            ),
-            Some(_) => Err(bloomkv::Error::InvalidArgument(format!(
+            None => {
+                let mut batch = WriteBatch::new();
+                batch.put(keys::FORMAT, want);
+                db.write(&batch, &WriteOptions::new().sync(true))
+            }
+            Some(Err(e)) => Err(e),
+            Some(Ok(_)) => Err(bloomkv::Error::InvalidArgument(format!(
                 "{}: not a bloomkv-raft store (no {})",
                 db.path().display(),
                 String::from_utf8_lossy(keys::FORMAT)

@@ -61,7 +61,8 @@ impl StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (db, view, lock_) = (self.db.clone(), self.view.clone(), self.snapshot_lock.clone());
+        let (db, view, snapshot_lock) =
+            (self.db.clone(), self.view.clone(), self.snapshot_lock.clone());
         let (meta, bytes) = blocking(move || -> Result<_, StorageError> {
             let (header, bytes) = snapshot::build(&view).map_err(read_sm)?;
             // The view's sequence number makes the id unique on this node: it grows with
@@ -78,7 +79,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             let write = |e: AnyError| -> StorageError {
                 StorageIOError::write_snapshot(Some(meta.signature()), e).into()
             };
-            let _guard = lock(&lock_);
+            let _guard = lock(&snapshot_lock);
             let current = db.snapshot();
             let previous = snapshot::stored(&current).map_err(write)?;
             // An install may have put a newer snapshot in place while this one was built.
@@ -173,7 +174,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
-        let (db, lock_, meta) = (self.db.clone(), self.snapshot_lock.clone(), meta.clone());
+        let (db, snapshot_lock, meta) = (self.db.clone(), self.snapshot_lock.clone(), meta.clone());
         let signature = meta.signature();
         blocking(move || -> Result<(), StorageError> {
             let bytes = snapshot.into_inner();
@@ -186,7 +187,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             // One batch replaces the data, the applied id and membership, and the current
             // snapshot: a crash leaves the state machine before the install or after it.
             let mut batch = WriteBatch::new();
-            let _guard = lock(&lock_);
+            let _guard = lock(&snapshot_lock);
             let current = db.snapshot();
             for item in current.prefix(keys::DATA) {
                 batch.delete(item.or_storage(write)?.0);

@@ -1,0 +1,324 @@
+//! A replicated key-value node over HTTP, shared by the `kv_node` and `bench` examples: an axum
+//! server for raft's RPCs, cluster management and the key-value API, and a reqwest client as
+//! openraft's network.
+//!
+//! ```text
+//! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (JSON)
+//! POST   /cluster/init                      make this node a one-node cluster
+//! POST   /cluster/learner   [id, "addr"]    add a learner (returns once it has caught up)
+//! POST   /cluster/members   [id, ...]       change the voters to exactly these
+//! GET    /cluster/status                    id, state, leader, term, log and applied index
+//! PUT    /kv/{key}          body = value    replicated write (leader only)
+//! DELETE /kv/{key}                          replicated delete (leader only)
+//! GET    /kv/{key}                          linearizable read (leader only)
+//! ```
+//!
+//! On a node that is not the leader, the key-value calls answer 421 with the leader's id and
+//! address.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use bloomkv_raft::{Command, KvReader, NodeId, Outcome, Raft, TypeConfig};
+use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, ForwardToLeader, InstallSnapshotError, NetworkError,
+    RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Config};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// Errors as boxed trait objects: the examples only report them.
+pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The raft timing of the examples: a new leader within about a second of a crash.
+pub fn config() -> Arc<Config> {
+    let config = Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
+        ..Default::default()
+    };
+    Arc::new(config.validate().expect("valid raft config"))
+}
+
+/// What the HTTP handlers share.
+pub struct App {
+    pub id: NodeId,
+    pub addr: String,
+    pub raft: Raft,
+    pub kv: KvReader,
+}
+
+/// A running node: its raft handle and key-value reader, and its HTTP server.
+pub struct Node {
+    pub app: Arc<App>,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Node {
+    /// Opens the node's store in `dir` and serves on `listener` (its address is the node's).
+    pub async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> BoxResult<Node> {
+        let addr = listener.local_addr()?.to_string();
+        let (log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
+        let kv = sm.reader();
+        let raft = Raft::new(id, config(), Network::new(), log, sm).await?;
+        let app = Arc::new(App { id, addr, raft, kv });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let router = routes().with_state(app.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Node { app, stop, server })
+    }
+
+    /// Stops serving, shuts raft down and closes the store.
+    pub async fn stop(self) -> BoxResult<()> {
+        let _ = self.stop.send(());
+        self.server.await??;
+        self.app.raft.shutdown().await?;
+        self.app.kv.close()?;
+        Ok(())
+    }
+}
+
+fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/cluster/init", post(init))
+        .route("/cluster/learner", post(add_learner))
+        .route("/cluster/members", post(change_membership))
+        .route("/cluster/status", get(status))
+        .route("/kv/{key}", put(kv_put).delete(kv_delete).get(kv_get))
+}
+
+type AppState = State<Arc<App>>;
+
+async fn append(
+    State(app): AppState,
+    Json(req): Json<AppendEntriesRequest<TypeConfig>>,
+) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
+    Json(app.raft.append_entries(req).await)
+}
+
+async fn vote(
+    State(app): AppState,
+    Json(req): Json<VoteRequest<NodeId>>,
+) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
+    Json(app.raft.vote(req).await)
+}
+
+async fn snapshot(
+    State(app): AppState,
+    Json(req): Json<InstallSnapshotRequest<TypeConfig>>,
+) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
+    Json(app.raft.install_snapshot(req).await)
+}
+
+async fn init(State(app): AppState) -> Response {
+    let me = BTreeMap::from([(app.id, BasicNode::new(&app.addr))]);
+    match app.raft.initialize(me).await {
+        Ok(()) => (StatusCode::OK, "initialized\n").into_response(),
+        Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn add_learner(State(app): AppState, Json((id, addr)): Json<(NodeId, String)>) -> Response {
+    match app.raft.add_learner(id, BasicNode::new(addr), true).await {
+        Ok(resp) => {
+            format!("learner {id} added at log index {}\n", resp.log_id.index).into_response()
+        }
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn change_membership(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> Response {
+    match app.raft.change_membership(ids.clone(), false).await {
+        Ok(resp) => {
+            format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
+        }
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn status(State(app): AppState) -> Response {
+    let m = app.raft.metrics().borrow().clone();
+    let leader_addr = m
+        .current_leader
+        .and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+    json_line(
+        StatusCode::OK,
+        json!({
+            "id": app.id,
+            "state": format!("{:?}", m.state),
+            "leader": m.current_leader,
+            "leader_addr": leader_addr,
+            "term": m.current_term,
+            "last_log_index": m.last_log_index,
+            "last_applied": m.last_applied.map(|l| l.index),
+            "voters": m.membership_config.membership().voter_ids().collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// JSON on one line, newline-terminated, for people reading it in a terminal.
+fn json_line(status: StatusCode, value: serde_json::Value) -> Response {
+    let body = format!("{value}\n");
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn not_leader(f: ForwardToLeader<NodeId, BasicNode>) -> Response {
+    let body = json!({
+        "error": "not the leader",
+        "leader": f.leader_id,
+        "leader_addr": f.leader_node.map(|n| n.addr),
+    });
+    json_line(StatusCode::MISDIRECTED_REQUEST, body)
+}
+
+async fn write(app: &App, command: Command) -> Response {
+    if let Err(reason) = command.validate() {
+        return (StatusCode::PAYLOAD_TOO_LARGE, format!("{reason}\n")).into_response();
+    }
+    match app.raft.client_write(command).await {
+        Ok(resp) => match resp.data {
+            Outcome::Applied => format!("ok, log index {}\n", resp.log_id.index).into_response(),
+            Outcome::Rejected { reason } => {
+                (StatusCode::BAD_REQUEST, format!("{reason}\n")).into_response()
+            }
+        },
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn kv_put(State(app): AppState, UrlPath(key): UrlPath<String>, value: Bytes) -> Response {
+    write(&app, Command::put(key, value)).await
+}
+
+async fn kv_delete(State(app): AppState, UrlPath(key): UrlPath<String>) -> Response {
+    write(&app, Command::delete(key)).await
+}
+
+async fn kv_get(State(app): AppState, UrlPath(key): UrlPath<String>) -> Response {
+    // Confirms with a quorum that this node still leads, and waits until it has applied
+    // everything committed before the read: only then is the local read linearizable.
+    match app.raft.ensure_linearizable().await {
+        Ok(_) => match app.kv.get(key.as_bytes()) {
+            Ok(Some(value)) => value.to_vec().into_response(),
+            Ok(None) => (StatusCode::NOT_FOUND, "not found\n").into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        },
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => not_leader(f),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// openraft's network: one HTTP client (keeping connections alive) for every peer.
+#[derive(Clone)]
+pub struct Network {
+    client: reqwest::Client,
+}
+
+impl Network {
+    pub fn new() -> Network {
+        Network { client: reqwest::Client::new() }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection { client: self.client.clone(), target, url: format!("http://{}", node.addr) }
+    }
+}
+
+pub struct Connection {
+    client: reqwest::Client,
+    target: NodeId,
+    url: String,
+}
+
+type RpcError<E> = RPCError<NodeId, BasicNode, RaftError<NodeId, E>>;
+
+impl Connection {
+    async fn call<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RpcError<E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let sent = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .timeout(option.hard_ttl())
+            .json(req)
+            .send()
+            .await
+            // A refused connection means the node is down: openraft then backs off instead
+            // of retrying at once.
+            .map_err(|e| match e.is_connect() {
+                true => RPCError::Unreachable(Unreachable::new(&e)),
+                false => RPCError::Network(NetworkError::new(&e)),
+            })?;
+        let answer: Result<Resp, RaftError<NodeId, E>> =
+            sent.json().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        req: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError<openraft::error::Infallible>> {
+        self.call("/raft/append", &req, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        req: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        self.call("/raft/snapshot", &req, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        req: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcError<openraft::error::Infallible>> {
+        self.call("/raft/vote", &req, &option).await
+    }
+}
