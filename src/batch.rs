@@ -1,4 +1,4 @@
-//! Write batches: a group of puts and deletes applied atomically.
+//! Write batches: a group of puts, deletes and range deletes applied atomically.
 //!
 //! # Encoding
 //!
@@ -9,9 +9,10 @@
 //! seq    u64 little-endian   sequence number of the first operation (the i-th gets seq + i)
 //! count  u32 little-endian   number of operations
 //! ops    count times:
-//!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`)
-//!          klen  varint, key bytes
-//!          vlen  varint, value bytes        (puts only)
+//!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
+//!                            2 = range delete
+//!          klen  varint, key bytes          (a range delete's start)
+//!          vlen  varint, value bytes        (puts; a range delete's end, exclusive)
 //! ```
 //!
 //! The count in the header lets a decoder check that the record holds exactly the
@@ -19,9 +20,39 @@
 //! Empty keys and empty values are allowed, as in LevelDB: nothing in the engine gives the
 //! empty key a special meaning.
 
+use std::ops::Range;
+
 use crate::coding::{put_bytes, Decoder};
 use crate::key::{SeqNo, ValueKind};
 use crate::{Error, Result};
+
+/// The kind byte of a range deletion (after `ValueKind`'s 0 and 1).
+const OP_DELETE_RANGE: u8 = 2;
+
+/// One operation of a batch, as [`WriteBatch::iter`] yields it. Not part of the stable API.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// `key → value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// A deletion of `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// A deletion of every key in `start..end`.
+    DeleteRange {
+        /// First key deleted.
+        start: &'a [u8],
+        /// First key kept after the range (exclusive).
+        end: &'a [u8],
+    },
+}
 
 /// Size of the `seq | count` header.
 const HEADER_LEN: usize = 12;
@@ -54,10 +85,11 @@ pub(crate) fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// An ordered group of puts and deletes that is written to the log as one record and
-/// applied atomically: after a crash either all of it is visible or none of it.
+/// An ordered group of puts, deletes and range deletes that is written to the log as one
+/// record and applied atomically: after a crash either all of it is visible or none of it.
 ///
-/// Later operations on the same key win over earlier ones.
+/// Later operations on the same key win over earlier ones: a put after a range delete that
+/// covers its key stands, a put before it is deleted.
 ///
 /// ```
 /// use bloomkv::WriteBatch;
@@ -120,6 +152,39 @@ impl WriteBatch {
         put_bytes(&mut self.data, key.as_ref());
     }
 
+    /// Adds a deletion of every key in `range` (`start..end`: `start` included, `end`
+    /// excluded), as RocksDB's `DeleteRange`. Keys written after it in the batch, or later,
+    /// are not affected. An empty range (`start >= end`) adds nothing. Either bound longer
+    /// than [`MAX_KEY_BYTES`] is refused when the batch is written, as for
+    /// [`WriteBatch::put`]. To delete up to and including a key `k`, end the range at `k`
+    /// followed by a zero byte, the next key after `k`.
+    ///
+    /// A range delete costs one write whatever it covers; readers pay for it only when they
+    /// find a value (see `DESIGN.md`, "Range deletes"), and compaction reclaims the space of
+    /// the keys it covers.
+    ///
+    /// ```
+    /// let mut batch = bloomkv::WriteBatch::new();
+    /// batch.delete_range("user:100".."user:200");
+    /// batch.put("user:150", "kept: written after the range delete");
+    /// batch.delete_range("b".."a"); // empty: adds nothing
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: Range<K>) {
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        if start >= end {
+            return;
+        }
+        self.bump_count();
+        self.data.push(OP_DELETE_RANGE);
+        put_bytes(&mut self.data, start);
+        put_bytes(&mut self.data, end);
+    }
+
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.count() as usize
@@ -148,7 +213,7 @@ impl WriteBatch {
     /// [`Error::in_file`]. Not part of the stable API (the WAL format is internal).
     ///
     /// ```
-    /// use bloomkv::key::ValueKind;
+    /// use bloomkv::batch::BatchOp;
     /// use bloomkv::WriteBatch;
     ///
     /// // seq 7, one op: put "k" -> "v"
@@ -158,7 +223,7 @@ impl WriteBatch {
     /// let batch = WriteBatch::decode(record).unwrap();
     /// assert_eq!(batch.sequence(), 7);
     /// let ops: Vec<_> = batch.iter().collect();
-    /// assert_eq!(ops, vec![(ValueKind::Put, &b"k"[..], &b"v"[..])]);
+    /// assert_eq!(ops, vec![BatchOp::Put { key: b"k", value: b"v" }]);
     /// assert!(WriteBatch::decode(vec![0; 5]).unwrap_err().is_corruption());
     /// ```
     #[doc(hidden)]
@@ -173,8 +238,7 @@ impl WriteBatch {
         crate::coding::get_u64(&self.data, 0).unwrap_or(0)
     }
 
-    /// The operations in order: kind, key, and value (empty for a delete). Not part of the
-    /// stable API (the kind is an internal type).
+    /// The operations in order. Not part of the stable API.
     #[doc(hidden)]
     pub fn iter(&self) -> WriteBatchIter<'_> {
         WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
@@ -185,10 +249,41 @@ impl WriteBatch {
     /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], reporting
     /// the first that is over.
     pub(crate) fn check_sizes(&self) -> Result<()> {
-        for (_, key, value) in self.iter() {
-            check_entry_size(key, value)?;
+        for op in self.iter() {
+            match op {
+                BatchOp::Put { key, value } => check_entry_size(key, value)?,
+                BatchOp::Delete { key } => check_entry_size(key, &[])?,
+                BatchOp::DeleteRange { start, end } => {
+                    check_entry_size(start, &[])?;
+                    check_entry_size(end, &[])?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Applies every operation to `mem` at its sequence number (the i-th at `sequence() + i`);
+    /// returns the bytes of keys and values written.
+    pub(crate) fn insert_into(&self, mem: &crate::memtable::MemTable) -> u64 {
+        let mut bytes = 0;
+        for (seq, op) in (self.sequence()..).zip(self.iter()) {
+            let (a, b) = match op {
+                BatchOp::Put { key, value } => {
+                    mem.insert(key, seq, ValueKind::Put, value);
+                    (key, value)
+                }
+                BatchOp::Delete { key } => {
+                    mem.insert(key, seq, ValueKind::Delete, &[]);
+                    (key, &[][..])
+                }
+                BatchOp::DeleteRange { start, end } => {
+                    mem.delete_range(start, end, seq);
+                    (start, end)
+                }
+            };
+            bytes += (a.len() + b.len()) as u64;
+        }
+        bytes
     }
 
     /// Sets the sequence number of the first operation.
@@ -220,10 +315,19 @@ impl WriteBatch {
             let at = (HEADER_LEN + d.position()) as u64;
             let bad = |what: &str| Error::bad_bytes(at, format!("write batch op {i}: {what}"));
             let kind = d.u8().ok_or_else(|| bad("missing (batch has fewer ops than counted)"))?;
-            let kind = ValueKind::from_u8(kind).ok_or_else(|| bad("unknown kind"))?;
-            d.length_prefixed().ok_or_else(|| bad("bad key length"))?;
-            if kind == ValueKind::Put {
-                d.length_prefixed().ok_or_else(|| bad("bad value length"))?;
+            let has_value = match kind {
+                k if k == ValueKind::Put as u8 => true,
+                k if k == ValueKind::Delete as u8 => false,
+                OP_DELETE_RANGE => true,
+                _ => return Err(bad("unknown kind")),
+            };
+            let key = d.length_prefixed().ok_or_else(|| bad("bad key length"))?;
+            if has_value {
+                let value = d.length_prefixed().ok_or_else(|| bad("bad value length"))?;
+                // `delete_range` never writes an empty range, and a replay must not meet one.
+                if kind == OP_DELETE_RANGE && key >= value {
+                    return Err(bad("range delete with start not below end"));
+                }
             }
         }
         if !d.is_empty() {
@@ -273,7 +377,7 @@ pub struct WriteBatchIter<'a> {
 }
 
 impl<'a> Iterator for WriteBatchIter<'a> {
-    type Item = (ValueKind, &'a [u8], &'a [u8]);
+    type Item = BatchOp<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
         // The batch was validated, so the decoder cannot run short; ending the iteration
@@ -282,13 +386,14 @@ impl<'a> Iterator for WriteBatchIter<'a> {
             return None;
         }
         self.left -= 1;
-        let kind = ValueKind::from_u8(self.d.u8()?)?;
+        let kind = self.d.u8()?;
         let key = self.d.length_prefixed()?;
-        let value = match kind {
-            ValueKind::Put => self.d.length_prefixed()?,
-            ValueKind::Delete => &[],
-        };
-        Some((kind, key, value))
+        Some(match kind {
+            k if k == ValueKind::Put as u8 => BatchOp::Put { key, value: self.d.length_prefixed()? },
+            k if k == ValueKind::Delete as u8 => BatchOp::Delete { key },
+            OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
+            _ => return None,
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -302,28 +407,43 @@ mod tests {
 
     use super::*;
 
-    type Op = (ValueKind, Vec<u8>, Vec<u8>);
+    /// An operation as (kind byte, key or start, value or end).
+    type Op = (u8, Vec<u8>, Vec<u8>);
+    const PUT: u8 = ValueKind::Put as u8;
+    const DELETE: u8 = ValueKind::Delete as u8;
 
     fn build(ops: &[Op]) -> WriteBatch {
         let mut b = WriteBatch::new();
         for (kind, k, v) in ops {
-            match kind {
-                ValueKind::Put => b.put(k, v),
-                ValueKind::Delete => b.delete(k),
+            match *kind {
+                PUT => b.put(k, v),
+                DELETE => b.delete(k),
+                _ => b.delete_range(k.clone()..v.clone()),
             }
         }
         b
     }
 
     fn ops_of(b: &WriteBatch) -> Vec<Op> {
-        b.iter().map(|(k, key, v)| (k, key.to_vec(), v.to_vec())).collect()
+        b.iter()
+            .map(|op| match op {
+                BatchOp::Put { key, value } => (PUT, key.to_vec(), value.to_vec()),
+                BatchOp::Delete { key } => (DELETE, key.to_vec(), Vec::new()),
+                BatchOp::DeleteRange { start, end } => {
+                    (OP_DELETE_RANGE, start.to_vec(), end.to_vec())
+                }
+            })
+            .collect()
     }
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
         prop_oneof![
-            (bytes(), bytes()).prop_map(|(k, v)| (ValueKind::Put, k, v)),
-            bytes().prop_map(|k| (ValueKind::Delete, k, Vec::new())),
+            (bytes(), bytes()).prop_map(|(k, v)| (PUT, k, v)),
+            bytes().prop_map(|k| (DELETE, k, Vec::new())),
+            (bytes(), bytes()).prop_filter_map("empty range", |(a, b)| {
+                (a != b).then(|| (OP_DELETE_RANGE, a.clone().min(b.clone()), a.max(b)))
+            }),
         ]
     }
 
@@ -333,11 +453,13 @@ mod tests {
         b.set_sequence(0x0102);
         b.put(b"k", b"vv");
         b.delete(b"");
+        b.delete_range("a".."c");
         let want: Vec<u8> = [
             &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..],
-            &[2, 0, 0, 0],
+            &[3, 0, 0, 0],
             &[1, 1, b'k', 2, b'v', b'v'],
             &[0, 0],
+            &[2, 1, b'a', 1, b'c'],
         ]
         .concat();
         assert_eq!(b.data(), &want[..]);
@@ -346,8 +468,9 @@ mod tests {
         assert_eq!(
             ops_of(&b),
             vec![
-                (ValueKind::Put, b"k".to_vec(), b"vv".to_vec()),
-                (ValueKind::Delete, vec![], vec![])
+                (PUT, b"k".to_vec(), b"vv".to_vec()),
+                (DELETE, vec![], vec![]),
+                (OP_DELETE_RANGE, b"a".to_vec(), b"c".to_vec()),
             ]
         );
     }
@@ -366,7 +489,7 @@ mod tests {
 
     #[test]
     fn from_record_rejects_specific_damage() {
-        let mut b = build(&[(ValueKind::Put, b"key".to_vec(), b"value".to_vec())]);
+        let mut b = build(&[(PUT, b"key".to_vec(), b"value".to_vec())]);
         b.set_sequence(5);
         let good = b.data().to_vec();
 
@@ -389,6 +512,14 @@ mod tests {
 
         let ok = WriteBatch::from_record(good).unwrap();
         assert_eq!(ok.sequence(), 5);
+
+        // A range delete whose start is not below its end is never written, so it is damage.
+        let mut r = WriteBatch::new();
+        r.delete_range("a".."b");
+        let mut empty_range = r.data().to_vec();
+        *empty_range.last_mut().unwrap() = b'a';
+        let e = WriteBatch::from_record(empty_range).unwrap_err();
+        assert!(e.to_string().contains("start not below end"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ internal_mods! {
     log;
     memtable;
     merge;
+    range_del;
     table;
     version;
 }

@@ -12,19 +12,27 @@
 //! node, the first 16 bytes of the user key and the trailer, so that most comparisons during
 //! a search never touch the entry's allocation. Nothing is ever removed; a memtable is dropped
 //! whole once it has been flushed.
+//!
+//! Range deletions are kept beside the skip list, not in it: a list of the memtable's range
+//! tombstones and, for readers, the [`Fragments`] set built from it, replaced whole (copy on
+//! write) by each range deletion. The writer is one thread at a time, so rebuilding costs
+//! O(n log n) per range deletion in a memtable already holding n of them; readers load the
+//! current set without a lock, and skip it with one flag check while there is none.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN};
 use crate::key_head::key_head;
+use crate::range_del::{Fragments, RangeTombstone};
 use crate::{Result, Value};
 
 /// Estimated bytes an entry costs beyond its key and value: the skip-list node (the inline
@@ -206,8 +214,8 @@ impl Eq for dyn KeyView + '_ {}
 /// The answer of [`MemTable::get`] when the memtable knows the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemGet {
-    /// The newest visible version is a put of this value.
-    Found(Value),
+    /// The newest visible version is a put of this value, at this sequence number.
+    Found(Value, SeqNo),
     /// The newest visible version is a tombstone; older sources must not be consulted.
     Deleted,
 }
@@ -258,12 +266,54 @@ pub struct MemTable {
     map: SkipMap<MemKey, ()>,
     arena: Arena,
     bytes: AtomicUsize,
+    range_dels: RangeDels,
+}
+
+/// The memtable's range tombstones (see the module documentation).
+#[derive(Default)]
+struct RangeDels {
+    /// Every range tombstone inserted, in order (only the writer touches it).
+    all: Mutex<Vec<RangeTombstone>>,
+    /// The readers' set, rebuilt from `all` on each insert.
+    set: ArcSwap<Fragments>,
+    /// Set once the first range tombstone is in `set`: until then readers skip `set`.
+    any: AtomicBool,
 }
 
 impl MemTable {
     /// An empty memtable.
     pub fn new() -> Self {
-        MemTable { map: SkipMap::new(), arena: Arena::new(), bytes: AtomicUsize::new(0) }
+        MemTable {
+            map: SkipMap::new(),
+            arena: Arena::new(),
+            bytes: AtomicUsize::new(0),
+            range_dels: RangeDels::default(),
+        }
+    }
+
+    /// Records the deletion of every key in `start..end` at `seq`. Like [`MemTable::insert`],
+    /// safe while other threads read, and called from one writer at a time.
+    pub fn delete_range(&self, start: &[u8], end: &[u8], seq: SeqNo) {
+        let t = RangeTombstone { start: start.to_vec(), end: end.to_vec(), seq };
+        let mut all = self.range_dels.all.lock().unwrap_or_else(|p| p.into_inner());
+        all.push(t);
+        self.range_dels.set.store(Arc::new(Fragments::new(all.iter())));
+        self.range_dels.any.store(true, AtomicOrdering::Release);
+        self.bytes.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
+    }
+
+    /// True if a range tombstone in this memtable visible at `read_seq` deletes the version
+    /// of `user_key` written at `seq`. One flag check when the memtable has none.
+    #[inline]
+    pub fn range_deleted(&self, user_key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        self.range_dels.any.load(AtomicOrdering::Acquire)
+            && self.range_dels.set.load().covers(user_key, seq, read_seq)
+    }
+
+    /// The memtable's range tombstones as a set, or `None` while it has none. Tombstones
+    /// inserted later are not in the returned set.
+    pub fn range_tombstones(&self) -> Option<Arc<Fragments>> {
+        self.range_dels.any.load(AtomicOrdering::Acquire).then(|| self.range_dels.set.load_full())
     }
 
     /// Records a put (or, with [`ValueKind::Delete`], a tombstone whose `value` should be
@@ -292,7 +342,8 @@ impl MemTable {
         match ValueKind::from_u8(found.trailer as u8)? {
             ValueKind::Put => {
                 let at = found.user_key_len + TRAILER_LEN;
-                Some(MemGet::Found(Value::from_bytes(found.entry.slice(at..))))
+                let seq = found.trailer >> 8;
+                Some(MemGet::Found(Value::from_bytes(found.entry.slice(at..)), seq))
             }
             ValueKind::Delete => Some(MemGet::Deleted),
         }
@@ -308,9 +359,9 @@ impl MemTable {
         self.map.len()
     }
 
-    /// True when nothing has been inserted.
+    /// True when nothing has been inserted: no entry and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && !self.range_dels.any.load(AtomicOrdering::Acquire)
     }
 
     /// An iterator over every entry in internal-key order, both ways. It starts
@@ -459,8 +510,16 @@ mod tests {
     use crate::iter::tests::{check_walk, walk_op};
     use crate::key::{compare_internal, internal_key, parse_internal_key};
 
+    /// A hit on `v`, whatever its sequence number (compared through [`strip`]).
     fn found(v: &[u8]) -> Option<MemGet> {
-        Some(MemGet::Found(Value::copy_from_slice(v)))
+        Some(MemGet::Found(Value::copy_from_slice(v), 0))
+    }
+
+    fn strip(g: Option<MemGet>) -> Option<MemGet> {
+        g.map(|g| match g {
+            MemGet::Found(v, _) => MemGet::Found(v, 0),
+            other => other,
+        })
     }
 
     #[test]
@@ -475,20 +534,21 @@ mod tests {
 
         assert_eq!(m.get(b"a", 0), None);
         for seq in 1..5 {
-            assert_eq!(m.get(b"a", seq), found(b"v1"), "seq {seq}");
+            assert_eq!(strip(m.get(b"a", seq)), found(b"v1"), "seq {seq}");
         }
-        assert_eq!(m.get(b"a", 5), found(b"v5"));
-        assert_eq!(m.get(b"a", 6), found(b"v5"));
+        assert_eq!(strip(m.get(b"a", 5)), found(b"v5"));
+        assert_eq!(strip(m.get(b"a", 6)), found(b"v5"));
+        assert!(matches!(m.get(b"a", 6), Some(MemGet::Found(_, 5))), "the version's seq");
         assert_eq!(m.get(b"a", 7), Some(MemGet::Deleted));
         assert_eq!(m.get(b"a", 8), Some(MemGet::Deleted));
-        assert_eq!(m.get(b"a", 9), found(b"v9"));
-        assert_eq!(m.get(b"a", MAX_SEQNO), found(b"v9"));
-        assert_eq!(m.get(b"a", u64::MAX), found(b"v9"));
+        assert_eq!(strip(m.get(b"a", 9)), found(b"v9"));
+        assert_eq!(strip(m.get(b"a", MAX_SEQNO)), found(b"v9"));
+        assert_eq!(strip(m.get(b"a", u64::MAX)), found(b"v9"));
         // A longer key sharing the head is a different key.
         assert_eq!(m.get(b"ab", 2), None);
-        assert_eq!(m.get(b"ab", 3), found(b"other"));
+        assert_eq!(strip(m.get(b"ab", 3)), found(b"other"));
         assert_eq!(m.get(b"b", 100), None);
-        assert_eq!(m.get(b"", 100), found(b"empty key"));
+        assert_eq!(strip(m.get(b"", 100)), found(b"empty key"));
         assert_eq!(m.get(b"", 1), None);
         assert_eq!(m.len(), 6);
     }
@@ -507,14 +567,14 @@ mod tests {
         m.insert(b"k", 6, ValueKind::Put, b"k");
         m.insert(b"k\0", 7, ValueKind::Put, b"k0");
         m.insert(b"k\0\0", 8, ValueKind::Delete, b"");
-        assert_eq!(m.get(&long, 4), found(b"x"));
+        assert_eq!(strip(m.get(&long, 4)), found(b"x"));
         assert_eq!(m.get(&long, 3), None);
         assert_eq!(m.get(&longer, 10), Some(MemGet::Deleted));
-        assert_eq!(m.get(&long[..17], 10), found(b"17"));
+        assert_eq!(strip(m.get(&long[..17], 10)), found(b"17"));
         assert_eq!(m.get(&long[..16], 10), None);
         assert_eq!(m.get(&long[..18], 10), None);
-        assert_eq!(m.get(b"k", 10), found(b"k"));
-        assert_eq!(m.get(b"k\0", 10), found(b"k0"));
+        assert_eq!(strip(m.get(b"k", 10)), found(b"k"));
+        assert_eq!(strip(m.get(b"k\0", 10)), found(b"k0"));
         assert_eq!(m.get(b"k\0\0", 10), Some(MemGet::Deleted));
         assert_eq!(m.get(b"k\0\0\0", 10), None);
         assert_eq!(m.get(b"k\0", 6), None);
@@ -605,7 +665,7 @@ mod tests {
         m.insert(b"k", 3, ValueKind::Put, b"first");
         m.insert(b"k", 3, ValueKind::Put, b"second");
         assert_eq!(m.len(), 1);
-        assert_eq!(m.get(b"k", 3), found(b"second"));
+        assert_eq!(strip(m.get(b"k", 3)), found(b"second"));
         let mut it = m.iter();
         it.seek_to_first().unwrap();
         assert_eq!(it.value(), b"second");
@@ -629,7 +689,7 @@ mod tests {
             m.insert(format!("{i:05}").as_bytes(), i as SeqNo + 1, ValueKind::Put, &value(i));
         }
         for i in 0..n {
-            assert_eq!(m.get(format!("{i:05}").as_bytes(), MAX_SEQNO), found(&value(i)), "{i}");
+            assert_eq!(strip(m.get(format!("{i:05}").as_bytes(), MAX_SEQNO)), found(&value(i)), "{i}");
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -643,17 +703,35 @@ mod tests {
         }
         assert!(!it.valid());
         // A value read from the memtable outlives it.
-        let Some(MemGet::Found(held)) = m.get(b"00010", MAX_SEQNO) else { panic!("missing") };
+        let Some(MemGet::Found(held, _)) = m.get(b"00010", MAX_SEQNO) else { panic!("missing") };
         drop(it);
         drop(m);
         assert_eq!(&held[..], &value(10)[..]);
     }
 
     #[test]
+    fn range_tombstones_cover_older_versions_only() {
+        let m = MemTable::new();
+        assert!(m.is_empty() && m.range_tombstones().is_none());
+        m.delete_range(b"b", b"d", 10);
+        assert!(!m.is_empty(), "a memtable holding only a range delete still needs a flush");
+        assert!(m.range_deleted(b"b", 9, 100));
+        assert!(m.range_deleted(b"c", 9, 10));
+        assert!(!m.range_deleted(b"c", 9, 9), "a read before the tombstone");
+        assert!(!m.range_deleted(b"c", 11, 100), "a version after the tombstone");
+        assert!(!m.range_deleted(b"d", 1, 100), "the end is exclusive");
+        m.delete_range(b"a", b"c", 20);
+        assert!(m.range_deleted(b"b", 15, 100));
+        assert!(!m.range_deleted(b"c", 15, 100));
+        let t = |a: &str, b: &str, seq| RangeTombstone { start: a.into(), end: b.into(), seq };
+        assert_eq!(m.range_tombstones().unwrap().newest(), [t("a", "c", 20), t("c", "d", 10)]);
+    }
+
+    #[test]
     fn hits_share_the_stored_bytes() {
         let m = MemTable::new();
         m.insert(b"k", 1, ValueKind::Put, b"shared value");
-        let (Some(MemGet::Found(a)), Some(MemGet::Found(b))) = (m.get(b"k", 1), m.get(b"k", 2))
+        let (Some(MemGet::Found(a, _)), Some(MemGet::Found(b, _))) = (m.get(b"k", 1), m.get(b"k", 2))
         else {
             panic!("key not found");
         };
@@ -694,7 +772,7 @@ mod tests {
                 for i in 0..THREADS * PER_THREAD {
                     let key = format!("key{i:06}");
                     if let Some(hit) = m.get(key.as_bytes(), MAX_SEQNO) {
-                        assert_eq!(hit, MemGet::Found(Value::from(key.into_bytes())));
+                        assert!(matches!(hit, MemGet::Found(v, _) if v[..] == *key.as_bytes()));
                     }
                 }
             });
@@ -702,7 +780,7 @@ mod tests {
         assert_eq!(m.len(), THREADS * PER_THREAD);
         for i in 0..THREADS * PER_THREAD {
             let key = format!("key{i:06}");
-            assert_eq!(m.get(key.as_bytes(), MAX_SEQNO), found(key.as_bytes()), "{key}");
+            assert_eq!(strip(m.get(key.as_bytes(), MAX_SEQNO)), found(key.as_bytes()), "{key}");
             assert_eq!(m.get(key.as_bytes(), i as SeqNo), None, "{key} visible too early");
         }
     }
@@ -830,7 +908,7 @@ mod tests {
                 let want_get = want.and_then(|(wk, wv)| {
                     let p = parse_internal_key(&wk.0).unwrap();
                     (p.user_key == &k[..]).then(|| match p.kind {
-                        ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv)),
+                        ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
                     })
                 });

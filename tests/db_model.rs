@@ -24,6 +24,9 @@ enum Op {
     CursorWalk(u16, u16, u8, Vec<CursorOp>),
     Prefix(u8),
     Batch(Vec<(u16, Option<u16>)>),
+    /// `delete_range(key(a)..key(b))`; with a value, inside a batch between a put of
+    /// `key(a)` (deleted by it) and a put of `key((a + b) / 2)` (not).
+    DeleteRange(u16, u16, Option<u16>),
     Snapshot,
     CheckSnapshot,
     Flush,
@@ -87,6 +90,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(a, b, c, w)| Op::CursorWalk(a, b, c, w)),
         2 => (0u8..37).prop_map(Op::Prefix),
         6 => prop::collection::vec((k.clone(), prop::option::of(any::<u16>())), 1..8).prop_map(Op::Batch),
+        3 => (k.clone(), k.clone(), prop::option::of(any::<u16>()))
+            .prop_map(|(a, b, v)| Op::DeleteRange(a, b, v)),
         2 => Just(Op::Snapshot),
         2 => Just(Op::CheckSnapshot),
         2 => Just(Op::Flush),
@@ -385,6 +390,39 @@ fn run(ops: Vec<Op>) -> Work {
                 }
                 d.write(&b, &WriteOptions::new().sync(entries.len() % 2 == 0)).unwrap();
             }
+            Op::DeleteRange(a, b, v) => {
+                let (start, end) = (key(a), key(b));
+                let doomed: Vec<Vec<u8>> = if start < end {
+                    model.range(start.clone()..end.clone()).map(|(k, _)| k.clone()).collect()
+                } else {
+                    Vec::new()
+                };
+                match v {
+                    None => {
+                        d.delete_range(start..end).unwrap();
+                        for k in doomed {
+                            model.remove(&k);
+                        }
+                    }
+                    Some(v) => {
+                        let mid = a / 2 + b / 2;
+                        let mut batch = WriteBatch::new();
+                        batch.put(key(a), value(v, a));
+                        batch.delete_range(start.clone()..end.clone());
+                        batch.put(key(mid), value(v, mid));
+                        d.write(&batch, &WriteOptions::new()).unwrap();
+                        model.insert(key(a), value(v, a));
+                        if start < end {
+                            let doomed: Vec<Vec<u8>> =
+                                model.range(start..end).map(|(k, _)| k.clone()).collect();
+                            for k in doomed {
+                                model.remove(&k);
+                            }
+                        }
+                        model.insert(key(mid), value(v, mid));
+                    }
+                }
+            }
             Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
             Op::CheckSnapshot => {
                 if let Some((s, m)) = &snap {
@@ -518,6 +556,11 @@ fn long_sequence_reaches_deeper_levels() {
             97 => Op::Snapshot,
             98 => Op::CheckSnapshot,
             _ if i % 7 == 0 => Op::Reopen,
+            _ if i % 7 == 1 => {
+                let a = rng.gen_range(0..5000);
+                let b = a + rng.gen_range(0..300);
+                Op::DeleteRange(a, b, rng.gen_bool(0.5).then(|| rng.gen()))
+            }
             _ => Op::Range(rng.gen_range(0..2500), rng.gen_range(2500..5000)),
         })
         .collect();

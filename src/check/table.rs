@@ -14,7 +14,9 @@ use crate::key::{compare_internal, parse_internal_key, ValueKind};
 use crate::table::block::Block;
 use crate::table::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN};
 use crate::table::properties::TableProperties;
-use crate::table::reader::{load_block, read_filter, read_footer, read_properties, walk_index};
+use crate::table::reader::{
+    filter_limit, load_block, read_filter, read_footer, read_properties, walk_index,
+};
 use crate::table::Table;
 
 /// What the table's entries turned out to be, for comparing with the properties.
@@ -105,7 +107,9 @@ pub(super) fn check_file(
     let data_end = footer.filter.offset.min(footer_offset);
 
     let props = part(r, path, region_ok[1], || read_properties(file.as_ref(), path, &footer));
-    let filter = part(r, path, region_ok[0], || read_filter(file.as_ref(), path, &footer));
+    let filter_end = props.as_ref().map_or(footer.properties.offset, |p| filter_limit(&footer, p));
+    let filter =
+        part(r, path, region_ok[0], || read_filter(file.as_ref(), path, &footer, filter_end));
     let index_block = part(r, path, region_ok[2], || {
         load_block(file.as_ref(), path, footer.index, footer_offset)
     });

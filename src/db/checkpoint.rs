@@ -22,6 +22,7 @@
 //! checkpoint that fails part-way leaves such a directory behind for the caller to remove.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
@@ -31,6 +32,7 @@ use crate::filename::table_path;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
+use crate::range_del::{Fragments, TombstoneSplit};
 use crate::version::edit::VersionEdit;
 use crate::version::set::{create_manifest, set_current};
 use crate::{Error, Result};
@@ -67,13 +69,18 @@ impl DbInner {
         let filter = table_filter(self.opts.filter_policy, &state.version, &placement);
         let children: Vec<Box<dyn BidirectionalIterator>> =
             mems().map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>).collect();
+        // The memtables' range tombstones the snapshot sees go with their entries.
+        let sets: Vec<_> = mems().filter_map(|m| m.table.range_tombstones()).collect();
+        let range_dels = Fragments::union(sets.iter().map(|s| s.as_ref())).at_or_below(seq);
+        let range_dels = (!range_dels.is_empty()).then(|| Arc::new(range_dels));
         let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
-        let mut newest = NewestVersions::new(visible, Box::new(|_| false));
+        let mut newest = NewestVersions::new(visible, Box::new(|_| false))
+            .with_range_tombstones(range_dels.clone());
         newest.seek_to_first()?;
         let number = self.file_numbers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(meta) =
-            write_table(fs, dest, table_options(&self.opts, filter), number, &mut newest)?
-        {
+        let mut split = TombstoneSplit::of(range_dels.as_deref());
+        let topts = table_options(&self.opts, filter);
+        if let Some(meta) = write_table(fs, dest, topts, number, &mut newest, &mut split)? {
             edit.added.push((0, meta));
         }
 

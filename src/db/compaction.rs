@@ -23,6 +23,7 @@ use crate::filter::FilterPolicy;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
 use crate::merge::MergingIterator;
+use crate::range_del::{clip, successor, Fragments, RangeTombstone, TombstoneSplit};
 use crate::version::edit::{TableMeta, VersionEdit};
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
@@ -181,7 +182,9 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
             (after, bounds.get(i).map(Vec::as_slice))
         })
         .collect();
-    let run = |&(after, upto): &PartRange| run_part(inner, &c, &deeper, filter, after, upto);
+    let range_dels = compaction_range_tombstones(v, &replaced);
+    let run =
+        |&(after, upto): &PartRange| run_part(inner, &c, &deeper, &range_dels, filter, after, upto);
     let results: Vec<Result<Vec<TableMeta>>> = if parts.len() == 1 {
         vec![run(&parts[0])]
     } else {
@@ -289,6 +292,7 @@ fn run_part(
     inner: &DbInner,
     c: &Compaction,
     deeper: &[Vec<Arc<TableFile>>],
+    range_dels: &CompactionTombstones,
     filter: FilterPolicy,
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
@@ -311,10 +315,48 @@ fn run_part(
         })
     };
     let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
-    let mut merged = NewestVersions::new(bounded, Box::new(base_level));
+    let mut merged = NewestVersions::new(bounded, Box::new(base_level))
+        .with_range_tombstones(range_dels.all.clone());
     merged.seek_to_first()?;
+    // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
+    let (lo, hi) = (after.map(successor), upto.map(successor));
+    let mut split = TombstoneSplit::new(clip(&range_dels.kept, lo.as_deref(), hi.as_deref()));
+    inner.write_tables(&mut merged, &mut split, filter)
+}
 
-    inner.write_tables(&mut merged, filter)
+/// A compaction's range tombstones: all of its inputs' (which drop the entries they cover)
+/// and the pieces the output keeps.
+struct CompactionTombstones {
+    all: Option<Arc<Fragments>>,
+    /// Disjoint, sorted, at their newest sequence numbers.
+    kept: Vec<RangeTombstone>,
+}
+
+/// The inputs' range tombstones, and which of them the output must keep: a piece can go
+/// once no table outside the compaction, on any level, overlaps it and holds anything
+/// written before it — then nothing it could cover is left anywhere. (Memtables only hold
+/// writes newer than every table.) Tables' key ranges include their tombstones, so a
+/// tombstone-only table counts too, harmlessly.
+fn compaction_range_tombstones(v: &Version, inputs: &[Arc<TableFile>]) -> CompactionTombstones {
+    let all = Fragments::new(inputs.iter().flat_map(|t| t.table.range_tombstones()));
+    if all.is_empty() {
+        return CompactionTombstones { all: None, kept: Vec::new() };
+    }
+    let is_input = |t: &Arc<TableFile>| inputs.iter().any(|i| Arc::ptr_eq(i, t));
+    let outside: Vec<&Arc<TableFile>> =
+        v.levels.iter().flatten().filter(|t| !is_input(t)).collect();
+    let kept = all
+        .newest()
+        .into_iter()
+        .filter(|p| {
+            outside.iter().any(|t| {
+                t.meta.smallest_seq < p.seq
+                    && t.smallest_user_key() < p.end.as_slice()
+                    && t.largest_user_key() >= p.start.as_slice()
+            })
+        })
+        .collect();
+    CompactionTombstones { all: Some(Arc::new(all)), kept }
 }
 
 /// The entries of `inner` whose user keys lie in `(after, upto]`.

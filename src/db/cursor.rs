@@ -86,7 +86,8 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let view = VisibleIter::new(merged_sources(&state), seq, start, end);
+        let view =
+            VisibleIter::new(merged_sources(&state), seq, start, end, state.range_tombstones());
         Cursor { inner, _state: state, view }
     }
 

@@ -1,7 +1,8 @@
 //! Flush: the oldest immutable memtable becomes an L0 table.
 //!
-//! 1. Build the table from the memtable (newest version of each key; tombstones are kept,
-//!    older data may lie below). The builder fsyncs the file; the directory is fsynced too.
+//! 1. Build the table from the memtable (newest version of each key, unless one of the
+//!    memtable's range tombstones covers it; tombstones of both kinds are kept, older data
+//!    may lie below). The builder fsyncs the file; the directory is fsynced too.
 //! 2. Record it in the manifest together with the new log number — the WAL number of the oldest
 //!    memtable still unflushed — and fsync the manifest. From here on the table, not the WAL,
 //!    holds these writes.
@@ -15,6 +16,7 @@ use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner};
 use crate::filename::wal_path;
 use crate::iter::InternalIterator;
+use crate::range_del::TombstoneSplit;
 use crate::version::edit::VersionEdit;
 use crate::Result;
 
@@ -29,9 +31,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     drop(state);
 
     let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-    let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false));
+    let range_dels = oldest.table.range_tombstones();
+    let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))
+        .with_range_tombstones(range_dels.clone());
     it.seek_to_first()?;
-    let meta = inner.write_table(number, &mut it, filter)?;
+    let mut split = TombstoneSplit::of(range_dels.as_deref());
+    let meta = inner.write_table(number, &mut it, &mut split, filter)?;
     inner.fs.sync_dir(&inner.dir)?;
     let opened = match &meta {
         Some(m) => vec![inner.open_table(m.clone())?],

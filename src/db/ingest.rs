@@ -40,6 +40,7 @@ use super::table_files::EntryStream;
 use super::{lock_mutex as lock, write, DbInner};
 use crate::batch::check_entry_size;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::range_del::TombstoneSplit;
 use crate::version::edit::{TableMeta, VersionEdit};
 use crate::version::set::{Version, NUM_LEVELS};
 use crate::{Error, Result};
@@ -81,7 +82,7 @@ where
             let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
             table_filter(inner.opts.filter_policy, &state.version, &placement)
         };
-        let metas = inner.write_tables(&mut source, filter)?;
+        let metas = inner.write_tables(&mut source, &mut TombstoneSplit::default(), filter)?;
         let opened = (|| {
             inner.fs.sync_dir(&inner.dir)?;
             let opened =

@@ -43,6 +43,8 @@ pub struct TableInfo {
     pub entries: u64,
     /// Tombstones.
     pub tombstones: u64,
+    /// Range tombstones (pieces, disjoint; see [`crate::Db::delete_range`]).
+    pub range_tombstones: u64,
     /// Data blocks.
     pub data_blocks: u64,
     /// The filter's kind.
@@ -164,6 +166,7 @@ impl Db {
                     largest_seq: t.meta.largest_seq,
                     entries: p.num_entries,
                     tombstones: p.num_tombstones,
+                    range_tombstones: p.num_range_deletions,
                     data_blocks: p.num_data_blocks,
                     filter_kind: f.kind(),
                     filter_bits_per_key: f.bits_per_key(),
@@ -266,7 +269,7 @@ impl ReadObserver for Recorder {
 
     fn memtable(&mut self, index: usize, found: Option<&MemGet>) {
         let actual = match found {
-            Some(MemGet::Found(_)) => Presence::Value,
+            Some(MemGet::Found(..)) => Presence::Value,
             Some(MemGet::Deleted) => Presence::Tombstone,
             None => Presence::Absent,
         };

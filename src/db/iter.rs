@@ -222,7 +222,8 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let front = VisibleIter::new(merged_sources(&state), seq, start, end);
+        let front =
+            VisibleIter::new(merged_sources(&state), seq, start, end, state.range_tombstones());
         DbIterator { inner, state, front, front_started: false, back: None, done: false }
     }
 

@@ -79,6 +79,33 @@ pub(crate) struct DbState {
     pub version: Arc<Version>,
 }
 
+impl DbState {
+    /// The memtables, newest first.
+    pub(crate) fn mems(&self) -> impl Iterator<Item = &Mem> {
+        std::iter::once(&self.mem).chain(&self.imm)
+    }
+
+    /// True if a range tombstone visible at `read_seq` deletes the version of `key` written
+    /// at `seq`: the check every read makes on a value it found (a few flag checks when no
+    /// range tombstone exists).
+    #[inline]
+    pub(crate) fn range_deleted(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        self.mems().any(|m| m.table.range_deleted(key, seq, read_seq))
+            || (!self.version.range_dels.is_empty()
+                && self.version.range_dels.covers(key, seq, read_seq))
+    }
+
+    /// Every range-tombstone set a reader of this state must apply (for scans, which check
+    /// each key they yield against them).
+    pub(crate) fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
+        let mut sets: Vec<_> = self.mems().filter_map(|m| m.table.range_tombstones()).collect();
+        if !self.version.range_dels.is_empty() {
+            sets.push(self.version.range_dels.clone());
+        }
+        sets
+    }
+}
+
 /// The WAL being appended to; touched only by the write leader (and close).
 #[derive(Debug)]
 pub(crate) struct WalState {
@@ -350,6 +377,43 @@ impl Db {
         let key = key.as_ref();
         crate::batch::check_entry_size(key, &[])?;
         write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.delete(key))
+    }
+
+    /// Deletes every key in `range` (`start..end`: `start` included, `end` excluded) in one
+    /// write, with the default durability; see [`WriteBatch::delete_range`] to combine it
+    /// atomically with other writes. An empty range (`start >= end`) writes nothing. Fails
+    /// with [`Error::KeyTooLarge`] if either bound is longer than [`crate::MAX_KEY_BYTES`].
+    ///
+    /// Its cost does not depend on how many keys it covers: it writes one range tombstone,
+    /// which reads apply to the values they find, and compaction drops the keys it covers
+    /// (and, once nothing older lies below, the tombstone itself). Snapshots taken before it
+    /// still see the keys.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for i in 0..100 {
+    ///     db.put(format!("log:{i:03}"), "entry")?;
+    /// }
+    /// let before = db.snapshot();
+    /// db.delete_range("log:000".."log:090")?;
+    /// assert_eq!(db.get("log:042")?, None);
+    /// assert_eq!(db.range(..).count(), 10);
+    /// assert!(before.get("log:042")?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
+        self.inner.check_writable()?;
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        crate::batch::check_entry_size(start, &[])?;
+        crate::batch::check_entry_size(end, &[])?;
+        if start >= end {
+            return Ok(());
+        }
+        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| {
+            b.delete_range(start..end)
+        })
     }
 
     /// Applies every operation of `batch` atomically: after a crash either all of it is there

@@ -114,8 +114,8 @@ fn batch<'s, K: AsRef<[u8]>>(
             if let Some(found) = mem.table.get(key.as_ref(), seq) {
                 tally.memtable_hits += 1;
                 lookup.answer = Some(match found {
-                    MemGet::Found(v) => Some(v),
-                    MemGet::Deleted => None,
+                    MemGet::Found(v, at) if !state.range_deleted(key.as_ref(), at, seq) => Some(v),
+                    MemGet::Found(..) | MemGet::Deleted => None,
                 });
                 break;
             }
@@ -161,8 +161,14 @@ fn batch<'s, K: AsRef<[u8]>>(
                     tally.block_reads += u64::from(got.block_read);
                     tally.block_cache_hits += u64::from(got.cache_hit);
                     match got.outcome {
-                        GetOutcome::Found(v) => s.lookups[i].answer = Some(Some(v)),
-                        GetOutcome::Deleted => s.lookups[i].answer = Some(None),
+                        GetOutcome::Found(v)
+                            if !state.range_deleted(keys[i].as_ref(), got.seq, seq) =>
+                        {
+                            s.lookups[i].answer = Some(Some(v))
+                        }
+                        GetOutcome::Found(_) | GetOutcome::Deleted => {
+                            s.lookups[i].answer = Some(None)
+                        }
                         GetOutcome::Absent => tally.filter_false_positives += 1,
                     }
                 },

@@ -1,7 +1,10 @@
 //! [`NewestVersions`]: the filter every table write passes its entries through.
 
+use std::sync::Arc;
+
 use crate::iter::InternalIterator;
-use crate::key::{self, ValueKind};
+use crate::key::{self, ValueKind, MAX_SEQNO};
+use crate::range_del::Fragments;
 use crate::Result;
 
 /// Decides, per user key, whether a tombstone may be dropped (nothing older lies below).
@@ -9,12 +12,15 @@ pub(crate) type TombstoneFilter<'a> = Box<dyn FnMut(&[u8]) -> bool + Send + 'a>;
 
 /// Yields the newest version of each user key from a sorted source (the oldest versions are
 /// shadowed and no reader can need them: readers and snapshots keep their own state alive).
-/// Tombstones are dropped only where `drop_tombstone` says nothing older can lie below.
+/// Tombstones are dropped only where `drop_tombstone` says nothing older can lie below. A
+/// newest version that a range tombstone of the source covers is dropped too (the range
+/// tombstone, written beside the entries, still covers whatever older lies below).
 pub(crate) struct NewestVersions<'a, I: InternalIterator> {
     inner: I,
     last_user_key: Vec<u8>,
     has_last: bool,
     drop_tombstone: TombstoneFilter<'a>,
+    range_dels: Option<Arc<Fragments>>,
     /// Bytes (keys + values) of the input seen, for compaction accounting.
     pub input_bytes: u64,
 }
@@ -26,8 +32,15 @@ impl<'a, I: InternalIterator> NewestVersions<'a, I> {
             last_user_key: Vec::new(),
             has_last: false,
             drop_tombstone,
+            range_dels: None,
             input_bytes: 0,
         }
+    }
+
+    /// Also drops the versions these range tombstones (the source's own) cover.
+    pub(crate) fn with_range_tombstones(mut self, range_dels: Option<Arc<Fragments>>) -> Self {
+        self.range_dels = range_dels.filter(|r| !r.is_empty());
+        self
     }
 
     /// Skips forward to the next entry to keep.
@@ -43,9 +56,13 @@ impl<'a, I: InternalIterator> NewestVersions<'a, I> {
             self.last_user_key.clear();
             self.last_user_key.extend_from_slice(uk);
             self.has_last = true;
-            let is_tombstone =
-                key::parse_internal_key(k).is_some_and(|p| p.kind == ValueKind::Delete);
-            if is_tombstone && (self.drop_tombstone)(uk) {
+            let parsed = key::parse_internal_key(k);
+            let is_tombstone = parsed.is_some_and(|p| p.kind == ValueKind::Delete);
+            let covered = match (&self.range_dels, parsed) {
+                (Some(r), Some(p)) => r.covers(uk, p.seq, MAX_SEQNO),
+                _ => false,
+            };
+            if covered || (is_tombstone && (self.drop_tombstone)(uk)) {
                 self.inner.next()?;
                 continue;
             }

@@ -9,7 +9,11 @@
 //!    on "maybe" search its in-RAM index and one data block (through the block cache).
 //!
 //! The first version found at or below the read's sequence number decides: a value, or a
-//! tombstone meaning "absent". Prefetching all candidates' filter lines before probing any
+//! tombstone meaning "absent". A value is then checked against the range tombstones (the
+//! memtables' and the version's in-RAM sets, see `crate::range_del`): one newer than the
+//! value and visible to the read makes it absent too. Filters cannot answer for ranges, so
+//! this check comes after the walk, and costs a few flag checks while no range tombstone
+//! exists. Prefetching all candidates' filter lines before probing any
 //! lets their cache misses overlap — with each other and with the memtable search — instead
 //! of being paid one after another; on a tree larger than the CPU caches that is most of an
 //! absent-key lookup's cost. Nothing is allocated on the miss path, no lock is taken (the
@@ -98,8 +102,8 @@ pub(crate) fn search<O: ReadObserver>(
             if answer.is_none() {
                 tally.memtable_hits = 1;
                 answer = Some(match found {
-                    MemGet::Found(v) => Some(v),
-                    MemGet::Deleted => None,
+                    MemGet::Found(v, at) if !state.range_deleted(key, at, seq) => Some(v),
+                    MemGet::Found(..) | MemGet::Deleted => None,
                 });
             }
             if !O::EXHAUSTIVE {
@@ -116,13 +120,13 @@ pub(crate) fn search<O: ReadObserver>(
         }
         match t.table.get(key, seq) {
             Err(e) => ControlFlow::Break(Err(e)),
-            Ok(TableGet { outcome, block_read, cache_hit }) => {
+            Ok(TableGet { outcome, block_read, cache_hit, seq: at }) => {
                 observer.table(t, Some(&outcome));
                 tally.block_reads += u64::from(block_read);
                 tally.block_cache_hits += u64::from(cache_hit);
                 let found = match outcome {
-                    GetOutcome::Found(v) => Some(v),
-                    GetOutcome::Deleted => None,
+                    GetOutcome::Found(v) if !state.range_deleted(key, at, seq) => Some(v),
+                    GetOutcome::Found(_) | GetOutcome::Deleted => None,
                     GetOutcome::Absent => {
                         tally.filter_false_positives += 1;
                         return ControlFlow::Continue(());

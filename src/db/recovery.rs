@@ -24,6 +24,7 @@ use crate::key::SeqNo;
 use crate::log::LogReader;
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::range_del::TombstoneSplit;
 use crate::stats::Counters;
 use crate::version::edit::VersionEdit;
 use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
@@ -140,9 +141,7 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
                     format!("WAL record cannot be stored in a table: {e}"),
                 )
             })?;
-            for (seq, (kind, key, value)) in (first..).zip(batch.iter()) {
-                mem.insert(key, seq, kind, value);
-            }
+            batch.insert_into(&mem);
             last_seq = last_seq.max((first + batch.len() as u64).saturating_sub(1));
         }
         if reader.dropped_tail_bytes() > 0 && i + 1 < wals.len() {
@@ -283,9 +282,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         let number = versions.new_file_number();
         let placement = Placement { level: 0, keys: mem.len() as u64, replaces: &[] };
         let topts = table_options(&opts, table_filter(opts.filter_policy, &version, &placement));
-        let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false));
+        let range_dels = mem.range_tombstones();
+        let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false))
+            .with_range_tombstones(range_dels.clone());
         it.seek_to_first()?;
-        if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it)? {
+        let mut split = TombstoneSplit::of(range_dels.as_deref());
+        if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it, &mut split)? {
             fs.sync_dir(dir)?;
             let t = open_table(&fs, dir, &caches, meta.clone())?;
             let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };

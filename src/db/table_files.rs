@@ -12,7 +12,8 @@ use crate::filename::table_path;
 use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
-use crate::key;
+use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::range_del::{last_key_before, successor, TombstoneSplit};
 use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
 use crate::version::edit::TableMeta;
 use crate::version::set::TableFile;
@@ -23,33 +24,38 @@ impl DbInner {
         open_table(&self.fs, &self.dir, &self.caches, meta)
     }
 
-    /// Writes the entries of `iter` into table `number`, with the filter `filter` (the
-    /// configured policy as `filter_budget::table_filter` resolves it for the table's level).
+    /// Writes the entries of `iter` and the range tombstones of `range_dels` into table
+    /// `number`, with the filter `filter` (the configured policy as
+    /// `filter_budget::table_filter` resolves it for the table's level).
     pub(crate) fn write_table(
         &self,
         number: u64,
         iter: &mut dyn EntryStream,
+        range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
     ) -> Result<Option<TableMeta>> {
-        write_table(self.fs.as_ref(), &self.dir, table_options(&self.opts, filter), number, iter)
+        let opts = table_options(&self.opts, filter);
+        write_table(self.fs.as_ref(), &self.dir, opts, number, iter, range_dels)
     }
 
     /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
-    /// splitting one user key's versions), in key order, each with the filter `filter`. If
-    /// any table fails, the tables already written are removed too: nothing refers to them
-    /// yet, and an ingest that fails must leave no file behind (a compaction's would only be
-    /// removed at the next open).
+    /// splitting one user key's versions), in key order, each with the filter `filter`; the
+    /// range tombstones of `range_dels` go to the tables whose key ranges they fall in, cut
+    /// at the tables' boundaries. If any table fails, the tables already written are removed
+    /// too: nothing refers to them yet, and an ingest that fails must leave no file behind
+    /// (a compaction's would only be removed at the next open).
     pub(crate) fn write_tables(
         &self,
         iter: &mut dyn EntryStream,
+        range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
     ) -> Result<Vec<TableMeta>> {
         let mut outputs: Vec<TableMeta> = Vec::new();
         let result = (|| {
-            while iter.valid() {
+            while iter.valid() || !range_dels.is_empty() {
                 let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
                 let mut part = SizeLimited::new(iter, self.opts.target_table_bytes);
-                if let Some(meta) = self.write_table(number, &mut part, filter)? {
+                if let Some(meta) = self.write_table(number, &mut part, range_dels, filter)? {
                     outputs.push(meta);
                 }
             }
@@ -86,6 +92,11 @@ pub(crate) trait EntryStream {
     fn value(&self) -> &[u8];
     /// Advances to the next entry.
     fn next(&mut self) -> Result<()>;
+    /// Once `valid()` is false: true if the stream was cut short (more entries follow for
+    /// another table), false at its real end.
+    fn cut(&self) -> bool {
+        false
+    }
 }
 
 impl<I: InternalIterator + ?Sized> EntryStream for I {
@@ -141,6 +152,9 @@ impl<I: EntryStream + ?Sized> EntryStream for SizeLimited<'_, I> {
         }
         self.inner.next()
     }
+    fn cut(&self) -> bool {
+        self.inner.valid()
+    }
 }
 
 /// What every table of one engine shares: the block cache and the bounded set of open files.
@@ -193,17 +207,20 @@ pub(crate) fn open_table(
     Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
 }
 
-/// Writes the entries of `iter` (already filtered and in order) into table `number`;
-/// `None` if there were no entries (no file is left behind).
+/// Writes the entries of `iter` (already filtered and in order) into table `number`, with
+/// the range tombstones of `range_dels` below the table's upper bound (all that are left,
+/// unless `iter` is cut short: then those below the key after its last entry); `None` if
+/// there were neither (no file is left behind).
 pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
     table_options: TableOptions,
     number: u64,
     iter: &mut dyn EntryStream,
+    range_dels: &mut TombstoneSplit,
 ) -> Result<Option<TableMeta>> {
     let path = table_path(dir, number);
-    let written = build_table(fs, &path, table_options, number, iter);
+    let written = build_table(fs, &path, table_options, number, iter, range_dels);
     if !matches!(written, Ok(Some(_))) {
         // Nothing refers to a table that failed (or had no entries); leave no file behind.
         let _ = fs.remove(&path);
@@ -217,6 +234,7 @@ fn build_table(
     table_options: TableOptions,
     number: u64,
     iter: &mut dyn EntryStream,
+    range_dels: &mut TombstoneSplit,
 ) -> Result<Option<TableMeta>> {
     let mut builder = TableBuilder::new(fs.create(path)?, table_options);
     let mut smallest: Option<Vec<u8>> = None;
@@ -235,6 +253,27 @@ fn build_table(
         largest.extend_from_slice(k);
         builder.add(k, iter.value())?;
         iter.next()?;
+    }
+    // The next table starts at the key after this one's last: tombstones crossing it are
+    // cut there, so neighbouring tables' ranges stay disjoint.
+    let upper = (iter.cut() && smallest.is_some()).then(|| successor(key::user_key(&largest)));
+    let pieces = range_dels.take_below(upper.as_deref());
+    if let (Some(first), Some(last)) = (pieces.first(), pieces.last()) {
+        let lo = key::internal_key(&first.start, MAX_SEQNO, KIND_FOR_SEEK);
+        if smallest.as_ref().map_or(true, |s| key::compare_internal(&lo, s).is_lt()) {
+            smallest = Some(lo);
+        }
+        let hi = key::internal_key(last_key_before(&last.end), 0, ValueKind::Delete);
+        if largest.is_empty() || key::compare_internal(&hi, &largest).is_gt() {
+            largest = hi;
+        }
+        for t in &pieces {
+            smallest_seq = smallest_seq.min(t.seq);
+            largest_seq = largest_seq.max(t.seq);
+        }
+    }
+    for t in pieces {
+        builder.add_range_tombstone(t)?;
     }
     let Some(smallest) = smallest else {
         return Ok(None);

@@ -12,10 +12,12 @@
 //! one to the other.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::merge::MergingIterator;
+use crate::range_del::Fragments;
 use crate::{Error, Result};
 
 /// The newest visible version of each user key in a range, both ways. See the module
@@ -33,6 +35,8 @@ pub(crate) struct VisibleIter {
     key: Vec<u8>,
     /// Backward: the current value.
     value: Vec<u8>,
+    /// The range tombstones of the sources: a put they cover reads as a tombstone.
+    range_dels: Vec<Arc<Fragments>>,
 }
 
 impl VisibleIter {
@@ -42,6 +46,7 @@ impl VisibleIter {
         seq: SeqNo,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
+        range_dels: Vec<Arc<Fragments>>,
     ) -> Self {
         VisibleIter {
             iter,
@@ -52,12 +57,28 @@ impl VisibleIter {
             backward: false,
             key: Vec::new(),
             value: Vec::new(),
+            range_dels,
         }
     }
 
-    /// The same view (sequence number and range) over other sources; unpositioned.
+    /// The same view (sequence number, range and range tombstones) over other sources;
+    /// unpositioned.
     pub(crate) fn twin(&self, iter: MergingIterator) -> Self {
-        VisibleIter::new(iter, self.seq, self.lower.clone(), self.upper.clone())
+        let (lower, upper) = (self.lower.clone(), self.upper.clone());
+        VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone())
+    }
+
+    /// The kind a reader sees for a version of `user_key` at `seq`: a put that a range
+    /// tombstone covers is a deletion.
+    #[inline]
+    fn seen_kind(&self, kind: ValueKind, user_key: &[u8], seq: SeqNo) -> ValueKind {
+        if kind == ValueKind::Put
+            && self.range_dels.iter().any(|r| r.covers(user_key, seq, self.seq))
+        {
+            ValueKind::Delete
+        } else {
+            kind
+        }
     }
 
     pub(crate) fn valid(&self) -> bool {
@@ -203,7 +224,7 @@ impl VisibleIter {
                 if past(&self.upper, p.user_key) {
                     return Ok(());
                 }
-                match p.kind {
+                match self.seen_kind(p.kind, p.user_key, p.seq) {
                     ValueKind::Put => {
                         self.valid = true;
                         return Ok(());
@@ -245,8 +266,9 @@ impl VisibleIter {
                     self.key.clear();
                     self.key.extend_from_slice(p.user_key);
                 }
-                found = Some(p.kind);
-                if p.kind == ValueKind::Put {
+                let kind = self.seen_kind(p.kind, p.user_key, p.seq);
+                found = Some(kind);
+                if kind == ValueKind::Put {
                     self.value.clear();
                     self.value.extend_from_slice(self.iter.value());
                 }
@@ -322,7 +344,7 @@ mod tests {
         let older = VecIter::new(vec![put("a", 1, "a1"), put("b", 1, "b1"), put("c", 2, "c2")]);
         let merged = MergingIterator::new(vec![Box::new(newer), Box::new(older)]);
         let own = |b: Bound<&str>| b.map(|k| k.as_bytes().to_vec());
-        VisibleIter::new(merged, seq, own(lower), own(upper))
+        VisibleIter::new(merged, seq, own(lower), own(upper), Vec::new())
     }
 
     fn forward(v: &mut VisibleIter) -> Vec<(String, String)> {
@@ -420,8 +442,13 @@ mod tests {
         // this version.
         let source = VecIter::new(vec![put("a", 1, "a1"), put("k", MAX_SEQNO, "top")]);
         let merged = MergingIterator::new(vec![Box::new(source)]);
-        let mut v =
-            VisibleIter::new(merged, MAX_SEQNO, Bound::Unbounded, Bound::Excluded(b"k".to_vec()));
+        let mut v = VisibleIter::new(
+            merged,
+            MAX_SEQNO,
+            Bound::Unbounded,
+            Bound::Excluded(b"k".to_vec()),
+            Vec::new(),
+        );
         v.seek_to_last().unwrap();
         assert_eq!(v.key(), b"a");
         v.seek_for_prev(b"z").unwrap();
@@ -432,7 +459,7 @@ mod tests {
     fn a_malformed_key_is_an_error_both_ways() {
         let source = VecIter::new(vec![(b"short".to_vec(), Vec::new())]);
         let merged = MergingIterator::new(vec![Box::new(source)]);
-        let mut v = VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded);
+        let mut v = VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded, Vec::new());
         assert!(v.seek_to_first().unwrap_err().is_corruption());
         assert!(!v.valid());
         assert!(v.seek_to_last().unwrap_err().is_corruption());

@@ -190,11 +190,7 @@ fn write_group(
 
     let mut user_bytes = 0u64;
     for w in group {
-        let b = lock(&w.batch);
-        for (s, (kind, key, value)) in (b.sequence()..).zip(b.iter()) {
-            mem.insert(key, s, kind, value);
-            user_bytes += (key.len() + value.len()) as u64;
-        }
+        user_bytes += lock(&w.batch).insert_into(&mem);
     }
     inner.counters.user_bytes_written.add(user_bytes);
     inner.visible_seq.store(seq - 1, Ordering::Release);

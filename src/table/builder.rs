@@ -7,8 +7,10 @@ use crate::filter::{FilterBuilder, FilterPolicy};
 use crate::fs::WritableFile;
 use crate::key::{compare_internal, pack_trailer, parse_internal_key, ValueKind, MAX_SEQNO};
 use crate::table::block::BlockBuilder;
+use crate::range_del::{self, RangeTombstone};
 use crate::table::format::{
     append_encoded, BlockEncoder, BlockHandle, Compression, Footer, FORMAT_VERSION,
+    RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::{Error, Result};
@@ -90,6 +92,8 @@ pub struct TableBuilder {
     scratch: Vec<u8>,
     handle_buf: Vec<u8>,
     sep_buf: Vec<u8>,
+    /// Range tombstones, sorted by start and disjoint.
+    range_dels: Vec<RangeTombstone>,
 }
 
 impl std::fmt::Debug for TableBuilder {
@@ -121,7 +125,32 @@ impl TableBuilder {
             scratch: Vec::new(),
             handle_buf: Vec::new(),
             sep_buf: Vec::new(),
+            range_dels: Vec::new(),
         }
+    }
+
+    /// Adds a range tombstone, kept in the table's range-deletion block (see
+    /// [`crate::range_del`]); they may come before, between or after the entries, but must
+    /// be non-empty, sorted by start and disjoint. The table's key range (in its properties)
+    /// grows to cover them. A table with any is written in format version
+    /// [`RANGE_DEL_FORMAT_VERSION`], which builds that do not know range tombstones refuse
+    /// to open rather than read without them.
+    pub fn add_range_tombstone(&mut self, t: RangeTombstone) -> Result<()> {
+        if t.start >= t.end {
+            return Err(Error::InvalidArgument("empty range tombstone".into()));
+        }
+        if self.range_dels.last().is_some_and(|prev| prev.end > t.start) {
+            return Err(Error::InvalidArgument(
+                "range tombstones must be added sorted and disjoint".into(),
+            ));
+        }
+        if t.start.len() > MAX_ENTRY_PART_BYTES || t.end.len() > MAX_ENTRY_PART_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "range tombstone bound larger than {MAX_ENTRY_PART_BYTES} bytes"
+            )));
+        }
+        self.range_dels.push(t);
+        Ok(())
     }
 
     /// Adds an entry; `internal_key` must sort after every key added before.
@@ -217,6 +246,30 @@ impl TableBuilder {
         let filter = std::mem::replace(&mut self.filter, FilterPolicy::None.builder()).finish();
         self.raw_encoder.encode(&filter.encode(), &mut self.scratch);
         let filter_handle = append_encoded(self.file.as_mut(), &self.scratch)?;
+        let filter_bytes = self.scratch.len() as u64;
+
+        let mut version = FORMAT_VERSION;
+        if let (Some(first), Some(last)) = (self.range_dels.first(), self.range_dels.last()) {
+            version = RANGE_DEL_FORMAT_VERSION;
+            self.raw_encoder.encode(&range_del::encode_block(&self.range_dels), &mut self.scratch);
+            let handle = append_encoded(self.file.as_mut(), &self.scratch)?;
+            let p = &mut self.props;
+            let points = p.num_entries > 0;
+            let last_key = range_del::last_key_before(&last.end);
+            if !points || first.start < p.smallest_user_key {
+                p.smallest_user_key = first.start.clone();
+            }
+            if !points || last_key > p.largest_user_key.as_slice() {
+                p.largest_user_key = last_key.to_vec();
+            }
+            let (lo, hi) = self.range_dels.iter().fold((u64::MAX, 0), |(lo, hi), t| {
+                (lo.min(t.seq), hi.max(t.seq))
+            });
+            p.smallest_seq = if points { p.smallest_seq.min(lo) } else { lo };
+            p.largest_seq = p.largest_seq.max(hi);
+            p.range_del = handle;
+            p.num_range_deletions = self.range_dels.len() as u64;
+        }
 
         // The index goes last but its size belongs in the properties, so encode it first.
         let index_payload = self.index.finish();
@@ -224,7 +277,7 @@ impl TableBuilder {
         self.encoder.encode(&index_payload, &mut index_encoded);
 
         let p = &mut self.props;
-        p.filter_bytes = self.scratch.len() as u64;
+        p.filter_bytes = filter_bytes;
         p.index_bytes = index_encoded.len() as u64;
         p.compression = self.opts.compression;
         p.filter_kind = filter.kind().to_string();
@@ -232,7 +285,7 @@ impl TableBuilder {
         p.filter_probes = filter.num_probes();
         p.creation_time =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        p.format_version = FORMAT_VERSION;
+        p.format_version = version;
         self.raw_encoder.encode(&p.encode(), &mut self.scratch);
         let props_handle = append_encoded(self.file.as_mut(), &self.scratch)?;
         let index_handle = append_encoded(self.file.as_mut(), &index_encoded)?;
@@ -241,7 +294,7 @@ impl TableBuilder {
             index: index_handle,
             filter: filter_handle,
             properties: props_handle,
-            version: FORMAT_VERSION,
+            version,
         };
         self.file.append(&footer.encode())?;
         self.file.sync()?;

@@ -24,7 +24,7 @@
 //! off  0: index handle       offset u64 LE, size u64 LE
 //! off 16: filter handle      offset u64 LE, size u64 LE
 //! off 32: properties handle  offset u64 LE, size u64 LE
-//! off 48: format version     u32 LE (currently 1)
+//! off 48: format version     u32 LE: 1, or 2 for a table with range tombstones
 //! off 52: crc32              u32 LE over bytes 0..52
 //! off 56: magic              u64 LE whose bytes spell b"bloomkv1"
 //! ```
@@ -46,8 +46,12 @@ pub const BLOCK_TRAILER_LEN: usize = 5;
 pub const FOOTER_LEN: usize = 64;
 /// The footer's last eight bytes: `b"bloomkv1"` read as a little-endian `u64`.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"bloomkv1");
-/// The only table format version this code writes and reads.
+/// The table format version of a table without range tombstones.
 pub const FORMAT_VERSION: u32 = 1;
+/// The format version of a table with a range-deletion block (named in its properties).
+/// Version 1 readers refuse it: reading it without its tombstones would return deleted
+/// keys.
+pub const RANGE_DEL_FORMAT_VERSION: u32 = 2;
 /// The largest decompressed block the reader accepts (64 MiB).
 pub const MAX_BLOCK_BYTES: u64 = 64 << 20;
 /// Beyond [`SMALL_BLOCK_BYTES`], the largest decompressed/stored size ratio accepted.
@@ -319,7 +323,7 @@ impl Footer {
             return Err(bad("footer checksum mismatch"));
         }
         let version = get_u32(bytes, 48).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != RANGE_DEL_FORMAT_VERSION {
             return Err(bad(&format!("unsupported table format version {version}")));
         }
         let h = |i: usize| BlockHandle {
@@ -416,7 +420,7 @@ mod tests {
                 e => panic!("{e}"),
             }
         }
-        let mut v2 = Footer { version: 2, ..f }.encode();
+        let mut v2 = Footer { version: 3, ..f }.encode();
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("version"));
         v2[56] ^= 1;
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("magic"));

@@ -15,10 +15,11 @@
 //! The wire type makes every field skippable, so a newer writer may add fields and this reader
 //! ignores numbers it does not know (checking the lengths of what it skips). Signed values are
 //! zigzag-encoded varints; `f64` values are the varint of their IEEE bits. Field numbers are
-//! listed in [`TableProperties`]'s fields' docs as `#n` and never reused.
+//! listed in [`TableProperties`]'s fields' docs as `#n` and never reused. Fields #22-#24
+//! (range deletions) are written only by tables that have some.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
-use crate::table::format::Compression;
+use crate::table::format::{BlockHandle, Compression};
 use crate::{Error, Result};
 
 /// Facts about one table, written by the builder and read back at open.
@@ -64,6 +65,10 @@ pub struct TableProperties {
     pub min_data_block_bytes: u64,
     /// #21: the largest data block on disk, trailer included.
     pub max_data_block_bytes: u64,
+    /// #22 (offset) and #23 (size): the range-deletion block, if `num_range_deletions > 0`.
+    pub range_del: BlockHandle,
+    /// #24: range tombstones in the range-deletion block (see [`crate::range_del`]).
+    pub num_range_deletions: u64,
 }
 
 const VARINT: u64 = 0;
@@ -113,6 +118,11 @@ impl TableProperties {
         put_field(&mut b, 19, u64::from(self.format_version));
         put_field(&mut b, 20, self.min_data_block_bytes);
         put_field(&mut b, 21, self.max_data_block_bytes);
+        if self.num_range_deletions > 0 {
+            put_field(&mut b, 22, self.range_del.offset);
+            put_field(&mut b, 23, self.range_del.size);
+            put_field(&mut b, 24, self.num_range_deletions);
+        }
         b
     }
 
@@ -163,6 +173,9 @@ impl TableProperties {
                 19 => p.format_version = small()?,
                 20 => p.min_data_block_bytes = v,
                 21 => p.max_data_block_bytes = v,
+                22 => p.range_del.offset = v,
+                23 => p.range_del.size = v,
+                24 => p.num_range_deletions = v,
                 _ => {}
             }
         }
@@ -202,6 +215,8 @@ mod tests {
             format_version: 1,
             min_data_block_bytes: 2000,
             max_data_block_bytes: 3000,
+            range_del: BlockHandle { offset: 6250, size: 40 },
+            num_range_deletions: 2,
         }
     }
 

@@ -19,7 +19,8 @@ use crate::key_head::{key_head, partition_by_head};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
-use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN};
+use crate::range_del::{self, RangeTombstone};
+use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION};
 use crate::table::properties::TableProperties;
 use crate::{Error, Result, Value};
 
@@ -43,11 +44,14 @@ pub struct TableGet {
     pub block_read: bool,
     /// A data block was served by the block cache.
     pub cache_hit: bool,
+    /// The sequence number of the version found (0 when `Absent`): a range tombstone
+    /// elsewhere may be newer.
+    pub seq: SeqNo,
 }
 
 impl TableGet {
     fn without_io(outcome: GetOutcome) -> Self {
-        TableGet { outcome, block_read: false, cache_hit: false }
+        TableGet { outcome, block_read: false, cache_hit: false, seq: 0 }
     }
 }
 
@@ -105,6 +109,8 @@ pub struct Table {
     props: TableProperties,
     index: Index,
     filter: Filter,
+    /// The range tombstones, sorted and disjoint (held in RAM, like the filter).
+    range_dels: Vec<RangeTombstone>,
 }
 
 /// Where a table's data blocks are read from.
@@ -144,7 +150,8 @@ impl Table {
         check_region(&path, footer.index, footer_offset, "index")?;
 
         let props = read_properties(file.as_ref(), &path, &footer)?;
-        let filter = read_filter(file.as_ref(), &path, &footer)?;
+        let range_dels = read_range_dels(file.as_ref(), &path, &footer, &props)?;
+        let filter = read_filter(file.as_ref(), &path, &footer, filter_limit(&footer, &props))?;
         let block = load_block(file.as_ref(), &path, footer.index, footer_offset)?;
         let index = decode_index(&block, footer.filter.offset)
             .map_err(|e| e.in_file(&path, footer.index.offset))?;
@@ -172,6 +179,7 @@ impl Table {
             props,
             index,
             filter,
+            range_dels,
         })
     }
 
@@ -217,8 +225,8 @@ impl Table {
                     &current.insert((i, block)).1
                 }
             };
-            let outcome = self.search_block(block, handle, &target, user_key)?;
-            each(TableGet { outcome, block_read, cache_hit });
+            let (outcome, seq) = self.search_block(block, handle, &target, user_key)?;
+            each(TableGet { outcome, block_read, cache_hit, seq });
         }
         Ok(())
     }
@@ -231,18 +239,20 @@ impl Table {
         handle: BlockHandle,
         target: &[u8],
         user_key: &[u8],
-    ) -> Result<GetOutcome> {
+    ) -> Result<(GetOutcome, SeqNo)> {
         let it = block.seek(target).map_err(|e| e.in_file(&self.path, handle.offset))?;
         if !it.valid() {
-            return Ok(GetOutcome::Absent);
+            return Ok((GetOutcome::Absent, 0));
         }
         let parsed = parse_internal_key(it.key()).ok_or_else(|| {
             Error::corruption(&self.path, handle.offset, "malformed internal key in block")
         })?;
         Ok(match (parsed.user_key == user_key, parsed.kind) {
-            (false, _) => GetOutcome::Absent,
-            (true, ValueKind::Put) => GetOutcome::Found(Value::from_bytes(it.value_bytes())),
-            (true, ValueKind::Delete) => GetOutcome::Deleted,
+            (false, _) => (GetOutcome::Absent, 0),
+            (true, ValueKind::Put) => {
+                (GetOutcome::Found(Value::from_bytes(it.value_bytes())), parsed.seq)
+            }
+            (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
         })
     }
 
@@ -291,6 +301,11 @@ impl Table {
     /// without being inserted, so a compaction's one-off scan does not evict hot blocks.
     pub fn iter_with(self: &Arc<Self>, fill_cache: bool) -> TableIter {
         TableIter { table: Arc::clone(self), block_index: 0, data: None, fill_cache }
+    }
+
+    /// The table's range tombstones, sorted by start and disjoint.
+    pub fn range_tombstones(&self) -> &[RangeTombstone] {
+        &self.range_dels
     }
 
     /// The properties recorded when the table was built.
@@ -392,11 +407,74 @@ pub(crate) fn read_properties(
     TableProperties::decode(&raw).map_err(|e| e.in_file(path, h.offset))
 }
 
-/// Reads and decodes the filter block that `footer` names.
-pub(crate) fn read_filter(file: &dyn RandomAccessFile, path: &Path, footer: &Footer) -> Result<Filter> {
+/// Reads and decodes the filter block that `footer` names, which must end by `limit`.
+pub(crate) fn read_filter(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+    limit: u64,
+) -> Result<Filter> {
     let h = footer.filter;
-    let raw = read_block(file, path, h, footer.properties.offset)?;
+    let raw = read_block(file, path, h, limit)?;
     Filter::decode(&raw).map_err(|e| e.in_file(path, h.offset))
+}
+
+/// Where the filter block must end: at the range-deletion block if there is one, else at
+/// the properties. (Regions in file order: data, filter, range deletions, properties,
+/// index, footer.)
+pub(crate) fn filter_limit(footer: &Footer, props: &TableProperties) -> u64 {
+    if props.num_range_deletions > 0 {
+        props.range_del.offset
+    } else {
+        footer.properties.offset
+    }
+}
+
+/// Reads and checks the range-deletion block the properties name, if any: it lies between
+/// the filter and the properties, holds as many tombstones as the properties say, and
+/// exists exactly when the footer's format version says so.
+pub(crate) fn read_range_dels(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+    props: &TableProperties,
+) -> Result<Vec<RangeTombstone>> {
+    let has = props.num_range_deletions > 0;
+    if has != (footer.version == RANGE_DEL_FORMAT_VERSION) {
+        return Err(Error::corruption(
+            path,
+            footer.properties.offset,
+            format!(
+                "format version {} with {} range tombstones in the properties",
+                footer.version, props.num_range_deletions
+            ),
+        ));
+    }
+    if !has {
+        return Ok(Vec::new());
+    }
+    let h = props.range_del;
+    if footer.filter.end().map_or(true, |filter_end| h.offset < filter_end) {
+        return Err(Error::corruption(
+            path,
+            h.offset,
+            "range-deletion block overlaps the filter block".to_string(),
+        ));
+    }
+    let raw = read_block(file, path, h, footer.properties.offset)?;
+    let ts = range_del::decode_block(&raw).map_err(|e| e.in_file(path, h.offset))?;
+    if ts.len() as u64 != props.num_range_deletions {
+        return Err(Error::corruption(
+            path,
+            h.offset,
+            format!(
+                "range-deletion block holds {} tombstones, properties say {}",
+                ts.len(),
+                props.num_range_deletions
+            ),
+        ));
+    }
+    Ok(ts)
 }
 
 /// Reads the data or index block at `handle` (which must end by `limit`) and checks its

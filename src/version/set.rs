@@ -22,6 +22,7 @@ use crate::filter::Filter;
 use crate::fs::FileSystem;
 use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
+use crate::range_del::Fragments;
 use crate::table::Table;
 use crate::version::edit::{TableMeta, VersionEdit};
 use crate::version::lookup::Fence;
@@ -95,6 +96,10 @@ pub struct Version {
     /// `filters[l][i]` is the filter of `levels[l][i]`: a clone sharing the table's bit array,
     /// so a lookup reaches the bits without loading the table (only a "maybe" does that).
     pub(crate) filters: Vec<Vec<Filter>>,
+    /// Every table's range tombstones as one set, for readers (see [`crate::range_del`]).
+    /// Rebuilt with each version: O(n log n) in the tree's tombstones, which compaction
+    /// keeps few; empty (and free) when there are none.
+    pub(crate) range_dels: Arc<Fragments>,
 }
 
 impl Version {
@@ -106,7 +111,10 @@ impl Version {
         let fences = levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
         let filters =
             levels.iter().map(|ts| ts.iter().map(|t| t.table.filter().clone()).collect()).collect();
-        Version { levels, fences, filters }
+        let range_dels = Arc::new(Fragments::new(
+            levels.iter().flatten().flat_map(|t| t.table.range_tombstones()),
+        ));
+        Version { levels, fences, filters, range_dels }
     }
 
     /// Returns a new version with `edit` applied; `opened` supplies the reader of every

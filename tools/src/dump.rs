@@ -100,8 +100,10 @@ impl Sink {
             if let (Some(seq), Some(kind)) = (e.seq, e.kind) {
                 line.push_str(&format!(" @ {seq} {kind}"));
             }
-            if e.kind != Some("delete") {
-                line.push_str(&format!(" => {}", q(&e.value)));
+            match e.kind {
+                Some("delete") => {}
+                Some(RANGE_DELETE) => line.push_str(&format!(" .. {}", q(&e.value))),
+                _ => line.push_str(&format!(" => {}", q(&e.value))),
             }
             if let Some(f) = &e.file {
                 line.push_str(&format!("  [{f}]"));
@@ -132,6 +134,24 @@ impl Sink {
         }
     }
 }
+
+impl Sink {
+    /// A range tombstone: `start` in the key column, `end` (exclusive) in the value column,
+    /// kind `delete-range`.
+    pub fn range_delete_entry(&self, start: &[u8], end: &[u8], seq: u64) -> Entry {
+        Entry {
+            key: self.fmt.show(start),
+            seq: Some(seq),
+            kind: Some(RANGE_DELETE),
+            value: self.fmt.show(end),
+            file: None,
+            offset: None,
+        }
+    }
+}
+
+/// The kind shown for a range tombstone.
+const RANGE_DELETE: &str = "delete-range";
 
 fn kind_name(k: ValueKind) -> &'static str {
     match k {

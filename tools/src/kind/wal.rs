@@ -4,8 +4,10 @@
 
 use std::path::Path;
 
+use bloomkv::batch::BatchOp;
 use bloomkv::check;
 use bloomkv::fs::{FileSystem, StdFs};
+use bloomkv::key::ValueKind;
 use bloomkv::log::LogReader;
 use bloomkv::WriteBatch;
 
@@ -18,11 +20,19 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let batch = WriteBatch::decode(record).map_err(|e| e.in_file(path, offset))?;
-        for (seq, (kind, key, value)) in (batch.sequence()..).zip(batch.iter()) {
+        for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
+            let (key, kind, value) = match op {
+                BatchOp::Put { key, value } => (key, Some(ValueKind::Put), value),
+                BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
+                BatchOp::DeleteRange { start, end } => (start, None, end),
+            };
             if !sink.range.contains(key) {
                 continue;
             }
-            let mut e = sink.entry(key, Some(seq), Some(kind), value);
+            let mut e = match kind {
+                Some(kind) => sink.entry(key, Some(seq), Some(kind), value),
+                None => sink.range_delete_entry(key, value, seq),
+            };
             e.file = file.map(str::to_string);
             e.offset = Some(offset);
             if !sink.push(e)? {

@@ -1,0 +1,222 @@
+//! Range deletes (`Db::delete_range`, `WriteBatch::delete_range`): every reader honours
+//! them wherever the tombstone and the keys it covers live (memtable, L0, deeper levels),
+//! they are durable like any write, and compaction reclaims what they cover.
+
+use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:04}").into_bytes()
+}
+
+fn options() -> Options {
+    // Small memtables and tables, so a few hundred keys make several tables.
+    Options::new().memtable_bytes(16 << 10).target_table_bytes(8 << 10)
+}
+
+fn keys_of(it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>) -> Vec<Vec<u8>> {
+    it.map(|r| r.unwrap().0).collect()
+}
+
+/// Checks every read path against the keys in `live` (ascending), for the key space
+/// `0..n`.
+fn check_reads(db: &Db, live: &[u32], n: u32, context: &str) {
+    let want: Vec<Vec<u8>> = live.iter().map(|&i| key(i)).collect();
+    for i in 0..n {
+        assert_eq!(db.get(key(i)).unwrap().is_some(), live.contains(&i), "{context}: get {i}");
+    }
+    let all: Vec<Vec<u8>> = (0..n).map(key).collect();
+    let got = db.multi_get(&all).unwrap();
+    let got: Vec<bool> = got.iter().map(Option::is_some).collect();
+    let expect: Vec<bool> = (0..n).map(|i| live.contains(&i)).collect();
+    assert_eq!(got, expect, "{context}: multi_get");
+    assert_eq!(keys_of(db.range(..)), want, "{context}: scan");
+    let mut back = keys_of(db.range(..).rev());
+    back.reverse();
+    assert_eq!(back, want, "{context}: reverse scan");
+    let mut cursor = db.cursor(..);
+    cursor.seek(key(n / 2)).unwrap();
+    let after = want.iter().find(|k| k.as_slice() >= key(n / 2).as_slice());
+    assert_eq!(cursor.key().map(<[u8]>::to_vec).as_ref(), after, "{context}: cursor seek");
+    cursor.seek_for_prev(key(n / 2)).unwrap();
+    let before = want.iter().rev().find(|k| k.as_slice() <= key(n / 2).as_slice());
+    assert_eq!(cursor.key().map(<[u8]>::to_vec).as_ref(), before, "{context}: seek_for_prev");
+}
+
+#[test]
+fn every_reader_honours_a_range_delete_wherever_it_lives() {
+    // The tombstone in the memtable, in L0 with the keys, and in a deeper level with them;
+    // also the keys deeper than the tombstone.
+    for (flush_keys, flush_tombstone, compact) in [
+        (false, false, false),
+        (true, false, false),
+        (true, true, false),
+        (true, true, true),
+        (true, false, true),
+    ] {
+        let context =
+            format!("flush keys {flush_keys}, tombstone {flush_tombstone}, compact {compact}");
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..300 {
+            db.put(key(i), vec![b'v'; 100]).unwrap();
+        }
+        if flush_keys {
+            db.flush().unwrap();
+        }
+        if compact {
+            db.compact().unwrap();
+        }
+        db.delete_range(key(50)..key(250)).unwrap();
+        if flush_tombstone {
+            db.flush().unwrap();
+        }
+        let mut live: Vec<u32> = (0..50).chain(250..300).collect();
+        check_reads(&db, &live, 300, &context);
+
+        // A put after the range delete is not covered by it.
+        db.put(key(100), "again").unwrap();
+        live.insert(50, 100);
+        check_reads(&db, &live, 300, &format!("{context}, put after"));
+        db.compact().unwrap();
+        check_reads(&db, &live, 300, &format!("{context}, put after, compacted"));
+    }
+}
+
+#[test]
+fn snapshots_taken_before_a_range_delete_still_see_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..200 {
+        db.put(key(i), "v").unwrap();
+    }
+    let before = db.snapshot();
+    db.delete_range(key(0)..key(150)).unwrap();
+    let after = db.snapshot();
+    for stage in ["memtable", "flushed", "compacted"] {
+        match stage {
+            "flushed" => db.flush().unwrap(),
+            "compacted" => db.compact().unwrap(),
+            _ => {}
+        }
+        assert_eq!(before.range(..).count(), 200, "{stage}");
+        assert!(before.get(key(10)).unwrap().is_some(), "{stage}");
+        assert_eq!(before.multi_get(&[key(10), key(160)]).unwrap().iter().flatten().count(), 2);
+        assert_eq!(after.range(..).count(), 50, "{stage}");
+        assert!(after.get(key(10)).unwrap().is_none(), "{stage}");
+        let mut c = before.cursor(..);
+        c.seek_to_last().unwrap();
+        c.prev().unwrap();
+        assert_eq!(c.key(), Some(&key(198)[..]), "{stage}");
+    }
+}
+
+#[test]
+fn a_batch_applies_its_range_delete_in_order_with_its_other_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    db.put("b", "old").unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put("c", "before the range delete");
+    batch.delete_range("a".."z");
+    batch.put("d", "after the range delete");
+    db.write(&batch, &WriteOptions::new()).unwrap();
+    assert_eq!(keys_of(db.range(..)), [b"d".to_vec()]);
+    db.flush().unwrap();
+    assert_eq!(keys_of(db.range(..)), [b"d".to_vec()]);
+    assert_eq!(db.get("c").unwrap(), None);
+}
+
+#[test]
+fn range_deletes_survive_reopening_from_the_wal_and_from_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        for i in 0..100 {
+            db.put(key(i), "v").unwrap();
+        }
+        db.flush().unwrap();
+        db.delete_range(key(10)..key(20)).unwrap(); // only in the WAL at close
+        db.close().unwrap();
+    }
+    let live: Vec<u32> = (0..10).chain(20..100).collect();
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        check_reads(&db, &live, 100, "replayed from the WAL");
+        db.delete_range(key(30)..key(40)).unwrap();
+        db.flush().unwrap(); // a table of nothing but a range tombstone
+        let only_tombstone = db.tables().into_iter().find(|t| t.entries == 0).unwrap();
+        assert_eq!(only_tombstone.range_tombstones, 1);
+        assert_eq!(only_tombstone.smallest_key, key(30));
+        db.close().unwrap();
+    }
+    let live: Vec<u32> = (0..10).chain(20..30).chain(40..100).collect();
+    let db = Db::open(dir.path(), options()).unwrap();
+    check_reads(&db, &live, 100, "reopened from tables");
+    let ro = Db::open_read_only(dir.path(), options()).unwrap();
+    check_reads(&ro, &live, 100, "read-only");
+}
+
+#[test]
+fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    for i in 0..400 {
+        db.put(key(i), vec![b'x'; 100]).unwrap();
+        // Keys after the range, in tables of their own that the last compaction leaves
+        // alone: older than the tombstone, but not under it.
+        db.put(format!("z{i:04}"), vec![b'x'; 100]).unwrap();
+    }
+    db.compact().unwrap();
+    let entries = |db: &Db| db.tables().iter().map(|t| t.entries).sum::<u64>();
+    let tombstones = |db: &Db| db.tables().iter().map(|t| t.range_tombstones).sum::<u64>();
+    assert_eq!(entries(&db), 800);
+
+    // Newer keys elsewhere, then a range delete of most of the old ones.
+    for i in 400..450 {
+        db.put(key(i), "new").unwrap();
+    }
+    db.delete_range(key(0)..key(390)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(tombstones(&db), 1, "flushed with the memtable");
+    assert_eq!(entries(&db), 850);
+    let untouched: Vec<u64> =
+        db.tables().iter().filter(|t| t.smallest_key >= b"z".to_vec()).map(|t| t.number).collect();
+    assert!(!untouched.is_empty());
+
+    // A full compaction meets the tombstone with every key it covers: the keys go, and with
+    // nothing older left anywhere the tombstone goes too.
+    db.compact().unwrap();
+    let numbers: Vec<u64> = db.tables().iter().map(|t| t.number).collect();
+    assert!(untouched.iter().all(|n| numbers.contains(n)), "the z tables were not compacted");
+    assert_eq!(entries(&db), 460);
+    assert_eq!(tombstones(&db), 0);
+    let z: usize = db.range("z".."{").count();
+    assert_eq!(z, 400);
+    assert_eq!(db.range(..).count(), 460);
+    for i in 0..450 {
+        assert_eq!(db.get(key(i)).unwrap().is_some(), i >= 390, "get {i}");
+    }
+}
+
+#[test]
+fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    db.put("m", "v").unwrap();
+    let seq = db.snapshot().sequence();
+    db.delete_range("z".."a").unwrap();
+    db.delete_range("m".."m").unwrap();
+    assert_eq!(db.snapshot().sequence(), seq);
+    assert_eq!(db.get("m").unwrap().as_deref(), Some(&b"v"[..]));
+
+    let huge = vec![b'z'; bloomkv::MAX_KEY_BYTES + 1];
+    let e = db.delete_range(b"a".to_vec()..huge.clone()).unwrap_err();
+    assert!(matches!(e, bloomkv::Error::KeyTooLarge { .. }), "{e}");
+    let mut batch = WriteBatch::new();
+    batch.delete_range(b"a".to_vec()..huge);
+    assert!(matches!(
+        db.write(&batch, &WriteOptions::new()).unwrap_err(),
+        bloomkv::Error::KeyTooLarge { .. }
+    ));
+    assert_eq!(db.get("m").unwrap().as_deref(), Some(&b"v"[..]));
+}
