@@ -90,9 +90,16 @@ impl DbState {
     /// range tombstone exists).
     #[inline]
     pub(crate) fn range_deleted(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
-        self.mems().any(|m| m.table.range_deleted(key, seq, read_seq))
-            || (!self.version.range_dels.is_empty()
-                && self.version.range_dels.covers(key, seq, read_seq))
+        // Plain loops, not `mems().any(..)`: this runs on every found value.
+        if self.mem.table.range_deleted(key, seq, read_seq) {
+            return true;
+        }
+        for m in &self.imm {
+            if m.table.range_deleted(key, seq, read_seq) {
+                return true;
+            }
+        }
+        !self.version.range_dels.is_empty() && self.version.range_dels.covers(key, seq, read_seq)
     }
 
     /// Every range-tombstone set a reader of this state must apply (for scans, which check
