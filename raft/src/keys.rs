@@ -28,6 +28,8 @@ pub(crate) const APPLIED: &[u8] = b"sm/applied";
 pub(crate) const MEMBERSHIP: &[u8] = b"sm/membership";
 /// The prefix of the replicated data.
 pub(crate) const DATA: &[u8] = b"data/";
+/// The first key after every data key (`/` + 1 is `0`).
+pub(crate) const DATA_END: &[u8] = b"data0";
 pub(crate) const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub(crate) const SNAPSHOT_CHUNK: &[u8] = b"snapshot/chunk/";
 /// A snapshot is cut into values of this size: bloomkv caps one value at 16 MiB, and smaller
@@ -78,5 +80,8 @@ mod tests {
         }
         assert_eq!(log_index(b"log/short"), None);
         assert_eq!(log_index(b"data/12345678"), None);
+        // Every data key, and nothing after them, lies below DATA_END.
+        assert!(data(&[0xff; 64]).as_slice() < DATA_END && DATA < DATA_END);
+        assert!(SNAPSHOT_META > DATA_END && SNAPSHOT_CHUNK > DATA_END);
     }
 }

@@ -56,16 +56,6 @@ impl LogStore {
         decode(self.db.get(keys::PURGED)).map_err(read_logs)
     }
 
-    /// The keys of the entries present in `from..to` (`to: None`: to the end), in order.
-    fn present_keys(&self, from: u64, to: Option<u64>) -> Result<Vec<Vec<u8>>, AnyError> {
-        let end = to.map_or(LOG_END.to_vec(), |to| keys::log(to).to_vec());
-        let mut found = Vec::new();
-        for item in self.db.range(keys::log(from).to_vec()..end) {
-            found.push(item.map_err(|e| AnyError::new(&e))?.0);
-        }
-        Ok(found)
-    }
-
     /// Writes `entries` in one fsynced batch: when this returns they are readable and durable.
     pub(crate) async fn write_entries(
         &self,
@@ -92,38 +82,6 @@ impl LogStore {
     ) -> Result<(), StorageError> {
         let db = self.db.clone();
         blocking(move || db.write(&batch, &synced())).await.map_err(err)?.or_storage(err)
-    }
-
-    /// The index of the last entry, given that `first` is present: the log is one run of
-    /// consecutive indexes, so a galloping then binary search of point lookups finds its end in
-    /// O(log n) reads (bloomkv iterates forward only, so it cannot seek to the last key).
-    fn last_index(view: &bloomkv::Snapshot, first: u64) -> Result<u64, AnyError> {
-        let present = |i: u64| -> Result<bool, AnyError> {
-            view.get(keys::log(i)).map(|v| v.is_some()).map_err(|e| AnyError::new(&e))
-        };
-        let mut lo = first;
-        let mut step = 1u64;
-        let mut hi = loop {
-            match lo.checked_add(step) {
-                Some(probe) if present(probe)? => {
-                    lo = probe;
-                    step = step.saturating_mul(2);
-                }
-                Some(probe) => break probe,
-                None if step == 1 => return Ok(lo),
-                None => step = 1,
-            }
-        };
-        // `lo` is present and `hi` absent.
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if present(mid)? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
     }
 }
 
@@ -173,19 +131,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let last_purged_log_id: Option<LogId<NodeId>> =
             decode(view.get(keys::PURGED)).map_err(read_logs)?;
         let from = last_purged_log_id.map_or(0, |p| p.index + 1);
-        // Seek past the purged indexes rather than scan from `log/` up: their tombstones
-        // stay until compaction drops them.
-        let first = view.range(keys::log(from).to_vec()..LOG_END.to_vec()).next();
-        let Some(first) = first else {
+        // The last entry is the last key of the log's range: one step back from its end.
+        let last = view.range(keys::log(from).to_vec()..LOG_END.to_vec()).next_back();
+        let Some(last) = last else {
             return Ok(LogState { last_purged_log_id, last_log_id: last_purged_log_id });
         };
-        let (key, _) = first.or_storage(read_logs)?;
-        let first =
+        let (key, value) = last.or_storage(read_logs)?;
+        let index =
             keys::log_index(&key).ok_or_else(|| read_logs(AnyError::error("malformed log key")))?;
-        let last = Self::last_index(&view, first).map_err(read_logs)?;
-        let entry: Option<Entry<TypeConfig>> = decode(view.get(keys::log(last)))
-            .map_err(|e| StorageIOError::read_log_at_index(last, e))?;
-        let last_log_id = entry.map(|e| e.log_id);
+        let entry: Entry<TypeConfig> = postcard::from_bytes(&value)
+            .map_err(|e| StorageIOError::read_log_at_index(index, AnyError::new(&e)))?;
+        let last_log_id = Some(entry.log_id);
         Ok(LogState { last_purged_log_id, last_log_id: last_log_id.or(last_purged_log_id) })
     }
 
@@ -239,17 +195,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
-        // Only the entries present are deleted: a blind delete of every index up to some
-        // bound would have to guess the bound, and would leave tombstones for keys that
-        // never existed.
-        let present = self.present_keys(log_id.index, None).map_err(delete_logs)?;
-        if present.is_empty() {
-            return Ok(());
-        }
+        // One range tombstone for the whole tail, however long.
         let mut batch = WriteBatch::new();
-        for key in present {
-            batch.delete(key);
-        }
+        batch.delete_range(keys::log(log_id.index).to_vec()..LOG_END.to_vec());
         self.write_synced(batch, delete_logs).await
     }
 
@@ -259,14 +207,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             return Ok(());
         }
         let from = purged.map_or(0, |p| p.index + 1);
-        // Entries past the purged id may be absent (a snapshot can move the log past them):
-        // delete those present, in the same batch as the new purged id, so that a crash
-        // leaves either the old log or the new one, never a hole.
-        let present = self.present_keys(from, log_id.index.checked_add(1)).map_err(delete_logs)?;
+        // One range tombstone up to and including the purged id (entries past the log's end
+        // may be covered: a snapshot can move the log past them), in the same batch as the
+        // new purged id, so that a crash leaves either the old log or the new one, never a
+        // hole.
+        let end = log_id.index.checked_add(1).map_or(LOG_END.to_vec(), |i| keys::log(i).to_vec());
         let mut batch = WriteBatch::new();
-        for key in present {
-            batch.delete(key);
-        }
+        batch.delete_range(keys::log(from).to_vec()..end);
         batch.put(keys::PURGED, encode(&log_id).map_err(delete_logs)?);
         self.write_synced(batch, delete_logs).await
     }
@@ -294,7 +241,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn last_index_search_finds_the_end_of_every_run() {
+    async fn the_log_state_names_the_end_of_every_run() {
         let (_dir, mut log) = store();
         let mut written = 0;
         for len in [1u64, 2, 3, 7, 8, 9, 100, 1025] {

@@ -189,9 +189,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let mut batch = WriteBatch::new();
             let _guard = lock(&snapshot_lock);
             let current = db.snapshot();
-            for item in current.prefix(keys::DATA) {
-                batch.delete(item.or_storage(write)?.0);
-            }
+            // The old data goes in one range tombstone; the snapshot's keys, put after it
+            // in the batch, are not covered by it.
+            batch.delete_range(keys::DATA.to_vec()..keys::DATA_END.to_vec());
             let header = snapshot::read(&bytes, |key, value| batch.put(keys::data(key), value))
                 .map_err(read)?;
             let want = Header {
@@ -232,5 +232,38 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .and_then(|r| r)
         .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, e)))?;
         Ok(found.map(|(meta, bytes)| Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    use crate::{Command, TypeConfig};
+
+    fn put(index: u64, key: &str) -> Entry<TypeConfig> {
+        let command = Command::put(key, format!("v{index}"));
+        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
+    }
+
+    #[tokio::test]
+    async fn installing_a_snapshot_replaces_every_key_the_node_held() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_l1, mut source) = crate::open(dirs.path(), bloomkv::Options::default()).unwrap();
+        let (_l2, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        source.apply([put(1, "kept"), put(2, "shared")]).await.unwrap();
+        target.apply([put(1, "stale"), put(2, "shared"), put(3, "also stale")]).await.unwrap();
+
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        target.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+
+        let kv = target.reader();
+        let keys: Vec<Vec<u8>> = kv.scan().map(|r| r.unwrap().0).collect();
+        assert_eq!(keys, [b"kept".to_vec(), b"shared".to_vec()]);
+        assert_eq!(kv.get(b"shared").unwrap().as_deref(), Some(&b"v2"[..]));
+        let (applied, _) = target.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(1, 1, 2)));
     }
 }
