@@ -220,3 +220,29 @@ fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
     ));
     assert_eq!(db.get("m").unwrap().as_deref(), Some(&b"v"[..]));
 }
+
+#[test]
+fn trace_shows_the_value_a_range_tombstone_covers_as_what_decides() {
+    use bloomkv::{Presence, TraceSource};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    db.put("k", "old").unwrap();
+    db.flush().unwrap();
+    db.delete_range("a".."z").unwrap();
+    db.put("k2", "new").unwrap();
+    let steps = db.trace("k").unwrap();
+    let deciding: Vec<_> = steps.iter().filter(|s| s.decides).collect();
+    assert_eq!(deciding.len(), 1, "{steps:?}");
+    assert!(matches!(deciding[0].source, TraceSource::Table { .. }), "{steps:?}");
+    assert_eq!(deciding[0].actual, Presence::RangeDeleted);
+    assert_eq!(db.get("k").unwrap(), None);
+    // A value written after the range delete is a plain value.
+    db.put("k", "again").unwrap();
+    let steps = db.trace("k").unwrap();
+    let first = steps.iter().find(|s| s.decides).unwrap();
+    assert_eq!((&first.source, &first.actual), (&TraceSource::Memtable, &Presence::Value));
+    db.flush().unwrap();
+    let steps = db.trace("k").unwrap();
+    let actual: Vec<&Presence> = steps.iter().filter(|s| s.in_range).map(|s| &s.actual).collect();
+    assert!(actual.contains(&&Presence::Value) && actual.contains(&&Presence::RangeDeleted));
+}

@@ -128,6 +128,9 @@ pub enum Presence {
     Tombstone,
     /// Nothing for the key.
     Absent,
+    /// A value is stored, but a newer range tombstone visible to the read covers it: a
+    /// `get` stopping here answers "absent".
+    RangeDeleted,
 }
 
 /// One step of the read path for one key, from [`Db::trace`].
@@ -238,7 +241,17 @@ impl Db {
             decided |= decides;
             steps.push(TraceStep { source, in_range, filter_maybe, actual, decides });
         };
-        for (i, actual) in seen.memtables {
+        // A value a range tombstone covers is what a `get` stops at, and reads as absent.
+        let covered = |found_seq| state.range_deleted(key, found_seq, seq);
+        let mems: Vec<_> = state.mems().collect();
+        for (i, mut actual) in seen.memtables {
+            if let (Presence::Value, Some(MemGet::Found(_, at))) =
+                (&actual, mems[i].table.get(key, seq))
+            {
+                if covered(at) {
+                    actual = Presence::RangeDeleted;
+                }
+            }
             let source =
                 if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
             push(source, true, None, actual);
@@ -246,9 +259,11 @@ impl Db {
         for (level, t) in state.version.all_tables() {
             let source = TraceSource::Table { level, number: t.meta.number };
             match seen.tables.get(&t.meta.number) {
-                Some(Some(actual)) => push(source, true, Some(true), actual.clone()),
+                Some(Some(_)) => {
+                    push(source, true, Some(true), table_holds(t, key, seq, &covered)?)
+                }
                 // The filter said no: look anyway, to show it was right.
-                Some(None) => push(source, true, Some(false), table_holds(t, key, seq)?),
+                Some(None) => push(source, true, Some(false), table_holds(t, key, seq, &covered)?),
                 None => push(source, false, None, Presence::Absent),
             }
         }
@@ -286,9 +301,17 @@ impl ReadObserver for Recorder {
     }
 }
 
-/// What a table really holds for `key` at `seq` (a table search never asks the filter).
-fn table_holds(t: &TableFile, key: &[u8], seq: SeqNo) -> Result<Presence> {
-    Ok(match t.table.get(key, seq)?.outcome {
+/// What a table really holds for `key` at `seq` (a table search never asks the filter);
+/// `covered` says whether a range tombstone deletes a value found at a sequence number.
+fn table_holds(
+    t: &TableFile,
+    key: &[u8],
+    seq: SeqNo,
+    covered: &dyn Fn(SeqNo) -> bool,
+) -> Result<Presence> {
+    let got = t.table.get(key, seq)?;
+    Ok(match got.outcome {
+        GetOutcome::Found(_) if covered(got.seq) => Presence::RangeDeleted,
         GetOutcome::Found(_) => Presence::Value,
         GetOutcome::Deleted => Presence::Tombstone,
         GetOutcome::Absent => Presence::Absent,

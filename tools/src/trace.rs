@@ -54,7 +54,8 @@ struct Step {
     in_range: bool,
     /// "maybe", "no", or null when the filter was not asked (memtables, out of range).
     filter: Option<&'static str>,
-    /// "value", "tombstone" or "absent".
+    /// "value", "tombstone", "absent" or "range-deleted" (a value a newer range tombstone
+    /// covers).
     actual: &'static str,
     decides: bool,
     false_positive: bool,
@@ -65,6 +66,7 @@ fn presence(p: &Presence) -> &'static str {
         Presence::Value => "value",
         Presence::Tombstone => "tombstone",
         Presence::Absent => "absent",
+        Presence::RangeDeleted => "range-deleted",
     }
 }
 

@@ -388,6 +388,7 @@ fn trace_matches_library() {
                 Presence::Value => "value",
                 Presence::Tombstone => "tombstone",
                 Presence::Absent => "absent",
+                Presence::RangeDeleted => "range-deleted",
             };
             assert_eq!(g["actual"], actual);
             assert_eq!(g["decides"], w.decides);
