@@ -2,8 +2,9 @@
 //! background thread flushes and compacts without pause and writers outrun it. Bounded by
 //! operation counts, not time. Checks:
 //!
-//! - every key ends with the last value its writer wrote (through `get`, a scan, and again
-//!   after reopening), and readers never see a value that belongs to another key;
+//! - every key ends with the last value its writer wrote, or absent after its last delete or
+//!   range delete (through `get`, a scan, and again after reopening), and readers never see a
+//!   value that belongs to another key;
 //! - memory stays bounded while writers outrun compaction: a monitor thread samples `Stats`
 //!   and the memtables never hold more than `(max_immutable_memtables + 1) × memtable_bytes`
 //!   plus one write group per memtable, and L0 never holds more than `l0_stop_trigger` plus
@@ -105,7 +106,15 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
                     let mut last = BTreeMap::new();
                     for i in 0..n {
                         let k = (i * 31 + w) % KEYS_PER_WRITER;
-                        if i % 13 == 5 {
+                        if i % 97 == 50 {
+                            // A range delete of up to 40 of this writer's keys, meeting the
+                            // flushes and compactions (tiny tables: many cut tombstones).
+                            let end = (k + 1 + i % 40).min(KEYS_PER_WRITER);
+                            db.delete_range(key(w, k)..key(w, end)).unwrap();
+                            for j in k..end {
+                                last.insert(key(w, j), None);
+                            }
+                        } else if i % 13 == 5 {
                             db.delete(key(w, k)).unwrap();
                             last.insert(key(w, k), None);
                         } else {
