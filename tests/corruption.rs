@@ -62,7 +62,7 @@ use std::path::PathBuf;
 
 use bloomkv::filename::{parse, FileKind};
 use bloomkv::fs::StdFs;
-use bloomkv::table::{BlockHandle, Footer, Table};
+use bloomkv::table::{BlockHandle, Footer, Table, TableProperties};
 use bloomkv::{Compression, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -83,9 +83,12 @@ fn opts() -> Options {
         .block_bytes(512)
         .target_table_bytes(24 << 10)
         .level_base_bytes(64 << 10)
-        .l0_compaction_trigger(8)
-        .l0_slowdown_trigger(16)
-        .l0_stop_trigger(24)
+        // L0 is never compacted here, so the range tombstones `build` leaves in L0 tables
+        // stay there, whatever the background thread does meanwhile (an L0 compaction
+        // meeting every key they cover would drop them).
+        .l0_compaction_trigger(64)
+        .l0_slowdown_trigger(96)
+        .l0_stop_trigger(128)
         .compression(Compression::Zstd { level: 1 })
 }
 
@@ -115,11 +118,18 @@ fn build() -> Built {
             db.put(key(i), val(i, 1)).unwrap();
             model.insert(key(i), val(i, 1));
         }
+        // Range tombstones in the L0 tables (their range-deletion blocks and properties
+        // #22-#24 get damaged too), over keys below them and with newer keys inside.
+        delete_range(&db, &mut model, 400, 460);
+        db.put(key(430), val(430, 1)).unwrap();
+        model.insert(key(430), val(430, 1));
         db.flush().unwrap();
         for i in (0..3000).step_by(7) {
             db.delete(key(i)).unwrap();
             model.remove(&key(i));
         }
+        delete_range(&db, &mut model, 1200, 1217);
+        delete_range(&db, &mut model, 2990, 3100);
         db.flush().unwrap();
         let s = db.stats();
         assert!(s.tables_per_level[0] >= 2, "{:?}", s.tables_per_level);
@@ -132,6 +142,7 @@ fn build() -> Built {
         db.put(key(i), val(i, 3)).unwrap();
         model.insert(key(i), val(i, 3));
     }
+    delete_range(&db, &mut model, 1500, 1600);
     db.flush().unwrap();
     let before_wal = model.clone();
     let mut wal_writes = Vec::new();
@@ -155,6 +166,12 @@ fn build() -> Built {
         };
     }
     Built { _tmp: tmp, dir, model, before_wal, wal_writes }
+}
+
+/// Deletes `key(lo)..key(hi)` from the database and the model.
+fn delete_range(db: &Db, model: &mut Model, lo: u64, hi: u64) {
+    db.delete_range(key(lo)..key(hi)).unwrap();
+    model.retain(|k, _| *k < key(lo) || *k >= key(hi));
 }
 
 fn files(dir: &Path, want: impl Fn(FileKind) -> bool) -> Vec<PathBuf> {
@@ -353,9 +370,19 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
     let tables = files(&b.dir, |k| matches!(k, FileKind::Table(_)));
     assert!(tables.len() >= 6);
     // Newest two (L0), oldest two and one in the middle.
-    let picks = [0, 1, tables.len() / 2, tables.len() - 2, tables.len() - 1];
+    let mut picks = vec![0, 1, tables.len() / 2, tables.len() - 2, tables.len() - 1];
+    // And every table with range tombstones.
+    for (i, path) in tables.iter().enumerate() {
+        let t = Table::open(FileSystem::open(&StdFs, path).unwrap(), path.clone(), None).unwrap();
+        if t.properties().num_range_deletions > 0 {
+            picks.push(i);
+        }
+    }
+    picks.sort_unstable();
+    picks.dedup();
     let mut out = Outcomes::default();
     let mut cases = 0;
+    let mut with_range_dels = 0;
     for &i in &picks {
         let path = &tables[i];
         let file = FileSystem::open(&StdFs, path).unwrap();
@@ -377,6 +404,23 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
             ("footer magic".into(), size - 2),
         ];
         offsets.push(("index trailer crc".into(), footer.index.offset + footer.index.size + 2));
+        let p = t.properties();
+        if p.num_range_deletions > 0 {
+            with_range_dels += 1;
+            let h = p.range_del;
+            offsets.push(("range-deletion block start".into(), h.offset));
+            offsets.push(("range-deletion block".into(), h.offset + h.size / 2));
+            offsets.push(("range-deletion block end".into(), h.offset + h.size - 1));
+            offsets.push(("range-deletion trailer kind".into(), h.offset + h.size));
+            offsets.push(("range-deletion trailer crc".into(), h.offset + h.size + 3));
+            // Properties #22-#24 are encoded last (when there are range deletions).
+            let without = TableProperties { num_range_deletions: 0, ..p.clone() }.encode();
+            let tail = footer.properties.offset + without.len() as u64;
+            let end = footer.properties.offset + footer.properties.size;
+            for at in tail..end {
+                offsets.push((format!("properties #22-#24 byte {}", at - tail), at));
+            }
+        }
         for (what, at) in offsets {
             let (_tmp, dir, damaged) = damage_copy(&b, &name(path), |d| flip(d, at));
             check_damaged(
@@ -400,7 +444,11 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
             cases += 1;
         }
     }
-    eprintln!("table damage: {cases} cases, {out:?}");
+    eprintln!(
+        "table damage: {cases} cases ({with_range_dels} tables with range deletions), {out:?}"
+    );
+    // The L0 tables of both sessions' flushes hold range tombstones (see `opts`).
+    assert!(with_range_dels >= 2, "tables with range tombstones are damaged too");
     // Data-block damage opens and fails reads; metadata damage fails the open.
     assert!(out.open_failed > 0 && out.read_errors > 0);
 }

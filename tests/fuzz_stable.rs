@@ -155,11 +155,17 @@ fn repair_table(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
     let f = *t.footer();
     let mut regions = t.data_block_handles();
     regions.extend([f.filter, f.properties, f.index]);
+    if t.properties().num_range_deletions > 0 {
+        // Twice, so the small block is picked about as often as the others.
+        regions.extend([t.properties().range_del; 2]);
+    }
     if rng.gen_bool(0.15) {
         // Footer: re-encode with one handle nudged; the footer CRC is recomputed.
         let mut g: Footer = f;
         let v = [0u64, 1, 7, 1 << 40, u64::MAX, base.len() as u64][rng.gen_range(0..6)];
-        match rng.gen_range(0..6) {
+        match rng.gen_range(0..7) {
+            // A format version saying the range-deletion block is (or is not) there.
+            6 => g.version = [1, 2, 3][rng.gen_range(0..3)],
             0 => g.index.size = v,
             1 => g.index.offset = v,
             2 => g.filter.size = v,
@@ -207,6 +213,14 @@ fn fuzz_table_reader() {
             512,
         ),
         d::seed_table(3, Compression::None, FilterPolicy::None, 4096),
+        d::seed_table_with_range_dels(
+            120,
+            Compression::None,
+            FilterPolicy::BlockedBloom { bits_per_key: 10.0 },
+            256,
+            6,
+        ),
+        d::seed_table_with_range_dels(0, Compression::None, FilterPolicy::None, 4096, 2),
     ];
     fuzz("table", &seeds, d::table, Some(&repair_table));
 }
@@ -298,7 +312,20 @@ fn fuzz_write_batch_and_properties() {
         None,
     )
     .unwrap();
-    let props = vec![t.properties().encode()];
+    let with_ranges = Table::open(
+        Arc::new(d::MemFile::from(d::seed_table_with_range_dels(
+            50,
+            Compression::None,
+            FilterPolicy::None,
+            256,
+            3,
+        ))),
+        "/seed.sst".into(),
+        None,
+    )
+    .unwrap();
+    assert!(with_ranges.properties().num_range_deletions == 3);
+    let props = vec![t.properties().encode(), with_ranges.properties().encode()];
     fuzz("properties", &props, d::properties, None);
 }
 

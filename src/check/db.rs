@@ -174,7 +174,8 @@ fn check_live_table(
             );
         }
     };
-    if p.num_entries > 0 {
+    // A table of range tombstones alone has a key range too.
+    if p.num_entries > 0 || p.num_range_deletions > 0 {
         differs("smallest key", quoted(&uk(&meta.smallest)), quoted(&p.smallest_user_key));
         differs("largest key", quoted(&uk(&meta.largest)), quoted(&p.largest_user_key));
     }

@@ -45,6 +45,8 @@ pub struct Checked {
     pub data_blocks: u64,
     /// Entries of those data blocks.
     pub entries: u64,
+    /// Range tombstones of those tables' range-deletion blocks.
+    pub range_tombstones: u64,
     /// WAL segments.
     pub wal_files: u64,
     /// Records of those segments.
@@ -58,6 +60,7 @@ impl Checked {
         self.tables += o.tables;
         self.data_blocks += o.data_blocks;
         self.entries += o.entries;
+        self.range_tombstones += o.range_tombstones;
         self.wal_files += o.wal_files;
         self.wal_records += o.wal_records;
         self.manifest_edits += o.manifest_edits;

@@ -1,5 +1,5 @@
-//! Checks of one table file, part by part: footer, region layout, properties, filter, index
-//! and every data block, each read with the reader's own functions so that damage in one
+//! Checks of one table file, part by part: footer, region layout, properties, filter, range
+//! deletions, index and every data block, each read with the reader's own functions so that damage in one
 //! part still lets the others be checked. Then [`Table::open`] must agree.
 
 use std::cmp::Ordering;
@@ -11,8 +11,11 @@ use crate::filter::{Filter, FilterKind};
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, ValueKind};
+use crate::range_del::{self, last_key_before, RangeTombstone};
 use crate::table::block::Block;
-use crate::table::format::{BlockHandle, Footer, BLOCK_TRAILER_LEN};
+use crate::table::format::{
+    read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, RANGE_DEL_FORMAT_VERSION,
+};
 use crate::table::properties::TableProperties;
 use crate::table::reader::{
     filter_limit, load_block, read_filter, read_footer, read_properties, walk_index,
@@ -31,6 +34,16 @@ struct Contents {
     raw_key_bytes: u64,
     raw_value_bytes: u64,
     distinct_keys: u64,
+}
+
+/// The parts of a table that could be read, for comparing with its properties (`None`: that
+/// part was damaged; `contents` also when some data block could not be read in full).
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    index: Option<&'a [IndexEntry]>,
+    filter: Option<&'a Filter>,
+    contents: Option<&'a Contents>,
+    range_dels: Option<&'a [RangeTombstone]>,
 }
 
 /// One index entry: separator and handle.
@@ -71,48 +84,68 @@ pub(super) fn check_file(
         }
     };
 
-    // Regions, in file order: data | filter | properties | index | footer, back to back.
-    let regions = [
-        ("filter", footer.filter, footer.properties.offset),
-        ("properties", footer.properties, footer.index.offset),
-        ("index", footer.index, footer_offset),
-    ];
-    let mut region_ok = [true; 3];
-    for (i, (name, h, next)) in regions.iter().enumerate() {
-        match h.end() {
-            Some(end) if end == *next => {}
-            Some(end) if end < *next => {
-                // The reader tolerates a gap; the builder never leaves one.
-                r.problem(
-                    path,
-                    Some(end),
-                    format!("{} unexplained bytes after the {name} block", next - end),
-                );
-            }
-            _ => {
-                region_ok[i] = false;
-                r.problem(
-                    path,
-                    Some(footer_offset),
-                    format!(
-                        "footer's {name} handle (offset {}, size {}) overlaps what follows it \
-                         (at {next})",
-                        h.offset, h.size
-                    ),
-                );
-            }
+    // Regions, in file order: data | filter | range deletions | properties | index |
+    // footer, back to back. Only the properties say whether the range-deletion block exists
+    // and where, so they are read before the filter's end can be checked.
+    let props_ok = check_region(
+        r,
+        path,
+        footer_offset,
+        "footer's properties",
+        footer.properties,
+        footer.index.offset,
+    );
+    let index_ok =
+        check_region(r, path, footer_offset, "footer's index", footer.index, footer_offset);
+    let props = part(r, path, props_ok, || read_properties(file.as_ref(), path, &footer));
+    let range_del = props.as_ref().filter(|p| p.num_range_deletions > 0).map(|p| p.range_del);
+    let filter_ok = match (&props, range_del) {
+        (_, Some(h)) => {
+            check_region(r, path, footer_offset, "footer's filter", footer.filter, h.offset)
         }
-    }
+        (Some(_), None) => check_region(
+            r,
+            path,
+            footer_offset,
+            "footer's filter",
+            footer.filter,
+            footer.properties.offset,
+        ),
+        // Without the properties, a gap after the filter may be a range-deletion block; only
+        // an overlap is certain.
+        (None, None) => match footer.filter.end() {
+            Some(end) if end <= footer.properties.offset => true,
+            _ => check_region(
+                r,
+                path,
+                footer_offset,
+                "footer's filter",
+                footer.filter,
+                footer.properties.offset,
+            ),
+        },
+    };
+    let range_del_ok = range_del.map(|h| {
+        check_region(
+            r,
+            path,
+            footer.properties.offset,
+            "properties' range-deletion",
+            h,
+            footer.properties.offset,
+        )
+    });
     // Data blocks end where the filter starts; never look past the footer whatever it says.
     let data_end = footer.filter.offset.min(footer_offset);
 
-    let props = part(r, path, region_ok[1], || read_properties(file.as_ref(), path, &footer));
     let filter_end = props.as_ref().map_or(footer.properties.offset, |p| filter_limit(&footer, p));
-    let filter =
-        part(r, path, region_ok[0], || read_filter(file.as_ref(), path, &footer, filter_end));
-    let index_block = part(r, path, region_ok[2], || {
-        load_block(file.as_ref(), path, footer.index, footer_offset)
-    });
+    let filter = part(r, path, filter_ok, || read_filter(file.as_ref(), path, &footer, filter_end));
+    let range_dels = match &props {
+        Some(p) => check_range_dels(r, path, file.as_ref(), &footer, p, range_del_ok),
+        None => None,
+    };
+    let index_block =
+        part(r, path, index_ok, || load_block(file.as_ref(), path, footer.index, footer_offset));
     let index = index_block.and_then(|b| decode_index(r, path, footer.index.offset, &b));
 
     let mut contents = Contents::default();
@@ -131,15 +164,13 @@ pub(super) fn check_file(
     }
 
     if let Some(p) = &props {
-        check_properties(
-            r,
-            path,
-            p,
-            &footer,
-            index.as_deref(),
-            filter.as_ref(),
-            all_blocks_read.then_some(&contents),
-        );
+        let found = Found {
+            index: index.as_deref(),
+            filter: filter.as_ref(),
+            contents: all_blocks_read.then_some(&contents),
+            range_dels: range_dels.as_deref(),
+        };
+        check_properties(r, path, p, &footer, &found);
     }
 
     // Never be laxer than the engine: if the checks above found nothing, the reader's own
@@ -164,6 +195,93 @@ fn part<T>(
         return None;
     }
     read().map_err(|e| r.error(path, e)).ok()
+}
+
+/// Checks that the block at `h` ends exactly where the next region starts (`next`): a gap
+/// is reported (the reader tolerates one, the builder never leaves one), an overlap too, at
+/// `at` (where the handle is stored), and makes the block unreadable (false).
+fn check_region(
+    r: &mut Report,
+    path: &Path,
+    at: u64,
+    whose: &str,
+    h: BlockHandle,
+    next: u64,
+) -> bool {
+    let name = whose.rsplit(' ').next().unwrap_or(whose);
+    match h.end() {
+        Some(end) if end == next => true,
+        Some(end) if end < next => {
+            r.problem(
+                path,
+                Some(end),
+                format!("{} unexplained bytes after the {name} block", next - end),
+            );
+            true
+        }
+        _ => {
+            r.problem(
+                path,
+                Some(at),
+                format!(
+                    "{whose} handle (offset {}, size {}) overlaps what follows it (at {next})",
+                    h.offset, h.size
+                ),
+            );
+            false
+        }
+    }
+}
+
+/// Checks the range-deletion block the properties name, if any: that it exists exactly when
+/// the footer's format version says so, and that it decodes (non-empty pieces, sorted,
+/// disjoint). `region_ok` is the block's region check (`None`: the properties name none).
+/// Returns the tombstones (none for a table without the block), or `None` if they could not
+/// be read.
+fn check_range_dels(
+    r: &mut Report,
+    path: &Path,
+    file: &dyn RandomAccessFile,
+    footer: &Footer,
+    p: &TableProperties,
+    region_ok: Option<bool>,
+) -> Option<Vec<RangeTombstone>> {
+    let has = p.num_range_deletions > 0;
+    if has != (footer.version == RANGE_DEL_FORMAT_VERSION) {
+        r.problem(
+            path,
+            Some(footer.properties.offset),
+            format!(
+                "footer's format version {} but the properties record {} range tombstones \
+                 (version {RANGE_DEL_FORMAT_VERSION} is for tables with range tombstones)",
+                footer.version, p.num_range_deletions
+            ),
+        );
+    }
+    let h = p.range_del;
+    if !has {
+        if h != BlockHandle::default() {
+            r.problem(
+                path,
+                Some(footer.properties.offset),
+                format!(
+                    "properties name a range-deletion block (offset {}, size {}) but record no \
+                     range tombstones",
+                    h.offset, h.size
+                ),
+            );
+        }
+        return Some(Vec::new());
+    }
+    if region_ok != Some(true) {
+        return None;
+    }
+    let raw =
+        read_block(file, path, h, footer.properties.offset).map_err(|e| r.error(path, e)).ok()?;
+    let ts =
+        range_del::decode_block(&raw).map_err(|e| r.error(path, e.in_file(path, h.offset))).ok()?;
+    r.checked.range_tombstones += ts.len() as u64;
+    Some(ts)
 }
 
 /// Decodes the index block at `offset`, reporting disorder and (stopping at) the first
@@ -378,10 +496,9 @@ fn check_properties(
     path: &Path,
     p: &TableProperties,
     footer: &Footer,
-    index: Option<&[IndexEntry]>,
-    filter: Option<&Filter>,
-    contents: Option<&Contents>,
+    found: &Found<'_>,
 ) {
+    let Found { index, filter, contents, range_dels } = *found;
     let at = Some(footer.properties.offset);
     let mut mismatch = |what: &str, recorded: String, actual: String| {
         if recorded != actual {
@@ -414,17 +531,36 @@ fn check_properties(
         );
         mismatch("filter probes", p.filter_probes.to_string(), f.num_probes().to_string());
     }
+    if let Some(ts) = range_dels {
+        let n = ts.len().to_string();
+        mismatch("range tombstones", p.num_range_deletions.to_string(), n);
+    }
     let Some(c) = contents else { return };
     let k = |v: &Option<Vec<u8>>| quoted(v.as_deref().unwrap_or(b""));
     mismatch("entries", p.num_entries.to_string(), c.entries.to_string());
     mismatch("tombstones", p.num_tombstones.to_string(), c.tombstones.to_string());
     mismatch("raw key bytes", p.raw_key_bytes.to_string(), c.raw_key_bytes.to_string());
     mismatch("raw value bytes", p.raw_value_bytes.to_string(), c.raw_value_bytes.to_string());
-    if c.entries > 0 {
-        mismatch("smallest key", k(&Some(p.smallest_user_key.clone())), k(&c.smallest_key));
-        mismatch("largest key", k(&Some(p.largest_user_key.clone())), k(&c.largest_key));
-        mismatch("smallest sequence", p.smallest_seq.to_string(), c.smallest_seq.to_string());
-        mismatch("largest sequence", p.largest_seq.to_string(), c.largest_seq.to_string());
+    // The key and sequence ranges cover the range tombstones too (see `TableBuilder::finish`).
+    if let Some(ts) = range_dels {
+        let mut keys = c.smallest_key.clone().zip(c.largest_key.clone());
+        let mut seqs = (c.entries > 0).then_some((c.smallest_seq, c.largest_seq));
+        if let (Some(first), Some(last)) = (ts.first(), ts.last()) {
+            let (lo, hi) = (first.start.clone(), last_key_before(&last.end).to_vec());
+            keys = Some(match keys {
+                Some((s, l)) => (s.min(lo), l.max(hi)),
+                None => (lo, hi),
+            });
+            for t in ts {
+                seqs = Some(seqs.map_or((t.seq, t.seq), |(s, l)| (s.min(t.seq), l.max(t.seq))));
+            }
+        }
+        if let (Some((smallest, largest)), Some((lo, hi))) = (keys, seqs) {
+            mismatch("smallest key", k(&Some(p.smallest_user_key.clone())), k(&Some(smallest)));
+            mismatch("largest key", k(&Some(p.largest_user_key.clone())), k(&Some(largest)));
+            mismatch("smallest sequence", p.smallest_seq.to_string(), lo.to_string());
+            mismatch("largest sequence", p.largest_seq.to_string(), hi.to_string());
+        }
     }
     if let Some(f) = filter.filter(|f| f.kind() != FilterKind::None) {
         if f.num_keys() != c.distinct_keys {

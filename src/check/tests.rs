@@ -9,6 +9,9 @@ use super::*;
 use crate::fs::fault::unique_dir;
 use crate::fs::{FaultFs, FileSystem, MemFile, RandomAccessFile, WritableFile};
 use crate::key::{internal_key, ValueKind};
+use crate::range_del::RangeTombstone;
+use crate::table::format::{BlockEncoder, BlockHandle, Compression, Footer, BLOCK_TRAILER_LEN};
+use crate::table::properties::TableProperties;
 use crate::table::reader::read_footer;
 use crate::table::{Table, TableBuilder, TableOptions};
 use crate::{Db, Options};
@@ -26,6 +29,27 @@ fn build_table() -> Vec<u8> {
     }
     b.finish().unwrap();
     file.contents()
+}
+
+/// A table of [`ENTRIES`] entries in small blocks and range tombstones, one of them below
+/// every entry and one above (so the key range is the tombstones'), and one with the
+/// table's lowest sequence number.
+fn build_table_with_range_dels() -> (Vec<u8>, Vec<RangeTombstone>) {
+    let file = MemFile::new();
+    let opts = TableOptions::default().block_bytes(256);
+    let mut b = TableBuilder::new(Box::new(file.clone()), opts);
+    let t =
+        |start: &str, end: &str, seq| RangeTombstone { start: start.into(), end: end.into(), seq };
+    let tombstones = vec![t("a", "b", 2000), t("key00010", "key00020", 5), t("zz", "zz\0", 1500)];
+    for ts in &tombstones {
+        b.add_range_tombstone(ts.clone()).unwrap();
+    }
+    for i in 0..ENTRIES {
+        b.add(&internal_key(format!("key{i:05}").as_bytes(), 1000 - i, ValueKind::Put), b"v")
+            .unwrap();
+    }
+    b.finish().unwrap();
+    (file.contents(), tombstones)
 }
 
 fn as_file(bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
@@ -55,6 +79,131 @@ fn a_clean_table_passes_and_is_counted() {
     let want =
         Checked { tables: 1, data_blocks: blocks as u64, entries: ENTRIES, ..Checked::default() };
     assert_eq!(r.checked, want);
+}
+
+#[test]
+fn a_clean_table_with_range_tombstones_passes() {
+    let (bytes, tombstones) = build_table_with_range_dels();
+    let table = Table::open(as_file(&bytes), "t.sst".into(), None).unwrap();
+    assert_eq!(table.range_tombstones(), &tombstones[..]);
+    let p = table.properties();
+    assert_eq!((&p.smallest_user_key[..], &p.largest_user_key[..]), (&b"a"[..], &b"zz"[..]));
+    assert_eq!((p.smallest_seq, p.largest_seq), (5, 2000));
+    let r = check_bytes(&bytes);
+    assert_eq!(r.status(), Status::Ok, "{r:?}");
+    assert_eq!(r.checked.entries, ENTRIES);
+}
+
+/// Replaces the stored block at `h` with `payload` (same size) and a valid checksum: damage
+/// only the meaning checks can see.
+fn forge_block(bytes: &mut [u8], h: BlockHandle, payload: &[u8]) {
+    let mut enc = Vec::new();
+    BlockEncoder::new(Compression::None).encode(payload, &mut enc);
+    assert_eq!(enc.len() as u64, h.size + BLOCK_TRAILER_LEN as u64, "forging keeps the layout");
+    bytes[h.offset as usize..h.offset as usize + enc.len()].copy_from_slice(&enc);
+}
+
+#[test]
+fn a_damaged_range_deletion_block_is_reported_beside_other_damage() {
+    let (clean, tombstones) = build_table_with_range_dels();
+    let table = Table::open(as_file(&clean), "t.sst".into(), None).unwrap();
+    let h = table.properties().range_del;
+    let first = table.data_block_handles()[0];
+    assert_eq!(check_bytes(&clean).checked.range_tombstones, tombstones.len() as u64);
+
+    // A flipped byte: the block's checksum, reported with the data block's.
+    let mut bytes = clean.clone();
+    bytes[first.offset as usize + 2] ^= 0x10;
+    bytes[(h.offset + h.size / 2) as usize] ^= 0x10;
+    let r = check_bytes(&bytes);
+    let want = [
+        finding(h.offset, "block checksum mismatch"),
+        finding(first.offset, "block checksum mismatch"),
+    ];
+    assert_eq!(r.problems, want, "{r:?}");
+    assert_eq!(r.checked.range_tombstones, 0);
+
+    // Behind a valid checksum: the second tombstone starting inside the first.
+    let mut ts = tombstones.clone();
+    ts[1].start = b"a\0\0\0\0\0\0\0".to_vec();
+    let mut bytes = clean.clone();
+    forge_block(&mut bytes, h, &crate::range_del::encode_block(&ts));
+    let r = check_bytes(&bytes);
+    // After the count (one byte) and tombstone 0 (seq 2000 in two bytes, "a" and "b" in two
+    // each).
+    let at = h.offset + 1 + 6;
+    assert_eq!(
+        r.problems,
+        [finding(at, "range tombstone 1: overlaps or precedes the previous one")],
+        "{r:?}"
+    );
+}
+
+#[test]
+fn range_deletion_metadata_must_agree_with_the_block() {
+    let (clean, _) = build_table_with_range_dels();
+    let table = Table::open(as_file(&clean), "t.sst".into(), None).unwrap();
+    let footer = *table.footer();
+    let props = table.properties().clone();
+    let footer_at = clean.len() - crate::table::format::FOOTER_LEN;
+
+    // A footer of format version 1 on a table with range tombstones.
+    let mut bytes = clean.clone();
+    bytes[footer_at..].copy_from_slice(&Footer { version: 1, ..footer }.encode());
+    let r = check_bytes(&bytes);
+    assert_eq!(r.status(), Status::Corrupt);
+    let whats: Vec<&str> = r.problems.iter().map(|f| f.what.as_str()).collect();
+    assert!(
+        whats.iter().any(|w| w
+            .starts_with("footer's format version 1 but the properties record 3 range tombstones")),
+        "{r:?}"
+    );
+    assert!(r.problems.iter().all(|f| f.offset == Some(footer.properties.offset)), "{r:?}");
+
+    // Properties that miscount them, or leave them out of the key or sequence range.
+    for (p, what) in [
+        (
+            TableProperties { num_range_deletions: 4, ..props.clone() },
+            "properties record range tombstones 4 but the table has 3",
+        ),
+        (
+            TableProperties { smallest_user_key: b"b".to_vec(), ..props.clone() },
+            "properties record smallest key \"b\" but the table has \"a\"",
+        ),
+        (
+            TableProperties { largest_user_key: b"zy".to_vec(), ..props.clone() },
+            "properties record largest key \"zy\" but the table has \"zz\"",
+        ),
+        (
+            TableProperties { smallest_seq: 6, ..props.clone() },
+            "properties record smallest sequence 6 but the table has 5",
+        ),
+        (
+            TableProperties { largest_seq: 1999, ..props.clone() },
+            "properties record largest sequence 1999 but the table has 2000",
+        ),
+    ] {
+        let mut bytes = clean.clone();
+        forge_block(&mut bytes, footer.properties, &p.encode());
+        let r = check_bytes(&bytes);
+        assert_eq!(r.problems, [finding(footer.properties.offset, what)], "{r:?}");
+    }
+
+    // A gap between the filter and the range-deletion block (the block named one byte
+    // later than it is, so it no longer decodes either).
+    let moved = BlockHandle { offset: props.range_del.offset + 1, size: props.range_del.size - 1 };
+    let mut bytes = clean.clone();
+    forge_block(
+        &mut bytes,
+        footer.properties,
+        &TableProperties { range_del: moved, ..props.clone() }.encode(),
+    );
+    let r = check_bytes(&bytes);
+    assert_eq!(
+        r.problems[0],
+        finding(props.range_del.offset, "1 unexplained bytes after the filter block"),
+        "{r:?}"
+    );
 }
 
 #[test]

@@ -18,6 +18,7 @@ use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::iter::{BidirectionalIterator, InternalIterator};
 use bloomkv::key::{internal_key, ValueKind};
 use bloomkv::log::{LogReader, LogWriter};
+use bloomkv::range_del::RangeTombstone;
 use bloomkv::table::{
     Block, BlockBuilder, BlockCache, Compression, Table, TableBuilder, TableOptions,
     TableProperties,
@@ -83,6 +84,11 @@ pub fn table(data: &[u8]) {
             expect_corruption(&e, "table get");
         }
     }
+    // An accepted range-deletion block holds what the reader promises.
+    let ts = t.range_tombstones();
+    assert_eq!(ts.len() as u64, t.properties().num_range_deletions, "range tombstone count");
+    assert!(ts.iter().all(|r| r.start < r.end), "empty range tombstone accepted");
+    assert!(ts.windows(2).all(|w| w[0].end <= w[1].start), "range tombstones out of order");
 }
 
 /// Block: decode, scan both ways, seek to each key seen.
@@ -223,6 +229,18 @@ pub fn seed_table(
     policy: FilterPolicy,
     block_bytes: usize,
 ) -> Vec<u8> {
+    seed_table_with_range_dels(n, compression, policy, block_bytes, 0)
+}
+
+/// [`seed_table`] plus `ranges` range tombstones (format version 2, a range-deletion
+/// block, properties #22-#24): disjoint, over the first entries' keys.
+pub fn seed_table_with_range_dels(
+    n: usize,
+    compression: Compression,
+    policy: FilterPolicy,
+    block_bytes: usize,
+    ranges: usize,
+) -> Vec<u8> {
     let fs = FaultFs::new();
     let dir = Path::new("/seed");
     fs.create_dir_all(dir).unwrap();
@@ -239,6 +257,14 @@ pub fn seed_table(
             String::new()
         };
         b.add(&k, v.as_bytes()).unwrap();
+    }
+    for r in 0..ranges {
+        b.add_range_tombstone(RangeTombstone {
+            start: format!("key{:05}", r * 7).into_bytes(),
+            end: format!("key{:05}x", r * 7 + 3).into_bytes(),
+            seq: 500 + r as u64 * 37,
+        })
+        .unwrap();
     }
     b.finish().unwrap();
     fs.contents(&path).unwrap()
@@ -313,12 +339,15 @@ pub fn seed_batch(ops: usize) -> Vec<u8> {
     out.extend_from_slice(&42u64.to_le_bytes());
     out.extend_from_slice(&(ops as u32).to_le_bytes());
     for i in 0..ops {
-        let put = i % 3 != 1;
-        out.push(u8::from(put));
+        // Delete (0), put (1) and, every fifth op, delete-range (2: start, end).
+        let kind: u8 = if i % 5 == 3 { 2 } else { u8::from(i % 3 != 1) };
+        out.push(kind);
         let k = format!("key{i}");
         bloomkv::coding::put_bytes(&mut out, k.as_bytes());
-        if put {
-            bloomkv::coding::put_bytes(&mut out, format!("value{i}").as_bytes());
+        match kind {
+            1 => bloomkv::coding::put_bytes(&mut out, format!("value{i}").as_bytes()),
+            2 => bloomkv::coding::put_bytes(&mut out, format!("key{i}z").as_bytes()),
+            _ => {}
         }
     }
     out

@@ -223,12 +223,45 @@ impl KeyRange {
             && self.prefix.as_deref().map_or(true, |p| key.starts_with(p))
     }
 
+    /// True if some selected key lies in `start..end` (end exclusive): how a range tombstone
+    /// is selected, since it stands for every key it covers.
+    pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
+        // The selection is one interval of keys, [lo, hi): the prefix's keys are those from
+        // the prefix up to its successor.
+        let lo = match (self.from.as_deref(), self.prefix.as_deref()) {
+            (Some(f), Some(p)) => f.max(p),
+            (Some(k), None) | (None, Some(k)) => k,
+            (None, None) => &[][..],
+        };
+        let prefix_end = self.prefix.as_deref().and_then(prefix_successor);
+        let hi = match (self.to.as_deref(), prefix_end.as_deref()) {
+            (Some(t), Some(p)) => Some(t.min(p)),
+            (Some(k), None) | (None, Some(k)) => Some(k),
+            // An all-0xff prefix has no successor: its keys run to the end, like no `--to`.
+            (None, None) => None,
+        };
+        let low = start.max(lo);
+        match hi {
+            Some(hi) => low < end.min(hi),
+            None => low < end,
+        }
+    }
+
     /// True if `key` and every larger key are outside the selection, so a sorted scan can
     /// stop.
     pub fn past_end(&self, key: &[u8]) -> bool {
         self.to.as_deref().is_some_and(|t| key >= t)
             || self.prefix.as_deref().is_some_and(|p| key > p && !key.starts_with(p))
     }
+}
+
+/// The smallest key above every key that starts with `prefix`, or `None` if there is none
+/// (the prefix is empty or all 0xff).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let i = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut s = prefix[..=i].to_vec();
+    s[i] += 1;
+    Some(s)
 }
 
 /// Opens a table file read-only, without a block cache (the tool reads each block once).
@@ -330,5 +363,33 @@ mod tests {
         assert_eq!(p.start(), Some(&b"b"[..]));
         assert!(p.contains(b"b1") && !p.contains(b"c") && !p.contains(b"ab"));
         assert!(!p.past_end(b"a") && !p.past_end(b"bzz") && p.past_end(b"c"));
+    }
+
+    #[test]
+    fn key_range_selects_ranges_that_overlap_it() {
+        let all = KeyRange::default();
+        assert!(all.overlaps(b"", b"\0") && all.overlaps(b"a", b"b"));
+        let r = KeyRange {
+            from: Some(b"b".to_vec()),
+            to: Some(b"d".to_vec()),
+            prefix: None,
+            limit: None,
+        };
+        // Ending at `from` (exclusive) or starting at `to` (exclusive) misses it.
+        assert!(!r.overlaps(b"a", b"b") && !r.overlaps(b"d", b"e"));
+        assert!(r.overlaps(b"a", b"b\0") && r.overlaps(b"c", b"z") && r.overlaps(b"a", b"z"));
+        let p = KeyRange { prefix: Some(b"b\xff".to_vec()), ..KeyRange::default() };
+        assert!(p.overlaps(b"a", b"b\xff\0") && p.overlaps(b"b\xff\xff", b"z"));
+        assert!(!p.overlaps(b"a", b"b\xff") && !p.overlaps(b"c", b"z"));
+        let p = KeyRange {
+            from: Some(b"bm".to_vec()),
+            prefix: Some(b"b".to_vec()),
+            ..KeyRange::default()
+        };
+        assert!(!p.overlaps(b"ba", b"bm") && p.overlaps(b"ba", b"bn") && !p.overlaps(b"c", b"d"));
+        let ff = KeyRange { prefix: Some(vec![0xff, 0xff]), ..KeyRange::default() };
+        assert!(ff.overlaps(&[0xff, 0xff, 7], &[0xff, 0xff, 8]) && !ff.overlaps(b"a", &[0xff]));
+        assert_eq!(prefix_successor(b"a\xff\xff").as_deref(), Some(&b"b"[..]));
+        assert_eq!(prefix_successor(b""), None);
     }
 }

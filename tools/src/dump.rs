@@ -1,6 +1,7 @@
 //! `bloomkv dump <table | wal | manifest | db-dir>`: the entries a file holds.
 //!
-//! * table: every internal entry in key order — key, sequence number, kind, value.
+//! * table: every internal entry in key order — key, sequence number, kind, value — then its
+//!   range tombstones in key order.
 //! * WAL segment: every operation of every record in log order, with its sequence number
 //!   and the record's file offset.
 //! * manifest: every version edit (tables added and deleted, counters).
@@ -9,7 +10,9 @@
 //!   entry of every live table in read order (L0 newest first, then L1, L2, …) followed by
 //!   the live WAL segments' operations — the raw material the merged view is made of.
 //!
-//! `--from/--to/--prefix/--limit` select by user key (manifests ignore them). Text output is
+//! `--from/--to/--prefix/--limit` select by user key (manifests ignore them); a range delete
+//! (kind `delete-range`, start in the key column, end in the value column) is selected if
+//! it covers some selected key. Text output is
 //! streamed; `--json` collects one document.
 //!
 //! Each kind's entries come from its module (`crate::kind::*::dump`); this file holds what

@@ -10,6 +10,7 @@ mod common;
 mod crash_test;
 mod db;
 mod delete;
+mod delete_range;
 mod dump;
 mod filter_demo;
 mod get;
@@ -44,7 +45,8 @@ enum Command {
     Verify(verify::Args),
     /// List the entries of a table, WAL, manifest or database.
     ///
-    /// Tables and WALs list internal entries (key, sequence number, put/delete, value); a
+    /// Tables and WALs list internal entries (key, sequence number, put/delete, value) and
+    /// range deletes (kind delete-range, start in the key column, end in the value column); a
     /// database directory lists the merged user view (what `scan` shows), or with
     /// `--internal` every table's internal entries in read order followed by the live WALs'.
     Dump(dump::Args),
@@ -61,6 +63,9 @@ enum Command {
     Put(put::Args),
     /// Delete a key (opens the database for writing; fails if another process has it open).
     Delete(delete::Args),
+    /// Delete every key in start..end, end exclusive, with one range tombstone (opens the
+    /// database for writing; fails if another process has it open).
+    DeleteRange(delete_range::Args),
     /// List live keys and values in order (read-only).
     Scan(scan::Args),
     /// Write an openable copy of a database (read-only on the source; tables hard-linked
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
         Command::Get(args) => get::run(&args),
         Command::Put(args) => put::run(&args),
         Command::Delete(args) => delete::run(&args),
+        Command::DeleteRange(args) => delete_range::run(&args),
         Command::Scan(args) => scan::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::CrashTest(args) => crash_test::run(&args),

@@ -43,6 +43,7 @@ struct Checked {
     tables: u64,
     data_blocks: u64,
     entries: u64,
+    range_tombstones: u64,
     wal_files: u64,
     wal_records: u64,
     manifest_edits: u64,
@@ -102,6 +103,7 @@ fn verify(path: &Path, target: Target) -> Report {
             tables: c.tables,
             data_blocks: c.data_blocks,
             entries: c.entries,
+            range_tombstones: c.range_tombstones,
             wal_files: c.wal_files,
             wal_records: c.wal_records,
             manifest_edits: c.manifest_edits,
@@ -128,7 +130,7 @@ fn print_text(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
     writeln!(
         out,
         "{}: {} — {} problem(s), {} error(s); checked {} table(s), {} data block(s), {} entries, \
-         {} manifest edit(s), {} WAL file(s) with {} record(s)",
+         {} range tombstone(s), {} manifest edit(s), {} WAL file(s) with {} record(s)",
         r.path,
         r.status,
         r.problems.len(),
@@ -136,6 +138,7 @@ fn print_text(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
         c.tables,
         c.data_blocks,
         c.entries,
+        c.range_tombstones,
         c.manifest_edits,
         c.wal_files,
         c.wal_records

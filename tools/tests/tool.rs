@@ -986,3 +986,333 @@ fn checkpoint_copies_an_open_database_without_touching_it() {
     // And `verify` finds the copy clean.
     assert_eq!(tool(&["verify", s(&dest)]).0, 0);
 }
+
+/// A database whose tables hold range tombstones: a last level of puts, an L0 table with
+/// puts and the tombstone `key000100..key000200`, a table holding nothing but the tombstone
+/// `key005000..key005100` (beyond every key), and `key000300..key000310` in the WAL only.
+/// Returns the model of the live keys.
+fn build_with_range_deletes(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = Db::open(dir, options()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..3000 {
+        db.put(key(i), value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    db.compact().unwrap();
+    let delete_range = |db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, lo: u32, hi: u32| {
+        db.delete_range(key(lo)..key(hi)).unwrap();
+        model.retain(|k, _| *k < key(lo) || *k >= key(hi));
+    };
+    delete_range(&db, &mut model, 100, 200);
+    for i in (150..160).chain(1000..1010) {
+        db.put(key(i), value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    db.flush().unwrap();
+    delete_range(&db, &mut model, 5000, 5100);
+    db.flush().unwrap();
+    delete_range(&db, &mut model, 300, 310);
+    db.close().unwrap();
+    model
+}
+
+/// (key, seq, kind, value) of a dump's entries.
+fn dumped(d: &Json) -> Vec<(String, u64, String, String)> {
+    // An empty list is left out of the document.
+    let none = Vec::new();
+    d["entries"]
+        .as_array()
+        .unwrap_or(&none)
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().to_string(),
+                e["seq"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn range_tombstones_in_inspect_dump_db_and_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = build_with_range_deletes(dir.path());
+    let db = Db::open_read_only(dir.path(), options()).unwrap();
+    let tables = db.tables();
+    let with: Vec<_> = tables.iter().filter(|t| t.range_tombstones > 0).collect();
+    assert_eq!(with.len(), 2, "{tables:?}");
+    assert!(with.iter().any(|t| t.entries == 0), "one table holds only a range tombstone");
+
+    for t in &tables {
+        let table = open_table(&t.path);
+        let p = table.properties();
+        let ts = table.range_tombstones();
+        let r = tool_json(&["inspect", "--json", "--hex", s(&t.path)]);
+        assert_eq!(r["format_version"], table.footer().version);
+        assert_eq!(r["range_tombstones"], ts.len());
+        assert_eq!(r["smallest_key"], hex(&t.smallest_key));
+        assert_eq!(r["largest_key"], hex(&t.largest_key));
+        let (_, text, _) = tool(&["inspect", s(&t.path)]);
+        if ts.is_empty() {
+            assert_eq!(r["format_version"], 1);
+            assert!(r["range_deletion_block"].is_null(), "{r}");
+            assert!(text.contains("range deletions  none"), "{text}");
+        } else {
+            assert_eq!(r["format_version"], 2);
+            let b = &r["range_deletion_block"];
+            assert_eq!(b["offset"], p.range_del.offset);
+            assert_eq!(b["size"], p.range_del.size);
+            assert_eq!(b["bytes"], p.range_del.size + 5);
+            let line = format!(
+                "range deletions  {} range tombstones in {} bytes on disk at offset {}",
+                ts.len(),
+                p.range_del.size + 5,
+                p.range_del.offset
+            );
+            assert!(text.contains(&line) && text.contains("format version 2"), "{text}");
+        }
+
+        // dump: the entries in key order, then the range tombstones.
+        let mut want = Vec::new();
+        let mut it = table.iter();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            let k = parse_internal_key(it.key()).unwrap();
+            let kind = if k.kind == ValueKind::Put { "put" } else { "delete" };
+            want.push((hex(k.user_key), k.seq, kind.to_string(), hex(it.value())));
+            it.next().unwrap();
+        }
+        for t in ts {
+            want.push((hex(&t.start), t.seq, "delete-range".into(), hex(&t.end)));
+        }
+        let d = tool_json(&["dump", "--json", "--hex", s(&t.path)]);
+        assert_eq!(dumped(&d), want, "dump of {}", t.path.display());
+        assert_eq!(d["count"], t.entries + ts.len() as u64);
+    }
+
+    // The L0 table's tombstone, as text: start in the key column, end in the value column.
+    let l0 = with.iter().find(|t| t.entries > 0).unwrap();
+    let (code, text, _) = tool(&["dump", s(&l0.path)]);
+    assert_eq!(code, 0);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("\"key000100\" @ ")
+                && l.ends_with(" delete-range .. \"key000200\"")),
+        "{text}"
+    );
+    // Selection: a tombstone is listed when it covers a selected key, wherever it starts.
+    let ranges = |args: &[&str]| -> Vec<(String, String)> {
+        let mut a = vec!["dump", "--json", s(&l0.path)];
+        a.extend_from_slice(args);
+        dumped(&tool_json(&a))
+            .into_iter()
+            .filter(|e| e.2 == "delete-range")
+            .map(|e| (e.0, e.3))
+            .collect()
+    };
+    let the_one = vec![("key000100".to_string(), "key000200".to_string())];
+    for (args, listed) in [
+        (&["--from", "key000150", "--to", "key000160"][..], true),
+        (&["--from", "key000199\\xff"], true),
+        (&["--from", "key000200"], false),
+        (&["--to", "key000100"], false),
+        (&["--to", "key000100\\x00"], true),
+        (&["--prefix", "key0001"], true),
+        (&["--prefix", "key0002"], true), // "key0002" itself is below "key000200"
+        (&["--prefix", "key0003"], false),
+        (&["--prefix", "key00015", "--from", "key000159"], true),
+        (&["--prefix", "key00015", "--from", "key00016"], false),
+    ] {
+        let want = if listed { the_one.clone() } else { Vec::new() };
+        assert_eq!(ranges(args), want, "dump {args:?}");
+    }
+
+    // The WAL's range delete, selected by the same rule.
+    let wal = listing(dir.path())
+        .into_iter()
+        .find(|(n, len)| n.ends_with(".log") && *len > 0)
+        .map(|(n, _)| dir.path().join(n))
+        .unwrap();
+    let wal_ranges = |args: &[&str]| -> Vec<(String, String)> {
+        let mut a = vec!["dump", "--json", s(&wal)];
+        a.extend_from_slice(args);
+        dumped(&tool_json(&a)).into_iter().map(|e| (e.0, e.3)).collect()
+    };
+    let wal_one = vec![("key000300".to_string(), "key000310".to_string())];
+    assert_eq!(wal_ranges(&[]), wal_one);
+    assert_eq!(wal_ranges(&["--from", "key000305", "--to", "key000306"]), wal_one);
+    assert_eq!(wal_ranges(&["--prefix", "key00030"]), wal_one);
+    assert_eq!(wal_ranges(&["--from", "key000310"]), Vec::new());
+
+    // `dump --internal`: every table's entries and range tombstones, then the WAL's.
+    let d = tool_json(&["dump", "--json", "--hex", "--internal", s(dir.path())]);
+    let entries: u64 = tables.iter().map(|t| t.entries + t.range_tombstones).sum();
+    assert_eq!(d["count"], entries + 1);
+    let listed: Vec<(String, String, String)> = d["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "delete-range")
+        .map(|e| {
+            let f = e["file"].as_str().unwrap().to_string();
+            (f, e["key"].as_str().unwrap().to_string(), e["value"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let mut want: Vec<(String, String, String)> = Vec::new();
+    for t in &tables {
+        let label = format!("L{} {:06}.sst", t.level, t.number);
+        for r in open_table(&t.path).range_tombstones() {
+            want.push((label.clone(), hex(&r.start), hex(&r.end)));
+        }
+    }
+    let wal_label = wal.file_name().unwrap().to_string_lossy().into_owned();
+    want.push((wal_label, hex(&key(300)), hex(&key(310))));
+    assert_eq!(listed, want);
+
+    // `db` shows each table's range tombstones.
+    let r = tool_json(&["db", "--json", s(dir.path())]);
+    let got: Vec<(u64, u64)> = r["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["tables"].as_array().unwrap().iter())
+        .map(|t| (t["number"].as_u64().unwrap(), t["range_tombstones"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64)> = tables.iter().map(|t| (t.number, t.range_tombstones)).collect();
+    assert_eq!(got, want);
+    let (code, text, _) = tool(&["db", s(dir.path())]);
+    assert_eq!(code, 0);
+    for t in &with {
+        let line = text.lines().find(|l| l.contains(&format!("{:06}.sst", t.number))).unwrap();
+        assert!(line.contains(&format!(", {} range tombstones,", t.range_tombstones)), "{line}");
+    }
+
+    // And the merged view reads the deletions: what the model holds.
+    let all: Vec<(String, String)> =
+        dumped_pairs(&tool_json(&["scan", "--json", "--hex", s(dir.path())]));
+    let want: Vec<_> = model.iter().map(|(k, v)| (hex(k), hex(v))).collect();
+    assert_eq!(all, want);
+}
+
+fn dumped_pairs(j: &Json) -> Vec<(String, String)> {
+    j["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["key"].as_str().unwrap().to_string(), e["value"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn verify_passes_range_tombstones_and_finds_their_damage() {
+    let base = tempfile::tempdir().unwrap();
+    let clean = base.path().join("clean");
+    build_with_range_deletes(&clean);
+    let r = tool_json(&["verify", "--json", s(&clean)]);
+    assert_eq!(r["status"], "ok", "{r}");
+    let db = Db::open_read_only(&clean, options()).unwrap();
+    let tables = db.tables();
+    let t = tables.iter().find(|t| t.range_tombstones > 0 && t.entries > 0).unwrap();
+    let sum: u64 = tables.iter().map(|t| t.range_tombstones).sum();
+    assert_eq!(r["checked"]["range_tombstones"], sum);
+    drop(db);
+    for t in &tables {
+        let (code, out, err) = tool(&["verify", s(&t.path)]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let name = t.path.file_name().unwrap().to_owned();
+    let table = open_table(&t.path);
+    let h = table.properties().range_del;
+    let f = footer(&t.path);
+
+    // A flipped byte in the block or its trailer: the block's checksum, at its offset.
+    for at in [h.offset, h.offset + h.size / 2, h.offset + h.size + 2] {
+        let d = base.path().join(format!("flip{at}"));
+        copy_db(&clean, &d);
+        let p = d.join(&name);
+        flip(&p, at);
+        expect_corrupt(&d, &p, Some(h.offset));
+        let r = expect_corrupt(&p, &p, Some(h.offset));
+        assert!(r.to_string().contains("checksum"), "{r}");
+    }
+
+    // Damage behind a valid checksum: a tombstone whose start is not below its end (its
+    // bounds swapped, so the block keeps its size).
+    let original = std::fs::read(&t.path).unwrap();
+    let copy = base.path().join("forged.sst");
+    let tombstones = table.range_tombstones();
+    let mut payload = Vec::new();
+    bloomkv::coding::put_varint(&mut payload, tombstones.len() as u64);
+    for (i, r) in tombstones.iter().enumerate() {
+        let (a, b) = if i == 0 { (&r.end, &r.start) } else { (&r.start, &r.end) };
+        bloomkv::coding::put_varint(&mut payload, r.seq);
+        bloomkv::coding::put_bytes(&mut payload, a);
+        bloomkv::coding::put_bytes(&mut payload, b);
+    }
+    let mut bytes = original.clone();
+    forge_block(&mut bytes, h, &payload);
+    std::fs::write(&copy, &bytes).unwrap();
+    // Reported where the tombstone starts, after the block's one-byte count.
+    let r = expect_corrupt(&copy, &copy, Some(h.offset + 1));
+    assert!(r.to_string().contains("start is not below end"), "{r}");
+
+    // Properties that miscount the tombstones, or claim a key range without them.
+    let mut p = table.properties().clone();
+    p.num_range_deletions += 1;
+    let mut bytes = original.clone();
+    forge_block(&mut bytes, f.properties, &p.encode());
+    std::fs::write(&copy, &bytes).unwrap();
+    let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
+    assert!(r.to_string().contains("range tombstones"), "{r}");
+    let mut p = table.properties().clone();
+    assert_eq!(p.smallest_user_key, key(100), "the tombstone is the table's first key");
+    p.smallest_user_key = key(150);
+    let mut bytes = original.clone();
+    forge_block(&mut bytes, f.properties, &p.encode());
+    std::fs::write(&copy, &bytes).unwrap();
+    let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
+    assert!(r.to_string().contains("smallest key"), "{r}");
+}
+
+#[test]
+fn delete_range_deletes_a_range_like_put_and_delete_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    let (code, _, err) = tool(&["delete-range", p, "a", "b"]);
+    assert_eq!(code, 2, "no database: {err}");
+    assert!(listing(dir.path()).is_empty(), "a refused write leaves nothing behind");
+    assert_eq!(tool(&["put", "--create", p, "k0", "v"]).0, 0);
+    for k in ["k1", "k2", "k3", "k3\\x00", "k4", "z\\xff"] {
+        assert_eq!(tool(&["put", p, k, "v"]).0, 0);
+    }
+    // End exclusive; escaped text, then hex.
+    assert_eq!(tool(&["delete-range", p, "k1", "k3\\x00"]).0, 0);
+    assert_eq!(tool(&["delete-range", "--hex", p, "7a", "7aff00"]).0, 0);
+    let live: Vec<String> =
+        dumped_pairs(&tool_json(&["scan", "--json", p])).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(live, ["k0", "k3\\x00", "k4"]);
+    // The live WAL holds the last as one range delete (the first may be gone already: an
+    // open flushes the older WALs, and a tombstone over nothing older is dropped).
+    let d = tool_json(&["dump", "--json", "--internal", p]);
+    let last = d["entries"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "delete-range");
+    assert_eq!((last["key"].as_str(), last["value"].as_str()), (Some("z"), Some("z\\xff\\x00")));
+    assert!(last["file"].as_str().unwrap().ends_with(".log"), "{last}");
+
+    // An empty range is refused, not silently ignored.
+    for (a, b) in [("k4", "k4"), ("k5", "k0")] {
+        let (code, _, err) = tool(&["delete-range", p, a, b]);
+        assert_eq!(code, 2);
+        assert!(err.contains("empty range"), "{err}");
+    }
+    assert_eq!(tool(&["get", p, "k4"]).0, 0);
+    // While another handle holds the LOCK, it fails cleanly like put and delete.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (code, _, err) = tool(&["delete-range", p, "k0", "k9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("LOCK") && err.contains("another process"), "{err}");
+    assert_eq!(db.get(b"k0").unwrap().as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+}

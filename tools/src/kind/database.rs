@@ -86,6 +86,7 @@ struct TableReport {
     largest_seq: u64,
     entries: u64,
     tombstones: u64,
+    range_tombstones: u64,
     data_blocks: u64,
     filter_kind: String,
     filter_bits_per_key: f64,
@@ -132,6 +133,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             largest_seq: t.largest_seq,
             entries: t.entries,
             tombstones: t.tombstones,
+            range_tombstones: t.range_tombstones,
             data_blocks: t.data_blocks,
             filter_kind: t.filter_kind.to_string(),
             filter_bits_per_key: t.filter_bits_per_key,
@@ -211,7 +213,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             writeln!(
                 out,
                 "  {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
-                 {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
+                 {} range tombstones, {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
                 t.number,
                 t.file_size,
                 q(&t.smallest_key),
@@ -220,6 +222,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
                 t.largest_seq,
                 t.entries,
                 t.tombstones,
+                t.range_tombstones,
                 t.data_blocks,
                 t.filter_kind,
                 t.filter_bits_per_key,

@@ -1,10 +1,11 @@
 //! Everything the tool does with one table file (`*.sst`): `inspect` — what it holds and what
-//! its parts cost (counts, key and sequence ranges, sizes of the data, index and filter, block
-//! sizes, compression, and the filter in detail: its fill, the keys that fill implies, and the
-//! false-positive rate expected at it); `dump` — its internal entries in key order; `verify`.
+//! its parts cost (counts, key and sequence ranges, sizes of the data, index, filter and
+//! range-deletion blocks, block sizes, compression, and the filter in detail: its fill, the
+//! keys that fill implies, and the false-positive rate expected at it); `dump` — its internal
+//! entries in key order, then its range tombstones; `verify`.
 //!
-//! `inspect` reads the footer, the properties, the in-RAM index and the filter; no data block
-//! is read, so inspecting a large table is instant.
+//! `inspect` reads the footer, the properties, the in-RAM index, the filter and the range
+//! tombstones; no data block is read, so inspecting a large table is instant.
 
 use std::io::Write;
 use std::path::Path;
@@ -49,6 +50,18 @@ pub struct Report {
     compression: CompressionReport,
     index_memory_bytes: usize,
     filter: FilterReport,
+    /// Range tombstones in the range-deletion block (0 without one).
+    range_tombstones: u64,
+    /// The range-deletion block, or null when the table has none (format version 1).
+    range_deletion_block: Option<BlockReport>,
+}
+
+/// Where a block is: its handle, and its bytes on disk (trailer included).
+#[derive(Serialize)]
+struct BlockReport {
+    offset: u64,
+    size: u64,
+    bytes: u64,
 }
 
 /// Data blocks on disk, trailer included.
@@ -144,6 +157,12 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             estimated_keys: f.estimated_keys(),
             expected_fpr: f.expected_fpr(),
         },
+        range_tombstones: table.range_tombstones().len() as u64,
+        range_deletion_block: (p.num_range_deletions > 0).then(|| BlockReport {
+            offset: p.range_del.offset,
+            size: p.range_del.size,
+            bytes: disk(p.range_del),
+        }),
     })
 }
 
@@ -194,6 +213,15 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         r.index_bytes, r.index_memory_bytes
     )?;
     writeln!(out, "filter block     {} bytes on disk", r.filter_bytes)?;
+    match &r.range_deletion_block {
+        Some(b) => writeln!(
+            out,
+            "range deletions  {} range tombstones in {} bytes on disk at offset {} (size {}; \
+             format version {})",
+            r.range_tombstones, b.bytes, b.offset, b.size, r.format_version
+        )?,
+        None => writeln!(out, "range deletions  none")?,
+    }
     writeln!(
         out,
         "properties       {} bytes; footer {} bytes",
@@ -234,8 +262,9 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
     Ok(())
 }
 
-/// `dump`: the table's selected internal entries in key order; `file` labels them (database
-/// dumps). Returns false if the limit stopped it.
+/// `dump`: the table's selected internal entries in key order, then its range tombstones
+/// that overlap the selection (they live in a block of their own); `file` labels them
+/// (database dumps). Returns false if the limit stopped it.
 pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, DumpError> {
     let table = common::open_table(path)?;
     let mut it = table.iter_with(false);
@@ -258,6 +287,15 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
             }
         }
         it.next()?;
+    }
+    for t in table.range_tombstones() {
+        if sink.range.overlaps(&t.start, &t.end) {
+            let mut e = sink.range_delete_entry(&t.start, &t.end, t.seq);
+            e.file = file.map(str::to_string);
+            if !sink.push(e)? {
+                return Ok(false);
+            }
+        }
     }
     Ok(true)
 }

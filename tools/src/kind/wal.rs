@@ -26,7 +26,12 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
             };
-            if !sink.range.contains(key) {
+            // A range delete is listed if it covers a selected key, as in a table dump.
+            let selected = match kind {
+                Some(_) => sink.range.contains(key),
+                None => sink.range.overlaps(key, value),
+            };
+            if !selected {
                 continue;
             }
             let mut e = match kind {
