@@ -4,14 +4,16 @@
 //! The parent runs cycles. Each cycle starts a child (`bloomkv crash-worker`, hidden) on the
 //! same database directory. The child opens the database (recovering whatever the previous
 //! child left) with small memtables, so flushes and compactions run all the time, and writes
-//! from several threads: puts, deletes and multi-key batches, some with `sync: true`. Every
+//! from several threads: puts, deletes, range deletes and multi-key batches, some with
+//! `sync: true`. Every
 //! operation is derived from `(seed, op id)`, so the parent can regenerate it; the child
 //! prints `S <id>` before submitting an operation and `A <id>` after it is acknowledged,
 //! flushing stdout each time. After a random delay the parent kills the child (SIGKILL, via
 //! `Child::kill`), opens the database itself and checks it:
 //!
-//! - Each writer thread owns the keys `k ≡ thread (mod threads)`, so per key the order of
-//!   operations is that thread's order. For each thread, the recovered state of its keys must
+//! - Each writer thread owns one contiguous block of the key space, so per key the order of
+//!   operations is that thread's order, and a thread's range deletes (inside its block) touch
+//!   only its keys. For each thread, the recovered state of its keys must
 //!   be the model after all its acknowledged operations, or that plus its one operation in
 //!   flight — applied whole (a batch is all or nothing). A process kill loses nothing that
 //!   was acknowledged, synced or not: acknowledged writes have reached the operating system.
@@ -113,10 +115,19 @@ fn parse_value(v: &[u8]) -> Option<(u64, u64)> {
     (value(k, op) == v).then_some((k, op))
 }
 
-/// One operation: (key, Some(value) = put / None = delete) pairs applied as one batch.
+/// One operation, applied as one batch: a range delete of keys `a..b` if any, then the
+/// (key, Some(value) = put / None = delete) pairs (a put after the range delete in the batch
+/// is not covered by it).
 struct Op {
+    range: Option<(u64, u64)>,
     writes: Vec<(u64, Option<Vec<u8>>)>,
     sync: bool,
+}
+
+/// The keys thread `thread` of `threads` owns: one contiguous block.
+fn owned(thread: u64, threads: u64) -> std::ops::Range<u64> {
+    let per_thread = KEYS / threads;
+    thread * per_thread..(thread + 1) * per_thread
 }
 
 /// The operation with id `op`, written by thread `op % threads` relative to `start`; it
@@ -124,18 +135,25 @@ struct Op {
 fn gen_op(seed: u64, op: u64, thread: u64, threads: u64) -> Op {
     let mut rng = StdRng::seed_from_u64(seed ^ op.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let n = if rng.gen_bool(0.2) { rng.gen_range(2..8) } else { 1 };
-    let per_thread = KEYS / threads;
+    let mine = owned(thread, threads);
+    let range = rng.gen_bool(0.03).then(|| {
+        let a = rng.gen_range(mine.clone());
+        (a, (a + rng.gen_range(1..60)).min(mine.end))
+    });
     let writes = (0..n)
         .map(|_| {
-            let k = rng.gen_range(0..per_thread) * threads + thread;
+            let k = rng.gen_range(mine.clone());
             (k, if rng.gen_bool(0.8) { Some(value(k, op)) } else { None })
         })
         .collect();
-    Op { writes, sync: rng.gen_bool(0.25) }
+    Op { range, writes, sync: rng.gen_bool(0.25) }
 }
 
 fn batch(op: &Op) -> WriteBatch {
     let mut b = WriteBatch::new();
+    if let Some((a, z)) = op.range {
+        b.delete_range(key(a)..key(z));
+    }
     for (k, v) in &op.writes {
         match v {
             Some(v) => b.put(key(*k), v),
@@ -185,6 +203,11 @@ pub fn worker(args: &WorkerArgs) -> Result<ExitCode, bloomkv::Error> {
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn apply(model: &mut Model, op: &Op) {
+    if let Some((a, z)) = op.range {
+        for k in a..z {
+            model.remove(&key(k));
+        }
+    }
     for (k, v) in &op.writes {
         match v {
             Some(v) => model.insert(key(*k), v.clone()),
@@ -240,6 +263,7 @@ fn read_report(lines: &[String], start: u64, threads: u64) -> Result<Report, Str
 /// Totals over a run.
 #[derive(Default, Debug)]
 struct Totals {
+    range_deletes: u64,
     cycles: u64,
     acked: u64,
     in_flight: u64,
@@ -280,7 +304,7 @@ fn check(
         let mine = |k: &Vec<u8>| -> bool {
             let n: u64 =
                 std::str::from_utf8(&k[3..]).ok().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
-            n % threads == t
+            owned(t, threads).contains(&n)
         };
         let restrict = |m: &Model| -> Model {
             m.iter().filter(|(k, _)| mine(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -390,6 +414,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         }
         db.close()?;
         totals.acked += report.acked.iter().map(|a| a.len() as u64).sum::<u64>();
+        let gen = |id: u64| gen_op(args.seed, id, (id - next_op) % threads, threads);
+        totals.range_deletes +=
+            report.acked.iter().flatten().filter(|&&id| gen(id).range.is_some()).count() as u64;
         totals.in_flight += report.in_flight.iter().flatten().count() as u64;
         next_op = report.next_op;
         totals.cycles += 1;
@@ -403,10 +430,11 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         }
     }
     println!(
-        "crash-test: {} cycles, {} acknowledged ops, {} in flight at a kill ({} of them applied), \
-         {} kills before the first ack, {} key checks, {} keys live: OK",
+        "crash-test: {} cycles, {} acknowledged ops ({} with a range delete), {} in flight at a \
+         kill ({} of them applied), {} kills before the first ack, {} key checks, {} keys live: OK",
         totals.cycles,
         totals.acked,
+        totals.range_deletes,
         totals.in_flight,
         totals.in_flight_applied,
         totals.killed_during_open,
@@ -504,6 +532,42 @@ mod tests {
         // A value no op wrote.
         db.put(key(4), b"invented").unwrap();
         assert!(check_with(&report(vec![vec![0, 2], vec![1]], vec![None, None])).is_err());
+    }
+
+    /// A range delete that was acknowledged must have removed its keys, and only its
+    /// thread's.
+    #[test]
+    fn the_checker_knows_range_deletes() {
+        let (seed, threads) = (9, 2);
+        let ranged = (0..).find(|&id| gen_op(seed, id, id % threads, threads).range.is_some());
+        let id = ranged.unwrap();
+        let op = gen_op(seed, id, id % threads, threads);
+        let (a, z) = op.range.unwrap();
+        assert!(owned(id % threads, threads).contains(&a) && z <= owned(id % threads, threads).end);
+        let mut model = Model::new();
+        for k in a.saturating_sub(3)..z + 3 {
+            model.insert(key(k), value(k, 0));
+        }
+        let written = |with_range: bool| {
+            let tmp = tempfile::tempdir().unwrap();
+            let db = Db::open(tmp.path(), options()).unwrap();
+            for (k, v) in &model {
+                db.put(k, v).unwrap();
+            }
+            let mut b = batch(&op);
+            if !with_range {
+                b = batch(&Op { range: None, writes: op.writes.clone(), sync: false });
+            }
+            db.write(&b, &WriteOptions::default()).unwrap();
+            (tmp, db)
+        };
+        let mut acked = vec![Vec::new(); threads as usize];
+        acked[(id % threads) as usize].push(id);
+        let r = Report { acked, in_flight: vec![None; threads as usize], next_op: id + 1 };
+        let (_t, db) = written(true);
+        assert!(check(&db, &model, &r, seed, 0, threads, &mut Totals::default()).is_ok());
+        let (_t, db) = written(false);
+        assert!(check(&db, &model, &r, seed, 0, threads, &mut Totals::default()).is_err());
     }
 
     #[test]

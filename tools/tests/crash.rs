@@ -28,6 +28,7 @@ fn sigkilled_writers_lose_nothing_acknowledged() {
         .unwrap_or_else(|| panic!("unexpected output {stdout}"));
     assert!(cycles >= 5, "{stdout}");
     assert!(!stdout.contains(" 0 acknowledged ops"), "{stdout}");
+    assert!(!stdout.contains("(0 with a range delete)"), "{stdout}");
 }
 
 #[test]
