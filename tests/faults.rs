@@ -52,22 +52,46 @@ fn value(k: u16, op: usize) -> Vec<u8> {
     v
 }
 
-/// One write: a batch of (key, Some(value) = put / None = delete).
-type Write = Vec<(u16, Option<Vec<u8>>)>;
+/// One write, one batch: a range delete of keys `a..b` if any, then (key, Some(value) =
+/// put / None = delete) pairs.
+#[derive(Clone, Debug)]
+struct Write {
+    range: Option<(u16, u16)>,
+    ops: Vec<(u16, Option<Vec<u8>>)>,
+}
+
+impl Write {
+    fn one(k: u16, v: Option<Vec<u8>>) -> Write {
+        Write { range: None, ops: vec![(k, v)] }
+    }
+
+    /// The keys the write may change.
+    fn touched(&self) -> impl Iterator<Item = u16> + '_ {
+        self.range.map_or(0..0, |(a, b)| a..b).chain(self.ops.iter().map(|(k, _)| *k))
+    }
+}
 
 fn random_write(rng: &mut StdRng, op: usize) -> Write {
     let n = if rng.gen_bool(0.15) { rng.gen_range(2..7) } else { 1 };
-    (0..n)
+    let range = rng.gen_bool(0.04).then(|| {
+        let a = rng.gen_range(0..250u16);
+        (a, (a + rng.gen_range(1..40)).min(250))
+    });
+    let ops = (0..n)
         .map(|_| {
             let k = rng.gen_range(0..250u16);
             (k, if rng.gen_bool(0.8) { Some(value(k, op)) } else { None })
         })
-        .collect()
+        .collect();
+    Write { range, ops }
 }
 
 fn to_batch(w: &Write) -> WriteBatch {
     let mut b = WriteBatch::new();
-    for (k, v) in w {
+    if let Some((a, z)) = w.range {
+        b.delete_range(key(a)..key(z));
+    }
+    for (k, v) in &w.ops {
         match v {
             Some(v) => b.put(key(*k), v),
             None => b.delete(key(*k)),
@@ -79,7 +103,12 @@ fn to_batch(w: &Write) -> WriteBatch {
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn apply(model: &mut Model, w: &Write) {
-    for (k, v) in w {
+    if let Some((a, z)) = w.range {
+        for k in a..z {
+            model.remove(&key(k));
+        }
+    }
+    for (k, v) in &w.ops {
         match v {
             Some(v) => model.insert(key(*k), v.clone()),
             None => model.remove(&key(*k)),
@@ -113,8 +142,7 @@ fn matching_prefix(
             break;
         }
         // Track agreement on the keys this write touches.
-        let touched: std::collections::BTreeSet<Vec<u8>> =
-            writes[p].iter().map(|(k, _)| key(*k)).collect();
+        let touched: std::collections::BTreeSet<Vec<u8>> = writes[p].touched().map(key).collect();
         let before: usize = touched.iter().filter(|k| differs(&model, k)).count();
         apply(&mut model, &writes[p]);
         let after: usize = touched.iter().filter(|k| differs(&model, k)).count();
@@ -729,7 +757,7 @@ fn ingest_setup(fs: &FaultFs, dir: &Path) -> (Db, Model) {
     let db = Db::open(dir, still_options(fs)).unwrap();
     let mut model = Model::new();
     let mut put = |db: &Db, k: u16, op: usize, sync: bool| {
-        db.write(&to_batch(&vec![(k, Some(value(k, op)))]), &WriteOptions::new().sync(sync))
+        db.write(&to_batch(&Write::one(k, Some(value(k, op)))), &WriteOptions::new().sync(sync))
             .unwrap();
         model.insert(key(k), value(k, op));
     };
