@@ -246,3 +246,23 @@ fn trace_shows_the_value_a_range_tombstone_covers_as_what_decides() {
     let actual: Vec<&Presence> = steps.iter().filter(|s| s.in_range).map(|s| &s.actual).collect();
     assert!(actual.contains(&&Presence::Value) && actual.contains(&&Presence::RangeDeleted));
 }
+
+#[test]
+fn a_checkpoint_carries_the_range_deletes_its_snapshot_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("live"), options()).unwrap();
+    for i in 0..200 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.delete_range(key(0)..key(50)).unwrap();
+    db.flush().unwrap(); // this tombstone is in a table
+    db.delete_range(key(100)..key(120)).unwrap(); // this one only in the memtable
+    let snap = db.snapshot();
+    db.delete_range(key(150)..key(200)).unwrap(); // after the snapshot: not in the copy
+    snap.checkpoint(dir.path().join("copy")).unwrap();
+    let copy = Db::open(dir.path().join("copy"), options()).unwrap();
+    let live: Vec<u32> = (50..100).chain(120..200).collect();
+    check_reads(&copy, &live, 200, "checkpoint");
+    copy.compact().unwrap();
+    check_reads(&copy, &live, 200, "checkpoint, compacted");
+}
