@@ -7,20 +7,23 @@
 //! pages the same filters are 30 pages. The blocked filter's advantage is one cache line per
 //! probe; a page walk per probe hides it.
 //!
-//! How: open tables' filters (decoded from their files, `Placement::Shared`) are bump
-//! allocated, 64-byte aligned, into 2 MiB chunks that are 2 MiB aligned and advised
-//! `MADV_HUGEPAGE` (this machine's kernels run transparent huge pages in `madvise` mode, so
-//! memory not advised never gets them). A table's filter is usually far smaller than a chunk
-//! (tens of MiB of table hold well under 1 MiB of filter), so chunks are shared. A chunk is
-//! reference-counted by the filters in it, and freed when the last of them is dropped, so
-//! the waste is what dead filters leave in chunks that still hold a live one, plus the tail a
-//! chunk had left when it was retired (less than the filter that did not fit). A filter larger
-//! than a chunk gets a mapping of its own, 2 MiB aligned and rounded only to whole 4 KiB
-//! pages: its whole 2 MiB extents get huge pages, the tail small ones.
+//! How: open tables' filters (decoded from their files, `Placement::Shared`) are allocated,
+//! 64-byte aligned, in 2 MiB chunks that are 2 MiB aligned and advised `MADV_HUGEPAGE` (this
+//! machine's kernels run transparent huge pages in `madvise` mode, so memory not advised never
+//! gets them). A table's filter is usually far smaller than a chunk (tens of MiB of table hold
+//! well under 1 MiB of filter), so chunks are shared. A chunk is reference-counted by the
+//! filters in it and unmapped when the last of them is dropped. Compaction drops short-lived
+//! tables' filters that share chunks with long-lived ones, so the ranges they free are kept as
+//! holes (adjacent ones merged) and a new filter takes the smallest hole it fits before the
+//! chunk being filled: without that, a tree 20M keys into a fill held its 24 MiB of filters in
+//! 48–64 MiB of chunks; with it, 28–30 MiB. A filter larger than a chunk gets a mapping of its
+//! own, 2 MiB aligned and rounded only to whole 4 KiB pages: its whole 2 MiB extents get huge
+//! pages, the tail small ones.
 //!
-//! Filters built in memory (`Placement::Heap`, [`FilterBuilder::finish`](super::FilterBuilder::finish)) are mostly
-//! encoded into a table and dropped at once; putting them in chunks would leave holes beside
-//! long-lived filters, so they take an ordinary heap allocation.
+//! Filters built in memory (`Placement::Heap`,
+//! [`FilterBuilder::finish`](super::FilterBuilder::finish)) are mostly encoded into a table and
+//! dropped at once, never probed in bulk: they take an ordinary heap allocation rather than
+//! churn the chunks.
 //!
 //! On Linux the chunks are anonymous `mmap`s: fresh zeroed pages that are first touched after
 //! the advice, so the kernel can fault in huge pages from the start. `std::alloc` would hand
@@ -30,7 +33,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The x86-64 (and common aarch64) huge page: the chunk size and alignment.
 pub(crate) const CHUNK_BYTES: usize = 2 << 20;
@@ -179,16 +182,30 @@ unsafe fn huge_free(ptr: NonNull<u8>, bytes: usize) {
     unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
 }
 
-/// Hands out 64-byte-aligned pieces of 2 MiB huge-page chunks.
+/// Hands out 64-byte-aligned pieces of 2 MiB huge-page chunks, reusing the holes dropped
+/// filters leave.
 pub(crate) struct Arena {
-    /// The chunk being filled and the offset of its first free byte.
-    current: Mutex<Option<(Arc<Region>, usize)>>,
+    state: Arc<Mutex<State>>,
     counters: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The chunk being filled and the offset of its first free byte.
+    current: Option<(Arc<Region>, usize)>,
+    /// Free ranges inside chunks that still hold a live filter, adjacent ones merged.
+    holes: Vec<Hole>,
+}
+
+struct Hole {
+    chunk: Weak<Region>,
+    offset: usize,
+    bytes: usize,
 }
 
 impl Arena {
     pub(crate) fn new() -> Arena {
-        Arena { current: Mutex::new(None), counters: Arc::default() }
+        Arena { state: Arc::default(), counters: Arc::default() }
     }
 
     /// The process-wide arena every open table's filter lives in.
@@ -203,28 +220,104 @@ impl Arena {
         self.counters.regions.load(Ordering::Relaxed)
     }
 
+    /// Free ranges waiting for reuse.
+    #[cfg(test)]
+    fn holes(&self) -> usize {
+        lock(&self.state).holes.len()
+    }
+
     /// Bytes those regions hold: every live filter's array plus every hole and tail in them.
     pub(crate) fn held_bytes(&self) -> usize {
         self.counters.bytes.load(Ordering::Relaxed)
     }
 
-    /// A zeroed, 64-byte aligned piece of `bytes` (> 0) bytes, and the region that owns it.
-    fn alloc(&self, bytes: usize) -> (NonNull<u8>, Arc<Region>) {
+    /// A zeroed, 64-byte aligned piece of at least `bytes` (> 0) bytes.
+    fn alloc(&self, bytes: usize) -> Piece {
         if bytes > CHUNK_BYTES {
-            let region = Arc::new(Region::huge(bytes.next_multiple_of(PAGE_BYTES), &self.counters));
-            return (region.ptr, region);
+            let bytes = bytes.next_multiple_of(PAGE_BYTES);
+            let region = Arc::new(Region::huge(bytes, &self.counters));
+            return Piece { region, offset: 0, bytes, arena: None };
         }
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        let fits = matches!(&*current, Some((_, used)) if CHUNK_BYTES - used >= bytes);
+        let bytes = bytes.next_multiple_of(ALIGN);
+        let mut state = lock(&self.state);
+        // A retired chunk whose filters are all gone has been unmapped; forget its holes. (One
+        // whose last filter is being dropped on another thread right now may still upgrade
+        // below; then the upgrade keeps it alive.)
+        state.holes.retain(|h| h.chunk.strong_count() > 0);
+        // Best fit among the holes, so big holes stay big.
+        let best = (state.holes.iter().enumerate())
+            .filter(|(_, h)| h.bytes >= bytes)
+            .filter_map(|(i, h)| Some((i, h.bytes, h.chunk.upgrade()?)))
+            .min_by_key(|&(_, size, _)| size);
+        if let Some((i, _, chunk)) = best {
+            let hole = &mut state.holes[i];
+            let offset = hole.offset;
+            hole.offset += bytes;
+            hole.bytes -= bytes;
+            if hole.bytes == 0 {
+                state.holes.swap_remove(i);
+            }
+            // SAFETY: the hole lies inside the live chunk and no array uses it any more; it
+            // held a dropped filter's bits, and callers get zeroed memory.
+            unsafe { std::ptr::write_bytes(chunk.ptr.as_ptr().add(offset), 0, bytes) };
+            return Piece { region: chunk, offset, bytes, arena: Some(self.state.clone()) };
+        }
+        let fits = matches!(&state.current, Some((_, used)) if CHUNK_BYTES - used >= bytes);
         if !fits {
             // The old chunk's tail stays unused; the chunk lives on while its filters do.
-            *current = Some((Arc::new(Region::huge(CHUNK_BYTES, &self.counters)), 0));
+            state.current = Some((Arc::new(Region::huge(CHUNK_BYTES, &self.counters)), 0));
         }
-        let (chunk, used) = current.as_mut().expect("set above");
-        // SAFETY: `*used + bytes <= CHUNK_BYTES`, so the piece lies inside the chunk.
-        let ptr = unsafe { NonNull::new_unchecked(chunk.ptr.as_ptr().add(*used)) };
-        *used = (*used + bytes).next_multiple_of(ALIGN).min(CHUNK_BYTES);
-        (ptr, chunk.clone())
+        let (chunk, used) = state.current.as_mut().expect("set above");
+        let offset = *used;
+        *used += bytes;
+        Piece { region: chunk.clone(), offset, bytes, arena: Some(self.state.clone()) }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The part of a region one array and its clones own.
+struct Piece {
+    region: Arc<Region>,
+    offset: usize,
+    bytes: usize,
+    /// The arena to give the piece back to (chunk pieces only).
+    arena: Option<Arc<Mutex<State>>>,
+}
+
+impl Piece {
+    fn ptr(&self) -> NonNull<u8> {
+        // SAFETY: `offset` lies inside the region (`offset + bytes <= region.bytes`).
+        unsafe { NonNull::new_unchecked(self.region.ptr.as_ptr().add(self.offset)) }
+    }
+}
+
+impl Drop for Piece {
+    fn drop(&mut self) {
+        let Some(arena) = &self.arena else { return };
+        let mut state = lock(arena);
+        let same = |h: &Hole| std::ptr::eq(h.chunk.as_ptr(), Arc::as_ptr(&self.region));
+        // Pieces of a chunk are made and dropped only under this lock, so the count is exact:
+        // if this is the chunk's last user, the chunk goes, and its holes with it.
+        if Arc::strong_count(&self.region) == 1 {
+            state.holes.retain(|h| !same(h));
+            return;
+        }
+        let (mut offset, mut bytes) = (self.offset, self.bytes);
+        state.holes.retain(|h| {
+            if same(h) && h.offset + h.bytes == offset {
+                (offset, bytes) = (h.offset, bytes + h.bytes);
+                false
+            } else if same(h) && offset + bytes == h.offset {
+                bytes += h.bytes;
+                false
+            } else {
+                true
+            }
+        });
+        state.holes.push(Hole { chunk: Arc::downgrade(&self.region), offset, bytes });
     }
 }
 
@@ -235,7 +328,7 @@ pub(crate) struct Bits<T: Word> {
     ptr: NonNull<T>,
     len: usize,
     /// `None` only for an empty array.
-    region: Option<Arc<Region>>,
+    piece: Option<Arc<Piece>>,
 }
 
 // SAFETY: the array is never written once a `Bits` exists, and the region is `Send + Sync`.
@@ -254,30 +347,32 @@ impl<T: Word> Bits<T> {
         const { assert!(std::mem::align_of::<T>() <= ALIGN) };
         let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("filter size overflows");
         if bytes == 0 {
-            return Bits { ptr: NonNull::dangling(), len, region: None };
+            return Bits { ptr: NonNull::dangling(), len, piece: None };
         }
-        let (ptr, region) = match placement {
+        let piece = match placement {
             Placement::Heap => {
-                let region = Arc::new(Region::heap(bytes));
-                (region.ptr, region)
+                Piece { region: Arc::new(Region::heap(bytes)), offset: 0, bytes, arena: None }
             }
             Placement::Shared(arena) => arena.alloc(bytes),
         };
-        let ptr = ptr.cast::<T>();
-        // SAFETY: `ptr` is 64-byte aligned (so aligned for `T`), `bytes` long, zeroed (a valid
-        // `T` by the `Word` contract), inside `region`, which this function keeps alive, and no
-        // other array overlaps it; nothing else refers to it until this function returns.
+        let ptr = piece.ptr().cast::<T>();
+        // SAFETY: `ptr` is 64-byte aligned (so aligned for `T`), at least `bytes` long, zeroed
+        // (a valid `T` by the `Word` contract), inside the piece's region, which this function
+        // keeps alive, and no other array overlaps it; nothing else refers to it until this
+        // function returns.
         fill(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), len) });
-        Bits { ptr, len, region: Some(region) }
+        Bits { ptr, len, piece: Some(Arc::new(piece)) }
     }
 
-    /// Bytes this array takes in its region (whole cache lines).
+    /// Bytes this array holds: whole cache lines in a chunk, the whole mapping of a large
+    /// filter.
     pub(crate) fn bytes(&self) -> usize {
-        match &self.region {
+        match &self.piece {
             None => 0,
-            // A large filter holds its whole mapping alone.
-            Some(r) if r.bytes > CHUNK_BYTES => r.bytes,
-            Some(_) => (self.len * std::mem::size_of::<T>()).next_multiple_of(ALIGN),
+            Some(p) if p.arena.is_none() && p.region.counters.is_none() => {
+                (self.len * std::mem::size_of::<T>()).next_multiple_of(ALIGN)
+            }
+            Some(p) => p.bytes,
         }
     }
 }
@@ -286,7 +381,7 @@ impl<T: Word> Bits<T> {
 impl<T: Word> Bits<T> {
     /// True if the array lives in huge-page memory (a chunk or a large filter's mapping).
     pub(crate) fn is_huge(&self) -> bool {
-        self.region.as_ref().is_some_and(|r| r.counters.is_some())
+        self.piece.as_ref().is_some_and(|p| p.region.counters.is_some())
     }
 }
 
@@ -296,14 +391,14 @@ impl<T: Word> std::ops::Deref for Bits<T> {
     #[inline(always)]
     fn deref(&self) -> &[T] {
         // SAFETY: `ptr` points at `len` initialised `T`s (or is dangling with `len` 0) that
-        // nothing writes any more, inside a region `self.region` keeps alive.
+        // nothing writes any more, inside a region `self.piece` keeps alive.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl<T: Word> Clone for Bits<T> {
     fn clone(&self) -> Self {
-        Bits { ptr: self.ptr, len: self.len, region: self.region.clone() }
+        Bits { ptr: self.ptr, len: self.len, piece: self.piece.clone() }
     }
 }
 
@@ -418,6 +513,72 @@ mod tests {
         drop(a);
         assert_eq!(counters.regions.load(Ordering::Relaxed), 0);
         assert_eq!(counters.bytes.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn holes_left_by_dropped_filters_are_reused_zeroed_and_merged() {
+        let arena = Arena::new();
+        let v: Vec<_> = (0..6).map(|_| shared(&arena, 10)).collect();
+        let base = line_addr(&v[0]);
+        let [a, b, c, d, e, f] = <[_; 6]>::try_from(v).ok().unwrap();
+        drop(b);
+        assert_eq!(arena.holes(), 1);
+        // A smaller array goes in the hole, zeroed although the old one was written.
+        let small: Bits<Line> = Bits::new_with(4, Placement::Shared(&arena), |l: &mut [Line]| {
+            assert!(l.iter().all(|x| x.0 == [0; 8]), "reused memory is zeroed");
+        });
+        assert_eq!(line_addr(&small), base + 10 * 64);
+        assert_eq!(arena.holes(), 1, "the rest of the hole stays free");
+        // Adjacent holes merge, on either side: c merges with what small left of b; then e
+        // stands alone until d, between them, joins all three.
+        drop((c, e));
+        assert_eq!(arena.holes(), 2);
+        drop(d);
+        assert_eq!(arena.holes(), 1);
+        let big = shared(&arena, 36);
+        assert_eq!(line_addr(&big), base + 14 * 64);
+        assert_eq!(arena.holes(), 0);
+        // Nothing handed out overlaps what is live.
+        assert!(a.iter().chain(&*big).chain(&*f).enumerate().all(|(i, l)| {
+            let i = if i < 10 {
+                i
+            } else if i < 46 {
+                i - 10
+            } else {
+                i - 46
+            };
+            l.0 == [i as u64; 8]
+        }));
+        assert_eq!(small[0].0, [0; 8]);
+        drop((a, small, big, f));
+    }
+
+    #[test]
+    fn the_smallest_hole_that_fits_is_used() {
+        let arena = Arena::new();
+        let v: Vec<_> = [10, 1, 6, 1].iter().map(|&n| shared(&arena, n)).collect();
+        let six_at = line_addr(&v[2]);
+        let [ten, one, six, other] = <[_; 4]>::try_from(v).ok().unwrap();
+        drop((ten, six));
+        let five = shared(&arena, 5);
+        assert_eq!(line_addr(&five), six_at);
+        drop((one, other, five));
+    }
+
+    #[test]
+    fn a_freed_chunk_takes_its_holes_with_it() {
+        let arena = Arena::new();
+        let first: Vec<_> = (0..4).map(|_| shared(&arena, LINES_PER_CHUNK / 4)).collect();
+        let next = shared(&arena, 1);
+        let mut first = first.into_iter();
+        drop(first.next());
+        assert_eq!(arena.holes(), 1);
+        drop(first);
+        assert_eq!((arena.live_regions(), arena.holes()), (1, 0));
+        // Its memory is gone, so a new array comes from the current chunk.
+        let again = shared(&arena, 1);
+        assert_eq!(line_addr(&again), line_addr(&next) + 64);
+        drop((next, again));
     }
 
     #[test]
