@@ -140,8 +140,12 @@ pub struct Stats {
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.
     pub bytes_per_level: Vec<u64>,
-    /// RAM held by the filters of all live tables.
+    /// RAM held by the filters of all live tables (each array in whole 64-byte lines).
     pub filter_memory_bytes: u64,
+    /// RAM held by the huge-page chunks open tables' filters live in, for every database in
+    /// the process together ([`crate::filter::memory`]): the filters, plus what dropped filters
+    /// leave in chunks that still hold a live one, plus the unused tail of each chunk.
+    pub filter_chunk_bytes: u64,
     /// RAM held by the indexes of all live tables.
     pub index_memory_bytes: u64,
     /// Table files open now (at most `Options::max_open_files`).

@@ -692,6 +692,7 @@ impl Db {
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
             open_table_files: inner.caches.files.open_files() as u64,
             table_file_reopens: inner.caches.files.reopened(),
+            filter_chunk_bytes: crate::filter::memory::held_bytes(),
             ..Stats::default()
         };
         for (_, t) in v.all_tables() {

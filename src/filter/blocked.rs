@@ -12,13 +12,13 @@
 //!   of the line, where `x_0 = h as u32` and `x_{i+1} = x_i · 0x9E3779B9 mod 2³²`. Each
 //!   multiplication by an odd constant is a bijection that moves fresh bits into the top.
 
-use std::sync::Arc;
-
 use super::math::{self, LINE_BITS};
+use super::memory::{Bits, Placement};
 use super::prefetch;
 
 /// One 64-byte cache line of filter bits. The alignment attribute is what guarantees that a
-/// line never straddles two cache lines; `Vec<Line>` inherits it without any `unsafe`.
+/// line never straddles two cache lines; `super::memory` allocates every array at that
+/// alignment.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [u64; 8]);
@@ -33,7 +33,7 @@ const PROBE_MULT: u32 = 0x9E37_79B9;
 /// reaches the bits without first loading the table.
 #[derive(Clone, PartialEq)]
 pub struct BlockedBloom {
-    lines: Arc<[Line]>,
+    lines: Bits<Line>,
     num_probes: u32,
     num_keys: u64,
     bits_per_key: f64,
@@ -63,32 +63,33 @@ impl BlockedBloom {
         let total_bits = (hashes.len() as f64 * bits_per_key).ceil() as u64;
         let num_lines = total_bits.div_ceil(LINE_BITS as u64) as usize;
         let num_lines = if hashes.is_empty() { 0 } else { num_lines.max(1) };
-        let mut lines = vec![Line::default(); num_lines];
-        for &h in hashes {
-            let line = &mut lines[line_index(h, num_lines)].0;
-            let mut x = h as u32;
-            for _ in 0..num_probes {
-                let bit = x >> 23;
-                line[(bit >> 6) as usize] |= 1u64 << (bit & 63);
-                x = x.wrapping_mul(PROBE_MULT);
+        let lines = Bits::new_with(num_lines, Placement::Heap, |lines: &mut [Line]| {
+            for &h in hashes {
+                let line = &mut lines[line_index(h, num_lines)].0;
+                let mut x = h as u32;
+                for _ in 0..num_probes {
+                    let bit = x >> 23;
+                    line[(bit >> 6) as usize] |= 1u64 << (bit & 63);
+                    x = x.wrapping_mul(PROBE_MULT);
+                }
             }
-        }
-        BlockedBloom {
-            lines: lines.into(),
-            num_probes,
-            num_keys: hashes.len() as u64,
-            bits_per_key,
-        }
+        });
+        BlockedBloom { lines, num_probes, num_keys: hashes.len() as u64, bits_per_key }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
     pub(crate) fn from_parts(
-        lines: Vec<Line>,
+        lines: Bits<Line>,
         num_probes: u32,
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        BlockedBloom { lines: lines.into(), num_probes, num_keys, bits_per_key }
+        BlockedBloom { lines, num_probes, num_keys, bits_per_key }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn bits(&self) -> &Bits<Line> {
+        &self.lines
     }
 
     pub(crate) fn lines(&self) -> &[Line] {
@@ -171,7 +172,7 @@ impl BlockedBloom {
 
     /// Bytes of RAM the bit array occupies.
     pub fn memory_bytes(&self) -> usize {
-        self.lines.len() * std::mem::size_of::<Line>()
+        self.lines.bytes()
     }
 
     /// Number of bits set.

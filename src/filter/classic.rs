@@ -6,14 +6,13 @@
 //! Mitzenmacher 2006): `x_0 = h`, `x_{i+1} = x_i + δ (mod 2⁶⁴)` with the odd step
 //! `δ = rotl(h, 21) | 1`, and probe i sets bit `fastrange64(x_i, m) = (x_i · m) >> 64`.
 
-use std::sync::Arc;
-
+use super::memory::{Bits, Placement};
 use super::{math, prefetch};
 
 /// A classic Bloom filter held in RAM. Cloning shares the bit array.
 #[derive(Clone, PartialEq)]
 pub struct ClassicBloom {
-    words: Arc<[u64]>,
+    words: Bits<u64>,
     num_bits: u64,
     num_probes: u32,
     num_keys: u64,
@@ -51,33 +50,33 @@ impl ClassicBloom {
         } else {
             ((hashes.len() as f64 * bits_per_key).ceil() as u64).max(64)
         };
-        let mut words = vec![0u64; num_bits.div_ceil(64) as usize];
-        for &h in hashes {
-            let (mut x, d) = (h, step(h));
-            for _ in 0..num_probes {
-                let bit = fastrange64(x, num_bits);
-                words[(bit >> 6) as usize] |= 1u64 << (bit & 63);
-                x = x.wrapping_add(d);
+        let words = Bits::new_with(num_bits.div_ceil(64) as usize, Placement::Heap, |words| {
+            for &h in hashes {
+                let (mut x, d) = (h, step(h));
+                for _ in 0..num_probes {
+                    let bit = fastrange64(x, num_bits);
+                    words[(bit >> 6) as usize] |= 1u64 << (bit & 63);
+                    x = x.wrapping_add(d);
+                }
             }
-        }
-        ClassicBloom {
-            words: words.into(),
-            num_bits,
-            num_probes,
-            num_keys: hashes.len() as u64,
-            bits_per_key,
-        }
+        });
+        ClassicBloom { words, num_bits, num_probes, num_keys: hashes.len() as u64, bits_per_key }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
     pub(crate) fn from_parts(
-        words: Vec<u64>,
+        words: Bits<u64>,
         num_bits: u64,
         num_probes: u32,
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        ClassicBloom { words: words.into(), num_bits, num_probes, num_keys, bits_per_key }
+        ClassicBloom { words, num_bits, num_probes, num_keys, bits_per_key }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn bits(&self) -> &Bits<u64> {
+        &self.words
     }
 
     pub(crate) fn words(&self) -> &[u64] {
@@ -137,7 +136,7 @@ impl ClassicBloom {
 
     /// Bytes of RAM the bit array occupies.
     pub fn memory_bytes(&self) -> usize {
-        self.words.len() * 8
+        self.words.bytes()
     }
 
     /// Number of bits set.

@@ -38,12 +38,14 @@ mod blocked;
 pub mod budget;
 mod classic;
 pub mod math;
+pub mod memory;
 
 pub use blocked::BlockedBloom;
 pub use classic::ClassicBloom;
 
 use crate::coding::{crc32, Decoder};
 use crate::{Error, Result};
+use memory::{Arena, Bits, Placement};
 
 /// The hash every filter is built from and probed with: XXH3, 64-bit, seed 0.
 #[inline]
@@ -65,6 +67,11 @@ pub(crate) fn prefetch<T>(target: &T) {
     {
         let _ = target;
     }
+}
+
+/// Decoded filters are the ones open tables keep: they go in the huge-page arena.
+fn open_filters() -> Placement<'static> {
+    Placement::Shared(Arena::global())
 }
 
 const MAGIC: &[u8; 4] = b"BKVF";
@@ -513,16 +520,17 @@ impl Filter {
                 if num_bits % line_bits != 0 || num_bits / 8 != payload.len() as u64 {
                     return Err(bad(24, "bit count does not match the array"));
                 }
-                let lines = payload
-                    .chunks_exact(64)
-                    .map(|c| {
-                        let mut b = blocked::Line::default();
-                        for (w, bytes) in b.0.iter_mut().zip(c.chunks_exact(8)) {
-                            *w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                let lines = Bits::new_with(
+                    payload.len() / 64,
+                    open_filters(),
+                    |lines: &mut [blocked::Line]| {
+                        for (line, c) in lines.iter_mut().zip(payload.chunks_exact(64)) {
+                            for (w, bytes) in line.0.iter_mut().zip(c.chunks_exact(8)) {
+                                *w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                            }
                         }
-                        b
-                    })
-                    .collect();
+                    },
+                );
                 Ok(Filter::Blocked(BlockedBloom::from_parts(
                     lines,
                     num_probes,
@@ -536,10 +544,12 @@ impl Filter {
                 if num_bits.div_ceil(64) * 8 != payload.len() as u64 {
                     return Err(bad(24, "bit count does not match the array"));
                 }
-                let words = payload
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect();
+                let words =
+                    Bits::new_with(payload.len() / 8, open_filters(), |words: &mut [u64]| {
+                        for (w, c) in words.iter_mut().zip(payload.chunks_exact(8)) {
+                            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+                        }
+                    });
                 Ok(Filter::Classic(ClassicBloom::from_parts(
                     words,
                     num_bits,

@@ -940,6 +940,8 @@ fn run_filled(
         tables_per_level: shaped.tables_per_level.clone(),
         bytes_per_level: shaped.bytes_per_level.clone(),
         filter_memory_bytes: shaped.filter_memory_bytes,
+        after_fill_filter_chunk_bytes: after.filter_chunk_bytes,
+        filter_chunk_bytes: shaped.filter_chunk_bytes,
         filter_bits_per_key: bits_per_key,
         filter_bits_per_key_per_level: bits_per_key_per_level,
         index_memory_bytes: shaped.index_memory_bytes,

@@ -108,6 +108,12 @@ pub struct Shape {
     pub bytes_per_level: Vec<u64>,
     /// RAM held by all filters.
     pub filter_memory_bytes: u64,
+    /// RAM held by the huge-page chunks the open tables' filters live in, right after the
+    /// load and its flush: `filter_memory_bytes` then, plus what compactions' dropped filters
+    /// left in chunks still in use, plus chunk tails.
+    pub after_fill_filter_chunk_bytes: u64,
+    /// The same when the reads start.
+    pub filter_chunk_bytes: u64,
     /// Filter bits per table entry over the whole tree (the budgeted policy's average, as
     /// reached; line rounding adds a little to every policy's).
     pub filter_bits_per_key: f64,
@@ -419,7 +425,7 @@ pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
     for s in shapes {
         writeln!(
                 out,
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?})  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?}; in chunks {:.2} MiB, after the load {:.2} MiB)  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -433,6 +439,8 @@ pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
                 .iter()
                 .map(|b| (b * 10.0).round() / 10.0)
                 .collect::<Vec<_>>(),
+            s.filter_chunk_bytes as f64 / (1 << 20) as f64,
+            s.after_fill_filter_chunk_bytes as f64 / (1 << 20) as f64,
             s.index_memory_bytes as f64 / (1 << 20) as f64,
             s.open_table_files,
             s.load,
