@@ -92,6 +92,10 @@ fn opts() -> Options {
         .compression(Compression::Zstd { level: 1 })
 }
 
+/// One WAL-only write as the (key, Some(value) = put / None = delete) changes it makes at
+/// once: one for a put or delete, one per covered key for a range delete.
+type WalWrite = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// A database with tables on L0 and deeper levels, a manifest with several edits, and a WAL
 /// holding writes not yet in any table. Returns its directory, the final model, and the
 /// writes held only by the WAL (in order), with the model before them.
@@ -100,7 +104,7 @@ struct Built {
     dir: PathBuf,
     model: Model,
     before_wal: Model,
-    wal_writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    wal_writes: Vec<WalWrite>,
 }
 
 fn build() -> Built {
@@ -154,12 +158,17 @@ fn build() -> Built {
             Some(v) => db.put(key(i), v).unwrap(),
             None => db.delete(key(i)).unwrap(),
         }
-        wal_writes.push((key(i), w));
+        wal_writes.push(vec![(key(i), w)]);
+        if i == 1008 {
+            // A range delete held only by the WAL: replayed whole or not at all.
+            db.delete_range(key(1010)..key(1040)).unwrap();
+            wal_writes.push((1010..1040).map(|k| (key(k), None)).collect());
+        }
     }
     db.write(&bloomkv::WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
     // Dropping the handle leaves the writes in the WAL (close does not flush the memtable).
     drop(db);
-    for (k, v) in &wal_writes {
+    for (k, v) in wal_writes.iter().flatten() {
         match v {
             Some(v) => model.insert(k.clone(), v.clone()),
             None => model.remove(k),
@@ -219,11 +228,13 @@ impl Allowed<'_> {
                 if got == &m {
                     return true;
                 }
-                for (k, v) in &b.wal_writes {
-                    match v {
-                        Some(v) => m.insert(k.clone(), v.clone()),
-                        None => m.remove(k),
-                    };
+                for write in &b.wal_writes {
+                    for (k, v) in write {
+                        match v {
+                            Some(v) => m.insert(k.clone(), v.clone()),
+                            None => m.remove(k),
+                        };
+                    }
                     if got == &m {
                         return true;
                     }
@@ -307,7 +318,7 @@ fn check_damaged(
                 let ok = v.as_deref() == reference.get(&k).map(|v| &v[..])
                     || matches!(allowed, Allowed::WalPrefix(b)
                         if v.as_deref() == b.before_wal.get(&k).map(|v| &v[..])
-                            || b.wal_writes.iter().any(|(wk, wv)| *wk == k && v.as_deref() == wv.as_deref()));
+                            || b.wal_writes.iter().flatten().any(|(wk, wv)| *wk == k && v.as_deref() == wv.as_deref()));
                 assert!(ok, "{what}: get({i}) returned wrong data");
             }
             Err(e) => {
@@ -325,7 +336,7 @@ fn check_damaged(
                     let ok = v.as_deref() == reference.get(k).map(|v| &v[..])
                         || matches!(allowed, Allowed::WalPrefix(b)
                             if v.as_deref() == b.before_wal.get(k).map(|v| &v[..])
-                                || b.wal_writes.iter().any(|(wk, wv)| wk == k && v.as_deref() == wv.as_deref()));
+                                || b.wal_writes.iter().flatten().any(|(wk, wv)| wk == k && v.as_deref() == wv.as_deref()));
                     assert!(ok, "{what}: multi_get returned wrong data for {k:?}");
                 }
             }
