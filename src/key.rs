@@ -112,6 +112,19 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// The smallest user key greater than every key starting with `prefix`, or `None` if there is
+/// none (the prefix is empty or all 0xff).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last != 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// An encoded internal key ordered as [`compare_internal`] orders it, for `BTreeMap` models
 /// in tests.
 #[cfg(test)]
@@ -149,5 +162,13 @@ mod tests {
         let p = parse_internal_key(&encoded).unwrap();
         assert_eq!((p.user_key, p.seq, p.kind), (&b"xy"[..], 42, ValueKind::Delete));
         assert!(parse_internal_key(b"short").is_none());
+    }
+
+    #[test]
+    fn prefix_successor_cases() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
     }
 }

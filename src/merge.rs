@@ -383,10 +383,28 @@ pub(crate) mod tests {
     }
 
     type Child = Vec<(Vec<u8>, u64)>;
+    type Children = Vec<Box<dyn BidirectionalIterator>>;
 
     fn children() -> impl Strategy<Value = Vec<Child>> {
         let entry = (proptest::collection::vec(0u8..4, 0..3), 0u64..4);
         proptest::collection::vec(proptest::collection::vec(entry, 0..30), 0..12)
+    }
+
+    /// One iterator per child (its value the child's index) and, for each internal key, the
+    /// value of the earliest child holding it: what the merge must yield.
+    fn children_and_model(
+        kids: &[Child],
+    ) -> (BTreeMap<Ik, Vec<u8>>, Children) {
+        let mut model = BTreeMap::new();
+        let mut boxed: Children = Vec::new();
+        for (c, kid) in kids.iter().enumerate() {
+            let entries: Vec<_> = kid.iter().map(|(k, s)| (ik(k, *s), vec![c as u8])).collect();
+            for (k, v) in &entries {
+                model.entry(Ik(k.clone())).or_insert_with(|| v.clone());
+            }
+            boxed.push(Box::new(VecIter::new(entries)));
+        }
+        (model, boxed)
     }
 
     proptest! {
@@ -395,17 +413,7 @@ pub(crate) mod tests {
             kids in children(),
             seeks in proptest::collection::vec((proptest::collection::vec(0u8..4, 0..3), 0u64..5), 0..10),
         ) {
-            // Model: for each internal key, the value of the earliest child holding it.
-            let mut model = BTreeMap::new();
-            let mut boxed: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
-            for (c, kid) in kids.iter().enumerate() {
-                let entries: Vec<_> =
-                    kid.iter().map(|(k, s)| (ik(k, *s), vec![c as u8])).collect();
-                for (k, v) in &entries {
-                    model.entry(Ik(k.clone())).or_insert_with(|| v.clone());
-                }
-                boxed.push(Box::new(VecIter::new(entries)));
-            }
+            let (model, boxed) = children_and_model(&kids);
             let mut m = MergingIterator::new(boxed);
             m.seek_to_first().unwrap();
             let want: Vec<_> = model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
@@ -431,16 +439,7 @@ pub(crate) mod tests {
                 1..40,
             ),
         ) {
-            let mut model = BTreeMap::new();
-            let mut boxed: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
-            for (c, kid) in kids.iter().enumerate() {
-                let entries: Vec<_> =
-                    kid.iter().map(|(k, s)| (ik(k, *s), vec![c as u8])).collect();
-                for (k, v) in &entries {
-                    model.entry(Ik(k.clone())).or_insert_with(|| v.clone());
-                }
-                boxed.push(Box::new(VecIter::new(entries)));
-            }
+            let (model, boxed) = children_and_model(&kids);
             let sorted: Vec<_> = model.into_iter().map(|(k, v)| (k.0, v)).collect();
             check_walk(&mut MergingIterator::new(boxed), &sorted, &walk)?;
         }

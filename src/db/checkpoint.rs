@@ -63,14 +63,15 @@ impl DbInner {
 
         // The memtables become one more L0 run of the copy: a budgeted filter gets that run's
         // share, as a flush would give it.
-        let mems = || std::iter::once(&state.mem).chain(&state.imm);
-        let keys = mems().map(|m| m.table.len() as u64).sum();
+        let keys = state.mems().map(|m| m.table.len() as u64).sum();
         let placement = Placement { level: 0, keys, replaces: &[] };
         let filter = table_filter(self.opts.filter_policy, &state.version, &placement);
-        let children: Vec<Box<dyn BidirectionalIterator>> =
-            mems().map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>).collect();
+        let children: Vec<Box<dyn BidirectionalIterator>> = state
+            .mems()
+            .map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>)
+            .collect();
         // The memtables' range tombstones the snapshot sees go with their entries.
-        let sets: Vec<_> = mems().filter_map(|m| m.table.range_tombstones()).collect();
+        let sets: Vec<_> = state.mems().filter_map(|m| m.table.range_tombstones()).collect();
         let range_dels = Fragments::union(sets.iter().map(|s| s.as_ref())).at_or_below(seq);
         let range_dels = (!range_dels.is_empty()).then(|| Arc::new(range_dels));
         let visible = AtOrBelow { inner: MergingIterator::new(children), seq };

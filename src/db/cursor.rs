@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::iter::merged_sources;
+use super::iter::visible;
 use super::visible::VisibleIter;
 use super::{DbInner, DbState};
 use crate::key::SeqNo;
@@ -86,8 +86,7 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let view =
-            VisibleIter::new(merged_sources(&state), seq, start, end, state.range_tombstones());
+        let view = visible(&state, seq, start, end);
         Cursor { inner, _state: state, view }
     }
 

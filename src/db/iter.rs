@@ -145,10 +145,21 @@ impl BidirectionalIterator for LevelIter {
     }
 }
 
+/// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
+/// merged, with the state's range tombstones applied.
+pub(crate) fn visible(
+    state: &DbState,
+    seq: SeqNo,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+) -> VisibleIter {
+    VisibleIter::new(merged_sources(state), seq, start, end, state.range_tombstones())
+}
+
 /// Builds the merged view of every source in `state`, newest sources first.
 pub(crate) fn merged_sources(state: &DbState) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
-    for m in std::iter::once(&state.mem).chain(&state.imm) {
+    for m in state.mems() {
         children.push(Box::new(m.table.iter()));
     }
     for t in &state.version.levels[0] {
@@ -222,8 +233,7 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let front =
-            VisibleIter::new(merged_sources(&state), seq, start, end, state.range_tombstones());
+        let front = visible(&state, seq, start, end);
         DbIterator { inner, state, front, front_started: false, back: None, done: false }
     }
 
@@ -294,19 +304,6 @@ impl DoubleEndedIterator for DbIterator {
 }
 
 impl FusedIterator for DbIterator {}
-
-/// The smallest key greater than every key starting with `prefix`, or `None` if there is
-/// none (the prefix is empty or all 0xff).
-pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut p = prefix.to_vec();
-    while let Some(last) = p.pop() {
-        if last != 0xff {
-            p.push(last + 1);
-            return Some(p);
-        }
-    }
-    None
-}
 
 #[cfg(test)]
 mod tests {
@@ -379,13 +376,5 @@ mod tests {
             }
             check_walk(&mut LevelIter::new(tables), &sorted, &walk)?;
         }
-    }
-
-    #[test]
-    fn prefix_successor_cases() {
-        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
-        assert_eq!(prefix_successor(b"\xff\xff"), None);
-        assert_eq!(prefix_successor(b""), None);
     }
 }

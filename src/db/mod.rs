@@ -699,12 +699,8 @@ impl Db {
             s.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
             s.index_memory_bytes += t.table.index_memory_bytes() as u64;
         }
-        s.memtable_bytes = std::iter::once(&state.mem)
-            .chain(&state.imm)
-            .map(|m| m.table.approximate_bytes() as u64)
-            .sum();
-        let wal_numbers: Vec<u64> =
-            std::iter::once(&state.mem).chain(&state.imm).map(|m| m.wal_number).collect();
+        s.memtable_bytes = state.mems().map(|m| m.table.approximate_bytes() as u64).sum();
+        let wal_numbers: Vec<u64> = state.mems().map(|m| m.wal_number).collect();
         s.wal_bytes = wal_numbers
             .iter()
             .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())

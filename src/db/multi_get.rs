@@ -107,7 +107,7 @@ fn batch<'s, K: AsRef<[u8]>>(
     }
 
     for (lookup, key) in s.lookups.iter_mut().zip(keys) {
-        for mem in std::iter::once(&state.mem).chain(&state.imm) {
+        for mem in state.mems() {
             if mem.table.is_empty() {
                 continue;
             }

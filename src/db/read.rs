@@ -92,7 +92,7 @@ pub(crate) fn search<O: ReadObserver>(
     // Only an exhaustive observer gets here with an answer already found: it is kept, and
     // the walk goes on for the observer's sake.
     let mut answer: Option<Option<Value>> = None;
-    for (i, mem) in std::iter::once(&state.mem).chain(&state.imm).enumerate() {
+    for (i, mem) in state.mems().enumerate() {
         if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }

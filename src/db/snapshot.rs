@@ -10,9 +10,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::cursor::Cursor;
-use super::iter::{prefix_successor, DbIterator};
+use super::iter::DbIterator;
 use super::key_range::KeyRange;
 use super::{lock_mutex as lock, read, DbInner, DbState};
+use crate::key::prefix_successor;
 use crate::key::SeqNo;
 use crate::{Result, Value};
 

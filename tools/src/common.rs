@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bloomkv::fs::{FileSystem, StdFs};
+use bloomkv::key::prefix_successor;
 use bloomkv::table::Table;
 use bloomkv::{Error, Result};
 
@@ -253,15 +254,6 @@ impl KeyRange {
         self.to.as_deref().is_some_and(|t| key >= t)
             || self.prefix.as_deref().is_some_and(|p| key > p && !key.starts_with(p))
     }
-}
-
-/// The smallest key above every key that starts with `prefix`, or `None` if there is none
-/// (the prefix is empty or all 0xff).
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let i = prefix.iter().rposition(|&b| b != 0xff)?;
-    let mut s = prefix[..=i].to_vec();
-    s[i] += 1;
-    Some(s)
 }
 
 /// Opens a table file read-only, without a block cache (the tool reads each block once).

@@ -792,6 +792,13 @@ fn forge_block(bytes: &mut [u8], h: bloomkv::table::BlockHandle, payload: &[u8])
     bytes[h.offset as usize..(h.offset + h.size + 5) as usize].copy_from_slice(&enc);
 }
 
+/// Writes `original` to `copy` with the block at `h` replaced by `payload`.
+fn write_forged(original: &[u8], copy: &Path, h: bloomkv::table::BlockHandle, payload: &[u8]) {
+    let mut bytes = original.to_vec();
+    forge_block(&mut bytes, h, payload);
+    std::fs::write(copy, &bytes).unwrap();
+}
+
 #[test]
 fn verify_checks_meaning_not_just_checksums() {
     let dir = tempfile::tempdir().unwrap();
@@ -810,9 +817,7 @@ fn verify_checks_meaning_not_just_checksums() {
         bits_per_key: table.filter().requested_bits_per_key(),
     };
     let other = bloomkv::filter::Filter::build(policy, (0..n).map(|i| format!("other{i}")));
-    let mut bytes = original.clone();
-    forge_block(&mut bytes, f.filter, &other.encode());
-    std::fs::write(&copy, &bytes).unwrap();
+    write_forged(&original, &copy, f.filter, &other.encode());
     // The engine opens it (every checksum holds); verify must not.
     Table::open(StdFs.open(&copy).unwrap(), copy.clone(), None).unwrap();
     let r = expect_corrupt(&copy, &copy, None);
@@ -823,9 +828,7 @@ fn verify_checks_meaning_not_just_checksums() {
     p.num_tombstones += 1;
     let enc = p.encode();
     assert_eq!(enc.len() as u64, table.properties().encode().len() as u64);
-    let mut bytes = original.clone();
-    forge_block(&mut bytes, f.properties, &enc);
-    std::fs::write(&copy, &bytes).unwrap();
+    write_forged(&original, &copy, f.properties, &enc);
     let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
     assert!(r.to_string().contains("tombstones"), "{r}");
 }
@@ -925,9 +928,7 @@ fn verify_survives_damage_behind_valid_checksums() {
             let at = rng.gen_range(0..payload.len());
             payload[at] ^= 1 << rng.gen_range(0..8);
         }
-        let mut bytes = original.clone();
-        forge_block(&mut bytes, regions[r], &payload);
-        std::fs::write(&copy, &bytes).unwrap();
+        write_forged(&original, &copy, regions[r], &payload);
         let (code, out, err) = tool(&["verify", s(&copy)]);
         // A flipped bit inside a value (or unused filter bit) is invisible behind a valid
         // checksum, so 0 is allowed; anything else must be a clean report.
@@ -1251,9 +1252,7 @@ fn verify_passes_range_tombstones_and_finds_their_damage() {
         bloomkv::coding::put_bytes(&mut payload, a);
         bloomkv::coding::put_bytes(&mut payload, b);
     }
-    let mut bytes = original.clone();
-    forge_block(&mut bytes, h, &payload);
-    std::fs::write(&copy, &bytes).unwrap();
+    write_forged(&original, &copy, h, &payload);
     // Reported where the tombstone starts, after the block's one-byte count.
     let r = expect_corrupt(&copy, &copy, Some(h.offset + 1));
     assert!(r.to_string().contains("start is not below end"), "{r}");
@@ -1261,17 +1260,13 @@ fn verify_passes_range_tombstones_and_finds_their_damage() {
     // Properties that miscount the tombstones, or claim a key range without them.
     let mut p = table.properties().clone();
     p.num_range_deletions += 1;
-    let mut bytes = original.clone();
-    forge_block(&mut bytes, f.properties, &p.encode());
-    std::fs::write(&copy, &bytes).unwrap();
+    write_forged(&original, &copy, f.properties, &p.encode());
     let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
     assert!(r.to_string().contains("range tombstones"), "{r}");
     let mut p = table.properties().clone();
     assert_eq!(p.smallest_user_key, key(100), "the tombstone is the table's first key");
     p.smallest_user_key = key(150);
-    let mut bytes = original.clone();
-    forge_block(&mut bytes, f.properties, &p.encode());
-    std::fs::write(&copy, &bytes).unwrap();
+    write_forged(&original, &copy, f.properties, &p.encode());
     let r = expect_corrupt(&copy, &copy, Some(f.properties.offset));
     assert!(r.to_string().contains("smallest key"), "{r}");
 }
