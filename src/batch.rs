@@ -10,7 +10,9 @@
 //! count  u32 little-endian   number of operations
 //! ops    count times:
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
-//!                            2 = range delete
+//!                            2 = range delete; plus 0x80 if a keyspace id follows
+//!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
+//!                            the default keyspace (0)
 //!          klen  varint, key bytes          (a range delete's start)
 //!          vlen  varint, value bytes        (puts; a range delete's end, exclusive)
 //! ```
@@ -22,12 +24,17 @@
 
 use std::ops::Range;
 
-use crate::coding::{put_bytes, Decoder};
+use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::key::{SeqNo, ValueKind};
-use crate::{Error, Result};
+use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
+use crate::{Error, Keyspace, Result};
 
 /// The kind byte of a range deletion (after `ValueKind`'s 0 and 1).
 const OP_DELETE_RANGE: u8 = 2;
+
+/// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
+/// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
+const IN_KEYSPACE: u8 = 0x80;
 
 /// One operation of a batch, as [`WriteBatch::iter`] yields it. Not part of the stable API.
 #[doc(hidden)]
@@ -134,10 +141,79 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.put_to(DEFAULT_KEYSPACE, key.as_ref(), value.as_ref());
+    }
+
+    /// Adds `key → value` in `keyspace` (of the database the batch will be written to). A
+    /// batch may write to any number of keyspaces, atomically.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let users = db.keyspace("users", bloomkv::KeyspaceOptions::default())?;
+    /// let by_email = db.keyspace("by_email", bloomkv::KeyspaceOptions::default())?;
+    /// let mut batch = bloomkv::WriteBatch::new();
+    /// batch.put_in(&users, "u1", "ada@example.com");
+    /// batch.put_in(&by_email, "ada@example.com", "u1");
+    /// db.write(&batch, &bloomkv::WriteOptions::default())?; // both or neither
+    /// assert_eq!(by_email.get("ada@example.com")?.as_deref(), Some(&b"u1"[..]));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn put_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
+    }
+
+    /// Adds a deletion of `key` in `keyspace`, as [`WriteBatch::delete`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) {
+        self.delete_to(keyspace.id(), key.as_ref());
+    }
+
+    /// Adds a deletion of every key in `range` in `keyspace`, as [`WriteBatch::delete_range`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_range_in<K: AsRef<[u8]>>(&mut self, keyspace: &Keyspace, range: Range<K>) {
+        self.delete_range_to(keyspace.id(), range.start.as_ref(), range.end.as_ref());
+    }
+
+    pub(crate) fn put_to(&mut self, keyspace: KeyspaceId, key: &[u8], value: &[u8]) {
+        self.op_header(ValueKind::Put as u8, keyspace);
+        put_bytes(&mut self.data, key);
+        put_bytes(&mut self.data, value);
+    }
+
+    pub(crate) fn delete_to(&mut self, keyspace: KeyspaceId, key: &[u8]) {
+        self.op_header(ValueKind::Delete as u8, keyspace);
+        put_bytes(&mut self.data, key);
+    }
+
+    pub(crate) fn delete_range_to(&mut self, keyspace: KeyspaceId, start: &[u8], end: &[u8]) {
+        if start >= end {
+            return;
+        }
+        self.op_header(OP_DELETE_RANGE, keyspace);
+        put_bytes(&mut self.data, start);
+        put_bytes(&mut self.data, end);
+    }
+
+    fn op_header(&mut self, kind: u8, keyspace: KeyspaceId) {
         self.bump_count();
-        self.data.push(ValueKind::Put as u8);
-        put_bytes(&mut self.data, key.as_ref());
-        put_bytes(&mut self.data, value.as_ref());
+        if keyspace == DEFAULT_KEYSPACE {
+            self.data.push(kind);
+        } else {
+            self.data.push(kind | IN_KEYSPACE);
+            put_varint(&mut self.data, keyspace.into());
+        }
     }
 
     /// Adds a deletion of `key`. A key longer than [`MAX_KEY_BYTES`] is refused when the
@@ -147,9 +223,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        self.bump_count();
-        self.data.push(ValueKind::Delete as u8);
-        put_bytes(&mut self.data, key.as_ref());
+        self.delete_to(DEFAULT_KEYSPACE, key.as_ref());
     }
 
     /// Adds a deletion of every key in `range` (`start..end`: `start` included, `end`
@@ -175,14 +249,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: Range<K>) {
-        let (start, end) = (range.start.as_ref(), range.end.as_ref());
-        if start >= end {
-            return;
-        }
-        self.bump_count();
-        self.data.push(OP_DELETE_RANGE);
-        put_bytes(&mut self.data, start);
-        put_bytes(&mut self.data, end);
+        self.delete_range_to(DEFAULT_KEYSPACE, range.start.as_ref(), range.end.as_ref());
     }
 
     /// Number of operations.
@@ -223,7 +290,7 @@ impl WriteBatch {
     /// let batch = WriteBatch::decode(record).unwrap();
     /// assert_eq!(batch.sequence(), 7);
     /// let ops: Vec<_> = batch.iter().collect();
-    /// assert_eq!(ops, vec![BatchOp::Put { key: b"k", value: b"v" }]);
+    /// assert_eq!(ops, vec![(0, BatchOp::Put { key: b"k", value: b"v" })]);
     /// assert!(WriteBatch::decode(vec![0; 5]).unwrap_err().is_corruption());
     /// ```
     #[doc(hidden)]
@@ -238,7 +305,8 @@ impl WriteBatch {
         crate::coding::get_u64(&self.data, 0).unwrap_or(0)
     }
 
-    /// The operations in order. Not part of the stable API.
+    /// The operations in order, each with the keyspace it writes to. Not part of the stable
+    /// API.
     #[doc(hidden)]
     pub fn iter(&self) -> WriteBatchIter<'_> {
         WriteBatchIter { d: Decoder::new(&self.data[HEADER_LEN..]), left: self.count() }
@@ -249,7 +317,7 @@ impl WriteBatch {
     /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], reporting
     /// the first that is over.
     pub(crate) fn check_sizes(&self) -> Result<()> {
-        for op in self.iter() {
+        for (_, op) in self.iter() {
             match op {
                 BatchOp::Put { key, value } => check_entry_size(key, value)?,
                 BatchOp::Delete { key } => check_entry_size(key, &[])?,
@@ -262,11 +330,31 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Applies every operation to `mem` at its sequence number (the i-th at `sequence() + i`);
-    /// returns the bytes of keys and values written.
-    pub(crate) fn insert_into(&self, mem: &crate::memtable::MemTable) -> u64 {
+    /// The keyspaces other than the default one that the batch writes to (with repeats).
+    pub(crate) fn keyspaces(&self) -> impl Iterator<Item = KeyspaceId> + '_ {
+        self.iter().map(|(k, _)| k).filter(|&k| k != DEFAULT_KEYSPACE)
+    }
+
+    /// Applies every operation at its sequence number (the i-th at `sequence() + i`) to the
+    /// memtable `mem_of` gives for its keyspace; an op whose keyspace has none (dropped
+    /// meanwhile) is skipped, as the drop would have removed it. Returns the bytes of keys
+    /// and values written.
+    pub(crate) fn insert_into<'m>(
+        &self,
+        mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+    ) -> u64 {
         let mut bytes = 0;
-        for (seq, op) in (self.sequence()..).zip(self.iter()) {
+        let mut last: Option<(KeyspaceId, Option<&crate::memtable::MemTable>)> = None;
+        for (seq, (keyspace, op)) in (self.sequence()..).zip(self.iter()) {
+            let mem = match last {
+                Some((k, m)) if k == keyspace => m,
+                _ => {
+                    let m = mem_of(keyspace);
+                    last = Some((keyspace, m));
+                    m
+                }
+            };
+            let Some(mem) = mem else { continue };
             let (a, b) = match op {
                 BatchOp::Put { key, value } => {
                     mem.insert(key, seq, ValueKind::Put, value);
@@ -315,6 +403,13 @@ impl WriteBatch {
             let at = (HEADER_LEN + d.position()) as u64;
             let bad = |what: &str| Error::bad_bytes(at, format!("write batch op {i}: {what}"));
             let kind = d.u8().ok_or_else(|| bad("missing (batch has fewer ops than counted)"))?;
+            if kind & IN_KEYSPACE != 0 {
+                let id = d.varint().ok_or_else(|| bad("bad keyspace id"))?;
+                if id == 0 || id > u64::from(KeyspaceId::MAX) {
+                    return Err(bad("keyspace id out of range"));
+                }
+            }
+            let kind = kind & !IN_KEYSPACE;
             let has_value = match kind {
                 k if k == ValueKind::Put as u8 => true,
                 k if k == ValueKind::Delete as u8 => false,
@@ -377,7 +472,7 @@ pub struct WriteBatchIter<'a> {
 }
 
 impl<'a> Iterator for WriteBatchIter<'a> {
-    type Item = BatchOp<'a>;
+    type Item = (KeyspaceId, BatchOp<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
         // The batch was validated, so the decoder cannot run short; ending the iteration
@@ -387,13 +482,19 @@ impl<'a> Iterator for WriteBatchIter<'a> {
         }
         self.left -= 1;
         let kind = self.d.u8()?;
+        let keyspace = match kind & IN_KEYSPACE {
+            0 => DEFAULT_KEYSPACE,
+            _ => KeyspaceId::try_from(self.d.varint()?).ok()?,
+        };
+        let kind = kind & !IN_KEYSPACE;
         let key = self.d.length_prefixed()?;
-        Some(match kind {
+        let op = match kind {
             k if k == ValueKind::Put as u8 => BatchOp::Put { key, value: self.d.length_prefixed()? },
             k if k == ValueKind::Delete as u8 => BatchOp::Delete { key },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
             _ => return None,
-        })
+        };
+        Some((keyspace, op))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -407,18 +508,18 @@ mod tests {
 
     use super::*;
 
-    /// An operation as (kind byte, key or start, value or end).
-    type Op = (u8, Vec<u8>, Vec<u8>);
+    /// An operation as (keyspace, kind byte, key or start, value or end).
+    type Op = (KeyspaceId, u8, Vec<u8>, Vec<u8>);
     const PUT: u8 = ValueKind::Put as u8;
     const DELETE: u8 = ValueKind::Delete as u8;
 
     fn build(ops: &[Op]) -> WriteBatch {
         let mut b = WriteBatch::new();
-        for (kind, k, v) in ops {
-            match *kind {
-                PUT => b.put(k, v),
-                DELETE => b.delete(k),
-                _ => b.delete_range(k.clone()..v.clone()),
+        for &(keyspace, kind, ref k, ref v) in ops {
+            match kind {
+                PUT => b.put_to(keyspace, k, v),
+                DELETE => b.delete_to(keyspace, k),
+                _ => b.delete_range_to(keyspace, k, v),
             }
         }
         b
@@ -426,11 +527,11 @@ mod tests {
 
     fn ops_of(b: &WriteBatch) -> Vec<Op> {
         b.iter()
-            .map(|op| match op {
-                BatchOp::Put { key, value } => (PUT, key.to_vec(), value.to_vec()),
-                BatchOp::Delete { key } => (DELETE, key.to_vec(), Vec::new()),
+            .map(|(ks, op)| match op {
+                BatchOp::Put { key, value } => (ks, PUT, key.to_vec(), value.to_vec()),
+                BatchOp::Delete { key } => (ks, DELETE, key.to_vec(), Vec::new()),
                 BatchOp::DeleteRange { start, end } => {
-                    (OP_DELETE_RANGE, start.to_vec(), end.to_vec())
+                    (ks, OP_DELETE_RANGE, start.to_vec(), end.to_vec())
                 }
             })
             .collect()
@@ -438,11 +539,12 @@ mod tests {
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
+        let keyspace = || prop_oneof![Just(DEFAULT_KEYSPACE), 1..3u32, Just(KeyspaceId::MAX)];
         prop_oneof![
-            (bytes(), bytes()).prop_map(|(k, v)| (PUT, k, v)),
-            bytes().prop_map(|k| (DELETE, k, Vec::new())),
-            (bytes(), bytes()).prop_filter_map("empty range", |(a, b)| {
-                (a != b).then(|| (OP_DELETE_RANGE, a.clone().min(b.clone()), a.max(b)))
+            (keyspace(), bytes(), bytes()).prop_map(|(ks, k, v)| (ks, PUT, k, v)),
+            (keyspace(), bytes()).prop_map(|(ks, k)| (ks, DELETE, k, Vec::new())),
+            (keyspace(), bytes(), bytes()).prop_filter_map("empty range", |(ks, a, b)| {
+                (a != b).then(|| (ks, OP_DELETE_RANGE, a.clone().min(b.clone()), a.max(b)))
             }),
         ]
     }
@@ -454,12 +556,14 @@ mod tests {
         b.put(b"k", b"vv");
         b.delete(b"");
         b.delete_range("a".."c");
+        b.put_to(300, b"x", b"");
         let want: Vec<u8> = [
             &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..],
-            &[3, 0, 0, 0],
+            &[4, 0, 0, 0],
             &[1, 1, b'k', 2, b'v', b'v'],
             &[0, 0],
             &[2, 1, b'a', 1, b'c'],
+            &[0x81, 0xac, 0x02, 1, b'x', 0],
         ]
         .concat();
         assert_eq!(b.data(), &want[..]);
@@ -468,9 +572,10 @@ mod tests {
         assert_eq!(
             ops_of(&b),
             vec![
-                (PUT, b"k".to_vec(), b"vv".to_vec()),
-                (DELETE, vec![], vec![]),
-                (OP_DELETE_RANGE, b"a".to_vec(), b"c".to_vec()),
+                (0, PUT, b"k".to_vec(), b"vv".to_vec()),
+                (0, DELETE, vec![], vec![]),
+                (0, OP_DELETE_RANGE, b"a".to_vec(), b"c".to_vec()),
+                (300, PUT, b"x".to_vec(), vec![]),
             ]
         );
     }
@@ -489,7 +594,7 @@ mod tests {
 
     #[test]
     fn from_record_rejects_specific_damage() {
-        let mut b = build(&[(PUT, b"key".to_vec(), b"value".to_vec())]);
+        let mut b = build(&[(0, PUT, b"key".to_vec(), b"value".to_vec())]);
         b.set_sequence(5);
         let good = b.data().to_vec();
 
@@ -510,7 +615,7 @@ mod tests {
         huge_len.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
         assert!(WriteBatch::from_record(huge_len).unwrap_err().is_corruption());
 
-        let ok = WriteBatch::from_record(good).unwrap();
+        let ok = WriteBatch::from_record(good.clone()).unwrap();
         assert_eq!(ok.sequence(), 5);
 
         // A range delete whose start is not below its end is never written, so it is damage.
@@ -520,6 +625,16 @@ mod tests {
         *empty_range.last_mut().unwrap() = b'a';
         let e = WriteBatch::from_record(empty_range).unwrap_err();
         assert!(e.to_string().contains("start not below end"), "{e}");
+
+        // The default keyspace is never written with an id, and ids are 32-bit.
+        for id in [&[0u8][..], &[0x80, 0x80, 0x80, 0x80, 0x10]] {
+            let mut forged = good[..HEADER_LEN].to_vec();
+            forged.push(0x80 | PUT);
+            forged.extend_from_slice(id);
+            forged.extend_from_slice(&good[HEADER_LEN + 1..]);
+            let e = WriteBatch::from_record(forged).unwrap_err();
+            assert!(e.to_string().contains("keyspace id out of range"), "{e}");
+        }
     }
 
     #[test]

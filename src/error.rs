@@ -71,6 +71,12 @@ pub enum Error {
     },
     /// The database was closed, or a background error stopped it.
     Closed,
+    /// The keyspace was dropped (by [`crate::Db::drop_keyspace`]), or a write batch names a
+    /// keyspace this database does not have.
+    KeyspaceDropped {
+        /// The keyspace's name (or its id, when only the id is known).
+        name: String,
+    },
     /// A background flush or compaction failed; the database accepts no more writes.
     Background(Arc<Error>),
 }
@@ -156,6 +162,7 @@ impl fmt::Display for Error {
                 crate::MAX_VALUE_BYTES
             ),
             Error::Closed => write!(f, "database is closed"),
+            Error::KeyspaceDropped { name } => write!(f, "keyspace {name} was dropped"),
             Error::Background(_) => write!(f, "background work failed"),
         }
     }

@@ -48,13 +48,13 @@ mod stats;
 mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Cursor, Db, DbIterator, KeyRange, Snapshot};
+pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use error::{Error, Result};
 pub use filter::FilterPolicy;
-pub use options::{Options, WriteOptions};
+pub use options::{KeyspaceOptions, Options, WriteOptions};
 pub use stats::Stats;
 pub use table::Compression;
 pub use value::Value;

@@ -1,4 +1,5 @@
-//! Configuration: [`Options`] for a database, [`WriteOptions`] for one write.
+//! Configuration: [`Options`] for a database, [`KeyspaceOptions`] for one keyspace's tables,
+//! [`WriteOptions`] for one write.
 
 use crate::filter::FilterPolicy;
 use crate::table::Compression;
@@ -155,14 +156,21 @@ impl Options {
         self
     }
 
+    /// The settings of the default keyspace.
+    pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
+        KeyspaceOptions {
+            filter_policy: self.filter_policy,
+            compression: self.compression,
+            block_bytes: self.block_bytes,
+            target_table_bytes: self.target_table_bytes,
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
-        self.filter_policy.validate()?;
+        self.keyspace_options().validate()?;
         let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
         if self.memtable_bytes < 1024 {
             return bad("memtable_bytes must be at least 1 KiB");
-        }
-        if self.block_bytes < 64 || self.block_bytes > (16 << 20) {
-            return bad("block_bytes must be between 64 bytes and 16 MiB");
         }
         if self.l0_compaction_trigger < 1
             || self.l0_slowdown_trigger < self.l0_compaction_trigger
@@ -175,8 +183,8 @@ impl Options {
         if self.level_size_ratio < 2 {
             return bad("level_size_ratio must be at least 2");
         }
-        if self.target_table_bytes < 1024 || self.level_base_bytes < 1024 {
-            return bad("target_table_bytes and level_base_bytes must be at least 1 KiB");
+        if self.level_base_bytes < 1024 {
+            return bad("level_base_bytes must be at least 1 KiB");
         }
         if self.max_subcompactions < 1 {
             return bad("max_subcompactions must be at least 1");
@@ -186,11 +194,6 @@ impl Options {
         }
         if self.max_immutable_memtables < 1 {
             return bad("max_immutable_memtables must be at least 1");
-        }
-        if let Compression::Zstd { level } = self.compression {
-            if !(-7..=22).contains(&level) {
-                return bad("zstd level must be in -7..=22");
-            }
         }
         Ok(())
     }
@@ -237,5 +240,76 @@ impl WriteOptions {
     /// Whether a write with these options fsyncs, on a database opened with `opts`.
     pub(crate) fn resolve_sync(&self, opts: &Options) -> bool {
         self.sync.unwrap_or(opts.sync_writes)
+    }
+}
+
+/// How one keyspace's tables are built: the settings a keyspace may have of its own (see
+/// [`crate::Db::keyspace`]). Everything else — memtable size, compaction triggers, the block
+/// cache, durability — belongs to the database and is shared by its keyspaces.
+///
+/// A keyspace's options are recorded in the manifest, so its background work uses them after
+/// a reopen even before the keyspace is opened again; opening it with different options
+/// records those. They apply to tables written from then on (existing tables keep what they
+/// were built with, and compaction brings them along). The default keyspace takes its
+/// settings from [`Options`] at every open.
+///
+/// ```
+/// use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
+/// let logs = KeyspaceOptions::new()
+///     .filter_policy(FilterPolicy::None) // scanned, never looked up by key
+///     .compression(Compression::Zstd { level: 3 })
+///     .target_table_bytes(64 << 20);
+/// # let _ = logs;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyspaceOptions {
+    pub(crate) filter_policy: FilterPolicy,
+    pub(crate) compression: Compression,
+    pub(crate) block_bytes: usize,
+    pub(crate) target_table_bytes: u64,
+}
+
+impl Default for KeyspaceOptions {
+    fn default() -> Self {
+        Options::default().keyspace_options()
+    }
+}
+
+impl KeyspaceOptions {
+    /// The default options (those of a default [`Options`]), to chain setters on.
+    pub fn new() -> Self {
+        KeyspaceOptions::default()
+    }
+
+    setter!(
+        /// The keyspace's filter (see [`Options::filter_policy`]). A
+        /// [`FilterPolicy::Budgeted`] budget is split across this keyspace's tree alone.
+        filter_policy: FilterPolicy);
+    setter!(
+        /// Data block compression (see [`Options::compression`]).
+        compression: Compression);
+    setter!(
+        /// Target uncompressed size of a data block (see [`Options::block_bytes`]).
+        block_bytes: usize);
+    setter!(
+        /// Size at which compaction output is split into a new table (see
+        /// [`Options::target_table_bytes`]).
+        target_table_bytes: u64);
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.filter_policy.validate()?;
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        if self.block_bytes < 64 || self.block_bytes > (16 << 20) {
+            return bad("block_bytes must be between 64 bytes and 16 MiB");
+        }
+        if self.target_table_bytes < 1024 {
+            return bad("target_table_bytes must be at least 1 KiB");
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(-7..=22).contains(&level) {
+                return bad("zstd level must be in -7..=22");
+            }
+        }
+        Ok(())
     }
 }

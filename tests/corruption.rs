@@ -32,6 +32,7 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
         let path = bloomkv::filename::manifest_path(&dir, 900 + level as u64);
         let mut w = LogWriter::new(fs.create(&path).unwrap());
         let meta = TableMeta {
+            keyspace: 0,
             number: 800,
             file_size: 100,
             smallest: internal_key(b"a", 1, ValueKind::Put),
@@ -45,7 +46,7 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
             next_file_number: Some(1000),
             last_seq: Some(1),
             added: vec![(level, meta)],
-            deleted: vec![],
+            ..VersionEdit::default()
         };
         w.add_record(&edit.encode()).unwrap();
         w.sync().unwrap();

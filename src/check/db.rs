@@ -53,16 +53,22 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
         guarded(r, &path, |r| log::check_manifest(fs, r, &path));
     }
 
-    let live: BTreeSet<u64> =
-        manifest.iter().flat_map(|m| m.levels.iter().flatten().map(|t| t.number)).collect();
+    let live: BTreeSet<u64> = manifest
+        .iter()
+        .flat_map(|m| &m.keyspaces)
+        .flat_map(|k| k.levels.iter().flatten().map(|t| t.number))
+        .collect();
     match &manifest {
         Some(m) => {
-            for (level, tables) in m.levels.iter().enumerate() {
-                for meta in tables {
-                    check_live_table(fs, r, dir, level, meta);
-                }
-                if level > 0 {
-                    check_level_order(r, dir, level, tables, m.manifest_number);
+            // Each keyspace is a tree of its own: its levels are sorted on their own.
+            for k in &m.keyspaces {
+                for (level, tables) in k.levels.iter().enumerate() {
+                    for meta in tables {
+                        check_live_table(fs, r, dir, level, meta);
+                    }
+                    if level > 0 {
+                        check_level_order(r, dir, level, tables, m.manifest_number);
+                    }
                 }
             }
         }
@@ -133,7 +139,12 @@ fn check_live_table(
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             // An owner compacting right now may have deleted it since we read the manifest.
             let still_live = read_manifest(fs, dir)
-                .map(|m| m.levels.iter().flatten().any(|t| t.number == meta.number))
+                .map(|m| {
+                    m.keyspaces
+                        .iter()
+                        .flat_map(|k| k.levels.iter().flatten())
+                        .any(|t| t.number == meta.number)
+                })
                 .unwrap_or(true);
             if still_live {
                 r.problem(

@@ -328,7 +328,7 @@ fn a_database_is_checked_whole() {
 
     // A missing live table, a left-over one and a temporary file.
     let live = crate::version::set::read_manifest(&fs, &dir).unwrap();
-    let table = crate::filename::table_path(&dir, live.levels.concat()[0].number);
+    let table = crate::filename::table_path(&dir, live.keyspaces[0].levels.concat()[0].number);
     let bytes = fs.contents(&table).unwrap();
     fs.remove(&table).unwrap();
     let orphan = crate::filename::table_path(&dir, 999_999);

@@ -27,13 +27,13 @@ use std::sync::Arc;
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{table_options, write_table};
-use super::{DbInner, DbState};
+use super::{DbInner, DbState, Tree};
 use crate::filename::table_path;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
 use crate::range_del::{Fragments, TombstoneSplit};
-use crate::version::edit::VersionEdit;
+use crate::version::edit::{KeyspaceDef, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::set::{create_manifest, set_current};
 use crate::{Error, Result};
 
@@ -53,36 +53,25 @@ impl DbInner {
         }
         fs.create_dir_all(dest)?;
 
-        let mut edit = VersionEdit::default();
-        for (level, t) in state.version.all_tables() {
-            let (from, to) =
-                (table_path(&self.dir, t.meta.number), table_path(dest, t.meta.number));
-            link_or_copy(fs, &from, &to, t.meta.file_size)?;
-            edit.added.push((level, t.meta.clone()));
-        }
-
-        // The memtables become one more L0 run of the copy: a budgeted filter gets that run's
-        // share, as a flush would give it.
-        let keys = state.mems().map(|m| m.table.len() as u64).sum();
-        let placement = Placement { level: 0, keys, replaces: &[] };
-        let filter = table_filter(self.opts.filter_policy, &state.version, &placement);
-        let children: Vec<Box<dyn BidirectionalIterator>> = state
-            .mems()
-            .map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>)
-            .collect();
-        // The memtables' range tombstones the snapshot sees go with their entries.
-        let sets: Vec<_> = state.mems().filter_map(|m| m.table.range_tombstones()).collect();
-        let range_dels = Fragments::union(sets.iter().map(|s| s.as_ref())).at_or_below(seq);
-        let range_dels = (!range_dels.is_empty()).then(|| Arc::new(range_dels));
-        let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
-        let mut newest = NewestVersions::new(visible, Box::new(|_| false))
-            .with_range_tombstones(range_dels.clone());
-        newest.seek_to_first()?;
-        let number = self.file_numbers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut split = TombstoneSplit::of(range_dels.as_deref());
-        let topts = table_options(&self.opts, filter);
-        if let Some(meta) = write_table(fs, dest, topts, number, &mut newest, &mut split)? {
-            edit.added.push((0, meta));
+        let mut edit = VersionEdit {
+            keyspaces: state
+                .trees
+                .iter()
+                .filter(|t| t.id != DEFAULT_KEYSPACE)
+                .map(|t| KeyspaceDef { id: t.id, name: t.name.to_string(), opts: t.opts })
+                .collect(),
+            next_keyspace_id: Some(super::lock_mutex(&self.versions).next_keyspace_id()),
+            ..VersionEdit::default()
+        };
+        let mut number = 0;
+        for tree in &state.trees {
+            for (level, t) in tree.version.all_tables() {
+                let (from, to) =
+                    (table_path(&self.dir, t.meta.number), table_path(dest, t.meta.number));
+                link_or_copy(fs, &from, &to, t.meta.file_size)?;
+                edit.added.push((level, t.meta.clone()));
+            }
+            number = self.memtables_to_table(tree, seq, dest, &mut edit)?;
         }
 
         let manifest = number + 1;
@@ -99,6 +88,46 @@ impl DbInner {
 
 /// A second name for table `from` at `to`: a hard link, or a copy checked against the size
 /// the manifest recorded.
+impl DbInner {
+    /// Writes the entries of `tree`'s memtables at or below `seq` into one more L0 table of
+    /// the copy in `dest`, recorded in `edit`; returns the file number it took (used or not),
+    /// above every table the copy links.
+    fn memtables_to_table(
+        &self,
+        tree: &Tree,
+        seq: SeqNo,
+        dest: &Path,
+        edit: &mut VersionEdit,
+    ) -> Result<u64> {
+        // The memtables become one more L0 run of the copy: a budgeted filter gets that run's
+        // share, as a flush would give it.
+        let keys = tree.mems().map(|m| m.table.len() as u64).sum();
+        let placement = Placement { level: 0, keys, replaces: &[] };
+        let filter = table_filter(tree.opts.filter_policy, &tree.version, &placement);
+        let children: Vec<Box<dyn BidirectionalIterator>> = tree
+            .mems()
+            .map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>)
+            .collect();
+        // The memtables' range tombstones the snapshot sees go with their entries.
+        let sets: Vec<_> = tree.mems().filter_map(|m| m.table.range_tombstones()).collect();
+        let range_dels = Fragments::union(sets.iter().map(|s| s.as_ref())).at_or_below(seq);
+        let range_dels = (!range_dels.is_empty()).then(|| Arc::new(range_dels));
+        let visible = AtOrBelow { inner: MergingIterator::new(children), seq };
+        let mut newest = NewestVersions::new(visible, Box::new(|_| false))
+            .with_range_tombstones(range_dels.clone());
+        newest.seek_to_first()?;
+        let number = self.file_numbers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut split = TombstoneSplit::of(range_dels.as_deref());
+        let topts = table_options(&tree.opts, filter);
+        let fs = self.fs.as_ref();
+        if let Some(meta) = write_table(fs, dest, topts, tree.id, number, &mut newest, &mut split)?
+        {
+            edit.added.push((0, meta));
+        }
+        Ok(number)
+    }
+}
+
 fn link_or_copy(fs: &dyn crate::fs::FileSystem, from: &Path, to: &Path, size: u64) -> Result<()> {
     if fs.hard_link(from, to).is_ok() {
         return Ok(());

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
-use super::{lock_mutex as lock, DbInner, DbState};
+use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::filter::FilterPolicy;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
@@ -33,6 +33,8 @@ use crate::Result;
 /// the inputs stay live, and the levels below them unchanged, until the compaction installs.
 #[derive(Debug)]
 pub(crate) struct Compaction {
+    /// The keyspace whose tables these are.
+    pub tree: Arc<Tree>,
     pub level: usize,
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
@@ -59,7 +61,7 @@ fn score(inner: &DbInner, v: &Version) -> (usize, f64) {
 }
 
 pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
-    score(inner, &state.version).1 >= 1.0
+    state.trees.iter().any(|t| score(inner, &t.version).1 >= 1.0)
 }
 
 fn user_range(tables: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
@@ -68,30 +70,33 @@ fn user_range(tables: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
     (smallest, largest)
 }
 
-fn pick(inner: &DbInner, v: &Version) -> Option<Compaction> {
-    let (level, s) = score(inner, v);
+/// The compaction the tree most in need of one needs, if any does.
+fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
+    let (tree, (level, s)) = state
+        .trees
+        .iter()
+        .map(|t| (t, score(inner, &t.version)))
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
     if s < 1.0 {
         return None;
     }
+    let v = &tree.version;
     let inputs = if level == 0 {
         v.levels[0].clone()
     } else {
         let mut bg = lock(&inner.bg);
-        if bg.compact_cursor.len() < NUM_LEVELS {
-            bg.compact_cursor.resize(NUM_LEVELS, Vec::new());
-        }
-        let cursor = &bg.compact_cursor[level];
+        let cursor = bg.compact_cursor.entry((tree.id, level)).or_default();
         let t = v.levels[level]
             .iter()
             .find(|t| cursor.is_empty() || t.largest_user_key() > cursor.as_slice())
             .or_else(|| v.levels[level].first())?
             .clone();
-        bg.compact_cursor[level] = t.largest_user_key().to_vec();
+        *cursor = t.largest_user_key().to_vec();
         vec![t]
     };
     let (lo, hi) = user_range(&inputs);
     let next_inputs = v.overlapping(level + 1, &lo, &hi);
-    Some(Compaction { level, inputs, next_inputs })
+    Some(Compaction { tree: tree.clone(), level, inputs, next_inputs })
 }
 
 /// Runs one compaction if any level needs it. Background thread.
@@ -103,8 +108,8 @@ pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
         return Ok(());
     }
     let state = inner.load_state();
-    match pick(inner, &state.version) {
-        Some(c) => run_locked(inner, &state.version, c),
+    match pick(inner, &state) {
+        Some(c) => run_locked(inner, c),
         None => Ok(()),
     }
 }
@@ -127,23 +132,26 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     // steps, so wait for it by taking the compaction slot it holds while running.
     let result = (|| -> Result<()> {
         let _slot = lock(&inner.compaction_slot);
-        let state = inner.load_state();
-        let last =
-            (0..NUM_LEVELS).rev().find(|&l| !state.version.levels[l].is_empty()).unwrap_or(0);
-        drop(state);
-        for level in 0..NUM_LEVELS - 1 {
-            if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
-                return Err(crate::Error::Closed);
+        // Keyspaces are dropped only while holding the slot, so every tree stays.
+        let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
+        for id in ids {
+            let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
+            let last =
+                (0..NUM_LEVELS).rev().find(|&l| !tree.version.levels[l].is_empty()).unwrap_or(0);
+            for level in 0..NUM_LEVELS - 1 {
+                if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+                    return Err(crate::Error::Closed);
+                }
+                let Some(tree) = inner.load_state().tree(id).cloned() else { break };
+                let v = &tree.version;
+                if v.levels[level].is_empty() || (level >= last && level > 0) {
+                    continue;
+                }
+                let inputs = v.levels[level].clone();
+                let (lo, hi) = user_range(&inputs);
+                let next_inputs = v.overlapping(level + 1, &lo, &hi);
+                run_locked(inner, Compaction { tree: tree.clone(), level, inputs, next_inputs })?;
             }
-            let state = inner.load_state();
-            let v = &state.version;
-            if v.levels[level].is_empty() || (level >= last && level > 0) {
-                continue;
-            }
-            let inputs = v.levels[level].clone();
-            let (lo, hi) = user_range(&inputs);
-            let next_inputs = v.overlapping(level + 1, &lo, &hi);
-            run_locked(inner, v, Compaction { level, inputs, next_inputs })?;
         }
         Ok(())
     })();
@@ -160,7 +168,9 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     result
 }
 
-fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
+fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
+    let tree = c.tree.clone();
+    let v = &tree.version;
     let out_level = c.level + 1;
     let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
@@ -169,8 +179,8 @@ fn run_locked(inner: &DbInner, v: &Version, c: Compaction) -> Result<()> {
     let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
     let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
-    let filter = table_filter(inner.opts.filter_policy, v, &placement);
-    let bounds = split_points(&c, inner.opts.max_subcompactions, inner.opts.target_table_bytes);
+    let filter = table_filter(tree.opts.filter_policy, v, &placement);
+    let bounds = split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes);
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and
     // filters, checksums — and a single thread for it left the second core idle whenever the
@@ -321,7 +331,7 @@ fn run_part(
     // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
     let (lo, hi) = (after.map(successor), upto.map(successor));
     let mut split = TombstoneSplit::new(clip(&range_dels.kept, lo.as_deref(), hi.as_deref()));
-    inner.write_tables(&mut merged, &mut split, filter)
+    inner.write_tables(&c.tree, &mut merged, &mut split, filter)
 }
 
 /// A compaction's range tombstones: all of its inputs' (which drop the entries they cover)

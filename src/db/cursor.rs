@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::iter::visible;
 use super::visible::VisibleIter;
-use super::{DbInner, DbState};
+use super::{DbInner, Tree};
 use crate::key::SeqNo;
 use crate::Result;
 
@@ -68,7 +68,9 @@ use crate::Result;
 /// ```
 pub struct Cursor {
     inner: Arc<DbInner>,
-    _state: Arc<DbState>,
+    _state: Arc<Tree>,
+    /// Returned by every move: why the cursor cannot read (its keyspace was dropped).
+    unreadable: Option<crate::Error>,
     view: VisibleIter,
 }
 
@@ -81,19 +83,26 @@ impl std::fmt::Debug for Cursor {
 impl Cursor {
     pub(crate) fn new(
         inner: Arc<DbInner>,
-        state: Arc<DbState>,
+        state: Result<Arc<Tree>>,
         seq: SeqNo,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
+        let (state, unreadable) = match state {
+            Ok(s) => (s, None),
+            Err(e) => (Arc::new(Tree::empty()), Some(e)),
+        };
         let view = visible(&state, seq, start, end);
-        Cursor { inner, _state: state, view }
+        Cursor { inner, _state: state, unreadable, view }
     }
 
     /// Runs a move, after checking that the database is open; any failure leaves the
     /// cursor invalid.
     fn apply(&mut self, how: impl FnOnce(&mut VisibleIter) -> Result<()>) -> Result<()> {
-        let r = self.inner.check_open().and_then(|()| how(&mut self.view));
+        let r = self.inner.check_open().and_then(|()| match &self.unreadable {
+            Some(e) => Err(e.clone()),
+            None => how(&mut self.view),
+        });
         if r.is_err() {
             self.view.invalidate();
         }

@@ -1,4 +1,5 @@
-//! Flush: the oldest immutable memtable becomes an L0 table.
+//! Flush: the oldest immutable memtables (one per keyspace, holding one WAL segment's writes)
+//! become L0 tables.
 //!
 //! 1. Build the table from the memtable (newest version of each key, unless one of the
 //!    memtable's range tombstones covers it; tombstones of both kinds are kept, older data
@@ -20,41 +21,56 @@ use crate::range_del::TombstoneSplit;
 use crate::version::edit::VersionEdit;
 use crate::Result;
 
-/// Flushes the oldest immutable memtable. Runs on the flush thread.
+/// Flushes the oldest immutable memtables: one per keyspace, all holding the writes of the
+/// same WAL segment, into one L0 table per keyspace that has data, recorded in one manifest
+/// edit. Runs on the flush thread.
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let state = inner.load_state();
-    let Some(oldest) = state.imm.last().cloned() else { return Ok(()) };
-    // The oldest memtable still unflushed after this one: its WAL is the new log number.
-    let next_wal = state.imm.iter().rev().nth(1).unwrap_or(&state.mem).wal_number;
-    let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
-    let filter = table_filter(inner.opts.filter_policy, &state.version, &placement);
-    drop(state);
+    let default = state.default_tree();
+    let Some(oldest_wal) = default.imm.last().map(|m| m.wal_number) else { return Ok(()) };
+    // The oldest memtables still unflushed after these: their WAL is the new log number.
+    let next_wal = default.imm.iter().rev().nth(1).unwrap_or(&default.mem).wal_number;
 
-    let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-    let range_dels = oldest.table.range_tombstones();
-    let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))
-        .with_range_tombstones(range_dels.clone());
-    it.seek_to_first()?;
-    let mut split = TombstoneSplit::of(range_dels.as_deref());
-    let meta = inner.write_table(number, &mut it, &mut split, filter)?;
+    let mut metas = Vec::new();
+    let written = (|| -> Result<()> {
+        for tree in &state.trees {
+            let Some(oldest) = tree.imm.last() else { continue };
+            debug_assert_eq!(oldest.wal_number, oldest_wal, "keyspaces' memtables out of step");
+            if oldest.table.is_empty() {
+                continue;
+            }
+            let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
+            let filter = table_filter(tree.opts.filter_policy, &tree.version, &placement);
+            let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
+            let range_dels = oldest.table.range_tombstones();
+            let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))
+                .with_range_tombstones(range_dels.clone());
+            it.seek_to_first()?;
+            let mut split = TombstoneSplit::of(range_dels.as_deref());
+            if let Some(meta) = inner.write_table(tree, number, &mut it, &mut split, filter)? {
+                metas.push(meta);
+            }
+        }
+        Ok(())
+    })();
+    drop(state);
+    // Nothing refers to the tables written so far if one failed.
+    written.inspect_err(|_| inner.remove_tables(&metas))?;
     inner.fs.sync_dir(&inner.dir)?;
-    let opened = match &meta {
-        Some(m) => vec![inner.open_table(m.clone())?],
-        None => vec![],
-    };
+    let opened = metas.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
 
     let mut edit = VersionEdit { log_number: Some(next_wal), ..VersionEdit::default() };
-    if let Some(m) = &meta {
+    for m in &metas {
         edit.added.push((0, m.clone()));
-        edit.last_seq = Some(m.largest_seq);
     }
-    inner.install(&mut edit, &opened, Some(&oldest.table))?;
-    if let Some(m) = &meta {
+    edit.last_seq = metas.iter().map(|m| m.largest_seq).max();
+    inner.install(&mut edit, &opened, Some(oldest_wal))?;
+    for m in &metas {
         inner.counters.flushes.incr();
         inner.counters.flush_bytes_written.add(m.file_size);
     }
     // Segments below the new log number hold nothing the tables do not.
-    for n in (oldest.wal_number..next_wal).rev() {
+    for n in (oldest_wal..next_wal).rev() {
         let p = wal_path(&inner.dir, n);
         if inner.fs.exists(&p) {
             let _ = inner.fs.remove(&p);
@@ -68,7 +84,7 @@ pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
     let mut bg = lock(&inner.bg);
     loop {
         inner.check_bg_error_locked(&bg)?;
-        if inner.load_state().imm.is_empty() {
+        if inner.load_state().imm_len() == 0 {
             return Ok(());
         }
         if bg.shutdown {

@@ -41,13 +41,14 @@ use super::{lock_mutex as lock, write, DbInner};
 use crate::batch::check_entry_size;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::range_del::TombstoneSplit;
-use crate::version::edit::{TableMeta, VersionEdit};
+use crate::version::edit::{KeyspaceId, TableMeta, VersionEdit};
 use crate::version::set::{Version, NUM_LEVELS};
 use crate::{Error, Result};
 
 /// Ingests `entries`; returns how many there were. See the module documentation.
 pub(crate) fn ingest<K, V>(
     inner: &DbInner,
+    keyspace: KeyspaceId,
     entries: impl Iterator<Item = Result<(K, V)>>,
 ) -> Result<u64>
 where
@@ -72,17 +73,23 @@ where
         // stop early, see `Source`) instead of leaving it writing into a directory this handle
         // no longer owns.
         let _slot = lock(&inner.compaction_slot);
+        // Keyspaces are dropped only by an exclusive leader, as this is: the tree stays.
+        let tree = inner
+            .load_state()
+            .tree(keyspace)
+            .cloned()
+            .ok_or_else(|| Error::KeyspaceDropped { name: format!("with id {keyspace}") })?;
         let filter = {
             // The level is only chosen once the last key is known, after the tables are
             // written; their filters are sized for the level the first key alone allows,
             // which is that level unless the entries straddle tables of a level above it.
-            let state = inner.load_state();
             let first = key::user_key(source.key());
-            let level = deepest_free_level(&state.version, first, first);
+            let level = deepest_free_level(&tree.version, first, first);
             let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
-            table_filter(inner.opts.filter_policy, &state.version, &placement)
+            table_filter(tree.opts.filter_policy, &tree.version, &placement)
         };
-        let metas = inner.write_tables(&mut source, &mut TombstoneSplit::default(), filter)?;
+        let metas =
+            inner.write_tables(&tree, &mut source, &mut TombstoneSplit::default(), filter)?;
         let opened = (|| {
             inner.fs.sync_dir(&inner.dir)?;
             let opened =
@@ -96,7 +103,7 @@ where
         .inspect_err(|_| inner.remove_tables(&metas))?;
 
         let wal_number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let level = choose_level(inner, &metas);
+        let level = choose_level(inner, keyspace, &metas);
         let mut edit = VersionEdit {
             log_number: Some(wal_number),
             last_seq: Some(seq),
@@ -120,10 +127,11 @@ where
 /// The deepest level `L` such that no table on levels `0..=L` overlaps the key range of
 /// `metas` (L0 when L0 overlaps it). Nothing above the tables there is older than the
 /// ingest, and a sorted level only receives tables that fit between its own.
-fn choose_level(inner: &DbInner, metas: &[TableMeta]) -> usize {
+fn choose_level(inner: &DbInner, keyspace: KeyspaceId, metas: &[TableMeta]) -> usize {
     let (Some(first), Some(last)) = (metas.first(), metas.last()) else { return 0 };
     let (lo, hi) = (key::user_key(&first.smallest), key::user_key(&last.largest));
-    deepest_free_level(&inner.load_state().version, lo, hi)
+    let state = inner.load_state();
+    state.tree(keyspace).map_or(0, |t| deepest_free_level(&t.version, lo, hi))
 }
 
 /// The deepest level `L` such that no table on levels `0..=L` overlaps `[lo, hi]`; 0 if L0

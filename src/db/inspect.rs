@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::filter_budget;
 use super::read::{self, ReadObserver};
-use super::Db;
+use super::{Db, Keyspace, Tree};
 use crate::filter::{budget, FilterKind};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -23,6 +23,8 @@ use crate::Result;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TableInfo {
+    /// The keyspace whose table it is.
+    pub keyspace: String,
     /// Level the table lives on.
     pub level: usize,
     /// File number.
@@ -149,77 +151,40 @@ pub struct TraceStep {
 }
 
 impl Db {
-    /// Facts about every live table, level by level (L0 newest first).
+    /// Facts about every live table of every keyspace, keyspace by keyspace (the default
+    /// first), level by level (L0 newest first).
     pub fn tables(&self) -> Vec<TableInfo> {
         let state = self.inner.load_state();
-        state
-            .version
-            .all_tables()
-            .map(|(level, t)| {
-                let p = t.table.properties();
-                let f = t.table.filter();
-                TableInfo {
-                    level,
-                    number: t.meta.number,
-                    path: t.path().to_path_buf(),
-                    file_size: t.meta.file_size,
-                    smallest_key: t.smallest_user_key().to_vec(),
-                    largest_key: t.largest_user_key().to_vec(),
-                    smallest_seq: t.meta.smallest_seq,
-                    largest_seq: t.meta.largest_seq,
-                    entries: p.num_entries,
-                    tombstones: p.num_tombstones,
-                    range_tombstones: p.num_range_deletions,
-                    data_blocks: p.num_data_blocks,
-                    filter_kind: f.kind(),
-                    filter_bits_per_key: f.bits_per_key(),
-                    filter_requested_bits_per_key: f.requested_bits_per_key(),
-                    filter_probes: f.num_probes(),
-                    filter_memory_bytes: t.table.filter_memory_bytes(),
-                    index_memory_bytes: t.table.index_memory_bytes(),
-                    expected_fpr: f.expected_fpr(),
-                }
-            })
-            .collect()
+        state.trees.iter().flat_map(|tree| tables(tree)).collect()
+    }
+
+    /// [`Keyspace::filter_runs`] of the default keyspace.
+    pub fn filter_runs(&self) -> Vec<FilterRun> {
+        filter_runs(self.inner.load_state().default_tree())
+    }
+
+    /// [`Keyspace::trace`] of the default keyspace.
+    pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
+        let state = self.inner.load_state();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        trace(state.default_tree(), key.as_ref(), seq)
+    }
+}
+
+impl Keyspace {
+    /// Facts about every live table of this keyspace, level by level (L0 newest first).
+    pub fn tables(&self) -> Result<Vec<TableInfo>> {
+        let state = self.inner.load_state();
+        Ok(tables(state.tree(self.id).ok_or_else(|| self.dropped())?))
     }
 
     /// The runs an absent-key lookup consults (each L0 table, newest first, then each
     /// non-empty deeper level), with their filters as they are and as the memory budget
     /// would split the same total memory ([`FilterRun`]). `Σ expected_fpr` is the expected
     /// number of data blocks an absent key whose range every run covers costs.
-    pub fn filter_runs(&self) -> Vec<FilterRun> {
+    pub fn filter_runs(&self) -> Result<Vec<FilterRun>> {
         let state = self.inner.load_state();
-        let runs = filter_budget::runs(&state.version, &[]);
-        let keys: Vec<u64> = runs.iter().map(filter_budget::Run::keys).collect();
-        let bits: Vec<u64> = runs
-            .iter()
-            .map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum())
-            .collect();
-        let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
-        let (all_keys, all_bits) = (sum(&keys), sum(&bits));
-        let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
-        let budgeted = budget::allocate(&keys, average);
-        runs.iter()
-            .zip(keys.iter().zip(bits))
-            .zip(budgeted)
-            .map(|((run, (&keys, filter_bits)), budgeted_bits_per_key)| {
-                let weighted: f64 = run
-                    .tables
-                    .iter()
-                    .map(|t| t.table.filter().expected_fpr() * t.meta.num_entries as f64)
-                    .sum();
-                FilterRun {
-                    level: run.level,
-                    table: (run.level == 0).then(|| run.tables[0].meta.number),
-                    tables: run.tables.len(),
-                    keys,
-                    filter_bits,
-                    expected_fpr: if keys == 0 { 1.0 } else { weighted / keys as f64 },
-                    budgeted_bits_per_key,
-                    budgeted_fpr: budget::fpr(budgeted_bits_per_key),
-                }
-            })
-            .collect()
+        Ok(filter_runs(state.tree(self.id).ok_or_else(|| self.dropped())?))
     }
 
     /// Walks the read path for `key` and reports, for every memtable and every table in read
@@ -228,47 +193,112 @@ impl Db {
     /// first answer, so filter false positives (and the absence of false negatives) can be
     /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
-        let key = key.as_ref();
         let state = self.inner.load_state();
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        let mut seen = Recorder::default();
-        read::search(&state, key, seq, &mut ReadTally::default(), &mut seen)?;
-
-        let mut steps = Vec::new();
-        let mut decided = false;
-        let mut push = |source, in_range, filter_maybe, actual: Presence| {
-            let decides = !decided && actual != Presence::Absent;
-            decided |= decides;
-            steps.push(TraceStep { source, in_range, filter_maybe, actual, decides });
-        };
-        // A value a range tombstone covers is what a `get` stops at, and reads as absent.
-        let covered = |found_seq| state.range_deleted(key, found_seq, seq);
-        let mems: Vec<_> = state.mems().collect();
-        for (i, mut actual) in seen.memtables {
-            if let (Presence::Value, Some(MemGet::Found(_, at))) =
-                (&actual, mems[i].table.get(key, seq))
-            {
-                if covered(at) {
-                    actual = Presence::RangeDeleted;
-                }
-            }
-            let source =
-                if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
-            push(source, true, None, actual);
-        }
-        for (level, t) in state.version.all_tables() {
-            let source = TraceSource::Table { level, number: t.meta.number };
-            match seen.tables.get(&t.meta.number) {
-                Some(Some(_)) => {
-                    push(source, true, Some(true), table_holds(t, key, seq, &covered)?)
-                }
-                // The filter said no: look anyway, to show it was right.
-                Some(None) => push(source, true, Some(false), table_holds(t, key, seq, &covered)?),
-                None => push(source, false, None, Presence::Absent),
-            }
-        }
-        Ok(steps)
+        trace(state.tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), seq)
     }
+}
+
+fn tables(tree: &Tree) -> Vec<TableInfo> {
+    tree.version
+        .all_tables()
+        .map(|(level, t)| {
+            let p = t.table.properties();
+            let f = t.table.filter();
+            TableInfo {
+                keyspace: tree.name.to_string(),
+                level,
+                number: t.meta.number,
+                path: t.path().to_path_buf(),
+                file_size: t.meta.file_size,
+                smallest_key: t.smallest_user_key().to_vec(),
+                largest_key: t.largest_user_key().to_vec(),
+                smallest_seq: t.meta.smallest_seq,
+                largest_seq: t.meta.largest_seq,
+                entries: p.num_entries,
+                tombstones: p.num_tombstones,
+                range_tombstones: p.num_range_deletions,
+                data_blocks: p.num_data_blocks,
+                filter_kind: f.kind(),
+                filter_bits_per_key: f.bits_per_key(),
+                filter_requested_bits_per_key: f.requested_bits_per_key(),
+                filter_probes: f.num_probes(),
+                filter_memory_bytes: t.table.filter_memory_bytes(),
+                index_memory_bytes: t.table.index_memory_bytes(),
+                expected_fpr: f.expected_fpr(),
+            }
+        })
+        .collect()
+}
+
+fn filter_runs(state: &Tree) -> Vec<FilterRun> {
+    let runs = filter_budget::runs(&state.version, &[]);
+    let keys: Vec<u64> = runs.iter().map(filter_budget::Run::keys).collect();
+    let bits: Vec<u64> =
+        runs.iter().map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum()).collect();
+    let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
+    let (all_keys, all_bits) = (sum(&keys), sum(&bits));
+    let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
+    let budgeted = budget::allocate(&keys, average);
+    runs.iter()
+        .zip(keys.iter().zip(bits))
+        .zip(budgeted)
+        .map(|((run, (&keys, filter_bits)), budgeted_bits_per_key)| {
+            let weighted: f64 = run
+                .tables
+                .iter()
+                .map(|t| t.table.filter().expected_fpr() * t.meta.num_entries as f64)
+                .sum();
+            FilterRun {
+                level: run.level,
+                table: (run.level == 0).then(|| run.tables[0].meta.number),
+                tables: run.tables.len(),
+                keys,
+                filter_bits,
+                expected_fpr: if keys == 0 { 1.0 } else { weighted / keys as f64 },
+                budgeted_bits_per_key,
+                budgeted_fpr: budget::fpr(budgeted_bits_per_key),
+            }
+        })
+        .collect()
+}
+
+fn trace(state: &Tree, key: &[u8], seq: SeqNo) -> Result<Vec<TraceStep>> {
+    let mut seen = Recorder::default();
+    read::search(state, key, seq, &mut ReadTally::default(), &mut seen)?;
+
+    let mut steps = Vec::new();
+    let mut decided = false;
+    let mut push = |source, in_range, filter_maybe, actual: Presence| {
+        let decides = !decided && actual != Presence::Absent;
+        decided |= decides;
+        steps.push(TraceStep { source, in_range, filter_maybe, actual, decides });
+    };
+    // A value a range tombstone covers is what a `get` stops at, and reads as absent.
+    let covered = |found_seq| state.range_deleted(key, found_seq, seq);
+    let mems: Vec<_> = state.mems().collect();
+    for (i, mut actual) in seen.memtables {
+        if let (Presence::Value, Some(MemGet::Found(_, at))) =
+            (&actual, mems[i].table.get(key, seq))
+        {
+            if covered(at) {
+                actual = Presence::RangeDeleted;
+            }
+        }
+        let source =
+            if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
+        push(source, true, None, actual);
+    }
+    for (level, t) in state.version.all_tables() {
+        let source = TraceSource::Table { level, number: t.meta.number };
+        match seen.tables.get(&t.meta.number) {
+            Some(Some(_)) => push(source, true, Some(true), table_holds(t, key, seq, &covered)?),
+            // The filter said no: look anyway, to show it was right.
+            Some(None) => push(source, true, Some(false), table_holds(t, key, seq, &covered)?),
+            None => push(source, false, None, Presence::Absent),
+        }
+    }
+    Ok(steps)
 }
 
 /// What the read path visited: each memtable's answer, and per consulted table the table's

@@ -16,7 +16,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::visible::VisibleIter;
-use super::{DbInner, DbState};
+use super::{DbInner, Tree};
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
@@ -146,9 +146,9 @@ impl BidirectionalIterator for LevelIter {
 }
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
-/// merged, with the state's range tombstones applied.
+/// merged, with the tree's range tombstones applied.
 pub(crate) fn visible(
-    state: &DbState,
+    state: &Tree,
     seq: SeqNo,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -157,7 +157,7 @@ pub(crate) fn visible(
 }
 
 /// Builds the merged view of every source in `state`, newest sources first.
-pub(crate) fn merged_sources(state: &DbState) -> MergingIterator {
+pub(crate) fn merged_sources(state: &Tree) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     for m in state.mems() {
         children.push(Box::new(m.table.iter()));
@@ -208,7 +208,9 @@ pub(crate) fn merged_sources(state: &DbState) -> MergingIterator {
 /// ```
 pub struct DbIterator {
     inner: Arc<DbInner>,
-    state: Arc<DbState>,
+    state: Arc<Tree>,
+    /// Yielded first: why the iterator cannot read (its keyspace was dropped).
+    pending: Option<crate::Error>,
     front: VisibleIter,
     front_started: bool,
     /// The back end, once `next_back` has been called: while the iterator is not done it
@@ -228,13 +230,17 @@ type Item = Result<(Vec<u8>, Value)>;
 impl DbIterator {
     pub(crate) fn new(
         inner: Arc<DbInner>,
-        state: Arc<DbState>,
+        state: Result<Arc<Tree>>,
         seq: SeqNo,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
+        let (state, pending) = match state {
+            Ok(s) => (s, None),
+            Err(e) => (Arc::new(Tree::empty()), Some(e)),
+        };
         let front = visible(&state, seq, start, end);
-        DbIterator { inner, state, front, front_started: false, back: None, done: false }
+        DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
     }
 
     /// Ends the iterator at both ends with `e`.
@@ -256,6 +262,9 @@ impl Iterator for DbIterator {
             return None;
         }
         if let Err(e) = self.inner.check_open() {
+            return self.fail(e);
+        }
+        if let Some(e) = self.pending.take() {
             return self.fail(e);
         }
         let moved = if self.front_started {
@@ -281,6 +290,9 @@ impl DoubleEndedIterator for DbIterator {
             return None;
         }
         if let Err(e) = self.inner.check_open() {
+            return self.fail(e);
+        }
+        if let Some(e) = self.pending.take() {
             return self.fail(e);
         }
         let moved = match self.back.as_mut() {
@@ -330,6 +342,7 @@ mod tests {
         let path = PathBuf::from(format!("mem/{number:06}.sst"));
         let bytes = sink.contents();
         let meta = TableMeta {
+            keyspace: 0,
             number,
             file_size: bytes.len() as u64,
             smallest: entries[0].0.clone(),

@@ -26,6 +26,7 @@ mod ingest;
 mod inspect;
 mod iter;
 mod key_range;
+mod keyspace;
 mod multi_get;
 mod newest_versions;
 mod read;
@@ -49,15 +50,18 @@ pub use cursor::Cursor;
 pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use iter::DbIterator;
 pub use key_range::KeyRange;
+pub use keyspace::Keyspace;
 pub use snapshot::Snapshot;
 
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
+use crate::options::KeyspaceOptions;
 use crate::options::{Options, WriteOptions};
 use crate::stats::{Counters, Stats};
-use crate::version::edit::VersionEdit;
+use crate::version::edit::{KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::set::DEFAULT_KEYSPACE_NAME;
 use crate::version::set::{TableFile, Version, VersionSet};
 use crate::{Error, Result, Value, WriteBatch};
 
@@ -68,9 +72,18 @@ pub(crate) struct Mem {
     pub wal_number: u64,
 }
 
-/// The engine's state at one moment. Never mutated: replaced whole.
-#[derive(Debug)]
-pub(crate) struct DbState {
+/// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
+/// replaced whole.
+///
+/// Every keyspace's memtables switch together (a write buffer shared by all keyspaces, one
+/// WAL segment per switch), so `mem` and `imm` line up across the trees of a [`DbState`]:
+/// the i-th immutable memtable of every tree holds the writes of the same WAL segment.
+#[derive(Debug, Clone)]
+pub(crate) struct Tree {
+    pub id: KeyspaceId,
+    pub name: Arc<str>,
+    /// How this keyspace's tables are built.
+    pub opts: KeyspaceOptions,
     /// The memtable receiving writes.
     pub mem: Mem,
     /// Memtables waiting to be flushed, newest first.
@@ -79,7 +92,19 @@ pub(crate) struct DbState {
     pub version: Arc<Version>,
 }
 
-impl DbState {
+impl Tree {
+    /// A tree with nothing in it, for readers that have no keyspace to read.
+    pub(crate) fn empty() -> Tree {
+        Tree {
+            id: crate::version::edit::DEFAULT_KEYSPACE,
+            name: "".into(),
+            opts: KeyspaceOptions::default(),
+            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0 },
+            imm: Vec::new(),
+            version: Arc::new(Version::empty()),
+        }
+    }
+
     /// The memtables, newest first.
     pub(crate) fn mems(&self) -> impl Iterator<Item = &Mem> {
         std::iter::once(&self.mem).chain(&self.imm)
@@ -102,7 +127,7 @@ impl DbState {
         !self.version.range_dels.is_empty() && self.version.range_dels.covers(key, seq, read_seq)
     }
 
-    /// Every range-tombstone set a reader of this state must apply (for scans, which check
+    /// Every range-tombstone set a reader of this tree must apply (for scans, which check
     /// each key they yield against them).
     pub(crate) fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
         let mut sets: Vec<_> = self.mems().filter_map(|m| m.table.range_tombstones()).collect();
@@ -110,6 +135,42 @@ impl DbState {
             sets.push(self.version.range_dels.clone());
         }
         sets
+    }
+}
+
+/// The engine's state at one moment: one [`Tree`] per live keyspace, the default keyspace
+/// first, the rest by id. Never mutated: replaced whole.
+#[derive(Debug)]
+pub(crate) struct DbState {
+    pub trees: Vec<Arc<Tree>>,
+}
+
+impl DbState {
+    /// The default keyspace's tree (always there: it cannot be dropped).
+    #[inline]
+    pub(crate) fn default_tree(&self) -> &Arc<Tree> {
+        &self.trees[0]
+    }
+
+    /// Keyspace `id`'s tree, unless it was dropped.
+    #[inline]
+    pub(crate) fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
+        self.trees.iter().find(|t| t.id == id)
+    }
+
+    /// Immutable memtables per keyspace (the same for every keyspace).
+    pub(crate) fn imm_len(&self) -> usize {
+        self.default_tree().imm.len()
+    }
+
+    /// The most L0 tables any keyspace has: what write stalls go by.
+    pub(crate) fn max_l0_tables(&self) -> usize {
+        self.trees.iter().map(|t| t.version.levels[0].len()).max().unwrap_or(0)
+    }
+
+    /// This state with `f` applied to every tree.
+    pub(crate) fn map_trees(&self, mut f: impl FnMut(&Tree) -> Tree) -> DbState {
+        DbState { trees: self.trees.iter().map(|t| Arc::new(f(t))).collect() }
     }
 }
 
@@ -128,9 +189,9 @@ pub(crate) struct BgState {
     pub shutdown: bool,
     pub error: Option<Error>,
     pub manual_compaction: bool,
-    /// Per level, the largest key of the last table compacted, so levels are compacted
-    /// round-robin instead of always at the same end.
-    pub compact_cursor: Vec<Vec<u8>>,
+    /// Per keyspace and level, the largest key of the last table compacted, so levels are
+    /// compacted round-robin instead of always at the same end.
+    pub compact_cursor: std::collections::HashMap<(KeyspaceId, usize), Vec<u8>>,
 }
 
 /// A writer's entry in the write queue.
@@ -236,18 +297,20 @@ impl DbInner {
         self.bg_cv.notify_all();
     }
 
-    /// Makes `edit` durable in the manifest and installs the version it produces: the one
-    /// place a flush, a compaction or an ingest changes the tree. `opened` holds the readers
-    /// of the tables the edit adds; `flushed` is the immutable memtable the edit makes
-    /// redundant, dropped in the same state swap, so a reader sees its writes in exactly one
-    /// of the two. Tables the edit deletes are marked obsolete: their files go when the last
-    /// version, snapshot or iterator using them does. (Recovery builds its first version
-    /// before the engine exists and records it in a new manifest's snapshot instead.)
+    /// Makes `edit` durable in the manifest and installs the versions it produces: the one
+    /// place a flush, a compaction, an ingest or a keyspace's creation or drop changes the
+    /// tree. `opened` holds the readers of the tables the edit adds (to any keyspace);
+    /// `flushed` is the WAL number of the immutable memtables the edit makes redundant,
+    /// dropped from every keyspace in the same state swap, so a reader sees their writes in
+    /// exactly one of the two. Tables the edit deletes are marked obsolete: their files go
+    /// when the last version, snapshot or iterator using them does. (Recovery builds its first
+    /// versions before the engine exists and records them in a new manifest's snapshot
+    /// instead.)
     pub(crate) fn install(
         &self,
         edit: &mut VersionEdit,
         opened: &[Arc<TableFile>],
-        flushed: Option<&Arc<MemTable>>,
+        flushed: Option<u64>,
     ) -> Result<()> {
         // The manifest is written under the state lock, so the manifest and the in-memory
         // state change in the same order.
@@ -262,17 +325,53 @@ impl DbInner {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }
         let cur = self.state.load();
-        let version = Arc::new(cur.version.apply(edit, opened));
-        let imm = match flushed {
-            Some(f) => cur.imm.iter().filter(|m| !Arc::ptr_eq(&m.table, f)).cloned().collect(),
-            None => cur.imm.clone(),
-        };
         for (level, number) in &edit.deleted {
-            if let Some(t) = cur.version.levels[*level].iter().find(|t| t.meta.number == *number) {
-                t.mark_obsolete();
+            for tree in &cur.trees {
+                let tables = &tree.version.levels[*level];
+                if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
+                    f.mark_obsolete();
+                }
             }
         }
-        self.state.store(Arc::new(DbState { mem: cur.mem.clone(), imm, version }));
+        let mut trees = Vec::with_capacity(cur.trees.len() + edit.keyspaces.len());
+        for tree in &cur.trees {
+            if edit.dropped_keyspaces.contains(&tree.id) {
+                continue;
+            }
+            let touched = tree.version.touched_by(edit, tree.id);
+            let redefined = edit.keyspaces.iter().find(|d| d.id == tree.id);
+            if !touched && flushed.is_none() && redefined.is_none() {
+                trees.push(tree.clone());
+                continue;
+            }
+            let mut t = Tree::clone(tree);
+            if touched {
+                t.version = Arc::new(t.version.apply(edit, t.id, opened));
+            }
+            if let Some(wal) = flushed {
+                t.imm.retain(|m| m.wal_number != wal);
+            }
+            if let Some(def) = redefined {
+                t.opts = def.opts;
+            }
+            trees.push(Arc::new(t));
+        }
+        let mem_wal = cur.default_tree().mem.wal_number;
+        for def in &edit.keyspaces {
+            if cur.tree(def.id).is_none() {
+                // A new keyspace starts with empty memtables in step with the others'.
+                let empty = |wal_number| Mem { table: Arc::new(MemTable::new()), wal_number };
+                trees.push(Arc::new(Tree {
+                    id: def.id,
+                    name: def.name.as_str().into(),
+                    opts: def.opts,
+                    mem: empty(mem_wal),
+                    imm: cur.default_tree().imm.iter().map(|m| empty(m.wal_number)).collect(),
+                    version: Arc::new(Version::empty()),
+                }));
+            }
+        }
+        self.state.store(Arc::new(DbState { trees }));
         Ok(())
     }
 
@@ -435,6 +534,12 @@ impl Db {
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
         batch.check_sizes()?;
+        {
+            let state = self.inner.state.load();
+            if let Some(id) = batch.keyspaces().find(|&id| state.tree(id).is_none()) {
+                return Err(Error::KeyspaceDropped { name: format!("with id {id}") });
+            }
+        }
         let sync = opts.resolve_sync(&self.inner.opts);
         write::write(&self.inner, sync, false, |b| b.clone_from(batch))
     }
@@ -493,7 +598,7 @@ impl Db {
         V: AsRef<[u8]>,
     {
         self.inner.check_writable()?;
-        ingest::ingest(&self.inner, entries.into_iter().map(Ok))
+        ingest::ingest(&self.inner, DEFAULT_KEYSPACE, entries.into_iter().map(Ok))
     }
 
     /// [`Db::ingest`] from a source that can fail, such as a file being read: the first
@@ -519,7 +624,7 @@ impl Db {
         V: AsRef<[u8]>,
     {
         self.inner.check_writable()?;
-        ingest::ingest(&self.inner, entries.into_iter())
+        ingest::ingest(&self.inner, DEFAULT_KEYSPACE, entries.into_iter())
     }
 
     /// The newest value of `key`, or `None` if it is absent or deleted.
@@ -530,7 +635,7 @@ impl Db {
         // Load the state before the sequence number: every table in `state` then holds only
         // writes at or below `seq` (see DESIGN.md, "Reading at a sequence number").
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        read::get(&self.inner, &state, key.as_ref(), seq)
+        read::get(&self.inner, state.default_tree(), key.as_ref(), seq)
     }
 
     /// The newest value of each of `keys`, in the order given (repeats allowed), all read at
@@ -557,7 +662,7 @@ impl Db {
         let state = self.inner.state.load();
         // State before sequence number, as in `get`.
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        self.inner.multi_get(&state, keys, seq)
+        self.inner.multi_get(state.default_tree(), keys, seq)
     }
 
     /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or
@@ -635,7 +740,70 @@ impl Db {
     /// A consistent read-only view of the database as it is now. It keeps the memtables and
     /// table files it needs alive until dropped.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.inner.clone())
+        Snapshot::new(self.inner.clone(), DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME.into())
+    }
+
+    /// The keyspace `name` — a separate set of keys with its own tables and table options,
+    /// sharing this database's WAL, memory and background work — created with `opts` if it
+    /// does not exist yet. Opening an existing keyspace with options other than those it
+    /// has records the new ones (they apply to tables written from then on). Names are
+    /// UTF-8, 1 to 255 bytes; `"default"` is the keyspace `Db`'s own methods use, whose
+    /// options come from [`Options`].
+    ///
+    /// Creating a keyspace is durable when this returns. A [`WriteBatch`] can write to
+    /// several keyspaces atomically ([`WriteBatch::put_in`]); a [`Snapshot`] sees them all
+    /// at one moment ([`Snapshot::keyspace`]). See [`Keyspace`] for an example.
+    ///
+    /// Fails with [`Error::ReadOnly`] on a read-only handle if the keyspace does not exist.
+    pub fn keyspace(&self, name: &str, opts: crate::KeyspaceOptions) -> Result<Keyspace> {
+        self.inner.open_keyspace(name, opts)
+    }
+
+    /// The keyspace `name` if it exists (`"default"` always does), with the options it has:
+    /// for callers that must not create one, such as tools on a read-only handle.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// assert!(db.existing_keyspace("users").is_none());
+    /// db.keyspace("users", bloomkv::KeyspaceOptions::default())?.put("u1", "ada")?;
+    /// let users = db.existing_keyspace("users").unwrap();
+    /// assert_eq!(users.get("u1")?.as_deref(), Some(&b"ada"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace> {
+        let state = self.inner.load_state();
+        let tree = state.trees.iter().find(|t| &*t.name == name)?;
+        Some(Keyspace::new(self.inner.clone(), tree.id, tree.name.clone()))
+    }
+
+    /// The names of the keyspaces, the default one first, then in creation order.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        self.inner.load_state().trees.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// Drops keyspace `name`: its keys and tables are gone (table files are deleted once no
+    /// snapshot or iterator reads them) and its handles fail with
+    /// [`Error::KeyspaceDropped`]. Durable when this returns. The default keyspace cannot be
+    /// dropped; a name that does not exist gives [`Error::KeyspaceDropped`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let scratch = db.keyspace("scratch", bloomkv::KeyspaceOptions::default())?;
+    /// scratch.put("k", "v")?;
+    /// db.drop_keyspace("scratch")?;
+    /// assert!(matches!(scratch.get("k"), Err(bloomkv::Error::KeyspaceDropped { .. })));
+    /// assert_eq!(db.keyspace_names(), ["default"]);
+    /// // Created again, it starts empty.
+    /// let scratch = db.keyspace("scratch", bloomkv::KeyspaceOptions::default())?;
+    /// assert_eq!(scratch.get("k")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.inner.drop_keyspace(name)
     }
 
     /// Writes the memtable to an L0 table and returns when that table is recorded in the
@@ -665,7 +833,14 @@ impl Db {
         let inner = &self.inner;
         let c = &inner.counters;
         let state = inner.load_state();
-        let v = &state.version;
+        let mut tables_per_level = vec![0; crate::version::set::NUM_LEVELS];
+        let mut bytes_per_level = vec![0; crate::version::set::NUM_LEVELS];
+        for tree in &state.trees {
+            for (level, tables) in tree.version.levels.iter().enumerate() {
+                tables_per_level[level] += tables.len();
+                bytes_per_level[level] += tree.version.level_bytes(level);
+            }
+        }
         let mut s = Stats {
             gets: c.gets.get(),
             memtable_hits: c.memtable_hits.get(),
@@ -674,8 +849,8 @@ impl Db {
             tables_consulted: c.tables_consulted.get(),
             block_reads: c.block_reads.get(),
             block_cache_hits: c.block_cache_hits.get(),
-            tables_per_level: v.levels.iter().map(|l| l.len()).collect(),
-            bytes_per_level: (0..v.levels.len()).map(|l| v.level_bytes(l)).collect(),
+            tables_per_level,
+            bytes_per_level,
             user_bytes_written: c.user_bytes_written.get(),
             flushes: c.flushes.get(),
             flush_bytes_written: c.flush_bytes_written.get(),
@@ -695,12 +870,18 @@ impl Db {
             filter_chunk_bytes: crate::filter::memory::held_bytes(),
             ..Stats::default()
         };
-        for (_, t) in v.all_tables() {
+        for (_, t) in state.trees.iter().flat_map(|tree| tree.version.all_tables()) {
             s.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
             s.index_memory_bytes += t.table.index_memory_bytes() as u64;
         }
-        s.memtable_bytes = state.mems().map(|m| m.table.approximate_bytes() as u64).sum();
-        let wal_numbers: Vec<u64> = state.mems().map(|m| m.wal_number).collect();
+        s.memtable_bytes = state
+            .trees
+            .iter()
+            .flat_map(|tree| tree.mems())
+            .map(|m| m.table.approximate_bytes() as u64)
+            .sum();
+        // The keyspaces' memtables line up, so the default keyspace's name every segment.
+        let wal_numbers: Vec<u64> = state.default_tree().mems().map(|m| m.wal_number).collect();
         s.wal_bytes = wal_numbers
             .iter()
             .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
@@ -811,7 +992,7 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                 if bg.error.is_none() {
                     let state = inner.load_state();
                     let ready = match job {
-                        BgJob::Flush => !state.imm.is_empty(),
+                        BgJob::Flush => state.imm_len() > 0,
                         BgJob::Compact => {
                             !bg.manual_compaction && compaction::needs_compaction(inner, &state)
                         }

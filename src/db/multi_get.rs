@@ -21,7 +21,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{DbInner, DbState};
+use super::{DbInner, Tree};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -56,7 +56,7 @@ impl DbInner {
     /// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
     pub(crate) fn multi_get<K: AsRef<[u8]>>(
         &self,
-        state: &DbState,
+        state: &Tree,
         keys: &[K],
         seq: SeqNo,
     ) -> Result<Vec<Option<Value>>> {
@@ -68,7 +68,7 @@ impl DbInner {
 }
 
 fn lookup_all<K: AsRef<[u8]>>(
-    state: &DbState,
+    state: &Tree,
     keys: &[K],
     seq: SeqNo,
     tally: &mut ReadTally,
@@ -87,7 +87,7 @@ fn lookup_all<K: AsRef<[u8]>>(
 }
 
 fn batch<'s, K: AsRef<[u8]>>(
-    state: &'s DbState,
+    state: &'s Tree,
     keys: &[K],
     seq: SeqNo,
     s: &mut Scratch<'s>,

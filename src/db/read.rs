@@ -23,7 +23,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{DbInner, DbState};
+use super::{DbInner, Tree};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -32,12 +32,7 @@ use crate::table::{GetOutcome, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
-pub(crate) fn get(
-    inner: &DbInner,
-    state: &DbState,
-    key: &[u8],
-    seq: SeqNo,
-) -> Result<Option<Value>> {
+pub(crate) fn get(inner: &DbInner, state: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Value>> {
     let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
     let result = search(state, key, seq, &mut tally, &mut Unobserved);
     inner.counters.record_gets(&tally);
@@ -68,7 +63,7 @@ impl ReadObserver for Unobserved {}
 const REMEMBERED: usize = 16;
 
 pub(crate) fn search<O: ReadObserver>(
-    state: &DbState,
+    state: &Tree,
     key: &[u8],
     seq: SeqNo,
     tally: &mut ReadTally,

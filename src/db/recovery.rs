@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{open_table, table_options, write_table, TableCaches};
-use super::{BgState, DbInner, DbState, Mem, WalState};
+use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;
 use crate::iter::InternalIterator;
@@ -26,14 +26,24 @@ use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::range_del::TombstoneSplit;
 use crate::stats::Counters;
-use crate::version::edit::VersionEdit;
-use crate::version::set::{read_manifest, Version, VersionSet, NUM_LEVELS};
+use crate::version::edit::{KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::set::{
+    default_keyspace_def, read_manifest, RecoveredKeyspace, Version, VersionSet, NUM_LEVELS,
+};
 use crate::{Error, Result, WriteBatch};
 
-/// What is on disk: the tables, the replayed WAL writes, and the manifest's counters.
-struct Loaded {
+/// One keyspace as found on disk: what the manifest says of it, its tables, and its writes
+/// replayed from the WAL.
+struct LoadedKeyspace {
+    def: KeyspaceDef,
     version: Version,
     mem: Arc<MemTable>,
+}
+
+/// What is on disk: the keyspaces (the default first), and the manifest's counters.
+struct Loaded {
+    keyspaces: Vec<LoadedKeyspace>,
+    next_keyspace_id: KeyspaceId,
     last_seq: SeqNo,
     log_number: u64,
     next_file: u64,
@@ -46,11 +56,14 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
     let names = fs.list(dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
-    let (metas, log_number, next_file, manifest_seq, manifest) = if fs.exists(&current_path(dir)) {
+    let (recovered, next_keyspace_id, log_number, next_file, manifest_seq, manifest) = if fs
+        .exists(&current_path(dir))
+    {
         let m = read_manifest(fs.as_ref(), dir)?;
         let path = manifest_path(dir, m.manifest_number);
         let facts = ManifestFacts { path, valid_len: m.valid_len, torn: m.torn_tail };
-        (m.levels, m.log_number, m.next_file_number, m.last_seq, Some((facts, m.added_at)))
+        let added_at = Some((facts, m.added_at));
+        (m.keyspaces, m.next_keyspace_id, m.log_number, m.next_file_number, m.last_seq, added_at)
     } else {
         if holds_db_files(&names) {
             return Err(Error::corruption(
@@ -62,25 +75,41 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         if !allow_create {
             return Err(Error::NotFound { path: dir.to_path_buf() });
         }
-        (vec![Vec::new(); NUM_LEVELS], 0, 1, 0, None)
+        let default =
+            RecoveredKeyspace { def: default_keyspace_def(), levels: vec![Vec::new(); NUM_LEVELS] };
+        (vec![default], 1, 0, 1, 0, None)
     };
 
-    let mut version = Version::empty();
-    for (level, tables) in metas.into_iter().enumerate() {
-        for meta in tables {
-            let number = meta.number;
-            let table = open_table(&fs, dir, caches, meta).map_err(|e| match (&e, &manifest) {
-                (Error::Io { source, .. }, Some((m, added_at)))
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    m.missing_table(number, level, added_at.get(&number).copied().unwrap_or(0))
-                }
-                _ => e,
-            })?;
-            version.levels[level].push(table);
+    let mut keyspaces = Vec::with_capacity(recovered.len());
+    for k in recovered {
+        let mut version = Version::empty();
+        for (level, tables) in k.levels.into_iter().enumerate() {
+            for meta in tables {
+                let number = meta.number;
+                let table =
+                    open_table(&fs, dir, caches, meta).map_err(|e| match (&e, &manifest) {
+                        (Error::Io { source, .. }, Some((m, added_at)))
+                            if source.kind() == std::io::ErrorKind::NotFound =>
+                        {
+                            m.missing_table(
+                                number,
+                                level,
+                                added_at.get(&number).copied().unwrap_or(0),
+                            )
+                        }
+                        _ => e,
+                    })?;
+                version.levels[level].push(table);
+            }
         }
+        // Sorts the levels.
+        let version = version.apply(&VersionEdit::default(), k.def.id, &[]);
+        let mut def = k.def;
+        if def.id == DEFAULT_KEYSPACE {
+            def.opts = opts.keyspace_options();
+        }
+        keyspaces.push(LoadedKeyspace { def, version, mem: Arc::new(MemTable::new()) });
     }
-    let version = version.apply(&VersionEdit::default(), &[]); // sorts the levels
 
     // Replay WAL segments at or above the log number, oldest first.
     let mut wals: Vec<u64> = kinds
@@ -91,7 +120,6 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         })
         .collect();
     wals.sort_unstable();
-    let mem = Arc::new(MemTable::new());
     let mut last_seq: SeqNo = manifest_seq;
     // Sequence numbers run without gaps from the manifest's last one through every record
     // of every segment still to replay (a flush records the largest sequence it made
@@ -141,7 +169,19 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
                     format!("WAL record cannot be stored in a table: {e}"),
                 )
             })?;
-            batch.insert_into(&mem);
+            // Writes to a keyspace dropped since are skipped (it took them along); a keyspace
+            // the manifest never created cannot have been written to.
+            if let Some(id) = batch
+                .keyspaces()
+                .find(|&id| id >= next_keyspace_id && !keyspaces.iter().any(|k| k.def.id == id))
+            {
+                return Err(Error::corruption(
+                    &path,
+                    reader.last_record_offset(),
+                    format!("WAL record writes to keyspace {id}, which the manifest never created"),
+                ));
+            }
+            batch.insert_into(|id| keyspaces.iter().find(|k| k.def.id == id).map(|k| &*k.mem));
             last_seq = last_seq.max((first + batch.len() as u64).saturating_sub(1));
         }
         if reader.dropped_tail_bytes() > 0 && i + 1 < wals.len() {
@@ -158,7 +198,7 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         _ => None,
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
-    Ok(Loaded { version, mem, last_seq, log_number, next_file, names })
+    Ok(Loaded { keyspaces, next_keyspace_id, last_seq, log_number, next_file, names })
 }
 
 /// What recovery knows about the manifest it read, to name it in errors.
@@ -272,32 +312,38 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     }
     let lock = fs.lock(&lock_path(dir))?;
     let caches = TableCaches::new(&opts);
-    let Loaded { version, mem, last_seq, log_number, next_file, names } =
+    let Loaded { mut keyspaces, next_keyspace_id, last_seq, log_number, next_file, names } =
         load(dir, &opts, &caches, opts.create_if_missing)?;
 
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
     let new_wal = versions.new_file_number();
-    let mut version = version;
-    if !mem.is_empty() {
+    for k in &mut keyspaces {
+        let mem = &k.mem;
+        if mem.is_empty() {
+            continue;
+        }
         let number = versions.new_file_number();
         let placement = Placement { level: 0, keys: mem.len() as u64, replaces: &[] };
-        let topts = table_options(&opts, table_filter(opts.filter_policy, &version, &placement));
+        let filter = table_filter(k.def.opts.filter_policy, &k.version, &placement);
+        let topts = table_options(&k.def.opts, filter);
         let range_dels = mem.range_tombstones();
         let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false))
             .with_range_tombstones(range_dels.clone());
         it.seek_to_first()?;
         let mut split = TombstoneSplit::of(range_dels.as_deref());
-        if let Some(meta) = write_table(fs.as_ref(), dir, topts, number, &mut it, &mut split)? {
+        let id = k.def.id;
+        if let Some(meta) = write_table(fs.as_ref(), dir, topts, id, number, &mut it, &mut split)? {
             fs.sync_dir(dir)?;
             let t = open_table(&fs, dir, &caches, meta.clone())?;
             let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
-            version = version.apply(&edit, &[t]);
+            k.version = k.version.apply(&edit, id, &[t]);
         }
     }
-    // The new manifest records every table, including the one just written, and a log
-    // number that retires every replayed segment.
+    // The new manifest records every keyspace and table, including those just written, and
+    // a log number that retires every replayed segment.
     versions.set_log_number(new_wal);
-    versions.write_snapshot(&version)?;
+    versions.set_keyspaces(keyspaces.iter().map(|k| k.def.clone()).collect(), next_keyspace_id);
+    versions.write_snapshot(keyspaces.iter().map(|k| &k.version))?;
     let wal_writer =
         super::write::start_wal_segment(fs.create(&wal_path(dir, new_wal))?, last_seq + 1)?;
     fs.sync_dir(dir)?;
@@ -305,7 +351,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     // Remove what no longer belongs: retired WALs, tables not in the version, old manifests,
     // temporary files.
     let live: std::collections::HashSet<u64> =
-        version.all_tables().map(|(_, t)| t.meta.number).collect();
+        keyspaces.iter().flat_map(|k| k.version.all_tables().map(|(_, t)| t.meta.number)).collect();
     for name in &names {
         let stale = match filename::parse(name) {
             Some(FileKind::Wal(n)) => n < new_wal,
@@ -319,13 +365,29 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         }
     }
 
-    let state = DbState {
-        mem: Mem { table: Arc::new(MemTable::new()), wal_number: new_wal },
-        imm: Vec::new(),
-        version: Arc::new(version),
-    };
+    let state = state_of(keyspaces, new_wal, true);
     let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq };
     Ok(assemble(dir, opts, Some(lock), state, versions, wal, caches))
+}
+
+/// The engine state of recovered keyspaces: with their replayed writes as the active
+/// memtables (a read-only open), or with empty ones (`fresh`: the writes are in tables now).
+fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbState {
+    let trees = keyspaces
+        .into_iter()
+        .map(|k| {
+            let table = if fresh { Arc::new(MemTable::new()) } else { k.mem };
+            Arc::new(Tree {
+                id: k.def.id,
+                name: k.def.name.into(),
+                opts: k.def.opts,
+                mem: Mem { table, wal_number },
+                imm: Vec::new(),
+                version: Arc::new(k.version),
+            })
+        })
+        .collect();
+    DbState { trees }
 }
 
 /// Builds the engine around recovered state; shared by the read-write and read-only opens.
@@ -386,13 +448,11 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
             other => break other?,
         }
     };
-    let versions =
+    let mut versions =
         VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
-    let state = DbState {
-        mem: Mem { table: loaded.mem, wal_number: 0 },
-        imm: Vec::new(),
-        version: Arc::new(loaded.version),
-    };
+    let defs = loaded.keyspaces.iter().map(|k| k.def.clone()).collect();
+    versions.set_keyspaces(defs, loaded.next_keyspace_id);
+    let state = state_of(loaded.keyspaces, 0, false);
     let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
     Ok(assemble(dir, opts, None, state, versions, wal, caches))
 }

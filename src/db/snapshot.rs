@@ -5,17 +5,17 @@
 //! database, but their files are deleted only when the last snapshot or iterator using them
 //! is dropped.
 
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::cursor::Cursor;
 use super::iter::DbIterator;
 use super::key_range::KeyRange;
-use super::{lock_mutex as lock, read, DbInner, DbState};
-use crate::key::prefix_successor;
+use super::keyspace::prefix_bounds;
+use super::{lock_mutex as lock, read, DbInner, DbState, Keyspace, Tree};
 use crate::key::SeqNo;
-use crate::{Result, Value};
+use crate::version::edit::KeyspaceId;
+use crate::{Error, Result, Value};
 
 /// A consistent read-only view, from [`crate::Db::snapshot`]. Later writes are invisible to
 /// it. Cheap to take; holds memtables and files alive until dropped. It does not keep the
@@ -36,6 +36,9 @@ pub struct Snapshot {
     inner: Arc<DbInner>,
     state: Arc<DbState>,
     seq: SeqNo,
+    /// The keyspace its reads go to.
+    keyspace: KeyspaceId,
+    name: Arc<str>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -45,12 +48,46 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn new(inner: Arc<DbInner>) -> Self {
+    pub(crate) fn new(inner: Arc<DbInner>, keyspace: KeyspaceId, name: Arc<str>) -> Self {
         // State before sequence number, as in `Db::get`.
         let state = inner.load_state();
         let seq = inner.visible_seq.load(Ordering::Acquire);
         *lock(&inner.snapshots).entry(seq).or_insert(0) += 1;
-        Snapshot { inner, state, seq }
+        Snapshot { inner, state, seq, keyspace, name }
+    }
+
+    /// The same view of the database — same moment, same sequence number — reading
+    /// `keyspace` instead: consistent reads across keyspaces.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let a = db.keyspace("a", bloomkv::KeyspaceOptions::default())?;
+    /// let b = db.keyspace("b", bloomkv::KeyspaceOptions::default())?;
+    /// a.put("k", "1")?;
+    /// let snap = a.snapshot();
+    /// b.put("k", "2")?;
+    /// assert_eq!(snap.get("k")?.as_deref(), Some(&b"1"[..]));
+    /// assert_eq!(snap.keyspace(&b).get("k")?, None); // written after the snapshot
+    /// # Ok(()) }
+    /// ```
+    pub fn keyspace(&self, keyspace: &Keyspace) -> Snapshot {
+        *lock(&self.inner.snapshots).entry(self.seq).or_insert(0) += 1;
+        Snapshot {
+            inner: self.inner.clone(),
+            state: self.state.clone(),
+            seq: self.seq,
+            keyspace: keyspace.id(),
+            name: keyspace.name().into(),
+        }
+    }
+
+    /// The tree the snapshot reads, unless its keyspace was dropped before it was taken.
+    fn tree(&self) -> Result<&Arc<Tree>> {
+        self.state
+            .tree(self.keyspace)
+            .ok_or_else(|| Error::KeyspaceDropped { name: self.name.to_string() })
     }
 
     /// The sequence number the snapshot reads at.
@@ -63,7 +100,7 @@ impl Snapshot {
     /// Fails with [`crate::Error::Closed`] once the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        read::get(&self.inner, &self.state, key.as_ref(), self.seq)
+        read::get(&self.inner, self.tree()?, key.as_ref(), self.seq)
     }
 
     /// The value of each of `keys` as of the snapshot, in the order given: see
@@ -82,7 +119,7 @@ impl Snapshot {
     /// ```
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
-        self.inner.multi_get(&self.state, keys, self.seq)
+        self.inner.multi_get(self.tree()?, keys, self.seq)
     }
 
     /// Writes an openable copy of the database exactly as this snapshot sees it into `dir`
@@ -100,7 +137,7 @@ impl Snapshot {
     /// (see [`DbIterator`]).
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();
-        DbIterator::new(self.inner.clone(), self.state.clone(), self.seq, start, end)
+        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
     }
 
     /// A [`Cursor`] over the keys in `range` as of the snapshot.
@@ -119,23 +156,13 @@ impl Snapshot {
     /// ```
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         let (start, end) = range.into_bounds();
-        Cursor::new(self.inner.clone(), self.state.clone(), self.seq, start, end)
+        Cursor::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
     }
 
     /// Iterates over the keys starting with `prefix` as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        let prefix = prefix.as_ref();
-        let end = match prefix_successor(prefix) {
-            Some(s) => Bound::Excluded(s),
-            None => Bound::Unbounded,
-        };
-        DbIterator::new(
-            self.inner.clone(),
-            self.state.clone(),
-            self.seq,
-            Bound::Included(prefix.to_vec()),
-            end,
-        )
+        let (start, end) = prefix_bounds(prefix.as_ref());
+        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
     }
 }
 

@@ -7,15 +7,16 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::DbInner;
+use super::{DbInner, Tree};
 use crate::filename::table_path;
 use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::options::KeyspaceOptions;
 use crate::range_del::{last_key_before, successor, TombstoneSplit};
 use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
-use crate::version::edit::TableMeta;
+use crate::version::edit::{KeyspaceId, TableMeta};
 use crate::version::set::TableFile;
 use crate::{Error, Result};
 
@@ -25,17 +26,18 @@ impl DbInner {
     }
 
     /// Writes the entries of `iter` and the range tombstones of `range_dels` into table
-    /// `number`, with the filter `filter` (the configured policy as
-    /// `filter_budget::table_filter` resolves it for the table's level).
+    /// `number` of `tree`'s keyspace, with the keyspace's options and the filter `filter`
+    /// (its policy as `filter_budget::table_filter` resolves it for the table's level).
     pub(crate) fn write_table(
         &self,
+        tree: &Tree,
         number: u64,
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
     ) -> Result<Option<TableMeta>> {
-        let opts = table_options(&self.opts, filter);
-        write_table(self.fs.as_ref(), &self.dir, opts, number, iter, range_dels)
+        let opts = table_options(&tree.opts, filter);
+        write_table(self.fs.as_ref(), &self.dir, opts, tree.id, number, iter, range_dels)
     }
 
     /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
@@ -46,6 +48,7 @@ impl DbInner {
     /// (a compaction's would only be removed at the next open).
     pub(crate) fn write_tables(
         &self,
+        tree: &Tree,
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
@@ -54,8 +57,8 @@ impl DbInner {
         let result = (|| {
             while iter.valid() || !range_dels.is_empty() {
                 let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-                let mut part = SizeLimited::new(iter, self.opts.target_table_bytes);
-                if let Some(meta) = self.write_table(number, &mut part, range_dels, filter)? {
+                let mut part = SizeLimited::new(iter, tree.opts.target_table_bytes);
+                if let Some(meta) = self.write_table(tree, number, &mut part, range_dels, filter)? {
                     outputs.push(meta);
                 }
             }
@@ -173,10 +176,10 @@ impl TableCaches {
     }
 }
 
-/// How the engine's options build a table (flushes, compactions and recovery alike), with
+/// How a keyspace's options build a table (flushes, compactions and recovery alike), with
 /// the filter chosen for it: a [`FilterPolicy::Budgeted`] table's depends on where it goes,
 /// which the options alone do not know.
-pub(crate) fn table_options(opts: &crate::Options, filter: FilterPolicy) -> TableOptions {
+pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> TableOptions {
     TableOptions {
         block_bytes: opts.block_bytes,
         compression: opts.compression,
@@ -215,12 +218,14 @@ pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
     table_options: TableOptions,
+    keyspace: KeyspaceId,
     number: u64,
     iter: &mut dyn EntryStream,
     range_dels: &mut TombstoneSplit,
 ) -> Result<Option<TableMeta>> {
     let path = table_path(dir, number);
-    let written = build_table(fs, &path, table_options, number, iter, range_dels);
+    let written = build_table(fs, &path, table_options, number, iter, range_dels)
+        .map(|m| m.map(|m| TableMeta { keyspace, ..m }));
     if !matches!(written, Ok(Some(_))) {
         // Nothing refers to a table that failed (or had no entries); leave no file behind.
         let _ = fs.remove(&path);
@@ -281,6 +286,7 @@ fn build_table(
     let props = builder.finish()?;
     let file_size = fs.open(path)?.size();
     Ok(Some(TableMeta {
+        keyspace: crate::version::edit::DEFAULT_KEYSPACE,
         number,
         file_size,
         smallest,

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite};
+use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite, Tree};
 use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
@@ -190,7 +190,7 @@ fn write_group(
 
     let mut user_bytes = 0u64;
     for w in group {
-        user_bytes += lock(&w.batch).insert_into(&mem);
+        user_bytes += lock(&w.batch).insert_into(|id| mem.tree(id).map(|t| &*t.mem.table));
     }
     inner.counters.user_bytes_written.add(user_bytes);
     inner.visible_seq.store(seq - 1, Ordering::Release);
@@ -276,11 +276,12 @@ impl Exclusive<'_> {
         wal.writer = Some(writer);
         wal.last_seq = last_seq;
         drop(wal);
-        // The next flush records the active memtable's segment as the log number.
-        inner.swap_state(|cur| DbState {
-            mem: Mem { table: cur.mem.table.clone(), wal_number: number },
-            imm: cur.imm.clone(),
-            version: cur.version.clone(),
+        // The next flush records the active memtables' segment as the log number.
+        inner.swap_state(|cur| {
+            cur.map_trees(|t| Tree {
+                mem: Mem { table: t.mem.table.clone(), wal_number: number },
+                ..t.clone()
+            })
         });
         // A failed removal leaves a segment below the log number, which the next open removes.
         let _ = inner.fs.remove(&wal_path(&inner.dir, previous));
@@ -292,15 +293,19 @@ impl Exclusive<'_> {
 /// applies back-pressure: a short delay per write while L0 is filling, a wait when immutable
 /// memtables or L0 tables reach their limits. Memory stays bounded whatever the write rate.
 ///
-/// Returns the active memtable, for the group to insert into: only a leader switches
-/// memtables, so it stays the active one until this leadership ends.
-fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
+/// The memtables of every keyspace count together against `memtable_bytes`, and switch
+/// together.
+///
+/// Returns the state whose active memtables the group inserts into: only a leader switches
+/// memtables (and keyspaces are created and dropped only by an exclusive leader), so they
+/// stay the active ones until this leadership ends.
+fn make_room(inner: &DbInner, force: bool) -> Result<Arc<DbState>> {
     let opts = &inner.opts;
     let mut slowed = false;
     loop {
         // A guard, not a clone of the state: it is dropped before any wait below.
         let state = inner.state.load();
-        let l0 = state.version.levels[0].len();
+        let l0 = state.max_l0_tables();
         if !slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
             // Give compaction a head start without stopping writes outright (LevelDB's 1 ms).
             slowed = true;
@@ -313,12 +318,18 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
             inner.counters.write_stall_micros.add(started.elapsed().as_micros() as u64);
             continue;
         }
-        let full = state.mem.table.approximate_bytes() >= opts.memtable_bytes;
-        let wants_switch = full || (force && !state.mem.table.is_empty());
+        let (bytes, empty) = match &state.trees[..] {
+            // The common case, kept to one memtable's counters.
+            [only] => (only.mem.table.approximate_bytes(), only.mem.table.is_empty()),
+            trees => trees.iter().fold((0, true), |(b, e), t| {
+                (b + t.mem.table.approximate_bytes(), e && t.mem.table.is_empty())
+            }),
+        };
+        let wants_switch = bytes >= opts.memtable_bytes || (force && !empty);
         if !wants_switch {
-            return Ok(state.mem.table.clone());
+            return Ok(arc_swap::Guard::into_inner(state));
         }
-        if state.imm.len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
+        if state.imm_len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
             drop(state);
             inner.counters.write_stalls.incr();
             let _timer = StallTimer(inner, Instant::now());
@@ -329,8 +340,8 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
                     return Err(Error::Closed);
                 }
                 let s = inner.load_state();
-                if s.imm.len() < opts.max_immutable_memtables
-                    && s.version.levels[0].len() < opts.l0_stop_trigger
+                if s.imm_len() < opts.max_immutable_memtables
+                    && s.max_l0_tables() < opts.l0_stop_trigger
                 {
                     break;
                 }
@@ -341,7 +352,7 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<MemTable>> {
         }
         drop(state);
         switch_memtable(inner)?;
-        return Ok(inner.state.load().mem.table.clone());
+        return Ok(inner.load_state());
     }
 }
 
@@ -355,7 +366,7 @@ impl Drop for StallTimer<'_> {
     }
 }
 
-/// Freezes the active memtable and starts a new one with a new WAL segment. The old segment
+/// Freezes the active memtables (every keyspace's) and starts new ones with a new WAL segment. The old segment
 /// is fsynced first, so after a power loss only the newest segment can have a torn tail and
 /// recovery never has to skip a hole.
 fn switch_memtable(inner: &DbInner) -> Result<()> {
@@ -377,14 +388,16 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
     wal.number = number;
     drop(wal);
     inner.swap_state(|cur| {
-        let mut imm = Vec::with_capacity(cur.imm.len() + 1);
-        imm.push(cur.mem.clone());
-        imm.extend(cur.imm.iter().cloned());
-        DbState {
-            mem: Mem { table: Arc::new(MemTable::new()), wal_number: number },
-            imm,
-            version: cur.version.clone(),
-        }
+        cur.map_trees(|t| {
+            let mut imm = Vec::with_capacity(t.imm.len() + 1);
+            imm.push(t.mem.clone());
+            imm.extend(t.imm.iter().cloned());
+            Tree {
+                mem: Mem { table: Arc::new(MemTable::new()), wal_number: number },
+                imm,
+                ..t.clone()
+            }
+        })
     });
     inner.wake_background();
     Ok(())

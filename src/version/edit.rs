@@ -13,21 +13,46 @@
 //! tag 5  deleted table    level u, file number u
 //! tag 6  added table      level u, number u, file size u, smallest bytes, largest bytes,
 //!                         smallest seq u, largest seq u, entry count u
+//!                         (a table of the default keyspace, 0)
+//! tag 7  added table      keyspace u, then as tag 6 (a table of any other keyspace)
+//! tag 8  keyspace         id u, name bytes, options: filter kind u (0 none, 1 blocked,
+//!                         2 classic, 3 budgeted), bits per key u (f64 bits), compression
+//!                         u (0 none, 1 zstd), zstd level u (zigzag), block bytes u,
+//!                         target table bytes u — a keyspace created, or its options changed
+//! tag 9  keyspace dropped id u
+//! tag 10 next keyspace id u
 //! tag 0  end              must come last, with nothing after it
 //! ```
+//!
+//! A manifest of a database that never had a keyspace besides the default one uses tags 1–6
+//! only, exactly as before keyspaces existed. Keyspace ids are never reused (tag 10 keeps
+//! the next one across manifest rewrites): WAL records name keyspaces by id, and an old
+//! segment's writes to a dropped keyspace must not land in a new one.
 //!
 //! Tags rather than a fixed layout let a later format add fields; the leading format
 //! version lets an older reader refuse a newer manifest outright instead of misreading it.
 //! Any tag this code does not know is [`crate::Error::Corruption`]: silently skipping a
 //! field could lose a table. The end tag makes a record cut short at a field boundary
-//! detectable on its own, without relying on the log's CRC. Tags 2–4 may appear at most
-//! once; levels must be below [`MAX_LEVELS`]; smallest and largest keys must be internal
+//! detectable on its own, without relying on the log's CRC. Tags 2–4 and 10 may appear at
+//! most once; keyspace ids fit in 32 bits and names are UTF-8 of 1 to 255 bytes; levels must be below [`MAX_LEVELS`]; smallest and largest keys must be internal
 //! keys; sequence numbers must fit in 56 bits. Decoding never panics and never sizes an
 //! allocation from an unchecked length.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
+use crate::filter::FilterPolicy;
 use crate::key::{parse_internal_key, SeqNo, MAX_SEQNO};
+use crate::options::KeyspaceOptions;
+use crate::table::Compression;
 use crate::{Error, Result};
+
+/// A keyspace's number: 0 is the default keyspace; others count up from 1, never reused.
+pub type KeyspaceId = u32;
+
+/// The default keyspace, which every database has and which cannot be dropped.
+pub const DEFAULT_KEYSPACE: KeyspaceId = 0;
+
+/// Longest keyspace name, in bytes.
+pub const MAX_KEYSPACE_NAME_BYTES: usize = 255;
 
 /// The format version written into every edit.
 pub const FORMAT_VERSION: u64 = 1;
@@ -42,10 +67,16 @@ const TAG_NEXT_FILE_NUMBER: u64 = 3;
 const TAG_LAST_SEQ: u64 = 4;
 const TAG_DELETED: u64 = 5;
 const TAG_ADDED: u64 = 6;
+const TAG_ADDED_IN: u64 = 7;
+const TAG_KEYSPACE: u64 = 8;
+const TAG_KEYSPACE_DROPPED: u64 = 9;
+const TAG_NEXT_KEYSPACE_ID: u64 = 10;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableMeta {
+    /// The keyspace whose tree the table belongs to.
+    pub keyspace: KeyspaceId,
     /// File number; the table lives in `<number>.sst`.
     pub number: u64,
     /// Size of the file in bytes.
@@ -73,8 +104,25 @@ pub struct VersionEdit {
     pub last_seq: Option<SeqNo>,
     /// Tables added, with their level.
     pub added: Vec<(usize, TableMeta)>,
-    /// Tables removed: level and file number.
+    /// Tables removed: level and file number (file numbers are unique across keyspaces).
     pub deleted: Vec<(usize, u64)>,
+    /// Keyspaces created, or whose options changed.
+    pub keyspaces: Vec<KeyspaceDef>,
+    /// Keyspaces dropped (their tables are deleted in the same edit).
+    pub dropped_keyspaces: Vec<KeyspaceId>,
+    /// The id the next keyspace created gets.
+    pub next_keyspace_id: Option<KeyspaceId>,
+}
+
+/// A keyspace as the manifest records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyspaceDef {
+    /// Its id.
+    pub id: KeyspaceId,
+    /// Its name.
+    pub name: String,
+    /// How its tables are built.
+    pub opts: KeyspaceOptions,
 }
 
 impl VersionEdit {
@@ -98,8 +146,27 @@ impl VersionEdit {
             put_varint(&mut buf, level as u64);
             put_varint(&mut buf, number);
         }
+        for def in &self.keyspaces {
+            put_varint(&mut buf, TAG_KEYSPACE);
+            put_varint(&mut buf, def.id.into());
+            put_bytes(&mut buf, def.name.as_bytes());
+            encode_options(&mut buf, &def.opts);
+        }
+        for &id in &self.dropped_keyspaces {
+            put_varint(&mut buf, TAG_KEYSPACE_DROPPED);
+            put_varint(&mut buf, id.into());
+        }
+        if let Some(id) = self.next_keyspace_id {
+            put_varint(&mut buf, TAG_NEXT_KEYSPACE_ID);
+            put_varint(&mut buf, id.into());
+        }
         for (level, t) in &self.added {
-            put_varint(&mut buf, TAG_ADDED);
+            if t.keyspace == DEFAULT_KEYSPACE {
+                put_varint(&mut buf, TAG_ADDED);
+            } else {
+                put_varint(&mut buf, TAG_ADDED_IN);
+                put_varint(&mut buf, t.keyspace.into());
+            }
             put_varint(&mut buf, *level as u64);
             put_varint(&mut buf, t.number);
             put_varint(&mut buf, t.file_size);
@@ -161,10 +228,31 @@ impl VersionEdit {
                     let number = d.varint().ok_or_else(truncated)?;
                     edit.deleted.push((level, number));
                 }
-                TAG_ADDED => {
+                TAG_ADDED | TAG_ADDED_IN => {
+                    let keyspace = match tag {
+                        TAG_ADDED => DEFAULT_KEYSPACE,
+                        _ => keyspace_id(&mut d).map_err(&bad)?,
+                    };
                     let level = level(&mut d).map_err(&bad)?;
-                    let meta = table_meta(&mut d).map_err(bad)?;
+                    let meta = table_meta(&mut d, keyspace).map_err(bad)?;
                     edit.added.push((level, meta));
+                }
+                TAG_KEYSPACE => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let name = d.length_prefixed().ok_or_else(truncated)?;
+                    let name = keyspace_name(name).map_err(&bad)?;
+                    let opts = decode_options(&mut d).map_err(&bad)?;
+                    edit.keyspaces.push(KeyspaceDef { id, name, opts });
+                }
+                TAG_KEYSPACE_DROPPED => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    edit.dropped_keyspaces.push(id);
+                }
+                TAG_NEXT_KEYSPACE_ID => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    if edit.next_keyspace_id.replace(id).is_some() {
+                        return Err(bad(format!("field with tag {tag} repeated")));
+                    }
                 }
                 _ => return Err(bad(format!("unknown tag {tag}"))),
             }
@@ -185,7 +273,74 @@ fn level(d: &mut Decoder<'_>) -> std::result::Result<usize, String> {
     Ok(level as usize)
 }
 
-fn table_meta(d: &mut Decoder<'_>) -> std::result::Result<TableMeta, String> {
+fn keyspace_id(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceId, String> {
+    let id = d.varint().ok_or("truncated keyspace id")?;
+    KeyspaceId::try_from(id).map_err(|_| format!("keyspace id {id} is above 32 bits"))
+}
+
+/// Checks a keyspace name as the manifest and `Db::keyspace` accept it.
+pub(crate) fn keyspace_name(name: &[u8]) -> std::result::Result<String, String> {
+    if name.is_empty() || name.len() > MAX_KEYSPACE_NAME_BYTES {
+        return Err(format!(
+            "keyspace name of {} bytes (must be 1 to {MAX_KEYSPACE_NAME_BYTES})",
+            name.len()
+        ));
+    }
+    String::from_utf8(name.to_vec()).map_err(|_| "keyspace name is not UTF-8".to_string())
+}
+
+fn encode_options(buf: &mut Vec<u8>, o: &KeyspaceOptions) {
+    let (kind, bits) = match o.filter_policy {
+        FilterPolicy::None => (0, 0.0),
+        FilterPolicy::BlockedBloom { bits_per_key } => (1, bits_per_key),
+        FilterPolicy::ClassicBloom { bits_per_key } => (2, bits_per_key),
+        FilterPolicy::Budgeted { bits_per_key } => (3, bits_per_key),
+    };
+    put_varint(buf, kind);
+    put_varint(buf, f64::to_bits(bits));
+    let (compression, level) = match o.compression {
+        Compression::None => (0, 0),
+        Compression::Zstd { level } => (1, level),
+    };
+    put_varint(buf, compression);
+    put_varint(buf, ((level << 1) ^ (level >> 31)) as u32 as u64);
+    put_varint(buf, o.block_bytes as u64);
+    put_varint(buf, o.target_table_bytes);
+}
+
+fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, String> {
+    let truncated = "keyspace options are truncated";
+    let kind = d.varint().ok_or(truncated)?;
+    let bits_per_key = f64::from_bits(d.varint().ok_or(truncated)?);
+    let filter_policy = match kind {
+        0 => FilterPolicy::None,
+        1 => FilterPolicy::BlockedBloom { bits_per_key },
+        2 => FilterPolicy::ClassicBloom { bits_per_key },
+        3 => FilterPolicy::Budgeted { bits_per_key },
+        k => return Err(format!("unknown filter kind {k} in keyspace options")),
+    };
+    let compression = d.varint().ok_or(truncated)?;
+    let zigzag = u32::try_from(d.varint().ok_or(truncated)?)
+        .map_err(|_| "zstd level out of range in keyspace options")?;
+    let level = ((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32);
+    let compression = match compression {
+        0 => Compression::None,
+        1 => Compression::Zstd { level },
+        c => return Err(format!("unknown compression {c} in keyspace options")),
+    };
+    let block_bytes = d.varint().ok_or(truncated)?;
+    let target_table_bytes = d.varint().ok_or(truncated)?;
+    let opts = KeyspaceOptions {
+        filter_policy,
+        compression,
+        block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
+        target_table_bytes,
+    };
+    opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
+    Ok(opts)
+}
+
+fn table_meta(d: &mut Decoder<'_>, keyspace: KeyspaceId) -> std::result::Result<TableMeta, String> {
     let truncated = "added table is truncated or malformed";
     let number = d.varint().ok_or(truncated)?;
     let file_size = d.varint().ok_or(truncated)?;
@@ -203,6 +358,7 @@ fn table_meta(d: &mut Decoder<'_>) -> std::result::Result<TableMeta, String> {
     }
     let num_entries = d.varint().ok_or(truncated)?;
     Ok(TableMeta {
+        keyspace,
         number,
         file_size,
         smallest: smallest.to_vec(),
@@ -222,6 +378,7 @@ mod tests {
 
     fn meta(number: u64) -> TableMeta {
         TableMeta {
+            keyspace: 0,
             number,
             file_size: 4096 + number,
             smallest: internal_key(b"apple", 3, ValueKind::Put),
@@ -237,8 +394,17 @@ mod tests {
             log_number: Some(12),
             next_file_number: Some(40),
             last_seq: Some(MAX_SEQNO),
-            added: vec![(0, meta(38)), (15, meta(39))],
+            added: vec![(0, meta(38)), (15, TableMeta { keyspace: 3, ..meta(39) })],
             deleted: vec![(1, 7), (2, 8)],
+            keyspaces: vec![KeyspaceDef {
+                id: 3,
+                name: "logs".into(),
+                opts: KeyspaceOptions::new()
+                    .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
+                    .compression(Compression::Zstd { level: -3 }),
+            }],
+            dropped_keyspaces: vec![2],
+            next_keyspace_id: Some(4),
         }
     }
 
@@ -261,7 +427,17 @@ mod tests {
     #[test]
     fn rejects_specific_damage() {
         // Unknown tag before the end.
-        assert!(corrupt(&[1, 1, 9, 0]).contains("unknown tag 9"));
+        assert!(corrupt(&[1, 1, 99, 0]).contains("unknown tag 99"));
+        // Keyspace ids above 32 bits, empty names, invalid options.
+        let mut big = vec![1, 1, 9];
+        put_varint(&mut big, 1 << 32);
+        big.push(0);
+        assert!(corrupt(&big).contains("above 32 bits"));
+        assert!(corrupt(&[1, 1, 8, 1, 0, 0]).contains("keyspace name of 0 bytes"));
+        let mut bad_opts = sample();
+        bad_opts.keyspaces[0].opts.block_bytes = 1;
+        assert!(corrupt(&bad_opts.encode()).contains("block_bytes"));
+        assert!(corrupt(&[1, 1, 10, 1, 10, 2, 0]).contains("repeated"));
         // Missing or wrong format version.
         assert!(corrupt(&[2, 5, 0]).contains("format version"));
         assert!(corrupt(&[1, 2, 0]).contains("unsupported format version 2"));
@@ -306,8 +482,16 @@ mod tests {
                 },
             )
         };
-        (any::<u64>(), any::<u64>(), key(), key(), 0..=MAX_SEQNO, 0..=MAX_SEQNO, any::<u64>())
-            .prop_map(|(number, file_size, smallest, largest, s1, s2, num_entries)| TableMeta {
+        (
+            (0..3u32, any::<u64>(), any::<u64>()),
+            key(),
+            key(),
+            0..=MAX_SEQNO,
+            0..=MAX_SEQNO,
+            any::<u64>(),
+        )
+            .prop_map(|((keyspace, number, file_size), smallest, largest, s1, s2, num_entries)| TableMeta {
+                keyspace,
                 number,
                 file_size,
                 smallest,
@@ -325,10 +509,42 @@ mod tests {
             proptest::option::of(0..=MAX_SEQNO),
             proptest::collection::vec((0..MAX_LEVELS, meta_strategy()), 0..5),
             proptest::collection::vec((0..MAX_LEVELS, any::<u64>()), 0..5),
+            proptest::collection::vec(
+                (any::<u32>(), "[a-z]{1,8}", 0..4u8, 1u32..64, -7i32..=22),
+                0..3,
+            ),
+            (proptest::collection::vec(any::<u32>(), 0..3), proptest::option::of(any::<u32>())),
         )
-            .prop_map(|(log_number, next_file_number, last_seq, added, deleted)| {
-                VersionEdit { log_number, next_file_number, last_seq, added, deleted }
-            })
+            .prop_map(
+                |(log_number, next_file_number, last_seq, added, deleted, defs, (dropped, next))| {
+                    let keyspaces = defs
+                        .into_iter()
+                        .map(|(id, name, kind, bits, level)| {
+                            let bits_per_key = f64::from(bits) / 2.0;
+                            let filter_policy = match kind {
+                                0 => FilterPolicy::None,
+                                1 => FilterPolicy::BlockedBloom { bits_per_key },
+                                2 => FilterPolicy::ClassicBloom { bits_per_key },
+                                _ => FilterPolicy::Budgeted { bits_per_key: bits_per_key.min(32.0) },
+                            };
+                            let opts = KeyspaceOptions::new()
+                                .filter_policy(filter_policy)
+                                .compression(Compression::Zstd { level });
+                            KeyspaceDef { id, name, opts }
+                        })
+                        .collect();
+                    VersionEdit {
+                        log_number,
+                        next_file_number,
+                        last_seq,
+                        added,
+                        deleted,
+                        keyspaces,
+                        dropped_keyspaces: dropped,
+                        next_keyspace_id: next,
+                    }
+                },
+            )
     }
 
     proptest! {

@@ -24,7 +24,7 @@ use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
 use crate::range_del::Fragments;
 use crate::table::Table;
-use crate::version::edit::{TableMeta, VersionEdit};
+use crate::version::edit::{KeyspaceDef, KeyspaceId, TableMeta, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::lookup::Fence;
 use crate::{Error, Result};
 
@@ -117,14 +117,27 @@ impl Version {
         Version { levels, fences, filters, range_dels }
     }
 
-    /// Returns a new version with `edit` applied; `opened` supplies the reader of every
-    /// added table.
-    pub(crate) fn apply(&self, edit: &VersionEdit, opened: &[Arc<TableFile>]) -> Version {
+    /// True if `edit` changes the tables of keyspace `keyspace`, whose version this is.
+    pub(crate) fn touched_by(&self, edit: &VersionEdit, keyspace: KeyspaceId) -> bool {
+        edit.added.iter().any(|(_, m)| m.keyspace == keyspace)
+            || edit.deleted.iter().any(|&(level, number)| {
+                self.levels.get(level).is_some_and(|ts| ts.iter().any(|t| t.meta.number == number))
+            })
+    }
+
+    /// Returns a new version of keyspace `keyspace` with `edit` applied (the tables it adds
+    /// to other keyspaces are left out); `opened` supplies the reader of every added table.
+    pub(crate) fn apply(
+        &self,
+        edit: &VersionEdit,
+        keyspace: KeyspaceId,
+        opened: &[Arc<TableFile>],
+    ) -> Version {
         let mut levels = self.levels.clone();
         for (level, number) in &edit.deleted {
             levels[*level].retain(|t| t.meta.number != *number);
         }
-        for (level, meta) in &edit.added {
+        for (level, meta) in edit.added.iter().filter(|(_, m)| m.keyspace == keyspace) {
             if let Some(t) = opened.iter().find(|t| t.meta.number == meta.number) {
                 levels[*level].push(t.clone());
             }
@@ -161,11 +174,24 @@ impl Version {
     }
 }
 
+/// One keyspace as recovery found it in the manifest.
+#[derive(Debug)]
+pub struct RecoveredKeyspace {
+    /// Its id, name and options (the default keyspace's are placeholders: it takes its
+    /// options from `Options` at each open).
+    pub def: KeyspaceDef,
+    /// Its tables, per level.
+    pub levels: Vec<Vec<TableMeta>>,
+}
+
 /// What recovery found in the manifest.
 #[derive(Debug)]
 pub struct RecoveredManifest {
-    /// Tables per level.
-    pub levels: Vec<Vec<TableMeta>>,
+    /// The live keyspaces, by id; the default keyspace first.
+    pub keyspaces: Vec<RecoveredKeyspace>,
+    /// The id the next keyspace created gets: every id below it that is not live was
+    /// dropped.
+    pub next_keyspace_id: KeyspaceId,
     /// WALs numbered at or above this hold data not yet in tables.
     pub log_number: u64,
     /// The next unused file number.
@@ -201,7 +227,10 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     let data = fs.read_all(&path)?;
     let len = data.len() as u64;
     let mut reader = LogReader::new(path.clone(), data);
-    let mut levels: Vec<Vec<TableMeta>> = vec![Vec::new(); NUM_LEVELS];
+    let mut keyspaces: std::collections::BTreeMap<KeyspaceId, RecoveredKeyspace> =
+        std::collections::BTreeMap::new();
+    keyspaces.insert(DEFAULT_KEYSPACE, RecoveredKeyspace::new(default_keyspace_def()));
+    let mut next_keyspace_id: KeyspaceId = 1;
     let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
     let mut records = 0;
     let mut added_at = std::collections::HashMap::new();
@@ -223,20 +252,54 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                 format!("edit names level {level}; this engine has {NUM_LEVELS}"),
             ));
         }
+        let bad = |what: String| Error::corruption(&path, offset, what);
+        next_keyspace_id = edit.next_keyspace_id.unwrap_or(next_keyspace_id);
+        for def in &edit.keyspaces {
+            if def.id == DEFAULT_KEYSPACE || def.id >= next_keyspace_id {
+                return Err(bad(format!("edit defines keyspace {} out of range", def.id)));
+            }
+            if keyspaces.values().any(|k| k.def.name == def.name && k.def.id != def.id) {
+                return Err(bad(format!("two keyspaces are named {:?}", def.name)));
+            }
+            keyspaces
+                .entry(def.id)
+                .and_modify(|k| k.def = def.clone())
+                .or_insert_with(|| RecoveredKeyspace::new(def.clone()));
+        }
         for (level, number) in &edit.deleted {
-            let before = levels[*level].len();
-            levels[*level].retain(|t| t.number != *number);
-            if levels[*level].len() == before {
-                return Err(Error::corruption(
-                    &path,
-                    offset,
-                    format!("edit deletes table {number} which is not on level {level}"),
-                ));
+            let found = keyspaces.values_mut().any(|k| {
+                let before = k.levels[*level].len();
+                k.levels[*level].retain(|t| t.number != *number);
+                k.levels[*level].len() != before
+            });
+            if !found {
+                return Err(bad(format!(
+                    "edit deletes table {number} which is not on level {level}"
+                )));
             }
         }
         for (level, meta) in &edit.added {
-            levels[*level].push(meta.clone());
+            let Some(k) = keyspaces.get_mut(&meta.keyspace) else {
+                return Err(bad(format!(
+                    "edit adds table {} to keyspace {}, which does not exist",
+                    meta.number, meta.keyspace
+                )));
+            };
+            k.levels[*level].push(meta.clone());
             added_at.insert(meta.number, offset);
+        }
+        for id in &edit.dropped_keyspaces {
+            match keyspaces.get(id) {
+                Some(k) if *id != DEFAULT_KEYSPACE && k.levels.iter().all(Vec::is_empty) => {
+                    keyspaces.remove(id);
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "edit drops keyspace {id}, which is the default, does not exist, or \
+                         still has tables"
+                    )))
+                }
+            }
         }
         log_number = edit.log_number.or(log_number);
         next_file = edit.next_file_number.or(next_file);
@@ -247,12 +310,15 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         return Err(missing("records"));
     }
     let next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
-    let max_used = levels.iter().flatten().map(|t| t.number).max().unwrap_or(0);
+    let max_used =
+        keyspaces.values().flat_map(|k| k.levels.iter().flatten()).map(|t| t.number).max();
+    let max_used = max_used.unwrap_or(0);
     if max_used >= next_file_number || manifest_number >= next_file_number {
         return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
     }
     Ok(RecoveredManifest {
-        levels,
+        keyspaces: keyspaces.into_values().collect(),
+        next_keyspace_id,
         log_number: log_number.ok_or_else(|| missing("log number"))?,
         next_file_number,
         last_seq: last_seq.ok_or_else(|| missing("last sequence"))?,
@@ -262,6 +328,25 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         added_at,
     })
 }
+
+impl RecoveredKeyspace {
+    fn new(def: KeyspaceDef) -> Self {
+        RecoveredKeyspace { def, levels: vec![Vec::new(); NUM_LEVELS] }
+    }
+}
+
+/// The default keyspace as the manifest knows it: it is never recorded (its options come
+/// from `Options`), only its tables are.
+pub(crate) fn default_keyspace_def() -> KeyspaceDef {
+    KeyspaceDef {
+        id: DEFAULT_KEYSPACE,
+        name: DEFAULT_KEYSPACE_NAME.to_string(),
+        opts: Default::default(),
+    }
+}
+
+/// The default keyspace's name.
+pub const DEFAULT_KEYSPACE_NAME: &str = "default";
 
 /// The manifest writer and the counters it persists.
 #[derive(Debug)]
@@ -275,6 +360,9 @@ pub struct VersionSet {
     next_file_number: Arc<AtomicU64>,
     log_number: u64,
     last_seq: SeqNo,
+    /// The keyspaces besides the default one, by id, for manifest snapshots.
+    keyspaces: std::collections::BTreeMap<KeyspaceId, KeyspaceDef>,
+    next_keyspace_id: KeyspaceId,
 }
 
 impl VersionSet {
@@ -294,7 +382,21 @@ impl VersionSet {
             next_file_number: Arc::new(AtomicU64::new(next_file_number)),
             log_number,
             last_seq,
+            keyspaces: Default::default(),
+            next_keyspace_id: 1,
         }
+    }
+
+    /// Sets the keyspaces the next snapshot records (recovery's, before the first one).
+    pub fn set_keyspaces(&mut self, defs: Vec<KeyspaceDef>, next_id: KeyspaceId) {
+        self.keyspaces =
+            defs.into_iter().filter(|d| d.id != DEFAULT_KEYSPACE).map(|d| (d.id, d)).collect();
+        self.next_keyspace_id = next_id;
+    }
+
+    /// The id the next keyspace created gets.
+    pub fn next_keyspace_id(&self) -> KeyspaceId {
+        self.next_keyspace_id
     }
 
     /// The shared file-number allocator.
@@ -317,12 +419,22 @@ impl VersionSet {
         self.manifest_number
     }
 
-    /// Starts a new manifest holding the whole of `version`, and points CURRENT at it.
-    pub fn write_snapshot(&mut self, version: &Version) -> Result<()> {
+    /// Starts a new manifest holding the whole of `versions` (every keyspace's tables; the
+    /// keyspaces themselves come from the set), and points CURRENT at it.
+    pub fn write_snapshot<'a>(
+        &mut self,
+        versions: impl IntoIterator<Item = &'a Version>,
+    ) -> Result<()> {
         let number = self.new_file_number();
-        let mut edit = VersionEdit::default();
-        for (level, t) in version.all_tables() {
-            edit.added.push((level, t.meta.clone()));
+        let mut edit = VersionEdit {
+            keyspaces: self.keyspaces.values().cloned().collect(),
+            next_keyspace_id: Some(self.next_keyspace_id),
+            ..VersionEdit::default()
+        };
+        for version in versions {
+            for (level, t) in version.all_tables() {
+                edit.added.push((level, t.meta.clone()));
+            }
         }
         self.fill(&mut edit);
         let writer = create_manifest(self.fs.as_ref(), &self.dir, number, &edit)?;
@@ -350,6 +462,13 @@ impl VersionSet {
         writer.sync()?;
         self.log_number = edit.log_number.unwrap_or(self.log_number);
         self.last_seq = edit.last_seq.unwrap_or(self.last_seq);
+        for def in &edit.keyspaces {
+            self.keyspaces.insert(def.id, def.clone());
+        }
+        for id in &edit.dropped_keyspaces {
+            self.keyspaces.remove(id);
+        }
+        self.next_keyspace_id = edit.next_keyspace_id.unwrap_or(self.next_keyspace_id);
         Ok(())
     }
 }

@@ -171,8 +171,11 @@ pub fn manifest(data: &[u8]) {
     drop(c);
     match bloomkv::version::set::read_manifest(&fs, dir) {
         Ok(m) => {
-            assert!(m.levels.len() == bloomkv::version::set::NUM_LEVELS);
-            assert!(m.levels.iter().flatten().all(|t| t.number < m.next_file_number));
+            for k in &m.keyspaces {
+                assert!(k.levels.len() == bloomkv::version::set::NUM_LEVELS);
+                assert!(k.levels.iter().flatten().all(|t| t.number < m.next_file_number));
+                assert!(k.def.id == 0 || k.def.id < m.next_keyspace_id);
+            }
         }
         Err(e) => expect_corruption(&e, "read_manifest"),
     }
@@ -283,6 +286,7 @@ pub fn seed_block(n: usize, restart_interval: usize) -> Vec<u8> {
 /// A valid version edit.
 pub fn seed_edit(tables: u64) -> VersionEdit {
     let meta = |n: u64| TableMeta {
+        keyspace: 0,
         number: n,
         file_size: 1000 + n,
         smallest: internal_key(format!("a{n}").as_bytes(), n, ValueKind::Put),
@@ -295,8 +299,18 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
         log_number: Some(3),
         next_file_number: Some(100),
         last_seq: Some(77),
-        added: (1..=tables).map(|n| ((n % 7) as usize, meta(n))).collect(),
+        added: (1..=tables)
+            .map(|n| ((n % 7) as usize, TableMeta { keyspace: (n % 2) as u32, ..meta(n) }))
+            .collect(),
         deleted: vec![(1, 2)],
+        keyspaces: vec![bloomkv::version::edit::KeyspaceDef {
+            id: 1,
+            name: "one".into(),
+            opts: bloomkv::KeyspaceOptions::new()
+                .compression(bloomkv::Compression::Zstd { level: 3 }),
+        }],
+        dropped_keyspaces: vec![],
+        next_keyspace_id: Some(2),
     }
 }
 

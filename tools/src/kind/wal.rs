@@ -20,7 +20,7 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let batch = WriteBatch::decode(record).map_err(|e| e.in_file(path, offset))?;
-        for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
+        for (seq, (_keyspace, op)) in (batch.sequence()..).zip(batch.iter()) {
             let (key, kind, value) = match op {
                 BatchOp::Put { key, value } => (key, Some(ValueKind::Put), value),
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),

@@ -1,0 +1,289 @@
+//! Keyspaces (RocksDB's column families, fjall's partitions): named trees in one database,
+//! each with its own memtables, tables and table options, sharing the WAL, the write path,
+//! the block cache and the background threads.
+//!
+//! - A write batch may touch any number of keyspaces; it is one WAL record, so it is atomic
+//!   across them, and sequence numbers are shared, so one snapshot sees every keyspace at
+//!   the same moment.
+//! - The memtables of all keyspaces switch together, when their total reaches
+//!   `memtable_bytes`, and a flush writes one L0 table per keyspace that has data, all in one
+//!   manifest edit. One WAL segment thus always belongs to one generation of memtables, and
+//!   the manifest's single log number stays exact (RocksDB's "atomic flush"; the price is
+//!   small L0 tables for keyspaces that receive few writes, which compaction merges).
+//! - Compaction runs per tree: each keyspace has its own levels, and the compaction thread
+//!   takes whichever tree's level is most over its target.
+//! - Creating and dropping a keyspace are manifest edits. A drop removes the keyspace's tables
+//!   in the same edit; its writes still in WAL segments are skipped by recovery, which knows
+//!   from the manifest that the id was dropped (ids are never reused).
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{
+    flush, ingest, lock_mutex as lock, read, write, Cursor, DbInner, DbIterator, KeyRange,
+    Snapshot, Tree,
+};
+use crate::key::prefix_successor;
+use crate::options::KeyspaceOptions;
+use crate::version::edit::{keyspace_name, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::set::DEFAULT_KEYSPACE_NAME;
+use crate::{Error, Result, Value};
+
+/// A handle on one keyspace of a database, from [`crate::Db::keyspace`]: the same reads,
+/// writes and scans as [`crate::Db`] (which works on the default keyspace), confined to this
+/// keyspace. Cheap to clone and `Send + Sync`; share it between threads like the `Db`.
+///
+/// After [`crate::Db::drop_keyspace`], every operation on the handle fails with
+/// [`Error::KeyspaceDropped`] (snapshots taken before the drop still read it).
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options};
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let sessions = db.keyspace("sessions", KeyspaceOptions::default())?;
+/// let audit = db.keyspace("audit", KeyspaceOptions::new().filter_policy(FilterPolicy::None))?;
+/// sessions.put("s1", "alice")?;
+/// audit.put("0001", "s1 logged in")?;
+/// assert_eq!(sessions.get("s1")?.as_deref(), Some(&b"alice"[..]));
+/// assert_eq!(audit.get("s1")?, None); // keyspaces do not share keys
+/// assert_eq!(db.get("s1")?, None); // nor does the default keyspace
+/// assert_eq!(db.keyspace_names(), ["default", "sessions", "audit"]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Keyspace {
+    pub(super) inner: Arc<DbInner>,
+    pub(super) id: KeyspaceId,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyspace").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Keyspace {
+    pub(crate) fn new(inner: Arc<DbInner>, id: KeyspaceId, name: Arc<str>) -> Self {
+        Keyspace { inner, id, name }
+    }
+
+    pub(crate) fn id(&self) -> KeyspaceId {
+        self.id
+    }
+
+    /// The keyspace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn dropped(&self) -> Error {
+        Error::KeyspaceDropped { name: self.name.to_string() }
+    }
+
+    /// Fails with [`Error::KeyspaceDropped`] once the keyspace is gone. A write that passes
+    /// this and races with the drop is applied and then dropped with the keyspace.
+    fn check_live(&self) -> Result<()> {
+        match self.inner.state.load().tree(self.id) {
+            Some(_) => Ok(()),
+            None => Err(self.dropped()),
+        }
+    }
+
+    /// Sets `key` to `value` in this keyspace, as [`crate::Db::put`].
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.check_writable()?;
+        let (key, value) = (key.as_ref(), value.as_ref());
+        crate::batch::check_entry_size(key, value)?;
+        self.check_live()?;
+        let sync = self.inner.opts.sync_writes;
+        write::write(&self.inner, sync, false, |b| b.put_to(self.id, key, value))
+    }
+
+    /// Deletes `key` from this keyspace, as [`crate::Db::delete`].
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.check_writable()?;
+        let key = key.as_ref();
+        crate::batch::check_entry_size(key, &[])?;
+        self.check_live()?;
+        let sync = self.inner.opts.sync_writes;
+        write::write(&self.inner, sync, false, |b| b.delete_to(self.id, key))
+    }
+
+    /// Deletes every key in `start..end` from this keyspace, as [`crate::Db::delete_range`].
+    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
+        self.inner.check_writable()?;
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        crate::batch::check_entry_size(start, &[])?;
+        crate::batch::check_entry_size(end, &[])?;
+        if start >= end {
+            return Ok(());
+        }
+        self.check_live()?;
+        let sync = self.inner.opts.sync_writes;
+        write::write(&self.inner, sync, false, |b| b.delete_range_to(self.id, start, end))
+    }
+
+    /// The newest value of `key` in this keyspace, as [`crate::Db::get`].
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.inner.check_open()?;
+        let state = self.inner.state.load();
+        // State before sequence number (see `Db::get`).
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let tree = state.tree(self.id).ok_or_else(|| self.dropped())?;
+        read::get(&self.inner, tree, key.as_ref(), seq)
+    }
+
+    /// The newest value of each of `keys` in this keyspace, as [`crate::Db::multi_get`].
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+        self.inner.check_open()?;
+        let state = self.inner.state.load();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let tree = state.tree(self.id).ok_or_else(|| self.dropped())?;
+        self.inner.multi_get(tree, keys, seq)
+    }
+
+    /// Iterates over this keyspace's keys in `range`, as [`crate::Db::range`].
+    pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        self.snapshot().range(range)
+    }
+
+    /// Iterates over this keyspace's keys that start with `prefix`, as [`crate::Db::prefix`].
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        self.snapshot().prefix(prefix)
+    }
+
+    /// A [`Cursor`] over this keyspace's keys in `range`, as [`crate::Db::cursor`].
+    pub fn cursor(&self, range: impl KeyRange) -> Cursor {
+        self.snapshot().cursor(range)
+    }
+
+    /// A consistent read-only view of this keyspace as it is now. [`Snapshot::keyspace`]
+    /// turns it into a view of another keyspace at the same moment.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.clone(), self.id, self.name.clone())
+    }
+
+    /// Bulk-loads sorted entries into this keyspace, as [`crate::Db::ingest`].
+    pub fn ingest<I, K, V>(&self, entries: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        self.inner.check_writable()?;
+        self.check_live()?;
+        ingest::ingest(&self.inner, self.id, entries.into_iter().map(Ok))
+    }
+
+    /// [`Keyspace::ingest`] from a source that can fail, as [`crate::Db::try_ingest`].
+    pub fn try_ingest<I, K, V>(&self, entries: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = Result<(K, V)>>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        self.inner.check_writable()?;
+        self.check_live()?;
+        ingest::ingest(&self.inner, self.id, entries.into_iter())
+    }
+}
+
+/// A prefix scan's bounds.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match prefix_successor(prefix) {
+        Some(s) => Bound::Excluded(s),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}
+
+impl DbInner {
+    /// The handle on keyspace `name`, creating it with `opts` if it does not exist, and
+    /// recording `opts` if they differ from what the manifest holds.
+    pub(crate) fn open_keyspace(
+        self: &Arc<Self>,
+        name: &str,
+        opts: KeyspaceOptions,
+    ) -> Result<Keyspace> {
+        self.check_open()?;
+        opts.validate()?;
+        keyspace_name(name.as_bytes()).map_err(Error::InvalidArgument)?;
+        let found = |inner: &DbInner| -> Option<Arc<Tree>> {
+            inner.state.load().trees.iter().find(|t| &*t.name == name).cloned()
+        };
+        if name == DEFAULT_KEYSPACE_NAME {
+            let tree = found(self).expect("the default keyspace always exists");
+            if tree.opts != opts {
+                return Err(Error::InvalidArgument(
+                    "the default keyspace takes its options from Options when the database \
+                     is opened"
+                        .into(),
+                ));
+            }
+            return Ok(Keyspace::new(self.clone(), DEFAULT_KEYSPACE, tree.name.clone()));
+        }
+        if let Some(tree) = found(self) {
+            if tree.opts == opts || self.read_only {
+                return Ok(Keyspace::new(self.clone(), tree.id, tree.name.clone()));
+            }
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        // Serialised with every write and with other keyspace changes, so two callers
+        // cannot both create the name.
+        write::exclusive(self, |_| {
+            let existing = found(self);
+            let id = match &existing {
+                Some(t) => t.id,
+                None => lock(&self.versions).next_keyspace_id(),
+            };
+            if existing.is_none() && id == KeyspaceId::MAX {
+                return Err(Error::InvalidArgument("no keyspace ids are left".into()));
+            }
+            let mut edit = VersionEdit {
+                keyspaces: vec![KeyspaceDef { id, name: name.to_string(), opts }],
+                next_keyspace_id: existing.is_none().then_some(id + 1),
+                ..VersionEdit::default()
+            };
+            self.install(&mut edit, &[], None)?;
+            let name = found(self).map_or_else(|| name.into(), |t| t.name.clone());
+            Ok(Keyspace::new(self.clone(), id, name))
+        })
+    }
+
+    /// Drops keyspace `name`: its tables and its memtables' contents are gone once this
+    /// returns; the handles on it fail from then on.
+    pub(crate) fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        if name == DEFAULT_KEYSPACE_NAME {
+            return Err(Error::InvalidArgument("the default keyspace cannot be dropped".into()));
+        }
+        write::exclusive(self, |_| {
+            let Some(tree) = self.state.load().trees.iter().find(|t| &*t.name == name).cloned()
+            else {
+                return Err(Error::KeyspaceDropped { name: name.to_string() });
+            };
+            // A flush in progress may be writing a table of this keyspace, and a compaction
+            // may be rewriting its tables: both must install before the drop does, or their
+            // edits would name a keyspace the manifest no longer has. No memtable switches
+            // while this task leads the write queue, so once the immutable memtables are
+            // flushed no flush runs; the compaction slot holds off compactions.
+            flush::wait_for_flushes(self)?;
+            let _slot = lock(&self.compaction_slot);
+            let tree = self.state.load().tree(tree.id).cloned().unwrap_or(tree);
+            let mut edit = VersionEdit {
+                dropped_keyspaces: vec![tree.id],
+                deleted: tree.version.all_tables().map(|(l, t)| (l, t.meta.number)).collect(),
+                ..VersionEdit::default()
+            };
+            self.install(&mut edit, &[], None)?;
+            let mut bg = lock(&self.bg);
+            bg.compact_cursor.retain(|(id, _), _| *id != tree.id);
+            Ok(())
+        })
+    }
+}
