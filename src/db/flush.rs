@@ -27,7 +27,11 @@ use crate::Result;
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let state = inner.load_state();
     let default = state.default_tree();
-    let Some(oldest_wal) = default.imm.last().map(|m| m.wal_number) else { return Ok(()) };
+    let Some((oldest_wal, segment_last_seq)) =
+        default.imm.last().map(|m| (m.wal_number, m.last_seq))
+    else {
+        return Ok(());
+    };
     // The oldest memtables still unflushed after these: their WAL is the new log number.
     let next_wal = default.imm.iter().rev().nth(1).unwrap_or(&default.mem).wal_number;
 
@@ -63,7 +67,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     for m in &metas {
         edit.added.push((0, m.clone()));
     }
-    edit.last_seq = metas.iter().map(|m| m.largest_seq).max();
+    // Everything the retired segment holds is accounted for, in the tables or dropped with
+    // a keyspace: the next segment continues from here.
+    edit.last_seq = metas.iter().map(|m| m.largest_seq).chain([segment_last_seq]).max();
     inner.install(&mut edit, &opened, Some(oldest_wal))?;
     for m in &metas {
         inner.counters.flushes.incr();

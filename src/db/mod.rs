@@ -70,6 +70,11 @@ use crate::{Error, Result, Value, WriteBatch};
 pub(crate) struct Mem {
     pub table: Arc<MemTable>,
     pub wal_number: u64,
+    /// Once frozen: the last sequence number its WAL segment holds (0 while active). A flush
+    /// records it as durable, not just the newest sequence number its tables hold: writes to
+    /// a keyspace dropped meanwhile are in the segment but in no table, and the manifest must
+    /// still reach the next segment's first sequence number without a gap.
+    pub last_seq: SeqNo,
 }
 
 /// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
@@ -99,7 +104,7 @@ impl Tree {
             id: crate::version::edit::DEFAULT_KEYSPACE,
             name: "".into(),
             opts: KeyspaceOptions::default(),
-            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0 },
+            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
             imm: Vec::new(),
             version: Arc::new(Version::empty()),
         }
@@ -356,17 +361,16 @@ impl DbInner {
             }
             trees.push(Arc::new(t));
         }
-        let mem_wal = cur.default_tree().mem.wal_number;
         for def in &edit.keyspaces {
             if cur.tree(def.id).is_none() {
                 // A new keyspace starts with empty memtables in step with the others'.
-                let empty = |wal_number| Mem { table: Arc::new(MemTable::new()), wal_number };
+                let empty = |m: &Mem| Mem { table: Arc::new(MemTable::new()), ..m.clone() };
                 trees.push(Arc::new(Tree {
                     id: def.id,
                     name: def.name.as_str().into(),
                     opts: def.opts,
-                    mem: empty(mem_wal),
-                    imm: cur.default_tree().imm.iter().map(|m| empty(m.wal_number)).collect(),
+                    mem: empty(&cur.default_tree().mem),
+                    imm: cur.default_tree().imm.iter().map(empty).collect(),
                     version: Arc::new(Version::empty()),
                 }));
             }

@@ -381,7 +381,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
                 id: k.def.id,
                 name: k.def.name.into(),
                 opts: k.def.opts,
-                mem: Mem { table, wal_number },
+                mem: Mem { table, wal_number, last_seq: 0 },
                 imm: Vec::new(),
                 version: Arc::new(k.version),
             })

@@ -279,7 +279,7 @@ impl Exclusive<'_> {
         // The next flush records the active memtables' segment as the log number.
         inner.swap_state(|cur| {
             cur.map_trees(|t| Tree {
-                mem: Mem { table: t.mem.table.clone(), wal_number: number },
+                mem: Mem { table: t.mem.table.clone(), wal_number: number, last_seq: 0 },
                 ..t.clone()
             })
         });
@@ -386,14 +386,16 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
         .inspect_err(|e| inner.set_bg_error(e.clone()))?;
     wal.writer = Some(writer);
     wal.number = number;
+    // Only a leader writes, and this one has not yet: the old segment ends here.
+    let last_seq = wal.last_seq;
     drop(wal);
     inner.swap_state(|cur| {
         cur.map_trees(|t| {
             let mut imm = Vec::with_capacity(t.imm.len() + 1);
-            imm.push(t.mem.clone());
+            imm.push(Mem { last_seq, ..t.mem.clone() });
             imm.extend(t.imm.iter().cloned());
             Tree {
-                mem: Mem { table: Arc::new(MemTable::new()), wal_number: number },
+                mem: Mem { table: Arc::new(MemTable::new()), wal_number: number, last_seq: 0 },
                 imm,
                 ..t.clone()
             }
