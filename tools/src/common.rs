@@ -182,6 +182,33 @@ impl OutputArgs {
     }
 }
 
+/// The `--keyspace` option of the commands that read or write keys.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KeyspaceArg {
+    /// The keyspace to read or write (`bloomkv keyspace list` shows them); it must exist:
+    /// the tool never creates one implicitly.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub keyspace: String,
+}
+
+impl KeyspaceArg {
+    /// The keyspace of `db` this option names.
+    pub fn resolve(&self, db: &bloomkv::Db) -> Result<bloomkv::Keyspace> {
+        existing_keyspace(db, &self.keyspace)
+    }
+}
+
+/// Keyspace `name` of `db`, or an error that lists the keyspaces there are, since a typo is
+/// the likeliest cause and creating the keyspace would hide it.
+pub fn existing_keyspace(db: &bloomkv::Db, name: &str) -> Result<bloomkv::Keyspace> {
+    db.existing_keyspace(name).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "no keyspace {name:?} in this database; it has: {}",
+            db.keyspace_names().iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
 #[derive(Debug, Clone, Default)]
 pub struct KeyRange {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use bloomkv::WriteBatch;
 
-use crate::common::Bytes;
+use crate::common::{Bytes, KeyspaceArg};
 use crate::put::{open_for_write, write_and_close};
 
 /// Options of `delete`.
@@ -20,13 +20,16 @@ pub struct Args {
     key: String,
     #[command(flatten)]
     bytes: Bytes,
+    #[command(flatten)]
+    keyspace: KeyspaceArg,
 }
 
 /// Runs `delete`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let key = args.bytes.parse(&args.key)?;
     let db = open_for_write(&args.dir, false)?;
+    let ks = args.keyspace.resolve(&db)?;
     let mut batch = WriteBatch::new();
-    batch.delete(key);
+    batch.delete_in(&ks, key);
     write_and_close(db, batch)
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use bloomkv::{Error, WriteBatch};
 
-use crate::common::Bytes;
+use crate::common::{Bytes, KeyspaceArg};
 use crate::put::{open_for_write, write_and_close};
 
 /// Options of `delete-range`.
@@ -24,6 +24,8 @@ pub struct Args {
     end: String,
     #[command(flatten)]
     bytes: Bytes,
+    #[command(flatten)]
+    keyspace: KeyspaceArg,
 }
 
 /// Runs `delete-range`.
@@ -40,7 +42,8 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
         )));
     }
     let db = open_for_write(&args.dir, false)?;
+    let ks = args.keyspace.resolve(&db)?;
     let mut batch = WriteBatch::new();
-    batch.delete_range(start..end);
+    batch.delete_range_in(&ks, start..end);
     write_and_close(db, batch)
 }

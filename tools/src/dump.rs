@@ -2,9 +2,10 @@
 //!
 //! * table: every internal entry in key order — key, sequence number, kind, value — then its
 //!   range tombstones in key order.
-//! * WAL segment: every operation of every record in log order, with its sequence number
-//!   and the record's file offset.
-//! * manifest: every version edit (tables added and deleted, counters).
+//! * WAL segment: every operation of every record in log order, with its sequence number,
+//!   keyspace id and the record's file offset.
+//! * manifest: every version edit (tables added and deleted with their keyspace, keyspaces
+//!   defined and dropped, counters).
 //! * database directory: the merged user view (newest value of each live key, as `scan`
 //!   shows it) read through `Db::open_read_only`; with `--internal`, instead every internal
 //!   entry of every live table in read order (L0 newest first, then L1, L2, …) followed by
@@ -47,8 +48,10 @@ pub struct Args {
     output: common::OutputArgs,
 }
 
-/// One entry. `seq` and `kind` are absent in the merged user view; `file` names the table
-/// or WAL (database `--internal` dumps only); `offset` is the WAL record's file offset.
+/// One entry. `seq` and `kind` are absent in the merged user view; `keyspace` is the WAL
+/// operation's keyspace id (WAL entries only: a WAL segment names keyspaces by id); `file`
+/// names the table or WAL (database `--internal` dumps only); `offset` is the WAL record's
+/// file offset.
 #[derive(Serialize, Debug)]
 pub struct Entry {
     key: String,
@@ -57,6 +60,8 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
     value: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyspace: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,6 +113,10 @@ impl Sink {
                 Some(RANGE_DELETE) => line.push_str(&format!(" .. {}", q(&e.value))),
                 _ => line.push_str(&format!(" => {}", q(&e.value))),
             }
+            // Most writes go to the default keyspace; naming it on every line is noise.
+            if let Some(k) = e.keyspace.filter(|&k| k != 0) {
+                line.push_str(&format!("  [keyspace {k}]"));
+            }
             if let Some(f) = &e.file {
                 line.push_str(&format!("  [{f}]"));
             }
@@ -132,6 +141,7 @@ impl Sink {
             seq,
             kind: kind.map(kind_name),
             value: self.fmt.show(value),
+            keyspace: None,
             file: None,
             offset: None,
         }
@@ -147,6 +157,7 @@ impl Sink {
             seq: Some(seq),
             kind: Some(RANGE_DELETE),
             value: self.fmt.show(end),
+            keyspace: None,
             file: None,
             offset: None,
         }

@@ -21,6 +21,8 @@ pub struct Args {
     /// The key (escaped text as printed by the tool, or hex with --hex).
     key: String,
     #[command(flatten)]
+    keyspace: common::KeyspaceArg,
+    #[command(flatten)]
     output: common::OutputArgs,
 }
 
@@ -36,7 +38,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.output.bytes;
     let key = fmt.parse(&args.key)?;
     let db = common::open_db_read_only(&args.dir)?;
-    let value = db.get(&key)?;
+    let value = args.keyspace.resolve(&db)?.get(&key)?;
     let r = Report {
         key: fmt.show(&key),
         found: value.is_some(),

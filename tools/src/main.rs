@@ -15,6 +15,7 @@ mod dump;
 mod filter_demo;
 mod get;
 mod inspect;
+mod keyspace;
 mod kind;
 mod put;
 mod scan;
@@ -68,6 +69,9 @@ enum Command {
     DeleteRange(delete_range::Args),
     /// List live keys and values in order (read-only).
     Scan(scan::Args),
+    /// List, create or drop keyspaces (named sets of keys with their own tables and table
+    /// options; `--keyspace` selects one in get, put, delete, delete-range, scan and trace).
+    Keyspace(keyspace::Args),
     /// Write an openable copy of a database (read-only on the source; tables hard-linked
     /// where the file system allows).
     Checkpoint(checkpoint::Args),
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => delete::run(&args),
         Command::DeleteRange(args) => delete_range::run(&args),
         Command::Scan(args) => scan::run(&args),
+        Command::Keyspace(args) => keyspace::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::CrashTest(args) => crash_test::run(&args),
         Command::CrashWorker(args) => crash_test::worker(&args),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use bloomkv::{Db, Error, WriteBatch, WriteOptions};
 
-use crate::common::Bytes;
+use crate::common::{Bytes, KeyspaceArg};
 
 /// Options of `put`.
 #[derive(clap::Args)]
@@ -22,6 +22,8 @@ pub struct Args {
     value: String,
     #[command(flatten)]
     bytes: Bytes,
+    #[command(flatten)]
+    keyspace: KeyspaceArg,
     /// Create the database if the directory holds none.
     #[arg(long)]
     create: bool,
@@ -54,7 +56,8 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let key = fmt.parse(&args.key)?;
     let value = fmt.parse(&args.value)?;
     let db = open_for_write(&args.dir, args.create)?;
+    let ks = args.keyspace.resolve(&db)?;
     let mut batch = WriteBatch::new();
-    batch.put(key, value);
+    batch.put_in(&ks, key, value);
     write_and_close(db, batch)
 }

@@ -21,6 +21,8 @@ pub struct Args {
     #[command(flatten)]
     range: RangeArgs,
     #[command(flatten)]
+    keyspace: common::KeyspaceArg,
+    #[command(flatten)]
     output: common::OutputArgs,
 }
 
@@ -42,9 +44,10 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.output.bytes;
     let range = KeyRange::parse(&args.range, fmt)?;
     let db = common::open_db_read_only(&args.dir)?;
+    let ks = args.keyspace.resolve(&db)?;
     let iter = match range.start() {
-        Some(s) => db.range(s.to_vec()..),
-        None => db.range(..),
+        Some(s) => ks.range(s.to_vec()..),
+        None => ks.range(..),
     };
     let mut out = common::stdout();
     let mut r = Report { count: 0, truncated: false, entries: Vec::new() };

@@ -23,6 +23,8 @@ pub struct Args {
     /// The key (escaped text as printed by the tool, or hex with --hex).
     key: String,
     #[command(flatten)]
+    keyspace: common::KeyspaceArg,
+    #[command(flatten)]
     output: common::OutputArgs,
 }
 
@@ -75,8 +77,9 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.output.bytes;
     let key = fmt.parse(&args.key)?;
     let db = common::open_db_read_only(&args.dir)?;
-    let steps = db.trace(&key)?;
-    let value = db.get(&key)?;
+    let ks = args.keyspace.resolve(&db)?;
+    let steps = ks.trace(&key)?;
+    let value = ks.get(&key)?;
     let decided = steps.iter().find(|s| s.decides).map(|s| presence(&s.actual));
     let mut r = Report {
         key: fmt.show(&key),

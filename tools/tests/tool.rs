@@ -13,7 +13,7 @@ use bloomkv::iter::InternalIterator;
 use bloomkv::key::{parse_internal_key, ValueKind};
 use bloomkv::table::format::FOOTER_LEN;
 use bloomkv::table::{Footer, Table};
-use bloomkv::{Db, Options, Presence, TraceSource};
+use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, Presence, TraceSource};
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::Value as Json;
 
@@ -1310,4 +1310,292 @@ fn delete_range_deletes_a_range_like_put_and_delete_write() {
     assert!(err.contains("LOCK") && err.contains("another process"), "{err}");
     assert_eq!(db.get(b"k0").unwrap().as_deref(), Some(&b"v"[..]));
     db.close().unwrap();
+}
+
+/// The manifest `CURRENT` names.
+fn current_manifest(dir: &Path) -> PathBuf {
+    let name = std::fs::read_to_string(dir.join("CURRENT")).unwrap();
+    dir.join(name.trim_end())
+}
+
+/// A database whose default keyspace and keyspace "a" hold different keys (and "shared" with
+/// different values), closed so the tool can open it.
+fn build_with_keyspace(dir: &Path) {
+    let db = Db::open(dir, Options::default()).unwrap();
+    let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
+    db.put("shared", "from default").unwrap();
+    db.put("only-default", "d").unwrap();
+    for k in ["shared", "only-a", "r1", "r2", "r3"] {
+        a.put(k, format!("{k} in a")).unwrap();
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn keyspace_option_reads_and_writes_the_named_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    build_with_keyspace(dir.path());
+
+    let (code, out, _) = tool(&["get", "--keyspace", "a", p, "only-a"]);
+    assert_eq!((code, out.trim()), (0, "\"only-a in a\""));
+    assert_eq!(tool(&["get", p, "only-a"]).0, 1, "the default keyspace does not have it");
+    assert_eq!(tool(&["get", "--keyspace", "a", p, "only-default"]).0, 1);
+    let r = tool_json(&["get", "--json", "--keyspace", "a", p, "shared"]);
+    assert_eq!(r["value"], "shared in a");
+    assert_eq!(tool_json(&["get", "--json", p, "shared"])["value"], "from default");
+
+    let scanned = dumped_pairs(&tool_json(&["scan", "--json", "--keyspace", "a", p]));
+    let keys: Vec<&str> = scanned.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["only-a", "r1", "r2", "r3", "shared"]);
+
+    // trace walks the named keyspace's read path.
+    let t = tool_json(&["trace", "--json", "--keyspace", "a", p, "only-a"]);
+    assert_eq!((t["result"].as_str(), t["value"].as_str()), (Some("value"), Some("only-a in a")));
+    assert_eq!(tool_json(&["trace", "--json", p, "only-a"])["result"], "absent");
+
+    // Writes go to the named keyspace only.
+    assert_eq!(tool(&["put", "--keyspace", "a", p, "new", "n"]).0, 0);
+    assert_eq!(tool(&["delete", "--keyspace", "a", p, "shared"]).0, 0);
+    assert_eq!(tool(&["delete-range", "--keyspace", "a", p, "r1", "r3"]).0, 0);
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    let a = db.existing_keyspace("a").unwrap();
+    let live: Vec<Vec<u8>> = a.range(..).map(|kv| kv.unwrap().0.to_vec()).collect();
+    assert_eq!(live, [&b"new"[..], b"only-a", b"r3"]);
+    assert_eq!(db.get("new").unwrap(), None);
+    assert_eq!(db.get("shared").unwrap().as_deref(), Some(&b"from default"[..]));
+    drop(a);
+    db.close().unwrap();
+}
+
+#[test]
+fn an_unknown_keyspace_is_an_error_and_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    build_with_keyspace(dir.path());
+    let cases: [&[&str]; 6] = [
+        &["get", "--keyspace", "nope", p, "k"],
+        &["scan", "--keyspace", "nope", p],
+        &["trace", "--keyspace", "nope", p, "k"],
+        &["put", "--keyspace", "nope", p, "k", "v"],
+        &["delete", "--keyspace", "nope", p, "k"],
+        &["delete-range", "--keyspace", "nope", p, "a", "b"],
+    ];
+    for args in cases {
+        let (code, out, err) = tool(args);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(
+            err.contains("\"nope\"") && err.contains("\"default\", \"a\""),
+            "{args:?} names the keyspace and the existing ones: {err}"
+        );
+    }
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.keyspace_names(), ["default", "a"]);
+    db.close().unwrap();
+}
+
+#[test]
+fn keyspace_create_list_and_drop_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    assert_eq!(tool(&["put", "--create", p, "k", "v"]).0, 0);
+    let (code, out, _) = tool(&["keyspace", "list", p]);
+    assert_eq!((code, out.as_str()), (0, "default\n"));
+
+    assert_eq!(tool(&["keyspace", "create", p, "logs", "--filter", "none", "--zstd", "3"]).0, 0);
+    assert_eq!(tool(&["keyspace", "create", p, "idx", "--bits-per-key", "7"]).0, 0);
+    let r = tool_json(&["keyspace", "list", "--json", p]);
+    assert_eq!(r["keyspaces"], serde_json::json!(["default", "logs", "idx"]));
+    assert_eq!(tool(&["put", "--keyspace", "logs", p, "l1", "x"]).0, 0);
+
+    // Creating one that exists, or a contradictory filter, is refused.
+    for args in [
+        &["keyspace", "create", p, "logs"][..],
+        &["keyspace", "create", p, "default"],
+        &["keyspace", "create", p, "x", "--filter", "none", "--bits-per-key", "5"],
+    ] {
+        let (code, _, err) = tool(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    // The options given are the ones the keyspace has: its tables are written with them.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.existing_keyspace("idx").unwrap().put("i1", "y").unwrap();
+    db.flush().unwrap();
+    for (name, kind, bits) in [("logs", "none", None), ("idx", "blocked-bloom", Some(7.0))] {
+        let t = db.existing_keyspace(name).unwrap().tables().unwrap();
+        assert_eq!(t.len(), 1, "{name}");
+        assert_eq!(t[0].filter_kind.to_string(), kind, "{name}");
+        if let Some(bits) = bits {
+            assert_eq!(t[0].filter_requested_bits_per_key, bits, "{name}");
+        }
+    }
+    db.close().unwrap();
+
+    assert_eq!(tool(&["keyspace", "drop", p, "logs"]).0, 0);
+    let (code, out, _) = tool(&["keyspace", "list", p]);
+    assert_eq!((code, out.as_str()), (0, "default\nidx\n"));
+    assert_eq!(tool(&["get", "--keyspace", "idx", p, "i1"]).0, 0);
+    let (code, _, err) = tool(&["keyspace", "drop", p, "logs"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("\"logs\"") && err.contains("\"default\", \"idx\""), "{err}");
+    assert_eq!(tool(&["keyspace", "drop", p, "default"]).0, 2);
+    assert_eq!(tool(&["get", p, "k"]).0, 0, "the default keyspace is still there");
+
+    // While another handle holds the LOCK, create and drop fail cleanly like put.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for args in [["keyspace", "create", p, "z"], ["keyspace", "drop", p, "idx"]] {
+        let (code, _, err) = tool(&args);
+        assert_eq!(code, 2);
+        assert!(err.contains("LOCK"), "{err}");
+    }
+    assert_eq!(db.keyspace_names(), ["default", "idx"]);
+    db.close().unwrap();
+}
+
+#[test]
+fn db_lists_each_keyspaces_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    let db = Db::open(dir.path(), options()).unwrap();
+    let a = db
+        .keyspace(
+            "a",
+            KeyspaceOptions::new().filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 6.0 }),
+        )
+        .unwrap();
+    for i in 0..500 {
+        db.put(key(i), value(i, 0)).unwrap();
+        a.put(key(i + 10_000), value(i, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    let want_a: Vec<u64> = a.tables().unwrap().iter().map(|t| t.number).collect();
+    let want_default: Vec<u64> =
+        db.tables().iter().filter(|t| t.keyspace == "default").map(|t| t.number).collect();
+    assert!(!want_a.is_empty() && !want_default.is_empty());
+    drop(a);
+    db.close().unwrap();
+
+    let r = tool_json(&["db", "--json", p]);
+    let ks = r["keyspaces"].as_array().unwrap();
+    let names: Vec<&str> = ks.iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "a"]);
+    let numbers = |levels: &Json, keyspace: Option<&str>| -> Vec<u64> {
+        levels
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| l["tables"].as_array().unwrap().iter())
+            .filter(|t| keyspace.map_or(true, |k| t["keyspace"] == k))
+            .map(|t| t["number"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(numbers(&ks[0]["levels"], None), want_default);
+    assert_eq!(numbers(&ks[1]["levels"], None), want_a);
+    assert_eq!((ks[0]["id"].as_u64(), ks[1]["id"].as_u64()), (Some(0), Some(1)));
+    assert!(ks[0]["options"].is_null());
+    assert_eq!(ks[1]["options"]["filter"], "classic");
+    assert_eq!(ks[1]["options"]["bits_per_key"], 6.0);
+    assert_eq!(ks[1]["total_entries"], 500);
+    assert!(ks[1]["filter_runs"].as_array().is_some_and(|r| !r.is_empty()));
+    // The top-level levels hold every keyspace's tables, each naming its keyspace.
+    assert_eq!(numbers(&r["levels"], Some("a")), want_a);
+    assert_eq!(numbers(&r["levels"], Some("default")), want_default);
+    assert_eq!(r["total_tables"], want_a.len() + want_default.len());
+
+    // The text groups the tables under their keyspace.
+    let (code, text, _) = tool(&["db", p]);
+    assert_eq!(code, 0);
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
+    let (default_at, a_at) =
+        (at("keyspace \"default\""), at("keyspace \"a\" (id 1): filter classic"));
+    assert!(default_at < a_at);
+    for n in &want_default {
+        let t = at(&format!("{n:06}.sst"));
+        assert!(default_at < t && t < a_at, "{text}");
+    }
+    for n in &want_a {
+        assert!(at(&format!("{n:06}.sst")) > a_at, "{text}");
+    }
+}
+
+#[test]
+fn wal_and_manifest_dumps_show_keyspaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let logs = db
+        .keyspace(
+            "logs",
+            KeyspaceOptions::new()
+                .filter_policy(FilterPolicy::Budgeted { bits_per_key: 8.0 })
+                .compression(bloomkv::Compression::Zstd { level: 5 }),
+        )
+        .unwrap();
+    let gone = db.keyspace("gone", KeyspaceOptions::default()).unwrap();
+    gone.put("g", "1").unwrap();
+    logs.put("flushed", "1").unwrap();
+    db.flush().unwrap();
+    db.drop_keyspace("gone").unwrap();
+    // Unflushed: a batch across keyspaces, in the live WAL only.
+    let mut batch = bloomkv::WriteBatch::new();
+    batch.put("in-default", "d");
+    batch.put_in(&logs, "in-logs", "l");
+    batch.delete_range_in(&logs, "a".."b");
+    db.write(&batch, &bloomkv::WriteOptions::default()).unwrap();
+    drop((logs, gone));
+    db.close().unwrap();
+
+    let (wal, _) = listing(dir.path())
+        .into_iter()
+        .rev()
+        .find(|(n, len)| n.ends_with(".log") && *len > 0)
+        .unwrap();
+    let wal = dir.path().join(wal);
+    let d = tool_json(&["dump", "--json", s(&wal)]);
+    let got: Vec<(&str, &str, u64)> = d["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap(),
+                e["kind"].as_str().unwrap(),
+                e["keyspace"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("in-default", "put", 0), ("in-logs", "put", 1), ("a", "delete-range", 1)]);
+    let (code, text, _) = tool(&["dump", s(&wal)]);
+    assert_eq!(code, 0);
+    let line = |k: &str| text.lines().find(|l| l.starts_with(&format!("\"{k}\""))).unwrap();
+    assert!(line("in-logs").contains("[keyspace 1]"), "{text}");
+    assert!(line("a").contains("[keyspace 1]"), "{text}");
+    assert!(!line("in-default").contains("keyspace"), "{text}");
+
+    let manifest = current_manifest(dir.path());
+    let m = tool_json(&["dump", "--json", s(&manifest)]);
+    let edits = m["edits"].as_array().unwrap();
+    let defs: Vec<&Json> = edits.iter().flat_map(|e| e["keyspaces"].as_array().unwrap()).collect();
+    let logs_def = defs.iter().find(|k| k["name"] == "logs").unwrap();
+    assert_eq!(logs_def["id"], 1);
+    let o = &logs_def["options"];
+    assert_eq!((o["filter"].as_str(), o["bits_per_key"].as_f64()), (Some("budgeted"), Some(8.0)));
+    assert_eq!((o["compression"].as_str(), o["zstd_level"].as_i64()), (Some("zstd"), Some(5)));
+    assert!(defs.iter().any(|k| k["name"] == "gone" && k["id"] == 2), "{defs:?}");
+    let created = edits.iter().find(|e| e["keyspaces"][0]["name"] == "gone").unwrap();
+    assert_eq!(created["next_keyspace_id"], 3);
+    assert!(edits.iter().any(|e| e["dropped_keyspaces"] == serde_json::json!([2])), "{m}");
+    let added: Vec<u64> = edits
+        .iter()
+        .flat_map(|e| e["added"].as_array().unwrap())
+        .map(|t| t["keyspace"].as_u64().unwrap())
+        .collect();
+    assert!(added.contains(&1), "the flush added a table of logs: {m}");
+    let (code, text, _) = tool(&["dump", s(&manifest)]);
+    assert_eq!(code, 0);
+    assert!(
+        text.contains("keyspace 1 \"logs\": filter budgeted 8 bits/key, compression zstd level 5"),
+        "{text}"
+    );
+    assert!(text.contains("dropped keyspace 2") && text.contains("next keyspace id 3"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("  + L0") && l.contains(" keyspace 1 ")), "{text}");
 }

@@ -142,7 +142,7 @@ impl Policy {
         }
     }
 
-    fn filter(self, bits_per_key: f64) -> FilterPolicy {
+    pub(crate) fn filter(self, bits_per_key: f64) -> FilterPolicy {
         match self {
             Policy::Blocked => FilterPolicy::BlockedBloom { bits_per_key },
             Policy::Budgeted => FilterPolicy::Budgeted { bits_per_key },

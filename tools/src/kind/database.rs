@@ -1,5 +1,5 @@
 //! Everything the tool does with a database directory as a whole: `db` (its `inspect`) — the
-//! manifest's counters, every level with its tables (sizes, key ranges, sequence ranges,
+//! manifest's counters, the keyspaces, and per keyspace every level with its tables (sizes, key ranges, sequence ranges,
 //! filters), the filters run by run next to the split of the same memory a filter budget
 //! would make, the RAM the filters and indexes hold, and the WAL segments on disk; `dump` — the
 //! merged user view, or with `--internal` the tables' and live WALs' internal entries;
@@ -15,15 +15,21 @@ use std::path::Path;
 use bloomkv::check;
 use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::StdFs;
-use bloomkv::version::set::{read_manifest, NUM_LEVELS};
-use bloomkv::Error;
+use bloomkv::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
+use bloomkv::version::set::{read_manifest, DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
+use bloomkv::{Error, TableInfo};
 use serde::Serialize;
 
 use crate::common::{self, Bytes};
 use crate::dump::{DumpError, Sink};
-use crate::kind::{table, wal};
+use crate::kind::{manifest, table, wal};
 
 /// What `db` prints; field names are part of the tool's interface (see docs/tool.md).
+///
+/// `levels` and the totals cover every keyspace (each table names its keyspace); the filter
+/// figures (`filter_bits_per_key`, `filter_runs` and the blocks per absent lookup) are the
+/// default keyspace's, as they were before keyspaces existed, since a lookup reads one
+/// keyspace's runs only. `keyspaces` has the same figures keyspace by keyspace.
 #[derive(Serialize)]
 pub struct Report {
     path: String,
@@ -34,19 +40,46 @@ pub struct Report {
     total_entries: u64,
     filter_memory_bytes: u64,
     index_memory_bytes: u64,
-    /// Filter bits per key over the whole tree (bits of every filter / entries of every table).
+    /// Filter bits per key over the default keyspace's tree (bits of every filter / entries
+    /// of every table).
     filter_bits_per_key: f64,
-    /// The runs an absent-key lookup consults, as `Db::filter_runs` reports them.
+    /// The default keyspace's runs an absent-key lookup consults, as `Db::filter_runs`
+    /// reports them.
     filter_runs: Vec<FilterRunReport>,
     /// Σ `filter_runs[].expected_fpr`: data blocks an absent key inside every run's range costs.
     expected_blocks_per_absent_lookup: f64,
     /// The same with the runs' budgeted shares of the same memory.
     budgeted_blocks_per_absent_lookup: f64,
+    /// Each keyspace, the default one first, then in creation order.
+    keyspaces: Vec<KeyspaceReport>,
     wal_files: Vec<Wal>,
     wal_bytes: u64,
 }
 
+/// One keyspace's tree: the figures the report has for the whole database, for this
+/// keyspace alone.
 #[derive(Serialize)]
+struct KeyspaceReport {
+    name: String,
+    /// The id WAL records and the manifest name the keyspace by (null if the manifest
+    /// changed between the open and its reading).
+    id: Option<u32>,
+    /// The options the manifest records; null for the default keyspace, which takes its
+    /// options from whoever opens the database.
+    options: Option<manifest::OptionsReport>,
+    levels: Vec<Level>,
+    total_tables: usize,
+    total_table_bytes: u64,
+    total_entries: u64,
+    filter_memory_bytes: u64,
+    index_memory_bytes: u64,
+    filter_bits_per_key: f64,
+    filter_runs: Vec<FilterRunReport>,
+    expected_blocks_per_absent_lookup: f64,
+    budgeted_blocks_per_absent_lookup: f64,
+}
+
+#[derive(Serialize, Clone)]
 struct FilterRunReport {
     level: usize,
     /// The table of an L0 run; null for a deeper level.
@@ -65,6 +98,7 @@ struct ManifestReport {
     log_number: u64,
     next_file_number: u64,
     last_seq: u64,
+    next_keyspace_id: u32,
 }
 
 #[derive(Serialize)]
@@ -77,6 +111,7 @@ struct Level {
 
 #[derive(Serialize)]
 struct TableReport {
+    keyspace: String,
     number: u64,
     file: String,
     file_size: u64,
@@ -106,15 +141,12 @@ struct Wal {
     live: bool,
 }
 
-/// `db`: the report for the database in `dir`.
-pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
-    let db = common::open_db_read_only(dir)?;
-    let manifest = read_manifest(&StdFs, dir)?;
+/// `tables` by level: every level below NUM_LEVELS, and any deeper one a table is on.
+fn levels(tables: &[TableInfo], fmt: Bytes) -> Vec<Level> {
     let mut levels: Vec<Level> = (0..NUM_LEVELS)
         .map(|level| Level { level, table_count: 0, bytes: 0, tables: Vec::new() })
         .collect();
-    let tables = db.tables();
-    for t in &tables {
+    for t in tables {
         // `Db::tables` reports levels below NUM_LEVELS; grow rather than index blindly.
         while levels.len() <= t.level {
             let level = levels.len();
@@ -124,6 +156,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         l.table_count += 1;
         l.bytes += t.file_size;
         l.tables.push(TableReport {
+            keyspace: t.keyspace.clone(),
             number: t.number,
             file: common::display(&t.path),
             file_size: t.file_size,
@@ -144,22 +177,17 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             expected_fpr: t.expected_fpr,
         });
     }
-    let mut wal_files = Vec::new();
-    for (name, kind) in filename::list(&StdFs, dir)? {
-        if let FileKind::Wal(n) = kind {
-            // A segment the owner retires meanwhile is simply not listed.
-            if let Ok(m) = std::fs::metadata(dir.join(&name)) {
-                wal_files.push(Wal {
-                    number: n,
-                    file: common::display(&filename::wal_path(dir, n)),
-                    size: m.len(),
-                    live: n >= manifest.log_number,
-                });
-            }
-        }
-    }
-    wal_files.sort_by_key(|w| w.number);
-    let runs = db.filter_runs();
+    levels
+}
+
+/// One keyspace's section of the report.
+fn keyspace_report(
+    ks: &bloomkv::Keyspace,
+    def: Option<&KeyspaceDef>,
+    fmt: Bytes,
+) -> bloomkv::Result<KeyspaceReport> {
+    let tables = ks.tables()?;
+    let runs = ks.filter_runs()?;
     let filter_bits: u64 = runs.iter().map(|r| r.filter_bits).sum();
     let run_keys: u64 = runs.iter().map(|r| r.keys).sum();
     let filter_runs: Vec<FilterRunReport> = runs
@@ -175,14 +203,11 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             budgeted_fpr: r.budgeted_fpr,
         })
         .collect();
-    Ok(Report {
-        path: common::display(dir),
-        manifest: ManifestReport {
-            file: common::display(&filename::manifest_path(dir, manifest.manifest_number)),
-            log_number: manifest.log_number,
-            next_file_number: manifest.next_file_number,
-            last_seq: manifest.last_seq,
-        },
+    Ok(KeyspaceReport {
+        name: ks.name().to_string(),
+        id: def.map(|d| d.id),
+        options: def.filter(|d| d.id != DEFAULT_KEYSPACE).and_then(manifest::options_report),
+        levels: levels(&tables, fmt),
         total_tables: tables.len(),
         total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
         total_entries: tables.iter().map(|t| t.entries).sum(),
@@ -192,47 +217,118 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         expected_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.expected_fpr).sum(),
         budgeted_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.budgeted_fpr).sum(),
         filter_runs,
-        wal_bytes: wal_files.iter().map(|w| w.size).sum(),
-        wal_files,
-        levels,
     })
 }
 
-/// `db`'s text form of `r`.
+/// `db`: the report for the database in `dir`.
+pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
+    let db = common::open_db_read_only(dir)?;
+    let manifest = read_manifest(&StdFs, dir)?;
+    let mut keyspaces = Vec::new();
+    for name in db.keyspace_names() {
+        let ks = common::existing_keyspace(&db, &name)?;
+        let def = manifest.keyspaces.iter().map(|k| &k.def).find(|d| d.name == name);
+        keyspaces.push(keyspace_report(&ks, def, fmt)?);
+    }
+    let tables = db.tables();
+    let mut wal_files = Vec::new();
+    for (name, kind) in filename::list(&StdFs, dir)? {
+        if let FileKind::Wal(n) = kind {
+            // A segment the owner retires meanwhile is simply not listed.
+            if let Ok(m) = std::fs::metadata(dir.join(&name)) {
+                wal_files.push(Wal {
+                    number: n,
+                    file: common::display(&filename::wal_path(dir, n)),
+                    size: m.len(),
+                    live: n >= manifest.log_number,
+                });
+            }
+        }
+    }
+    wal_files.sort_by_key(|w| w.number);
+    // The default keyspace always exists and comes first.
+    let default = &keyspaces[0];
+    Ok(Report {
+        path: common::display(dir),
+        manifest: ManifestReport {
+            file: common::display(&filename::manifest_path(dir, manifest.manifest_number)),
+            log_number: manifest.log_number,
+            next_file_number: manifest.next_file_number,
+            last_seq: manifest.last_seq,
+            next_keyspace_id: manifest.next_keyspace_id,
+        },
+        levels: levels(&tables, fmt),
+        total_tables: tables.len(),
+        total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
+        total_entries: tables.iter().map(|t| t.entries).sum(),
+        filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
+        index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
+        filter_bits_per_key: default.filter_bits_per_key,
+        expected_blocks_per_absent_lookup: default.expected_blocks_per_absent_lookup,
+        budgeted_blocks_per_absent_lookup: default.budgeted_blocks_per_absent_lookup,
+        filter_runs: default.filter_runs.clone(),
+        keyspaces,
+        wal_bytes: wal_files.iter().map(|w| w.size).sum(),
+        wal_files,
+    })
+}
+
+/// `db`'s text form of `r`: the header, then each keyspace's levels, tables and filter runs,
+/// then the totals over all keyspaces and the WAL segments.
 pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::Result<()> {
     let q = |s: &str| if fmt.hex { s.to_string() } else { format!("\"{s}\"") };
     writeln!(out, "database {}", r.path)?;
     writeln!(
         out,
-        "manifest {}: log number {}, next file {}, last sequence {}",
-        r.manifest.file, r.manifest.log_number, r.manifest.next_file_number, r.manifest.last_seq
+        "manifest {}: log number {}, next file {}, last sequence {}, next keyspace id {}",
+        r.manifest.file,
+        r.manifest.log_number,
+        r.manifest.next_file_number,
+        r.manifest.last_seq,
+        r.manifest.next_keyspace_id
     )?;
-    for l in r.levels.iter() {
-        writeln!(out, "L{}: {} table(s), {} bytes", l.level, l.table_count, l.bytes)?;
-        for t in &l.tables {
-            writeln!(
-                out,
-                "  {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
-                 {} range tombstones, {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
-                t.number,
-                t.file_size,
-                q(&t.smallest_key),
-                q(&t.largest_key),
-                t.smallest_seq,
-                t.largest_seq,
-                t.entries,
-                t.tombstones,
-                t.range_tombstones,
-                t.data_blocks,
-                t.filter_kind,
-                t.filter_bits_per_key,
-                t.filter_requested_bits_per_key,
-                t.filter_memory_bytes,
-                t.index_memory_bytes
-            )?;
+    for k in &r.keyspaces {
+        let id = k.id.map_or(String::new(), |id| format!(" (id {id})"));
+        match &k.options {
+            Some(o) => writeln!(out, "keyspace {:?}{id}: {o}", k.name)?,
+            None => writeln!(out, "keyspace {:?}{id}", k.name)?,
         }
+        for l in k.levels.iter() {
+            writeln!(out, "  L{}: {} table(s), {} bytes", l.level, l.table_count, l.bytes)?;
+            for t in &l.tables {
+                writeln!(
+                    out,
+                    "    {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
+                     {} range tombstones, {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
+                    t.number,
+                    t.file_size,
+                    q(&t.smallest_key),
+                    q(&t.largest_key),
+                    t.smallest_seq,
+                    t.largest_seq,
+                    t.entries,
+                    t.tombstones,
+                    t.range_tombstones,
+                    t.data_blocks,
+                    t.filter_kind,
+                    t.filter_bits_per_key,
+                    t.filter_requested_bits_per_key,
+                    t.filter_memory_bytes,
+                    t.index_memory_bytes
+                )?;
+            }
+        }
+        print_filter_runs(out, k)?;
+        writeln!(
+            out,
+            "  keyspace total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
+            k.total_tables,
+            k.total_table_bytes,
+            k.total_entries,
+            k.filter_memory_bytes,
+            k.index_memory_bytes
+        )?;
     }
-    print_filter_runs(out, r)?;
     writeln!(
         out,
         "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
@@ -256,19 +352,19 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
 
 /// The runs a lookup for an absent key meets, each with its filter bits and expected rate now,
 /// beside what `FilterPolicy::Budgeted` would give it out of the same total memory.
-fn print_filter_runs(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
+fn print_filter_runs(out: &mut common::Out, r: &KeyspaceReport) -> std::io::Result<()> {
     if r.filter_runs.is_empty() {
         return Ok(());
     }
     writeln!(
         out,
-        "filter runs (an absent key asks each L0 table and one table per deeper level), \
+        "  filter runs (an absent key asks each L0 table and one table per deeper level), \
          {:.2} bits/key on average:",
         r.filter_bits_per_key
     )?;
     writeln!(
         out,
-        "  {:<16} {:>12} {:>9} {:>9} | {:>9} {:>9} (budgeted, same memory)",
+        "    {:<16} {:>12} {:>9} {:>9} | {:>9} {:>9} (budgeted, same memory)",
         "run", "keys", "bits/key", "FPR", "bits/key", "FPR"
     )?;
     for run in &r.filter_runs {
@@ -279,7 +375,7 @@ fn print_filter_runs(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "  {:<16} {:>12} {:>9.2} {:>8.4}% | {:>9.2} {:>8.4}%",
+            "    {:<16} {:>12} {:>9.2} {:>8.4}% | {:>9.2} {:>8.4}%",
             name,
             run.keys,
             run.bits_per_key,
@@ -290,7 +386,7 @@ fn print_filter_runs(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "  expected data blocks per absent lookup: {:.4} now, {:.4} with the budgeted split",
+        "    expected data blocks per absent lookup: {:.4} now, {:.4} with the budgeted split",
         r.expected_blocks_per_absent_lookup, r.budgeted_blocks_per_absent_lookup
     )
 }
@@ -325,7 +421,13 @@ pub fn dump_internal(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
     // Tables in read order, as the engine lists them; the view is fixed at open.
     let db = common::open_db_read_only(dir)?;
     for t in db.tables() {
-        let label = format!("L{} {:06}.sst", t.level, t.number);
+        // Tables of other keyspaces hold keys the merged view (the default keyspace's)
+        // does not show; say whose they are.
+        let label = if t.keyspace == DEFAULT_KEYSPACE_NAME {
+            format!("L{} {:06}.sst", t.level, t.number)
+        } else {
+            format!("{} L{} {:06}.sst", t.keyspace, t.level, t.number)
+        };
         if !table::dump(sink, &t.path, Some(&label))? {
             return Ok(());
         }

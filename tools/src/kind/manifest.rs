@@ -1,14 +1,15 @@
 //! Everything the tool does with one manifest (`MANIFEST-*`): `dump` — every version edit
-//! (tables added and deleted, counters); `verify`. (`inspect` is for tables only.)
+//! (tables added and deleted, keyspaces defined and dropped, counters); `verify`. (`inspect` is for tables only.)
 
 use std::io::Write;
 use std::path::Path;
 
 use bloomkv::check;
+use bloomkv::coding::Decoder;
 use bloomkv::fs::{FileSystem, StdFs};
 use bloomkv::key::parse_internal_key;
 use bloomkv::log::LogReader;
-use bloomkv::version::edit::VersionEdit;
+use bloomkv::version::edit::{KeyspaceDef, VersionEdit};
 use serde::Serialize;
 
 use crate::dump::{DumpError, Sink};
@@ -21,12 +22,102 @@ pub struct Edit {
     log_number: Option<u64>,
     next_file_number: Option<u64>,
     last_seq: Option<u64>,
+    next_keyspace_id: Option<u32>,
+    /// Keyspaces created, or whose options changed.
+    keyspaces: Vec<KeyspaceReport>,
+    dropped_keyspaces: Vec<u32>,
     added: Vec<AddedTable>,
     deleted: Vec<DeletedTable>,
 }
 
+/// A keyspace definition: its id (what WAL records and tables name it by), name and
+/// options.
+#[derive(Serialize, Debug)]
+pub struct KeyspaceReport {
+    pub id: u32,
+    pub name: String,
+    /// Null only if the tool cannot read the options (see [`options_report`]).
+    pub options: Option<OptionsReport>,
+}
+
+impl KeyspaceReport {
+    /// The report of `def`.
+    pub fn new(def: &KeyspaceDef) -> Self {
+        KeyspaceReport { id: def.id, name: def.name.clone(), options: options_report(def) }
+    }
+}
+
+/// A keyspace's table options, with the names `keyspace create` takes.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct OptionsReport {
+    /// "none", "blocked", "classic" or "budgeted".
+    pub filter: &'static str,
+    /// Null without a filter.
+    pub bits_per_key: Option<f64>,
+    /// "none" or "zstd".
+    pub compression: &'static str,
+    /// Null without compression.
+    pub zstd_level: Option<i32>,
+    pub block_bytes: u64,
+    pub target_table_bytes: u64,
+}
+
+impl std::fmt::Display for OptionsReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "filter {}", self.filter)?;
+        if let Some(b) = self.bits_per_key {
+            write!(f, " {b} bits/key")?;
+        }
+        write!(f, ", compression {}", self.compression)?;
+        if let Some(l) = self.zstd_level {
+            write!(f, " level {l}")?;
+        }
+        write!(f, ", blocks {} bytes, tables {} bytes", self.block_bytes, self.target_table_bytes)
+    }
+}
+
+/// `def`'s options field by field. `KeyspaceOptions` has no getters (its `Debug` is the
+/// library's way to show it), so this encodes `def` as a manifest record and reads the
+/// options back from the keyspace field, whose layout the manifest format documents.
+/// `None` if that layout is not what this code expects.
+pub fn options_report(def: &KeyspaceDef) -> Option<OptionsReport> {
+    let record = VersionEdit { keyspaces: vec![def.clone()], ..VersionEdit::default() }.encode();
+    let mut d = Decoder::new(&record);
+    // Format version tag and value, then the keyspace tag, id and name.
+    let (_, _, tag, _, _) =
+        (d.varint()?, d.varint()?, d.varint()?, d.varint()?, d.length_prefixed()?);
+    if tag != 8 {
+        return None;
+    }
+    let (kind, bits) = (d.varint()?, f64::from_bits(d.varint()?));
+    let filter = match kind {
+        0 => "none",
+        1 => "blocked",
+        2 => "classic",
+        3 => "budgeted",
+        _ => return None,
+    };
+    let (compression, zigzag) = (d.varint()?, u32::try_from(d.varint()?).ok()?);
+    let level = ((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32);
+    let (compression, zstd_level) = match compression {
+        0 => ("none", None),
+        1 => ("zstd", Some(level)),
+        _ => return None,
+    };
+    Some(OptionsReport {
+        filter,
+        bits_per_key: (kind != 0).then_some(bits),
+        compression,
+        zstd_level,
+        block_bytes: d.varint()?,
+        target_table_bytes: d.varint()?,
+    })
+}
+
 #[derive(Serialize, Debug)]
 pub struct AddedTable {
+    /// The keyspace id (0 is the default keyspace).
+    keyspace: u32,
     level: usize,
     number: u64,
     file_size: u64,
@@ -56,10 +147,14 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             log_number: edit.log_number,
             next_file_number: edit.next_file_number,
             last_seq: edit.last_seq,
+            next_keyspace_id: edit.next_keyspace_id,
+            keyspaces: edit.keyspaces.iter().map(KeyspaceReport::new).collect(),
+            dropped_keyspaces: edit.dropped_keyspaces.clone(),
             added: edit
                 .added
                 .iter()
                 .map(|(level, t)| AddedTable {
+                    keyspace: t.keyspace,
                     level: *level,
                     number: t.number,
                     file_size: t.file_size,
@@ -82,7 +177,7 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             continue;
         }
         let opt = |o: Option<u64>| o.map_or("-".to_string(), |v| v.to_string());
-        writeln!(
+        write!(
             sink.out,
             "edit @ {}: log number {}, next file {}, last seq {}",
             e.offset,
@@ -90,11 +185,28 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             opt(e.next_file_number),
             opt(e.last_seq)
         )?;
+        // Only edits that create a keyspace carry it; most edits are flushes and compactions.
+        match e.next_keyspace_id {
+            Some(id) => writeln!(sink.out, ", next keyspace id {id}")?,
+            None => writeln!(sink.out)?,
+        }
+        for k in &e.keyspaces {
+            let opts = match &k.options {
+                Some(o) => o.to_string(),
+                None => "options unreadable".to_string(),
+            };
+            writeln!(sink.out, "  keyspace {} {:?}: {opts}", k.id, k.name)?;
+        }
+        for id in &e.dropped_keyspaces {
+            writeln!(sink.out, "  dropped keyspace {id}")?;
+        }
         let q = |s: &str| if fmt.hex { s.to_string() } else { format!("\"{s}\"") };
         for t in &e.added {
+            let keyspace =
+                if t.keyspace == 0 { String::new() } else { format!(" keyspace {}", t.keyspace) };
             writeln!(
                 sink.out,
-                "  + L{} {:06}.sst {} bytes, keys {} .. {}, seq {} .. {}, {} entries",
+                "  + L{} {:06}.sst{keyspace} {} bytes, keys {} .. {}, seq {} .. {}, {} entries",
                 t.level,
                 t.number,
                 t.file_size,
@@ -115,4 +227,36 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
 /// `verify`: the library's check of one manifest.
 pub fn verify(path: &Path) -> check::Report {
     check::manifest_file(&StdFs, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
+
+    #[test]
+    fn options_report_reads_every_option() {
+        let opts = KeyspaceOptions::new()
+            .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
+            .compression(Compression::Zstd { level: -3 })
+            .block_bytes(2048)
+            .target_table_bytes(1 << 20);
+        let def = KeyspaceDef { id: 3, name: "k".into(), opts };
+        let want = OptionsReport {
+            filter: "classic",
+            bits_per_key: Some(7.5),
+            compression: "zstd",
+            zstd_level: Some(-3),
+            block_bytes: 2048,
+            target_table_bytes: 1 << 20,
+        };
+        assert_eq!(options_report(&def), Some(want));
+        let def =
+            KeyspaceDef { opts: KeyspaceOptions::new().filter_policy(FilterPolicy::None), ..def };
+        let r = options_report(&def).unwrap();
+        assert_eq!(
+            (r.filter, r.bits_per_key, r.compression, r.zstd_level),
+            ("none", None, "none", None)
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! Everything the tool does with one write-ahead-log segment (`*.log`): `dump` — every
-//! operation of every record in log order, with its sequence number and the record's file
-//! offset; `verify`. (`inspect` is for tables only.)
+//! operation of every record in log order, with its sequence number, its keyspace id and the
+//! record's file offset; `verify`. (`inspect` is for tables only.)
 
 use std::path::Path;
 
@@ -20,7 +20,7 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let batch = WriteBatch::decode(record).map_err(|e| e.in_file(path, offset))?;
-        for (seq, (_keyspace, op)) in (batch.sequence()..).zip(batch.iter()) {
+        for (seq, (keyspace, op)) in (batch.sequence()..).zip(batch.iter()) {
             let (key, kind, value) = match op {
                 BatchOp::Put { key, value } => (key, Some(ValueKind::Put), value),
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
@@ -38,6 +38,7 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
                 Some(kind) => sink.entry(key, Some(seq), Some(kind), value),
                 None => sink.range_delete_entry(key, value, seq),
             };
+            e.keyspace = Some(keyspace);
             e.file = file.map(str::to_string);
             e.offset = Some(offset);
             if !sink.push(e)? {
