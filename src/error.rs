@@ -71,8 +71,9 @@ pub enum Error {
     },
     /// The database was closed, or a background error stopped it.
     Closed,
-    /// The keyspace was dropped (by [`crate::Db::drop_keyspace`]), or a write batch names a
-    /// keyspace this database does not have.
+    /// There is no such keyspace: it was dropped (by [`crate::Db::drop_keyspace`]), or never
+    /// existed in this database (a name given to `drop_keyspace`, or a write batch built with
+    /// another database's keyspace).
     KeyspaceDropped {
         /// The keyspace's name (or its id, when only the id is known).
         name: String,
@@ -162,7 +163,9 @@ impl fmt::Display for Error {
                 crate::MAX_VALUE_BYTES
             ),
             Error::Closed => write!(f, "database is closed"),
-            Error::KeyspaceDropped { name } => write!(f, "keyspace {name} was dropped"),
+            Error::KeyspaceDropped { name } => {
+                write!(f, "keyspace {name} was dropped or does not exist")
+            }
             Error::Background(_) => write!(f, "background work failed"),
         }
     }

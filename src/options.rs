@@ -296,6 +296,14 @@ impl KeyspaceOptions {
         /// [`Options::target_table_bytes`]).
         target_table_bytes: u64);
 
+    /// The settings one by one, for the tool's reports: (filter policy, compression, block
+    /// bytes, target table bytes). Not part of the stable API.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn parts(&self) -> (FilterPolicy, Compression, usize, u64) {
+        (self.filter_policy, self.compression, self.block_bytes, self.target_table_bytes)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         self.filter_policy.validate()?;
         let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));

@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::Path;
 
 use bloomkv::check;
-use bloomkv::coding::Decoder;
 use bloomkv::fs::{FileSystem, StdFs};
 use bloomkv::key::parse_internal_key;
 use bloomkv::log::LogReader;
@@ -76,41 +75,31 @@ impl std::fmt::Display for OptionsReport {
     }
 }
 
-/// `def`'s options field by field. `KeyspaceOptions` has no getters (its `Debug` is the
-/// library's way to show it), so this encodes `def` as a manifest record and reads the
-/// options back from the keyspace field, whose layout the manifest format documents.
-/// `None` if that layout is not what this code expects.
+/// `def`'s options field by field. (`None` only for a policy this tool does not know.)
 pub fn options_report(def: &KeyspaceDef) -> Option<OptionsReport> {
-    let record = VersionEdit { keyspaces: vec![def.clone()], ..VersionEdit::default() }.encode();
-    let mut d = Decoder::new(&record);
-    // Format version tag and value, then the keyspace tag, id and name.
-    let (_, _, tag, _, _) =
-        (d.varint()?, d.varint()?, d.varint()?, d.varint()?, d.length_prefixed()?);
-    if tag != 8 {
-        return None;
-    }
-    let (kind, bits) = (d.varint()?, f64::from_bits(d.varint()?));
-    let filter = match kind {
-        0 => "none",
-        1 => "blocked",
-        2 => "classic",
-        3 => "budgeted",
+    use bloomkv::{Compression, FilterPolicy};
+    let (policy, compression, block_bytes, target_table_bytes) = def.opts.parts();
+    let (filter, bits_per_key) = match policy {
+        FilterPolicy::None => ("none", None),
+        FilterPolicy::BlockedBloom { bits_per_key } => ("blocked", Some(bits_per_key)),
+        FilterPolicy::ClassicBloom { bits_per_key } => ("classic", Some(bits_per_key)),
+        FilterPolicy::Budgeted { bits_per_key } => ("budgeted", Some(bits_per_key)),
+        #[allow(unreachable_patterns)]
         _ => return None,
     };
-    let (compression, zigzag) = (d.varint()?, u32::try_from(d.varint()?).ok()?);
-    let level = ((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32);
     let (compression, zstd_level) = match compression {
-        0 => ("none", None),
-        1 => ("zstd", Some(level)),
+        Compression::None => ("none", None),
+        Compression::Zstd { level } => ("zstd", Some(level)),
+        #[allow(unreachable_patterns)]
         _ => return None,
     };
     Some(OptionsReport {
         filter,
-        bits_per_key: (kind != 0).then_some(bits),
+        bits_per_key,
         compression,
         zstd_level,
-        block_bytes: d.varint()?,
-        target_table_bytes: d.varint()?,
+        block_bytes: block_bytes as u64,
+        target_table_bytes,
     })
 }
 
