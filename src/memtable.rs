@@ -270,14 +270,56 @@ pub struct MemTable {
 }
 
 /// The memtable's range tombstones (see the module documentation).
+///
+/// The tombstones are kept in chunks whose sizes are distinct powers of two, largest first,
+/// each with its readers' set (Bentley and Saxe's logarithmic method): an insert becomes a
+/// chunk of one, merged with the last chunk while that is no larger, and only the merged
+/// chunk's set is rebuilt. Each tombstone is thus sorted into a new set O(log n) times,
+/// where rebuilding one set of every tombstone per insert made n range deletes into one
+/// memtable cost O(n² log n) (16,000 of them took 54 s); a reader asks at most
+/// log₂ n + 1 sets.
 #[derive(Default)]
 struct RangeDels {
-    /// Every range tombstone inserted, in order (only the writer touches it).
-    all: Mutex<Vec<RangeTombstone>>,
-    /// The readers' set, rebuilt from `all` on each insert.
-    set: ArcSwap<Fragments>,
-    /// Set once the first range tombstone is in `set`: until then readers skip `set`.
+    /// The chunks, largest first (only the writer changes them).
+    chunks: Mutex<Vec<Vec<RangeTombstone>>>,
+    /// The readers' sets, one per chunk, in the same order.
+    sets: ArcSwap<Vec<Arc<Fragments>>>,
+    /// Set once the first range tombstone is in `sets`: until then readers skip them.
     any: AtomicBool,
+}
+
+impl RangeDels {
+    fn insert(&self, t: RangeTombstone) {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chunk = vec![t];
+        while chunks.last().is_some_and(|last| last.len() <= chunk.len()) {
+            let mut last = chunks.pop().unwrap_or_default();
+            last.append(&mut chunk);
+            chunk = last;
+        }
+        let set = Arc::new(Fragments::new(chunk.iter()));
+        chunks.push(chunk);
+        // The chunks before the new one are unchanged, and so are their sets.
+        let mut sets: Vec<Arc<Fragments>> = self.sets.load()[..chunks.len() - 1].to_vec();
+        sets.push(set);
+        self.sets.store(Arc::new(sets));
+    }
+
+    fn covers(&self, user_key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        self.sets.load().iter().any(|s| s.covers(user_key, seq, read_seq))
+    }
+
+    /// Every tombstone as one set.
+    fn all(&self) -> Arc<Fragments> {
+        let sets = self.sets.load();
+        match &sets[..] {
+            [one] => one.clone(),
+            _ => {
+                let chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+                Arc::new(Fragments::new(chunks.iter().flatten()))
+            }
+        }
+    }
 }
 
 impl MemTable {
@@ -295,9 +337,7 @@ impl MemTable {
     /// safe while other threads read, and called from one writer at a time.
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: SeqNo) {
         let t = RangeTombstone { start: start.to_vec(), end: end.to_vec(), seq };
-        let mut all = self.range_dels.all.lock().unwrap_or_else(|p| p.into_inner());
-        all.push(t);
-        self.range_dels.set.store(Arc::new(Fragments::new(all.iter())));
+        self.range_dels.insert(t);
         self.range_dels.any.store(true, AtomicOrdering::Release);
         self.bytes.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
     }
@@ -307,13 +347,24 @@ impl MemTable {
     #[inline]
     pub fn range_deleted(&self, user_key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
         self.range_dels.any.load(AtomicOrdering::Acquire)
-            && self.range_dels.set.load().covers(user_key, seq, read_seq)
+            && self.range_dels.covers(user_key, seq, read_seq)
     }
 
-    /// The memtable's range tombstones as a set, or `None` while it has none. Tombstones
-    /// inserted later are not in the returned set.
+    /// The memtable's range tombstones as one set, or `None` while it has none: for a flush
+    /// or a checkpoint (it may merge the chunks' sets). Tombstones inserted later are not in
+    /// the returned set.
     pub fn range_tombstones(&self) -> Option<Arc<Fragments>> {
-        self.range_dels.any.load(AtomicOrdering::Acquire).then(|| self.range_dels.set.load_full())
+        self.range_dels.any.load(AtomicOrdering::Acquire).then(|| self.range_dels.all())
+    }
+
+    /// The memtable's range tombstones as the sets they are kept in (together, what
+    /// [`MemTable::range_tombstones`] returns), for scans, which check each key against
+    /// every set anyway; none while it has none.
+    pub fn range_tombstone_sets(&self) -> Vec<Arc<Fragments>> {
+        if !self.range_dels.any.load(AtomicOrdering::Acquire) {
+            return Vec::new();
+        }
+        self.range_dels.sets.load().to_vec()
     }
 
     /// Records a put (or, with [`ValueKind::Delete`], a tombstone whose `value` should be
@@ -725,6 +776,33 @@ mod tests {
         assert!(!m.range_deleted(b"c", 15, 100));
         let t = |a: &str, b: &str, seq| RangeTombstone { start: a.into(), end: b.into(), seq };
         assert_eq!(m.range_tombstones().unwrap().newest(), [t("a", "c", 20), t("c", "d", 10)]);
+    }
+
+    proptest! {
+        /// The chunked sets answer as one set of every tombstone would, stay few, and merge
+        /// back into exactly that set for a flush.
+        #[test]
+        fn prop_chunked_range_tombstones_match_one_set(
+            ts in proptest::collection::vec((0u8..40, 1u8..10), 1..150),
+            probes in proptest::collection::vec((0u8..50, 0u64..160, 0u64..160), 40),
+        ) {
+            let m = MemTable::new();
+            let mut all = Vec::new();
+            for (i, &(a, n)) in ts.iter().enumerate() {
+                let (start, end) = (vec![a], vec![a.saturating_add(n)]);
+                let seq = 2 * i as u64 + 1;
+                m.delete_range(&start, &end, seq);
+                all.push(RangeTombstone { start, end, seq });
+                let sets = m.range_tombstone_sets();
+                prop_assert!(sets.len() <= (i + 1).ilog2() as usize + 1, "{} sets", sets.len());
+            }
+            let one = Fragments::new(&all);
+            for (k, seq, read) in probes {
+                prop_assert_eq!(m.range_deleted(&[k], seq, read), one.covers(&[k], seq, read));
+            }
+            let merged = m.range_tombstones().unwrap();
+            prop_assert_eq!(merged.as_ref(), &one);
+        }
     }
 
     #[test]

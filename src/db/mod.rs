@@ -135,7 +135,7 @@ impl Tree {
     /// Every range-tombstone set a reader of this tree must apply (for scans, which check
     /// each key they yield against them).
     pub(crate) fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
-        let mut sets: Vec<_> = self.mems().filter_map(|m| m.table.range_tombstones()).collect();
+        let mut sets: Vec<_> = self.mems().flat_map(|m| m.table.range_tombstone_sets()).collect();
         if !self.version.range_dels.is_empty() {
             sets.push(self.version.range_dels.clone());
         }
