@@ -7,6 +7,8 @@
 //!   inside a write, a flush, a compaction or a manifest switch. After reopening, the state
 //!   must be exactly the model after some prefix of the writes, and that prefix must include
 //!   every write acknowledged with `sync: true` and everything before a successful `flush()`.
+//!   In `power_loss_recovers_a_prefix_holding_every_synced_write` a quarter of the keys live
+//!   in a second keyspace, so batches span keyspaces and must come back whole in both.
 //!   Three crash/recover rounds per seed, so recovered databases are recovered again.
 //! - `background_error_*`, `wal_error_*`: an injected I/O error in a flush, a compaction, the
 //!   manifest or the WAL is reported to the caller, stops writes, loses nothing acknowledged,
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, FileSystem, OpKind};
-use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, Keyspace, KeyspaceOptions, Options, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -71,19 +73,66 @@ impl Write {
     }
 }
 
+/// Keys from here up belong to the "side" keyspace where a test writes through
+/// [`to_batch_in`] (elsewhere they are just more keys of the default one).
+const SIDE: u16 = 1000;
+
 fn random_write(rng: &mut StdRng, op: usize) -> Write {
     let n = if rng.gen_bool(0.15) { rng.gen_range(2..7) } else { 1 };
+    // A quarter of the keys (and of the range deletes) are the side keyspace's, so a batch
+    // of several ops often spans both keyspaces.
+    let mut space = |rng: &mut StdRng| if rng.gen_bool(0.25) { SIDE } else { 0 };
     let range = rng.gen_bool(0.04).then(|| {
+        let base = space(rng);
         let a = rng.gen_range(0..250u16);
-        (a, (a + rng.gen_range(1..40)).min(250))
+        (base + a, base + (a + rng.gen_range(1..40)).min(250))
     });
     let ops = (0..n)
         .map(|_| {
-            let k = rng.gen_range(0..250u16);
+            let k = space(rng) + rng.gen_range(0..250u16);
             (k, if rng.gen_bool(0.8) { Some(value(k, op)) } else { None })
         })
         .collect();
     Write { range, ops }
+}
+
+/// The side keyspace, created on first use (its own compression, so its flushes and
+/// compactions build tables differently from the default keyspace's).
+fn side(db: &Db) -> Keyspace {
+    let opts = KeyspaceOptions::new().compression(bloomkv::Compression::Zstd { level: 1 });
+    db.keyspace("side", opts).unwrap()
+}
+
+/// `to_batch`, with the side keyspace's keys written to it: one batch across keyspaces.
+fn to_batch_in(w: &Write, side: &Keyspace) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    if let Some((a, z)) = w.range {
+        match a >= SIDE {
+            true => b.delete_range_in(side, key(a)..key(z)),
+            false => b.delete_range(key(a)..key(z)),
+        }
+    }
+    for (k, v) in &w.ops {
+        match (v, *k >= SIDE) {
+            (Some(v), true) => b.put_in(side, key(*k), v),
+            (Some(v), false) => b.put(key(*k), v),
+            (None, true) => b.delete_in(side, key(*k)),
+            (None, false) => b.delete(key(*k)),
+        }
+    }
+    b
+}
+
+/// Both keyspaces' contents as one model, after checking each holds only its own keys.
+fn scan_both(db: &Db, side: &Keyspace) -> bloomkv::Result<Model> {
+    let mut all = scan_all(db)?;
+    let own: Model =
+        side.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>()?;
+    let is_side = |k: &[u8]| k >= key(SIDE).as_slice();
+    assert!(all.keys().all(|k| !is_side(k)), "a side keyspace key in the default keyspace");
+    assert!(own.keys().all(|k| is_side(k)), "a default keyspace key in the side keyspace");
+    all.extend(own);
+    Ok(all)
 }
 
 fn to_batch(w: &Write) -> WriteBatch {
@@ -300,6 +349,7 @@ fn random_crash_point(rng: &mut StdRng, n: usize) -> CrashPoint {
 /// durable).
 fn run_until_crash(
     db: &Db,
+    side: &Keyspace,
     rng: &mut StdRng,
     writes: &mut Vec<Write>,
     n: usize,
@@ -324,7 +374,8 @@ fn run_until_crash(
         let w = random_write(rng, first_op + i);
         let sync = rng.gen_bool(0.2);
         writes.push(w);
-        match db.write(&to_batch(writes.last().unwrap()), &WriteOptions::new().sync(sync)) {
+        match db.write(&to_batch_in(writes.last().unwrap(), side), &WriteOptions::new().sync(sync))
+        {
             Ok(()) if sync => must = i + 1,
             Ok(()) => {}
             Err(_) => return (i + 1, must),
@@ -345,8 +396,10 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
         for round in 0..3 {
             let db = Db::open(&dir, options(&fs))
                 .unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
+            // Before any fault is armed: created (durably) in the first round, found after.
+            let side = side(&db);
             // The state recovered by the previous round, the base of this one.
-            let base = scan_all(&db).unwrap();
+            let base = scan_both(&db, &side).unwrap();
             let n = rng.gen_range(50..700);
             let point = random_crash_point(&mut rng, n);
             let stop_after = match point {
@@ -358,7 +411,7 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             };
             let mut writes = Vec::new();
             let (attempted, must) =
-                run_until_crash(&db, &mut rng, &mut writes, n, first_op, stop_after);
+                run_until_crash(&db, &side, &mut rng, &mut writes, n, first_op, stop_after);
             let mode = if rng.gen_bool(0.5) {
                 CrashMode::DropUnsynced
             } else {
@@ -366,6 +419,7 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             };
             faults += u64::from(!fs.is_powered());
             let new_fs = fs.crash(mode);
+            drop(side);
             drop(db);
             fs = new_fs;
             rounds += 1;
@@ -373,7 +427,8 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             let db = Db::open(&dir, options(&fs)).unwrap_or_else(|e| {
                 panic!("seed {seed} round {round} {point:?}: open failed: {e}")
             });
-            let after = scan_all(&db).unwrap();
+            let side = db.existing_keyspace("side").expect("created durably before any fault");
+            let after = scan_both(&db, &side).unwrap();
             let p = matching_prefix(&base, &writes, &after, must, attempted).unwrap_or_else(|| {
                 panic!(
                     "seed {seed} round {round} {point:?} {mode:?}: recovered state is not a \
@@ -386,7 +441,8 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             }
             assert_eq!(after, model);
             for (k, v) in model.iter().step_by(17) {
-                assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]), "seed {seed}");
+                let got = if k >= &key(SIDE) { side.get(k) } else { db.get(k) };
+                assert_eq!(got.unwrap().as_deref(), Some(&v[..]), "seed {seed}");
             }
             first_op += n + 1;
             drop(db);
