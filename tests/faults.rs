@@ -81,7 +81,7 @@ fn random_write(rng: &mut StdRng, op: usize) -> Write {
     let n = if rng.gen_bool(0.15) { rng.gen_range(2..7) } else { 1 };
     // A quarter of the keys (and of the range deletes) are the side keyspace's, so a batch
     // of several ops often spans both keyspaces.
-    let mut space = |rng: &mut StdRng| if rng.gen_bool(0.25) { SIDE } else { 0 };
+    let space = |rng: &mut StdRng| if rng.gen_bool(0.25) { SIDE } else { 0 };
     let range = rng.gen_bool(0.04).then(|| {
         let base = space(rng);
         let a = rng.gen_range(0..250u16);
