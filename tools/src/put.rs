@@ -55,6 +55,15 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.bytes;
     let key = fmt.parse(&args.key)?;
     let value = fmt.parse(&args.value)?;
+    // A new database has only the default keyspace: refuse before creating one, rather than
+    // create it and then fail on the keyspace, leaving a database nobody asked for.
+    let name = &args.keyspace.keyspace;
+    if args.create && name != "default" && !args.dir.join("CURRENT").exists() {
+        return Err(bloomkv::Error::InvalidArgument(format!(
+            "no keyspace {name:?}: a new database has only \"default\" (create the database, \
+             then `bloomkv keyspace create`)"
+        )));
+    }
     let db = open_for_write(&args.dir, args.create)?;
     let ks = args.keyspace.resolve(&db)?;
     let mut batch = WriteBatch::new();

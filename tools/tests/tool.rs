@@ -484,6 +484,10 @@ fn get_put_delete_and_the_lock() {
     let (code, _, err) = tool(&["put", p, "k1", "v1"]);
     assert_eq!(code, 2, "no database and no --create: {err}");
     assert!(listing(dir.path()).is_empty(), "a refused put leaves nothing behind");
+    let (code, _, err) = tool(&["put", "--create", "--keyspace", "ks", p, "k1", "v1"]);
+    assert_eq!(code, 2, "a keyspace a new database cannot have: {err}");
+    assert!(err.contains("\"ks\""), "{err}");
+    assert!(listing(dir.path()).is_empty(), "and nothing is created for it");
     assert_eq!(tool(&["put", "--create", p, "k1", "v\\x001"]).0, 0);
     assert_eq!(tool(&["put", p, "k2", "v2"]).0, 0);
     let (code, out, _) = tool(&["get", p, "k1"]);
