@@ -85,7 +85,8 @@ impl Options {
 
     setter!(
         /// Size at which the memtable becomes immutable and is flushed (default 16 MiB; at
-        /// most `1 + max_immutable_memtables` of them are held at once).
+        /// most `1 + max_immutable_memtables` of them are held at once). With keyspaces, the
+        /// limit is on the memtables of all keyspaces together, which switch together.
         memtable_bytes: usize);
     setter!(
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).

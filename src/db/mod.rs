@@ -10,10 +10,11 @@
 //! - `visible.rs`: the newest visible version of each key, forward and backward
 //! - `cursor.rs`: a seekable view that steps both ways
 //! - `snapshot.rs`: consistent read-only views
+//! - `keyspace.rs`: named keyspaces (column families): the handle, creating and dropping
 //! - `recovery.rs`: open: CURRENT → manifest → tables → WAL replay
 //!
-//! Engine state ([`DbState`]: active memtable, immutable memtables, current version) is one
-//! immutable value behind an `ArcSwap`: readers load it without taking a lock, and every change
+//! Engine state ([`DbState`]: per keyspace a [`Tree`] of active memtable, immutable
+//! memtables and current version) is one immutable value behind an `ArcSwap`: readers load it without taking a lock, and every change
 //! builds a new value and swaps it in while holding `state_lock`.
 
 mod checkpoint;
