@@ -44,6 +44,10 @@ pub struct Args {
     /// operations instead of the merged user view.
     #[arg(long)]
     internal: bool,
+    /// For a database directory's merged view: the keyspace to list (`--internal` lists
+    /// every keyspace's tables, each labelled).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    keyspace: String,
     #[command(flatten)]
     output: common::OutputArgs,
 }
@@ -201,7 +205,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
         Target::Wal => wal::dump(&mut sink, &args.path, None).map(|_| ()),
         Target::Manifest => manifest::dump(&mut sink, &args.path),
         Target::Db if args.internal => database::dump_internal(&mut sink, &args.path),
-        Target::Db => database::dump(&mut sink, &args.path),
+        Target::Db => database::dump(&mut sink, &args.path, &args.keyspace),
     };
     // Library errors (damage) abort the dump; a closed stdout just ends it.
     let written = match written {

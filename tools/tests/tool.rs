@@ -1352,6 +1352,11 @@ fn keyspace_option_reads_and_writes_the_named_keyspace() {
     let scanned = dumped_pairs(&tool_json(&["scan", "--json", "--keyspace", "a", p]));
     let keys: Vec<&str> = scanned.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["only-a", "r1", "r2", "r3", "shared"]);
+    // The merged dump of a database directory shows the named keyspace too.
+    let dumped = dumped_pairs(&tool_json(&["dump", "--json", "--keyspace", "a", p]));
+    assert_eq!(dumped, scanned);
+    let default = dumped_pairs(&tool_json(&["dump", "--json", p]));
+    assert!(default.iter().all(|(k, _)| k != "only-a"), "{default:?}");
 
     // trace walks the named keyspace's read path.
     let t = tool_json(&["trace", "--json", "--keyspace", "a", p, "only-a"]);
@@ -1377,13 +1382,14 @@ fn an_unknown_keyspace_is_an_error_and_is_not_created() {
     let dir = tempfile::tempdir().unwrap();
     let p = s(dir.path());
     build_with_keyspace(dir.path());
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 7] = [
         &["get", "--keyspace", "nope", p, "k"],
         &["scan", "--keyspace", "nope", p],
         &["trace", "--keyspace", "nope", p, "k"],
         &["put", "--keyspace", "nope", p, "k", "v"],
         &["delete", "--keyspace", "nope", p, "k"],
         &["delete-range", "--keyspace", "nope", p, "a", "b"],
+        &["dump", "--keyspace", "nope", p],
     ];
     for args in cases {
         let (code, out, err) = tool(args);

@@ -391,13 +391,15 @@ fn print_filter_runs(out: &mut common::Out, r: &KeyspaceReport) -> std::io::Resu
     )
 }
 
-/// `dump`: the merged user view (what `scan` shows), read through `Db::open_read_only`.
-pub fn dump(sink: &mut Sink, dir: &Path) -> Result<(), DumpError> {
+/// `dump`: the merged user view of `keyspace` (what `scan` shows), read through
+/// `Db::open_read_only`.
+pub fn dump(sink: &mut Sink, dir: &Path, keyspace: &str) -> Result<(), DumpError> {
     let db = common::open_db_read_only(dir)?;
+    let ks = common::existing_keyspace(&db, keyspace)?;
     let start = sink.range.start().map(<[u8]>::to_vec);
     let iter = match start {
-        Some(s) => db.range(s..),
-        None => db.range(..),
+        Some(s) => ks.range(s..),
+        None => ks.range(..),
     };
     for kv in iter {
         let (key, value) = kv?;
