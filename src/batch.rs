@@ -61,6 +61,15 @@ pub enum BatchOp<'a> {
     },
 }
 
+/// Why [`WriteBatch::check`] refused a batch.
+#[derive(Debug)]
+pub(crate) enum BadOp {
+    /// A key or value over the limits ([`Error::KeyTooLarge`] or [`Error::ValueTooLarge`]).
+    Size(Error),
+    /// An op on a keyspace the caller does not know.
+    Keyspace(KeyspaceId),
+}
+
 /// Size of the `seq | count` header.
 const HEADER_LEN: usize = 12;
 
@@ -314,25 +323,24 @@ impl WriteBatch {
 }
 
 impl WriteBatch {
-    /// Checks every operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`], reporting
-    /// the first that is over.
-    pub(crate) fn check_sizes(&self) -> Result<()> {
-        for (_, op) in self.iter() {
+    /// Checks every operation, in one pass, against [`MAX_KEY_BYTES`] and
+    /// [`MAX_VALUE_BYTES`] and for a keyspace other than the default one that `known`
+    /// accepts, reporting the first that fails.
+    pub(crate) fn check(&self, known: impl Fn(KeyspaceId) -> bool) -> Result<(), BadOp> {
+        for (keyspace, op) in self.iter() {
             match op {
-                BatchOp::Put { key, value } => check_entry_size(key, value)?,
-                BatchOp::Delete { key } => check_entry_size(key, &[])?,
+                BatchOp::Put { key, value } => check_entry_size(key, value),
+                BatchOp::Delete { key } => check_entry_size(key, &[]),
                 BatchOp::DeleteRange { start, end } => {
-                    check_entry_size(start, &[])?;
-                    check_entry_size(end, &[])?;
+                    check_entry_size(start, &[]).and_then(|()| check_entry_size(end, &[]))
                 }
+            }
+            .map_err(BadOp::Size)?;
+            if keyspace != DEFAULT_KEYSPACE && !known(keyspace) {
+                return Err(BadOp::Keyspace(keyspace));
             }
         }
         Ok(())
-    }
-
-    /// The keyspaces other than the default one that the batch writes to (with repeats).
-    pub(crate) fn keyspaces(&self) -> impl Iterator<Item = KeyspaceId> + '_ {
-        self.iter().map(|(k, _)| k).filter(|&k| k != DEFAULT_KEYSPACE)
     }
 
     /// Applies every operation at its sequence number (the i-th at `sequence() + i`) to the

@@ -20,6 +20,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::write::SingleWrite;
 use super::{
     flush, ingest, lock_mutex as lock, read, write, Cursor, DbInner, DbIterator, KeyRange,
     Snapshot, Tree,
@@ -94,36 +95,20 @@ impl Keyspace {
 
     /// Sets `key` to `value` in this keyspace, as [`crate::Db::put`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.check_writable()?;
-        let (key, value) = (key.as_ref(), value.as_ref());
-        crate::batch::check_entry_size(key, value)?;
-        self.check_live()?;
-        let sync = self.inner.opts.sync_writes;
-        write::write(&self.inner, sync, false, |b| b.put_to(self.id, key, value))
+        let op = SingleWrite::Put(key.as_ref(), value.as_ref());
+        write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
     /// Deletes `key` from this keyspace, as [`crate::Db::delete`].
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.check_writable()?;
-        let key = key.as_ref();
-        crate::batch::check_entry_size(key, &[])?;
-        self.check_live()?;
-        let sync = self.inner.opts.sync_writes;
-        write::write(&self.inner, sync, false, |b| b.delete_to(self.id, key))
+        let op = SingleWrite::Delete(key.as_ref());
+        write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
     /// Deletes every key in `start..end` from this keyspace, as [`crate::Db::delete_range`].
     pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
-        self.inner.check_writable()?;
-        let (start, end) = (range.start.as_ref(), range.end.as_ref());
-        crate::batch::check_entry_size(start, &[])?;
-        crate::batch::check_entry_size(end, &[])?;
-        if start >= end {
-            return Ok(());
-        }
-        self.check_live()?;
-        let sync = self.inner.opts.sync_writes;
-        write::write(&self.inner, sync, false, |b| b.delete_range_to(self.id, start, end))
+        let op = SingleWrite::DeleteRange(range.start.as_ref(), range.end.as_ref());
+        write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
     /// The newest value of `key` in this keyspace, as [`crate::Db::get`].

@@ -475,19 +475,15 @@ impl Db {
     /// key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
     /// [`crate::MAX_VALUE_BYTES`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.check_writable()?;
-        let (key, value) = (key.as_ref(), value.as_ref());
-        crate::batch::check_entry_size(key, value)?;
-        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.put(key, value))
+        let op = write::SingleWrite::Put(key.as_ref(), value.as_ref());
+        write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
     }
 
     /// Deletes `key` (a no-op if it is absent), with the default durability. Fails with
     /// [`Error::KeyTooLarge`] if the key is longer than [`crate::MAX_KEY_BYTES`].
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.check_writable()?;
-        let key = key.as_ref();
-        crate::batch::check_entry_size(key, &[])?;
-        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| b.delete(key))
+        let op = write::SingleWrite::Delete(key.as_ref());
+        write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
     }
 
     /// Deletes every key in `range` (`start..end`: `start` included, `end` excluded) in one
@@ -515,16 +511,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
-        self.inner.check_writable()?;
-        let (start, end) = (range.start.as_ref(), range.end.as_ref());
-        crate::batch::check_entry_size(start, &[])?;
-        crate::batch::check_entry_size(end, &[])?;
-        if start >= end {
-            return Ok(());
-        }
-        write::write(&self.inner, self.inner.opts.sync_writes, false, |b| {
-            b.delete_range(start..end)
-        })
+        let op = write::SingleWrite::DeleteRange(range.start.as_ref(), range.end.as_ref());
+        write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
     }
 
     /// Applies every operation of `batch` atomically: after a crash either all of it is there
@@ -538,13 +526,14 @@ impl Db {
     /// The batch is borrowed, so it can be written again or cleared and refilled.
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
-        batch.check_sizes()?;
-        {
-            let state = self.inner.state.load();
-            if let Some(id) = batch.keyspaces().find(|&id| state.tree(id).is_none()) {
-                return Err(Error::KeyspaceDropped { name: format!("with id {id}") });
+        let state = self.inner.state.load();
+        batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
+            crate::batch::BadOp::Size(e) => e,
+            crate::batch::BadOp::Keyspace(id) => {
+                Error::KeyspaceDropped { name: format!("with id {id}") }
             }
-        }
+        })?;
+        drop(state);
         let sync = opts.resolve_sync(&self.inner.opts);
         write::write(&self.inner, sync, false, |b| b.clone_from(batch))
     }

@@ -17,6 +17,7 @@ use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
+use crate::batch::BadOp;
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::FileLock;
 use crate::iter::InternalIterator;
@@ -162,25 +163,19 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
             // was written by a build without the check, or forged with a valid CRC. Either
             // way no table could hold it: refusing here, naming the record, is better than
             // failing every flush (and so every open) later.
-            batch.check_sizes().map_err(|e| {
-                Error::corruption(
-                    &path,
-                    reader.last_record_offset(),
-                    format!("WAL record cannot be stored in a table: {e}"),
-                )
-            })?;
+            //
             // Writes to a keyspace dropped since are skipped (it took them along); a keyspace
-            // the manifest never created cannot have been written to.
-            if let Some(id) = batch
-                .keyspaces()
-                .find(|&id| id >= next_keyspace_id && !keyspaces.iter().any(|k| k.def.id == id))
-            {
-                return Err(Error::corruption(
-                    &path,
-                    reader.last_record_offset(),
-                    format!("WAL record writes to keyspace {id}, which the manifest never created"),
-                ));
-            }
+            // the manifest never created cannot have been written to. Ids are never reused,
+            // so every id below the next one was created.
+            batch.check(|id| id < next_keyspace_id).map_err(|bad| {
+                let reason = match bad {
+                    BadOp::Size(e) => format!("WAL record cannot be stored in a table: {e}"),
+                    BadOp::Keyspace(id) => format!(
+                        "WAL record writes to keyspace {id}, which the manifest never created"
+                    ),
+                };
+                Error::corruption(&path, reader.last_record_offset(), reason)
+            })?;
             batch.insert_into(|id| keyspaces.iter().find(|k| k.def.id == id).map(|k| &*k.mem));
             last_seq = last_seq.max((first + batch.len() as u64).saturating_sub(1));
         }

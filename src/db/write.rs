@@ -20,10 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite, Tree};
+use crate::batch::check_entry_size;
 use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
+use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, WriteBatch};
 
 /// Largest group a leader assembles (bytes of batch data); bounds the latency of the writers
@@ -195,6 +197,44 @@ fn write_group(
     inner.counters.user_bytes_written.add(user_bytes);
     inner.visible_seq.store(seq - 1, Ordering::Release);
     Ok(())
+}
+
+/// One put, delete or range delete, as `Db` and `Keyspace` take them.
+#[derive(Clone, Copy)]
+pub(crate) enum SingleWrite<'a> {
+    Put(&'a [u8], &'a [u8]),
+    Delete(&'a [u8]),
+    DeleteRange(&'a [u8], &'a [u8]),
+}
+
+/// Writes one operation to `keyspace` with the database's default durability, after the
+/// checks every single-key write makes: the handle is writable, the key and value are within
+/// the limits (an empty range writes nothing), and then `live` — whether the keyspace still
+/// exists — so a bad argument is reported before a dropped keyspace.
+pub(crate) fn write_one(
+    inner: &DbInner,
+    keyspace: KeyspaceId,
+    op: SingleWrite<'_>,
+    live: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    inner.check_writable()?;
+    match op {
+        SingleWrite::Put(key, value) => check_entry_size(key, value)?,
+        SingleWrite::Delete(key) => check_entry_size(key, &[])?,
+        SingleWrite::DeleteRange(start, end) => {
+            check_entry_size(start, &[])?;
+            check_entry_size(end, &[])?;
+            if start >= end {
+                return Ok(());
+            }
+        }
+    }
+    live()?;
+    write(inner, inner.opts.sync_writes, false, |b| match op {
+        SingleWrite::Put(key, value) => b.put_to(keyspace, key, value),
+        SingleWrite::Delete(key) => b.delete_to(keyspace, key),
+        SingleWrite::DeleteRange(start, end) => b.delete_range_to(keyspace, start, end),
+    })
 }
 
 /// The leadership of the write queue held with no group, by [`exclusive`]: while it lives no

@@ -34,22 +34,12 @@ use crate::kind::{manifest, table, wal};
 pub struct Report {
     path: String,
     manifest: ManifestReport,
-    levels: Vec<Level>,
-    total_tables: usize,
-    total_table_bytes: u64,
-    total_entries: u64,
-    filter_memory_bytes: u64,
-    index_memory_bytes: u64,
-    /// Filter bits per key over the default keyspace's tree (bits of every filter / entries
-    /// of every table).
-    filter_bits_per_key: f64,
-    /// The default keyspace's runs an absent-key lookup consults, as `Db::filter_runs`
-    /// reports them.
-    filter_runs: Vec<FilterRunReport>,
-    /// Σ `filter_runs[].expected_fpr`: data blocks an absent key inside every run's range costs.
-    expected_blocks_per_absent_lookup: f64,
-    /// The same with the runs' budgeted shares of the same memory.
-    budgeted_blocks_per_absent_lookup: f64,
+    /// Every keyspace's tables.
+    #[serde(flatten)]
+    tables: TableTotals,
+    /// The default keyspace's filters.
+    #[serde(flatten)]
+    filters: FilterFigures,
     /// Each keyspace, the default one first, then in creation order.
     keyspaces: Vec<KeyspaceReport>,
     wal_files: Vec<Wal>,
@@ -67,15 +57,46 @@ struct KeyspaceReport {
     /// The options the manifest records; null for the default keyspace, which takes its
     /// options from whoever opens the database.
     options: Option<manifest::OptionsReport>,
+    #[serde(flatten)]
+    tables: TableTotals,
+    #[serde(flatten)]
+    filters: FilterFigures,
+}
+
+/// Tables level by level, and their totals.
+#[derive(Serialize)]
+struct TableTotals {
     levels: Vec<Level>,
     total_tables: usize,
     total_table_bytes: u64,
     total_entries: u64,
     filter_memory_bytes: u64,
     index_memory_bytes: u64,
+}
+
+impl TableTotals {
+    fn of(tables: &[TableInfo], fmt: Bytes) -> Self {
+        TableTotals {
+            levels: levels(tables, fmt),
+            total_tables: tables.len(),
+            total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
+            total_entries: tables.iter().map(|t| t.entries).sum(),
+            filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
+            index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
+        }
+    }
+}
+
+/// What one keyspace's filters cost an absent-key lookup (a lookup reads one keyspace's runs).
+#[derive(Serialize, Clone)]
+struct FilterFigures {
+    /// Filter bits per key over the tree (bits of every filter / entries of every table).
     filter_bits_per_key: f64,
+    /// The runs an absent-key lookup consults, as `Keyspace::filter_runs` reports them.
     filter_runs: Vec<FilterRunReport>,
+    /// Σ `filter_runs[].expected_fpr`: data blocks an absent key inside every run's range costs.
     expected_blocks_per_absent_lookup: f64,
+    /// The same with the runs' budgeted shares of the same memory.
     budgeted_blocks_per_absent_lookup: f64,
 }
 
@@ -207,16 +228,17 @@ fn keyspace_report(
         name: ks.name().to_string(),
         id: def.map(|d| d.id),
         options: def.filter(|d| d.id != DEFAULT_KEYSPACE).and_then(manifest::options_report),
-        levels: levels(&tables, fmt),
-        total_tables: tables.len(),
-        total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
-        total_entries: tables.iter().map(|t| t.entries).sum(),
-        filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
-        index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
-        filter_bits_per_key: if run_keys == 0 { 0.0 } else { filter_bits as f64 / run_keys as f64 },
-        expected_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.expected_fpr).sum(),
-        budgeted_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.budgeted_fpr).sum(),
-        filter_runs,
+        tables: TableTotals::of(&tables, fmt),
+        filters: FilterFigures {
+            filter_bits_per_key: if run_keys == 0 {
+                0.0
+            } else {
+                filter_bits as f64 / run_keys as f64
+            },
+            expected_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.expected_fpr).sum(),
+            budgeted_blocks_per_absent_lookup: filter_runs.iter().map(|r| r.budgeted_fpr).sum(),
+            filter_runs,
+        },
     })
 }
 
@@ -246,8 +268,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         }
     }
     wal_files.sort_by_key(|w| w.number);
-    // The default keyspace always exists and comes first.
-    let default = &keyspaces[0];
+    // The default keyspace always exists and comes first: its filters are the top level's.
     Ok(Report {
         path: common::display(dir),
         manifest: ManifestReport {
@@ -257,16 +278,8 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             last_seq: manifest.last_seq,
             next_keyspace_id: manifest.next_keyspace_id,
         },
-        levels: levels(&tables, fmt),
-        total_tables: tables.len(),
-        total_table_bytes: tables.iter().map(|t| t.file_size).sum(),
-        total_entries: tables.iter().map(|t| t.entries).sum(),
-        filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
-        index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
-        filter_bits_per_key: default.filter_bits_per_key,
-        expected_blocks_per_absent_lookup: default.expected_blocks_per_absent_lookup,
-        budgeted_blocks_per_absent_lookup: default.budgeted_blocks_per_absent_lookup,
-        filter_runs: default.filter_runs.clone(),
+        tables: TableTotals::of(&tables, fmt),
+        filters: keyspaces[0].filters.clone(),
         keyspaces,
         wal_bytes: wal_files.iter().map(|w| w.size).sum(),
         wal_files,
@@ -293,7 +306,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             Some(o) => writeln!(out, "keyspace {:?}{id}: {o}", k.name)?,
             None => writeln!(out, "keyspace {:?}{id}", k.name)?,
         }
-        for l in k.levels.iter() {
+        for l in k.tables.levels.iter() {
             writeln!(out, "  L{}: {} table(s), {} bytes", l.level, l.table_count, l.bytes)?;
             for t in &l.tables {
                 writeln!(
@@ -318,25 +331,25 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
                 )?;
             }
         }
-        print_filter_runs(out, k)?;
+        print_filter_runs(out, &k.filters)?;
         writeln!(
             out,
             "  keyspace total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
-            k.total_tables,
-            k.total_table_bytes,
-            k.total_entries,
-            k.filter_memory_bytes,
-            k.index_memory_bytes
+            k.tables.total_tables,
+            k.tables.total_table_bytes,
+            k.tables.total_entries,
+            k.tables.filter_memory_bytes,
+            k.tables.index_memory_bytes
         )?;
     }
     writeln!(
         out,
         "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
-        r.total_tables,
-        r.total_table_bytes,
-        r.total_entries,
-        r.filter_memory_bytes,
-        r.index_memory_bytes
+        r.tables.total_tables,
+        r.tables.total_table_bytes,
+        r.tables.total_entries,
+        r.tables.filter_memory_bytes,
+        r.tables.index_memory_bytes
     )?;
     for w in &r.wal_files {
         writeln!(
@@ -352,7 +365,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
 
 /// The runs a lookup for an absent key meets, each with its filter bits and expected rate now,
 /// beside what `FilterPolicy::Budgeted` would give it out of the same total memory.
-fn print_filter_runs(out: &mut common::Out, r: &KeyspaceReport) -> std::io::Result<()> {
+fn print_filter_runs(out: &mut common::Out, r: &FilterFigures) -> std::io::Result<()> {
     if r.filter_runs.is_empty() {
         return Ok(());
     }
