@@ -52,6 +52,10 @@ fn full_run_writes_sane_json_and_svg() {
     assert_eq!(json["config"]["keys"], 20000);
     let results = json["results"].as_array().unwrap();
     assert_eq!(results.len(), WORKLOADS.len() * POLICIES.len());
+    // One round by default: a round row for each read-only workload × policy.
+    let rounds = json["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 6 * POLICIES.len());
+    assert!(rounds.iter().all(|r| r["round"] == 0));
     for w in WORKLOADS {
         for p in POLICIES {
             let r = row(results, w, p);
@@ -254,6 +258,7 @@ fn bad_arguments_are_refused() {
         .assert()
         .failure();
     Command::cargo_bin("bloomkv").unwrap().args(["bench", "--sweep", "4,x"]).assert().failure();
+    Command::cargo_bin("bloomkv").unwrap().args(["bench", "--rounds", "0"]).assert().failure();
     // A budget's average is capped below the uniform filters' limit.
     Command::cargo_bin("bloomkv")
         .unwrap()
@@ -261,6 +266,52 @@ fn bad_arguments_are_refused() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("budgeted filter bits per key"));
+}
+
+/// `--rounds 3`: each read-only workload runs three times on every policy's database, all
+/// built first; the results row is the median round, a workload that writes runs once, and
+/// the text compares each round's policies with `classic`.
+#[test]
+fn rounds_repeat_the_reads_and_report_the_median() {
+    let dir = tempfile::tempdir().unwrap();
+    let dbs = dir.path().join("dbs");
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["bench", "--keys", "5000", "--reads", "2000", "--sweep", "none", "--rounds", "3"])
+        .args(["--policies", "blocked,classic", "--workloads", "readmissing,readrandom,ycsb-b"])
+        .args(["--json", "out.json", "--quiet", "--dir"])
+        .arg(&dbs)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("rounds: ops/s in each of 3 rounds"))
+        .stdout(predicates::str::contains("blocked / classic"));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["config"]["rounds"], 3);
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3 * 2, "one row per workload × policy");
+    let rounds = json["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3 * 2 * 2, "the read-only workloads, three times each");
+    assert!(!rounds.iter().any(|r| r["workload"] == "ycsb-b"), "a writer runs once");
+    for w in ["readmissing", "readrandom"] {
+        for p in ["blocked", "classic"] {
+            let mut ops: Vec<(u64, f64)> = rounds
+                .iter()
+                .filter(|r| r["workload"] == w && r["policy"] == p)
+                .map(|r| (r["round"].as_u64().unwrap(), f(&r["ops_per_sec"])))
+                .collect();
+            ops.sort_by_key(|&(round, _)| round);
+            assert_eq!(ops.iter().map(|&(r, _)| r).collect::<Vec<_>>(), [0, 1, 2], "{w} {p}");
+            let mut xs: Vec<f64> = ops.iter().map(|&(_, x)| x).collect();
+            xs.sort_by(f64::total_cmp);
+            assert_eq!(f(&row(results, w, p)["ops_per_sec"]), xs[1], "{w} {p}: the median round");
+        }
+    }
+    // Every check of every read passed in every round, on databases that stay on disk
+    // side by side.
+    assert!(dbs.join("fillrandom-blocked").is_dir() && dbs.join("fillrandom-classic").is_dir());
 }
 
 fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {

@@ -397,6 +397,15 @@ pub struct Args {
     /// Draw throughput, latency and sweep charts into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Run the read-only workloads this many times over the same databases. With more than
+    /// one round every policy's database is built first and all are kept side by side (disk
+    /// for all of them at once); each round runs each workload on every policy, one after the
+    /// other, starting one policy later than the round before, so no policy always goes
+    /// first. The results table shows each workload × policy's median round by ops/s, and a
+    /// rounds table every round and the per-round ratios to `classic`. Workloads that write
+    /// run once, after the last round.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
     /// Seed for key order and every random choice.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
@@ -570,9 +579,25 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let fill_measured_by_load =
         plan.load == Load::Fill && workloads.contains(&Workload::FillRandom);
     let needs_load = fill_measured_by_load || workloads.iter().any(|w| w.reads_filled_db());
+    // The workloads that read the loaded databases: those that only read may run in rounds;
+    // the writers run once, last.
+    let (repeated, once): (Vec<Workload>, Vec<Workload>) =
+        workloads.iter().filter(|w| w.reads_filled_db()).partition(|w| !w.writes());
+    let mut measured: Vec<(u32, WorkloadResult)> = Vec::new();
+    let mut built = Vec::new();
     for &policy in &policies {
         if needs_load {
-            run_filled(&ctx, policy, &workloads, &mut results, &mut shapes)?;
+            let mut b = build(&ctx, policy, &workloads, &mut results, &mut shapes)?;
+            if args.rounds == 1 {
+                // Read and removed before the next policy's is built: one database on disk.
+                // (The writers come last in `Workload::ALL`, so this is the order asked.)
+                let rows = run_reads(&ctx, &mut b, &repeated, "")?;
+                measured.extend(rows.into_iter().map(|row| (0, row)));
+                results.extend(run_reads(&ctx, &mut b, &once, "")?);
+                finish(&ctx, b)?;
+            } else {
+                built.push(b);
+            }
         }
         if workloads.contains(&Workload::FillRandom) && !fill_measured_by_load {
             // The reads' databases were ingested: fillrandom gets a database of its own.
@@ -583,6 +608,28 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             results.push(run_fill_only(&ctx, policy, Workload::FillSeq, &order)?);
         }
     }
+    // Within a round each workload runs on every policy before the next workload starts, so
+    // the policies' runs of one workload are neighbours in time: what else the machine is
+    // doing, and how much of each tree the OS still caches, changes little between them. Round
+    // r starts with the policy after round r−1's first. (`built` is empty unless there are
+    // several rounds.)
+    let n = built.len();
+    for round in (0..args.rounds).filter(|_| n > 0) {
+        let label = format!(" (round {}/{})", round + 1, args.rounds);
+        for workload in &repeated {
+            for k in 0..n {
+                let b = &mut built[(k + round as usize) % n];
+                let rows = run_reads(&ctx, b, std::slice::from_ref(workload), &label)?;
+                measured.extend(rows.into_iter().map(|row| (round, row)));
+            }
+        }
+    }
+    for mut b in built {
+        results.extend(run_reads(&ctx, &mut b, &once, "")?);
+        finish(&ctx, b)?;
+    }
+    let (medians, rounds) = report::by_round(measured);
+    results.extend(medians);
     // Present rows in workload order, policies side by side.
     results.sort_by_key(|r: &WorkloadResult| {
         (
@@ -618,6 +665,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let mut text = String::from("\n");
     report::write_shapes(&mut text, &shapes)
         .and_then(|()| report::write_results(&mut text, &results))
+        .and_then(|()| report::write_rounds(&mut text, &rounds, args.rounds))
         .and_then(|()| report::write_predictions(&mut text, &predictions))
         .and_then(|()| report::write_sweep(&mut text, &sweep))
         .expect("formatting into a String cannot fail");
@@ -649,11 +697,13 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             sweep_bits_per_key: args.sweep.0.clone(),
             sweep_keys,
             sweep_reads: args.reads,
+            rounds: args.rounds,
         },
         machine: machine(load_average_at_start),
         shapes,
         results,
         predictions,
+        rounds,
         sweep,
         total_seconds: started.elapsed().as_secs_f64(),
     };
@@ -886,15 +936,25 @@ fn result_row(
     }
 }
 
-/// Builds `policy`'s database (with `fillrandom`, or an ingest of the same data), flushes it,
-/// runs the read workloads on it, and removes it unless `--dir` keeps it.
-fn run_filled(
+/// A policy's database, loaded and arranged for the read workloads.
+struct Built {
+    policy: Policy,
+    dir: PathBuf,
+    opts: Options,
+    db: Db,
+    /// Opened read-only (the layered shape); a workload that writes reopens it first.
+    read_only: bool,
+}
+
+/// Builds `policy`'s database (with `fillrandom`, or an ingest of the same data), flushes it
+/// and arranges it for the reads; records the fill's row (when measured) and the shape.
+fn build(
     ctx: &Ctx,
     policy: Policy,
     workloads: &[Workload],
     results: &mut Vec<WorkloadResult>,
     shapes: &mut Vec<Shape>,
-) -> bloomkv::Result<()> {
+) -> bloomkv::Result<Built> {
     let args = ctx.args;
     let bpk = args.bits_per_key;
     let load_name = match ctx.plan.load {
@@ -953,16 +1013,31 @@ fn run_filled(
         load_mib_per_sec: loaded.bytes as f64 / (1 << 20) as f64 / loaded.seconds.max(1e-9),
         settle_seconds: settle_start.elapsed().as_secs_f64(),
     });
+    Ok(Built { policy, dir, opts, db, read_only })
+}
 
+/// Runs each of `workloads` (all of them read the loaded database) once on `b`, in the order
+/// given; `label` tells the progress bars which round this is.
+fn run_reads(
+    ctx: &Ctx,
+    b: &mut Built,
+    workloads: &[Workload],
+    label: &str,
+) -> bloomkv::Result<Vec<WorkloadResult>> {
+    let args = ctx.args;
+    let bpk = args.bits_per_key;
+    let policy = b.policy;
+    let mut results = Vec::new();
     let n = ctx.plan.keys;
     let seed = args.seed;
-    for &workload in workloads.iter().filter(|w| w.reads_filled_db()) {
-        if workload.writes() && read_only {
-            db.close()?;
-            db = open(&dir, opts.clone())?;
-            read_only = false;
+    for &workload in workloads {
+        if workload.writes() && b.read_only {
+            b.db.close()?;
+            b.db = open(&b.dir, b.opts.clone())?;
+            b.read_only = false;
         }
-        let pb = ctx.progress(args.reads, format!("{} {}", workload.name(), policy.name()));
+        let db = &b.db;
+        let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
         // Each workload gets its own stream of random choices, the same for every policy.
         let wseed = seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
         let before = db.stats();
@@ -1028,7 +1103,7 @@ fn run_filled(
                 })?
             }
             Workload::ReadWhileWriting => {
-                let (t, wr) = read_while_writing(ctx, &db, wseed, &pb)?;
+                let (t, wr) = read_while_writing(ctx, db, wseed, &pb)?;
                 writer = Some(wr);
                 t
             }
@@ -1051,7 +1126,7 @@ fn run_filled(
         let mut row = result_row(
             workload,
             policy,
-            missing_key_theory(&db, n, policy, bpk),
+            missing_key_theory(db, n, policy, bpk),
             args.threads,
             &t,
             &before,
@@ -1067,9 +1142,14 @@ fn run_filled(
         }
         results.push(row);
     }
-    db.close()?;
-    drop(db);
-    discard(ctx, &dir)
+    Ok(results)
+}
+
+/// Closes `b`'s database and removes it unless `--dir` keeps it.
+fn finish(ctx: &Ctx, b: Built) -> bloomkv::Result<()> {
+    b.db.close()?;
+    drop(b.db);
+    discard(ctx, &b.dir)
 }
 
 /// Arranges the tree for [`TreeShape::Layered`]: everything compacted into the last level,

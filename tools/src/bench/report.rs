@@ -26,6 +26,9 @@ pub struct Report {
     /// For `readmissing`: blocks read per lookup next to what the tables' own filters predict,
     /// with the filter memory that bought it.
     pub predictions: Vec<Prediction>,
+    /// Every round of every read-only workload × policy (`--rounds`; one round by default).
+    /// `results` holds each one's median round by `ops_per_sec`.
+    pub rounds: Vec<RoundRow>,
     /// One row per bits-per-key value × filter policy of `--sweep`.
     pub sweep: Vec<SweepRow>,
     /// Wall-clock seconds of the whole run.
@@ -76,6 +79,8 @@ pub struct Config {
     pub sweep_keys: u64,
     /// `readmissing` lookups per sweep database.
     pub sweep_reads: u64,
+    /// Times each read-only workload ran over the same databases (`--rounds`).
+    pub rounds: u32,
 }
 
 /// The machine, for reading the numbers in context.
@@ -216,6 +221,120 @@ pub struct WorkloadResult {
     pub writer_ops: Option<u64>,
     /// `readwhilewriting`: the writer thread's overwrites per second.
     pub writer_ops_per_sec: Option<f64>,
+}
+
+/// One round of one read-only workload on one policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundRow {
+    /// Counted from 0. Round r ran the policies starting with the r-th (rotating).
+    pub round: u32,
+    /// Workload name.
+    pub workload: String,
+    /// Filter policy.
+    pub policy: String,
+    /// Operations per second over all threads.
+    pub ops_per_sec: f64,
+    /// Operations per CPU-second of the whole process; null if unknown.
+    pub ops_per_cpu_sec: Option<f64>,
+    /// Median latency, nanoseconds.
+    pub p50_ns: u64,
+    /// 99th-percentile latency, nanoseconds.
+    pub p99_ns: u64,
+}
+
+/// Splits rows measured in rounds into each workload × policy's median round by
+/// `ops_per_sec` (the lower middle one for an even count) and one [`RoundRow`] per round.
+pub fn by_round(measured: Vec<(u32, WorkloadResult)>) -> (Vec<WorkloadResult>, Vec<RoundRow>) {
+    let rounds: Vec<RoundRow> = measured
+        .iter()
+        .map(|(round, r)| RoundRow {
+            round: *round,
+            workload: r.workload.clone(),
+            policy: r.policy.clone(),
+            ops_per_sec: r.ops_per_sec,
+            ops_per_cpu_sec: r.ops_per_cpu_sec,
+            p50_ns: r.latency_ns.p50,
+            p99_ns: r.latency_ns.p99,
+        })
+        .collect();
+    let mut groups: Vec<Vec<WorkloadResult>> = Vec::new();
+    for (_, r) in measured {
+        match groups.iter_mut().find(|g| g[0].workload == r.workload && g[0].policy == r.policy) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    let medians = groups
+        .into_iter()
+        .map(|mut g| {
+            g.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+            g.swap_remove((g.len() - 1) / 2)
+        })
+        .collect();
+    (medians, rounds)
+}
+
+/// The middle value (the lower middle one for an even count); `None` for no values.
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len().saturating_sub(1) / 2).copied()
+}
+
+/// Prints every round's ops/s and, where `classic` ran too, each other policy's ratio to
+/// it in the same round. Nothing for a single round (the results table says it all).
+pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fmt::Result {
+    if rounds < 2 || rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nrounds: ops/s in each of {rounds} rounds over the same databases (policies in rotated \
+         order); the table above shows the median round"
+    )?;
+    let cells = |xs: &[f64], f: &dyn Fn(f64) -> String| -> String {
+        xs.iter().map(|&x| format!("{:>8}", f(x))).collect::<Vec<_>>().join(" ")
+    };
+    let header: Vec<String> = (1..=rounds).map(|r| format!("round {r}")).collect();
+    writeln!(out, "{:<26} {}   median", "", cells_of(&header))?;
+    let mut workloads: Vec<&str> = Vec::new();
+    let mut policies: Vec<&str> = Vec::new();
+    for r in rows {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+        if !policies.contains(&r.policy.as_str()) {
+            policies.push(&r.policy);
+        }
+    }
+    // One policy's ops/s for one workload, in round order.
+    let series = |w: &str, p: &str| -> Vec<f64> {
+        let mut v: Vec<(u32, f64)> = rows
+            .iter()
+            .filter(|r| r.workload == w && r.policy == p)
+            .map(|r| (r.round, r.ops_per_sec))
+            .collect();
+        v.sort_by_key(|&(round, _)| round);
+        v.into_iter().map(|(_, x)| x).collect()
+    };
+    for &w in &workloads {
+        for &p in &policies {
+            let xs = series(w, p);
+            let m = median(xs.clone()).map_or_else(|| "-".to_string(), si);
+            writeln!(out, "{w:<17} {p:<8} {}   {m:>6}", cells(&xs, &si))?;
+        }
+        let base = series(w, "classic");
+        for &p in policies.iter().filter(|&&p| p != "classic" && !base.is_empty()) {
+            let ratios: Vec<f64> = series(w, p).iter().zip(&base).map(|(x, c)| x / c).collect();
+            let m = median(ratios.clone()).map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+            let label = format!("  {p} / classic");
+            writeln!(out, "{label:<26} {}   {m:>6}", cells(&ratios, &|r| format!("{r:.2}")))?;
+        }
+    }
+    Ok(())
+}
+
+fn cells_of(xs: &[String]) -> String {
+    xs.iter().map(|x| format!("{x:>8}")).collect::<Vec<_>>().join(" ")
 }
 
 /// The `readmissing` prediction check for one policy.
