@@ -181,7 +181,9 @@ impl Block {
             current: self.restarts_offset,
             next: self.restarts_offset,
             restart_index: 0,
-            key: Vec::new(),
+            // Room for a typical internal key up front: growing from empty took three
+            // allocations per point lookup.
+            key: Vec::with_capacity(64),
             value: (0, 0),
         }
     }

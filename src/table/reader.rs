@@ -12,8 +12,8 @@ use crate::filter::Filter;
 use crate::fs::RandomAccessFile;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{
-    append_internal_key, compare_internal, parse_internal_key, user_key, SeqNo, ValueKind,
-    KIND_FOR_SEEK, MAX_SEQNO,
+    append_internal_key, compare_internal, pack_trailer, parse_internal_key, user_key, SeqNo,
+    ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN,
 };
 use crate::key_head::{key_head, partition_by_head};
 use crate::table::block::{Block, BlockIter};
@@ -91,6 +91,38 @@ impl Index {
             + self.ends.capacity() * std::mem::size_of::<usize>()
             + self.heads.capacity() * std::mem::size_of::<u128>()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
+    }
+}
+
+/// The internal key a point lookup seeks to: the user key and the lookup's trailer. Built
+/// on the stack for keys up to [`SeekKey::INLINE`] bytes, so a lookup allocates nothing; a
+/// longer key uses a vector kept for the next one.
+struct SeekKey {
+    inline: [u8; SeekKey::INLINE + TRAILER_LEN],
+    heap: Vec<u8>,
+}
+
+impl Default for SeekKey {
+    fn default() -> Self {
+        SeekKey { inline: [0; SeekKey::INLINE + TRAILER_LEN], heap: Vec::new() }
+    }
+}
+
+impl SeekKey {
+    const INLINE: usize = 56;
+
+    fn set(&mut self, user_key: &[u8], seq: SeqNo) -> &[u8] {
+        let trailer = pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK).to_le_bytes();
+        let n = user_key.len();
+        if n <= Self::INLINE {
+            self.inline[..n].copy_from_slice(user_key);
+            self.inline[n..n + TRAILER_LEN].copy_from_slice(&trailer);
+            &self.inline[..n + TRAILER_LEN]
+        } else {
+            self.heap.clear();
+            append_internal_key(&mut self.heap, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
+            &self.heap
+        }
     }
 }
 
@@ -205,12 +237,11 @@ impl Table {
         seq: SeqNo,
         mut each: impl FnMut(TableGet),
     ) -> Result<()> {
-        let mut target = Vec::new();
+        let mut seek = SeekKey::default();
         let mut current: Option<(usize, Block)> = None;
         for user_key in keys {
-            target.clear();
-            append_internal_key(&mut target, user_key, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
-            let i = self.index.find(&target);
+            let target = seek.set(user_key, seq);
+            let i = self.index.find(target);
             if i == self.index.len() {
                 each(TableGet::without_io(GetOutcome::Absent));
                 continue;
@@ -225,7 +256,7 @@ impl Table {
                     &current.insert((i, block)).1
                 }
             };
-            let (outcome, seq) = self.search_block(block, handle, &target, user_key)?;
+            let (outcome, seq) = self.search_block(block, handle, target, user_key)?;
             each(TableGet { outcome, block_read, cache_hit, seq });
         }
         Ok(())
@@ -655,5 +686,25 @@ impl BidirectionalIterator for TableIter {
             None => self.data = None,
         }
         self.skip_backward()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::internal_key;
+
+    /// The stack-built seek key is byte for byte the one `internal_key` builds, on both sides
+    /// of the inline limit, and reusing it for a shorter key leaves nothing of the longer one.
+    #[test]
+    fn seek_key_matches_internal_key_inline_and_on_the_heap() {
+        let mut seek = SeekKey::default();
+        for len in [0, 1, 16, SeekKey::INLINE - 1, SeekKey::INLINE, SeekKey::INLINE + 1, 300, 3] {
+            let user: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+            for seq in [0, 7, MAX_SEQNO, MAX_SEQNO + 1, SeqNo::MAX] {
+                let want = internal_key(&user, seq.min(MAX_SEQNO), KIND_FOR_SEEK);
+                assert_eq!(seek.set(&user, seq), &want[..], "len {len}, seq {seq}");
+            }
+        }
     }
 }
