@@ -291,11 +291,8 @@ pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fm
         "\nrounds: ops/s in each of {rounds} rounds over the same databases (policies in rotated \
          order); the table above shows the median round"
     )?;
-    let cells = |xs: &[f64], f: &dyn Fn(f64) -> String| -> String {
-        xs.iter().map(|&x| format!("{:>8}", f(x))).collect::<Vec<_>>().join(" ")
-    };
-    let header: Vec<String> = (1..=rounds).map(|r| format!("round {r}")).collect();
-    writeln!(out, "{:<26} {}   median", "", cells_of(&header))?;
+    let header = cells((1..=rounds).map(|r| format!("round {r}")));
+    writeln!(out, "{:<26} {header}   median", "")?;
     let mut workloads: Vec<&str> = Vec::new();
     let mut policies: Vec<&str> = Vec::new();
     for r in rows {
@@ -320,21 +317,23 @@ pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fm
         for &p in &policies {
             let xs = series(w, p);
             let m = median(xs.clone()).map_or_else(|| "-".to_string(), si);
-            writeln!(out, "{w:<17} {p:<8} {}   {m:>6}", cells(&xs, &si))?;
+            writeln!(out, "{w:<17} {p:<8} {}   {m:>6}", cells(xs.iter().map(|&x| si(x))))?;
         }
         let base = series(w, "classic");
         for &p in policies.iter().filter(|&&p| p != "classic" && !base.is_empty()) {
             let ratios: Vec<f64> = series(w, p).iter().zip(&base).map(|(x, c)| x / c).collect();
             let m = median(ratios.clone()).map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
             let label = format!("  {p} / classic");
-            writeln!(out, "{label:<26} {}   {m:>6}", cells(&ratios, &|r| format!("{r:.2}")))?;
+            let row = cells(ratios.iter().map(|r| format!("{r:.2}")));
+            writeln!(out, "{label:<26} {row}   {m:>6}")?;
         }
     }
     Ok(())
 }
 
-fn cells_of(xs: &[String]) -> String {
-    xs.iter().map(|x| format!("{x:>8}")).collect::<Vec<_>>().join(" ")
+/// One column per round, right-aligned.
+fn cells(xs: impl Iterator<Item = String>) -> String {
+    xs.map(|x| format!("{x:>8}")).collect::<Vec<_>>().join(" ")
 }
 
 /// The `readmissing` prediction check for one policy.
