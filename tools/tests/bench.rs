@@ -280,7 +280,7 @@ fn rounds_repeat_the_reads_and_report_the_median() {
         .current_dir(dir.path())
         .args(["bench", "--keys", "5000", "--reads", "2000", "--sweep", "none", "--rounds", "3"])
         .args(["--policies", "blocked,classic", "--workloads", "readmissing,readrandom,ycsb-b"])
-        .args(["--json", "out.json", "--quiet", "--dir"])
+        .args(["--json", "out.json", "--plot", "out.svg", "--quiet", "--dir"])
         .arg(&dbs)
         .assert()
         .success()
@@ -309,6 +309,8 @@ fn rounds_repeat_the_reads_and_report_the_median() {
             assert_eq!(f(&row(results, w, p)["ops_per_sec"]), xs[1], "{w} {p}: the median round");
         }
     }
+    let svg = std::fs::read_to_string(dir.path().join("out.svg")).unwrap();
+    assert!(svg.contains("median of 3 rounds"), "the plot says its bars are medians");
     // Every check of every read passed in every round, on databases that stay on disk
     // side by side.
     assert!(dbs.join("fillrandom-blocked").is_dir() && dbs.join("fillrandom-classic").is_dir());

@@ -208,8 +208,29 @@ fn throughput_bars(area: &Area, report: &Report) -> PlotResult {
     let find = |w: &str, p: &str| -> Option<&WorkloadResult> {
         report.results.iter().find(|r| r.workload == w && r.policy == p)
     };
-    let values: Vec<f64> =
-        report.results.iter().map(|r| r.ops_per_sec).filter(|v| *v > 0.0).collect();
+    // With several rounds a bar is the median round and a whisker spans the slowest to the
+    // fastest round.
+    let spread = |w: &str, p: &str| -> Option<(f64, f64)> {
+        let xs: Vec<f64> = report
+            .rounds
+            .iter()
+            .filter(|r| r.workload == w && r.policy == p)
+            .map(|r| r.ops_per_sec)
+            .collect();
+        (xs.len() > 1).then(|| {
+            (
+                xs.iter().copied().fold(f64::INFINITY, f64::min),
+                xs.iter().copied().fold(0.0, f64::max),
+            )
+        })
+    };
+    let values: Vec<f64> = report
+        .results
+        .iter()
+        .map(|r| r.ops_per_sec)
+        .chain(report.rounds.iter().map(|r| r.ops_per_sec))
+        .filter(|v| *v > 0.0)
+        .collect();
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min).min(1e4) / 2.0;
     let hi = values.iter().copied().fold(0.0, f64::max).max(1e5) * 2.0;
     // Each workload takes 2 units per policy plus a 2-unit gap, on an integer axis so that the
@@ -219,10 +240,18 @@ fn throughput_bars(area: &Area, report: &Report) -> PlotResult {
     let n = workloads.len().max(1) as i32;
     let mut chart = ChartBuilder::on(area)
         .caption(
-            format!(
-                "throughput per workload and filter policy ({} thread(s))",
-                report.config.threads
-            ),
+            if report.config.rounds > 1 {
+                format!(
+                    "throughput per workload and filter policy ({} thread(s); median of {} \
+                     rounds, whiskers from the slowest to the fastest)",
+                    report.config.threads, report.config.rounds
+                )
+            } else {
+                format!(
+                    "throughput per workload and filter policy ({} thread(s))",
+                    report.config.threads
+                )
+            },
             ("sans-serif", 22),
         )
         .margin(15)
@@ -259,15 +288,22 @@ fn throughput_bars(area: &Area, report: &Report) -> PlotResult {
             .draw_series(bars)?
             .label(*policy)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
-        // The value on top of each bar: a log axis makes ratios visible but values hard to read.
+        chart.draw_series(workloads.iter().enumerate().filter_map(|(i, w)| {
+            let (min, max) = spread(w, policy)?;
+            let x = group * i as i32 + 2 + 2 * j as i32;
+            Some(PathElement::new(vec![(x, min.max(lo)), (x, max.max(lo))], BLACK.stroke_width(2)))
+        }))?;
+        // The value on top of each bar (or its whisker): a log axis makes ratios visible but
+        // values hard to read.
         let label_style = TextStyle::from(("sans-serif", 12).into_font())
             .pos(Pos::new(HPos::Center, VPos::Bottom));
         chart.draw_series(workloads.iter().enumerate().filter_map(|(i, w)| {
             let r = find(w, policy)?;
             let x = group * i as i32 + 2 + 2 * j as i32;
+            let top = spread(w, policy).map_or(r.ops_per_sec, |(_, max)| max);
             Some(Text::new(
                 super::report::si(r.ops_per_sec),
-                (x, r.ops_per_sec.max(lo) * 1.04),
+                (x, top.max(lo) * 1.04),
                 label_style.clone(),
             ))
         }))?;
