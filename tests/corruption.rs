@@ -55,6 +55,55 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
     }
 }
 
+/// Regression (found by `fuzz_stable`'s manifest driver): a later edit could lower the next
+/// keyspace id below a keyspace already defined, and the manifest was accepted; the next
+/// `Db::keyspace` would then have handed out the existing keyspace's id, mixing the two.
+#[test]
+fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
+    use bloomkv::version::edit::KeyspaceDef;
+    use bloomkv::KeyspaceOptions;
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    for (lowered, refused) in [(Some(1), true), (Some(0), true), (Some(2), false), (None, false)] {
+        let dir = unique_dir("ksid");
+        Db::open(&dir, opts()).unwrap().close().unwrap();
+        let number = 900;
+        let path = bloomkv::filename::manifest_path(&dir, number);
+        let mut w = LogWriter::new(fs.create(&path).unwrap());
+        let create = VersionEdit {
+            log_number: Some(0),
+            next_file_number: Some(1000),
+            last_seq: Some(0),
+            keyspaces: vec![KeyspaceDef {
+                id: 1,
+                name: "a".into(),
+                opts: KeyspaceOptions::default(),
+            }],
+            next_keyspace_id: Some(2),
+            ..VersionEdit::default()
+        };
+        w.add_record(&create.encode()).unwrap();
+        let later = VersionEdit { next_keyspace_id: lowered, ..VersionEdit::default() };
+        w.add_record(&later.encode()).unwrap();
+        w.sync().unwrap();
+        set_current(&fs, &dir, number).unwrap();
+        if refused {
+            expect_corruption_in(Db::open(&dir, opts()), &path);
+        } else {
+            // The counter kept (or not restated): a new keyspace gets a fresh id and stays
+            // apart from the existing one.
+            let db = Db::open(&dir, opts()).unwrap();
+            let a = db.existing_keyspace("a").unwrap();
+            let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
+            a.put(b"k", b"in a").unwrap();
+            b.put(b"k", b"in b").unwrap();
+            assert_eq!(a.get(b"k").unwrap().unwrap(), &b"in a"[..]);
+            assert_eq!(b.get(b"k").unwrap().unwrap(), &b"in b"[..]);
+            db.close().unwrap();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Damage to each kind of file of a real database.
 

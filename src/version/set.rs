@@ -253,7 +253,16 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
             ));
         }
         let bad = |what: String| Error::corruption(&path, offset, what);
-        next_keyspace_id = edit.next_keyspace_id.unwrap_or(next_keyspace_id);
+        if let Some(next) = edit.next_keyspace_id {
+            // Ids are never reused: a counter that went back would hand out the id of a
+            // keyspace that exists, or of a dropped one whose writes a WAL may still hold.
+            if next < next_keyspace_id {
+                return Err(bad(format!(
+                    "next keyspace id goes back from {next_keyspace_id} to {next}"
+                )));
+            }
+            next_keyspace_id = next;
+        }
         for def in &edit.keyspaces {
             if def.id == DEFAULT_KEYSPACE || def.id >= next_keyspace_id {
                 return Err(bad(format!("edit defines keyspace {} out of range", def.id)));
