@@ -104,6 +104,67 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
     }
 }
 
+/// A manifest whose last sequence goes back, or that names a table holding entries newer
+/// than its last sequence, is corruption: opened, the table's newer entries would be invisible
+/// (reads see up to the last sequence) and new writes would be numbered below them.
+#[test]
+fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    for what in ["table beyond", "goes back"] {
+        // A real table holding sequences 1..=10.
+        let dir = unique_dir("lastseq");
+        let db = Db::open(&dir, opts()).unwrap();
+        for i in 0..10u8 {
+            db.put([b'k', i], [i]).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+        let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+        let tables: Vec<(usize, TableMeta)> = m.keyspaces[0]
+            .levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, ts)| ts.iter().map(move |t| (level, t.clone())))
+            .collect();
+        assert_eq!(tables.len(), 1);
+        assert_eq!(tables[0].1.largest_seq, 10);
+        // The log number says every WAL segment is flushed, so no segment's header follows
+        // the manifest's last sequence to show a gap (that check catches a lowered last
+        // sequence when one does).
+        let edit = |last_seq| VersionEdit {
+            log_number: Some(m.next_file_number + 15),
+            next_file_number: Some(m.next_file_number + 20),
+            last_seq: Some(last_seq),
+            added: tables.clone(),
+            ..VersionEdit::default()
+        };
+        let edits = match what {
+            "table beyond" => vec![edit(3)],
+            _ => vec![edit(10), VersionEdit { last_seq: Some(3), ..VersionEdit::default() }],
+        };
+        let number = m.next_file_number + 10;
+        let path = bloomkv::filename::manifest_path(&dir, number);
+        let mut w = LogWriter::new(fs.create(&path).unwrap());
+        for e in &edits {
+            w.add_record(&e.encode()).unwrap();
+        }
+        w.sync().unwrap();
+        set_current(&fs, &dir, number).unwrap();
+        match Db::open(&dir, opts()) {
+            Err(Error::Corruption { file, reason, .. }) => {
+                assert_eq!(file, path, "{what}");
+                assert!(reason.contains("sequence"), "{what}: {reason}");
+            }
+            Err(e) => panic!("{what}: expected corruption, got {e:?}"),
+            Ok(db) => {
+                let seen = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_some()).count();
+                panic!("{what}: the open succeeded, and {seen} of the 10 keys are visible");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Damage to each kind of file of a real database.
 

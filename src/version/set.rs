@@ -312,6 +312,14 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         }
         log_number = edit.log_number.or(log_number);
         next_file = edit.next_file_number.or(next_file);
+        if let (Some(new), Some(old)) = (edit.last_seq, last_seq) {
+            // The engine never records a lower last sequence than before (`log_and_apply`
+            // keeps the maximum): writes after a lower one would be numbered below data
+            // already in the tables, and hidden by it.
+            if new < old {
+                return Err(bad(format!("last sequence goes back from {old} to {new}")));
+            }
+        }
         last_seq = edit.last_seq.or(last_seq);
     }
     let missing = |what| Error::corruption(&path, 0, format!("manifest has no {what}"));
@@ -325,12 +333,29 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     if max_used >= next_file_number || manifest_number >= next_file_number {
         return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
     }
+    let last_seq = last_seq.ok_or_else(|| missing("last sequence"))?;
+    // Every edit that adds a table records a last sequence at least the table's newest, so a
+    // table beyond it means a damaged manifest; opened, its newer entries would be invisible.
+    if let Some(t) = keyspaces
+        .values()
+        .flat_map(|k| k.levels.iter().flatten())
+        .find(|t| t.largest_seq > last_seq)
+    {
+        return Err(Error::corruption(
+            &path,
+            added_at.get(&t.number).copied().unwrap_or(0),
+            format!(
+                "table {} holds sequence {} beyond the manifest's last sequence {last_seq}",
+                t.number, t.largest_seq
+            ),
+        ));
+    }
     Ok(RecoveredManifest {
         keyspaces: keyspaces.into_values().collect(),
         next_keyspace_id,
         log_number: log_number.ok_or_else(|| missing("log number"))?,
         next_file_number,
-        last_seq: last_seq.ok_or_else(|| missing("last sequence"))?,
+        last_seq,
         manifest_number,
         valid_len: len - reader.dropped_tail_bytes(),
         torn_tail: reader.dropped_tail_bytes() > 0,
