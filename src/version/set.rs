@@ -333,6 +333,29 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     if max_used >= next_file_number || manifest_number >= next_file_number {
         return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
     }
+    // Below L0 a level's tables must not overlap: a point lookup asks one table per level,
+    // the one whose range holds the key, and would miss newer versions in another. (Two
+    // neighbours may share a bounding user key: a range tombstone's exclusive end bounds a
+    // table, and the next may start at that key.)
+    for k in keyspaces.values() {
+        for (level, tables) in k.levels.iter().enumerate().skip(1) {
+            let mut sorted: Vec<&TableMeta> = tables.iter().collect();
+            sorted.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
+            if let Some(w) = sorted.windows(2).find(|w| {
+                key::user_key(&w[0].largest) > key::user_key(&w[1].smallest)
+            }) {
+                let later = w.iter().map(|t| added_at.get(&t.number).copied().unwrap_or(0)).max();
+                return Err(Error::corruption(
+                    &path,
+                    later.unwrap_or(0),
+                    format!(
+                        "tables {} and {} overlap on level {level} of keyspace {}",
+                        w[0].number, w[1].number, k.def.id
+                    ),
+                ));
+            }
+        }
+    }
     let last_seq = last_seq.ok_or_else(|| missing("last sequence"))?;
     // Every edit that adds a table records a last sequence at least the table's newest, so a
     // table beyond it means a damaged manifest; opened, its newer entries would be invisible.
