@@ -16,7 +16,7 @@ use bloomkv::filter::{Filter, FilterPolicy};
 pub use bloomkv::fs::MemFile;
 use bloomkv::fs::{FaultFs, FileSystem};
 use bloomkv::iter::{BidirectionalIterator, InternalIterator};
-use bloomkv::key::{internal_key, ValueKind};
+use bloomkv::key::{internal_key, user_key, ValueKind};
 use bloomkv::log::{LogReader, LogWriter};
 use bloomkv::range_del::RangeTombstone;
 use bloomkv::table::{
@@ -175,6 +175,15 @@ pub fn manifest(data: &[u8]) {
                 assert!(k.levels.len() == bloomkv::version::set::NUM_LEVELS);
                 assert!(k.levels.iter().flatten().all(|t| t.number < m.next_file_number));
                 assert!(k.def.id == 0 || k.def.id < m.next_keyspace_id);
+                assert!(k.levels.iter().flatten().all(|t| t.largest_seq <= m.last_seq));
+                for level in &k.levels[1..] {
+                    let mut ranges: Vec<(&[u8], &[u8])> = level
+                        .iter()
+                        .map(|t| (user_key(&t.smallest), user_key(&t.largest)))
+                        .collect();
+                    ranges.sort();
+                    assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "sorted level overlaps");
+                }
             }
         }
         Err(e) => expect_corruption(&e, "read_manifest"),
