@@ -145,6 +145,21 @@ impl PartialOrd for OrderedKey {
     }
 }
 
+/// `bytes` as text, the way reports and errors show keys: printable ASCII as is, `\\`, `\"` and
+/// `\xNN` for everything else, so any byte string prints on one line.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

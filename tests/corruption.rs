@@ -213,6 +213,113 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
     }
 }
 
+/// Writes a manifest holding one edit that puts `tables` on `level` (and the recovered
+/// counters of `m`), and makes it current; returns its path.
+fn rewrite_manifest(
+    fs: &FaultFs,
+    dir: &Path,
+    m: &bloomkv::version::set::RecoveredManifest,
+    tables: Vec<TableMeta>,
+    level: usize,
+) -> std::path::PathBuf {
+    let edit = VersionEdit {
+        log_number: Some(m.log_number),
+        next_file_number: Some(m.next_file_number + 20),
+        last_seq: Some(m.last_seq),
+        added: tables.into_iter().map(|t| (level, t)).collect(),
+        ..VersionEdit::default()
+    };
+    let number = m.next_file_number + 10;
+    let path = bloomkv::filename::manifest_path(dir, number);
+    let mut w = LogWriter::new(fs.create(&path).unwrap());
+    w.add_record(&edit.encode()).unwrap();
+    w.sync().unwrap();
+    set_current(fs, dir, number).unwrap();
+    path
+}
+
+/// Two tables of a sorted level that only share a bounding key still overlap: a lookup of
+/// that key asks the one table whose largest key it is, and never the neighbour that holds
+/// it. Here the left table's range ends where its range tombstone ends (exclusive, so the
+/// tombstone does not cover the key), and the right one holds the key's only value.
+#[test]
+fn manifest_with_touching_tables_on_a_sorted_level_is_corruption() {
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let dir = unique_dir("touching");
+    let db = Db::open(&dir, opts()).unwrap();
+    db.put(b"k9", b"v").unwrap();
+    db.flush().unwrap();
+    db.put(b"k0", b"x").unwrap();
+    db.delete_range(&b"k2"[..]..&b"k9"[..]).unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
+    let bounds: Vec<(&[u8], &[u8])> = tables
+        .iter()
+        .map(|t| (bloomkv::key::user_key(&t.smallest), bloomkv::key::user_key(&t.largest)))
+        .collect();
+    assert!(
+        bounds.contains(&(&b"k0"[..], &b"k9"[..])) && bounds.contains(&(&b"k9"[..], &b"k9"[..])),
+        "the tables touch at k9: {bounds:?}"
+    );
+    let path = rewrite_manifest(&fs, &dir, &m, tables, 6);
+    match Db::open(&dir, opts()) {
+        Err(Error::Corruption { file, reason, .. }) => {
+            assert_eq!(file, path);
+            assert!(reason.contains("overlap"), "{reason}");
+        }
+        Err(e) => panic!("expected corruption, got {e:?}"),
+        Ok(db) => {
+            let got = db.get(b"k9").unwrap();
+            panic!("the open succeeded, and k9 reads {got:?} instead of \"v\"");
+        }
+    }
+}
+
+/// A table whose manifest record disagrees with the table's own properties is corruption,
+/// naming the table: a lookup trusts the record's key range to decide whether to ask the
+/// table at all, so a record narrower than the table hides the keys outside it.
+#[test]
+fn table_contradicting_its_manifest_record_is_corruption() {
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let dir = unique_dir("record");
+    let db = Db::open(&dir, opts()).unwrap();
+    for i in 0..10u8 {
+        db.put([b'k', i], b"v").unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let table = m.keyspaces[0].levels[0][0].clone();
+    let table_path = bloomkv::filename::table_path(&dir, table.number);
+    type Lie = fn(&mut TableMeta);
+    let lies: [(&str, Lie); 4] = [
+        ("a narrower key range", |t| t.largest = internal_key(&[b'k', 4], 5, ValueKind::Put)),
+        ("a wider key range", |t| t.smallest = internal_key(b"a", 1, ValueKind::Put)),
+        ("an older newest sequence", |t| t.largest_seq -= 1),
+        ("fewer entries", |t| t.num_entries -= 1),
+    ];
+    for (what, lie) in lies {
+        let mut told = table.clone();
+        lie(&mut told);
+        rewrite_manifest(&fs, &dir, &m, vec![told], 1);
+        match Db::open(&dir, opts()) {
+            Err(Error::Corruption { file, reason, .. }) => {
+                assert_eq!(file, table_path, "{what}");
+                assert!(reason.contains("manifest records"), "{what}: {reason}");
+            }
+            Err(e) => panic!("{what}: expected corruption, got {e:?}"),
+            Ok(db) => {
+                let hidden = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
+                panic!("{what}: the open succeeded, and {hidden} of the 10 keys read as absent");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Damage to each kind of file of a real database.
 

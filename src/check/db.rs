@@ -1,14 +1,14 @@
 //! Checks of a database directory: the manifest as recovery reads it, every live table
-//! (present, of the recorded size, intact, agreeing with the manifest), the non-overlap of
-//! sorted levels, the WALs recovery would replay, and notes on files recovery ignores.
+//! (present, of the recorded size, intact, agreeing with the manifest), the WALs recovery
+//! would replay, and notes on files recovery ignores. (Overlapping tables on a sorted level
+//! are reported as the manifest's corruption: recovery refuses them.)
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{guarded, log, quoted, table, Report};
+use super::{guarded, log, table, Report};
 use crate::filename::{self, FileKind};
 use crate::fs::FileSystem;
-use crate::key::{compare_internal, parse_internal_key};
 use crate::version::edit::TableMeta;
 use crate::version::set::read_manifest;
 use crate::Error;
@@ -65,9 +65,6 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
                 for (level, tables) in k.levels.iter().enumerate() {
                     for meta in tables {
                         check_live_table(fs, r, dir, level, meta);
-                    }
-                    if level > 0 {
-                        check_level_order(r, dir, level, tables, m.manifest_number);
                     }
                 }
             }
@@ -173,58 +170,7 @@ fn check_live_table(
     let mut props = None;
     guarded(r, &path, |r| props = table::check_file(r, &path, file));
     let Some(p) = props else { return };
-    let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
-    let mut differs = |what: &str, manifest: String, table: String| {
-        if manifest != table {
-            r.problem(
-                &path,
-                None,
-                format!(
-                    "manifest records {what} {manifest} but the table's properties say {table}"
-                ),
-            );
-        }
-    };
-    // A table of range tombstones alone has a key range too.
-    if p.num_entries > 0 || p.num_range_deletions > 0 {
-        differs("smallest key", quoted(&uk(&meta.smallest)), quoted(&p.smallest_user_key));
-        differs("largest key", quoted(&uk(&meta.largest)), quoted(&p.largest_user_key));
-    }
-    differs("smallest sequence", meta.smallest_seq.to_string(), p.smallest_seq.to_string());
-    differs("largest sequence", meta.largest_seq.to_string(), p.largest_seq.to_string());
-    differs("entry count", meta.num_entries.to_string(), p.num_entries.to_string());
-}
-
-/// Tables on a sorted level must not overlap: sorted by smallest key, each must end before
-/// the next begins.
-fn check_level_order(
-    r: &mut Report,
-    dir: &Path,
-    level: usize,
-    tables: &[TableMeta],
-    manifest: u64,
-) {
-    let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
-    let manifest = filename::manifest_path(dir, manifest);
-    let mut sorted: Vec<&TableMeta> = tables.iter().collect();
-    sorted.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
-    for t in &sorted {
-        if uk(&t.smallest) > uk(&t.largest) {
-            r.problem(
-                &manifest,
-                None,
-                format!("table {} on level {level}: smallest key above largest key", t.number),
-            );
-        }
-    }
-    for pair in sorted.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if uk(&a.largest) >= uk(&b.smallest) {
-            r.problem(
-                &manifest,
-                None,
-                format!("tables {} and {} overlap on sorted level {level}", a.number, b.number),
-            );
-        }
+    for d in meta.disagreements(&p) {
+        r.problem(&path, None, d);
     }
 }

@@ -6,8 +6,9 @@
 //! A table is checked part by part (`table.rs`) so that one damaged part does not hide the
 //! others, and then opened with [`crate::table::Table::open`] as well, so a check is never
 //! laxer than the engine. Logs (`log.rs`) are checked record by record, and a database
-//! (`db.rs`) adds the manifest, every live table's presence, size and manifest metadata, the
-//! non-overlap of sorted levels and the WALs.
+//! (`db.rs`) adds the manifest as recovery reads it (which refuses, among much else, sorted
+//! levels whose tables overlap), every live table's presence, size and manifest metadata,
+//! and the WALs.
 //!
 //! No input makes a check panic: every decoder it calls returns errors and its own
 //! arithmetic is checked. As a last line of defence each file is checked under
@@ -193,20 +194,7 @@ fn guarded(r: &mut Report, file: &Path, check: impl FnOnce(&mut Report)) {
     }
 }
 
-/// `bytes` as text, the way findings show keys: printable ASCII as is, `\\`, `\"` and
-/// `\xNN` for everything else, so any byte string prints on one line.
-pub fn escape(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            0x20..=0x7e => s.push(b as char),
-            _ => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s
-}
+pub use crate::key::escape;
 
 /// [`escape`]d and quoted.
 fn quoted(bytes: &[u8]) -> String {

@@ -189,7 +189,7 @@ pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> Tab
 }
 
 /// Opens a table this process just wrote or found in the manifest, checking that the file
-/// has the size the manifest recorded. Its file joins the engine's bounded set of open files.
+/// has the size, key range, sequence numbers and entry count the manifest recorded. Its file joins the engine's bounded set of open files.
 pub(crate) fn open_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
@@ -205,8 +205,11 @@ pub(crate) fn open_table(
             format!("table is {} bytes but the manifest recorded {}", file.size(), meta.file_size),
         ));
     }
-    let table = Table::open(file, path.clone(), Some(caches.blocks.clone()))?
-        .share_file(caches.files.clone());
+    let table = Table::open(file, path.clone(), Some(caches.blocks.clone()))?;
+    if let Some(d) = meta.disagreements(table.properties()).first() {
+        return Err(Error::corruption(&path, 0, d.clone()));
+    }
+    let table = table.share_file(caches.files.clone());
     Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
 }
 

@@ -137,7 +137,6 @@ pub struct Table {
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     file_size: u64,
     footer: Footer,
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     props: TableProperties,
     index: Index,
     filter: Filter,
@@ -340,7 +339,6 @@ impl Table {
     }
 
     /// The properties recorded when the table was built.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn properties(&self) -> &TableProperties {
         &self.props
     }

@@ -40,8 +40,9 @@
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
-use crate::key::{parse_internal_key, SeqNo, MAX_SEQNO};
+use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
 use crate::options::KeyspaceOptions;
+use crate::table::properties::TableProperties;
 use crate::table::Compression;
 use crate::{Error, Result};
 
@@ -91,6 +92,34 @@ pub struct TableMeta {
     pub largest_seq: SeqNo,
     /// Number of entries.
     pub num_entries: u64,
+}
+
+impl TableMeta {
+    /// What a table's manifest record claims and the table's own properties contradict, one
+    /// message per fact. Recovery refuses a table with any (a lookup trusts the record's key
+    /// range to decide whether to ask the table at all, so a narrower record hides entries, a
+    /// wider or misplaced one makes a level look disjoint when it is not); `verify` reports them.
+    pub(crate) fn disagreements(&self, p: &TableProperties) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut differs = |what: &str, manifest: String, table: String| {
+            if manifest != table {
+                out.push(format!(
+                    "manifest records {what} {manifest} but the table's properties say {table}"
+                ));
+            }
+        };
+        let q = |k: &[u8]| format!("\"{}\"", key::escape(k));
+        let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
+        // A table of range tombstones alone has a key range too.
+        if p.num_entries > 0 || p.num_range_deletions > 0 {
+            differs("smallest key", q(&uk(&self.smallest)), q(&p.smallest_user_key));
+            differs("largest key", q(&uk(&self.largest)), q(&p.largest_user_key));
+        }
+        differs("smallest sequence", self.smallest_seq.to_string(), p.smallest_seq.to_string());
+        differs("largest sequence", self.largest_seq.to_string(), p.largest_seq.to_string());
+        differs("entry count", self.num_entries.to_string(), p.num_entries.to_string());
+        out
+    }
 }
 
 /// A change to the database's table set and counters; the manifest is a log of these.

@@ -184,6 +184,21 @@ pub struct RecoveredKeyspace {
     pub levels: Vec<Vec<TableMeta>>,
 }
 
+/// Two tables of one sorted level (≥ 1) whose user-key ranges meet, if any. A point lookup
+/// asks one table per sorted level: the first whose largest key is at or above the key. If a
+/// neighbour began at that largest key, its entry for that key would never be asked for —
+/// and the engine never writes such a level: a table's range (its range tombstones
+/// included) ends before the next table's begins, and every compaction and ingest takes in
+/// the tables whose ranges merely touch its own. So sharing a bounding key is an overlap too.
+pub(crate) fn sorted_level_overlap(tables: &[TableMeta]) -> Option<(&TableMeta, &TableMeta)> {
+    let mut sorted: Vec<&TableMeta> = tables.iter().collect();
+    sorted.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
+    sorted
+        .windows(2)
+        .find(|w| key::user_key(&w[0].largest) >= key::user_key(&w[1].smallest))
+        .map(|w| (w[0], w[1]))
+}
+
 /// What recovery found in the manifest.
 #[derive(Debug)]
 pub struct RecoveredManifest {
@@ -333,24 +348,33 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     if max_used >= next_file_number || manifest_number >= next_file_number {
         return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
     }
-    // Below L0 a level's tables must not overlap: a point lookup asks one table per level,
-    // the one whose range holds the key, and would miss newer versions in another. (Two
-    // neighbours may share a bounding user key: a range tombstone's exclusive end bounds a
-    // table, and the next may start at that key.)
     for k in keyspaces.values() {
-        for (level, tables) in k.levels.iter().enumerate().skip(1) {
-            let mut sorted: Vec<&TableMeta> = tables.iter().collect();
-            sorted.sort_by(|a, b| key::compare_internal(&a.smallest, &b.smallest));
-            if let Some(w) = sorted.windows(2).find(|w| {
-                key::user_key(&w[0].largest) > key::user_key(&w[1].smallest)
-            }) {
-                let later = w.iter().map(|t| added_at.get(&t.number).copied().unwrap_or(0)).max();
+        for (level, tables) in k.levels.iter().enumerate() {
+            let at = |ts: &[&TableMeta]| {
+                ts.iter().map(|t| added_at.get(&t.number).copied().unwrap_or(0)).max().unwrap_or(0)
+            };
+            if let Some(t) =
+                tables.iter().find(|t| key::user_key(&t.smallest) > key::user_key(&t.largest))
+            {
                 return Err(Error::corruption(
                     &path,
-                    later.unwrap_or(0),
+                    at(&[t]),
+                    format!(
+                        "table {} on level {level} of keyspace {}: smallest key above largest key",
+                        t.number, k.def.id
+                    ),
+                ));
+            }
+            if level == 0 {
+                continue;
+            }
+            if let Some((a, b)) = sorted_level_overlap(tables) {
+                return Err(Error::corruption(
+                    &path,
+                    at(&[a, b]),
                     format!(
                         "tables {} and {} overlap on level {level} of keyspace {}",
-                        w[0].number, w[1].number, k.def.id
+                        a.number, b.number, k.def.id
                     ),
                 ));
             }

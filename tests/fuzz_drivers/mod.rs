@@ -176,13 +176,18 @@ pub fn manifest(data: &[u8]) {
                 assert!(k.levels.iter().flatten().all(|t| t.number < m.next_file_number));
                 assert!(k.def.id == 0 || k.def.id < m.next_keyspace_id);
                 assert!(k.levels.iter().flatten().all(|t| t.largest_seq <= m.last_seq));
+                assert!(k
+                    .levels
+                    .iter()
+                    .flatten()
+                    .all(|t| user_key(&t.smallest) <= user_key(&t.largest)));
                 for level in &k.levels[1..] {
                     let mut ranges: Vec<(&[u8], &[u8])> = level
                         .iter()
                         .map(|t| (user_key(&t.smallest), user_key(&t.largest)))
                         .collect();
                     ranges.sort();
-                    assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "sorted level overlaps");
+                    assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0), "sorted level tables meet");
                 }
             }
         }
