@@ -280,28 +280,42 @@ impl Work {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// Below L0 the tables of a level are disjoint, bounding keys included (range tombstones'
-/// ends among them): a lookup asks one table per level, and recovery refuses a level whose
-/// tables share a key, so the engine must never write one.
-fn assert_sorted_levels_disjoint(db: &Db) {
+/// The levels are as lookups need them and recovery checks: below L0 the tables of a level
+/// are disjoint, bounding keys included (range tombstones' ends among them), since a lookup
+/// asks one table per level; in L0, which lookups ask newest-numbered first, of two tables
+/// that overlap the higher-numbered holds only newer entries.
+fn assert_levels_well_formed(db: &Db) {
     let mut tables = db.tables();
     tables.sort_by(|a, b| {
         (&a.keyspace, a.level, &a.smallest_key).cmp(&(&b.keyspace, b.level, &b.smallest_key))
     });
-    for pair in tables.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
-        if a.keyspace == b.keyspace && a.level == b.level && a.level > 0 {
-            assert!(
-                a.largest_key < b.smallest_key,
-                "tables {} ({:?}..={:?}) and {} ({:?}..={:?}) meet on level {}",
-                a.number,
-                String::from_utf8_lossy(&a.smallest_key),
-                String::from_utf8_lossy(&a.largest_key),
-                b.number,
-                String::from_utf8_lossy(&b.smallest_key),
-                String::from_utf8_lossy(&b.largest_key),
-                a.level
-            );
+    let show = |t: &bloomkv::TableInfo| {
+        format!(
+            "{} ({:?}..={:?}, seq {}..={})",
+            t.number,
+            String::from_utf8_lossy(&t.smallest_key),
+            String::from_utf8_lossy(&t.largest_key),
+            t.smallest_seq,
+            t.largest_seq
+        )
+    };
+    for (i, a) in tables.iter().enumerate() {
+        for b in &tables[i + 1..] {
+            if a.keyspace != b.keyspace || a.level != b.level {
+                break;
+            }
+            let overlap = a.smallest_key <= b.largest_key && b.smallest_key <= a.largest_key;
+            if a.level > 0 {
+                assert!(!overlap, "tables {} and {} meet on level {}", show(a), show(b), a.level);
+            } else if overlap {
+                let (newer, older) = if a.number > b.number { (a, b) } else { (b, a) };
+                assert!(
+                    newer.smallest_seq > older.largest_seq,
+                    "L0 table {} is asked before {} but holds older entries",
+                    show(newer),
+                    show(older)
+                );
+            }
         }
     }
 }
@@ -492,11 +506,11 @@ fn run(ops: Vec<Op>) -> Work {
             }
             Op::Flush => {
                 d.flush().unwrap();
-                assert_sorted_levels_disjoint(d);
+                assert_levels_well_formed(d);
             }
             Op::Compact => {
                 d.compact().unwrap();
-                assert_sorted_levels_disjoint(d);
+                assert_levels_well_formed(d);
                 let s = d.stats();
                 let nonempty = s.tables_per_level.iter().filter(|&&n| n > 0).count();
                 assert!(
@@ -515,7 +529,7 @@ fn run(ops: Vec<Op>) -> Work {
         }
     }
     let d = db.as_ref().unwrap();
-    assert_sorted_levels_disjoint(d);
+    assert_levels_well_formed(d);
     let all = scan(d, Bound::Unbounded, Bound::Unbounded);
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, want, "final scan");

@@ -184,6 +184,28 @@ pub struct RecoveredKeyspace {
     pub levels: Vec<Vec<TableMeta>>,
 }
 
+/// Two L0 tables, newer-numbered first, that overlap by user key while the newer-numbered
+/// one does not hold only entries newer than the other's. Lookups ask L0 tables in
+/// descending file number and stop at the first version found, so such a pair would answer
+/// with an older version. The engine writes L0 tables only by flushing memtables oldest
+/// first and by ingesting (after a flush, at one sequence number above everything before),
+/// each with a new, higher file number. Quadratic in L0's tables, which are few.
+fn l0_out_of_order(tables: &[TableMeta]) -> Option<(&TableMeta, &TableMeta)> {
+    let mut by_number: Vec<&TableMeta> = tables.iter().collect();
+    by_number.sort_by_key(|t| std::cmp::Reverse(t.number));
+    fn range(t: &TableMeta) -> (&[u8], &[u8]) {
+        (key::user_key(&t.smallest), key::user_key(&t.largest))
+    }
+    by_number.iter().enumerate().find_map(|(i, &newer)| {
+        let (lo, hi) = range(newer);
+        by_number[i + 1..].iter().find_map(|&older| {
+            let (olo, ohi) = range(older);
+            (lo <= ohi && olo <= hi && newer.smallest_seq <= older.largest_seq)
+                .then_some((newer, older))
+        })
+    })
+}
+
 /// Two tables of one sorted level (≥ 1) whose user-key ranges meet, if any. A point lookup
 /// asks one table per sorted level: the first whose largest key is at or above the key. If a
 /// neighbour began at that largest key, its entry for that key would never be asked for —
@@ -366,6 +388,17 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                 ));
             }
             if level == 0 {
+                if let Some((newer, older)) = l0_out_of_order(tables) {
+                    return Err(Error::corruption(
+                        &path,
+                        at(&[newer, older]),
+                        format!(
+                            "L0 tables {} and {} of keyspace {} overlap, and the newer-numbered \
+                             one, which lookups ask first, does not hold only newer entries",
+                            newer.number, older.number, k.def.id
+                        ),
+                    ));
+                }
                 continue;
             }
             if let Some((a, b)) = sorted_level_overlap(tables) {

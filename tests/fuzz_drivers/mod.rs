@@ -181,6 +181,18 @@ pub fn manifest(data: &[u8]) {
                     .iter()
                     .flatten()
                     .all(|t| user_key(&t.smallest) <= user_key(&t.largest)));
+                for (i, newer) in k.levels[0].iter().enumerate() {
+                    for older in &k.levels[0][i + 1..] {
+                        let (newer, older) = if newer.number > older.number {
+                            (newer, older)
+                        } else {
+                            (older, newer)
+                        };
+                        let overlap = user_key(&newer.smallest) <= user_key(&older.largest)
+                            && user_key(&older.smallest) <= user_key(&newer.largest);
+                        assert!(!overlap || newer.smallest_seq > older.largest_seq, "L0 order");
+                    }
+                }
                 for level in &k.levels[1..] {
                     let mut ranges: Vec<(&[u8], &[u8])> = level
                         .iter()
