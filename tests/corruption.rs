@@ -322,6 +322,47 @@ fn l0_tables_numbered_against_their_age_are_corruption() {
     }
 }
 
+/// A manifest whose log number retires a WAL segment holding writes no table has is
+/// corruption naming the segment: opened, the writes would be gone, and the segment deleted.
+#[test]
+fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let dir = unique_dir("retired-wal");
+    let db = Db::open(&dir, opts()).unwrap();
+    for i in 0..10u8 {
+        db.put([b'k', i], b"v").unwrap();
+    }
+    db.close().unwrap(); // Not flushed: the WAL segment alone holds the writes.
+    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let wal = bloomkv::filename::wal_path(&dir, m.log_number);
+    assert!(fs.exists(&wal), "the writes are in WAL segment {}", m.log_number);
+    let edit = VersionEdit {
+        log_number: Some(m.log_number + 1),
+        next_file_number: Some(m.next_file_number + 20),
+        last_seq: Some(m.last_seq),
+        ..VersionEdit::default()
+    };
+    let number = m.next_file_number + 10;
+    let path = bloomkv::filename::manifest_path(&dir, number);
+    let mut w = LogWriter::new(fs.create(&path).unwrap());
+    w.add_record(&edit.encode()).unwrap();
+    w.sync().unwrap();
+    set_current(&fs, &dir, number).unwrap();
+    match Db::open(&dir, opts()) {
+        Err(Error::Corruption { file, reason, .. }) => {
+            assert_eq!(file, wal);
+            assert!(reason.contains("last sequence"), "{reason}");
+            assert!(fs.exists(&wal), "the segment is kept");
+        }
+        Err(e) => panic!("expected corruption, got {e:?}"),
+        Ok(db) => {
+            let lost = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
+            panic!("the open succeeded; {lost} of the 10 acknowledged keys are gone");
+        }
+    }
+}
+
 /// A table whose manifest record disagrees with the table's own properties is corruption,
 /// naming the table: a lookup trusts the record's key range to decide whether to ask the
 /// table at all, so a record narrower than the table hides the keys outside it.

@@ -19,7 +19,7 @@ use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
-use crate::fs::FileLock;
+use crate::fs::{FileLock, FileSystem};
 use crate::iter::InternalIterator;
 use crate::key::SeqNo;
 use crate::log::LogReader;
@@ -112,6 +112,18 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         keyspaces.push(LoadedKeyspace { def, version, mem: Arc::new(MemTable::new()) });
     }
 
+    // Segments below the log number are retired: the manifest says tables hold their
+    // writes, and they are deleted once open. One holding a write beyond the manifest's last
+    // sequence shows the log number is wrong, and deleting it would lose writes no table
+    // holds.
+    for k in &kinds {
+        if let FileKind::Wal(n) = k {
+            if *n < log_number {
+                check_retired_wal(fs.as_ref(), dir, *n, manifest_seq)?;
+            }
+        }
+    }
+
     // Replay WAL segments at or above the log number, oldest first.
     let mut wals: Vec<u64> = kinds
         .iter()
@@ -194,6 +206,31 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
     Ok(Loaded { keyspaces, next_keyspace_id, last_seq, log_number, next_file, names })
+}
+
+/// Refuses retired WAL segment `n` if it holds a write newer than `last_seq`, the
+/// manifest's last sequence. Only whole records that decode count: a retired segment is
+/// never replayed, so damage in it must not make the database unopenable.
+fn check_retired_wal(fs: &dyn FileSystem, dir: &Path, n: u64, last_seq: SeqNo) -> Result<()> {
+    let path = wal_path(dir, n);
+    let Ok(data) = fs.read_all(&path) else { return Ok(()) };
+    let mut reader = LogReader::new(path.clone(), data);
+    while let Ok(Some(record)) = reader.next_record() {
+        let Ok(batch) = WriteBatch::from_record(record) else { break };
+        let newest = batch.sequence().saturating_add(batch.len() as u64).saturating_sub(1);
+        if !batch.is_empty() && newest > last_seq {
+            return Err(Error::corruption(
+                &path,
+                reader.last_record_offset(),
+                format!(
+                    "WAL segment {n} is below the manifest's log number (so retired, and deleted \
+                     at open) but holds sequence {newest}, beyond the manifest's last sequence \
+                     {last_seq}: no table holds those writes"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What recovery knows about the manifest it read, to name it in errors.
