@@ -354,6 +354,13 @@ fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
             assert_eq!(file, wal);
             assert!(reason.contains("last sequence"), "{reason}");
             assert!(fs.exists(&wal), "the segment is kept");
+            // `verify` gives recovery the last word, so it reports the same.
+            let report = bloomkv::check::database(Arc::new(fs.clone()), &dir);
+            assert!(
+                report.problems.iter().any(|p| p.file == wal && p.what.contains("last sequence")),
+                "verify reports what recovery refuses: {:?}",
+                report.problems
+            );
         }
         Err(e) => panic!("expected corruption, got {e:?}"),
         Ok(db) => {
