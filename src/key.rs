@@ -145,8 +145,8 @@ impl PartialOrd for OrderedKey {
     }
 }
 
-/// `bytes` as text, the way reports and errors show keys: printable ASCII as is, `\\`, `\"` and
-/// `\xNN` for everything else, so any byte string prints on one line.
+/// `bytes` as text, the way reports and errors show keys: printable ASCII as is, `\\`,
+/// `\"` and `\xNN` for everything else, so any byte string prints on one line.
 pub fn escape(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len());
     for &b in bytes {

@@ -189,7 +189,8 @@ pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> Tab
 }
 
 /// Opens a table this process just wrote or found in the manifest, checking that the file
-/// has the size, key range, sequence numbers and entry count the manifest recorded. Its file joins the engine's bounded set of open files.
+/// has the size, key range, sequence numbers and entry count the manifest recorded. Its file
+/// joins the engine's bounded set of open files.
 pub(crate) fn open_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,

@@ -96,9 +96,9 @@ pub struct TableMeta {
 
 impl TableMeta {
     /// What a table's manifest record claims and the table's own properties contradict, one
-    /// message per fact. Recovery refuses a table with any (a lookup trusts the record's key
-    /// range to decide whether to ask the table at all, so a narrower record hides entries, a
-    /// wider or misplaced one makes a level look disjoint when it is not); `verify` reports them.
+    /// message per fact. Recovery refuses a table with any: a lookup trusts the record's key
+    /// range to decide whether to ask the table at all, so a narrower record hides entries
+    /// (and can make a level look disjoint when its tables overlap). `verify` reports them.
     pub(crate) fn disagreements(&self, p: &TableProperties) -> Vec<String> {
         let mut out = Vec::new();
         let mut differs = |what: &str, manifest: String, table: String| {
@@ -109,7 +109,9 @@ impl TableMeta {
             }
         };
         let q = |k: &[u8]| format!("\"{}\"", key::escape(k));
-        let uk = |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
+        let uk = |ik: &[u8]| {
+            parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default()
+        };
         // A table of range tombstones alone has a key range too.
         if p.num_entries > 0 || p.num_range_deletions > 0 {
             differs("smallest key", q(&uk(&self.smallest)), q(&p.smallest_user_key));
