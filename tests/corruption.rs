@@ -322,6 +322,55 @@ fn l0_tables_numbered_against_their_age_are_corruption() {
     }
 }
 
+/// A manifest naming one table file twice is corruption. Here the default keyspace and a
+/// second one both name one table. Accepted, the database opens and reads, but once the
+/// second keyspace is dropped it no longer opens: the drop's deletion, replayed, takes the
+/// default keyspace's entry, and the dropped keyspace still has a table.
+#[test]
+fn manifest_adding_a_live_table_again_is_corruption() {
+    let fs = FaultFs::new();
+    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let dir = unique_dir("twice");
+    let db = Db::open(&dir, opts()).unwrap();
+    db.keyspace("other", bloomkv::KeyspaceOptions::default()).unwrap();
+    for i in 0..10u8 {
+        db.put([b'k', i], b"v").unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let table = m.keyspaces[0].levels[0][0].clone();
+    let other = m.keyspaces.iter().find(|k| k.def.name == "other").unwrap().def.clone();
+    let edit = VersionEdit {
+        log_number: Some(m.log_number),
+        next_file_number: Some(m.next_file_number + 20),
+        last_seq: Some(m.last_seq),
+        next_keyspace_id: Some(m.next_keyspace_id),
+        keyspaces: vec![other.clone()],
+        added: vec![(0, table.clone()), (0, TableMeta { keyspace: other.id, ..table })],
+        ..VersionEdit::default()
+    };
+    let number = m.next_file_number + 10;
+    let path = bloomkv::filename::manifest_path(&dir, number);
+    let mut w = LogWriter::new(fs.create(&path).unwrap());
+    w.add_record(&edit.encode()).unwrap();
+    w.sync().unwrap();
+    set_current(&fs, &dir, number).unwrap();
+    match Db::open(&dir, opts()) {
+        Err(Error::Corruption { file, reason, .. }) => {
+            assert_eq!(file, path);
+            assert!(reason.contains("already live"), "{reason}");
+        }
+        Err(e) => panic!("expected corruption, got {e:?}"),
+        Ok(db) => {
+            db.drop_keyspace("other").unwrap();
+            db.close().unwrap();
+            let again = Db::open(&dir, opts()).map(|_| ());
+            panic!("the open succeeded; after dropping the other keyspace the next open gives {again:?}");
+        }
+    }
+}
+
 /// A manifest whose log number retires a WAL segment holding writes no table has is
 /// corruption naming the segment: opened, the writes would be gone, and the segment deleted.
 #[test]

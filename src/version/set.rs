@@ -271,6 +271,8 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
     let mut records = 0;
     let mut added_at = std::collections::HashMap::new();
+    // Numbers of the tables live after the edits so far, across keyspaces and levels.
+    let mut live = std::collections::HashSet::new();
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
@@ -323,6 +325,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                     "edit deletes table {number} which is not on level {level}"
                 )));
             }
+            live.remove(number);
         }
         for (level, meta) in &edit.added {
             let Some(k) = keyspaces.get_mut(&meta.keyspace) else {
@@ -331,6 +334,12 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                     meta.number, meta.keyspace
                 )));
             };
+            // The engine never names one file twice. Deletions name a table by level and
+            // number only, so a later edit deleting one of two entries could not say which:
+            // a dropped keyspace's deletions, replayed, would strip the other keyspace.
+            if !live.insert(meta.number) {
+                return Err(bad(format!("edit adds table {}, which is already live", meta.number)));
+            }
             k.levels[*level].push(meta.clone());
             added_at.insert(meta.number, offset);
         }

@@ -171,6 +171,13 @@ pub fn manifest(data: &[u8]) {
     drop(c);
     match bloomkv::version::set::read_manifest(&fs, dir) {
         Ok(m) => {
+            let numbers: Vec<u64> = m
+                .keyspaces
+                .iter()
+                .flat_map(|k| k.levels.iter().flatten().map(|t| t.number))
+                .collect();
+            let distinct: std::collections::HashSet<&u64> = numbers.iter().collect();
+            assert_eq!(distinct.len(), numbers.len(), "a table is named twice");
             for k in &m.keyspaces {
                 assert!(k.levels.len() == bloomkv::version::set::NUM_LEVELS);
                 assert!(k.levels.iter().flatten().all(|t| t.number < m.next_file_number));
