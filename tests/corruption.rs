@@ -9,7 +9,7 @@ use bloomkv::fs::{fault::unique_dir, FaultFs, FileSystem};
 use bloomkv::key::{internal_key, ValueKind};
 use bloomkv::log::LogWriter;
 use bloomkv::version::edit::{TableMeta, VersionEdit};
-use bloomkv::version::set::set_current;
+use bloomkv::version::set::{set_current, RecoveredManifest};
 use bloomkv::{Db, Error, Options};
 
 fn expect_corruption_in(r: bloomkv::Result<Db>, file: &Path) {
@@ -29,8 +29,6 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
     let opts = || Options::default().file_system(Arc::new(fs.clone()));
     Db::open(&dir, opts()).unwrap().close().unwrap();
     for level in [7usize, 9, 15] {
-        let path = bloomkv::filename::manifest_path(&dir, 900 + level as u64);
-        let mut w = LogWriter::new(fs.create(&path).unwrap());
         let meta = TableMeta {
             keyspace: 0,
             number: 800,
@@ -48,9 +46,7 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
             added: vec![(level, meta)],
             ..VersionEdit::default()
         };
-        w.add_record(&edit.encode()).unwrap();
-        w.sync().unwrap();
-        set_current(&fs, &dir, 900 + level as u64).unwrap();
+        let path = install_manifest(&fs, &dir, 900 + level as u64, &[edit]);
         expect_corruption_in(Db::open(&dir, opts()), &path);
     }
 }
@@ -67,9 +63,6 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
     for (lowered, refused) in [(Some(1), true), (Some(0), true), (Some(2), false), (None, false)] {
         let dir = unique_dir("ksid");
         Db::open(&dir, opts()).unwrap().close().unwrap();
-        let number = 900;
-        let path = bloomkv::filename::manifest_path(&dir, number);
-        let mut w = LogWriter::new(fs.create(&path).unwrap());
         let create = VersionEdit {
             log_number: Some(0),
             next_file_number: Some(1000),
@@ -82,11 +75,8 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
             next_keyspace_id: Some(2),
             ..VersionEdit::default()
         };
-        w.add_record(&create.encode()).unwrap();
         let later = VersionEdit { next_keyspace_id: lowered, ..VersionEdit::default() };
-        w.add_record(&later.encode()).unwrap();
-        w.sync().unwrap();
-        set_current(&fs, &dir, number).unwrap();
+        let path = install_manifest(&fs, &dir, 900, &[create, later]);
         if refused {
             expect_corruption_in(Db::open(&dir, opts()), &path);
         } else {
@@ -143,14 +133,7 @@ fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
             "table beyond" => vec![edit(3)],
             _ => vec![edit(10), VersionEdit { last_seq: Some(3), ..VersionEdit::default() }],
         };
-        let number = m.next_file_number + 10;
-        let path = bloomkv::filename::manifest_path(&dir, number);
-        let mut w = LogWriter::new(fs.create(&path).unwrap());
-        for e in &edits {
-            w.add_record(&e.encode()).unwrap();
-        }
-        w.sync().unwrap();
-        set_current(&fs, &dir, number).unwrap();
+        let path = install_manifest(&fs, &dir, m.next_file_number + 10, &edits);
         match Db::open(&dir, opts()) {
             Err(Error::Corruption { file, reason, .. }) => {
                 assert_eq!(file, path, "{what}");
@@ -185,19 +168,7 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
     let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
     let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     assert_eq!(tables.len(), 2, "two flushes, two L0 tables");
-    let edit = VersionEdit {
-        log_number: Some(m.log_number),
-        next_file_number: Some(m.next_file_number + 20),
-        last_seq: Some(m.last_seq),
-        added: tables.into_iter().map(|t| (6, t)).collect(),
-        ..VersionEdit::default()
-    };
-    let number = m.next_file_number + 10;
-    let path = bloomkv::filename::manifest_path(&dir, number);
-    let mut w = LogWriter::new(fs.create(&path).unwrap());
-    w.add_record(&edit.encode()).unwrap();
-    w.sync().unwrap();
-    set_current(&fs, &dir, number).unwrap();
+    let path = rewrite_manifest(&fs, &dir, &m, tables, 6);
     match Db::open(&dir, opts()) {
         Err(Error::Corruption { file, reason, .. }) => {
             assert_eq!(file, path);
@@ -213,29 +184,54 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
     }
 }
 
-/// Writes a manifest holding one edit that puts `tables` on `level` (and the recovered
-/// counters of `m`), and makes it current; returns its path.
-fn rewrite_manifest(
+/// Writes manifest `number` holding `edits` and makes it current; returns its path.
+fn install_manifest(
     fs: &FaultFs,
     dir: &Path,
-    m: &bloomkv::version::set::RecoveredManifest,
-    tables: Vec<TableMeta>,
-    level: usize,
+    number: u64,
+    edits: &[VersionEdit],
 ) -> std::path::PathBuf {
-    let edit = VersionEdit {
-        log_number: Some(m.log_number),
-        next_file_number: Some(m.next_file_number + 20),
-        last_seq: Some(m.last_seq),
-        added: tables.into_iter().map(|t| (level, t)).collect(),
-        ..VersionEdit::default()
-    };
-    let number = m.next_file_number + 10;
     let path = bloomkv::filename::manifest_path(dir, number);
     let mut w = LogWriter::new(fs.create(&path).unwrap());
-    w.add_record(&edit.encode()).unwrap();
+    for e in edits {
+        w.add_record(&e.encode()).unwrap();
+    }
     w.sync().unwrap();
     set_current(fs, dir, number).unwrap();
     path
+}
+
+/// The counters of the recovered manifest `m` (the next file number raised past the one a
+/// rewrite takes), as an edit to build a rewritten manifest's one edit on.
+fn restated(m: &RecoveredManifest) -> VersionEdit {
+    VersionEdit {
+        log_number: Some(m.log_number),
+        next_file_number: Some(m.next_file_number + 20),
+        last_seq: Some(m.last_seq),
+        ..VersionEdit::default()
+    }
+}
+
+/// Replaces the manifest of `m` with one edit: its counters, and `edit`'s changes.
+fn rewrite_manifest_with(
+    fs: &FaultFs,
+    dir: &Path,
+    m: &RecoveredManifest,
+    edit: VersionEdit,
+) -> std::path::PathBuf {
+    install_manifest(fs, dir, m.next_file_number + 10, &[edit])
+}
+
+/// Replaces the manifest of `m` with one that puts `tables` on `level`.
+fn rewrite_manifest(
+    fs: &FaultFs,
+    dir: &Path,
+    m: &RecoveredManifest,
+    tables: Vec<TableMeta>,
+    level: usize,
+) -> std::path::PathBuf {
+    let added = tables.into_iter().map(|t| (level, t)).collect();
+    rewrite_manifest_with(fs, dir, m, VersionEdit { added, ..restated(m) })
 }
 
 /// Two tables of a sorted level that only share a bounding key still overlap: a lookup of
@@ -342,20 +338,12 @@ fn manifest_adding_a_live_table_again_is_corruption() {
     let table = m.keyspaces[0].levels[0][0].clone();
     let other = m.keyspaces.iter().find(|k| k.def.name == "other").unwrap().def.clone();
     let edit = VersionEdit {
-        log_number: Some(m.log_number),
-        next_file_number: Some(m.next_file_number + 20),
-        last_seq: Some(m.last_seq),
         next_keyspace_id: Some(m.next_keyspace_id),
         keyspaces: vec![other.clone()],
         added: vec![(0, table.clone()), (0, TableMeta { keyspace: other.id, ..table })],
-        ..VersionEdit::default()
+        ..restated(&m)
     };
-    let number = m.next_file_number + 10;
-    let path = bloomkv::filename::manifest_path(&dir, number);
-    let mut w = LogWriter::new(fs.create(&path).unwrap());
-    w.add_record(&edit.encode()).unwrap();
-    w.sync().unwrap();
-    set_current(&fs, &dir, number).unwrap();
+    let path = rewrite_manifest_with(&fs, &dir, &m, edit);
     match Db::open(&dir, opts()) {
         Err(Error::Corruption { file, reason, .. }) => {
             assert_eq!(file, path);
@@ -386,18 +374,8 @@ fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
     let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
     let wal = bloomkv::filename::wal_path(&dir, m.log_number);
     assert!(fs.exists(&wal), "the writes are in WAL segment {}", m.log_number);
-    let edit = VersionEdit {
-        log_number: Some(m.log_number + 1),
-        next_file_number: Some(m.next_file_number + 20),
-        last_seq: Some(m.last_seq),
-        ..VersionEdit::default()
-    };
-    let number = m.next_file_number + 10;
-    let path = bloomkv::filename::manifest_path(&dir, number);
-    let mut w = LogWriter::new(fs.create(&path).unwrap());
-    w.add_record(&edit.encode()).unwrap();
-    w.sync().unwrap();
-    set_current(&fs, &dir, number).unwrap();
+    let edit = VersionEdit { log_number: Some(m.log_number + 1), ..restated(&m) };
+    rewrite_manifest_with(&fs, &dir, &m, edit);
     match Db::open(&dir, opts()) {
         Err(Error::Corruption { file, reason, .. }) => {
             assert_eq!(file, wal);
