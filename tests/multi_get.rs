@@ -29,6 +29,11 @@ fn plain(v: Vec<Option<Value>>) -> Vec<Option<Vec<u8>>> {
 fn layered(policy: FilterPolicy) -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), small().filter_policy(policy)).unwrap();
+    fill_layered(&db);
+    (dir, db)
+}
+
+fn fill_layered(db: &Db) {
     for i in 0..3000 {
         db.put(key(i * 2), val(i * 2, 0)).unwrap();
     }
@@ -46,7 +51,6 @@ fn layered(policy: FilterPolicy) -> (tempfile::TempDir, Db) {
     let s = db.stats();
     assert!(s.tables_per_level[0] > 0, "some L0 tables: {:?}", s.tables_per_level);
     assert!(s.tables_per_level[1..].iter().any(|&n| n > 0), "{:?}", s.tables_per_level);
-    (dir, db)
 }
 
 /// Every key twice (one in a repeat far from its first appearance), absent keys between
@@ -172,4 +176,178 @@ fn multi_get_after_close_fails() {
     db.close().unwrap();
     assert!(matches!(db.multi_get(&["a"]), Err(bloomkv::Error::Closed)));
     assert!(matches!(snap.multi_get(&["a"]), Err(bloomkv::Error::Closed)));
+}
+
+mod cold {
+    //! Blocks that must come from the storage device: a round's reads are set aside and done
+    //! together on the engine's read threads. A test file system says every read would wait.
+
+    use super::*;
+    use bloomkv::fs::{FileLock, FileSystem, RandomAccessFile, StdFs, WritableFile};
+    use bloomkv::{Error, Result};
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// What the test watches and steers: reads done on the read threads, and whether those
+    /// fail.
+    #[derive(Debug, Default)]
+    pub struct Probe {
+        pub pool_reads: AtomicU64,
+        pub fail_pool_reads: AtomicBool,
+    }
+
+    #[derive(Debug)]
+    struct ColdFs(Arc<Probe>);
+
+    #[derive(Debug)]
+    struct ColdFile(Arc<dyn RandomAccessFile>, Arc<Probe>);
+
+    impl RandomAccessFile for ColdFile {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            let on_pool =
+                std::thread::current().name().is_some_and(|n| n.starts_with("bloomkv-read"));
+            if on_pool {
+                self.1.pool_reads.fetch_add(1, Ordering::Relaxed);
+                if self.1.fail_pool_reads.load(Ordering::Relaxed) {
+                    return Err(Error::io("test read", std::io::Error::other("injected")));
+                }
+            }
+            self.0.read_exact_at(buf, offset)
+        }
+        fn read_exact_at_if_cached(&self, _: &mut [u8], _: u64) -> Result<bool> {
+            Ok(false)
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+    }
+
+    impl FileSystem for ColdFs {
+        fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+            StdFs.create(path)
+        }
+        fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+            Ok(Arc::new(ColdFile(StdFs.open(path)?, self.0.clone())))
+        }
+        fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+            StdFs.read_all(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            StdFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> Result<()> {
+            StdFs.remove(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> Result<()> {
+            StdFs.sync_dir(dir)
+        }
+        fn create_dir_all(&self, dir: &Path) -> Result<()> {
+            StdFs.create_dir_all(dir)
+        }
+        fn list(&self, dir: &Path) -> Result<Vec<String>> {
+            StdFs.list(dir)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            StdFs.exists(path)
+        }
+        fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+            StdFs.lock(path)
+        }
+    }
+
+    /// `layered`'s tree on the cold file system, with no block cache, so every block a
+    /// lookup needs is a device read as far as the engine can tell.
+    fn cold_layered(policy: FilterPolicy) -> (tempfile::TempDir, Db, Arc<Probe>) {
+        let probe = Arc::new(Probe::default());
+        let dir = tempfile::tempdir().unwrap();
+        let opts = small()
+            .filter_policy(policy)
+            .block_cache_bytes(0)
+            .file_system(Arc::new(ColdFs(probe.clone())));
+        let db = Db::open(dir.path(), opts).unwrap();
+        fill_layered(&db);
+        (dir, db, probe)
+    }
+
+    #[test]
+    fn device_reads_are_done_together_on_the_read_threads_with_the_same_answers() {
+        for policy in [FilterPolicy::BlockedBloom { bits_per_key: 10.0 }, FilterPolicy::None] {
+            let (_dir, db, probe) = cold_layered(policy);
+            let keys = probe_keys();
+            let s0 = db.stats();
+            let want: Vec<_> =
+                keys.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
+            let s1 = db.stats();
+            assert_eq!(probe.pool_reads.load(Ordering::Relaxed), 0, "get reads on its own");
+            let got = plain(db.multi_get(&keys).unwrap());
+            let s2 = db.stats();
+            assert_eq!(got, want, "{policy:?}");
+            // The memtable answers some keys; the rest needed blocks, read by the pool
+            // (a round with a single block to read reads it itself).
+            let pooled = probe.pool_reads.load(Ordering::Relaxed);
+            let multi_reads = s2.block_reads - s1.block_reads;
+            assert!(pooled * 10 > multi_reads * 9, "{pooled} of {multi_reads} reads pooled");
+            let get_reads = s1.block_reads - s0.block_reads;
+            assert!(multi_reads <= get_reads, "multi_get {multi_reads}, get {get_reads}");
+            // Keys in key order, so a batch's keys share blocks: each shared block is read
+            // once for all of them, where the loop of get (no block cache) reads it per key.
+            let dense: Vec<_> = (0..6000).map(key).collect();
+            let s3 = db.stats();
+            let want: Vec<_> =
+                dense.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
+            let s4 = db.stats();
+            assert_eq!(plain(db.multi_get(&dense).unwrap()), want, "{policy:?}");
+            let s5 = db.stats();
+            let (get_reads, multi_reads) =
+                (s4.block_reads - s3.block_reads, s5.block_reads - s4.block_reads);
+            assert!(multi_reads * 2 < get_reads, "multi_get {multi_reads}, get {get_reads}");
+            assert!(probe.pool_reads.load(Ordering::Relaxed) > pooled);
+            assert_eq!(s5.block_cache_hits, s0.block_cache_hits, "no block cache");
+        }
+    }
+
+    #[test]
+    fn a_failed_read_on_a_read_thread_fails_the_call_and_the_next_call_works() {
+        let (_dir, db, probe) = cold_layered(FilterPolicy::BlockedBloom { bits_per_key: 10.0 });
+        let keys = probe_keys();
+        let want: Vec<_> = keys.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
+        probe.fail_pool_reads.store(true, Ordering::Relaxed);
+        match db.multi_get(&keys) {
+            Err(Error::Io { source, .. }) => assert_eq!(source.to_string(), "injected"),
+            other => panic!("expected the injected error, got {other:?}"),
+        }
+        probe.fail_pool_reads.store(false, Ordering::Relaxed);
+        assert_eq!(plain(db.multi_get(&keys).unwrap()), want);
+    }
+
+    #[test]
+    fn a_damaged_block_read_on_a_read_thread_is_corruption_naming_the_table() {
+        let (dir, db, _probe) = cold_layered(FilterPolicy::None);
+        db.compact().unwrap();
+        let keys: Vec<_> = (0..6000).step_by(2).map(key).collect();
+        let want: Vec<_> = keys.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
+        // Damage the first data block of every table.
+        let mut tables = Vec::new();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "sst") {
+                let mut bytes = std::fs::read(&path).unwrap();
+                bytes[20] ^= 0x40;
+                std::fs::write(&path, bytes).unwrap();
+                tables.push(path);
+            }
+        }
+        assert!(tables.len() > 1, "{tables:?}");
+        match db.multi_get(&keys) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert!(tables.contains(&file), "blames {file:?}");
+                assert_eq!(offset, 0, "the first block");
+            }
+            Ok(got) => {
+                panic!("read damaged blocks without noticing (equal: {})", plain(got) == want)
+            }
+            Err(e) => panic!("expected corruption, got {e:?}"),
+        }
+    }
 }

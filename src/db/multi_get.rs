@@ -13,6 +13,11 @@
 //!    round grouped by table, keys in ascending order, so a data block needed by several keys
 //!    is fetched once. A key the table turns out not to hold (a false positive) goes on to
 //!    its next candidate in the following round.
+//! 4. within a round of two or more searches, a block that neither the block cache nor the
+//!    operating system's page cache holds is not read where it is met: the round's blocks
+//!    that must come from the storage device are set aside and read together on the read
+//!    threads (`table::read_pool`), so the round waits for the device about once rather than
+//!    once per block; the keys waiting on them are searched when they arrive.
 //!
 //! Every key therefore visits its candidates in exactly the order `get` would and stops where
 //! `get` would: the answers, and the counters, are those of a loop of `get` at one sequence
@@ -26,7 +31,10 @@ use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
 use crate::stats::ReadTally;
-use crate::table::GetOutcome;
+use crate::table::format::BlockHandle;
+use crate::table::read_pool::ReadPool;
+use crate::table::reader::Lookup as TableLookup;
+use crate::table::{GetOutcome, Table, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
@@ -50,6 +58,9 @@ struct Scratch<'s> {
     lookups: Vec<Lookup>,
     /// This round's table searches: (table, index of the key in the batch).
     searches: Vec<(&'s Arc<TableFile>, usize)>,
+    /// This round's searches whose block must come from the storage device: (table, index
+    /// of the key in the batch, the block).
+    waiting: Vec<(&'s Arc<TableFile>, usize, BlockHandle)>,
 }
 
 impl DbInner {
@@ -61,7 +72,7 @@ impl DbInner {
         seq: SeqNo,
     ) -> Result<Vec<Option<Value>>> {
         let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let result = lookup_all(state, keys, seq, &mut tally);
+        let result = lookup_all(state, keys, seq, &mut tally, &self.caches.reads);
         self.counters.record_gets(&tally);
         result
     }
@@ -72,15 +83,17 @@ fn lookup_all<K: AsRef<[u8]>>(
     keys: &[K],
     seq: SeqNo,
     tally: &mut ReadTally,
+    reads: &ReadPool,
 ) -> Result<Vec<Option<Value>>> {
     let mut out = Vec::with_capacity(keys.len());
     let mut scratch = Scratch {
         candidates: Vec::new(),
         lookups: Vec::with_capacity(BATCH.min(keys.len())),
         searches: Vec::new(),
+        waiting: Vec::new(),
     };
     for chunk in keys.chunks(BATCH) {
-        batch(state, chunk, seq, &mut scratch, tally)?;
+        batch(state, chunk, seq, &mut scratch, tally, reads)?;
         out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
     }
     Ok(out)
@@ -92,6 +105,7 @@ fn batch<'s, K: AsRef<[u8]>>(
     seq: SeqNo,
     s: &mut Scratch<'s>,
     tally: &mut ReadTally,
+    reads: &ReadPool,
 ) -> Result<()> {
     s.candidates.clear();
     s.lookups.clear();
@@ -151,28 +165,93 @@ fn batch<'s, K: AsRef<[u8]>>(
         s.searches.sort_unstable_by(|(ta, a), (tb, b)| {
             (ta.table.id(), keys[*a].as_ref()).cmp(&(tb.table.id(), keys[*b].as_ref()))
         });
+        // With two or more searches, blocks that must come from the device are set aside
+        // and read together afterwards; a lone search just reads.
+        let defer = s.searches.len() >= 2 && reads.worth_asking();
+        if s.searches.len() >= 2 && !defer {
+            reads.round_skipped();
+        }
+        s.waiting.clear();
         for group in s.searches.chunk_by(|(a, _), (b, _)| Arc::ptr_eq(a, b)) {
+            let t = group[0].0;
             let mut members = group.iter().map(|&(_, i)| i);
-            group[0].0.table.get_many(
-                group.iter().map(|&(_, i)| keys[i].as_ref()),
-                seq,
-                |got| {
-                    let i = members.next().expect("one outcome per key searched");
-                    tally.block_reads += u64::from(got.block_read);
-                    tally.block_cache_hits += u64::from(got.cache_hit);
-                    match got.outcome {
-                        GetOutcome::Found(v)
-                            if !state.range_deleted(keys[i].as_ref(), got.seq, seq) =>
-                        {
-                            s.lookups[i].answer = Some(Some(v))
-                        }
-                        GetOutcome::Found(_) | GetOutcome::Deleted => {
-                            s.lookups[i].answer = Some(None)
-                        }
-                        GetOutcome::Absent => tally.filter_false_positives += 1,
+            let group_keys = group.iter().map(|&(_, i)| keys[i].as_ref());
+            let mut next = || members.next().expect("one outcome per key searched");
+            if defer {
+                t.table.get_many_if_ready(group_keys, seq, |got| match got {
+                    TableLookup::Done(got) => {
+                        settle(state, keys, seq, &mut s.lookups, tally, next(), got)
                     }
-                },
-            )?;
+                    TableLookup::Waiting(handle) => s.waiting.push((t, next(), handle)),
+                })?;
+            } else {
+                t.table.get_many(group_keys, seq, |got| {
+                    settle(state, keys, seq, &mut s.lookups, tally, next(), got)
+                })?;
+            }
+        }
+        if defer {
+            reads.round_asked(!s.waiting.is_empty());
+        }
+        if !s.waiting.is_empty() {
+            fetch_waiting(state, keys, seq, s, tally, reads)?;
         }
     }
+}
+
+/// Records what a table search found for the batch's key `i`.
+fn settle<K: AsRef<[u8]>>(
+    state: &Tree,
+    keys: &[K],
+    seq: SeqNo,
+    lookups: &mut [Lookup],
+    tally: &mut ReadTally,
+    i: usize,
+    got: TableGet,
+) {
+    tally.block_reads += u64::from(got.block_read);
+    tally.block_cache_hits += u64::from(got.cache_hit);
+    match got.outcome {
+        GetOutcome::Found(v) if !state.range_deleted(keys[i].as_ref(), got.seq, seq) => {
+            lookups[i].answer = Some(Some(v))
+        }
+        GetOutcome::Found(_) | GetOutcome::Deleted => lookups[i].answer = Some(None),
+        GetOutcome::Absent => tally.filter_false_positives += 1,
+    }
+}
+
+/// Fetches the round's blocks that must come from the storage device — two or more at the
+/// same time, on the read pool, so their waits overlap — and searches each waiting key in
+/// its block. Keys waiting on one block (they are in table and key order) share its fetch.
+fn fetch_waiting<'s, K: AsRef<[u8]>>(
+    state: &Tree,
+    keys: &[K],
+    seq: SeqNo,
+    s: &mut Scratch<'s>,
+    tally: &mut ReadTally,
+    reads: &ReadPool,
+) -> Result<()> {
+    let mut blocks: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
+    let mut which = Vec::with_capacity(s.waiting.len());
+    for &(t, _, handle) in &s.waiting {
+        let same = blocks.last().is_some_and(|(b, h)| Arc::ptr_eq(b, &t.table) && *h == handle);
+        if !same {
+            blocks.push((Arc::clone(&t.table), handle));
+        }
+        which.push(blocks.len() - 1);
+    }
+    let fetched = if blocks.len() >= 2 {
+        reads.fetch_all(blocks)?
+    } else {
+        let (table, handle) = &blocks[0];
+        vec![table.fetch_block(*handle)?]
+    };
+    let mut previous = None;
+    for (&(t, i, _), &b) in s.waiting.iter().zip(&which) {
+        let first = previous != Some(b);
+        previous = Some(b);
+        let got = t.table.get_in(&fetched[b], keys[i].as_ref(), seq, first)?;
+        settle(state, keys, seq, &mut s.lookups, tally, i, got);
+    }
+    Ok(())
 }

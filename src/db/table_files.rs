@@ -15,6 +15,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::options::KeyspaceOptions;
 use crate::range_del::{last_key_before, successor, TombstoneSplit};
+use crate::table::read_pool::ReadPool;
 use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
 use crate::version::edit::{KeyspaceId, TableMeta};
 use crate::version::set::TableFile;
@@ -160,18 +161,25 @@ impl<I: EntryStream + ?Sized> EntryStream for SizeLimited<'_, I> {
     }
 }
 
-/// What every table of one engine shares: the block cache and the bounded set of open files.
+/// What every table of one engine shares: the block cache, the bounded set of open files,
+/// and the threads that read blocks for `multi_get`.
 #[derive(Debug, Clone)]
 pub(crate) struct TableCaches {
     pub blocks: Arc<BlockCache>,
     pub files: Arc<FileCache>,
+    pub reads: Arc<ReadPool>,
 }
+
+/// Block reads one `multi_get` keeps in flight at most: about where the measured disk stops
+/// gaining from more (see `table::read_pool`), and no more than a batch can need.
+const READ_THREADS: usize = 16;
 
 impl TableCaches {
     pub(crate) fn new(opts: &crate::Options) -> Self {
         TableCaches {
             blocks: Arc::new(BlockCache::new(opts.block_cache_bytes)),
             files: Arc::new(FileCache::new(opts.fs.clone(), opts.max_open_files)),
+            reads: Arc::new(ReadPool::new(READ_THREADS)),
         }
     }
 }

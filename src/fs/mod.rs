@@ -42,6 +42,16 @@ pub trait WritableFile: Send {
 pub trait RandomAccessFile: Send + Sync + Debug {
     /// Fills `buf` from `offset`; reading past the end is an error.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// Like [`RandomAccessFile::read_exact_at`], but only if the bytes can be had without
+    /// waiting for the storage device: `Ok(true)` when `buf` was filled, `Ok(false)` when the
+    /// read would have had to wait (what `buf` then holds is unspecified). `multi_get` uses it
+    /// to do the reads the operating system's cache can answer at once on the calling thread
+    /// and to hand the rest to several threads, so their waits for the device overlap.
+    ///
+    /// The default reads and answers `Ok(true)`: right for files held in memory.
+    fn read_exact_at_if_cached(&self, buf: &mut [u8], offset: u64) -> Result<bool> {
+        self.read_exact_at(buf, offset).map(|()| true)
+    }
     /// The file's size when it was opened.
     fn size(&self) -> u64;
 }
@@ -148,6 +158,42 @@ impl RandomAccessFile for StdRandomAccess {
             }
             Ok(())
         }
+    }
+    /// `preadv2` with `RWF_NOWAIT` on Linux: the kernel copies what its page cache holds and
+    /// answers `EAGAIN` rather than start a device read. Elsewhere, or where the file system
+    /// refuses the flag, an ordinary read.
+    fn read_exact_at_if_cached(&self, buf: &mut [u8], offset: u64) -> Result<bool> {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::io::{preadv2, Errno, ReadWriteFlags};
+            use std::io::IoSliceMut;
+            let mut done = 0;
+            while done < buf.len() {
+                let at = offset + done as u64;
+                match preadv2(
+                    &self.file,
+                    &mut [IoSliceMut::new(&mut buf[done..])],
+                    at,
+                    ReadWriteFlags::NOWAIT,
+                ) {
+                    Ok(0) => {
+                        let eof = std::io::ErrorKind::UnexpectedEof.into();
+                        return Err(io_err("reading", &self.path, eof));
+                    }
+                    Ok(n) => done += n,
+                    // Some of the range is not in memory (a short read stops there).
+                    Err(Errno::AGAIN) => return Ok(false),
+                    Err(Errno::INTR) => {}
+                    Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => {
+                        return self.read_exact_at(&mut buf[done..], at).map(|()| true)
+                    }
+                    Err(e) => return Err(io_err("reading", &self.path, e.into())),
+                }
+            }
+            Ok(true)
+        }
+        #[cfg(not(target_os = "linux"))]
+        self.read_exact_at(buf, offset).map(|()| true)
     }
     fn size(&self) -> u64 {
         self.size

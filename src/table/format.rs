@@ -235,6 +235,29 @@ pub fn read_block(
     handle: BlockHandle,
     limit: u64,
 ) -> Result<Bytes> {
+    let read = |buf: &mut [u8]| file.read_exact_at(buf, handle.offset).map(|()| true);
+    Ok(read_block_with(path, handle, limit, read)?.expect("a plain read never declines"))
+}
+
+/// Like [`read_block`], but only if the operating system can supply the bytes without
+/// waiting for the device (`RandomAccessFile::read_exact_at_if_cached`): `Ok(None)` when it
+/// cannot.
+pub fn read_block_if_cached(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<Option<Bytes>> {
+    read_block_with(path, handle, limit, |buf| file.read_exact_at_if_cached(buf, handle.offset))
+}
+
+/// The shared body of the two: `read` fills the buffer and answers whether it did.
+fn read_block_with(
+    path: &Path,
+    handle: BlockHandle,
+    limit: u64,
+    read: impl FnOnce(&mut [u8]) -> Result<bool>,
+) -> Result<Option<Bytes>> {
     let bad = |reason: String| Error::corruption(path, handle.offset, reason);
     // Check the handle against the file before allocating anything it sizes.
     match handle.end() {
@@ -248,7 +271,9 @@ pub fn read_block(
     }
     let disk = handle.size as usize + BLOCK_TRAILER_LEN;
     let mut buf = vec![0u8; disk];
-    file.read_exact_at(&mut buf, handle.offset)?;
+    if !read(&mut buf)? {
+        return Ok(None);
+    }
     let body = disk - 4;
     let stored_crc = get_u32(&buf, body).unwrap_or(0);
     if crc32(&[&buf[..body]]) != stored_crc {
@@ -258,7 +283,7 @@ pub fn read_block(
     match kind {
         KIND_NONE => {
             buf.truncate(handle.size as usize);
-            Ok(Bytes::from(buf))
+            Ok(Some(Bytes::from(buf)))
         }
         KIND_ZSTD => {
             let stored = &buf[..handle.size as usize];
@@ -274,7 +299,7 @@ pub fn read_block(
             if out.len() as u64 != raw {
                 return Err(bad(format!("decompressed {} bytes, expected {raw}", out.len())));
             }
-            Ok(Bytes::from(out))
+            Ok(Some(Bytes::from(out)))
         }
         k => Err(bad(format!("unknown compression kind {k}"))),
     }

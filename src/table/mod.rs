@@ -43,6 +43,7 @@ pub mod cache;
 pub mod file_cache;
 pub mod format;
 pub mod properties;
+pub(crate) mod read_pool;
 pub mod reader;
 
 pub use builder::{TableBuilder, TableOptions, MAX_ENTRY_PART_BYTES};

@@ -20,7 +20,9 @@ use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::range_del::{self, RangeTombstone};
-use crate::table::format::{read_block, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION};
+use crate::table::format::{
+    read_block, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION,
+};
 use crate::table::properties::TableProperties;
 use crate::{Error, Result, Value};
 
@@ -230,11 +232,38 @@ impl Table {
     /// of it (one read, one checksum, one cache lookup): give the keys in ascending order and
     /// every block any of them needs is fetched once. Only the first key served by a fetch
     /// reports its `block_read` or `cache_hit`, so the counters add up to real block work.
-    pub fn get_many<'k>(
+    pub(crate) fn get_many<'k>(
         &self,
         keys: impl IntoIterator<Item = &'k [u8]>,
         seq: SeqNo,
         mut each: impl FnMut(TableGet),
+    ) -> Result<()> {
+        self.lookup_many(keys, seq, true, |got| match got {
+            Lookup::Done(got) => each(got),
+            Lookup::Waiting(_) => unreachable!("a lookup allowed to wait never defers"),
+        })
+    }
+
+    /// Like [`Table::get_many`], except that a key whose block can only come from the storage
+    /// device is not searched: `each` gets [`Lookup::Waiting`] with the block instead, for the
+    /// caller to fetch (with other such blocks, at the same time) and search with
+    /// [`Table::get_in`]. Blocks the block cache or the operating system's cache holds are
+    /// searched at once.
+    pub(crate) fn get_many_if_ready<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        seq: SeqNo,
+        each: impl FnMut(Lookup),
+    ) -> Result<()> {
+        self.lookup_many(keys, seq, false, each)
+    }
+
+    fn lookup_many<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        seq: SeqNo,
+        wait: bool,
+        mut each: impl FnMut(Lookup),
     ) -> Result<()> {
         let mut seek = SeekKey::default();
         let mut current: Option<(usize, Block)> = None;
@@ -242,7 +271,7 @@ impl Table {
             let target = seek.set(user_key, seq);
             let i = self.index.find(target);
             if i == self.index.len() {
-                each(TableGet::without_io(GetOutcome::Absent));
+                each(Lookup::Done(TableGet::without_io(GetOutcome::Absent)));
                 continue;
             }
             let handle = self.index.handles[i];
@@ -250,15 +279,42 @@ impl Table {
             let block = match &current {
                 Some((held, block)) if *held == i => block,
                 _ => {
-                    let (block, read, hit) = self.data_block(handle, true)?;
-                    (block_read, cache_hit) = (read, hit);
-                    &current.insert((i, block)).1
+                    let fetched = if wait {
+                        self.fetch_block(handle)?
+                    } else {
+                        match self.fetch_block_if_ready(handle)? {
+                            Some(f) => f,
+                            None => {
+                                each(Lookup::Waiting(handle));
+                                continue;
+                            }
+                        }
+                    };
+                    (block_read, cache_hit) = (fetched.read, !fetched.read);
+                    &current.insert((i, fetched.block)).1
                 }
             };
             let (outcome, seq) = self.search_block(block, handle, target, user_key)?;
-            each(TableGet { outcome, block_read, cache_hit, seq });
+            each(Lookup::Done(TableGet { outcome, block_read, cache_hit, seq }));
         }
         Ok(())
+    }
+
+    /// Looks up `user_key` at `seq` in a block fetched for it (the block
+    /// [`Lookup::Waiting`] named). The outcome reports the fetch's read or cache hit when
+    /// `first` (the fetch's first key), so shared fetches count once.
+    pub(crate) fn get_in(
+        &self,
+        fetched: &Fetched,
+        user_key: &[u8],
+        seq: SeqNo,
+        first: bool,
+    ) -> Result<TableGet> {
+        let mut seek = SeekKey::default();
+        let target = seek.set(user_key, seq);
+        let (outcome, seq) = self.search_block(&fetched.block, fetched.handle, target, user_key)?;
+        let (block_read, cache_hit) = (first && fetched.read, first && !fetched.read);
+        Ok(TableGet { outcome, block_read, cache_hit, seq })
     }
 
     /// The newest version of `user_key` at or below the sequence number in `target` (its
@@ -298,6 +354,38 @@ impl Table {
             cache.insert(self.id, handle.offset, block.clone());
         }
         Ok((block, true, false))
+    }
+
+    /// The data block at `handle` if it can be had without waiting for the storage device:
+    /// from the block cache, or read from the operating system's cache (and then put in the
+    /// block cache, as a lookup's read is). `None` when it would have to wait.
+    pub(crate) fn fetch_block_if_ready(&self, handle: BlockHandle) -> Result<Option<Fetched>> {
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.id, handle.offset) {
+                return Ok(Some(Fetched { handle, block, read: false }));
+            }
+        }
+        let limit = self.footer.filter.offset;
+        let raw = match &self.file {
+            FileSlot::Pinned(file) => read_block_if_cached(file.as_ref(), &self.path, handle, limit),
+            FileSlot::Shared(files) => {
+                let file = files.get(self.id, &self.path)?;
+                read_block_if_cached(file.as_ref(), &self.path, handle, limit)
+            }
+        }?;
+        let Some(raw) = raw else { return Ok(None) };
+        let block = Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        if let Some(cache) = &self.cache {
+            cache.insert(self.id, handle.offset, block.clone());
+        }
+        Ok(Some(Fetched { handle, block, read: true }))
+    }
+
+    /// The data block at `handle`, from the block cache or the file, waiting for the device
+    /// if need be (what a lookup does; a block read goes into the block cache).
+    pub(crate) fn fetch_block(&self, handle: BlockHandle) -> Result<Fetched> {
+        let (block, read, _) = self.data_block(handle, true)?;
+        Ok(Fetched { handle, block, read })
     }
 
     /// Reads and validates one data block from the file, bypassing the cache.
@@ -400,6 +488,23 @@ impl Table {
     pub fn index_entries(&self) -> impl Iterator<Item = (&[u8], BlockHandle)> + '_ {
         (0..self.index.len()).map(move |i| (self.index.key(i), self.index.handles[i]))
     }
+}
+
+/// One key's lookup in [`Table::get_many_if_ready`].
+pub(crate) enum Lookup {
+    /// Searched: the outcome.
+    Done(TableGet),
+    /// Not searched: its block has to come from the storage device.
+    Waiting(BlockHandle),
+}
+
+/// A data block fetched for a lookup.
+#[derive(Clone)]
+pub(crate) struct Fetched {
+    handle: BlockHandle,
+    block: Block,
+    /// Read from the file rather than found in the block cache.
+    read: bool,
 }
 
 /// Checks that `h` ends by `limit`, where the next region starts.
