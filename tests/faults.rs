@@ -13,7 +13,8 @@
 //! - `background_error_*`, `wal_error_*`: an injected I/O error in a flush, a compaction, the
 //!   manifest or the WAL is reported to the caller, stops writes, loses nothing acknowledged,
 //!   and the database reopens cleanly.
-//! - `read_errors_*`: failed reads are errors from `get` and scans, never panics or wrong data.
+//! - `read_errors_*`: failed reads are errors from `get`, `multi_get` (its blocks read on its
+//!   read threads) and scans, never panics or wrong data.
 //!
 //! `BLOOMKV_FAULT_SEEDS` sets the number of seeds per randomized test (default 60).
 
@@ -591,7 +592,8 @@ fn wal_errors_fail_the_write_and_every_later_one() {
 fn read_errors_are_errors_not_panics_or_wrong_data() {
     let fs = FaultFs::new();
     let dir: PathBuf = unique_dir("read");
-    let db = Db::open(&dir, options(&fs)).unwrap();
+    // No block cache: every lookup reads its blocks, so every one can meet a fault.
+    let db = Db::open(&dir, options(&fs).block_cache_bytes(0)).unwrap();
     let mut rng = StdRng::seed_from_u64(3);
     let mut model = Model::new();
     for op in 0..1500 {
@@ -600,35 +602,64 @@ fn read_errors_are_errors_not_panics_or_wrong_data() {
         apply(&mut model, &w);
     }
     db.compact().unwrap();
+    // Reads say they would wait for the device, so `multi_get` reads its blocks on its read
+    // threads: their failures must come back the same way.
+    fs.set_reads_wait(true);
     let sst = |p: &Path| p.to_string_lossy().ends_with(".sst");
+    let want = |k: u16| model.get(&key(k)).cloned();
+    // A `multi_get` is all right or an I/O error.
+    let multi = |keys: &[u16]| {
+        let ks: Vec<_> = keys.iter().map(|&k| key(k)).collect();
+        match db.multi_get(&ks) {
+            Ok(got) => {
+                for (&k, v) in keys.iter().zip(got) {
+                    assert_eq!(v.map(|v| v.to_vec()), want(k), "key {k}");
+                }
+                true
+            }
+            Err(Error::Io { .. }) => false,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    };
     // Every table read fails: lookups of keys in tables are I/O errors.
     fs.inject(Fault::on(OpKind::Read).matching(sst));
     let mut errors = 0;
     for k in 0..250u16 {
         match db.get(key(k)) {
-            Ok(v) => assert_eq!(v.as_deref(), model.get(&key(k)).map(|v| &v[..])),
+            Ok(v) => assert_eq!(v.map(|v| v.to_vec()), want(k)),
             Err(Error::Io { .. }) => errors += 1,
             Err(e) => panic!("unexpected {e:?}"),
         }
     }
     assert!(errors > 100, "{errors}");
     assert!(scan_all(&db).is_err());
+    let all: Vec<u16> = (0..250).collect();
+    assert!(all.chunks(32).filter(|c| !multi(c)).count() > 3, "multi_get failed too");
     fs.clear_faults();
     // Sporadic failures: each read is right or an error.
+    let mut multi_failed = 0;
     for round in 0..30u64 {
         fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 7 + 1));
         for k in (round as u16..250).step_by(5) {
             if let Ok(v) = db.get(key(k)) {
-                assert_eq!(v.as_deref(), model.get(&key(k)).map(|v| &v[..]));
+                assert_eq!(v.map(|v| v.to_vec()), want(k));
             }
         }
+        fs.clear_faults();
+        fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 5 + 1));
+        let keys: Vec<u16> = (round as u16..250).step_by(3).collect();
+        multi_failed += usize::from(!multi(&keys));
+        fs.clear_faults();
+        fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 7 + 1));
         match scan_all(&db) {
             Ok(got) => assert_eq!(got, model),
             Err(e) => assert!(matches!(e, Error::Io { .. }), "{e:?}"),
         }
         fs.clear_faults();
     }
+    assert!(multi_failed > 20, "only {multi_failed} of 30 multi_gets met their fault");
     assert_eq!(scan_all(&db).unwrap(), model);
+    assert!(multi(&all));
 }
 
 /// Regression: a failed directory fsync while switching to a new WAL segment used to fail

@@ -267,6 +267,9 @@ mod cold {
             .file_system(Arc::new(ColdFs(probe.clone())));
         let db = Db::open(dir.path(), opts).unwrap();
         fill_layered(&db);
+        // A range tombstone over keys in every source, flushed so tables carry it too.
+        db.delete_range(key(1000)..key(1400)).unwrap();
+        db.flush().unwrap();
         (dir, db, probe)
     }
 
@@ -304,6 +307,17 @@ mod cold {
             assert!(multi_reads * 2 < get_reads, "multi_get {multi_reads}, get {get_reads}");
             assert!(probe.pool_reads.load(Ordering::Relaxed) > pooled);
             assert_eq!(s5.block_cache_hits, s0.block_cache_hits, "no block cache");
+            // A snapshot reads the versions of its time through the same threads.
+            let snap = db.snapshot();
+            for i in (0..6000).step_by(5) {
+                db.put(key(i), val(i, 9)).unwrap();
+            }
+            db.flush().unwrap();
+            let then: Vec<_> =
+                keys.iter().map(|k| snap.get(k).unwrap().map(|v| v.to_vec())).collect();
+            let pooled = probe.pool_reads.load(Ordering::Relaxed);
+            assert_eq!(plain(snap.multi_get(&keys).unwrap()), then, "{policy:?} snapshot");
+            assert!(probe.pool_reads.load(Ordering::Relaxed) > pooled);
         }
     }
 

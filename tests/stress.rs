@@ -3,8 +3,8 @@
 //! operation counts, not time. Checks:
 //!
 //! - every key ends with the last value its writer wrote, or absent after its last delete or
-//!   range delete (through `get`, a scan, and again after reopening), and readers never see a
-//!   value that belongs to another key;
+//!   range delete (through `get`, `multi_get`, a scan, and again after reopening), and
+//!   readers (`get`, `multi_get`, prefix scans) never see a value that belongs to another key;
 //! - memory stays bounded while writers outrun compaction: a monitor thread samples `Stats`
 //!   and the memtables never hold more than `(max_immutable_memtables + 1) × memtable_bytes`
 //!   plus one write group per memtable, and L0 never holds more than `l0_stop_trigger` plus
@@ -89,6 +89,16 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
                     if let Some(v) = db.get(key(w, k)).unwrap() {
                         assert_eq!(owner(&v), &key(w, k)[..], "a value of another key");
                     }
+                    if i % 10 == 0 {
+                        // Keys of every writer, in one call, while tables come and go.
+                        let keys: Vec<_> =
+                            (0..16).map(|j| key(j % WRITERS, (k + j) % KEYS_PER_WRITER)).collect();
+                        for (k, v) in keys.iter().zip(db.multi_get(&keys).unwrap()) {
+                            if let Some(v) = v {
+                                assert_eq!(owner(&v), &k[..], "multi_get: a value of another key");
+                            }
+                        }
+                    }
                     if i % 50 == 0 {
                         for kv in db.prefix(format!("w{w}/k0{}", k % 10)).take(20) {
                             let (k, v) = kv.unwrap();
@@ -164,6 +174,12 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
                 "{}",
                 String::from_utf8_lossy(k)
             );
+        }
+        let keys: Vec<&Vec<u8>> = expected.keys().collect();
+        for (chunk, got) in keys.chunks(100).map(|c| (c, db.multi_get(c).unwrap())) {
+            for (k, v) in chunk.iter().zip(got) {
+                assert_eq!(v.as_deref(), expected[*k].as_deref(), "multi_get {k:?}");
+            }
         }
         let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
             db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();

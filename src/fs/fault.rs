@@ -196,6 +196,8 @@ struct State {
     faults: Vec<Fault>,
     faults_fired: u64,
     calls: HashMap<OpKind, u64>,
+    /// Reads answer that they would wait for the device (see [`FaultFs::set_reads_wait`]).
+    reads_wait: bool,
 }
 
 struct Shared {
@@ -308,6 +310,14 @@ impl FaultFs {
         self.lock().faults.clear();
     }
 
+    /// With `true`, every read asked to succeed only without waiting for the device
+    /// ([`RandomAccessFile::read_exact_at_if_cached`]) declines, as if nothing were in the
+    /// page cache, so `Db::multi_get` hands its block reads to its read threads; plain reads
+    /// are unaffected. The default, `false`, behaves like memory: every such read succeeds.
+    pub fn set_reads_wait(&self, on: bool) {
+        self.lock().reads_wait = on;
+    }
+
     /// How many faults have fired (failed calls, short writes and power cuts).
     pub fn faults_fired(&self) -> u64 {
         self.lock().faults_fired
@@ -364,6 +374,8 @@ impl FaultFs {
             faults: Vec::new(),
             faults_fired: 0,
             calls: HashMap::new(),
+            // A setting of the test, like the faults' absence: kept.
+            reads_wait: s.reads_wait,
         };
         FaultFs { shared: Arc::new(Shared { state: Mutex::new(state) }) }
     }
@@ -461,6 +473,12 @@ impl RandomAccessFile for FaultRandomAccess {
                 std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
             )),
         }
+    }
+    fn read_exact_at_if_cached(&self, buf: &mut [u8], offset: u64) -> Result<bool> {
+        if self.fs.lock().reads_wait {
+            return Ok(false);
+        }
+        self.read_exact_at(buf, offset).map(|()| true)
     }
     fn size(&self) -> u64 {
         self.size
