@@ -636,7 +636,10 @@ impl Db {
     /// one sequence number: the same answers as calling [`Db::get`] for each key with no
     /// write in between, but faster for many keys. The keys are looked up in batches whose
     /// filter probes overlap their cache misses, and a data block several keys need is read
-    /// once.
+    /// once. Blocks that are in neither the block cache nor the operating system's page
+    /// cache are read several at a time, on up to 16 threads of the handle's own
+    /// (`bloomkv-read-N`, started the first time a call needs them), so their waits for the
+    /// disk overlap; the calling thread waits for them.
     ///
     /// Fails (for the whole call) if any table read fails.
     ///
