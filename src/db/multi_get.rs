@@ -1,19 +1,20 @@
-//! `multi_get`: many point lookups in one call, arranged so that their memory misses overlap
-//! and their shared blocks are fetched once.
+//! `multi_get`: many point lookups in one call, arranged so that their memory misses overlap,
+//! their shared blocks are fetched once, and their waits for the storage device overlap.
 //!
 //! A lone `get` (see `read.rs`) already prefetches its own candidates' filter lines before
 //! probing them, but one key gives the memory system only a few misses to work on at once.
-//! A batch gives it many. The keys are taken in batches of [`BATCH`]; for each batch:
+//! A batch gives it many. The keys are taken in windows of [`WINDOW`] keys; in each window:
 //!
-//! 1. hash every key once and walk its candidate tables (the same fences as `get`), starting
-//!    the load of every candidate's filter line for the whole batch before any is probed;
-//! 2. search the memtables for every key, while those loads are in flight;
-//! 3. in rounds, move each unanswered key to its next candidate whose filter says "maybe"
-//!    (a key whose candidates are exhausted is absent), then search the tables named in the
-//!    round grouped by table, keys in ascending order, so a data block needed by several keys
-//!    is fetched once. A key the table turns out not to hold (a false positive) goes on to
-//!    its next candidate in the following round.
-//! 4. within a round of two or more searches, a block that neither the block cache nor the
+//! 1. batch by batch ([`BATCH`] keys): hash every key once and walk its candidate tables (the
+//!    same fences as `get`), starting the load of every candidate's filter line for the whole
+//!    batch before any is probed; search the memtables for every key of the batch while those
+//!    loads are in flight; then probe each unanswered key's candidates up to the first whose
+//!    filter says "maybe" (a key whose candidates are exhausted is absent);
+//! 2. in rounds over the whole window, search the tables named, grouped by table, keys in
+//!    ascending order, so a data block needed by several keys is fetched once. A key the
+//!    table turns out not to hold (a false positive) goes on to its next "maybe" candidate,
+//!    searched in the following round;
+//! 3. within a round of two or more searches, a block that neither the block cache nor the
 //!    operating system's page cache holds is not read where it is met: the round's blocks
 //!    that must come from the storage device are set aside and read together on the read
 //!    threads (`table::read_pool`), so the round waits for the device about once rather than
@@ -21,7 +22,7 @@
 //!
 //! Every key therefore visits its candidates in exactly the order `get` would and stops where
 //! `get` would: the answers, and the counters, are those of a loop of `get` at one sequence
-//! number. Most batches need one round; each false positive can add one.
+//! number. Most windows need one round; each false positive can add one.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -42,6 +43,12 @@ use crate::{Result, Value};
 /// per cold table keeps the core's miss buffers (about 20) busy; few enough that a classic
 /// filter's k lines per table, prefetched for the whole batch, still fit in L1 and L2.
 pub(crate) const BATCH: usize = 32;
+
+/// Keys whose table searches go in rounds together: a window of several batches, so that a
+/// call of many keys finds several blocks to read from the device in a round and reads them
+/// at once (absent keys need one in about a hundred, for their false positives), while the
+/// round's sort and its scratch space stay small.
+const WINDOW: usize = 16 * BATCH;
 
 /// One key of the batch being looked up.
 struct Lookup {
@@ -88,18 +95,20 @@ fn lookup_all<K: AsRef<[u8]>>(
     let mut out = Vec::with_capacity(keys.len());
     let mut scratch = Scratch {
         candidates: Vec::new(),
-        lookups: Vec::with_capacity(BATCH.min(keys.len())),
+        lookups: Vec::with_capacity(WINDOW.min(keys.len())),
         searches: Vec::new(),
         waiting: Vec::new(),
     };
-    for chunk in keys.chunks(BATCH) {
-        batch(state, chunk, seq, &mut scratch, tally, reads)?;
+    for chunk in keys.chunks(WINDOW) {
+        window(state, chunk, seq, &mut scratch, tally, reads)?;
         out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
     }
     Ok(out)
 }
 
-fn batch<'s, K: AsRef<[u8]>>(
+/// Looks up one window of keys: the filter work in batches of [`BATCH`], then the table
+/// searches of the whole window in rounds.
+fn window<'s, K: AsRef<[u8]>>(
     state: &'s Tree,
     keys: &[K],
     seq: SeqNo,
@@ -109,56 +118,42 @@ fn batch<'s, K: AsRef<[u8]>>(
 ) -> Result<()> {
     s.candidates.clear();
     s.lookups.clear();
-    for key in keys {
-        let hash = hash_key(key.as_ref());
-        let start = s.candidates.len();
-        let _ = state.version.for_each_candidate(key.as_ref(), |t, filter| {
-            filter.prefetch(hash);
-            s.candidates.push((t, filter));
-            ControlFlow::<()>::Continue(())
-        });
-        s.lookups.push(Lookup { hash, next: start, end: s.candidates.len(), answer: None });
-    }
+    s.searches.clear();
+    for (b, batch) in keys.chunks(BATCH).enumerate() {
+        let first = b * BATCH;
+        for key in batch {
+            let hash = hash_key(key.as_ref());
+            let start = s.candidates.len();
+            let _ = state.version.for_each_candidate(key.as_ref(), |t, filter| {
+                filter.prefetch(hash);
+                s.candidates.push((t, filter));
+                ControlFlow::<()>::Continue(())
+            });
+            s.lookups.push(Lookup { hash, next: start, end: s.candidates.len(), answer: None });
+        }
 
-    for (lookup, key) in s.lookups.iter_mut().zip(keys) {
-        for mem in state.mems() {
-            if mem.table.is_empty() {
-                continue;
-            }
-            if let Some(found) = mem.table.get(key.as_ref(), seq) {
-                tally.memtable_hits += 1;
-                lookup.answer = Some(match found {
-                    MemGet::Found(v, at) if !state.range_deleted(key.as_ref(), at, seq) => Some(v),
-                    MemGet::Found(..) | MemGet::Deleted => None,
-                });
-                break;
+        for (lookup, key) in s.lookups[first..].iter_mut().zip(batch) {
+            for mem in state.mems() {
+                if mem.table.is_empty() {
+                    continue;
+                }
+                if let Some(found) = mem.table.get(key.as_ref(), seq) {
+                    tally.memtable_hits += 1;
+                    lookup.answer = Some(match found {
+                        MemGet::Found(v, at) if !state.range_deleted(key.as_ref(), at, seq) => {
+                            Some(v)
+                        }
+                        MemGet::Found(..) | MemGet::Deleted => None,
+                    });
+                    break;
+                }
             }
         }
+        // The batch's first probes, while its filter lines are fresh in cache.
+        advance(s, first, tally);
     }
 
     loop {
-        s.searches.clear();
-        for (i, lookup) in s.lookups.iter_mut().enumerate() {
-            if lookup.answer.is_some() {
-                continue;
-            }
-            let mut searching = false;
-            while lookup.next < lookup.end {
-                let (t, filter) = s.candidates[lookup.next];
-                lookup.next += 1;
-                tally.tables_consulted += 1;
-                if filter.may_contain_hash(lookup.hash) {
-                    s.searches.push((t, i));
-                    searching = true;
-                    break;
-                }
-                tally.filter_negatives += 1;
-            }
-            if !searching {
-                // Every candidate asked and none holds the key.
-                lookup.answer = Some(None);
-            }
-        }
         if s.searches.is_empty() {
             return Ok(());
         }
@@ -195,6 +190,34 @@ fn batch<'s, K: AsRef<[u8]>>(
         }
         if !s.waiting.is_empty() {
             fetch_waiting(state, keys, seq, s, tally, reads)?;
+        }
+        s.searches.clear();
+        advance(s, 0, tally);
+    }
+}
+
+/// Moves each unanswered key from `lookups[from..]` to its next candidate whose filter says
+/// "maybe", naming that table search in `searches`; a key with no candidate left is absent.
+fn advance(s: &mut Scratch<'_>, from: usize, tally: &mut ReadTally) {
+    for (i, lookup) in s.lookups.iter_mut().enumerate().skip(from) {
+        if lookup.answer.is_some() {
+            continue;
+        }
+        let mut searching = false;
+        while lookup.next < lookup.end {
+            let (t, filter) = s.candidates[lookup.next];
+            lookup.next += 1;
+            tally.tables_consulted += 1;
+            if filter.may_contain_hash(lookup.hash) {
+                s.searches.push((t, i));
+                searching = true;
+                break;
+            }
+            tally.filter_negatives += 1;
+        }
+        if !searching {
+            // Every candidate asked and none holds the key.
+            lookup.answer = Some(None);
         }
     }
 }
