@@ -638,8 +638,8 @@ impl Db {
     /// filter probes overlap their cache misses, and a data block several keys need is read
     /// once. Blocks that are in neither the block cache nor the operating system's page
     /// cache are read several at a time, on up to 16 threads of the handle's own
-    /// (`bloomkv-read-N`, started the first time a call needs them), so their waits for the
-    /// disk overlap; the calling thread waits for them.
+    /// (`bloomkv-read-N`, started the first time a call needs them, ended by
+    /// [`Db::close`]), so their waits for the disk overlap; the calling thread waits for them.
     ///
     /// Fails (for the whole call) if any table read fails.
     ///
@@ -931,6 +931,9 @@ impl Db {
         for h in threads {
             let _ = h.join();
         }
+        // `multi_get`'s read threads hold nothing between jobs; a call still running finishes
+        // its reads (those queued run first, later ones on its own thread).
+        inner.caches.reads.close();
         // A manual compaction or an ingest runs on its caller's thread and stops soon once it
         // sees `closed`; wait for it, so no file is written after the LOCK is released.
         let _slot = lock(&inner.compaction_slot);

@@ -10,11 +10,13 @@
 //! handing a microsecond's copy to another thread would cost more than it saves.
 //!
 //! The threads start on first use (most databases never need them), block on a channel
-//! between jobs, and end when the pool is dropped. A job holds only the table it reads from,
-//! and every caller waits for all of its jobs, so no job outlives the call that made it.
+//! between jobs, and end when the pool is closed (the database's `close`) or dropped, after
+//! the jobs already handed to them; a job handed over later runs on its caller's thread. A
+//! job holds only the table it reads from, and every caller waits for all of its jobs, so no
+//! job outlives the call that made it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crossbeam::channel::{self, Sender};
@@ -28,11 +30,19 @@ type Job = Box<dyn FnOnce() + Send>;
 /// A fixed set of threads that read data blocks for callers that have several to read.
 pub(crate) struct ReadPool {
     threads: usize,
-    jobs: OnceLock<Sender<Job>>,
-    handles: Mutex<Vec<JoinHandle<()>>>,
+    state: Mutex<PoolState>,
     /// Rounds in a row that asked whether blocks could be read without waiting and found
     /// they all could (see [`ReadPool::worth_asking`]).
     quiet_rounds: AtomicU32,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// The readers' queue, once they are started.
+    jobs: Option<Sender<Job>>,
+    handles: Vec<JoinHandle<()>>,
+    /// Closed: no reader starts again.
+    closed: bool,
 }
 
 /// Quiet rounds after which [`ReadPool::worth_asking`] mostly says no; while it does, one
@@ -41,7 +51,7 @@ const QUIET: u32 = 64;
 
 impl std::fmt::Debug for ReadPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let started = self.jobs.get().is_some();
+        let started = self.lock().jobs.is_some();
         f.debug_struct("ReadPool").field("threads", &self.threads).field("started", &started).finish()
     }
 }
@@ -51,10 +61,14 @@ impl ReadPool {
     pub(crate) fn new(threads: usize) -> Self {
         ReadPool {
             threads: threads.max(1),
-            jobs: OnceLock::new(),
-            handles: Mutex::new(Vec::new()),
+            state: Mutex::new(PoolState::default()),
             quiet_rounds: AtomicU32::new(0),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // A reader's panic poisons nothing here: the state is a queue handle and join handles.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a round of lookups should ask, block by block, whether the read can be had
@@ -117,12 +131,13 @@ impl ReadPool {
         Ok(out.into_iter().map(|f| f.expect("every read answered")).collect())
     }
 
-    /// Hands `job` to a reader, starting the readers on first use. Should none be running
-    /// (the system refused every thread), the caller runs the job itself.
+    /// Hands `job` to a reader, starting the readers on first use. Once the pool is closed,
+    /// or should no reader be running (the system refused every thread), the caller runs the
+    /// job itself.
     fn submit(&self, job: Job) {
-        let jobs = self.jobs.get_or_init(|| {
+        let mut state = self.lock();
+        if state.jobs.is_none() && !state.closed {
             let (tx, rx) = channel::unbounded::<Job>();
-            let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
             for i in 0..self.threads {
                 let rx = rx.clone();
                 let spawned = std::thread::Builder::new()
@@ -133,26 +148,41 @@ impl ReadPool {
                         }
                     });
                 if let Ok(h) = spawned {
-                    handles.push(h);
+                    state.handles.push(h);
                 }
             }
-            tx
-        });
-        if let Err(unsent) = jobs.send(job) {
-            (unsent.0)();
+            state.jobs = Some(tx);
+        }
+        let unsent = match &state.jobs {
+            Some(jobs) => jobs.send(job).err().map(|e| e.0),
+            None => Some(job),
+        };
+        drop(state);
+        if let Some(job) = unsent {
+            job();
+        }
+    }
+
+    /// Stops the readers once they have run the jobs already handed to them, and waits for
+    /// them; later jobs run on their callers' threads.
+    pub(crate) fn close(&self) {
+        let handles = {
+            let mut state = self.lock();
+            state.closed = true;
+            // Closing the queue ends each reader's loop once the queue is empty.
+            state.jobs = None;
+            std::mem::take(&mut state.handles)
+        };
+        let me = std::thread::current().id();
+        for h in handles.into_iter().filter(|h| h.thread().id() != me) {
+            let _ = h.join();
         }
     }
 }
 
 impl Drop for ReadPool {
     fn drop(&mut self) {
-        // Closing the channel ends each reader's loop once it is idle.
-        drop(self.jobs.take());
-        let me = std::thread::current().id();
-        let handles = self.handles.get_mut().unwrap_or_else(|p| p.into_inner());
-        for h in handles.drain(..).filter(|h| h.thread().id() != me) {
-            let _ = h.join();
-        }
+        self.close();
     }
 }
 
@@ -163,6 +193,28 @@ fn stopped() -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn thread_name() -> Option<String> {
+        std::thread::current().name().map(String::from)
+    }
+
+    /// Closing waits for the readers to end; a job handed over afterwards runs on the
+    /// caller's thread, and the readers do not start again.
+    #[test]
+    fn closing_joins_the_readers_and_later_jobs_run_on_the_caller() {
+        let pool = ReadPool::new(2);
+        let (tx, rx) = channel::unbounded();
+        let t = tx.clone();
+        pool.submit(Box::new(move || t.send(thread_name()).unwrap()));
+        assert!(rx.recv().unwrap().is_some_and(|n| n.starts_with("bloomkv-read-")));
+        assert_eq!(pool.lock().handles.len(), 2);
+        pool.close();
+        assert!(pool.lock().handles.is_empty() && pool.lock().jobs.is_none());
+        let t = tx.clone();
+        pool.submit(Box::new(move || t.send(thread_name()).unwrap()));
+        assert_eq!(rx.recv().unwrap(), thread_name());
+        assert!(pool.lock().handles.is_empty(), "no reader started after close");
+    }
 
     /// Asking stops paying after `QUIET` rounds with nothing to wait for; then one round in
     /// `QUIET` still asks, and a round that had to wait brings asking back at once.

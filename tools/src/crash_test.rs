@@ -443,6 +443,24 @@ fn check(
             return Err(format!("get({}) disagrees with the scan", show_key(*ks, k)));
         }
     }
+    // The same keys again through `multi_get`, one call per keyspace.
+    for (ks, handle) in handles.iter().enumerate() {
+        let Some(handle) = handle else { continue };
+        let (keys, want): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = got
+            .iter()
+            .filter(|((at, _), _)| *at == ks)
+            .step_by(7)
+            .map(|((_, k), v)| (k, v))
+            .unzip();
+        let found = handle
+            .multi_get(&keys)
+            .map_err(|e| format!("multi_get failed: {}", crate::common::chain(&e)))?;
+        for ((k, w), f) in keys.iter().zip(want).zip(found) {
+            if f.as_deref() != Some(&w[..]) {
+                return Err(format!("multi_get({}) disagrees with the scan", show_key(ks, k)));
+            }
+        }
+    }
     Ok(got)
 }
 
