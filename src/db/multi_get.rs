@@ -59,7 +59,16 @@ struct Lookup {
     answer: Option<Option<Value>>,
 }
 
-/// Per-call scratch space, reused by every batch of the call.
+/// What every step of one window's lookups reads: the tree, the window's keys, the sequence
+/// number to read at, and the read threads.
+struct Call<'s, 'k, K> {
+    state: &'s Tree,
+    keys: &'k [K],
+    seq: SeqNo,
+    reads: &'s ReadPool,
+}
+
+/// Per-call scratch space, reused by every window of the call.
 struct Scratch<'s> {
     candidates: Vec<(&'s Arc<TableFile>, &'s Filter)>,
     lookups: Vec<Lookup>,
@@ -100,7 +109,8 @@ fn lookup_all<K: AsRef<[u8]>>(
         waiting: Vec::new(),
     };
     for chunk in keys.chunks(WINDOW) {
-        window(state, chunk, seq, &mut scratch, tally, reads)?;
+        let call = Call { state, keys: chunk, seq, reads };
+        window(&call, &mut scratch, tally)?;
         out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
     }
     Ok(out)
@@ -109,13 +119,11 @@ fn lookup_all<K: AsRef<[u8]>>(
 /// Looks up one window of keys: the filter work in batches of [`BATCH`], then the table
 /// searches of the whole window in rounds.
 fn window<'s, K: AsRef<[u8]>>(
-    state: &'s Tree,
-    keys: &[K],
-    seq: SeqNo,
+    call: &Call<'s, '_, K>,
     s: &mut Scratch<'s>,
     tally: &mut ReadTally,
-    reads: &ReadPool,
 ) -> Result<()> {
+    let &Call { state, keys, seq, reads } = call;
     s.candidates.clear();
     s.lookups.clear();
     s.searches.clear();
@@ -174,14 +182,12 @@ fn window<'s, K: AsRef<[u8]>>(
             let mut next = || members.next().expect("one outcome per key searched");
             if defer {
                 t.table.get_many_if_ready(group_keys, seq, |got| match got {
-                    TableLookup::Done(got) => {
-                        settle(state, keys, seq, &mut s.lookups, tally, next(), got)
-                    }
+                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, next(), got),
                     TableLookup::Waiting(handle) => s.waiting.push((t, next(), handle)),
                 })?;
             } else {
                 t.table.get_many(group_keys, seq, |got| {
-                    settle(state, keys, seq, &mut s.lookups, tally, next(), got)
+                    settle(call, &mut s.lookups, tally, next(), got)
                 })?;
             }
         }
@@ -189,7 +195,7 @@ fn window<'s, K: AsRef<[u8]>>(
             reads.round_asked(!s.waiting.is_empty());
         }
         if !s.waiting.is_empty() {
-            fetch_waiting(state, keys, seq, s, tally, reads)?;
+            fetch_waiting(call, s, tally)?;
         }
         s.searches.clear();
         advance(s, 0, tally);
@@ -224,9 +230,7 @@ fn advance(s: &mut Scratch<'_>, from: usize, tally: &mut ReadTally) {
 
 /// Records what a table search found for the batch's key `i`.
 fn settle<K: AsRef<[u8]>>(
-    state: &Tree,
-    keys: &[K],
-    seq: SeqNo,
+    &Call { state, keys, seq, .. }: &Call<'_, '_, K>,
     lookups: &mut [Lookup],
     tally: &mut ReadTally,
     i: usize,
@@ -246,14 +250,12 @@ fn settle<K: AsRef<[u8]>>(
 /// Fetches the round's blocks that must come from the storage device — two or more at the
 /// same time, on the read pool, so their waits overlap — and searches each waiting key in
 /// its block. Keys waiting on one block (they are in table and key order) share its fetch.
-fn fetch_waiting<'s, K: AsRef<[u8]>>(
-    state: &Tree,
-    keys: &[K],
-    seq: SeqNo,
-    s: &mut Scratch<'s>,
+fn fetch_waiting<K: AsRef<[u8]>>(
+    call: &Call<'_, '_, K>,
+    s: &mut Scratch<'_>,
     tally: &mut ReadTally,
-    reads: &ReadPool,
 ) -> Result<()> {
+    let &Call { keys, seq, reads, .. } = call;
     let mut blocks: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
     let mut which = Vec::with_capacity(s.waiting.len());
     for &(t, _, handle) in &s.waiting {
@@ -274,7 +276,7 @@ fn fetch_waiting<'s, K: AsRef<[u8]>>(
         let first = previous != Some(b);
         previous = Some(b);
         let got = t.table.get_in(&fetched[b], keys[i].as_ref(), seq, first)?;
-        settle(state, keys, seq, &mut s.lookups, tally, i, got);
+        settle(call, &mut s.lookups, tally, i, got);
     }
     Ok(())
 }
