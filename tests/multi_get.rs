@@ -194,6 +194,8 @@ mod cold {
     #[derive(Debug, Default)]
     pub struct Probe {
         pub pool_reads: AtomicU64,
+        /// Reads asked to succeed only without waiting (all of them decline).
+        pub asked: AtomicU64,
         pub fail_pool_reads: AtomicBool,
     }
 
@@ -216,6 +218,7 @@ mod cold {
             self.0.read_exact_at(buf, offset)
         }
         fn read_exact_at_if_cached(&self, _: &mut [u8], _: u64) -> Result<bool> {
+            self.1.asked.fetch_add(1, Ordering::Relaxed);
             Ok(false)
         }
         fn size(&self) -> u64 {
@@ -300,11 +303,15 @@ mod cold {
             let want: Vec<_> =
                 dense.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
             let s4 = db.stats();
+            let asked = probe.asked.load(Ordering::Relaxed);
             assert_eq!(plain(db.multi_get(&dense).unwrap()), want, "{policy:?}");
             let s5 = db.stats();
             let (get_reads, multi_reads) =
                 (s4.block_reads - s3.block_reads, s5.block_reads - s4.block_reads);
             assert!(multi_reads * 2 < get_reads, "multi_get {multi_reads}, get {get_reads}");
+            // A block is asked about once per round, not once per key that needs it.
+            let asked = probe.asked.load(Ordering::Relaxed) - asked;
+            assert!(asked <= multi_reads, "asked {asked} times for {multi_reads} blocks");
             assert!(probe.pool_reads.load(Ordering::Relaxed) > pooled);
             assert_eq!(s5.block_cache_hits, s0.block_cache_hits, "no block cache");
             // A snapshot reads the versions of its time through the same threads.

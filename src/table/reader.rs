@@ -267,6 +267,9 @@ impl Table {
     ) -> Result<()> {
         let mut seek = SeekKey::default();
         let mut current: Option<(usize, Block)> = None;
+        // The block the previous key was left waiting on: the next keys in it wait too,
+        // without asking again.
+        let mut waiting_on = None;
         for user_key in keys {
             let target = seek.set(user_key, seq);
             let i = self.index.find(target);
@@ -275,6 +278,10 @@ impl Table {
                 continue;
             }
             let handle = self.index.handles[i];
+            if waiting_on == Some(i) {
+                each(Lookup::Waiting(handle));
+                continue;
+            }
             let (mut block_read, mut cache_hit) = (false, false);
             let block = match &current {
                 Some((held, block)) if *held == i => block,
@@ -285,6 +292,7 @@ impl Table {
                         match self.fetch_block_if_ready(handle)? {
                             Some(f) => f,
                             None => {
+                                waiting_on = Some(i);
                                 each(Lookup::Waiting(handle));
                                 continue;
                             }
