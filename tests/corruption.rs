@@ -152,20 +152,10 @@ fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
 /// one table per level and could answer from the one holding an older version.
 #[test]
 fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("overlap");
+    let (fs, dir, opts) = scratch("overlap");
     let db = Db::open(&dir, opts()).unwrap();
-    for i in 0..10u8 {
-        db.put([b'k', i], b"old").unwrap();
-    }
-    db.flush().unwrap();
-    for i in 5..15u8 {
-        db.put([b'k', i], b"new").unwrap();
-    }
-    db.flush().unwrap();
-    db.close().unwrap();
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    overlapping_flushes(&db);
+    let m = closed_manifest(&fs, &dir, db);
     let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     assert_eq!(tables.len(), 2, "two flushes, two L0 tables");
     let path = rewrite_manifest(&fs, &dir, &m, tables, 6);
@@ -182,6 +172,40 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
             panic!("the open succeeded; {stale} of the 5 overwritten keys read their old value");
         }
     }
+}
+
+/// A fresh in-memory file system and database directory for a test that rewrites the
+/// manifest, and the options that open the database there.
+fn scratch(name: &str) -> (FaultFs, PathBuf, impl Fn() -> Options) {
+    let fs = FaultFs::new();
+    let on = fs.clone();
+    (fs, unique_dir(name), move || Options::default().file_system(Arc::new(on.clone())))
+}
+
+/// Closes `db` and reads the manifest it left.
+fn closed_manifest(fs: &FaultFs, dir: &Path, db: Db) -> RecoveredManifest {
+    db.close().unwrap();
+    bloomkv::version::set::read_manifest(fs, dir).unwrap()
+}
+
+/// `k0`..`k9` = `v`.
+fn put_ten(db: &Db) {
+    for i in 0..10u8 {
+        db.put([b'k', i], b"v").unwrap();
+    }
+}
+
+/// Two flushes: `k0`..`k9` = `old`, then `k5`..`k14` = `new`: two overlapping L0 tables, the
+/// second one newer.
+fn overlapping_flushes(db: &Db) {
+    for i in 0..10u8 {
+        db.put([b'k', i], b"old").unwrap();
+    }
+    db.flush().unwrap();
+    for i in 5..15u8 {
+        db.put([b'k', i], b"new").unwrap();
+    }
+    db.flush().unwrap();
 }
 
 /// Writes manifest `number` holding `edits` and makes it current; returns its path.
@@ -240,17 +264,14 @@ fn rewrite_manifest(
 /// tombstone does not cover the key), and the right one holds the key's only value.
 #[test]
 fn manifest_with_touching_tables_on_a_sorted_level_is_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("touching");
+    let (fs, dir, opts) = scratch("touching");
     let db = Db::open(&dir, opts()).unwrap();
     db.put(b"k9", b"v").unwrap();
     db.flush().unwrap();
     db.put(b"k0", b"x").unwrap();
     db.delete_range(&b"k2"[..]..&b"k9"[..]).unwrap();
     db.flush().unwrap();
-    db.close().unwrap();
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let m = closed_manifest(&fs, &dir, db);
     let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     let bounds: Vec<(&[u8], &[u8])> = tables
         .iter()
@@ -279,20 +300,10 @@ fn manifest_with_touching_tables_on_a_sorted_level_is_corruption() {
 /// of the older writes is renamed to a number above the newer one's.
 #[test]
 fn l0_tables_numbered_against_their_age_are_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("l0-order");
+    let (fs, dir, opts) = scratch("l0-order");
     let db = Db::open(&dir, opts()).unwrap();
-    for i in 0..10u8 {
-        db.put([b'k', i], b"old").unwrap();
-    }
-    db.flush().unwrap();
-    for i in 5..15u8 {
-        db.put([b'k', i], b"new").unwrap();
-    }
-    db.flush().unwrap();
-    db.close().unwrap();
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    overlapping_flushes(&db);
+    let m = closed_manifest(&fs, &dir, db);
     let mut tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     tables.sort_by_key(|t| t.number);
     let renumbered = m.next_file_number + 5;
@@ -324,17 +335,12 @@ fn l0_tables_numbered_against_their_age_are_corruption() {
 /// default keyspace's entry, and the dropped keyspace still has a table.
 #[test]
 fn manifest_adding_a_live_table_again_is_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("twice");
+    let (fs, dir, opts) = scratch("twice");
     let db = Db::open(&dir, opts()).unwrap();
     db.keyspace("other", bloomkv::KeyspaceOptions::default()).unwrap();
-    for i in 0..10u8 {
-        db.put([b'k', i], b"v").unwrap();
-    }
+    put_ten(&db);
     db.flush().unwrap();
-    db.close().unwrap();
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let m = closed_manifest(&fs, &dir, db);
     let table = m.keyspaces[0].levels[0][0].clone();
     let other = m.keyspaces.iter().find(|k| k.def.name == "other").unwrap().def.clone();
     let edit = VersionEdit {
@@ -363,15 +369,11 @@ fn manifest_adding_a_live_table_again_is_corruption() {
 /// corruption naming the segment: opened, the writes would be gone, and the segment deleted.
 #[test]
 fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("retired-wal");
+    let (fs, dir, opts) = scratch("retired-wal");
     let db = Db::open(&dir, opts()).unwrap();
-    for i in 0..10u8 {
-        db.put([b'k', i], b"v").unwrap();
-    }
-    db.close().unwrap(); // Not flushed: the WAL segment alone holds the writes.
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    put_ten(&db);
+    // Not flushed: the WAL segment alone holds the writes.
+    let m = closed_manifest(&fs, &dir, db);
     let wal = bloomkv::filename::wal_path(&dir, m.log_number);
     assert!(fs.exists(&wal), "the writes are in WAL segment {}", m.log_number);
     let edit = VersionEdit { log_number: Some(m.log_number + 1), ..restated(&m) };
@@ -402,16 +404,11 @@ fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
 /// table at all, so a record narrower than the table hides the keys outside it.
 #[test]
 fn table_contradicting_its_manifest_record_is_corruption() {
-    let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
-    let dir = unique_dir("record");
+    let (fs, dir, opts) = scratch("record");
     let db = Db::open(&dir, opts()).unwrap();
-    for i in 0..10u8 {
-        db.put([b'k', i], b"v").unwrap();
-    }
+    put_ten(&db);
     db.flush().unwrap();
-    db.close().unwrap();
-    let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+    let m = closed_manifest(&fs, &dir, db);
     let table = m.keyspaces[0].levels[0][0].clone();
     let table_path = bloomkv::filename::table_path(&dir, table.number);
     type Lie = fn(&mut TableMeta);
