@@ -72,10 +72,10 @@ struct Call<'s, 'k, K> {
 struct Scratch<'s> {
     candidates: Vec<(&'s Arc<TableFile>, &'s Filter)>,
     lookups: Vec<Lookup>,
-    /// This round's table searches: (table, index of the key in the batch).
+    /// This round's table searches: (table, index of the key in the window).
     searches: Vec<(&'s Arc<TableFile>, usize)>,
     /// This round's searches whose block must come from the storage device: (table, index
-    /// of the key in the batch, the block).
+    /// of the key in the window, the block).
     waiting: Vec<(&'s Arc<TableFile>, usize, BlockHandle)>,
 }
 
@@ -171,9 +171,6 @@ fn window<'s, K: AsRef<[u8]>>(
         // With two or more searches, blocks that must come from the device are set aside
         // and read together afterwards; a lone search just reads.
         let defer = s.searches.len() >= 2 && reads.worth_asking();
-        if s.searches.len() >= 2 && !defer {
-            reads.round_skipped();
-        }
         s.waiting.clear();
         for group in s.searches.chunk_by(|(a, _), (b, _)| Arc::ptr_eq(a, b)) {
             let t = group[0].0;
@@ -228,7 +225,7 @@ fn advance(s: &mut Scratch<'_>, from: usize, tally: &mut ReadTally) {
     }
 }
 
-/// Records what a table search found for the batch's key `i`.
+/// Records what a table search found for the window's key `i`.
 fn settle<K: AsRef<[u8]>>(
     &Call { state, keys, seq, .. }: &Call<'_, '_, K>,
     lookups: &mut [Lookup],

@@ -76,10 +76,15 @@ impl ReadPool {
     /// little on every read (`preadv2` imports its buffer list: about 65 ns a call here),
     /// which buys nothing while everything is in memory. So after [`QUIET`] rounds in a row
     /// that found nothing to wait for, only one round in `QUIET` asks, until one finds a
-    /// block to wait for again. Only speed depends on the answer, never what is read.
+    /// block to wait for again. A round told no counts as quiet; a round told yes reports
+    /// with [`ReadPool::round_asked`]. Only speed depends on the answer, never what is read.
     pub(crate) fn worth_asking(&self) -> bool {
         let quiet = self.quiet_rounds.load(Ordering::Relaxed);
-        quiet < QUIET || quiet % QUIET == 0
+        let ask = quiet < QUIET || quiet % QUIET == 0;
+        if !ask {
+            self.round_asked(false);
+        }
+        ask
     }
 
     /// Reports how a round that asked went: whether any of its blocks had to wait.
@@ -91,11 +96,6 @@ impl ReadPool {
                 Some(q.wrapping_add(1).max(1))
             });
         }
-    }
-
-    /// Reports a round that did not ask, so that the one-in-`QUIET` rounds come around.
-    pub(crate) fn round_skipped(&self) {
-        self.round_asked(false);
     }
 
     /// Reads every block of `reads` (a table and a block of it), all of them in flight at
@@ -226,8 +226,6 @@ mod tests {
             if pool.worth_asking() {
                 asked += 1;
                 pool.round_asked(false);
-            } else {
-                pool.round_skipped();
             }
         }
         assert_eq!(asked, QUIET + 9, "every round at first, then one in {QUIET}");

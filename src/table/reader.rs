@@ -352,41 +352,38 @@ impl Table {
 
     /// The data block at `handle`, from the cache when possible: `(block, read, cache hit)`.
     fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<(Block, bool, bool)> {
+        let (block, read) =
+            self.fetch_data_block(handle, fill_cache, true)?.expect("a read that may wait answers");
+        Ok((block, read, !read))
+    }
+
+    /// The data block at `handle` from the cache when possible, else read (and cached with
+    /// `fill_cache`): `(block, read from the file)`. Without `wait`, a block that has to come
+    /// from the storage device is not read: `None`.
+    fn fetch_data_block(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        wait: bool,
+    ) -> Result<Option<(Block, bool)>> {
         if let Some(cache) = &self.cache {
             if let Some(b) = cache.get(self.id, handle.offset) {
-                return Ok((b, false, true));
+                return Ok(Some((b, false)));
             }
         }
-        let block = self.read_data_block(handle)?;
+        let Some(block) = self.read_data_block_as(handle, wait)? else { return Ok(None) };
         if let (Some(cache), true) = (&self.cache, fill_cache) {
             cache.insert(self.id, handle.offset, block.clone());
         }
-        Ok((block, true, false))
+        Ok(Some((block, true)))
     }
 
     /// The data block at `handle` if it can be had without waiting for the storage device:
     /// from the block cache, or read from the operating system's cache (and then put in the
     /// block cache, as a lookup's read is). `None` when it would have to wait.
     pub(crate) fn fetch_block_if_ready(&self, handle: BlockHandle) -> Result<Option<Fetched>> {
-        if let Some(cache) = &self.cache {
-            if let Some(block) = cache.get(self.id, handle.offset) {
-                return Ok(Some(Fetched { handle, block, read: false }));
-            }
-        }
-        let limit = self.footer.filter.offset;
-        let raw = match &self.file {
-            FileSlot::Pinned(file) => read_block_if_cached(file.as_ref(), &self.path, handle, limit),
-            FileSlot::Shared(files) => {
-                let file = files.get(self.id, &self.path)?;
-                read_block_if_cached(file.as_ref(), &self.path, handle, limit)
-            }
-        }?;
-        let Some(raw) = raw else { return Ok(None) };
-        let block = Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))?;
-        if let Some(cache) = &self.cache {
-            cache.insert(self.id, handle.offset, block.clone());
-        }
-        Ok(Some(Fetched { handle, block, read: true }))
+        let got = self.fetch_data_block(handle, true, false)?;
+        Ok(got.map(|(block, read)| Fetched { handle, block, read }))
     }
 
     /// The data block at `handle`, from the block cache or the file, waiting for the device
@@ -397,15 +394,30 @@ impl Table {
     }
 
     /// Reads and validates one data block from the file, bypassing the cache.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        Ok(self.read_data_block_as(handle, true)?.expect("a read that may wait answers"))
+    }
+
+    /// [`Table::read_data_block`]; without `wait`, only if the operating system can supply
+    /// the bytes without waiting for the device (`None` when it cannot).
+    fn read_data_block_as(&self, handle: BlockHandle, wait: bool) -> Result<Option<Block>> {
         let limit = self.footer.filter.offset;
-        match &self.file {
-            FileSlot::Pinned(file) => load_block(file.as_ref(), &self.path, handle, limit),
+        let pinned;
+        let file: &dyn RandomAccessFile = match &self.file {
+            FileSlot::Pinned(file) => file.as_ref(),
             FileSlot::Shared(files) => {
-                let file = files.get(self.id, &self.path)?;
-                load_block(file.as_ref(), &self.path, handle, limit)
+                pinned = files.get(self.id, &self.path)?;
+                pinned.as_ref()
             }
+        };
+        if wait {
+            return load_block(file, &self.path, handle, limit).map(Some);
         }
+        let Some(raw) = read_block_if_cached(file, &self.path, handle, limit)? else {
+            return Ok(None);
+        };
+        Block::new(raw).map(Some).map_err(|e| e.in_file(&self.path, handle.offset))
     }
 
     /// Hands the table's file to `files`, which bounds how many tables keep theirs open:
