@@ -13,6 +13,11 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 const BPK: f64 = 10.0;
 const PROBES: usize = 4096;
+/// Keys each probe benchmark draws its iterations from, `PROBES` at a time in turn. A single
+/// set of 4096 keys probed over and over lets the branch predictor learn at which probe each
+/// absent key's filter check ends, which no real lookup stream allows: with that set the
+/// early-exit probe loops measured 2–3× faster than they run inside the engine.
+const POOL: usize = 256 * PROBES;
 /// Far larger than the last-level cache: 100M keys at 10 bits/key is a 125 MB filter (the
 /// development machine has a 32 MiB L3).
 const BIG: u64 = 100_000_000;
@@ -32,10 +37,17 @@ fn policies() -> [(&'static str, FilterPolicy); 2] {
     ]
 }
 
+/// The next `PROBES` keys of the pool, wrapping around.
+fn next_window<'a>(pool: &'a [[u8; 16]], at: &mut usize) -> &'a [[u8; 16]] {
+    let window = &pool[*at..*at + PROBES];
+    *at = (*at + PROBES) % pool.len();
+    window
+}
+
 /// Probe keys scattered over the whole key space so the large filter is touched at random.
 fn probe_keys(n: u64, present: bool) -> Vec<[u8; 16]> {
     let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..PROBES)
+    (0..POOL)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -77,9 +89,10 @@ fn probe(c: &mut Criterion) {
                 let probes = probe_keys(n, present);
                 let label = format!("{name}/{}", if present { "present" } else { "absent" });
                 g.bench_function(BenchmarkId::new(label, n), |b| {
+                    let mut at = 0;
                     b.iter(|| {
                         let mut hits = 0u32;
-                        for k in &probes {
+                        for k in next_window(&probes, &mut at) {
                             hits += filter.may_contain(black_box(k)) as u32;
                         }
                         hits
@@ -101,9 +114,10 @@ fn batch(c: &mut Criterion) {
         let probes = probe_keys(n, present);
         let which = if present { "present" } else { "absent" };
         g.bench_function(BenchmarkId::new("one_at_a_time", which), |b| {
+            let mut at = 0;
             b.iter(|| {
                 let mut hits = 0u32;
-                for k in &probes {
+                for k in next_window(&probes, &mut at) {
                     hits += filter.may_contain_hash(hash_key(black_box(k))) as u32;
                 }
                 hits
@@ -113,9 +127,10 @@ fn batch(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(format!("batch{batch}"), which), |b| {
                 let mut hashes = vec![0u64; batch];
                 let mut out = vec![false; batch];
+                let mut at = 0;
                 b.iter(|| {
                     let mut hits = 0u32;
-                    for chunk in probes.chunks(batch) {
+                    for chunk in next_window(&probes, &mut at).chunks(batch) {
                         for (h, k) in hashes.iter_mut().zip(chunk) {
                             *h = hash_key(black_box(k));
                         }
