@@ -213,7 +213,8 @@ fn subsets_run_only_what_was_asked_and_keep_dir() {
         .current_dir(dir.path())
         .args(["bench", "--keys", "3000", "--reads", "1000", "--sweep", "none", "--quiet"])
         .args(["--workloads", "readmissing", "--policies", "none,blocked", "--threads", "2"])
-        .args(["--compression", "zstd:1", "--shape", "as-filled", "--json", "out.json", "--dir"])
+        .args(["--compression", "zstd:1", "--shape", "as-filled", "--page-cache", "warm"])
+        .args(["--json", "out.json", "--dir"])
         .arg(&dbs)
         .assert()
         .success();
@@ -229,6 +230,7 @@ fn subsets_run_only_what_was_asked_and_keep_dir() {
     assert_eq!(results[0]["threads"], 2);
     assert_eq!(json["config"]["compression"], "zstd:1");
     assert_eq!(json["config"]["shape"], "as-filled");
+    assert_eq!(json["config"]["page_cache"], "warm");
     assert!(json["sweep"].as_array().unwrap().is_empty());
     assert!(dbs.join("fillrandom-blocked").is_dir(), "--dir keeps the databases");
     assert!(dbs.join("fillrandom-none").is_dir());
@@ -280,16 +282,19 @@ fn rounds_repeat_the_reads_and_report_the_median() {
         .current_dir(dir.path())
         .args(["bench", "--keys", "5000", "--reads", "2000", "--sweep", "none", "--rounds", "3"])
         .args(["--policies", "blocked,classic", "--workloads", "readmissing,readrandom,ycsb-b"])
-        .args(["--json", "out.json", "--plot", "out.svg", "--quiet", "--dir"])
+        .args(["--json", "out.json", "--plot", "out.svg", "--quiet", "--page-cache", "cold"])
+        .arg("--dir")
         .arg(&dbs)
         .assert()
         .success()
+        .stdout(predicates::str::contains("page cache cold"))
         .stdout(predicates::str::contains("rounds: ops/s in each of 3 rounds"))
         .stdout(predicates::str::contains("blocked / classic"));
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap())
             .unwrap();
     assert_eq!(json["config"]["rounds"], 3);
+    assert_eq!(json["config"]["page_cache"], "cold");
     let results = json["results"].as_array().unwrap();
     assert_eq!(results.len(), 3 * 2, "one row per workload × policy");
     let rounds = json["rounds"].as_array().unwrap();

@@ -13,6 +13,7 @@
 
 mod keys;
 mod measure;
+mod page_cache;
 mod plot;
 mod report;
 
@@ -406,6 +407,14 @@ pub struct Args {
     /// run once, after the last round.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
+    /// The page-cache state each read workload on the loaded databases starts from: `as-is`
+    /// (whatever the kernel holds), `warm` (every file of the database read through first)
+    /// or `cold` (every file dropped from the page cache first; Linux). On a tree near the
+    /// size of RAM, `as-is` lets earlier workloads and the other policies' trees decide how
+    /// many block reads reach the disk; `warm` and `cold` give every policy the same start.
+    /// The sweep's small databases are left as they are.
+    #[arg(long, value_enum, default_value = "as-is")]
+    page_cache: page_cache::PageCache,
     /// Seed for key order and every random choice.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
@@ -560,7 +569,8 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
 
     say(&format!(
         "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
-         reads/workload on {} thread(s), {} bits/key, compression {}, dbs in {} (load average {})\n",
+         reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}, dbs in {} \
+         (load average {})\n",
         plan.profile.name(),
         plan.keys,
         keys::KEY_BYTES,
@@ -570,6 +580,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         args.threads,
         args.bits_per_key,
         compression_name(args.compression),
+        args.page_cache.name(),
         base.display(),
         load_average_at_start
     ))?;
@@ -685,6 +696,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             level_base_bytes: args.level_base_bytes,
             max_open_files: args.max_open_files,
             compression: compression_name(args.compression),
+            page_cache: args.page_cache.name().into(),
             shape: match args.shape {
                 TreeShape::Layered => "layered".into(),
                 TreeShape::AsFilled => "as-filled".into(),
@@ -1036,6 +1048,7 @@ fn run_reads(
             b.db = open(&b.dir, b.opts.clone())?;
             b.read_only = false;
         }
+        page_cache::prepare(args.page_cache, &b.dir)?;
         let db = &b.db;
         let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
         // Each workload gets its own stream of random choices, the same for every policy.

@@ -61,6 +61,9 @@ pub struct Config {
     pub max_open_files: usize,
     /// `none` or `zstd:LEVEL`.
     pub compression: String,
+    /// `as-is`, `warm` or `cold` (`--page-cache`): the page-cache state each read workload
+    /// on the loaded databases started from.
+    pub page_cache: String,
     /// `layered` or `as-filled` (see `--shape`).
     pub shape: String,
     /// Threads running each read workload.

@@ -1,0 +1,143 @@
+//! What the bench does to the operating system's page cache before each read workload
+//! (`--page-cache`).
+//!
+//! A large profile's databases (5.5 GB each at 50M keys) fit in this machine's RAM one or two
+//! at a time, and which of their pages the kernel happens to hold decides whether a
+//! false-positive block read costs a few microseconds (a copy from the page cache) or a
+//! hundred (the disk). Left alone, that changes from round to round and policy to policy, and
+//! swamps the difference the filters make. `warm` and `cold` put every database in the same
+//! state before each of its read workloads, so the policies are compared under one regime.
+//! Neither needs root: `warm` reads each file through once, and `cold` asks the kernel to
+//! drop each file's clean cached pages (`posix_fadvise(POSIX_FADV_DONTNEED)`, Linux only).
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+
+/// The page-cache state each read workload starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PageCache {
+    /// Whatever the kernel holds: the database was just written, or read by the workload
+    /// before.
+    AsIs,
+    /// Every file of the database read through first, so (RAM permitting) no read goes to
+    /// the disk.
+    Warm,
+    /// Every file of the database dropped from the page cache first (Linux), so blocks not in
+    /// the engine's block cache come from the disk.
+    Cold,
+}
+
+impl PageCache {
+    pub fn name(self) -> &'static str {
+        match self {
+            PageCache::AsIs => "as-is",
+            PageCache::Warm => "warm",
+            PageCache::Cold => "cold",
+        }
+    }
+}
+
+/// Puts every file under `dir` into `mode`'s state; returns the bytes those files hold.
+pub fn prepare(mode: PageCache, dir: &Path) -> bloomkv::Result<u64> {
+    if mode == PageCache::AsIs {
+        return Ok(0);
+    }
+    let mut bytes = 0;
+    for path in files_under(dir)? {
+        let io =
+            |e| bloomkv::Error::io(format!("preparing {} ({})", path.display(), mode.name()), e);
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            // A compaction still running (the `as-filled` shape) deleted it since the
+            // listing: it is no longer part of the database.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        };
+        bytes += file.metadata().map_err(io)?.len();
+        match mode {
+            PageCache::AsIs => {}
+            PageCache::Warm => {
+                let mut buf = vec![0u8; 1 << 20];
+                while file.read(&mut buf).map_err(io)? > 0 {}
+            }
+            PageCache::Cold => drop_cached(&file).map_err(io)?,
+        }
+    }
+    Ok(bytes)
+}
+
+#[cfg(target_os = "linux")]
+fn drop_cached(file: &File) -> std::io::Result<()> {
+    use rustix::fs::{fadvise, Advice};
+    // Offset 0 and no length: the whole file. Only clean pages go; the bench's databases are
+    // synced by the time it reads them (ingest and flush sync their tables).
+    fadvise(file, 0, None, Advice::DontNeed).map_err(std::io::Error::from)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn drop_cached(_file: &File) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "--page-cache cold needs posix_fadvise (Linux)",
+    ))
+}
+
+/// Every regular file under `dir`, in subdirectories too.
+fn files_under(dir: &Path) -> bloomkv::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let io = |e| bloomkv::Error::io(format!("listing {}", d.display()), e);
+        for entry in std::fs::read_dir(&d).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let kind = entry.file_type().map_err(io)?;
+            if kind.is_dir() {
+                todo.push(entry.path());
+            } else if kind.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use bloomkv::fs::{FileSystem, StdFs};
+    use std::io::Write;
+
+    /// Whether the kernel can hand over the file's first 64 KiB without going to the disk.
+    fn cached(path: &Path) -> bool {
+        let file = StdFs.open(path).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        file.read_exact_at_if_cached(&mut buf, 0).unwrap()
+    }
+
+    #[test]
+    fn cold_drops_a_database_s_files_from_the_page_cache_and_warm_brings_them_back() {
+        // Beside the test binary, not in /tmp: a tmpfs has no disk to drop pages to.
+        let exe = std::env::current_exe().unwrap();
+        let dir = tempfile::tempdir_in(exe.parent().unwrap()).unwrap();
+        let nested = dir.path().join("sub");
+        std::fs::create_dir(&nested).unwrap();
+        let paths = [dir.path().join("a.sst"), nested.join("b.sst")];
+        for p in &paths {
+            let mut f = File::create(p).unwrap();
+            f.write_all(&vec![7u8; 1 << 20]).unwrap();
+            f.sync_all().unwrap();
+        }
+        assert_eq!(prepare(PageCache::AsIs, dir.path()).unwrap(), 0);
+        assert_eq!(prepare(PageCache::Warm, dir.path()).unwrap(), 2 << 20);
+        assert!(paths.iter().all(|p| cached(p)), "warm left a file out of the page cache");
+        assert_eq!(prepare(PageCache::Cold, dir.path()).unwrap(), 2 << 20);
+        for p in &paths {
+            assert!(!cached(p), "cold left {} in the page cache", p.display());
+        }
+        prepare(PageCache::Warm, dir.path()).unwrap();
+        assert!(paths.iter().all(|p| cached(p)));
+    }
+}
