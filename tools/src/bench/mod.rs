@@ -409,7 +409,8 @@ pub struct Args {
     rounds: u32,
     /// The page-cache state each read workload on the loaded databases starts from: `as-is`
     /// (whatever the kernel holds), `warm` (every file of the database read through first)
-    /// or `cold` (every file dropped from the page cache first; Linux). On a tree near the
+    /// or `cold` (the database closed, every file dropped from the page cache, and reopened:
+    /// its block cache empty, its filters and indexes read back; Linux). On a tree near the
     /// size of RAM, `as-is` lets earlier workloads and the other policies' trees decide how
     /// many block reads reach the disk; `warm` and `cold` give every policy the same start.
     /// The sweep's small databases are left as they are.
@@ -1048,7 +1049,21 @@ fn run_reads(
             b.db = open(&b.dir, b.opts.clone())?;
             b.read_only = false;
         }
-        page_cache::prepare(args.page_cache, &b.dir)?;
+        if args.page_cache == page_cache::PageCache::Cold {
+            // Cold means the engine's block cache too: a round that repeats the last one's
+            // keys would otherwise find their blocks there. Closed first, so the files are
+            // dropped with no reader between; reopening reads the filters and indexes back
+            // into RAM (where they always live), not the data blocks.
+            b.db.close()?;
+            page_cache::prepare(args.page_cache, &b.dir)?;
+            b.db = if b.read_only {
+                Db::open_read_only(&b.dir, b.opts.clone())?
+            } else {
+                open(&b.dir, b.opts.clone())?
+            };
+        } else {
+            page_cache::prepare(args.page_cache, &b.dir)?;
+        }
         let db = &b.db;
         let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
         // Each workload gets its own stream of random choices, the same for every policy.
