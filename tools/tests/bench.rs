@@ -324,6 +324,7 @@ fn rounds_repeat_the_reads_and_report_the_median() {
     }
     let svg = std::fs::read_to_string(dir.path().join("out.svg")).unwrap();
     assert!(svg.contains("median of 3 rounds"), "the plot says its bars are medians");
+    assert!(svg.contains("page cache cold"), "the plot's title names the page-cache state");
     // Every check of every read passed in every round, on databases that stay on disk
     // side by side.
     assert!(dbs.join("fillrandom-blocked").is_dir() && dbs.join("fillrandom-classic").is_dir());

@@ -54,7 +54,7 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
     title.draw(&Text::new(
         format!(
             "bloomkv bench — {} keys (16 B + {} B, by {}), {} bits/key, {} reads/workload, {} \
-             thread(s), {} tree; {} ({} CPUs, L3 {}, load {})",
+             thread(s), {} tree, page cache {}; {} ({} CPUs, L3 {}, load {})",
             c.keys,
             c.value_bytes,
             c.load,
@@ -62,6 +62,7 @@ pub fn draw(report: &Report, path: &Path) -> PlotResult {
             c.reads,
             c.threads,
             c.shape,
+            c.page_cache,
             report.machine.cpu_model,
             report.machine.logical_cpus,
             report.machine.l3_cache,
