@@ -411,11 +411,13 @@ impl Table {
                 pinned.as_ref()
             }
         };
-        if wait {
-            return load_block(file, &self.path, handle, limit).map(Some);
-        }
-        let Some(raw) = read_block_if_cached(file, &self.path, handle, limit)? else {
-            return Ok(None);
+        let raw = if wait {
+            read_block(file, &self.path, handle, limit)?
+        } else {
+            match read_block_if_cached(file, &self.path, handle, limit)? {
+                Some(raw) => raw,
+                None => return Ok(None),
+            }
         };
         Block::new(raw).map(Some).map_err(|e| e.in_file(&self.path, handle.offset))
     }

@@ -959,6 +959,17 @@ struct Built {
     read_only: bool,
 }
 
+impl Built {
+    /// Opens the database again, read-only or not as `read_only` says (after a `close`).
+    fn open_again(&self) -> bloomkv::Result<Db> {
+        if self.read_only {
+            Db::open_read_only(&self.dir, self.opts.clone())
+        } else {
+            open(&self.dir, self.opts.clone())
+        }
+    }
+}
+
 /// Builds `policy`'s database (with `fillrandom`, or an ingest of the same data), flushes it
 /// and arranges it for the reads; records the fill's row (when measured) and the shape.
 fn build(
@@ -1046,23 +1057,20 @@ fn run_reads(
     for &workload in workloads {
         if workload.writes() && b.read_only {
             b.db.close()?;
-            b.db = open(&b.dir, b.opts.clone())?;
             b.read_only = false;
+            b.db = b.open_again()?;
         }
-        if args.page_cache == page_cache::PageCache::Cold {
-            // Cold means the engine's block cache too: a round that repeats the last one's
-            // keys would otherwise find their blocks there. Closed first, so the files are
-            // dropped with no reader between; reopening reads the filters and indexes back
-            // into RAM (where they always live), not the data blocks.
+        // Cold means the engine's block cache too: a round that repeats the last one's keys
+        // would otherwise find their blocks there. Closed first, so the files are dropped with
+        // no reader between; reopening reads the filters and indexes back into RAM (where
+        // they always live), not the data blocks.
+        let cold = args.page_cache == page_cache::PageCache::Cold;
+        if cold {
             b.db.close()?;
-            page_cache::prepare(args.page_cache, &b.dir)?;
-            b.db = if b.read_only {
-                Db::open_read_only(&b.dir, b.opts.clone())?
-            } else {
-                open(&b.dir, b.opts.clone())?
-            };
-        } else {
-            page_cache::prepare(args.page_cache, &b.dir)?;
+        }
+        page_cache::prepare(args.page_cache, &b.dir)?;
+        if cold {
+            b.db = b.open_again()?;
         }
         let db = &b.db;
         let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
