@@ -412,7 +412,8 @@ fn ingest_load_gives_the_reads_the_same_data_and_tree_as_the_fill() {
     assert!(svg.contains("by ingest") && svg.contains("readmissing"));
 }
 
-/// `--profile large` presets keys, load, workloads and a capped sweep; explicit flags win.
+/// `--profile large` presets keys, load, workloads, a warm page cache and a capped sweep;
+/// explicit flags win.
 #[test]
 fn the_large_profile_sets_defaults_that_flags_override() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,6 +423,7 @@ fn the_large_profile_sets_defaults_that_flags_override() {
     assert_eq!(c["profile"], "large");
     assert_eq!(c["keys"], 16000);
     assert_eq!(c["load"], "ingest");
+    assert_eq!(c["page_cache"], "warm");
     let large = ["readrandom", "readmissing", "multireadrandom", "multireadmissing"];
     assert_eq!(c["workloads"], serde_json::json!(large));
     assert_eq!(c["policies"], serde_json::json!(POLICIES));
@@ -433,11 +435,13 @@ fn the_large_profile_sets_defaults_that_flags_override() {
             assert!(f(&row(results, w, p)["ops_per_sec"]) > 0.0);
         }
     }
-    let overridden = [&["--profile", "large", "--load", "fill"][..], &small[..]].concat();
+    let overridden = ["--profile", "large", "--load", "fill", "--page-cache", "as-is"];
+    let overridden = [&overridden[..], &small[..]].concat();
     let overridden =
         [&overridden[..], &["--workloads", "readmissing", "--sweep-keys", "500"]].concat();
     let c = run_json(dir.path(), &overridden)["config"].clone();
     assert_eq!((c["load"].as_str(), c["sweep_keys"].as_u64()), (Some("fill"), Some(500)));
+    assert_eq!(c["page_cache"], "as-is");
     assert_eq!(c["workloads"], serde_json::json!(["readmissing"]));
     assert_eq!(c["keys"], 16000);
 }

@@ -218,8 +218,8 @@ pub enum Profile {
     /// at an eighth of the keys.
     Default,
     /// Filters far larger than the CPU caches: `--keys 50000000 --load ingest --workloads
-    /// readrandom,readmissing,multireadrandom,multireadmissing` on every policy, and the sweep
-    /// at 1M keys (ingested too).
+    /// readrandom,readmissing,multireadrandom,multireadmissing --page-cache warm` on every
+    /// policy, and the sweep at 1M keys (ingested too).
     Large,
 }
 
@@ -257,6 +257,7 @@ struct Plan {
     workloads: Vec<Workload>,
     policies: Vec<Policy>,
     sweep_keys: u64,
+    page_cache: page_cache::PageCache,
 }
 
 impl Plan {
@@ -284,7 +285,14 @@ impl Plan {
         let eighth = (keys / 8).max(1);
         let sweep_keys =
             args.sweep_keys.unwrap_or(if large { eighth.min(LARGE_SWEEP_KEYS) } else { eighth });
-        Plan { profile, keys, load, workloads, policies, sweep_keys }
+        // A large tree sits in the page cache only partly, and only for a while (see
+        // `page_cache`): the large profile starts every read workload warm unless told not to.
+        let page_cache = args.page_cache.unwrap_or(if large {
+            page_cache::PageCache::Warm
+        } else {
+            page_cache::PageCache::AsIs
+        });
+        Plan { profile, keys, load, workloads, policies, sweep_keys, page_cache }
     }
 }
 
@@ -323,8 +331,8 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// A preset: `large` is `--keys 50000000 --load ingest --workloads
-    /// readrandom,readmissing,multireadrandom,multireadmissing` with the sweep at 1M keys;
-    /// flags given explicitly override it.
+    /// readrandom,readmissing,multireadrandom,multireadmissing --page-cache warm` with the
+    /// sweep at 1M keys; flags given explicitly override it.
     #[arg(long, value_enum)]
     profile: Option<Profile>,
     /// Entries in each policy's database [default: 1000000, db_bench's (the whole default run
@@ -413,9 +421,10 @@ pub struct Args {
     /// its block cache empty, its filters and indexes read back; Linux). On a tree near the
     /// size of RAM, `as-is` lets earlier workloads and the other policies' trees decide how
     /// many block reads reach the disk; `warm` and `cold` give every policy the same start.
-    /// The sweep's small databases are left as they are.
-    #[arg(long, value_enum, default_value = "as-is")]
-    page_cache: page_cache::PageCache,
+    /// The sweep's small databases are left as they are. [default: as-is; large profile:
+    /// warm]
+    #[arg(long, value_enum)]
+    page_cache: Option<page_cache::PageCache>,
     /// Seed for key order and every random choice.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
@@ -568,10 +577,17 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         show_progress: !args.quiet && std::io::stdout().is_terminal(),
     };
 
+    let idle_pageout = page_cache::idle_pageout();
+    let reclaim_note = match idle_pageout {
+        Some(idle) => {
+            format!(" (this kernel pages out memory idle for {} s: DAMON)", idle.as_secs_f64())
+        }
+        None => String::new(),
+    };
     say(&format!(
         "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
-         reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}, dbs in {} \
-         (load average {})\n",
+         reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}{}, dbs in \
+         {} (load average {})\n",
         plan.profile.name(),
         plan.keys,
         keys::KEY_BYTES,
@@ -581,7 +597,8 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         args.threads,
         args.bits_per_key,
         compression_name(args.compression),
-        args.page_cache.name(),
+        plan.page_cache.name(),
+        reclaim_note,
         base.display(),
         load_average_at_start
     ))?;
@@ -697,7 +714,8 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             level_base_bytes: args.level_base_bytes,
             max_open_files: args.max_open_files,
             compression: compression_name(args.compression),
-            page_cache: args.page_cache.name().into(),
+            page_cache: plan.page_cache.name().into(),
+            idle_pageout_secs: idle_pageout.map(|d| d.as_secs_f64()),
             shape: match args.shape {
                 TreeShape::Layered => "layered".into(),
                 TreeShape::AsFilled => "as-filled".into(),
@@ -1064,11 +1082,11 @@ fn run_reads(
         // would otherwise find their blocks there. Closed first, so the files are dropped with
         // no reader between; reopening reads the filters and indexes back into RAM (where
         // they always live), not the data blocks.
-        let cold = args.page_cache == page_cache::PageCache::Cold;
+        let cold = ctx.plan.page_cache == page_cache::PageCache::Cold;
         if cold {
             b.db.close()?;
         }
-        page_cache::prepare(args.page_cache, &b.dir)?;
+        page_cache::prepare(ctx.plan.page_cache, &b.dir)?;
         if cold {
             b.db = b.open_again()?;
         }

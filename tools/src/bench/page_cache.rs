@@ -71,6 +71,53 @@ pub fn prepare(mode: PageCache, dir: &Path) -> bloomkv::Result<u64> {
     Ok(bytes)
 }
 
+/// How long memory must sit untouched before this kernel pages it out by itself, when it
+/// runs such a policy: a DAMON scheme whose action is `pageout` (cloud VMs use one to hand idle
+/// guest memory back to the host). Under one, a database's page-cache pages leave once it has
+/// not read them for that long, so an `as-is` run's block reads hit the disk or not depending
+/// on how long ago each tree was last read. `None` when no such scheme is on, or the kernel
+/// has no DAMON interface.
+pub fn idle_pageout() -> Option<std::time::Duration> {
+    idle_pageout_under(Path::new("/sys/kernel/mm/damon/admin/kdamonds"))
+}
+
+/// [`idle_pageout`] read from a DAMON sysfs tree rooted at `kdamonds`: the shortest minimum
+/// age of the `pageout` schemes of the running kdamonds, in their contexts' aggregation
+/// intervals.
+fn idle_pageout_under(kdamonds: &Path) -> Option<std::time::Duration> {
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let subdirs = |p: PathBuf| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(&p) else { return Vec::new() };
+        entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect()
+    };
+    let mut shortest: Option<std::time::Duration> = None;
+    for kdamond in subdirs(kdamonds.to_path_buf()) {
+        if read(kdamond.join("state")).as_deref() != Some("on") {
+            continue;
+        }
+        for context in subdirs(kdamond.join("contexts")) {
+            let aggr_us: u64 =
+                match read(context.join("monitoring_attrs/intervals/aggr_us")).map(|s| s.parse()) {
+                    Some(Ok(us)) => us,
+                    _ => continue,
+                };
+            for scheme in subdirs(context.join("schemes")) {
+                if read(scheme.join("action")).as_deref() != Some("pageout") {
+                    continue;
+                }
+                let Some(Ok(min_age)) =
+                    read(scheme.join("access_pattern/age/min")).map(|s| s.parse::<u64>())
+                else {
+                    continue;
+                };
+                let idle = std::time::Duration::from_micros(min_age.saturating_mul(aggr_us));
+                shortest = Some(shortest.map_or(idle, |s| s.min(idle)));
+            }
+        }
+    }
+    shortest
+}
+
 #[cfg(target_os = "linux")]
 fn drop_cached(file: &File) -> std::io::Result<()> {
     use rustix::fs::{fadvise, Advice};
@@ -111,6 +158,40 @@ mod tests {
     use super::*;
     use bloomkv::fs::{FileSystem, StdFs};
     use std::io::Write;
+
+    /// A DAMON sysfs tree: kdamond `k` with `state`, one context with `aggr_us`, and its
+    /// schemes as (action, minimum age).
+    fn damon_tree(root: &Path, k: &str, state: &str, aggr_us: u64, schemes: &[(&str, u64)]) {
+        let kd = root.join(k);
+        let ctx = kd.join("contexts/0");
+        std::fs::create_dir_all(ctx.join("monitoring_attrs/intervals")).unwrap();
+        std::fs::write(kd.join("state"), format!("{state}\n")).unwrap();
+        std::fs::write(ctx.join("monitoring_attrs/intervals/aggr_us"), format!("{aggr_us}\n"))
+            .unwrap();
+        for (i, (action, age)) in schemes.iter().enumerate() {
+            let scheme = ctx.join(format!("schemes/{i}"));
+            std::fs::create_dir_all(scheme.join("access_pattern/age")).unwrap();
+            std::fs::write(scheme.join("action"), format!("{action}\n")).unwrap();
+            std::fs::write(scheme.join("access_pattern/age/min"), format!("{age}\n")).unwrap();
+        }
+    }
+
+    #[test]
+    fn idle_pageout_reads_the_running_pageout_schemes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(idle_pageout_under(&root.join("absent")), None);
+        // A stopped kdamond and a scheme that only collects statistics page nothing out.
+        damon_tree(root, "0", "off", 5_000_000, &[("pageout", 1)]);
+        damon_tree(root, "1", "on", 5_000_000, &[("stat", 1)]);
+        assert_eq!(idle_pageout_under(root), None);
+        // A running pageout scheme: its minimum age in aggregation intervals.
+        damon_tree(root, "2", "on", 5_000_000, &[("stat", 1), ("pageout", 6)]);
+        assert_eq!(idle_pageout_under(root), Some(std::time::Duration::from_secs(30)));
+        // The shortest of several.
+        damon_tree(root, "3", "on", 100_000, &[("pageout", 50)]);
+        assert_eq!(idle_pageout_under(root), Some(std::time::Duration::from_secs(5)));
+    }
 
     /// Whether the kernel can hand over the file's first 64 KiB without going to the disk.
     fn cached(path: &Path) -> bool {

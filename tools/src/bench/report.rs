@@ -64,6 +64,10 @@ pub struct Config {
     /// `as-is`, `warm` or `cold` (`--page-cache`): the page-cache state each read workload
     /// on the loaded databases started from.
     pub page_cache: String,
+    /// Seconds after which this kernel pages out memory left untouched (a DAMON `pageout`
+    /// scheme), or `null` when it runs none: under one, an `as-is` run's page cache holds
+    /// what was read recently, not what was read.
+    pub idle_pageout_secs: Option<f64>,
     /// `layered` or `as-filled` (see `--shape`).
     pub shape: String,
     /// Threads running each read workload.
