@@ -83,6 +83,13 @@ impl Version {
         (i < tables.len() && !key.before(&fences[i], &tables[i])).then_some(i)
     }
 
+    /// The most tables [`Version::for_each_candidate`] can name for one key: every L0 table
+    /// and one per non-empty sorted level.
+    pub(crate) fn max_candidates(&self) -> usize {
+        let l0 = self.levels.first().map_or(0, Vec::len);
+        l0 + self.levels.iter().skip(1).filter(|l| !l.is_empty()).count()
+    }
+
     /// Calls `f` with each table a point lookup of `key` must consult, and that table's
     /// filter, in the order the lookup must consult them, until `f` breaks.
     #[inline]
