@@ -350,11 +350,10 @@ impl Table {
         })
     }
 
-    /// The data block at `handle`, from the cache when possible: `(block, read, cache hit)`.
-    fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<(Block, bool, bool)> {
-        let (block, read) =
-            self.fetch_data_block(handle, fill_cache, true)?.expect("a read that may wait answers");
-        Ok((block, read, !read))
+    /// The data block at `handle`, from the cache when possible: `(block, read from the
+    /// file)`; a block not read was a cache hit.
+    fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<(Block, bool)> {
+        Ok(self.fetch_data_block(handle, fill_cache, true)?.expect("a read that may wait answers"))
     }
 
     /// The data block at `handle` from the cache when possible, else read (and cached with
@@ -389,7 +388,7 @@ impl Table {
     /// The data block at `handle`, from the block cache or the file, waiting for the device
     /// if need be (what a lookup does; a block read goes into the block cache).
     pub(crate) fn fetch_block(&self, handle: BlockHandle) -> Result<Fetched> {
-        let (block, read, _) = self.data_block(handle, true)?;
+        let (block, read) = self.data_block(handle, true)?;
         Ok(Fetched { handle, block, read })
     }
 
@@ -725,7 +724,7 @@ impl TableIter {
         self.block_index = i;
         self.data = None;
         let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
-        let r = self.table.data_block(handle, self.fill_cache).and_then(|(block, _, _)| {
+        let r = self.table.data_block(handle, self.fill_cache).and_then(|(block, _)| {
             let mut it = block.iter();
             how(&mut it)?;
             Ok(it)

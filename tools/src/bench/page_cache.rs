@@ -85,29 +85,26 @@ pub fn idle_pageout() -> Option<std::time::Duration> {
 /// age of the `pageout` schemes of the running kdamonds, in their contexts' aggregation
 /// intervals.
 fn idle_pageout_under(kdamonds: &Path) -> Option<std::time::Duration> {
-    let read = |p: PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
-    let subdirs = |p: PathBuf| -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(&p) else { return Vec::new() };
+    let read = |p: &Path| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let number = |p: &Path| read(p)?.parse::<u64>().ok();
+    let subdirs = |p: &Path| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(p) else { return Vec::new() };
         entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect()
     };
     let mut shortest: Option<std::time::Duration> = None;
-    for kdamond in subdirs(kdamonds.to_path_buf()) {
-        if read(kdamond.join("state")).as_deref() != Some("on") {
+    for kdamond in subdirs(kdamonds) {
+        if read(&kdamond.join("state")).as_deref() != Some("on") {
             continue;
         }
-        for context in subdirs(kdamond.join("contexts")) {
-            let aggr_us: u64 =
-                match read(context.join("monitoring_attrs/intervals/aggr_us")).map(|s| s.parse()) {
-                    Some(Ok(us)) => us,
-                    _ => continue,
-                };
-            for scheme in subdirs(context.join("schemes")) {
-                if read(scheme.join("action")).as_deref() != Some("pageout") {
+        for context in subdirs(&kdamond.join("contexts")) {
+            let Some(aggr_us) = number(&context.join("monitoring_attrs/intervals/aggr_us")) else {
+                continue;
+            };
+            for scheme in subdirs(&context.join("schemes")) {
+                if read(&scheme.join("action")).as_deref() != Some("pageout") {
                     continue;
                 }
-                let Some(Ok(min_age)) =
-                    read(scheme.join("access_pattern/age/min")).map(|s| s.parse::<u64>())
-                else {
+                let Some(min_age) = number(&scheme.join("access_pattern/age/min")) else {
                     continue;
                 };
                 let idle = std::time::Duration::from_micros(min_age.saturating_mul(aggr_us));
