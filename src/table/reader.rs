@@ -15,7 +15,7 @@ use crate::key::{
     append_internal_key, compare_internal, pack_trailer, parse_internal_key, user_key, SeqNo,
     ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN,
 };
-use crate::key_head::{key_head, partition_by_head};
+use crate::key_head::{key_head, SortedHeads};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
@@ -64,7 +64,7 @@ struct Index {
     keys: Vec<u8>,
     /// `ends[i]` is where separator `i` ends in `keys`.
     ends: Vec<usize>,
-    heads: Vec<u128>,
+    heads: SortedHeads,
     handles: Vec<BlockHandle>,
 }
 
@@ -80,18 +80,15 @@ impl Index {
 
     /// The first block whose separator is `>= target` (`len()` if none).
     fn find(&self, target: &[u8]) -> usize {
-        partition_by_head(
-            self.len(),
-            |i| self.heads[i],
-            key_head(user_key(target)),
-            |i| compare_internal(self.key(i), target) == Ordering::Less,
-        )
+        self.heads.partition(key_head(user_key(target)), |i| {
+            compare_internal(self.key(i), target) == Ordering::Less
+        })
     }
 
     fn memory_bytes(&self) -> usize {
         self.keys.capacity()
             + self.ends.capacity() * std::mem::size_of::<usize>()
-            + self.heads.capacity() * std::mem::size_of::<u128>()
+            + self.heads.memory_bytes()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
     }
 }
@@ -681,31 +678,30 @@ pub(crate) fn walk_index(
 /// Decodes the index block: separators strictly increasing, valid internal keys; handles in
 /// file order, non-overlapping, and inside the data region that ends at `data_end`.
 fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
-    let mut index =
-        Index { keys: Vec::new(), ends: Vec::new(), heads: Vec::new(), handles: Vec::new() };
+    let (mut keys, mut ends, mut heads, mut handles) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut prev_end = 0u64;
     walk_index(block, Err, |key, handle| {
         match handle.end() {
             Some(end) if handle.offset >= prev_end && end <= data_end => prev_end = end,
             _ => {
-                let i = index.len();
+                let i = handles.len();
                 return Err(Error::bad_bytes(
                     0,
                     format!("index entry {i}: handle outside the data region"),
                 ));
             }
         }
-        index.keys.extend_from_slice(key);
-        index.ends.push(index.keys.len());
-        index.heads.push(key_head(user_key(key)));
-        index.handles.push(handle);
+        keys.extend_from_slice(key);
+        ends.push(keys.len());
+        heads.push(key_head(user_key(key)));
+        handles.push(handle);
         Ok(())
     })?;
-    index.keys.shrink_to_fit();
-    index.ends.shrink_to_fit();
-    index.heads.shrink_to_fit();
-    index.handles.shrink_to_fit();
-    Ok(index)
+    keys.shrink_to_fit();
+    ends.shrink_to_fit();
+    heads.shrink_to_fit();
+    handles.shrink_to_fit();
+    Ok(Index { keys, ends, heads: SortedHeads::new(heads), handles })
 }
 
 /// A two-level iterator: the in-RAM index picks the block, a [`BlockIter`] walks it. Steps

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::set::{TableFile, Version};
 use crate::filter::Filter;
-use crate::key_head::{key_head, partition_by_head};
+use crate::key_head::key_head;
 
 /// One table's user-key range as heads of its bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,10 @@ pub(crate) struct Fence {
 impl Fence {
     pub(crate) fn of(t: &TableFile) -> Fence {
         Fence { lo: key_head(t.smallest_user_key()), hi: key_head(t.largest_user_key()) }
+    }
+
+    pub(crate) fn hi(&self) -> u128 {
+        self.hi
     }
 }
 
@@ -74,12 +78,8 @@ impl Version {
     #[inline(always)]
     pub(crate) fn find_in_level(&self, level: usize, key: &LookupKey) -> Option<usize> {
         let (tables, fences) = (&self.levels[level], &self.fences[level]);
-        let i = partition_by_head(
-            tables.len(),
-            |i| fences[i].hi,
-            key.head,
-            |i| tables[i].largest_user_key() < key.key,
-        );
+        let i = self.upper_bounds[level]
+            .partition(key.head, |i| tables[i].largest_user_key() < key.key);
         (i < tables.len() && !key.before(&fences[i], &tables[i])).then_some(i)
     }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::filename::{self, current_path, manifest_path};
 use crate::filter::Filter;
 use crate::fs::FileSystem;
+use crate::key_head::SortedHeads;
 use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
 use crate::range_del::Fragments;
@@ -93,6 +94,9 @@ pub struct Version {
     /// `fences[l][i]` is the key range of `levels[l][i]` in the compact form point lookups
     /// search (see [`crate::version::lookup`]).
     pub(crate) fences: Vec<Vec<Fence>>,
+    /// `upper_bounds[l]` holds the heads of `levels[l]`'s largest keys, arranged for the
+    /// search that picks a sorted level's one candidate (empty for L0, which is scanned).
+    pub(crate) upper_bounds: Vec<SortedHeads>,
     /// `filters[l][i]` is the filter of `levels[l][i]`: a clone sharing the table's bit array,
     /// so a lookup reaches the bits without loading the table (only a "maybe" does that).
     pub(crate) filters: Vec<Vec<Filter>>,
@@ -108,13 +112,22 @@ impl Version {
     }
 
     fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
-        let fences = levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
+        let fences: Vec<Vec<Fence>> =
+            levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
+        let upper_bounds = fences
+            .iter()
+            .enumerate()
+            .map(|(l, fs)| match l {
+                0 => SortedHeads::default(),
+                _ => SortedHeads::new(fs.iter().map(Fence::hi).collect()),
+            })
+            .collect();
         let filters =
             levels.iter().map(|ts| ts.iter().map(|t| t.table.filter().clone()).collect()).collect();
         let range_dels = Arc::new(Fragments::new(
             levels.iter().flatten().flat_map(|t| t.table.range_tombstones()),
         ));
-        Version { levels, fences, filters, range_dels }
+        Version { levels, fences, upper_bounds, filters, range_dels }
     }
 
     /// True if `edit` changes the tables of keyspace `keyspace`, whose version this is.
