@@ -296,9 +296,8 @@ fn rounds_repeat_the_reads_and_report_the_median() {
     assert_eq!(json["config"]["rounds"], 3);
     assert_eq!(json["config"]["page_cache"], "cold");
     // Cold empties the block cache too: every round, the median one included, reads its
-    // present keys' blocks afresh (about 170 of them for 2,000 reads), although each round
-    // asks for the same keys and the whole 5,000-key tree fits in the block cache, so a
-    // round after a warm one would read none.
+    // present keys' blocks afresh (about 170 of them for 2,000 reads), although the whole
+    // 5,000-key tree fits in the block cache, so a round after a warm one would read none.
     for p in ["blocked", "classic"] {
         let per_op = &row(json["results"].as_array().unwrap(), "readrandom", p)["per_op"];
         assert!(f(&per_op["blocks_read"]) > 0.04, "{p}: {per_op}");

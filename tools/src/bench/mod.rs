@@ -620,9 +620,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             if args.rounds == 1 {
                 // Read and removed before the next policy's is built: one database on disk.
                 // (The writers come last in `Workload::ALL`, so this is the order asked.)
-                let rows = run_reads(&ctx, &mut b, &repeated, "")?;
+                let rows = run_reads(&ctx, &mut b, &repeated, 0, "")?;
                 measured.extend(rows.into_iter().map(|row| (0, row)));
-                results.extend(run_reads(&ctx, &mut b, &once, "")?);
+                results.extend(run_reads(&ctx, &mut b, &once, 0, "")?);
                 finish(&ctx, b)?;
             } else {
                 built.push(b);
@@ -648,13 +648,13 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         for workload in &repeated {
             for k in 0..n {
                 let b = &mut built[(k + round as usize) % n];
-                let rows = run_reads(&ctx, b, std::slice::from_ref(workload), &label)?;
+                let rows = run_reads(&ctx, b, std::slice::from_ref(workload), round, &label)?;
                 measured.extend(rows.into_iter().map(|row| (round, row)));
             }
         }
     }
     for mut b in built {
-        results.extend(run_reads(&ctx, &mut b, &once, "")?);
+        results.extend(run_reads(&ctx, &mut b, &once, 0, "")?);
         finish(&ctx, b)?;
     }
     let (medians, rounds) = report::by_round(measured);
@@ -1058,12 +1058,22 @@ fn build(
     Ok(Built { policy, dir, opts, db, read_only })
 }
 
+/// The seed of `workload`'s random choices in round `round` (0-based): the same for every
+/// policy, so within a round they all answer the same questions, and new each round, so a
+/// round is a fresh sample rather than a replay that finds the round before's blocks in the
+/// block cache. Round 0's is the seed of a single-round run.
+fn workload_seed(seed: u64, workload: Workload, round: u32) -> u64 {
+    seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)
+        ^ u64::from(round).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 /// Runs each of `workloads` (all of them read the loaded database) once on `b`, in the order
-/// given; `label` tells the progress bars which round this is.
+/// given, as round `round`; `label` tells the progress bars which round this is.
 fn run_reads(
     ctx: &Ctx,
     b: &mut Built,
     workloads: &[Workload],
+    round: u32,
     label: &str,
 ) -> bloomkv::Result<Vec<WorkloadResult>> {
     let args = ctx.args;
@@ -1092,8 +1102,7 @@ fn run_reads(
         }
         let db = &b.db;
         let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
-        // Each workload gets its own stream of random choices, the same for every policy.
-        let wseed = seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let wseed = workload_seed(seed, workload, round);
         let before = db.stats();
         let mut writer = None;
         let t = match workload {
@@ -1395,5 +1404,23 @@ fn machine(load_average_at_start: String) -> report::Machine {
         l3_cache,
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         load_average_at_start,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_round_draws_new_keys_and_a_single_round_keeps_its_old_ones() {
+        let w = Workload::ReadRandom;
+        // Round 0 is what a one-round run has always used, so its figures stay comparable.
+        assert_eq!(workload_seed(7, w, 0), 7 ^ (w as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let seeds: Vec<u64> = (0..16).map(|r| workload_seed(7, w, r)).collect();
+        let mut distinct = seeds.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), seeds.len(), "every round its own stream: {seeds:?}");
+        assert_ne!(workload_seed(7, Workload::ReadMissing, 1), workload_seed(7, w, 1));
     }
 }
