@@ -5,8 +5,10 @@
 //! bounds would chase two pointers per comparison (the shared table, then its heap-allocated
 //! key), and on a cold cache each is a miss. So every [`Version`] also keeps, per level, a
 //! dense array of [`Fence`]s: the [`key_head`]es of each table's smallest and largest user
-//! key. Almost every comparison is then one integer comparison in a contiguous array; only
-//! a head equal to the key's sends the comparison to the whole keys. The version also hands
+//! key, and for each sorted level its tables' upper bounds again as a `SortedHeads`, whose
+//! 16-way nodes the search for the level's one candidate walks (see `crate::key_head`).
+//! Almost every comparison is then one integer comparison in a contiguous array; only a head
+//! equal to the key's sends the comparison to the whole keys. The version also hands
 //! out each candidate's filter (a clone sharing the table's bit array), so a lookup can
 //! prefetch and probe it without loading the table either.
 

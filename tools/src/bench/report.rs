@@ -480,12 +480,14 @@ pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Res
         }
     }
     writeln!(
-                out,
+        out,
         "\nops/cpu-s: operations per CPU-second of the whole process (all its threads);\n\
          blk/op: data blocks read from disk per op; cache/op: block-cache hits per op; \
          chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
          (block counters move only for point lookups, not scans or writes);\n\
-         multiread*: an op is one key of a multi_get call, but the latency columns time whole calls."
+         latency columns: one op in {} timed, so reading the clock costs the throughput little;\n\
+         multiread*: an op is one key of a multi_get call, but the latency columns time every whole call.",
+        super::measure::LATENCY_SAMPLE_EVERY
     )?;
     Ok(())
 }
