@@ -116,15 +116,20 @@ where
                         let mut hist = new_histogram();
                         barrier.wait();
                         let every = if share < every { 1 } else { every };
+                        // Operations 0, every, 2·every, ... are timed (a countdown: no
+                        // division per operation).
+                        let mut until_timed = 0;
                         let start = Instant::now();
                         for i in 0..share {
-                            if i % every == 0 {
+                            if until_timed == 0 {
+                                until_timed = every;
                                 let t = Instant::now();
                                 op(&mut w)?;
                                 hist.saturating_record(t.elapsed().as_nanos().max(1) as u64);
                             } else {
                                 op(&mut w)?;
                             }
+                            until_timed -= 1;
                             w.done += 1;
                             if (i + 1) % PROGRESS_EVERY == 0 {
                                 progress.inc(PROGRESS_EVERY);
