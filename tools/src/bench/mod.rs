@@ -1088,8 +1088,8 @@ fn run_reads(
             b.read_only = false;
             b.db = b.open_again()?;
         }
-        // Cold means the engine's block cache too: a round that repeats the last one's keys
-        // would otherwise find their blocks there. Closed first, so the files are dropped with
+        // Cold means the engine's block cache too: the workloads and rounds before would
+        // otherwise have left their blocks there. Closed first, so the files are dropped with
         // no reader between; reopening reads the filters and indexes back into RAM (where
         // they always live), not the data blocks.
         let cold = ctx.plan.page_cache == page_cache::PageCache::Cold;
