@@ -678,7 +678,8 @@ pub(crate) fn walk_index(
 /// Decodes the index block: separators strictly increasing, valid internal keys; handles in
 /// file order, non-overlapping, and inside the data region that ends at `data_end`.
 fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
-    let (mut keys, mut ends, mut heads, mut handles) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut keys, mut ends) = (Vec::new(), Vec::new());
+    let (mut heads, mut handles) = (Vec::new(), Vec::new());
     let mut prev_end = 0u64;
     walk_index(block, Err, |key, handle| {
         match handle.end() {

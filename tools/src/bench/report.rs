@@ -486,7 +486,8 @@ pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Res
          chk/op: filters asked per op;\nskip/op: tables a filter ruled out per op \
          (block counters move only for point lookups, not scans or writes);\n\
          latency columns: one op in {} timed, so reading the clock costs the throughput little;\n\
-         multiread*: an op is one key of a multi_get call, but the latency columns time every whole call.",
+         multiread*: an op is one key of a multi_get call, but the latency columns time \
+         every whole call.",
         super::measure::LATENCY_SAMPLE_EVERY
     )?;
     Ok(())
