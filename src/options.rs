@@ -29,6 +29,7 @@ pub struct Options {
     pub(crate) block_bytes: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: usize,
+    pub(crate) mmap_reads: bool,
     pub(crate) sync_writes: bool,
     pub(crate) l0_compaction_trigger: usize,
     pub(crate) l0_slowdown_trigger: usize,
@@ -52,6 +53,7 @@ impl Default for Options {
             block_bytes: 4096,
             block_cache_bytes: 64 << 20,
             max_open_files: 512,
+            mmap_reads: false,
             sync_writes: false,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 8,
@@ -110,6 +112,17 @@ impl Options {
         /// block read. The WAL, the manifest and the LOCK take a few descriptors beyond
         /// these, so keep it below the process's `RLIMIT_NOFILE` with room to spare.
         max_open_files: usize);
+    setter!(
+        /// Whether point lookups read table files through a memory mapping instead of
+        /// `pread` (default false). A data block the page cache holds then costs a copy out of
+        /// the mapping rather than a system call: on the 50M-key bench, see DESIGN.md. A
+        /// mapped table holds no file descriptor (so `max_open_files` then bounds only the
+        /// files scans and compactions read through), but its whole file in address space.
+        /// Off by default for one reason: a table file truncated by another process while
+        /// mapped ends this process with `SIGBUS` at its next read there, where `pread` would
+        /// have returned an error. File systems that cannot map (such as `FaultFs`) read as
+        /// if this were off.
+        mmap_reads: bool);
     setter!(
         /// Whether writes fsync the WAL before they are acknowledged (default false). Applies
         /// to `put`, `delete`, and to `write` unless its [`WriteOptions`] set `sync`.

@@ -150,6 +150,11 @@ pub struct Stats {
     pub index_memory_bytes: u64,
     /// Table files open now (at most `Options::max_open_files`).
     pub open_table_files: u64,
+    /// Live tables whose point lookups read a memory mapping of their file
+    /// (`Options::mmap_reads`), and the bytes mapped: address space over the page cache.
+    pub mapped_table_files: u64,
+    /// See [`Stats::mapped_table_files`].
+    pub mapped_table_bytes: u64,
     /// Times a table file was reopened after the open-file limit had closed it.
     pub table_file_reopens: u64,
     /// Approximate bytes in the active and immutable memtables.

@@ -644,7 +644,20 @@ fn check_damaged(
     what: &str,
     out: &mut Outcomes,
 ) {
-    let db = match Db::open(dir, opts()) {
+    check_damaged_with(false, dir, damaged, allowed, what, out)
+}
+
+/// [`check_damaged`]; with `mapped`, the database is opened with `mmap_reads`, so its point
+/// lookups read every table through a mapping (checked).
+fn check_damaged_with(
+    mapped: bool,
+    dir: &Path,
+    damaged: &Path,
+    allowed: &Allowed<'_>,
+    what: &str,
+    out: &mut Outcomes,
+) {
+    let db = match Db::open(dir, opts().mmap_reads(mapped)) {
         Ok(db) => db,
         Err(e) => {
             assert!(blames(&e, damaged), "{what}: open failed blaming something else: {e:?}");
@@ -652,6 +665,11 @@ fn check_damaged(
             return;
         }
     };
+    if mapped {
+        let s = db.stats();
+        let tables: usize = s.tables_per_level.iter().sum();
+        assert_eq!(s.mapped_table_files, tables as u64, "{what}: every table mapped");
+    }
     let scanned: bloomkv::Result<Model> =
         db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
     let reference: Model = match scanned {
@@ -774,6 +792,7 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
     picks.sort_unstable();
     picks.dedup();
     let mut out = Outcomes::default();
+    let mut mapped = Outcomes::default();
     let mut cases = 0;
     let mut with_range_dels = 0;
     for &i in &picks {
@@ -816,14 +835,17 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
         }
         for (what, at) in offsets {
             let (_tmp, dir, damaged) = damage_copy(&b, &name(path), |d| flip(d, at));
-            check_damaged(
-                &dir,
-                &damaged,
-                &Allowed::Exact(&b.model),
-                &format!("{} {what}", name(path)),
-                &mut out,
-            );
+            let what = format!("{} {what}", name(path));
+            check_damaged(&dir, &damaged, &Allowed::Exact(&b.model), &what, &mut out);
             cases += 1;
+            // Data blocks are what point lookups read through a mapping: the same damage,
+            // read that way, must fail the same way.
+            if what.contains("data block") {
+                let what = format!("{what} (mapped)");
+                let allowed = Allowed::Exact(&b.model);
+                check_damaged_with(true, &dir, &damaged, &allowed, &what, &mut mapped);
+                cases += 1;
+            }
         }
         for cut in [size / 2, size - 1, 10] {
             let (_tmp, dir, damaged) = damage_copy(&b, &name(path), |d| d.truncate(cut as usize));
@@ -838,8 +860,11 @@ fn damaged_tables_read_correctly_or_fail_naming_the_table() {
         }
     }
     eprintln!(
-        "table damage: {cases} cases ({with_range_dels} tables with range deletions), {out:?}"
+        "table damage: {cases} cases ({with_range_dels} tables with range deletions), {out:?}, \
+         through mappings {mapped:?}"
     );
+    // Through a mapping, data-block damage fails the lookups that meet it, as without.
+    assert!(mapped.read_errors > 0 && mapped.open_failed == 0, "{mapped:?}");
     // The L0 tables of both sessions' flushes hold range tombstones (see `opts`).
     assert!(with_range_dels >= 2, "tables with range tombstones are damaged too");
     // Data-block damage opens and fails reads; metadata damage fails the open.

@@ -870,6 +870,9 @@ impl Db {
         for (_, t) in state.trees.iter().flat_map(|tree| tree.version.all_tables()) {
             s.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
             s.index_memory_bytes += t.table.index_memory_bytes() as u64;
+            let mapped = t.table.mapped_bytes();
+            s.mapped_table_files += u64::from(mapped > 0);
+            s.mapped_table_bytes += mapped;
         }
         s.memtable_bytes = state
             .trees

@@ -168,6 +168,8 @@ pub(crate) struct TableCaches {
     pub blocks: Arc<BlockCache>,
     pub files: Arc<FileCache>,
     pub reads: Arc<ReadPool>,
+    /// Map each table's file for its point lookups (`Options::mmap_reads`).
+    pub map_reads: bool,
 }
 
 /// Block reads one `multi_get` keeps in flight at most: about where the measured disk stops
@@ -180,6 +182,7 @@ impl TableCaches {
             blocks: Arc::new(BlockCache::new(opts.block_cache_bytes)),
             files: Arc::new(FileCache::new(opts.fs.clone(), opts.max_open_files)),
             reads: Arc::new(ReadPool::new(READ_THREADS)),
+            map_reads: opts.mmap_reads,
         }
     }
 }
@@ -218,7 +221,14 @@ pub(crate) fn open_table(
     if let Some(d) = meta.disagreements(table.properties()).first() {
         return Err(Error::corruption(&path, 0, d.clone()));
     }
-    let table = table.share_file(caches.files.clone());
+    let mut table = table.share_file(caches.files.clone());
+    if caches.map_reads {
+        // A mapping only speeds lookups up: where it cannot be had (a file system without
+        // mappings, an exhausted address space or map count), they read as without it.
+        if let Ok(Some(mapped)) = fs.map(&path) {
+            table = table.map_for_lookups(mapped)?;
+        }
+    }
     Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
 }
 

@@ -141,6 +141,19 @@ pub struct Table {
     filter: Filter,
     /// The range tombstones, sorted and disjoint (held in RAM, like the filter).
     range_dels: Vec<RangeTombstone>,
+    /// The same file mapped into memory, which point lookups read their blocks from when
+    /// present (see [`Table::map_for_lookups`]).
+    mapped: Option<Arc<dyn RandomAccessFile>>,
+}
+
+/// What a data block is read for, which decides the file it is read through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// A point lookup: one block at a random place, from the mapping if the table has one.
+    Lookup,
+    /// A scan (an iterator, a compaction, a check): blocks in file order, through `pread`,
+    /// whose sequential pattern the kernel notices and reads ahead of.
+    Scan,
 }
 
 /// Where a table's data blocks are read from.
@@ -210,6 +223,7 @@ impl Table {
             index,
             filter,
             range_dels,
+            mapped: None,
         })
     }
 
@@ -349,8 +363,14 @@ impl Table {
 
     /// The data block at `handle`, from the cache when possible: `(block, read from the
     /// file)`; a block not read was a cache hit.
-    fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<(Block, bool)> {
-        Ok(self.fetch_data_block(handle, fill_cache, true)?.expect("a read that may wait answers"))
+    fn data_block(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        access: Access,
+    ) -> Result<(Block, bool)> {
+        let got = self.fetch_data_block(handle, fill_cache, true, access)?;
+        Ok(got.expect("a read that may wait answers"))
     }
 
     /// The data block at `handle` from the cache when possible, else read (and cached with
@@ -361,13 +381,14 @@ impl Table {
         handle: BlockHandle,
         fill_cache: bool,
         wait: bool,
+        access: Access,
     ) -> Result<Option<(Block, bool)>> {
         if let Some(cache) = &self.cache {
             if let Some(b) = cache.get(self.id, handle.offset) {
                 return Ok(Some((b, false)));
             }
         }
-        let Some(block) = self.read_data_block_as(handle, wait)? else { return Ok(None) };
+        let Some(block) = self.read_data_block_as(handle, wait, access)? else { return Ok(None) };
         if let (Some(cache), true) = (&self.cache, fill_cache) {
             cache.insert(self.id, handle.offset, block.clone());
         }
@@ -378,31 +399,38 @@ impl Table {
     /// from the block cache, or read from the operating system's cache (and then put in the
     /// block cache, as a lookup's read is). `None` when it would have to wait.
     pub(crate) fn fetch_block_if_ready(&self, handle: BlockHandle) -> Result<Option<Fetched>> {
-        let got = self.fetch_data_block(handle, true, false)?;
+        let got = self.fetch_data_block(handle, true, false, Access::Lookup)?;
         Ok(got.map(|(block, read)| Fetched { handle, block, read }))
     }
 
     /// The data block at `handle`, from the block cache or the file, waiting for the device
     /// if need be (what a lookup does; a block read goes into the block cache).
     pub(crate) fn fetch_block(&self, handle: BlockHandle) -> Result<Fetched> {
-        let (block, read) = self.data_block(handle, true)?;
+        let (block, read) = self.data_block(handle, true, Access::Lookup)?;
         Ok(Fetched { handle, block, read })
     }
 
     /// Reads and validates one data block from the file, bypassing the cache.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        Ok(self.read_data_block_as(handle, true)?.expect("a read that may wait answers"))
+        let got = self.read_data_block_as(handle, true, Access::Scan)?;
+        Ok(got.expect("a read that may wait answers"))
     }
 
     /// [`Table::read_data_block`]; without `wait`, only if the operating system can supply
     /// the bytes without waiting for the device (`None` when it cannot).
-    fn read_data_block_as(&self, handle: BlockHandle, wait: bool) -> Result<Option<Block>> {
+    fn read_data_block_as(
+        &self,
+        handle: BlockHandle,
+        wait: bool,
+        access: Access,
+    ) -> Result<Option<Block>> {
         let limit = self.footer.filter.offset;
         let pinned;
-        let file: &dyn RandomAccessFile = match &self.file {
-            FileSlot::Pinned(file) => file.as_ref(),
-            FileSlot::Shared(files) => {
+        let file: &dyn RandomAccessFile = match (&self.mapped, &self.file) {
+            (Some(mapped), _) if access == Access::Lookup => mapped.as_ref(),
+            (_, FileSlot::Pinned(file)) => file.as_ref(),
+            (_, FileSlot::Shared(files)) => {
                 pinned = files.get(self.id, &self.path)?;
                 pinned.as_ref()
             }
@@ -426,6 +454,27 @@ impl Table {
         }
         self.file = FileSlot::Shared(files);
         self
+    }
+
+    /// Serves the table's point lookups from `mapped`, its file mapped into memory
+    /// ([`crate::fs::FileSystem::map`]); scans keep reading through the file as before.
+    /// A mapping of another size than the file the table was opened from is refused.
+    pub fn map_for_lookups(mut self, mapped: Arc<dyn RandomAccessFile>) -> Result<Table> {
+        if mapped.size() != self.file_size {
+            return Err(Error::corruption(
+                &self.path,
+                mapped.size(),
+                format!("mapped {} bytes of a table opened at {}", mapped.size(), self.file_size),
+            ));
+        }
+        self.mapped = Some(mapped);
+        Ok(self)
+    }
+
+    /// Bytes of the table's file mapped into memory for its lookups (0 when unmapped):
+    /// address space, whose pages are the kernel's page cache, not the process's own memory.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped.as_ref().map_or(0, |m| m.size())
     }
 
     /// A two-level iterator over every entry, filling the block cache as it reads.
@@ -721,7 +770,7 @@ impl TableIter {
         self.block_index = i;
         self.data = None;
         let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
-        let r = self.table.data_block(handle, self.fill_cache).and_then(|(block, _)| {
+        let r = self.table.data_block(handle, self.fill_cache, Access::Scan).and_then(|(block, _)| {
             let mut it = block.iter();
             how(&mut it)?;
             Ok(it)

@@ -364,6 +364,10 @@ pub struct Args {
     /// reads reopen files the bound closed.
     #[arg(long, default_value_t = 512)]
     max_open_files: usize,
+    /// Point lookups read the tables through memory mappings (`Options::mmap_reads`; off by
+    /// default, as in the library).
+    #[arg(long)]
+    mmap_reads: bool,
     /// Block compression: none, zstd or zstd:LEVEL.
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compression: Compression,
@@ -478,6 +482,7 @@ impl Ctx<'_> {
         }
         opts.memtable_bytes(self.args.memtable_bytes)
             .max_open_files(self.args.max_open_files)
+            .mmap_reads(self.args.mmap_reads)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
             .filter_policy(policy.filter(bits_per_key))
             .compression(self.args.compression)
@@ -586,8 +591,8 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     };
     say(&format!(
         "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
-         reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}{}, dbs in \
-         {} (load average {})\n",
+         reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}{}, \
+         lookups through {}, dbs in {} (load average {})\n",
         plan.profile.name(),
         plan.keys,
         keys::KEY_BYTES,
@@ -599,6 +604,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         compression_name(args.compression),
         plan.page_cache.name(),
         reclaim_note,
+        if args.mmap_reads { "memory mappings" } else { "pread" },
         base.display(),
         load_average_at_start
     ))?;
@@ -713,6 +719,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             target_table_bytes: args.target_table_bytes,
             level_base_bytes: args.level_base_bytes,
             max_open_files: args.max_open_files,
+            mmap_reads: args.mmap_reads,
             compression: compression_name(args.compression),
             page_cache: plan.page_cache.name().into(),
             idle_pageout_secs: idle_pageout.map(|d| d.as_secs_f64()),
@@ -1048,6 +1055,7 @@ fn build(
         filter_bits_per_key_per_level: bits_per_key_per_level,
         index_memory_bytes: shaped.index_memory_bytes,
         open_table_files: shaped.open_table_files,
+        mapped_table_files: shaped.mapped_table_files,
         write_amplification: d.write_amplification,
         load: ctx.plan.load.name().to_string(),
         load_seconds: loaded.seconds,

@@ -59,6 +59,8 @@ pub struct Config {
     pub level_base_bytes: Option<u64>,
     /// `Options::max_open_files`.
     pub max_open_files: usize,
+    /// `Options::mmap_reads`: point lookups read the tables through memory mappings.
+    pub mmap_reads: bool,
     /// `none` or `zstd:LEVEL`.
     pub compression: String,
     /// `as-is`, `warm` or `cold` (`--page-cache`): the page-cache state each read workload
@@ -135,6 +137,8 @@ pub struct Shape {
     pub index_memory_bytes: u64,
     /// Table files open when the reads start (bounded by `max_open_files`).
     pub open_table_files: u64,
+    /// Tables whose lookups read a memory mapping of their file (`--mmap-reads`).
+    pub mapped_table_files: u64,
     /// Bytes written to tables per byte of keys and values loaded, over the load and its
     /// flush (an ingest writes each byte about once).
     pub write_amplification: f64,
@@ -553,7 +557,7 @@ pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
     for s in shapes {
         writeln!(
                 out,
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?}; in chunks {:.2} MiB, after the load {:.2} MiB)  indexes {:.2} MiB  open files {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
+            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?}; in chunks {:.2} MiB, after the load {:.2} MiB)  indexes {:.2} MiB  open files {}  mapped {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -571,6 +575,7 @@ pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
             s.after_fill_filter_chunk_bytes as f64 / (1 << 20) as f64,
             s.index_memory_bytes as f64 / (1 << 20) as f64,
             s.open_table_files,
+            s.mapped_table_files,
             s.load,
             s.load_seconds,
             s.load_mib_per_sec,

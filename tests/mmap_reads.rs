@@ -1,0 +1,164 @@
+//! `Options::mmap_reads`: point lookups that read table files through a memory mapping
+//! return what they return through `pread`, on every read path, while tables come and go;
+//! and `MappedFile` itself reads exactly the file's bytes, refuses reads past its end and
+//! tells a read the page cache can serve at once from one that would wait for the device.
+
+use std::collections::BTreeMap;
+
+use bloomkv::fs::{FileSystem, MappedFile, RandomAccessFile, StdFs};
+use bloomkv::{Db, Options};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn val(i: u64, gen: u64) -> Vec<u8> {
+    format!("value {i} generation {gen} {}", "y".repeat((i % 40) as usize)).into_bytes()
+}
+
+/// Small tables and blocks, so a few thousand keys make L0 tables and a sorted level.
+fn small(mapped: bool) -> Options {
+    Options::default()
+        .memtable_bytes(16 << 10)
+        .block_bytes(512)
+        .target_table_bytes(16 << 10)
+        .level_base_bytes(64 << 10)
+        .l0_compaction_trigger(64)
+        .l0_slowdown_trigger(64)
+        .l0_stop_trigger(64)
+        .mmap_reads(mapped)
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Every key, present or absent, through `get`, `multi_get` and a scan: exactly `model`.
+fn check_reads(db: &Db, model: &Model, what: &str) {
+    let keys: Vec<Vec<u8>> = (0..4200).map(key).collect();
+    for k in &keys {
+        assert_eq!(db.get(k).unwrap().map(|v| v.to_vec()), model.get(k).cloned(), "{what}: get");
+    }
+    let got = db.multi_get(&keys).unwrap();
+    for (k, v) in keys.iter().zip(got) {
+        assert_eq!(v.map(|v| v.to_vec()), model.get(k).cloned(), "{what}: multi_get");
+    }
+    let scanned: Model = db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
+    assert_eq!(&scanned, model, "{what}: scan");
+}
+
+/// Every live table is mapped when `mapped` asks for it, and none otherwise.
+fn check_mapped(db: &Db, mapped: bool, what: &str) {
+    let s = db.stats();
+    let tables: usize = s.tables_per_level.iter().sum();
+    assert!(tables > 0, "{what}: some tables");
+    let want = if mapped { tables as u64 } else { 0 };
+    assert_eq!(s.mapped_table_files, want, "{what}: mapped tables of {tables}");
+    assert_eq!(s.mapped_table_bytes > 0, mapped, "{what}: mapped bytes");
+}
+
+#[test]
+fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let db = Db::open(dir.path(), small(true)).unwrap();
+    for i in 0..3000 {
+        db.put(key(i), val(i, 0)).unwrap();
+        model.insert(key(i), val(i, 0));
+    }
+    db.compact().unwrap();
+    for i in (0..3000).step_by(3) {
+        db.put(key(i), val(i, 1)).unwrap();
+        model.insert(key(i), val(i, 1));
+    }
+    for i in (0..3000).step_by(7) {
+        db.delete(key(i)).unwrap();
+        model.remove(&key(i));
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert!(s.tables_per_level[0] > 0 && s.tables_per_level[1..].iter().any(|&n| n > 0));
+    check_mapped(&db, true, "filled");
+    check_reads(&db, &model, "filled");
+
+    // A compaction replaces every table: the old files are removed while reads may hold
+    // their mappings, and the new ones are mapped as they are installed.
+    let old = db.stats().mapped_table_files;
+    db.compact().unwrap();
+    assert_eq!(db.stats().tables_per_level[0], 0);
+    check_mapped(&db, true, "compacted");
+    assert_ne!(db.stats().mapped_table_files, old, "the compaction changed the tables");
+    check_reads(&db, &model, "compacted");
+    db.close().unwrap();
+
+    // Reopened either way, with one file descriptor for all the tables: the same answers.
+    // Mapped lookups need no descriptor, so they never reopen a file the bound closed;
+    // lookups through `pread` take turns with the one descriptor.
+    for mapped in [true, false] {
+        let what = format!("reopened, mapped {mapped}");
+        let db = Db::open(dir.path(), small(mapped).max_open_files(1)).unwrap();
+        check_mapped(&db, mapped, &what);
+        let before = db.stats().table_file_reopens;
+        for i in 0..3000 {
+            assert_eq!(db.get(key(i)).unwrap().map(|v| v.to_vec()), model.get(&key(i)).cloned());
+        }
+        let reopens = db.stats().table_file_reopens - before;
+        assert_eq!(reopens == 0, mapped, "{what}: {reopens} files reopened by lookups");
+        check_reads(&db, &model, &what);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn mapped_file_reads_its_bytes_and_nothing_past_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let f = MappedFile::open(&path).unwrap().expect("a non-empty file maps");
+    assert_eq!(f.size(), data.len() as u64);
+    for (offset, len) in [(0usize, 1usize), (0, 20_000), (4095, 2), (12_345, 4096), (19_999, 1)] {
+        let mut buf = vec![0; len];
+        f.read_exact_at(&mut buf, offset as u64).unwrap();
+        assert_eq!(buf, data[offset..offset + len]);
+        let mut buf = vec![0; len];
+        assert!(f.read_exact_at_if_cached(&mut buf, offset as u64).unwrap(), "just written");
+        assert_eq!(buf, data[offset..offset + len]);
+    }
+    for (offset, len) in [(19_999u64, 2usize), (20_000, 1), (u64::MAX, 1), (u64::MAX - 1, 4)] {
+        let mut buf = vec![0; len];
+        assert!(f.read_exact_at(&mut buf, offset).is_err(), "{offset}+{len} is past the end");
+        assert!(f.read_exact_at_if_cached(&mut buf, offset).is_err(), "{offset}+{len}");
+    }
+    // Through the file system seam, and an empty file, which has nothing to map.
+    assert_eq!(StdFs.map(&path).unwrap().unwrap().size(), data.len() as u64);
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    assert!(MappedFile::open(&dir.path().join("empty")).unwrap().is_none());
+    assert!(MappedFile::open(&dir.path().join("missing")).is_err());
+}
+
+/// `read_exact_at_if_cached` must answer "would wait" for pages the page cache dropped, as
+/// `multi_get` relies on it to hand device reads to its read threads. Linux only, and in the
+/// target directory: a tmpfs (a common `/tmp`) cannot drop its pages.
+#[test]
+#[cfg(target_os = "linux")]
+fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("f");
+    let data = vec![0x5au8; 1 << 20];
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    file.sync_all().unwrap();
+    let f = MappedFile::open(&path).unwrap().unwrap();
+    // Nothing of the mapping is touched yet, so the clean pages can be dropped.
+    // SAFETY: an advisory call on a descriptor this test owns; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    let mut buf = vec![0; 4096];
+    assert!(!f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap(), "dropped pages would wait");
+    // A read that may wait brings the page in; then it is served at once.
+    f.read_exact_at(&mut buf, 512 << 10).unwrap();
+    assert!(buf.iter().all(|&b| b == 0x5a));
+    buf.fill(0);
+    assert!(f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap());
+    assert!(buf.iter().all(|&b| b == 0x5a));
+}
