@@ -119,8 +119,9 @@ impl Options {
         /// mapped table holds no file descriptor (so `max_open_files` then bounds only the
         /// files scans and compactions read through), but its whole file in address space.
         /// Off by default for one reason: a table file truncated by another process while
-        /// mapped ends this process with `SIGBUS` at its next read there, where `pread` would
-        /// have returned an error. File systems that cannot map (such as `FaultFs`) read as
+        /// mapped (also through a hard link, such as a checkpoint's copy of it), or a device
+        /// error under a mapped page, ends this process with `SIGBUS` at its next read there,
+        /// where `pread` would have returned an error. File systems that cannot map (such as `FaultFs`) read as
         /// if this were off.
         mmap_reads: bool);
     setter!(

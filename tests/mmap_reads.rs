@@ -102,6 +102,17 @@ fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
         }
         let reopens = db.stats().table_file_reopens - before;
         assert_eq!(reopens == 0, mapped, "{what}: {reopens} files reopened by lookups");
+        // The tables are uncompressed, so mapped lookups take every block from the mapping
+        // and leave the block cache alone; through `pread`, the second pass hits the cache.
+        let s0 = db.stats();
+        for i in 0..3000 {
+            db.get(key(i)).unwrap();
+        }
+        let s1 = db.stats();
+        let (reads, hits) =
+            (s1.block_reads - s0.block_reads, s1.block_cache_hits - s0.block_cache_hits);
+        assert!(reads + hits > 0);
+        assert_eq!(hits == 0, mapped, "{what}: {reads} blocks read, {hits} from the cache");
         check_reads(&db, &model, &what);
         db.close().unwrap();
     }
@@ -161,4 +172,63 @@ fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
     buf.fill(0);
     assert!(f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap());
     assert!(buf.iter().all(|&b| b == 0x5a));
+}
+
+/// A flipped byte in a data block of an uncompressed table, which mapped lookups take
+/// straight from the mapping (no block cache, no copy): every lookup that meets it fails
+/// naming the table and the block, every other one reads the right value.
+#[test]
+fn mapped_lookups_catch_a_damaged_block() {
+    use bloomkv::table::Table;
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Db::open(dir.path(), small(true)).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), val(i, 0)).unwrap();
+            model.insert(key(i), val(i, 0));
+        }
+        db.compact().unwrap();
+        db.close().unwrap();
+    }
+    let mut tables: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    tables.sort();
+    let damaged = tables[tables.len() / 2].clone();
+    let t = Table::open(StdFs.open(&damaged).unwrap(), damaged.clone(), None).unwrap();
+    assert_eq!(t.properties().compression, bloomkv::Compression::None);
+    let block = t.data_block_handles()[1];
+    drop(t);
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[(block.offset + block.size / 2) as usize] ^= 0x40;
+    std::fs::write(&damaged, &bytes).unwrap();
+
+    let db = Db::open(dir.path(), small(true)).unwrap();
+    check_mapped(&db, true, "damaged");
+    let (mut failed, mut fine) = (0, 0);
+    let keys: Vec<Vec<u8>> = (0..3000).map(key).collect();
+    for k in &keys {
+        match db.get(k) {
+            Ok(v) => {
+                assert_eq!(v.map(|v| v.to_vec()), model.get(k).cloned());
+                fine += 1;
+            }
+            Err(bloomkv::Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file.as_path(), offset), (damaged.as_path(), block.offset));
+                failed += 1;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    // The block holds a handful of keys; multi_get over all of them fails the same way.
+    assert!(failed > 0 && fine > 2000, "{failed} failed, {fine} fine");
+    match db.multi_get(&keys) {
+        Err(bloomkv::Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file.as_path(), offset), (damaged.as_path(), block.offset));
+        }
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
 }

@@ -274,19 +274,64 @@ fn read_block_with(
     if !read(&mut buf)? {
         return Ok(None);
     }
-    let body = disk - 4;
-    let stored_crc = get_u32(&buf, body).unwrap_or(0);
-    if crc32(&[&buf[..body]]) != stored_crc {
+    Ok(Some(match unpack_block(path, handle, &buf)? {
+        Payload::Stored => {
+            buf.truncate(handle.size as usize);
+            Bytes::from(buf)
+        }
+        Payload::Decompressed(out) => Bytes::from(out),
+    }))
+}
+
+/// Like [`read_block`], but from a file already in memory as one `Bytes` (a mapping):
+/// an uncompressed block is a slice of `file`, not a copy.
+pub fn read_block_from(
+    file: &Bytes,
+    path: &Path,
+    handle: BlockHandle,
+    limit: u64,
+) -> Result<Bytes> {
+    let bad = |reason: String| Error::corruption(path, handle.offset, reason);
+    let range = match handle.end() {
+        Some(end) if end <= limit && end <= file.len() as u64 => {
+            handle.offset as usize..end as usize
+        }
+        _ => {
+            return Err(bad(format!(
+                "block handle (offset {}, size {}) runs past {}",
+                handle.offset,
+                handle.size,
+                limit.min(file.len() as u64)
+            )))
+        }
+    };
+    Ok(match unpack_block(path, handle, &file[range.clone()])? {
+        Payload::Stored => file.slice(range.start..range.start + handle.size as usize),
+        Payload::Decompressed(out) => Bytes::from(out),
+    })
+}
+
+/// What a block's stored bytes hold once checked: the payload itself, or a compressed frame
+/// now decompressed.
+enum Payload {
+    Stored,
+    Decompressed(Vec<u8>),
+}
+
+/// Checks the CRC of `raw` (a block as stored: payload and trailer) and decompresses it if
+/// its kind says so.
+fn unpack_block(path: &Path, handle: BlockHandle, raw: &[u8]) -> Result<Payload> {
+    let bad = |reason: String| Error::corruption(path, handle.offset, reason);
+    let body = raw.len() - 4;
+    let stored_crc = get_u32(raw, body).unwrap_or(0);
+    if crc32(&[&raw[..body]]) != stored_crc {
         return Err(bad("block checksum mismatch".into()));
     }
-    let kind = buf[body - 1];
+    let kind = raw[body - 1];
     match kind {
-        KIND_NONE => {
-            buf.truncate(handle.size as usize);
-            Ok(Some(Bytes::from(buf)))
-        }
+        KIND_NONE => Ok(Payload::Stored),
         KIND_ZSTD => {
-            let stored = &buf[..handle.size as usize];
+            let stored = &raw[..handle.size as usize];
             let mut d = Decoder::new(stored);
             let raw = d.varint().ok_or_else(|| bad("bad uncompressed length".into()))?;
             let frame = &stored[d.position()..];
@@ -299,7 +344,7 @@ fn read_block_with(
             if out.len() as u64 != raw {
                 return Err(bad(format!("decompressed {} bytes, expected {raw}", out.len())));
             }
-            Ok(Some(Bytes::from(out)))
+            Ok(Payload::Decompressed(out))
         }
         k => Err(bad(format!("unknown compression kind {k}"))),
     }

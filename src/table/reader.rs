@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::filter::Filter;
-use crate::fs::RandomAccessFile;
+use crate::fs::{MappedFile, RandomAccessFile};
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{
     append_internal_key, compare_internal, pack_trailer, parse_internal_key, user_key, SeqNo,
@@ -21,10 +21,10 @@ use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::format::{
-    read_block, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION,
+    read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
-use crate::{Error, Result, Value};
+use crate::{Compression, Error, Result, Value};
 
 /// What a point lookup in one table found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +143,7 @@ pub struct Table {
     range_dels: Vec<RangeTombstone>,
     /// The same file mapped into memory, which point lookups read their blocks from when
     /// present (see [`Table::map_for_lookups`]).
-    mapped: Option<Arc<dyn RandomAccessFile>>,
+    mapped: Option<MappedFile>,
 }
 
 /// What a data block is read for, which decides the file it is read through.
@@ -355,7 +355,14 @@ impl Table {
         Ok(match (parsed.user_key == user_key, parsed.kind) {
             (false, _) => (GetOutcome::Absent, 0),
             (true, ValueKind::Put) => {
-                (GetOutcome::Found(Value::from_bytes(it.value_bytes())), parsed.seq)
+                // A value sliced from a mapping would keep the whole mapping, and a
+                // compacted-away file's disk space, alive for as long as the caller holds
+                // it: a mapped table's values are copied out.
+                let value = match self.mapped {
+                    Some(_) => Value::copy_from_slice(it.value()),
+                    None => Value::from_bytes(it.value_bytes()),
+                };
+                (GetOutcome::Found(value), parsed.seq)
             }
             (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
         })
@@ -383,13 +390,31 @@ impl Table {
         wait: bool,
         access: Access,
     ) -> Result<Option<(Block, bool)>> {
-        if let Some(cache) = &self.cache {
+        let mapped = self.mapped.as_ref().filter(|_| access == Access::Lookup);
+        // An uncompressed block of a mapping is as cheap to take from the mapping as from
+        // the block cache (a slice, its CRC checked again), so such lookups leave the cache
+        // alone: no lookup that misses, no insert that evicts. The page cache is their cache.
+        let uncached = mapped.is_some() && self.props.compression == Compression::None;
+        if let (Some(cache), false) = (&self.cache, uncached) {
             if let Some(b) = cache.get(self.id, handle.offset) {
                 return Ok(Some((b, false)));
             }
         }
-        let Some(block) = self.read_data_block_as(handle, wait, access)? else { return Ok(None) };
-        if let (Some(cache), true) = (&self.cache, fill_cache) {
+        let block = match mapped {
+            Some(m) => {
+                if !wait && !m.resident(handle.offset, handle.disk_size().unwrap_or(u64::MAX) as usize) {
+                    return Ok(None);
+                }
+                let limit = self.footer.filter.offset;
+                let raw = read_block_from(m.bytes(), &self.path, handle, limit)?;
+                Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))?
+            }
+            None => match self.read_data_block_as(handle, wait)? {
+                Some(block) => block,
+                None => return Ok(None),
+            },
+        };
+        if let (Some(cache), true, false) = (&self.cache, fill_cache, uncached) {
             cache.insert(self.id, handle.offset, block.clone());
         }
         Ok(Some((block, true)))
@@ -413,24 +438,17 @@ impl Table {
     /// Reads and validates one data block from the file, bypassing the cache.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        let got = self.read_data_block_as(handle, true, Access::Scan)?;
-        Ok(got.expect("a read that may wait answers"))
+        Ok(self.read_data_block_as(handle, true)?.expect("a read that may wait answers"))
     }
 
     /// [`Table::read_data_block`]; without `wait`, only if the operating system can supply
     /// the bytes without waiting for the device (`None` when it cannot).
-    fn read_data_block_as(
-        &self,
-        handle: BlockHandle,
-        wait: bool,
-        access: Access,
-    ) -> Result<Option<Block>> {
+    fn read_data_block_as(&self, handle: BlockHandle, wait: bool) -> Result<Option<Block>> {
         let limit = self.footer.filter.offset;
         let pinned;
-        let file: &dyn RandomAccessFile = match (&self.mapped, &self.file) {
-            (Some(mapped), _) if access == Access::Lookup => mapped.as_ref(),
-            (_, FileSlot::Pinned(file)) => file.as_ref(),
-            (_, FileSlot::Shared(files)) => {
+        let file: &dyn RandomAccessFile = match &self.file {
+            FileSlot::Pinned(file) => file.as_ref(),
+            FileSlot::Shared(files) => {
                 pinned = files.get(self.id, &self.path)?;
                 pinned.as_ref()
             }
@@ -459,7 +477,7 @@ impl Table {
     /// Serves the table's point lookups from `mapped`, its file mapped into memory
     /// ([`crate::fs::FileSystem::map`]); scans keep reading through the file as before.
     /// A mapping of another size than the file the table was opened from is refused.
-    pub fn map_for_lookups(mut self, mapped: Arc<dyn RandomAccessFile>) -> Result<Table> {
+    pub fn map_for_lookups(mut self, mapped: MappedFile) -> Result<Table> {
         if mapped.size() != self.file_size {
             return Err(Error::corruption(
                 &self.path,
