@@ -100,8 +100,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn options() -> Options {
+fn options(mapped: bool) -> Options {
     Options::default()
+        .mmap_reads(mapped)
         .memtable_bytes(8 << 10)
         .block_bytes(256)
         .target_table_bytes(8 << 10)
@@ -320,10 +321,12 @@ fn assert_levels_well_formed(db: &Db) {
     }
 }
 
-fn run(ops: Vec<Op>) -> Work {
+/// Runs `ops` against a model, the database's point lookups starting with or without
+/// mappings (`Options::mmap_reads`) as `mapped` says; every reopen switches.
+fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
     let mut work = Work::default();
     let dir = tempfile::tempdir().unwrap();
-    let mut db = Some(Db::open(dir.path(), options()).unwrap());
+    let mut db = Some(Db::open(dir.path(), options(mapped)).unwrap());
     let mut model: Model = BTreeMap::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
     for op in ops {
@@ -524,7 +527,8 @@ fn run(ops: Vec<Op>) -> Work {
                 snap = None;
                 work.add(d);
                 db.take().unwrap().close().unwrap();
-                db = Some(Db::open(dir.path(), options()).unwrap());
+                mapped = !mapped;
+                db = Some(Db::open(dir.path(), options(mapped)).unwrap());
             }
         }
     }
@@ -539,7 +543,7 @@ fn run(ops: Vec<Op>) -> Work {
     drop(snap);
     work.add(d);
     db.take().unwrap().close().unwrap();
-    let d = Db::open(dir.path(), options()).unwrap();
+    let d = Db::open(dir.path(), options(!mapped)).unwrap();
     assert_eq!(scan(&d, Bound::Unbounded, Bound::Unbounded), want, "final scan after reopen");
     let mut back = items(d.range(..).rev());
     back.reverse();
@@ -551,8 +555,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn engine_matches_btreemap(ops in prop::collection::vec(op(), 200..1500)) {
-        run(ops);
+    fn engine_matches_btreemap(ops in prop::collection::vec(op(), 200..1500), mapped in any::<bool>()) {
+        run(ops, mapped);
     }
 }
 
@@ -609,7 +613,7 @@ fn long_sequence_reaches_deeper_levels() {
             _ => Op::Range(rng.gen_range(0..2500), rng.gen_range(2500..5000)),
         })
         .collect();
-    let work = run(ops);
+    let work = run(ops, true);
     assert!(work.flushes >= 20 && work.compactions >= 10, "{work:?}");
     assert!(work.deepest_level >= 2, "{work:?}");
 }

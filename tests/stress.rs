@@ -32,8 +32,9 @@ fn ops() -> u64 {
     std::env::var("BLOOMKV_STRESS_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(8000)
 }
 
-fn options() -> Options {
+fn options(mapped: bool) -> Options {
     Options::default()
+        .mmap_reads(mapped)
         .memtable_bytes(MEMTABLE)
         .max_immutable_memtables(MAX_IMM)
         .block_bytes(512)
@@ -62,8 +63,19 @@ fn owner(v: &[u8]) -> &[u8] {
 
 #[test]
 fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
+    stress(false);
+}
+
+/// The same with `Options::mmap_reads`: readers take blocks from mappings of tables that
+/// compactions retire under them.
+#[test]
+fn the_same_through_mapped_reads() {
+    stress(true);
+}
+
+fn stress(mapped: bool) {
     let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path(), options()).unwrap();
+    let db = Db::open(tmp.path(), options(mapped)).unwrap();
     let done = AtomicBool::new(false);
     let n = ops();
     let (max_mem, max_l0, samples, expected) = std::thread::scope(|s| {
@@ -189,6 +201,9 @@ fn writers_outrunning_compaction_keep_memory_bounded_and_lose_nothing() {
     };
     check(&db);
     db.close().unwrap();
-    let db = Db::open(tmp.path(), options()).unwrap();
+    let db = Db::open(tmp.path(), options(mapped)).unwrap();
+    if mapped {
+        assert!(db.stats().mapped_table_files > 0, "the tables are mapped");
+    }
     check(&db);
 }
