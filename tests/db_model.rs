@@ -555,7 +555,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn engine_matches_btreemap(ops in prop::collection::vec(op(), 200..1500), mapped in any::<bool>()) {
+    fn engine_matches_btreemap(
+        ops in prop::collection::vec(op(), 200..1500),
+        mapped in any::<bool>(),
+    ) {
         run(ops, mapped);
     }
 }

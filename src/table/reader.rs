@@ -21,7 +21,8 @@ use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::format::{
-    read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN, RANGE_DEL_FORMAT_VERSION,
+    read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN,
+    RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::{Compression, Error, Result, Value};
@@ -402,7 +403,8 @@ impl Table {
         }
         let block = match mapped {
             Some(m) => {
-                if !wait && !m.resident(handle.offset, handle.disk_size().unwrap_or(u64::MAX) as usize) {
+                let len = handle.disk_size().map_or(usize::MAX, |n| n as usize);
+                if !wait && !m.resident(handle.offset, len) {
                     return Ok(None);
                 }
                 let limit = self.footer.filter.offset;
@@ -788,7 +790,8 @@ impl TableIter {
         self.block_index = i;
         self.data = None;
         let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
-        let r = self.table.data_block(handle, self.fill_cache, Access::Scan).and_then(|(block, _)| {
+        let r = self.table.data_block(handle, self.fill_cache, Access::Scan);
+        let r = r.and_then(|(block, _)| {
             let mut it = block.iter();
             how(&mut it)?;
             Ok(it)
