@@ -55,16 +55,22 @@ fn check_mapped(db: &Db, mapped: bool, what: &str) {
     assert_eq!(s.mapped_table_bytes > 0, mapped, "{what}: mapped bytes");
 }
 
-#[test]
-fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut model = Model::new();
-    let db = Db::open(dir.path(), small(true)).unwrap();
+/// Writes keys 0..3000 (generation 0) to `db` and `model`, and compacts them to sorted
+/// levels.
+fn fill_compacted(db: &Db, model: &mut Model) {
     for i in 0..3000 {
         db.put(key(i), val(i, 0)).unwrap();
         model.insert(key(i), val(i, 0));
     }
     db.compact().unwrap();
+}
+
+#[test]
+fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let db = Db::open(dir.path(), small(true)).unwrap();
+    fill_compacted(&db, &mut model);
     for i in (0..3000).step_by(3) {
         db.put(key(i), val(i, 1)).unwrap();
         model.insert(key(i), val(i, 1));
@@ -184,11 +190,7 @@ fn mapped_lookups_catch_a_damaged_block() {
     let mut model = Model::new();
     {
         let db = Db::open(dir.path(), small(true)).unwrap();
-        for i in 0..3000 {
-            db.put(key(i), val(i, 0)).unwrap();
-            model.insert(key(i), val(i, 0));
-        }
-        db.compact().unwrap();
+        fill_compacted(&db, &mut model);
         db.close().unwrap();
     }
     let mut tables: Vec<_> = std::fs::read_dir(dir.path())
