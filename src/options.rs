@@ -124,7 +124,7 @@ impl Options {
         /// while mapped (also through a hard link, such as a checkpoint's copy of it), or a
         /// device error under a mapped page, ends this process with `SIGBUS` at its next
         /// read there, where `pread` would have returned an error. File systems that cannot
-        /// map (such as `FaultFs`) read as if this were off.
+        /// map (such as `FaultFs`, and `StdFs` off Unix) read as if this were off.
         mmap_reads: bool);
     setter!(
         /// Whether writes fsync the WAL before they are acknowledged (default false). Applies

@@ -2,6 +2,8 @@
 //! return what they return through `pread`, on every read path, while tables come and go;
 //! and `MappedFile` itself reads exactly the file's bytes, refuses reads past its end and
 //! tells a read the page cache can serve at once from one that would wait for the device.
+//! Unix only: `StdFs` maps nothing elsewhere.
+#![cfg(unix)]
 
 use std::collections::BTreeMap;
 

@@ -398,8 +398,16 @@ impl FileSystem for StdFs {
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
         fs::hard_link(from, to).map_err(|e| io_err("linking", from, e))
     }
+    /// Unix only. Windows refuses to remove a file while a view of it is mapped, and the
+    /// engine removes table files a compaction retired while lookups may still hold them.
     fn map(&self, path: &Path) -> Result<Option<MappedFile>> {
-        MappedFile::open(path)
+        #[cfg(unix)]
+        return MappedFile::open(path);
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            Ok(None)
+        }
     }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         use fs2::FileExt;
