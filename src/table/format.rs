@@ -258,17 +258,8 @@ fn read_block_with(
     limit: u64,
     read: impl FnOnce(&mut [u8]) -> Result<bool>,
 ) -> Result<Option<Bytes>> {
-    let bad = |reason: String| Error::corruption(path, handle.offset, reason);
     // Check the handle against the file before allocating anything it sizes.
-    match handle.end() {
-        Some(end) if end <= limit => {}
-        _ => {
-            return Err(bad(format!(
-                "block handle (offset {}, size {}) runs past {limit}",
-                handle.offset, handle.size
-            )))
-        }
-    }
+    stored_range(path, handle, limit)?;
     let disk = handle.size as usize + BLOCK_TRAILER_LEN;
     let mut buf = vec![0u8; disk];
     if !read(&mut buf)? {
@@ -291,24 +282,26 @@ pub fn read_block_from(
     handle: BlockHandle,
     limit: u64,
 ) -> Result<Bytes> {
-    let bad = |reason: String| Error::corruption(path, handle.offset, reason);
-    let range = match handle.end() {
-        Some(end) if end <= limit && end <= file.len() as u64 => {
-            handle.offset as usize..end as usize
-        }
-        _ => {
-            return Err(bad(format!(
-                "block handle (offset {}, size {}) runs past {}",
-                handle.offset,
-                handle.size,
-                limit.min(file.len() as u64)
-            )))
-        }
-    };
+    let range = stored_range(path, handle, limit.min(file.len() as u64))?;
     Ok(match unpack_block(path, handle, &file[range.clone()])? {
         Payload::Stored => file.slice(range.start..range.start + handle.size as usize),
         Payload::Decompressed(out) => Bytes::from(out),
     })
+}
+
+/// Where the block at `handle` lies with its trailer, checked to end by `limit`.
+fn stored_range(path: &Path, handle: BlockHandle, limit: u64) -> Result<std::ops::Range<usize>> {
+    match handle.end() {
+        Some(end) if end <= limit => Ok(handle.offset as usize..end as usize),
+        _ => Err(Error::corruption(
+            path,
+            handle.offset,
+            format!(
+                "block handle (offset {}, size {}) runs past {limit}",
+                handle.offset, handle.size
+            ),
+        )),
+    }
 }
 
 /// What a block's stored bytes hold once checked: the payload itself, or a compressed frame
