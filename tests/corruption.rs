@@ -20,6 +20,34 @@ fn expect_corruption_in(r: bloomkv::Result<Db>, file: &Path) {
     }
 }
 
+/// Asserts that `opened` is a refusal as corruption of `file` whose reason mentions `cause`
+/// (`what` names the case in messages). An open that succeeds fails the test with `cost`'s
+/// account of what a reader of the accepted database would get wrong.
+fn expect_refused(
+    opened: bloomkv::Result<Db>,
+    file: &Path,
+    cause: &str,
+    what: &str,
+    cost: impl FnOnce(Db) -> String,
+) {
+    match opened {
+        Err(Error::Corruption { file: f, reason, .. }) => {
+            assert_eq!(f, file, "{what}");
+            assert!(reason.contains(cause), "{what}: {reason}");
+        }
+        Err(e) => panic!("{what}: expected corruption, got {e:?}"),
+        Ok(db) => panic!("{what}: the open succeeded; {}", cost(db)),
+    }
+}
+
+/// How many of the five keys `overlapping_flushes` overwrote (`k5`..`k9`) read their old
+/// value.
+fn stale_of_five(db: &Db) -> String {
+    let stale =
+        (5..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_some_and(|v| v == b"old"[..])).count();
+    format!("{stale} of the 5 overwritten keys read their old value")
+}
+
 /// Regression: an edit naming a level the format allows (< 16) but the engine lacks (>= 7)
 /// made `read_manifest` index out of bounds and panic.
 #[test]
@@ -134,17 +162,10 @@ fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
             _ => vec![edit(10), VersionEdit { last_seq: Some(3), ..VersionEdit::default() }],
         };
         let path = install_manifest(&fs, &dir, m.next_file_number + 10, &edits);
-        match Db::open(&dir, opts()) {
-            Err(Error::Corruption { file, reason, .. }) => {
-                assert_eq!(file, path, "{what}");
-                assert!(reason.contains("sequence"), "{what}: {reason}");
-            }
-            Err(e) => panic!("{what}: expected corruption, got {e:?}"),
-            Ok(db) => {
-                let seen = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_some()).count();
-                panic!("{what}: the open succeeded, and {seen} of the 10 keys are visible");
-            }
-        }
+        expect_refused(Db::open(&dir, opts()), &path, "sequence", what, |db| {
+            let seen = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_some()).count();
+            format!("{seen} of the 10 keys are visible")
+        });
     }
 }
 
@@ -159,19 +180,7 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
     let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     assert_eq!(tables.len(), 2, "two flushes, two L0 tables");
     let path = rewrite_manifest(&fs, &dir, &m, tables, 6);
-    match Db::open(&dir, opts()) {
-        Err(Error::Corruption { file, reason, .. }) => {
-            assert_eq!(file, path);
-            assert!(reason.contains("overlap"), "{reason}");
-        }
-        Err(e) => panic!("expected corruption, got {e:?}"),
-        Ok(db) => {
-            let stale = (5..10u8)
-                .filter(|&i| db.get([b'k', i]).unwrap().is_some_and(|v| v == b"old"[..]))
-                .count();
-            panic!("the open succeeded; {stale} of the 5 overwritten keys read their old value");
-        }
-    }
+    expect_refused(Db::open(&dir, opts()), &path, "overlap", "L6", |db| stale_of_five(&db));
 }
 
 /// A fresh in-memory file system and database directory for a test that rewrites the
@@ -282,17 +291,9 @@ fn manifest_with_touching_tables_on_a_sorted_level_is_corruption() {
         "the tables touch at k9: {bounds:?}"
     );
     let path = rewrite_manifest(&fs, &dir, &m, tables, 6);
-    match Db::open(&dir, opts()) {
-        Err(Error::Corruption { file, reason, .. }) => {
-            assert_eq!(file, path);
-            assert!(reason.contains("overlap"), "{reason}");
-        }
-        Err(e) => panic!("expected corruption, got {e:?}"),
-        Ok(db) => {
-            let got = db.get(b"k9").unwrap();
-            panic!("the open succeeded, and k9 reads {got:?} instead of \"v\"");
-        }
-    }
+    expect_refused(Db::open(&dir, opts()), &path, "overlap", "touching at k9", |db| {
+        format!("k9 reads {:?} instead of \"v\"", db.get(b"k9").unwrap())
+    });
 }
 
 /// L0 tables are asked newest-numbered first, and the first version found answers, so of two
@@ -314,19 +315,7 @@ fn l0_tables_numbered_against_their_age_are_corruption() {
     .unwrap();
     tables[0].number = renumbered;
     let path = rewrite_manifest(&fs, &dir, &m, tables, 0);
-    match Db::open(&dir, opts()) {
-        Err(Error::Corruption { file, reason, .. }) => {
-            assert_eq!(file, path);
-            assert!(reason.contains("L0 tables"), "{reason}");
-        }
-        Err(e) => panic!("expected corruption, got {e:?}"),
-        Ok(db) => {
-            let stale = (5..10u8)
-                .filter(|&i| db.get([b'k', i]).unwrap().is_some_and(|v| v == b"old"[..]))
-                .count();
-            panic!("the open succeeded; {stale} of the 5 overwritten keys read their old value");
-        }
-    }
+    expect_refused(Db::open(&dir, opts()), &path, "L0 tables", "L0 order", |db| stale_of_five(&db));
 }
 
 /// A manifest naming one table file twice is corruption. Here the default keyspace and a
@@ -350,19 +339,12 @@ fn manifest_adding_a_live_table_again_is_corruption() {
         ..restated(&m)
     };
     let path = rewrite_manifest_with(&fs, &dir, &m, edit);
-    match Db::open(&dir, opts()) {
-        Err(Error::Corruption { file, reason, .. }) => {
-            assert_eq!(file, path);
-            assert!(reason.contains("already live"), "{reason}");
-        }
-        Err(e) => panic!("expected corruption, got {e:?}"),
-        Ok(db) => {
-            db.drop_keyspace("other").unwrap();
-            db.close().unwrap();
-            let again = Db::open(&dir, opts()).map(|_| ());
-            panic!("the open succeeded; after dropping the other keyspace the next open gives {again:?}");
-        }
-    }
+    expect_refused(Db::open(&dir, opts()), &path, "already live", "shared table", |db| {
+        db.drop_keyspace("other").unwrap();
+        db.close().unwrap();
+        let again = Db::open(&dir, opts()).map(|_| ());
+        format!("after dropping the other keyspace the next open gives {again:?}")
+    });
 }
 
 /// A manifest whose log number retires a WAL segment holding writes no table has is
@@ -378,25 +360,18 @@ fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
     assert!(fs.exists(&wal), "the writes are in WAL segment {}", m.log_number);
     let edit = VersionEdit { log_number: Some(m.log_number + 1), ..restated(&m) };
     rewrite_manifest_with(&fs, &dir, &m, edit);
-    match Db::open(&dir, opts()) {
-        Err(Error::Corruption { file, reason, .. }) => {
-            assert_eq!(file, wal);
-            assert!(reason.contains("last sequence"), "{reason}");
-            assert!(fs.exists(&wal), "the segment is kept");
-            // `verify` gives recovery the last word, so it reports the same.
-            let report = bloomkv::check::database(Arc::new(fs.clone()), &dir);
-            assert!(
-                report.problems.iter().any(|p| p.file == wal && p.what.contains("last sequence")),
-                "verify reports what recovery refuses: {:?}",
-                report.problems
-            );
-        }
-        Err(e) => panic!("expected corruption, got {e:?}"),
-        Ok(db) => {
-            let lost = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
-            panic!("the open succeeded; {lost} of the 10 acknowledged keys are gone");
-        }
-    }
+    expect_refused(Db::open(&dir, opts()), &wal, "last sequence", "skipped WAL", |db| {
+        let lost = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
+        format!("{lost} of the 10 acknowledged keys are gone")
+    });
+    assert!(fs.exists(&wal), "the segment is kept");
+    // `verify` gives recovery the last word, so it reports the same.
+    let report = bloomkv::check::database(Arc::new(fs.clone()), &dir);
+    assert!(
+        report.problems.iter().any(|p| p.file == wal && p.what.contains("last sequence")),
+        "verify reports what recovery refuses: {:?}",
+        report.problems
+    );
 }
 
 /// A table whose manifest record disagrees with the table's own properties is corruption,
@@ -422,17 +397,10 @@ fn table_contradicting_its_manifest_record_is_corruption() {
         let mut told = table.clone();
         lie(&mut told);
         rewrite_manifest(&fs, &dir, &m, vec![told], 1);
-        match Db::open(&dir, opts()) {
-            Err(Error::Corruption { file, reason, .. }) => {
-                assert_eq!(file, table_path, "{what}");
-                assert!(reason.contains("manifest records"), "{what}: {reason}");
-            }
-            Err(e) => panic!("{what}: expected corruption, got {e:?}"),
-            Ok(db) => {
-                let hidden = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
-                panic!("{what}: the open succeeded, and {hidden} of the 10 keys read as absent");
-            }
-        }
+        expect_refused(Db::open(&dir, opts()), &table_path, "manifest records", what, |db| {
+            let hidden = (0..10u8).filter(|&i| db.get([b'k', i]).unwrap().is_none()).count();
+            format!("{hidden} of the 10 keys read as absent")
+        });
     }
 }
 
