@@ -167,11 +167,11 @@ fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
     std::fs::write(&path, &data).unwrap();
     let file = std::fs::File::open(&path).unwrap();
     file.sync_all().unwrap();
-    let f = MappedFile::open(&path).unwrap().unwrap();
-    // Nothing of the mapping is touched yet, so the clean pages can be dropped.
+    // Dropped before mapping: a page a mapping holds in its page tables cannot be dropped.
     // SAFETY: an advisory call on a descriptor this test owns; no memory is passed.
     let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(rc, 0);
+    let f = MappedFile::open(&path).unwrap().unwrap();
     let mut buf = vec![0; 4096];
     assert!(!f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap(), "dropped pages would wait");
     // A read that may wait brings the page in; then it is served at once.
@@ -180,6 +180,60 @@ fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
     buf.fill(0);
     assert!(f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap());
     assert!(buf.iter().all(|&b| b == 0x5a));
+}
+
+/// Making a mapping enters the pages the page cache holds into its page tables, and only
+/// those: lookups then take no page fault on them, and a page not in memory is not read
+/// from the device for it. What a mapping holds in its page tables is its `Rss` in
+/// `/proc/self/smaps`. In the target directory, as above, so pages can be dropped.
+#[test]
+#[cfg(target_os = "linux")]
+fn mapping_a_file_populates_exactly_the_pages_in_memory() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![0x33u8; 1 << 20]).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    file.sync_all().unwrap();
+
+    let whole = MappedFile::open(&path).unwrap().unwrap();
+    assert_eq!(mapped_rss_kib(&path), vec![1024], "a file just written is in memory, all of it");
+    drop(whole);
+
+    // Drop the file from the page cache (nothing maps it now), then read its first half
+    // back without read-ahead. (Dropping only half could leave a large folio spanning both.)
+    for advice in [libc::POSIX_FADV_DONTNEED, libc::POSIX_FADV_RANDOM] {
+        // SAFETY: an advisory call on a descriptor this test owns; no memory is passed.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
+        assert_eq!(rc, 0);
+    }
+    let mut first = vec![0; 512 << 10];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut first, 0).unwrap();
+    let half = MappedFile::open(&path).unwrap().unwrap();
+    assert_eq!(mapped_rss_kib(&path), vec![512], "the half in memory is populated");
+    let mut buf = vec![0; 4096];
+    assert!(
+        !half.read_exact_at_if_cached(&mut buf, 768 << 10).unwrap(),
+        "the dropped half was not read back in to populate it"
+    );
+    assert!(half.read_exact_at_if_cached(&mut buf, 256 << 10).unwrap());
+    assert!(buf.iter().all(|&b| b == 0x33));
+}
+
+/// The `Rss` of each mapping of `path` in this process, in KiB.
+#[cfg(target_os = "linux")]
+fn mapped_rss_kib(path: &std::path::Path) -> Vec<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = path.to_str().unwrap();
+    let mut found = Vec::new();
+    let mut lines = smaps.lines();
+    while let Some(line) = lines.next() {
+        if line.split_whitespace().nth(5) == Some(name) {
+            let rss = lines.find_map(|l| l.strip_prefix("Rss:")).expect("an Rss line follows");
+            found.push(rss.trim().trim_end_matches("kB").trim().parse().unwrap());
+        }
+    }
+    found
 }
 
 /// A flipped byte in a data block of an uncompressed table, which mapped lookups take
