@@ -10,29 +10,38 @@
 //! each table's own filter predicts, with the filter memory beside). Results go to the
 //! terminal, and optionally to a JSON document (`--json`, see [`report::Report`]) and an SVG
 //! (`--plot`). The layout of both is described in `docs/bench.md`.
+//!
+//! This file holds the options and the run's order of phases; `build` makes each policy's
+//! database, `workloads` runs the timed phases on it, `measure` times operations on worker
+//! threads, `predict` works out what the filters should do, `report` and `plot` write the
+//! results, `keys` and `page_cache` supply the keys and the page cache's state.
 
+mod build;
 mod keys;
 mod measure;
 mod page_cache;
 mod plot;
+mod predict;
 mod report;
+mod workloads;
 
-use std::hint::black_box;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bloomkv::filter::math;
-use bloomkv::{Compression, Db, FilterPolicy, Options, Stats};
+use bloomkv::{Compression, FilterPolicy, Options, Stats};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
+use build::{build, finish};
 use keys::{ValuePool, Zipfian};
 use measure::{Delta, Timed};
-use report::{Latency, Prediction, Report, Shape, SweepRow, WorkloadResult};
+use predict::Theory;
+use report::{Latency, Prediction, Report, WorkloadResult};
+use workloads::{run_fill_only, run_reads, run_sweep_point};
 
 /// A workload, named as in db_bench (and YCSB for the mixed ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -766,84 +775,6 @@ fn compression_name(c: Compression) -> String {
     }
 }
 
-fn open(path: &Path, opts: Options) -> bloomkv::Result<Db> {
-    Db::open(path, opts)
-}
-
-/// How a database got its entries, and how long it took.
-struct Loaded {
-    /// The fill's timing (`--load fill`); `None` for an ingest, which has no per-entry times.
-    fill: Option<Timed>,
-    seconds: f64,
-    /// Bytes of keys and values loaded.
-    bytes: u64,
-}
-
-/// Loads the keys `order[0..]` as `--load` says: the fill puts key `order[p]` with
-/// `value(p)`; the ingest writes the same keys with the same values, in key order.
-fn load(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<Loaded> {
-    let bytes = order.len() as u64 * (keys::KEY_BYTES + ctx.args.value_bytes) as u64;
-    match ctx.plan.load {
-        Load::Fill => {
-            let t = fill(ctx, db, order, label)?;
-            Ok(Loaded { seconds: t.elapsed.as_secs_f64(), fill: Some(t), bytes })
-        }
-        Load::Ingest => {
-            let seconds = ingest(ctx, db, order, label)?;
-            Ok(Loaded { fill: None, seconds, bytes })
-        }
-    }
-}
-
-/// Ingests the keys of `order` in ascending order, each with the value the fill gives it;
-/// returns the seconds the ingest took.
-fn ingest(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<f64> {
-    // position[i] = p where order[p] = i: the fill writes key i with value(p). A u32 is
-    // enough (the run refuses more than 2^32 keys) and halves this array at 50M keys.
-    let mut position = vec![0u32; order.len()];
-    for (p, &i) in order.iter().enumerate() {
-        position[i as usize] = p as u32;
-    }
-    let pb = ctx.progress(order.len() as u64, label);
-    let start = Instant::now();
-    let entries = position.iter().enumerate().map(|(i, &p)| {
-        if i % (1 << 16) == 0 {
-            pb.set_position(i as u64);
-        }
-        let mut key = [0u8; keys::KEY_BYTES];
-        keys::present_key(i as u64, &mut key);
-        (key, ctx.values.value(u64::from(p)))
-    });
-    let n = db.ingest(entries)?;
-    let seconds = start.elapsed().as_secs_f64();
-    pb.finish_and_clear();
-    if n != order.len() as u64 {
-        return Err(bench_error(format!("ingested {n} of {} keys", order.len())));
-    }
-    Ok(seconds)
-}
-
-/// Removes a database the run will not look at again, unless `--dir` asked to keep them: at
-/// 50M keys each policy's database takes about 6 GB.
-fn discard(ctx: &Ctx, dir: &Path) -> bloomkv::Result<()> {
-    if ctx.args.dir.is_none() {
-        std::fs::remove_dir_all(dir)
-            .map_err(|e| bloomkv::Error::io(format!("removing {}", dir.display()), e))?;
-    }
-    Ok(())
-}
-
-/// Inserts the keys `order[0..]` one `put` at a time (db_bench's batch size of 1).
-fn fill(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<Timed> {
-    let pb = ctx.progress(order.len() as u64, label);
-    let t = measure::run_timed(1, order.len() as u64, ctx.args.seed, &pb, |w| {
-        keys::present_key(order[w.done as usize], &mut w.key);
-        db.put(w.key, ctx.values.value(w.done))
-    })?;
-    pb.finish_and_clear();
-    Ok(t)
-}
-
 fn latency(t: &Timed) -> Latency {
     Latency {
         mean: t.hist.mean(),
@@ -852,76 +783,6 @@ fn latency(t: &Timed) -> Latency {
         p999: t.hist.value_at_quantile(0.999),
         max: t.hist.max(),
     }
-}
-
-/// What theory predicts for a lookup of a missing key of the run (`keys::absent_key` of a
-/// uniform number in `0..keys`), from the engine's per-table figures ([`Db::tables`]: each
-/// filter's own rate at its actual fill, 1.0 for no filter).
-#[derive(Debug, Clone, Copy)]
-struct Theory {
-    /// Tables whose key range holds the key, per lookup.
-    tables: f64,
-    /// Data blocks searched per lookup: Σ over tables of the chance the key is in the
-    /// table's range × the table's false-positive rate. Under a budget the tables' rates
-    /// differ by orders of magnitude, so no single rate times a table count would do.
-    blocks: f64,
-    /// The policy's own rate, for a tree without tables.
-    fallback_fpr: f64,
-}
-
-impl Theory {
-    /// The rate per table consulted (what `measured_fpr` measures).
-    fn fpr(&self) -> f64 {
-        if self.tables > 0.0 {
-            self.blocks / self.tables
-        } else {
-            self.fallback_fpr
-        }
-    }
-}
-
-fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_key: f64) -> Theory {
-    let mut theory =
-        Theory { tables: 0.0, blocks: 0.0, fallback_fpr: policy.expected_fpr(bits_per_key) };
-    for t in db.tables() {
-        let share = absent_share(&t.smallest_key, &t.largest_key, keys);
-        theory.tables += share;
-        theory.blocks += share * t.expected_fpr;
-    }
-    theory
-}
-
-/// The share of the missing keys `absent_key(j)`, `j` in `0..keys`, that lie in
-/// `[smallest, largest]` (1.0 if the bounds are not the bench's decimal keys).
-fn absent_share(smallest: &[u8], largest: &[u8], keys: u64) -> f64 {
-    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
-    let (Some(lo), Some(hi)) = (number(smallest), number(largest)) else { return 1.0 };
-    // Missing key j is the number 2j + 1: inside when lo ≤ 2j + 1 ≤ hi.
-    if hi == 0 || keys == 0 {
-        return 0.0;
-    }
-    let (first, last) = (lo / 2, ((hi - 1) / 2).min(keys - 1));
-    if last < first {
-        0.0
-    } else {
-        (last - first + 1) as f64 / keys as f64
-    }
-}
-
-/// Filter bits per table entry over all tables, and per level (0 where a level is empty).
-fn filter_bits_per_key(db: &Db) -> (f64, Vec<f64>) {
-    let tables = db.tables();
-    let levels = tables.iter().map(|t| t.level + 1).max().unwrap_or(0);
-    let ratio = |bits: u64, keys: u64| if keys == 0 { 0.0 } else { bits as f64 / keys as f64 };
-    let per_level = (0..levels)
-        .map(|l| {
-            let on = tables.iter().filter(|t| t.level == l);
-            let bits = on.clone().map(|t| t.filter_memory_bytes as u64 * 8).sum();
-            ratio(bits, on.map(|t| t.entries).sum())
-        })
-        .collect();
-    let bits = tables.iter().map(|t| t.filter_memory_bytes as u64 * 8).sum();
-    (ratio(bits, tables.iter().map(|t| t.entries).sum()), per_level)
 }
 
 /// Percentiles sampled for the latency curves of the JSON and the plot.
@@ -974,417 +835,6 @@ fn result_row(
     }
 }
 
-/// A policy's database, loaded and arranged for the read workloads.
-struct Built {
-    policy: Policy,
-    dir: PathBuf,
-    opts: Options,
-    db: Db,
-    /// Opened read-only (the layered shape); a workload that writes reopens it first.
-    read_only: bool,
-}
-
-impl Built {
-    /// Opens the database again, read-only or not as `read_only` says (after a `close`).
-    fn open_again(&self) -> bloomkv::Result<Db> {
-        if self.read_only {
-            Db::open_read_only(&self.dir, self.opts.clone())
-        } else {
-            open(&self.dir, self.opts.clone())
-        }
-    }
-}
-
-/// Builds `policy`'s database (with `fillrandom`, or an ingest of the same data), flushes it
-/// and arranges it for the reads; records the fill's row (when measured) and the shape.
-fn build(
-    ctx: &Ctx,
-    policy: Policy,
-    workloads: &[Workload],
-    results: &mut Vec<WorkloadResult>,
-    shapes: &mut Vec<Shape>,
-) -> bloomkv::Result<Built> {
-    let args = ctx.args;
-    let bpk = args.bits_per_key;
-    let load_name = match ctx.plan.load {
-        Load::Fill => "fillrandom",
-        Load::Ingest => "ingest",
-    };
-    let dir = ctx.base.join(format!("{load_name}-{}", policy.name()));
-    let opts = ctx.options(policy, bpk);
-    let mut db = open(&dir, opts.clone())?;
-    let before = db.stats();
-    let loaded = load(ctx, &db, &ctx.order, format!("{load_name} {}", policy.name()))?;
-    // The reads should see tables, not a memtable holding the newest writes.
-    db.flush()?;
-    let after = db.stats();
-    let d = measure::delta(&before, &after, ctx.plan.keys);
-    if let (Some(t), true) = (&loaded.fill, workloads.contains(&Workload::FillRandom)) {
-        results.push(result_row(
-            Workload::FillRandom,
-            policy,
-            missing_key_theory(&db, ctx.plan.keys, policy, bpk),
-            1,
-            t,
-            &before,
-            &after,
-            &d,
-        ));
-    }
-    let settle_start = Instant::now();
-    let mut read_only = false;
-    if args.shape == TreeShape::Layered {
-        layer(ctx, &db, &ctx.order)?;
-        // Closing waits for any background step in progress; the read-only handle then runs
-        // none, so the read workloads all see exactly this tree.
-        db.close()?;
-        db = Db::open_read_only(&dir, opts.clone())?;
-        read_only = true;
-    }
-    let shaped = db.stats();
-    let (bits_per_key, bits_per_key_per_level) = filter_bits_per_key(&db);
-    shapes.push(Shape {
-        policy: policy.name().to_string(),
-        after_fill_tables_per_level: after.tables_per_level.clone(),
-        tables_per_level: shaped.tables_per_level.clone(),
-        bytes_per_level: shaped.bytes_per_level.clone(),
-        filter_memory_bytes: shaped.filter_memory_bytes,
-        after_fill_filter_chunk_bytes: after.filter_chunk_bytes,
-        filter_chunk_bytes: shaped.filter_chunk_bytes,
-        filter_bits_per_key: bits_per_key,
-        filter_bits_per_key_per_level: bits_per_key_per_level,
-        index_memory_bytes: shaped.index_memory_bytes,
-        open_table_files: shaped.open_table_files,
-        mapped_table_files: shaped.mapped_table_files,
-        write_amplification: d.write_amplification,
-        load: ctx.plan.load.name().to_string(),
-        load_seconds: loaded.seconds,
-        load_bytes: loaded.bytes,
-        load_mib_per_sec: loaded.bytes as f64 / (1 << 20) as f64 / loaded.seconds.max(1e-9),
-        settle_seconds: settle_start.elapsed().as_secs_f64(),
-    });
-    Ok(Built { policy, dir, opts, db, read_only })
-}
-
-/// The seed of `workload`'s random choices in round `round` (0-based): the same for every
-/// policy, so within a round they all answer the same questions, and new each round, so a
-/// round is a fresh sample rather than a replay that finds the round before's blocks in the
-/// block cache. Round 0's is the seed of a single-round run.
-fn workload_seed(seed: u64, workload: Workload, round: u32) -> u64 {
-    seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)
-        ^ u64::from(round).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// Runs each of `workloads` (all of them read the loaded database) once on `b`, in the order
-/// given, as round `round`; `label` tells the progress bars which round this is.
-fn run_reads(
-    ctx: &Ctx,
-    b: &mut Built,
-    workloads: &[Workload],
-    round: u32,
-    label: &str,
-) -> bloomkv::Result<Vec<WorkloadResult>> {
-    let args = ctx.args;
-    let bpk = args.bits_per_key;
-    let policy = b.policy;
-    let mut results = Vec::new();
-    let n = ctx.plan.keys;
-    let seed = args.seed;
-    for &workload in workloads {
-        if workload.writes() && b.read_only {
-            b.db.close()?;
-            b.read_only = false;
-            b.db = b.open_again()?;
-        }
-        // Cold means the engine's block cache too: the workloads and rounds before would
-        // otherwise have left their blocks there. Closed first, so the files are dropped with
-        // no reader between; reopening reads the filters and indexes back into RAM (where
-        // they always live), not the data blocks.
-        let cold = ctx.plan.page_cache == page_cache::PageCache::Cold;
-        if cold {
-            b.db.close()?;
-        }
-        page_cache::prepare(ctx.plan.page_cache, &b.dir)?;
-        if cold {
-            b.db = b.open_again()?;
-        }
-        let db = &b.db;
-        let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
-        let wseed = workload_seed(seed, workload, round);
-        let before = db.stats();
-        let mut writer = None;
-        let t = match workload {
-            Workload::ReadRandom => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
-                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
-                    expect_present(db.get(w.key)?, &w.key)
-                })?
-            }
-            Workload::ReadMissing => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
-                    keys::absent_key(w.rng.gen_range(0..n), &mut w.key);
-                    expect_absent(db.get(w.key)?, &w.key)
-                })?
-            }
-            Workload::MultiReadRandom | Workload::MultiReadMissing => {
-                let present = workload == Workload::MultiReadRandom;
-                let batch = args.batch as usize;
-                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
-                    w.batch.clear();
-                    for _ in 0..batch {
-                        let mut key = [0; keys::KEY_BYTES];
-                        let i = w.rng.gen_range(0..n);
-                        if present {
-                            keys::present_key(i, &mut key);
-                        } else {
-                            keys::absent_key(i, &mut key);
-                        }
-                        w.batch.push(key);
-                    }
-                    let got = db.multi_get(&w.batch)?;
-                    for (v, key) in got.into_iter().zip(&w.batch) {
-                        if present {
-                            expect_present(v, key)?;
-                        } else {
-                            expect_absent(v, key)?;
-                        }
-                    }
-                    Ok(())
-                })?
-            }
-            Workload::ReadZipfian => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
-                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
-                    expect_present(db.get(w.key)?, &w.key)
-                })?
-            }
-            Workload::SeekRandom => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
-                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
-                    let mut seen = 0;
-                    for kv in db.range(&w.key[..]..).take(10) {
-                        black_box(kv?);
-                        seen += 1;
-                    }
-                    // Only the last few keys of the key space have fewer than 10 successors.
-                    if seen == 0 {
-                        return Err(bench_error("seek found nothing at or after a present key"));
-                    }
-                    Ok(())
-                })?
-            }
-            Workload::ReadWhileWriting => {
-                let (t, wr) = read_while_writing(ctx, db, wseed, &pb)?;
-                writer = Some(wr);
-                t
-            }
-            Workload::YcsbA | Workload::YcsbB => {
-                let read_share = if workload == Workload::YcsbA { 0.5 } else { 0.95 };
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
-                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
-                    if w.rng.gen_bool(read_share) {
-                        expect_present(db.get(w.key)?, &w.key)
-                    } else {
-                        db.put(w.key, ctx.values.value(w.done ^ ((w.thread as u64) << 40)))
-                    }
-                })?
-            }
-            Workload::FillRandom | Workload::FillSeq => unreachable!("filtered out above"),
-        };
-        pb.finish_and_clear();
-        let after = db.stats();
-        let d = measure::delta(&before, &after, t.ops);
-        let mut row = result_row(
-            workload,
-            policy,
-            missing_key_theory(db, n, policy, bpk),
-            args.threads,
-            &t,
-            &before,
-            &after,
-            &d,
-        );
-        if workload.batched() {
-            row.batch = Some(args.batch);
-        }
-        if let Some((ops, secs)) = writer {
-            row.writer_ops = Some(ops);
-            row.writer_ops_per_sec = Some(ops as f64 / secs.max(1e-9));
-        }
-        results.push(row);
-    }
-    Ok(results)
-}
-
-/// Closes `b`'s database and removes it unless `--dir` keeps it.
-fn finish(ctx: &Ctx, b: Built) -> bloomkv::Result<()> {
-    b.db.close()?;
-    drop(b.db);
-    discard(ctx, &b.dir)
-}
-
-/// Arranges the tree for [`TreeShape::Layered`]: everything compacted into the last level,
-/// then the most recently inserted keys rewritten with the values the fill gave them, as
-/// `l0_compaction_trigger − 1` L0 tables of equal size, each one flushed explicitly. Every
-/// step depends only on the data, so every policy ends with the same tree.
-fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
-    db.compact()?;
-    let l0_tables = L0_COMPACTION_TRIGGER - 1;
-    // Half a memtable per table (at an estimated 32 bytes of overhead per entry), so the
-    // memtable never switches on its own between the explicit flushes; at most a quarter of
-    // the keys in all, so the last level keeps most of the data.
-    let per_entry = keys::KEY_BYTES + ctx.args.value_bytes + 32;
-    let per_table =
-        (ctx.args.memtable_bytes / 2 / per_entry).min(order.len() / 4 / l0_tables).max(1);
-    let start = order.len().saturating_sub(per_table * l0_tables);
-    let mut key = [0u8; keys::KEY_BYTES];
-    for (n, chunk) in order[start..].chunks(per_table).enumerate() {
-        for (j, &i) in chunk.iter().enumerate() {
-            keys::present_key(i, &mut key);
-            // The fill wrote key `order[p]` with `value(p)`: rewrite the same value.
-            let position = (start + n * per_table + j) as u64;
-            db.put(key, ctx.values.value(position))?;
-        }
-        db.flush()?;
-    }
-    Ok(())
-}
-
-fn expect_present(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
-    match v {
-        Some(v) => {
-            black_box(v);
-            Ok(())
-        }
-        None => Err(bench_error(format!(
-            "key {} was written but reads as absent",
-            String::from_utf8_lossy(key)
-        ))),
-    }
-}
-
-fn expect_absent(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
-    match v {
-        None => Ok(()),
-        Some(_) => Err(bench_error(format!(
-            "key {} was never written but reads as present",
-            String::from_utf8_lossy(key)
-        ))),
-    }
-}
-
-/// `readrandom` on `--threads` threads while one more thread overwrites random keys for as
-/// long as the readers run. Returns the readers' timing and the writer's (ops, seconds).
-fn read_while_writing(
-    ctx: &Ctx,
-    db: &Db,
-    seed: u64,
-    pb: &ProgressBar,
-) -> bloomkv::Result<(Timed, (u64, f64))> {
-    let n = ctx.plan.keys;
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let writer = s.spawn(|| -> bloomkv::Result<(u64, f64)> {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x77_7269_7465);
-            let mut key = [0u8; keys::KEY_BYTES];
-            let start = Instant::now();
-            let mut ops = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                keys::present_key(rng.gen_range(0..n), &mut key);
-                db.put(key, ctx.values.value(ops ^ (1 << 62)))?;
-                ops += 1;
-            }
-            Ok((ops, start.elapsed().as_secs_f64()))
-        });
-        let readers = measure::run_timed(ctx.args.threads, ctx.args.reads, seed, pb, |w| {
-            keys::present_key(w.rng.gen_range(0..n), &mut w.key);
-            expect_present(db.get(w.key)?, &w.key)
-        });
-        stop.store(true, Ordering::Relaxed);
-        let writer = writer.join().expect("writer thread panicked");
-        Ok((readers?, writer?))
-    })
-}
-
-/// A fill workload on a fresh database of its own, nothing read from it afterwards: `fillseq`
-/// (the keys in ascending order), or `fillrandom` when the reads' databases were ingested.
-fn run_fill_only(
-    ctx: &Ctx,
-    policy: Policy,
-    workload: Workload,
-    order: &[u64],
-) -> bloomkv::Result<WorkloadResult> {
-    let bpk = ctx.args.bits_per_key;
-    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
-    let db = open(&dir, ctx.options(policy, bpk))?;
-    let before = db.stats();
-    let t = fill(ctx, &db, order, format!("{} {}", workload.name(), policy.name()))?;
-    let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    let theory = missing_key_theory(&db, order.len() as u64, policy, bpk);
-    db.close()?;
-    drop(db);
-    discard(ctx, &dir)?;
-    Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
-}
-
-/// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
-/// with `readmissing`.
-fn run_sweep_point(
-    ctx: &Ctx,
-    policy: Policy,
-    bits_per_key: f64,
-    keys: u64,
-) -> bloomkv::Result<SweepRow> {
-    let args = ctx.args;
-    let dir = ctx.base.join(format!("sweep-{}-{}", policy.name(), bits_per_key));
-    let db = open(&dir, ctx.options(policy, bits_per_key))?;
-    let mut order: Vec<u64> = (0..keys).collect();
-    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
-    let label = format!("sweep {} {} {}", ctx.plan.load.name(), policy.name(), bits_per_key);
-    load(ctx, &db, &order, label)?;
-    db.flush()?;
-    let db = if args.shape == TreeShape::Layered {
-        layer(ctx, &db, &order)?;
-        db.close()?;
-        Db::open_read_only(&dir, ctx.options(policy, bits_per_key))?
-    } else {
-        db
-    };
-    let pb =
-        ctx.progress(args.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
-    let before = db.stats();
-    let t = measure::run_timed(args.threads, args.reads, args.seed ^ 0x53_5745_4550, &pb, |w| {
-        keys::absent_key(w.rng.gen_range(0..keys), &mut w.key);
-        expect_absent(db.get(w.key)?, &w.key)
-    })?;
-    pb.finish_and_clear();
-    let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    let theory = missing_key_theory(&db, keys, policy, bits_per_key);
-    let (filter_bits_per_key, _) = filter_bits_per_key(&db);
-    db.close()?;
-    drop(db);
-    discard(ctx, &dir)?;
-    Ok(SweepRow {
-        policy: policy.name().to_string(),
-        bits_per_key,
-        probes: policy.probes(bits_per_key),
-        keys,
-        filter_memory_bytes: after.filter_memory_bytes,
-        filter_bits_per_key,
-        measured_fpr: d.measured_fpr.unwrap_or(0.0),
-        expected_fpr: theory.fpr(),
-        predicted_blocks_per_op: theory.blocks,
-        readmissing_ops_per_sec: t.ops as f64 / t.elapsed.as_secs_f64().max(1e-9),
-        blocks_per_op: d.per_op.blocks_touched,
-        blocks_read_per_op: d.per_op.blocks_read,
-        tables_consulted_per_op: d.per_op.tables_consulted,
-        latency_ns: latency(&t),
-        tables_per_level: after.tables_per_level,
-    })
-}
-
 /// CPU model, logical CPUs and L3 size from /proc and /sys (Linux); empty where unknown.
 fn machine(load_average_at_start: String) -> report::Machine {
     let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
@@ -1412,23 +862,5 @@ fn machine(load_average_at_start: String) -> report::Machine {
         l3_cache,
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         load_average_at_start,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_round_draws_new_keys_and_a_single_round_keeps_its_old_ones() {
-        let w = Workload::ReadRandom;
-        // Round 0 is what a one-round run has always used, so its figures stay comparable.
-        assert_eq!(workload_seed(7, w, 0), 7 ^ (w as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
-        let seeds: Vec<u64> = (0..16).map(|r| workload_seed(7, w, r)).collect();
-        let mut distinct = seeds.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), seeds.len(), "every round its own stream: {seeds:?}");
-        assert_ne!(workload_seed(7, Workload::ReadMissing, 1), workload_seed(7, w, 1));
     }
 }

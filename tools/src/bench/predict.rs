@@ -1,0 +1,76 @@
+//! What theory predicts for the bench's missing keys, from the engine's own per-table
+//! figures, and the filter bits per key the report shows beside it.
+
+use bloomkv::Db;
+
+use super::Policy;
+
+/// What theory predicts for a lookup of a missing key of the run (`keys::absent_key` of a
+/// uniform number in `0..keys`), from the engine's per-table figures ([`Db::tables`]: each
+/// filter's own rate at its actual fill, 1.0 for no filter).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Theory {
+    /// Tables whose key range holds the key, per lookup.
+    pub(super) tables: f64,
+    /// Data blocks searched per lookup: Σ over tables of the chance the key is in the
+    /// table's range × the table's false-positive rate. Under a budget the tables' rates
+    /// differ by orders of magnitude, so no single rate times a table count would do.
+    pub(super) blocks: f64,
+    /// The policy's own rate, for a tree without tables.
+    pub(super) fallback_fpr: f64,
+}
+
+impl Theory {
+    /// The rate per table consulted (what `measured_fpr` measures).
+    pub(super) fn fpr(&self) -> f64 {
+        if self.tables > 0.0 {
+            self.blocks / self.tables
+        } else {
+            self.fallback_fpr
+        }
+    }
+}
+
+pub(super) fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_key: f64) -> Theory {
+    let mut theory =
+        Theory { tables: 0.0, blocks: 0.0, fallback_fpr: policy.expected_fpr(bits_per_key) };
+    for t in db.tables() {
+        let share = absent_share(&t.smallest_key, &t.largest_key, keys);
+        theory.tables += share;
+        theory.blocks += share * t.expected_fpr;
+    }
+    theory
+}
+
+/// The share of the missing keys `absent_key(j)`, `j` in `0..keys`, that lie in
+/// `[smallest, largest]` (1.0 if the bounds are not the bench's decimal keys).
+pub(super) fn absent_share(smallest: &[u8], largest: &[u8], keys: u64) -> f64 {
+    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
+    let (Some(lo), Some(hi)) = (number(smallest), number(largest)) else { return 1.0 };
+    // Missing key j is the number 2j + 1: inside when lo ≤ 2j + 1 ≤ hi.
+    if hi == 0 || keys == 0 {
+        return 0.0;
+    }
+    let (first, last) = (lo / 2, ((hi - 1) / 2).min(keys - 1));
+    if last < first {
+        0.0
+    } else {
+        (last - first + 1) as f64 / keys as f64
+    }
+}
+
+/// Filter bits per table entry over all tables, and per level (0 where a level is empty).
+pub(super) fn filter_bits_per_key(db: &Db) -> (f64, Vec<f64>) {
+    let tables = db.tables();
+    let levels = tables.iter().map(|t| t.level + 1).max().unwrap_or(0);
+    let ratio = |bits: u64, keys: u64| if keys == 0 { 0.0 } else { bits as f64 / keys as f64 };
+    let per_level = (0..levels)
+        .map(|l| {
+            let on = tables.iter().filter(|t| t.level == l);
+            let bits = on.clone().map(|t| t.filter_memory_bytes as u64 * 8).sum();
+            ratio(bits, on.map(|t| t.entries).sum())
+        })
+        .collect();
+    let bits = tables.iter().map(|t| t.filter_memory_bytes as u64 * 8).sum();
+    (ratio(bits, tables.iter().map(|t| t.entries).sum()), per_level)
+}

@@ -1,0 +1,320 @@
+//! The timed phases: each read workload over a built database, one round at a time; the
+//! fills measured on a database of their own; and one point of the bits-per-key sweep.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bloomkv::Db;
+use indicatif::ProgressBar;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use super::build::{discard, fill, layer, load, open, Built};
+use super::measure::{self, Timed};
+use super::predict::{filter_bits_per_key, missing_key_theory};
+use super::report::{SweepRow, WorkloadResult};
+use super::{bench_error, keys, latency, page_cache, result_row, Ctx, Policy, TreeShape, Workload};
+
+/// The seed of `workload`'s random choices in round `round` (0-based): the same for every
+/// policy, so within a round they all answer the same questions, and new each round, so a
+/// round is a fresh sample rather than a replay that finds the round before's blocks in the
+/// block cache. Round 0's is the seed of a single-round run.
+pub(super) fn workload_seed(seed: u64, workload: Workload, round: u32) -> u64 {
+    seed ^ (workload as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)
+        ^ u64::from(round).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Runs each of `workloads` (all of them read the loaded database) once on `b`, in the order
+/// given, as round `round`; `label` tells the progress bars which round this is.
+pub(super) fn run_reads(
+    ctx: &Ctx,
+    b: &mut Built,
+    workloads: &[Workload],
+    round: u32,
+    label: &str,
+) -> bloomkv::Result<Vec<WorkloadResult>> {
+    let args = ctx.args;
+    let bpk = args.bits_per_key;
+    let policy = b.policy;
+    let mut results = Vec::new();
+    let n = ctx.plan.keys;
+    let seed = args.seed;
+    for &workload in workloads {
+        if workload.writes() && b.read_only {
+            b.db.close()?;
+            b.read_only = false;
+            b.db = b.open_again()?;
+        }
+        // Cold means the engine's block cache too: the workloads and rounds before would
+        // otherwise have left their blocks there. Closed first, so the files are dropped with
+        // no reader between; reopening reads the filters and indexes back into RAM (where
+        // they always live), not the data blocks.
+        let cold = ctx.plan.page_cache == page_cache::PageCache::Cold;
+        if cold {
+            b.db.close()?;
+        }
+        page_cache::prepare(ctx.plan.page_cache, &b.dir)?;
+        if cold {
+            b.db = b.open_again()?;
+        }
+        let db = &b.db;
+        let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
+        let wseed = workload_seed(seed, workload, round);
+        let before = db.stats();
+        let mut writer = None;
+        let t = match workload {
+            Workload::ReadRandom => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+                    expect_present(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::ReadMissing => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::absent_key(w.rng.gen_range(0..n), &mut w.key);
+                    expect_absent(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::MultiReadRandom | Workload::MultiReadMissing => {
+                let present = workload == Workload::MultiReadRandom;
+                let batch = args.batch as usize;
+                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
+                    w.batch.clear();
+                    for _ in 0..batch {
+                        let mut key = [0; keys::KEY_BYTES];
+                        let i = w.rng.gen_range(0..n);
+                        if present {
+                            keys::present_key(i, &mut key);
+                        } else {
+                            keys::absent_key(i, &mut key);
+                        }
+                        w.batch.push(key);
+                    }
+                    let got = db.multi_get(&w.batch)?;
+                    for (v, key) in got.into_iter().zip(&w.batch) {
+                        if present {
+                            expect_present(v, key)?;
+                        } else {
+                            expect_absent(v, key)?;
+                        }
+                    }
+                    Ok(())
+                })?
+            }
+            Workload::ReadZipfian => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
+                    expect_present(db.get(w.key)?, &w.key)
+                })?
+            }
+            Workload::SeekRandom => {
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+                    let mut seen = 0;
+                    for kv in db.range(&w.key[..]..).take(10) {
+                        black_box(kv?);
+                        seen += 1;
+                    }
+                    // Only the last few keys of the key space have fewer than 10 successors.
+                    if seen == 0 {
+                        return Err(bench_error("seek found nothing at or after a present key"));
+                    }
+                    Ok(())
+                })?
+            }
+            Workload::ReadWhileWriting => {
+                let (t, wr) = read_while_writing(ctx, db, wseed, &pb)?;
+                writer = Some(wr);
+                t
+            }
+            Workload::YcsbA | Workload::YcsbB => {
+                let read_share = if workload == Workload::YcsbA { 0.5 } else { 0.95 };
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
+                    if w.rng.gen_bool(read_share) {
+                        expect_present(db.get(w.key)?, &w.key)
+                    } else {
+                        db.put(w.key, ctx.values.value(w.done ^ ((w.thread as u64) << 40)))
+                    }
+                })?
+            }
+            Workload::FillRandom | Workload::FillSeq => unreachable!("filtered out above"),
+        };
+        pb.finish_and_clear();
+        let after = db.stats();
+        let d = measure::delta(&before, &after, t.ops);
+        let mut row = result_row(
+            workload,
+            policy,
+            missing_key_theory(db, n, policy, bpk),
+            args.threads,
+            &t,
+            &before,
+            &after,
+            &d,
+        );
+        if workload.batched() {
+            row.batch = Some(args.batch);
+        }
+        if let Some((ops, secs)) = writer {
+            row.writer_ops = Some(ops);
+            row.writer_ops_per_sec = Some(ops as f64 / secs.max(1e-9));
+        }
+        results.push(row);
+    }
+    Ok(results)
+}
+
+pub(super) fn expect_present(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
+    match v {
+        Some(v) => {
+            black_box(v);
+            Ok(())
+        }
+        None => Err(bench_error(format!(
+            "key {} was written but reads as absent",
+            String::from_utf8_lossy(key)
+        ))),
+    }
+}
+
+pub(super) fn expect_absent(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {
+    match v {
+        None => Ok(()),
+        Some(_) => Err(bench_error(format!(
+            "key {} was never written but reads as present",
+            String::from_utf8_lossy(key)
+        ))),
+    }
+}
+
+/// `readrandom` on `--threads` threads while one more thread overwrites random keys for as
+/// long as the readers run. Returns the readers' timing and the writer's (ops, seconds).
+pub(super) fn read_while_writing(
+    ctx: &Ctx,
+    db: &Db,
+    seed: u64,
+    pb: &ProgressBar,
+) -> bloomkv::Result<(Timed, (u64, f64))> {
+    let n = ctx.plan.keys;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| -> bloomkv::Result<(u64, f64)> {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x77_7269_7465);
+            let mut key = [0u8; keys::KEY_BYTES];
+            let start = Instant::now();
+            let mut ops = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                keys::present_key(rng.gen_range(0..n), &mut key);
+                db.put(key, ctx.values.value(ops ^ (1 << 62)))?;
+                ops += 1;
+            }
+            Ok((ops, start.elapsed().as_secs_f64()))
+        });
+        let readers = measure::run_timed(ctx.args.threads, ctx.args.reads, seed, pb, |w| {
+            keys::present_key(w.rng.gen_range(0..n), &mut w.key);
+            expect_present(db.get(w.key)?, &w.key)
+        });
+        stop.store(true, Ordering::Relaxed);
+        let writer = writer.join().expect("writer thread panicked");
+        Ok((readers?, writer?))
+    })
+}
+
+/// A fill workload on a fresh database of its own, nothing read from it afterwards: `fillseq`
+/// (the keys in ascending order), or `fillrandom` when the reads' databases were ingested.
+pub(super) fn run_fill_only(
+    ctx: &Ctx,
+    policy: Policy,
+    workload: Workload,
+    order: &[u64],
+) -> bloomkv::Result<WorkloadResult> {
+    let bpk = ctx.args.bits_per_key;
+    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
+    let db = open(&dir, ctx.options(policy, bpk))?;
+    let before = db.stats();
+    let t = fill(ctx, &db, order, format!("{} {}", workload.name(), policy.name()))?;
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, order.len() as u64, policy, bpk);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
+}
+
+/// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
+/// with `readmissing`.
+pub(super) fn run_sweep_point(
+    ctx: &Ctx,
+    policy: Policy,
+    bits_per_key: f64,
+    keys: u64,
+) -> bloomkv::Result<SweepRow> {
+    let args = ctx.args;
+    let dir = ctx.base.join(format!("sweep-{}-{}", policy.name(), bits_per_key));
+    let db = open(&dir, ctx.options(policy, bits_per_key))?;
+    let mut order: Vec<u64> = (0..keys).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
+    let label = format!("sweep {} {} {}", ctx.plan.load.name(), policy.name(), bits_per_key);
+    load(ctx, &db, &order, label)?;
+    db.flush()?;
+    let db = if args.shape == TreeShape::Layered {
+        layer(ctx, &db, &order)?;
+        db.close()?;
+        Db::open_read_only(&dir, ctx.options(policy, bits_per_key))?
+    } else {
+        db
+    };
+    let pb =
+        ctx.progress(args.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
+    let before = db.stats();
+    let t = measure::run_timed(args.threads, args.reads, args.seed ^ 0x53_5745_4550, &pb, |w| {
+        keys::absent_key(w.rng.gen_range(0..keys), &mut w.key);
+        expect_absent(db.get(w.key)?, &w.key)
+    })?;
+    pb.finish_and_clear();
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, keys, policy, bits_per_key);
+    let (filter_bits_per_key, _) = filter_bits_per_key(&db);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(SweepRow {
+        policy: policy.name().to_string(),
+        bits_per_key,
+        probes: policy.probes(bits_per_key),
+        keys,
+        filter_memory_bytes: after.filter_memory_bytes,
+        filter_bits_per_key,
+        measured_fpr: d.measured_fpr.unwrap_or(0.0),
+        expected_fpr: theory.fpr(),
+        predicted_blocks_per_op: theory.blocks,
+        readmissing_ops_per_sec: t.ops as f64 / t.elapsed.as_secs_f64().max(1e-9),
+        blocks_per_op: d.per_op.blocks_touched,
+        blocks_read_per_op: d.per_op.blocks_read,
+        tables_consulted_per_op: d.per_op.tables_consulted,
+        latency_ns: latency(&t),
+        tables_per_level: after.tables_per_level,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_round_draws_new_keys_and_a_single_round_keeps_its_old_ones() {
+        let w = Workload::ReadRandom;
+        // Round 0 is what a one-round run has always used, so its figures stay comparable.
+        assert_eq!(workload_seed(7, w, 0), 7 ^ (w as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let seeds: Vec<u64> = (0..16).map(|r| workload_seed(7, w, r)).collect();
+        let mut distinct = seeds.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), seeds.len(), "every round its own stream: {seeds:?}");
+        assert_ne!(workload_seed(7, Workload::ReadMissing, 1), workload_seed(7, w, 1));
+    }
+}
