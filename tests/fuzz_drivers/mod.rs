@@ -37,6 +37,41 @@ fn table_path() -> PathBuf {
     PathBuf::from("/fuzz/000001.sst")
 }
 
+/// Walks `forward` from its first entry to its end, reading each value, and `backward` from
+/// its last entry to its start, at most [`MAX_STEPS`] each; an error must be corruption.
+/// Returns the first `keep` keys of the forward walk, for seeks.
+fn walk_both_ways(
+    mut forward: impl BidirectionalIterator,
+    mut backward: impl BidirectionalIterator,
+    keep: usize,
+    what: &str,
+) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    let mut r = forward.seek_to_first();
+    let mut steps = 0;
+    while r.is_ok() && forward.valid() && steps < MAX_STEPS {
+        if keys.len() < keep {
+            keys.push(forward.key().to_vec());
+        }
+        let _ = forward.value();
+        r = forward.next();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, &format!("{what} scan"));
+    }
+    let mut r = backward.seek_to_last();
+    let mut steps = 0;
+    while r.is_ok() && backward.valid() && steps < MAX_STEPS {
+        r = backward.prev();
+        steps += 1;
+    }
+    if let Err(e) = r {
+        expect_corruption(&e, &format!("{what} reverse scan"));
+    }
+    keys
+}
+
 /// Table: open, scan forward and backward, seek, point gets.
 pub fn table(data: &[u8]) {
     let cache = Arc::new(BlockCache::new(1 << 20));
@@ -44,31 +79,7 @@ pub fn table(data: &[u8]) {
         Ok(t) => Arc::new(t),
         Err(e) => return expect_corruption(&e, "Table::open"),
     };
-    let mut keys = Vec::new();
-    let mut it = t.iter();
-    let mut r = it.seek_to_first();
-    let mut steps = 0;
-    while r.is_ok() && it.valid() && steps < MAX_STEPS {
-        if keys.len() < 64 {
-            keys.push(it.key().to_vec());
-        }
-        let _ = it.value();
-        r = it.next();
-        steps += 1;
-    }
-    if let Err(e) = r {
-        expect_corruption(&e, "table scan");
-    }
-    let mut it = t.iter();
-    let mut r = it.seek_to_last();
-    let mut steps = 0;
-    while r.is_ok() && it.valid() && steps < MAX_STEPS {
-        r = it.prev();
-        steps += 1;
-    }
-    if let Err(e) = r {
-        expect_corruption(&e, "table reverse scan");
-    }
+    let keys = walk_both_ways(t.iter(), t.iter(), 64, "table");
     for k in keys.iter().take(16) {
         let mut it = t.iter();
         if let Err(e) = it.seek(k) {
@@ -97,30 +108,7 @@ pub fn block(data: &[u8]) {
         Ok(b) => b,
         Err(e) => return expect_corruption(&e, "Block::new"),
     };
-    let mut keys = Vec::new();
-    let mut it = b.iter();
-    let mut r = it.seek_to_first();
-    let mut steps = 0;
-    while r.is_ok() && it.valid() && steps < MAX_STEPS {
-        if keys.len() < 32 {
-            keys.push(it.key().to_vec());
-        }
-        r = it.next();
-        steps += 1;
-    }
-    if let Err(e) = r {
-        expect_corruption(&e, "block scan");
-    }
-    let mut it = b.iter();
-    let mut r = it.seek_to_last();
-    let mut steps = 0;
-    while r.is_ok() && it.valid() && steps < MAX_STEPS {
-        r = it.prev();
-        steps += 1;
-    }
-    if let Err(e) = r {
-        expect_corruption(&e, "block reverse scan");
-    }
+    let keys = walk_both_ways(b.iter(), b.iter(), 32, "block");
     for k in keys.iter().chain([&Vec::new(), &vec![0xff; 9]]) {
         if let Err(e) = b.seek(k) {
             expect_corruption(&e, "block seek");
