@@ -170,6 +170,25 @@ fn scan_all(db: &Db) -> bloomkv::Result<Model> {
     db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
 }
 
+/// Reopens `dir` with no faults left and asserts it holds every acknowledged write
+/// (`model`), plus at most the one write that failed (it may have reached the WAL whole).
+fn reopen_as_acknowledged(
+    fs: &FaultFs,
+    dir: &Path,
+    model: &Model,
+    failed: Option<&Write>,
+    what: &str,
+) -> Db {
+    let db = Db::open(dir, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+    let got = scan_all(&db).unwrap();
+    let mut with_failed = model.clone();
+    if let Some(w) = failed {
+        apply(&mut with_failed, w);
+    }
+    assert!(got == *model || got == with_failed, "{what}: acknowledged data lost");
+    db
+}
+
 /// The `p` in `lo..=hi` such that `base` followed by the first `p` writes equals `got`, if
 /// any (the smallest). Linear: keeps a count of keys on which model and `got` disagree.
 fn matching_prefix(
@@ -526,13 +545,7 @@ fn background_errors_stop_writes_and_lose_nothing_acknowledged() {
         }
         drop(db);
         fs.clear_faults();
-        let db = Db::open(&dir, options(&fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-        let got = scan_all(&db).unwrap();
-        let mut with_failed = model.clone();
-        if let Some(w) = &failed {
-            apply(&mut with_failed, w);
-        }
-        assert!(got == model || got == with_failed, "{what}: acknowledged data lost");
+        let db = reopen_as_acknowledged(&fs, &dir, &model, failed.as_ref(), &what);
         // And the reopened database works.
         db.put(b"zz", b"ok").unwrap();
         db.flush().unwrap();
@@ -580,11 +593,7 @@ fn wal_errors_fail_the_write_and_every_later_one() {
         assert_stopped(&db, &what);
         drop(db);
         fs.clear_faults();
-        let db = Db::open(&dir, options(&fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-        let got = scan_all(&db).unwrap();
-        let mut with_failed = model.clone();
-        apply(&mut with_failed, &failed);
-        assert!(got == model || got == with_failed, "{what}: recovered state is wrong");
+        reopen_as_acknowledged(&fs, &dir, &model, Some(&failed), &what);
     }
 }
 
