@@ -145,9 +145,8 @@ fn residency(map: &[u8], range: std::ops::Range<usize>, state: &mut [u8]) -> boo
 /// anyway, and the kernel can still reclaim it. For the 373 tables (5.5 GB) of a 50M-key
 /// tree held in the page cache, opening took about 0.5 s longer, and a new process's first
 /// 300,000 lookups took no page faults instead of 48,700, about 7 µs each (DESIGN.md,
-/// "Mapped reads"). It is only a speed-up: where the kernel refuses
-/// (before Linux 5.14) or a page leaves memory meanwhile, lookups fault pages in as they
-/// would have.
+/// "Mapped reads"). It is only a speed-up: where the kernel refuses (before Linux 5.14), is
+/// interrupted, or a page leaves memory meanwhile, lookups fault pages in as they would have.
 #[cfg(target_os = "linux")]
 fn populate_resident(map: &memmap2::Mmap) {
     let page = rustix::param::page_size();
