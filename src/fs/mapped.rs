@@ -154,18 +154,14 @@ fn populate_resident(map: &memmap2::Mmap) {
     if !residency(map, 0..map.len(), &mut state) {
         return;
     }
-    let mut i = 0;
-    while i < state.len() {
-        if state[i] & 1 == 0 {
-            i += 1;
-            continue;
-        }
-        let run = state[i..].iter().take_while(|s| *s & 1 == 1).count();
-        let (start, len) = (i * page, (run * page).min(map.len() - i * page));
-        if map.advise_range(memmap2::Advice::PopulateRead, start, len).is_err() {
+    let mut first = 0;
+    for run in state.chunk_by(|a, b| a & 1 == b & 1) {
+        let start = first * page;
+        first += run.len();
+        let len = (run.len() * page).min(map.len() - start);
+        if run[0] & 1 == 1 && map.advise_range(memmap2::Advice::PopulateRead, start, len).is_err() {
             return;
         }
-        i += run;
     }
 }
 
