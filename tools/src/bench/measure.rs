@@ -65,8 +65,9 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Operations timed for the latency percentiles: one in this many (every operation of a
 /// phase shorter than that).
 ///
-/// Reading the clock costs about 30 ns on the VM these figures come from, a tenth of an
-/// absent-key `get`: timing every operation, even with one clock read each, took that out of
+/// Reading the clock costs 20–30 ns on the VM these figures come from (30 ns when sampling was
+/// introduced, 20–21 ns in a later microbenchmark), up to a tenth of an absent-key `get`:
+/// timing every operation, even with one clock read each, took that out of
 /// every throughput figure, and out of the single-key loops' more than `multi_get`'s (timed
 /// per call). A fixed one-in-eight sample of a random workload estimates the same
 /// percentiles (12,500 samples in 100,000 operations) and costs under 10 ns per operation.
