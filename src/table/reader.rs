@@ -358,10 +358,11 @@ impl Table {
             (true, ValueKind::Put) => {
                 // A value sliced from a mapping would keep the whole mapping, and a
                 // compacted-away file's disk space, alive for as long as the caller holds
-                // it: a mapped table's values are copied out.
-                let value = match self.mapped {
-                    Some(_) => Value::copy_from_slice(it.value()),
-                    None => Value::from_bytes(it.value_bytes()),
+                // it: values of blocks that are slices of the mapping are copied out.
+                let value = if self.lookups_slice_mapping() {
+                    Value::copy_from_slice(it.value())
+                } else {
+                    Value::from_bytes(it.value_bytes())
                 };
                 (GetOutcome::Found(value), parsed.seq)
             }
@@ -395,7 +396,7 @@ impl Table {
         // An uncompressed block of a mapping is as cheap to take from the mapping as from
         // the block cache (a slice, its CRC checked again), so such lookups leave the cache
         // alone: no lookup that misses, no insert that evicts. The page cache is their cache.
-        let uncached = mapped.is_some() && self.props.compression == Compression::None;
+        let uncached = access == Access::Lookup && self.lookups_slice_mapping();
         if let (Some(cache), false) = (&self.cache, uncached) {
             if let Some(b) = cache.get(self.id, handle.offset) {
                 return Ok(Some((b, false)));
@@ -489,6 +490,12 @@ impl Table {
         }
         self.mapped = Some(mapped);
         Ok(self)
+    }
+
+    /// Whether the blocks point lookups search are slices of the mapping (an uncompressed
+    /// table, mapped): they bypass the block cache, and the values found in them are copied.
+    fn lookups_slice_mapping(&self) -> bool {
+        self.mapped.is_some() && self.props.compression == Compression::None
     }
 
     /// Bytes of the table's file mapped into memory for its lookups (0 when unmapped):
