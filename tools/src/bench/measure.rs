@@ -67,10 +67,10 @@ pub fn new_histogram() -> Histogram<u64> {
 ///
 /// Reading the clock costs 20–30 ns on the VM these figures come from (30 ns when sampling was
 /// introduced, 20–21 ns in a later microbenchmark), up to a tenth of an absent-key `get`:
-/// timing every operation, even with one clock read each, took that out of
-/// every throughput figure, and out of the single-key loops' more than `multi_get`'s (timed
-/// per call). A fixed one-in-eight sample of a random workload estimates the same
-/// percentiles (12,500 samples in 100,000 operations) and costs under 10 ns per operation.
+/// timing every operation, even with one clock read each, took that out of every throughput
+/// figure, and out of the single-key loops' more than `multi_get`'s (timed per call). A fixed
+/// one-in-eight sample of a random workload estimates the same percentiles (12,500 samples in
+/// 100,000 operations) and costs under 10 ns per operation.
 pub const LATENCY_SAMPLE_EVERY: u64 = 8;
 
 /// Runs `total` operations split evenly over `threads` threads (the first threads take the
