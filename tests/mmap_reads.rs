@@ -160,7 +160,6 @@ fn mapped_file_reads_its_bytes_and_nothing_past_them() {
 #[test]
 #[cfg(target_os = "linux")]
 fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
-    use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("f");
     let data = vec![0x5au8; 1 << 20];
@@ -168,9 +167,7 @@ fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
     let file = std::fs::File::open(&path).unwrap();
     file.sync_all().unwrap();
     // Dropped before mapping: a page a mapping holds in its page tables cannot be dropped.
-    // SAFETY: an advisory call on a descriptor this test owns; no memory is passed.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
+    fadvise(&file, libc::POSIX_FADV_DONTNEED);
     let f = MappedFile::open(&path).unwrap().unwrap();
     let mut buf = vec![0; 4096];
     assert!(!f.read_exact_at_if_cached(&mut buf, 512 << 10).unwrap(), "dropped pages would wait");
@@ -189,7 +186,6 @@ fn mapped_file_tells_pages_that_would_wait_from_pages_in_memory() {
 #[test]
 #[cfg(target_os = "linux")]
 fn mapping_a_file_populates_exactly_the_pages_in_memory() {
-    use std::os::fd::AsRawFd;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("f");
     std::fs::write(&path, vec![0x33u8; 1 << 20]).unwrap();
@@ -202,11 +198,8 @@ fn mapping_a_file_populates_exactly_the_pages_in_memory() {
 
     // Drop the file from the page cache (nothing maps it now), then read its first half
     // back without read-ahead. (Dropping only half could leave a large folio spanning both.)
-    for advice in [libc::POSIX_FADV_DONTNEED, libc::POSIX_FADV_RANDOM] {
-        // SAFETY: an advisory call on a descriptor this test owns; no memory is passed.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
-        assert_eq!(rc, 0);
-    }
+    fadvise(&file, libc::POSIX_FADV_DONTNEED);
+    fadvise(&file, libc::POSIX_FADV_RANDOM);
     let mut first = vec![0; 512 << 10];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut first, 0).unwrap();
     let half = MappedFile::open(&path).unwrap().unwrap();
@@ -218,6 +211,15 @@ fn mapping_a_file_populates_exactly_the_pages_in_memory() {
     );
     assert!(half.read_exact_at_if_cached(&mut buf, 256 << 10).unwrap());
     assert!(buf.iter().all(|&b| b == 0x33));
+}
+
+/// `posix_fadvise(advice)` over the whole of `file`, which must succeed.
+#[cfg(target_os = "linux")]
+fn fadvise(file: &std::fs::File, advice: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an advisory call on a descriptor the caller owns; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
+    assert_eq!(rc, 0, "posix_fadvise({advice})");
 }
 
 /// The `Rss` of each mapping of `path` in this process, in KiB.
