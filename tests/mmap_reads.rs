@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use bloomkv::fs::{FileSystem, MappedFile, RandomAccessFile, StdFs};
 use bloomkv::{Db, Options};
 
+mod common;
+
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
@@ -18,17 +20,8 @@ fn val(i: u64, gen: u64) -> Vec<u8> {
     format!("value {i} generation {gen} {}", "y".repeat((i % 40) as usize)).into_bytes()
 }
 
-/// Small tables and blocks, so a few thousand keys make L0 tables and a sorted level.
 fn small(mapped: bool) -> Options {
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .block_bytes(512)
-        .target_table_bytes(16 << 10)
-        .level_base_bytes(64 << 10)
-        .l0_compaction_trigger(64)
-        .l0_slowdown_trigger(64)
-        .l0_stop_trigger(64)
-        .mmap_reads(mapped)
+    common::small_tree().mmap_reads(mapped)
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

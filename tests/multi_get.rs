@@ -3,28 +3,14 @@
 
 use bloomkv::{Db, FilterPolicy, Options, Value};
 
+mod common;
+
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
 fn val(i: u64, gen: u64) -> Vec<u8> {
     format!("value {i} generation {gen} {}", "x".repeat((i % 50) as usize)).into_bytes()
-}
-
-/// Small tables and blocks, so a few thousand keys make a tree of several levels. L0 is
-/// never compacted in the background (the triggers are above the 27–28 tables
-/// `fill_layered` flushes before its `compact`, and the 14 after), so the shape it builds
-/// does not depend on how far a background compaction got: with a trigger of 4, one run in
-/// CI found every L0 table already compacted away.
-fn small() -> Options {
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .block_bytes(512)
-        .target_table_bytes(16 << 10)
-        .level_base_bytes(64 << 10)
-        .l0_compaction_trigger(64)
-        .l0_slowdown_trigger(64)
-        .l0_stop_trigger(64)
 }
 
 fn plain(v: Vec<Option<Value>>) -> Vec<Option<Vec<u8>>> {
@@ -35,7 +21,7 @@ fn plain(v: Vec<Option<Value>>) -> Vec<Option<Vec<u8>>> {
 /// several depths, deleted, and never written.
 fn layered(policy: FilterPolicy) -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small().filter_policy(policy)).unwrap();
+    let db = Db::open(dir.path(), common::small_tree().filter_policy(policy)).unwrap();
     fill_layered(&db);
     (dir, db)
 }
@@ -271,7 +257,7 @@ mod cold {
     fn cold_layered(policy: FilterPolicy) -> (tempfile::TempDir, Db, Arc<Probe>) {
         let probe = Arc::new(Probe::default());
         let dir = tempfile::tempdir().unwrap();
-        let opts = small()
+        let opts = common::small_tree()
             .filter_policy(policy)
             .block_cache_bytes(0)
             .file_system(Arc::new(ColdFs(probe.clone())));
