@@ -11,7 +11,7 @@ use super::measure::{self, Timed};
 use super::predict::{filter_bits_per_key, missing_key_theory};
 use super::report::{Shape, WorkloadResult};
 use super::L0_COMPACTION_TRIGGER;
-use super::{bench_error, keys, result_row, Ctx, Load, Policy, TreeShape, Workload};
+use super::{bench_error, keys, page_cache, result_row, Ctx, Load, Policy, TreeShape, Workload};
 
 pub(super) fn open(path: &Path, opts: Options) -> bloomkv::Result<Db> {
     Db::open(path, opts)
@@ -96,19 +96,45 @@ pub(super) struct Built {
     pub(super) policy: Policy,
     pub(super) dir: PathBuf,
     pub(super) opts: Options,
-    pub(super) db: Db,
+    /// `None` while closed (by [`Built::make_way`] or a cold workload): dropped, so that
+    /// nothing of it, its file mappings included, holds pages; the next workload opens it.
+    pub(super) db: Option<Db>,
     /// Opened read-only (the layered shape); a workload that writes reopens it first.
     pub(super) read_only: bool,
 }
 
 impl Built {
-    /// Opens the database again, read-only or not as `read_only` says (after a `close`).
-    pub(super) fn open_again(&self) -> bloomkv::Result<Db> {
-        if self.read_only {
-            Db::open_read_only(&self.dir, self.opts.clone())
-        } else {
-            open(&self.dir, self.opts.clone())
+    /// Opens the database again, read-only or not as `read_only` says, unless it is open.
+    pub(super) fn open(&mut self) -> bloomkv::Result<&Db> {
+        if self.db.is_none() {
+            self.db = Some(if self.read_only {
+                Db::open_read_only(&self.dir, self.opts.clone())?
+            } else {
+                open(&self.dir, self.opts.clone())?
+            });
         }
+        Ok(self.db.as_ref().expect("just opened"))
+    }
+
+    /// Closes the database and drops the handle (with its tables, filters, indexes and
+    /// mappings), if it is open.
+    pub(super) fn close(&mut self) -> bloomkv::Result<()> {
+        match self.db.take() {
+            Some(db) => db.close(),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives up this database's share of the page cache to another policy's, whose workload
+    /// runs next: its files' cached pages are dropped, and with `--mmap-reads` it is closed
+    /// first, since the kernel does not drop pages a mapping holds. Without this, warming a
+    /// 50M-key tree while three others are cached overcommits a 24 GiB machine's memory: the
+    /// kernel reclaims pages, the current tree's among them, through the whole workload.
+    pub(super) fn make_way(&mut self, mapped: bool) -> bloomkv::Result<()> {
+        if mapped {
+            self.close()?;
+        }
+        page_cache::prepare(page_cache::PageCache::Cold, &self.dir).map(|_| ())
     }
 }
 
@@ -180,13 +206,12 @@ pub(super) fn build(
         load_mib_per_sec: loaded.bytes as f64 / (1 << 20) as f64 / loaded.seconds.max(1e-9),
         settle_seconds: settle_start.elapsed().as_secs_f64(),
     });
-    Ok(Built { policy, dir, opts, db, read_only })
+    Ok(Built { policy, dir, opts, db: Some(db), read_only })
 }
 
 /// Closes `b`'s database and removes it unless `--dir` keeps it.
-pub(super) fn finish(ctx: &Ctx, b: Built) -> bloomkv::Result<()> {
-    b.db.close()?;
-    drop(b.db);
+pub(super) fn finish(ctx: &Ctx, mut b: Built) -> bloomkv::Result<()> {
+    b.close()?;
     discard(ctx, &b.dir)
 }
 
@@ -215,4 +240,65 @@ pub(super) fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
         db.flush()?;
     }
     Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::bench::page_cache::tests::{cached, in_memory_fs};
+    use crate::bench::page_cache::{prepare, PageCache};
+
+    /// A small database's table files, warmed, with `b` open over them.
+    fn warmed(mapped: bool) -> (tempfile::TempDir, Built, Vec<PathBuf>) {
+        // Beside the test binary, not in /tmp, which may be a tmpfs.
+        let exe = std::env::current_exe().unwrap();
+        let dir = tempfile::tempdir_in(exe.parent().unwrap()).unwrap();
+        let opts = Options::default().memtable_bytes(1 << 20).mmap_reads(mapped);
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..20_000u32 {
+            db.put(format!("key{i:08}"), [7u8; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+        drop(db);
+        let tables: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+            .collect();
+        assert!(!tables.is_empty());
+        prepare(PageCache::Warm, dir.path()).unwrap();
+        let mut b = Built {
+            policy: Policy::Blocked,
+            dir: dir.path().to_path_buf(),
+            opts,
+            db: None,
+            read_only: false,
+        };
+        let stats = b.open().unwrap().stats();
+        assert_eq!(stats.mapped_table_files > 0, mapped);
+        assert!(tables.iter().all(|t| cached(t)));
+        (dir, b, tables)
+    }
+
+    #[test]
+    fn make_way_drops_the_tables_pages_closing_a_mapped_database_first() {
+        for mapped in [false, true] {
+            let (dir, mut b, tables) = warmed(mapped);
+            if in_memory_fs(dir.path()) {
+                eprintln!("the target directory is in memory: nothing to drop its pages to");
+                return;
+            }
+            b.make_way(mapped).unwrap();
+            // Mapped, the pages stay while a mapping holds them, so the database must be gone.
+            assert_eq!(b.db.is_none(), mapped, "mapped {mapped}");
+            for t in &tables {
+                assert!(!cached(t), "mapped {mapped}: {} still cached", t.display());
+            }
+            // The next workload opens it again and reads what it held.
+            prepare(PageCache::Warm, dir.path()).unwrap();
+            let db = b.open().unwrap();
+            assert_eq!(db.get("key00000042").unwrap().as_deref(), Some(&[7u8; 100][..]));
+        }
+    }
 }

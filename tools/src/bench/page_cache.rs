@@ -151,7 +151,7 @@ fn files_under(dir: &Path) -> bloomkv::Result<Vec<PathBuf>> {
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use bloomkv::fs::{FileSystem, StdFs};
     use std::io::Write;
@@ -190,15 +190,17 @@ mod tests {
         assert_eq!(idle_pageout_under(root), Some(std::time::Duration::from_secs(5)));
     }
 
-    /// Whether the kernel can hand over the file's first 64 KiB without going to the disk.
-    fn cached(path: &Path) -> bool {
+    /// Whether the kernel can hand over the file's first 64 KiB (or all of a shorter file)
+    /// without going to the disk.
+    pub(in crate::bench) fn cached(path: &Path) -> bool {
         let file = StdFs.open(path).unwrap();
-        let mut buf = vec![0u8; 64 << 10];
+        let len = std::fs::metadata(path).unwrap().len().min(64 << 10);
+        let mut buf = vec![0u8; len as usize];
         file.read_exact_at_if_cached(&mut buf, 0).unwrap()
     }
 
     /// A file system whose pages are its storage, so that nothing can drop them.
-    fn in_memory_fs(dir: &Path) -> bool {
+    pub(in crate::bench) fn in_memory_fs(dir: &Path) -> bool {
         const TMPFS_MAGIC: u64 = 0x0102_1994;
         const RAMFS_MAGIC: u64 = 0x8584_58f6;
         let dir = File::open(dir).unwrap();

@@ -42,23 +42,20 @@ pub(super) fn run_reads(
     let seed = args.seed;
     for &workload in workloads {
         if workload.writes() && b.read_only {
-            b.db.close()?;
+            b.close()?;
             b.read_only = false;
-            b.db = b.open_again()?;
         }
         // Cold means the engine's block cache too: the workloads and rounds before would
-        // otherwise have left their blocks there. Closed first, so the files are dropped with
-        // no reader between; reopening reads the filters and indexes back into RAM (where
-        // they always live), not the data blocks.
-        let cold = ctx.plan.page_cache == page_cache::PageCache::Cold;
-        if cold {
-            b.db.close()?;
+        // otherwise have left their blocks there. Closed first (and dropped, mappings and
+        // all), so the files are dropped with no reader between; reopening reads the filters
+        // and indexes back into RAM (where they always live), not the data blocks. Opened
+        // after the files are prepared, so that with `--mmap-reads` it maps the pages warming
+        // brought in.
+        if ctx.plan.page_cache == page_cache::PageCache::Cold {
+            b.close()?;
         }
         page_cache::prepare(ctx.plan.page_cache, &b.dir)?;
-        if cold {
-            b.db = b.open_again()?;
-        }
-        let db = &b.db;
+        let db = b.open()?;
         let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
         let wseed = workload_seed(seed, workload, round);
         let before = db.stats();
