@@ -126,10 +126,9 @@ impl Built {
     }
 
     /// Gives up this database's share of the page cache to another policy's, whose workload
-    /// runs next: its files' cached pages are dropped, and with `--mmap-reads` it is closed
-    /// first, since the kernel does not drop pages a mapping holds. Without this, warming a
-    /// 50M-key tree while three others are cached overcommits a 24 GiB machine's memory: the
-    /// kernel reclaims pages, the current tree's among them, through the whole workload.
+    /// runs next (why: `make_way_for` in mod.rs): its files' cached pages are dropped, and
+    /// with `--mmap-reads` it is closed first, since the kernel does not drop pages a mapping
+    /// holds.
     pub(super) fn make_way(&mut self, mapped: bool) -> bloomkv::Result<()> {
         if mapped {
             self.close()?;
