@@ -104,15 +104,24 @@ impl SortedHeads {
         self.heads.len()
     }
 
-    /// The first index whose head is not below `target` (`len()` if none).
+    /// The first index whose head is not below `target` (`len()` if none). Before the last
+    /// step, `bottom` is told the range of indexes that step chooses from (at most
+    /// [`SortedHeads::FANOUT`]), so a caller can start loading what it will read beside the
+    /// answer while the step's heads arrive.
     #[inline]
-    pub(crate) fn first_at_least(&self, target: u128) -> usize {
+    pub(crate) fn first_at_least(
+        &self,
+        target: u128,
+        bottom: impl FnOnce(std::ops::Range<usize>),
+    ) -> usize {
         // `at` is the position within the current level; the node below it starts at
         // `at * FANOUT` in the next level down.
         let mut at = 0;
         for &(start, len) in &self.levels {
             at = Self::step(&self.upper[start..start + len], at, target);
         }
+        let start = (at * Self::FANOUT).min(self.heads.len());
+        bottom(start..self.heads.len().min(start + Self::FANOUT));
         Self::step(&self.heads, at, target)
     }
 
@@ -136,7 +145,19 @@ impl SortedHeads {
     /// when one key ties, and a binary search's worth when many do.
     #[inline]
     pub(crate) fn partition(&self, target: u128, is_below: impl Fn(usize) -> bool) -> usize {
-        let lo = self.first_at_least(target);
+        self.partition_noting(target, is_below, |_| {})
+    }
+
+    /// [`SortedHeads::partition`], telling `bottom` the range of indexes the search's last
+    /// step chooses from, before that step (see [`SortedHeads::first_at_least`]).
+    #[inline]
+    pub(crate) fn partition_noting(
+        &self,
+        target: u128,
+        is_below: impl Fn(usize) -> bool,
+        bottom: impl FnOnce(std::ops::Range<usize>),
+    ) -> usize {
+        let lo = self.first_at_least(target, bottom);
         settle_ties(lo, self.len(), |i| self.heads[i], target, is_below)
     }
 
@@ -231,9 +252,16 @@ mod tests {
             let top = (n as u128 / 3) * 10 + 20;
             for t in (0..top).step_by(if n > 1000 { 7 } else { 1 }) {
                 let want = heads.partition_point(|&h| h < t);
-                assert_eq!(sorted.first_at_least(t), want, "n {n}, target {t}");
+                let mut bottom = None;
+                assert_eq!(sorted.first_at_least(t, |r| bottom = Some(r)), want, "n {n}, {t}");
+                // The range announced before the last step holds the answer (or ends where
+                // the answer is one past it): what a caller prefetches beside it is used.
+                let bottom = bottom.expect("the last step is announced");
+                assert!(bottom.len() <= SortedHeads::FANOUT, "n {n}, target {t}: {bottom:?}");
+                assert!(bottom.start <= want && want <= bottom.end, "n {n}, {t}: {bottom:?}");
             }
-            assert_eq!(sorted.first_at_least(u128::MAX), heads.partition_point(|&h| h < u128::MAX));
+            let want = heads.partition_point(|&h| h < u128::MAX);
+            assert_eq!(sorted.first_at_least(u128::MAX, |_| {}), want);
         }
     }
 

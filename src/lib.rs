@@ -44,6 +44,7 @@ pub mod filter;
 pub mod fs;
 mod key_head;
 mod options;
+mod prefetch;
 mod stats;
 mod value;
 

@@ -6,10 +6,11 @@
 //! A batch gives it many. The keys are taken in windows of [`WINDOW`] keys; in each window:
 //!
 //! 1. batch by batch ([`BATCH`] keys): hash every key once and walk its candidate tables (the
-//!    same fences as `get`), starting the load of every candidate's filter line for the whole
-//!    batch before any is probed; search the memtables for every key of the batch while those
-//!    loads are in flight; then probe each unanswered key's candidates up to the first whose
-//!    filter says "maybe" (a key whose candidates are exhausted is absent);
+//!    same fences as `get`); then start the load of every candidate's filter line for the
+//!    whole batch, in one burst, before any is probed; search the memtables for every key of
+//!    the batch while those loads are in flight; then probe each unanswered key's candidates
+//!    up to the first whose filter says "maybe" (a key whose candidates are exhausted is
+//!    absent);
 //! 2. in rounds over the whole window, search the tables named, grouped by table, keys in
 //!    ascending order, so a data block needed by several keys is fetched once. A key the
 //!    table turns out not to hold (a false positive) goes on to its next "maybe" candidate,
@@ -131,20 +132,33 @@ fn window<'s, K: AsRef<[u8]>>(
     s.candidates.clear();
     s.lookups.clear();
     s.searches.clear();
+    // Asked once per window rather than once per key. A memtable empty now holds nothing
+    // this call can see: what is written from here on is newer than `seq`.
+    let mems_hold_any = state.mems().any(|m| !m.table.is_empty());
     for (b, batch) in keys.chunks(BATCH).enumerate() {
         let first = b * BATCH;
         for key in batch {
             let hash = hash_key(key.as_ref());
             let start = s.candidates.len();
             let _ = state.version.for_each_candidate(key.as_ref(), |t, filter| {
-                filter.prefetch(hash);
                 s.candidates.push((t, filter));
                 ControlFlow::<()>::Continue(())
             });
             s.lookups.push(Lookup { hash, next: start, end: s.candidates.len(), answer: None });
         }
+        // The batch's filter lines are requested in one burst once every key's candidates
+        // are known, not key by key between the fence searches. A line out of cache usually
+        // misses the TLB too, and its prefetch holds up retirement until the page walk is
+        // done: back to back, the batch's walks overlap; spread out, they queue one behind
+        // another (absent keys at 50M, 32-key calls: 5% faster in ten alternating pairs).
+        for lookup in &s.lookups[first..] {
+            for (_, filter) in &s.candidates[lookup.next..lookup.end] {
+                filter.prefetch(lookup.hash);
+            }
+        }
 
-        for (lookup, key) in s.lookups[first..].iter_mut().zip(batch) {
+        let in_memtables = if mems_hold_any { batch.len() } else { 0 };
+        for (lookup, key) in s.lookups[first..].iter_mut().zip(batch).take(in_memtables) {
             for mem in state.mems() {
                 if mem.table.is_empty() {
                     continue;

@@ -14,7 +14,7 @@
 
 use super::math::{self, LINE_BITS};
 use super::memory::{Bits, Placement};
-use super::prefetch;
+use crate::prefetch::prefetch;
 
 /// One 64-byte cache line of filter bits. The alignment attribute is what guarantees that a
 /// line never straddles two cache lines; `super::memory` allocates every array at that

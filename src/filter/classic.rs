@@ -6,8 +6,9 @@
 //! Mitzenmacher 2006): `x_0 = h`, `x_{i+1} = x_i + δ (mod 2⁶⁴)` with the odd step
 //! `δ = rotl(h, 21) | 1`, and probe i sets bit `fastrange64(x_i, m) = (x_i · m) >> 64`.
 
+use super::math;
 use super::memory::{Bits, Placement};
-use super::{math, prefetch};
+use crate::prefetch::prefetch;
 
 /// A classic Bloom filter held in RAM. Cloning shares the bit array.
 #[derive(Clone, PartialEq)]

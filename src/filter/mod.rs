@@ -53,22 +53,6 @@ pub fn hash_key(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
-/// Asks the CPU to start loading the cache line holding `target` into L1, and returns at once.
-#[inline(always)]
-pub(crate) fn prefetch<T>(target: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` is a hint that never faults and writes nothing; SSE is part of
-        // the x86_64 baseline, and the pointer comes from a live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(target as *const T as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = target;
-    }
-}
-
 /// Decoded filters are the ones open tables keep: they go in the huge-page arena.
 fn open_filters() -> Placement<'static> {
     Placement::Shared(Arena::global())

@@ -38,6 +38,7 @@ use bytes::Bytes;
 
 use crate::coding::{crc32, get_u32, get_u64, put_u32, put_u64, put_varint, Decoder};
 use crate::fs::{RandomAccessFile, WritableFile};
+use crate::prefetch::prefetch_all;
 use crate::{Error, Result};
 
 /// Bytes after every stored block: kind (1) + CRC32 (4).
@@ -283,6 +284,11 @@ pub fn read_block_from(
     limit: u64,
 ) -> Result<Bytes> {
     let range = stored_range(path, handle, limit.min(file.len() as u64))?;
+    // Every line of the block is requested before the checksum pass reads it front to back.
+    // The hardware's own prefetcher ramps up line by line and stops at each page boundary,
+    // and a block read in place from a mapping is usually not in cache at all; asked for at
+    // once, its misses overlap (absent-key lookups at 50M keys: 1-2% faster).
+    prefetch_all(&file[range.clone()]);
     Ok(match unpack_block(path, handle, &file[range.clone()])? {
         Payload::Stored => file.slice(range.start..range.start + handle.size as usize),
         Payload::Decompressed(out) => Bytes::from(out),

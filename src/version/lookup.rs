@@ -45,6 +45,7 @@ pub(crate) struct LookupKey<'a> {
 }
 
 impl<'a> LookupKey<'a> {
+    #[inline]
     pub(crate) fn new(key: &'a [u8]) -> Self {
         LookupKey { key, head: key_head(key) }
     }
@@ -89,7 +90,7 @@ impl Version {
     /// and one per non-empty sorted level.
     pub(crate) fn max_candidates(&self) -> usize {
         let l0 = self.levels.first().map_or(0, Vec::len);
-        l0 + self.levels.iter().skip(1).filter(|l| !l.is_empty()).count()
+        l0 + self.sorted_in_use.len()
     }
 
     /// Calls `f` with each table a point lookup of `key` must consult, and that table's
@@ -110,7 +111,7 @@ impl Version {
                 }
             }
         }
-        for level in 1..self.levels.len() {
+        for &level in &self.sorted_in_use {
             if let Some(i) = self.find_in_level(level, &key) {
                 f(&self.levels[level][i], &self.filters[level][i])?;
             }

@@ -104,6 +104,10 @@ pub struct Version {
     /// Rebuilt with each version: O(n log n) in the tree's tombstones, which compaction
     /// keeps few; empty (and free) when there are none.
     pub(crate) range_dels: Arc<Fragments>,
+    /// The sorted levels (≥ 1) that hold tables, in order: the levels a point lookup
+    /// searches. A tree filled over time has its tables on the last level or two, and
+    /// skipping the empty ones spares each lookup a fence search's set-up per level.
+    pub(crate) sorted_in_use: Vec<usize>,
 }
 
 impl Version {
@@ -127,7 +131,8 @@ impl Version {
         let range_dels = Arc::new(Fragments::new(
             levels.iter().flatten().flat_map(|t| t.table.range_tombstones()),
         ));
-        Version { levels, fences, upper_bounds, filters, range_dels }
+        let sorted_in_use = (1..levels.len()).filter(|&l| !levels[l].is_empty()).collect();
+        Version { levels, fences, upper_bounds, filters, range_dels, sorted_in_use }
     }
 
     /// True if `edit` changes the tables of keyspace `keyspace`, whose version this is.
