@@ -70,7 +70,15 @@ fn full_run_writes_sane_json_and_svg() {
                 assert!(f(&r["per_op"][field]) >= 0.0, "{w} {p} {field}");
             }
             assert!(!r["tables_per_level"].as_array().unwrap().is_empty());
+            if cfg!(target_os = "linux") {
+                assert!(r["minor_faults"].as_u64().is_some(), "{w} {p}: {}", r["minor_faults"]);
+                assert!(r["major_faults"].as_u64().is_some(), "{w} {p}");
+                assert!(f(&r["steal_seconds"]) >= 0.0, "{w} {p}");
+            }
         }
+    }
+    if cfg!(target_os = "linux") {
+        assert!(rounds.iter().all(|r| r["minor_faults"].as_u64().is_some()));
     }
 
     // Point-read workloads move the block counters; a missing key is read once per table

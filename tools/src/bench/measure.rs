@@ -47,6 +47,52 @@ pub struct Timed {
     /// CPU time the whole process used during the phase (every thread: workers, the
     /// engine's background thread, a `readwhilewriting` writer), when the platform tells.
     pub cpu_seconds: Option<f64>,
+    /// What else happened to the process and the machine during the phase, where the
+    /// platform tells (Linux).
+    pub disturbance: Option<Disturbance>,
+}
+
+/// Events during a phase that slow it without being the engine's work: page faults the
+/// process took, and time the hypervisor gave the machine's CPUs to someone else.
+///
+/// They tell a slow round caused by the machine from one caused by the code: on the VM
+/// these figures come from, the missing-key workloads' slow rounds had none of them (see
+/// "Page cache" in docs/bench.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Disturbance {
+    /// Page faults served from memory (a page mapped, not read).
+    pub minor_faults: u64,
+    /// Page faults that waited for the storage device.
+    pub major_faults: u64,
+    /// Steal time summed over the machine's CPUs, seconds.
+    pub steal_seconds: f64,
+}
+
+impl Disturbance {
+    /// The counters so far: the process's faults (`/proc/self/stat`) and the machine's steal
+    /// time (`/proc/stat`), or `None` where those files do not exist or do not parse.
+    pub fn now() -> Option<Disturbance> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces:
+        // state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, cminflt, majflt.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let minor_faults = fields.get(7)?.parse().ok()?;
+        let major_faults = fields.get(9)?.parse().ok()?;
+        let machine = std::fs::read_to_string("/proc/stat").ok()?;
+        // "cpu user nice system idle iowait irq softirq steal ...", in USER_HZ ticks, which
+        // the kernel's interface fixes at 100 a second.
+        let steal: u64 = machine.lines().next()?.split_whitespace().nth(8)?.parse().ok()?;
+        Some(Disturbance { minor_faults, major_faults, steal_seconds: steal as f64 / 100.0 })
+    }
+
+    /// What happened between `self` (earlier) and `later`.
+    pub fn since(self, later: Disturbance) -> Disturbance {
+        Disturbance {
+            minor_faults: later.minor_faults.saturating_sub(self.minor_faults),
+            major_faults: later.major_faults.saturating_sub(self.major_faults),
+            steal_seconds: (later.steal_seconds - self.steal_seconds).max(0.0),
+        }
+    }
 }
 
 /// CPU time used so far by the whole process, including threads that have exited.
@@ -103,6 +149,7 @@ where
 {
     let threads = threads.max(1);
     let cpu_before = process_cpu_seconds();
+    let disturbed_before = Disturbance::now();
     let barrier = Barrier::new(threads);
     let outcomes: Vec<bloomkv::Result<(Instant, Instant, Histogram<u64>)>> =
         std::thread::scope(|s| {
@@ -169,7 +216,11 @@ where
         (Some(b), Some(a)) => Some(a - b),
         _ => None,
     };
-    Ok(Timed { ops: total, elapsed, hist, cpu_seconds })
+    let disturbance = match (disturbed_before, Disturbance::now()) {
+        (Some(b), Some(a)) => Some(b.since(a)),
+        _ => None,
+    };
+    Ok(Timed { ops: total, elapsed, hist, cpu_seconds, disturbance })
 }
 
 /// Runs at least `keys` lookups as calls of `batch` keys each, like [`run_timed`] with one
@@ -277,6 +328,24 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn disturbance_counts_the_faults_of_touching_new_memory() {
+        let before = Disturbance::now().expect("Linux has /proc/self/stat and /proc/stat");
+        // Fresh anonymous memory is mapped on first write, page by page (or 2 MiB at a
+        // time with transparent huge pages): writing 64 MiB takes at least one fault.
+        let mut fresh = vec![0u8; 64 << 20];
+        for b in fresh.iter_mut().step_by(4096) {
+            *b = 1;
+        }
+        std::hint::black_box(&fresh);
+        let d = before.since(Disturbance::now().unwrap());
+        assert!(d.minor_faults >= 1, "{d:?}");
+        assert!(d.steal_seconds >= 0.0, "{d:?}");
+        // Reading the file back: nothing went backwards, and `since` does not underflow.
+        assert_eq!(Disturbance::now().unwrap().since(before).minor_faults, 0);
+    }
 
     #[test]
     fn one_op_in_eight_is_timed_and_every_op_runs() {

@@ -836,6 +836,9 @@ fn result_row(
         ops_per_sec: t.ops as f64 / secs.max(1e-9),
         cpu_seconds: t.cpu_seconds,
         ops_per_cpu_sec: t.cpu_seconds.map(|c| t.ops as f64 / c.max(1e-9)),
+        minor_faults: t.disturbance.map(|d| d.minor_faults),
+        major_faults: t.disturbance.map(|d| d.major_faults),
+        steal_seconds: t.disturbance.map(|d| d.steal_seconds),
         latency_ns: latency(t),
         latency_percentiles: CURVE_PERCENTILES
             .iter()

@@ -194,6 +194,14 @@ pub struct WorkloadResult {
     /// Operations per CPU-second (`ops / cpu_seconds`): less sensitive than `ops_per_sec` to
     /// other work sharing the cores.
     pub ops_per_cpu_sec: Option<f64>,
+    /// Page faults the process took during the workload, served from memory and from the
+    /// storage device, and the machine's steal time in seconds; null where the platform does
+    /// not tell (see [`super::measure::Disturbance`]).
+    pub minor_faults: Option<u64>,
+    /// See `minor_faults`.
+    pub major_faults: Option<u64>,
+    /// See `minor_faults`.
+    pub steal_seconds: Option<f64>,
     /// Per-operation latency, nanoseconds.
     pub latency_ns: Latency,
     /// Latency curve: pairs of (percentile in 0..=100, nanoseconds).
@@ -251,6 +259,12 @@ pub struct RoundRow {
     pub p50_ns: u64,
     /// 99th-percentile latency, nanoseconds.
     pub p99_ns: u64,
+    /// The round's page faults and steal time, as in [`WorkloadResult`].
+    pub minor_faults: Option<u64>,
+    /// See `minor_faults`.
+    pub major_faults: Option<u64>,
+    /// See `minor_faults`.
+    pub steal_seconds: Option<f64>,
 }
 
 /// Splits rows measured in rounds into each workload × policy's median round by
@@ -266,6 +280,9 @@ pub fn by_round(measured: Vec<(u32, WorkloadResult)>) -> (Vec<WorkloadResult>, V
             ops_per_cpu_sec: r.ops_per_cpu_sec,
             p50_ns: r.latency_ns.p50,
             p99_ns: r.latency_ns.p99,
+            minor_faults: r.minor_faults,
+            major_faults: r.major_faults,
+            steal_seconds: r.steal_seconds,
         })
         .collect();
     let mut groups: Vec<Vec<WorkloadResult>> = Vec::new();
