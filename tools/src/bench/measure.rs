@@ -343,7 +343,7 @@ mod tests {
         let d = before.since(Disturbance::now().unwrap());
         assert!(d.minor_faults >= 1, "{d:?}");
         assert!(d.steal_seconds >= 0.0, "{d:?}");
-        // Reading the file back: nothing went backwards, and `since` does not underflow.
+        // Asked the wrong way round, `since` gives zero rather than wrapping.
         assert_eq!(Disturbance::now().unwrap().since(before).minor_faults, 0);
     }
 
