@@ -32,6 +32,7 @@ mod multi_get;
 mod newest_versions;
 mod read;
 mod recovery;
+mod resume;
 mod snapshot;
 mod table_files;
 use table_files::TableCaches;
@@ -194,6 +195,8 @@ pub(crate) struct WalState {
 pub(crate) struct BgState {
     pub shutdown: bool,
     pub error: Option<Error>,
+    /// Background jobs (flush or compaction steps) running now.
+    pub running: usize,
     pub manual_compaction: bool,
     /// Per keyspace and level, the largest key of the last table compacted, so levels are
     /// compacted round-robin instead of always at the same end.
@@ -321,7 +324,15 @@ impl DbInner {
         // The manifest is written under the state lock, so the manifest and the in-memory
         // state change in the same order.
         let _g = lock(&self.state_lock);
-        lock(&self.versions).log_and_apply(edit)?;
+        if let Err(e) = lock(&self.versions).log_and_apply(edit) {
+            // Whether the edit reached the disk is unknown, and the manifest refuses further
+            // edits: whatever asked for this one (a flush, a compaction, an ingest, a
+            // keyspace's creation or drop) fails, and so does every write after it, until
+            // `Db::resume` writes a new manifest or the database is reopened. Going on would
+            // acknowledge writes the manifest may not be able to keep.
+            self.set_bg_error(e.clone());
+            return Err(e);
+        }
         // A reader loads the state before the sequence number and relies on every table in
         // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
         // last sequence is visible before its tables are. Flushes and compactions only hold
@@ -825,6 +836,38 @@ impl Db {
         write::write(&self.inner, true, false, |_| {})
     }
 
+    /// Restarts a database that an I/O error stopped — a full disk, most often — without
+    /// reopening it. After a failed write to the WAL, the manifest or a table, that call and
+    /// every later write fail ([`Error::Background`] names the first error) until the
+    /// database is resumed or reopened. Free the space, then call `resume`:
+    ///
+    /// - nothing acknowledged is lost: the engine's state in memory holds every write that
+    ///   returned `Ok`, and a new manifest and WAL segment are written from it;
+    /// - nothing refused appears: a failed manifest edit (a flush, a compaction, an ingest,
+    ///   a keyspace's creation or drop) is not in the new manifest, and a refused write's
+    ///   record was cut off the WAL when it failed;
+    /// - it returns `Ok` only once the memtables that the failed WAL segment backs have been
+    ///   flushed, so the disk has taken writes again before any new write is accepted.
+    ///
+    /// If the disk is still full it fails with the new error and the database stays stopped;
+    /// call it again later. A no-op on a running database.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// if let Err(bloomkv::Error::Background(cause)) = db.put("k", "v") {
+    ///     eprintln!("stopped by {cause}; retrying once space is freed");
+    ///     db.resume()?;
+    ///     db.put("k", "v")?;
+    /// }
+    /// # assert_eq!(db.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn resume(&self) -> Result<()> {
+        self.inner.resume()
+    }
+
     /// Counters and the shape of the tree.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
@@ -1001,6 +1044,7 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                         }
                     };
                     if ready {
+                        bg.running += 1;
                         break;
                     }
                 }
@@ -1011,13 +1055,11 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
             BgJob::Flush => flush::flush_oldest(inner),
             BgJob::Compact => compaction::maybe_compact(inner),
         };
-        let mut bg = lock(&inner.bg);
         if let Err(e) = result {
-            if bg.error.is_none() {
-                bg.error = Some(e);
-                inner.has_bg_error.store(true, Ordering::Release);
-            }
+            inner.set_bg_error(e);
         }
+        let mut bg = lock(&inner.bg);
+        bg.running -= 1;
         // A flush may have made compaction necessary, and a compaction may have released
         // writers or `flush` callers: wake everyone waiting on either.
         inner.bg_cv.notify_all();

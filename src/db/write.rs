@@ -165,6 +165,7 @@ fn write_group(
     let wal = &mut *wal;
     let first_seq = wal.last_seq + 1;
     let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
+    let start = writer.len();
     let mut seq = first_seq;
     let logged = (|| -> Result<()> {
         for w in group {
@@ -183,8 +184,11 @@ fn write_group(
         Ok(())
     })();
     if let Err(e) = logged {
-        // The WAL may now end in a partial record; writing more after it would hide later
-        // records behind damage. Stop accepting writes; reopening recovers a clean prefix.
+        // The group is refused, so its records must never be replayed: cut them off (a
+        // short write leaves a torn record, a failed fsync a whole one the OS may still
+        // write back). The writer refuses further records either way, and the database
+        // stops until `Db::resume` starts a new segment or it is reopened.
+        let _ = writer.cut_back_to(start);
         inner.set_bg_error(e.clone());
         return Err(e);
     }
@@ -251,6 +255,17 @@ pub(crate) fn exclusive<T>(
     inner: &DbInner,
     task: impl FnOnce(&Exclusive<'_>) -> Result<T>,
 ) -> Result<T> {
+    exclusive_while_stopped(inner, |ex| {
+        inner.check_bg_error()?;
+        task(ex)
+    })
+}
+
+/// [`exclusive`], also when a background error has stopped the database: for resuming it.
+pub(crate) fn exclusive_while_stopped<T>(
+    inner: &DbInner,
+    task: impl FnOnce(&Exclusive<'_>) -> Result<T>,
+) -> Result<T> {
     let me = Arc::new(PendingWrite { exclusive: true, ..PendingWrite::default() });
     let mut queue = lock(&inner.write_queue);
     queue.pending.push_back(me.clone());
@@ -272,7 +287,6 @@ pub(crate) fn exclusive<T>(
         }
     }
     let _step_down = StepDown(inner);
-    inner.check_bg_error()?;
     inner.check_open()?;
     task(&Exclusive { inner })
 }
@@ -429,6 +443,14 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
     // Only a leader writes, and this one has not yet: the old segment ends here.
     let last_seq = wal.last_seq;
     drop(wal);
+    freeze_memtables(inner, number, last_seq);
+    inner.wake_background();
+    Ok(())
+}
+
+/// Makes every keyspace's active memtable immutable, its WAL segment ending at `last_seq`,
+/// and starts empty ones whose writes go to segment `number`.
+pub(crate) fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
     inner.swap_state(|cur| {
         cur.map_trees(|t| {
             let mut imm = Vec::with_capacity(t.imm.len() + 1);
@@ -441,8 +463,6 @@ fn switch_memtable(inner: &DbInner) -> Result<()> {
             }
         })
     });
-    inner.wake_background();
-    Ok(())
 }
 
 /// Starts a WAL segment in the new, empty `file`: writes its header record and fsyncs it.

@@ -70,11 +70,13 @@ pub enum OpKind {
     Lock,
     /// [`FileSystem::hard_link`].
     Link,
+    /// [`WritableFile::truncate`].
+    Truncate,
 }
 
 impl OpKind {
     /// Every kind, for tests that pick one at random.
-    pub const ALL: [OpKind; 14] = [
+    pub const ALL: [OpKind; 15] = [
         OpKind::Create,
         OpKind::Open,
         OpKind::ReadAll,
@@ -89,6 +91,7 @@ impl OpKind {
         OpKind::List,
         OpKind::Lock,
         OpKind::Link,
+        OpKind::Truncate,
     ];
 }
 
@@ -437,6 +440,19 @@ impl WritableFile for FaultWritable {
         s.check(OpKind::Sync, &self.path, "syncing")?;
         let inode = s.inodes.get_mut(&self.ino).expect("open files keep their inode");
         inode.synced = inode.data.len();
+        Ok(())
+    }
+    /// Cuts the live bytes and the durable ones alike. The engine only cuts the tail of a
+    /// record it reported as failed, and promises to keep it out only as far as the file
+    /// system keeps the cut (see docs/reliability.md).
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        let mut s = self.fs.lock();
+        s.check(OpKind::Truncate, &self.path, "truncating")?;
+        let inode = s.inodes.get_mut(&self.ino).expect("open files keep their inode");
+        let len = (len as usize).min(inode.data.len());
+        inode.data.truncate(len);
+        inode.synced = inode.synced.min(len);
+        self.len = len as u64;
         Ok(())
     }
     fn len(&self) -> u64 {

@@ -5,7 +5,7 @@
 
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,6 +31,15 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> Result<()>;
     /// Flushes and fsyncs: after this the bytes survive a power loss.
     fn sync(&mut self) -> Result<()>;
+    /// Cuts the file back to its first `len` bytes (at most [`WritableFile::len`]),
+    /// discarding anything buffered beyond them. After a failed append, flush or sync, the
+    /// engine cuts a log back to where the refused record began, so that record cannot
+    /// surface on the next open; the file stays refused for appends. File systems that
+    /// cannot truncate keep this default, which fails.
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        let _ = len;
+        Err(Error::io("truncating a file", std::io::ErrorKind::Unsupported.into()))
+    }
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True when nothing has been appended.
@@ -109,28 +118,130 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
 
+/// Appends buffered in user space, so that the many small records of a WAL group or a table
+/// block cost one `write(2)`.
+///
+/// Not a `BufWriter`: after a failed write a `BufWriter` keeps the bytes it could not write
+/// and writes them on its next flush or when dropped, which would complete a record whose
+/// write was already reported as failed. Here the first error poisons the file: the buffer
+/// is discarded, every later append, flush or sync fails, and dropping it writes nothing.
 #[derive(Debug)]
-struct StdWritable {
+struct StdWritable<W: Write + std::fmt::Debug = File> {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: W,
+    buf: Vec<u8>,
     len: u64,
+    /// Set by the first failed write or sync.
+    failed: bool,
 }
 
-impl WritableFile for StdWritable {
+/// The user-space buffer of a [`StdWritable`].
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+impl<W: Write + std::fmt::Debug> StdWritable<W> {
+    fn new(path: PathBuf, out: W) -> Self {
+        StdWritable {
+            path,
+            out,
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len: 0,
+            failed: false,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.failed {
+            let e = std::io::Error::other("an earlier write to this file failed");
+            return Err(io_err("writing", &self.path, e));
+        }
+        Ok(())
+    }
+
+    /// Writes `data` out, poisoning the file on failure.
+    fn write_out(&mut self, data: &[u8]) -> Result<()> {
+        self.out.write_all(data).map_err(|e| {
+            self.failed = true;
+            self.buf.clear();
+            io_err("writing", &self.path, e)
+        })
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.write_out(&buf);
+        self.buf = buf;
+        self.buf.clear();
+        r
+    }
+}
+
+impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<W> {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.out.write_all(data).map_err(|e| io_err("writing", &self.path, e))?;
+        self.check()?;
+        if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.flush_buf()?;
+        }
+        if data.len() >= WRITE_BUFFER_BYTES {
+            self.write_out(data)?;
+        } else {
+            self.buf.extend_from_slice(data);
+        }
         self.len += data.len() as u64;
         Ok(())
     }
     fn flush(&mut self) -> Result<()> {
-        self.out.flush().map_err(|e| io_err("writing", &self.path, e))
+        self.check()?;
+        self.flush_buf()
     }
     fn sync(&mut self) -> Result<()> {
         self.flush()?;
-        self.out.get_ref().sync_data().map_err(|e| io_err("syncing", &self.path, e))
+        self.out.sync_data().map_err(|e| {
+            // What reached the device is unknown after a failed fsync; nothing more goes in.
+            self.failed = true;
+            io_err("syncing", &self.path, e)
+        })
+    }
+    fn truncate(&mut self, len: u64) -> Result<()> {
+        self.buf.clear();
+        let len = len.min(self.len);
+        // The write position stays where it was, so appending after a cut would leave a
+        // hole: the file is refused for appends from here on.
+        self.failed = true;
+        self.out.set_len(len).map_err(|e| io_err("truncating", &self.path, e))?;
+        self.len = len;
+        Ok(())
     }
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+impl<W: Write + std::fmt::Debug> Drop for StdWritable<W> {
+    fn drop(&mut self) {
+        // A healthy file hands its buffer to the OS, as a `BufWriter` would; a poisoned one
+        // has discarded it (see the type's documentation).
+        if !self.failed {
+            let _ = self.flush_buf();
+        }
+    }
+}
+
+/// What a [`StdWritable`] needs of its file beyond `Write`: fsync and truncation (a trait,
+/// so the poisoning rules can be tested on a sink that fails on demand).
+trait SyncData {
+    fn sync_data(&self) -> std::io::Result<()>;
+    fn set_len(&self, len: u64) -> std::io::Result<()>;
+}
+
+impl SyncData for File {
+    fn sync_data(&self) -> std::io::Result<()> {
+        File::sync_data(self)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        File::set_len(self, len)
     }
 }
 
@@ -224,11 +335,7 @@ impl FileSystem for StdFs {
             .truncate(true)
             .open(path)
             .map_err(|e| io_err("creating", path, e))?;
-        Ok(Box::new(StdWritable {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(64 * 1024, f),
-            len: 0,
-        }))
+        Ok(Box::new(StdWritable::new(path.to_path_buf(), f)))
     }
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| io_err("opening", path, e))?;
@@ -300,5 +407,134 @@ impl FileSystem for StdFs {
             Ok(()) => Ok(Box::new(StdLock { _file: file })),
             Err(_) => Err(Error::Locked { path: path.to_path_buf() }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// How a [`Sink`]'s next write goes.
+    #[derive(Debug, Default, Clone, Copy, PartialEq)]
+    enum Mode {
+        #[default]
+        Ok,
+        /// Half of the next write lands, then every write fails: a disk filling mid-record.
+        Short,
+        Full,
+    }
+
+    /// A sink that fails the writes and fsyncs it is told to, and records what reached it.
+    #[derive(Debug, Default)]
+    struct Sink {
+        written: Arc<Mutex<Vec<u8>>>,
+        mode: Arc<Mutex<Mode>>,
+        fail_sync: bool,
+    }
+
+    fn no_space() -> std::io::Error {
+        std::io::Error::other("no space left on device")
+    }
+
+    impl Write for Sink {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            let mut mode = self.mode.lock().unwrap();
+            match *mode {
+                Mode::Ok => {
+                    self.written.lock().unwrap().extend_from_slice(data);
+                    Ok(data.len())
+                }
+                Mode::Short => {
+                    *mode = Mode::Full;
+                    let n = data.len() / 2;
+                    self.written.lock().unwrap().extend_from_slice(&data[..n]);
+                    if n == 0 {
+                        return Err(no_space());
+                    }
+                    Ok(n)
+                }
+                Mode::Full => Err(no_space()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl SyncData for Sink {
+        fn sync_data(&self) -> std::io::Result<()> {
+            if self.fail_sync {
+                return Err(std::io::Error::other("fsync failed"));
+            }
+            Ok(())
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.written.lock().unwrap().truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    fn set(mode: &Arc<Mutex<Mode>>, to: Mode) {
+        *mode.lock().unwrap() = to;
+    }
+
+    #[test]
+    fn a_failed_write_is_never_completed_later() {
+        let sink = Sink::default();
+        let (written, mode) = (sink.written.clone(), sink.mode.clone());
+        let mut f = StdWritable::new(PathBuf::from("wal"), sink);
+        f.append(b"acknowledged").unwrap();
+        f.flush().unwrap();
+        f.append(b"refused record").unwrap();
+        set(&mode, Mode::Short);
+        assert!(f.flush().is_err());
+        // The disk has room again: nothing may write the refused record's tail now.
+        set(&mode, Mode::Ok);
+        assert!(f.append(b"later").is_err());
+        assert!(f.flush().is_err());
+        assert!(f.sync().is_err());
+        drop(f);
+        let got = written.lock().unwrap().clone();
+        assert_eq!(got, b"acknowledgedrefused", "only the short write's prefix reached the file");
+    }
+
+    #[test]
+    fn a_failed_fsync_refuses_later_writes() {
+        let sink = Sink { fail_sync: true, ..Sink::default() };
+        let written = sink.written.clone();
+        let mut f = StdWritable::new(PathBuf::from("wal"), sink);
+        f.append(b"record").unwrap();
+        assert!(f.sync().is_err());
+        assert!(f.append(b"more").is_err());
+        drop(f);
+        assert_eq!(*written.lock().unwrap(), b"record");
+    }
+
+    #[test]
+    fn truncate_cuts_a_refused_tail_and_refuses_appends() {
+        let sink = Sink::default();
+        let (written, mode) = (sink.written.clone(), sink.mode.clone());
+        let mut f = StdWritable::new(PathBuf::from("wal"), sink);
+        f.append(b"kept").unwrap();
+        f.flush().unwrap();
+        let start = f.len();
+        f.append(b"refused").unwrap();
+        set(&mode, Mode::Short);
+        assert!(f.flush().is_err());
+        f.truncate(start).unwrap();
+        assert_eq!(*written.lock().unwrap(), b"kept");
+        assert_eq!(f.len(), 4);
+        assert!(f.append(b"x").is_err());
+    }
+
+    #[test]
+    fn a_healthy_file_hands_its_buffer_over_when_dropped() {
+        let sink = Sink::default();
+        let written = sink.written.clone();
+        let mut f = StdWritable::new(PathBuf::from("table"), sink);
+        f.append(b"buffered").unwrap();
+        drop(f);
+        assert_eq!(*written.lock().unwrap(), b"buffered");
     }
 }

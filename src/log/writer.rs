@@ -15,13 +15,15 @@ pub struct LogWriter {
     /// can continue a file that already holds records.
     page_offset: usize,
     failed: Option<Error>,
+    /// A cut [`LogWriter::cut_back_to`] asked for and could not make.
+    cut_pending: Option<u64>,
 }
 
 impl LogWriter {
     /// Writes records to the end of `file`, which may already hold records.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
         let page_offset = (file.len() % PAGE_SIZE as u64) as usize;
-        LogWriter { file, page_offset, failed: None }
+        LogWriter { file, page_offset, failed: None, cut_pending: None }
     }
 
     /// Appends one record, fragmenting it across pages as needed. The bytes reach the
@@ -46,8 +48,32 @@ impl LogWriter {
         self.note(r)
     }
 
+    /// After a failure: cuts the file back to `len` (a length [`LogWriter::len`] returned
+    /// before the refused records were added), so that a record whose write was reported as
+    /// failed cannot be replayed by the next open, whole or torn. The writer stays failed.
+    pub fn cut_back_to(&mut self, len: u64) -> Result<()> {
+        debug_assert!(self.failed.is_some(), "only a failed log is cut back");
+        let len = self.cut_pending.map_or(len, |pending| pending.min(len));
+        self.cut_pending = Some(len);
+        self.file.truncate(len)?;
+        self.cut_pending = None;
+        Ok(())
+    }
+
+    /// Makes a cut that [`LogWriter::cut_back_to`] could not: `Ok` once none is pending.
+    pub fn finish_cut(&mut self) -> Result<()> {
+        match self.cut_pending {
+            Some(len) => self.cut_back_to(len),
+            None => Ok(()),
+        }
+    }
+
+    /// True once a write or sync has failed: the writer refuses everything from then on.
+    pub fn has_failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
     /// Bytes written to the file so far, including any bytes it held before.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn len(&self) -> u64 {
         self.file.len()
     }

@@ -599,8 +599,14 @@ impl VersionSet {
     pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
         self.fill(edit);
         let writer = self.manifest.as_mut().ok_or(Error::Closed)?;
-        writer.add_record(&edit.encode())?;
-        writer.sync()?;
+        let start = writer.len();
+        if let Err(e) = writer.add_record(&edit.encode()).and_then(|()| writer.sync()) {
+            // The edit failed, so the engine goes on without it (or stops): it must not be
+            // found by the next open. The writer refuses everything from here on; only a
+            // new manifest (`write_snapshot`) can continue.
+            let _ = writer.cut_back_to(start);
+            return Err(e);
+        }
         self.log_number = edit.log_number.unwrap_or(self.log_number);
         self.last_seq = edit.last_seq.unwrap_or(self.last_seq);
         for def in &edit.keyspaces {
