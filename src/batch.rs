@@ -23,6 +23,7 @@
 //! empty key a special meaning.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::key::{SeqNo, ValueKind};
@@ -120,16 +121,49 @@ pub(crate) fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
 /// batch.clear();
 /// assert!(batch.is_empty());
 /// ```
-#[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     /// Always a valid encoding: built by `put`/`delete`, or checked by `from_record`.
     data: Vec<u8>,
+    /// Where the keyspace handles given to `*_in` came from. The encoding names keyspaces by
+    /// id only, and ids mean something only in the database that assigned them.
+    handles: Handles,
+}
+
+/// The databases a batch's keyspace handles belong to.
+#[derive(Clone, Default)]
+struct Handles {
+    /// The opening of the database of the first handle (0: none given).
+    instance: u64,
+    /// The first handle's keyspace.
+    first: Option<Arc<str>>,
+    /// The first handle from another database than the first handle's.
+    mixed: Option<Arc<str>>,
+}
+
+/// Batches are equal when they hold the same operations (and sequence number).
+impl PartialEq for WriteBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.data == other.data
+    }
+}
+
+impl Eq for WriteBatch {}
+
+impl Clone for WriteBatch {
+    fn clone(&self) -> Self {
+        WriteBatch { data: self.data.clone(), handles: self.handles.clone() }
+    }
+    /// Reuses the allocation: the write path copies every batch into a buffer it keeps.
+    fn clone_from(&mut self, source: &Self) {
+        self.data.clone_from(&source.data);
+        self.handles.clone_from(&source.handles);
+    }
 }
 
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
-        WriteBatch { data: vec![0; HEADER_LEN] }
+        WriteBatch { data: vec![0; HEADER_LEN], handles: Handles::default() }
     }
 
     /// An empty batch with room for about `bytes` of keys and values, so building it does
@@ -137,7 +171,7 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut data = Vec::with_capacity(HEADER_LEN + bytes + 24);
         data.resize(HEADER_LEN, 0);
-        WriteBatch { data }
+        WriteBatch { data, handles: Handles::default() }
     }
 
     /// Adds `key → value`.
@@ -153,8 +187,9 @@ impl WriteBatch {
         self.put_to(DEFAULT_KEYSPACE, key.as_ref(), value.as_ref());
     }
 
-    /// Adds `key → value` in `keyspace` (of the database the batch will be written to). A
-    /// batch may write to any number of keyspaces, atomically.
+    /// Adds `key → value` in `keyspace`. A batch may write to any number of keyspaces of one
+    /// database, atomically; written to another database than the handles' own, it fails
+    /// with [`Error::ForeignKeyspace`] and writes nothing.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -174,6 +209,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn put_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.note_handle(keyspace);
         self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
     }
 
@@ -183,6 +219,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) {
+        self.note_handle(keyspace);
         self.delete_to(keyspace.id(), key.as_ref());
     }
 
@@ -192,7 +229,28 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete_range_in<K: AsRef<[u8]>>(&mut self, keyspace: &Keyspace, range: Range<K>) {
+        self.note_handle(keyspace);
         self.delete_range_to(keyspace.id(), range.start.as_ref(), range.end.as_ref());
+    }
+
+    fn note_handle(&mut self, keyspace: &Keyspace) {
+        let h = &mut self.handles;
+        if h.instance == 0 {
+            h.instance = keyspace.instance();
+            h.first = Some(keyspace.name().into());
+        } else if h.instance != keyspace.instance() && h.mixed.is_none() {
+            h.mixed = Some(keyspace.name().into());
+        }
+    }
+
+    /// The name of a keyspace whose handle does not belong to the opening `instance` of a
+    /// database, if the batch was given one.
+    pub(crate) fn foreign_keyspace(&self, instance: u64) -> Option<&str> {
+        let h = &self.handles;
+        if let Some(name) = &h.mixed {
+            return Some(name);
+        }
+        (h.instance != 0 && h.instance != instance).then(|| h.first.as_deref()).flatten()
     }
 
     pub(crate) fn put_to(&mut self, keyspace: KeyspaceId, key: &[u8], value: &[u8]) {
@@ -275,6 +333,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.data.truncate(HEADER_LEN);
         self.data.fill(0);
+        self.handles = Handles::default();
     }
 
     /// Size of the encoded batch in bytes, which is what it adds to the log.
@@ -437,7 +496,7 @@ impl WriteBatch {
             let at = (HEADER_LEN + d.position()) as u64;
             return Err(Error::bad_bytes(at, "bytes after the last counted op of a write batch"));
         }
-        Ok(WriteBatch { data })
+        Ok(WriteBatch { data, handles: Handles::default() })
     }
 }
 

@@ -72,10 +72,16 @@ pub enum Error {
     /// The database was closed, or a background error stopped it.
     Closed,
     /// There is no such keyspace: it was dropped (by [`crate::Db::drop_keyspace`]), or never
-    /// existed in this database (a name given to `drop_keyspace`, or a write batch built with
-    /// another database's keyspace).
+    /// existed in this database (a name given to `drop_keyspace`).
     KeyspaceDropped {
         /// The keyspace's name (or its id, when only the id is known).
+        name: String,
+    },
+    /// A [`crate::Keyspace`] handle given to another database than the one it came from
+    /// (or to a later opening of the same directory), directly or through a
+    /// [`crate::WriteBatch`]; nothing was read or written.
+    ForeignKeyspace {
+        /// The handle's keyspace name.
         name: String,
     },
     /// A background flush or compaction failed; the database accepts no more writes.
@@ -166,6 +172,11 @@ impl fmt::Display for Error {
             Error::KeyspaceDropped { name } => {
                 write!(f, "keyspace {name} was dropped or does not exist")
             }
+            Error::ForeignKeyspace { name } => write!(
+                f,
+                "the handle on keyspace {name} belongs to another database, or to an earlier \
+                 opening of this one"
+            ),
             Error::Background(_) => write!(f, "background work failed"),
         }
     }

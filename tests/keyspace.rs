@@ -167,10 +167,10 @@ fn a_batch_across_keyspaces_is_one_atomic_write() {
     let after = db.snapshot();
     // One sequence number step per op, shared by the keyspaces.
     assert_eq!(after.sequence(), before.sequence() + 4);
-    assert_eq!(get(before.keyspace(&users).get("u1")), None);
-    assert_eq!(get(before.keyspace(&emails).get("ada@example.com")), None);
-    assert_eq!(get(after.keyspace(&users).get("u1")), Some(b"ada@example.com".to_vec()));
-    assert_eq!(get(after.keyspace(&emails).get("ada@example.com")), Some(b"u1".to_vec()));
+    assert_eq!(get(before.keyspace(&users).unwrap().get("u1")), None);
+    assert_eq!(get(before.keyspace(&emails).unwrap().get("ada@example.com")), None);
+    assert_eq!(get(after.keyspace(&users).unwrap().get("u1")), Some(b"ada@example.com".to_vec()));
+    assert_eq!(get(after.keyspace(&emails).unwrap().get("ada@example.com")), Some(b"u1".to_vec()));
     assert_eq!(get(after.get("count")), Some(b"1".to_vec()));
 
     // A batch naming a dropped keyspace is refused whole.
@@ -404,4 +404,58 @@ fn writes_to_a_dropped_keyspace_leave_no_gap_in_the_sequence_numbers() {
     let db = Db::open(dir.path(), opts()).unwrap();
     assert_eq!(get(db.get("x")), Some(b"1".to_vec()));
     assert_eq!(get(db.get("y")), Some(b"2".to_vec()));
+}
+
+#[test]
+fn a_handle_of_another_database_is_refused_everywhere() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Db::open(dir_a.path(), opts()).unwrap();
+    let b = Db::open(dir_b.path(), opts()).unwrap();
+    // Same names, created in the same order: the same ids in both databases.
+    let orders_a = a.keyspace("orders", KeyspaceOptions::default()).unwrap();
+    let orders_b = b.keyspace("orders", KeyspaceOptions::default()).unwrap();
+    orders_b.put("o1", "b's order").unwrap();
+    let foreign = |r: bloomkv::Result<()>| matches!(r, Err(Error::ForeignKeyspace { name }) if name == "orders");
+
+    let mut batch = WriteBatch::new();
+    batch.put_in(&orders_a, "o1", "a's order");
+    assert!(foreign(b.write(&batch, &WriteOptions::default())));
+    let mut batch = WriteBatch::new();
+    batch.delete_in(&orders_a, "o1");
+    assert!(foreign(b.write(&batch, &WriteOptions::default())));
+    let mut batch = WriteBatch::new();
+    batch.delete_range_in(&orders_a, "a".."z");
+    assert!(foreign(b.write(&batch, &WriteOptions::default())));
+    // A batch mixing both databases' handles fits neither.
+    let mut mixed = WriteBatch::new();
+    mixed.put_in(&orders_b, "o2", "b");
+    mixed.put_in(&orders_a, "o2", "a");
+    assert!(foreign(b.write(&mixed, &WriteOptions::default())));
+    assert!(foreign(a.write(&mixed, &WriteOptions::default())));
+    assert_eq!(get(orders_b.get("o1")), Some(b"b's order".to_vec()), "b was written to");
+    assert_eq!(get(orders_b.get("o2")), None);
+    assert_eq!(get(orders_a.get("o1")), None);
+    let snap = b.snapshot();
+    assert!(matches!(snap.keyspace(&orders_a), Err(Error::ForeignKeyspace { .. })));
+    assert_eq!(get(snap.keyspace(&orders_b).unwrap().get("o1")), Some(b"b's order".to_vec()));
+
+    // The batch is fine in its own database, and cleared it takes other handles.
+    let mut batch = WriteBatch::new();
+    batch.put_in(&orders_a, "o1", "a's order");
+    a.write(&batch, &WriteOptions::default()).unwrap();
+    batch.clear();
+    batch.put_in(&orders_b, "o3", "b");
+    b.write(&batch, &WriteOptions::default()).unwrap();
+
+    // A handle from an earlier opening of the same directory is another database's too.
+    a.close().unwrap();
+    drop(a);
+    let a = Db::open(dir_a.path(), opts()).unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put_in(&orders_a, "o9", "stale handle");
+    assert!(foreign(a.write(&batch, &WriteOptions::default())));
+    assert!(matches!(a.snapshot().keyspace(&orders_a), Err(Error::ForeignKeyspace { .. })));
+    let orders = a.existing_keyspace("orders").unwrap();
+    assert_eq!(get(orders.get("o1")), Some(b"a's order".to_vec()));
+    assert_eq!(get(orders.get("o9")), None);
 }

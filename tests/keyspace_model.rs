@@ -101,7 +101,7 @@ impl Run {
         for i in 0..3 {
             let (Some(m), Some(h)) = (&model[i], &handles[i]) else { continue };
             let got: Vec<(Vec<u8>, Vec<u8>)> = match snap {
-                Some(s) => s.keyspace(h).range(..),
+                Some(s) => s.keyspace(h).unwrap().range(..),
                 None => h.range(..),
             }
             .map(|r| r.map(|(k, v)| (k, v.to_vec())))

@@ -75,6 +75,11 @@ impl Keyspace {
         self.id
     }
 
+    /// The opening of the database the handle belongs to (`DbInner::instance`).
+    pub(crate) fn instance(&self) -> u64 {
+        self.inner.instance
+    }
+
     /// The keyspace's name.
     pub fn name(&self) -> &str {
         &self.name

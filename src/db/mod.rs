@@ -229,6 +229,9 @@ pub(crate) struct WriteQueue {
 }
 
 pub(crate) struct DbInner {
+    /// Unique to this opening in this process, so that handles and batches that name a
+    /// keyspace can tell which database they belong to.
+    pub instance: u64,
     pub dir: PathBuf,
     pub opts: Options,
     pub fs: Arc<dyn FileSystem>,
@@ -537,6 +540,9 @@ impl Db {
     /// The batch is borrowed, so it can be written again or cleared and refilled.
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
+        if let Some(name) = batch.foreign_keyspace(self.inner.instance) {
+            return Err(Error::ForeignKeyspace { name: name.to_string() });
+        }
         let state = self.inner.state.load();
         batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
             crate::batch::BadOp::Size(e) => e,

@@ -433,7 +433,9 @@ fn assemble(
     caches: TableCaches,
 ) -> DbInner {
     let visible = wal.last_seq;
+    static INSTANCES: AtomicU64 = AtomicU64::new(1);
     DbInner {
+        instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         dir: dir.to_path_buf(),
         fs: opts.fs.clone(),
         opts,

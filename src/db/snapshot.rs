@@ -69,18 +69,23 @@ impl Snapshot {
     /// let snap = a.snapshot();
     /// b.put("k", "2")?;
     /// assert_eq!(snap.get("k")?.as_deref(), Some(&b"1"[..]));
-    /// assert_eq!(snap.keyspace(&b).get("k")?, None); // written after the snapshot
+    /// assert_eq!(snap.keyspace(&b)?.get("k")?, None); // written after the snapshot
     /// # Ok(()) }
     /// ```
-    pub fn keyspace(&self, keyspace: &Keyspace) -> Snapshot {
+    ///
+    /// Fails with [`Error::ForeignKeyspace`] if `keyspace` is a handle of another database.
+    pub fn keyspace(&self, keyspace: &Keyspace) -> Result<Snapshot> {
+        if keyspace.instance() != self.inner.instance {
+            return Err(Error::ForeignKeyspace { name: keyspace.name().to_string() });
+        }
         *lock(&self.inner.snapshots).entry(self.seq).or_insert(0) += 1;
-        Snapshot {
+        Ok(Snapshot {
             inner: self.inner.clone(),
             state: self.state.clone(),
             seq: self.seq,
             keyspace: keyspace.id(),
             name: keyspace.name().into(),
-        }
+        })
     }
 
     /// The tree the snapshot reads, unless its keyspace was dropped before it was taken.
