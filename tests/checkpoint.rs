@@ -416,3 +416,63 @@ fn power_loss_during_a_checkpoint_leaves_no_copy_or_a_whole_one() {
     }
     assert!(runs > 40, "{runs} runs");
 }
+
+/// A checkpoint into the database's own directory, under any name that leads there, would
+/// put a directory where the database later wants a file (`000999.log`, `CURRENT.tmp`) and
+/// it would no longer open: refused, and nothing is made.
+#[test]
+fn targets_inside_the_database_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let db = Db::open(&live, small()).unwrap();
+    for i in 0..100 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.flush().unwrap();
+    db.put(key(0), "in the memtable").unwrap();
+    let want = scan(&db);
+    let mut targets = vec![
+        live.clone(),
+        live.join("000999.log"),
+        live.join("CURRENT.tmp"),
+        live.join("sub/dir"),
+        live.join("..").join("live").join("x"),
+        live.join("sub/../../live/y"),
+        // Holds the database: not empty either.
+        dir.path().to_path_buf(),
+    ];
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&live, &link).unwrap();
+        targets.push(link.clone());
+        targets.push(link.join("000998.log"));
+    }
+    let before: Vec<_> = std::fs::read_dir(&live).unwrap().map(|e| e.unwrap().path()).collect();
+    for to in &targets {
+        match db.checkpoint(to) {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("database directory"), "{}: {msg}", to.display())
+            }
+            other => panic!("{}: {other:?}", to.display()),
+        }
+        match db.snapshot().checkpoint(to) {
+            Err(Error::InvalidArgument(_)) => {}
+            other => panic!("{}: {other:?}", to.display()),
+        }
+    }
+    let after: Vec<_> = std::fs::read_dir(&live).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(after, before, "nothing was made in the database directory");
+    assert!(!live.join("sub").exists());
+    // The live database works on and reopens.
+    db.put(key(1), "after").unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&live, small().create_if_missing(false)).unwrap();
+    let mut want = want;
+    want.insert(key(1), b"after".to_vec());
+    assert_eq!(scan(&db), want);
+    // A sibling whose name starts with the database's is not inside it.
+    db.checkpoint(dir.path().join("live2")).unwrap();
+    assert_eq!(scan(&Db::open(dir.path().join("live2"), small()).unwrap()), want);
+}

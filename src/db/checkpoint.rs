@@ -26,6 +26,11 @@
 //! silently, in place of the data a caller believes is there. A checkpoint that fails takes
 //! its temporary directory away again; one killed part-way leaves it, under a name no one
 //! opens by mistake.
+//!
+//! The target is refused if it is the database directory, lies inside it (a directory made
+//! where the database will later want a file, `000999.log` or `CURRENT.tmp`, stops it from
+//! opening) or holds it. Paths are compared after resolving symbolic links and `..`, as
+//! the kernel will when it follows them.
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
@@ -51,10 +56,11 @@ const COPY_CHUNK: usize = 1 << 20;
 
 impl DbInner {
     /// Writes the checkpoint of `state` at `seq` to `dest`, which must not exist or be an
-    /// empty directory. Either the whole checkpoint appears at `dest` or nothing does.
+    /// empty directory, and must not be or hold the database directory or lie inside it.
+    /// Either the whole checkpoint appears at `dest` or nothing does.
     pub(crate) fn checkpoint(&self, state: &DbState, seq: SeqNo, dest: &Path) -> Result<()> {
         let fs = self.fs.as_ref();
-        let target = Target::resolve(fs, dest)?;
+        let target = Target::resolve(fs, &self.dir, dest)?;
         let existed = fs.exists(&target.path);
         if existed && !fs.list(&target.path)?.is_empty() {
             return Err(Error::InvalidArgument(format!(
@@ -196,12 +202,13 @@ struct Target {
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Target {
-    /// Resolves `dest`.
+    /// Resolves `dest` and refuses it if it is, lies inside or holds `db_dir`.
     ///
     /// Only a path that exists can be canonicalized, so the nearest existing ancestor is,
     /// and the missing components are added back by name (none of them exists, so none is
     /// a link).
-    fn resolve(fs: &dyn FileSystem, dest: &Path) -> Result<Target> {
+    fn resolve(fs: &dyn FileSystem, db_dir: &Path, dest: &Path) -> Result<Target> {
+        let db = fs.canonicalize(db_dir)?;
         let parts: Vec<Component> = dest.components().collect();
         let mut found = None;
         for k in (1..=parts.len()).rev() {
@@ -228,11 +235,24 @@ impl Target {
                 other => path.push(other.as_os_str()),
             }
         }
+        let refuse = |why: &str| {
+            Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} {why} {}",
+                dest.display(),
+                db_dir.display()
+            )))
+        };
+        if path == db {
+            return refuse("is the database directory");
+        }
+        if path.starts_with(&db) {
+            return refuse("is inside the database directory");
+        }
+        if db.starts_with(&path) {
+            return refuse("holds the database directory");
+        }
         let Some(parent) = path.parent().map(Path::to_path_buf) else {
-            return Err(Error::InvalidArgument(format!(
-                "checkpoint directory {} has no parent directory to build it in next to",
-                dest.display()
-            )));
+            return refuse("has no parent directory to build it in next to");
         };
         Ok(Target { path, parent, existing })
     }

@@ -705,7 +705,10 @@ impl Db {
     /// a process killed part-way leaves the temporary directory, which no one opens by
     /// mistake, for the caller to remove.
     ///
-    /// Fails with [`Error::InvalidArgument`] if `dir` has entries.
+    /// Fails with [`Error::InvalidArgument`] if `dir` has entries, or if it is the database
+    /// directory, lies inside it (a directory there could take a name the database needs,
+    /// and it would no longer open) or holds it. Symbolic links and `..` are resolved
+    /// before comparing.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

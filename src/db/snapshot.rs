@@ -129,7 +129,8 @@ impl Snapshot {
     ///
     /// The copy appears at `dir` whole or not at all: it is built in a temporary directory
     /// next to `dir` and renamed into place once durable. Fails with
-    /// [`crate::Error::InvalidArgument`] if `dir` has entries.
+    /// [`crate::Error::InvalidArgument`] if `dir` has entries, or is, holds or lies inside
+    /// the database directory (symbolic links and `..` resolved).
     pub fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<()> {
         self.inner.check_open()?;
         self.inner.checkpoint(&self.state, self.seq, dir.as_ref())
