@@ -250,7 +250,7 @@ impl WriteBatch {
         if let Some(name) = &h.mixed {
             return Some(name);
         }
-        (h.instance != 0 && h.instance != instance).then(|| h.first.as_deref()).flatten()
+        (h.instance != 0 && h.instance != instance).then_some(h.first.as_deref()).flatten()
     }
 
     pub(crate) fn put_to(&mut self, keyspace: KeyspaceId, key: &[u8], value: &[u8]) {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bloomkv::fs::fault::{CrashMode, Fault, FaultFs, OpKind};
+use bloomkv::fs::FileSystem;
 use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -225,19 +226,144 @@ fn tables_are_copied_where_links_fail() {
     assert_eq!(scan(&copy), want);
 }
 
-/// A power cut at any call of a checkpoint leaves a directory that does not open (CURRENT,
-/// written last, is missing) and the live database as it was; a power cut just after a
-/// checkpoint returned leaves a copy that opens to exactly the snapshot.
+/// Entries of `dir` on `fs` left by checkpoints that did not finish.
+fn leftover_temps(fs: &FaultFs, dir: &str) -> Vec<String> {
+    if !FileSystem::exists(fs, Path::new(dir)) {
+        return Vec::new();
+    }
+    let names = FileSystem::list(fs, Path::new(dir)).unwrap();
+    names.into_iter().filter(|n| n.contains("checkpoint-tmp")).collect()
+}
+
+/// A checkpoint failing at any one of its file-system calls (with tables linked or copied,
+/// into a missing target, one under missing parents, or an empty directory) returns the
+/// error and leaves the target as it was: nothing that opens, no temporary directory, and
+/// a live database that goes on working.
 #[test]
-fn power_loss_during_a_checkpoint_leaves_no_openable_copy_and_after_it_a_whole_one() {
-    const KINDS: [OpKind; 6] = [
-        OpKind::Create,
-        OpKind::Append,
-        OpKind::Sync,
-        OpKind::SyncDir,
-        OpKind::Rename,
-        OpKind::Link,
+fn a_checkpoint_failing_at_any_call_leaves_no_target() {
+    let mut failed = 0;
+    for copy in [false, true] {
+        let fs = FaultFs::new();
+        let db = fault_db(&fs);
+        let want = scan(&db);
+        let mut run = 0;
+        // With copies every link fails already.
+        for kind in OpKind::ALL.into_iter().filter(|&k| !(copy && k == OpKind::Link)) {
+            // Until the checkpoint makes fewer than `nth` calls of `kind`.
+            for nth in 1.. {
+                let mut hit = false;
+                for shape in ["missing", "nested", "empty"] {
+                    run += 1;
+                    let to = match shape {
+                        "nested" => format!("/n{run}/sub/copy"),
+                        _ => format!("/t{run}"),
+                    };
+                    let to = Path::new(&to);
+                    if shape == "empty" {
+                        FileSystem::create_dir_all(&fs, to).unwrap();
+                    }
+                    if copy {
+                        fs.inject(Fault::on(OpKind::Link));
+                    }
+                    let (fired, links) = (fs.faults_fired(), fs.calls(OpKind::Link));
+                    fs.inject(Fault::on(kind).nth(nth));
+                    let got = db.checkpoint(to);
+                    let link_faults = if copy { fs.calls(OpKind::Link) - links } else { 0 };
+                    let this_hit = fs.faults_fired() - fired > link_faults;
+                    fs.clear_faults();
+                    hit |= this_hit;
+                    let opts = small().file_system(Arc::new(fs.clone()));
+                    let what = format!("{kind:?} #{nth} {shape} copy={copy}");
+                    let e = match got {
+                        Ok(_) => {
+                            // A fault fails the checkpoint, but for a failed link, which
+                            // the checkpoint answers by copying.
+                            let ok = !this_hit || kind == OpKind::Link;
+                            assert!(ok, "{what}: a fault fired and yet the call succeeded");
+                            let copy = Db::open(to, opts.create_if_missing(false)).unwrap();
+                            assert!(scan(&copy) == want, "{what}: the copy differs");
+                            continue;
+                        }
+                        Err(e) => e,
+                    };
+                    failed += 1;
+                    assert!(this_hit, "{what}: failed with no fault: {e}");
+                    assert!(matches!(e, Error::Io { .. }), "{what}: {e}");
+                    if shape == "empty" {
+                        let names = FileSystem::list(&fs, to).unwrap();
+                        assert!(names.is_empty(), "{what}: {e}: the target holds {names:?}");
+                    } else {
+                        assert!(!FileSystem::exists(&fs, to), "{what}: {e}: the target exists");
+                    }
+                    let opened = Db::open(to, opts.create_if_missing(false));
+                    assert!(opened.is_err(), "{what}: {e}: the target opens");
+                    let parent = to.parent().unwrap().to_str().unwrap();
+                    assert_eq!(leftover_temps(&fs, parent), Vec::<String>::new(), "{what}");
+                    db.put("after", "a failed checkpoint").unwrap();
+                    db.delete("after").unwrap();
+                    assert!(scan(&db) == want, "{what}: the live database changed");
+                }
+                if !hit {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(failed > 100, "{failed} failed checkpoints");
+}
+
+/// The data only in the memtable, as when a checkpoint follows writes closely: a checkpoint
+/// cut short by a failed write (a full disk's short write among them) or a failed create
+/// must not leave what opens, with the default `create_if_missing`, as an empty database.
+#[test]
+fn a_failed_checkpoint_of_memtable_data_never_opens_as_an_empty_database() {
+    let fs = FaultFs::new();
+    let opts = small().memtable_bytes(1 << 20).file_system(Arc::new(fs.clone()));
+    let db = Db::open("/live", opts.clone()).unwrap();
+    for i in 0..500 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    assert_eq!(db.stats().tables_per_level.iter().sum::<usize>(), 0);
+    let want = scan(&db);
+    type NthFault = fn(u64) -> Fault;
+    let faults: [(&str, NthFault); 4] = [
+        ("create", |n| Fault::on(OpKind::Create).nth(n)),
+        ("full disk", |n| Fault::on(OpKind::Append).nth(n).short_write(300)),
+        ("sync", |n| Fault::on(OpKind::Sync).nth(n)),
+        ("rename", |n| Fault::on(OpKind::RenameDir).nth(n)),
     ];
+    let mut cut = 0;
+    for (name, fault) in faults {
+        for nth in 1.. {
+            let to = format!("/copy-{name}-{nth}");
+            let fired = fs.faults_fired();
+            fs.inject(fault(nth));
+            let got = db.checkpoint(&to);
+            fs.clear_faults();
+            if fs.faults_fired() == fired {
+                got.unwrap();
+                break;
+            }
+            cut += 1;
+            assert!(got.is_err(), "{to}");
+            // Were it there, the default options would open it.
+            assert!(!FileSystem::exists(&fs, Path::new(&to)), "{to}: a partial copy is there");
+            // And what is opened there is a new database (made now), not a copy.
+            let fresh = Db::open(&to, opts.clone()).unwrap();
+            assert!(scan(&fresh).is_empty());
+        }
+    }
+    assert!(cut >= 4, "{cut}");
+    assert!(scan(&db) == want);
+}
+
+/// A power cut at any call of a checkpoint (any kind of call; tables linked, or copied
+/// because links fail) leaves either no checkpoint at all or a whole one, and the live
+/// database as it was; a power cut just after a checkpoint returned leaves a copy that
+/// opens to exactly the snapshot. A directory cut short never stands under the target's
+/// name, where even the default options would open it, as an empty database.
+#[test]
+fn power_loss_during_a_checkpoint_leaves_no_copy_or_a_whole_one() {
     // Tables linked, or copied because links fail.
     let setup = |copy: bool| {
         let fs = FaultFs::new();
@@ -251,11 +377,11 @@ fn power_loss_during_a_checkpoint_leaves_no_openable_copy_and_after_it_a_whole_o
     for copy in [false, true] {
         let counts: Vec<u64> = {
             let (fs, db) = setup(copy);
-            let before: Vec<u64> = KINDS.iter().map(|&k| fs.calls(k)).collect();
+            let before: Vec<u64> = OpKind::ALL.iter().map(|&k| fs.calls(k)).collect();
             db.checkpoint("/copy").unwrap();
-            KINDS.iter().zip(before).map(|(&k, b)| fs.calls(k) - b).collect()
+            OpKind::ALL.iter().zip(before).map(|(&k, b)| fs.calls(k) - b).collect()
         };
-        let cuts = KINDS
+        let cuts = OpKind::ALL
             .iter()
             .zip(&counts)
             .filter(|&(&k, _)| !(copy && k == OpKind::Link))
@@ -272,23 +398,81 @@ fn power_loss_during_a_checkpoint_leaves_no_openable_copy_and_after_it_a_whole_o
             let fs = fs.crash(CrashMode::DropUnsynced);
             drop((snap, db));
             let opts = small().file_system(Arc::new(fs.clone()));
-            match Db::open("/copy", opts.clone().create_if_missing(false)) {
-                Ok(copy) => {
-                    assert!(acknowledged, "{cut:?}: a checkpoint that failed opens");
-                    assert!(scan(&copy) == want, "{cut:?}: the copy differs from the snapshot");
-                }
-                Err(e) => {
-                    assert!(!acknowledged, "{cut:?}: the acknowledged copy does not open: {e}");
-                    assert!(
-                        !bloomkv::fs::FileSystem::exists(&fs, Path::new("/copy/CURRENT")),
-                        "{cut:?}: {e}"
-                    );
-                }
+            if FileSystem::exists(&fs, Path::new("/copy")) {
+                let copy = Db::open("/copy", opts.clone()).unwrap();
+                assert!(scan(&copy) == want, "{cut:?}: the copy differs from the snapshot");
+            } else {
+                assert!(!acknowledged, "{cut:?}: the acknowledged copy is gone");
+            }
+            // Only a temporary directory may be left, under a name of its own.
+            for name in FileSystem::list(&fs, Path::new("/")).unwrap() {
+                let known = ["live", "copy"].contains(&name.as_str());
+                assert!(known || name.starts_with(".copy.checkpoint-tmp-"), "{cut:?}: {name}");
             }
             let live = Db::open("/live", opts).unwrap();
             assert!(scan(&live) == want, "{cut:?}: the live database changed");
             runs += 1;
         }
     }
-    assert!(runs > 20, "{runs} runs");
+    assert!(runs > 40, "{runs} runs");
+}
+
+/// A checkpoint into the database's own directory, under any name that leads there, would
+/// put a directory where the database later wants a file (`000999.log`, `CURRENT.tmp`) and
+/// it would no longer open: refused, and nothing is made.
+#[test]
+fn targets_inside_the_database_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let db = Db::open(&live, small()).unwrap();
+    for i in 0..100 {
+        db.put(key(i), "v").unwrap();
+    }
+    db.flush().unwrap();
+    db.put(key(0), "in the memtable").unwrap();
+    let want = scan(&db);
+    let mut targets = vec![
+        live.clone(),
+        live.join("000999.log"),
+        live.join("CURRENT.tmp"),
+        live.join("sub/dir"),
+        live.join("..").join("live").join("x"),
+        live.join("sub/../../live/y"),
+        // Holds the database: not empty either.
+        dir.path().to_path_buf(),
+    ];
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&live, &link).unwrap();
+        targets.push(link.clone());
+        targets.push(link.join("000998.log"));
+    }
+    let before: Vec<_> = std::fs::read_dir(&live).unwrap().map(|e| e.unwrap().path()).collect();
+    for to in &targets {
+        match db.checkpoint(to) {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("database directory"), "{}: {msg}", to.display())
+            }
+            other => panic!("{}: {other:?}", to.display()),
+        }
+        match db.snapshot().checkpoint(to) {
+            Err(Error::InvalidArgument(_)) => {}
+            other => panic!("{}: {other:?}", to.display()),
+        }
+    }
+    let after: Vec<_> = std::fs::read_dir(&live).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(after, before, "nothing was made in the database directory");
+    assert!(!live.join("sub").exists());
+    // The live database works on and reopens.
+    db.put(key(1), "after").unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&live, small().create_if_missing(false)).unwrap();
+    let mut want = want;
+    want.insert(key(1), b"after".to_vec());
+    assert_eq!(scan(&db), want);
+    // A sibling whose name starts with the database's is not inside it.
+    db.checkpoint(dir.path().join("live2")).unwrap();
+    assert_eq!(scan(&Db::open(dir.path().join("live2"), small()).unwrap()), want);
 }

@@ -277,6 +277,72 @@ fn faultfs_power_loss_keeps_only_synced_bytes_and_synced_entries() {
     assert!(saw_longer);
 }
 
+/// A directory rename is an entry of the directory that holds the new name: undone by a power
+/// loss until that directory is synced, when the renamed directory comes back under its old
+/// name with its durable entries (and an empty directory it replaced comes back too).
+#[test]
+fn faultfs_directory_renames_last_once_their_parent_is_synced() {
+    let fs = FaultFs::new();
+    let (tmp, to) = (Path::new("/p/.tmp"), Path::new("/p/to"));
+    fs.create_dir_all(tmp).unwrap();
+    fs.create_dir_all(to).unwrap();
+    let mut f = fs.create(&tmp.join("a")).unwrap();
+    f.append(b"data").unwrap();
+    f.sync().unwrap();
+    fs.sync_dir(tmp).unwrap();
+    // Only an empty directory can be replaced, and a directory cannot go inside itself.
+    fs.create(&to.join("x")).unwrap();
+    assert!(fs.rename_dir(tmp, to).is_err());
+    fs.remove(&to.join("x")).unwrap();
+    assert!(fs.rename_dir(tmp, &tmp.join("in")).is_err());
+    assert!(fs.rename_dir(Path::new("/p/none"), Path::new("/p/y")).is_err());
+    let mut names = fs.list(Path::new("/p")).unwrap();
+    names.sort();
+    assert_eq!(names, [".tmp", "to"], "listings hold subdirectories");
+
+    fs.rename_dir(tmp, to).unwrap();
+    assert_eq!(fs.read_all(&to.join("a")).unwrap(), b"data");
+    assert!(!fs.exists(tmp));
+    // An entry made durable through the new name belongs to the same directory.
+    let mut g = fs.create(&to.join("b")).unwrap();
+    g.sync().unwrap();
+    fs.sync_dir(to).unwrap();
+    let lost = fs.crash(CrashMode::DropUnsynced);
+    let mut names = lost.list(tmp).unwrap();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(lost.list(to).unwrap(), Vec::<String>::new(), "the replaced directory is back");
+
+    // Synced: it stays.
+    lost.rename_dir(tmp, to).unwrap();
+    lost.sync_dir(Path::new("/p")).unwrap();
+    let kept = lost.crash(CrashMode::DropUnsynced);
+    assert!(!kept.exists(tmp));
+    assert_eq!(kept.read_all(&to.join("a")).unwrap(), b"data");
+
+    // Removing: only an empty directory, at once.
+    assert!(kept.remove_dir(to).is_err());
+    kept.remove(&to.join("a")).unwrap();
+    kept.remove(&to.join("b")).unwrap();
+    kept.remove_dir(to).unwrap();
+    assert!(!kept.exists(to));
+    assert!(!kept.crash(CrashMode::DropUnsynced).exists(to));
+
+    // Names resolve by component; only existing ones.
+    let fs = FaultFs::new();
+    fs.create_dir_all(Path::new("/a/b")).unwrap();
+    assert_eq!(fs.canonicalize(Path::new("/a/./b/../b")).unwrap(), Path::new("/a/b"));
+    assert_eq!(fs.canonicalize(Path::new("/a/..")).unwrap(), Path::new("/"));
+    assert!(fs.canonicalize(Path::new("/a/c")).is_err());
+    fs.inject(Fault::on(OpKind::Canonicalize));
+    fs.inject(Fault::on(OpKind::RenameDir));
+    fs.inject(Fault::on(OpKind::RemoveDir));
+    assert!(fs.canonicalize(Path::new("/a")).is_err());
+    assert!(fs.rename_dir(Path::new("/a/b"), Path::new("/a/c")).is_err());
+    assert!(fs.remove_dir(Path::new("/a/b")).is_err());
+    assert_eq!(fs.faults_fired(), 3);
+}
+
 #[test]
 fn faultfs_faults_fire_as_configured() {
     let fs = FaultFs::new();

@@ -241,6 +241,15 @@ mod cold {
         fn create_dir_all(&self, dir: &Path) -> Result<()> {
             StdFs.create_dir_all(dir)
         }
+        fn remove_dir(&self, dir: &Path) -> Result<()> {
+            StdFs.remove_dir(dir)
+        }
+        fn rename_dir(&self, from: &Path, to: &Path) -> Result<()> {
+            StdFs.rename_dir(from, to)
+        }
+        fn canonicalize(&self, path: &Path) -> Result<std::path::PathBuf> {
+            StdFs.canonicalize(path)
+        }
         fn list(&self, dir: &Path) -> Result<Vec<String>> {
             StdFs.list(dir)
         }

@@ -18,17 +18,31 @@
 //! Why a table from the memtables rather than a prefix of the live WAL: the memtables are the
 //! WAL's contents already parsed, filtering them at S gives a copy that equals the snapshot
 //! exactly (a WAL prefix would hold whatever was written up to the moment of copying), and
-//! nothing needs the write path's lock. Until CURRENT exists the directory does not open; a
-//! checkpoint that fails part-way leaves such a directory behind for the caller to remove.
+//! nothing needs the write path's lock.
+//!
+//! All of that is written into a temporary sibling of the target, `.<name>.checkpoint-tmp-…`,
+//! which is synced whole and then renamed to the target. The target's name therefore never
+//! holds a partial copy: a directory without CURRENT would open as a new, empty database,
+//! silently, in place of the data a caller believes is there. A checkpoint that fails takes
+//! its temporary directory away again; one killed part-way leaves it, under a name no one
+//! opens by mistake.
+//!
+//! The target is refused if it is the database directory, lies inside it (a directory made
+//! where the database will later want a file, `000999.log` or `CURRENT.tmp`, stops it from
+//! opening) or holds it. Paths are compared after resolving symbolic links and `..`, as
+//! the kernel will when it follows them.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::table_files::{table_options, write_table};
 use super::{DbInner, DbState, Tree};
-use crate::filename::table_path;
+use crate::filename::{current_path, table_path};
+use crate::fs::FileSystem;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
@@ -41,18 +55,48 @@ use crate::{Error, Result};
 const COPY_CHUNK: usize = 1 << 20;
 
 impl DbInner {
-    /// Writes the checkpoint of `state` at `seq` into `dest`, which must not exist or be an
-    /// empty directory.
+    /// Writes the checkpoint of `state` at `seq` to `dest`, which must not exist or be an
+    /// empty directory, and must not be or hold the database directory or lie inside it.
+    /// Either the whole checkpoint appears at `dest` or nothing does.
     pub(crate) fn checkpoint(&self, state: &DbState, seq: SeqNo, dest: &Path) -> Result<()> {
         let fs = self.fs.as_ref();
-        if fs.exists(dest) && !fs.list(dest)?.is_empty() {
+        let target = Target::resolve(fs, &self.dir, dest)?;
+        let existed = fs.exists(&target.path);
+        if existed && !fs.list(&target.path)?.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "checkpoint directory {} exists and is not empty",
                 dest.display()
             )));
         }
-        fs.create_dir_all(dest)?;
+        let tmp = target.temp_sibling(fs)?;
+        let built = fs
+            .create_dir_all(&tmp)
+            .and_then(|()| self.write_checkpoint(state, seq, &tmp))
+            .and_then(|()| target.sync_created_parents(fs))
+            .and_then(|()| fs.rename_dir(&tmp, &target.path));
+        if let Err(e) = built {
+            remove_partial(fs, &tmp);
+            return Err(e);
+        }
+        // The commit: until the parent directory is synced the rename may not survive a
+        // power loss. If that fails the copy is taken back, so that an error always means
+        // no checkpoint (best effort: if the rename back fails too, the copy stays).
+        if let Err(e) = fs.sync_dir(&target.parent) {
+            if fs.rename_dir(&target.path, &tmp).is_ok() {
+                if existed {
+                    let _ = fs.create_dir_all(&target.path);
+                }
+                remove_partial(fs, &tmp);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
 
+    /// Writes the checkpoint into the new, empty directory `dest` and makes it durable
+    /// there: every table, the manifest, then CURRENT, each entry synced.
+    fn write_checkpoint(&self, state: &DbState, seq: SeqNo, dest: &Path) -> Result<()> {
+        let fs = self.fs.as_ref();
         let mut edit = VersionEdit {
             keyspaces: state
                 .trees
@@ -125,6 +169,126 @@ impl DbInner {
             edit.added.push((0, meta));
         }
         Ok(number)
+    }
+}
+
+/// Takes away what a failed checkpoint wrote to its temporary directory, and the directory.
+/// Best effort: the caller reports the first failure, not a failure to clean up after it.
+fn remove_partial(fs: &dyn FileSystem, dir: &Path) {
+    if let Ok(mut names) = fs.list(dir) {
+        // CURRENT first: should removing stop part-way, what is left does not open.
+        let current = current_path(dir);
+        names.sort_by_key(|n| dir.join(n) != current);
+        for name in names {
+            let _ = fs.remove(&dir.join(name));
+        }
+    }
+    let _ = fs.remove_dir(dir);
+}
+
+/// Where a checkpoint goes, resolved.
+struct Target {
+    /// The target with symbolic links and `..` resolved, absolute where the file system has
+    /// a working directory.
+    path: PathBuf,
+    /// The directory that holds it, where the temporary directory is made: on the same
+    /// file system, so the final rename is possible.
+    parent: PathBuf,
+    /// The nearest ancestor of `path` (or `path` itself) that existed.
+    existing: PathBuf,
+}
+
+/// Distinguishes temporary directories of checkpoints running at once in this process.
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Target {
+    /// Resolves `dest` and refuses it if it is, lies inside or holds `db_dir`.
+    ///
+    /// Only a path that exists can be canonicalized, so the nearest existing ancestor is,
+    /// and the missing components are added back by name (none of them exists, so none is
+    /// a link).
+    fn resolve(fs: &dyn FileSystem, db_dir: &Path, dest: &Path) -> Result<Target> {
+        let db = fs.canonicalize(db_dir)?;
+        let parts: Vec<Component> = dest.components().collect();
+        let mut found = None;
+        for k in (1..=parts.len()).rev() {
+            let prefix: PathBuf = parts[..k].iter().collect();
+            if fs.exists(&prefix) {
+                found = Some((fs.canonicalize(&prefix)?, k));
+                break;
+            }
+        }
+        let (existing, k) = match found {
+            Some(f) => f,
+            // A relative path none of whose components exists: the working directory.
+            None => (fs.canonicalize(Path::new("."))?, 0),
+        };
+        let mut path = existing.clone();
+        for part in &parts[k..] {
+            match part {
+                Component::ParentDir => {
+                    path.pop();
+                }
+                Component::CurDir => {}
+                // Only where nothing of `dest` exists, not even its root (a file system
+                // held in memory may lack one): an absolute part replaces what came before.
+                other => path.push(other.as_os_str()),
+            }
+        }
+        let refuse = |why: &str| {
+            Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} {why} {}",
+                dest.display(),
+                db_dir.display()
+            )))
+        };
+        if path == db {
+            return refuse("is the database directory");
+        }
+        if path.starts_with(&db) {
+            return refuse("is inside the database directory");
+        }
+        if db.starts_with(&path) {
+            return refuse("holds the database directory");
+        }
+        let Some(parent) = path.parent().map(Path::to_path_buf) else {
+            return refuse("has no parent directory to build it in next to");
+        };
+        Ok(Target { path, parent, existing })
+    }
+
+    /// A name next to the target that nothing holds: a leading dot and the suffix keep it
+    /// from being taken for the checkpoint, and the process id and a counter keep
+    /// checkpoints running at once apart.
+    fn temp_sibling(&self, fs: &dyn FileSystem) -> Result<PathBuf> {
+        let name = self.path.file_name().unwrap_or_default();
+        for _ in 0..1000 {
+            let mut tmp = OsString::from(".");
+            tmp.push(name);
+            let n = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
+            tmp.push(format!(".checkpoint-tmp-{}-{n}", std::process::id()));
+            let tmp = self.parent.join(tmp);
+            if !fs.exists(&tmp) {
+                return Ok(tmp);
+            }
+        }
+        Err(Error::InvalidArgument(format!(
+            "no free temporary name next to checkpoint directory {}",
+            self.path.display()
+        )))
+    }
+
+    /// Makes the entries of the directories that making the temporary directory created
+    /// on the way to the target durable, so that the rename's sync of the parent is all
+    /// the commit needs.
+    fn sync_created_parents(&self, fs: &dyn FileSystem) -> Result<()> {
+        let mut dir = self.parent.as_path();
+        while dir != self.existing && dir.starts_with(&self.existing) {
+            let Some(up) = dir.parent() else { break };
+            fs.sync_dir(up)?;
+            dir = up;
+        }
+        Ok(())
     }
 }
 

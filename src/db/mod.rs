@@ -713,6 +713,20 @@ impl Db {
     /// memtables' contents become one more table, so the copy needs no WAL. See
     /// [`Snapshot::checkpoint`] to copy a given snapshot.
     ///
+    /// The copy is atomic: it is built in a temporary directory next to `dir`
+    /// (`.<name>.checkpoint-tmp-…`), synced, and renamed to `dir`, so `dir` appears complete
+    /// or not at all, even across a crash or a power loss. Were it filled in place, a copy
+    /// cut short would open as an empty database, silently. When this returns an error
+    /// `dir` is as it was (missing, or empty; parent directories made on the way to it may
+    /// stay) and the temporary directory is removed, as far as the file system lets it be;
+    /// a process killed part-way leaves the temporary directory, which no one opens by
+    /// mistake, for the caller to remove.
+    ///
+    /// Fails with [`Error::InvalidArgument`] if `dir` has entries, or if it is the database
+    /// directory, lies inside it (a directory there could take a name the database needs,
+    /// and it would no longer open) or holds it. Symbolic links and `..` are resolved
+    /// before comparing.
+    ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();

@@ -127,12 +127,15 @@ impl Snapshot {
         self.inner.multi_get(self.tree()?, keys, self.seq)
     }
 
-    /// Writes an openable copy of the database exactly as this snapshot sees it into `dir`
-    /// (which must not exist, or be an empty directory): see [`crate::Db::checkpoint`].
-    /// Writes made after the snapshot are not in the copy, even those already in the
-    /// memtable. Fails with [`crate::Error::InvalidArgument`] if `dir` has entries; if it
-    /// fails part-way, `dir` is left without a CURRENT file (it does not open) for the caller
-    /// to remove.
+    /// Writes an openable copy of the database exactly as this snapshot sees it to `dir`
+    /// (which must not exist, or be an empty directory): see [`crate::Db::checkpoint`],
+    /// whose guarantees hold here too. Writes made after the snapshot are not in the copy,
+    /// even those already in the memtable.
+    ///
+    /// The copy appears at `dir` whole or not at all: it is built in a temporary directory
+    /// next to `dir` and renamed into place once durable. Fails with
+    /// [`crate::Error::InvalidArgument`] if `dir` has entries, or is, holds or lies inside
+    /// the database directory (symbolic links and `..` resolved).
     pub fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<()> {
         self.inner.check_open()?;
         self.inner.checkpoint(&self.state, self.seq, dir.as_ref())

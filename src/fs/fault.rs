@@ -20,7 +20,17 @@
 //!
 //! `create` of an existing name makes a new, empty file (the old one stays in the durable
 //! set until the directory is synced). Directories made by `create_dir_all` are durable at
-//! once. Locks live in memory and vanish with the power.
+//! once, and so is a directory's removal by `remove_dir` (it takes with it any durable
+//! entries whose removal was not yet synced). Locks live in memory and vanish with the power.
+//!
+//! A directory rename (`rename_dir`) is an entry of the parent directory like a file's
+//! rename, so it is undone by a power loss unless the directory holding the new name is
+//! synced after it: the directory is then back under its old name, holding its durable
+//! entries (those synced before or after the rename: the directory itself is the same one),
+//! and an empty directory it replaced is back too. Renames not yet made durable are undone
+//! newest first. `list` names a directory's subdirectories along with its files, as a real
+//! listing does. There are no symbolic links and no working directory: `canonicalize`
+//! resolves `.` and `..` by name, and leaves a relative path relative.
 //!
 //! # Faults
 //!
@@ -72,11 +82,17 @@ pub enum OpKind {
     Link,
     /// [`WritableFile::truncate`].
     Truncate,
+    /// [`FileSystem::remove_dir`].
+    RemoveDir,
+    /// [`FileSystem::rename_dir`].
+    RenameDir,
+    /// [`FileSystem::canonicalize`].
+    Canonicalize,
 }
 
 impl OpKind {
     /// Every kind, for tests that pick one at random.
-    pub const ALL: [OpKind; 15] = [
+    pub const ALL: [OpKind; 18] = [
         OpKind::Create,
         OpKind::Open,
         OpKind::ReadAll,
@@ -92,6 +108,9 @@ impl OpKind {
         OpKind::Lock,
         OpKind::Link,
         OpKind::Truncate,
+        OpKind::RemoveDir,
+        OpKind::RenameDir,
+        OpKind::Canonicalize,
     ];
 }
 
@@ -145,7 +164,8 @@ impl Fault {
         self
     }
 
-    /// Only calls on paths for which `pred` is true match (for `rename`, the source path).
+    /// Only calls on paths for which `pred` is true match (for `rename` and `rename_dir`, the
+    /// source path; for `hard_link`, the new name).
     pub fn matching(mut self, pred: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
         self.path = Some(Arc::new(pred));
         self
@@ -177,6 +197,68 @@ pub enum CrashMode {
     },
 }
 
+/// A directory rename not yet made durable by a sync of the directory holding `to`.
+#[derive(Debug, Clone)]
+struct DirRename {
+    from: PathBuf,
+    to: PathBuf,
+    /// `to` was an empty directory, which the rename replaced.
+    replaced: bool,
+}
+
+/// Moves every key at or under `from` to the same place under `to`.
+fn move_under<V>(map: &mut BTreeMap<PathBuf, V>, from: &Path, to: &Path) {
+    let keys: Vec<PathBuf> = map.keys().filter(|p| p.starts_with(from)).cloned().collect();
+    for k in keys {
+        if let (Some(v), Ok(rest)) = (map.remove(&k), k.strip_prefix(from)) {
+            map.insert(join_rest(to, rest), v);
+        }
+    }
+}
+
+/// `base` joined with `rest`, where an empty `rest` leaves `base` as it is (no trailing `/`).
+fn join_rest(base: &Path, rest: &Path) -> PathBuf {
+    if rest.as_os_str().is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rest)
+    }
+}
+
+fn move_dirs_under(dirs: &mut BTreeSet<PathBuf>, from: &Path, to: &Path) {
+    let moved: Vec<PathBuf> = dirs.iter().filter(|p| p.starts_with(from)).cloned().collect();
+    for d in moved {
+        dirs.remove(&d);
+        if let Ok(rest) = d.strip_prefix(from) {
+            dirs.insert(join_rest(to, rest));
+        }
+    }
+}
+
+/// `path` with `.` and `..` resolved by name.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let at_top = matches!(
+                    out.components().next_back(),
+                    None | Some(Component::RootDir | Component::Prefix(_) | Component::ParentDir)
+                );
+                if !at_top {
+                    out.pop();
+                } else if !out.has_root() {
+                    out.push("..");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[derive(Debug, Default, Clone)]
 struct Inode {
     data: Vec<u8>,
@@ -195,6 +277,9 @@ struct State {
     /// Durable directory entries.
     durable: BTreeMap<PathBuf, u64>,
     dirs: BTreeSet<PathBuf>,
+    /// Directory renames whose new name is not durable yet, oldest first. The durable
+    /// entries above already carry the new names; a power loss moves them back.
+    pending_dir_renames: Vec<DirRename>,
     locks: BTreeSet<PathBuf>,
     faults: Vec<Fault>,
     faults_fired: u64,
@@ -285,6 +370,12 @@ impl State {
         }
     }
 
+    /// True if `dir` holds a file or a directory.
+    fn has_entries(&self, dir: &Path) -> bool {
+        let inside = |p: &PathBuf| p.parent() == Some(dir);
+        self.live.keys().any(inside) || self.dirs.iter().any(inside)
+    }
+
     fn new_inode(&mut self) -> u64 {
         self.next_inode += 1;
         self.inodes.insert(self.next_inode, Inode::default());
@@ -344,8 +435,17 @@ impl FaultFs {
             CrashMode::DropUnsynced => 0,
             CrashMode::TornTails { seed } => seed,
         };
+        // Directory renames not made durable come undone, newest first.
+        let (mut durable, mut dirs) = (s.durable.clone(), s.dirs.clone());
+        for r in s.pending_dir_renames.iter().rev() {
+            move_under(&mut durable, &r.to, &r.from);
+            move_dirs_under(&mut dirs, &r.to, &r.from);
+            if r.replaced {
+                dirs.insert(r.to.clone());
+            }
+        }
         let mut inodes = HashMap::new();
-        for (_, &ino) in s.durable.iter() {
+        for (_, &ino) in durable.iter() {
             if inodes.contains_key(&ino) {
                 continue;
             }
@@ -370,9 +470,10 @@ impl FaultFs {
             powered: true,
             inodes,
             next_inode: s.next_inode,
-            live: s.durable.clone(),
-            durable: s.durable.clone(),
-            dirs: s.dirs.clone(),
+            live: durable.clone(),
+            durable,
+            dirs,
+            pending_dir_renames: Vec::new(),
             locks: BTreeSet::new(),
             faults: Vec::new(),
             faults_fired: 0,
@@ -570,7 +671,77 @@ impl FileSystem for FaultFs {
         s.durable.extend(live);
         // Inodes no name refers to stay: open handles may still use them. `crash` keeps
         // only the durable ones.
+        s.pending_dir_renames.retain(|r| r.to.parent() != Some(dir));
         Ok(())
+    }
+
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        let mut s = self.lock();
+        s.check(OpKind::RemoveDir, dir, "removing directory")?;
+        if !s.dirs.contains(dir) {
+            return Err(not_found("removing directory", dir));
+        }
+        if s.has_entries(dir) {
+            let e = std::io::Error::other("directory not empty");
+            return Err(Error::io(format!("removing directory {}", dir.display()), e));
+        }
+        s.dirs.remove(dir);
+        s.durable.retain(|p, _| p.parent() != Some(dir));
+        Ok(())
+    }
+
+    fn rename_dir(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut s = self.lock();
+        s.check(OpKind::RenameDir, from, "renaming directory")?;
+        let what = || format!("renaming directory {} to {}", from.display(), to.display());
+        if !s.dirs.contains(from) {
+            return Err(not_found("renaming directory", from));
+        }
+        if !to.parent().is_some_and(|d| s.dirs.contains(d)) {
+            return Err(not_found("renaming directory to", to));
+        }
+        if to == from {
+            return Ok(());
+        }
+        if to.starts_with(from) {
+            let e = std::io::Error::from(std::io::ErrorKind::InvalidInput);
+            return Err(Error::io(what(), e));
+        }
+        if s.live.contains_key(to) {
+            return Err(Error::io(what(), std::io::Error::other("target is not a directory")));
+        }
+        let replaced = s.dirs.contains(to);
+        if replaced && s.has_entries(to) {
+            return Err(Error::io(what(), std::io::Error::other("directory not empty")));
+        }
+        if replaced {
+            s.dirs.remove(to);
+            s.durable.retain(|p, _| p.parent() != Some(to));
+        }
+        move_dirs_under(&mut s.dirs, from, to);
+        move_under(&mut s.live, from, to);
+        move_under(&mut s.durable, from, to);
+        s.pending_dir_renames.push(DirRename {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            replaced,
+        });
+        Ok(())
+    }
+
+    fn canonicalize(&self, path: &Path) -> Result<PathBuf> {
+        let mut s = self.lock();
+        s.check(OpKind::Canonicalize, path, "resolving")?;
+        let p = normalize(path);
+        let found = p.as_os_str().is_empty()
+            || p.parent().is_none()
+            || s.dirs.contains(&p)
+            || s.live.contains_key(&p);
+        if found {
+            Ok(p)
+        } else {
+            Err(not_found("resolving", path))
+        }
     }
 
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
@@ -593,8 +764,10 @@ impl FileSystem for FaultFs {
         if !s.dirs.contains(dir) {
             return Err(not_found("listing", dir));
         }
+        // Subdirectories too, as a real directory listing has them.
         Ok(s.live
             .keys()
+            .chain(s.dirs.iter())
             .filter(|p| p.parent() == Some(dir))
             .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
             .collect())

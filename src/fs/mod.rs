@@ -86,6 +86,16 @@ pub trait FileSystem: Send + Sync + Debug {
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Creates a directory and its parents.
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> Result<()>;
+    /// Atomically renames the directory `from` to `to`, which must not exist or be an empty
+    /// directory (then it is replaced). Like a file's rename, the new name is durable once
+    /// the directory holding it is synced. Checkpoints are built under a temporary name and
+    /// renamed into place, so that their directory appears whole or not at all.
+    fn rename_dir(&self, from: &Path, to: &Path) -> Result<()>;
+    /// The absolute form of `path`, which must exist, with `.` and `..` resolved and every
+    /// symbolic link followed: what tells whether two names lead to the same directory.
+    fn canonicalize(&self, path: &Path) -> Result<PathBuf>;
     /// The names of the entries in a directory.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
     /// True if the path exists.
@@ -366,6 +376,21 @@ impl FileSystem for StdFs {
     }
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         fs::create_dir_all(dir).map_err(|e| io_err("creating directory", dir, e))
+    }
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        fs::remove_dir(dir).map_err(|e| io_err("removing directory", dir, e))
+    }
+    fn rename_dir(&self, from: &Path, to: &Path) -> Result<()> {
+        // POSIX rename(2) replaces an empty directory; Windows refuses to, so the empty one
+        // goes first there (not atomically, but nothing else is possible).
+        #[cfg(not(unix))]
+        if to.is_dir() {
+            fs::remove_dir(to).map_err(|e| io_err("removing directory", to, e))?;
+        }
+        fs::rename(from, to).map_err(|e| io_err("renaming directory", from, e))
+    }
+    fn canonicalize(&self, path: &Path) -> Result<PathBuf> {
+        fs::canonicalize(path).map_err(|e| io_err("resolving", path, e))
     }
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = Vec::new();
