@@ -1010,3 +1010,73 @@ fn compactions_split_into_parallel_parts_keep_every_key_once() {
         assert_eq!(db.get(&k).unwrap().as_deref(), model.get(&k).map(|v| &v[..]), "key {i}");
     }
 }
+
+/// A batch over `max_batch_bytes` is refused whole, before it is copied or reaches the WAL,
+/// with an error naming both sizes, and the database goes on; a batch of exactly the limit
+/// is written. Single writes of the database and of a keyspace are held to it too.
+#[test]
+fn batches_over_max_batch_bytes_are_refused_before_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut batch = WriteBatch::new();
+    for i in 0..64 {
+        batch.put(key(i), vec![b'v'; 1000]);
+    }
+    let limit = batch.approximate_bytes();
+    let opts = || quiet().max_batch_bytes(limit);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let side = db.keyspace("side", bloomkv::KeyspaceOptions::new()).unwrap();
+    let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
+
+    let mut over = batch.clone();
+    over.put(b"extra", b"x");
+    let bytes = over.approximate_bytes();
+    let before = wal_len();
+    let r = db.write(&over, &WriteOptions::default());
+    assert!(
+        matches!(r, Err(Error::BatchTooLarge { bytes: b, limit: l }) if b == bytes && l == limit),
+        "{r:?}"
+    );
+    let big = vec![b'b'; limit + 1];
+    let r = db.put(b"big", &big);
+    assert!(matches!(r, Err(Error::BatchTooLarge { limit: l, .. }) if l == limit), "{r:?}");
+    let r = side.put(b"big", &big);
+    assert!(matches!(r, Err(Error::BatchTooLarge { limit: l, .. }) if l == limit), "{r:?}");
+    assert_eq!(wal_len(), before, "a refused write reached the WAL");
+    assert_eq!(db.get(key(0)).unwrap(), None, "part of a refused batch was applied");
+    assert_eq!(db.get(b"extra").unwrap(), None);
+
+    // At the limit: written.
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    side.put(b"small", b"s").unwrap();
+    db.flush().unwrap();
+    drop(side);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..64 {
+        assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[b'v'; 1000][..]), "{i}");
+    }
+    assert_eq!(db.get(b"extra").unwrap(), None);
+    assert_eq!(db.get(b"big").unwrap(), None);
+    let side = db.keyspace("side", bloomkv::KeyspaceOptions::new()).unwrap();
+    assert_eq!(side.get(b"big").unwrap(), None);
+    assert_eq!(side.get(b"small").unwrap().as_deref(), Some(&b"s"[..]));
+}
+
+/// Under the default limit a batch holding the largest key and the largest value is
+/// written; a limit below 1 KiB is refused as an invalid option.
+#[test]
+fn the_default_batch_limit_admits_the_largest_entry() {
+    use bloomkv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let r = Db::open(dir.path(), quiet().max_batch_bytes(100));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r.err());
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    let long_key = vec![b'k'; MAX_KEY_BYTES];
+    let value = vec![b'v'; MAX_VALUE_BYTES];
+    let mut batch = WriteBatch::new();
+    batch.put(&long_key, &value);
+    batch.put(b"k", &value);
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    assert!(db.get(b"k").unwrap().as_deref() == Some(&value[..]));
+    assert!(db.get(&long_key).unwrap().as_deref() == Some(&value[..]));
+}

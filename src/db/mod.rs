@@ -521,11 +521,13 @@ impl Db {
     ///
     /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], applying none of the
     /// batch, if any key is longer than [`crate::MAX_KEY_BYTES`] or any value larger than
-    /// [`crate::MAX_VALUE_BYTES`].
+    /// [`crate::MAX_VALUE_BYTES`]; and with [`Error::BatchTooLarge`] if the batch is larger
+    /// than [`Options::max_batch_bytes`].
     ///
     /// The batch is borrowed, so it can be written again or cleared and refilled.
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         self.inner.check_writable()?;
+        write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
         let state = self.inner.state.load();
         batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
             crate::batch::BadOp::Size(e) => e,
