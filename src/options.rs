@@ -111,8 +111,14 @@ impl Options {
     setter!(
         /// Table files kept open at once (default 512). Filters and indexes of every table
         /// stay in RAM regardless; a table whose file was closed reopens it on its next data
-        /// block read. The WAL, the manifest and the LOCK take a few descriptors beyond
-        /// these, so keep it below the process's `RLIMIT_NOFILE` with room to spare.
+        /// block read (correct, only slower).
+        ///
+        /// On Unix, the value used is clipped at open to the process's soft `RLIMIT_NOFILE`
+        /// less 16 descriptors and an eighth of the limit (room for the WAL, the manifest, the
+        /// LOCK, directory fsyncs, tables being written and the application's own files),
+        /// but not below 16: with `ulimit -n 1024` the default 512 stands; with 256 it is 208;
+        /// with 64 it is 40. The limit is read once, when the database opens. The value in
+        /// use is [`crate::Stats::open_table_files_limit`].
         max_open_files: usize);
     setter!(
         /// Largest write batch [`crate::Db::write`] accepts, in encoded bytes

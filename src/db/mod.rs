@@ -865,6 +865,7 @@ impl Db {
             ingest_bytes_written: c.ingest_bytes_written.get(),
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
             open_table_files: inner.caches.files.open_files() as u64,
+            open_table_files_limit: inner.caches.files.capacity() as u64,
             table_file_reopens: inner.caches.files.reopened(),
             filter_chunk_bytes: crate::filter::memory::held_bytes(),
             ..Stats::default()
