@@ -1080,3 +1080,56 @@ fn the_default_batch_limit_admits_the_largest_entry() {
     assert!(db.get(b"k").unwrap().as_deref() == Some(&value[..]));
     assert!(db.get(&long_key).unwrap().as_deref() == Some(&value[..]));
 }
+
+/// A read-only open of a directory that does not exist fails with `Error::NotFound` naming
+/// it, as documented (not with the I/O error of listing it), and creates nothing.
+#[test]
+fn read_only_open_of_a_missing_directory_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-db");
+    match Db::open_read_only(&missing, Options::default()) {
+        Err(Error::NotFound { path }) => assert_eq!(path, missing),
+        other => panic!("expected NotFound, got {:?}", other.err()),
+    }
+    assert!(!missing.exists());
+    // The same through a file system held in memory.
+    let fs = bloomkv::fs::FaultFs::new();
+    let opts = Options::default().file_system(std::sync::Arc::new(fs.clone()));
+    match Db::open_read_only("/nowhere/db", opts) {
+        Err(Error::NotFound { path }) => assert_eq!(path, Path::new("/nowhere/db")),
+        other => panic!("expected NotFound, got {:?}", other.err()),
+    }
+}
+
+/// Opening a path that is a regular file says so, read-write or read-only, and leaves the
+/// file alone.
+#[test]
+fn opening_a_file_as_a_database_says_it_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, b"not a database").unwrap();
+    let fs = bloomkv::fs::FaultFs::new();
+    fs.create_dir_all(Path::new("/mem")).unwrap();
+    let mem_file = Path::new("/mem/data.txt");
+    fs.create(mem_file).unwrap().append(b"not a database").unwrap();
+    let in_mem = || Options::default().file_system(std::sync::Arc::new(fs.clone()));
+    use bloomkv::fs::FileSystem as _;
+    let attempts = [
+        ("open", Db::open(&file, Options::default()).err()),
+        ("open_read_only", Db::open_read_only(&file, Options::default()).err()),
+        ("open, no create", Db::open(&file, Options::default().create_if_missing(false)).err()),
+        ("open in memory", Db::open(mem_file, in_mem()).err()),
+        ("open_read_only in memory", Db::open_read_only(mem_file, in_mem()).err()),
+    ];
+    for (what, r) in attempts {
+        match r {
+            Some(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("data.txt") && msg.contains("is a file"), "{what}: {msg}")
+            }
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a database");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "something was created");
+    assert_eq!(fs.files(), vec![mem_file.to_path_buf()]);
+}

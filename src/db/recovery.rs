@@ -57,7 +57,7 @@ struct Loaded {
 /// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
 fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) -> Result<Loaded> {
     let fs = opts.fs.clone();
-    let names = fs.list(dir)?;
+    let names = list_dir(fs.as_ref(), dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
     let mut manifest_number = None;
@@ -221,6 +221,40 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
     })
 }
 
+/// The names in the database directory `dir`, with the two mistakes a caller can make in
+/// the path reported as such rather than as a failure to list: no directory there
+/// ([`Error::NotFound`]), or a file where the directory should be.
+fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+    fs.list(dir).map_err(|e| {
+        let Error::Io { source, .. } = &e else { return e };
+        let not_a_dir = is_not_a_directory(source);
+        if !not_a_dir && source.kind() != std::io::ErrorKind::NotFound {
+            return e;
+        }
+        // A file system without error numbers (one held in memory) says only that there is
+        // no directory; that the path exists then means something else is there.
+        if fs.exists(dir) {
+            Error::InvalidArgument(format!("{} is a file, not a database directory", dir.display()))
+        } else if not_a_dir {
+            e
+        } else {
+            Error::NotFound { path: dir.to_path_buf() }
+        }
+    })
+}
+
+/// True for `ENOTDIR`: a path component is not a directory. (`ErrorKind::NotADirectory`
+/// is newer than the minimum supported Rust.)
+fn is_not_a_directory(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error());
+    #[cfg(not(unix))]
+    return {
+        let _ = e;
+        false
+    };
+}
+
 /// Refuses retired WAL segment `n` if it holds a write newer than `last_seq`, the
 /// manifest's last sequence. Only whole records that decode count: a retired segment is
 /// never replayed, so damage in it must not make the database unopenable.
@@ -345,7 +379,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
     } else {
-        let names = fs.list(dir)?;
+        let names = list_dir(fs.as_ref(), dir)?;
         // With WAL segments or tables but no CURRENT it is a damaged database, which `load`
         // reports as such.
         if !holds_db_files(&names) {
