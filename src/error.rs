@@ -69,6 +69,16 @@ pub enum Error {
         /// The value's length.
         len: usize,
     },
+    /// A write batch whose encoding is larger than [`crate::Options::max_batch_bytes`];
+    /// nothing of it was applied. Split it into smaller batches (each one is atomic on its
+    /// own), or raise the limit.
+    BatchTooLarge {
+        /// The batch's encoded size ([`crate::WriteBatch::approximate_bytes`]); for a single
+        /// `put`, `delete` or `delete_range`, the bytes of its key(s) and value.
+        bytes: usize,
+        /// The limit it exceeds.
+        limit: usize,
+    },
     /// The database was closed, or a background error stopped it.
     Closed,
     /// There is no such keyspace: it was dropped (by [`crate::Db::drop_keyspace`]), or never
@@ -167,6 +177,11 @@ impl fmt::Display for Error {
                 f,
                 "value of {len} bytes is larger than MAX_VALUE_BYTES ({})",
                 crate::MAX_VALUE_BYTES
+            ),
+            Error::BatchTooLarge { bytes, limit } => write!(
+                f,
+                "write batch of {bytes} bytes is larger than max_batch_bytes ({limit}); split it \
+                 or raise the limit"
             ),
             Error::Closed => write!(f, "database is closed"),
             Error::KeyspaceDropped { name } => {

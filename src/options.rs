@@ -29,6 +29,7 @@ pub struct Options {
     pub(crate) block_bytes: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: usize,
+    pub(crate) max_batch_bytes: usize,
     pub(crate) mmap_reads: bool,
     pub(crate) sync_writes: bool,
     pub(crate) l0_compaction_trigger: usize,
@@ -53,6 +54,7 @@ impl Default for Options {
             block_bytes: 4096,
             block_cache_bytes: 64 << 20,
             max_open_files: 512,
+            max_batch_bytes: 64 << 20,
             mmap_reads: false,
             sync_writes: false,
             l0_compaction_trigger: 4,
@@ -109,9 +111,42 @@ impl Options {
     setter!(
         /// Table files kept open at once (default 512). Filters and indexes of every table
         /// stay in RAM regardless; a table whose file was closed reopens it on its next data
-        /// block read. The WAL, the manifest and the LOCK take a few descriptors beyond
-        /// these, so keep it below the process's `RLIMIT_NOFILE` with room to spare.
+        /// block read (correct, only slower).
+        ///
+        /// On Unix, the value used is clipped at open to the process's soft `RLIMIT_NOFILE`
+        /// less 16 descriptors and an eighth of the limit (room for the WAL, the manifest, the
+        /// LOCK, directory fsyncs, tables being written and the application's own files),
+        /// but not below 16: with `ulimit -n 1024` the default 512 stands; with 256 it is 208;
+        /// with 64 it is 40. The limit is read once, when the database opens. The value in
+        /// use is [`crate::Stats::open_table_files_limit`].
         max_open_files: usize);
+    setter!(
+        /// Largest write batch [`crate::Db::write`] accepts, in encoded bytes
+        /// ([`crate::WriteBatch::approximate_bytes`]); a larger one fails with
+        /// [`Error::BatchTooLarge`] before any of it is copied, logged or applied. Single
+        /// writes (`put`, `delete`, `delete_range`, of the database or a keyspace) are held
+        /// to it too. At least 1 KiB.
+        ///
+        /// Why a limit: a batch is copied into the write queue and then into its WAL record,
+        /// so one write briefly costs about three times its size in memory, and every other
+        /// writer waits while it is logged and applied. The default, 64 MiB, is four times
+        /// [`crate::MAX_VALUE_BYTES`] (so the largest single `put` fits with room to spare),
+        /// keeps that peak near 200 MB, and bounds the stall to one 64 MiB append. Bulk loads
+        /// belong in [`crate::Db::ingest`], or in several batches.
+        ///
+        /// ```
+        /// # fn main() -> bloomkv::Result<()> {
+        /// use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+        /// let dir = tempfile::tempdir().unwrap();
+        /// let db = Db::open(dir.path(), Options::default().max_batch_bytes(4 << 10))?;
+        /// let mut batch = WriteBatch::new();
+        /// batch.put("big", vec![0u8; 8 << 10]);
+        /// let r = db.write(&batch, &WriteOptions::default());
+        /// assert!(matches!(r, Err(Error::BatchTooLarge { limit: 4096, .. })));
+        /// assert_eq!(db.get("big")?, None);
+        /// # Ok(()) }
+        /// ```
+        max_batch_bytes: usize);
     setter!(
         /// Whether point lookups read table files through memory mappings instead of
         /// `pread` (default false). A data block the page cache holds is then checked and
@@ -212,6 +247,9 @@ impl Options {
         }
         if self.max_open_files < 1 {
             return bad("max_open_files must be at least 1");
+        }
+        if self.max_batch_bytes < 1024 {
+            return bad("max_batch_bytes must be at least 1 KiB");
         }
         if self.max_immutable_memtables < 1 {
             return bad("max_immutable_memtables must be at least 1");

@@ -148,8 +148,11 @@ pub struct Stats {
     pub filter_chunk_bytes: u64,
     /// RAM held by the indexes of all live tables.
     pub index_memory_bytes: u64,
-    /// Table files open now (at most `Options::max_open_files`).
+    /// Table files open now (at most [`Stats::open_table_files_limit`]).
     pub open_table_files: u64,
+    /// The most table files kept open: `Options::max_open_files`, lowered at open to fit the
+    /// process's `RLIMIT_NOFILE` (see that option).
+    pub open_table_files_limit: u64,
     /// Live tables whose point lookups read a memory mapping of their file
     /// (`Options::mmap_reads`), and the bytes mapped: address space over the page cache.
     pub mapped_table_files: u64,

@@ -1010,3 +1010,126 @@ fn compactions_split_into_parallel_parts_keep_every_key_once() {
         assert_eq!(db.get(&k).unwrap().as_deref(), model.get(&k).map(|v| &v[..]), "key {i}");
     }
 }
+
+/// A batch over `max_batch_bytes` is refused whole, before it is copied or reaches the WAL,
+/// with an error naming both sizes, and the database goes on; a batch of exactly the limit
+/// is written. Single writes of the database and of a keyspace are held to it too.
+#[test]
+fn batches_over_max_batch_bytes_are_refused_before_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut batch = WriteBatch::new();
+    for i in 0..64 {
+        batch.put(key(i), vec![b'v'; 1000]);
+    }
+    let limit = batch.approximate_bytes();
+    let opts = || quiet().max_batch_bytes(limit);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let side = db.keyspace("side", bloomkv::KeyspaceOptions::new()).unwrap();
+    let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
+
+    let mut over = batch.clone();
+    over.put(b"extra", b"x");
+    let bytes = over.approximate_bytes();
+    let before = wal_len();
+    let r = db.write(&over, &WriteOptions::default());
+    assert!(
+        matches!(r, Err(Error::BatchTooLarge { bytes: b, limit: l }) if b == bytes && l == limit),
+        "{r:?}"
+    );
+    let big = vec![b'b'; limit + 1];
+    let r = db.put(b"big", &big);
+    assert!(matches!(r, Err(Error::BatchTooLarge { limit: l, .. }) if l == limit), "{r:?}");
+    let r = side.put(b"big", &big);
+    assert!(matches!(r, Err(Error::BatchTooLarge { limit: l, .. }) if l == limit), "{r:?}");
+    assert_eq!(wal_len(), before, "a refused write reached the WAL");
+    assert_eq!(db.get(key(0)).unwrap(), None, "part of a refused batch was applied");
+    assert_eq!(db.get(b"extra").unwrap(), None);
+
+    // At the limit: written.
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    side.put(b"small", b"s").unwrap();
+    db.flush().unwrap();
+    drop(side);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..64 {
+        assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[b'v'; 1000][..]), "{i}");
+    }
+    assert_eq!(db.get(b"extra").unwrap(), None);
+    assert_eq!(db.get(b"big").unwrap(), None);
+    let side = db.keyspace("side", bloomkv::KeyspaceOptions::new()).unwrap();
+    assert_eq!(side.get(b"big").unwrap(), None);
+    assert_eq!(side.get(b"small").unwrap().as_deref(), Some(&b"s"[..]));
+}
+
+/// Under the default limit a batch holding the largest key and the largest value is
+/// written; a limit below 1 KiB is refused as an invalid option.
+#[test]
+fn the_default_batch_limit_admits_the_largest_entry() {
+    use bloomkv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let r = Db::open(dir.path(), quiet().max_batch_bytes(100));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r.err());
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    let long_key = vec![b'k'; MAX_KEY_BYTES];
+    let value = vec![b'v'; MAX_VALUE_BYTES];
+    let mut batch = WriteBatch::new();
+    batch.put(&long_key, &value);
+    batch.put(b"k", &value);
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    assert!(db.get(b"k").unwrap().as_deref() == Some(&value[..]));
+    assert!(db.get(&long_key).unwrap().as_deref() == Some(&value[..]));
+}
+
+/// A read-only open of a directory that does not exist fails with `Error::NotFound` naming
+/// it, as documented (not with the I/O error of listing it), and creates nothing.
+#[test]
+fn read_only_open_of_a_missing_directory_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-db");
+    match Db::open_read_only(&missing, Options::default()) {
+        Err(Error::NotFound { path }) => assert_eq!(path, missing),
+        other => panic!("expected NotFound, got {:?}", other.err()),
+    }
+    assert!(!missing.exists());
+    // The same through a file system held in memory.
+    let fs = bloomkv::fs::FaultFs::new();
+    let opts = Options::default().file_system(std::sync::Arc::new(fs.clone()));
+    match Db::open_read_only("/nowhere/db", opts) {
+        Err(Error::NotFound { path }) => assert_eq!(path, Path::new("/nowhere/db")),
+        other => panic!("expected NotFound, got {:?}", other.err()),
+    }
+}
+
+/// Opening a path that is a regular file says so, read-write or read-only, and leaves the
+/// file alone.
+#[test]
+fn opening_a_file_as_a_database_says_it_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, b"not a database").unwrap();
+    let fs = bloomkv::fs::FaultFs::new();
+    fs.create_dir_all(Path::new("/mem")).unwrap();
+    let mem_file = Path::new("/mem/data.txt");
+    fs.create(mem_file).unwrap().append(b"not a database").unwrap();
+    let in_mem = || Options::default().file_system(std::sync::Arc::new(fs.clone()));
+    use bloomkv::fs::FileSystem as _;
+    let attempts = [
+        ("open", Db::open(&file, Options::default()).err()),
+        ("open_read_only", Db::open_read_only(&file, Options::default()).err()),
+        ("open, no create", Db::open(&file, Options::default().create_if_missing(false)).err()),
+        ("open in memory", Db::open(mem_file, in_mem()).err()),
+        ("open_read_only in memory", Db::open_read_only(mem_file, in_mem()).err()),
+    ];
+    for (what, r) in attempts {
+        match r {
+            Some(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("data.txt") && msg.contains("is a file"), "{what}: {msg}")
+            }
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a database");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "something was created");
+    assert_eq!(fs.files(), vec![mem_file.to_path_buf()]);
+}

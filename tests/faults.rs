@@ -1095,3 +1095,141 @@ fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
     eprintln!("ingest I/O errors: {refused} refused, {stopped} stopped the database");
     assert!(refused > 10 && stopped > 3, "{refused} refused, {stopped} stopped");
 }
+
+// ---------------------------------------------------------------------------------------
+// Failed opens.
+
+/// The calls an open makes: every kind that can fail it.
+const OPEN_KINDS: [OpKind; 11] = [
+    OpKind::List,
+    OpKind::Lock,
+    OpKind::ReadAll,
+    OpKind::Open,
+    OpKind::Create,
+    OpKind::Append,
+    OpKind::Flush,
+    OpKind::Sync,
+    OpKind::Rename,
+    OpKind::SyncDir,
+    OpKind::Remove,
+];
+
+/// A closed database with tables in two keyspaces and writes in its WAL in both (so an open
+/// replays them into new tables, a new manifest and a new WAL segment). Returns its contents.
+fn replay_setup(fs: &FaultFs, dir: &Path) -> Model {
+    let db = Db::open(dir, still_options(fs)).unwrap();
+    let side = side(&db);
+    let mut model = Model::new();
+    for round in 0..2 {
+        for k in (0..250).step_by(round + 1) {
+            let k = if k % 4 == 0 { SIDE + k } else { k };
+            let w = Write::one(k, Some(value(k, round)));
+            db.write(&to_batch_in(&w, &side), &WriteOptions::new()).unwrap();
+            apply(&mut model, &w);
+        }
+        if round == 0 {
+            db.flush().unwrap();
+        }
+    }
+    drop(side);
+    db.close().unwrap();
+    model
+}
+
+/// Every file in the directory with its bytes, except the LOCK (a failed open may create it
+/// and leaves it: see `undo_failed_open`).
+fn dir_state(fs: &FaultFs) -> BTreeMap<PathBuf, Vec<u8>> {
+    fs.files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "LOCK"))
+        .map(|p| (p.clone(), fs.contents(&p).unwrap()))
+        .collect()
+}
+
+/// How many calls of each of `OPEN_KINDS` a clean open of the database `setup` builds makes.
+fn open_call_counts(setup: impl Fn(&FaultFs, &Path)) -> Vec<u64> {
+    let fs = FaultFs::new();
+    let dir = unique_dir("open-count");
+    setup(&fs, &dir);
+    let before: Vec<u64> = OPEN_KINDS.iter().map(|&k| fs.calls(k)).collect();
+    let db = Db::open(&dir, still_options(&fs)).unwrap();
+    let counts = OPEN_KINDS.iter().zip(&before).map(|(&k, b)| fs.calls(k) - b).collect();
+    drop(db);
+    counts
+}
+
+/// An open that fails at any file-system call — flushing the replayed WAL into tables,
+/// writing the new manifest or CURRENT, starting the new WAL segment — leaves the directory
+/// byte for byte as it found it (bar the LOCK): no replay table, manifest, CURRENT.tmp or
+/// WAL segment of its own, the old manifest still current. So retried opens on a full disk
+/// do not eat the space, and the next open without the fault recovers every write.
+#[test]
+fn a_failed_open_leaves_the_directory_as_it_found_it() {
+    let counts = open_call_counts(|fs, dir| {
+        replay_setup(fs, dir);
+    });
+    let (mut failed, mut opened) = (0, 0);
+    for (&kind, &count) in OPEN_KINDS.iter().zip(&counts) {
+        for nth in 1..=count {
+            let what = format!("{kind:?} #{nth} of {count}");
+            let fs = FaultFs::new();
+            let dir = unique_dir("open-fail");
+            let model = replay_setup(&fs, &dir);
+            let before = dir_state(&fs);
+            fs.inject(Fault::on(kind).nth(nth));
+            let result = Db::open(&dir, still_options(&fs));
+            fs.clear_faults();
+            match result {
+                Err(e) => {
+                    assert!(!e.is_corruption(), "{what}: {e}");
+                    failed += 1;
+                    let after = dir_state(&fs);
+                    let added: Vec<_> = after.keys().filter(|p| !before.contains_key(*p)).collect();
+                    assert!(added.is_empty(), "{what}: the failed open left {added:?} ({e})");
+                    assert!(after == before, "{what}: the failed open changed files ({e})");
+                }
+                // Only the removal of stale files may fail without failing the open.
+                Ok(db) => {
+                    assert_eq!(kind, OpKind::Remove, "{what}: the fault did not fail the open");
+                    opened += 1;
+                    drop(db);
+                }
+            }
+            let db = Db::open(&dir, still_options(&fs))
+                .unwrap_or_else(|e| panic!("{what}: reopen without the fault: {e}"));
+            let side = side(&db);
+            assert!(scan_both(&db, &side).unwrap() == model, "{what}: writes lost");
+        }
+    }
+    eprintln!("failed opens: {failed} failed, {opened} opened despite the fault");
+    assert!(failed > 30, "{failed}");
+}
+
+/// The same when the open creates the database: a creation that fails leaves nothing but
+/// the LOCK, and the directory then takes a database.
+#[test]
+fn a_failed_creation_leaves_nothing_behind() {
+    let counts = open_call_counts(|_, _| {});
+    let mut failed = 0;
+    for (&kind, &count) in OPEN_KINDS.iter().zip(&counts) {
+        for nth in 1..=count {
+            let what = format!("{kind:?} #{nth} of {count}");
+            let fs = FaultFs::new();
+            let dir = unique_dir("create-fail");
+            fs.inject(Fault::on(kind).nth(nth));
+            if Db::open(&dir, still_options(&fs)).is_err() {
+                failed += 1;
+                fs.clear_faults();
+                assert_eq!(dir_state(&fs), BTreeMap::new(), "{what}");
+            }
+            fs.clear_faults();
+            let db = Db::open(&dir, still_options(&fs))
+                .unwrap_or_else(|e| panic!("{what}: open without the fault: {e}"));
+            db.put(b"k", b"v").unwrap();
+            drop(db);
+            let db = Db::open(&dir, still_options(&fs)).unwrap();
+            assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]), "{what}");
+        }
+    }
+    assert!(failed > 5, "{failed}");
+}

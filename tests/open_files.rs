@@ -25,13 +25,17 @@ fn set_nofile(soft: u64) {
     }
 }
 
-fn opts(max_open_files: usize) -> Options {
+/// Small memtables and tables, so a test makes many tables; `max_open_files` left default.
+fn small() -> Options {
     Options::new()
         .memtable_bytes(64 << 10)
         .target_table_bytes(8 << 10)
         .level_base_bytes(64 << 10)
         .block_bytes(1024)
-        .max_open_files(max_open_files)
+}
+
+fn opts(max_open_files: usize) -> Options {
+    small().max_open_files(max_open_files)
 }
 
 #[test]
@@ -64,12 +68,22 @@ fn more_tables_than_the_descriptor_limit() {
     assert!(limit < tables as u64);
     set_nofile(limit);
 
-    // Without a bound on open files the database cannot even open now.
-    match Db::open(dir.path(), opts(100_000)) {
-        Err(bloomkv::Error::Io { source, .. }) => {
-            assert_eq!(source.raw_os_error(), Some(libc::EMFILE), "{source}")
+    // `max_open_files` beyond the descriptor limit (the default, or far more) is clipped to
+    // it at open, so the database opens and reads every table; unclipped, opening it failed
+    // with EMFILE.
+    let clipped = limit - 16 - limit / 8;
+    for (what, o) in [("the default", small()), ("100000", opts(100_000))] {
+        let db = Db::open(dir.path(), o)
+            .unwrap_or_else(|e| panic!("max_open_files {what}, {limit} fds: {e}"));
+        assert_eq!(db.stats().open_table_files_limit, clipped);
+        for (k, v) in &model {
+            assert_eq!(db.get(k).unwrap().as_deref(), Some(v.as_bytes()), "{k:?}");
         }
-        other => panic!("expected EMFILE opening {tables} tables at once, got {other:?}"),
+        let s = db.stats();
+        assert!(s.open_table_files <= clipped, "{} table files open", s.open_table_files);
+        assert!(s.table_file_reopens > 0, "the clipped limit never closed a file");
+        assert!(open_fds() < limit as usize);
+        db.close().unwrap();
     }
 
     let db = Db::open(dir.path(), opts(16)).unwrap();

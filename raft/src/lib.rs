@@ -180,12 +180,13 @@ pub enum Outcome {
 ///
 /// Fails if the directory holds a database written by another version of this crate's layout.
 /// `options` are bloomkv's; their `sync_writes` does not matter, since every write here says
-/// whether it syncs.
+/// whether it syncs, and their `max_batch_bytes` is lifted: a received snapshot is installed
+/// as one atomic batch as large as the state it carries.
 pub fn open(
     dir: impl AsRef<Path>,
     options: Options,
 ) -> Result<(LogStore, StateMachine), bloomkv::Error> {
-    let db = Arc::new(Db::open(dir, options)?);
+    let db = Arc::new(Db::open(dir, options.max_batch_bytes(usize::MAX))?);
     check_format(&db)?;
     Ok((LogStore::new(db.clone()), StateMachine::new(db)))
 }

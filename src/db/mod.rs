@@ -535,7 +535,8 @@ impl Db {
     ///
     /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], applying none of the
     /// batch, if any key is longer than [`crate::MAX_KEY_BYTES`] or any value larger than
-    /// [`crate::MAX_VALUE_BYTES`].
+    /// [`crate::MAX_VALUE_BYTES`]; and with [`Error::BatchTooLarge`] if the batch is larger
+    /// than [`Options::max_batch_bytes`].
     ///
     /// The batch is borrowed, so it can be written again or cleared and refilled.
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
@@ -543,6 +544,7 @@ impl Db {
         if let Some(name) = batch.foreign_keyspace(self.inner.instance) {
             return Err(Error::ForeignKeyspace { name: name.to_string() });
         }
+        write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
         let state = self.inner.state.load();
         batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
             crate::batch::BadOp::Size(e) => e,
@@ -926,6 +928,7 @@ impl Db {
             ingest_bytes_written: c.ingest_bytes_written.get(),
             last_sequence: inner.visible_seq.load(Ordering::Acquire),
             open_table_files: inner.caches.files.open_files() as u64,
+            open_table_files_limit: inner.caches.files.capacity() as u64,
             table_file_reopens: inner.caches.files.reopened(),
             filter_chunk_bytes: crate::filter::memory::held_bytes(),
             ..Stats::default()

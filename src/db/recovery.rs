@@ -29,7 +29,8 @@ use crate::range_del::TombstoneSplit;
 use crate::stats::Counters;
 use crate::version::edit::{KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::set::{
-    default_keyspace_def, read_manifest, RecoveredKeyspace, Version, VersionSet, NUM_LEVELS,
+    default_keyspace_def, read_current, read_manifest, set_current, RecoveredKeyspace, Version,
+    VersionSet, NUM_LEVELS,
 };
 use crate::{Error, Result, WriteBatch};
 
@@ -49,18 +50,22 @@ struct Loaded {
     log_number: u64,
     next_file: u64,
     names: Vec<String>,
+    /// The manifest CURRENT named; `None` for a database being created.
+    manifest_number: Option<u64>,
 }
 
 /// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
 fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) -> Result<Loaded> {
     let fs = opts.fs.clone();
-    let names = fs.list(dir)?;
+    let names = list_dir(fs.as_ref(), dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
+    let mut manifest_number = None;
     let (recovered, next_keyspace_id, log_number, next_file, manifest_seq, manifest) = if fs
         .exists(&current_path(dir))
     {
         let m = read_manifest(fs.as_ref(), dir)?;
+        manifest_number = Some(m.manifest_number);
         let path = manifest_path(dir, m.manifest_number);
         let facts = ManifestFacts { path, valid_len: m.valid_len, torn: m.torn_tail };
         let added_at = Some((facts, m.added_at));
@@ -205,7 +210,49 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         _ => None,
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
-    Ok(Loaded { keyspaces, next_keyspace_id, last_seq, log_number, next_file, names })
+    Ok(Loaded {
+        keyspaces,
+        next_keyspace_id,
+        last_seq,
+        log_number,
+        next_file,
+        names,
+        manifest_number,
+    })
+}
+
+/// The names in the database directory `dir`, with the two mistakes a caller can make in
+/// the path reported as such rather than as a failure to list: no directory there
+/// ([`Error::NotFound`]), or a file where the directory should be.
+fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+    fs.list(dir).map_err(|e| {
+        let Error::Io { source, .. } = &e else { return e };
+        let not_a_dir = is_not_a_directory(source);
+        if !not_a_dir && source.kind() != std::io::ErrorKind::NotFound {
+            return e;
+        }
+        // A file system without error numbers (one held in memory) says only that there is
+        // no directory; that the path exists then means something else is there.
+        if fs.exists(dir) {
+            Error::InvalidArgument(format!("{} is a file, not a database directory", dir.display()))
+        } else if not_a_dir {
+            e
+        } else {
+            Error::NotFound { path: dir.to_path_buf() }
+        }
+    })
+}
+
+/// True for `ENOTDIR`: a path component is not a directory. (`ErrorKind::NotADirectory`
+/// is newer than the minimum supported Rust.)
+fn is_not_a_directory(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error());
+    #[cfg(not(unix))]
+    return {
+        let _ = e;
+        false
+    };
 }
 
 /// Refuses retired WAL segment `n` if it holds a write newer than `last_seq`, the
@@ -332,7 +379,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
             return Err(Error::AlreadyExists { path: dir.to_path_buf() });
         }
     } else {
-        let names = fs.list(dir)?;
+        let names = list_dir(fs.as_ref(), dir)?;
         // With WAL segments or tables but no CURRENT it is a damaged database, which `load`
         // reports as such.
         if !holds_db_files(&names) {
@@ -344,9 +391,74 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     }
     let lock = fs.lock(&lock_path(dir))?;
     let caches = TableCaches::new(&opts);
-    let Loaded { mut keyspaces, next_keyspace_id, last_seq, log_number, next_file, names } =
-        load(dir, &opts, &caches, opts.create_if_missing)?;
+    let loaded = load(dir, &opts, &caches, opts.create_if_missing)?;
+    let (names, manifest_number) = (loaded.names.clone(), loaded.manifest_number);
+    match recover(dir, &opts, &caches, loaded) {
+        Ok((state, versions, wal)) => {
+            Ok(assemble(dir, opts, Some(lock), state, versions, wal, caches))
+        }
+        Err(e) => {
+            // Best effort: if undoing fails part-way, what is left is a state some open
+            // would have reached anyway, and the next successful open sweeps it.
+            let _ = undo_failed_open(fs.as_ref(), dir, &names, manifest_number);
+            Err(e)
+        }
+    }
+}
 
+/// Puts the directory back as a failed open found it (`names` listed, CURRENT naming
+/// `manifest_number`, or absent if `None`): without this, every open that fails for want of
+/// space leaves a replay table and a manifest behind, and a retried open fills the disk.
+///
+/// If the new manifest was already committed (CURRENT renamed, but its directory fsync or
+/// the new WAL segment failed), CURRENT is pointed back at the old one first and only then
+/// are the new files removed: both manifests describe the same writes (the old one through
+/// its WAL segments, which are still there), so every moment of this is recoverable. Removal
+/// is confined to files bloomkv names that were not listed before; the LOCK stays, because
+/// unlinking a lock file another opener may have just opened would let two handles own the
+/// database.
+fn undo_failed_open(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    names: &[String],
+    manifest_number: Option<u64>,
+) -> Result<()> {
+    let current = current_path(dir);
+    let named = if fs.exists(&current) { Some(read_current(fs, dir)?) } else { None };
+    if named != manifest_number {
+        match manifest_number {
+            Some(n) => set_current(fs, dir, n)?,
+            None => {
+                fs.remove(&current)?;
+                fs.sync_dir(dir)?;
+            }
+        }
+    }
+    let before: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    for name in fs.list(dir)? {
+        let ours = match filename::parse(&name) {
+            Some(FileKind::Lock | FileKind::Current) | None => false,
+            Some(_) => !before.contains(name.as_str()),
+        };
+        if ours {
+            fs.remove(&dir.join(&name))?;
+        }
+    }
+    fs.sync_dir(dir)
+}
+
+/// Makes the loaded state the database's starting point: flushes the replayed writes to
+/// tables, writes a new manifest retiring the replayed WAL segments, starts a new segment,
+/// and removes what no longer belongs.
+fn recover(
+    dir: &Path,
+    opts: &Options,
+    caches: &TableCaches,
+    loaded: Loaded,
+) -> Result<(DbState, VersionSet, WalState)> {
+    let fs = opts.fs.clone();
+    let Loaded { mut keyspaces, next_keyspace_id, last_seq, log_number, next_file, names, .. } =
+        loaded;
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
     let new_wal = versions.new_file_number();
     for k in &mut keyspaces {
@@ -366,7 +478,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
         let id = k.def.id;
         if let Some(meta) = write_table(fs.as_ref(), dir, topts, id, number, &mut it, &mut split)? {
             fs.sync_dir(dir)?;
-            let t = open_table(&fs, dir, &caches, meta.clone())?;
+            let t = open_table(&fs, dir, caches, meta.clone())?;
             let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
             k.version = k.version.apply(&edit, id, &[t]);
         }
@@ -399,7 +511,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
 
     let state = state_of(keyspaces, new_wal, true);
     let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq };
-    Ok(assemble(dir, opts, Some(lock), state, versions, wal, caches))
+    Ok((state, versions, wal))
 }
 
 /// The engine state of recovered keyspaces: with their replayed writes as the active

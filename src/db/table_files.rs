@@ -180,11 +180,44 @@ impl TableCaches {
     pub(crate) fn new(opts: &crate::Options) -> Self {
         TableCaches {
             blocks: Arc::new(BlockCache::new(opts.block_cache_bytes)),
-            files: Arc::new(FileCache::new(opts.fs.clone(), opts.max_open_files)),
+            files: Arc::new(FileCache::new(
+                opts.fs.clone(),
+                open_files_within(opts.max_open_files, descriptor_limit()),
+            )),
             reads: Arc::new(ReadPool::new(READ_THREADS)),
             map_reads: opts.mmap_reads,
         }
     }
+}
+
+/// The fewest table files kept open however low the descriptor limit: below this a scan or
+/// `multi_get` across the levels would evict its own files as it goes.
+pub(crate) const MIN_OPEN_TABLE_FILES: usize = 16;
+
+/// The table files to keep open: `max_open_files`, but no more than the process's soft
+/// descriptor limit `soft_limit` (`None`: unlimited or unknown) leaves once 16 descriptors
+/// plus an eighth of the limit are set aside — for the WAL, the manifest, the LOCK,
+/// directory fsyncs, tables being written, and the application's own files and sockets —
+/// and never fewer than [`MIN_OPEN_TABLE_FILES`] (nor more than asked for). Without the
+/// clip, a database with more tables than the limit fails to open with `EMFILE` at the
+/// default `max_open_files`, as soon as the limit is below it.
+pub(crate) fn open_files_within(max_open_files: usize, soft_limit: Option<u64>) -> usize {
+    let Some(limit) = soft_limit else { return max_open_files };
+    let room = limit.saturating_sub(16 + limit / 8);
+    let room = usize::try_from(room).unwrap_or(usize::MAX);
+    max_open_files.min(room.max(MIN_OPEN_TABLE_FILES))
+}
+
+/// The process's soft limit on open file descriptors, if it has one.
+#[cfg(unix)]
+fn descriptor_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// The process's soft limit on open file descriptors: none known off Unix.
+#[cfg(not(unix))]
+fn descriptor_limit() -> Option<u64> {
+    None
 }
 
 /// How a keyspace's options build a table (flushes, compactions and recovery alike), with
@@ -317,4 +350,29 @@ fn build_table(
         largest_seq,
         num_entries: props.num_entries,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_open_files_is_clipped_to_the_descriptor_limit() {
+        // No limit (RLIM_INFINITY) or a roomy one: the option stands.
+        assert_eq!(open_files_within(512, None), 512);
+        assert_eq!(open_files_within(100_000, None), 100_000);
+        assert_eq!(open_files_within(512, Some(1 << 20)), 512);
+        assert_eq!(open_files_within(512, Some(1024)), 512);
+        // Below it: the limit less 16 and an eighth.
+        assert_eq!(open_files_within(512, Some(256)), 256 - 16 - 32);
+        assert_eq!(open_files_within(512, Some(64)), 64 - 16 - 8);
+        assert_eq!(open_files_within(100_000, Some(4096)), 4096 - 16 - 512);
+        // Never below the floor, however low the limit...
+        assert_eq!(open_files_within(512, Some(20)), MIN_OPEN_TABLE_FILES);
+        assert_eq!(open_files_within(512, Some(0)), MIN_OPEN_TABLE_FILES);
+        // ...nor above what was asked for.
+        assert_eq!(open_files_within(4, Some(20)), 4);
+        assert_eq!(open_files_within(1, Some(64)), 1);
+        assert_eq!(open_files_within(1000, Some(u64::MAX)), 1000);
+    }
 }

@@ -234,11 +234,28 @@ pub(crate) fn write_one(
         }
     }
     live()?;
+    let bytes = match op {
+        SingleWrite::Put(key, value) => key.len() + value.len(),
+        SingleWrite::Delete(key) => key.len(),
+        SingleWrite::DeleteRange(start, end) => start.len() + end.len(),
+    };
+    // The ops' own bytes: a lower bound of the encoding, exact enough for a limit meant for
+    // batches (and no copy is made to learn the exact size).
+    check_batch_bytes(inner, bytes)?;
     write(inner, inner.opts.sync_writes, false, |b| match op {
         SingleWrite::Put(key, value) => b.put_to(keyspace, key, value),
         SingleWrite::Delete(key) => b.delete_to(keyspace, key),
         SingleWrite::DeleteRange(start, end) => b.delete_range_to(keyspace, start, end),
     })
+}
+
+/// Refuses a write of `bytes` over [`crate::Options::max_batch_bytes`].
+pub(crate) fn check_batch_bytes(inner: &DbInner, bytes: usize) -> Result<()> {
+    let limit = inner.opts.max_batch_bytes;
+    match bytes > limit {
+        true => Err(Error::BatchTooLarge { bytes, limit }),
+        false => Ok(()),
+    }
 }
 
 /// The leadership of the write queue held with no group, by [`exclusive`]: while it lives no

@@ -62,6 +62,11 @@ impl FileCache {
         self.files.remove(&id);
     }
 
+    /// The most files it keeps open.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Files held open now.
     pub fn open_files(&self) -> usize {
         self.files.len()

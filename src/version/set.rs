@@ -265,8 +265,8 @@ pub struct RecoveredManifest {
     pub added_at: std::collections::HashMap<u64, u64>,
 }
 
-/// Reads the manifest named by `CURRENT` and folds its edits into the live set of tables.
-pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
+/// The number of the manifest `CURRENT` names.
+pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<u64> {
     let current = current_path(dir);
     let text = fs.read_all(&current)?;
     let name = std::str::from_utf8(&text)
@@ -274,10 +274,15 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         .and_then(|s| s.strip_suffix('\n'))
         .filter(|s| !s.is_empty() && !s.contains('/') && !s.contains('\n'))
         .ok_or_else(|| Error::corruption(&current, 0, "CURRENT does not name a manifest"))?;
-    let manifest_number = match filename::parse(name) {
-        Some(filename::FileKind::Manifest(n)) => n,
-        _ => return Err(Error::corruption(&current, 0, format!("CURRENT names {name:?}"))),
-    };
+    match filename::parse(name) {
+        Some(filename::FileKind::Manifest(n)) => Ok(n),
+        _ => Err(Error::corruption(&current, 0, format!("CURRENT names {name:?}"))),
+    }
+}
+
+/// Reads the manifest named by `CURRENT` and folds its edits into the live set of tables.
+pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifest> {
+    let manifest_number = read_current(fs, dir)?;
     let path = manifest_path(dir, manifest_number);
     let data = fs.read_all(&path)?;
     let len = data.len() as u64;
