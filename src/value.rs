@@ -6,7 +6,9 @@ use std::ops::Deref;
 use bytes::Bytes;
 
 /// A value returned by a read: cheap to clone, and often a zero-copy view into a cached
-/// block. Dereferences to `[u8]`; converts into `Vec<u8>` or [`Bytes`].
+/// block. Dereferences to `[u8]`; converts into `Vec<u8>` or [`Bytes`], and into `String`
+/// (or is read as `&str` with [`Value::to_str`]) when it holds UTF-8. It compares equal to
+/// byte strings and to `str`/`String` holding the same bytes.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -43,6 +45,48 @@ impl Value {
     /// The underlying shared bytes.
     pub fn into_bytes(self) -> Bytes {
         self.0
+    }
+
+    /// The value as `&str`, without copying, if it is UTF-8.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let v = bloomkv::Value::from(b"caf\xc3\xa9".to_vec());
+    /// assert_eq!(v.to_str()?, "café");
+    /// assert!(bloomkv::Value::from(vec![0xff]).to_str().is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn to_str(&self) -> Result<&str, std::str::Utf8Error> {
+        std::str::from_utf8(&self.0)
+    }
+}
+
+/// A value into a `String`, if it is UTF-8.
+///
+/// The error is the standard library's [`FromUtf8Error`](std::string::FromUtf8Error), as
+/// from [`String::from_utf8`], rather than [`crate::Error`]: a value that is not text is the
+/// application's business, not a database failure, and this way `?` converts it wherever
+/// `Box<dyn Error>` (or a similar error type) is returned, and the bytes can be taken back
+/// with `into_bytes`.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+/// db.put("name", "Ada")?;
+/// let name = String::try_from(db.get("name")?.expect("present"))?;
+/// assert_eq!(name, "Ada");
+///
+/// db.put("raw", [0xff, 0xfe])?;
+/// let err = String::try_from(db.get("raw")?.expect("present")).unwrap_err();
+/// assert_eq!(err.into_bytes(), [0xff, 0xfe]);
+/// # Ok(()) }
+/// ```
+impl TryFrom<Value> for String {
+    type Error = std::string::FromUtf8Error;
+
+    fn try_from(v: Value) -> Result<String, Self::Error> {
+        String::from_utf8(Vec::from(v.0))
     }
 }
 
@@ -98,6 +142,48 @@ impl<const N: usize> PartialEq<[u8; N]> for Value {
 impl PartialEq<Vec<u8>> for Value {
     fn eq(&self, other: &Vec<u8>) -> bool {
         self.0 == other[..]
+    }
+}
+
+/// A value equals a string holding the same bytes (a value that is not UTF-8 equals no
+/// string).
+///
+/// ```
+/// let v = bloomkv::Value::from(b"hello".to_vec());
+/// assert_eq!(v, "hello");
+/// assert!(v != "world");
+/// assert_eq!(v, *"hello");
+/// assert_eq!(v, String::from("hello"));
+/// ```
+impl PartialEq<str> for Value {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+/// Compares with a string literal, as `PartialEq<str>` does.
+///
+/// ```
+/// let v = bloomkv::Value::from(b"hello".to_vec());
+/// assert!(v == "hello" && v != "hell");
+/// ```
+impl PartialEq<&str> for Value {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+/// Compares with a `String`, as `PartialEq<str>` does.
+///
+/// ```
+/// let v = bloomkv::Value::from(b"hello".to_vec());
+/// let expected = format!("hel{}", "lo");
+/// assert_eq!(v, expected);
+/// assert!(bloomkv::Value::from(vec![0xff]) != String::from("\u{ff}")); // bytes, not chars
+/// ```
+impl PartialEq<String> for Value {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == other.as_bytes()
     }
 }
 
