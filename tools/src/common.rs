@@ -297,9 +297,63 @@ pub fn read_only_options() -> bloomkv::Options {
 /// Opens the database in `dir` for reading without taking its LOCK or touching any file.
 pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
     if !dir.is_dir() {
-        return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display())));
+        return Err(not_a_db_dir(dir));
     }
     bloomkv::Db::open_read_only(dir, read_only_options())
+}
+
+/// The error for a command that takes a database directory and was given something else. A
+/// file of the database is the likeliest mix-up, so the message names the command that
+/// takes that kind of file.
+pub fn not_a_db_dir(path: &Path) -> Error {
+    let shown = path.display();
+    let msg = match crate::kind::classify(path) {
+        Ok(crate::kind::Target::Table) => format!(
+            "{shown} is a table file, not a database directory; `bloomkv inspect {shown}` \
+             shows what it holds, `bloomkv dump {shown}` its entries"
+        ),
+        Ok(crate::kind::Target::Wal | crate::kind::Target::Manifest) => format!(
+            "{shown} is a database file, not a database directory; `bloomkv dump {shown}` \
+             lists what it holds"
+        ),
+        Ok(crate::kind::Target::Db) => format!("{shown} is not a database directory"),
+        Err(_) if !path.exists() => format!("{shown} does not exist"),
+        Err(_) => format!("{shown} is a file, not a database directory"),
+    };
+    Error::InvalidArgument(msg)
+}
+
+/// The error for a command that takes a file and was given a directory: a database
+/// directory is the likeliest one, and `db`, `dump` and `verify` take it.
+pub fn not_a_file(path: &Path, wanted: &str) -> Error {
+    let shown = path.display();
+    if path.join("CURRENT").is_file() {
+        Error::InvalidArgument(format!(
+            "{shown} is a database directory, not {wanted}; `bloomkv db {shown}` shows its \
+             levels and tables (each with its file's path), `bloomkv dump {shown}` its keys"
+        ))
+    } else {
+        Error::InvalidArgument(format!("{shown} is a directory, not {wanted}"))
+    }
+}
+
+/// What the tool prints for an error. A held LOCK gets its own words: the library's message
+/// speaks of handles, while here the holder is always another process, and the user needs
+/// to know the read-only commands still work.
+pub fn error_message(e: &Error) -> String {
+    match e {
+        Error::Locked { path } => {
+            let dir = path.parent().unwrap_or(path);
+            format!(
+                "the database in {} is in use by another process (it holds {}); close it \
+                 there first, or use a command that reads without the lock (get, scan, dump, \
+                 db, trace, verify, checkpoint)",
+                dir.display(),
+                path.display()
+            )
+        }
+        other => chain(other),
+    }
 }
 
 /// The path as given, for reports.

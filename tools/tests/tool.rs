@@ -1609,3 +1609,80 @@ fn wal_and_manifest_dumps_show_keyspaces() {
     assert!(text.contains("dropped keyspace 2") && text.contains("next keyspace id 3"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("  + L0") && l.contains(" keyspace 1 ")), "{text}");
 }
+
+/// Every command that opens a database for writing reports a held LOCK as the database
+/// being in use by another process, not as a bad argument.
+#[test]
+fn a_held_lock_is_reported_as_in_use_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    assert_eq!(tool(&["put", "--create", p, "k", "v"]).0, 0);
+    assert_eq!(tool(&["keyspace", "create", p, "ks"]).0, 0);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let lock = dir.path().join("LOCK");
+    for args in [
+        vec!["put", p, "k", "v2"],
+        vec!["put", "--create", p, "k", "v2"],
+        vec!["delete", p, "k"],
+        vec!["delete-range", p, "a", "z"],
+        vec!["keyspace", "create", p, "other"],
+        vec!["keyspace", "drop", p, "ks"],
+    ] {
+        let (code, _, err) = tool(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(!err.contains("invalid argument"), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("the database in {p} is in use by another process")),
+            "{err}"
+        );
+        assert!(err.contains(s(&lock)), "names the LOCK file: {err}");
+        assert!(err.contains("get, scan"), "points to the commands that still work: {err}");
+    }
+    // The read-only commands still work beside it.
+    assert_eq!(tool(&["get", p, "k"]).1.trim(), "\"v\"");
+    assert_eq!(db.get("k").unwrap().unwrap(), "v");
+    db.close().unwrap();
+}
+
+/// A command given a directory where it takes a file, or a file where it takes a database
+/// directory, says what the path is and which command takes it.
+#[test]
+fn a_directory_or_file_in_the_wrong_place_is_named_for_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    let table = db.tables()[0].path.clone();
+    db.close().unwrap();
+
+    for args in [vec!["inspect", p], vec!["inspect", "--json", p]] {
+        let (code, out, err) = tool(&args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert!(!err.contains("Is a directory"), "{err}");
+        assert!(err.contains(&format!("{p} is a database directory")), "{err}");
+        assert!(err.contains(&format!("`bloomkv db {p}`")), "{err}");
+    }
+    let other = tempfile::tempdir().unwrap();
+    let (code, _, err) = tool(&["inspect", s(other.path())]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("is a directory, not a table file") && !err.contains("bloomkv db"),
+        "{err}"
+    );
+
+    let t = s(&table);
+    for cmd in [vec!["db"], vec!["scan"], vec!["get"], vec!["trace"], vec!["put"], vec!["delete"]] {
+        let mut args = cmd.clone();
+        args.push(t);
+        args.extend(match cmd[0] {
+            "get" | "trace" | "delete" => &["k"][..],
+            "put" => &["k", "v"][..],
+            _ => &[][..],
+        });
+        let (code, _, err) = tool(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(&format!("{t} is a table file, not a database directory")), "{err}");
+        assert!(err.contains(&format!("`bloomkv inspect {t}`")), "{err}");
+    }
+}
