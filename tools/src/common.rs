@@ -356,6 +356,32 @@ pub fn error_message(e: &Error) -> String {
     }
 }
 
+/// `secs` since the Unix epoch as an RFC 3339 UTC date-time, e.g. `2026-11-26T07:51:32Z`.
+/// (Years past 9999, which only a damaged file can hold, print with more digits.)
+pub fn utc_date_time(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01: Howard Hinnant's
+/// `civil_from_days` (<https://howardhinnant.github.io/date_algorithms.html>), for
+/// non-negative days only, where it needs no signed arithmetic. It counts in 400-year eras
+/// of 146 097 days starting on March 1st, so that the leap day is each year's last.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z / 146_097;
+    let doe = z - era * 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March is 0
+    let d = doy - (153 * mp + 2) / 5 + 1; // [1, 31]
+    let m = if mp < 10 { mp + 3 } else { mp - 9 }; // [1, 12]
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
 /// The path as given, for reports.
 pub fn display(path: &Path) -> String {
     path.display().to_string()
@@ -415,6 +441,23 @@ mod tests {
         for bad in ["a", "abc", "zz"] {
             assert!(Bytes { hex: true }.parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn utc_date_times() {
+        // Checked against `date -u -d @SECS`.
+        for (secs, want) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (951_868_799, "2000-02-29T23:59:59Z"),
+            (1_795_351_982, "2026-11-22T12:53:02Z"),
+            (4_102_444_800, "2100-01-01T00:00:00Z"),
+            (253_402_300_799, "9999-12-31T23:59:59Z"),
+        ] {
+            assert_eq!(utc_date_time(secs), want, "{secs}");
+        }
+        // Garbage from a damaged file prints, rather than overflowing.
+        assert!(utc_date_time(u64::MAX).ends_with('Z'));
     }
 
     #[test]

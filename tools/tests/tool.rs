@@ -1686,3 +1686,48 @@ fn a_directory_or_file_in_the_wrong_place_is_named_for_what_it_is() {
         assert!(err.contains(&format!("`bloomkv inspect {t}`")), "{err}");
     }
 }
+
+/// The proleptic Gregorian UTC date-time of `secs`, counted day by day: an oracle for the
+/// tool's arithmetic.
+fn naive_utc(secs: u64) -> String {
+    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let (mut days, mut y) = (secs / 86_400, 1970);
+    while days >= if leap(y) { 366 } else { 365 } {
+        days -= if leap(y) { 366 } else { 365 };
+        y += 1;
+    }
+    let months = [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mut m = 0;
+    while days >= months[m] {
+        days -= months[m];
+        m += 1;
+    }
+    let t = secs % 86_400;
+    format!("{y:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", m + 1, days + 1, t / 3600, t / 60 % 60, t % 60)
+}
+
+#[test]
+fn inspect_shows_the_creation_time_as_a_utc_date_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    let table = db.tables()[0].path.clone();
+    db.close().unwrap();
+    let secs = open_table(&table).properties().creation_time;
+    assert!(secs > 1_600_000_000, "a table built now: {secs}");
+
+    let r = tool_json(&["inspect", "--json", s(&table)]);
+    assert_eq!(r["creation_time"], secs, "the raw seconds stay");
+    assert_eq!(r["created"], naive_utc(secs));
+    let (code, text, _) = tool(&["inspect", s(&table)]);
+    assert_eq!(code, 0);
+    let line = text.lines().find(|l| l.starts_with("created")).unwrap();
+    assert_eq!(
+        line,
+        format!("created          {} ({secs} s since the Unix epoch)", naive_utc(secs))
+    );
+    // The oracle itself, on dates `date -u` gives.
+    assert_eq!(naive_utc(951_868_799), "2000-02-29T23:59:59Z");
+    assert_eq!(naive_utc(1_795_351_982), "2026-11-22T12:53:02Z");
+}
