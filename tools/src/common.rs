@@ -294,6 +294,13 @@ pub fn read_only_options() -> bloomkv::Options {
     bloomkv::Options::default().block_cache_bytes(4 << 20)
 }
 
+/// The default keyspace's table options when the tool opens a database: the manifest does
+/// not record them (each opener's `Options` give them), and the tool's `Options`
+/// ([`read_only_options`], and `put`'s) differ from the defaults only outside them.
+pub fn default_keyspace_options() -> bloomkv::KeyspaceOptions {
+    bloomkv::KeyspaceOptions::default()
+}
+
 /// Opens the database in `dir` for reading without taking its LOCK or touching any file.
 pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
     if !dir.is_dir() {

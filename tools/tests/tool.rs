@@ -1502,7 +1502,19 @@ fn db_lists_each_keyspaces_tables() {
     assert_eq!(numbers(&ks[0]["levels"], None), want_default);
     assert_eq!(numbers(&ks[1]["levels"], None), want_a);
     assert_eq!((ks[0]["id"].as_u64(), ks[1]["id"].as_u64()), (Some(0), Some(1)));
-    assert!(ks[0]["options"].is_null());
+    // The default keyspace's options are not in the manifest: the ones its opener (here the
+    // tool, with the library's defaults) gives it.
+    let (policy, _, block_bytes, table_bytes) = KeyspaceOptions::default().parts();
+    let FilterPolicy::BlockedBloom { bits_per_key } = policy else { panic!("{policy:?}") };
+    assert_eq!(
+        ks[0]["options"],
+        serde_json::json!({ "filter": "blocked", "bits_per_key": bits_per_key, "compression": "none",
+            "zstd_level": null, "block_bytes": block_bytes, "target_table_bytes": table_bytes })
+    );
+    assert_eq!(
+        (ks[0]["options_source"].as_str(), ks[1]["options_source"].as_str()),
+        (Some("open"), Some("manifest"))
+    );
     assert_eq!(ks[1]["options"]["filter"], "classic");
     assert_eq!(ks[1]["options"]["bits_per_key"], 6.0);
     assert_eq!(ks[1]["total_entries"], 500);
@@ -1516,8 +1528,11 @@ fn db_lists_each_keyspaces_tables() {
     let (code, text, _) = tool(&["db", p]);
     assert_eq!(code, 0);
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
-    let (default_at, a_at) =
-        (at("keyspace \"default\""), at("keyspace \"a\" (id 1): filter classic"));
+    let (default_at, a_at) = (
+        at("keyspace \"default\" (id 0): filter blocked 10 bits/key, compression none, blocks \
+            4096 bytes, tables 16777216 bytes (from the opener's Options, not the manifest"),
+        at("keyspace \"a\" (id 1): filter classic"),
+    );
     assert!(default_at < a_at);
     for n in &want_default {
         let t = at(&format!("{n:06}.sst"));
