@@ -3,6 +3,7 @@
 //! when the reader goes away (`bloomkv dump … | head`).
 
 use std::io::{self, Write};
+use std::ops::Bound;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -209,6 +210,9 @@ pub fn existing_keyspace(db: &bloomkv::Db, name: &str) -> Result<bloomkv::Keyspa
     })
 }
 
+/// Lower and upper bounds on keys, as `Keyspace::range` takes them.
+pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
 #[derive(Debug, Clone, Default)]
 pub struct KeyRange {
@@ -256,23 +260,42 @@ impl KeyRange {
     pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
         // The selection is one interval of keys, [lo, hi): the prefix's keys are those from
         // the prefix up to its successor.
-        let lo = match (self.from.as_deref(), self.prefix.as_deref()) {
-            (Some(f), Some(p)) => f.max(p),
-            (Some(k), None) | (None, Some(k)) => k,
-            (None, None) => &[][..],
-        };
-        let prefix_end = self.prefix.as_deref().and_then(prefix_successor);
-        let hi = match (self.to.as_deref(), prefix_end.as_deref()) {
-            (Some(t), Some(p)) => Some(t.min(p)),
-            (Some(k), None) | (None, Some(k)) => Some(k),
-            // An all-0xff prefix has no successor: its keys run to the end, like no `--to`.
-            (None, None) => None,
-        };
+        let lo = self.start().unwrap_or(&[]);
         let low = start.max(lo);
-        match hi {
-            Some(hi) => low < end.min(hi),
+        match self.end() {
+            Some(hi) => low < end.min(&hi[..]),
             None => low < end,
         }
+    }
+
+    /// The smallest key past the selection (exclusive), or `None` when it runs to the end:
+    /// the smaller of `to` and the prefix's successor.
+    pub fn end(&self) -> Option<Vec<u8>> {
+        let prefix_end = self.prefix.as_deref().and_then(prefix_successor);
+        match (self.to.as_deref(), prefix_end) {
+            (Some(t), Some(p)) => Some(t.min(&p[..]).to_vec()),
+            (Some(t), None) => Some(t.to_vec()),
+            (None, Some(p)) => Some(p),
+            // An all-0xff prefix has no successor: its keys run to the end, like no `--to`.
+            (None, None) => None,
+        }
+    }
+
+    /// The selection as bounds for `Keyspace::range`, or `None` when it selects nothing
+    /// (`--from` at or past `--to`, or a prefix outside them). Exact bounds let a reverse
+    /// scan start at the selection's last key instead of walking down from the very end.
+    pub fn bounds(&self) -> Option<KeyBounds> {
+        let start = self.start().map(<[u8]>::to_vec);
+        let end = self.end();
+        if let (Some(s), Some(e)) = (&start, &end) {
+            if s >= e {
+                return None;
+            }
+        }
+        Some((
+            start.map_or(Bound::Unbounded, Bound::Included),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        ))
     }
 
     /// True if `key` and every larger key are outside the selection, so a sorted scan can
@@ -465,6 +488,25 @@ mod tests {
         }
         // Garbage from a damaged file prints, rather than overflowing.
         assert!(utc_date_time(u64::MAX).ends_with('Z'));
+    }
+
+    #[test]
+    fn key_range_bounds() {
+        let r = KeyRange {
+            from: Some(b"b".to_vec()),
+            to: Some(b"d".to_vec()),
+            prefix: Some(b"c".to_vec()),
+            limit: None,
+        };
+        assert_eq!(
+            r.bounds(),
+            Some((Bound::Included(b"c".to_vec()), Bound::Excluded(b"d".to_vec())))
+        );
+        let none = KeyRange { from: Some(b"d".to_vec()), to: Some(b"b".to_vec()), ..r.clone() };
+        assert_eq!(none.bounds(), None);
+        let ff = KeyRange { prefix: Some(vec![0xff]), ..KeyRange::default() };
+        assert_eq!(ff.bounds(), Some((Bound::Included(vec![0xff]), Bound::Unbounded)));
+        assert_eq!(KeyRange::default().bounds(), Some((Bound::Unbounded, Bound::Unbounded)));
     }
 
     #[test]

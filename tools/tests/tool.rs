@@ -1746,3 +1746,142 @@ fn inspect_shows_the_creation_time_as_a_utc_date_time() {
     assert_eq!(naive_utc(951_868_799), "2000-02-29T23:59:59Z");
     assert_eq!(naive_utc(1_795_351_982), "2026-11-22T12:53:02Z");
 }
+
+/// A database for the `scan` flags: keys k00..k19 with values of growing length (k07 holds
+/// binary bytes) and a keyspace `ks` holding a key `k05` too.
+fn scan_db(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let db = Db::open(dir, Options::default()).unwrap();
+    let mut model = Vec::new();
+    for i in 0..20u32 {
+        let k = format!("k{i:02}").into_bytes();
+        let mut v: Vec<u8> = (0..i * 10).map(|j| b'a' + (j % 26) as u8).collect();
+        if i == 7 {
+            v = (0..70u8).map(|j| j.wrapping_mul(37)).collect();
+        }
+        db.put(&k, &v).unwrap();
+        model.push((k, v));
+    }
+    db.flush().unwrap();
+    // An overwrite and a delete left in the WAL, so the merged view is what is listed.
+    db.put("k03", "new").unwrap();
+    model[3].1 = b"new".to_vec();
+    db.delete("k04").unwrap();
+    model.remove(4);
+    db.keyspace("ks", KeyspaceOptions::default()).unwrap().put("k05", "other").unwrap();
+    db.close().unwrap();
+    model
+}
+
+/// Escaped text as the tool prints it.
+fn esc(b: &[u8]) -> String {
+    bloomkv::check::escape(b)
+}
+
+#[test]
+fn scan_reverse_keys_only_and_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = scan_db(dir.path());
+    let p = s(dir.path());
+    let keys = |j: &Json| -> Vec<String> {
+        j["entries"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().into()).collect()
+    };
+    let all_keys: Vec<String> = model.iter().map(|(k, _)| esc(k)).collect();
+    let rev_keys: Vec<String> = all_keys.iter().rev().cloned().collect();
+
+    // --reverse: the same entries, last first; --limit keeps the last N.
+    assert_eq!(keys(&tool_json(&["scan", "--json", "--reverse", p])), rev_keys);
+    let r = tool_json(&["scan", "--json", "--reverse", "--limit", "3", p]);
+    assert_eq!(keys(&r), rev_keys[..3]);
+    assert_eq!(r["truncated"], true);
+    let r = tool_json(&["scan", "--json", "--reverse", "--from", "k05", "--to", "k09", p]);
+    assert_eq!(keys(&r), ["k08", "k07", "k06", "k05"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--prefix", "k1", "--limit", "2", p]);
+    assert_eq!(keys(&r), ["k19", "k18"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--keyspace", "ks", p]);
+    assert_eq!(keys(&r), ["k05"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--from", "k09", "--to", "k05", p]);
+    assert_eq!((r["count"].as_u64(), keys(&r).len()), (Some(0), 0));
+    let (code, text, _) =
+        tool(&["scan", "--reverse", "--prefix", "k0", "--max-value-bytes", "0", p]);
+    assert_eq!(code, 0);
+    let want: Vec<String> = model
+        .iter()
+        .rev()
+        .filter(|(k, _)| k.starts_with(b"k0"))
+        .map(|(k, v)| format!("\"{}\" => \"{}\"", esc(k), esc(v)))
+        .collect();
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+
+    // --keys-only: one quoted key a line (bare hex with --hex); JSON entries have no value.
+    let (code, text, _) = tool(&["scan", "--keys-only", "--prefix", "k1", p]);
+    assert_eq!(code, 0);
+    let want: Vec<String> = (10..20).map(|i| format!("\"k{i}\"")).collect();
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+    let (_, text, _) = tool(&["scan", "--keys-only", "--hex", "--reverse", "--limit", "1", p]);
+    assert_eq!(text, format!("{}\n", hex(b"k19")));
+    let r = tool_json(&["scan", "--json", "--keys-only", p]);
+    assert_eq!(keys(&r), all_keys);
+    for e in r["entries"].as_array().unwrap() {
+        assert_eq!(e.as_object().unwrap().len(), 1, "only the key: {e}");
+    }
+
+    // --count: the number alone; with --limit at most that, and JSON says it was cut.
+    let (code, text, _) = tool(&["scan", "--count", p]);
+    assert_eq!((code, text), (0, format!("{}\n", model.len())));
+    let (_, text, _) = tool(&["scan", "--count", "--prefix", "k1", "--reverse", p]);
+    assert_eq!(text, "10\n");
+    let r = tool_json(&["scan", "--json", "--count", "--limit", "4", p]);
+    assert_eq!(r, serde_json::json!({ "count": 4, "truncated": true }));
+    let r = tool_json(&["scan", "--json", "--count", "--keyspace", "ks", p]);
+    assert_eq!(r, serde_json::json!({ "count": 1, "truncated": false }));
+    let (code, _, err) = tool(&["scan", "--count", "--keys-only", p]);
+    assert_eq!(code, 2, "conflicting flags: {err}");
+}
+
+#[test]
+fn scan_cuts_long_values_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = scan_db(dir.path());
+    let p = s(dir.path());
+    let value = |k: &[u8]| model.iter().find(|(m, _)| m == k).unwrap().1.clone();
+    let line = |text: &str, k: &str| -> String {
+        text.lines().find(|l| l.starts_with(&format!("\"{k}\""))).unwrap().to_string()
+    };
+
+    // Text: 64 bytes by default, then … and the whole length outside the quotes.
+    let (code, text, _) = tool(&["scan", p]);
+    assert_eq!(code, 0);
+    assert_eq!(line(&text, "k06"), format!("\"k06\" => \"{}\"", esc(&value(b"k06"))));
+    let v19 = value(b"k19");
+    assert_eq!(v19.len(), 190);
+    assert_eq!(line(&text, "k19"), format!("\"k19\" => \"{}\"… (190 bytes)", esc(&v19[..64])));
+    // Binary bytes are cut, then escaped: no escape is split.
+    let v7 = value(b"k07");
+    assert_eq!(line(&text, "k07"), format!("\"k07\" => \"{}\"… (70 bytes)", esc(&v7[..64])));
+    // An explicit limit; hex; 0 for whole values.
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "5", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"… (190 bytes)\n", esc(&v19[..5])));
+    let (_, text, _) =
+        tool(&["scan", "--hex", "--max-value-bytes", "2", "--prefix", &hex(b"k19"), p]);
+    assert_eq!(text, format!("{} => {}… (190 bytes)\n", hex(b"k19"), hex(&v19[..2])));
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "0", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"\n", esc(&v19)));
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "190", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"\n", esc(&v19)), "exactly the limit is whole");
+
+    // JSON: whole values unless a limit is given; each entry says its length and whether
+    // it was cut.
+    let r = tool_json(&["scan", "--json", p]);
+    for (e, (k, v)) in r["entries"].as_array().unwrap().iter().zip(&model) {
+        assert_eq!(e["key"], esc(k));
+        assert_eq!(e["value"], esc(v));
+        assert_eq!(e["value_bytes"], v.len());
+        assert_eq!(e["value_truncated"], false);
+    }
+    let r = tool_json(&["scan", "--json", "--max-value-bytes", "64", p]);
+    for (e, (_, v)) in r["entries"].as_array().unwrap().iter().zip(&model) {
+        assert_eq!(e["value"], esc(&v[..v.len().min(64)]));
+        assert_eq!(e["value_bytes"], v.len());
+        assert_eq!(e["value_truncated"], v.len() > 64);
+    }
+}
