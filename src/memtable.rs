@@ -231,8 +231,8 @@ const MAX_CHUNKED_ENTRY: usize = CHUNK_BYTES / 16;
 /// the skip-list node. That halves the allocations an insert makes and the frees dropping a
 /// flushed memtable makes — and with them the time the writer and the background thread
 /// spend waiting for each other on the allocator's lock. A chunk is freed when the last
-/// entry in it is dropped, so a value read from the memtable and held after the memtable is
-/// gone keeps its chunk alive, much as a value read from a table keeps its block alive.
+/// entry in it is dropped, so a value shared with its entry would keep the whole chunk alive
+/// after the memtable is gone: `MemTable::get` copies those out.
 struct Arena {
     chunk: Mutex<BytesMut>,
 }
@@ -240,6 +240,16 @@ struct Arena {
 impl Arena {
     fn new() -> Self {
         Arena { chunk: Mutex::new(BytesMut::new()) }
+    }
+
+    /// The size of the allocation an entry of `len` bytes lies in (what sharing a slice of
+    /// it keeps alive): a chunk, or for a large entry its own allocation.
+    fn buffer_of(len: usize) -> usize {
+        if len > MAX_CHUNKED_ENTRY {
+            len
+        } else {
+            CHUNK_BYTES
+        }
     }
 
     /// The concatenation of `parts`.
@@ -379,8 +389,10 @@ impl MemTable {
     }
 
     /// The newest version of `user_key` with a sequence number `<= seq`, or `None` if the
-    /// memtable holds no such version. Allocates nothing: the search borrows `user_key`, and
-    /// a found value is shared, not copied.
+    /// memtable holds no such version. The search borrows `user_key`; a found value is
+    /// copied out of its arena chunk (a held value would keep the whole chunk alive after
+    /// the memtable is flushed), and shared only when its entry has an allocation of its own
+    /// that it fills enough of (see `Value`).
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<MemGet> {
         // `KIND_FOR_SEEK` gives the largest trailer for `seq`, so the search lands on the
         // first entry of `user_key` whose seq is `<= seq`.
@@ -394,7 +406,14 @@ impl MemTable {
             ValueKind::Put => {
                 let at = found.user_key_len + TRAILER_LEN;
                 let seq = found.trailer >> 8;
-                Some(MemGet::Found(Value::from_bytes(found.entry.slice(at..)), seq))
+                let value = &found.entry[at..];
+                let buffer = Arena::buffer_of(found.entry.len());
+                let value = if crate::value::may_share(value.len(), buffer) {
+                    Value::from_bytes(found.entry.slice(at..))
+                } else {
+                    Value::copy_from_slice(value)
+                };
+                Some(MemGet::Found(value, seq))
             }
             ValueKind::Delete => Some(MemGet::Deleted),
         }
@@ -805,15 +824,24 @@ mod tests {
         }
     }
 
+    /// A hit shares the stored bytes only when its entry has an allocation of its own: a
+    /// value shared with a chunk would keep the whole chunk alive after a flush.
     #[test]
-    fn hits_share_the_stored_bytes() {
+    fn hits_share_the_stored_bytes_of_large_entries_only() {
         let m = MemTable::new();
-        m.insert(b"k", 1, ValueKind::Put, b"shared value");
-        let (Some(MemGet::Found(a, _)), Some(MemGet::Found(b, _))) = (m.get(b"k", 1), m.get(b"k", 2))
-        else {
-            panic!("key not found");
+        let large = vec![7u8; MAX_CHUNKED_ENTRY + 1];
+        m.insert(b"small", 1, ValueKind::Put, b"copied value");
+        m.insert(b"large", 1, ValueKind::Put, &large);
+        let hit = |k: &[u8], seq| match m.get(k, seq) {
+            Some(MemGet::Found(v, _)) => v,
+            other => panic!("{other:?}"),
         };
-        assert_eq!(a.as_ptr(), b.as_ptr());
+        let (a, b) = (hit(b"small", 1), hit(b"small", 2));
+        assert_eq!(a, b"copied value");
+        assert_ne!(a.as_ptr(), b.as_ptr(), "each hit is a copy");
+        let (a, b) = (hit(b"large", 1), hit(b"large", 2));
+        assert_eq!(a, large);
+        assert_eq!(a.as_ptr(), b.as_ptr(), "both share the entry");
     }
 
     #[test]

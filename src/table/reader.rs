@@ -365,11 +365,15 @@ impl Table {
             (true, ValueKind::Put) => {
                 // A value sliced from a mapping would keep the whole mapping, and a
                 // compacted-away file's disk space, alive for as long as the caller holds
-                // it: values of blocks that are slices of the mapping are copied out.
-                let value = if self.lookups_slice_mapping() {
-                    Value::copy_from_slice(it.value())
-                } else {
+                // it: values of blocks that are slices of the mapping are copied out. One
+                // sliced from a block keeps the block alive, evicted from the cache or not:
+                // only a value large enough next to it is shared (see `Value`).
+                let share = !self.lookups_slice_mapping()
+                    && crate::value::may_share(it.value().len(), block.size());
+                let value = if share {
                     Value::from_bytes(it.value_bytes())
+                } else {
+                    Value::copy_from_slice(it.value())
                 };
                 (GetOutcome::Found(value), parsed.seq)
             }

@@ -3,6 +3,7 @@
 //! when the reader goes away (`bloomkv dump … | head`).
 
 use std::io::{self, Write};
+use std::ops::Bound;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -209,6 +210,9 @@ pub fn existing_keyspace(db: &bloomkv::Db, name: &str) -> Result<bloomkv::Keyspa
     })
 }
 
+/// Lower and upper bounds on keys, as `Keyspace::range` takes them.
+pub type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// A parsed key selection: `from <= key < to`, starting with `prefix`.
 #[derive(Debug, Clone, Default)]
 pub struct KeyRange {
@@ -256,23 +260,42 @@ impl KeyRange {
     pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
         // The selection is one interval of keys, [lo, hi): the prefix's keys are those from
         // the prefix up to its successor.
-        let lo = match (self.from.as_deref(), self.prefix.as_deref()) {
-            (Some(f), Some(p)) => f.max(p),
-            (Some(k), None) | (None, Some(k)) => k,
-            (None, None) => &[][..],
-        };
-        let prefix_end = self.prefix.as_deref().and_then(prefix_successor);
-        let hi = match (self.to.as_deref(), prefix_end.as_deref()) {
-            (Some(t), Some(p)) => Some(t.min(p)),
-            (Some(k), None) | (None, Some(k)) => Some(k),
-            // An all-0xff prefix has no successor: its keys run to the end, like no `--to`.
-            (None, None) => None,
-        };
+        let lo = self.start().unwrap_or(&[]);
         let low = start.max(lo);
-        match hi {
-            Some(hi) => low < end.min(hi),
+        match self.end() {
+            Some(hi) => low < end.min(&hi[..]),
             None => low < end,
         }
+    }
+
+    /// The smallest key past the selection (exclusive), or `None` when it runs to the end:
+    /// the smaller of `to` and the prefix's successor.
+    pub fn end(&self) -> Option<Vec<u8>> {
+        let prefix_end = self.prefix.as_deref().and_then(prefix_successor);
+        match (self.to.as_deref(), prefix_end) {
+            (Some(t), Some(p)) => Some(t.min(&p[..]).to_vec()),
+            (Some(t), None) => Some(t.to_vec()),
+            (None, Some(p)) => Some(p),
+            // An all-0xff prefix has no successor: its keys run to the end, like no `--to`.
+            (None, None) => None,
+        }
+    }
+
+    /// The selection as bounds for `Keyspace::range`, or `None` when it selects nothing
+    /// (`--from` at or past `--to`, or a prefix outside them). Exact bounds let a reverse
+    /// scan start at the selection's last key instead of walking down from the very end.
+    pub fn bounds(&self) -> Option<KeyBounds> {
+        let start = self.start().map(<[u8]>::to_vec);
+        let end = self.end();
+        if let (Some(s), Some(e)) = (&start, &end) {
+            if s >= e {
+                return None;
+            }
+        }
+        Some((
+            start.map_or(Bound::Unbounded, Bound::Included),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        ))
     }
 
     /// True if `key` and every larger key are outside the selection, so a sorted scan can
@@ -294,12 +317,99 @@ pub fn read_only_options() -> bloomkv::Options {
     bloomkv::Options::default().block_cache_bytes(4 << 20)
 }
 
+/// The default keyspace's table options when the tool opens a database: the manifest does
+/// not record them (each opener's `Options` give them), and the tool's `Options`
+/// ([`read_only_options`], and `put`'s) differ from the defaults only outside them.
+pub fn default_keyspace_options() -> bloomkv::KeyspaceOptions {
+    bloomkv::KeyspaceOptions::default()
+}
+
 /// Opens the database in `dir` for reading without taking its LOCK or touching any file.
 pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
     if !dir.is_dir() {
-        return Err(Error::InvalidArgument(format!("{} is not a directory", dir.display())));
+        return Err(not_a_db_dir(dir));
     }
     bloomkv::Db::open_read_only(dir, read_only_options())
+}
+
+/// The error for a command that takes a database directory and was given something else. A
+/// file of the database is the likeliest mix-up, so the message names the command that
+/// takes that kind of file.
+pub fn not_a_db_dir(path: &Path) -> Error {
+    let shown = path.display();
+    let msg = match crate::kind::classify(path) {
+        Ok(crate::kind::Target::Table) => format!(
+            "{shown} is a table file, not a database directory; `bloomkv inspect {shown}` \
+             shows what it holds, `bloomkv dump {shown}` its entries"
+        ),
+        Ok(crate::kind::Target::Wal | crate::kind::Target::Manifest) => format!(
+            "{shown} is a database file, not a database directory; `bloomkv dump {shown}` \
+             lists what it holds"
+        ),
+        Ok(crate::kind::Target::Db) => format!("{shown} is not a database directory"),
+        Err(_) if !path.exists() => format!("{shown} does not exist"),
+        Err(_) => format!("{shown} is a file, not a database directory"),
+    };
+    Error::InvalidArgument(msg)
+}
+
+/// The error for a command that takes a file and was given a directory: a database
+/// directory is the likeliest one, and `db`, `dump` and `verify` take it.
+pub fn not_a_file(path: &Path, wanted: &str) -> Error {
+    let shown = path.display();
+    if path.join("CURRENT").is_file() {
+        Error::InvalidArgument(format!(
+            "{shown} is a database directory, not {wanted}; `bloomkv db {shown}` shows its \
+             levels and tables (each with its file's path), `bloomkv dump {shown}` its keys"
+        ))
+    } else {
+        Error::InvalidArgument(format!("{shown} is a directory, not {wanted}"))
+    }
+}
+
+/// What the tool prints for an error. A held LOCK gets its own words: the library's message
+/// speaks of handles, while here the holder is always another process, and the user needs
+/// to know the read-only commands still work.
+pub fn error_message(e: &Error) -> String {
+    match e {
+        Error::Locked { path } => {
+            let dir = path.parent().unwrap_or(path);
+            format!(
+                "the database in {} is in use by another process (it holds {}); close it \
+                 there first, or use a command that reads without the lock (get, scan, dump, \
+                 db, trace, verify, checkpoint)",
+                dir.display(),
+                path.display()
+            )
+        }
+        other => chain(other),
+    }
+}
+
+/// `secs` since the Unix epoch as an RFC 3339 UTC date-time, e.g. `2026-11-26T07:51:32Z`.
+/// (Years past 9999, which only a damaged file can hold, print with more digits.)
+pub fn utc_date_time(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01: Howard Hinnant's
+/// `civil_from_days` (<https://howardhinnant.github.io/date_algorithms.html>), for
+/// non-negative days only, where it needs no signed arithmetic. It counts in 400-year eras
+/// of 146 097 days starting on March 1st, so that the leap day is each year's last.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z / 146_097;
+    let doe = z - era * 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March is 0
+    let d = doy - (153 * mp + 2) / 5 + 1; // [1, 31]
+    let m = if mp < 10 { mp + 3 } else { mp - 9 }; // [1, 12]
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
 }
 
 /// The path as given, for reports.
@@ -361,6 +471,42 @@ mod tests {
         for bad in ["a", "abc", "zz"] {
             assert!(Bytes { hex: true }.parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn utc_date_times() {
+        // Checked against `date -u -d @SECS`.
+        for (secs, want) in [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (951_868_799, "2000-02-29T23:59:59Z"),
+            (1_795_351_982, "2026-11-22T12:53:02Z"),
+            (4_102_444_800, "2100-01-01T00:00:00Z"),
+            (253_402_300_799, "9999-12-31T23:59:59Z"),
+        ] {
+            assert_eq!(utc_date_time(secs), want, "{secs}");
+        }
+        // Garbage from a damaged file prints, rather than overflowing.
+        assert!(utc_date_time(u64::MAX).ends_with('Z'));
+    }
+
+    #[test]
+    fn key_range_bounds() {
+        let r = KeyRange {
+            from: Some(b"b".to_vec()),
+            to: Some(b"d".to_vec()),
+            prefix: Some(b"c".to_vec()),
+            limit: None,
+        };
+        assert_eq!(
+            r.bounds(),
+            Some((Bound::Included(b"c".to_vec()), Bound::Excluded(b"d".to_vec())))
+        );
+        let none = KeyRange { from: Some(b"d".to_vec()), to: Some(b"b".to_vec()), ..r.clone() };
+        assert_eq!(none.bounds(), None);
+        let ff = KeyRange { prefix: Some(vec![0xff]), ..KeyRange::default() };
+        assert_eq!(ff.bounds(), Some((Bound::Included(vec![0xff]), Bound::Unbounded)));
+        assert_eq!(KeyRange::default().bounds(), Some((Bound::Unbounded, Bound::Unbounded)));
     }
 
     #[test]

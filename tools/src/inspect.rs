@@ -19,6 +19,9 @@ pub struct Args {
 /// Runs `inspect`.
 pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.output.bytes;
+    if args.table.is_dir() {
+        return Err(common::not_a_file(&args.table, "a table file"));
+    }
     let r = table::inspect(&args.table, fmt)?;
     let mut out = common::stdout();
     let written = args.output.write(&mut out, &r, |out, r| table::print_inspect(out, r, fmt));

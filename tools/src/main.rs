@@ -106,7 +106,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bloomkv: {}", common::chain(&e));
+            eprintln!("bloomkv: {}", common::error_message(&e));
             ExitCode::from(2)
         }
     }

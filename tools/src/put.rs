@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bloomkv::{Db, Error, WriteBatch, WriteOptions};
+use bloomkv::{Db, WriteBatch, WriteOptions};
 
-use crate::common::{Bytes, KeyspaceArg};
+use crate::common::{self, Bytes, KeyspaceArg};
 
 /// Options of `put`.
 #[derive(clap::Args)]
@@ -29,18 +29,16 @@ pub struct Args {
     create: bool,
 }
 
-/// Opens the database for writing; a held LOCK becomes a message that says who to blame.
+/// Opens the database for writing. A held LOCK stays `Error::Locked`, which the tool
+/// reports as the database being in use by another process.
 pub fn open_for_write(dir: &Path, create: bool) -> bloomkv::Result<Db> {
+    // A file where the directory should be: say what it is, rather than pass on the open's
+    // "Not a directory".
+    if dir.exists() && !dir.is_dir() {
+        return Err(common::not_a_db_dir(dir));
+    }
     let opts = bloomkv::Options::default().create_if_missing(create);
-    Db::open(dir, opts).map_err(|e| match e {
-        Error::Locked { path } => Error::InvalidArgument(format!(
-            "{} is open in another process (its LOCK {} is held); close it first, or use the \
-             read-only commands",
-            dir.display(),
-            path.display()
-        )),
-        other => other,
-    })
+    Db::open(dir, opts)
 }
 
 /// Applies `batch` durably and closes the database cleanly.

@@ -1502,7 +1502,19 @@ fn db_lists_each_keyspaces_tables() {
     assert_eq!(numbers(&ks[0]["levels"], None), want_default);
     assert_eq!(numbers(&ks[1]["levels"], None), want_a);
     assert_eq!((ks[0]["id"].as_u64(), ks[1]["id"].as_u64()), (Some(0), Some(1)));
-    assert!(ks[0]["options"].is_null());
+    // The default keyspace's options are not in the manifest: the ones its opener (here the
+    // tool, with the library's defaults) gives it.
+    let (policy, _, block_bytes, table_bytes) = KeyspaceOptions::default().parts();
+    let FilterPolicy::BlockedBloom { bits_per_key } = policy else { panic!("{policy:?}") };
+    assert_eq!(
+        ks[0]["options"],
+        serde_json::json!({ "filter": "blocked", "bits_per_key": bits_per_key, "compression": "none",
+            "zstd_level": null, "block_bytes": block_bytes, "target_table_bytes": table_bytes })
+    );
+    assert_eq!(
+        (ks[0]["options_source"].as_str(), ks[1]["options_source"].as_str()),
+        (Some("open"), Some("manifest"))
+    );
     assert_eq!(ks[1]["options"]["filter"], "classic");
     assert_eq!(ks[1]["options"]["bits_per_key"], 6.0);
     assert_eq!(ks[1]["total_entries"], 500);
@@ -1516,8 +1528,11 @@ fn db_lists_each_keyspaces_tables() {
     let (code, text, _) = tool(&["db", p]);
     assert_eq!(code, 0);
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
-    let (default_at, a_at) =
-        (at("keyspace \"default\""), at("keyspace \"a\" (id 1): filter classic"));
+    let (default_at, a_at) = (
+        at("keyspace \"default\" (id 0): filter blocked 10 bits/key, compression none, blocks \
+            4096 bytes, tables 16777216 bytes (from the opener's Options, not the manifest"),
+        at("keyspace \"a\" (id 1): filter classic"),
+    );
     assert!(default_at < a_at);
     for n in &want_default {
         let t = at(&format!("{n:06}.sst"));
@@ -1608,4 +1623,265 @@ fn wal_and_manifest_dumps_show_keyspaces() {
     );
     assert!(text.contains("dropped keyspace 2") && text.contains("next keyspace id 3"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("  + L0") && l.contains(" keyspace 1 ")), "{text}");
+}
+
+/// Every command that opens a database for writing reports a held LOCK as the database
+/// being in use by another process, not as a bad argument.
+#[test]
+fn a_held_lock_is_reported_as_in_use_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    assert_eq!(tool(&["put", "--create", p, "k", "v"]).0, 0);
+    assert_eq!(tool(&["keyspace", "create", p, "ks"]).0, 0);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let lock = dir.path().join("LOCK");
+    for args in [
+        vec!["put", p, "k", "v2"],
+        vec!["put", "--create", p, "k", "v2"],
+        vec!["delete", p, "k"],
+        vec!["delete-range", p, "a", "z"],
+        vec!["keyspace", "create", p, "other"],
+        vec!["keyspace", "drop", p, "ks"],
+    ] {
+        let (code, _, err) = tool(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(!err.contains("invalid argument"), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("the database in {p} is in use by another process")),
+            "{err}"
+        );
+        assert!(err.contains(s(&lock)), "names the LOCK file: {err}");
+        assert!(err.contains("get, scan"), "points to the commands that still work: {err}");
+    }
+    // The read-only commands still work beside it.
+    assert_eq!(tool(&["get", p, "k"]).1.trim(), "\"v\"");
+    assert_eq!(db.get("k").unwrap().unwrap(), "v");
+    db.close().unwrap();
+}
+
+/// A command given a directory where it takes a file, or a file where it takes a database
+/// directory, says what the path is and which command takes it.
+#[test]
+fn a_directory_or_file_in_the_wrong_place_is_named_for_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    let table = db.tables()[0].path.clone();
+    db.close().unwrap();
+
+    for args in [vec!["inspect", p], vec!["inspect", "--json", p]] {
+        let (code, out, err) = tool(&args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert!(!err.contains("Is a directory"), "{err}");
+        assert!(err.contains(&format!("{p} is a database directory")), "{err}");
+        assert!(err.contains(&format!("`bloomkv db {p}`")), "{err}");
+    }
+    let other = tempfile::tempdir().unwrap();
+    let (code, _, err) = tool(&["inspect", s(other.path())]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("is a directory, not a table file") && !err.contains("bloomkv db"),
+        "{err}"
+    );
+
+    let t = s(&table);
+    for cmd in [vec!["db"], vec!["scan"], vec!["get"], vec!["trace"], vec!["put"], vec!["delete"]] {
+        let mut args = cmd.clone();
+        args.push(t);
+        args.extend(match cmd[0] {
+            "get" | "trace" | "delete" => &["k"][..],
+            "put" => &["k", "v"][..],
+            _ => &[][..],
+        });
+        let (code, _, err) = tool(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(&format!("{t} is a table file, not a database directory")), "{err}");
+        assert!(err.contains(&format!("`bloomkv inspect {t}`")), "{err}");
+    }
+}
+
+/// The proleptic Gregorian UTC date-time of `secs`, counted day by day: an oracle for the
+/// tool's arithmetic.
+fn naive_utc(secs: u64) -> String {
+    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let (mut days, mut y) = (secs / 86_400, 1970);
+    while days >= if leap(y) { 366 } else { 365 } {
+        days -= if leap(y) { 366 } else { 365 };
+        y += 1;
+    }
+    let months = [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mut m = 0;
+    while days >= months[m] {
+        days -= months[m];
+        m += 1;
+    }
+    let t = secs % 86_400;
+    format!("{y:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", m + 1, days + 1, t / 3600, t / 60 % 60, t % 60)
+}
+
+#[test]
+fn inspect_shows_the_creation_time_as_a_utc_date_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    let table = db.tables()[0].path.clone();
+    db.close().unwrap();
+    let secs = open_table(&table).properties().creation_time;
+    assert!(secs > 1_600_000_000, "a table built now: {secs}");
+
+    let r = tool_json(&["inspect", "--json", s(&table)]);
+    assert_eq!(r["creation_time"], secs, "the raw seconds stay");
+    assert_eq!(r["created"], naive_utc(secs));
+    let (code, text, _) = tool(&["inspect", s(&table)]);
+    assert_eq!(code, 0);
+    let line = text.lines().find(|l| l.starts_with("created")).unwrap();
+    assert_eq!(
+        line,
+        format!("created          {} ({secs} s since the Unix epoch)", naive_utc(secs))
+    );
+    // The oracle itself, on dates `date -u` gives.
+    assert_eq!(naive_utc(951_868_799), "2000-02-29T23:59:59Z");
+    assert_eq!(naive_utc(1_795_351_982), "2026-11-22T12:53:02Z");
+}
+
+/// A database for the `scan` flags: keys k00..k19 with values of growing length (k07 holds
+/// binary bytes) and a keyspace `ks` holding a key `k05` too.
+fn scan_db(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let db = Db::open(dir, Options::default()).unwrap();
+    let mut model = Vec::new();
+    for i in 0..20u32 {
+        let k = format!("k{i:02}").into_bytes();
+        let mut v: Vec<u8> = (0..i * 10).map(|j| b'a' + (j % 26) as u8).collect();
+        if i == 7 {
+            v = (0..70u8).map(|j| j.wrapping_mul(37)).collect();
+        }
+        db.put(&k, &v).unwrap();
+        model.push((k, v));
+    }
+    db.flush().unwrap();
+    // An overwrite and a delete left in the WAL, so the merged view is what is listed.
+    db.put("k03", "new").unwrap();
+    model[3].1 = b"new".to_vec();
+    db.delete("k04").unwrap();
+    model.remove(4);
+    db.keyspace("ks", KeyspaceOptions::default()).unwrap().put("k05", "other").unwrap();
+    db.close().unwrap();
+    model
+}
+
+/// Escaped text as the tool prints it.
+fn esc(b: &[u8]) -> String {
+    bloomkv::check::escape(b)
+}
+
+#[test]
+fn scan_reverse_keys_only_and_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = scan_db(dir.path());
+    let p = s(dir.path());
+    let keys = |j: &Json| -> Vec<String> {
+        j["entries"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().into()).collect()
+    };
+    let all_keys: Vec<String> = model.iter().map(|(k, _)| esc(k)).collect();
+    let rev_keys: Vec<String> = all_keys.iter().rev().cloned().collect();
+
+    // --reverse: the same entries, last first; --limit keeps the last N.
+    assert_eq!(keys(&tool_json(&["scan", "--json", "--reverse", p])), rev_keys);
+    let r = tool_json(&["scan", "--json", "--reverse", "--limit", "3", p]);
+    assert_eq!(keys(&r), rev_keys[..3]);
+    assert_eq!(r["truncated"], true);
+    let r = tool_json(&["scan", "--json", "--reverse", "--from", "k05", "--to", "k09", p]);
+    assert_eq!(keys(&r), ["k08", "k07", "k06", "k05"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--prefix", "k1", "--limit", "2", p]);
+    assert_eq!(keys(&r), ["k19", "k18"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--keyspace", "ks", p]);
+    assert_eq!(keys(&r), ["k05"]);
+    let r = tool_json(&["scan", "--json", "--reverse", "--from", "k09", "--to", "k05", p]);
+    assert_eq!((r["count"].as_u64(), keys(&r).len()), (Some(0), 0));
+    let (code, text, _) =
+        tool(&["scan", "--reverse", "--prefix", "k0", "--max-value-bytes", "0", p]);
+    assert_eq!(code, 0);
+    let want: Vec<String> = model
+        .iter()
+        .rev()
+        .filter(|(k, _)| k.starts_with(b"k0"))
+        .map(|(k, v)| format!("\"{}\" => \"{}\"", esc(k), esc(v)))
+        .collect();
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+
+    // --keys-only: one quoted key a line (bare hex with --hex); JSON entries have no value.
+    let (code, text, _) = tool(&["scan", "--keys-only", "--prefix", "k1", p]);
+    assert_eq!(code, 0);
+    let want: Vec<String> = (10..20).map(|i| format!("\"k{i}\"")).collect();
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+    let (_, text, _) = tool(&["scan", "--keys-only", "--hex", "--reverse", "--limit", "1", p]);
+    assert_eq!(text, format!("{}\n", hex(b"k19")));
+    let r = tool_json(&["scan", "--json", "--keys-only", p]);
+    assert_eq!(keys(&r), all_keys);
+    for e in r["entries"].as_array().unwrap() {
+        assert_eq!(e.as_object().unwrap().len(), 1, "only the key: {e}");
+    }
+
+    // --count: the number alone; with --limit at most that, and JSON says it was cut.
+    let (code, text, _) = tool(&["scan", "--count", p]);
+    assert_eq!((code, text), (0, format!("{}\n", model.len())));
+    let (_, text, _) = tool(&["scan", "--count", "--prefix", "k1", "--reverse", p]);
+    assert_eq!(text, "10\n");
+    let r = tool_json(&["scan", "--json", "--count", "--limit", "4", p]);
+    assert_eq!(r, serde_json::json!({ "count": 4, "truncated": true }));
+    let r = tool_json(&["scan", "--json", "--count", "--keyspace", "ks", p]);
+    assert_eq!(r, serde_json::json!({ "count": 1, "truncated": false }));
+    let (code, _, err) = tool(&["scan", "--count", "--keys-only", p]);
+    assert_eq!(code, 2, "conflicting flags: {err}");
+}
+
+#[test]
+fn scan_cuts_long_values_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = scan_db(dir.path());
+    let p = s(dir.path());
+    let value = |k: &[u8]| model.iter().find(|(m, _)| m == k).unwrap().1.clone();
+    let line = |text: &str, k: &str| -> String {
+        text.lines().find(|l| l.starts_with(&format!("\"{k}\""))).unwrap().to_string()
+    };
+
+    // Text: 64 bytes by default, then … and the whole length outside the quotes.
+    let (code, text, _) = tool(&["scan", p]);
+    assert_eq!(code, 0);
+    assert_eq!(line(&text, "k06"), format!("\"k06\" => \"{}\"", esc(&value(b"k06"))));
+    let v19 = value(b"k19");
+    assert_eq!(v19.len(), 190);
+    assert_eq!(line(&text, "k19"), format!("\"k19\" => \"{}\"… (190 bytes)", esc(&v19[..64])));
+    // Binary bytes are cut, then escaped: no escape is split.
+    let v7 = value(b"k07");
+    assert_eq!(line(&text, "k07"), format!("\"k07\" => \"{}\"… (70 bytes)", esc(&v7[..64])));
+    // An explicit limit; hex; 0 for whole values.
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "5", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"… (190 bytes)\n", esc(&v19[..5])));
+    let (_, text, _) =
+        tool(&["scan", "--hex", "--max-value-bytes", "2", "--prefix", &hex(b"k19"), p]);
+    assert_eq!(text, format!("{} => {}… (190 bytes)\n", hex(b"k19"), hex(&v19[..2])));
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "0", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"\n", esc(&v19)));
+    let (_, text, _) = tool(&["scan", "--max-value-bytes", "190", "--prefix", "k19", p]);
+    assert_eq!(text, format!("\"k19\" => \"{}\"\n", esc(&v19)), "exactly the limit is whole");
+
+    // JSON: whole values unless a limit is given; each entry says its length and whether
+    // it was cut.
+    let r = tool_json(&["scan", "--json", p]);
+    for (e, (k, v)) in r["entries"].as_array().unwrap().iter().zip(&model) {
+        assert_eq!(e["key"], esc(k));
+        assert_eq!(e["value"], esc(v));
+        assert_eq!(e["value_bytes"], v.len());
+        assert_eq!(e["value_truncated"], false);
+    }
+    let r = tool_json(&["scan", "--json", "--max-value-bytes", "64", p]);
+    for (e, (_, v)) in r["entries"].as_array().unwrap().iter().zip(&model) {
+        assert_eq!(e["value"], esc(&v[..v.len().min(64)]));
+        assert_eq!(e["value_bytes"], v.len());
+        assert_eq!(e["value_truncated"], v.len() > 64);
+    }
 }

@@ -54,9 +54,12 @@ struct KeyspaceReport {
     /// The id WAL records and the manifest name the keyspace by (null if the manifest
     /// changed between the open and its reading).
     id: Option<u32>,
-    /// The options the manifest records; null for the default keyspace, which takes its
-    /// options from whoever opens the database.
+    /// The options the manifest records; for the default keyspace, which takes its options
+    /// from whoever opens the database, those of the `Options` the tool opens it with.
+    /// (Null only for options this tool cannot read.)
     options: Option<manifest::OptionsReport>,
+    /// Where `options` come from: "manifest", or "open" for the default keyspace.
+    options_source: &'static str,
     #[serde(flatten)]
     tables: TableTotals,
     #[serde(flatten)]
@@ -227,7 +230,15 @@ fn keyspace_report(
     Ok(KeyspaceReport {
         name: ks.name().to_string(),
         id: def.map(|d| d.id),
-        options: def.filter(|d| d.id != DEFAULT_KEYSPACE).and_then(manifest::options_report),
+        options: match def.filter(|d| d.id != DEFAULT_KEYSPACE) {
+            Some(d) => manifest::options_report(d),
+            None => manifest::options_report_of(&common::default_keyspace_options()),
+        },
+        options_source: if def.is_some_and(|d| d.id != DEFAULT_KEYSPACE) {
+            "manifest"
+        } else {
+            "open"
+        },
         tables: TableTotals::of(&tables, fmt),
         filters: FilterFigures {
             filter_bits_per_key: if run_keys == 0 {
@@ -302,8 +313,13 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
     )?;
     for k in &r.keyspaces {
         let id = k.id.map_or(String::new(), |id| format!(" (id {id})"));
+        let source = if k.options_source == "open" {
+            " (from the opener's Options, not the manifest: the library's defaults)"
+        } else {
+            ""
+        };
         match &k.options {
-            Some(o) => writeln!(out, "keyspace {:?}{id}: {o}", k.name)?,
+            Some(o) => writeln!(out, "keyspace {:?}{id}: {o}{source}", k.name)?,
             None => writeln!(out, "keyspace {:?}{id}", k.name)?,
         }
         for l in k.tables.levels.iter() {

@@ -77,8 +77,13 @@ impl std::fmt::Display for OptionsReport {
 
 /// `def`'s options field by field. (`None` only for a policy this tool does not know.)
 pub fn options_report(def: &KeyspaceDef) -> Option<OptionsReport> {
+    options_report_of(&def.opts)
+}
+
+/// `opts` field by field. (`None` only for a policy this tool does not know.)
+pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsReport> {
     use bloomkv::{Compression, FilterPolicy};
-    let (policy, compression, block_bytes, target_table_bytes) = def.opts.parts();
+    let (policy, compression, block_bytes, target_table_bytes) = opts.parts();
     let (filter, bits_per_key) = match policy {
         FilterPolicy::None => ("none", None),
         FilterPolicy::BlockedBloom { bits_per_key } => ("blocked", Some(bits_per_key)),

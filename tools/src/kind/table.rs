@@ -28,7 +28,10 @@ pub struct Report {
     file: String,
     file_size: u64,
     format_version: u32,
+    /// Seconds since the Unix epoch, as the properties hold it.
     creation_time: u64,
+    /// The same as an RFC 3339 UTC date-time.
+    created: String,
     entries: u64,
     tombstones: u64,
     puts: u64,
@@ -116,6 +119,7 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         file_size: table.file_size(),
         format_version: footer.version,
         creation_time: p.creation_time,
+        created: common::utc_date_time(p.creation_time),
         entries: p.num_entries,
         tombstones: p.num_tombstones,
         puts: p.num_entries.saturating_sub(p.num_tombstones),
@@ -179,7 +183,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
     let f = &r.filter;
     writeln!(out, "table            {}", r.file)?;
     writeln!(out, "file size        {} bytes, format version {}", r.file_size, r.format_version)?;
-    writeln!(out, "created          {} (seconds since the Unix epoch)", r.creation_time)?;
+    writeln!(out, "created          {} ({} s since the Unix epoch)", r.created, r.creation_time)?;
     writeln!(out, "entries          {} ({} puts, {} tombstones)", r.entries, r.puts, r.tombstones)?;
     writeln!(
         out,
