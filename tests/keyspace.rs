@@ -459,3 +459,31 @@ fn a_handle_of_another_database_is_refused_everywhere() {
     assert_eq!(get(orders.get("o1")), Some(b"a's order".to_vec()));
     assert_eq!(get(orders.get("o9")), None);
 }
+
+#[test]
+fn a_keyspace_handle_keeps_its_database_open_until_the_last_handle_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = {
+        let db = Db::open(dir.path(), opts()).unwrap();
+        db.keyspace("users", KeyspaceOptions::default()).unwrap()
+    };
+    // The `Db` is gone; the handle works and the LOCK is still held.
+    users.put("u1", "ada").unwrap();
+    assert_eq!(get(users.get("u1")), Some(b"ada".to_vec()));
+    assert!(matches!(Db::open(dir.path(), opts()), Err(Error::Locked { .. })));
+    let clone = users.clone();
+    drop(users);
+    clone.put("u2", "grace").unwrap();
+    drop(clone);
+    // The last handle closed it: the directory opens again, with both writes.
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let users = db.existing_keyspace("users").unwrap();
+    assert_eq!(get(users.get("u2")), Some(b"grace".to_vec()));
+
+    // `close` closes the database under every handle at once.
+    db.close().unwrap();
+    assert!(matches!(users.put("u3", "x"), Err(Error::Closed)));
+    assert!(matches!(users.get("u1"), Err(Error::Closed)));
+    let again = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(get(again.existing_keyspace("users").unwrap().get("u1")), Some(b"ada".to_vec()));
+}

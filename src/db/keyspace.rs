@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::write::SingleWrite;
 use super::{
-    flush, ingest, lock_mutex as lock, read, write, Cursor, DbInner, DbIterator, KeyRange,
+    flush, ingest, lock_mutex as lock, read, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
     Snapshot, Tree,
 };
 use crate::key::prefix_successor;
@@ -37,6 +37,32 @@ use crate::{Error, Result, Value};
 ///
 /// After [`crate::Db::drop_keyspace`], every operation on the handle fails with
 /// [`Error::KeyspaceDropped`] (snapshots taken before the drop still read it).
+///
+/// A handle keeps its database open, as fjall's do: the database closes when the `Db` and
+/// every `Keyspace` taken from it are dropped, so a handle can be stored and used after the
+/// `Db` that made it is gone. [`crate::Db::close`] still closes the database at once, and
+/// every handle's operations then fail with [`Error::Closed`].
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// struct App {
+///     users: bloomkv::Keyspace,
+/// }
+/// fn setup(dir: &std::path::Path) -> bloomkv::Result<App> {
+///     let db = bloomkv::Db::open(dir, bloomkv::Options::default())?;
+///     Ok(App { users: db.keyspace("users", bloomkv::KeyspaceOptions::default())? })
+/// }
+/// let dir = tempfile::tempdir().unwrap();
+/// let app = setup(dir.path())?;
+/// app.users.put("u1", "ada")?; // the database is still open
+/// assert_eq!(app.users.get("u1")?.as_deref(), Some(&b"ada"[..]));
+/// drop(app); // the last handle: the database closes
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// # Ok(()) }
+/// ```
+///
+/// A handle from one database given to another — in a [`crate::WriteBatch`] or to
+/// [`Snapshot::keyspace`] — is refused with [`Error::ForeignKeyspace`].
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -58,6 +84,8 @@ pub struct Keyspace {
     pub(super) inner: Arc<DbInner>,
     pub(super) id: KeyspaceId,
     name: Arc<str>,
+    /// Keeps the database open while the handle lives.
+    _open: Arc<OpenDb>,
 }
 
 impl std::fmt::Debug for Keyspace {
@@ -67,8 +95,13 @@ impl std::fmt::Debug for Keyspace {
 }
 
 impl Keyspace {
-    pub(crate) fn new(inner: Arc<DbInner>, id: KeyspaceId, name: Arc<str>) -> Self {
-        Keyspace { inner, id, name }
+    pub(crate) fn new(
+        open: Arc<OpenDb>,
+        inner: Arc<DbInner>,
+        id: KeyspaceId,
+        name: Arc<str>,
+    ) -> Self {
+        Keyspace { inner, id, name, _open: open }
     }
 
     pub(crate) fn id(&self) -> KeyspaceId {
@@ -194,10 +227,10 @@ impl DbInner {
     /// The handle on keyspace `name`, creating it with `opts` if it does not exist, and
     /// recording `opts` if they differ from what the manifest holds.
     pub(crate) fn open_keyspace(
-        self: &Arc<Self>,
+        &self,
         name: &str,
         opts: KeyspaceOptions,
-    ) -> Result<Keyspace> {
+    ) -> Result<(KeyspaceId, Arc<str>)> {
         self.check_open()?;
         opts.validate()?;
         keyspace_name(name.as_bytes()).map_err(Error::InvalidArgument)?;
@@ -213,11 +246,11 @@ impl DbInner {
                         .into(),
                 ));
             }
-            return Ok(Keyspace::new(self.clone(), DEFAULT_KEYSPACE, tree.name.clone()));
+            return Ok((DEFAULT_KEYSPACE, tree.name.clone()));
         }
         if let Some(tree) = found(self) {
             if tree.opts == opts || self.read_only {
-                return Ok(Keyspace::new(self.clone(), tree.id, tree.name.clone()));
+                return Ok((tree.id, tree.name.clone()));
             }
         }
         if self.read_only {
@@ -241,7 +274,7 @@ impl DbInner {
             };
             self.install(&mut edit, &[], None)?;
             let name = found(self).map_or_else(|| name.into(), |t| t.name.clone());
-            Ok(Keyspace::new(self.clone(), id, name))
+            Ok((id, name))
         })
     }
 

@@ -434,8 +434,23 @@ impl DbInner {
 /// ```
 pub struct Db {
     inner: Arc<DbInner>,
+    open: Arc<OpenDb>,
+}
+
+/// What keeps a database open: held by its [`Db`] and by every [`Keyspace`] handle taken
+/// from it, so the database closes when the last of them is dropped (or at once by
+/// [`Db::close`]). Snapshots, iterators and cursors do not hold it: a view that silently
+/// kept the LOCK would make the next open fail, and they are meant to be short-lived.
+pub(crate) struct OpenDb {
+    inner: Arc<DbInner>,
     /// The flush thread and the compaction thread (none for a read-only handle).
     bg_threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for OpenDb {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
 }
 
 impl std::fmt::Debug for Db {
@@ -453,15 +468,14 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let inner = recovery::open(path.as_ref(), opts)?;
-        let inner = Arc::new(inner);
-        let db = Db { inner, bg_threads: Mutex::new(Vec::new()) };
+        let db = Db::around(Arc::new(inner));
         for job in [BgJob::Flush, BgJob::Compact] {
             let bg_inner = db.inner.clone();
             let handle = std::thread::Builder::new()
                 .name(job.thread_name().into())
                 .spawn(move || background_loop(&bg_inner, job))
                 .map_err(|e| Error::io("starting a background thread", e))?;
-            lock(&db.bg_threads).push(handle);
+            lock(&db.open.bg_threads).push(handle);
         }
         db.inner.wake_background();
         Ok(db)
@@ -475,7 +489,16 @@ impl Db {
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let inner = Arc::new(recovery::open_read_only(path.as_ref(), opts)?);
-        Ok(Db { inner, bg_threads: Mutex::new(Vec::new()) })
+        Ok(Db::around(inner))
+    }
+
+    fn around(inner: Arc<DbInner>) -> Db {
+        let open = Arc::new(OpenDb { inner: inner.clone(), bg_threads: Mutex::new(Vec::new()) });
+        Db { inner, open }
+    }
+
+    fn keyspace_handle(&self, id: KeyspaceId, name: Arc<str>) -> Keyspace {
+        Keyspace::new(self.open.clone(), self.inner.clone(), id, name)
     }
 
     /// The directory the database lives in.
@@ -786,7 +809,8 @@ impl Db {
     ///
     /// Fails with [`Error::ReadOnly`] on a read-only handle if the keyspace does not exist.
     pub fn keyspace(&self, name: &str, opts: crate::KeyspaceOptions) -> Result<Keyspace> {
-        self.inner.open_keyspace(name, opts)
+        let (id, name) = self.inner.open_keyspace(name, opts)?;
+        Ok(self.keyspace_handle(id, name))
     }
 
     /// The keyspace `name` if it exists (`"default"` always does), with the options it has:
@@ -805,7 +829,7 @@ impl Db {
     pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace> {
         let state = self.inner.load_state();
         let tree = state.trees.iter().find(|t| &*t.name == name)?;
-        Some(Keyspace::new(self.inner.clone(), tree.id, tree.name.clone()))
+        Some(self.keyspace_handle(tree.id, tree.name.clone()))
     }
 
     /// The names of the keyspaces, the default one first, then in creation order.
@@ -965,8 +989,8 @@ impl Db {
     /// [`DbIterator`] taken from it, returns [`Error::Closed`] (outstanding views do not keep
     /// the database open: RocksDB and LevelDB make releasing them the caller's duty, and a
     /// view that silently held the LOCK would make the next open fail). Returns the error
-    /// that stopped background work, if one did. Closing twice is a no-op. Dropping the last
-    /// handle closes it too, ignoring errors.
+    /// that stopped background work, if one did. Closing twice is a no-op. Dropping the `Db`
+    /// and every [`Keyspace`] handle taken from it closes it too, ignoring errors.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -982,9 +1006,11 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn close(&self) -> Result<()> {
-        self.shutdown()
+        self.open.shutdown()
     }
+}
 
+impl OpenDb {
     fn shutdown(&self) -> Result<()> {
         let inner = &self.inner;
         if inner.closed.swap(true, Ordering::AcqRel) {
@@ -1019,12 +1045,6 @@ impl Db {
         lock(&inner.file_lock).take();
         synced?;
         inner.check_bg_error()
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = self.shutdown();
     }
 }
 
