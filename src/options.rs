@@ -152,7 +152,7 @@ impl Options {
         /// `pread` (default false). A data block the page cache holds is then checked and
         /// searched where it lies, with no system call, copy or block-cache probe (blocks of
         /// uncompressed tables skip the block cache): at 50M keys, present-key lookups ran
-        /// 1.5–1.6× faster and absent-key ones 1.2–1.3× (README, "At 50 million keys"). On
+        /// 1.5–1.6× faster and absent-key ones 1.2–1.3× (docs/results/, large profile). On
         /// Linux, mapping a table also enters the pages of its file that the page cache holds
         /// into the mapping (nothing is read from the device for it), so lookups take no page
         /// fault on first touching them; opening a database of 5.5 GB of tables held in
