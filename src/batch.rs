@@ -22,13 +22,13 @@
 //! Empty keys and empty values are allowed, as in LevelDB: nothing in the engine gives the
 //! empty key a special meaning.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::key::{SeqNo, ValueKind};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
-use crate::{Error, Keyspace, Result};
+use crate::db::half_open;
+use crate::{Error, KeyRange, Keyspace, Result};
 
 /// The kind byte of a range deletion (after `ValueKind`'s 0 and 1).
 const OP_DELETE_RANGE: u8 = 2;
@@ -90,6 +90,15 @@ pub const MAX_VALUE_BYTES: usize = 16 << 20;
 // Everything a write accepts must fit in a table entry, or a flush would fail on it.
 const _: () = assert!(MAX_KEY_BYTES + 8 <= crate::table::MAX_ENTRY_PART_BYTES);
 const _: () = assert!(MAX_VALUE_BYTES <= crate::table::MAX_ENTRY_PART_BYTES);
+
+/// Checks a range delete's bound, which may be one byte longer than a key (see
+/// `db::key_range::MAX_RANGE_BOUND_BYTES`).
+pub(crate) fn check_range_bound(bound: &[u8]) -> Result<()> {
+    if bound.len() > crate::db::MAX_RANGE_BOUND_BYTES {
+        return Err(Error::KeyTooLarge { len: bound.len() });
+    }
+    Ok(())
+}
 
 /// Checks one operation against [`MAX_KEY_BYTES`] and [`MAX_VALUE_BYTES`].
 pub(crate) fn check_entry_size(key: &[u8], value: &[u8]) -> Result<()> {
@@ -228,9 +237,20 @@ impl WriteBatch {
     /// # Panics
     ///
     /// If the batch already holds `u32::MAX` operations.
-    pub fn delete_range_in<K: AsRef<[u8]>>(&mut self, keyspace: &Keyspace, range: Range<K>) {
+    pub fn delete_range_in(&mut self, keyspace: &Keyspace, range: impl KeyRange) {
         self.note_handle(keyspace);
-        self.delete_range_to(keyspace.id(), range.start.as_ref(), range.end.as_ref());
+        let (start, end) = half_open(range);
+        self.delete_range_to(keyspace.id(), &start, &end);
+    }
+
+    /// Adds a deletion of every key that starts with `prefix` in `keyspace`, as
+    /// [`WriteBatch::delete_prefix`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_prefix_in(&mut self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) {
+        self.delete_range_in(keyspace, crate::db::prefix_bounds(prefix.as_ref()));
     }
 
     fn note_handle(&mut self, keyspace: &Keyspace) {
@@ -293,12 +313,11 @@ impl WriteBatch {
         self.delete_to(DEFAULT_KEYSPACE, key.as_ref());
     }
 
-    /// Adds a deletion of every key in `range` (`start..end`: `start` included, `end`
-    /// excluded), as RocksDB's `DeleteRange`. Keys written after it in the batch, or later,
-    /// are not affected. An empty range (`start >= end`) adds nothing. Either bound longer
-    /// than [`MAX_KEY_BYTES`] is refused when the batch is written, as for
-    /// [`WriteBatch::put`]. To delete up to and including a key `k`, end the range at `k`
-    /// followed by a zero byte, the next key after `k`.
+    /// Adds a deletion of every key in `range` — any range expression (`a..b`, `a..=b`,
+    /// `a..`, `..b`, `..`, see [`KeyRange`]) — as RocksDB's `DeleteRange`. Keys written
+    /// after it in the batch, or later, are not affected. An empty range adds nothing. A
+    /// bound more than one byte longer than [`MAX_KEY_BYTES`] is refused when the batch is
+    /// written, as for [`WriteBatch::put`].
     ///
     /// A range delete costs one write whatever it covers; readers pay for it only when they
     /// find a value (see `DESIGN.md`, "Range deletes"), and compaction reclaims the space of
@@ -309,14 +328,33 @@ impl WriteBatch {
     /// batch.delete_range("user:100".."user:200");
     /// batch.put("user:150", "kept: written after the range delete");
     /// batch.delete_range("b".."a"); // empty: adds nothing
-    /// assert_eq!(batch.len(), 2);
+    /// batch.delete_range("log:"..); // every key from "log:" on
+    /// batch.delete_range(..="a"); // every key up to and including "a"
+    /// assert_eq!(batch.len(), 4);
     /// ```
     ///
     /// # Panics
     ///
     /// If the batch already holds `u32::MAX` operations.
-    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: Range<K>) {
-        self.delete_range_to(DEFAULT_KEYSPACE, range.start.as_ref(), range.end.as_ref());
+    pub fn delete_range(&mut self, range: impl KeyRange) {
+        let (start, end) = half_open(range);
+        self.delete_range_to(DEFAULT_KEYSPACE, &start, &end);
+    }
+
+    /// Adds a deletion of every key that starts with `prefix` (all keys, for an empty one):
+    /// one range delete.
+    ///
+    /// ```
+    /// let mut batch = bloomkv::WriteBatch::new();
+    /// batch.delete_prefix("session:42/");
+    /// assert_eq!(batch.len(), 1);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) {
+        self.delete_range(crate::db::prefix_bounds(prefix.as_ref()));
     }
 
     /// Number of operations.
@@ -391,7 +429,7 @@ impl WriteBatch {
                 BatchOp::Put { key, value } => check_entry_size(key, value),
                 BatchOp::Delete { key } => check_entry_size(key, &[]),
                 BatchOp::DeleteRange { start, end } => {
-                    check_entry_size(start, &[]).and_then(|()| check_entry_size(end, &[]))
+                    check_range_bound(start).and_then(|()| check_range_bound(end))
                 }
             }
             .map_err(BadOp::Size)?;

@@ -54,7 +54,7 @@ fn keyspaces_hold_separate_keys_through_memtables_tables_and_compaction() {
         assert_eq!(keys(b.range(..)).len(), 1500 - 50, "{stage}");
         assert_eq!(keys(b.prefix("key0010")).len(), 0, "{stage}");
         assert_eq!(keys(a.prefix("key0010").rev()).first(), Some(&b"key00109".to_vec()));
-        let got = b.multi_get(&["key00002", "key00003", "key00150"]).unwrap();
+        let got = b.multi_get(["key00002", "key00003", "key00150"]).unwrap();
         let got: Vec<_> = got.into_iter().map(|v| v.map(|v| v.to_vec())).collect();
         assert_eq!(got, [Some(b"b2".to_vec()), None, None], "{stage}");
         let mut c = a.cursor(..);
@@ -486,4 +486,24 @@ fn a_keyspace_handle_keeps_its_database_open_until_the_last_handle_goes() {
     assert!(matches!(users.get("u1"), Err(Error::Closed)));
     let again = Db::open(dir.path(), opts()).unwrap();
     assert_eq!(get(again.existing_keyspace("users").unwrap().get("u1")), Some(b"ada".to_vec()));
+}
+
+#[test]
+fn prefix_and_open_range_deletes_stay_in_their_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
+    for k in ["s/1", "s/2", "t/1"] {
+        db.put(k, "default").unwrap();
+        a.put(k, "a").unwrap();
+    }
+    let mut batch = WriteBatch::new();
+    batch.delete_prefix_in(&a, "s/");
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    assert_eq!(keys(a.range(..)), [b"t/1".to_vec()]);
+    assert_eq!(keys(db.range(..)).len(), 3);
+    a.delete_range("t"..).unwrap();
+    assert!(keys(a.range(..)).is_empty());
+    db.delete_prefix("t/").unwrap();
+    assert_eq!(keys(db.range(..)), [b"s/1".to_vec(), b"s/2".to_vec()]);
 }

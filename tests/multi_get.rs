@@ -73,7 +73,7 @@ fn answers_equal_a_loop_of_get_for_every_filter_policy() {
         assert_eq!(after.gets - before.gets, keys.len() as u64, "each key counts as a lookup");
         // A lone key and no key at all.
         assert_eq!(plain(db.multi_get(&[key(0)]).unwrap()), [want[0].clone()]);
-        assert!(db.multi_get::<Vec<u8>>(&[]).unwrap().is_empty());
+        assert!(db.multi_get::<&[u8]>([]).unwrap().is_empty());
     }
 }
 
@@ -167,8 +167,8 @@ fn multi_get_after_close_fails() {
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let snap = db.snapshot();
     db.close().unwrap();
-    assert!(matches!(db.multi_get(&["a"]), Err(bloomkv::Error::Closed)));
-    assert!(matches!(snap.multi_get(&["a"]), Err(bloomkv::Error::Closed)));
+    assert!(matches!(db.multi_get(["a"]), Err(bloomkv::Error::Closed)));
+    assert!(matches!(snap.multi_get(["a"]), Err(bloomkv::Error::Closed)));
 }
 
 mod cold {

@@ -209,7 +209,8 @@ fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
     assert_eq!(db.snapshot().sequence(), seq);
     assert_eq!(db.get("m").unwrap().as_deref(), Some(&b"v"[..]));
 
-    let huge = vec![b'z'; bloomkv::MAX_KEY_BYTES + 1];
+    // A bound may be one byte longer than a key (the bound just past the longest key).
+    let huge = vec![b'z'; bloomkv::MAX_KEY_BYTES + 2];
     let e = db.delete_range(b"a".to_vec()..huge.clone()).unwrap_err();
     assert!(matches!(e, bloomkv::Error::KeyTooLarge { .. }), "{e}");
     let mut batch = WriteBatch::new();
@@ -265,4 +266,75 @@ fn a_checkpoint_carries_the_range_deletes_its_snapshot_sees() {
     check_reads(&copy, &live, 200, "checkpoint");
     copy.compact().unwrap();
     check_reads(&copy, &live, 200, "checkpoint, compacted");
+}
+
+/// Every kind of bound, an open end and prefixes, against a model, through the memtable,
+/// a flush, a compaction and a reopen; the keys include the longest allowed and ones made of
+/// 0xff bytes, which an open end must still cover.
+#[test]
+fn open_and_inclusive_bounds_and_prefixes_delete_exactly_their_keys() {
+    use std::collections::BTreeSet;
+    use std::ops::Bound;
+    let longest = vec![0xffu8; bloomkv::MAX_KEY_BYTES];
+    let mut all: BTreeSet<Vec<u8>> = (0..300).map(key).collect();
+    all.extend([
+        b"\xff".to_vec(),
+        b"\xff\xff\x00".to_vec(),
+        longest.clone(),
+        b"p/\xff\xff".to_vec(),
+    ]);
+    all.extend([b"p/".to_vec(), b"p/a".to_vec(), b"p0".to_vec(), b"".to_vec(), b"\x00".to_vec()]);
+    type Step = (&'static str, Box<dyn Fn(&Db) -> bloomkv::Result<()>>, Box<dyn Fn(&[u8]) -> bool>);
+    let steps: Vec<Step> = vec![
+        ("..=k0010", Box::new(|db| db.delete_range(..=key(10))), Box::new(|k| k <= &key(10)[..])),
+        (
+            "(k0020, k0030]",
+            Box::new(|db| db.delete_range((Bound::Excluded(key(20)), Bound::Included(key(30))))),
+            Box::new(|k| k > &key(20)[..] && k <= &key(30)[..]),
+        ),
+        ("prefix k01", Box::new(|db| db.delete_prefix("k01")), Box::new(|k| k.starts_with(b"k01"))),
+        ("prefix p/", Box::new(|db| db.delete_prefix("p/")), Box::new(|k| k.starts_with(b"p/"))),
+        ("k0250..", Box::new(|db| db.delete_range(key(250)..)), Box::new(|k| k >= &key(250)[..])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Db::open(dir.path(), options()).unwrap();
+    for k in &all {
+        db.put(k, b"v").unwrap();
+    }
+    let mut live = all.clone();
+    let check = |db: &Db, live: &BTreeSet<Vec<u8>>, what: &str| {
+        let got: BTreeSet<Vec<u8>> = keys_of(db.range(..)).into_iter().collect();
+        assert!(got == *live, "{what}: scan differs");
+        for k in &all {
+            assert_eq!(db.get(k).unwrap().is_some(), live.contains(k), "{what}: get {k:?}");
+        }
+    };
+    for (i, (what, delete, covers)) in steps.iter().enumerate() {
+        delete(&db).unwrap();
+        live.retain(|k| !covers(k));
+        check(&db, &live, what);
+        match i % 3 {
+            0 => db.flush().unwrap(),
+            1 => db.compact().unwrap(),
+            _ => {
+                drop(db);
+                db = Db::open(dir.path(), options()).unwrap();
+            }
+        }
+        check(&db, &live, &format!("{what}, then flushed/compacted/reopened"));
+    }
+    // The open end covered the longest key and the 0xff ones; keys below the ranges stand.
+    assert!(
+        live.contains(&key(15)) && !live.contains(&longest) && !live.contains(b"\xff".as_slice())
+    );
+    // An empty prefix deletes everything; new writes stand.
+    let mut batch = WriteBatch::new();
+    batch.delete_prefix("");
+    batch.put("after", "v");
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    db.compact().unwrap();
+    assert_eq!(keys_of(db.range(..)), [b"after".to_vec()]);
+    // A bound longer than a key can be is refused.
+    let too_long = vec![b'a'; bloomkv::MAX_KEY_BYTES + 2];
+    assert!(matches!(db.delete_range(..too_long), Err(bloomkv::Error::KeyTooLarge { .. })));
 }

@@ -6,12 +6,14 @@
 
 use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
+use crate::MAX_KEY_BYTES;
+
 mod sealed {
     pub trait Sealed {}
 }
 
-/// A range of keys for [`crate::Db::range`] and [`crate::Snapshot::range`]: any of Rust's
-/// range expressions (`..`, `a..b`, `a..=b`, `a..`, `..b`, `..=b`) or a `(Bound, Bound)`
+/// A range of keys for [`crate::Db::range`], [`crate::Snapshot::range`] and
+/// [`crate::Db::delete_range`]: any of Rust's range expressions (`..`, `a..b`, `a..=b`, `a..`, `..b`, `..=b`) or a `(Bound, Bound)`
 /// pair, over anything that is bytes (`&[u8]`, `&[u8; N]`, `Vec<u8>`, `&str`, `String`).
 ///
 /// ```
@@ -71,4 +73,55 @@ key_range! {
     RangeTo<K> => |r| (Bound::Unbounded, Bound::Excluded(r.end));
     RangeToInclusive<K> => |r| (Bound::Unbounded, Bound::Included(r.end));
     (Bound<K>, Bound<K>) => |r| (r.0, r.1);
+}
+
+/// The longest bound a range delete may store: one byte over [`MAX_KEY_BYTES`], so that the
+/// bound just past the longest key (`k` followed by a zero byte) and [`end_of_keys`] fit.
+pub(crate) const MAX_RANGE_BOUND_BYTES: usize = MAX_KEY_BYTES + 1;
+
+/// A key above every key a write accepts (no key may be longer than [`MAX_KEY_BYTES`]): what
+/// a range delete with an open end stores as its end. Tombstones keep half-open `[start,
+/// end)` bounds in every format, and this keeps them so rather than adding an "unbounded"
+/// case to each; the price is a 64 KiB bound held by the tombstone until compaction drops it.
+pub(crate) fn end_of_keys() -> Vec<u8> {
+    vec![0xff; MAX_RANGE_BOUND_BYTES]
+}
+
+/// The half-open `[start, end)` holding exactly the keys of `range`: what a range delete
+/// writes. Empty when `start >= end`.
+pub(crate) fn half_open(range: impl KeyRange) -> (Vec<u8>, Vec<u8>) {
+    let just_after = |mut k: Vec<u8>| {
+        k.push(0);
+        k
+    };
+    let (lo, hi) = range.into_bounds();
+    let start = match lo {
+        Bound::Included(k) => k,
+        Bound::Excluded(k) => just_after(k),
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match hi {
+        Bound::Excluded(k) => k,
+        Bound::Included(k) => just_after(k),
+        Bound::Unbounded => end_of_keys(),
+    };
+    (start, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_open_bounds_hold_exactly_the_range() {
+        assert_eq!(half_open("a".."c"), (b"a".to_vec(), b"c".to_vec()));
+        assert_eq!(half_open("a"..="c"), (b"a".to_vec(), b"c\0".to_vec()));
+        assert_eq!(half_open(..="c"), (Vec::new(), b"c\0".to_vec()));
+        assert_eq!(half_open("b"..), (b"b".to_vec(), end_of_keys()));
+        assert_eq!(half_open(..), (Vec::new(), end_of_keys()));
+        let excluded = (Bound::Excluded("a"), Bound::Excluded("c"));
+        assert_eq!(half_open(excluded), (b"a\0".to_vec(), b"c".to_vec()));
+        // Above the longest key there is.
+        assert!(end_of_keys() > vec![0xff; MAX_KEY_BYTES]);
+    }
 }

@@ -143,10 +143,17 @@ impl Keyspace {
         write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
-    /// Deletes every key in `start..end` from this keyspace, as [`crate::Db::delete_range`].
-    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
-        let op = SingleWrite::DeleteRange(range.start.as_ref(), range.end.as_ref());
+    /// Deletes every key in `range` from this keyspace, as [`crate::Db::delete_range`].
+    pub fn delete_range(&self, range: impl KeyRange) -> Result<()> {
+        let (start, end) = super::half_open(range);
+        let op = SingleWrite::DeleteRange(&start, &end);
         write::write_one(&self.inner, self.id, op, || self.check_live())
+    }
+
+    /// Deletes every key that starts with `prefix` from this keyspace, as
+    /// [`crate::Db::delete_prefix`].
+    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range(prefix_bounds(prefix.as_ref()))
     }
 
     /// The newest value of `key` in this keyspace, as [`crate::Db::get`].
@@ -160,12 +167,16 @@ impl Keyspace {
     }
 
     /// The newest value of each of `keys` in this keyspace, as [`crate::Db::multi_get`].
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
+        let keys: Vec<K> = keys.into_iter().collect();
         let state = self.inner.state.load();
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
         let tree = state.tree(self.id).ok_or_else(|| self.dropped())?;
-        self.inner.multi_get(tree, keys, seq)
+        self.inner.multi_get(tree, &keys, seq)
     }
 
     /// Iterates over this keyspace's keys in `range`, as [`crate::Db::range`].

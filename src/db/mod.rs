@@ -52,6 +52,8 @@ pub use cursor::Cursor;
 pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use iter::DbIterator;
 pub use key_range::KeyRange;
+pub(crate) use key_range::{half_open, MAX_RANGE_BOUND_BYTES};
+pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use snapshot::Snapshot;
 
@@ -523,10 +525,12 @@ impl Db {
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
     }
 
-    /// Deletes every key in `range` (`start..end`: `start` included, `end` excluded) in one
-    /// write, with the default durability; see [`WriteBatch::delete_range`] to combine it
-    /// atomically with other writes. An empty range (`start >= end`) writes nothing. Fails
-    /// with [`Error::KeyTooLarge`] if either bound is longer than [`crate::MAX_KEY_BYTES`].
+    /// Deletes every key in `range` in one write, with the default durability: any range
+    /// expression (`a..b`, `a..=b`, `a..`, `..b`, `..`; see [`KeyRange`]). See
+    /// [`WriteBatch::delete_range`] to combine it atomically with other writes. An empty
+    /// range writes nothing. Fails with [`Error::KeyTooLarge`] if a bound is more than one byte
+    /// longer than [`crate::MAX_KEY_BYTES`] (one byte more is the bound just past the
+    /// longest key).
     ///
     /// Its cost does not depend on how many keys it covers: it writes one range tombstone,
     /// which reads apply to the values they find, and compaction drops the keys it covers
@@ -545,11 +549,33 @@ impl Db {
     /// assert_eq!(db.get("log:042")?, None);
     /// assert_eq!(db.range(..).count(), 10);
     /// assert!(before.get("log:042")?.is_some());
+    /// db.delete_range("log:095"..)?; // to the end
+    /// db.delete_range(..="log:090")?; // from the start, "log:090" included
+    /// assert_eq!(db.range(..).count(), 4);
     /// # Ok(()) }
     /// ```
-    pub fn delete_range<K: AsRef<[u8]>>(&self, range: std::ops::Range<K>) -> Result<()> {
-        let op = write::SingleWrite::DeleteRange(range.start.as_ref(), range.end.as_ref());
+    pub fn delete_range(&self, range: impl KeyRange) -> Result<()> {
+        let (start, end) = half_open(range);
+        let op = write::SingleWrite::DeleteRange(&start, &end);
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
+    }
+
+    /// Deletes every key that starts with `prefix` (every key, for an empty prefix) in one
+    /// write: a range delete, as cheap whatever it covers.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// db.put("session:1/a", "x")?;
+    /// db.put("session:1/b", "y")?;
+    /// db.put("session:2/a", "z")?;
+    /// db.delete_prefix("session:1/")?;
+    /// assert_eq!(db.prefix("session:").count(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range(prefix_bounds(prefix.as_ref()))
     }
 
     /// Applies every operation of `batch` atomically: after a crash either all of it is there
@@ -683,7 +709,8 @@ impl Db {
     /// (`bloomkv-read-N`, started the first time a call needs them, ended by
     /// [`Db::close`]), so their waits for the disk overlap; the calling thread waits for them.
     ///
-    /// Fails (for the whole call) if any table read fails.
+    /// Takes any iterator of keys: a slice or array of them, a `Vec`, or a `map` over
+    /// something else. Fails (for the whole call) if any table read fails.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -694,14 +721,21 @@ impl Db {
     /// let got = db.multi_get(&["cherry", "banana", "apple"])?;
     /// let got: Vec<_> = got.iter().map(|v| v.as_ref().map(|v| v.as_ref())).collect();
     /// assert_eq!(got, [Some(&b"dark red"[..]), None, Some(&b"red"[..])]);
+    /// let ids = [7u32, 8, 9];
+    /// let got = db.multi_get(ids.iter().map(|id| format!("user:{id}")))?;
+    /// assert_eq!(got, [None, None, None]);
     /// # Ok(()) }
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
+        let keys: Vec<K> = keys.into_iter().collect();
         let state = self.inner.state.load();
         // State before sequence number, as in `get`.
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        self.inner.multi_get(state.default_tree(), keys, seq)
+        self.inner.multi_get(state.default_tree(), &keys, seq)
     }
 
     /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or

@@ -122,9 +122,13 @@ impl Snapshot {
     /// assert!(got.iter().all(|v| v.as_ref().is_some_and(|v| v.as_ref() == b"old")));
     /// # Ok(()) }
     /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
-        self.inner.multi_get(self.tree()?, keys, self.seq)
+        let keys: Vec<K> = keys.into_iter().collect();
+        self.inner.multi_get(self.tree()?, &keys, self.seq)
     }
 
     /// Writes an openable copy of the database exactly as this snapshot sees it to `dir`

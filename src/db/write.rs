@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite, Tree};
-use crate::batch::check_entry_size;
+use crate::batch::{check_entry_size, check_range_bound};
 use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
@@ -226,8 +226,8 @@ pub(crate) fn write_one(
         SingleWrite::Put(key, value) => check_entry_size(key, value)?,
         SingleWrite::Delete(key) => check_entry_size(key, &[])?,
         SingleWrite::DeleteRange(start, end) => {
-            check_entry_size(start, &[])?;
-            check_entry_size(end, &[])?;
+            check_range_bound(start)?;
+            check_range_bound(end)?;
             if start >= end {
                 return Ok(());
             }
