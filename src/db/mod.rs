@@ -262,6 +262,8 @@ pub(crate) struct DbInner {
     /// The block cache and the bounded set of open table files.
     pub caches: TableCaches,
     pub counters: Counters,
+    /// The event listeners, and what they have been told.
+    pub events: crate::events::Events,
     pub closed: AtomicBool,
     /// Live snapshots' sequence numbers, for `Stats` and tools.
     pub snapshots: Mutex<std::collections::BTreeMap<SeqNo, usize>>,
@@ -296,12 +298,20 @@ impl DbInner {
     }
 
     pub(crate) fn set_bg_error(&self, e: Error) {
-        let mut bg = lock(&self.bg);
+        self.set_bg_error_locked(&mut lock(&self.bg), e);
+    }
+
+    /// Stops the database with `e` unless an error already did. The listeners are told
+    /// later (`Events::report_background_error`): the caller may hold any lock.
+    pub(crate) fn set_bg_error_locked(&self, bg: &mut BgState, e: Error) {
         if bg.error.is_none() {
+            self.events.stopped(&e);
             bg.error = Some(e);
             self.has_bg_error.store(true, Ordering::Release);
         }
         self.bg_done_cv.notify_all();
+        // A background thread reports the error if the thread that met it does not.
+        self.bg_cv.notify_all();
     }
 
     pub(crate) fn wake_background(&self) {
@@ -1052,9 +1062,12 @@ impl BgJob {
 /// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
 fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
     loop {
-        {
+        let report = {
             let mut bg = lock(&inner.bg);
             loop {
+                if inner.events.has_unreported() {
+                    break true;
+                }
                 if bg.shutdown {
                     return;
                 }
@@ -1068,11 +1081,17 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                     };
                     if ready {
                         bg.running += 1;
-                        break;
+                        break false;
                     }
                 }
                 bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
             }
+        };
+        if report {
+            // An error recorded by a thread that has not reported it (yet): this thread
+            // holds no lock, so the listeners may call back into the database.
+            inner.events.report_background_error();
+            continue;
         }
         let result = match job {
             BgJob::Flush => flush::flush_oldest(inner),
@@ -1080,6 +1099,7 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
         };
         if let Err(e) = result {
             inner.set_bg_error(e);
+            inner.events.report_background_error();
         }
         let mut bg = lock(&inner.bg);
         bg.running -= 1;
