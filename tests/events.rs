@@ -1,5 +1,5 @@
-//! Event listeners and the `log` records of background work: what a service sees of
-//! flushes, compactions, write stalls, background errors and resumes.
+//! Event listeners, the `log` records of background work, and per-keyspace stats: what a
+//! service sees of flushes, compactions, write stalls, background errors and resumes.
 //!
 //! Nothing here synchronises by sleeping: a test that waits for an event waits on the
 //! listener's condition variable, with a deadline that only turns a hang into a failure.
@@ -150,6 +150,7 @@ fn a_flush_is_reported_with_its_keyspace_and_tables() {
     assert_eq!(end.tables, 1);
     let stats = db.stats();
     assert_eq!(end.table_bytes, stats.flush_bytes_written);
+    assert_eq!(stats.keyspace("users").unwrap().tables_per_level[0], 1);
     db.close().unwrap();
 }
 
@@ -275,6 +276,66 @@ fn a_failed_flush_is_reported_and_so_is_the_resume() {
     db.close().unwrap();
 }
 
+#[test]
+fn per_keyspace_stats_add_up_to_the_totals() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    // Memtables large enough that only `flush` switches them: three flushes per keyspace.
+    let opts = options(&fs, rec).memtable_bytes(4 << 20);
+    let db = Db::open(unique_dir("stats"), opts).unwrap();
+    let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
+    let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
+    for round in 0..3u32 {
+        for i in 0..200u32 {
+            db.put(i.to_be_bytes(), [round as u8; 40]).unwrap();
+            a.put(i.to_be_bytes(), [round as u8; 80]).unwrap();
+            if i % 2 == 0 {
+                b.put(i.to_be_bytes(), [round as u8; 20]).unwrap();
+            }
+        }
+        db.flush().unwrap();
+    }
+    db.compact().unwrap();
+    for i in 0..50u32 {
+        a.put(i.to_be_bytes(), "unflushed").unwrap();
+        b.put(i.to_be_bytes(), "unflushed").unwrap();
+    }
+    let s = db.stats();
+    let names: Vec<_> = s.keyspaces.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["default", "a", "b"]);
+    let sum = |f: fn(&bloomkv::KeyspaceStats) -> u64| s.keyspaces.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|k| k.memtable_bytes), s.memtable_bytes);
+    assert_eq!(sum(|k| k.filter_memory_bytes), s.filter_memory_bytes);
+    assert_eq!(sum(|k| k.index_memory_bytes), s.index_memory_bytes);
+    assert_eq!(sum(|k| k.flushes), s.flushes);
+    assert_eq!(sum(|k| k.flush_bytes_written), s.flush_bytes_written);
+    assert_eq!(sum(|k| k.compactions), s.compactions);
+    assert_eq!(sum(|k| k.compaction_bytes_read), s.compaction_bytes_read);
+    assert_eq!(sum(|k| k.compaction_bytes_written), s.compaction_bytes_written);
+    for level in 0..s.tables_per_level.len() {
+        let tables: usize = s.keyspaces.iter().map(|k| k.tables_per_level[level]).sum();
+        let bytes: u64 = s.keyspaces.iter().map(|k| k.bytes_per_level[level]).sum();
+        assert_eq!(tables, s.tables_per_level[level], "L{level}");
+        assert_eq!(bytes, s.bytes_per_level[level], "L{level}");
+    }
+    // Each keyspace has its own share, not a copy of the totals.
+    for k in &s.keyspaces {
+        assert_eq!(k.flushes, 3, "{}", k.name);
+        assert_eq!(k.compactions, 1, "{}", k.name);
+        assert!(k.bytes_per_level.iter().sum::<u64>() > 0, "{}", k.name);
+        assert!(
+            k.bytes_per_level.iter().sum::<u64>() < s.bytes_per_level.iter().sum(),
+            "{}",
+            k.name
+        );
+    }
+    assert!(s.keyspace("a").unwrap().memtable_bytes > 0);
+    assert!(
+        s.keyspace("a").unwrap().bytes_per_level[1] > s.keyspace("b").unwrap().bytes_per_level[1]
+    );
+    db.close().unwrap();
+}
+
 /// Reads the database from inside every callback, the way a service would gather context
 /// for an alert; counts the callbacks that got their answers.
 struct Reentrant {
@@ -288,7 +349,8 @@ struct Reentrant {
 impl Reentrant {
     fn read(&self, event: &'static str) {
         let Some(db) = self.db.get().and_then(Weak::upgrade) else { return };
-        assert!(db.stats().last_sequence > 0);
+        let stats = db.stats();
+        assert_eq!(stats.keyspaces[0].name, "default");
         let _ = db.get("k").unwrap();
         let _ = db.snapshot().get("k").unwrap();
         let _ = db.range(..).take(3).count();

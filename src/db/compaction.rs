@@ -268,6 +268,11 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_parts.add(parts.len() as u64);
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
+    inner.counters.keyspace(tree.id, |k| {
+        k.compactions += 1;
+        k.compaction_bytes_read += input_bytes;
+        k.compaction_bytes_written += written;
+    });
     info.output_tables = outputs.len();
     info.output_bytes = written;
     info.parts = parts.len();

@@ -96,7 +96,11 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     for (m, &job) in metas.iter().zip(&owners) {
         inner.counters.flushes.incr();
         inner.counters.flush_bytes_written.add(m.file_size);
-        let (_, info) = &mut jobs[job];
+        let (id, info) = &mut jobs[job];
+        inner.counters.keyspace(*id, |k| {
+            k.flushes += 1;
+            k.flush_bytes_written += m.file_size;
+        });
         info.tables += 1;
         info.table_bytes += m.file_size;
     }
