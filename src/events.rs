@@ -2,7 +2,7 @@
 //! background errors, so that a service can see why a write waited (or the database stopped)
 //! without a debugger. The same events are logged through the `log` crate, target
 //! `bloomkv`: flushes, compactions and stalls at `info`, background errors at `error`, a
-//! resume at `warn`.
+//! resume at `warn`. With the `serde` feature the info structs implement `serde::Serialize`.
 
 use std::cell::Cell;
 use std::fmt;
@@ -102,6 +102,7 @@ pub trait EventListener: Send + Sync {
 /// keyspace whose memtable holds anything gets its own pair of events, all `begin`s before
 /// the work and all `end`s after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FlushInfo {
     /// The keyspace's name (`"default"` for the database's own).
@@ -120,6 +121,7 @@ pub struct FlushInfo {
 
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum CompactionReason {
     /// L0 holds `Options::l0_compaction_trigger` tables or more.
@@ -135,6 +137,7 @@ pub enum CompactionReason {
 /// [`EventListener::on_compaction_end`]: the tables of `input_level` and the tables of
 /// `output_level` they overlap, merged into new tables on `output_level`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CompactionInfo {
     /// The keyspace whose tables these are.
@@ -164,6 +167,7 @@ pub struct CompactionInfo {
 
 /// Why writes stall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum StallReason {
     /// The memtable is full and `Options::max_immutable_memtables` more wait to be
@@ -182,6 +186,7 @@ pub enum StallReason {
 /// A write stall, for [`EventListener::on_write_stall_begin`] and
 /// [`EventListener::on_write_stall_end`]: the figures are those at its beginning, in both.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct StallInfo {
     /// Why writes wait.
@@ -200,21 +205,30 @@ pub struct StallInfo {
 
 /// A background error, for [`EventListener::on_background_error`].
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BackgroundErrorInfo {
-    /// The error. Writes fail with [`Error::Background`]
+    /// The error (serialised as its message). Writes fail with [`Error::Background`]
     /// holding it.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_display"))]
     pub error: Error,
 }
 
 /// A resume, for [`EventListener::on_resumed`].
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ResumeInfo {
-    /// The error that had stopped the database.
+    /// The error that had stopped the database (serialised as its message).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_display"))]
     pub error: Error,
     /// How long the database was stopped.
     pub stopped_for: Duration,
+}
+
+#[cfg(feature = "serde")]
+fn as_display<S: serde::Serializer>(e: &Error, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(e)
 }
 
 /// The listeners registered in an [`crate::Options`].

@@ -142,7 +142,10 @@ impl Counters {
 }
 
 /// A point-in-time picture of the engine's counters and shape, from [`crate::Db::stats`].
+///
+/// With the `serde` feature it implements `serde::Serialize`, for exporting it whole.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
     /// Point lookups served (`get` on the database or a snapshot; each key of a `multi_get`).
@@ -241,6 +244,7 @@ pub struct Stats {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct KeyspaceStats {
     /// The keyspace's name (`"default"` for the database's own).
