@@ -89,7 +89,10 @@ pub trait EventListener: Send + Sync {
     fn on_write_stall_end(&self, _info: &StallInfo) {}
     /// An I/O error stopped the database: every write fails with [`Error::Background`]
     /// until [`crate::Db::resume`] succeeds or the database is reopened. Called once per
-    /// stop, for the first error.
+    /// stop, for the first error. The error is recorded under whatever locks the thread that
+    /// met it holds, and reported once a thread holds none: before a failing write,
+    /// `flush`, `compact` or `resume` returns; for a failing ingest or keyspace change, from
+    /// a background thread soon after.
     fn on_background_error(&self, _info: &BackgroundErrorInfo) {}
     /// [`crate::Db::resume`] restarted a database that a background error had stopped.
     fn on_resumed(&self, _info: &ResumeInfo) {}
