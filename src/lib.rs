@@ -3,10 +3,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-// The public API: the items re-exported below, plus `filter` (usable on its own) and `fs`
-// (the file-system seam). Every other module is private; the `internals` feature, which
-// only the `bloomkv` tool, the tests, benches and fuzzers enable, makes them public for
-// whitebox use. They are not part of the semver surface.
+// The public API: the items re-exported below, plus `filter` (usable on its own), `fs`
+// (the file-system seam) and `events` (the listener's trait and what it is told). Every
+// other module is private; the `internals` feature, which only the `bloomkv` tool, the
+// tests, benches and fuzzers enable, makes them public for whitebox use. They are not part
+// of the semver surface.
 macro_rules! internal_mods {
     ($($(#[$attr:meta])* $name:ident;)*) => {$(
         $(#[$attr])*
@@ -40,6 +41,7 @@ internal_mods! {
 pub mod check;
 mod db;
 mod error;
+pub mod events;
 pub mod filter;
 pub mod fs;
 mod key_head;
@@ -54,9 +56,10 @@ pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
 #[doc(hidden)]
 pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
 pub use error::{Error, Result};
+pub use events::EventListener;
 pub use filter::FilterPolicy;
 pub use options::{KeyspaceOptions, Options, WriteOptions};
-pub use stats::Stats;
+pub use stats::{KeyspaceStats, Stats};
 pub use table::Compression;
 pub use value::Value;
 

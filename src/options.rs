@@ -42,6 +42,7 @@ pub struct Options {
     pub(crate) create_if_missing: bool,
     pub(crate) error_if_exists: bool,
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
+    pub(crate) listeners: crate::events::Listeners,
 }
 
 impl Default for Options {
@@ -67,6 +68,7 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             fs: std::sync::Arc::new(crate::fs::StdFs),
+            listeners: crate::events::Listeners::default(),
         }
     }
 }
@@ -209,6 +211,31 @@ impl Options {
     /// Routes all file access through `fs` (tests use this to inject faults).
     pub fn file_system(mut self, fs: std::sync::Arc<dyn crate::fs::FileSystem>) -> Self {
         self.fs = fs;
+        self
+    }
+
+    /// Adds `listener` to those told of flushes, compactions, write stalls, background
+    /// errors and resumes (see [`crate::events::EventListener`] for where its callbacks run
+    /// and what they may do). Call it once per listener; they are called in the order
+    /// added. The same events are logged through the `log` crate (target `bloomkv`)
+    /// whether or not a listener is registered.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bloomkv::events::{BackgroundErrorInfo, EventListener};
+    ///
+    /// struct Alert;
+    /// impl EventListener for Alert {
+    ///     fn on_background_error(&self, info: &BackgroundErrorInfo) {
+    ///         eprintln!("bloomkv stopped taking writes: {}", info.error);
+    ///     }
+    /// }
+    ///
+    /// let opts = bloomkv::Options::new().event_listener(Arc::new(Alert));
+    /// # let _ = opts;
+    /// ```
+    pub fn event_listener(mut self, listener: std::sync::Arc<dyn crate::EventListener>) -> Self {
+        self.listeners.0.push(listener);
         self
     }
 

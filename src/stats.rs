@@ -5,9 +5,15 @@
 //! cache-padded cells, a thread always adding to "its" cell, and summed when read.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use crossbeam::utils::CachePadded;
+
+use crate::db::{lock_mutex as lock, DbInner};
+use crate::version::edit::KeyspaceId;
+use crate::version::set::NUM_LEVELS;
 
 const STRIPES: usize = 8;
 
@@ -85,6 +91,19 @@ pub(crate) struct Counters {
     pub ingests: Counter,
     pub ingested_bytes: Counter,
     pub ingest_bytes_written: Counter,
+    /// Per keyspace, the counters of flushes and compactions: updated once per table or
+    /// compaction, so a plain map under a lock costs nothing that matters.
+    pub keyspaces: Mutex<HashMap<KeyspaceId, KeyspaceCounters>>,
+}
+
+/// One keyspace's share of the background work's counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct KeyspaceCounters {
+    pub flushes: u64,
+    pub flush_bytes_written: u64,
+    pub compactions: u64,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
 }
 
 /// What point lookups did (one `get`, or every key of a `multi_get`), tallied in plain
@@ -103,6 +122,11 @@ pub(crate) struct ReadTally {
 }
 
 impl Counters {
+    /// Updates keyspace `id`'s counters with `f`.
+    pub(crate) fn keyspace(&self, id: KeyspaceId, f: impl FnOnce(&mut KeyspaceCounters)) {
+        f(lock(&self.keyspaces).entry(id).or_default());
+    }
+
     /// Records finished point lookups.
     #[inline]
     pub(crate) fn record_gets(&self, t: &ReadTally) {
@@ -118,7 +142,10 @@ impl Counters {
 }
 
 /// A point-in-time picture of the engine's counters and shape, from [`crate::Db::stats`].
+///
+/// With the `serde` feature it implements `serde::Serialize`, for exporting it whole.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
     /// Point lookups served (`get` on the database or a snapshot; each key of a `multi_get`).
@@ -194,9 +221,62 @@ pub struct Stats {
     pub write_stall_micros: u64,
     /// The last sequence number assigned.
     pub last_sequence: u64,
+    /// Each live keyspace's part of the figures above, the default keyspace first, then in
+    /// creation order.
+    pub keyspaces: Vec<KeyspaceStats>,
+}
+
+/// One keyspace's shape and background work, in [`Stats::keyspaces`]. Over all keyspaces,
+/// the tables, bytes and memory add up to the totals in [`Stats`]; so do the flush and
+/// compaction counters, unless a keyspace was dropped (its work stays in the totals).
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// db.keyspace("users", bloomkv::KeyspaceOptions::default())?.put("u1", "ada")?;
+/// db.flush()?;
+/// let stats = db.stats();
+/// let users = stats.keyspace("users").unwrap();
+/// assert_eq!(users.tables_per_level[0], 1);
+/// assert_eq!(users.flushes, 1);
+/// assert_eq!(stats.keyspace("default").unwrap().flushes, 0); // it held nothing
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct KeyspaceStats {
+    /// The keyspace's name (`"default"` for the database's own).
+    pub name: String,
+    /// Number of tables on each level, L0 first.
+    pub tables_per_level: Vec<usize>,
+    /// Bytes of tables on each level, L0 first.
+    pub bytes_per_level: Vec<u64>,
+    /// Approximate bytes in the keyspace's active and immutable memtables.
+    pub memtable_bytes: u64,
+    /// RAM held by the filters of the keyspace's tables.
+    pub filter_memory_bytes: u64,
+    /// RAM held by the indexes of the keyspace's tables.
+    pub index_memory_bytes: u64,
+    /// Tables flushed from the keyspace's memtables.
+    pub flushes: u64,
+    /// Bytes of those tables.
+    pub flush_bytes_written: u64,
+    /// Compactions of the keyspace's tables completed.
+    pub compactions: u64,
+    /// Bytes of tables read by them.
+    pub compaction_bytes_read: u64,
+    /// Bytes of tables written by them.
+    pub compaction_bytes_written: u64,
 }
 
 impl Stats {
+    /// The entry of [`Stats::keyspaces`] for keyspace `name`, if it exists.
+    pub fn keyspace(&self, name: &str) -> Option<&KeyspaceStats> {
+        self.keyspaces.iter().find(|k| k.name == name)
+    }
+
     /// Bytes written to tables (flushes, compactions and ingests) per byte of keys and values
     /// users wrote or ingested. An ingested byte is written into a table once, as a flushed
     /// one is; both sides count it, so an ingest moves the figure towards what its table
@@ -221,6 +301,91 @@ impl Stats {
         }
         self.filter_false_positives as f64 / absent as f64
     }
+}
+
+/// The [`Stats`] of a database now: `Db::stats`.
+pub(crate) fn collect(inner: &DbInner) -> Stats {
+    let c = &inner.counters;
+    let state = inner.load_state();
+    let per_keyspace = lock(&c.keyspaces).clone();
+    let keyspaces: Vec<KeyspaceStats> = state
+        .trees
+        .iter()
+        .map(|tree| {
+            let v = &tree.version;
+            let k = per_keyspace.get(&tree.id).copied().unwrap_or_default();
+            let mut ks = KeyspaceStats {
+                name: tree.name.to_string(),
+                tables_per_level: v.levels.iter().map(Vec::len).collect(),
+                bytes_per_level: (0..NUM_LEVELS).map(|l| v.level_bytes(l)).collect(),
+                memtable_bytes: tree.mems().map(|m| m.table.approximate_bytes() as u64).sum(),
+                flushes: k.flushes,
+                flush_bytes_written: k.flush_bytes_written,
+                compactions: k.compactions,
+                compaction_bytes_read: k.compaction_bytes_read,
+                compaction_bytes_written: k.compaction_bytes_written,
+                ..KeyspaceStats::default()
+            };
+            for (_, t) in v.all_tables() {
+                ks.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
+                ks.index_memory_bytes += t.table.index_memory_bytes() as u64;
+            }
+            ks
+        })
+        .collect();
+    let mut s = Stats {
+        gets: c.gets.get(),
+        memtable_hits: c.memtable_hits.get(),
+        filter_negatives: c.filter_negatives.get(),
+        filter_false_positives: c.filter_false_positives.get(),
+        tables_consulted: c.tables_consulted.get(),
+        block_reads: c.block_reads.get(),
+        block_cache_hits: c.block_cache_hits.get(),
+        tables_per_level: vec![0; NUM_LEVELS],
+        bytes_per_level: vec![0; NUM_LEVELS],
+        user_bytes_written: c.user_bytes_written.get(),
+        flushes: c.flushes.get(),
+        flush_bytes_written: c.flush_bytes_written.get(),
+        compactions: c.compactions.get(),
+        compaction_bytes_read: c.compaction_bytes_read.get(),
+        compaction_bytes_written: c.compaction_bytes_written.get(),
+        compaction_parts: c.compaction_parts.get(),
+        write_stalls: c.write_stalls.get(),
+        write_slowdowns: c.write_slowdowns.get(),
+        write_stall_micros: c.write_stall_micros.get(),
+        ingests: c.ingests.get(),
+        ingested_bytes: c.ingested_bytes.get(),
+        ingest_bytes_written: c.ingest_bytes_written.get(),
+        last_sequence: inner.visible_seq.load(Ordering::Acquire),
+        open_table_files: inner.caches.files.open_files() as u64,
+        open_table_files_limit: inner.caches.files.capacity() as u64,
+        table_file_reopens: inner.caches.files.reopened(),
+        filter_chunk_bytes: crate::filter::memory::held_bytes(),
+        ..Stats::default()
+    };
+    for ks in &keyspaces {
+        for level in 0..NUM_LEVELS {
+            s.tables_per_level[level] += ks.tables_per_level[level];
+            s.bytes_per_level[level] += ks.bytes_per_level[level];
+        }
+        s.memtable_bytes += ks.memtable_bytes;
+        s.filter_memory_bytes += ks.filter_memory_bytes;
+        s.index_memory_bytes += ks.index_memory_bytes;
+    }
+    for (_, t) in state.trees.iter().flat_map(|tree| tree.version.all_tables()) {
+        let mapped = t.table.mapped_bytes();
+        s.mapped_table_files += u64::from(mapped > 0);
+        s.mapped_table_bytes += mapped;
+    }
+    // The keyspaces' memtables line up, so the default keyspace's name every segment.
+    let wal_numbers: Vec<u64> = state.default_tree().mems().map(|m| m.wal_number).collect();
+    s.wal_bytes = wal_numbers
+        .iter()
+        .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
+        .map(|f| f.size())
+        .sum();
+    s.keyspaces = keyspaces;
+    s
 }
 
 #[cfg(test)]

@@ -4,8 +4,18 @@
 //! kv_node <id> <listen address> <data directory>
 //! ```
 //!
-//! The HTTP API is in `common/mod.rs`; README.md, "Replication", walks through a three-node
-//! cluster.
+//! The HTTP API is in `common/mod.rs`. A three-node cluster:
+//!
+//! ```text
+//! cargo build --release -p bloomkv-raft --example kv_node
+//! K=target/release/examples/kv_node
+//! for n in 1 2 3; do $K $n 127.0.0.1:2100$n /tmp/kv/$n & done
+//! curl -s -X POST 127.0.0.1:21001/cluster/init
+//! for n in 2 3; do curl -s --json "[$n, \"127.0.0.1:2100$n\"]" 127.0.0.1:21001/cluster/learner; done
+//! curl -s --json '[1, 2, 3]' 127.0.0.1:21001/cluster/members
+//! curl -s -X PUT 127.0.0.1:21001/kv/greeting -d hello    # returns once a majority has fsynced it
+//! curl -s 127.0.0.1:21001/kv/greeting                    # linearizable read through the leader
+//! ```
 
 mod common;
 

@@ -15,10 +15,12 @@
 //! when the last reader lets go of them.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
+use crate::events::{CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
@@ -38,6 +40,7 @@ pub(crate) struct Compaction {
     pub level: usize,
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
+    pub reason: CompactionReason,
 }
 
 fn level_target(inner: &DbInner, level: usize) -> u64 {
@@ -96,7 +99,8 @@ fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
     };
     let (lo, hi) = user_range(&inputs);
     let next_inputs = v.overlapping(level + 1, &lo, &hi);
-    Some(Compaction { tree: tree.clone(), level, inputs, next_inputs })
+    let reason = if level == 0 { CompactionReason::L0Tables } else { CompactionReason::LevelSize };
+    Some(Compaction { tree: tree.clone(), level, inputs, next_inputs, reason })
 }
 
 /// Runs one compaction if any level needs it. Background thread.
@@ -150,7 +154,9 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 let inputs = v.levels[level].clone();
                 let (lo, hi) = user_range(&inputs);
                 let next_inputs = v.overlapping(level + 1, &lo, &hi);
-                run_locked(inner, Compaction { tree: tree.clone(), level, inputs, next_inputs })?;
+                let reason = CompactionReason::Manual;
+                let c = Compaction { tree: tree.clone(), level, inputs, next_inputs, reason };
+                run_locked(inner, c)?;
             }
         }
         Ok(())
@@ -158,13 +164,14 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     let mut bg = lock(&inner.bg);
     bg.manual_compaction = false;
     if let Err(e) = &result {
-        if bg.error.is_none() {
-            bg.error = Some(e.clone());
-            inner.has_bg_error.store(true, std::sync::atomic::Ordering::Release);
-        }
+        inner.set_bg_error_locked(&mut bg, e.clone());
     }
     inner.bg_cv.notify_all();
     inner.bg_done_cv.notify_all();
+    drop(bg);
+    if result.is_err() {
+        inner.events.report_background_error();
+    }
     result
 }
 
@@ -173,6 +180,21 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let v = &tree.version;
     let out_level = c.level + 1;
     let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
+    let started = Instant::now();
+    let mut info = CompactionInfo {
+        keyspace: tree.name.to_string(),
+        reason: c.reason,
+        input_level: c.level,
+        output_level: out_level,
+        input_level_tables: c.inputs.len(),
+        output_level_tables: c.next_inputs.len(),
+        input_bytes,
+        output_tables: 0,
+        output_bytes: 0,
+        parts: 0,
+        duration: Duration::ZERO,
+    };
+    inner.events.compaction_begin(&info);
     let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
     // Every part's tables join one run, so they share one filter size, from the tree as it
     // will be once this compaction installs (the entries of the inputs bound the output's).
@@ -246,6 +268,16 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_parts.add(parts.len() as u64);
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
+    inner.counters.keyspace(tree.id, |k| {
+        k.compactions += 1;
+        k.compaction_bytes_read += input_bytes;
+        k.compaction_bytes_written += written;
+    });
+    info.output_tables = outputs.len();
+    info.output_bytes = written;
+    info.parts = parts.len();
+    info.duration = started.elapsed();
+    inner.events.compaction_end(&info);
     Ok(())
 }
 

@@ -11,14 +11,16 @@
 //!    below the new log number.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::filter_budget::{table_filter, Placement};
 use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner};
+use crate::events::FlushInfo;
 use crate::filename::wal_path;
 use crate::iter::InternalIterator;
 use crate::range_del::TombstoneSplit;
-use crate::version::edit::VersionEdit;
+use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::Result;
 
 /// Flushes the oldest immutable memtables: one per keyspace, all holding the writes of the
@@ -35,14 +37,33 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // The oldest memtables still unflushed after these: their WAL is the new log number.
     let next_wal = default.imm.iter().rev().nth(1).unwrap_or(&default.mem).wal_number;
 
+    let started = Instant::now();
+    // The keyspaces with something to flush, each with its event.
+    let mut jobs: Vec<(KeyspaceId, FlushInfo)> = Vec::new();
+    for tree in &state.trees {
+        let Some(oldest) = tree.imm.last() else { continue };
+        debug_assert_eq!(oldest.wal_number, oldest_wal, "keyspaces' memtables out of step");
+        if !oldest.table.is_empty() {
+            let info = FlushInfo {
+                keyspace: tree.name.to_string(),
+                memtable_entries: oldest.table.len() as u64,
+                memtable_bytes: oldest.table.approximate_bytes() as u64,
+                tables: 0,
+                table_bytes: 0,
+                duration: Duration::ZERO,
+            };
+            inner.events.flush_begin(&info);
+            jobs.push((tree.id, info));
+        }
+    }
+
     let mut metas = Vec::new();
+    // Which job each of `metas` belongs to.
+    let mut owners = Vec::new();
     let written = (|| -> Result<()> {
-        for tree in &state.trees {
+        for (job, (id, _)) in jobs.iter().enumerate() {
+            let Some(tree) = state.tree(*id) else { continue };
             let Some(oldest) = tree.imm.last() else { continue };
-            debug_assert_eq!(oldest.wal_number, oldest_wal, "keyspaces' memtables out of step");
-            if oldest.table.is_empty() {
-                continue;
-            }
             let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
             let filter = table_filter(tree.opts.filter_policy, &tree.version, &placement);
             let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
@@ -53,6 +74,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let mut split = TombstoneSplit::of(range_dels.as_deref());
             if let Some(meta) = inner.write_table(tree, number, &mut it, &mut split, filter)? {
                 metas.push(meta);
+                owners.push(job);
             }
         }
         Ok(())
@@ -71,9 +93,16 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // a keyspace: the next segment continues from here.
     edit.last_seq = metas.iter().map(|m| m.largest_seq).chain([segment_last_seq]).max();
     inner.install(&mut edit, &opened, Some(oldest_wal))?;
-    for m in &metas {
+    for (m, &job) in metas.iter().zip(&owners) {
         inner.counters.flushes.incr();
         inner.counters.flush_bytes_written.add(m.file_size);
+        let (id, info) = &mut jobs[job];
+        inner.counters.keyspace(*id, |k| {
+            k.flushes += 1;
+            k.flush_bytes_written += m.file_size;
+        });
+        info.tables += 1;
+        info.table_bytes += m.file_size;
     }
     // Segments below the new log number hold nothing the tables do not.
     for n in (oldest_wal..next_wal).rev() {
@@ -82,6 +111,11 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let _ = inner.fs.remove(&p);
         }
     }
+    let duration = started.elapsed();
+    for (_, mut info) in jobs {
+        info.duration = duration;
+        inner.events.flush_end(&info);
+    }
     Ok(())
 }
 
@@ -89,7 +123,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
 pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
     let mut bg = lock(&inner.bg);
     loop {
-        inner.check_bg_error_locked(&bg)?;
+        if let Err(e) = inner.check_bg_error_locked(&bg) {
+            drop(bg);
+            // The caller learns of the error from the listeners no later than from this.
+            inner.events.report_background_error();
+            return Err(e);
+        }
         if inner.load_state().imm_len() == 0 {
             return Ok(());
         }

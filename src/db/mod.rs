@@ -264,6 +264,8 @@ pub(crate) struct DbInner {
     /// The block cache and the bounded set of open table files.
     pub caches: TableCaches,
     pub counters: Counters,
+    /// The event listeners, and what they have been told.
+    pub events: crate::events::Events,
     pub closed: AtomicBool,
     /// Live snapshots' sequence numbers, for `Stats` and tools.
     pub snapshots: Mutex<std::collections::BTreeMap<SeqNo, usize>>,
@@ -298,12 +300,20 @@ impl DbInner {
     }
 
     pub(crate) fn set_bg_error(&self, e: Error) {
-        let mut bg = lock(&self.bg);
+        self.set_bg_error_locked(&mut lock(&self.bg), e);
+    }
+
+    /// Stops the database with `e` unless an error already did. The listeners are told
+    /// later (`Events::report_background_error`): the caller may hold any lock.
+    pub(crate) fn set_bg_error_locked(&self, bg: &mut BgState, e: Error) {
         if bg.error.is_none() {
+            self.events.stopped(&e);
             bg.error = Some(e);
             self.has_bg_error.store(true, Ordering::Release);
         }
         self.bg_done_cv.notify_all();
+        // A background thread reports the error if the thread that met it does not.
+        self.bg_cv.notify_all();
     }
 
     pub(crate) fn wake_background(&self) {
@@ -948,70 +958,10 @@ impl Db {
         self.inner.resume()
     }
 
-    /// Counters and the shape of the tree.
+    /// Counters and the shape of the tree: totals, and per keyspace
+    /// ([`Stats::keyspaces`]).
     pub fn stats(&self) -> Stats {
-        let inner = &self.inner;
-        let c = &inner.counters;
-        let state = inner.load_state();
-        let mut tables_per_level = vec![0; crate::version::set::NUM_LEVELS];
-        let mut bytes_per_level = vec![0; crate::version::set::NUM_LEVELS];
-        for tree in &state.trees {
-            for (level, tables) in tree.version.levels.iter().enumerate() {
-                tables_per_level[level] += tables.len();
-                bytes_per_level[level] += tree.version.level_bytes(level);
-            }
-        }
-        let mut s = Stats {
-            gets: c.gets.get(),
-            memtable_hits: c.memtable_hits.get(),
-            filter_negatives: c.filter_negatives.get(),
-            filter_false_positives: c.filter_false_positives.get(),
-            tables_consulted: c.tables_consulted.get(),
-            block_reads: c.block_reads.get(),
-            block_cache_hits: c.block_cache_hits.get(),
-            tables_per_level,
-            bytes_per_level,
-            user_bytes_written: c.user_bytes_written.get(),
-            flushes: c.flushes.get(),
-            flush_bytes_written: c.flush_bytes_written.get(),
-            compactions: c.compactions.get(),
-            compaction_bytes_read: c.compaction_bytes_read.get(),
-            compaction_bytes_written: c.compaction_bytes_written.get(),
-            compaction_parts: c.compaction_parts.get(),
-            write_stalls: c.write_stalls.get(),
-            write_slowdowns: c.write_slowdowns.get(),
-            write_stall_micros: c.write_stall_micros.get(),
-            ingests: c.ingests.get(),
-            ingested_bytes: c.ingested_bytes.get(),
-            ingest_bytes_written: c.ingest_bytes_written.get(),
-            last_sequence: inner.visible_seq.load(Ordering::Acquire),
-            open_table_files: inner.caches.files.open_files() as u64,
-            open_table_files_limit: inner.caches.files.capacity() as u64,
-            table_file_reopens: inner.caches.files.reopened(),
-            filter_chunk_bytes: crate::filter::memory::held_bytes(),
-            ..Stats::default()
-        };
-        for (_, t) in state.trees.iter().flat_map(|tree| tree.version.all_tables()) {
-            s.filter_memory_bytes += t.table.filter_memory_bytes() as u64;
-            s.index_memory_bytes += t.table.index_memory_bytes() as u64;
-            let mapped = t.table.mapped_bytes();
-            s.mapped_table_files += u64::from(mapped > 0);
-            s.mapped_table_bytes += mapped;
-        }
-        s.memtable_bytes = state
-            .trees
-            .iter()
-            .flat_map(|tree| tree.mems())
-            .map(|m| m.table.approximate_bytes() as u64)
-            .sum();
-        // The keyspaces' memtables line up, so the default keyspace's name every segment.
-        let wal_numbers: Vec<u64> = state.default_tree().mems().map(|m| m.wal_number).collect();
-        s.wal_bytes = wal_numbers
-            .iter()
-            .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
-            .map(|f| f.size())
-            .sum();
-        s
+        crate::stats::collect(&self.inner)
     }
 
     /// Closes the database: stops background work (a flush or compaction step in progress
@@ -1106,9 +1056,12 @@ impl BgJob {
 /// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
 fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
     loop {
-        {
+        let report = {
             let mut bg = lock(&inner.bg);
             loop {
+                if inner.events.has_unreported() {
+                    break true;
+                }
                 if bg.shutdown {
                     return;
                 }
@@ -1122,11 +1075,17 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                     };
                     if ready {
                         bg.running += 1;
-                        break;
+                        break false;
                     }
                 }
                 bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
             }
+        };
+        if report {
+            // An error recorded by a thread that has not reported it (yet): this thread
+            // holds no lock, so the listeners may call back into the database.
+            inner.events.report_background_error();
+            continue;
         }
         let result = match job {
             BgJob::Flush => flush::flush_oldest(inner),
@@ -1134,6 +1093,7 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
         };
         if let Err(e) = result {
             inner.set_bg_error(e);
+            inner.events.report_background_error();
         }
         let mut bg = lock(&inner.bg);
         bg.running -= 1;

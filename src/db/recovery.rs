@@ -550,6 +550,7 @@ fn assemble(
         instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         dir: dir.to_path_buf(),
         fs: opts.fs.clone(),
+        events: crate::events::Events::new(&opts.listeners),
         opts,
         read_only: lock.is_none(),
         file_lock: Mutex::new(lock),

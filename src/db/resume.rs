@@ -59,6 +59,7 @@ impl DbInner {
             // Retries a flush that failed, and flushes the memtables a failed WAL segment
             // backs: either way the disk has to take a table before writes go on.
             flush::wait_for_flushes(self)?;
+            self.events.resumed();
             Ok(())
         })
     }

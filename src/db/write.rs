@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Mem, PendingWrite, Tree};
 use crate::batch::{check_entry_size, check_range_bound};
+use crate::events::{StallInfo, StallReason};
 use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
@@ -69,6 +70,10 @@ pub(crate) fn write(
         *w.result.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
     }
     let result = commit(inner, &me);
+    if result.is_err() {
+        // A failure that stopped the database is reported before its writer hears of it.
+        inner.events.report_background_error();
+    }
     // Unique again unless something unexpected kept a clone; then it is simply not reused.
     if let Some(w) = Arc::get_mut(&mut me) {
         if w.batch.get_mut().is_ok_and(|b| b.capacity() <= MAX_SPARE_BATCH_BYTES) {
@@ -370,17 +375,33 @@ impl Exclusive<'_> {
 /// Returns the state whose active memtables the group inserts into: only a leader switches
 /// memtables (and keyspaces are created and dropped only by an exclusive leader), so they
 /// stay the active ones until this leadership ends.
+///
+/// Tells the event listeners when writes begin and stop stalling: each call is made by the
+/// one leader there is at a time, holding no lock.
 fn make_room(inner: &DbInner, force: bool) -> Result<Arc<DbState>> {
-    let opts = &inner.opts;
     let mut slowed = false;
+    let room = make_room_or_wait(inner, force, &mut slowed);
+    // A delay is a stall from the first delayed write to the first one not delayed.
+    let now = match room {
+        Ok(_) if slowed => Some(StallReason::L0Slowdown),
+        _ => None,
+    };
+    inner.events.set_stall(now, |reason| stall_info(inner, reason));
+    room
+}
+
+fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<Arc<DbState>> {
+    let opts = &inner.opts;
     loop {
         // A guard, not a clone of the state: it is dropped before any wait below.
         let state = inner.state.load();
         let l0 = state.max_l0_tables();
-        if !slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
+        if !*slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
             // Give compaction a head start without stopping writes outright (LevelDB's 1 ms).
-            slowed = true;
+            *slowed = true;
             drop(state);
+            let reason = Some(StallReason::L0Slowdown);
+            inner.events.set_stall(reason, |reason| stall_info(inner, reason));
             inner.counters.write_slowdowns.incr();
             let started = Instant::now();
             let bg = lock(&inner.bg);
@@ -401,7 +422,12 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<DbState>> {
             return Ok(arc_swap::Guard::into_inner(state));
         }
         if state.imm_len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_trigger {
+            let reason = match state.imm_len() >= opts.max_immutable_memtables {
+                true => StallReason::ImmutableMemtables,
+                false => StallReason::L0Stop,
+            };
             drop(state);
+            inner.events.set_stall(Some(reason), |reason| stall_info(inner, reason));
             inner.counters.write_stalls.incr();
             let _timer = StallTimer(inner, Instant::now());
             let mut bg = lock(&inner.bg);
@@ -424,6 +450,23 @@ fn make_room(inner: &DbInner, force: bool) -> Result<Arc<DbState>> {
         drop(state);
         switch_memtable(inner)?;
         return Ok(inner.load_state());
+    }
+}
+
+/// What the listeners are told of a stall for `reason` beginning now.
+fn stall_info(inner: &DbInner, reason: StallReason) -> StallInfo {
+    let state = inner.load_state();
+    let fullest = state.trees.iter().max_by_key(|t| t.version.levels[0].len());
+    let keyspace = match reason {
+        StallReason::ImmutableMemtables => None,
+        _ => fullest.map(|t| t.name.to_string()),
+    };
+    StallInfo {
+        reason,
+        keyspace,
+        immutable_memtables: state.imm_len(),
+        l0_tables: state.max_l0_tables(),
+        duration: Duration::ZERO,
     }
 }
 

@@ -1,0 +1,551 @@
+//! Event listeners, the `log` records of background work, and per-keyspace stats: what a
+//! service sees of flushes, compactions, write stalls, background errors and resumes.
+//!
+//! Nothing here synchronises by sleeping: a test that waits for an event waits on the
+//! listener's condition variable, with a deadline that only turns a hang into a failure.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use bloomkv::events::{
+    BackgroundErrorInfo, CompactionInfo, CompactionReason, EventListener, FlushInfo, ResumeInfo,
+    StallInfo, StallReason,
+};
+use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
+use bloomkv::{Db, Error, KeyspaceOptions, Options};
+
+/// How long a test waits for something the engine is sure to do before calling it a hang.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone)]
+enum Event {
+    FlushBegin(FlushInfo),
+    FlushEnd(FlushInfo),
+    CompactionBegin(CompactionInfo),
+    CompactionEnd(CompactionInfo),
+    StallBegin(StallInfo),
+    StallEnd(StallInfo),
+    BackgroundError(BackgroundErrorInfo),
+    Resumed(ResumeInfo),
+}
+
+/// Records every event; optionally holds each flush at its beginning until `open_gate`.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<Event>>,
+    changed: Condvar,
+    gated: bool,
+    gate_open: Mutex<bool>,
+    gate_cv: Condvar,
+}
+
+impl Recorder {
+    fn gated() -> Recorder {
+        Recorder { gated: true, ..Recorder::default() }
+    }
+
+    fn push(&self, e: Event) {
+        self.events.lock().unwrap().push(e);
+        self.changed.notify_all();
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until the events recorded so far satisfy `done`.
+    fn wait_for(&self, what: &str, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+        let until = Instant::now() + DEADLINE;
+        let mut events = self.events.lock().unwrap();
+        while !done(&events) {
+            let left = until.checked_duration_since(Instant::now());
+            let left = left.unwrap_or_else(|| panic!("no {what} within {DEADLINE:?}: {events:?}"));
+            events = self.changed.wait_timeout(events, left).unwrap().0;
+        }
+        events.clone()
+    }
+
+    fn open_gate(&self) {
+        *self.gate_open.lock().unwrap() = true;
+        self.gate_cv.notify_all();
+    }
+}
+
+impl EventListener for Recorder {
+    fn on_flush_begin(&self, info: &FlushInfo) {
+        self.push(Event::FlushBegin(info.clone()));
+        if self.gated {
+            let open = self.gate_open.lock().unwrap();
+            // The deadline only keeps a failing test from hanging: the test opens the gate.
+            let _ = self.gate_cv.wait_timeout_while(open, DEADLINE, |open| !*open).unwrap();
+        }
+    }
+    fn on_flush_end(&self, info: &FlushInfo) {
+        self.push(Event::FlushEnd(info.clone()));
+    }
+    fn on_compaction_begin(&self, info: &CompactionInfo) {
+        self.push(Event::CompactionBegin(info.clone()));
+    }
+    fn on_compaction_end(&self, info: &CompactionInfo) {
+        self.push(Event::CompactionEnd(info.clone()));
+    }
+    fn on_write_stall_begin(&self, info: &StallInfo) {
+        self.push(Event::StallBegin(info.clone()));
+    }
+    fn on_write_stall_end(&self, info: &StallInfo) {
+        self.push(Event::StallEnd(info.clone()));
+    }
+    fn on_background_error(&self, info: &BackgroundErrorInfo) {
+        self.push(Event::BackgroundError(info.clone()));
+    }
+    fn on_resumed(&self, info: &ResumeInfo) {
+        self.push(Event::Resumed(info.clone()));
+    }
+}
+
+/// No background compaction, so the only compactions are `Db::compact`'s.
+fn options(fs: &FaultFs, listener: Arc<dyn EventListener>) -> Options {
+    Options::default()
+        .memtable_bytes(64 << 10)
+        .l0_compaction_trigger(64)
+        .l0_slowdown_trigger(64)
+        .l0_stop_trigger(64)
+        .file_system(Arc::new(fs.clone()))
+        .event_listener(listener)
+}
+
+fn is_table(p: &Path) -> bool {
+    p.to_string_lossy().ends_with(".sst")
+}
+
+fn flush_ends(events: &[Event]) -> Vec<&FlushInfo> {
+    events.iter().filter_map(|e| if let Event::FlushEnd(i) = e { Some(i) } else { None }).collect()
+}
+
+#[test]
+fn a_flush_is_reported_with_its_keyspace_and_tables() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let db = Db::open(unique_dir("flush"), options(&fs, rec.clone())).unwrap();
+    let users = db.keyspace("users", KeyspaceOptions::default()).unwrap();
+    for i in 0..100u32 {
+        users.put(i.to_be_bytes(), [7u8; 50]).unwrap();
+    }
+    db.flush().unwrap();
+    // The flush is installed before its end is reported, so `flush` may return first.
+    let events = rec.wait_for("flush end", |e| !flush_ends(e).is_empty());
+    let begins: Vec<_> = events
+        .iter()
+        .filter_map(|e| if let Event::FlushBegin(i) = e { Some(i) } else { None })
+        .collect();
+    // The default keyspace's memtable was empty: it has no table to write, and no event.
+    assert_eq!(begins.len(), 1, "{events:?}");
+    assert_eq!(begins[0].keyspace, "users");
+    assert_eq!(begins[0].memtable_entries, 100);
+    assert!(begins[0].memtable_bytes > 100 * 50);
+    assert_eq!(begins[0].tables, 0);
+    let end = flush_ends(&events)[0].clone();
+    assert_eq!(end.keyspace, "users");
+    assert_eq!(end.tables, 1);
+    let stats = db.stats();
+    assert_eq!(end.table_bytes, stats.flush_bytes_written);
+    assert_eq!(stats.keyspace("users").unwrap().tables_per_level[0], 1);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_compaction_is_reported_with_its_levels_and_tables() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let db = Db::open(unique_dir("compact"), options(&fs, rec.clone())).unwrap();
+    for round in 0..3u32 {
+        for i in 0..100u32 {
+            db.put(i.to_be_bytes(), round.to_be_bytes()).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let l0_bytes = db.stats().bytes_per_level[0];
+    db.compact().unwrap();
+    // A manual compaction runs on the caller's thread: its events precede its return.
+    let events = rec.events();
+    let compactions: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, Event::CompactionBegin(_) | Event::CompactionEnd(_)))
+        .collect();
+    assert_eq!(compactions.len(), 2, "{events:?}");
+    let (Event::CompactionBegin(begin), Event::CompactionEnd(end)) =
+        (compactions[0], compactions[1])
+    else {
+        panic!("not a begin and an end: {compactions:?}");
+    };
+    for info in [begin, end] {
+        assert_eq!(info.keyspace, "default");
+        assert_eq!(info.reason, CompactionReason::Manual);
+        assert_eq!((info.input_level, info.output_level), (0, 1));
+        assert_eq!((info.input_level_tables, info.output_level_tables), (3, 0));
+        assert_eq!(info.input_bytes, l0_bytes);
+    }
+    assert_eq!((begin.output_tables, begin.output_bytes), (0, 0));
+    let stats = db.stats();
+    assert_eq!(end.output_tables, stats.tables_per_level[1]);
+    assert_eq!(end.output_bytes, stats.compaction_bytes_written);
+    assert!(end.parts >= 1);
+    db.close().unwrap();
+}
+
+/// Holds the first flush until a writer has stalled behind it: the memtable fills while the
+/// only immutable one allowed cannot be flushed, so the stall cannot fail to happen.
+#[test]
+fn writers_outrunning_a_held_flush_stall_and_are_released() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::gated());
+    let opts = options(&fs, rec.clone()).memtable_bytes(1 << 10).max_immutable_memtables(1);
+    let db = Db::open(unique_dir("stall"), opts).unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            for i in 0..200u32 {
+                db.put(i.to_be_bytes(), [1u8; 100]).unwrap();
+            }
+        });
+        let stalled = |e: &[Event]| e.iter().any(|e| matches!(e, Event::StallBegin(_)));
+        let events = rec.wait_for("write stall", stalled);
+        // The flush has begun and is held: none can have ended.
+        assert!(flush_ends(&events).is_empty(), "{events:?}");
+        rec.open_gate();
+        writer.join().unwrap();
+    });
+    let events = rec.events();
+    let stalls: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::StallBegin(i) => Some((true, i)),
+            Event::StallEnd(i) => Some((false, i)),
+            _ => None,
+        })
+        .collect();
+    let (began, first) = stalls[0];
+    assert!(began);
+    assert_eq!(first.reason, StallReason::ImmutableMemtables);
+    assert_eq!(first.immutable_memtables, 1);
+    assert_eq!(first.keyspace, None);
+    // The stall ends within the write that met it, before the writer's last put returned.
+    let (began, end) = stalls[1];
+    assert!(!began, "{stalls:?}");
+    assert_eq!(end.reason, StallReason::ImmutableMemtables);
+    assert!(db.stats().write_stalls >= 1);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_failed_flush_is_reported_and_so_is_the_resume() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let dir = unique_dir("error");
+    let db = Db::open(&dir, options(&fs, rec.clone())).unwrap();
+    for i in 0..50u32 {
+        db.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+    }
+    fs.inject(Fault::on(OpKind::Append).matching(is_table));
+    let Err(Error::Background(cause)) = db.flush() else { panic!("the flush did not fail") };
+    // Reported before the failed call returns.
+    let events = rec.events();
+    let errors: Vec<_> = events
+        .iter()
+        .filter_map(|e| if let Event::BackgroundError(i) = e { Some(i) } else { None })
+        .collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert_eq!(errors[0].error.to_string(), cause.to_string());
+    assert!(matches!(errors[0].error, Error::Io { .. }));
+    assert!(flush_ends(&events).is_empty(), "a failed flush reported as done: {events:?}");
+    // Still full: the resume's flush fails anew, which stops the database again.
+    let Err(Error::Background(again)) = db.resume() else { panic!("the resume did not fail") };
+    fs.clear_faults();
+    db.resume().unwrap();
+    let events = rec.events();
+    let tail: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, Event::BackgroundError(_) | Event::Resumed(_)))
+        .collect();
+    assert_eq!(tail.len(), 3, "{events:?}");
+    let Event::BackgroundError(second) = tail[1] else { panic!("{tail:?}") };
+    assert_eq!(second.error.to_string(), again.to_string());
+    let Event::Resumed(resumed) = tail[2] else { panic!("no resume after the errors: {tail:?}") };
+    assert_eq!(resumed.error.to_string(), again.to_string());
+    db.put("after", "1").unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn per_keyspace_stats_add_up_to_the_totals() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    // Memtables large enough that only `flush` switches them: three flushes per keyspace.
+    let opts = options(&fs, rec).memtable_bytes(4 << 20);
+    let db = Db::open(unique_dir("stats"), opts).unwrap();
+    let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
+    let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
+    for round in 0..3u32 {
+        for i in 0..200u32 {
+            db.put(i.to_be_bytes(), [round as u8; 40]).unwrap();
+            a.put(i.to_be_bytes(), [round as u8; 80]).unwrap();
+            if i % 2 == 0 {
+                b.put(i.to_be_bytes(), [round as u8; 20]).unwrap();
+            }
+        }
+        db.flush().unwrap();
+    }
+    db.compact().unwrap();
+    for i in 0..50u32 {
+        a.put(i.to_be_bytes(), "unflushed").unwrap();
+        b.put(i.to_be_bytes(), "unflushed").unwrap();
+    }
+    let s = db.stats();
+    let names: Vec<_> = s.keyspaces.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["default", "a", "b"]);
+    let sum = |f: fn(&bloomkv::KeyspaceStats) -> u64| s.keyspaces.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|k| k.memtable_bytes), s.memtable_bytes);
+    assert_eq!(sum(|k| k.filter_memory_bytes), s.filter_memory_bytes);
+    assert_eq!(sum(|k| k.index_memory_bytes), s.index_memory_bytes);
+    assert_eq!(sum(|k| k.flushes), s.flushes);
+    assert_eq!(sum(|k| k.flush_bytes_written), s.flush_bytes_written);
+    assert_eq!(sum(|k| k.compactions), s.compactions);
+    assert_eq!(sum(|k| k.compaction_bytes_read), s.compaction_bytes_read);
+    assert_eq!(sum(|k| k.compaction_bytes_written), s.compaction_bytes_written);
+    for level in 0..s.tables_per_level.len() {
+        let tables: usize = s.keyspaces.iter().map(|k| k.tables_per_level[level]).sum();
+        let bytes: u64 = s.keyspaces.iter().map(|k| k.bytes_per_level[level]).sum();
+        assert_eq!(tables, s.tables_per_level[level], "L{level}");
+        assert_eq!(bytes, s.bytes_per_level[level], "L{level}");
+    }
+    // Each keyspace has its own share, not a copy of the totals.
+    for k in &s.keyspaces {
+        assert_eq!(k.flushes, 3, "{}", k.name);
+        assert_eq!(k.compactions, 1, "{}", k.name);
+        assert!(k.bytes_per_level.iter().sum::<u64>() > 0, "{}", k.name);
+        assert!(
+            k.bytes_per_level.iter().sum::<u64>() < s.bytes_per_level.iter().sum(),
+            "{}",
+            k.name
+        );
+    }
+    assert!(s.keyspace("a").unwrap().memtable_bytes > 0);
+    assert!(
+        s.keyspace("a").unwrap().bytes_per_level[1] > s.keyspace("b").unwrap().bytes_per_level[1]
+    );
+    db.close().unwrap();
+}
+
+/// Reads the database from inside every callback, the way a service would gather context
+/// for an alert; counts the callbacks that got their answers.
+struct Reentrant {
+    db: OnceLock<Weak<Db>>,
+    answered: Mutex<Vec<&'static str>>,
+    /// Holds the first flush until a write has stalled, as in the stall test.
+    stalled: Mutex<bool>,
+    stalled_cv: Condvar,
+}
+
+impl Reentrant {
+    fn read(&self, event: &'static str) {
+        let Some(db) = self.db.get().and_then(Weak::upgrade) else { return };
+        let stats = db.stats();
+        assert_eq!(stats.keyspaces[0].name, "default");
+        let _ = db.get("k").unwrap();
+        let _ = db.snapshot().get("k").unwrap();
+        let _ = db.range(..).take(3).count();
+        self.answered.lock().unwrap().push(event);
+    }
+}
+
+impl EventListener for Reentrant {
+    fn on_flush_begin(&self, _: &FlushInfo) {
+        self.read("flush begin");
+        let stalled = self.stalled.lock().unwrap();
+        let _ = self.stalled_cv.wait_timeout_while(stalled, DEADLINE, |s| !*s).unwrap();
+    }
+    fn on_flush_end(&self, _: &FlushInfo) {
+        self.read("flush end");
+    }
+    fn on_compaction_begin(&self, _: &CompactionInfo) {
+        self.read("compaction begin");
+    }
+    fn on_compaction_end(&self, _: &CompactionInfo) {
+        self.read("compaction end");
+    }
+    fn on_write_stall_begin(&self, _: &StallInfo) {
+        self.read("stall begin");
+        *self.stalled.lock().unwrap() = true;
+        self.stalled_cv.notify_all();
+    }
+    fn on_write_stall_end(&self, _: &StallInfo) {
+        self.read("stall end");
+    }
+    fn on_background_error(&self, _: &BackgroundErrorInfo) {
+        self.read("background error");
+    }
+    fn on_resumed(&self, _: &ResumeInfo) {
+        self.read("resumed");
+    }
+}
+
+#[test]
+fn a_listener_that_reads_the_database_from_its_callbacks_does_not_deadlock() {
+    let fs = FaultFs::new();
+    let listener = Arc::new(Reentrant {
+        db: OnceLock::new(),
+        answered: Mutex::new(Vec::new()),
+        stalled: Mutex::new(false),
+        stalled_cv: Condvar::new(),
+    });
+    let opts = options(&fs, listener.clone())
+        .memtable_bytes(1 << 10)
+        .max_immutable_memtables(1)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(3)
+        .l0_stop_trigger(4);
+    let db = Arc::new(Db::open(unique_dir("reentrant"), opts).unwrap());
+    listener.db.set(Arc::downgrade(&db)).unwrap();
+    // A deadlock would hang the scenario, so it runs on a thread of its own, watched.
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let scenario = {
+        let (db, fs) = (db.clone(), fs.clone());
+        std::thread::spawn(move || {
+            for i in 0..300u32 {
+                db.put(i.to_be_bytes(), [5u8; 100]).unwrap();
+            }
+            db.flush().unwrap();
+            db.compact().unwrap();
+            db.put("k", "v").unwrap();
+            fs.inject(Fault::on(OpKind::Append).matching(is_table));
+            assert!(db.flush().is_err());
+            fs.clear_faults();
+            db.resume().unwrap();
+            done_tx.send(()).unwrap();
+        })
+    };
+    if done.recv_timeout(DEADLINE).is_err() {
+        panic!("deadlocked; callbacks answered: {:?}", listener.answered.lock().unwrap());
+    }
+    scenario.join().unwrap();
+    db.close().unwrap();
+    let answered = listener.answered.lock().unwrap().clone();
+    for event in [
+        "flush begin",
+        "flush end",
+        "compaction begin",
+        "compaction end",
+        "stall begin",
+        "stall end",
+        "background error",
+        "resumed",
+    ] {
+        assert!(answered.contains(&event), "no {event} answered: {answered:?}");
+    }
+}
+
+/// Panics in every flush callback; a second listener behind it still hears everything.
+struct Panicky;
+
+impl EventListener for Panicky {
+    fn on_flush_begin(&self, _: &FlushInfo) {
+        panic!("listener bug at flush begin");
+    }
+    fn on_flush_end(&self, _: &FlushInfo) {
+        panic!("listener bug at flush end");
+    }
+    fn on_compaction_end(&self, _: &CompactionInfo) {
+        panic!("listener bug at compaction end");
+    }
+}
+
+#[test]
+fn a_panicking_listener_leaves_the_database_working() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let dir = unique_dir("panicky");
+    let opts = options(&fs, Arc::new(Panicky)).event_listener(rec.clone());
+    let db = Arc::new(Db::open(&dir, opts.clone()).unwrap());
+    // Were the panic to kill the flush thread, `flush` would wait for it forever.
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let scenario = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for round in 0..2u32 {
+                for i in 0..100u32 {
+                    db.put(i.to_be_bytes(), round.to_be_bytes()).unwrap();
+                }
+                db.flush().unwrap();
+            }
+            db.compact().unwrap();
+            done_tx.send(()).unwrap();
+        })
+    };
+    let finished = done.recv_timeout(DEADLINE);
+    assert!(finished.is_ok(), "the database stopped working: {:?}", rec.events());
+    scenario.join().unwrap();
+    rec.wait_for("two flush ends", |e| flush_ends(e).len() == 2);
+    assert!(rec.events().iter().any(|e| matches!(e, Event::CompactionEnd(_))));
+    assert_eq!(db.get(7u32.to_be_bytes()).unwrap().as_deref(), Some(&1u32.to_be_bytes()[..]));
+    db.put("after", "1").unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts).unwrap();
+    assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.stats().tables_per_level[1], 1);
+}
+
+/// Captures every record whose target is `bloomkv`, for all the tests of this binary (a
+/// process has one logger); each test looks for records naming its own directory or
+/// keyspace.
+struct Capture(Mutex<Vec<(log::Level, String)>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.target() == "bloomkv"
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            self.0.lock().unwrap().push((r.level(), r.args().to_string()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+#[test]
+fn background_work_is_logged_under_the_bloomkv_target() {
+    static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+    log::set_logger(&CAPTURE).unwrap();
+    log::set_max_level(log::LevelFilter::Info);
+    let logged = |level: log::Level, words: &[&str]| {
+        CAPTURE
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(l, m)| *l == level && words.iter().all(|w| m.contains(w)))
+    };
+
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let dir = unique_dir("logged");
+    let db = Db::open(&dir, options(&fs, rec.clone())).unwrap();
+    let ks = db.keyspace("logged_keyspace", KeyspaceOptions::default()).unwrap();
+    ks.put("k", "v").unwrap();
+    db.flush().unwrap();
+    rec.wait_for("flush end", |e| !flush_ends(e).is_empty());
+    assert!(logged(log::Level::Info, &["flush begins", "logged_keyspace"]));
+    assert!(logged(log::Level::Info, &["flush done", "logged_keyspace"]));
+    db.compact().unwrap();
+    assert!(logged(log::Level::Info, &["compaction done", "logged_keyspace"]));
+
+    ks.put("k2", "v").unwrap();
+    fs.inject(Fault::on(OpKind::Append).matching(is_table));
+    assert!(db.flush().is_err());
+    let dir_name = dir.to_string_lossy().into_owned();
+    assert!(logged(log::Level::Error, &["background error", &dir_name]));
+    fs.clear_faults();
+    db.resume().unwrap();
+    assert!(logged(log::Level::Warn, &["resumed", &dir_name]));
+    db.close().unwrap();
+}
