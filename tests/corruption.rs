@@ -9,7 +9,7 @@ use bloomkv::fs::{fault::unique_dir, FaultFs, FileSystem};
 use bloomkv::key::{internal_key, ValueKind};
 use bloomkv::log::LogWriter;
 use bloomkv::version::edit::{TableMeta, VersionEdit};
-use bloomkv::version::set::{set_current, RecoveredManifest};
+use bloomkv::version::manifest::{set_current, RecoveredManifest};
 use bloomkv::{Db, Error, Options};
 
 fn expect_corruption_in(r: bloomkv::Result<Db>, file: &Path) {
@@ -138,7 +138,7 @@ fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
         }
         db.flush().unwrap();
         db.close().unwrap();
-        let m = bloomkv::version::set::read_manifest(&fs, &dir).unwrap();
+        let m = bloomkv::version::manifest::read_manifest(&fs, &dir).unwrap();
         let tables: Vec<(usize, TableMeta)> = m.keyspaces[0]
             .levels
             .iter()
@@ -194,7 +194,7 @@ fn scratch(name: &str) -> (FaultFs, PathBuf, impl Fn() -> Options) {
 /// Closes `db` and reads the manifest it left.
 fn closed_manifest(fs: &FaultFs, dir: &Path, db: Db) -> RecoveredManifest {
     db.close().unwrap();
-    bloomkv::version::set::read_manifest(fs, dir).unwrap()
+    bloomkv::version::manifest::read_manifest(fs, dir).unwrap()
 }
 
 /// `k0`..`k9` = `v`.

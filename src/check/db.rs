@@ -10,7 +10,7 @@ use super::{guarded, log, table, Report};
 use crate::filename::{self, FileKind};
 use crate::fs::FileSystem;
 use crate::version::edit::TableMeta;
-use crate::version::set::read_manifest;
+use crate::version::manifest::read_manifest;
 use crate::Error;
 
 /// Checks the database in `dir`.

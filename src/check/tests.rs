@@ -327,7 +327,7 @@ fn a_database_is_checked_whole() {
     assert!(torn.what.contains("torn") && torn.offset.is_some_and(|o| o < len), "{torn:?}");
 
     // A missing live table, a left-over one and a temporary file.
-    let live = crate::version::set::read_manifest(&fs, &dir).unwrap();
+    let live = crate::version::manifest::read_manifest(&fs, &dir).unwrap();
     let table = crate::filename::table_path(&dir, live.keyspaces[0].levels.concat()[0].number);
     let bytes = fs.contents(&table).unwrap();
     fs.remove(&table).unwrap();

@@ -37,8 +37,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
-use super::newest_versions::NewestVersions;
 use super::table_files::{table_options, write_table};
 use super::{DbInner, DbState, Tree};
 use crate::filename::{current_path, table_path};
@@ -48,7 +48,7 @@ use crate::key::{self, SeqNo};
 use crate::merge::MergingIterator;
 use crate::range_del::{Fragments, TombstoneSplit};
 use crate::version::edit::{KeyspaceDef, VersionEdit, DEFAULT_KEYSPACE};
-use crate::version::set::{create_manifest, set_current};
+use crate::version::manifest::{create_manifest, set_current};
 use crate::{Error, Result};
 
 /// Copies through this many bytes at a time where a table cannot be linked.

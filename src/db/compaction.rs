@@ -17,8 +17,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
-use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;

@@ -13,8 +13,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
-use super::newest_versions::NewestVersions;
 use super::{lock_mutex as lock, DbInner};
 use crate::events::FlushInfo;
 use crate::filename::wal_path;

@@ -1,24 +1,33 @@
-//! The engine: [`Db`], the handle users share between threads.
+//! The engine: [`Db`], the handle users share between threads. `mod.rs` holds the handle's
+//! API and the engine's fields (`DbInner`); each job has a file:
 //!
-//! - `write.rs`: the write path (group commit → WAL → memtable, memtable switching, stalls)
+//! - `state.rs`: the engine state (per keyspace a tree of memtables and tables, swapped
+//!   whole) and `install`, the one place the tables change
+//! - `write.rs`: the write path (group commit → WAL → memtable, making room, stalls)
+//! - `wal.rs`: WAL segments: the one being appended to, starting a new one
 //! - `read.rs`: the point-read path (memtables → L0 newest first → one table per level)
+//! - `multi_get.rs`: many point reads at once
 //! - `flush.rs`: immutable memtable → L0 table → manifest
+//! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
+//! - `background.rs`: the flush and compaction threads, background errors, shutdown
+//! - `resume.rs`: restarting after a failed write without reopening
 //! - `filter_budget.rs`: each new table's share of a `FilterPolicy::Budgeted` budget
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
-//! - `compaction.rs`: leveled compaction, picked and run on the compaction thread
 //! - `iter.rs`: range and prefix scans over a merged view at a sequence number, both ways
 //! - `visible.rs`: the newest visible version of each key, forward and backward
+//! - `compaction_iter.rs`: the compaction iterator (newest version of each key a snapshot
+//!   may still need, tombstones dropped where nothing lies below)
 //! - `cursor.rs`: a seekable view that steps both ways
 //! - `snapshot.rs`: consistent read-only views
 //! - `keyspace.rs`: named keyspaces (column families): the handle, creating and dropping
+//! - `checkpoint.rs`: an openable copy, built aside and renamed into place
 //! - `recovery.rs`: open: CURRENT → manifest → tables → WAL replay
-//!
-//! Engine state ([`DbState`]: per keyspace a [`Tree`] of active memtable, immutable
-//! memtables and current version) is one immutable value behind an `ArcSwap`: readers load it without taking a lock, and every change
-//! builds a new value and swaps it in while holding `state_lock`.
+//! - `table_files.rs`: writing and opening table files, the block cache and open-file cache
 
+mod background;
 mod checkpoint;
 mod compaction;
+mod compaction_iter;
 mod cursor;
 mod filter_budget;
 mod flush;
@@ -29,21 +38,20 @@ mod iter;
 mod key_range;
 mod keyspace;
 mod multi_get;
-mod newest_versions;
 mod read;
 mod recovery;
 mod resume;
 mod snapshot;
+mod state;
 mod table_files;
 use table_files::TableCaches;
 mod visible;
+mod wal;
 mod write;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
@@ -57,178 +65,19 @@ pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use snapshot::Snapshot;
 
+pub(crate) use background::{BgState, OpenDb};
+pub(crate) use state::{DbState, Mem, Tree};
+pub(crate) use wal::WalState;
+pub(crate) use write::WriteQueue;
+
 use crate::fs::{FileLock, FileSystem};
 use crate::key::SeqNo;
-use crate::log::LogWriter;
-use crate::memtable::MemTable;
-use crate::options::KeyspaceOptions;
 use crate::options::{Options, WriteOptions};
 use crate::stats::{Counters, Stats};
-use crate::version::edit::{KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
+use crate::version::set::VersionSet;
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
-use crate::version::set::{TableFile, Version, VersionSet};
 use crate::{Error, Result, Value, WriteBatch};
-
-/// A memtable and the WAL segment that holds its writes.
-#[derive(Debug, Clone)]
-pub(crate) struct Mem {
-    pub table: Arc<MemTable>,
-    pub wal_number: u64,
-    /// Once frozen: the last sequence number its WAL segment holds (0 while active). A flush
-    /// records it as durable, not just the newest sequence number its tables hold: writes to
-    /// a keyspace dropped meanwhile are in the segment but in no table, and the manifest must
-    /// still reach the next segment's first sequence number without a gap.
-    pub last_seq: SeqNo,
-}
-
-/// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
-/// replaced whole.
-///
-/// Every keyspace's memtables switch together (a write buffer shared by all keyspaces, one
-/// WAL segment per switch), so `mem` and `imm` line up across the trees of a [`DbState`]:
-/// the i-th immutable memtable of every tree holds the writes of the same WAL segment.
-#[derive(Debug, Clone)]
-pub(crate) struct Tree {
-    pub id: KeyspaceId,
-    pub name: Arc<str>,
-    /// How this keyspace's tables are built.
-    pub opts: KeyspaceOptions,
-    /// The memtable receiving writes.
-    pub mem: Mem,
-    /// Memtables waiting to be flushed, newest first.
-    pub imm: Vec<Mem>,
-    /// The tables.
-    pub version: Arc<Version>,
-}
-
-impl Tree {
-    /// A tree with nothing in it, for readers that have no keyspace to read.
-    pub(crate) fn empty() -> Tree {
-        Tree {
-            id: crate::version::edit::DEFAULT_KEYSPACE,
-            name: "".into(),
-            opts: KeyspaceOptions::default(),
-            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
-            imm: Vec::new(),
-            version: Arc::new(Version::empty()),
-        }
-    }
-
-    /// The memtables, newest first.
-    pub(crate) fn mems(&self) -> impl Iterator<Item = &Mem> {
-        std::iter::once(&self.mem).chain(&self.imm)
-    }
-
-    /// True if a range tombstone visible at `read_seq` deletes the version of `key` written
-    /// at `seq`: the check every read makes on a value it found (a few flag checks when no
-    /// range tombstone exists).
-    #[inline]
-    pub(crate) fn range_deleted(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
-        // Plain loops, not `mems().any(..)`: this runs on every found value.
-        if self.mem.table.range_deleted(key, seq, read_seq) {
-            return true;
-        }
-        for m in &self.imm {
-            if m.table.range_deleted(key, seq, read_seq) {
-                return true;
-            }
-        }
-        !self.version.range_dels.is_empty() && self.version.range_dels.covers(key, seq, read_seq)
-    }
-
-    /// Every range-tombstone set a reader of this tree must apply (for scans, which check
-    /// each key they yield against them).
-    pub(crate) fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
-        let mut sets: Vec<_> = self.mems().flat_map(|m| m.table.range_tombstone_sets()).collect();
-        if !self.version.range_dels.is_empty() {
-            sets.push(self.version.range_dels.clone());
-        }
-        sets
-    }
-}
-
-/// The engine's state at one moment: one [`Tree`] per live keyspace, the default keyspace
-/// first, the rest by id. Never mutated: replaced whole.
-#[derive(Debug)]
-pub(crate) struct DbState {
-    pub trees: Vec<Arc<Tree>>,
-}
-
-impl DbState {
-    /// The default keyspace's tree (always there: it cannot be dropped).
-    #[inline]
-    pub(crate) fn default_tree(&self) -> &Arc<Tree> {
-        &self.trees[0]
-    }
-
-    /// Keyspace `id`'s tree, unless it was dropped.
-    #[inline]
-    pub(crate) fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
-        self.trees.iter().find(|t| t.id == id)
-    }
-
-    /// Immutable memtables per keyspace (the same for every keyspace).
-    pub(crate) fn imm_len(&self) -> usize {
-        self.default_tree().imm.len()
-    }
-
-    /// The most L0 tables any keyspace has: what write stalls go by.
-    pub(crate) fn max_l0_tables(&self) -> usize {
-        self.trees.iter().map(|t| t.version.levels[0].len()).max().unwrap_or(0)
-    }
-
-    /// This state with `f` applied to every tree.
-    pub(crate) fn map_trees(&self, mut f: impl FnMut(&Tree) -> Tree) -> DbState {
-        DbState { trees: self.trees.iter().map(|t| Arc::new(f(t))).collect() }
-    }
-}
-
-/// The WAL being appended to; touched only by the write leader (and close).
-#[derive(Debug)]
-pub(crate) struct WalState {
-    pub writer: Option<LogWriter>,
-    pub number: u64,
-    /// Last sequence number assigned (published or not).
-    pub last_seq: SeqNo,
-}
-
-/// Background thread coordination.
-#[derive(Debug, Default)]
-pub(crate) struct BgState {
-    pub shutdown: bool,
-    pub error: Option<Error>,
-    /// Background jobs (flush or compaction steps) running now.
-    pub running: usize,
-    pub manual_compaction: bool,
-    /// Per keyspace and level, the largest key of the last table compacted, so levels are
-    /// compacted round-robin instead of always at the same end.
-    pub compact_cursor: std::collections::HashMap<(KeyspaceId, usize), Vec<u8>>,
-}
-
-/// A writer's entry in the write queue.
-#[derive(Default)]
-pub(crate) struct PendingWrite {
-    /// Read in place by the leader that writes the group (so the batch is never copied).
-    batch: Mutex<WriteBatch>,
-    /// Bytes of the batch, for sizing groups without locking it.
-    bytes: usize,
-    sync: bool,
-    /// A flush request: switch the memtable even if it is not full.
-    force_switch: bool,
-    /// Not a write but an exclusive task (`write::exclusive`): it leads alone, and no leader
-    /// takes it into a group.
-    exclusive: bool,
-    result: Mutex<Option<Result<()>>>,
-}
-
-/// Writers waiting to commit, head first; the head is the leader. See `write.rs`.
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    pending: VecDeque<Arc<PendingWrite>>,
-    /// The leader's list of its group, handed from leader to leader so that committing a
-    /// group does not allocate one.
-    spare_group: Vec<Arc<PendingWrite>>,
-}
 
 pub(crate) struct DbInner {
     /// Unique to this opening in this process, so that handles and batches that name a
@@ -284,135 +133,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl DbInner {
-    pub(crate) fn load_state(&self) -> Arc<DbState> {
-        self.state.load_full()
-    }
-
-    /// The error that stopped background work, if any.
-    pub(crate) fn check_bg_error(&self) -> Result<()> {
-        if !self.has_bg_error.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        match &lock(&self.bg).error {
-            Some(e) => Err(Error::Background(Arc::new(e.clone()))),
-            None => Ok(()),
-        }
-    }
-
-    pub(crate) fn set_bg_error(&self, e: Error) {
-        self.set_bg_error_locked(&mut lock(&self.bg), e);
-    }
-
-    /// Stops the database with `e` unless an error already did. The listeners are told
-    /// later (`Events::report_background_error`): the caller may hold any lock.
-    pub(crate) fn set_bg_error_locked(&self, bg: &mut BgState, e: Error) {
-        if bg.error.is_none() {
-            self.events.stopped(&e);
-            bg.error = Some(e);
-            self.has_bg_error.store(true, Ordering::Release);
-        }
-        self.bg_done_cv.notify_all();
-        // A background thread reports the error if the thread that met it does not.
-        self.bg_cv.notify_all();
-    }
-
-    pub(crate) fn wake_background(&self) {
-        let _g = lock(&self.bg);
-        self.bg_cv.notify_all();
-    }
-
-    /// Makes `edit` durable in the manifest and installs the versions it produces: the one
-    /// place a flush, a compaction, an ingest or a keyspace's creation or drop changes the
-    /// tree. `opened` holds the readers of the tables the edit adds (to any keyspace);
-    /// `flushed` is the WAL number of the immutable memtables the edit makes redundant,
-    /// dropped from every keyspace in the same state swap, so a reader sees their writes in
-    /// exactly one of the two. Tables the edit deletes are marked obsolete: their files go
-    /// when the last version, snapshot or iterator using them does. (Recovery builds its first
-    /// versions before the engine exists and records them in a new manifest's snapshot
-    /// instead.)
-    pub(crate) fn install(
-        &self,
-        edit: &mut VersionEdit,
-        opened: &[Arc<TableFile>],
-        flushed: Option<u64>,
-    ) -> Result<()> {
-        // The manifest is written under the state lock, so the manifest and the in-memory
-        // state change in the same order.
-        let _g = lock(&self.state_lock);
-        if let Err(e) = lock(&self.versions).log_and_apply(edit) {
-            // Whether the edit reached the disk is unknown, and the manifest refuses further
-            // edits: whatever asked for this one (a flush, a compaction, an ingest, a
-            // keyspace's creation or drop) fails, and so does every write after it, until
-            // `Db::resume` writes a new manifest or the database is reopened. Going on would
-            // acknowledge writes the manifest may not be able to keep.
-            self.set_bg_error(e.clone());
-            return Err(e);
-        }
-        // A reader loads the state before the sequence number and relies on every table in
-        // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
-        // last sequence is visible before its tables are. Flushes and compactions only hold
-        // writes that were already published; an ingest's tables carry a sequence number no
-        // write has, and this is where it is published.
-        if let Some(seq) = edit.last_seq {
-            self.visible_seq.fetch_max(seq, Ordering::AcqRel);
-        }
-        let cur = self.state.load();
-        for (level, number) in &edit.deleted {
-            for tree in &cur.trees {
-                let tables = &tree.version.levels[*level];
-                if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
-                    f.mark_obsolete();
-                }
-            }
-        }
-        let mut trees = Vec::with_capacity(cur.trees.len() + edit.keyspaces.len());
-        for tree in &cur.trees {
-            if edit.dropped_keyspaces.contains(&tree.id) {
-                continue;
-            }
-            let touched = tree.version.touched_by(edit, tree.id);
-            let redefined = edit.keyspaces.iter().find(|d| d.id == tree.id);
-            if !touched && flushed.is_none() && redefined.is_none() {
-                trees.push(tree.clone());
-                continue;
-            }
-            let mut t = Tree::clone(tree);
-            if touched {
-                t.version = Arc::new(t.version.apply(edit, t.id, opened));
-            }
-            if let Some(wal) = flushed {
-                t.imm.retain(|m| m.wal_number != wal);
-            }
-            if let Some(def) = redefined {
-                t.opts = def.opts;
-            }
-            trees.push(Arc::new(t));
-        }
-        for def in &edit.keyspaces {
-            if cur.tree(def.id).is_none() {
-                // A new keyspace starts with empty memtables in step with the others'.
-                let empty = |m: &Mem| Mem { table: Arc::new(MemTable::new()), ..m.clone() };
-                trees.push(Arc::new(Tree {
-                    id: def.id,
-                    name: def.name.as_str().into(),
-                    opts: def.opts,
-                    mem: empty(&cur.default_tree().mem),
-                    imm: cur.default_tree().imm.iter().map(empty).collect(),
-                    version: Arc::new(Version::empty()),
-                }));
-            }
-        }
-        self.state.store(Arc::new(DbState { trees }));
-        Ok(())
-    }
-
-    /// Replaces the state with `f(current)`, serialised with every other state change.
-    pub(crate) fn swap_state(&self, f: impl FnOnce(&DbState) -> DbState) {
-        let _g = lock(&self.state_lock);
-        let cur = self.state.load();
-        self.state.store(Arc::new(f(&cur)));
-    }
-
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -449,22 +169,6 @@ pub struct Db {
     open: Arc<OpenDb>,
 }
 
-/// What keeps a database open: held by its [`Db`] and by every [`Keyspace`] handle taken
-/// from it, so the database closes when the last of them is dropped (or at once by
-/// [`Db::close`]). Snapshots, iterators and cursors do not hold it: a view that silently
-/// kept the LOCK would make the next open fail, and they are meant to be short-lived.
-pub(crate) struct OpenDb {
-    inner: Arc<DbInner>,
-    /// The flush thread and the compaction thread (none for a read-only handle).
-    bg_threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Drop for OpenDb {
-    fn drop(&mut self) {
-        let _ = self.shutdown();
-    }
-}
-
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.inner.fmt(f)
@@ -481,15 +185,7 @@ impl Db {
         opts.validate()?;
         let inner = recovery::open(path.as_ref(), opts)?;
         let db = Db::around(Arc::new(inner));
-        for job in [BgJob::Flush, BgJob::Compact] {
-            let bg_inner = db.inner.clone();
-            let handle = std::thread::Builder::new()
-                .name(job.thread_name().into())
-                .spawn(move || background_loop(&bg_inner, job))
-                .map_err(|e| Error::io("starting a background thread", e))?;
-            lock(&db.open.bg_threads).push(handle);
-        }
-        db.inner.wake_background();
+        db.open.start_background()?;
         Ok(db)
     }
 
@@ -505,7 +201,7 @@ impl Db {
     }
 
     fn around(inner: Arc<DbInner>) -> Db {
-        let open = Arc::new(OpenDb { inner: inner.clone(), bg_threads: Mutex::new(Vec::new()) });
+        let open = Arc::new(OpenDb::new(inner.clone()));
         Db { inner, open }
     }
 
@@ -991,116 +687,6 @@ impl Db {
     /// ```
     pub fn close(&self) -> Result<()> {
         self.open.shutdown()
-    }
-}
-
-impl OpenDb {
-    fn shutdown(&self) -> Result<()> {
-        let inner = &self.inner;
-        if inner.closed.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        {
-            let mut bg = lock(&inner.bg);
-            bg.shutdown = true;
-            inner.bg_cv.notify_all();
-            inner.bg_done_cv.notify_all();
-        }
-        let threads = std::mem::take(&mut *lock(&self.bg_threads));
-        for h in threads {
-            let _ = h.join();
-        }
-        // `multi_get`'s read threads hold nothing between jobs; a call still running finishes
-        // its reads (those queued run first, later ones on its own thread).
-        inner.caches.reads.close();
-        // A manual compaction or an ingest runs on its caller's thread and stops soon once it
-        // sees `closed`; wait for it, so no file is written after the LOCK is released.
-        let _slot = lock(&inner.compaction_slot);
-        // Writers that raced with close may still be in the queue; the WAL lock orders us
-        // after any leader that is mid-write, and a leader that comes later finds no writer
-        // (and will not start a new segment).
-        let mut wal = lock(&inner.wal);
-        let synced = match wal.writer.as_mut() {
-            Some(w) => w.sync(),
-            None => Ok(()),
-        };
-        wal.writer = None;
-        drop(wal);
-        lock(&inner.file_lock).take();
-        synced?;
-        inner.check_bg_error()
-    }
-}
-
-/// What a background thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BgJob {
-    /// Flush immutable memtables.
-    Flush,
-    /// Compact while any level is over its target.
-    Compact,
-}
-
-impl BgJob {
-    fn thread_name(self) -> &'static str {
-        match self {
-            BgJob::Flush => "bloomkv-flush",
-            BgJob::Compact => "bloomkv-compact",
-        }
-    }
-}
-
-/// A background thread. Flushes get a thread of their own so that a frozen memtable is
-/// written out while a long compaction runs: with one thread for both, writers stopped for
-/// whole compactions whenever the immutable memtables filled up behind one. The two only meet
-/// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
-fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
-    loop {
-        let report = {
-            let mut bg = lock(&inner.bg);
-            loop {
-                if inner.events.has_unreported() {
-                    break true;
-                }
-                if bg.shutdown {
-                    return;
-                }
-                if bg.error.is_none() {
-                    let state = inner.load_state();
-                    let ready = match job {
-                        BgJob::Flush => state.imm_len() > 0,
-                        BgJob::Compact => {
-                            !bg.manual_compaction && compaction::needs_compaction(inner, &state)
-                        }
-                    };
-                    if ready {
-                        bg.running += 1;
-                        break false;
-                    }
-                }
-                bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
-            }
-        };
-        if report {
-            // An error recorded by a thread that has not reported it (yet): this thread
-            // holds no lock, so the listeners may call back into the database.
-            inner.events.report_background_error();
-            continue;
-        }
-        let result = match job {
-            BgJob::Flush => flush::flush_oldest(inner),
-            BgJob::Compact => compaction::maybe_compact(inner),
-        };
-        if let Err(e) = result {
-            inner.set_bg_error(e);
-            inner.events.report_background_error();
-        }
-        let mut bg = lock(&inner.bg);
-        bg.running -= 1;
-        // A flush may have made compaction necessary, and a compaction may have released
-        // writers or `flush` callers: wake everyone waiting on either.
-        inner.bg_cv.notify_all();
-        inner.bg_done_cv.notify_all();
     }
 }
 

@@ -13,8 +13,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
+use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
-use super::newest_versions::NewestVersions;
 use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
@@ -28,10 +28,8 @@ use crate::options::Options;
 use crate::range_del::TombstoneSplit;
 use crate::stats::Counters;
 use crate::version::edit::{KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
-use crate::version::set::{
-    default_keyspace_def, read_current, read_manifest, set_current, RecoveredKeyspace, Version,
-    VersionSet, NUM_LEVELS,
-};
+use crate::version::manifest::{read_current, read_manifest, set_current, RecoveredKeyspace};
+use crate::version::set::{default_keyspace_def, Version, VersionSet, NUM_LEVELS};
 use crate::{Error, Result, WriteBatch};
 
 /// One keyspace as found on disk: what the manifest says of it, its tables, and its writes
@@ -489,7 +487,7 @@ fn recover(
     versions.set_keyspaces(keyspaces.iter().map(|k| k.def.clone()).collect(), next_keyspace_id);
     versions.write_snapshot(keyspaces.iter().map(|k| &k.version))?;
     let wal_writer =
-        super::write::start_wal_segment(fs.create(&wal_path(dir, new_wal))?, last_seq + 1)?;
+        super::wal::start_wal_segment(fs.create(&wal_path(dir, new_wal))?, last_seq + 1)?;
     fs.sync_dir(dir)?;
 
     // Remove what no longer belongs: retired WALs, tables not in the version, old manifests,

@@ -22,7 +22,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::write::{self, start_wal_segment};
+use super::wal::{freeze_memtables, start_wal_segment};
+use super::write;
 use super::{flush, lock_mutex as lock, DbInner};
 use crate::filename::wal_path;
 use crate::Result;
@@ -82,7 +83,7 @@ impl DbInner {
         wal.number = number;
         let last_seq = wal.last_seq;
         drop(wal);
-        write::freeze_memtables(self, number, last_seq);
+        freeze_memtables(self, number, last_seq);
         Ok(())
     }
 }

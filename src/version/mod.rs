@@ -6,4 +6,5 @@
 
 pub mod edit;
 pub(crate) mod lookup;
+pub mod manifest;
 pub mod set;

@@ -157,7 +157,7 @@ pub fn manifest(data: &[u8]) {
     let mut c = fs.create(&dir.join("CURRENT")).unwrap();
     c.append(b"MANIFEST-000005\n").unwrap();
     drop(c);
-    match bloomkv::version::set::read_manifest(&fs, dir) {
+    match bloomkv::version::manifest::read_manifest(&fs, dir) {
         Ok(m) => {
             let numbers: Vec<u64> = m
                 .keyspaces

@@ -16,7 +16,8 @@ use bloomkv::check;
 use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::StdFs;
 use bloomkv::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
-use bloomkv::version::set::{read_manifest, DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
+use bloomkv::version::manifest::read_manifest;
+use bloomkv::version::set::{DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
 use bloomkv::{Error, TableInfo};
 use serde::Serialize;
 

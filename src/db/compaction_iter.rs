@@ -1,4 +1,5 @@
-//! [`NewestVersions`]: the filter every table write passes its entries through.
+//! The compaction iterator, [`NewestVersions`]: the filter every table write (flush,
+//! compaction, recovery, checkpoint) passes its entries through.
 
 use std::sync::Arc;
 

@@ -1,0 +1,228 @@
+//! The engine's state: per keyspace a [`Tree`] of active memtable, immutable memtables and
+//! current version, all of it one immutable [`DbState`] behind an `ArcSwap`. Readers load it
+//! without a lock; every change builds a new value and swaps it in while holding
+//! `state_lock`, and every change to the tables goes through [`DbInner::install`], which
+//! writes the manifest first.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{lock_mutex as lock, DbInner};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::KeyspaceOptions;
+use crate::version::edit::{KeyspaceId, VersionEdit};
+use crate::version::set::{TableFile, Version};
+use crate::Result;
+
+/// A memtable and the WAL segment that holds its writes.
+#[derive(Debug, Clone)]
+pub(crate) struct Mem {
+    pub table: Arc<MemTable>,
+    pub wal_number: u64,
+    /// Once frozen: the last sequence number its WAL segment holds (0 while active). A flush
+    /// records it as durable, not just the newest sequence number its tables hold: writes to
+    /// a keyspace dropped meanwhile are in the segment but in no table, and the manifest must
+    /// still reach the next segment's first sequence number without a gap.
+    pub last_seq: SeqNo,
+}
+
+/// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
+/// replaced whole.
+///
+/// Every keyspace's memtables switch together (a write buffer shared by all keyspaces, one
+/// WAL segment per switch), so `mem` and `imm` line up across the trees of a [`DbState`]:
+/// the i-th immutable memtable of every tree holds the writes of the same WAL segment.
+#[derive(Debug, Clone)]
+pub(crate) struct Tree {
+    pub id: KeyspaceId,
+    pub name: Arc<str>,
+    /// How this keyspace's tables are built.
+    pub opts: KeyspaceOptions,
+    /// The memtable receiving writes.
+    pub mem: Mem,
+    /// Memtables waiting to be flushed, newest first.
+    pub imm: Vec<Mem>,
+    /// The tables.
+    pub version: Arc<Version>,
+}
+
+impl Tree {
+    /// A tree with nothing in it, for readers that have no keyspace to read.
+    pub(crate) fn empty() -> Tree {
+        Tree {
+            id: crate::version::edit::DEFAULT_KEYSPACE,
+            name: "".into(),
+            opts: KeyspaceOptions::default(),
+            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
+            imm: Vec::new(),
+            version: Arc::new(Version::empty()),
+        }
+    }
+
+    /// The memtables, newest first.
+    pub(crate) fn mems(&self) -> impl Iterator<Item = &Mem> {
+        std::iter::once(&self.mem).chain(&self.imm)
+    }
+
+    /// True if a range tombstone visible at `read_seq` deletes the version of `key` written
+    /// at `seq`: the check every read makes on a value it found (a few flag checks when no
+    /// range tombstone exists).
+    #[inline]
+    pub(crate) fn range_deleted(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        // Plain loops, not `mems().any(..)`: this runs on every found value.
+        if self.mem.table.range_deleted(key, seq, read_seq) {
+            return true;
+        }
+        for m in &self.imm {
+            if m.table.range_deleted(key, seq, read_seq) {
+                return true;
+            }
+        }
+        !self.version.range_dels.is_empty() && self.version.range_dels.covers(key, seq, read_seq)
+    }
+
+    /// Every range-tombstone set a reader of this tree must apply (for scans, which check
+    /// each key they yield against them).
+    pub(crate) fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
+        let mut sets: Vec<_> = self.mems().flat_map(|m| m.table.range_tombstone_sets()).collect();
+        if !self.version.range_dels.is_empty() {
+            sets.push(self.version.range_dels.clone());
+        }
+        sets
+    }
+}
+
+/// The engine's state at one moment: one [`Tree`] per live keyspace, the default keyspace
+/// first, the rest by id. Never mutated: replaced whole.
+#[derive(Debug)]
+pub(crate) struct DbState {
+    pub trees: Vec<Arc<Tree>>,
+}
+
+impl DbState {
+    /// The default keyspace's tree (always there: it cannot be dropped).
+    #[inline]
+    pub(crate) fn default_tree(&self) -> &Arc<Tree> {
+        &self.trees[0]
+    }
+
+    /// Keyspace `id`'s tree, unless it was dropped.
+    #[inline]
+    pub(crate) fn tree(&self, id: KeyspaceId) -> Option<&Arc<Tree>> {
+        self.trees.iter().find(|t| t.id == id)
+    }
+
+    /// Immutable memtables per keyspace (the same for every keyspace).
+    pub(crate) fn imm_len(&self) -> usize {
+        self.default_tree().imm.len()
+    }
+
+    /// The most L0 tables any keyspace has: what write stalls go by.
+    pub(crate) fn max_l0_tables(&self) -> usize {
+        self.trees.iter().map(|t| t.version.levels[0].len()).max().unwrap_or(0)
+    }
+
+    /// This state with `f` applied to every tree.
+    pub(crate) fn map_trees(&self, mut f: impl FnMut(&Tree) -> Tree) -> DbState {
+        DbState { trees: self.trees.iter().map(|t| Arc::new(f(t))).collect() }
+    }
+}
+
+impl DbInner {
+    pub(crate) fn load_state(&self) -> Arc<DbState> {
+        self.state.load_full()
+    }
+
+    /// Makes `edit` durable in the manifest and installs the versions it produces: the one
+    /// place a flush, a compaction, an ingest or a keyspace's creation or drop changes the
+    /// tree. `opened` holds the readers of the tables the edit adds (to any keyspace);
+    /// `flushed` is the WAL number of the immutable memtables the edit makes redundant,
+    /// dropped from every keyspace in the same state swap, so a reader sees their writes in
+    /// exactly one of the two. Tables the edit deletes are marked obsolete: their files go
+    /// when the last version, snapshot or iterator using them does. (Recovery builds its first
+    /// versions before the engine exists and records them in a new manifest's snapshot
+    /// instead.)
+    pub(crate) fn install(
+        &self,
+        edit: &mut VersionEdit,
+        opened: &[Arc<TableFile>],
+        flushed: Option<u64>,
+    ) -> Result<()> {
+        // The manifest is written under the state lock, so the manifest and the in-memory
+        // state change in the same order.
+        let _g = lock(&self.state_lock);
+        if let Err(e) = lock(&self.versions).log_and_apply(edit) {
+            // Whether the edit reached the disk is unknown, and the manifest refuses further
+            // edits: whatever asked for this one (a flush, a compaction, an ingest, a
+            // keyspace's creation or drop) fails, and so does every write after it, until
+            // `Db::resume` writes a new manifest or the database is reopened. Going on would
+            // acknowledge writes the manifest may not be able to keep.
+            self.set_bg_error(e.clone());
+            return Err(e);
+        }
+        // A reader loads the state before the sequence number and relies on every table in
+        // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
+        // last sequence is visible before its tables are. Flushes and compactions only hold
+        // writes that were already published; an ingest's tables carry a sequence number no
+        // write has, and this is where it is published.
+        if let Some(seq) = edit.last_seq {
+            self.visible_seq.fetch_max(seq, Ordering::AcqRel);
+        }
+        let cur = self.state.load();
+        for (level, number) in &edit.deleted {
+            for tree in &cur.trees {
+                let tables = &tree.version.levels[*level];
+                if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
+                    f.mark_obsolete();
+                }
+            }
+        }
+        let mut trees = Vec::with_capacity(cur.trees.len() + edit.keyspaces.len());
+        for tree in &cur.trees {
+            if edit.dropped_keyspaces.contains(&tree.id) {
+                continue;
+            }
+            let touched = tree.version.touched_by(edit, tree.id);
+            let redefined = edit.keyspaces.iter().find(|d| d.id == tree.id);
+            if !touched && flushed.is_none() && redefined.is_none() {
+                trees.push(tree.clone());
+                continue;
+            }
+            let mut t = Tree::clone(tree);
+            if touched {
+                t.version = Arc::new(t.version.apply(edit, t.id, opened));
+            }
+            if let Some(wal) = flushed {
+                t.imm.retain(|m| m.wal_number != wal);
+            }
+            if let Some(def) = redefined {
+                t.opts = def.opts;
+            }
+            trees.push(Arc::new(t));
+        }
+        for def in &edit.keyspaces {
+            if cur.tree(def.id).is_none() {
+                // A new keyspace starts with empty memtables in step with the others'.
+                let empty = |m: &Mem| Mem { table: Arc::new(MemTable::new()), ..m.clone() };
+                trees.push(Arc::new(Tree {
+                    id: def.id,
+                    name: def.name.as_str().into(),
+                    opts: def.opts,
+                    mem: empty(&cur.default_tree().mem),
+                    imm: cur.default_tree().imm.iter().map(empty).collect(),
+                    version: Arc::new(Version::empty()),
+                }));
+            }
+        }
+        self.state.store(Arc::new(DbState { trees }));
+        Ok(())
+    }
+
+    /// Replaces the state with `f(current)`, serialised with every other state change.
+    pub(crate) fn swap_state(&self, f: impl FnOnce(&DbState) -> DbState) {
+        let _g = lock(&self.state_lock);
+        let cur = self.state.load();
+        self.state.store(Arc::new(f(&cur)));
+    }
+}

@@ -1,0 +1,88 @@
+//! The write-ahead log as the engine uses it: the segment being appended to, starting a new
+//! segment (at a memtable switch, after an ingest, when resuming), and what a segment's
+//! header promises recovery. The record format is `crate::log`'s; replay is in
+//! `recovery.rs`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{lock_mutex as lock, DbInner, Mem, Tree};
+use crate::filename::wal_path;
+use crate::key::SeqNo;
+use crate::log::LogWriter;
+use crate::memtable::MemTable;
+use crate::{Error, Result, WriteBatch};
+
+/// The WAL being appended to; touched only by the write leader (and close).
+#[derive(Debug)]
+pub(crate) struct WalState {
+    pub writer: Option<LogWriter>,
+    pub number: u64,
+    /// Last sequence number assigned (published or not).
+    pub last_seq: SeqNo,
+}
+
+/// Freezes the active memtables (every keyspace's) and starts new ones with a new WAL
+/// segment. The old segment is fsynced first, so after a power loss only the newest segment can have a torn tail and
+/// recovery never has to skip a hole.
+pub(super) fn switch_memtable(inner: &DbInner) -> Result<()> {
+    let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
+    let mut wal = lock(&inner.wal);
+    // `close` clears the writer under this lock before it releases the LOCK: after that, no
+    // new segment may appear in a directory this handle no longer owns.
+    let Some(w) = wal.writer.as_mut() else { return Err(Error::Closed) };
+    w.sync().inspect_err(|e| inner.set_bg_error(e.clone()))?;
+    // A failed create is harmless (nothing was written; the next write retries), but a
+    // failed header write or fsync, or a failed directory fsync, is never retried: after one,
+    // what the segment or the directory holds on disk is unknown (the same rule as for a
+    // failed WAL fsync).
+    let file = inner.fs.create(&wal_path(&inner.dir, number))?;
+    let writer = start_wal_segment(file, wal.last_seq + 1)
+        .and_then(|w| inner.fs.sync_dir(&inner.dir).map(|()| w))
+        .inspect_err(|e| inner.set_bg_error(e.clone()))?;
+    wal.writer = Some(writer);
+    wal.number = number;
+    // Only a leader writes, and this one has not yet: the old segment ends here.
+    let last_seq = wal.last_seq;
+    drop(wal);
+    freeze_memtables(inner, number, last_seq);
+    inner.wake_background();
+    Ok(())
+}
+
+/// Makes every keyspace's active memtable immutable, its WAL segment ending at `last_seq`,
+/// and starts empty ones whose writes go to segment `number`.
+pub(crate) fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
+    inner.swap_state(|cur| {
+        cur.map_trees(|t| {
+            let mut imm = Vec::with_capacity(t.imm.len() + 1);
+            imm.push(Mem { last_seq, ..t.mem.clone() });
+            imm.extend(t.imm.iter().cloned());
+            Tree {
+                mem: Mem { table: Arc::new(MemTable::new()), wal_number: number, last_seq: 0 },
+                imm,
+                ..t.clone()
+            }
+        })
+    });
+}
+
+/// Starts a WAL segment in the new, empty `file`: writes its header record and fsyncs it.
+///
+/// The header is an empty write batch whose sequence number is `next_seq`, the first one the
+/// segment's writes will take. Recovery requires sequence numbers to run on without a gap
+/// from the manifest's last sequence through every segment, headers included. Because even a
+/// segment that received no writes names where it continues from, a lost manifest edit (a
+/// flush whose WAL was then deleted) shows up as a gap before the next segment's header and
+/// is refused, instead of opening with the flushed writes silently gone.
+pub(crate) fn start_wal_segment(
+    file: Box<dyn crate::fs::WritableFile>,
+    next_seq: crate::key::SeqNo,
+) -> Result<LogWriter> {
+    let mut header = WriteBatch::new();
+    header.set_sequence(next_seq);
+    let mut writer = LogWriter::new(file);
+    writer.add_record(header.data())?;
+    writer.sync()?;
+    Ok(writer)
+}
