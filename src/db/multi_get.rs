@@ -35,7 +35,7 @@ use crate::memtable::MemGet;
 use crate::stats::ReadTally;
 use crate::table::format::BlockHandle;
 use crate::table::read_pool::ReadPool;
-use crate::table::reader::Lookup as TableLookup;
+use crate::table::reader::{Lookup as TableLookup, Wait};
 use crate::table::{GetOutcome, Table, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
@@ -189,22 +189,18 @@ fn window<'s, K: AsRef<[u8]>>(
         // With two or more searches, blocks that must come from the device are set aside
         // and read together afterwards; a lone search just reads.
         let defer = s.searches.len() >= 2 && reads.worth_asking();
+        let wait = if defer { Wait::IfResident } else { Wait::ForDevice };
         s.waiting.clear();
         for group in s.searches.chunk_by(|(a, _), (b, _)| Arc::ptr_eq(a, b)) {
             let t = group[0].0;
-            let mut members = group.iter().map(|&(_, i)| i);
             let group_keys = group.iter().map(|&(_, i)| keys[i].as_ref());
-            let mut next = || members.next().expect("one outcome per key searched");
-            if defer {
-                t.table.get_many_if_ready(group_keys, seq, |got| match got {
-                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, next(), got),
-                    TableLookup::Waiting(handle) => s.waiting.push((t, next(), handle)),
-                })?;
-            } else {
-                t.table.get_many(group_keys, seq, |got| {
-                    settle(call, &mut s.lookups, tally, next(), got)
-                })?;
-            }
+            t.table.get_many(group_keys, seq, wait, |k, got| {
+                let i = group[k].1;
+                match got {
+                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, i, got),
+                    TableLookup::Waiting(handle) => s.waiting.push((t, i, handle)),
+                }
+            })?;
         }
         if defer {
             reads.round_asked(!s.waiting.is_empty());
@@ -284,13 +280,13 @@ fn fetch_waiting<K: AsRef<[u8]>>(
         reads.fetch_all(blocks)?
     } else {
         let (table, handle) = &blocks[0];
-        vec![table.fetch_block(*handle)?]
+        vec![table.fetch_for_lookup(*handle)?]
     };
     let mut previous = None;
-    for (&(t, i, _), &b) in s.waiting.iter().zip(&which) {
+    for (&(t, i, handle), &b) in s.waiting.iter().zip(&which) {
         let first = previous != Some(b);
         previous = Some(b);
-        let got = t.table.get_in(&fetched[b], keys[i].as_ref(), seq, first)?;
+        let got = t.table.get_in(&fetched[b], handle, keys[i].as_ref(), seq, first)?;
         settle(call, &mut s.lookups, tally, i, got);
     }
     Ok(())
