@@ -3,7 +3,6 @@
 //! ([`TraceStep`]). Used by the `bloomkv` tool and the bench harness.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -165,9 +164,8 @@ impl Db {
 
     /// [`Keyspace::trace`] of the default keyspace.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
-        let state = self.inner.load_state();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        trace(state.default_tree(), key.as_ref(), seq)
+        let view = self.inner.read_view();
+        trace(view.state().default_tree(), key.as_ref(), view.seq())
     }
 }
 
@@ -193,9 +191,8 @@ impl Keyspace {
     /// first answer, so filter false positives (and the absence of false negatives) can be
     /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
-        let state = self.inner.load_state();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        trace(state.tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), seq)
+        let view = self.inner.read_view();
+        trace(view.state().tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), view.seq())
     }
 }
 

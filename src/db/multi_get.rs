@@ -28,7 +28,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{DbInner, Tree};
+use super::Tree;
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -80,22 +80,8 @@ struct Scratch<'s> {
     waiting: Vec<(&'s Arc<TableFile>, usize, BlockHandle)>,
 }
 
-impl DbInner {
-    /// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
-    pub(crate) fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        state: &Tree,
-        keys: &[K],
-        seq: SeqNo,
-    ) -> Result<Vec<Option<Value>>> {
-        let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let result = lookup_all(state, keys, seq, &mut tally, &self.caches.reads);
-        self.counters.record_gets(&tally);
-        result
-    }
-}
-
-fn lookup_all<K: AsRef<[u8]>>(
+/// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
+pub(crate) fn lookup_all<K: AsRef<[u8]>>(
     state: &Tree,
     keys: &[K],
     seq: SeqNo,

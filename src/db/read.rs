@@ -1,5 +1,6 @@
 //! The point-read path, top to bottom:
 //!
+//! 0. a [`ReadView`]: the state, then the sequence number to read at;
 //! 1. hash the key once (`filter::hash_key`);
 //! 2. walk the candidate tables, chosen from the version's in-RAM key-range fences (every L0
 //!    table whose range covers the key, newest first, then one table per deeper level):
@@ -17,13 +18,16 @@
 //! lets their cache misses overlap — with each other and with the memtable search — instead
 //! of being paid one after another; on a tree larger than the CPU caches that is most of an
 //! absent-key lookup's cost. Nothing is allocated on the miss path, no lock is taken (the
-//! state is an `Arc` loaded by the caller), and the lookup's counters are added to the shared
-//! statistics once, at the end.
+//! view holds the state by an `ArcSwap` guard), and the lookup's counters are added to the
+//! shared statistics once, at the end.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{DbInner, Tree};
+use arc_swap::Guard;
+
+use super::{multi_get, DbInner, DbState, Tree};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -32,11 +36,78 @@ use crate::table::{GetOutcome, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
-pub(crate) fn get(inner: &DbInner, state: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Value>> {
-    let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
-    let result = search(state, key, seq, &mut tally, &mut Unobserved);
-    inner.counters.record_gets(&tally);
-    result
+/// What a read reads: the engine state and the sequence number, loaded in that order by
+/// [`DbInner::read_view`], the one place that builds it. Every table and immutable memtable
+/// of a state holds only writes published before the state was installed, so a sequence
+/// number loaded afterwards is at or above all of them; the other order could pair an old
+/// sequence number with a newer state whose compaction dropped the version the read should
+/// see (DESIGN.md, "Reading at a sequence number").
+///
+/// `get`, `multi_get` and `trace` read through one for the length of a call, holding the
+/// state by an `ArcSwap` guard: no shared reference count is touched per lookup. A snapshot
+/// keeps one ([`ReadView::into_owned`]).
+pub(crate) struct ReadView {
+    state: Guard<Arc<DbState>>,
+    seq: SeqNo,
+}
+
+impl DbInner {
+    /// A view of the database as it is now: the state, then the sequence number.
+    #[inline]
+    pub(crate) fn read_view(&self) -> ReadView {
+        let state = self.state.load();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        ReadView { state, seq }
+    }
+}
+
+// Only snapshots clone views, so a clone owns its `Arc`, as `into_owned` makes it.
+impl Clone for ReadView {
+    fn clone(&self) -> Self {
+        ReadView { state: Guard::from_inner(Arc::clone(&self.state)), seq: self.seq }
+    }
+}
+
+impl ReadView {
+    /// The same view, to keep for as long as a snapshot lives. `ArcSwap` lends a fast guard
+    /// from a few slots per thread, and a guard held long would keep its slot; this one owns
+    /// its `Arc` instead.
+    pub(crate) fn into_owned(self) -> ReadView {
+        ReadView { state: Guard::from_inner(Guard::into_inner(self.state)), seq: self.seq }
+    }
+
+    /// The state the view reads.
+    pub(crate) fn state(&self) -> &Arc<DbState> {
+        &self.state
+    }
+
+    /// The sequence number the view reads at.
+    pub(crate) fn seq(&self) -> SeqNo {
+        self.seq
+    }
+
+    /// The newest value of `key` in `tree` (one of this view's trees) at the view's sequence
+    /// number.
+    pub(crate) fn get(&self, inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Value>> {
+        let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
+        let result = search(tree, key, self.seq, &mut tally, &mut Unobserved);
+        inner.counters.record_gets(&tally);
+        result
+    }
+
+    /// The newest value of each of `keys` in `tree` (one of this view's trees), in order:
+    /// the answers of [`ReadView::get`] for each, found together (see `db::multi_get`).
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        inner: &DbInner,
+        tree: &Tree,
+        keys: &[K],
+    ) -> Result<Vec<Option<Value>>> {
+        let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
+        let result = multi_get::lookup_all(tree, keys, self.seq, &mut tally, &inner.caches.reads);
+        inner.counters.record_gets(&tally);
+        result
+    }
 }
 
 /// Watches the read path (for `Db::trace`), so the tool shows the walk `get` really makes
