@@ -28,15 +28,15 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use super::read::{resolve, Found};
 use super::Tree;
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
-use crate::memtable::MemGet;
 use crate::stats::ReadTally;
 use crate::table::format::BlockHandle;
 use crate::table::read_pool::ReadPool;
 use crate::table::reader::{Lookup as TableLookup, Wait};
-use crate::table::{GetOutcome, Table, TableGet};
+use crate::table::{Table, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
@@ -149,14 +149,9 @@ fn window<'s, K: AsRef<[u8]>>(
                 if mem.table.is_empty() {
                     continue;
                 }
-                if let Some(found) = mem.table.get(key.as_ref(), seq) {
-                    tally.memtable_hits += 1;
-                    lookup.answer = Some(match found {
-                        MemGet::Found(v, at) if !state.range_deleted(key.as_ref(), at, seq) => {
-                            Some(v)
-                        }
-                        MemGet::Found(..) | MemGet::Deleted => None,
-                    });
+                let found = Found::Memtable(mem.table.get(key.as_ref(), seq));
+                if let Some(decided) = resolve(state, key.as_ref(), seq, found, tally).decision() {
+                    lookup.answer = Some(decided);
                     break;
                 }
             }
@@ -233,14 +228,10 @@ fn settle<K: AsRef<[u8]>>(
     i: usize,
     got: TableGet,
 ) {
-    tally.block_reads += u64::from(got.block_read);
-    tally.block_cache_hits += u64::from(got.cache_hit);
-    match got.outcome {
-        GetOutcome::Found(v) if !state.range_deleted(keys[i].as_ref(), got.seq, seq) => {
-            lookups[i].answer = Some(Some(v))
-        }
-        GetOutcome::Found(_) | GetOutcome::Deleted => lookups[i].answer = Some(None),
-        GetOutcome::Absent => tally.filter_false_positives += 1,
+    if let Some(decided) =
+        resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally).decision()
+    {
+        lookups[i].answer = Some(decided);
     }
 }
 

@@ -118,15 +118,90 @@ pub(crate) trait ReadObserver {
     /// (what a later source holds shows whether a filter, or the walk, is wrong).
     const EXHAUSTIVE: bool = false;
     /// The `index`-th memtable (0 = the active one) was searched.
-    fn memtable(&mut self, _index: usize, _found: Option<&MemGet>) {}
+    fn memtable(&mut self, _index: usize, _answer: &Answer) {}
     /// A candidate table's filter was asked; `searched` is the table's answer when the
     /// filter said "maybe" and the table was searched.
-    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&GetOutcome>) {}
+    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&Answer>) {}
 }
 
 /// The observer of ordinary reads: sees nothing.
 pub(crate) struct Unobserved;
 impl ReadObserver for Unobserved {}
+
+/// What one source of a read — a memtable or a table — says about the key, once range
+/// tombstones are applied: [`resolve`]'s answer.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// A value no range tombstone covers: the read's result.
+    Value(Value),
+    /// A tombstone: the key is absent, and older sources are not asked.
+    Deleted,
+    /// A value that a newer range tombstone visible to the read covers: absent, as `Deleted`.
+    RangeDeleted,
+    /// Nothing for the key here: the next source is asked.
+    Absent,
+}
+
+impl Answer {
+    /// The read's result if this answer decides it; `None` sends the read on to the next
+    /// source.
+    #[inline]
+    pub(crate) fn decision(self) -> Option<Option<Value>> {
+        match self {
+            Answer::Value(v) => Some(Some(v)),
+            Answer::Deleted | Answer::RangeDeleted => Some(None),
+            Answer::Absent => None,
+        }
+    }
+}
+
+/// What a source's search found: [`resolve`]'s input.
+pub(crate) enum Found {
+    /// A memtable's.
+    Memtable(Option<MemGet>),
+    /// A table's, searched once its filter said "maybe".
+    Table(TableGet),
+}
+
+/// What `found`, a source's search for `key` in `tree` at `seq`, answers — a value found is
+/// checked against the range tombstones here, after the search, because filters cannot
+/// answer for ranges — and its counts in `tally`: a memtable hit, a table's block read or
+/// cache hit, a filter's false positive. `get`, `multi_get` and `trace` all decide here, so
+/// their answers and counters cannot drift apart.
+#[inline]
+pub(crate) fn resolve(
+    tree: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    found: Found,
+    tally: &mut ReadTally,
+) -> Answer {
+    let (outcome, at) = match found {
+        Found::Memtable(None) => return Answer::Absent,
+        Found::Memtable(Some(got)) => {
+            tally.memtable_hits += 1;
+            match got {
+                MemGet::Found(v, at) => (GetOutcome::Found(v), at),
+                MemGet::Deleted => (GetOutcome::Deleted, 0),
+            }
+        }
+        Found::Table(got) => {
+            tally.block_reads += u64::from(got.block_read);
+            tally.block_cache_hits += u64::from(got.cache_hit);
+            (got.outcome, got.seq)
+        }
+    };
+    match outcome {
+        GetOutcome::Found(_) if tree.range_deleted(key, at, seq) => Answer::RangeDeleted,
+        GetOutcome::Found(v) => Answer::Value(v),
+        GetOutcome::Deleted => Answer::Deleted,
+        GetOutcome::Absent => {
+            // The table's filter said "maybe" and the table holds nothing for the key.
+            tally.filter_false_positives += 1;
+            Answer::Absent
+        }
+    }
+}
 
 /// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
 /// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
@@ -162,19 +237,13 @@ pub(crate) fn search<O: ReadObserver>(
         if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }
-        let found = mem.table.get(key, seq);
-        observer.memtable(i, found.as_ref());
-        if let Some(found) = found {
-            if answer.is_none() {
-                tally.memtable_hits = 1;
-                answer = Some(match found {
-                    MemGet::Found(v, at) if !state.range_deleted(key, at, seq) => Some(v),
-                    MemGet::Found(..) | MemGet::Deleted => None,
-                });
-            }
+        let got = resolve(state, key, seq, Found::Memtable(mem.table.get(key, seq)), tally);
+        observer.memtable(i, &got);
+        if let Some(decided) = got.decision() {
             if !O::EXHAUSTIVE {
-                return Ok(answer.unwrap_or(None));
+                return Ok(decided);
             }
+            answer.get_or_insert(decided);
         }
     }
     let mut consult = |t: &Arc<TableFile>, filter: &Filter| {
@@ -184,27 +253,18 @@ pub(crate) fn search<O: ReadObserver>(
             observer.table(t, None);
             return ControlFlow::Continue(());
         }
-        match t.table.get(key, seq) {
-            Err(e) => ControlFlow::Break(Err(e)),
-            Ok(TableGet { outcome, block_read, cache_hit, seq: at }) => {
-                observer.table(t, Some(&outcome));
-                tally.block_reads += u64::from(block_read);
-                tally.block_cache_hits += u64::from(cache_hit);
-                let found = match outcome {
-                    GetOutcome::Found(v) if !state.range_deleted(key, at, seq) => Some(v),
-                    GetOutcome::Found(_) | GetOutcome::Deleted => None,
-                    GetOutcome::Absent => {
-                        tally.filter_false_positives += 1;
-                        return ControlFlow::Continue(());
-                    }
-                };
-                if O::EXHAUSTIVE {
-                    answer.get_or_insert(found);
-                    ControlFlow::Continue(())
-                } else {
-                    ControlFlow::Break(Ok(found))
-                }
+        let got = match t.table.get(key, seq) {
+            Ok(got) => resolve(state, key, seq, Found::Table(got), tally),
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        observer.table(t, Some(&got));
+        match got.decision() {
+            None => ControlFlow::Continue(()),
+            Some(decided) if O::EXHAUSTIVE => {
+                answer.get_or_insert(decided);
+                ControlFlow::Continue(())
             }
+            Some(decided) => ControlFlow::Break(Ok(decided)),
         }
     };
     for &(t, filter) in first.iter().flatten() {
