@@ -3,19 +3,16 @@
 //! ([`TraceStep`]). Used by the `bloomkv` tool and the bench harness.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::filter_budget;
-use super::read::{self, ReadObserver};
+use super::read::{self, Answer, Found, ReadObserver};
 use super::{Db, Keyspace, Tree};
 use crate::filter::{budget, FilterKind};
 use crate::key::SeqNo;
-use crate::memtable::MemGet;
 use crate::stats::ReadTally;
-use crate::table::GetOutcome;
 use crate::version::set::TableFile;
 use crate::Result;
 
@@ -165,9 +162,8 @@ impl Db {
 
     /// [`Keyspace::trace`] of the default keyspace.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
-        let state = self.inner.load_state();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        trace(state.default_tree(), key.as_ref(), seq)
+        let view = self.inner.read_view();
+        trace(view.state().default_tree(), key.as_ref(), view.seq())
     }
 }
 
@@ -193,9 +189,8 @@ impl Keyspace {
     /// first answer, so filter false positives (and the absence of false negatives) can be
     /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
-        let state = self.inner.load_state();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        trace(state.tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), seq)
+        let view = self.inner.read_view();
+        trace(view.state().tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), view.seq())
     }
 }
 
@@ -274,17 +269,7 @@ fn trace(state: &Tree, key: &[u8], seq: SeqNo) -> Result<Vec<TraceStep>> {
         decided |= decides;
         steps.push(TraceStep { source, in_range, filter_maybe, actual, decides });
     };
-    // A value a range tombstone covers is what a `get` stops at, and reads as absent.
-    let covered = |found_seq| state.range_deleted(key, found_seq, seq);
-    let mems: Vec<_> = state.mems().collect();
-    for (i, mut actual) in seen.memtables {
-        if let (Presence::Value, Some(MemGet::Found(_, at))) =
-            (&actual, mems[i].table.get(key, seq))
-        {
-            if covered(at) {
-                actual = Presence::RangeDeleted;
-            }
-        }
+    for (i, actual) in seen.memtables {
         let source =
             if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
         push(source, true, None, actual);
@@ -292,13 +277,30 @@ fn trace(state: &Tree, key: &[u8], seq: SeqNo) -> Result<Vec<TraceStep>> {
     for (level, t) in state.version.all_tables() {
         let source = TraceSource::Table { level, number: t.meta.number };
         match seen.tables.get(&t.meta.number) {
-            Some(Some(_)) => push(source, true, Some(true), table_holds(t, key, seq, &covered)?),
+            Some(Some(actual)) => push(source, true, Some(true), actual.clone()),
             // The filter said no: look anyway, to show it was right.
-            Some(None) => push(source, true, Some(false), table_holds(t, key, seq, &covered)?),
+            Some(None) => {
+                let got = t.table.get(key, seq)?;
+                let answer =
+                    read::resolve(state, key, seq, Found::Table(got), &mut ReadTally::default());
+                push(source, true, Some(false), Presence::of(&answer));
+            }
             None => push(source, false, None, Presence::Absent),
         }
     }
     Ok(steps)
+}
+
+impl Presence {
+    /// A step's picture of what the read path answered for a source.
+    fn of(answer: &Answer) -> Presence {
+        match answer {
+            Answer::Value(_) => Presence::Value,
+            Answer::Deleted => Presence::Tombstone,
+            Answer::RangeDeleted => Presence::RangeDeleted,
+            Answer::Absent => Presence::Absent,
+        }
+    }
 }
 
 /// What the read path visited: each memtable's answer, and per consulted table the table's
@@ -312,38 +314,11 @@ struct Recorder {
 impl ReadObserver for Recorder {
     const EXHAUSTIVE: bool = true;
 
-    fn memtable(&mut self, index: usize, found: Option<&MemGet>) {
-        let actual = match found {
-            Some(MemGet::Found(..)) => Presence::Value,
-            Some(MemGet::Deleted) => Presence::Tombstone,
-            None => Presence::Absent,
-        };
-        self.memtables.push((index, actual));
+    fn memtable(&mut self, index: usize, answer: &Answer) {
+        self.memtables.push((index, Presence::of(answer)));
     }
 
-    fn table(&mut self, t: &Arc<TableFile>, searched: Option<&GetOutcome>) {
-        let actual = searched.map(|o| match o {
-            GetOutcome::Found(_) => Presence::Value,
-            GetOutcome::Deleted => Presence::Tombstone,
-            GetOutcome::Absent => Presence::Absent,
-        });
-        self.tables.insert(t.meta.number, actual);
+    fn table(&mut self, t: &Arc<TableFile>, searched: Option<&Answer>) {
+        self.tables.insert(t.meta.number, searched.map(Presence::of));
     }
-}
-
-/// What a table really holds for `key` at `seq` (a table search never asks the filter);
-/// `covered` says whether a range tombstone deletes a value found at a sequence number.
-fn table_holds(
-    t: &TableFile,
-    key: &[u8],
-    seq: SeqNo,
-    covered: &dyn Fn(SeqNo) -> bool,
-) -> Result<Presence> {
-    let got = t.table.get(key, seq)?;
-    Ok(match got.outcome {
-        GetOutcome::Found(_) if covered(got.seq) => Presence::RangeDeleted,
-        GetOutcome::Found(_) => Presence::Value,
-        GetOutcome::Deleted => Presence::Tombstone,
-        GetOutcome::Absent => Presence::Absent,
-    })
 }

@@ -17,12 +17,11 @@
 //!   from the manifest that the id was dropped (ids are never reused).
 
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::write::SingleWrite;
 use super::{
-    flush, ingest, lock_mutex as lock, read, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
+    flush, ingest, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
     Snapshot, Tree,
 };
 use crate::key::prefix_successor;
@@ -159,11 +158,9 @@ impl Keyspace {
     /// The newest value of `key` in this keyspace, as [`crate::Db::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        let state = self.inner.state.load();
-        // State before sequence number (see `Db::get`).
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        let tree = state.tree(self.id).ok_or_else(|| self.dropped())?;
-        read::get(&self.inner, tree, key.as_ref(), seq)
+        let view = self.inner.read_view();
+        let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
+        view.get(&self.inner, tree, key.as_ref())
     }
 
     /// The newest value of each of `keys` in this keyspace, as [`crate::Db::multi_get`].
@@ -173,10 +170,9 @@ impl Keyspace {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let state = self.inner.state.load();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        let tree = state.tree(self.id).ok_or_else(|| self.dropped())?;
-        self.inner.multi_get(tree, &keys, seq)
+        let view = self.inner.read_view();
+        let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
+        view.multi_get(&self.inner, tree, &keys)
     }
 
     /// Iterates over this keyspace's keys in `range`, as [`crate::Db::range`].

@@ -398,12 +398,8 @@ impl Db {
     /// The newest value of `key`, or `None` if it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        // A guard, not an `Arc` clone: no shared reference count is touched per lookup.
-        let state = self.inner.state.load();
-        // Load the state before the sequence number: every table in `state` then holds only
-        // writes at or below `seq` (see DESIGN.md, "Reading at a sequence number").
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        read::get(&self.inner, state.default_tree(), key.as_ref(), seq)
+        let view = self.inner.read_view();
+        view.get(&self.inner, view.state().default_tree(), key.as_ref())
     }
 
     /// The newest value of each of `keys`, in the order given (repeats allowed), all read at
@@ -438,10 +434,8 @@ impl Db {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let state = self.inner.state.load();
-        // State before sequence number, as in `get`.
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        self.inner.multi_get(state.default_tree(), &keys, seq)
+        let view = self.inner.read_view();
+        view.multi_get(&self.inner, view.state().default_tree(), &keys)
     }
 
     /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or

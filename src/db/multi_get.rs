@@ -28,15 +28,15 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{DbInner, Tree};
+use super::read::{resolve, Found};
+use super::Tree;
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
-use crate::memtable::MemGet;
 use crate::stats::ReadTally;
 use crate::table::format::BlockHandle;
 use crate::table::read_pool::ReadPool;
-use crate::table::reader::Lookup as TableLookup;
-use crate::table::{GetOutcome, Table, TableGet};
+use crate::table::reader::{Lookup as TableLookup, Wait};
+use crate::table::{Table, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
@@ -80,22 +80,8 @@ struct Scratch<'s> {
     waiting: Vec<(&'s Arc<TableFile>, usize, BlockHandle)>,
 }
 
-impl DbInner {
-    /// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
-    pub(crate) fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        state: &Tree,
-        keys: &[K],
-        seq: SeqNo,
-    ) -> Result<Vec<Option<Value>>> {
-        let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let result = lookup_all(state, keys, seq, &mut tally, &self.caches.reads);
-        self.counters.record_gets(&tally);
-        result
-    }
-}
-
-fn lookup_all<K: AsRef<[u8]>>(
+/// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
+pub(crate) fn lookup_all<K: AsRef<[u8]>>(
     state: &Tree,
     keys: &[K],
     seq: SeqNo,
@@ -163,14 +149,9 @@ fn window<'s, K: AsRef<[u8]>>(
                 if mem.table.is_empty() {
                     continue;
                 }
-                if let Some(found) = mem.table.get(key.as_ref(), seq) {
-                    tally.memtable_hits += 1;
-                    lookup.answer = Some(match found {
-                        MemGet::Found(v, at) if !state.range_deleted(key.as_ref(), at, seq) => {
-                            Some(v)
-                        }
-                        MemGet::Found(..) | MemGet::Deleted => None,
-                    });
+                let found = Found::Memtable(mem.table.get(key.as_ref(), seq));
+                if let Some(decided) = resolve(state, key.as_ref(), seq, found, tally).decision() {
+                    lookup.answer = Some(decided);
                     break;
                 }
             }
@@ -189,22 +170,18 @@ fn window<'s, K: AsRef<[u8]>>(
         // With two or more searches, blocks that must come from the device are set aside
         // and read together afterwards; a lone search just reads.
         let defer = s.searches.len() >= 2 && reads.worth_asking();
+        let wait = if defer { Wait::IfResident } else { Wait::ForDevice };
         s.waiting.clear();
         for group in s.searches.chunk_by(|(a, _), (b, _)| Arc::ptr_eq(a, b)) {
             let t = group[0].0;
-            let mut members = group.iter().map(|&(_, i)| i);
             let group_keys = group.iter().map(|&(_, i)| keys[i].as_ref());
-            let mut next = || members.next().expect("one outcome per key searched");
-            if defer {
-                t.table.get_many_if_ready(group_keys, seq, |got| match got {
-                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, next(), got),
-                    TableLookup::Waiting(handle) => s.waiting.push((t, next(), handle)),
-                })?;
-            } else {
-                t.table.get_many(group_keys, seq, |got| {
-                    settle(call, &mut s.lookups, tally, next(), got)
-                })?;
-            }
+            t.table.get_many(group_keys, seq, wait, |k, got| {
+                let i = group[k].1;
+                match got {
+                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, i, got),
+                    TableLookup::Waiting(handle) => s.waiting.push((t, i, handle)),
+                }
+            })?;
         }
         if defer {
             reads.round_asked(!s.waiting.is_empty());
@@ -251,14 +228,10 @@ fn settle<K: AsRef<[u8]>>(
     i: usize,
     got: TableGet,
 ) {
-    tally.block_reads += u64::from(got.block_read);
-    tally.block_cache_hits += u64::from(got.cache_hit);
-    match got.outcome {
-        GetOutcome::Found(v) if !state.range_deleted(keys[i].as_ref(), got.seq, seq) => {
-            lookups[i].answer = Some(Some(v))
-        }
-        GetOutcome::Found(_) | GetOutcome::Deleted => lookups[i].answer = Some(None),
-        GetOutcome::Absent => tally.filter_false_positives += 1,
+    if let Some(decided) =
+        resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally).decision()
+    {
+        lookups[i].answer = Some(decided);
     }
 }
 
@@ -284,13 +257,13 @@ fn fetch_waiting<K: AsRef<[u8]>>(
         reads.fetch_all(blocks)?
     } else {
         let (table, handle) = &blocks[0];
-        vec![table.fetch_block(*handle)?]
+        vec![table.fetch_for_lookup(*handle)?]
     };
     let mut previous = None;
-    for (&(t, i, _), &b) in s.waiting.iter().zip(&which) {
+    for (&(t, i, handle), &b) in s.waiting.iter().zip(&which) {
         let first = previous != Some(b);
         previous = Some(b);
-        let got = t.table.get_in(&fetched[b], keys[i].as_ref(), seq, first)?;
+        let got = t.table.get_in(&fetched[b], handle, keys[i].as_ref(), seq, first)?;
         settle(call, &mut s.lookups, tally, i, got);
     }
     Ok(())

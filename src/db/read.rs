@@ -1,5 +1,6 @@
 //! The point-read path, top to bottom:
 //!
+//! 0. a [`ReadView`]: the state, then the sequence number to read at;
 //! 1. hash the key once (`filter::hash_key`);
 //! 2. walk the candidate tables, chosen from the version's in-RAM key-range fences (every L0
 //!    table whose range covers the key, newest first, then one table per deeper level):
@@ -17,13 +18,16 @@
 //! lets their cache misses overlap — with each other and with the memtable search — instead
 //! of being paid one after another; on a tree larger than the CPU caches that is most of an
 //! absent-key lookup's cost. Nothing is allocated on the miss path, no lock is taken (the
-//! state is an `Arc` loaded by the caller), and the lookup's counters are added to the shared
-//! statistics once, at the end.
+//! view holds the state by an `ArcSwap` guard), and the lookup's counters are added to the
+//! shared statistics once, at the end.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{DbInner, Tree};
+use arc_swap::Guard;
+
+use super::{multi_get, DbInner, DbState, Tree};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -32,11 +36,78 @@ use crate::table::{GetOutcome, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
-pub(crate) fn get(inner: &DbInner, state: &Tree, key: &[u8], seq: SeqNo) -> Result<Option<Value>> {
-    let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
-    let result = search(state, key, seq, &mut tally, &mut Unobserved);
-    inner.counters.record_gets(&tally);
-    result
+/// What a read reads: the engine state and the sequence number, loaded in that order by
+/// [`DbInner::read_view`], the one place that builds it. Every table and immutable memtable
+/// of a state holds only writes published before the state was installed, so a sequence
+/// number loaded afterwards is at or above all of them; the other order could pair an old
+/// sequence number with a newer state whose compaction dropped the version the read should
+/// see (DESIGN.md, "Reading at a sequence number").
+///
+/// `get`, `multi_get` and `trace` read through one for the length of a call, holding the
+/// state by an `ArcSwap` guard: no shared reference count is touched per lookup. A snapshot
+/// keeps one ([`ReadView::into_owned`]).
+pub(crate) struct ReadView {
+    state: Guard<Arc<DbState>>,
+    seq: SeqNo,
+}
+
+impl DbInner {
+    /// A view of the database as it is now: the state, then the sequence number.
+    #[inline]
+    pub(crate) fn read_view(&self) -> ReadView {
+        let state = self.state.load();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        ReadView { state, seq }
+    }
+}
+
+// Only snapshots clone views, so a clone owns its `Arc`, as `into_owned` makes it.
+impl Clone for ReadView {
+    fn clone(&self) -> Self {
+        ReadView { state: Guard::from_inner(Arc::clone(&self.state)), seq: self.seq }
+    }
+}
+
+impl ReadView {
+    /// The same view, to keep for as long as a snapshot lives. `ArcSwap` lends a fast guard
+    /// from a few slots per thread, and a guard held long would keep its slot; this one owns
+    /// its `Arc` instead.
+    pub(crate) fn into_owned(self) -> ReadView {
+        ReadView { state: Guard::from_inner(Guard::into_inner(self.state)), seq: self.seq }
+    }
+
+    /// The state the view reads.
+    pub(crate) fn state(&self) -> &Arc<DbState> {
+        &self.state
+    }
+
+    /// The sequence number the view reads at.
+    pub(crate) fn seq(&self) -> SeqNo {
+        self.seq
+    }
+
+    /// The newest value of `key` in `tree` (one of this view's trees) at the view's sequence
+    /// number.
+    pub(crate) fn get(&self, inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Value>> {
+        let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
+        let result = search(tree, key, self.seq, &mut tally, &mut Unobserved);
+        inner.counters.record_gets(&tally);
+        result
+    }
+
+    /// The newest value of each of `keys` in `tree` (one of this view's trees), in order:
+    /// the answers of [`ReadView::get`] for each, found together (see `db::multi_get`).
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        inner: &DbInner,
+        tree: &Tree,
+        keys: &[K],
+    ) -> Result<Vec<Option<Value>>> {
+        let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
+        let result = multi_get::lookup_all(tree, keys, self.seq, &mut tally, &inner.caches.reads);
+        inner.counters.record_gets(&tally);
+        result
+    }
 }
 
 /// Watches the read path (for `Db::trace`), so the tool shows the walk `get` really makes
@@ -47,15 +118,90 @@ pub(crate) trait ReadObserver {
     /// (what a later source holds shows whether a filter, or the walk, is wrong).
     const EXHAUSTIVE: bool = false;
     /// The `index`-th memtable (0 = the active one) was searched.
-    fn memtable(&mut self, _index: usize, _found: Option<&MemGet>) {}
+    fn memtable(&mut self, _index: usize, _answer: &Answer) {}
     /// A candidate table's filter was asked; `searched` is the table's answer when the
     /// filter said "maybe" and the table was searched.
-    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&GetOutcome>) {}
+    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&Answer>) {}
 }
 
 /// The observer of ordinary reads: sees nothing.
 pub(crate) struct Unobserved;
 impl ReadObserver for Unobserved {}
+
+/// What one source of a read — a memtable or a table — says about the key, once range
+/// tombstones are applied: [`resolve`]'s answer.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// A value no range tombstone covers: the read's result.
+    Value(Value),
+    /// A tombstone: the key is absent, and older sources are not asked.
+    Deleted,
+    /// A value that a newer range tombstone visible to the read covers: absent, as `Deleted`.
+    RangeDeleted,
+    /// Nothing for the key here: the next source is asked.
+    Absent,
+}
+
+impl Answer {
+    /// The read's result if this answer decides it; `None` sends the read on to the next
+    /// source.
+    #[inline]
+    pub(crate) fn decision(self) -> Option<Option<Value>> {
+        match self {
+            Answer::Value(v) => Some(Some(v)),
+            Answer::Deleted | Answer::RangeDeleted => Some(None),
+            Answer::Absent => None,
+        }
+    }
+}
+
+/// What a source's search found: [`resolve`]'s input.
+pub(crate) enum Found {
+    /// A memtable's.
+    Memtable(Option<MemGet>),
+    /// A table's, searched once its filter said "maybe".
+    Table(TableGet),
+}
+
+/// What `found`, a source's search for `key` in `tree` at `seq`, answers — a value found is
+/// checked against the range tombstones here, after the search, because filters cannot
+/// answer for ranges — and its counts in `tally`: a memtable hit, a table's block read or
+/// cache hit, a filter's false positive. `get`, `multi_get` and `trace` all decide here, so
+/// their answers and counters cannot drift apart.
+#[inline]
+pub(crate) fn resolve(
+    tree: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    found: Found,
+    tally: &mut ReadTally,
+) -> Answer {
+    let (outcome, at) = match found {
+        Found::Memtable(None) => return Answer::Absent,
+        Found::Memtable(Some(got)) => {
+            tally.memtable_hits += 1;
+            match got {
+                MemGet::Found(v, at) => (GetOutcome::Found(v), at),
+                MemGet::Deleted => (GetOutcome::Deleted, 0),
+            }
+        }
+        Found::Table(got) => {
+            tally.block_reads += u64::from(got.block_read);
+            tally.block_cache_hits += u64::from(got.cache_hit);
+            (got.outcome, got.seq)
+        }
+    };
+    match outcome {
+        GetOutcome::Found(_) if tree.range_deleted(key, at, seq) => Answer::RangeDeleted,
+        GetOutcome::Found(v) => Answer::Value(v),
+        GetOutcome::Deleted => Answer::Deleted,
+        GetOutcome::Absent => {
+            // The table's filter said "maybe" and the table holds nothing for the key.
+            tally.filter_false_positives += 1;
+            Answer::Absent
+        }
+    }
+}
 
 /// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
 /// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
@@ -91,19 +237,13 @@ pub(crate) fn search<O: ReadObserver>(
         if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }
-        let found = mem.table.get(key, seq);
-        observer.memtable(i, found.as_ref());
-        if let Some(found) = found {
-            if answer.is_none() {
-                tally.memtable_hits = 1;
-                answer = Some(match found {
-                    MemGet::Found(v, at) if !state.range_deleted(key, at, seq) => Some(v),
-                    MemGet::Found(..) | MemGet::Deleted => None,
-                });
-            }
+        let got = resolve(state, key, seq, Found::Memtable(mem.table.get(key, seq)), tally);
+        observer.memtable(i, &got);
+        if let Some(decided) = got.decision() {
             if !O::EXHAUSTIVE {
-                return Ok(answer.unwrap_or(None));
+                return Ok(decided);
             }
+            answer.get_or_insert(decided);
         }
     }
     let mut consult = |t: &Arc<TableFile>, filter: &Filter| {
@@ -113,27 +253,18 @@ pub(crate) fn search<O: ReadObserver>(
             observer.table(t, None);
             return ControlFlow::Continue(());
         }
-        match t.table.get(key, seq) {
-            Err(e) => ControlFlow::Break(Err(e)),
-            Ok(TableGet { outcome, block_read, cache_hit, seq: at }) => {
-                observer.table(t, Some(&outcome));
-                tally.block_reads += u64::from(block_read);
-                tally.block_cache_hits += u64::from(cache_hit);
-                let found = match outcome {
-                    GetOutcome::Found(v) if !state.range_deleted(key, at, seq) => Some(v),
-                    GetOutcome::Found(_) | GetOutcome::Deleted => None,
-                    GetOutcome::Absent => {
-                        tally.filter_false_positives += 1;
-                        return ControlFlow::Continue(());
-                    }
-                };
-                if O::EXHAUSTIVE {
-                    answer.get_or_insert(found);
-                    ControlFlow::Continue(())
-                } else {
-                    ControlFlow::Break(Ok(found))
-                }
+        let got = match t.table.get(key, seq) {
+            Ok(got) => resolve(state, key, seq, Found::Table(got), tally),
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        observer.table(t, Some(&got));
+        match got.decision() {
+            None => ControlFlow::Continue(()),
+            Some(decided) if O::EXHAUSTIVE => {
+                answer.get_or_insert(decided);
+                ControlFlow::Continue(())
             }
+            Some(decided) => ControlFlow::Break(Ok(decided)),
         }
     };
     for &(t, filter) in first.iter().flatten() {

@@ -5,14 +5,14 @@
 //! database, but their files are deleted only when the last snapshot or iterator using them
 //! is dropped.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::cursor::Cursor;
 use super::iter::DbIterator;
 use super::key_range::KeyRange;
 use super::keyspace::prefix_bounds;
-use super::{lock_mutex as lock, read, DbInner, DbState, Keyspace, Tree};
+use super::read::ReadView;
+use super::{lock_mutex as lock, DbInner, Keyspace, Tree};
 use crate::key::SeqNo;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, Value};
@@ -34,8 +34,7 @@ use crate::{Error, Result, Value};
 /// ```
 pub struct Snapshot {
     inner: Arc<DbInner>,
-    state: Arc<DbState>,
-    seq: SeqNo,
+    view: ReadView,
     /// The keyspace its reads go to.
     keyspace: KeyspaceId,
     name: Arc<str>,
@@ -43,17 +42,15 @@ pub struct Snapshot {
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+        f.debug_struct("Snapshot").field("seq", &self.view.seq()).finish()
     }
 }
 
 impl Snapshot {
     pub(crate) fn new(inner: Arc<DbInner>, keyspace: KeyspaceId, name: Arc<str>) -> Self {
-        // State before sequence number, as in `Db::get`.
-        let state = inner.load_state();
-        let seq = inner.visible_seq.load(Ordering::Acquire);
-        *lock(&inner.snapshots).entry(seq).or_insert(0) += 1;
-        Snapshot { inner, state, seq, keyspace, name }
+        let view = inner.read_view().into_owned();
+        *lock(&inner.snapshots).entry(view.seq()).or_insert(0) += 1;
+        Snapshot { inner, view, keyspace, name }
     }
 
     /// The same view of the database — same moment, same sequence number — reading
@@ -78,11 +75,10 @@ impl Snapshot {
         if keyspace.instance() != self.inner.instance {
             return Err(Error::ForeignKeyspace { name: keyspace.name().to_string() });
         }
-        *lock(&self.inner.snapshots).entry(self.seq).or_insert(0) += 1;
+        *lock(&self.inner.snapshots).entry(self.view.seq()).or_insert(0) += 1;
         Ok(Snapshot {
             inner: self.inner.clone(),
-            state: self.state.clone(),
-            seq: self.seq,
+            view: self.view.clone(),
             keyspace: keyspace.id(),
             name: keyspace.name().into(),
         })
@@ -90,14 +86,15 @@ impl Snapshot {
 
     /// The tree the snapshot reads, unless its keyspace was dropped before it was taken.
     fn tree(&self) -> Result<&Arc<Tree>> {
-        self.state
+        self.view
+            .state()
             .tree(self.keyspace)
             .ok_or_else(|| Error::KeyspaceDropped { name: self.name.to_string() })
     }
 
     /// The sequence number the snapshot reads at.
     pub fn sequence(&self) -> SeqNo {
-        self.seq
+        self.view.seq()
     }
 
     /// The value of `key` as of the snapshot.
@@ -105,7 +102,7 @@ impl Snapshot {
     /// Fails with [`crate::Error::Closed`] once the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        read::get(&self.inner, self.tree()?, key.as_ref(), self.seq)
+        self.view.get(&self.inner, self.tree()?, key.as_ref())
     }
 
     /// The value of each of `keys` as of the snapshot, in the order given: see
@@ -128,7 +125,7 @@ impl Snapshot {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        self.inner.multi_get(self.tree()?, &keys, self.seq)
+        self.view.multi_get(&self.inner, self.tree()?, &keys)
     }
 
     /// Writes an openable copy of the database exactly as this snapshot sees it to `dir`
@@ -142,14 +139,14 @@ impl Snapshot {
     /// the database directory (symbolic links and `..` resolved).
     pub fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.checkpoint(&self.state, self.seq, dir.as_ref())
+        self.inner.checkpoint(self.view.state(), self.view.seq(), dir.as_ref())
     }
 
     /// Iterates over the keys in `range` as of the snapshot (see [`KeyRange`]), both ways
     /// (see [`DbIterator`]).
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();
-        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
+        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
     }
 
     /// A [`Cursor`] over the keys in `range` as of the snapshot.
@@ -168,23 +165,23 @@ impl Snapshot {
     /// ```
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         let (start, end) = range.into_bounds();
-        Cursor::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
+        Cursor::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
     }
 
     /// Iterates over the keys starting with `prefix` as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let (start, end) = prefix_bounds(prefix.as_ref());
-        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.seq, start, end)
+        DbIterator::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
     }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
         let mut snaps = lock(&self.inner.snapshots);
-        if let Some(n) = snaps.get_mut(&self.seq) {
+        if let Some(n) = snaps.get_mut(&self.view.seq()) {
             *n -= 1;
             if *n == 0 {
-                snaps.remove(&self.seq);
+                snaps.remove(&self.view.seq());
             }
         }
     }

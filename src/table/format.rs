@@ -236,8 +236,9 @@ pub fn read_block(
     handle: BlockHandle,
     limit: u64,
 ) -> Result<Bytes> {
-    let read = |buf: &mut [u8]| file.read_exact_at(buf, handle.offset).map(|()| true);
-    Ok(read_block_with(path, handle, limit, read)?.expect("a plain read never declines"))
+    let mut buf = block_buffer(path, handle, limit)?;
+    file.read_exact_at(&mut buf, handle.offset)?;
+    unpack_read(path, handle, buf)
 }
 
 /// Like [`read_block`], but only if the operating system can supply the bytes without
@@ -249,30 +250,29 @@ pub fn read_block_if_cached(
     handle: BlockHandle,
     limit: u64,
 ) -> Result<Option<Bytes>> {
-    read_block_with(path, handle, limit, |buf| file.read_exact_at_if_cached(buf, handle.offset))
-}
-
-/// The shared body of the two: `read` fills the buffer and answers whether it did.
-fn read_block_with(
-    path: &Path,
-    handle: BlockHandle,
-    limit: u64,
-    read: impl FnOnce(&mut [u8]) -> Result<bool>,
-) -> Result<Option<Bytes>> {
-    // Check the handle against the file before allocating anything it sizes.
-    stored_range(path, handle, limit)?;
-    let disk = handle.size as usize + BLOCK_TRAILER_LEN;
-    let mut buf = vec![0u8; disk];
-    if !read(&mut buf)? {
+    let mut buf = block_buffer(path, handle, limit)?;
+    if !file.read_exact_at_if_cached(&mut buf, handle.offset)? {
         return Ok(None);
     }
-    Ok(Some(match unpack_block(path, handle, &buf)? {
+    unpack_read(path, handle, buf).map(Some)
+}
+
+/// A buffer for the block at `handle` with its trailer, allocated only once the handle is
+/// checked against `limit`: a damaged handle must not size an allocation.
+fn block_buffer(path: &Path, handle: BlockHandle, limit: u64) -> Result<Vec<u8>> {
+    stored_range(path, handle, limit)?;
+    Ok(vec![0u8; handle.size as usize + BLOCK_TRAILER_LEN])
+}
+
+/// The payload of a block read into `buf`, checked and decompressed.
+fn unpack_read(path: &Path, handle: BlockHandle, mut buf: Vec<u8>) -> Result<Bytes> {
+    Ok(match unpack_block(path, handle, &buf)? {
         Payload::Stored => {
             buf.truncate(handle.size as usize);
             Bytes::from(buf)
         }
         Payload::Decompressed(out) => Bytes::from(out),
-    }))
+    })
 }
 
 /// Like [`read_block`], but from a file already in memory as one `Bytes` (a mapping):

@@ -6,7 +6,7 @@
 //! cache ran at 11 k/s one at a time, 25 k/s with four in flight and 46 k/s with sixteen. A
 //! `multi_get` of keys whose blocks are in neither the block cache nor the operating system's
 //! page cache waits on one such read per key; the pool lets a round's reads wait together.
-//! Reads the page cache can answer at once never come here (`Table::fetch_block_if_ready`):
+//! Reads the page cache can answer at once never come here (`Wait::IfResident`):
 //! handing a microsecond's copy to another thread would cost more than it saves.
 //!
 //! The threads start on first use (most databases never need them), block on a channel
@@ -108,7 +108,7 @@ impl ReadPool {
         for (i, (table, handle)) in reads.into_iter().enumerate() {
             let tx = tx.clone();
             self.submit(Box::new(move || {
-                let _ = tx.send((i, table.fetch_block(handle)));
+                let _ = tx.send((i, table.fetch_for_lookup(handle)));
             }));
         }
         drop(tx);
@@ -128,7 +128,8 @@ impl ReadPool {
         if let Some(e) = first_error {
             return Err(e);
         }
-        Ok(out.into_iter().map(|f| f.expect("every read answered")).collect())
+        // Each job answers once, so no slot is empty; were one, the call fails, not panics.
+        out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(stopped)
     }
 
     /// Hands `job` to a reader, starting the readers on first use. Once the pool is closed,

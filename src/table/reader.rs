@@ -152,16 +152,66 @@ pub struct Table {
     /// The same file mapped into memory, which point lookups read their blocks from when
     /// present (see [`Table::map_for_lookups`]).
     mapped: Option<MappedFile>,
+    /// Where point lookups take their data blocks from: decided once, when the table is
+    /// opened and when it is mapped, rather than worked out again on every lookup.
+    lookups: Source,
 }
 
-/// What a data block is read for, which decides the file it is read through.
+/// Whether a block fetch may wait for the storage device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// A point lookup: one block at a random place, from the mapping if the table has one.
-    Lookup,
-    /// A scan (an iterator, a compaction, a check): blocks in file order, through `pread`,
-    /// whose sequential pattern the kernel notices and reads ahead of.
-    Scan,
+pub(crate) enum Wait {
+    /// Read from the device if need be.
+    ForDevice,
+    /// Only what memory holds (the block cache, the mapping's resident pages, the page
+    /// cache), so that `multi_get` can set the rest aside and read them all at once.
+    IfResident,
+}
+
+/// Where [`Table::fetch`] takes a data block from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Positional reads of the file: a table opened without a block cache.
+    File,
+    /// The block cache, else a positional read of the file, cached if `fill`. Scans read
+    /// through the file even when it is mapped: the kernel notices their order and reads
+    /// ahead. A compaction's one-off scan does not fill, so it evicts nothing readers use.
+    CacheThenFile { fill: bool },
+    /// The block cache, else the mapping, cached: a compressed table, mapped, whose blocks are
+    /// then decompressed once rather than on every lookup.
+    CacheThenMapping,
+    /// The mapping alone. An uncompressed block of a mapping is a slice of it, as cheap as a
+    /// cache hit, so such lookups leave the cache alone: no probe that misses, no insert that
+    /// evicts; the page cache is their cache.
+    Mapping,
+}
+
+/// What [`Table::fetch`] got.
+pub(crate) enum Fetch {
+    /// The block.
+    Ready(Fetched),
+    /// Only the storage device holds the block, and the fetch was not to wait for it.
+    NotResident,
+}
+
+impl Fetch {
+    /// The block of a fetch made with [`Wait::ForDevice`], which reads rather than answer
+    /// `NotResident`; should it ever answer so, the read fails instead of panicking.
+    pub(crate) fn waited(self) -> Result<Fetched> {
+        match self {
+            Fetch::Ready(fetched) => Ok(fetched),
+            Fetch::NotResident => {
+                Err(Error::io("fetching a table block", std::io::ErrorKind::WouldBlock.into()))
+            }
+        }
+    }
+}
+
+/// A data block fetched.
+#[derive(Clone)]
+pub(crate) struct Fetched {
+    pub(crate) block: Block,
+    /// Read from the mapping or the file rather than found in the block cache.
+    pub(crate) read: bool,
 }
 
 /// Where a table's data blocks are read from.
@@ -220,6 +270,8 @@ impl Table {
                 ),
             ));
         }
+        let lookups =
+            if cache.is_some() { Source::CacheThenFile { fill: true } } else { Source::File };
         Ok(Table {
             file: FileSlot::Pinned(file),
             path,
@@ -232,116 +284,102 @@ impl Table {
             filter,
             range_dels,
             mapped: None,
+            lookups,
         })
     }
 
     /// Looks up the newest version of `user_key` with sequence number `<= seq`: the in-RAM
-    /// index picks a block, and the block (from the cache or the file) is searched. Correct
-    /// for any key. Whether a table needs searching at all — its key range, its filter — is
-    /// decided by the read path (`version::lookup` and `db::read`), once, not here.
+    /// index picks a block, [`Table::fetch`] brings it (from the cache, the mapping or the
+    /// file), and the block is searched. Correct for any key. Whether a table needs searching
+    /// at all — its key range, its filter — is decided by the read path (`version::lookup`
+    /// and `db::read`), once, not here.
     #[inline(never)]
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
-        let mut got = None;
-        self.get_many([user_key], seq, |g| got = Some(g))?;
-        Ok(got.expect("get_many reports every key it is given"))
+        let mut seek = SeekKey::default();
+        let target = seek.set(user_key, seq);
+        let Some(&handle) = self.index.handles.get(self.index.find(target)) else {
+            return Ok(TableGet::without_io(GetOutcome::Absent));
+        };
+        let Fetched { block, read } =
+            self.fetch(handle, self.lookups, Wait::ForDevice)?.waited()?;
+        let (outcome, seq) = self.search_block(&block, handle, target, user_key)?;
+        Ok(TableGet { outcome, block_read: read, cache_hit: !read, seq })
     }
 
-    /// Looks up several user keys at `seq`, calling `each` with every key's outcome in the
-    /// order given. Keys that fall in the same data block one after another share one fetch
-    /// of it (one read, one checksum, one cache lookup): give the keys in ascending order and
-    /// every block any of them needs is fetched once. Only the first key served by a fetch
-    /// reports its `block_read` or `cache_hit`, so the counters add up to real block work.
+    /// Looks up several user keys at `seq`, calling `each(k, lookup)` with the outcome of the
+    /// `k`-th key, in the order given. Keys that fall in the same data block one after another
+    /// share one fetch of it (one read, one checksum, one cache lookup): give the keys in
+    /// ascending order and every block any of them needs is fetched once. Only the first key
+    /// served by a fetch reports its `block_read` or `cache_hit`, so the counters add up to
+    /// real block work. With [`Wait::IfResident`], a key whose block only the storage device
+    /// holds is not searched: it is [`Lookup::Waiting`] on the block, for the caller to fetch
+    /// (with other such blocks, at the same time) and search with [`Table::get_in`].
     pub(crate) fn get_many<'k>(
         &self,
         keys: impl IntoIterator<Item = &'k [u8]>,
         seq: SeqNo,
-        mut each: impl FnMut(TableGet),
-    ) -> Result<()> {
-        self.lookup_many(keys, seq, true, |got| match got {
-            Lookup::Done(got) => each(got),
-            Lookup::Waiting(_) => unreachable!("a lookup allowed to wait never defers"),
-        })
-    }
-
-    /// Like [`Table::get_many`], except that a key whose block can only come from the storage
-    /// device is not searched: `each` gets [`Lookup::Waiting`] with the block instead, for the
-    /// caller to fetch (with other such blocks, at the same time) and search with
-    /// [`Table::get_in`]. Blocks the block cache or the operating system's cache holds are
-    /// searched at once.
-    pub(crate) fn get_many_if_ready<'k>(
-        &self,
-        keys: impl IntoIterator<Item = &'k [u8]>,
-        seq: SeqNo,
-        each: impl FnMut(Lookup),
-    ) -> Result<()> {
-        self.lookup_many(keys, seq, false, each)
-    }
-
-    fn lookup_many<'k>(
-        &self,
-        keys: impl IntoIterator<Item = &'k [u8]>,
-        seq: SeqNo,
-        wait: bool,
-        mut each: impl FnMut(Lookup),
+        wait: Wait,
+        mut each: impl FnMut(usize, Lookup),
     ) -> Result<()> {
         let mut seek = SeekKey::default();
         let mut current: Option<(usize, Block)> = None;
         // The block the previous key was left waiting on: the next keys in it wait too,
         // without asking again.
         let mut waiting_on = None;
-        for user_key in keys {
+        for (k, user_key) in keys.into_iter().enumerate() {
             let target = seek.set(user_key, seq);
             let i = self.index.find(target);
-            if i == self.index.len() {
-                each(Lookup::Done(TableGet::without_io(GetOutcome::Absent)));
+            let Some(&handle) = self.index.handles.get(i) else {
+                each(k, Lookup::Done(TableGet::without_io(GetOutcome::Absent)));
                 continue;
-            }
-            let handle = self.index.handles[i];
+            };
             if waiting_on == Some(i) {
-                each(Lookup::Waiting(handle));
+                each(k, Lookup::Waiting(handle));
                 continue;
             }
             let (mut block_read, mut cache_hit) = (false, false);
             let block = match &current {
                 Some((held, block)) if *held == i => block,
-                _ => {
-                    let fetched = if wait {
-                        self.fetch_block(handle)?
-                    } else {
-                        match self.fetch_block_if_ready(handle)? {
-                            Some(f) => f,
-                            None => {
-                                waiting_on = Some(i);
-                                each(Lookup::Waiting(handle));
-                                continue;
-                            }
-                        }
-                    };
-                    (block_read, cache_hit) = (fetched.read, !fetched.read);
-                    &current.insert((i, fetched.block)).1
-                }
+                _ => match self.fetch(handle, self.lookups, wait)? {
+                    Fetch::Ready(Fetched { block, read }) => {
+                        (block_read, cache_hit) = (read, !read);
+                        &current.insert((i, block)).1
+                    }
+                    Fetch::NotResident => {
+                        waiting_on = Some(i);
+                        each(k, Lookup::Waiting(handle));
+                        continue;
+                    }
+                },
             };
             let (outcome, seq) = self.search_block(block, handle, target, user_key)?;
-            each(Lookup::Done(TableGet { outcome, block_read, cache_hit, seq }));
+            each(k, Lookup::Done(TableGet { outcome, block_read, cache_hit, seq }));
         }
         Ok(())
     }
 
-    /// Looks up `user_key` at `seq` in a block fetched for it (the block
+    /// Looks up `user_key` at `seq` in the block at `handle`, fetched for it (the block
     /// [`Lookup::Waiting`] named). The outcome reports the fetch's read or cache hit when
     /// `first` (the fetch's first key), so shared fetches count once.
     pub(crate) fn get_in(
         &self,
         fetched: &Fetched,
+        handle: BlockHandle,
         user_key: &[u8],
         seq: SeqNo,
         first: bool,
     ) -> Result<TableGet> {
         let mut seek = SeekKey::default();
         let target = seek.set(user_key, seq);
-        let (outcome, seq) = self.search_block(&fetched.block, fetched.handle, target, user_key)?;
+        let (outcome, seq) = self.search_block(&fetched.block, handle, target, user_key)?;
         let (block_read, cache_hit) = (first && fetched.read, first && !fetched.read);
         Ok(TableGet { outcome, block_read, cache_hit, seq })
+    }
+
+    /// The block at `handle` for a lookup, waiting for the device if need be: what the read
+    /// threads do with a block a lookup left [`Lookup::Waiting`].
+    pub(crate) fn fetch_for_lookup(&self, handle: BlockHandle) -> Result<Fetched> {
+        self.fetch(handle, self.lookups, Wait::ForDevice)?.waited()
     }
 
     /// The newest version of `user_key` at or below the sequence number in `target` (its
@@ -381,101 +419,59 @@ impl Table {
         })
     }
 
-    /// The data block at `handle`, from the cache when possible: `(block, read from the
-    /// file)`; a block not read was a cache hit.
-    fn data_block(
-        &self,
-        handle: BlockHandle,
-        fill_cache: bool,
-        access: Access,
-    ) -> Result<(Block, bool)> {
-        let got = self.fetch_data_block(handle, fill_cache, true, access)?;
-        Ok(got.expect("a read that may wait answers"))
-    }
-
-    /// The data block at `handle` from the cache when possible, else read (and cached with
-    /// `fill_cache`): `(block, read from the file)`. Without `wait`, a block that has to come
-    /// from the storage device is not read: `None`.
-    fn fetch_data_block(
-        &self,
-        handle: BlockHandle,
-        fill_cache: bool,
-        wait: bool,
-        access: Access,
-    ) -> Result<Option<(Block, bool)>> {
-        let mapped = self.mapped.as_ref().filter(|_| access == Access::Lookup);
-        // An uncompressed block of a mapping is as cheap to take from the mapping as from
-        // the block cache (a slice, its CRC checked again), so such lookups leave the cache
-        // alone: no lookup that misses, no insert that evicts. The page cache is their cache.
-        let uncached = access == Access::Lookup && self.lookups_slice_mapping();
-        if let (Some(cache), false) = (&self.cache, uncached) {
-            if let Some(b) = cache.get(self.id, handle.offset) {
-                return Ok(Some((b, false)));
-            }
-        }
-        let block = match mapped {
-            Some(m) => {
-                let len = handle.disk_size().map_or(usize::MAX, |n| n as usize);
-                if !wait && !m.resident(handle.offset, len) {
-                    return Ok(None);
-                }
-                let limit = self.footer.filter.offset;
-                let raw = read_block_from(m.bytes(), &self.path, handle, limit)?;
-                Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))?
-            }
-            None => match self.read_data_block_as(handle, wait)? {
-                Some(block) => block,
-                None => return Ok(None),
-            },
+    /// The data block at `handle`, taken from `source`: every read of a data block — lookups,
+    /// scans, the read threads — comes here. A block read is checked (CRC, restart array)
+    /// and decompressed before it is cached or returned; with [`Wait::IfResident`], a block
+    /// only the storage device holds is not read.
+    pub(crate) fn fetch(&self, handle: BlockHandle, source: Source, wait: Wait) -> Result<Fetch> {
+        let (cache, fill) = match source {
+            Source::CacheThenFile { fill } => (self.cache.as_deref(), fill),
+            Source::CacheThenMapping => (self.cache.as_deref(), true),
+            Source::File | Source::Mapping => (None, false),
         };
-        if let (Some(cache), true, false) = (&self.cache, fill_cache, uncached) {
+        if let Some(block) = cache.and_then(|c| c.get(self.id, handle.offset)) {
+            return Ok(Fetch::Ready(Fetched { block, read: false }));
+        }
+        let limit = self.footer.filter.offset;
+        let raw = match (source, &self.mapped) {
+            (Source::Mapping | Source::CacheThenMapping, Some(m)) => {
+                let len = handle.disk_size().map_or(usize::MAX, |n| n as usize);
+                if wait == Wait::IfResident && !m.resident(handle.offset, len) {
+                    return Ok(Fetch::NotResident);
+                }
+                read_block_from(m.bytes(), &self.path, handle, limit)?
+            }
+            _ => {
+                let pinned;
+                let file: &dyn RandomAccessFile = match &self.file {
+                    FileSlot::Pinned(file) => file.as_ref(),
+                    FileSlot::Shared(files) => {
+                        pinned = files.get(self.id, &self.path)?;
+                        pinned.as_ref()
+                    }
+                };
+                match wait {
+                    Wait::ForDevice => read_block(file, &self.path, handle, limit)?,
+                    Wait::IfResident => {
+                        match read_block_if_cached(file, &self.path, handle, limit)? {
+                            Some(raw) => raw,
+                            None => return Ok(Fetch::NotResident),
+                        }
+                    }
+                }
+            }
+        };
+        let block = Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))?;
+        if let (Some(cache), true) = (cache, fill) {
             cache.insert(self.id, handle.offset, block.clone());
         }
-        Ok(Some((block, true)))
-    }
-
-    /// The data block at `handle` if it can be had without waiting for the storage device:
-    /// from the block cache, or read from the operating system's cache (and then put in the
-    /// block cache, as a lookup's read is). `None` when it would have to wait.
-    pub(crate) fn fetch_block_if_ready(&self, handle: BlockHandle) -> Result<Option<Fetched>> {
-        let got = self.fetch_data_block(handle, true, false, Access::Lookup)?;
-        Ok(got.map(|(block, read)| Fetched { handle, block, read }))
-    }
-
-    /// The data block at `handle`, from the block cache or the file, waiting for the device
-    /// if need be (what a lookup does; a block read goes into the block cache).
-    pub(crate) fn fetch_block(&self, handle: BlockHandle) -> Result<Fetched> {
-        let (block, read) = self.data_block(handle, true, Access::Lookup)?;
-        Ok(Fetched { handle, block, read })
+        Ok(Fetch::Ready(Fetched { block, read: true }))
     }
 
     /// Reads and validates one data block from the file, bypassing the cache.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        Ok(self.read_data_block_as(handle, true)?.expect("a read that may wait answers"))
-    }
-
-    /// [`Table::read_data_block`]; without `wait`, only if the operating system can supply
-    /// the bytes without waiting for the device (`None` when it cannot).
-    fn read_data_block_as(&self, handle: BlockHandle, wait: bool) -> Result<Option<Block>> {
-        let limit = self.footer.filter.offset;
-        let pinned;
-        let file: &dyn RandomAccessFile = match &self.file {
-            FileSlot::Pinned(file) => file.as_ref(),
-            FileSlot::Shared(files) => {
-                pinned = files.get(self.id, &self.path)?;
-                pinned.as_ref()
-            }
-        };
-        let raw = if wait {
-            read_block(file, &self.path, handle, limit)?
-        } else {
-            match read_block_if_cached(file, &self.path, handle, limit)? {
-                Some(raw) => raw,
-                None => return Ok(None),
-            }
-        };
-        Block::new(raw).map(Some).map_err(|e| e.in_file(&self.path, handle.offset))
+        Ok(self.fetch(handle, Source::File, Wait::ForDevice)?.waited()?.block)
     }
 
     /// Hands the table's file to `files`, which bounds how many tables keep theirs open:
@@ -500,6 +496,11 @@ impl Table {
             ));
         }
         self.mapped = Some(mapped);
+        self.lookups = if self.cache.is_some() && self.props.compression != Compression::None {
+            Source::CacheThenMapping
+        } else {
+            Source::Mapping
+        };
         Ok(self)
     }
 
@@ -523,7 +524,11 @@ impl Table {
     /// Like [`Table::iter`]; with `fill_cache = false` blocks not already cached are read
     /// without being inserted, so a compaction's one-off scan does not evict hot blocks.
     pub fn iter_with(self: &Arc<Self>, fill_cache: bool) -> TableIter {
-        TableIter { table: Arc::clone(self), block_index: 0, data: None, fill_cache }
+        let source = match &self.cache {
+            Some(_) => Source::CacheThenFile { fill: fill_cache },
+            None => Source::File,
+        };
+        TableIter { table: Arc::clone(self), block_index: 0, data: None, source }
     }
 
     /// The table's range tombstones, sorted by start and disjoint.
@@ -595,21 +600,12 @@ impl Table {
     }
 }
 
-/// One key's lookup in [`Table::get_many_if_ready`].
+/// One key's lookup in [`Table::get_many`].
 pub(crate) enum Lookup {
     /// Searched: the outcome.
     Done(TableGet),
     /// Not searched: its block has to come from the storage device.
     Waiting(BlockHandle),
-}
-
-/// A data block fetched for a lookup.
-#[derive(Clone)]
-pub(crate) struct Fetched {
-    handle: BlockHandle,
-    block: Block,
-    /// Read from the file rather than found in the block cache.
-    read: bool,
 }
 
 /// Checks that `h` ends by `limit`, where the next region starts.
@@ -799,7 +795,7 @@ pub struct TableIter {
     table: Arc<Table>,
     block_index: usize,
     data: Option<BlockIter>,
-    fill_cache: bool,
+    source: Source,
 }
 
 impl TableIter {
@@ -808,8 +804,8 @@ impl TableIter {
         self.block_index = i;
         self.data = None;
         let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
-        let r = self.table.data_block(handle, self.fill_cache, Access::Scan);
-        let r = r.and_then(|(block, _)| {
+        let r = self.table.fetch(handle, self.source, Wait::ForDevice).and_then(Fetch::waited);
+        let r = r.and_then(|Fetched { block, .. }| {
             let mut it = block.iter();
             how(&mut it)?;
             Ok(it)
