@@ -25,9 +25,9 @@
 use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_varint, Decoder};
+use crate::db::half_open;
 use crate::key::{SeqNo, ValueKind};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
-use crate::db::half_open;
 use crate::{Error, KeyRange, Keyspace, Result};
 
 /// The kind byte of a range deletion (after `ValueKind`'s 0 and 1).
@@ -594,7 +594,9 @@ impl<'a> Iterator for WriteBatchIter<'a> {
         let kind = kind & !IN_KEYSPACE;
         let key = self.d.length_prefixed()?;
         let op = match kind {
-            k if k == ValueKind::Put as u8 => BatchOp::Put { key, value: self.d.length_prefixed()? },
+            k if k == ValueKind::Put as u8 => {
+                BatchOp::Put { key, value: self.d.length_prefixed()? }
+            }
             k if k == ValueKind::Delete as u8 => BatchOp::Delete { key },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
             _ => return None,

@@ -172,7 +172,13 @@ pub(crate) mod tests {
                 }
                 match at {
                     Some(i) => {
-                        prop_assert!(it.valid(), "{:?} step {}: expected {:?}", op, step, sorted[i]);
+                        prop_assert!(
+                            it.valid(),
+                            "{:?} step {}: expected {:?}",
+                            op,
+                            step,
+                            sorted[i]
+                        );
                         prop_assert_eq!(it.key(), &sorted[i].0[..], "{:?} step {}", op, step);
                         prop_assert_eq!(it.value(), &sorted[i].1[..], "{:?} step {}", op, step);
                     }

@@ -12,7 +12,6 @@
 
 use std::cmp::Ordering;
 
-
 /// A sequence number: every write gets the next one; 56 bits are available.
 pub type SeqNo = u64;
 

@@ -6,33 +6,64 @@
 // The public API: the items re-exported below, plus `filter` (usable on its own), `fs`
 // (the file-system seam) and `events` (the listener's trait and what it is told). Every
 // other module is private; the `internals` feature, which only the `bloomkv` tool, the
-// tests, benches and fuzzers enable, makes them public for whitebox use. They are not part
-// of the semver surface.
-macro_rules! internal_mods {
-    ($($(#[$attr:meta])* $name:ident;)*) => {$(
-        $(#[$attr])*
-        #[cfg(feature = "internals")]
-        #[doc(hidden)]
-        pub mod $name;
-        $(#[$attr])*
-        #[cfg(not(feature = "internals"))]
-        mod $name;
-    )*};
-}
-
-internal_mods! {
-    batch;
-    coding;
-    filename;
-    iter;
-    key;
-    log;
-    memtable;
-    merge;
-    range_del;
-    table;
-    version;
-}
+// tests, benches and fuzzers enable, makes the layers below public for whitebox use. They
+// are not part of the semver surface. Each is declared twice, spelled out rather than made
+// by a macro, so that rustfmt (which does not look inside macros) formats their files.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod batch;
+#[cfg(not(feature = "internals"))]
+mod batch;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod coding;
+#[cfg(not(feature = "internals"))]
+mod coding;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod filename;
+#[cfg(not(feature = "internals"))]
+mod filename;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod iter;
+#[cfg(not(feature = "internals"))]
+mod iter;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod key;
+#[cfg(not(feature = "internals"))]
+mod key;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod log;
+#[cfg(not(feature = "internals"))]
+mod log;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod memtable;
+#[cfg(not(feature = "internals"))]
+mod memtable;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod merge;
+#[cfg(not(feature = "internals"))]
+mod merge;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod range_del;
+#[cfg(not(feature = "internals"))]
+mod range_del;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod table;
+#[cfg(not(feature = "internals"))]
+mod table;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod version;
+#[cfg(not(feature = "internals"))]
+mod version;
 
 // Offline checks for `bloomkv verify`: only built for the tool and tests, so the engine code
 // it alone would use is still reported as dead in the default build.

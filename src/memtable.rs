@@ -759,7 +759,11 @@ mod tests {
             m.insert(format!("{i:05}").as_bytes(), i as SeqNo + 1, ValueKind::Put, &value(i));
         }
         for i in 0..n {
-            assert_eq!(strip(m.get(format!("{i:05}").as_bytes(), MAX_SEQNO)), found(&value(i)), "{i}");
+            assert_eq!(
+                strip(m.get(format!("{i:05}").as_bytes(), MAX_SEQNO)),
+                found(&value(i)),
+                "{i}"
+            );
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();

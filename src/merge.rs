@@ -392,9 +392,7 @@ pub(crate) mod tests {
 
     /// One iterator per child (its value the child's index) and, for each internal key, the
     /// value of the earliest child holding it: what the merge must yield.
-    fn children_and_model(
-        kids: &[Child],
-    ) -> (BTreeMap<Ik, Vec<u8>>, Children) {
+    fn children_and_model(kids: &[Child]) -> (BTreeMap<Ik, Vec<u8>>, Children) {
         let mut model = BTreeMap::new();
         let mut boxed: Children = Vec::new();
         for (c, kid) in kids.iter().enumerate() {
@@ -427,7 +425,7 @@ pub(crate) mod tests {
                 prop_assert_eq!(drain(&mut m), want);
             }
         }
-    
+
         /// Random walks — seeks both ways and steps that change direction at any point —
         /// agree with a cursor over the sorted union, exact copies in several children
         /// included (the earliest child's copy must win both ways).

@@ -177,7 +177,11 @@ impl Fragments {
 }
 
 /// The parts of sorted, disjoint `pieces` inside `[lo, hi)` (`None`: unbounded).
-pub(crate) fn clip(pieces: &[RangeTombstone], lo: Option<&[u8]>, hi: Option<&[u8]>) -> Vec<RangeTombstone> {
+pub(crate) fn clip(
+    pieces: &[RangeTombstone],
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Vec<RangeTombstone> {
     pieces
         .iter()
         .filter_map(|t| {
@@ -189,7 +193,11 @@ pub(crate) fn clip(pieces: &[RangeTombstone], lo: Option<&[u8]>, hi: Option<&[u8
                 Some(hi) if hi < t.end.as_slice() => hi,
                 _ => t.end.as_slice(),
             };
-            (start < end).then(|| RangeTombstone { start: start.to_vec(), end: end.to_vec(), seq: t.seq })
+            (start < end).then(|| RangeTombstone {
+                start: start.to_vec(),
+                end: end.to_vec(),
+                seq: t.seq,
+            })
         })
         .collect()
 }
@@ -229,7 +237,11 @@ impl TombstoneSplit {
                 None => out.push(self.rest.pop().expect("checked")),
                 Some(u) if t.end.as_slice() <= u => out.push(self.rest.pop().expect("checked")),
                 Some(u) if t.start.as_slice() < u => {
-                    out.push(RangeTombstone { start: t.start.clone(), end: u.to_vec(), seq: t.seq });
+                    out.push(RangeTombstone {
+                        start: t.start.clone(),
+                        end: u.to_vec(),
+                        seq: t.seq,
+                    });
                     t.start = u.to_vec();
                     break;
                 }
@@ -397,7 +409,11 @@ mod tests {
     fn arb_tombstones() -> impl Strategy<Value = Vec<RangeTombstone>> {
         let key = || prop::collection::vec(0u8..4, 0..3);
         prop::collection::vec(
-            (key(), key(), 1u64..30).prop_map(|(start, end, seq)| RangeTombstone { start, end, seq }),
+            (key(), key(), 1u64..30).prop_map(|(start, end, seq)| RangeTombstone {
+                start,
+                end,
+                seq,
+            }),
             0..12,
         )
     }

@@ -3,7 +3,7 @@
 use std::ops::Range;
 use std::path::PathBuf;
 
-use super::{fragment_crc, FragmentType, PAGE_SIZE, HEADER_SIZE};
+use super::{fragment_crc, FragmentType, HEADER_SIZE, PAGE_SIZE};
 use crate::coding::get_u32;
 use crate::{Error, Result};
 

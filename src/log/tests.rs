@@ -1,6 +1,5 @@
 use std::path::PathBuf;
 
-
 use proptest::prelude::*;
 
 use super::*;
@@ -87,10 +86,10 @@ fn round_trip_edge_sizes() {
         vec![],
         vec![7],
         pattern(max_in_first_page - HEADER_SIZE - 1, 1), // leaves exactly a header's room
-        vec![],                                           // empty FULL filling the page
+        vec![],                                          // empty FULL filling the page
         pattern(max_in_first_page, 2),                   // exactly one page
         pattern(max_in_first_page + 1, 3),               // one byte spills over
-        pattern(100 * 1024 + 17, 4),                      // many pages
+        pattern(100 * 1024 + 17, 4),                     // many pages
         pattern(PAGE_SIZE - 3, 5),                       // leaves a padded tail
         vec![9, 9, 9],
     ];

@@ -1,6 +1,6 @@
 //! Appending records to a log file.
 
-use super::{fragment_crc, FragmentType, PAGE_SIZE, HEADER_SIZE};
+use super::{fragment_crc, FragmentType, HEADER_SIZE, PAGE_SIZE};
 use crate::fs::WritableFile;
 use crate::{Error, Result};
 

@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::filter::{FilterBuilder, FilterPolicy};
 use crate::fs::WritableFile;
 use crate::key::{compare_internal, pack_trailer, parse_internal_key, ValueKind, MAX_SEQNO};
-use crate::table::block::BlockBuilder;
 use crate::range_del::{self, RangeTombstone};
+use crate::table::block::BlockBuilder;
 use crate::table::format::{
     append_encoded, BlockEncoder, BlockHandle, Compression, Footer, FORMAT_VERSION,
     RANGE_DEL_FORMAT_VERSION,
@@ -262,9 +262,10 @@ impl TableBuilder {
             if !points || last_key > p.largest_user_key.as_slice() {
                 p.largest_user_key = last_key.to_vec();
             }
-            let (lo, hi) = self.range_dels.iter().fold((u64::MAX, 0), |(lo, hi), t| {
-                (lo.min(t.seq), hi.max(t.seq))
-            });
+            let (lo, hi) = self
+                .range_dels
+                .iter()
+                .fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t.seq), hi.max(t.seq)));
             p.smallest_seq = if points { p.smallest_seq.min(lo) } else { lo };
             p.largest_seq = p.largest_seq.max(hi);
             p.range_del = handle;

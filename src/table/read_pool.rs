@@ -52,7 +52,10 @@ const QUIET: u32 = 64;
 impl std::fmt::Debug for ReadPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let started = self.lock().jobs.is_some();
-        f.debug_struct("ReadPool").field("threads", &self.threads).field("started", &started).finish()
+        f.debug_struct("ReadPool")
+            .field("threads", &self.threads)
+            .field("started", &started)
+            .finish()
     }
 }
 
@@ -141,13 +144,13 @@ impl ReadPool {
             let (tx, rx) = channel::unbounded::<Job>();
             for i in 0..self.threads {
                 let rx = rx.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("bloomkv-read-{i}"))
-                    .spawn(move || {
+                let spawned = std::thread::Builder::new().name(format!("bloomkv-read-{i}")).spawn(
+                    move || {
                         while let Ok(job) = rx.recv() {
                             job();
                         }
-                    });
+                    },
+                );
                 if let Ok(h) = spawned {
                     state.handles.push(h);
                 }

@@ -17,10 +17,10 @@ use crate::key::{
 };
 use crate::key_head::{key_head, SortedHeads};
 use crate::prefetch::prefetch_all;
+use crate::range_del::{self, RangeTombstone};
 use crate::table::block::{Block, BlockIter};
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
-use crate::range_del::{self, RangeTombstone};
 use crate::table::format::{
     read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN,
     RANGE_DEL_FORMAT_VERSION,

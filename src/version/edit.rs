@@ -109,9 +109,8 @@ impl TableMeta {
             }
         };
         let q = |k: &[u8]| format!("\"{}\"", key::escape(k));
-        let uk = |ik: &[u8]| {
-            parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default()
-        };
+        let uk =
+            |ik: &[u8]| parse_internal_key(ik).map(|k| k.user_key.to_vec()).unwrap_or_default();
         // A table of range tombstones alone has a key range too.
         if p.num_entries > 0 || p.num_range_deletions > 0 {
             differs("smallest key", q(&uk(&self.smallest)), q(&p.smallest_user_key));
@@ -521,16 +520,20 @@ mod tests {
             0..=MAX_SEQNO,
             any::<u64>(),
         )
-            .prop_map(|((keyspace, number, file_size), smallest, largest, s1, s2, num_entries)| TableMeta {
-                keyspace,
-                number,
-                file_size,
-                smallest,
-                largest,
-                smallest_seq: s1.min(s2),
-                largest_seq: s1.max(s2),
-                num_entries,
-            })
+            .prop_map(
+                |((keyspace, number, file_size), smallest, largest, s1, s2, num_entries)| {
+                    TableMeta {
+                        keyspace,
+                        number,
+                        file_size,
+                        smallest,
+                        largest,
+                        smallest_seq: s1.min(s2),
+                        largest_seq: s1.max(s2),
+                        num_entries,
+                    }
+                },
+            )
     }
 
     fn edit_strategy() -> impl Strategy<Value = VersionEdit> {
@@ -547,7 +550,15 @@ mod tests {
             (proptest::collection::vec(any::<u32>(), 0..3), proptest::option::of(any::<u32>())),
         )
             .prop_map(
-                |(log_number, next_file_number, last_seq, added, deleted, defs, (dropped, next))| {
+                |(
+                    log_number,
+                    next_file_number,
+                    last_seq,
+                    added,
+                    deleted,
+                    defs,
+                    (dropped, next),
+                )| {
                     let keyspaces = defs
                         .into_iter()
                         .map(|(id, name, kind, bits, level)| {
@@ -556,7 +567,9 @@ mod tests {
                                 0 => FilterPolicy::None,
                                 1 => FilterPolicy::BlockedBloom { bits_per_key },
                                 2 => FilterPolicy::ClassicBloom { bits_per_key },
-                                _ => FilterPolicy::Budgeted { bits_per_key: bits_per_key.min(32.0) },
+                                _ => {
+                                    FilterPolicy::Budgeted { bits_per_key: bits_per_key.min(32.0) }
+                                }
                             };
                             let opts = KeyspaceOptions::new()
                                 .filter_policy(filter_policy)

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use crate::filename::manifest_path;
 use crate::filter::Filter;
 use crate::fs::FileSystem;
-use crate::key_head::SortedHeads;
 use crate::key::{self, SeqNo};
+use crate::key_head::SortedHeads;
 use crate::log::LogWriter;
 use crate::range_del::Fragments;
 use crate::table::Table;
@@ -194,13 +194,6 @@ impl Version {
     }
 }
 
-
-
-
-
-
-
-
 /// The default keyspace as the manifest knows it: it is never recorded (its options come
 /// from `Options`), only its tables are.
 pub(crate) fn default_keyspace_def() -> KeyspaceDef {
@@ -344,5 +337,3 @@ impl VersionSet {
         Ok(())
     }
 }
-
-
