@@ -170,7 +170,7 @@ pub struct Stats {
     /// RAM held by the filters of all live tables (each array in whole 64-byte lines).
     pub filter_memory_bytes: u64,
     /// RAM held by the huge-page chunks open tables' filters live in, for every database in
-    /// the process together ([`crate::filter::memory`]): the filters, plus what dropped filters
+    /// the process together (the filters' huge-page arena): the filters, plus what dropped filters
     /// leave in chunks that still hold a live one, plus the unused tail of each chunk.
     pub filter_chunk_bytes: u64,
     /// RAM held by the indexes of all live tables.

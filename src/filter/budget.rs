@@ -80,6 +80,7 @@ pub fn fpr(bits_per_key: f64) -> f64 {
 /// use bloomkv::filter::budget::{fpr, lookup_cost};
 /// assert_eq!(lookup_cost(&[10.0; 4]), 4.0 * fpr(10.0));
 /// ```
+#[cfg(any(test, feature = "internals"))]
 pub fn lookup_cost(bits_per_run: &[f64]) -> f64 {
     bits_per_run.iter().map(|&b| fpr(b)).sum()
 }

@@ -1,7 +1,7 @@
 //! Per-table whole-key filters: the cache-line-blocked Bloom filter that is bloomkv's reason
 //! to exist, the classic Bloom filter it is measured against, and "no filter"; and
-//! [`budget`], which splits one filter memory budget across a tree's tables
-//! ([`FilterPolicy::Budgeted`]).
+//! the budget allocator (`budget.rs`), which splits one filter memory budget across a
+//! tree's tables ([`FilterPolicy::Budgeted`]).
 //!
 //! A lookup hashes its key once with [`hash_key`] and hands the hash to every table it
 //! consults ([`Filter::may_contain_hash`]); nothing else is recomputed per table.
@@ -35,10 +35,20 @@
 //! for keys they hold. A golden test pins them.
 
 mod blocked;
+// The budget allocator and the filters' memory arena are the engine's, not an embedder's:
+// public only for the workspace's own tests and tools.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod budget;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod budget;
 mod classic;
 pub mod math;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod memory;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod memory;
 
 pub use blocked::BlockedBloom;
 pub use classic::ClassicBloom;
@@ -75,7 +85,7 @@ pub enum FilterPolicy {
     /// Blocked Bloom filters under one memory budget for the whole tree: `bits_per_key` is the
     /// average over every key in every table, and the engine gives each table the share that
     /// minimises the data blocks an absent-key lookup reads in all (Monkey, Dayan et al.,
-    /// SIGMOD 2017; see [`budget`]). Lookups consult every L0 table and one table per deeper
+    /// SIGMOD 2017; see DESIGN.md, "One memory budget across the tree"). Lookups consult every L0 table and one table per deeper
     /// level, so the small runs near the top — where a few bits per key buy a much lower
     /// rate — get more bits per key than the average, and the last level, holding most of the
     /// keys, a little less. Each table's share is worked out when it is written, from the
@@ -127,7 +137,7 @@ impl FilterPolicy {
     }
 
     /// Checks that bits per key is a finite number in [0.5, 100], or for
-    /// [`FilterPolicy::Budgeted`] in [0.5, [`budget::MAX_AVERAGE_BITS_PER_KEY`]] (32).
+    /// [`FilterPolicy::Budgeted`] in [0.5, 32].
     pub fn validate(&self) -> Result<()> {
         match *self {
             FilterPolicy::BlockedBloom { bits_per_key }
