@@ -14,6 +14,7 @@
 //! - `filter_budget.rs`: each new table's share of a `FilterPolicy::Budgeted` budget
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
 //! - `iter.rs`: range and prefix scans over a merged view at a sequence number, both ways
+//! - `level_iter.rs`: the iterator over one sorted level, one table open at a time
 //! - `visible.rs`: the newest visible version of each key, forward and backward
 //! - `compaction_iter.rs`: the compaction iterator (newest version of each key a snapshot
 //!   may still need, tombstones dropped where nothing lies below)
@@ -37,6 +38,7 @@ mod inspect;
 mod iter;
 mod key_range;
 mod keyspace;
+mod level_iter;
 mod multi_get;
 mod read;
 mod recovery;
