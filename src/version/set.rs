@@ -86,7 +86,8 @@ impl Drop for TableFile {
 }
 
 /// Which tables are live, level by level. L0 is ordered newest first (its tables may
-/// overlap); every other level is sorted by key and its tables do not overlap.
+/// overlap; see [`l0_newest_first`]); every other level is sorted by key and its tables do
+/// not overlap.
 #[derive(Debug, Clone, Default)]
 pub struct Version {
     /// The tables of each level.
@@ -160,7 +161,7 @@ impl Version {
                 levels[*level].push(t.clone());
             }
         }
-        levels[0].sort_by_key(|t| std::cmp::Reverse(t.meta.number));
+        levels[0].sort_by(|a, b| l0_newest_first(&a.meta, &b.meta));
         for level in levels.iter_mut().skip(1) {
             level.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
         }
@@ -202,21 +203,31 @@ pub struct RecoveredKeyspace {
     pub levels: Vec<Vec<TableMeta>>,
 }
 
-/// Two L0 tables, newer-numbered first, that overlap by user key while the newer-numbered
-/// one does not hold only entries newer than the other's. Lookups ask L0 tables in
-/// descending file number and stop at the first version found, so such a pair would answer
-/// with an older version. The engine writes L0 tables only by flushing memtables oldest
-/// first and by ingesting (after a flush, at one sequence number above everything before),
-/// each with a new, higher file number. Quadratic in L0's tables, which are few.
+/// The order of L0, in which lookups ask its tables: by newest entry, descending, then by
+/// file number, descending. Flushes write L0 tables in the order of their writes, but an
+/// ingest's tables (every entry at the one sequence number it reserved) are numbered as they
+/// are written, while writes after the reservation may be flushed to L0 meanwhile: the file
+/// numbers of the two interleave, their sequence numbers do not. Ties are between tables of
+/// one ingest, which do not overlap.
+pub(crate) fn l0_newest_first(a: &TableMeta, b: &TableMeta) -> std::cmp::Ordering {
+    (b.largest_seq, b.number).cmp(&(a.largest_seq, a.number))
+}
+
+/// Two L0 tables, in L0's order ([`l0_newest_first`]), that overlap by user key while the
+/// first does not hold only entries newer than the other's. Lookups ask L0 tables in that
+/// order and stop at the first version found, so such a pair would answer with an older
+/// version. The engine writes L0 tables only by flushing memtables oldest first, each
+/// holding writes newer than every table before, and by ingesting, at one sequence number
+/// no flushed table straddles (see `db::ingest`). Quadratic in L0's tables, which are few.
 fn l0_out_of_order(tables: &[TableMeta]) -> Option<(&TableMeta, &TableMeta)> {
-    let mut by_number: Vec<&TableMeta> = tables.iter().collect();
-    by_number.sort_by_key(|t| std::cmp::Reverse(t.number));
+    let mut ordered: Vec<&TableMeta> = tables.iter().collect();
+    ordered.sort_by(|a, b| l0_newest_first(a, b));
     fn range(t: &TableMeta) -> (&[u8], &[u8]) {
         (key::user_key(&t.smallest), key::user_key(&t.largest))
     }
-    by_number.iter().enumerate().find_map(|(i, &newer)| {
+    ordered.iter().enumerate().find_map(|(i, &newer)| {
         let (lo, hi) = range(newer);
-        by_number[i + 1..].iter().find_map(|&older| {
+        ordered[i + 1..].iter().find_map(|&older| {
             let (olo, ohi) = range(older);
             (lo <= ohi && olo <= hi && newer.smallest_seq <= older.largest_seq)
                 .then_some((newer, older))
@@ -425,8 +436,8 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                         &path,
                         at(&[newer, older]),
                         format!(
-                            "L0 tables {} and {} of keyspace {} overlap, and the newer-numbered \
-                             one, which lookups ask first, does not hold only newer entries",
+                            "L0 tables {} and {} of keyspace {} overlap, and the first, which \
+                             lookups ask first, does not hold only newer entries",
                             newer.number, older.number, k.def.id
                         ),
                     ));
