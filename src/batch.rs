@@ -10,12 +10,17 @@
 //! count  u32 little-endian   number of operations
 //! ops    count times:
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
-//!                            2 = range delete; plus 0x80 if a keyspace id follows
+//!                            2 = range delete, 3 = reserved; plus 0x80 if a keyspace id
+//!                            follows
 //!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
 //!                            the default keyspace (0)
-//!          klen  varint, key bytes          (a range delete's start)
+//!          klen  varint, key bytes          (a range delete's start; not for reserved)
 //!          vlen  varint, value bytes        (puts; a range delete's end, exclusive)
 //! ```
+//!
+//! A reserved op takes a sequence number and changes nothing: an ingest logs one, alone in
+//! its batch, to claim the number its tables' entries carry while writes after it go on
+//! (see `db::ingest`).
 //!
 //! The count in the header lets a decoder check that the record holds exactly the
 //! operations it claims, so a record cut short at an operation boundary is still caught.
@@ -32,6 +37,9 @@ use crate::{Error, KeyRange, Keyspace, Result};
 
 /// The kind byte of a range deletion (after `ValueKind`'s 0 and 1).
 const OP_DELETE_RANGE: u8 = 2;
+
+/// The kind byte of a sequence number reserved for an ingest: no keyspace, key or value.
+const OP_RESERVED: u8 = 3;
 
 /// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
 /// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
@@ -60,6 +68,9 @@ pub enum BatchOp<'a> {
         /// First key kept after the range (exclusive).
         end: &'a [u8],
     },
+    /// A sequence number taken by an ingest, whose tables hold the entries written at it;
+    /// it changes nothing here. Always the only op of its batch, on no keyspace.
+    Reserved,
 }
 
 /// Why [`WriteBatch::check`] refused a batch.
@@ -357,6 +368,14 @@ impl WriteBatch {
         self.delete_range(crate::db::prefix_bounds(prefix.as_ref()));
     }
 
+    /// A batch that only takes one sequence number, for an ingest to claim it in the log.
+    pub(crate) fn reserved() -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.data.push(OP_RESERVED);
+        b.bump_count();
+        b
+    }
+
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.count() as usize
@@ -431,6 +450,7 @@ impl WriteBatch {
                 BatchOp::DeleteRange { start, end } => {
                     check_range_bound(start).and_then(|()| check_range_bound(end))
                 }
+                BatchOp::Reserved => Ok(()),
             }
             .map_err(BadOp::Size)?;
             if keyspace != DEFAULT_KEYSPACE && !known(keyspace) {
@@ -473,6 +493,8 @@ impl WriteBatch {
                     mem.delete_range(start, end, seq);
                     (start, end)
                 }
+                // The ingest's tables hold what was written at `seq`.
+                BatchOp::Reserved => continue,
             };
             bytes += (a.len() + b.len()) as u64;
         }
@@ -513,6 +535,13 @@ impl WriteBatch {
                 if id == 0 || id > u64::from(KeyspaceId::MAX) {
                     return Err(bad("keyspace id out of range"));
                 }
+            }
+            if kind == OP_RESERVED {
+                // Only an ingest writes one, alone in a batch and on no keyspace.
+                if count != 1 {
+                    return Err(bad("reserved op in a batch of more than one op"));
+                }
+                continue;
             }
             let kind = kind & !IN_KEYSPACE;
             let has_value = match kind {
@@ -587,6 +616,9 @@ impl<'a> Iterator for WriteBatchIter<'a> {
         }
         self.left -= 1;
         let kind = self.d.u8()?;
+        if kind == OP_RESERVED {
+            return Some((DEFAULT_KEYSPACE, BatchOp::Reserved));
+        }
         let keyspace = match kind & IN_KEYSPACE {
             0 => DEFAULT_KEYSPACE,
             _ => KeyspaceId::try_from(self.d.varint()?).ok()?,
@@ -626,6 +658,7 @@ mod tests {
             match kind {
                 PUT => b.put_to(keyspace, k, v),
                 DELETE => b.delete_to(keyspace, k),
+                OP_RESERVED => b = WriteBatch::reserved(),
                 _ => b.delete_range_to(keyspace, k, v),
             }
         }
@@ -640,6 +673,7 @@ mod tests {
                 BatchOp::DeleteRange { start, end } => {
                     (ks, OP_DELETE_RANGE, start.to_vec(), end.to_vec())
                 }
+                BatchOp::Reserved => (ks, OP_RESERVED, Vec::new(), Vec::new()),
             })
             .collect()
     }
@@ -742,6 +776,38 @@ mod tests {
             let e = WriteBatch::from_record(forged).unwrap_err();
             assert!(e.to_string().contains("keyspace id out of range"), "{e}");
         }
+    }
+
+    #[test]
+    fn reserved_op_takes_a_sequence_number_and_changes_nothing() {
+        let mut b = WriteBatch::reserved();
+        b.set_sequence(9);
+        let want: Vec<u8> = [&[9, 0, 0, 0, 0, 0, 0, 0][..], &[1, 0, 0, 0], &[OP_RESERVED]].concat();
+        assert_eq!(b.data(), &want[..]);
+        assert_eq!(b.len(), 1);
+        let decoded = WriteBatch::from_record(want.clone()).unwrap();
+        assert_eq!(decoded.sequence(), 9);
+        assert_eq!(decoded.iter().collect::<Vec<_>>(), vec![(0, BatchOp::Reserved)]);
+        assert!(decoded.check(|_| false).is_ok());
+        let mem = crate::memtable::MemTable::new();
+        assert_eq!(decoded.insert_into(|_| Some(&mem)), 0);
+        assert!(mem.is_empty());
+
+        let mut trailing = want.clone();
+        trailing.push(0);
+        let e = WriteBatch::from_record(trailing).unwrap_err();
+        assert!(e.to_string().contains("bytes after the last counted op"), "{e}");
+
+        // Never on a keyspace, and never beside another op.
+        let mut in_keyspace = want[..HEADER_LEN].to_vec();
+        in_keyspace.extend_from_slice(&[OP_RESERVED | IN_KEYSPACE, 1]);
+        let e = WriteBatch::from_record(in_keyspace).unwrap_err();
+        assert!(e.to_string().contains("unknown kind"), "{e}");
+        let mut with_put = build(&[(0, PUT, b"k".to_vec(), b"v".to_vec())]);
+        with_put.data.push(OP_RESERVED);
+        with_put.bump_count();
+        let e = WriteBatch::from_record(with_put.data().to_vec()).unwrap_err();
+        assert!(e.to_string().contains("more than one op"), "{e}");
     }
 
     #[test]

@@ -283,8 +283,8 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The levels are as lookups need them and recovery checks: below L0 the tables of a level
 /// are disjoint, bounding keys included (range tombstones' ends among them), since a lookup
-/// asks one table per level; in L0, which lookups ask newest-numbered first, of two tables
-/// that overlap the higher-numbered holds only newer entries.
+/// asks one table per level; in L0, which lookups ask by newest entry first (then by number),
+/// of two tables that overlap the one asked first holds only newer entries.
 fn assert_levels_well_formed(db: &Db) {
     let mut tables = db.tables();
     tables.sort_by(|a, b| {
@@ -309,7 +309,11 @@ fn assert_levels_well_formed(db: &Db) {
             if a.level > 0 {
                 assert!(!overlap, "tables {} and {} meet on level {}", show(a), show(b), a.level);
             } else if overlap {
-                let (newer, older) = if a.number > b.number { (a, b) } else { (b, a) };
+                let (newer, older) = if (a.largest_seq, a.number) > (b.largest_seq, b.number) {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
                 assert!(
                     newer.smallest_seq > older.largest_seq,
                     "L0 table {} is asked before {} but holds older entries",

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use bloomkv::{Db, Error, Options, WriteOptions};
 use rand::rngs::StdRng;
@@ -295,7 +296,7 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
     let mut model = ingest_range(&db, 0..1000, 1, 0);
     db.put(key(5000), b"in the memtable").unwrap();
     model.insert(key(5000), b"in the memtable".to_vec());
-    let seq = db.stats().last_sequence;
+    let mut seq = db.stats().last_sequence;
     let good = |n: u32| (0..n).map(|k| (key(10_000 + k), value(k, 1)));
     let big_value = vec![0u8; bloomkv::MAX_VALUE_BYTES + 1];
     let big_key = vec![b'k'; bloomkv::MAX_KEY_BYTES + 1];
@@ -339,6 +340,9 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
         let new: Vec<_> = after.iter().filter(|p| !before.contains(p)).collect();
         assert!(new.len() <= 1, "{at}: tables left behind: {new:?}");
         assert_eq!(after.len(), db.stats().tables_per_level.iter().sum::<usize>(), "{at}");
+        // Each of the five refused ingests had reserved a sequence number, which holds
+        // nothing.
+        seq += 5;
         assert_eq!(db.stats().last_sequence, seq, "{at}");
         assert_eq!(scan_all(&db), model, "{at}");
     }
@@ -364,41 +368,194 @@ fn a_read_only_handle_refuses_to_ingest() {
     assert!(matches!(db.ingest([(b"k", b"v")]), Err(Error::Closed)));
 }
 
-/// Reads go on while an ingest runs (the ingest's own source reads the database), and a
-/// write that arrives while it runs waits and takes a later sequence number, so it wins.
+/// How long a test waits for a write made while an ingest runs before failing: a write that
+/// waited for the ingest would never come, since the ingest waits for it.
+const WATCHDOG: Duration = Duration::from_secs(120);
+
+/// Runs `write` on another thread from inside an ingest's source, once it reaches entry
+/// `at`, and lets the source go on only once `write` has returned: so the write is made, and
+/// completes, while the ingest runs. A write that waited for the ingest to finish would never
+/// return; the watchdog turns that into a failure.
+fn ingest_with_write_midway(
+    db: &Db,
+    entries: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    at: usize,
+    write: impl FnOnce(&Db) + Send,
+) -> u64 {
+    let (go, start) = mpsc::channel::<()>();
+    let (done, finished) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            if start.recv().is_ok() {
+                write(db);
+                let _ = done.send(());
+            }
+        });
+        let source = entries.enumerate().map(|(i, entry)| {
+            if i == at {
+                go.send(()).unwrap();
+                finished
+                    .recv_timeout(WATCHDOG)
+                    .expect("a write made while an ingest runs waited for the ingest");
+            }
+            entry
+        });
+        db.ingest(source).unwrap()
+    })
+}
+
+/// A write made while an ingest runs completes before the ingest does, and reads inside the
+/// ingest's source see it at once. It is newer than the ingest, so it wins over the
+/// ingested value of its key, through flush, compaction and reopen.
 #[test]
-fn reads_go_on_and_writes_wait_while_an_ingest_runs() {
+fn writes_made_while_an_ingest_runs_complete_before_it_and_win() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();
     for k in 0..2000 {
         db.put(key(k), value(k, 0)).unwrap();
     }
-    let writer_started = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let source = (0..2000u32).map(|k| {
-            // A read from inside the ingest sees the state before it.
-            if k % 100 == 0 {
-                assert_eq!(db.get(key(k)).unwrap().as_deref(), Some(&value(k, 0)[..]));
-            }
-            if k == 1000 {
-                s.spawn(|| {
-                    writer_started.store(true, Ordering::Release);
-                    db.put(key(1500), b"written during the ingest").unwrap();
-                    db.put(key(5000), b"also").unwrap();
-                });
-                // The writer is running (and most likely queued) before the ingest goes on;
-                // whenever its puts get in, they come after the ingest.
-                while !writer_started.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-            }
-            (key(k), value(k, 1))
-        });
-        assert_eq!(db.ingest(source).unwrap(), 2000);
+    let seq = db.stats().last_sequence;
+    let entries = (0..2000u32).map(|k| {
+        if k % 100 == 0 {
+            let want = if k == 1500 { b"written during the ingest".to_vec() } else { value(k, 0) };
+            assert_eq!(db.get(key(k)).unwrap().as_deref(), Some(&want[..]), "{k}");
+        }
+        (key(k), value(k, 1))
     });
-    assert_eq!(db.get(key(1500)).unwrap().as_deref(), Some(&b"written during the ingest"[..]));
-    assert_eq!(db.get(key(1499)).unwrap().as_deref(), Some(&value(1499, 1)[..]));
-    assert_eq!(db.stats().last_sequence, 2000 + 1 + 2);
+    let n = ingest_with_write_midway(&db, entries, 1000, |db| {
+        db.put(key(1500), b"written during the ingest").unwrap();
+        db.put(key(5000), b"new during the ingest").unwrap();
+    });
+    assert_eq!(n, 2000);
+    // The ingest's one sequence number came before the two puts'.
+    assert_eq!(db.stats().last_sequence, seq + 1 + 2);
+    let check = |db: &Db, when: &str| {
+        assert_eq!(
+            db.get(key(1500)).unwrap().as_deref(),
+            Some(&b"written during the ingest"[..]),
+            "{when}"
+        );
+        assert_eq!(db.get(key(5000)).unwrap().as_deref(), Some(&b"new during the ingest"[..]));
+        assert_eq!(db.get(key(1499)).unwrap().as_deref(), Some(&value(1499, 1)[..]), "{when}");
+        let scanned = scan_all(db);
+        assert_eq!(scanned.len(), 2001, "{when}");
+        assert_eq!(scanned[&key(1500)], b"written during the ingest", "{when}");
+    };
+    check(&db, "after the ingest");
+    db.flush().unwrap();
+    check(&db, "after a flush");
+    db.compact().unwrap();
+    check(&db, "after a compaction");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    check(&db, "after reopening");
+}
+
+/// Writes made while an ingest runs may be flushed to L0 before it installs, under a file
+/// number below some of the ingest's tables: L0 is ordered by sequence number, so lookups
+/// still find the newer write above the ingest, and the open-time check and `verify` accept
+/// the order.
+#[test]
+fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    // Older data on L0, below where the ingest goes.
+    for k in (0..2000).step_by(10) {
+        db.put(key(k), value(k, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let before = table_numbers(&db);
+    let entries = (0..2000u32).map(|k| (key(k), value(k, 1)));
+    ingest_with_write_midway(&db, entries, 1000, |db| {
+        db.put(key(1500), b"newer").unwrap();
+        db.put(key(20), b"newer too").unwrap();
+        db.flush().unwrap();
+    });
+    let new: Vec<_> = db.tables().into_iter().filter(|t| !before.contains(&t.number)).collect();
+    assert!(new.iter().all(|t| t.level == 0), "{new:?}");
+    // The flushed writes' table is numbered between the ingest's tables (written before and
+    // after the write), which is what makes number order wrong here.
+    let flushed = new.iter().find(|t| t.entries == 2).expect("the flushed writes' table");
+    assert!(new.iter().any(|t| t.number < flushed.number && t.entries > 2), "{new:?}");
+    assert!(new.iter().any(|t| t.number > flushed.number && t.entries > 2), "{new:?}");
+    let check = |db: &Db, when: &str| {
+        assert_eq!(db.get(key(1500)).unwrap().as_deref(), Some(&b"newer"[..]), "{when}");
+        assert_eq!(db.get(key(20)).unwrap().as_deref(), Some(&b"newer too"[..]), "{when}");
+        assert_eq!(db.get(key(30)).unwrap().as_deref(), Some(&value(30, 1)[..]), "{when}");
+        assert_eq!(db.get(key(1501)).unwrap().as_deref(), Some(&value(1501, 1)[..]), "{when}");
+        let got = db.multi_get([key(1500), key(20), key(30)]).unwrap();
+        let got: Vec<_> = got.iter().map(|v| v.as_deref().map(<[u8]>::to_vec)).collect();
+        assert_eq!(
+            got,
+            vec![Some(b"newer".to_vec()), Some(b"newer too".to_vec()), Some(value(30, 1))],
+            "{when}"
+        );
+        let scanned = scan_all(db);
+        assert_eq!(scanned[&key(1500)], b"newer", "{when}");
+        assert_eq!(scanned[&key(20)], b"newer too", "{when}");
+    };
+    check(&db, "after the ingest");
+    db.close().unwrap();
+    let report = bloomkv::check::database(std::sync::Arc::new(bloomkv::fs::StdFs), dir.path());
+    assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert!(db.tables().iter().any(|t| t.level == 0 && t.entries == 2));
+    check(&db, "after reopening");
+    db.compact().unwrap();
+    check(&db, "after a compaction");
+}
+
+/// A WAL segment holding the record of a sequence number reserved for an ingest (what a
+/// crash leaves before the memtable frozen with it is flushed) replays as a number taken
+/// that holds nothing: the writes after it keep their places, and the next write goes on
+/// after them.
+#[test]
+fn replay_skips_a_reserved_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let seq = db.stats().last_sequence;
+    db.close().unwrap();
+    let mut wal: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    wal.sort();
+    let wal = wal.pop().unwrap();
+    let mut reader = bloomkv::log::LogReader::new(wal.clone(), std::fs::read(&wal).unwrap());
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    // seq + 1 reserved (kind 3: no keyspace, key or value), then a put "b" -> "2" at seq + 2.
+    let mut reserved = (seq + 1).to_le_bytes().to_vec();
+    reserved.extend_from_slice(&1u32.to_le_bytes());
+    reserved.push(3);
+    let mut put = (seq + 2).to_le_bytes().to_vec();
+    put.extend_from_slice(&1u32.to_le_bytes());
+    put.extend_from_slice(&[1, 1, b'b', 1, b'2']);
+    records.extend([reserved, put]);
+    let mut w = bloomkv::log::LogWriter::new(
+        bloomkv::fs::FileSystem::create(&bloomkv::fs::StdFs, &wal).unwrap(),
+    );
+    for r in &records {
+        w.add_record(r).unwrap();
+    }
+    w.sync().unwrap();
+    drop(w);
+
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert_eq!(db.stats().last_sequence, seq + 2);
+    let want: Model = [(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())].into();
+    assert_eq!(scan_all(&db), want);
+    db.put(b"c", b"3").unwrap();
+    assert_eq!(db.stats().last_sequence, seq + 3);
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), still()).unwrap();
+    assert_eq!(scan_all(&db).len(), 3);
+    assert_eq!(db.stats().last_sequence, seq + 3);
 }
 
 /// `close` while an ingest runs: the ingest stops with `Error::Closed` — soon, since it looks

@@ -17,6 +17,9 @@ pub(crate) struct BgState {
     /// Background jobs (flush or compaction steps) running now.
     pub running: usize,
     pub manual_compaction: bool,
+    /// Ingests between reserving their sequence number and installing their tables: no
+    /// compaction starts meanwhile (a manual one pauses between steps), see `ingest.rs`.
+    pub ingests: usize,
     /// Per keyspace and level, the largest key of the last table compacted, so levels are
     /// compacted round-robin instead of always at the same end.
     pub compact_cursor: std::collections::HashMap<(KeyspaceId, usize), Vec<u8>>,
@@ -175,7 +178,9 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                     let ready = match job {
                         BgJob::Flush => state.imm_len() > 0,
                         BgJob::Compact => {
-                            !bg.manual_compaction && compaction::needs_compaction(inner, &state)
+                            !bg.manual_compaction
+                                && bg.ingests == 0
+                                && compaction::needs_compaction(inner, &state)
                         }
                     };
                     if ready {

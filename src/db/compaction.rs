@@ -108,13 +108,45 @@ pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
     // Pick under the slot: a manual compaction that ran while we waited for it may have
     // replaced any table we would otherwise have chosen.
     let _slot = lock(&inner.compaction_slot);
-    if lock(&inner.bg).manual_compaction {
-        return Ok(());
+    {
+        let bg = lock(&inner.bg);
+        // An ingest that reserved its sequence number meanwhile holds compactions off.
+        if bg.manual_compaction || bg.ingests > 0 {
+            return Ok(());
+        }
     }
     let state = inner.load_state();
     match pick(inner, &state) {
         Some(c) => run_locked(inner, c),
         None => Ok(()),
+    }
+}
+
+/// Lets go of the compaction slot while an ingest is registered, and takes it back once none
+/// is: an ingest places its tables by what the levels hold when it installs, and newer
+/// writes flushed meanwhile must still be on L0 then (see `ingest.rs`). A step already
+/// under way when an ingest registers is harmless: its inputs predate the ingest's sequence
+/// number.
+fn pause_for_ingests<'a>(
+    inner: &'a DbInner,
+    mut slot: std::sync::MutexGuard<'a, ()>,
+) -> Result<std::sync::MutexGuard<'a, ()>> {
+    loop {
+        let mut bg = lock(&inner.bg);
+        if bg.ingests == 0 {
+            return Ok(slot);
+        }
+        // The ingest takes the slot to write and install its tables.
+        drop(slot);
+        while bg.ingests > 0 {
+            inner.check_bg_error_locked(&bg)?;
+            if bg.shutdown {
+                return Err(crate::Error::Closed);
+            }
+            bg = inner.bg_done_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(bg);
+        slot = lock(&inner.compaction_slot);
     }
 }
 
@@ -135,8 +167,9 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     // The compaction thread may be mid-compaction; it checks `manual_compaction` only between
     // steps, so wait for it by taking the compaction slot it holds while running.
     let result = (|| -> Result<()> {
-        let _slot = lock(&inner.compaction_slot);
-        // Keyspaces are dropped only while holding the slot, so every tree stays.
+        let mut slot = lock(&inner.compaction_slot);
+        // Keyspaces are dropped only while holding the slot, so every tree stays (a tree
+        // dropped while the slot is let go for an ingest is skipped).
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
         for id in ids {
             let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
@@ -146,6 +179,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(crate::Error::Closed);
                 }
+                slot = pause_for_ingests(inner, slot)?;
                 let Some(tree) = inner.load_state().tree(id).cloned() else { break };
                 let v = &tree.version;
                 if v.levels[level].is_empty() || (level >= last && level > 0) {

@@ -121,6 +121,16 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
 
 /// Waits until every memtable frozen so far has been flushed (or background work failed).
 pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
+    wait_for_flushes_through(inner, u64::MAX)
+}
+
+/// Waits until every memtable frozen with WAL segment `wal_number` or an older one has been
+/// flushed (or background work failed); memtables frozen later may remain.
+pub(crate) fn wait_for_flushes_through(inner: &DbInner, wal_number: u64) -> Result<()> {
+    let pending = || {
+        let state = inner.load_state();
+        state.trees.iter().any(|t| t.imm.iter().any(|m| m.wal_number <= wal_number))
+    };
     let mut bg = lock(&inner.bg);
     loop {
         if let Err(e) = inner.check_bg_error_locked(&bg) {
@@ -129,7 +139,7 @@ pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
             inner.events.report_background_error();
             return Err(e);
         }
-        if inner.load_state().imm_len() == 0 {
+        if !pending() {
             return Ok(());
         }
         if bg.shutdown {

@@ -1,48 +1,66 @@
 //! Ingest: sorted entries written straight into tables and added to the tree in one manifest
-//! edit, without passing through the WAL, the memtable or compaction.
+//! edit, without passing through the memtable or compaction. Writers are held only for the
+//! moment it takes to reserve a sequence number; the tables are written while writes go on.
 //!
-//! 1. Become the write leader with no group (`write::exclusive`): writes queued behind wait,
-//!    reads and background work go on.
-//! 2. Flush every memtable and wait for it (`Exclusive::flush_memtables`). Afterwards the
-//!    memtable is empty and the current WAL segment holds only its header, so the tables
-//!    alone hold everything written so far.
-//! 3. Take the compaction slot. Give every entry the one sequence number `N = last + 1`, and
-//!    write the entries into tables of about `target_table_bytes` while checking them
-//!    (strictly ascending keys, sizes within the limits). On any error the tables written so
-//!    far are removed.
-//! 4. Choose the deepest level whose tables, and those of every level above it, leave the
+//! 1. Read the first entry (an empty or at once invalid input changes nothing), and take
+//!    `DbInner::ingest_order`, so ingests install in the order of their sequence numbers.
+//! 2. As the write leader with no group (`write::exclusive`, a short step): register in
+//!    `BgState::ingests`, so no compaction starts from here to the install (a manual one
+//!    pauses between steps); log a batch holding one reserved op at `N = last + 1` and freeze
+//!    the memtables (`Exclusive::reserve_seq`). The frozen memtables' segment ends at `N`;
+//!    writes after the step take `N + 1` onwards in a new segment and new memtables.
+//! 3. Take the compaction slot (so `close` waits for the ingest or makes it stop early, see
+//!    `Source`, instead of leaving it writing into a directory this handle no longer owns).
+//!    Give every entry the sequence number `N`, and write the entries into tables of about
+//!    `target_table_bytes` while checking them (strictly ascending keys, sizes within the
+//!    limits). On any error the tables written so far are removed.
+//! 4. Wait until the memtables frozen in step 2 are flushed. Their flush records a last
+//!    sequence of at least `N` and retires the segment holding the reserved op.
+//! 5. Choose the deepest level whose tables, and those of every level above it, leave the
 //!    entries' key range free, and install the tables there with one edit that also records
-//!    `last_seq = N` and, as the log number, a freshly reserved WAL segment number `W`.
-//! 5. Start segment `W` with the header `N + 1`, make it the WAL, and delete the old segment.
+//!    `last_seq = N` (the manifest keeps the maximum: later writes may be flushed already).
 //!
 //! Why one sequence number: the keys are distinct, so no two entries need ordering between
-//! them; one number newer than every write before and older than every write after places the
-//! whole ingest at one point of the history, as one atomic batch would be.
+//! them; one number newer than every write before the reservation and older than every write
+//! after it places the whole ingest at one point of the history, as one atomic batch would be.
 //!
-//! Why flush first: the ingested entries are newer than everything written before, so they
-//! must sit above every older version of their keys — and the read path consults memtables
-//! before any table. With the memtable empty, choosing a level above every overlapping table
-//! is enough.
+//! Why every version of an ingested key lands on the right side of it, the reads consulting
+//! memtables, then L0 in descending sequence order (`Version::apply`), then the sorted levels:
+//! - Writes before `N` are in tables by step 4, so no memtable holds them at the install, and
+//!   writes after `N` are newer: the memtables may hold them, above the ingest.
+//! - No compaction starts from step 2 to the install, so whatever writes after `N` were
+//!   flushed meanwhile is still on L0, where an ingest table (every entry at `N`) sorts below tables of
+//!   newer writes and above those of older ones; the sorted levels hold only writes before
+//!   `N`. A compaction that ran while the ingest registered had picked its inputs before `N`
+//!   existed, and the level is chosen under the compaction slot, after it installed.
+//! - Ingests install one at a time in reservation order, so an ingest never finds the tables
+//!   of a newer one below the level it chooses.
 //!
-//! Crashes: before the edit is durable, the manifest still says `last_seq = N − 1` and names
-//! the old segment as the log, whose header says `N`: recovery finds the old state and
-//! removes the new tables as orphans. Once the edit is durable, recovery ignores the old
-//! segment (below the log number) and finds either no segment at or above `W`, and starts at
-//! `N + 1`, or `W`, whose header says `N + 1`: the new state either way. A failure once the
-//! edit is under way stops the database like a failed WAL fsync (a failed manifest fsync
-//! leaves it unknown whether the edit is durable): no write may then go to a segment recovery
-//! would ignore, or take a sequence number the manifest may already hold.
+//! Reads and snapshots: the tables become visible at the install, in one state swap. A
+//! snapshot holds the state it was taken from, so one taken at a sequence number at or above
+//! `N` before the install never sees the ingest.
+//!
+//! Failures: an ingest that fails after step 2 leaves `N` taken, holding nothing, and its
+//! memtable switch done; its tables are removed.
+//!
+//! Crashes: before the reserved op's segment is fsynced, recovery finds the old state. After
+//! it, the reserved op is replayed as a sequence number that holds nothing, until the flush
+//! of step 4 retires the segment. Before the install's edit is durable the ingest's tables are orphans that
+//! recovery removes; once it is, they are in the tree and the manifest's last sequence covers
+//! them. A failure once the edit is under way stops the database like a failed WAL fsync (a
+//! failed manifest fsync leaves it unknown whether the edit is durable).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::filter_budget::{table_filter, Placement};
 use super::table_files::EntryStream;
-use super::{lock_mutex as lock, write, DbInner};
+use super::{flush, lock_mutex as lock, write, DbInner, Tree};
 use crate::batch::check_entry_size;
 use crate::key::{self, SeqNo, ValueKind};
 use crate::range_del::TombstoneSplit;
 use crate::version::edit::{KeyspaceId, TableMeta, VersionEdit};
-use crate::version::set::{Version, NUM_LEVELS};
+use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::{Error, Result};
 
 /// Ingests `entries`; returns how many there were. See the module documentation.
@@ -58,70 +76,125 @@ where
     // Most sources know their length (a collection, a range, a map over either): the
     // ingest's filters are sized for a run of that many keys. Zero means unknown.
     let (expected_entries, _) = entries.size_hint();
-    write::exclusive(inner, |leader| {
-        let seq = leader.last_seq() + 1;
-        let mut source = Source::new(entries, seq, &inner.closed);
-        // An empty (or at once failing) input changes nothing, not even the memtable.
-        source.advance()?;
-        if !source.valid() {
-            return Ok(0);
-        }
-        leader.flush_memtables()?;
-        // Held from the first table to the new WAL segment: a compaction must not move data
-        // into the entries' range between the choice of level and the install, and `close`,
-        // which takes the slot before it releases the LOCK, waits for the ingest (or makes it
-        // stop early, see `Source`) instead of leaving it writing into a directory this handle
-        // no longer owns.
-        let _slot = lock(&inner.compaction_slot);
-        // Keyspaces are dropped only by an exclusive leader, as this is: the tree stays.
+    // The sequence number is set once reserved; an empty (or at once failing) input reserves
+    // none and changes nothing.
+    let mut source = Source::new(entries, 0, &inner.closed);
+    source.advance()?;
+    if !source.valid() {
+        return Ok(0);
+    }
+    let _order = lock(&inner.ingest_order);
+    let (seq, segment, tree, _registered) = write::exclusive(inner, |leader| {
+        // Keyspaces are dropped only by an exclusive leader holding the compaction slot: a
+        // drop after this step is found again at the install.
         let tree = inner
             .load_state()
             .tree(keyspace)
             .cloned()
             .ok_or_else(|| Error::KeyspaceDropped { name: format!("with id {keyspace}") })?;
-        let filter = {
-            // The level is only chosen once the last key is known, after the tables are
-            // written; their filters are sized for the level the first key alone allows,
-            // which is that level unless the entries straddle tables of a level above it.
-            let first = key::user_key(source.key());
-            let level = deepest_free_level(&tree.version, first, first);
-            let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
-            table_filter(tree.opts.filter_policy, &tree.version, &placement)
-        };
-        let metas =
-            inner.write_tables(&tree, &mut source, &mut TombstoneSplit::default(), filter)?;
-        let opened = (|| {
-            inner.fs.sync_dir(&inner.dir)?;
-            let opened =
-                metas.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
-            // Whatever stopped the database while the tables were written (a failed
-            // compaction may have left the manifest unwritable) stops the ingest too.
-            inner.check_open()?;
-            inner.check_bg_error()?;
-            Ok(opened)
-        })()
-        .inspect_err(|_| inner.remove_tables(&metas))?;
+        // Registered here, not before: a compaction held off while a writer ahead in the
+        // queue waits for one to make room would never come.
+        let registered = Registered::new(inner);
+        let (seq, segment) = leader.reserve_seq()?;
+        Ok((seq, segment, tree, registered))
+    })?;
+    source.set_seq(seq);
+    let _slot = lock(&inner.compaction_slot);
+    let built = build(inner, keyspace, &tree, &mut source, expected_entries, segment);
+    if built.is_err() {
+        // The memtable switch is the one change a refused ingest makes; its flush is
+        // waited for as on success, so the caller finds no flush still under way (an error
+        // in it is the flush's own, reported as any failed flush is).
+        let _ = flush::wait_for_flushes_through(inner, segment);
+    }
+    let (metas, opened) = built?;
 
-        let wal_number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let level = choose_level(inner, keyspace, &metas);
-        let mut edit = VersionEdit {
-            log_number: Some(wal_number),
-            last_seq: Some(seq),
-            added: metas.iter().map(|m| (level, m.clone())).collect(),
-            ..VersionEdit::default()
-        };
-        // From here on a failure stops the database. The edit may be durable even if the
-        // install fails (a failed fsync says nothing about what reached the disk), so the
-        // tables stay for recovery to judge: orphans it removes, or tables the edit names.
-        inner.install(&mut edit, &opened, None).inspect_err(|e| inner.set_bg_error(e.clone()))?;
-        leader.restart_wal(wal_number, seq).inspect_err(|e| inner.set_bg_error(e.clone()))?;
+    let level = choose_level(inner, keyspace, &metas);
+    let mut edit = VersionEdit {
+        last_seq: Some(seq),
+        added: metas.iter().map(|m| (level, m.clone())).collect(),
+        ..VersionEdit::default()
+    };
+    // From here on a failure stops the database. The edit may be durable even if the
+    // install fails (a failed fsync says nothing about what reached the disk), so the
+    // tables stay for recovery to judge: orphans it removes, or tables the edit names.
+    inner.install(&mut edit, &opened, None).inspect_err(|e| inner.set_bg_error(e.clone()))?;
 
-        let c = &inner.counters;
-        c.ingests.incr();
-        c.ingested_bytes.add(source.bytes);
-        c.ingest_bytes_written.add(metas.iter().map(|m| m.file_size).sum());
-        Ok(source.entries)
-    })
+    let c = &inner.counters;
+    c.ingests.incr();
+    c.ingested_bytes.add(source.bytes);
+    c.ingest_bytes_written.add(metas.iter().map(|m| m.file_size).sum());
+    Ok(source.entries)
+}
+
+/// Steps 3 and 4: writes the tables, opens them and waits for the flush that retires the
+/// reserved sequence number. On an error, no table is left behind.
+fn build<I, K, V>(
+    inner: &DbInner,
+    keyspace: KeyspaceId,
+    tree: &Tree,
+    source: &mut Source<'_, I, K, V>,
+    expected_entries: usize,
+    segment: u64,
+) -> Result<(Vec<TableMeta>, Vec<Arc<TableFile>>)>
+where
+    I: Iterator<Item = Result<(K, V)>>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    // `close` sets `closed` before it takes the slot: if it took it first, it is gone.
+    inner.check_open()?;
+    let filter = {
+        // The level is only chosen once the last key is known, after the tables are
+        // written; their filters are sized for the level the first key alone allows, which
+        // is that level unless the entries straddle tables of a level above it.
+        let first = key::user_key(source.key());
+        let state = inner.load_state();
+        let version = state.tree(keyspace).map_or(&tree.version, |t| &t.version);
+        let level = deepest_free_level(version, first, first);
+        let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
+        table_filter(tree.opts.filter_policy, version, &placement)
+    };
+    let metas = inner.write_tables(tree, source, &mut TombstoneSplit::default(), filter)?;
+    let opened = (|| {
+        inner.fs.sync_dir(&inner.dir)?;
+        let opened =
+            metas.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
+        flush::wait_for_flushes_through(inner, segment)?;
+        // Whatever stopped the database while the tables were written (a failed
+        // compaction may have left the manifest unwritable) stops the ingest too.
+        inner.check_open()?;
+        inner.check_bg_error()?;
+        // Dropped meanwhile (under the compaction slot, which this holds now): its tables
+        // would name a keyspace the manifest no longer has.
+        if inner.load_state().tree(keyspace).is_none() {
+            return Err(Error::KeyspaceDropped { name: tree.name.to_string() });
+        }
+        Ok(opened)
+    })()
+    .inspect_err(|_| inner.remove_tables(&metas))?;
+    Ok((metas, opened))
+}
+
+/// An ingest's registration in `BgState::ingests`, from before it reserves its sequence
+/// number until it installs or fails: no compaction starts meanwhile.
+struct Registered<'a>(&'a DbInner);
+
+impl<'a> Registered<'a> {
+    fn new(inner: &'a DbInner) -> Self {
+        lock(&inner.bg).ingests += 1;
+        Registered(inner)
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let mut bg = lock(&self.0.bg);
+        bg.ingests -= 1;
+        // Compactions held off, and a manual compaction waiting to start, go on.
+        self.0.bg_cv.notify_all();
+        self.0.bg_done_cv.notify_all();
+    }
 }
 
 /// The deepest level `L` such that no table on levels `0..=L` overlaps the key range of
@@ -169,6 +242,17 @@ where
 {
     fn new(input: I, seq: SeqNo, closed: &'a AtomicBool) -> Self {
         Source { input, closed, seq, current: None, key: Vec::new(), entries: 0, bytes: 0 }
+    }
+
+    /// Gives the current entry and every later one the sequence number `seq`.
+    fn set_seq(&mut self, seq: SeqNo) {
+        self.seq = seq;
+        if self.current.is_some() {
+            let user_key_len = self.key.len() - key::TRAILER_LEN;
+            let user_key = self.key[..user_key_len].to_vec();
+            self.key.clear();
+            key::append_internal_key(&mut self.key, &user_key, seq, ValueKind::Put);
+        }
     }
 
     /// Moves to the caller's next entry, checking it.

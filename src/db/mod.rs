@@ -95,8 +95,11 @@ pub(crate) struct DbInner {
     pub state: ArcSwap<DbState>,
     pub state_lock: Mutex<()>,
     /// Held by whichever compaction (background or manual) is running, and by an ingest from
-    /// its first table to its new WAL segment.
+    /// its first table to its install.
     pub compaction_slot: Mutex<()>,
+    /// Held by an ingest from before it reserves its sequence number to its install, so
+    /// ingests install in the order of their sequence numbers.
+    pub ingest_order: Mutex<()>,
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
     pub wal: Mutex<WalState>,
@@ -320,30 +323,38 @@ impl Db {
     /// by one through the WAL, the memtable and compaction. Returns the number of entries.
     ///
     /// The ingest is atomic, like one [`WriteBatch`] holding every entry: all entries take
-    /// one sequence number, newer than every write before the call and older than every
-    /// write after it, so an ingested value replaces older ones, a later `put` or `delete`
-    /// of an ingested key wins, and a snapshot or iterator taken before does not see the
-    /// ingest. After a crash the database holds all of the entries or none of them; when
-    /// this returns they are durable (in fsynced tables named by an fsynced manifest).
+    /// one sequence number, reserved once the first entry is read. It is newer than every
+    /// write that returned before the call, and older than every write made while the ingest
+    /// runs — every write that begins after `entries` was asked for its second entry, on any
+    /// thread, `entries` itself included — and after it. So an ingested value replaces older
+    /// ones, and a `put` or `delete` of an ingested key made while the ingest runs or later
+    /// wins over it. (A write racing with the call's first steps may fall on either side.)
+    /// The entries become visible together when the ingest returns; a snapshot or iterator
+    /// taken before then never sees them. After a crash the database holds all of the entries
+    /// or none of them; when this returns they are durable (in fsynced tables named by an
+    /// fsynced manifest).
     ///
-    /// How: the memtable is flushed first, and every flush waited for. The tables are then
-    /// placed on the deepest level whose tables, and those of every level above it, leave
-    /// the ingested key range free (L0 if L0 overlaps it), so data loaded into an empty key
-    /// range is not compacted again. **Writes from other threads wait while an ingest runs**
-    /// (so `entries` must not write to this database: it would wait for itself); reads go
-    /// on, and so do flushes, while compactions wait for the ingest's tables to be written.
-    /// [`Db::close`] on another thread makes a running ingest stop with [`Error::Closed`].
+    /// How: the sequence number is reserved in the WAL and the memtable switched, which holds
+    /// writers for a moment only; the tables are then written while writes go on, and placed,
+    /// once the memtable holding the writes before the ingest is flushed, on the deepest level
+    /// whose tables, and those of every level above it, leave the ingested key range free (L0
+    /// if L0 overlaps it), so data loaded into an empty key range is not compacted again.
+    /// Reads, writes and flushes go on while an ingest runs; compactions wait until its tables
+    /// are added, so writes slow down or stop if L0 fills up meanwhile, as when compaction
+    /// falls behind. Ingests run one at a time. [`Db::close`] on another thread makes a
+    /// running ingest stop with [`Error::Closed`].
     ///
-    /// Refused, with the database unchanged (but for the memtable's flush), no table file
-    /// left behind, and the database usable: with [`Error::InvalidArgument`] if a key does
-    /// not sort after the one before it (descending or repeated), with
-    /// [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`] for an entry over the limits; on a
-    /// read-only handle with [`Error::ReadOnly`]. An I/O error while the ingest's tables are
-    /// written is returned the same way (one in the memtable's flush stops the database, as a
-    /// failed flush always does). An I/O error once they are being added to the tree stops
-    /// the database like a failed WAL write (it and later writes return errors, later ones
-    /// [`Error::Background`]); reopening finds all of the ingest or none of it. An empty
-    /// `entries` changes nothing.
+    /// Refused, with no table file left behind and the database usable: with
+    /// [`Error::InvalidArgument`] if a key does not sort after the one before it (descending
+    /// or repeated), with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`] for an entry over
+    /// the limits; on a read-only handle with [`Error::ReadOnly`]. A refusal at the first entry
+    /// changes nothing; a later one leaves the data unchanged, but the memtable was switched
+    /// and flushed and the reserved sequence number stays taken, holding nothing. An I/O error
+    /// while the ingest's tables are written is returned the same way (one in the memtable's
+    /// flush stops the database, as a failed flush always does). An I/O error once they are
+    /// being added to the tree stops the database like a failed WAL write (it and later writes
+    /// return errors, later ones [`Error::Background`]); reopening finds all of the ingest or
+    /// none of it. An empty `entries` changes nothing.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

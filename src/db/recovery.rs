@@ -555,6 +555,7 @@ fn assemble(
         state: ArcSwap::from_pointee(state),
         state_lock: Mutex::new(()),
         compaction_slot: Mutex::new(()),
+        ingest_order: Mutex::new(()),
         file_numbers: versions.file_numbers(),
         versions: Mutex::new(versions),
         wal: Mutex::new(wal),

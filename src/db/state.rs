@@ -164,8 +164,9 @@ impl DbInner {
         // A reader loads the state before the sequence number and relies on every table in
         // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
         // last sequence is visible before its tables are. Flushes and compactions only hold
-        // writes that were already published; an ingest's tables carry a sequence number no
-        // write has, and this is where it is published.
+        // writes that were already published; an ingest's tables carry the sequence number it
+        // reserved, which no write has: the flush of the memtable ending at it publishes it
+        // here, before the ingest installs.
         if let Some(seq) = edit.last_seq {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }

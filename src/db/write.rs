@@ -20,10 +20,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{lock_mutex as lock, wal, DbInner, DbState, Mem, Tree};
+use super::{lock_mutex as lock, wal, DbInner, DbState};
 use crate::batch::{check_entry_size, check_range_bound};
 use crate::events::{StallInfo, StallReason};
-use crate::filename::wal_path;
 use crate::key::SeqNo;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, WriteBatch};
@@ -313,54 +312,37 @@ pub(crate) fn exclusive_while_stopped<T>(
 }
 
 impl Exclusive<'_> {
-    /// The last sequence number assigned; the next write would take the one after it.
-    pub(crate) fn last_seq(&self) -> SeqNo {
-        lock(&self.inner.wal).last_seq
-    }
-
-    /// Makes everything written so far durable in tables, as `Db::flush` does from outside
-    /// the queue: switches the memtable if it holds anything and waits until every immutable
-    /// memtable is flushed. No writer can refill the memtable meanwhile, so afterwards it is
-    /// empty and the current WAL segment holds nothing but its header. (Flushes run on the
-    /// flush thread, which never waits for the write queue, so waiting here cannot
-    /// deadlock.)
-    pub(crate) fn flush_memtables(&self) -> Result<()> {
-        make_room(self.inner, true)?;
-        super::flush::wait_for_flushes(self.inner)
-    }
-
-    /// After a manifest edit that recorded `last_seq` and, as its log number, the freshly
-    /// reserved `number`: starts WAL segment `number` with the header `last_seq + 1`, makes it
-    /// the one writes go to, continues sequencing after `last_seq`, and deletes the previous
-    /// segment. Only for a moment when the memtable is empty, so the previous segment holds
-    /// nothing but its header.
+    /// Takes the next sequence number `N` for an ingest: logs a batch holding nothing but a
+    /// reserved op at `N` and freezes the memtables, so the segment they were written to ends
+    /// at `N` and writes from now on take `N + 1` onwards in a new segment. Returns `N` and
+    /// the number of the segment that ends at it: once the memtables frozen with it are
+    /// flushed, the manifest records a last sequence of at least `N` and recovery no longer
+    /// reads that segment.
     ///
-    /// Any failure here must stop the database (the caller records it): the manifest already
-    /// retired the previous segment, so a write appended to it would be ignored by recovery.
-    pub(crate) fn restart_wal(&self, number: u64, last_seq: SeqNo) -> Result<()> {
+    /// If the memtable switch fails, `N` stays taken (recovery replays the reserved op as a
+    /// sequence number that holds nothing), and writes go on after it.
+    pub(crate) fn reserve_seq(&self) -> Result<(SeqNo, u64)> {
         let inner = self.inner;
-        let mut wal = lock(&inner.wal);
-        // As in `switch_memtable`: after `close` cleared the writer, no new segment may appear.
-        if wal.writer.is_none() {
-            return Err(Error::Closed);
-        }
-        let file = inner.fs.create(&wal_path(&inner.dir, number))?;
-        let writer = wal::start_wal_segment(file, last_seq + 1)?;
-        inner.fs.sync_dir(&inner.dir)?;
-        let previous = std::mem::replace(&mut wal.number, number);
-        wal.writer = Some(writer);
-        wal.last_seq = last_seq;
-        drop(wal);
-        // The next flush records the active memtables' segment as the log number.
-        inner.swap_state(|cur| {
-            cur.map_trees(|t| Tree {
-                mem: Mem { table: t.mem.table.clone(), wal_number: number, last_seq: 0 },
-                ..t.clone()
-            })
-        });
-        // A failed removal leaves a segment below the log number, which the next open removes.
-        let _ = inner.fs.remove(&wal_path(&inner.dir, previous));
-        Ok(())
+        let (seq, segment) = {
+            let mut wal = lock(&inner.wal);
+            let wal = &mut *wal;
+            let seq = wal.last_seq + 1;
+            let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
+            let start = writer.len();
+            let mut batch = WriteBatch::reserved();
+            batch.set_sequence(seq);
+            if let Err(e) = writer.add_record(batch.data()).and_then(|()| writer.flush()) {
+                // As for a refused group in `write_group`: the record must never be replayed.
+                let _ = writer.cut_back_to(start);
+                inner.set_bg_error(e.clone());
+                return Err(e);
+            }
+            wal.last_seq = seq;
+            (seq, wal.number)
+        };
+        // Fsyncs the segment, reserved op included, before any write can follow it.
+        wal::switch_memtable(inner)?;
+        Ok((seq, segment))
     }
 }
 

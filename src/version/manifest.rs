@@ -10,7 +10,7 @@ use crate::fs::FileSystem;
 use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
 use crate::version::edit::{KeyspaceDef, KeyspaceId, TableMeta, VersionEdit, DEFAULT_KEYSPACE};
-use crate::version::set::{default_keyspace_def, NUM_LEVELS};
+use crate::version::set::{default_keyspace_def, l0_newest_first, NUM_LEVELS};
 use crate::{Error, Result};
 
 /// One keyspace as recovery found it in the manifest.
@@ -23,21 +23,21 @@ pub struct RecoveredKeyspace {
     pub levels: Vec<Vec<TableMeta>>,
 }
 
-/// Two L0 tables, newer-numbered first, that overlap by user key while the newer-numbered
-/// one does not hold only entries newer than the other's. Lookups ask L0 tables in
-/// descending file number and stop at the first version found, so such a pair would answer
-/// with an older version. The engine writes L0 tables only by flushing memtables oldest
-/// first and by ingesting (after a flush, at one sequence number above everything before),
-/// each with a new, higher file number. Quadratic in L0's tables, which are few.
+/// Two L0 tables, in L0's order ([`l0_newest_first`]), that overlap by user key while the
+/// first does not hold only entries newer than the other's. Lookups ask L0 tables in that
+/// order and stop at the first version found, so such a pair would answer with an older
+/// version. The engine writes L0 tables only by flushing memtables oldest first, each
+/// holding writes newer than every table before, and by ingesting, at one sequence number
+/// no flushed table straddles (see `db::ingest`). Quadratic in L0's tables, which are few.
 fn l0_out_of_order(tables: &[TableMeta]) -> Option<(&TableMeta, &TableMeta)> {
-    let mut by_number: Vec<&TableMeta> = tables.iter().collect();
-    by_number.sort_by_key(|t| std::cmp::Reverse(t.number));
+    let mut ordered: Vec<&TableMeta> = tables.iter().collect();
+    ordered.sort_by(|a, b| l0_newest_first(a, b));
     fn range(t: &TableMeta) -> (&[u8], &[u8]) {
         (key::user_key(&t.smallest), key::user_key(&t.largest))
     }
-    by_number.iter().enumerate().find_map(|(i, &newer)| {
+    ordered.iter().enumerate().find_map(|(i, &newer)| {
         let (lo, hi) = range(newer);
-        by_number[i + 1..].iter().find_map(|&older| {
+        ordered[i + 1..].iter().find_map(|&older| {
             let (olo, ohi) = range(older);
             (lo <= ohi && olo <= hi && newer.smallest_seq <= older.largest_seq)
                 .then_some((newer, older))
@@ -246,8 +246,8 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                         &path,
                         at(&[newer, older]),
                         format!(
-                            "L0 tables {} and {} of keyspace {} overlap, and the newer-numbered \
-                             one, which lookups ask first, does not hold only newer entries",
+                            "L0 tables {} and {} of keyspace {} overlap, and the first, which \
+                             lookups ask first, does not hold only newer entries",
                             newer.number, older.number, k.def.id
                         ),
                     ));

@@ -88,7 +88,8 @@ impl Drop for TableFile {
 }
 
 /// Which tables are live, level by level. L0 is ordered newest first (its tables may
-/// overlap); every other level is sorted by key and its tables do not overlap.
+/// overlap; see [`l0_newest_first`]); every other level is sorted by key and its tables do
+/// not overlap.
 #[derive(Debug, Clone, Default)]
 pub struct Version {
     /// The tables of each level.
@@ -162,7 +163,7 @@ impl Version {
                 levels[*level].push(t.clone());
             }
         }
-        levels[0].sort_by_key(|t| std::cmp::Reverse(t.meta.number));
+        levels[0].sort_by(|a, b| l0_newest_first(&a.meta, &b.meta));
         for level in levels.iter_mut().skip(1) {
             level.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
         }
@@ -192,6 +193,16 @@ impl Version {
     pub fn all_tables(&self) -> impl Iterator<Item = (usize, &Arc<TableFile>)> {
         self.levels.iter().enumerate().flat_map(|(l, ts)| ts.iter().map(move |t| (l, t)))
     }
+}
+
+/// The order of L0, in which lookups ask its tables: by newest entry, descending, then by
+/// file number, descending. Flushes write L0 tables in the order of their writes, but an
+/// ingest's tables (every entry at the one sequence number it reserved) are numbered as they
+/// are written, while writes after the reservation may be flushed to L0 meanwhile: the file
+/// numbers of the two interleave, their sequence numbers do not. Ties are between tables of
+/// one ingest, which do not overlap.
+pub(crate) fn l0_newest_first(a: &TableMeta, b: &TableMeta) -> std::cmp::Ordering {
+    (b.largest_seq, b.number).cmp(&(a.largest_seq, a.number))
 }
 
 /// The default keyspace as the manifest knows it: it is never recorded (its options come

@@ -178,7 +178,10 @@ pub fn manifest(data: &[u8]) {
                     .all(|t| user_key(&t.smallest) <= user_key(&t.largest)));
                 for (i, newer) in k.levels[0].iter().enumerate() {
                     for older in &k.levels[0][i + 1..] {
-                        let (newer, older) = if newer.number > older.number {
+                        // In the order lookups ask L0: newest entry first, then number.
+                        let (newer, older) = if (newer.largest_seq, newer.number)
+                            > (older.largest_seq, older.number)
+                        {
                             (newer, older)
                         } else {
                             (older, newer)

@@ -113,7 +113,7 @@ impl Sink {
                 line.push_str(&format!(" @ {seq} {kind}"));
             }
             match e.kind {
-                Some("delete") => {}
+                Some("delete") | Some(RESERVED) => {}
                 Some(RANGE_DELETE) => line.push_str(&format!(" .. {}", q(&e.value))),
                 _ => line.push_str(&format!(" => {}", q(&e.value))),
             }
@@ -153,6 +153,20 @@ impl Sink {
 }
 
 impl Sink {
+    /// A WAL operation that reserves sequence number `seq` for an ingest: no key, no value,
+    /// kind `reserved`, in record `offset` of WAL `file`.
+    pub fn reserved_entry(&self, seq: u64, offset: u64, file: Option<&str>) -> Entry {
+        Entry {
+            key: String::new(),
+            seq: Some(seq),
+            kind: Some(RESERVED),
+            value: String::new(),
+            keyspace: None,
+            file: file.map(str::to_string),
+            offset: Some(offset),
+        }
+    }
+
     /// A range tombstone: `start` in the key column, `end` (exclusive) in the value column,
     /// kind `delete-range`.
     pub fn range_delete_entry(&self, start: &[u8], end: &[u8], seq: u64) -> Entry {
@@ -170,6 +184,9 @@ impl Sink {
 
 /// The kind shown for a range tombstone.
 const RANGE_DELETE: &str = "delete-range";
+
+/// The kind shown for a WAL record that only takes a sequence number for an ingest.
+const RESERVED: &str = "reserved";
 
 fn kind_name(k: ValueKind) -> &'static str {
     match k {

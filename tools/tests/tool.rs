@@ -1885,3 +1885,37 @@ fn scan_cuts_long_values_short() {
         assert_eq!(e["value_truncated"], v.len() > 64);
     }
 }
+
+/// A WAL record that reserves a sequence number for an ingest is listed by `dump` (kind
+/// `reserved`, no key or value) in its place among the writes, and `verify` accepts it.
+#[test]
+fn dump_lists_a_reserved_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("000007.log");
+    let mut w = bloomkv::log::LogWriter::new(StdFs.create(&path).unwrap());
+    let record = |seq: u64, ops: &[u8]| {
+        let mut r = seq.to_le_bytes().to_vec();
+        r.extend_from_slice(&u32::from(!ops.is_empty()).to_le_bytes());
+        r.extend_from_slice(ops);
+        r
+    };
+    w.add_record(&record(10, &[])).unwrap(); // the segment's header
+    w.add_record(&record(10, &[3])).unwrap();
+    w.add_record(&record(11, &[1, 1, b'k', 1, b'v'])).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let p = path.to_str().unwrap();
+    let d = tool_json(&["dump", "--json", p]);
+    let entries = d["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{d}");
+    assert_eq!(entries[0]["kind"], "reserved");
+    assert_eq!(entries[0]["seq"], 10);
+    assert_eq!(entries[0]["key"], "");
+    assert_eq!(entries[1]["kind"], "put");
+    assert_eq!(entries[1]["seq"], 11);
+    let (code, out, err) = tool(&["dump", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().next().unwrap().contains("@ 10 reserved"), "{out}");
+    let (code, out, err) = tool(&["verify", p]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -21,10 +21,18 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
         let offset = reader.last_record_offset();
         let batch = WriteBatch::decode(record).map_err(|e| e.in_file(path, offset))?;
         for (seq, (keyspace, op)) in (batch.sequence()..).zip(batch.iter()) {
+            if op == BatchOp::Reserved {
+                // Keyless: listed unless a range selects keys.
+                if sink.range.contains(b"") && !sink.push(sink.reserved_entry(seq, offset, file))? {
+                    return Ok(false);
+                }
+                continue;
+            }
             let (key, kind, value) = match op {
                 BatchOp::Put { key, value } => (key, Some(ValueKind::Put), value),
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
+                BatchOp::Reserved => continue,
             };
             // A range delete is listed if it covers a selected key, as in a table dump.
             let selected = match kind {
