@@ -409,7 +409,7 @@ impl MemTable {
                 let value = &found.entry[at..];
                 let buffer = Arena::buffer_of(found.entry.len());
                 let value = if crate::value::may_share(value.len(), buffer) {
-                    Value::from_bytes(found.entry.slice(at..))
+                    Value::pinning(found.entry.slice(at..), buffer)
                 } else {
                     Value::copy_from_slice(value)
                 };

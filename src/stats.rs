@@ -173,6 +173,11 @@ pub struct Stats {
     /// the process together (the filters' huge-page arena): the filters, plus what dropped filters
     /// leave in chunks that still hold a live one, plus the unused tail of each chunk.
     pub filter_chunk_bytes: u64,
+    /// Bytes of blocks and memtable entries kept allocated by values the application holds
+    /// that share them (see [`crate::Value`]: only values at least an eighth of their buffer
+    /// do), for every database in the process together, counted once per held value. Memory
+    /// outside the block cache's budget.
+    pub pinned_value_bytes: u64,
     /// RAM held by the indexes of all live tables.
     pub index_memory_bytes: u64,
     /// Table files open now (at most [`Stats::open_table_files_limit`]).
@@ -361,6 +366,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         open_table_files_limit: inner.caches.files.capacity() as u64,
         table_file_reopens: inner.caches.files.reopened(),
         filter_chunk_bytes: crate::filter::memory::held_bytes(),
+        pinned_value_bytes: crate::value::pinned_bytes(),
         ..Stats::default()
     };
     for ks in &keyspaces {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
@@ -37,7 +38,8 @@ use bytes::Bytes;
 /// over 2 KiB allocated alone) are copies unless the entry has an allocation of its own.
 /// Lookups in uncompressed tables read through a memory mapping (`Options::mmap_reads`)
 /// always copy, and so do iterators. [`Value::into_bytes`] hands over the same `Bytes`,
-/// sharing what the value shares; [`Value::to_vec`] copies.
+/// sharing what the value shares; [`Value::to_vec`] copies. What shared values keep alive
+/// is reported by [`crate::Stats::pinned_value_bytes`].
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -63,6 +65,35 @@ pub struct Value(Bytes);
 /// lookup that has already searched the block (and often read and checked it).
 pub(crate) const MAX_PIN_RATIO: usize = 8;
 
+/// Bytes of buffers kept allocated by values that share them, counted once per shared value
+/// (two held values sharing one block count it twice), for every database in the process:
+/// [`crate::Stats::pinned_value_bytes`].
+static PINNED: AtomicU64 = AtomicU64::new(0);
+
+/// The owner of a shared value's bytes: it counts the buffer it keeps alive in [`PINNED`]
+/// until the last clone of the value is dropped.
+struct Pinned {
+    bytes: Bytes,
+    buffer: u64,
+}
+
+impl AsRef<[u8]> for Pinned {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        PINNED.fetch_sub(self.buffer, Ordering::Relaxed);
+    }
+}
+
+/// The bytes of buffers held values keep alive now (see [`PINNED`]).
+pub(crate) fn pinned_bytes() -> u64 {
+    PINNED.load(Ordering::Relaxed)
+}
+
 /// Whether a value of `len` bytes may share a buffer of `buffer` bytes (see
 /// [`MAX_PIN_RATIO`]); if not, it is copied out.
 pub(crate) fn may_share(len: usize, buffer: usize) -> bool {
@@ -70,6 +101,15 @@ pub(crate) fn may_share(len: usize, buffer: usize) -> bool {
 }
 
 impl Value {
+    /// A value that shares `slice` of a buffer of `buffer` bytes (a block, a memtable
+    /// entry), counted in [`crate::Stats::pinned_value_bytes`] while it lives. Only for
+    /// values [`may_share`] lets share.
+    pub(crate) fn pinning(slice: Bytes, buffer: usize) -> Self {
+        let buffer = buffer as u64;
+        PINNED.fetch_add(buffer, Ordering::Relaxed);
+        Value(Bytes::from_owner(Pinned { bytes: slice, buffer }))
+    }
+
     /// Wraps shared bytes.
     pub fn from_bytes(b: Bytes) -> Self {
         Value(b)

@@ -409,7 +409,7 @@ impl Table {
                 let share = !self.lookups_slice_mapping()
                     && crate::value::may_share(it.value().len(), block.size());
                 let value = if share {
-                    Value::from_bytes(it.value_bytes())
+                    Value::pinning(it.value_bytes(), block.size())
                 } else {
                     Value::copy_from_slice(it.value())
                 };
