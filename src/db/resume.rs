@@ -22,7 +22,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::wal::{freeze_memtables, start_wal_segment};
+use super::wal::{new_segment, switch_to};
 use super::write;
 use super::{flush, lock_mutex as lock, DbInner};
 use crate::filename::wal_path;
@@ -77,13 +77,8 @@ impl DbInner {
         old.finish_cut()?;
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
         let file = self.fs.create(&wal_path(&self.dir, number))?;
-        let writer = start_wal_segment(file, wal.last_seq + 1)?;
-        self.fs.sync_dir(&self.dir)?;
-        wal.writer = Some(writer);
-        wal.number = number;
-        let last_seq = wal.last_seq;
-        drop(wal);
-        freeze_memtables(self, number, last_seq);
+        let writer = new_segment(self, file, wal.last_seq + 1)?;
+        switch_to(self, wal, writer, number);
         Ok(())
     }
 }

@@ -1,13 +1,14 @@
 //! The write-ahead log as the engine uses it: the segment being appended to, starting a new
-//! segment (at a memtable switch, after an ingest, when resuming), and what a segment's
-//! header promises recovery. The record format is `crate::log`'s; replay is in
+//! segment (at a memtable switch, which an ingest's reservation also makes, and when
+//! resuming after a failed one), and what a segment's header promises recovery. The record format is `crate::log`'s; replay is in
 //! `recovery.rs`.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use super::{lock_mutex as lock, DbInner, Mem, Tree};
 use crate::filename::wal_path;
+use crate::fs::WritableFile;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
@@ -23,8 +24,8 @@ pub(crate) struct WalState {
 }
 
 /// Freezes the active memtables (every keyspace's) and starts new ones with a new WAL
-/// segment. The old segment is fsynced first, so after a power loss only the newest segment can have a torn tail and
-/// recovery never has to skip a hole.
+/// segment. The old segment is fsynced first, so after a power loss only the newest segment
+/// can have a torn tail and recovery never has to skip a hole.
 pub(super) fn switch_memtable(inner: &DbInner) -> Result<()> {
     let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
     let mut wal = lock(&inner.wal);
@@ -37,22 +38,44 @@ pub(super) fn switch_memtable(inner: &DbInner) -> Result<()> {
     // what the segment or the directory holds on disk is unknown (the same rule as for a
     // failed WAL fsync).
     let file = inner.fs.create(&wal_path(&inner.dir, number))?;
-    let writer = start_wal_segment(file, wal.last_seq + 1)
-        .and_then(|w| inner.fs.sync_dir(&inner.dir).map(|()| w))
+    let writer = new_segment(inner, file, wal.last_seq + 1)
         .inspect_err(|e| inner.set_bg_error(e.clone()))?;
-    wal.writer = Some(writer);
-    wal.number = number;
-    // Only a leader writes, and this one has not yet: the old segment ends here.
-    let last_seq = wal.last_seq;
-    drop(wal);
-    freeze_memtables(inner, number, last_seq);
+    switch_to(inner, wal, writer, number);
     inner.wake_background();
     Ok(())
 }
 
+/// Starts a segment in the new, empty `file` ([`start_wal_segment`]) and makes its
+/// directory entry durable.
+pub(crate) fn new_segment(
+    inner: &DbInner,
+    file: Box<dyn WritableFile>,
+    next_seq: SeqNo,
+) -> Result<LogWriter> {
+    let writer = start_wal_segment(file, next_seq)?;
+    inner.fs.sync_dir(&inner.dir)?;
+    Ok(writer)
+}
+
+/// Makes `writer`, segment `number`, the one writes go to, and freezes the memtables whose
+/// writes the previous segment holds. Only a leader writes, and this one has not yet: the
+/// previous segment ends at the last sequence assigned.
+pub(crate) fn switch_to(
+    inner: &DbInner,
+    mut wal: MutexGuard<'_, WalState>,
+    writer: LogWriter,
+    number: u64,
+) {
+    wal.writer = Some(writer);
+    wal.number = number;
+    let last_seq = wal.last_seq;
+    drop(wal);
+    freeze_memtables(inner, number, last_seq);
+}
+
 /// Makes every keyspace's active memtable immutable, its WAL segment ending at `last_seq`,
 /// and starts empty ones whose writes go to segment `number`.
-pub(crate) fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
+fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
     inner.swap_state(|cur| {
         cur.map_trees(|t| {
             let mut imm = Vec::with_capacity(t.imm.len() + 1);
@@ -75,10 +98,7 @@ pub(crate) fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
 /// segment that received no writes names where it continues from, a lost manifest edit (a
 /// flush whose WAL was then deleted) shows up as a gap before the next segment's header and
 /// is refused, instead of opening with the flushed writes silently gone.
-pub(crate) fn start_wal_segment(
-    file: Box<dyn crate::fs::WritableFile>,
-    next_seq: crate::key::SeqNo,
-) -> Result<LogWriter> {
+pub(crate) fn start_wal_segment(file: Box<dyn WritableFile>, next_seq: SeqNo) -> Result<LogWriter> {
     let mut header = WriteBatch::new();
     header.set_sequence(next_seq);
     let mut writer = LogWriter::new(file);

@@ -167,24 +167,20 @@ impl<W: Write + std::fmt::Debug> StdWritable<W> {
         Ok(())
     }
 
-    /// Writes `data` out, poisoning the file on failure.
-    fn write_out(&mut self, data: &[u8]) -> Result<()> {
-        self.out.write_all(data).map_err(|e| {
-            self.failed = true;
-            self.buf.clear();
-            io_err("writing", &self.path, e)
-        })
+    /// Poisons the file after the failed write `e`.
+    fn poison(&mut self, e: std::io::Error) -> Error {
+        self.failed = true;
+        self.buf.clear();
+        io_err("writing", &self.path, e)
     }
 
     fn flush_buf(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let buf = std::mem::take(&mut self.buf);
-        let r = self.write_out(&buf);
-        self.buf = buf;
+        let written = self.out.write_all(&self.buf);
         self.buf.clear();
-        r
+        written.map_err(|e| self.poison(e))
     }
 }
 
@@ -195,7 +191,7 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
             self.flush_buf()?;
         }
         if data.len() >= WRITE_BUFFER_BYTES {
-            self.write_out(data)?;
+            self.out.write_all(data).map_err(|e| self.poison(e))?;
         } else {
             self.buf.extend_from_slice(data);
         }
