@@ -46,11 +46,6 @@ pub mod memtable;
 mod memtable;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod merge;
-#[cfg(not(feature = "internals"))]
-mod merge;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
 pub mod range_del;
 #[cfg(not(feature = "internals"))]
 mod range_del;

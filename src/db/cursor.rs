@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::iter::visible;
+use super::scan::visible;
 use super::visible::VisibleIter;
 use super::{DbInner, Tree};
 use crate::key::SeqNo;

@@ -13,8 +13,7 @@
 //! - `resume.rs`: restarting after a failed write without reopening
 //! - `filter_budget.rs`: each new table's share of a `FilterPolicy::Budgeted` budget
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
-//! - `iter.rs`: range and prefix scans over a merged view at a sequence number, both ways
-//! - `level_iter.rs`: the iterator over one sorted level, one table open at a time
+//! - `scan.rs`: range and prefix scans over a merged view at a sequence number, both ways
 //! - `visible.rs`: the newest visible version of each key, forward and backward
 //! - `compaction_iter.rs`: the compaction iterator (newest version of each key a snapshot
 //!   may still need, tombstones dropped where nothing lies below)
@@ -35,14 +34,13 @@ mod flush;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
-mod iter;
 mod key_range;
 mod keyspace;
-mod level_iter;
 mod multi_get;
 mod read;
 mod recovery;
 mod resume;
+mod scan;
 mod snapshot;
 mod state;
 mod table_files;
@@ -60,11 +58,11 @@ use arc_swap::ArcSwap;
 pub use cursor::Cursor;
 #[cfg(feature = "internals")]
 pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
-pub use iter::DbIterator;
 pub use key_range::KeyRange;
 pub(crate) use key_range::{half_open, MAX_RANGE_BOUND_BYTES};
 pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
+pub use scan::DbIterator;
 pub use snapshot::Snapshot;
 
 pub(crate) use background::{BgState, OpenDb};

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use super::cursor::Cursor;
-use super::iter::DbIterator;
 use super::key_range::KeyRange;
 use super::keyspace::prefix_bounds;
 use super::read::ReadView;
+use super::scan::DbIterator;
 use super::{lock_mutex as lock, DbInner, Keyspace, Tree};
 use crate::key::SeqNo;
 use crate::version::edit::KeyspaceId;

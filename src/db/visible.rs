@@ -14,9 +14,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
-use crate::merge::MergingIterator;
 use crate::range_del::Fragments;
 use crate::{Error, Result};
 
@@ -326,8 +326,8 @@ fn malformed() -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iter::merge::tests::VecIter;
     use crate::key::internal_key;
-    use crate::merge::tests::VecIter;
 
     fn put(k: &str, seq: SeqNo, v: &str) -> (Vec<u8>, Vec<u8>) {
         (internal_key(k.as_bytes(), seq, ValueKind::Put), v.as_bytes().to_vec())

@@ -38,10 +38,12 @@
 //! failed.
 
 pub mod block;
+pub mod block_iter;
 pub mod builder;
 pub mod cache;
 pub mod file_cache;
 pub mod format;
+pub mod iter;
 pub mod properties;
 pub(crate) mod read_pool;
 pub mod reader;
@@ -54,8 +56,9 @@ pub use reader::{GetOutcome, Table, TableGet};
 // Only the tool and tests (through the `internals` feature) name these by the short path.
 #[cfg(feature = "internals")]
 pub use {
-    block::{Block, BlockBuilder, BlockIter},
+    block::{Block, BlockBuilder},
+    block_iter::BlockIter,
     format::{BlockHandle, Footer},
+    iter::TableIter,
     properties::TableProperties,
-    reader::TableIter,
 };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::filter::Filter;
 use crate::fs::{MappedFile, RandomAccessFile};
-use crate::iter::{BidirectionalIterator, InternalIterator};
+use crate::iter::InternalIterator;
 use crate::key::{
     append_internal_key, compare_internal, pack_trailer, parse_internal_key, user_key, SeqNo,
     ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN,
@@ -18,13 +18,14 @@ use crate::key::{
 use crate::key_head::{key_head, SortedHeads};
 use crate::prefetch::prefetch_all;
 use crate::range_del::{self, RangeTombstone};
-use crate::table::block::{Block, BlockIter};
+use crate::table::block::Block;
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::table::format::{
     read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN,
     RANGE_DEL_FORMAT_VERSION,
 };
+use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
 use crate::{Compression, Error, Result, Value};
 
@@ -234,6 +235,21 @@ impl Drop for Table {
 }
 
 impl Table {
+    /// The number of data blocks (for [`TableIter`], which walks them by position).
+    pub(super) fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Data block `i`'s handle; `None` past the last block.
+    pub(super) fn block_handle(&self, i: usize) -> Option<BlockHandle> {
+        self.index.handles.get(i).copied()
+    }
+
+    /// The data block that holds `target` if any block does.
+    pub(super) fn find_block(&self, target: &[u8]) -> usize {
+        self.index.find(target)
+    }
+
     /// Opens the table in `file` (named `path` in errors), verifying the footer, properties,
     /// index and filter. Data blocks are read on demand, through `cache` if given.
     pub fn open(
@@ -528,7 +544,7 @@ impl Table {
             Some(_) => Source::CacheThenFile { fill: fill_cache },
             None => Source::File,
         };
-        TableIter { table: Arc::clone(self), block_index: 0, data: None, source }
+        TableIter::new(Arc::clone(self), source)
     }
 
     /// The table's range tombstones, sorted by start and disjoint.
@@ -786,112 +802,6 @@ fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
     heads.shrink_to_fit();
     handles.shrink_to_fit();
     Ok(Index { keys, ends, heads: SortedHeads::new(heads), handles })
-}
-
-/// A two-level iterator: the in-RAM index picks the block, a [`BlockIter`] walks it. Steps
-/// both ways ([`BidirectionalIterator`]).
-#[derive(Debug)]
-pub struct TableIter {
-    table: Arc<Table>,
-    block_index: usize,
-    data: Option<BlockIter>,
-    source: Source,
-}
-
-impl TableIter {
-    /// Moves to block `i` (past the end: invalid) and positions inside it with `how`.
-    fn enter(&mut self, i: usize, how: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
-        self.block_index = i;
-        self.data = None;
-        let Some(&handle) = self.table.index.handles.get(i) else { return Ok(()) };
-        let r = self.table.fetch(handle, self.source, Wait::ForDevice).and_then(Fetch::waited);
-        let r = r.and_then(|Fetched { block, .. }| {
-            let mut it = block.iter();
-            how(&mut it)?;
-            Ok(it)
-        });
-        match r {
-            Ok(it) => {
-                self.data = Some(it);
-                Ok(())
-            }
-            Err(e) => Err(e.in_file(&self.table.path, handle.offset)),
-        }
-    }
-
-    /// Moves the cursor inside the current block with `how`.
-    fn step(&mut self, how: impl FnOnce(&mut BlockIter) -> Result<()>) -> Result<()> {
-        let Some(d) = self.data.as_mut() else { return Ok(()) };
-        if let Err(e) = how(d) {
-            self.data = None;
-            let offset = self.table.index.handles.get(self.block_index).map_or(0, |h| h.offset);
-            return Err(e.in_file(&self.table.path, offset));
-        }
-        Ok(())
-    }
-
-    /// Moves forward past exhausted blocks.
-    fn skip_forward(&mut self) -> Result<()> {
-        while self.data.as_ref().is_some_and(|d| !d.valid()) {
-            self.enter(self.block_index + 1, BlockIter::seek_to_first)?;
-        }
-        Ok(())
-    }
-
-    /// Moves backward past exhausted blocks.
-    fn skip_backward(&mut self) -> Result<()> {
-        while self.data.as_ref().is_some_and(|d| !d.valid()) {
-            match self.block_index.checked_sub(1) {
-                Some(prev) => self.enter(prev, BlockIter::seek_to_last)?,
-                None => self.data = None,
-            }
-        }
-        Ok(())
-    }
-}
-
-impl InternalIterator for TableIter {
-    fn valid(&self) -> bool {
-        self.data.as_ref().is_some_and(|d| d.valid())
-    }
-
-    fn key(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |d| d.key())
-    }
-
-    fn value(&self) -> &[u8] {
-        self.data.as_ref().map_or(&[], |d| d.value())
-    }
-
-    fn next(&mut self) -> Result<()> {
-        self.step(BlockIter::next)?;
-        self.skip_forward()
-    }
-
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.enter(self.table.index.find(target), |d| d.seek(target))?;
-        self.skip_forward()
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.enter(0, BlockIter::seek_to_first)?;
-        self.skip_forward()
-    }
-}
-
-impl BidirectionalIterator for TableIter {
-    fn prev(&mut self) -> Result<()> {
-        self.step(BlockIter::prev)?;
-        self.skip_backward()
-    }
-
-    fn seek_to_last(&mut self) -> Result<()> {
-        match self.table.index.len().checked_sub(1) {
-            Some(last) => self.enter(last, BlockIter::seek_to_last)?,
-            None => self.data = None,
-        }
-        self.skip_backward()
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,22 @@
 //! Two traits, as `Iterator` and `DoubleEndedIterator` are two: [`InternalIterator`] moves
 //! forward and is all the write path's filters (flush, compaction) can offer;
 //! [`BidirectionalIterator`] adds backward movement, which every source has and scans need.
+//!
+//! The implementations, from the bottom up:
+//!
+//! | iterator | over | file |
+//! |---|---|---|
+//! | `BlockIter` | one block's prefix-compressed entries | `table/block_iter.rs` |
+//! | `TableIter` | a table: the index picks the block | `table/iter.rs` |
+//! | `MemTableIter` | a memtable's skip list | `memtable.rs` |
+//! | [`level::LevelIter`] | one sorted level, one table open at a time | `iter/level.rs` |
+//! | [`merge::MergingIterator`] | any of the above, merged newest first | `iter/merge.rs` |
+//!
+//! Above them sit the engine's readers of a merged stream: the visible-version filter scans
+//! read through (`db/visible.rs`) and the compaction iterator (`db/compaction_iter.rs`).
+
+pub mod level;
+pub mod merge;
 
 use std::cmp::Ordering;
 

@@ -15,12 +15,12 @@ use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::level_iter::LevelIter;
 use super::visible::VisibleIter;
 use super::{DbInner, Tree};
+use crate::iter::level::LevelIter;
+use crate::iter::merge::MergingIterator;
 use crate::iter::BidirectionalIterator;
 use crate::key::SeqNo;
-use crate::merge::MergingIterator;
 use crate::{Result, Value};
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
