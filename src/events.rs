@@ -166,6 +166,10 @@ pub struct CompactionInfo {
     pub parts: usize,
     /// How long it took. Zero at the begin.
     pub duration: Duration,
+    /// The input tables were moved into `output_level` as they are, by a manifest edit
+    /// alone: nothing there overlapped them, nor did they each other, so there was nothing
+    /// to merge (`output_bytes` is 0).
+    pub moved: bool,
 }
 
 /// Why writes stall.

@@ -85,7 +85,7 @@ pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
 pub use options::{KeyspaceOptions, Options, WriteOptions};
-pub use stats::{KeyspaceStats, Stats};
+pub use stats::{KeyspaceStats, LevelCompactionStats, Stats};
 pub use table::Compression;
 pub use value::Value;
 

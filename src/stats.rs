@@ -94,6 +94,8 @@ pub(crate) struct Counters {
     /// Per keyspace, the counters of flushes and compactions: updated once per table or
     /// compaction, so a plain map under a lock costs nothing that matters.
     pub keyspaces: Mutex<HashMap<KeyspaceId, KeyspaceCounters>>,
+    /// Background work per level written to (compactions are rare: a mutex is cheap).
+    pub levels: Mutex<[LevelCompactionStats; NUM_LEVELS]>,
 }
 
 /// One keyspace's share of the background work's counters.
@@ -104,6 +106,73 @@ pub(crate) struct KeyspaceCounters {
     pub compactions: u64,
     pub compaction_bytes_read: u64,
     pub compaction_bytes_written: u64,
+}
+
+impl Counters {
+    /// Records a flush (`level` 0) or a compaction into `level`.
+    pub(crate) fn level(&self, level: usize, f: impl FnOnce(&mut LevelCompactionStats)) {
+        if let Some(l) = lock(&self.levels).get_mut(level) {
+            f(l);
+        }
+    }
+}
+
+/// The background work that wrote into one level, in [`Stats::compaction_per_level`]: for
+/// L0 the flushes, for deeper levels the compactions whose output went there — the figures
+/// RocksDB prints as its per-level compaction stats.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// for round in 0..3 {
+///     for i in 0..100u32 {
+///         db.put(i.to_be_bytes(), [round; 100])?;
+///     }
+///     db.flush()?;
+/// }
+/// db.compact()?;
+/// let stats = db.stats();
+/// let levels = &stats.compaction_per_level;
+/// assert_eq!(levels[0].runs, stats.flushes);
+/// assert_eq!(levels[0].bytes_written, stats.flush_bytes_written);
+/// let compacted: u64 = levels[1..].iter().map(|l| l.bytes_written).sum();
+/// assert_eq!(compacted, stats.compaction_bytes_written);
+/// // The three L0 tables were merged into one run below: a third of what was read survives.
+/// let deepest = levels.iter().rposition(|l| l.runs > 0).unwrap();
+/// assert!(levels[deepest].write_amplification() < 1.0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LevelCompactionStats {
+    /// Flushes (L0) or compactions that wrote tables into the level.
+    pub runs: u64,
+    /// Bytes those compactions read from the level above (for L0: 0).
+    pub bytes_read_from_above: u64,
+    /// Bytes those compactions read from this level's tables they overlapped (and rewrote).
+    pub bytes_read_from_level: u64,
+    /// Bytes of tables written into the level.
+    pub bytes_written: u64,
+    /// Tables moved down into the level without rewriting (no overlap below them).
+    pub tables_moved: u64,
+    /// Bytes of those tables.
+    pub bytes_moved: u64,
+    /// Microseconds spent in those flushes or compactions (wall clock, summed over runs).
+    pub micros: u64,
+}
+
+impl LevelCompactionStats {
+    /// Bytes written into the level per byte read from the level above (RocksDB's
+    /// "W-Amp" column): what one byte arriving from above costs here. 0 for L0 and for a
+    /// level nothing was compacted into.
+    pub fn write_amplification(&self) -> f64 {
+        if self.bytes_read_from_above == 0 {
+            return 0.0;
+        }
+        self.bytes_written as f64 / self.bytes_read_from_above as f64
+    }
 }
 
 /// What point lookups did (one `get`, or every key of a `multi_get`), tallied in plain
@@ -224,6 +293,9 @@ pub struct Stats {
     /// Microseconds writers spent delayed or stopped by back-pressure (summed over writers;
     /// a group's leader waits for the whole group).
     pub write_stall_micros: u64,
+    /// The background work that wrote into each level, L0 (flushes) first; the sums over
+    /// keyspaces. Tables an ingest writes are not counted here.
+    pub compaction_per_level: Vec<LevelCompactionStats>,
     /// The last sequence number assigned.
     pub last_sequence: u64,
     /// Each live keyspace's part of the figures above, the default keyspace first, then in
@@ -367,6 +439,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         table_file_reopens: inner.caches.files.reopened(),
         filter_chunk_bytes: crate::filter::memory::held_bytes(),
         pinned_value_bytes: crate::value::pinned_bytes(),
+        compaction_per_level: lock(&c.levels).to_vec(),
         ..Stats::default()
     };
     for ks in &keyspaces {

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::{compaction, flush, lock_mutex as lock, DbInner};
-use crate::version::edit::KeyspaceId;
 use crate::{Error, Result};
 
 /// Background thread coordination.
@@ -20,9 +19,6 @@ pub(crate) struct BgState {
     /// Ingests between reserving their sequence number and installing their tables: no
     /// compaction starts meanwhile (a manual one pauses between steps), see `ingest.rs`.
     pub ingests: usize,
-    /// Per keyspace and level, the largest key of the last table compacted, so levels are
-    /// compacted round-robin instead of always at the same end.
-    pub compact_cursor: std::collections::HashMap<(KeyspaceId, usize), Vec<u8>>,
 }
 
 /// What keeps a database open: held by its [`Db`] and by every [`Keyspace`] handle taken

@@ -112,6 +112,11 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         }
     }
     let duration = started.elapsed();
+    inner.counters.level(0, |l| {
+        l.runs += 1;
+        l.bytes_written += metas.iter().map(|m| m.file_size).sum::<u64>();
+        l.micros += duration.as_micros() as u64;
+    });
     for (_, mut info) in jobs {
         info.duration = duration;
         inner.events.flush_end(&info);

@@ -310,10 +310,7 @@ impl DbInner {
                 deleted: tree.version.all_tables().map(|(l, t)| (l, t.meta.number)).collect(),
                 ..VersionEdit::default()
             };
-            self.install(&mut edit, &[], None)?;
-            let mut bg = lock(&self.bg);
-            bg.compact_cursor.retain(|(id, _), _| *id != tree.id);
-            Ok(())
+            self.install(&mut edit, &[], None)
         })
     }
 }

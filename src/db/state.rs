@@ -171,7 +171,9 @@ impl DbInner {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }
         let cur = self.state.load();
-        for (level, number) in &edit.deleted {
+        // A table deleted from one level and added to another is moved, not obsolete.
+        let moved = |number: &u64| edit.added.iter().any(|(_, m)| m.number == *number);
+        for (level, number) in edit.deleted.iter().filter(|(_, n)| !moved(n)) {
             for tree in &cur.trees {
                 let tables = &tree.version.levels[*level];
                 if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
