@@ -324,6 +324,35 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
     }
 }
 
+/// The background work between `before` and `after`, per level written into; levels with
+/// none are left out.
+pub fn level_work(before: &Stats, after: &Stats) -> Vec<super::report::LevelWork> {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    let none = bloomkv::LevelCompactionStats::default();
+    after
+        .compaction_per_level
+        .iter()
+        .enumerate()
+        .map(|(level, a)| {
+            let b = before.compaction_per_level.get(level).unwrap_or(&none);
+            let above = d(a.bytes_read_from_above, b.bytes_read_from_above);
+            let written = d(a.bytes_written, b.bytes_written);
+            super::report::LevelWork {
+                level,
+                runs: d(a.runs, b.runs),
+                bytes_read_from_above: above,
+                bytes_read_from_level: d(a.bytes_read_from_level, b.bytes_read_from_level),
+                bytes_written: written,
+                tables_moved: d(a.tables_moved, b.tables_moved),
+                bytes_moved: d(a.bytes_moved, b.bytes_moved),
+                seconds: d(a.micros, b.micros) as f64 / 1e6,
+                write_amplification: if above == 0 { 0.0 } else { written as f64 / above as f64 },
+            }
+        })
+        .filter(|l| l.runs + l.tables_moved > 0)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ use keys::{ValuePool, Zipfian};
 use measure::{Delta, Timed};
 use predict::Theory;
 use report::{Latency, Prediction, Report, WorkloadResult};
-use workloads::{run_fill_only, run_reads, run_sweep_point};
+use workloads::{run_fill_only, run_reads, run_sweep_point, run_writers};
 
 /// A workload, named as in db_bench (and YCSB for the mixed ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -79,9 +79,19 @@ pub enum Workload {
     /// YCSB B: 95% zipfian reads, 5% zipfian updates.
     #[value(name = "ycsb-b")]
     YcsbB,
+    /// `--threads` threads putting `--writes` new keys in all into a fresh database, each
+    /// put on its own (not synced). Not in the default run.
+    #[value(name = "writers")]
+    Writers,
+    /// `writers` with every put synced (`Options::sync_writes`), `--synced-writes` in all.
+    /// Not in the default run.
+    #[value(name = "writers-synced")]
+    WritersSynced,
 }
 
 impl Workload {
+    /// The default run's workloads: all but the `writers` pair, which measure the write path
+    /// on their own and are asked for by name.
     const ALL: [Workload; 11] = [
         Workload::FillRandom,
         Workload::FillSeq,
@@ -109,6 +119,8 @@ impl Workload {
             Workload::ReadWhileWriting => "readwhilewriting",
             Workload::YcsbA => "ycsb-a",
             Workload::YcsbB => "ycsb-b",
+            Workload::Writers => "writers",
+            Workload::WritersSynced => "writers-synced",
         }
     }
 
@@ -124,7 +136,10 @@ impl Workload {
 
     /// Workloads run against the database `fillrandom` built (everything but the fills).
     fn reads_filled_db(self) -> bool {
-        !matches!(self, Workload::FillRandom | Workload::FillSeq)
+        !matches!(
+            self,
+            Workload::FillRandom | Workload::FillSeq | Workload::Writers | Workload::WritersSynced
+        )
     }
 }
 
@@ -405,6 +420,12 @@ pub struct Args {
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
     #[arg(long, default_value_t = 100_000)]
     reads: u64,
+    /// Puts in all for `writers` (over `--threads` threads).
+    #[arg(long, default_value_t = 400_000)]
+    writes: u64,
+    /// Puts in all for `writers-synced` (each costs an fsync, or a share of one).
+    #[arg(long, default_value_t = 20_000)]
+    synced_writes: u64,
     /// Bits-per-key values to sweep (every filtered policy, readmissing), or "none".
     #[arg(long, default_value = "2,4,6,8,10,12,16,20", value_parser = parse_sweep)]
     sweep: Sweep,
@@ -669,6 +690,11 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             let order: Vec<u64> = (0..plan.keys).collect();
             results.push(run_fill_only(&ctx, policy, Workload::FillSeq, &order)?);
         }
+        for w in [Workload::Writers, Workload::WritersSynced] {
+            if workloads.contains(&w) {
+                results.push(run_writers(&ctx, policy, w)?);
+            }
+        }
     }
     // Within a round each workload runs on every policy before the next workload starts, so
     // the policies' runs of one workload are neighbours in time: what else the machine is
@@ -701,7 +727,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     // Present rows in workload order, policies side by side.
     results.sort_by_key(|r: &WorkloadResult| {
         (
-            Workload::ALL.iter().position(|w| w.name() == r.workload),
+            <Workload as clap::ValueEnum>::value_variants()
+                .iter()
+                .position(|w| w.name() == r.workload),
             policies.iter().position(|p| p.name() == r.policy),
         )
     });
@@ -857,6 +885,8 @@ fn result_row(
         write_slowdowns: delta.write_slowdowns,
         write_stall_seconds: delta.write_stall_seconds,
         write_amplification: delta.write_amplification,
+        level_work: measure::level_work(before, after),
+        tables_after: after.tables_per_level.clone(),
         writer_ops: None,
         writer_ops_per_sec: None,
     }

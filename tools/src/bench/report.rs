@@ -236,10 +236,38 @@ pub struct WorkloadResult {
     pub write_stall_seconds: f64,
     /// Table bytes written per user byte during the workload (writes only, else 0).
     pub write_amplification: f64,
+    /// The background work during the workload, per level written into (L0: flushes);
+    /// empty when there was none.
+    pub level_work: Vec<LevelWork>,
+    /// Tables per level when the workload ended.
+    pub tables_after: Vec<usize>,
     /// `readwhilewriting`: overwrites completed by the writer thread.
     pub writer_ops: Option<u64>,
     /// `readwhilewriting`: the writer thread's overwrites per second.
     pub writer_ops_per_sec: Option<f64>,
+}
+
+/// What flushes (L0) or compactions wrote into one level during a workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelWork {
+    /// The level written into.
+    pub level: usize,
+    /// Flushes or compactions.
+    pub runs: u64,
+    /// Bytes read from the level above.
+    pub bytes_read_from_above: u64,
+    /// Bytes read from this level (the overlapped tables rewritten).
+    pub bytes_read_from_level: u64,
+    /// Bytes written into the level.
+    pub bytes_written: u64,
+    /// Tables moved down without rewriting, and their bytes.
+    pub tables_moved: u64,
+    /// See `tables_moved`.
+    pub bytes_moved: u64,
+    /// Seconds of those runs (wall clock, summed).
+    pub seconds: f64,
+    /// `bytes_written / bytes_read_from_above` (0 for L0).
+    pub write_amplification: f64,
 }
 
 /// One round of one read-only workload on one policy.
@@ -495,6 +523,25 @@ pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Res
                 r.compactions_during,
                 r.write_amplification
             )?;
+        }
+        for l in &r.level_work {
+            let mib = |b: u64| b as f64 / (1 << 20) as f64;
+            writeln!(
+                out,
+                "{:<26} L{}: {} runs, read {:.0}+{:.0} MiB, wrote {:.0} MiB (amp {:.1}), moved {} tables, {:.1} s",
+                "",
+                l.level,
+                l.runs,
+                mib(l.bytes_read_from_above),
+                mib(l.bytes_read_from_level),
+                mib(l.bytes_written),
+                l.write_amplification,
+                l.tables_moved,
+                l.seconds
+            )?;
+        }
+        if !r.level_work.is_empty() {
+            writeln!(out, "{:<26} tables per level after: {:?}", "", r.tables_after)?;
         }
         if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
             writeln!(out, "{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate))?;

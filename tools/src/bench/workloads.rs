@@ -136,7 +136,10 @@ pub(super) fn run_reads(
                     }
                 })?
             }
-            Workload::FillRandom | Workload::FillSeq => unreachable!("filtered out above"),
+            Workload::FillRandom
+            | Workload::FillSeq
+            | Workload::Writers
+            | Workload::WritersSynced => unreachable!("filtered out above"),
         };
         pb.finish_and_clear();
         let after = db.stats();
@@ -239,6 +242,40 @@ pub(super) fn run_fill_only(
     drop(db);
     discard(ctx, &dir)?;
     Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
+}
+
+/// `writers` or `writers-synced` on a fresh `policy` database: `--threads` threads each
+/// putting its own share of the keys, in the fill's random order, one put per write.
+pub(super) fn run_writers(
+    ctx: &Ctx,
+    policy: Policy,
+    workload: Workload,
+) -> bloomkv::Result<WorkloadResult> {
+    let args = ctx.args;
+    let synced = workload == Workload::WritersSynced;
+    let total = if synced { args.synced_writes } else { args.writes };
+    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
+    let db = open(&dir, ctx.options(policy, args.bits_per_key).sync_writes(synced))?;
+    let threads = args.threads.max(1) as u64;
+    let per_thread = total.div_ceil(threads);
+    let n = ctx.order.len() as u64;
+    let pb = ctx.progress(total, format!("{} {}", workload.name(), policy.name()));
+    let before = db.stats();
+    let t = measure::run_timed(args.threads, total, args.seed, &pb, |w| {
+        // Thread t takes positions t·per_thread.. of the order: no two threads write one key
+        // (while `total` ≤ the key count; beyond it keys are overwritten).
+        let at = (w.thread as u64 * per_thread + w.done) % n;
+        keys::present_key(ctx.order[at as usize], &mut w.key);
+        db.put(w.key, ctx.values.value(at))
+    })?;
+    pb.finish_and_clear();
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, n, policy, args.bits_per_key);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(result_row(workload, policy, theory, args.threads, &t, &before, &after, &d))
 }
 
 /// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed
