@@ -102,7 +102,6 @@ pub(crate) struct DbInner {
     pub file_numbers: Arc<AtomicU64>,
     pub wal: Mutex<WalState>,
     pub write_queue: Mutex<WriteQueue>,
-    pub write_cv: Condvar,
     /// Highest sequence number whose write is fully applied; reads see up to here.
     pub visible_seq: AtomicU64,
     pub bg: Mutex<BgState>,

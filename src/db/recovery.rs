@@ -560,7 +560,6 @@ fn assemble(
         versions: Mutex::new(versions),
         wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),
-        write_cv: Condvar::new(),
         visible_seq: AtomicU64::new(visible),
         bg: Mutex::new(BgState::default()),
         has_bg_error: AtomicBool::new(false),

@@ -91,7 +91,7 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
         if Arc::ptr_eq(&queue.pending[0], me) {
             break;
         }
-        queue = inner.write_cv.wait(queue).unwrap_or_else(|p| p.into_inner());
+        queue = me.woken.wait(queue).unwrap_or_else(|p| p.into_inner());
     }
     // Leader: gather the group while still holding the queue lock, then release it for I/O so
     // new writers can queue behind us. Only a leader pops the queue, so the group stays the
@@ -121,22 +121,24 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     let mut queue = lock(&inner.write_queue);
     let popped = queue.pending.pop_front();
     debug_assert!(popped.is_some_and(|p| Arc::ptr_eq(&p, me)));
+    // Each waiting writer sleeps on its own condition variable, so exactly those with
+    // something to do are woken: the followers, whose results are in, and the new head of
+    // the queue, which leads next. One shared variable woke every queued writer at each
+    // hand-over, only for all but one of them to find nothing changed and sleep again. With
+    // nobody queued no notify is made at all: std's condvar makes a futex syscall per notify
+    // even when nobody waits, and a writer arriving later finds itself at the head.
     for _ in 1..group_len {
         if let Some(w) = queue.pending.pop_front() {
             *lock(&w.result) = Some(result.clone());
+            w.woken.notify_one();
         }
     }
     // Keep the list for the next leader unless an unusually large group grew it.
     if group.capacity() <= MAX_SPARE_GROUP {
         queue.spare_group = group;
     }
-    // A writer waits on `write_cv` only while it is queued, and leaves the queue only when a
-    // leader pops it as part of a group. So the only possible waiters are our followers and
-    // whoever is still queued; with neither, skip the notify: std's condvar makes a futex
-    // syscall per notify even when nobody waits. Both facts are read under the queue lock, so
-    // a writer arriving later finds itself at the head and never waits.
-    if group_len > 1 || !queue.pending.is_empty() {
-        inner.write_cv.notify_all();
+    if let Some(next) = queue.pending.front() {
+        next.woken.notify_one();
     }
     result
 }
@@ -292,7 +294,7 @@ pub(crate) fn exclusive_while_stopped<T>(
     // No leader groups an exclusive entry, so nobody hands it a result: it only waits to
     // reach the head.
     while !Arc::ptr_eq(&queue.pending[0], &me) {
-        queue = inner.write_cv.wait(queue).unwrap_or_else(|p| p.into_inner());
+        queue = me.woken.wait(queue).unwrap_or_else(|p| p.into_inner());
     }
     drop(queue);
     // Stepping down happens even if `task` panics, or every later writer would wait forever.
@@ -301,8 +303,8 @@ pub(crate) fn exclusive_while_stopped<T>(
         fn drop(&mut self) {
             let mut queue = lock(&self.0.write_queue);
             queue.pending.pop_front();
-            if !queue.pending.is_empty() {
-                self.0.write_cv.notify_all();
+            if let Some(next) = queue.pending.front() {
+                next.woken.notify_one();
             }
         }
     }
@@ -475,6 +477,9 @@ pub(crate) struct PendingWrite {
     /// takes it into a group.
     exclusive: bool,
     result: Mutex<Option<Result<()>>>,
+    /// What the writer sleeps on while queued (always with the queue's lock): notified when
+    /// its result is in or when it reaches the head of the queue.
+    woken: std::sync::Condvar,
 }
 
 /// Writers waiting to commit, head first; the head is the leader. See `write.rs`.
