@@ -115,8 +115,9 @@ fn parse(path: &Path, content: &str) -> (Vec<Case>, Vec<String>) {
 /// The file again, with `outputs` in place of the expectations.
 fn render(cases: &[Case], outputs: &[String], trailer: &[String]) -> String {
     let mut s = String::new();
-    let next_preambles = cases.iter().skip(1).map(|c| c.preamble.as_slice()).chain([trailer]);
-    for ((c, out), next) in cases.iter().zip(outputs).zip(next_preambles) {
+    // What follows each case: the next case's preamble and text, or the file's last lines.
+    let next = cases.iter().skip(1).map(|c| c.preamble.iter().chain(&c.text).next());
+    for ((c, out), next) in cases.iter().zip(outputs).zip(next.chain([trailer.first()])) {
         for l in c.preamble.iter().chain(&c.text) {
             s.push_str(l);
             s.push('\n');
@@ -127,7 +128,7 @@ fn render(cases: &[Case], outputs: &[String], trailer: &[String]) -> String {
         } else {
             s.push_str(out);
             // A blank line ends the output; the next command's preamble may hold it already.
-            if next.first().is_some_and(|l| !l.trim().is_empty()) {
+            if next.is_some_and(|l| !l.trim().is_empty()) {
                 s.push('\n');
             }
         }
@@ -520,9 +521,14 @@ impl Script {
 /// The rewriter gives back a file it would not change, in both forms of output.
 #[test]
 fn rewriting_keeps_a_file_as_written() {
-    let text = "# comment\n\nget a\n----\na: 1\n\n# blank lines inside\nscan\n----\n----\nx\n\ny\n----\n----\n\nflush\n----\nok\n";
+    let text = "# comment\n\nget a\n----\na: 1\n\n# blank lines inside\nscan\n----\n----\nx\n\ny\n----\n----\nflush\n----\nok\n";
     let (cases, trailer) = parse(Path::new("inline"), text);
     let outputs: Vec<String> = cases.iter().map(|c| c.expected.clone()).collect();
     assert_eq!(outputs, ["a: 1\n", "x\n\ny\n", "ok\n"]);
     assert_eq!(render(&cases, &outputs, &trailer), text);
+    // Output that loses its blank lines is ended by one before the next command.
+    let outputs = ["a: 1\n".to_string(), "x\n".to_string(), "ok\n".to_string()];
+    let (again, _) = parse(Path::new("inline"), &render(&cases, &outputs, &trailer));
+    let got: Vec<&str> = again.iter().map(|c| c.expected.as_str()).collect();
+    assert_eq!(got, outputs);
 }
