@@ -8,6 +8,7 @@ use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
 mod common;
 
+use common::db::open_temp;
 use common::files::{table_files, wal_files};
 use common::keys::key8;
 use common::model::{entries, keys_of, pairs};
@@ -43,8 +44,7 @@ fn db_and_its_views_are_send_and_sync() {
 
 #[test]
 fn put_get_delete_overwrite() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     assert_eq!(db.get(b"a").unwrap(), None);
     db.put(b"a", b"1").unwrap();
     db.put(b"b", b"2").unwrap();
@@ -72,8 +72,7 @@ fn put_get_delete_overwrite() {
 /// numbers stay consecutive.
 #[test]
 fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     db.put(b"a", b"1").unwrap();
     let mut b = WriteBatch::new();
     b.put(b"b", b"2");
@@ -107,8 +106,7 @@ fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
 /// is there exactly once, with consecutive sequence numbers.
 #[test]
 fn concurrent_puts_and_deletes_are_all_applied_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(256 << 10)).unwrap();
+    let (_dir, db) = open_temp(Options::default().memtable_bytes(256 << 10));
     const THREADS: u64 = 4;
     const PER_THREAD: u64 = 5000;
     std::thread::scope(|s| {
@@ -183,8 +181,7 @@ fn unsynced_and_synced_writes_survive_a_process_crash() {
 
 /// Writes keys 0..n, one batch each, and returns the WAL image (one segment).
 fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     for i in 0..n {
         let mut b = WriteBatch::new();
         b.put(key8(i), vec![b'v'; 100]);
@@ -269,8 +266,7 @@ fn damage_in_the_middle_of_the_wal_is_corruption() {
 
 #[test]
 fn second_open_is_locked_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (dir, db) = open_temp(Options::default());
     match Db::open(dir.path(), Options::default()) {
         Err(Error::Locked { .. }) => {}
         other => panic!("expected Locked, got {other:?}"),
@@ -400,8 +396,7 @@ fn concurrent_writers_and_readers_see_whole_batches() {
 
 #[test]
 fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(16 << 10)).unwrap();
+    let (dir, db) = open_temp(Options::default().memtable_bytes(16 << 10));
     for i in 0..3000 {
         db.put(key8(i), format!("v{i}")).unwrap();
     }
@@ -452,8 +447,7 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
 
 #[test]
 fn table_info_and_trace_show_the_read_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     for i in 0..2000 {
         db.put(key8(i * 2), b"even").unwrap();
     }
@@ -511,8 +505,7 @@ fn table_info_and_trace_show_the_read_path() {
 /// every table boundary a tie; every lookup must still find exactly what was written.
 #[test]
 fn lookups_are_exact_when_keys_share_their_first_16_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let long = |i: u64| format!("sixteen-byte-hd:{i:06}").into_bytes();
     let short = |i: u64| {
         let mut k = format!("k{i:03}").into_bytes();
@@ -613,8 +606,7 @@ fn value_too_large<T>(r: bloomkv::Result<T>) -> bool {
 #[test]
 fn writes_over_the_size_limits_are_refused_before_the_wal() {
     use bloomkv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     let long_key = vec![b'k'; MAX_KEY_BYTES + 1];
     let big_value = vec![7u8; MAX_VALUE_BYTES + 1];
     let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
@@ -692,8 +684,7 @@ fn push_varint(out: &mut Vec<u8>, mut v: u64) {
 /// open later in a flush, and leaves no table file behind.
 #[test]
 fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     db.close().unwrap();
@@ -868,8 +859,7 @@ fn a_database_is_created_only_where_nothing_else_lives() {
 /// table's range covers it, and the deciding step agrees with `get`.
 #[test]
 fn trace_observes_the_walk_get_makes_on_every_level() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables().block_bytes(512)).unwrap();
+    let (dir, db) = open_temp(small_tables().block_bytes(512));
     for i in 0..4000 {
         db.put(key8(i * 2), format!("v{i}")).unwrap();
     }

@@ -3,20 +3,20 @@
 //! the tables' key ranges reads, on average, no more data blocks than the filters'
 //! false-positive rate times the tables consulted predicts.
 
-use bloomkv::{Db, Options};
+use bloomkv::Options;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 mod common;
 
+use common::db::open_temp;
 use common::keys::decimal16;
 
 const N: u64 = 1_000_000;
 
 #[test]
 fn million_keys_make_levels_and_filters_predict_block_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(4 << 20)).unwrap();
+    let (_dir, db) = open_temp(Options::default().memtable_bytes(4 << 20));
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     let mut order: Vec<u64> = (0..N).collect();
     order.shuffle(&mut rng);

@@ -11,6 +11,7 @@ use bytes::BytesMut;
 
 mod common;
 
+use common::db::open_temp;
 use common::keys::key8;
 
 /// The bytes of the allocation a value keeps alive, counted from its first byte, when it is
@@ -37,8 +38,7 @@ fn options() -> Options {
 
 #[test]
 fn small_values_read_from_tables_are_their_own_allocations() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for i in 0..20_000 {
         db.put(key8(i), small_value(i)).unwrap();
     }
@@ -77,8 +77,7 @@ fn small_values_read_from_tables_are_their_own_allocations() {
 
 #[test]
 fn large_values_stay_shared_with_their_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     // Each tested value and a filler after it make one block of a little over BLOCK bytes
     // (a block is cut once it reaches BLOCK), so the share rule's line, an eighth of the
     // block, lies a little above BLOCK / 8.
@@ -100,8 +99,7 @@ fn large_values_stay_shared_with_their_block() {
 
 #[test]
 fn small_values_read_from_the_memtable_are_their_own_allocations() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..2000 {
         db.put(key8(i), small_value(i)).unwrap();
     }

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 
 mod common;
 
+use common::db::open_temp;
 use common::files::{table_files, wal_files};
 use common::keys::key6;
 use common::model::{entries, scan, to_model, Model};
@@ -66,8 +67,7 @@ fn ingest_range(db: &Db, keys: std::ops::Range<u32>, step: usize, step_id: u64) 
 
 #[test]
 fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (_dir, db) = open_temp(still());
     let last = db.stats().tables_per_level.len() - 1;
     let mut model = Model::new();
 
@@ -125,8 +125,7 @@ fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
 
 #[test]
 fn an_empty_ingest_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (_dir, db) = open_temp(still());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     assert_eq!(db.ingest(Vec::<(Vec<u8>, Vec<u8>)>::new()).unwrap(), 0);
@@ -141,8 +140,7 @@ fn an_empty_ingest_changes_nothing() {
 /// from before it do not see it, and writes after it override it.
 #[test]
 fn an_ingest_is_one_point_in_the_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     for k in 0..100 {
         db.put(key6(k.into()), value(k, 0)).unwrap();
     }
@@ -187,8 +185,7 @@ fn an_ingest_is_one_point_in_the_history() {
 /// compacting the two together keeps the ingested versions.
 #[test]
 fn ingested_values_override_older_data_through_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     let mut model = Model::new();
     for k in 0..3000 {
         db.put(key6(k.into()), value(k, 0)).unwrap();
@@ -211,8 +208,7 @@ fn ingested_values_override_older_data_through_compaction() {
 
 #[test]
 fn ingest_survives_reopen_and_a_process_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     let mut model = Model::new();
     db.put(key6(1), value(1, 0)).unwrap();
     model.insert(key6(1), value(1, 0));
@@ -263,8 +259,7 @@ fn is_invalid<T: std::fmt::Debug>(r: bloomkv::Result<T>) -> bool {
 /// returned, no table file is left, the data is unchanged and the database goes on working.
 #[test]
 fn bad_input_is_refused_and_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     let mut model = ingest_range(&db, 0..1000, 1, 0);
     db.put(key6(5000), b"in the memtable").unwrap();
     model.insert(key6(5000), b"in the memtable".to_vec());
@@ -381,8 +376,7 @@ fn ingest_with_write_midway(
 /// ingested value of its key, through flush, compaction and reopen.
 #[test]
 fn writes_made_while_an_ingest_runs_complete_before_it_and_win() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for k in 0..2000 {
         db.put(key6(k.into()), value(k, 0)).unwrap();
     }
@@ -429,8 +423,7 @@ fn writes_made_while_an_ingest_runs_complete_before_it_and_win() {
 /// the order.
 #[test]
 fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     // Older data on L0, below where the ingest goes.
     for k in (0..2000).step_by(10) {
         db.put(key6(k.into()), value(k, 0)).unwrap();
@@ -483,8 +476,7 @@ fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
 /// after them.
 #[test]
 fn replay_skips_a_reserved_sequence_number() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     db.close().unwrap();
@@ -530,8 +522,7 @@ fn replay_skips_a_reserved_sequence_number() {
 #[test]
 fn close_during_an_ingest_stops_it_and_leaves_nothing_behind() {
     for total in [100_000u32, 1001] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), still()).unwrap();
+        let (dir, db) = open_temp(still());
         let before = ingest_range(&db, 0..100, 1, 0);
         let tables = table_files(dir.path());
         let pulled = std::cell::Cell::new(0u32);
@@ -598,8 +589,7 @@ fn ingests_between_concurrent_writers() {
 
 #[test]
 fn verify_accepts_a_database_after_ingests() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for k in 0..1500 {
         db.put(key6(k.into()), value(k, 0)).unwrap();
     }

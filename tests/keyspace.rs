@@ -8,6 +8,7 @@ use bloomkv::{
 
 mod common;
 
+use common::db::open_temp;
 use common::model::keys_of;
 use common::options::{small_tables, OptionsExt};
 
@@ -21,8 +22,7 @@ fn ks_tables(db: &Db, name: &str) -> Vec<bloomkv::TableInfo> {
 
 #[test]
 fn keyspaces_hold_separate_keys_through_memtables_tables_and_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
     for i in 0..3000u32 {
@@ -146,8 +146,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
 
 #[test]
 fn a_batch_across_keyspaces_is_one_atomic_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let users = db.keyspace("users", KeyspaceOptions::default()).unwrap();
     let emails = db.keyspace("emails", KeyspaceOptions::default()).unwrap();
     let mut batch = WriteBatch::new();
@@ -285,8 +284,7 @@ fn checkpoints_ingests_and_bad_names() {
 
 #[test]
 fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (_dir, db) = open_temp(small_tables());
     std::thread::scope(|s| {
         for t in 0..4u32 {
             let db = &db;
@@ -385,8 +383,7 @@ fn writes_to_any_keyspace_count_against_the_one_write_buffer() {
 /// refused the database as missing writes. Found by the model test.
 #[test]
 fn writes_to_a_dropped_keyspace_leave_no_gap_in_the_sequence_numbers() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     db.put("x", "1").unwrap();
     a.put("k", "v").unwrap();
@@ -483,8 +480,7 @@ fn a_keyspace_handle_keeps_its_database_open_until_the_last_handle_goes() {
 
 #[test]
 fn prefix_and_open_range_deletes_stay_in_their_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tables()).unwrap();
+    let (_dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     for k in ["s/1", "s/2", "t/1"] {
         db.put(k, "default").unwrap();

@@ -5,6 +5,7 @@ use bloomkv::{Db, FilterPolicy, Options, Value};
 
 mod common;
 
+use common::db::open_temp;
 use common::keys::key8;
 use common::options::small_tree;
 
@@ -19,8 +20,7 @@ fn plain(v: Vec<Option<Value>>) -> Vec<Option<Vec<u8>>> {
 /// Keys spread over every kind of source: deeper levels, L0, the memtable; overwritten at
 /// several depths, deleted, and never written.
 fn layered(policy: FilterPolicy) -> (tempfile::TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_tree().filter_policy(policy)).unwrap();
+    let (dir, db) = open_temp(small_tree().filter_policy(policy));
     fill_layered(&db);
     (dir, db)
 }
@@ -122,8 +122,7 @@ fn counters_match_the_loop_of_get_except_for_shared_blocks() {
 
 #[test]
 fn keys_in_one_block_fetch_it_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().block_bytes(4096)).unwrap();
+    let (_dir, db) = open_temp(Options::default().block_bytes(4096));
     for i in 0..20 {
         db.put(key8(i), val(i, 0)).unwrap();
     }
@@ -162,8 +161,7 @@ fn snapshot_multi_get_reads_at_the_snapshot() {
 
 #[test]
 fn multi_get_after_close_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     let snap = db.snapshot();
     db.close().unwrap();
     assert!(matches!(db.multi_get(["a"]), Err(bloomkv::Error::Closed)));

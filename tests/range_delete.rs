@@ -6,6 +6,7 @@ use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 
 mod common;
 
+use common::db::open_temp;
 use common::keys::k4;
 use common::model::keys_of;
 
@@ -52,8 +53,7 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
     ] {
         let context =
             format!("flush keys {flush_keys}, tombstone {flush_tombstone}, compact {compact}");
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), options()).unwrap();
+        let (_dir, db) = open_temp(options());
         for i in 0..300 {
             db.put(k4(i), vec![b'v'; 100]).unwrap();
         }
@@ -81,8 +81,7 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
 
 #[test]
 fn snapshots_taken_before_a_range_delete_still_see_its_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..200 {
         db.put(k4(i), "v").unwrap();
     }
@@ -109,8 +108,7 @@ fn snapshots_taken_before_a_range_delete_still_see_its_keys() {
 
 #[test]
 fn a_batch_applies_its_range_delete_in_order_with_its_other_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("b", "old").unwrap();
     let mut batch = WriteBatch::new();
     batch.put("c", "before the range delete");
@@ -155,8 +153,7 @@ fn range_deletes_survive_reopening_from_the_wal_and_from_tables() {
 
 #[test]
 fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..400 {
         db.put(k4(i), vec![b'x'; 100]).unwrap();
         // Keys after the range, in tables of their own that the last compaction leaves
@@ -197,8 +194,7 @@ fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left()
 
 #[test]
 fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("m", "v").unwrap();
     let seq = db.snapshot().sequence();
     db.delete_range("z".."a").unwrap();
@@ -222,8 +218,7 @@ fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
 #[test]
 fn trace_shows_the_value_a_range_tombstone_covers_as_what_decides() {
     use bloomkv::{Presence, TraceSource};
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("k", "old").unwrap();
     db.flush().unwrap();
     db.delete_range("a".."z").unwrap();
@@ -293,8 +288,7 @@ fn open_and_inclusive_bounds_and_prefixes_delete_exactly_their_keys() {
         ("prefix p/", Box::new(|db| db.delete_prefix("p/")), Box::new(|k| k.starts_with(b"p/"))),
         ("k0250..", Box::new(|db| db.delete_range(k4(250)..)), Box::new(|k| k >= &k4(250)[..])),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = Db::open(dir.path(), options()).unwrap();
+    let (dir, mut db) = open_temp(options());
     for k in &all {
         db.put(k, b"v").unwrap();
     }
