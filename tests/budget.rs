@@ -6,21 +6,22 @@ use bloomkv::filter::budget::allocate;
 use bloomkv::filter::FilterKind;
 use bloomkv::{Db, FilterPolicy, Options, TableInfo};
 
-const BUDGET: FilterPolicy = FilterPolicy::Budgeted { bits_per_key: 10.0 };
+mod common;
 
-fn key(i: u64) -> String {
-    format!("key{i:08}")
-}
+use common::keys::key8;
+use common::options::OptionsExt;
+
+const BUDGET: FilterPolicy = FilterPolicy::Budgeted { bits_per_key: 10.0 };
 
 fn put_range(db: &Db, range: std::ops::Range<u64>) {
     for i in range {
-        db.put(key(i), format!("value {i}")).unwrap();
+        db.put(key8(i), format!("value {i}")).unwrap();
     }
 }
 
 fn ingest_range(db: &Db, range: std::ops::Range<u64>) {
     let n = range.end - range.start;
-    assert_eq!(db.ingest(range.map(|i| (key(i), format!("value {i}")))).unwrap(), n);
+    assert_eq!(db.ingest(range.map(|i| (key8(i), format!("value {i}")))).unwrap(), n);
 }
 
 fn close_and_read(db: Db, opts: Options) -> Db {
@@ -49,11 +50,7 @@ fn assert_clean(dir: &std::path::Path) {
 #[test]
 fn flushes_get_their_runs_share_and_compaction_brings_the_tree_back_to_the_average() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options::default()
-        .filter_policy(BUDGET)
-        .l0_compaction_trigger(100)
-        .l0_slowdown_trigger(100)
-        .l0_stop_trigger(100);
+    let opts = Options::default().filter_policy(BUDGET).l0_triggers(100);
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     put_range(&db, 0..20_000);
     db.flush().unwrap();
@@ -79,7 +76,7 @@ fn flushes_get_their_runs_share_and_compaction_brings_the_tree_back_to_the_avera
         assert_eq!(t.filter_kind, FilterKind::Blocked);
     }
     for i in 0..24_000 {
-        assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
+        assert_eq!(db.get(key8(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
     }
     drop(db);
 
@@ -128,7 +125,7 @@ fn compaction_outputs_and_ingests_get_their_levels_share() {
     assert_eq!(on(1).count() + on(0).count() + on(6).count(), tables.len(), "{tables:?}");
     let last: Vec<&TableInfo> = on(6).collect();
     let (first_ingest, second_ingest): (Vec<_>, Vec<_>) =
-        last.iter().partition(|t| t.smallest_key < key(60_000).into_bytes());
+        last.iter().partition(|t| t.smallest_key < key8(60_000));
     for t in first_ingest {
         assert_near(requested(t), 10.0, "an ingest into an empty tree");
     }
@@ -147,7 +144,7 @@ fn compaction_outputs_and_ingests_get_their_levels_share() {
         assert_near(requested(t), deepest_share, "an ingest joining the last level");
     }
     for i in (0..54_001).chain(60_000..70_000) {
-        assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("value {i}").as_bytes(), "{i}");
+        assert_eq!(db.get(key8(i)).unwrap().unwrap(), format!("value {i}").as_bytes(), "{i}");
     }
     drop(db);
     assert_clean(dir.path());
@@ -177,11 +174,11 @@ fn a_run_with_no_share_gets_no_filter_and_still_reads_right() {
     }
     assert_eq!(small[0].filter_kind, FilterKind::Blocked);
     for i in (0..2_000).chain(10_000..60_000) {
-        assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
+        assert_eq!(db.get(key8(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
     }
     let before = db.stats();
     for i in 10_000..10_100 {
-        assert_eq!(db.get(format!("{}x", key(i))).unwrap(), None);
+        assert_eq!(db.get([key8(i), b"x".to_vec()].concat()).unwrap(), None);
     }
     let reads = db.stats().block_reads + db.stats().block_cache_hits
         - before.block_reads
@@ -212,7 +209,7 @@ fn databases_switch_between_uniform_and_budgeted_filters() {
     assert_near(requested(&tables[1]), 6.0, "the table written before");
     assert_near(requested(&tables[0]), allocate(&[10_000, 1_000], 10.0)[1], "the flush after");
     for i in 0..11_000 {
-        assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
+        assert_eq!(db.get(key8(i)).unwrap().unwrap(), format!("value {i}").as_bytes());
     }
     db.close().unwrap();
     assert_clean(dir.path());
@@ -220,7 +217,7 @@ fn databases_switch_between_uniform_and_budgeted_filters() {
     let db = Db::open(dir.path(), uniform).unwrap();
     db.compact().unwrap();
     assert!(db.tables().iter().all(|t| t.filter_requested_bits_per_key == 6.0));
-    assert_eq!(db.get(key(10_500)).unwrap().unwrap(), &b"value 10500"[..]);
+    assert_eq!(db.get(key8(10_500)).unwrap().unwrap(), &b"value 10500"[..]);
 }
 
 /// Recovery writes the memtable it rebuilt from the WAL as an L0 table: sized like a flush.
@@ -241,7 +238,7 @@ fn the_table_recovery_writes_gets_its_share_too() {
     let tables = db.tables();
     assert_eq!(tables[0].level, 0, "{tables:?}");
     assert_near(requested(&tables[0]), allocate(&[20_000, 1_000], 10.0)[1], "recovered table");
-    assert_eq!(db.get(key(20_500)).unwrap().unwrap(), &b"value 20500"[..]);
+    assert_eq!(db.get(key8(20_500)).unwrap().unwrap(), &b"value 20500"[..]);
 }
 
 #[test]
@@ -262,8 +259,7 @@ fn budgets_outside_the_range_are_refused() {
 #[test]
 fn filter_runs_show_each_run_and_the_budgeted_split_of_the_same_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        Options::default().l0_compaction_trigger(100).l0_slowdown_trigger(100).l0_stop_trigger(100);
+    let opts = Options::default().l0_triggers(100);
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     put_range(&db, 0..40_000);
     db.compact().unwrap();

@@ -4,13 +4,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use bloomkv::fs::fault::{CrashMode, Fault, FaultFs, OpKind};
 use bloomkv::fs::FileSystem;
 use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
+
+use common::keys::key6;
+use common::model::{scan, to_model};
+use common::options::OptionsExt;
 
 fn small() -> Options {
     Options::default()
@@ -19,18 +22,6 @@ fn small() -> Options {
         .target_table_bytes(8 << 10)
         .level_base_bytes(32 << 10)
         .l0_compaction_trigger(2)
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
-fn scan(db: &Db) -> Model {
-    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>().unwrap()
-}
-
-fn scan_snapshot(s: &bloomkv::Snapshot) -> Model {
-    s.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>().unwrap()
 }
 
 #[test]
@@ -44,7 +35,7 @@ fn checkpoints_taken_during_writes_equal_their_snapshots() {
             s.spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) || n < 2000 {
-                    let k = key((n * 7 + t * 3) % 1500);
+                    let k = key6((n * 7 + t * 3) % 1500);
                     if n % 9 == 0 {
                         db.delete(&k).unwrap();
                     } else {
@@ -67,7 +58,7 @@ fn checkpoints_taken_during_writes_equal_their_snapshots() {
             }
             let to = dir.path().join(format!("copy{i}"));
             snap.checkpoint(&to).unwrap();
-            copies.push((to, scan_snapshot(&snap)));
+            copies.push((to, to_model(snap.range(..))));
         }
         stop.store(true, Ordering::Relaxed);
         let stats = db.stats();
@@ -76,7 +67,7 @@ fn checkpoints_taken_during_writes_equal_their_snapshots() {
             let copy = Db::open(&to, small()).unwrap();
             assert!(!want.is_empty());
             assert_eq!(scan(&copy), want, "{}", to.display());
-            for k in (0..1500).map(key) {
+            for k in (0..1500).map(key6) {
                 assert_eq!(copy.get(&k).unwrap().map(|v| v.to_vec()).as_ref(), want.get(&k));
             }
         }
@@ -88,43 +79,43 @@ fn the_copy_is_a_database_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("live"), small()).unwrap();
     for i in 0..3000 {
-        db.put(key(i), format!("v{i}")).unwrap();
+        db.put(key6(i), format!("v{i}")).unwrap();
     }
     db.compact().unwrap();
     for i in (0..3000).step_by(5) {
-        db.delete(key(i)).unwrap();
+        db.delete(key6(i)).unwrap();
     }
     // A snapshot's checkpoint leaves out what came after it, though it is in the memtable.
     let snap = db.snapshot();
-    db.put(key(3), "later").unwrap();
+    db.put(key6(3), "later").unwrap();
     snap.checkpoint(dir.path().join("at-snapshot")).unwrap();
     let at = Db::open(dir.path().join("at-snapshot"), small()).unwrap();
-    assert_eq!(at.get(key(3)).unwrap().as_deref(), Some(&b"v3"[..]));
+    assert_eq!(at.get(key6(3)).unwrap().as_deref(), Some(&b"v3"[..]));
     // New writes to the copy take the sequence numbers after the snapshot's: nothing from
     // after the snapshot may be lying there to become visible with them.
     for i in 0..5 {
-        at.put(key(10_000 + i), "new").unwrap();
+        at.put(key6(10_000 + i), "new").unwrap();
     }
-    assert_eq!(at.get(key(3)).unwrap().as_deref(), Some(&b"v3"[..]));
-    db.put(key(3), "v3").unwrap();
+    assert_eq!(at.get(key6(3)).unwrap().as_deref(), Some(&b"v3"[..]));
+    db.put(key6(3), "v3").unwrap();
 
     let seq = db.checkpoint(dir.path().join("copy")).unwrap();
     let want = scan(&db);
-    db.put(key(1), "after").unwrap();
+    db.put(key6(1), "after").unwrap();
     assert!(seq > 3000);
 
     let copy = Db::open(dir.path().join("copy"), small()).unwrap();
     assert_eq!(scan(&copy), want);
-    assert_eq!(copy.get(key(1)).unwrap().as_deref(), Some(&b"v1"[..]));
-    assert_eq!(copy.get(key(5)).unwrap(), None, "a tombstone in the memtable is kept");
+    assert_eq!(copy.get(key6(1)).unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(copy.get(key6(5)).unwrap(), None, "a tombstone in the memtable is kept");
     // Writes to the copy go on after the checkpoint's sequence and survive a reopen; the
     // original does not see them.
-    copy.put(key(2), "copy").unwrap();
+    copy.put(key6(2), "copy").unwrap();
     copy.close().unwrap();
     drop(copy);
     let copy = Db::open(dir.path().join("copy"), small()).unwrap();
-    assert_eq!(copy.get(key(2)).unwrap().as_deref(), Some(&b"copy"[..]));
-    assert_eq!(db.get(key(2)).unwrap().as_deref(), Some(&b"v2"[..]));
+    assert_eq!(copy.get(key6(2)).unwrap().as_deref(), Some(&b"copy"[..]));
+    assert_eq!(db.get(key6(2)).unwrap().as_deref(), Some(&b"v2"[..]));
     assert!(copy.snapshot().sequence() > seq);
 }
 
@@ -137,7 +128,7 @@ fn tables_are_hard_linked() {
     let opts = small().memtable_bytes(1 << 20).level_base_bytes(1 << 20);
     let db = Db::open(dir.path().join("live"), opts).unwrap();
     for i in 0..2000 {
-        db.put(key(i), "v").unwrap();
+        db.put(key6(i), "v").unwrap();
     }
     db.compact().unwrap();
     db.checkpoint(dir.path().join("copy")).unwrap();
@@ -181,7 +172,7 @@ fn a_read_only_handle_can_checkpoint() {
     let live = dir.path().join("live");
     let db = Db::open(&live, small()).unwrap();
     for i in 0..1000 {
-        db.put(key(i), "v").unwrap();
+        db.put(key6(i), "v").unwrap();
     }
     let want = scan(&db);
     // Closed first: an owner still compacting may delete a table between the read-only
@@ -196,17 +187,17 @@ fn a_read_only_handle_can_checkpoint() {
 fn fault_db(fs: &FaultFs) -> Db {
     // A memtable that holds everything below: no background flush makes file-system calls
     // of its own while a checkpoint's calls are counted and cut.
-    let opts = small().memtable_bytes(1 << 20).file_system(Arc::new(fs.clone()));
+    let opts = small().memtable_bytes(1 << 20).fault_fs(fs);
     let db = Db::open("/live", opts).unwrap();
     for i in 0..1200 {
-        db.put(key(i), format!("v{i}")).unwrap();
+        db.put(key6(i), format!("v{i}")).unwrap();
     }
     db.compact().unwrap();
     // Synced, so the live database keeps them through the power cuts below; and left in
     // the memtable, so a checkpoint writes a table of its own.
     let mut batch = WriteBatch::new();
     for i in (0..1200).step_by(4) {
-        batch.put(key(i), "newer");
+        batch.put(key6(i), "newer");
     }
     db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
     assert!(db.stats().tables_per_level[0] == 0);
@@ -222,7 +213,7 @@ fn tables_are_copied_where_links_fail() {
     db.checkpoint("/copy").unwrap();
     assert!(fs.calls(OpKind::Link) > 0);
     let want = scan(&db);
-    let copy = Db::open("/copy", small().file_system(Arc::new(fs.clone()))).unwrap();
+    let copy = Db::open("/copy", small().fault_fs(&fs)).unwrap();
     assert_eq!(scan(&copy), want);
 }
 
@@ -272,7 +263,7 @@ fn a_checkpoint_failing_at_any_call_leaves_no_target() {
                     let this_hit = fs.faults_fired() - fired > link_faults;
                     fs.clear_faults();
                     hit |= this_hit;
-                    let opts = small().file_system(Arc::new(fs.clone()));
+                    let opts = small().fault_fs(&fs);
                     let what = format!("{kind:?} #{nth} {shape} copy={copy}");
                     let e = match got {
                         Ok(_) => {
@@ -318,10 +309,10 @@ fn a_checkpoint_failing_at_any_call_leaves_no_target() {
 #[test]
 fn a_failed_checkpoint_of_memtable_data_never_opens_as_an_empty_database() {
     let fs = FaultFs::new();
-    let opts = small().memtable_bytes(1 << 20).file_system(Arc::new(fs.clone()));
+    let opts = small().memtable_bytes(1 << 20).fault_fs(&fs);
     let db = Db::open("/live", opts.clone()).unwrap();
     for i in 0..500 {
-        db.put(key(i), format!("v{i}")).unwrap();
+        db.put(key6(i), format!("v{i}")).unwrap();
     }
     assert_eq!(db.stats().tables_per_level.iter().sum::<usize>(), 0);
     let want = scan(&db);
@@ -389,7 +380,7 @@ fn power_loss_during_a_checkpoint_leaves_no_copy_or_a_whole_one() {
         for cut in cuts.chain([None]) {
             let (fs, db) = setup(copy);
             let snap = db.snapshot();
-            let want = scan_snapshot(&snap);
+            let want = to_model(snap.range(..));
             if let Some((kind, nth)) = cut {
                 fs.inject(Fault::on(kind).nth(nth).power_off());
             }
@@ -397,7 +388,7 @@ fn power_loss_during_a_checkpoint_leaves_no_copy_or_a_whole_one() {
             assert_eq!(acknowledged, cut.is_none(), "{cut:?}");
             let fs = fs.crash(CrashMode::DropUnsynced);
             drop((snap, db));
-            let opts = small().file_system(Arc::new(fs.clone()));
+            let opts = small().fault_fs(&fs);
             if FileSystem::exists(&fs, Path::new("/copy")) {
                 let copy = Db::open("/copy", opts.clone()).unwrap();
                 assert!(scan(&copy) == want, "{cut:?}: the copy differs from the snapshot");
@@ -426,10 +417,10 @@ fn targets_inside_the_database_are_refused() {
     let live = dir.path().join("live");
     let db = Db::open(&live, small()).unwrap();
     for i in 0..100 {
-        db.put(key(i), "v").unwrap();
+        db.put(key6(i), "v").unwrap();
     }
     db.flush().unwrap();
-    db.put(key(0), "in the memtable").unwrap();
+    db.put(key6(0), "in the memtable").unwrap();
     let want = scan(&db);
     let mut targets = vec![
         live.clone(),
@@ -465,12 +456,12 @@ fn targets_inside_the_database_are_refused() {
     assert_eq!(after, before, "nothing was made in the database directory");
     assert!(!live.join("sub").exists());
     // The live database works on and reopens.
-    db.put(key(1), "after").unwrap();
+    db.put(key6(1), "after").unwrap();
     db.close().unwrap();
     drop(db);
     let db = Db::open(&live, small().create_if_missing(false)).unwrap();
     let mut want = want;
-    want.insert(key(1), b"after".to_vec());
+    want.insert(key6(1), b"after".to_vec());
     assert_eq!(scan(&db), want);
     // A sibling whose name starts with the database's is not inside it.
     db.checkpoint(dir.path().join("live2")).unwrap();

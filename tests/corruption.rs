@@ -12,6 +12,13 @@ use bloomkv::version::edit::{TableMeta, VersionEdit};
 use bloomkv::version::manifest::{set_current, RecoveredManifest};
 use bloomkv::{Db, Error, Options};
 
+mod common;
+
+use common::files::is_table;
+use common::keys::key6;
+use common::model::{scan, try_model, Model};
+use common::options::OptionsExt;
+
 fn expect_corruption_in(r: bloomkv::Result<Db>, file: &Path) {
     match r {
         Err(Error::Corruption { file: f, .. }) => assert_eq!(f, file),
@@ -54,7 +61,7 @@ fn stale_of_five(db: &Db) -> String {
 fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
     let fs = FaultFs::new();
     let dir = unique_dir("level");
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let opts = || Options::default().fault_fs(&fs);
     Db::open(&dir, opts()).unwrap().close().unwrap();
     for level in [7usize, 9, 15] {
         let meta = TableMeta {
@@ -87,7 +94,7 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
     use bloomkv::version::edit::KeyspaceDef;
     use bloomkv::KeyspaceOptions;
     let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let opts = || Options::default().fault_fs(&fs);
     for (lowered, refused) in [(Some(1), true), (Some(0), true), (Some(2), false), (None, false)] {
         let dir = unique_dir("ksid");
         Db::open(&dir, opts()).unwrap().close().unwrap();
@@ -128,7 +135,7 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
 #[test]
 fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
     let fs = FaultFs::new();
-    let opts = || Options::default().file_system(Arc::new(fs.clone()));
+    let opts = || Options::default().fault_fs(&fs);
     for what in ["table beyond", "goes back"] {
         // A real table holding sequences 1..=10.
         let dir = unique_dir("lastseq");
@@ -188,7 +195,7 @@ fn manifest_with_overlapping_tables_on_a_sorted_level_is_corruption() {
 fn scratch(name: &str) -> (FaultFs, PathBuf, impl Fn() -> Options) {
     let fs = FaultFs::new();
     let on = fs.clone();
-    (fs, unique_dir(name), move || Options::default().file_system(Arc::new(on.clone())))
+    (fs, unique_dir(name), move || Options::default().fault_fs(&on))
 }
 
 /// Closes `db` and reads the manifest it left.
@@ -438,19 +445,12 @@ fn table_contradicting_its_manifest_record_is_corruption() {
 // ---------------------------------------------------------------------------------------
 // Damage to each kind of file of a real database.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bloomkv::filename::{parse, FileKind};
 use bloomkv::fs::StdFs;
 use bloomkv::table::{BlockHandle, Footer, Table, TableProperties};
 use bloomkv::{Compression, WriteOptions};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
 
 fn val(i: u64, gen: u64) -> Vec<u8> {
     let mut v = format!("value-{i}-{gen}-").into_bytes();
@@ -495,23 +495,23 @@ fn build() -> Built {
     {
         let db = Db::open(&dir, opts()).unwrap();
         for i in 0..3000 {
-            db.put(key(i), val(i, 0)).unwrap();
-            model.insert(key(i), val(i, 0));
+            db.put(key6(i), val(i, 0)).unwrap();
+            model.insert(key6(i), val(i, 0));
         }
         db.compact().unwrap();
         for i in (0..3000).step_by(3) {
-            db.put(key(i), val(i, 1)).unwrap();
-            model.insert(key(i), val(i, 1));
+            db.put(key6(i), val(i, 1)).unwrap();
+            model.insert(key6(i), val(i, 1));
         }
         // Range tombstones in the L0 tables (their range-deletion blocks and properties
         // #22-#24 get damaged too), over keys below them and with newer keys inside.
         delete_range(&db, &mut model, 400, 460);
-        db.put(key(430), val(430, 1)).unwrap();
-        model.insert(key(430), val(430, 1));
+        db.put(key6(430), val(430, 1)).unwrap();
+        model.insert(key6(430), val(430, 1));
         db.flush().unwrap();
         for i in (0..3000).step_by(7) {
-            db.delete(key(i)).unwrap();
-            model.remove(&key(i));
+            db.delete(key6(i)).unwrap();
+            model.remove(&key6(i));
         }
         delete_range(&db, &mut model, 1200, 1217);
         delete_range(&db, &mut model, 2990, 3100);
@@ -524,8 +524,8 @@ fn build() -> Built {
     let db = Db::open(&dir, opts()).unwrap();
     // A flush in this session gives its manifest an edit after the opening snapshot.
     for i in (2..3000).step_by(13) {
-        db.put(key(i), val(i, 3)).unwrap();
-        model.insert(key(i), val(i, 3));
+        db.put(key6(i), val(i, 3)).unwrap();
+        model.insert(key6(i), val(i, 3));
     }
     delete_range(&db, &mut model, 1500, 1600);
     db.flush().unwrap();
@@ -536,14 +536,14 @@ fn build() -> Built {
     for i in (1..3000).step_by(19) {
         let w = if i % 5 == 0 { None } else { Some(val(i, 2)) };
         match &w {
-            Some(v) => db.put(key(i), v).unwrap(),
-            None => db.delete(key(i)).unwrap(),
+            Some(v) => db.put(key6(i), v).unwrap(),
+            None => db.delete(key6(i)).unwrap(),
         }
-        wal_writes.push(vec![(key(i), w)]);
+        wal_writes.push(vec![(key6(i), w)]);
         if i == 1008 {
             // A range delete held only by the WAL: replayed whole or not at all.
-            db.delete_range(key(1010)..key(1040)).unwrap();
-            wal_writes.push((1010..1040).map(|k| (key(k), None)).collect());
+            db.delete_range(key6(1010)..key6(1040)).unwrap();
+            wal_writes.push((1010..1040).map(|k| (key6(k), None)).collect());
         }
     }
     db.write(&bloomkv::WriteBatch::new(), &WriteOptions::new().sync(true)).unwrap();
@@ -558,10 +558,10 @@ fn build() -> Built {
     Built { _tmp: tmp, dir, model, before_wal, wal_writes }
 }
 
-/// Deletes `key(lo)..key(hi)` from the database and the model.
+/// Deletes `key6(lo)..key6(hi)` from the database and the model.
 fn delete_range(db: &Db, model: &mut Model, lo: u64, hi: u64) {
-    db.delete_range(key(lo)..key(hi)).unwrap();
-    model.retain(|k, _| *k < key(lo) || *k >= key(hi));
+    db.delete_range(key6(lo)..key6(hi)).unwrap();
+    model.retain(|k, _| *k < key6(lo) || *k >= key6(hi));
 }
 
 fn files(dir: &Path, want: impl Fn(FileKind) -> bool) -> Vec<PathBuf> {
@@ -670,8 +670,7 @@ fn check_damaged_with(
         let tables: usize = s.tables_per_level.iter().sum();
         assert_eq!(s.mapped_table_files, tables as u64, "{what}: every table mapped");
     }
-    let scanned: bloomkv::Result<Model> =
-        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
+    let scanned = try_model(db.range(..));
     let reference: Model = match scanned {
         Ok(got) => {
             assert!(allowed.accepts(&got), "{what}: scan returned wrong data");
@@ -690,8 +689,7 @@ fn check_damaged_with(
         }
     };
     // Backward, by iterator and by cursor: the same data, or an error blaming the file.
-    let reversed: bloomkv::Result<Model> =
-        db.range(..).rev().map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect();
+    let reversed = try_model(db.range(..).rev());
     let mut cursor = db.cursor(..);
     let walked = (|| -> bloomkv::Result<Model> {
         let mut got = Model::new();
@@ -712,7 +710,7 @@ fn check_damaged_with(
         }
     }
     for i in 0..3000 {
-        let k = key(i);
+        let k = key6(i);
         match db.get(&k) {
             Ok(v) => {
                 let ok = v.as_deref() == reference.get(&k).map(|v| &v[..])
@@ -728,7 +726,7 @@ fn check_damaged_with(
         }
     }
     // multi_get over the same keys: all of a call right, or the call fails blaming the file.
-    let keys: Vec<_> = (0..3000).map(key).collect();
+    let keys: Vec<_> = (0..3000).map(key6).collect();
     for chunk in keys.chunks(700) {
         match db.multi_get(chunk) {
             Ok(got) => {
@@ -952,9 +950,7 @@ fn damaged_manifest_fails_naming_the_manifest() {
                 refused += 1;
             }
             Ok(db) => {
-                let got: Model =
-                    db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
-                assert_eq!(got, b.model, "manifest last record flip at {at}: wrong data");
+                assert_eq!(scan(&db), b.model, "manifest last record flip at {at}: wrong data");
             }
         }
     }
@@ -985,8 +981,7 @@ fn damaged_current_fails_naming_current_or_the_missing_manifest() {
     }
     // And the undamaged original still opens with everything.
     let db = Db::open(&b.dir, opts()).unwrap();
-    let got: Model = db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
-    assert_eq!(got, b.model);
+    assert_eq!(scan(&db), b.model);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1074,7 +1069,7 @@ fn last_record_opts(fs: &FaultFs) -> Options {
         .l0_compaction_trigger(50)
         .l0_slowdown_trigger(60)
         .l0_stop_trigger(70)
-        .file_system(Arc::new(fs.clone()))
+        .fault_fs(fs)
 }
 
 /// Applies one generation of writes: overwrites every `step`-th key, deletes every
@@ -1082,11 +1077,11 @@ fn last_record_opts(fs: &FaultFs) -> Options {
 fn generation(db: &Db, model: &mut Model, gen: u64, step: u64, del: u64) {
     for i in (0..LAST_KEYS).step_by(step as usize) {
         if del > 0 && i % del == 0 {
-            db.delete(key(i)).unwrap();
-            model.remove(&key(i));
+            db.delete(key6(i)).unwrap();
+            model.remove(&key6(i));
         } else {
-            db.put(key(i), val(i, gen)).unwrap();
-            model.insert(key(i), val(i, gen));
+            db.put(key6(i), val(i, gen)).unwrap();
+            model.insert(key6(i), val(i, gen));
         }
     }
 }
@@ -1118,9 +1113,7 @@ fn last_record_scenario(shape: &str) -> (FaultFs, PathBuf, Model) {
             generation(&db, &mut model, 3, 4, 7);
             // The switch happens (the segment holding generation 3 is synced, a new one is
             // started); the table for it can never be created, so its flush is never logged.
-            fs.inject(
-                Fault::on(OpKind::Create).matching(|p| p.extension().is_some_and(|e| e == "sst")),
-            );
+            fs.inject(Fault::on(OpKind::Create).matching(is_table));
             assert!(db.flush().is_err());
         }
         _ => unreachable!(),
@@ -1191,17 +1184,14 @@ fn damaged_last_manifest_records_never_open_with_lost_data() {
                     Ok(db) => db,
                 };
                 opened += 1;
-                let got: Model = db
-                    .range(..)
-                    .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-                    .collect::<bloomkv::Result<_>>()
-                    .unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
+                let got =
+                    try_model(db.range(..)).unwrap_or_else(|e| panic!("{what}: scan failed: {e}"));
                 assert!(got == model, "{what}: opened with wrong or missing data");
                 for i in 0..LAST_KEYS {
-                    let v = db.get(key(i)).unwrap_or_else(|e| panic!("{what}: get failed: {e}"));
+                    let v = db.get(key6(i)).unwrap_or_else(|e| panic!("{what}: get failed: {e}"));
                     assert_eq!(
                         v.as_deref(),
-                        model.get(&key(i)).map(|v| &v[..]),
+                        model.get(&key6(i)).map(|v| &v[..]),
                         "{what}: get({i})"
                     );
                 }

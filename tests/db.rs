@@ -6,9 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+mod common;
+
+use common::db::open_temp;
+use common::files::{table_files, wal_files};
+use common::keys::key8;
+use common::model::{entries, keys_of, pairs};
+use common::options::{small_tables, OptionsExt};
 
 /// Options under which nothing happens in the background for small tests, so a copy of the
 /// directory is a faithful picture of what a crash would leave.
@@ -27,21 +31,6 @@ fn crash_image(from: &Path, to: &Path) {
     }
 }
 
-/// The files of `dir` with extension `ext`, sorted.
-fn files_ending(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == ext))
-        .collect();
-    v.sort();
-    v
-}
-
-fn wal_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    files_ending(dir, "log")
-}
-
 /// One handle is shared between threads.
 #[test]
 fn db_and_its_views_are_send_and_sync() {
@@ -55,8 +44,7 @@ fn db_and_its_views_are_send_and_sync() {
 
 #[test]
 fn put_get_delete_overwrite() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     assert_eq!(db.get(b"a").unwrap(), None);
     db.put(b"a", b"1").unwrap();
     db.put(b"b", b"2").unwrap();
@@ -84,8 +72,7 @@ fn put_get_delete_overwrite() {
 /// numbers stay consecutive.
 #[test]
 fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     db.put(b"a", b"1").unwrap();
     let mut b = WriteBatch::new();
     b.put(b"b", b"2");
@@ -119,8 +106,7 @@ fn consecutive_writes_of_every_kind_on_one_thread_are_independent() {
 /// is there exactly once, with consecutive sequence numbers.
 #[test]
 fn concurrent_puts_and_deletes_are_all_applied_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(256 << 10)).unwrap();
+    let (_dir, db) = open_temp(Options::default().memtable_bytes(256 << 10));
     const THREADS: u64 = 4;
     const PER_THREAD: u64 = 5000;
     std::thread::scope(|s| {
@@ -155,24 +141,24 @@ fn data_survives_close_and_drop() {
     {
         let db = Db::open(dir.path(), quiet()).unwrap();
         for i in 0..1000 {
-            db.put(key(i), format!("v{i}")).unwrap();
+            db.put(key8(i), format!("v{i}")).unwrap();
         }
         db.close().unwrap();
     }
     {
         let db = Db::open(dir.path(), quiet()).unwrap();
         for i in 0..1000 {
-            assert_eq!(db.get(key(i)).unwrap().unwrap(), format!("v{i}").as_bytes());
+            assert_eq!(db.get(key8(i)).unwrap().unwrap(), format!("v{i}").as_bytes());
         }
         for i in 0..500 {
-            db.delete(key(i)).unwrap();
+            db.delete(key8(i)).unwrap();
         }
         // Dropped without close.
     }
     let db = Db::open(dir.path(), quiet()).unwrap();
     assert_eq!(db.range(..).count(), 500);
-    assert_eq!(db.get(key(10)).unwrap(), None);
-    assert!(db.get(key(510)).unwrap().is_some());
+    assert_eq!(db.get(key8(10)).unwrap(), None);
+    assert!(db.get(key8(510)).unwrap().is_some());
 }
 
 #[test]
@@ -182,24 +168,23 @@ fn unsynced_and_synced_writes_survive_a_process_crash() {
     let db = Db::open(dir.path(), quiet()).unwrap();
     for i in 0..300 {
         let mut b = WriteBatch::new();
-        b.put(key(i), b"x");
+        b.put(key8(i), b"x");
         db.write(&b, &WriteOptions::new().sync(i % 3 == 0)).unwrap();
     }
     crash_image(dir.path(), image.path());
     drop(db);
     let db = Db::open(image.path(), quiet()).unwrap();
     for i in 0..300 {
-        assert!(db.get(key(i)).unwrap().is_some(), "write {i} lost");
+        assert!(db.get(key8(i)).unwrap().is_some(), "write {i} lost");
     }
 }
 
 /// Writes keys 0..n, one batch each, and returns the WAL image (one segment).
 fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     for i in 0..n {
         let mut b = WriteBatch::new();
-        b.put(key(i), vec![b'v'; 100]);
+        b.put(key8(i), vec![b'v'; 100]);
         b.put(format!("pair{i:08}"), vec![b'v'; 100]);
         db.write(&b, &WriteOptions::default()).unwrap();
     }
@@ -217,7 +202,7 @@ fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
 fn assert_prefix(db: &Db, n: u64) -> u64 {
     let mut present = 0;
     for i in 0..n {
-        let a = db.get(key(i)).unwrap().is_some();
+        let a = db.get(key8(i)).unwrap().is_some();
         let b = db.get(format!("pair{i:08}")).unwrap().is_some();
         assert_eq!(a, b, "batch {i} half-applied");
         if a {
@@ -281,8 +266,7 @@ fn damage_in_the_middle_of_the_wal_is_corruption() {
 
 #[test]
 fn second_open_is_locked_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (dir, db) = open_temp(Options::default());
     match Db::open(dir.path(), Options::default()) {
         Err(Error::Locked { .. }) => {}
         other => panic!("expected Locked, got {other:?}"),
@@ -319,20 +303,20 @@ fn snapshot_sees_a_fixed_view_across_flush_and_compaction() {
         .level_base_bytes(64 << 10);
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..2000 {
-        db.put(key(i), b"old").unwrap();
+        db.put(key8(i), b"old").unwrap();
     }
     let snap = db.snapshot();
     for i in 0..2000 {
         if i % 2 == 0 {
-            db.delete(key(i)).unwrap();
+            db.delete(key8(i)).unwrap();
         } else {
-            db.put(key(i), b"new").unwrap();
+            db.put(key8(i), b"new").unwrap();
         }
     }
     db.compact().unwrap();
     assert_eq!(db.range(..).count(), 1000);
     for i in (0..2000).step_by(97) {
-        assert_eq!(snap.get(key(i)).unwrap().unwrap(), b"old");
+        assert_eq!(snap.get(key8(i)).unwrap().unwrap(), b"old");
     }
     let all: Vec<_> = snap.range(..).collect::<Result<_, _>>().unwrap();
     assert_eq!(all.len(), 2000);
@@ -344,11 +328,7 @@ fn snapshot_sees_a_fixed_view_across_flush_and_compaction() {
     db.compact().unwrap();
     let live = db.stats().tables_per_level.iter().sum::<usize>();
     db.close().unwrap();
-    let on_disk = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sst"))
-        .count();
-    assert_eq!(on_disk, live);
+    assert_eq!(table_files(dir.path()).len(), live);
 }
 
 #[test]
@@ -416,15 +396,14 @@ fn concurrent_writers_and_readers_see_whole_batches() {
 
 #[test]
 fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(16 << 10)).unwrap();
+    let (dir, db) = open_temp(Options::default().memtable_bytes(16 << 10));
     for i in 0..3000 {
-        db.put(key(i), format!("v{i}")).unwrap();
+        db.put(key8(i), format!("v{i}")).unwrap();
     }
     // Settle the tree so no flush or compaction can run between the two listings below; the
     // delete then lives only in the WAL.
     db.compact().unwrap();
-    db.delete(key(5)).unwrap();
+    db.delete(key8(5)).unwrap();
     let listing = |p: &Path| -> std::collections::BTreeMap<String, u64> {
         std::fs::read_dir(p)
             .unwrap()
@@ -454,8 +433,8 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
             "{name} removed, and it is not a replaced table"
         );
     }
-    assert_eq!(ro.get(key(7)).unwrap().unwrap(), b"v7");
-    assert_eq!(ro.get(key(5)).unwrap(), None);
+    assert_eq!(ro.get(key8(7)).unwrap().unwrap(), b"v7");
+    assert_eq!(ro.get(key8(5)).unwrap(), None);
     assert_eq!(ro.range(..).count(), 2999);
     assert!(matches!(ro.put(b"x", b"y"), Err(Error::ReadOnly)));
     assert!(matches!(ro.flush(), Err(Error::ReadOnly)));
@@ -468,27 +447,26 @@ fn read_only_open_works_beside_a_live_writer_and_changes_nothing() {
 
 #[test]
 fn table_info_and_trace_show_the_read_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     for i in 0..2000 {
-        db.put(key(i * 2), b"even").unwrap();
+        db.put(key8(i * 2), b"even").unwrap();
     }
     db.flush().unwrap();
     for i in 0..100 {
-        db.put(key(i * 2), b"newer").unwrap();
+        db.put(key8(i * 2), b"newer").unwrap();
     }
     db.flush().unwrap();
-    db.put(key(0), b"in memtable").unwrap();
+    db.put(key8(0), b"in memtable").unwrap();
     let tables = db.tables();
     assert_eq!(tables.len(), 2);
     assert_eq!(tables.iter().map(|t| t.entries).sum::<u64>(), 2100);
     assert!(tables
         .iter()
         .all(|t| t.filter_kind == bloomkv::filter::FilterKind::Blocked && t.expected_fpr < 0.02));
-    assert_eq!(tables[0].smallest_key, key(0));
+    assert_eq!(tables[0].smallest_key, key8(0));
 
     // Key 0: the memtable decides; both tables hold older versions, and their filters say maybe.
-    let steps = db.trace(key(0)).unwrap();
+    let steps = db.trace(key8(0)).unwrap();
     assert_eq!(steps[0].source, bloomkv::TraceSource::Memtable);
     assert!(steps[0].decides && steps[0].actual == bloomkv::Presence::Value);
     let table_steps: Vec<_> =
@@ -498,7 +476,7 @@ fn table_info_and_trace_show_the_read_path() {
 
     // Key 398 lives only in the older table; key 399 is absent everywhere but inside both
     // tables' ranges, so only a filter can rule them out.
-    let steps = db.trace(key(398)).unwrap();
+    let steps = db.trace(key8(398)).unwrap();
     let deciding: Vec<_> = steps.iter().filter(|s| s.decides).collect();
     assert_eq!(deciding.len(), 1);
     assert_eq!(
@@ -506,18 +484,18 @@ fn table_info_and_trace_show_the_read_path() {
         bloomkv::TraceSource::Table { level: 0, number: tables[1].number }
     );
     for i in 0..200 {
-        for s in db.trace(key(i * 2 + 1)).unwrap() {
+        for s in db.trace(key8(i * 2 + 1)).unwrap() {
             assert_eq!(s.actual, bloomkv::Presence::Absent);
             assert!(!s.decides);
         }
     }
     // No false negatives on the read path: every present key's table says maybe.
     for i in 0..2000 {
-        let steps = db.trace(key(i * 2)).unwrap();
+        let steps = db.trace(key8(i * 2)).unwrap();
         for s in steps.iter().filter(|s| s.actual == bloomkv::Presence::Value) {
             assert_ne!(s.filter_maybe, Some(false), "false negative for key {}", i * 2);
         }
-        assert_eq!(steps.iter().any(|s| s.decides), db.get(key(i * 2)).unwrap().is_some());
+        assert_eq!(steps.iter().any(|s| s.decides), db.get(key8(i * 2)).unwrap().is_some());
     }
 }
 
@@ -527,12 +505,7 @@ fn table_info_and_trace_show_the_read_path() {
 /// every table boundary a tie; every lookup must still find exactly what was written.
 #[test]
 fn lookups_are_exact_when_keys_share_their_first_16_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = Options::default()
-        .memtable_bytes(16 << 10)
-        .target_table_bytes(8 << 10)
-        .level_base_bytes(32 << 10);
-    let db = Db::open(dir.path(), opts).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let long = |i: u64| format!("sixteen-byte-hd:{i:06}").into_bytes();
     let short = |i: u64| {
         let mut k = format!("k{i:03}").into_bytes();
@@ -590,16 +563,15 @@ fn lookups_are_exact_when_keys_share_their_first_16_bytes() {
 #[test]
 fn lookups_are_exact_past_sixteen_overlapping_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        Options::default().l0_compaction_trigger(100).l0_slowdown_trigger(100).l0_stop_trigger(100);
+    let opts = Options::default().l0_triggers(100);
     let db = Db::open(dir.path(), opts).unwrap();
     const ROUNDS: u64 = 24;
     for round in 0..ROUNDS {
         // Every table spans nearly the whole key range, so they all overlap.
         for i in (round..2400).step_by(ROUNDS as usize) {
-            db.put(key(2 * i), format!("v{i}")).unwrap();
+            db.put(key8(2 * i), format!("v{i}")).unwrap();
         }
-        db.put(key(0), format!("newest {round}")).unwrap();
+        db.put(key8(0), format!("newest {round}")).unwrap();
         db.flush().unwrap();
     }
     db.close().unwrap();
@@ -607,8 +579,8 @@ fn lookups_are_exact_past_sixteen_overlapping_tables() {
     assert_eq!(db.stats().tables_per_level[0], ROUNDS as usize);
     let tables = db.tables();
     for i in 1..2400 {
-        assert_eq!(db.get(key(2 * i)).unwrap().unwrap(), format!("v{i}").as_bytes(), "{i}");
-        let absent = key(2 * i + 1);
+        assert_eq!(db.get(key8(2 * i)).unwrap().unwrap(), format!("v{i}").as_bytes(), "{i}");
+        let absent = key8(2 * i + 1);
         let covering = tables
             .iter()
             .filter(|t| t.smallest_key.as_slice() <= absent.as_slice() && absent <= t.largest_key)
@@ -617,11 +589,7 @@ fn lookups_are_exact_past_sixteen_overlapping_tables() {
         assert_eq!(db.get(&absent).unwrap(), None);
         assert_eq!(db.stats().tables_consulted - before, covering, "key {i}");
     }
-    assert_eq!(db.get(key(0)).unwrap().unwrap(), format!("newest {}", ROUNDS - 1).as_bytes());
-}
-
-fn sst_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    files_ending(dir, "sst")
+    assert_eq!(db.get(key8(0)).unwrap().unwrap(), format!("newest {}", ROUNDS - 1).as_bytes());
 }
 
 fn key_too_large<T>(r: bloomkv::Result<T>) -> bool {
@@ -638,8 +606,7 @@ fn value_too_large<T>(r: bloomkv::Result<T>) -> bool {
 #[test]
 fn writes_over_the_size_limits_are_refused_before_the_wal() {
     use bloomkv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     let long_key = vec![b'k'; MAX_KEY_BYTES + 1];
     let big_value = vec![7u8; MAX_VALUE_BYTES + 1];
     let wal_len = || wal_files(dir.path()).iter().map(|p| p.metadata().unwrap().len()).sum::<u64>();
@@ -698,7 +665,7 @@ fn keys_and_values_at_the_size_limits_round_trip() {
         let db = Db::open(dir.path(), opts()).unwrap();
         assert_eq!(db.get(&long_key).unwrap().as_deref(), Some(&b"short"[..]));
         assert!(db.get(b"big").unwrap().as_deref() == Some(&value[..]));
-        let keys: Vec<Vec<u8>> = db.range(..).map(|r| r.unwrap().0).collect();
+        let keys = keys_of(db.range(..));
         // (assert!, not assert_eq!: a failure would print 64 KiB of key)
         assert!(keys == vec![long_key.clone(), b"big".to_vec(), b"small".to_vec()]);
     }
@@ -717,8 +684,7 @@ fn push_varint(out: &mut Vec<u8>, mut v: u64) {
 /// open later in a flush, and leaves no table file behind.
 #[test]
 fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), quiet()).unwrap();
+    let (dir, db) = open_temp(quiet());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     db.close().unwrap();
@@ -756,7 +722,7 @@ fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
             }
             other => panic!("expected corruption in the WAL, got {other:?}"),
         }
-        assert!(sst_files(dir.path()).is_empty(), "a failed open left a table behind");
+        assert!(table_files(dir.path()).is_empty(), "a failed open left a table behind");
     }
 }
 
@@ -817,8 +783,7 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     drop(db);
     again.close().unwrap();
     let again = Db::open(dir.path(), quiet()).unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> =
-        again.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+    let all = pairs(again.range(..));
     let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1-new"), ("b", "2"), ("c", "3"), ("d", "4")]
         .iter()
         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
@@ -894,19 +859,13 @@ fn a_database_is_created_only_where_nothing_else_lives() {
 /// table's range covers it, and the deciding step agrees with `get`.
 #[test]
 fn trace_observes_the_walk_get_makes_on_every_level() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = Options::new()
-        .memtable_bytes(16 << 10)
-        .target_table_bytes(8 << 10)
-        .level_base_bytes(32 << 10)
-        .block_bytes(512);
-    let db = Db::open(dir.path(), opts).unwrap();
+    let (dir, db) = open_temp(small_tables().block_bytes(512));
     for i in 0..4000 {
-        db.put(key(i * 2), format!("v{i}")).unwrap();
+        db.put(key8(i * 2), format!("v{i}")).unwrap();
     }
     db.compact().unwrap();
     for i in (0..4000).step_by(7) {
-        db.put(key(i * 2), b"newer").unwrap();
+        db.put(key8(i * 2), b"newer").unwrap();
     }
     db.flush().unwrap();
     // A read-only handle runs no background work, so the tree cannot change between listing
@@ -918,7 +877,7 @@ fn trace_observes_the_walk_get_makes_on_every_level() {
     let by_number: std::collections::HashMap<u64, &bloomkv::TableInfo> =
         tables.iter().map(|t| (t.number, t)).collect();
     for i in (0..8000).step_by(37) {
-        let k = key(i);
+        let k = key8(i);
         let steps = db.trace(&k).unwrap();
         let mut consulted_per_level = std::collections::BTreeMap::new();
         for s in &steps {
@@ -961,7 +920,7 @@ fn compactions_split_into_parallel_parts_keep_every_key_once() {
     let mut model = std::collections::BTreeMap::new();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for round in 0..30_000u64 {
-        let k = key(rng.gen_range(0..6_000));
+        let k = key8(rng.gen_range(0..6_000));
         if rng.gen_bool(0.1) {
             db.delete(&k).unwrap();
             model.remove(&k);
@@ -996,17 +955,12 @@ fn compactions_split_into_parallel_parts_keep_every_key_once() {
             );
         }
     }
-    let scanned: Vec<(Vec<u8>, Vec<u8>)> = db
-        .range(..)
-        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let expected: Vec<(Vec<u8>, Vec<u8>)> =
-        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let scanned = pairs(db.range(..));
+    let expected = entries(&model);
     assert_eq!(scanned.len(), expected.len());
     assert!(scanned == expected, "scan differs from the model");
     for i in 0..6_000 {
-        let k = key(i);
+        let k = key8(i);
         assert_eq!(db.get(&k).unwrap().as_deref(), model.get(&k).map(|v| &v[..]), "key {i}");
     }
 }
@@ -1019,7 +973,7 @@ fn batches_over_max_batch_bytes_are_refused_before_the_wal() {
     let dir = tempfile::tempdir().unwrap();
     let mut batch = WriteBatch::new();
     for i in 0..64 {
-        batch.put(key(i), vec![b'v'; 1000]);
+        batch.put(key8(i), vec![b'v'; 1000]);
     }
     let limit = batch.approximate_bytes();
     let opts = || quiet().max_batch_bytes(limit);
@@ -1042,7 +996,7 @@ fn batches_over_max_batch_bytes_are_refused_before_the_wal() {
     let r = side.put(b"big", &big);
     assert!(matches!(r, Err(Error::BatchTooLarge { limit: l, .. }) if l == limit), "{r:?}");
     assert_eq!(wal_len(), before, "a refused write reached the WAL");
-    assert_eq!(db.get(key(0)).unwrap(), None, "part of a refused batch was applied");
+    assert_eq!(db.get(key8(0)).unwrap(), None, "part of a refused batch was applied");
     assert_eq!(db.get(b"extra").unwrap(), None);
 
     // At the limit: written.
@@ -1053,7 +1007,7 @@ fn batches_over_max_batch_bytes_are_refused_before_the_wal() {
     db.close().unwrap();
     let db = Db::open(dir.path(), opts()).unwrap();
     for i in 0..64 {
-        assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[b'v'; 1000][..]), "{i}");
+        assert_eq!(db.get(key8(i)).unwrap().as_deref(), Some(&[b'v'; 1000][..]), "{i}");
     }
     assert_eq!(db.get(b"extra").unwrap(), None);
     assert_eq!(db.get(b"big").unwrap(), None);

@@ -9,6 +9,11 @@ use std::ops::Bound;
 use bloomkv::{Cursor, Db, DbIterator, Options, WriteBatch, WriteOptions};
 use proptest::prelude::*;
 
+mod common;
+
+use common::keys::{group_prefix, grouped};
+use common::model::{entries, pairs, Model, Pair};
+
 #[derive(Debug, Clone)]
 enum Op {
     Put(u16, u16),
@@ -24,8 +29,8 @@ enum Op {
     CursorWalk(u16, u16, u8, Vec<CursorOp>),
     Prefix(u8),
     Batch(Vec<(u16, Option<u16>)>),
-    /// `delete_range(key(a)..key(b))`; with a value, inside a batch between a put of
-    /// `key(a)` (deleted by it) and a put of `key((a + b) / 2)` (not).
+    /// `delete_range(grouped(a)..grouped(b))`; with a value, inside a batch between a put of
+    /// `grouped(a)` (deleted by it) and a put of `grouped((a + b) / 2)` (not).
     DeleteRange(u16, u16, Option<u16>),
     Snapshot,
     CheckSnapshot,
@@ -59,11 +64,6 @@ fn cursor_op() -> impl Strategy<Value = CursorOp> {
         4 => (1u8..6).prop_map(CursorOp::Next),
         4 => (1u8..6).prop_map(CursorOp::Prev),
     ]
-}
-
-fn key(k: u16) -> Vec<u8> {
-    // Two-byte-ish prefixes so prefix scans select real subsets.
-    format!("{:02}/{:05}", k % 37, k).into_bytes()
 }
 
 fn value(v: u16, k: u16) -> Vec<u8> {
@@ -112,18 +112,13 @@ fn options(mapped: bool) -> Options {
         .l0_stop_trigger(6)
 }
 
-fn scan(db: &Db, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.range((lo, hi)).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
-}
-
-type Pair = (Vec<u8>, Vec<u8>);
 type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
-/// The range between `key(a)` and `key(b)`, ordered, with bound kinds chosen by `kind`
+/// The range between `grouped(a)` and `grouped(b)`, ordered, with bound kinds chosen by `kind`
 /// (0..9: lower and upper each included, excluded or unbounded). Never a range
 /// `BTreeMap::range` refuses.
 fn bounds(a: u16, b: u16, kind: u8) -> Range {
-    let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
+    let (lo, hi) = (grouped(a).min(grouped(b)), grouped(a).max(grouped(b)));
     let side = |k: Vec<u8>, c: u8| match c {
         0 => Bound::Included(k),
         1 => Bound::Excluded(k),
@@ -135,10 +130,6 @@ fn bounds(a: u16, b: u16, kind: u8) -> Range {
         }
         r => r,
     }
-}
-
-fn items(it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>) -> Vec<Pair> {
-    it.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
 }
 
 fn model_range(model: &Model, range: &Range) -> Vec<Pair> {
@@ -196,23 +187,22 @@ impl ModelCursor<'_> {
     }
 
     fn apply(&mut self, op: &CursorOp, c: &mut Cursor) -> usize {
-        let prefix = |p: u8| format!("{p:02}/").into_bytes();
         match *op {
             CursorOp::Seek(k) => {
-                c.seek(key(k)).unwrap();
-                self.at = self.first_from(Bound::Included(key(k)));
+                c.seek(grouped(k)).unwrap();
+                self.at = self.first_from(Bound::Included(grouped(k)));
             }
             CursorOp::SeekForPrev(k) => {
-                c.seek_for_prev(key(k)).unwrap();
-                self.at = self.last_to(Bound::Included(key(k)));
+                c.seek_for_prev(grouped(k)).unwrap();
+                self.at = self.last_to(Bound::Included(grouped(k)));
             }
             CursorOp::SeekPrefix(p) => {
-                c.seek(prefix(p)).unwrap();
-                self.at = self.first_from(Bound::Included(prefix(p)));
+                c.seek(group_prefix(p)).unwrap();
+                self.at = self.first_from(Bound::Included(group_prefix(p)));
             }
             CursorOp::SeekForPrevPrefix(p) => {
-                c.seek_for_prev(prefix(p)).unwrap();
-                self.at = self.last_to(Bound::Included(prefix(p)));
+                c.seek_for_prev(group_prefix(p)).unwrap();
+                self.at = self.last_to(Bound::Included(group_prefix(p)));
             }
             CursorOp::First => {
                 c.seek_to_first().unwrap();
@@ -279,8 +269,6 @@ impl Work {
     }
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
 /// The levels are as lookups need them and recovery checks: below L0 the tables of a level
 /// are disjoint, bounding keys included (range tombstones' ends among them), since a lookup
 /// asks one table per level; in L0, which lookups ask by newest entry first (then by number),
@@ -337,22 +325,22 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
         let d = db.as_ref().unwrap();
         match op {
             Op::Put(k, v) => {
-                d.put(key(k), value(v, k)).unwrap();
-                model.insert(key(k), value(v, k));
+                d.put(grouped(k), value(v, k)).unwrap();
+                model.insert(grouped(k), value(v, k));
             }
             Op::Delete(k) => {
-                d.delete(key(k)).unwrap();
-                model.remove(&key(k));
+                d.delete(grouped(k)).unwrap();
+                model.remove(&grouped(k));
             }
             Op::Get(k) => {
                 assert_eq!(
-                    d.get(key(k)).unwrap().map(|v| v.to_vec()),
-                    model.get(&key(k)).cloned(),
+                    d.get(grouped(k)).unwrap().map(|v| v.to_vec()),
+                    model.get(&grouped(k)).cloned(),
                     "get {k}"
                 );
             }
             Op::MultiGet(ks) => {
-                let keys: Vec<_> = ks.iter().map(|&k| key(k)).collect();
+                let keys: Vec<_> = ks.iter().map(|&k| grouped(k)).collect();
                 let got: Vec<_> = d
                     .multi_get(&keys)
                     .unwrap()
@@ -363,14 +351,16 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 assert_eq!(got, want, "multi_get {ks:?}");
             }
             Op::Range(a, b) => {
-                let (lo, hi) = (key(a).min(key(b)), key(a).max(key(b)));
-                let got = scan(d, Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
+                let (lo, hi) = (grouped(a).min(grouped(b)), grouped(a).max(grouped(b)));
+                let got =
+                    pairs(d.range((Bound::Included(lo.clone()), Bound::Excluded(hi.clone()))));
                 let want: Vec<_> = model
                     .range(lo.clone()..hi.clone())
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 assert_eq!(got, want, "range {a}..{b}");
-                let got = scan(d, Bound::Excluded(lo.clone()), Bound::Included(hi.clone()));
+                let got =
+                    pairs(d.range((Bound::Excluded(lo.clone()), Bound::Included(hi.clone()))));
                 let want: Vec<_> = model
                     .range((Bound::Excluded(lo), Bound::Included(hi)))
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -381,12 +371,12 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 let range = bounds(a, b, kind);
                 let mut want = model_range(&model, &range);
                 want.reverse();
-                assert_eq!(items(d.range(range.clone()).rev()), want, "reverse {range:?}");
-                if key(a) != key(b) {
+                assert_eq!(pairs(d.range(range.clone()).rev()), want, "reverse {range:?}");
+                if grouped(a) != grouped(b) {
                     // Inverted bounds hold nothing, either way.
-                    let (lo, hi) = (key(a).max(key(b)), key(a).min(key(b)));
-                    assert_eq!(items(d.range(lo.clone()..=hi.clone()).rev()), vec![]);
-                    assert_eq!(items(d.range(lo..=hi)), vec![]);
+                    let (lo, hi) = (grouped(a).max(grouped(b)), grouped(a).min(grouped(b)));
+                    assert_eq!(pairs(d.range(lo.clone()..=hi.clone()).rev()), vec![]);
+                    assert_eq!(pairs(d.range(lo..=hi)), vec![]);
                 }
             }
             Op::RangeMixed(a, b, kind, pattern) => {
@@ -394,26 +384,22 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 check_mixed(d.range(range.clone()), &model, &range, &pattern);
             }
             Op::PrefixRev(p) => {
-                let prefix = format!("{p:02}/").into_bytes();
+                let prefix = group_prefix(p);
                 let want: Vec<_> = model
                     .iter()
                     .rev()
                     .filter(|(k, _)| k.starts_with(&prefix))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                assert_eq!(items(d.prefix(&prefix).rev()), want, "reverse prefix {p}");
+                assert_eq!(pairs(d.prefix(&prefix).rev()), want, "reverse prefix {p}");
             }
             Op::CursorWalk(a, b, kind, walk) => {
                 let range = bounds(a, b, kind);
                 check_cursor(d.cursor(range.clone()), &model, &range, &walk);
             }
             Op::Prefix(p) => {
-                let prefix = format!("{p:02}/").into_bytes();
-                let got: Vec<_> = d
-                    .prefix(&prefix)
-                    .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-                    .collect::<Result<_, _>>()
-                    .unwrap();
+                let prefix = group_prefix(p);
+                let got = pairs(d.prefix(&prefix));
                 let want: Vec<_> = model
                     .iter()
                     .filter(|(k, _)| k.starts_with(&prefix))
@@ -426,19 +412,19 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 for (k, v) in &entries {
                     match v {
                         Some(v) => {
-                            b.put(key(*k), value(*v, *k));
-                            model.insert(key(*k), value(*v, *k));
+                            b.put(grouped(*k), value(*v, *k));
+                            model.insert(grouped(*k), value(*v, *k));
                         }
                         None => {
-                            b.delete(key(*k));
-                            model.remove(&key(*k));
+                            b.delete(grouped(*k));
+                            model.remove(&grouped(*k));
                         }
                     }
                 }
                 d.write(&b, &WriteOptions::new().sync(entries.len() % 2 == 0)).unwrap();
             }
             Op::DeleteRange(a, b, v) => {
-                let (start, end) = (key(a), key(b));
+                let (start, end) = (grouped(a), grouped(b));
                 let doomed: Vec<Vec<u8>> = if start < end {
                     model.range(start.clone()..end.clone()).map(|(k, _)| k.clone()).collect()
                 } else {
@@ -454,11 +440,11 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                     Some(v) => {
                         let mid = a / 2 + b / 2;
                         let mut batch = WriteBatch::new();
-                        batch.put(key(a), value(v, a));
+                        batch.put(grouped(a), value(v, a));
                         batch.delete_range(start.clone()..end.clone());
-                        batch.put(key(mid), value(v, mid));
+                        batch.put(grouped(mid), value(v, mid));
                         d.write(&batch, &WriteOptions::new()).unwrap();
-                        model.insert(key(a), value(v, a));
+                        model.insert(grouped(a), value(v, a));
                         if start < end {
                             let doomed: Vec<Vec<u8>> =
                                 model.range(start..end).map(|(k, _)| k.clone()).collect();
@@ -466,22 +452,18 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                                 model.remove(&k);
                             }
                         }
-                        model.insert(key(mid), value(v, mid));
+                        model.insert(grouped(mid), value(v, mid));
                     }
                 }
             }
             Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
             Op::CheckSnapshot => {
                 if let Some((s, m)) = &snap {
-                    let got: Vec<_> = s
-                        .range(..)
-                        .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-                        .collect::<Result<_, _>>()
-                        .unwrap();
-                    let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let got = pairs(s.range(..));
+                    let want = entries(m);
                     assert_eq!(got, want, "snapshot scan");
                     // Backward, from both ends, and by cursor: later writes stay invisible.
-                    let mut back = items(s.range(..).rev());
+                    let mut back = pairs(s.range(..).rev());
                     back.reverse();
                     assert_eq!(back, want, "snapshot reverse scan");
                     let all = (Bound::Unbounded, Bound::Unbounded);
@@ -500,7 +482,7 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                         assert_eq!(s.get(k).unwrap().map(|v| v.to_vec()).as_ref(), m.get(k));
                     }
                     // Every tenth key the model ever knew of, present or not at the snapshot.
-                    let keys: Vec<_> = (0..600).step_by(10).map(key).collect();
+                    let keys: Vec<_> = (0..600).step_by(10).map(grouped).collect();
                     let got: Vec<_> = s
                         .multi_get(&keys)
                         .unwrap()
@@ -538,18 +520,18 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
     }
     let d = db.as_ref().unwrap();
     assert_levels_well_formed(d);
-    let all = scan(d, Bound::Unbounded, Bound::Unbounded);
-    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let all = pairs(d.range(..));
+    let want = entries(&model);
     assert_eq!(all, want, "final scan");
-    let mut back = items(d.range(..).rev());
+    let mut back = pairs(d.range(..).rev());
     back.reverse();
     assert_eq!(back, want, "final reverse scan");
     drop(snap);
     work.add(d);
     db.take().unwrap().close().unwrap();
     let d = Db::open(dir.path(), options(!mapped)).unwrap();
-    assert_eq!(scan(&d, Bound::Unbounded, Bound::Unbounded), want, "final scan after reopen");
-    let mut back = items(d.range(..).rev());
+    assert_eq!(pairs(d.range(..)), want, "final scan after reopen");
+    let mut back = pairs(d.range(..).rev());
     back.reverse();
     assert_eq!(back, want, "final reverse scan after reopen");
     work

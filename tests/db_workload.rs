@@ -3,30 +3,28 @@
 //! the tables' key ranges reads, on average, no more data blocks than the filters'
 //! false-positive rate times the tables consulted predicts.
 
-use bloomkv::{Db, Options};
+use bloomkv::Options;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-const N: u64 = 1_000_000;
+mod common;
 
-/// Present keys are even numbers, absent keys odd ones: an absent key always lies inside the
-/// key range of the tables around it, so only a filter can rule a table out.
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k.copy_from_slice(format!("{i:016}").as_bytes());
-    k
-}
+use common::db::open_temp;
+use common::keys::decimal16;
+
+const N: u64 = 1_000_000;
 
 #[test]
 fn million_keys_make_levels_and_filters_predict_block_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().memtable_bytes(4 << 20)).unwrap();
+    let (_dir, db) = open_temp(Options::default().memtable_bytes(4 << 20));
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     let mut order: Vec<u64> = (0..N).collect();
     order.shuffle(&mut rng);
     let value = [0x5au8; 100];
+    // Present keys are even numbers, absent keys odd ones: an absent key always lies inside
+    // the key range of the tables around it, so only a filter can rule a table out.
     for &i in &order {
-        db.put(key(2 * i), value).unwrap();
+        db.put(decimal16(2 * i), value).unwrap();
     }
     db.flush().unwrap();
 
@@ -42,7 +40,7 @@ fn million_keys_make_levels_and_filters_predict_block_reads() {
     order.shuffle(&mut rng);
     let before = db.stats();
     for &i in &order {
-        assert!(db.get(key(2 * i + 1)).unwrap().is_none());
+        assert!(db.get(decimal16(2 * i + 1)).unwrap().is_none());
     }
     let after = db.stats();
     let checks = (after.tables_consulted - before.tables_consulted) as f64;

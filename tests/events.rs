@@ -4,7 +4,6 @@
 //! Nothing here synchronises by sleeping: a test that waits for an event waits on the
 //! listener's condition variable, with a deadline that only turns a hang into a failure.
 
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,11 @@ use bloomkv::events::{
 };
 use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
 use bloomkv::{Db, Error, KeyspaceOptions, Options};
+
+mod common;
+
+use common::files::is_table;
+use common::options::OptionsExt;
 
 /// How long a test waits for something the engine is sure to do before calling it a hang.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -108,15 +112,9 @@ impl EventListener for Recorder {
 fn options(fs: &FaultFs, listener: Arc<dyn EventListener>) -> Options {
     Options::default()
         .memtable_bytes(64 << 10)
-        .l0_compaction_trigger(64)
-        .l0_slowdown_trigger(64)
-        .l0_stop_trigger(64)
-        .file_system(Arc::new(fs.clone()))
+        .l0_triggers(64)
+        .fault_fs(fs)
         .event_listener(listener)
-}
-
-fn is_table(p: &Path) -> bool {
-    p.to_string_lossy().ends_with(".sst")
 }
 
 fn flush_ends(events: &[Event]) -> Vec<&FlushInfo> {

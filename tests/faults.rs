@@ -20,15 +20,21 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, FileSystem, OpKind};
 use bloomkv::{Db, Error, Keyspace, KeyspaceOptions, Options, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
+use common::files::{is_table, is_wal};
+use common::keys::key4;
+use common::model::{scan, try_model, Model};
+use common::options::OptionsExt;
+
 fn seeds() -> u64 {
-    std::env::var("BLOOMKV_FAULT_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60)
+    common::env::u64_or("BLOOMKV_FAULT_SEEDS", 60)
 }
 
 fn options(fs: &FaultFs) -> Options {
@@ -40,11 +46,7 @@ fn options(fs: &FaultFs) -> Options {
         .l0_compaction_trigger(2)
         .l0_slowdown_trigger(3)
         .l0_stop_trigger(5)
-        .file_system(Arc::new(fs.clone()))
-}
-
-fn key(k: u16) -> Vec<u8> {
-    format!("key{k:04}").into_bytes()
+        .fault_fs(fs)
 }
 
 /// Values name their key and the op that wrote them, so a value from the wrong write or
@@ -109,16 +111,16 @@ fn to_batch_in(w: &Write, side: &Keyspace) -> WriteBatch {
     let mut b = WriteBatch::new();
     if let Some((a, z)) = w.range {
         match a >= SIDE {
-            true => b.delete_range_in(side, key(a)..key(z)),
-            false => b.delete_range(key(a)..key(z)),
+            true => b.delete_range_in(side, key4(a)..key4(z)),
+            false => b.delete_range(key4(a)..key4(z)),
         }
     }
     for (k, v) in &w.ops {
         match (v, *k >= SIDE) {
-            (Some(v), true) => b.put_in(side, key(*k), v),
-            (Some(v), false) => b.put(key(*k), v),
-            (None, true) => b.delete_in(side, key(*k)),
-            (None, false) => b.delete(key(*k)),
+            (Some(v), true) => b.put_in(side, key4(*k), v),
+            (Some(v), false) => b.put(key4(*k), v),
+            (None, true) => b.delete_in(side, key4(*k)),
+            (None, false) => b.delete(key4(*k)),
         }
     }
     b
@@ -126,10 +128,9 @@ fn to_batch_in(w: &Write, side: &Keyspace) -> WriteBatch {
 
 /// Both keyspaces' contents as one model, after checking each holds only its own keys.
 fn scan_both(db: &Db, side: &Keyspace) -> bloomkv::Result<Model> {
-    let mut all = scan_all(db)?;
-    let own: Model =
-        side.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<bloomkv::Result<_>>()?;
-    let is_side = |k: &[u8]| k >= key(SIDE).as_slice();
+    let mut all = try_model(db.range(..))?;
+    let own = try_model(side.range(..))?;
+    let is_side = |k: &[u8]| k >= key4(SIDE).as_slice();
     assert!(all.keys().all(|k| !is_side(k)), "a side keyspace key in the default keyspace");
     assert!(own.keys().all(|k| is_side(k)), "a default keyspace key in the side keyspace");
     all.extend(own);
@@ -139,35 +140,29 @@ fn scan_both(db: &Db, side: &Keyspace) -> bloomkv::Result<Model> {
 fn to_batch(w: &Write) -> WriteBatch {
     let mut b = WriteBatch::new();
     if let Some((a, z)) = w.range {
-        b.delete_range(key(a)..key(z));
+        b.delete_range(key4(a)..key4(z));
     }
     for (k, v) in &w.ops {
         match v {
-            Some(v) => b.put(key(*k), v),
-            None => b.delete(key(*k)),
+            Some(v) => b.put(key4(*k), v),
+            None => b.delete(key4(*k)),
         }
     }
     b
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
 fn apply(model: &mut Model, w: &Write) {
     if let Some((a, z)) = w.range {
         for k in a..z {
-            model.remove(&key(k));
+            model.remove(&key4(k));
         }
     }
     for (k, v) in &w.ops {
         match v {
-            Some(v) => model.insert(key(*k), v.clone()),
-            None => model.remove(&key(*k)),
+            Some(v) => model.insert(key4(*k), v.clone()),
+            None => model.remove(&key4(*k)),
         };
     }
-}
-
-fn scan_all(db: &Db) -> bloomkv::Result<Model> {
-    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect()
 }
 
 /// Reopens `dir` with no faults left and asserts it holds every acknowledged write
@@ -180,7 +175,7 @@ fn reopen_as_acknowledged(
     what: &str,
 ) -> Db {
     let db = Db::open(dir, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-    let got = scan_all(&db).unwrap();
+    let got = scan(&db);
     let mut with_failed = model.clone();
     if let Some(w) = failed {
         apply(&mut with_failed, w);
@@ -211,7 +206,7 @@ fn matching_prefix(
             break;
         }
         // Track agreement on the keys this write touches.
-        let touched: std::collections::BTreeSet<Vec<u8>> = writes[p].touched().map(key).collect();
+        let touched: std::collections::BTreeSet<Vec<u8>> = writes[p].touched().map(key4).collect();
         let before: usize = touched.iter().filter(|k| differs(&model, k)).count();
         apply(&mut model, &writes[p]);
         let after: usize = touched.iter().filter(|k| differs(&model, k)).count();
@@ -387,7 +382,7 @@ fn db_runs_on_faultfs_across_close_and_reopen() {
     let mut model = Model::new();
     for round in 0..4 {
         let db = Db::open(&dir, options(&fs)).unwrap();
-        assert_eq!(scan_all(&db).unwrap(), model, "round {round}");
+        assert_eq!(scan(&db), model, "round {round}");
         for op in 0..600 {
             let w = random_write(&mut rng, round * 1000 + op);
             db.write(&to_batch(&w), &WriteOptions::default()).unwrap();
@@ -404,7 +399,7 @@ fn db_runs_on_faultfs_across_close_and_reopen() {
         drop(db);
     }
     let db = Db::open(&dir, options(&fs)).unwrap();
-    assert_eq!(scan_all(&db).unwrap(), model);
+    assert_eq!(scan(&db), model);
     assert!(db.stats().wal_bytes < 64 << 10);
 }
 
@@ -527,7 +522,7 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             }
             assert_eq!(after, model);
             for (k, v) in model.iter().step_by(17) {
-                let got = if k >= &key(SIDE) { side.get(k) } else { db.get(k) };
+                let got = if k >= &key4(SIDE) { side.get(k) } else { db.get(k) };
                 assert_eq!(got.unwrap().as_deref(), Some(&v[..]), "seed {seed}");
             }
             first_op += n + 1;
@@ -541,23 +536,22 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
 /// Faults in background work: flush and compaction output, manifest, directory syncs,
 /// reads of tables being compacted.
 fn background_fault(rng: &mut StdRng) -> Fault {
-    let is = |ext: &'static str| move |p: &Path| p.to_string_lossy().ends_with(ext);
     let manifest = |p: &Path| p.to_string_lossy().contains("MANIFEST");
     match rng.gen_range(0..8) {
-        0 => Fault::on(OpKind::Create).matching(is(".sst")).nth(rng.gen_range(1..10)),
+        0 => Fault::on(OpKind::Create).matching(is_table).nth(rng.gen_range(1..10)),
         1 => Fault::on(OpKind::Append)
-            .matching(is(".sst"))
+            .matching(is_table)
             .nth(rng.gen_range(1..200))
             .short_write(rng.gen_range(0..1000)),
-        2 => Fault::on(OpKind::Sync).matching(is(".sst")).nth(rng.gen_range(1..10)),
+        2 => Fault::on(OpKind::Sync).matching(is_table).nth(rng.gen_range(1..10)),
         3 => Fault::on(OpKind::Append)
             .matching(manifest)
             .nth(rng.gen_range(1..20))
             .short_write(rng.gen_range(0..1000)),
         4 => Fault::on(OpKind::Sync).matching(manifest).nth(rng.gen_range(1..10)),
         5 => Fault::on(OpKind::SyncDir).nth(rng.gen_range(1..20)),
-        6 => Fault::on(OpKind::Open).matching(is(".sst")).nth(rng.gen_range(1..10)),
-        _ => Fault::on(OpKind::Read).matching(is(".sst")).nth(rng.gen_range(1..300)),
+        6 => Fault::on(OpKind::Open).matching(is_table).nth(rng.gen_range(1..10)),
+        _ => Fault::on(OpKind::Read).matching(is_table).nth(rng.gen_range(1..300)),
     }
 }
 
@@ -632,14 +626,13 @@ fn wal_errors_fail_the_write_and_every_later_one() {
         let fs = FaultFs::new();
         let dir = unique_dir("wal");
         let db = Db::open(&dir, options(&fs)).unwrap();
-        let is_log = |p: &Path| p.to_string_lossy().ends_with(".log");
         let fault = match rng.gen_range(0..3) {
             0 => Fault::on(OpKind::Append)
-                .matching(is_log)
+                .matching(is_wal)
                 .nth(rng.gen_range(1..1500))
                 .short_write(rng.gen_range(0..1000)),
-            1 => Fault::on(OpKind::Sync).matching(is_log).nth(rng.gen_range(1..60)),
-            _ => Fault::on(OpKind::Flush).matching(is_log).nth(rng.gen_range(1..500)),
+            1 => Fault::on(OpKind::Sync).matching(is_wal).nth(rng.gen_range(1..60)),
+            _ => Fault::on(OpKind::Flush).matching(is_wal).nth(rng.gen_range(1..500)),
         };
         let what = format!("seed {seed} {fault:?}");
         fs.inject(fault);
@@ -675,7 +668,7 @@ fn wal_errors_fail_the_write_and_every_later_one() {
 /// acknowledged writes and takes new ones, which `model` then includes.
 fn resume_and_write_on(db: &Db, rng: &mut StdRng, model: &mut Model, what: &str) {
     db.resume().unwrap_or_else(|e| panic!("{what}: resume: {e}"));
-    assert!(scan_all(db).unwrap() == *model, "{what}: resumed database differs");
+    assert!(scan(db) == *model, "{what}: resumed database differs");
     for op in 0..200 {
         let w = random_write(rng, 10_000 + op);
         db.write(&to_batch(&w), &WriteOptions::new().sync(rng.gen_bool(0.1)))
@@ -702,11 +695,10 @@ fn read_errors_are_errors_not_panics_or_wrong_data() {
     // Reads say they would wait for the device, so `multi_get` reads its blocks on its read
     // threads: their failures must come back the same way.
     fs.set_reads_wait(true);
-    let sst = |p: &Path| p.to_string_lossy().ends_with(".sst");
-    let want = |k: u16| model.get(&key(k)).cloned();
+    let want = |k: u16| model.get(&key4(k)).cloned();
     // A `multi_get` is all right or an I/O error.
     let multi = |keys: &[u16]| {
-        let ks: Vec<_> = keys.iter().map(|&k| key(k)).collect();
+        let ks: Vec<_> = keys.iter().map(|&k| key4(k)).collect();
         match db.multi_get(&ks) {
             Ok(got) => {
                 for (&k, v) in keys.iter().zip(got) {
@@ -719,43 +711,43 @@ fn read_errors_are_errors_not_panics_or_wrong_data() {
         }
     };
     // Every table read fails: lookups of keys in tables are I/O errors.
-    fs.inject(Fault::on(OpKind::Read).matching(sst));
+    fs.inject(Fault::on(OpKind::Read).matching(is_table));
     let mut errors = 0;
     for k in 0..250u16 {
-        match db.get(key(k)) {
+        match db.get(key4(k)) {
             Ok(v) => assert_eq!(v.map(|v| v.to_vec()), want(k)),
             Err(Error::Io { .. }) => errors += 1,
             Err(e) => panic!("unexpected {e:?}"),
         }
     }
     assert!(errors > 100, "{errors}");
-    assert!(scan_all(&db).is_err());
+    assert!(try_model(db.range(..)).is_err());
     let all: Vec<u16> = (0..250).collect();
     assert!(all.chunks(32).filter(|c| !multi(c)).count() > 3, "multi_get failed too");
     fs.clear_faults();
     // Sporadic failures: each read is right or an error.
     let mut multi_failed = 0;
     for round in 0..30u64 {
-        fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 7 + 1));
+        fs.inject(Fault::on(OpKind::Read).matching(is_table).nth(round % 7 + 1));
         for k in (round as u16..250).step_by(5) {
-            if let Ok(v) = db.get(key(k)) {
+            if let Ok(v) = db.get(key4(k)) {
                 assert_eq!(v.map(|v| v.to_vec()), want(k));
             }
         }
         fs.clear_faults();
-        fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 5 + 1));
+        fs.inject(Fault::on(OpKind::Read).matching(is_table).nth(round % 5 + 1));
         let keys: Vec<u16> = (round as u16..250).step_by(3).collect();
         multi_failed += usize::from(!multi(&keys));
         fs.clear_faults();
-        fs.inject(Fault::on(OpKind::Read).matching(sst).nth(round % 7 + 1));
-        match scan_all(&db) {
+        fs.inject(Fault::on(OpKind::Read).matching(is_table).nth(round % 7 + 1));
+        match try_model(db.range(..)) {
             Ok(got) => assert_eq!(got, model),
             Err(e) => assert!(matches!(e, Error::Io { .. }), "{e:?}"),
         }
         fs.clear_faults();
     }
     assert!(multi_failed > 20, "only {multi_failed} of 30 multi_gets met their fault");
-    assert_eq!(scan_all(&db).unwrap(), model);
+    assert_eq!(scan(&db), model);
     assert!(multi(&all));
 }
 
@@ -861,9 +853,9 @@ fn a_hole_between_wal_segments_is_corruption() {
         frame(&records[..keep], &wal);
         frame(&records[11..], &wal_path(&dir, n + 1));
         match (cut, Db::open(&dir, opts())) {
-            (None, Ok(db)) => assert_eq!(scan_all(&db).unwrap().len(), 20),
+            (None, Ok(db)) => assert_eq!(scan(&db).len(), 20),
             (Some(_), Err(Error::Corruption { file, .. })) => assert_eq!(file, wal),
-            (cut, r) => panic!("cut {cut:?}: {:?}", r.map(|db| scan_all(&db).unwrap().len())),
+            (cut, r) => panic!("cut {cut:?}: {:?}", r.map(|db| scan(&db).len())),
         }
     }
 }
@@ -943,7 +935,7 @@ fn ingest_setup(fs: &FaultFs, dir: &Path) -> (Db, Model) {
     let mut put = |db: &Db, k: u16, op: usize, sync: bool| {
         db.write(&to_batch(&Write::one(k, Some(value(k, op)))), &WriteOptions::new().sync(sync))
             .unwrap();
-        model.insert(key(k), value(k, op));
+        model.insert(key4(k), value(k, op));
     };
     for k in 0..250 {
         put(&db, k, 0, false);
@@ -963,7 +955,7 @@ fn ingest_setup(fs: &FaultFs, dir: &Path) -> (Db, Model) {
 /// L0) or beyond them (it lands on the last level).
 fn ingest_entries(over_existing: bool) -> Model {
     let keys = if over_existing { 100..400 } else { 1000..1300 };
-    keys.map(|k| (key(k), value(k, 99))).collect()
+    keys.map(|k| (key4(k), value(k, 99))).collect()
 }
 
 /// Runs the ingest of `entries` once without faults (with the writes of
@@ -991,7 +983,7 @@ fn ingest_call_counts(
     if with_writes {
         want.extend(ingest_writes(entries));
     }
-    assert_eq!(scan_all(&db).unwrap(), want);
+    assert_eq!(scan(&db), want);
     (counts, before, after)
 }
 
@@ -1082,7 +1074,8 @@ fn power_loss_during_an_ingest_keeps_all_or_none_of_it() {
                     drop(db);
                     let db = Db::open(&dir, still_options(&fs))
                         .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-                    let got = scan_all(&db).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
+                    let got =
+                        try_model(db.range(..)).unwrap_or_else(|e| panic!("{what}: scan: {e}"));
                     // Without or with the ingest, then a prefix of the writes, which take
                     // their sequence numbers after the ingest's and so win over it.
                     let found = [&before, &after].into_iter().enumerate().find_map(|(w, base)| {
@@ -1131,7 +1124,6 @@ fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
         OpKind::Rename,
         OpKind::Remove,
     ];
-    let is_table = |p: &PathBuf| p.extension().is_some_and(|x| x == "sst");
     let (mut refused, mut stopped) = (0, 0);
     for over_existing in [true, false] {
         let entries = ingest_entries(over_existing);
@@ -1154,7 +1146,7 @@ fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
                             // Refused: nothing changed, nothing left behind.
                             refused += 1;
                             probe.insert(b"probe".to_vec(), b"1".to_vec());
-                            assert_eq!(scan_all(&db).unwrap(), probe, "{what}");
+                            assert_eq!(scan(&db), probe, "{what}");
                             let tables = fs.files().iter().filter(|p| is_table(p)).count();
                             let live: usize = db.stats().tables_per_level.iter().sum();
                             assert_eq!(tables, live, "{what}: tables left behind");
@@ -1167,7 +1159,7 @@ fn io_errors_during_an_ingest_keep_all_or_none_of_it() {
                 drop(db);
                 let db = Db::open(&dir, still_options(&fs))
                     .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-                let got = scan_all(&db).unwrap();
+                let got = scan(&db);
                 assert!(want.contains(&&got), "{what}: {result:?}, then recovered the wrong data");
             }
         }

@@ -4,6 +4,10 @@
 use bloomkv::filter::{hash_key, math, Filter, FilterKind, FilterPolicy};
 use proptest::prelude::*;
 
+mod common;
+
+use common::keys::be_tagged;
+
 fn policies(bpk: f64) -> [FilterPolicy; 2] {
     [
         FilterPolicy::BlockedBloom { bits_per_key: bpk },
@@ -122,29 +126,22 @@ const GOLDEN_HASH: u64 = 0x121cf26dff551751;
 const GOLDEN_BLOCKED: u64 = 0x7a029977c1913243;
 const GOLDEN_CLASSIC: u64 = 0x13c8c319d05318e5;
 
-/// Absent keys are distinct from present ones by construction (disjoint counters).
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&i.to_be_bytes());
-    k[8..].copy_from_slice(b"bloomkv!");
-    k
-}
-
 struct Accuracy {
     measured: f64,
     expected: f64,
 }
 
+/// Absent keys are distinct from present ones by construction (disjoint counters).
 fn measure(policy: FilterPolicy, n: u64, probes: u64) -> Accuracy {
-    let f = Filter::build(policy, (0..n).map(key));
-    let fp = (n..n + probes).filter(|&i| f.may_contain(&key(i))).count();
+    let f = Filter::build(policy, (0..n).map(be_tagged));
+    let fp = (n..n + probes).filter(|&i| f.may_contain(&be_tagged(i))).count();
     Accuracy { measured: fp as f64 / probes as f64, expected: f.expected_fpr() }
 }
 
 fn check_accuracy(n: u64, min_probes: u64, min_false_positives: f64) {
     for bpk in [4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0] {
         for policy in policies(bpk) {
-            let guess = Filter::build(policy, (0..1000).map(key)).expected_fpr();
+            let guess = Filter::build(policy, (0..1000).map(be_tagged)).expected_fpr();
             // Enough probes that the count of false positives is statistically meaningful.
             let probes = min_probes.max((min_false_positives / guess) as u64).min(40_000_000);
             let a = measure(policy, n, probes);

@@ -9,21 +9,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, OpKind};
 use bloomkv::{Db, Error, KeyspaceOptions, Options, WriteBatch, WriteOptions};
 
+mod common;
+
+use common::files::{is_manifest, is_table, is_wal};
+use common::model::scan;
+use common::options::OptionsExt;
+
 fn options(fs: &FaultFs) -> Options {
-    Options::default().memtable_bytes(4 << 10).file_system(Arc::new(fs.clone()))
-}
-
-fn is_manifest(p: &Path) -> bool {
-    p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST"))
-}
-
-fn is_wal(p: &Path) -> bool {
-    p.to_string_lossy().ends_with(".log")
+    Options::default().memtable_bytes(4 << 10).fault_fs(fs)
 }
 
 fn stopped(r: bloomkv::Result<()>) -> bool {
@@ -131,8 +128,7 @@ fn a_failed_flush_resumes_with_everything_acknowledged() {
         db.put(i.to_be_bytes(), [i as u8; 100]).unwrap();
         model.insert(i.to_be_bytes().to_vec(), vec![i as u8; 100]);
     }
-    let sst = |p: &Path| p.to_string_lossy().ends_with(".sst");
-    fs.inject(Fault::on(OpKind::Append).matching(sst));
+    fs.inject(Fault::on(OpKind::Append).matching(is_table));
     assert!(db.flush().is_err());
     assert!(stopped(db.put("x", "y")));
     // Still full: resuming fails and leaves the database stopped.
@@ -145,9 +141,6 @@ fn a_failed_flush_resumes_with_everything_acknowledged() {
         model.insert(i.to_be_bytes().to_vec(), vec![i as u8; 100]);
     }
     db.flush().unwrap();
-    let scan = |db: &Db| -> BTreeMap<Vec<u8>, Vec<u8>> {
-        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
-    };
     assert_eq!(scan(&db), model);
     db.close().unwrap();
     drop(db);

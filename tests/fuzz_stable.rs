@@ -8,6 +8,7 @@
 //! half a minute in all; 20000 in debug builds) and `BLOOMKV_FUZZ_SEED` the seed. Each test
 //! prints how many inputs it tried. A failing input is printed in hex with its seed.
 
+mod common;
 mod fuzz_drivers;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,11 +23,11 @@ use rand::{Rng, SeedableRng};
 fn iters() -> u64 {
     // Unoptimised builds run the decoders an order of magnitude slower.
     let default = if cfg!(debug_assertions) { 20_000 } else { 300_000 };
-    std::env::var("BLOOMKV_FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    common::env::u64_or("BLOOMKV_FUZZ_ITERS", default)
 }
 
 fn seed_base() -> u64 {
-    std::env::var("BLOOMKV_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+    common::env::u64_or("BLOOMKV_FUZZ_SEED", 0)
 }
 
 fn hex(b: &[u8]) -> String {

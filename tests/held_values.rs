@@ -9,6 +9,11 @@
 use bloomkv::{Db, Options, Value};
 use bytes::BytesMut;
 
+mod common;
+
+use common::db::open_temp;
+use common::keys::key8;
+
 /// The bytes of the allocation a value keeps alive, counted from its first byte, when it is
 /// that allocation's only owner; `None` when something else shares the allocation (the
 /// block cache's block, or the memtable's chunk, the value lies in).
@@ -18,12 +23,8 @@ fn own_allocation(v: Value) -> Option<usize> {
     b.is_unique().then(|| BytesMut::from(b).capacity())
 }
 
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
-
 /// 100-byte values, as in an application's small records.
-fn small_value(i: u32) -> Vec<u8> {
+fn small_value(i: u64) -> Vec<u8> {
     let mut v = format!("value-{i}-").into_bytes();
     v.resize(100, b'.');
     v
@@ -37,10 +38,9 @@ fn options() -> Options {
 
 #[test]
 fn small_values_read_from_tables_are_their_own_allocations() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for i in 0..20_000 {
-        db.put(key(i), small_value(i)).unwrap();
+        db.put(key8(i), small_value(i)).unwrap();
     }
     db.compact().unwrap();
     assert!(db.stats().tables_per_level.iter().sum::<usize>() > 0);
@@ -48,15 +48,15 @@ fn small_values_read_from_tables_are_their_own_allocations() {
     // Held values from many blocks, every block still in the cache: each value is a copy
     // exactly its size, sharing nothing with its cached block.
     let held: Vec<Value> =
-        (0..20_000).step_by(37).map(|i| db.get(key(i)).unwrap().unwrap()).collect();
+        (0..20_000).step_by(37).map(|i| db.get(key8(i)).unwrap().unwrap()).collect();
     let hits = db.stats().block_cache_hits;
-    db.get(key(0)).unwrap().unwrap();
+    db.get(key8(0)).unwrap().unwrap();
     assert_eq!(db.stats().block_cache_hits, hits + 1, "the blocks are still cached");
     for (n, v) in held.into_iter().enumerate() {
         let len = v.len();
         assert_eq!(own_allocation(v), Some(len), "value {n}");
     }
-    let keys: Vec<Vec<u8>> = (0..20_000).step_by(101).map(key).collect();
+    let keys: Vec<Vec<u8>> = (0..20_000).step_by(101).map(key8).collect();
     for v in db.multi_get(&keys).unwrap() {
         let v = v.unwrap();
         let len = v.len();
@@ -68,7 +68,7 @@ fn small_values_read_from_tables_are_their_own_allocations() {
     // is then the block from the value on, not the value.
     let db = Db::open(dir.path(), options().block_cache_bytes(0)).unwrap();
     for i in (0..20_000).step_by(53) {
-        let v = db.get(key(i)).unwrap().unwrap();
+        let v = db.get(key8(i)).unwrap().unwrap();
         assert_eq!(v, small_value(i));
         assert_eq!(own_allocation(v), Some(100), "key {i}");
     }
@@ -77,8 +77,7 @@ fn small_values_read_from_tables_are_their_own_allocations() {
 
 #[test]
 fn large_values_stay_shared_with_their_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     // Each tested value and a filler after it make one block of a little over BLOCK bytes
     // (a block is cut once it reaches BLOCK), so the share rule's line, an eighth of the
     // block, lies a little above BLOCK / 8.
@@ -100,15 +99,15 @@ fn large_values_stay_shared_with_their_block() {
 
 #[test]
 fn small_values_read_from_the_memtable_are_their_own_allocations() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..2000 {
-        db.put(key(i), small_value(i)).unwrap();
+        db.put(key8(i), small_value(i)).unwrap();
     }
     // A large entry has an allocation of its own, which its value fills: shared.
     db.put("large", vec![b'x'; 8192]).unwrap();
     assert_eq!(db.stats().tables_per_level.iter().sum::<usize>(), 0, "all in the memtable");
-    let held: Vec<Value> = (0..2000).step_by(7).map(|i| db.get(key(i)).unwrap().unwrap()).collect();
+    let held: Vec<Value> =
+        (0..2000).step_by(7).map(|i| db.get(key8(i)).unwrap().unwrap()).collect();
     // Gone to a table: a value shared with its memtable chunk would now keep the chunk
     // alone.
     db.flush().unwrap();

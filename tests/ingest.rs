@@ -3,8 +3,6 @@
 //! refused input, a model run mixing ingests with every other operation, and writers and
 //! readers around an ingest. Crash safety under injected faults is in `tests/faults.rs`.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,11 +10,13 @@ use bloomkv::{Db, Error, Options, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
 
-fn key(k: u32) -> Vec<u8> {
-    format!("key{k:06}").into_bytes()
-}
+use common::db::open_temp;
+use common::files::{table_files, wal_files};
+use common::keys::key6;
+use common::model::{entries, scan, to_model, Model};
+use common::options::OptionsExt;
 
 /// Values name their key and the step that wrote them, so a stale value cannot pass.
 fn value(k: u32, step: u64) -> Vec<u8> {
@@ -49,25 +49,6 @@ fn still() -> Options {
         .l0_stop_trigger(300)
 }
 
-fn scan_all(db: &Db) -> Model {
-    db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
-}
-
-fn entries(model: &Model) -> Vec<(Vec<u8>, Vec<u8>)> {
-    model.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
-/// The `.sst` files in `dir`, sorted.
-fn table_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// The level of every table whose number is not in `before`: where the last ingest went.
 fn new_table_levels(db: &Db, before: &[u64]) -> Vec<usize> {
     db.tables().into_iter().filter(|t| !before.contains(&t.number)).map(|t| t.level).collect()
@@ -79,15 +60,14 @@ fn table_numbers(db: &Db) -> Vec<u64> {
 
 /// Ingests `range` of keys (every `step`-th) with values of `step_id`; returns the entries.
 fn ingest_range(db: &Db, keys: std::ops::Range<u32>, step: usize, step_id: u64) -> Model {
-    let m: Model = keys.step_by(step).map(|k| (key(k), value(k, step_id))).collect();
+    let m: Model = keys.step_by(step).map(|k| (key6(k.into()), value(k, step_id))).collect();
     assert_eq!(db.ingest(entries(&m)).unwrap(), m.len() as u64);
     m
 }
 
 #[test]
 fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (_dir, db) = open_temp(still());
     let last = db.stats().tables_per_level.len() - 1;
     let mut model = Model::new();
 
@@ -115,8 +95,8 @@ fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
 
     // Overlapping only the memtable: it is flushed to L0 first, and the ingest goes to L0,
     // above the older writes.
-    db.put(key(5000), value(5000, 5)).unwrap();
-    db.put(key(5002), value(5002, 5)).unwrap();
+    db.put(key6(5000), value(5000, 5)).unwrap();
+    db.put(key6(5002), value(5002, 5)).unwrap();
     let before = table_numbers(&db);
     model.extend(ingest_range(&db, 5000..5003, 1, 6));
     let added = db.tables().into_iter().filter(|t| !before.contains(&t.number)).count();
@@ -129,12 +109,12 @@ fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
     model.extend(ingest_range(&db, 4999..5001, 1, 7));
     assert_eq!(new_table_levels(&db, &before), vec![0]);
 
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     for (k, v) in &model {
         assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
     }
     db.compact().unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     let s = db.stats();
     assert_eq!(s.ingests, 6);
     let ingested: u64 = model.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
@@ -145,8 +125,7 @@ fn ingest_lands_on_the_deepest_level_its_key_range_leaves_free() {
 
 #[test]
 fn an_empty_ingest_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (_dir, db) = open_temp(still());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     assert_eq!(db.ingest(Vec::<(Vec<u8>, Vec<u8>)>::new()).unwrap(), 0);
@@ -161,10 +140,9 @@ fn an_empty_ingest_changes_nothing() {
 /// from before it do not see it, and writes after it override it.
 #[test]
 fn an_ingest_is_one_point_in_the_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     for k in 0..100 {
-        db.put(key(k), value(k, 0)).unwrap();
+        db.put(key6(k.into()), value(k, 0)).unwrap();
     }
     let snap = db.snapshot();
     let iter = db.range(..);
@@ -172,87 +150,77 @@ fn an_ingest_is_one_point_in_the_history() {
     let ingested = ingest_range(&db, 50..150, 1, 1);
     assert_eq!(db.stats().last_sequence, seq + 1, "one sequence number for the whole ingest");
 
-    let old: Model = (0..100).map(|k| (key(k), value(k, 0))).collect();
-    assert_eq!(snap.get(key(60)).unwrap().as_deref(), Some(&value(60, 0)[..]));
-    assert_eq!(snap.get(key(120)).unwrap(), None);
-    let seen: Model =
-        snap.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap();
-    assert_eq!(seen, old);
-    let seen: Model =
-        iter.map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap();
-    assert_eq!(seen, old);
+    let old: Model = (0..100).map(|k| (key6(k.into()), value(k, 0))).collect();
+    assert_eq!(snap.get(key6(60)).unwrap().as_deref(), Some(&value(60, 0)[..]));
+    assert_eq!(snap.get(key6(120)).unwrap(), None);
+    assert_eq!(to_model(snap.range(..)), old);
+    assert_eq!(to_model(iter), old);
 
     let mut model = old;
     model.extend(ingested);
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     // A later snapshot does see it.
-    assert_eq!(db.snapshot().get(key(120)).unwrap().as_deref(), Some(&value(120, 1)[..]));
+    assert_eq!(db.snapshot().get(key6(120)).unwrap().as_deref(), Some(&value(120, 1)[..]));
 
     // Later writes win, in the memtable, after a flush and after compactions merge them with
     // the ingested tables.
-    db.put(key(60), b"put after").unwrap();
-    db.delete(key(61)).unwrap();
-    model.insert(key(60), b"put after".to_vec());
-    model.remove(&key(61));
-    assert_eq!(scan_all(&db), model);
+    db.put(key6(60), b"put after").unwrap();
+    db.delete(key6(61)).unwrap();
+    model.insert(key6(60), b"put after".to_vec());
+    model.remove(&key6(61));
+    assert_eq!(scan(&db), model);
     db.flush().unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     db.compact().unwrap();
-    assert_eq!(scan_all(&db), model);
-    assert_eq!(db.get(key(60)).unwrap().as_deref(), Some(&b"put after"[..]));
-    assert_eq!(db.get(key(61)).unwrap(), None);
+    assert_eq!(scan(&db), model);
+    assert_eq!(db.get(key6(60)).unwrap().as_deref(), Some(&b"put after"[..]));
+    assert_eq!(db.get(key6(61)).unwrap(), None);
     drop(snap);
     db.close().unwrap();
     let db = Db::open(dir.path(), still()).unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
 }
 
 /// An ingest over keys whose older versions lie deeper in the tree overrides them, and
 /// compacting the two together keeps the ingested versions.
 #[test]
 fn ingested_values_override_older_data_through_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     let mut model = Model::new();
     for k in 0..3000 {
-        db.put(key(k), value(k, 0)).unwrap();
-        model.insert(key(k), value(k, 0));
+        db.put(key6(k.into()), value(k, 0)).unwrap();
+        model.insert(key6(k.into()), value(k, 0));
     }
     db.compact().unwrap();
     for k in (0..3000).step_by(5) {
-        db.delete(key(k)).unwrap();
-        model.remove(&key(k));
+        db.delete(key6(k)).unwrap();
+        model.remove(&key6(k));
     }
     // Over tombstones in the memtable and values in the last level.
     model.extend(ingest_range(&db, 0..3000, 3, 1));
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     db.compact().unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     for k in 0..3000 {
-        assert_eq!(db.get(key(k)).unwrap(), model.get(&key(k)).cloned().map(Into::into), "{k}");
+        assert_eq!(db.get(key6(k)).unwrap(), model.get(&key6(k)).cloned().map(Into::into), "{k}");
     }
 }
 
 #[test]
 fn ingest_survives_reopen_and_a_process_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     let mut model = Model::new();
-    db.put(key(1), value(1, 0)).unwrap();
-    model.insert(key(1), value(1, 0));
+    db.put(key6(1), value(1, 0)).unwrap();
+    model.insert(key6(1), value(1, 0));
     model.extend(ingest_range(&db, 0..500, 2, 1));
     // Writes continue the sequence after the ingest in the new WAL segment.
-    db.put(key(2), value(2, 2)).unwrap();
-    db.put(key(1000), value(1000, 2)).unwrap();
-    model.insert(key(2), value(2, 2));
-    model.insert(key(1000), value(1000, 2));
+    db.put(key6(2), value(2, 2)).unwrap();
+    db.put(key6(1000), value(1000, 2)).unwrap();
+    model.insert(key6(2), value(2, 2));
+    model.insert(key6(1000), value(1000, 2));
     let seq = db.stats().last_sequence;
     assert_eq!(seq, 4);
-    let wals: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
-        .collect();
-    assert_eq!(wals.len(), 1, "the segment before the ingest is deleted");
+    assert_eq!(wal_files(dir.path()).len(), 1, "the segment before the ingest is deleted");
     // The memtable belongs to the new segment (the next flush records it as the log number).
     assert!(db.stats().wal_bytes > 0);
 
@@ -265,20 +233,20 @@ fn ingest_survives_reopen_and_a_process_crash() {
         }
     }
     let crashed = Db::open(image.path(), still()).unwrap();
-    assert_eq!(scan_all(&crashed), model);
+    assert_eq!(scan(&crashed), model);
     assert_eq!(crashed.stats().last_sequence, seq);
     drop(crashed);
 
     db.close().unwrap();
     let db = Db::open(dir.path(), still()).unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     assert_eq!(db.stats().last_sequence, seq);
     model.extend(ingest_range(&db, 100..200, 1, 3));
-    db.put(key(150), value(150, 4)).unwrap();
-    model.insert(key(150), value(150, 4));
+    db.put(key6(150), value(150, 4)).unwrap();
+    model.insert(key6(150), value(150, 4));
     drop(db);
     let db = Db::open(dir.path(), still()).unwrap();
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     assert_eq!(db.stats().last_sequence, seq + 2);
 }
 
@@ -291,18 +259,17 @@ fn is_invalid<T: std::fmt::Debug>(r: bloomkv::Result<T>) -> bool {
 /// returned, no table file is left, the data is unchanged and the database goes on working.
 #[test]
 fn bad_input_is_refused_and_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     let mut model = ingest_range(&db, 0..1000, 1, 0);
-    db.put(key(5000), b"in the memtable").unwrap();
-    model.insert(key(5000), b"in the memtable".to_vec());
+    db.put(key6(5000), b"in the memtable").unwrap();
+    model.insert(key6(5000), b"in the memtable".to_vec());
     let mut seq = db.stats().last_sequence;
-    let good = |n: u32| (0..n).map(|k| (key(10_000 + k), value(k, 1)));
+    let good = |n: u32| (0..n).map(|k| (key6(u64::from(10_000 + k)), value(k, 1)));
     let big_value = vec![0u8; bloomkv::MAX_VALUE_BYTES + 1];
     let big_key = vec![b'k'; bloomkv::MAX_KEY_BYTES + 1];
     // At the first entry nothing has happened yet, not even the memtable's flush.
     let tables = db.stats().tables_per_level;
-    let r = db.ingest([(key(20_000), big_value.clone())]);
+    let r = db.ingest([(key6(20_000), big_value.clone())]);
     assert!(matches!(r, Err(Error::ValueTooLarge { .. })), "{r:?}");
     let r = db.ingest([(big_key.clone(), Vec::new())]);
     assert!(matches!(r, Err(Error::KeyTooLarge { .. })), "{r:?}");
@@ -313,7 +280,7 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
     for at in [1u32, 800] {
         let before = table_files(dir.path());
         let then = |bad: (Vec<u8>, Vec<u8>)| good(at).chain(std::iter::once(bad));
-        let last_good = key(10_000 + at - 1);
+        let last_good = key6(u64::from(10_000 + at - 1));
         // The ingest's own check, naming the entry, not only the table builder's.
         let r = db.ingest(then((last_good, b"repeat".to_vec())));
         let n = at + 1;
@@ -321,12 +288,12 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
             matches!(&r, Err(Error::InvalidArgument(m)) if m.contains(&format!("entry {n} (\"key01")) && m.contains("repeats")),
             "{r:?}"
         );
-        let r = db.ingest(then((key(9_999), b"descending".to_vec())));
+        let r = db.ingest(then((key6(9_999), b"descending".to_vec())));
         assert!(
             matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("sorts before")),
             "{r:?}"
         );
-        let r = db.ingest(then((key(20_000), big_value.clone())));
+        let r = db.ingest(then((key6(20_000), big_value.clone())));
         assert!(matches!(r, Err(Error::ValueTooLarge { .. })), "{at}: {r:?}");
         let r = db.ingest(then((big_key.clone(), Vec::new())));
         assert!(matches!(r, Err(Error::KeyTooLarge { .. })), "{at}: {r:?}");
@@ -344,16 +311,16 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
         // nothing.
         seq += 5;
         assert_eq!(db.stats().last_sequence, seq, "{at}");
-        assert_eq!(scan_all(&db), model, "{at}");
+        assert_eq!(scan(&db), model, "{at}");
     }
     assert_eq!(db.stats().ingests, 1);
     // Still usable: writes and ingests work.
     db.put(b"after", b"1").unwrap();
     model.insert(b"after".to_vec(), b"1".to_vec());
     model.extend(ingest_range(&db, 20_000..20_100, 1, 2));
-    assert_eq!(scan_all(&db), model);
+    assert_eq!(scan(&db), model);
     db.close().unwrap();
-    assert_eq!(scan_all(&Db::open(dir.path(), still()).unwrap()), model);
+    assert_eq!(scan(&Db::open(dir.path(), still()).unwrap()), model);
 }
 
 #[test]
@@ -409,37 +376,36 @@ fn ingest_with_write_midway(
 /// ingested value of its key, through flush, compaction and reopen.
 #[test]
 fn writes_made_while_an_ingest_runs_complete_before_it_and_win() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for k in 0..2000 {
-        db.put(key(k), value(k, 0)).unwrap();
+        db.put(key6(k.into()), value(k, 0)).unwrap();
     }
     let seq = db.stats().last_sequence;
     let entries = (0..2000u32).map(|k| {
         if k % 100 == 0 {
             let want = if k == 1500 { b"written during the ingest".to_vec() } else { value(k, 0) };
-            assert_eq!(db.get(key(k)).unwrap().as_deref(), Some(&want[..]), "{k}");
+            assert_eq!(db.get(key6(k.into())).unwrap().as_deref(), Some(&want[..]), "{k}");
         }
-        (key(k), value(k, 1))
+        (key6(k.into()), value(k, 1))
     });
     let n = ingest_with_write_midway(&db, entries, 1000, |db| {
-        db.put(key(1500), b"written during the ingest").unwrap();
-        db.put(key(5000), b"new during the ingest").unwrap();
+        db.put(key6(1500), b"written during the ingest").unwrap();
+        db.put(key6(5000), b"new during the ingest").unwrap();
     });
     assert_eq!(n, 2000);
     // The ingest's one sequence number came before the two puts'.
     assert_eq!(db.stats().last_sequence, seq + 1 + 2);
     let check = |db: &Db, when: &str| {
         assert_eq!(
-            db.get(key(1500)).unwrap().as_deref(),
+            db.get(key6(1500)).unwrap().as_deref(),
             Some(&b"written during the ingest"[..]),
             "{when}"
         );
-        assert_eq!(db.get(key(5000)).unwrap().as_deref(), Some(&b"new during the ingest"[..]));
-        assert_eq!(db.get(key(1499)).unwrap().as_deref(), Some(&value(1499, 1)[..]), "{when}");
-        let scanned = scan_all(db);
+        assert_eq!(db.get(key6(5000)).unwrap().as_deref(), Some(&b"new during the ingest"[..]));
+        assert_eq!(db.get(key6(1499)).unwrap().as_deref(), Some(&value(1499, 1)[..]), "{when}");
+        let scanned = scan(db);
         assert_eq!(scanned.len(), 2001, "{when}");
-        assert_eq!(scanned[&key(1500)], b"written during the ingest", "{when}");
+        assert_eq!(scanned[&key6(1500)], b"written during the ingest", "{when}");
     };
     check(&db, "after the ingest");
     db.flush().unwrap();
@@ -457,18 +423,17 @@ fn writes_made_while_an_ingest_runs_complete_before_it_and_win() {
 /// the order.
 #[test]
 fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     // Older data on L0, below where the ingest goes.
     for k in (0..2000).step_by(10) {
-        db.put(key(k), value(k, 0)).unwrap();
+        db.put(key6(k.into()), value(k, 0)).unwrap();
     }
     db.flush().unwrap();
     let before = table_numbers(&db);
-    let entries = (0..2000u32).map(|k| (key(k), value(k, 1)));
+    let entries = (0..2000u32).map(|k| (key6(k.into()), value(k, 1)));
     ingest_with_write_midway(&db, entries, 1000, |db| {
-        db.put(key(1500), b"newer").unwrap();
-        db.put(key(20), b"newer too").unwrap();
+        db.put(key6(1500), b"newer").unwrap();
+        db.put(key6(20), b"newer too").unwrap();
         db.flush().unwrap();
     });
     let new: Vec<_> = db.tables().into_iter().filter(|t| !before.contains(&t.number)).collect();
@@ -479,20 +444,20 @@ fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
     assert!(new.iter().any(|t| t.number < flushed.number && t.entries > 2), "{new:?}");
     assert!(new.iter().any(|t| t.number > flushed.number && t.entries > 2), "{new:?}");
     let check = |db: &Db, when: &str| {
-        assert_eq!(db.get(key(1500)).unwrap().as_deref(), Some(&b"newer"[..]), "{when}");
-        assert_eq!(db.get(key(20)).unwrap().as_deref(), Some(&b"newer too"[..]), "{when}");
-        assert_eq!(db.get(key(30)).unwrap().as_deref(), Some(&value(30, 1)[..]), "{when}");
-        assert_eq!(db.get(key(1501)).unwrap().as_deref(), Some(&value(1501, 1)[..]), "{when}");
-        let got = db.multi_get([key(1500), key(20), key(30)]).unwrap();
+        assert_eq!(db.get(key6(1500)).unwrap().as_deref(), Some(&b"newer"[..]), "{when}");
+        assert_eq!(db.get(key6(20)).unwrap().as_deref(), Some(&b"newer too"[..]), "{when}");
+        assert_eq!(db.get(key6(30)).unwrap().as_deref(), Some(&value(30, 1)[..]), "{when}");
+        assert_eq!(db.get(key6(1501)).unwrap().as_deref(), Some(&value(1501, 1)[..]), "{when}");
+        let got = db.multi_get([key6(1500), key6(20), key6(30)]).unwrap();
         let got: Vec<_> = got.iter().map(|v| v.as_deref().map(<[u8]>::to_vec)).collect();
         assert_eq!(
             got,
             vec![Some(b"newer".to_vec()), Some(b"newer too".to_vec()), Some(value(30, 1))],
             "{when}"
         );
-        let scanned = scan_all(db);
-        assert_eq!(scanned[&key(1500)], b"newer", "{when}");
-        assert_eq!(scanned[&key(20)], b"newer too", "{when}");
+        let scanned = scan(db);
+        assert_eq!(scanned[&key6(1500)], b"newer", "{when}");
+        assert_eq!(scanned[&key6(20)], b"newer too", "{when}");
     };
     check(&db, "after the ingest");
     db.close().unwrap();
@@ -511,18 +476,11 @@ fn an_l0_table_of_writes_made_during_an_ingest_stays_above_it() {
 /// after them.
 #[test]
 fn replay_skips_a_reserved_sequence_number() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), still()).unwrap();
+    let (dir, db) = open_temp(still());
     db.put(b"a", b"1").unwrap();
     let seq = db.stats().last_sequence;
     db.close().unwrap();
-    let mut wal: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    wal.sort();
-    let wal = wal.pop().unwrap();
+    let wal = wal_files(dir.path()).pop().unwrap();
     let mut reader = bloomkv::log::LogReader::new(wal.clone(), std::fs::read(&wal).unwrap());
     let mut records = Vec::new();
     while let Some(r) = reader.next_record().unwrap() {
@@ -548,13 +506,13 @@ fn replay_skips_a_reserved_sequence_number() {
     let db = Db::open(dir.path(), still()).unwrap();
     assert_eq!(db.stats().last_sequence, seq + 2);
     let want: Model = [(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())].into();
-    assert_eq!(scan_all(&db), want);
+    assert_eq!(scan(&db), want);
     db.put(b"c", b"3").unwrap();
     assert_eq!(db.stats().last_sequence, seq + 3);
     db.flush().unwrap();
     db.close().unwrap();
     let db = Db::open(dir.path(), still()).unwrap();
-    assert_eq!(scan_all(&db).len(), 3);
+    assert_eq!(scan(&db).len(), 3);
     assert_eq!(db.stats().last_sequence, seq + 3);
 }
 
@@ -564,8 +522,7 @@ fn replay_skips_a_reserved_sequence_number() {
 #[test]
 fn close_during_an_ingest_stops_it_and_leaves_nothing_behind() {
     for total in [100_000u32, 1001] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), still()).unwrap();
+        let (dir, db) = open_temp(still());
         let before = ingest_range(&db, 0..100, 1, 0);
         let tables = table_files(dir.path());
         let pulled = std::cell::Cell::new(0u32);
@@ -580,7 +537,7 @@ fn close_during_an_ingest_stops_it_and_leaves_nothing_behind() {
                         std::thread::yield_now();
                     }
                 }
-                (key(10_000 + k), value(k, 1))
+                (key6(u64::from(10_000 + k)), value(k, 1))
             });
             let r = db.ingest(source);
             assert!(matches!(r, Err(Error::Closed)), "{total}: {r:?}");
@@ -589,7 +546,7 @@ fn close_during_an_ingest_stops_it_and_leaves_nothing_behind() {
         assert!(pulled.get() < 1000 + 2 * 4096, "the ingest went on: {} entries", pulled.get());
         assert_eq!(table_files(dir.path()), tables, "{total}");
         let db = Db::open(dir.path(), still()).unwrap();
-        assert_eq!(scan_all(&db), before, "{total}");
+        assert_eq!(scan(&db), before, "{total}");
     }
 }
 
@@ -600,7 +557,7 @@ fn ingests_between_concurrent_writers() {
     // In memory: the small memtable makes hundreds of flushes, each with its fsyncs.
     let fs = bloomkv::fs::FaultFs::new();
     let dir = bloomkv::fs::fault::unique_dir("ingest-writers");
-    let options = || options().file_system(std::sync::Arc::new(fs.clone()));
+    let options = || options().fault_fs(&fs);
     let db = Db::open(&dir, options()).unwrap();
     const WRITERS: u32 = 3;
     const PER_WRITER: u32 = 3000;
@@ -611,34 +568,34 @@ fn ingests_between_concurrent_writers() {
             s.spawn(move || {
                 for i in 0..PER_WRITER {
                     let k = 100_000 * (t + 1) + i;
-                    db.put(key(k), value(k, 0)).unwrap();
+                    db.put(key6(k.into()), value(k, 0)).unwrap();
                 }
             });
         }
         for n in 0..INGESTS {
-            let m: Model =
-                (0..200).map(|i| (key(n * 1000 + i * 3), value(i, u64::from(n)))).collect();
+            let m: Model = (0..200)
+                .map(|i| (key6(u64::from(n * 1000 + i * 3)), value(i, u64::from(n))))
+                .collect();
             db.ingest(entries(&m)).unwrap();
         }
     });
     let s = db.stats();
     assert_eq!(s.last_sequence, u64::from(WRITERS * PER_WRITER + INGESTS));
-    let all = scan_all(&db);
+    let all = scan(&db);
     assert_eq!(all.len() as u32, WRITERS * PER_WRITER + INGESTS * 200);
     db.close().unwrap();
-    assert_eq!(scan_all(&Db::open(&dir, options()).unwrap()), all);
+    assert_eq!(scan(&Db::open(&dir, options()).unwrap()), all);
 }
 
 #[test]
 fn verify_accepts_a_database_after_ingests() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (dir, db) = open_temp(options());
     for k in 0..1500 {
-        db.put(key(k), value(k, 0)).unwrap();
+        db.put(key6(k.into()), value(k, 0)).unwrap();
     }
     ingest_range(&db, 0..3000, 2, 1);
     ingest_range(&db, 10_000..12_000, 1, 2);
-    db.put(key(7), b"after").unwrap();
+    db.put(key6(7), b"after").unwrap();
     db.close().unwrap();
     let report = bloomkv::check::database(std::sync::Arc::new(bloomkv::fs::StdFs), dir.path());
     assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);
@@ -663,7 +620,7 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
     let mut rng = StdRng::seed_from_u64(seed);
     let fs = bloomkv::fs::FaultFs::new();
     let dir = bloomkv::fs::fault::unique_dir("ingest-model");
-    let options = || options().file_system(std::sync::Arc::new(fs.clone()));
+    let options = || options().fault_fs(&fs);
     let mut db = Some(Db::open(&dir, options()).unwrap());
     let mut model = Model::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
@@ -673,20 +630,20 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
         match rng.gen_range(0..100) {
             0..=44 => {
                 let k = rng.gen_range(0..4000);
-                d.put(key(k), value(k, step)).unwrap();
-                model.insert(key(k), value(k, step));
+                d.put(key6(k.into()), value(k, step)).unwrap();
+                model.insert(key6(k.into()), value(k, step));
             }
             45..=54 => {
-                let k = rng.gen_range(0..4000);
-                d.delete(key(k)).unwrap();
-                model.remove(&key(k));
+                let k = rng.gen_range(0..4000u32);
+                d.delete(key6(k.into())).unwrap();
+                model.remove(&key6(k.into()));
             }
             55..=59 => {
                 let mut b = bloomkv::WriteBatch::new();
                 for _ in 0..rng.gen_range(1..6) {
                     let k = rng.gen_range(0..4000);
-                    b.put(key(k), value(k, step));
-                    model.insert(key(k), value(k, step));
+                    b.put(key6(k.into()), value(k, step));
+                    model.insert(key6(k.into()), value(k, step));
                 }
                 d.write(&b, &WriteOptions::new()).unwrap();
             }
@@ -699,11 +656,14 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
                     (rng.gen_range(0..4000), rng.gen_range(1..800))
                 };
                 let stride = rng.gen_range(1..4);
-                let memtable_overlaps = model.range(key(lo)..key(lo + len)).next().is_some()
-                    && d.stats().memtable_bytes > 0;
+                let memtable_overlaps =
+                    model.range(key6(lo.into())..key6(u64::from(lo + len))).next().is_some()
+                        && d.stats().memtable_bytes > 0;
                 let before = table_numbers(d);
-                let m: Model =
-                    (lo..lo + len).step_by(stride).map(|k| (key(k), value(k, step))).collect();
+                let m: Model = (lo..lo + len)
+                    .step_by(stride)
+                    .map(|k| (key6(k.into()), value(k, step)))
+                    .collect();
                 assert_eq!(d.ingest(entries(&m)).unwrap(), m.len() as u64);
                 model.extend(m);
                 cov.ingests += 1;
@@ -718,27 +678,23 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
                 for _ in 0..5 {
                     let k = rng.gen_range(lo..lo + len);
                     assert_eq!(
-                        d.get(key(k)).unwrap().map(|v| v.to_vec()),
-                        model.get(&key(k)).cloned()
+                        d.get(key6(k.into())).unwrap().map(|v| v.to_vec()),
+                        model.get(&key6(k.into())).cloned()
                     );
                 }
             }
             70..=84 => {
-                let k = rng.gen_range(0..4000);
+                let k = rng.gen_range(0..4000u32);
                 assert_eq!(
-                    d.get(key(k)).unwrap().map(|v| v.to_vec()),
-                    model.get(&key(k)).cloned(),
+                    d.get(key6(k.into())).unwrap().map(|v| v.to_vec()),
+                    model.get(&key6(k.into())).cloned(),
                     "seed {seed} step {step} get {k}"
                 );
             }
             85..=87 => {
-                let (a, b) = (rng.gen_range(0..4000), rng.gen_range(0..4000));
-                let (lo, hi) = (key(a.min(b)), key(a.max(b)));
-                let got: Model = d
-                    .range(lo.clone()..hi.clone())
-                    .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-                    .collect::<Result<_, _>>()
-                    .unwrap();
+                let (a, b) = (rng.gen_range(0..4000u32), rng.gen_range(0..4000u32));
+                let (lo, hi) = (key6(u64::from(a.min(b))), key6(u64::from(a.max(b))));
+                let got = to_model(d.range(lo.clone()..hi.clone()));
                 let want: Model =
                     model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
                 assert_eq!(got, want, "seed {seed} step {step} range");
@@ -746,11 +702,7 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
             88..=89 => snap = Some((d.snapshot(), model.clone())),
             90..=91 => {
                 if let Some((s, m)) = &snap {
-                    let got: Model = s
-                        .range(..)
-                        .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-                        .collect::<Result<_, _>>()
-                        .unwrap();
+                    let got = to_model(s.range(..));
                     assert!(got == *m, "seed {seed} step {step}: snapshot changed");
                 }
             }
@@ -764,11 +716,11 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
         }
     }
     let d = db.take().unwrap();
-    assert_eq!(scan_all(&d), model, "seed {seed}: final scan");
+    assert_eq!(scan(&d), model, "seed {seed}: final scan");
     drop(snap);
     d.close().unwrap();
     let d = Db::open(&dir, options()).unwrap();
-    assert_eq!(scan_all(&d), model, "seed {seed}: after reopen");
+    assert_eq!(scan(&d), model, "seed {seed}: after reopen");
     let report = bloomkv::check::database(std::sync::Arc::new(fs.clone()), &dir);
     assert!(report.problems.is_empty(), "seed {seed}: {:?}", report.problems);
 }

@@ -6,20 +6,14 @@ use bloomkv::{
     Compression, Db, Error, FilterPolicy, KeyspaceOptions, Options, WriteBatch, WriteOptions,
 };
 
-fn opts() -> Options {
-    // Small memtables and tables, so a few thousand keys reach L0 and deeper levels.
-    Options::default()
-        .memtable_bytes(16 << 10)
-        .target_table_bytes(8 << 10)
-        .level_base_bytes(32 << 10)
-}
+mod common;
+
+use common::db::open_temp;
+use common::model::keys_of;
+use common::options::{small_tables, OptionsExt};
 
 fn get(r: bloomkv::Result<Option<bloomkv::Value>>) -> Option<Vec<u8>> {
     r.unwrap().map(|v| v.to_vec())
-}
-
-fn keys(it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>) -> Vec<Vec<u8>> {
-    it.map(|r| r.unwrap().0).collect()
 }
 
 fn ks_tables(db: &Db, name: &str) -> Vec<bloomkv::TableInfo> {
@@ -28,8 +22,7 @@ fn ks_tables(db: &Db, name: &str) -> Vec<bloomkv::TableInfo> {
 
 #[test]
 fn keyspaces_hold_separate_keys_through_memtables_tables_and_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
     for i in 0..3000u32 {
@@ -49,11 +42,11 @@ fn keyspaces_hold_separate_keys_through_memtables_tables_and_compaction() {
         assert_eq!(get(b.get("key00009")), None, "{stage}");
         assert_eq!(get(b.get("key00150")), None, "{stage}");
         assert_eq!(get(a.get("key00150")), Some(b"a150".to_vec()), "{stage}");
-        assert_eq!(keys(db.range(..)).len(), 3000, "{stage}");
-        assert_eq!(keys(a.range(..)).len(), 2999, "{stage}");
-        assert_eq!(keys(b.range(..)).len(), 1500 - 50, "{stage}");
-        assert_eq!(keys(b.prefix("key0010")).len(), 0, "{stage}");
-        assert_eq!(keys(a.prefix("key0010").rev()).first(), Some(&b"key00109".to_vec()));
+        assert_eq!(keys_of(db.range(..)).len(), 3000, "{stage}");
+        assert_eq!(keys_of(a.range(..)).len(), 2999, "{stage}");
+        assert_eq!(keys_of(b.range(..)).len(), 1500 - 50, "{stage}");
+        assert_eq!(keys_of(b.prefix("key0010")).len(), 0, "{stage}");
+        assert_eq!(keys_of(a.prefix("key0010").rev()).first(), Some(&b"key00109".to_vec()));
         let got = b.multi_get(["key00002", "key00003", "key00150"]).unwrap();
         let got: Vec<_> = got.into_iter().map(|v| v.map(|v| v.to_vec())).collect();
         assert_eq!(got, [Some(b"b2".to_vec()), None, None], "{stage}");
@@ -74,12 +67,12 @@ fn keyspaces_hold_separate_keys_through_memtables_tables_and_compaction() {
     }
     check("compacted");
     db.close().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), small_tables()).unwrap();
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     let b = db.keyspace("b", KeyspaceOptions::default()).unwrap();
     assert_eq!(get(a.get("key02999")), Some(b"a2999".to_vec()));
-    assert_eq!(keys(b.range(..)).len(), 1450);
-    assert_eq!(keys(db.range(..)).len(), 3000);
+    assert_eq!(keys_of(b.range(..)).len(), 1450);
+    assert_eq!(keys_of(db.range(..)).len(), 3000);
 }
 
 #[test]
@@ -89,7 +82,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
         .filter_policy(FilterPolicy::None)
         .compression(Compression::Zstd { level: 1 });
     {
-        let db = Db::open(dir.path(), opts()).unwrap();
+        let db = Db::open(dir.path(), small_tables()).unwrap();
         let logs = db.keyspace("logs", plain).unwrap();
         let classic =
             KeyspaceOptions::new().filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 8.0 });
@@ -118,7 +111,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
     }
     // Reopened without naming the keyspace: recovery's flush of the replayed writes and the
     // compaction below still use the options the manifest recorded.
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), small_tables()).unwrap();
     assert_eq!(db.keyspace_names(), ["default", "logs", "idx"]);
     let replayed: Vec<_> = ks_tables(&db, "logs").into_iter().filter(|t| t.level == 0).collect();
     assert!(!replayed.is_empty(), "recovery flushed the replayed writes to L0");
@@ -143,7 +136,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
     db.close().unwrap();
     // The change is recorded too: a compaction after the next open, before the keyspace is
     // opened again, rewrites the newest table with it.
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), small_tables()).unwrap();
     db.compact().unwrap();
     let last = ks_tables(&db, "logs").into_iter().find(|t| t.largest_key == b"9999").unwrap();
     assert!(last.level > 0, "{last:?}");
@@ -153,8 +146,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
 
 #[test]
 fn a_batch_across_keyspaces_is_one_atomic_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let users = db.keyspace("users", KeyspaceOptions::default()).unwrap();
     let emails = db.keyspace("emails", KeyspaceOptions::default()).unwrap();
     let mut batch = WriteBatch::new();
@@ -187,7 +179,7 @@ fn a_batch_across_keyspaces_is_one_atomic_write() {
     drop(after);
     drop(before);
     std::mem::forget(db);
-    let db = Db::open_read_only(dir.path(), opts()).unwrap();
+    let db = Db::open_read_only(dir.path(), small_tables()).unwrap();
     let users = db.keyspace("users", KeyspaceOptions::default()).unwrap();
     let emails = db.keyspace("emails", KeyspaceOptions::default()).unwrap();
     assert_eq!(get(users.get("u1")), Some(b"ada@example.com".to_vec()));
@@ -204,7 +196,7 @@ fn a_dropped_keyspace_is_gone_for_good_even_where_its_writes_are_still_in_the_wa
     use std::sync::Arc;
     let fs = FaultFs::new();
     let dir = unique_dir("drop");
-    let on = |fs: &FaultFs| opts().file_system(Arc::new(fs.clone()));
+    let on = |fs: &FaultFs| small_tables().fault_fs(fs);
     let db = Db::open(&dir, on(&fs)).unwrap();
     let temp = db.keyspace("temp", KeyspaceOptions::default()).unwrap();
     let keep = db.keyspace("keep", KeyspaceOptions::default()).unwrap();
@@ -251,9 +243,9 @@ fn a_dropped_keyspace_is_gone_for_good_even_where_its_writes_are_still_in_the_wa
     let db = Db::open(&dir, on(&after)).unwrap();
     assert_eq!(db.keyspace_names(), ["default", "keep", "temp"]);
     let temp = db.keyspace("temp", KeyspaceOptions::default()).unwrap();
-    assert_eq!(keys(temp.range(..)), [b"fresh".to_vec()]);
+    assert_eq!(keys_of(temp.range(..)), [b"fresh".to_vec()]);
     let keep = db.keyspace("keep", KeyspaceOptions::default()).unwrap();
-    assert_eq!(keys(keep.range(..)).len(), 2000);
+    assert_eq!(keys_of(keep.range(..)).len(), 2000);
     db.close().unwrap();
     let report = bloomkv::check::database(Arc::new(after), &dir);
     assert_eq!(report.status(), bloomkv::check::Status::Ok, "{report:?}");
@@ -262,18 +254,18 @@ fn a_dropped_keyspace_is_gone_for_good_even_where_its_writes_are_still_in_the_wa
 #[test]
 fn checkpoints_ingests_and_bad_names() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path().join("db"), opts()).unwrap();
+    let db = Db::open(dir.path().join("db"), small_tables()).unwrap();
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     assert_eq!(a.ingest((0..1000u32).map(|i| (format!("{i:04}"), "ingested"))).unwrap(), 1000);
     a.put("0001", "newer").unwrap();
     db.put("d", "default").unwrap();
     let seq = db.checkpoint(dir.path().join("copy")).unwrap();
     a.put("0002", "after the checkpoint").unwrap();
-    let copy = Db::open(dir.path().join("copy"), opts()).unwrap();
+    let copy = Db::open(dir.path().join("copy"), small_tables()).unwrap();
     let ca = copy.keyspace("a", KeyspaceOptions::default()).unwrap();
     assert_eq!(get(ca.get("0001")), Some(b"newer".to_vec()));
     assert_eq!(get(ca.get("0002")), Some(b"ingested".to_vec()));
-    assert_eq!(keys(ca.range(..)).len(), 1000);
+    assert_eq!(keys_of(ca.range(..)).len(), 1000);
     assert_eq!(get(copy.get("d")), Some(b"default".to_vec()));
     assert_eq!(copy.snapshot().sequence(), seq);
     assert_eq!(get(db.get("0001")), None, "the ingest went to keyspace a only");
@@ -292,8 +284,7 @@ fn checkpoints_ingests_and_bad_names() {
 
 #[test]
 fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let (_dir, db) = open_temp(small_tables());
     std::thread::scope(|s| {
         for t in 0..4u32 {
             let db = &db;
@@ -313,10 +304,10 @@ fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
     assert_eq!(names.len(), 6, "{names:?}");
     assert_eq!(names.iter().filter(|n| *n == "shared").count(), 1);
     let shared = db.keyspace("shared", KeyspaceOptions::default()).unwrap();
-    assert_eq!(keys(shared.range(..)).len(), 2000);
+    assert_eq!(keys_of(shared.range(..)).len(), 2000);
     for t in 0..4 {
         let own = db.keyspace(&format!("own{t}"), KeyspaceOptions::default()).unwrap();
-        assert_eq!(keys(own.range(..)).len(), 500);
+        assert_eq!(keys_of(own.range(..)).len(), 500);
     }
 }
 
@@ -324,7 +315,7 @@ fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
 fn a_wal_record_for_a_keyspace_the_manifest_never_created_is_corruption() {
     use bloomkv::filename::{self, FileKind};
     let dir = tempfile::tempdir().unwrap();
-    Db::open(dir.path(), opts()).unwrap().close().unwrap();
+    Db::open(dir.path(), small_tables()).unwrap().close().unwrap();
     let wal = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| {
@@ -353,7 +344,7 @@ fn a_wal_record_for_a_keyspace_the_manifest_never_created_is_corruption() {
     w.add_record(&record).unwrap();
     w.sync().unwrap();
     drop(w);
-    match Db::open(dir.path(), opts()) {
+    match Db::open(dir.path(), small_tables()) {
         Err(Error::Corruption { file, reason, .. }) => {
             assert_eq!(file, path);
             assert!(reason.contains("keyspace 7"), "{reason}");
@@ -392,8 +383,7 @@ fn writes_to_any_keyspace_count_against_the_one_write_buffer() {
 /// refused the database as missing writes. Found by the model test.
 #[test]
 fn writes_to_a_dropped_keyspace_leave_no_gap_in_the_sequence_numbers() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let (dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     db.put("x", "1").unwrap();
     a.put("k", "v").unwrap();
@@ -401,7 +391,7 @@ fn writes_to_a_dropped_keyspace_leave_no_gap_in_the_sequence_numbers() {
     db.flush().unwrap();
     db.put("y", "2").unwrap();
     db.close().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), small_tables()).unwrap();
     assert_eq!(get(db.get("x")), Some(b"1".to_vec()));
     assert_eq!(get(db.get("y")), Some(b"2".to_vec()));
 }
@@ -409,8 +399,8 @@ fn writes_to_a_dropped_keyspace_leave_no_gap_in_the_sequence_numbers() {
 #[test]
 fn a_handle_of_another_database_is_refused_everywhere() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Db::open(dir_a.path(), opts()).unwrap();
-    let b = Db::open(dir_b.path(), opts()).unwrap();
+    let a = Db::open(dir_a.path(), small_tables()).unwrap();
+    let b = Db::open(dir_b.path(), small_tables()).unwrap();
     // Same names, created in the same order: the same ids in both databases.
     let orders_a = a.keyspace("orders", KeyspaceOptions::default()).unwrap();
     let orders_b = b.keyspace("orders", KeyspaceOptions::default()).unwrap();
@@ -450,7 +440,7 @@ fn a_handle_of_another_database_is_refused_everywhere() {
     // A handle from an earlier opening of the same directory is another database's too.
     a.close().unwrap();
     drop(a);
-    let a = Db::open(dir_a.path(), opts()).unwrap();
+    let a = Db::open(dir_a.path(), small_tables()).unwrap();
     let mut batch = WriteBatch::new();
     batch.put_in(&orders_a, "o9", "stale handle");
     assert!(foreign(a.write(&batch, &WriteOptions::default())));
@@ -464,19 +454,19 @@ fn a_handle_of_another_database_is_refused_everywhere() {
 fn a_keyspace_handle_keeps_its_database_open_until_the_last_handle_goes() {
     let dir = tempfile::tempdir().unwrap();
     let users = {
-        let db = Db::open(dir.path(), opts()).unwrap();
+        let db = Db::open(dir.path(), small_tables()).unwrap();
         db.keyspace("users", KeyspaceOptions::default()).unwrap()
     };
     // The `Db` is gone; the handle works and the LOCK is still held.
     users.put("u1", "ada").unwrap();
     assert_eq!(get(users.get("u1")), Some(b"ada".to_vec()));
-    assert!(matches!(Db::open(dir.path(), opts()), Err(Error::Locked { .. })));
+    assert!(matches!(Db::open(dir.path(), small_tables()), Err(Error::Locked { .. })));
     let clone = users.clone();
     drop(users);
     clone.put("u2", "grace").unwrap();
     drop(clone);
     // The last handle closed it: the directory opens again, with both writes.
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), small_tables()).unwrap();
     let users = db.existing_keyspace("users").unwrap();
     assert_eq!(get(users.get("u2")), Some(b"grace".to_vec()));
 
@@ -484,14 +474,13 @@ fn a_keyspace_handle_keeps_its_database_open_until_the_last_handle_goes() {
     db.close().unwrap();
     assert!(matches!(users.put("u3", "x"), Err(Error::Closed)));
     assert!(matches!(users.get("u1"), Err(Error::Closed)));
-    let again = Db::open(dir.path(), opts()).unwrap();
+    let again = Db::open(dir.path(), small_tables()).unwrap();
     assert_eq!(get(again.existing_keyspace("users").unwrap().get("u1")), Some(b"ada".to_vec()));
 }
 
 #[test]
 fn prefix_and_open_range_deletes_stay_in_their_keyspace() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let (_dir, db) = open_temp(small_tables());
     let a = db.keyspace("a", KeyspaceOptions::default()).unwrap();
     for k in ["s/1", "s/2", "t/1"] {
         db.put(k, "default").unwrap();
@@ -500,10 +489,10 @@ fn prefix_and_open_range_deletes_stay_in_their_keyspace() {
     let mut batch = WriteBatch::new();
     batch.delete_prefix_in(&a, "s/");
     db.write(&batch, &WriteOptions::default()).unwrap();
-    assert_eq!(keys(a.range(..)), [b"t/1".to_vec()]);
-    assert_eq!(keys(db.range(..)).len(), 3);
+    assert_eq!(keys_of(a.range(..)), [b"t/1".to_vec()]);
+    assert_eq!(keys_of(db.range(..)).len(), 3);
     a.delete_range("t"..).unwrap();
-    assert!(keys(a.range(..)).is_empty());
+    assert!(keys_of(a.range(..)).is_empty());
     db.delete_prefix("t/").unwrap();
-    assert_eq!(keys(db.range(..)), [b"s/1".to_vec(), b"s/2".to_vec()]);
+    assert_eq!(keys_of(db.range(..)), [b"s/1".to_vec(), b"s/2".to_vec()]);
 }

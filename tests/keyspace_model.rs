@@ -3,12 +3,17 @@
 //! keyspaces dropped and created again, checked against one `BTreeMap` per keyspace.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bloomkv::fs::fault::unique_dir;
 use bloomkv::fs::{CrashMode, FaultFs};
 use bloomkv::{Db, Keyspace, KeyspaceOptions, Options, Snapshot, WriteBatch, WriteOptions};
 use proptest::prelude::*;
+
+mod common;
+
+use common::keys::key3;
+use common::model::{entries, pairs};
+use common::options::OptionsExt;
 
 /// Keyspace 0 is the default one; 1 and 2 are named and may be dropped and created again.
 const NAMES: [&str; 3] = ["default", "a", "b"];
@@ -58,10 +63,6 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn key(k: u8) -> Vec<u8> {
-    format!("key{k:03}").into_bytes()
-}
-
 fn options(fs: &FaultFs) -> Options {
     // Tiny memtables and tables: a short run reaches L0 and L1 in every keyspace.
     Options::default()
@@ -69,10 +70,10 @@ fn options(fs: &FaultFs) -> Options {
         .target_table_bytes(2 << 10)
         .level_base_bytes(8 << 10)
         .l0_compaction_trigger(2)
-        .file_system(Arc::new(fs.clone()))
+        .fault_fs(fs)
 }
 
-type Model = [Option<BTreeMap<Vec<u8>, Vec<u8>>>; 3];
+type Model = [Option<common::model::Model>; 3];
 
 struct Run {
     fs: FaultFs,
@@ -100,15 +101,11 @@ impl Run {
     fn check_all(&self, model: &Model, snap: Option<&Snapshot>, handles: &[Option<Keyspace>; 3]) {
         for i in 0..3 {
             let (Some(m), Some(h)) = (&model[i], &handles[i]) else { continue };
-            let got: Vec<(Vec<u8>, Vec<u8>)> = match snap {
+            let got = pairs(match snap {
                 Some(s) => s.keyspace(h).unwrap().range(..),
                 None => h.range(..),
-            }
-            .map(|r| r.map(|(k, v)| (k, v.to_vec())))
-            .collect::<bloomkv::Result<_>>()
-            .unwrap();
-            let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            assert_eq!(got, want, "keyspace {}", NAMES[i]);
+            });
+            assert_eq!(got, entries(m), "keyspace {}", NAMES[i]);
         }
     }
 }
@@ -134,17 +131,17 @@ fn run(ops: Vec<Op>) {
         match op {
             Op::Put(s, k, v) => {
                 let Some(h) = &r.handles[s] else { continue };
-                h.put(key(k), v.to_le_bytes()).unwrap();
-                r.model[s].as_mut().unwrap().insert(key(k), v.to_le_bytes().to_vec());
+                h.put(key3(k), v.to_le_bytes()).unwrap();
+                r.model[s].as_mut().unwrap().insert(key3(k), v.to_le_bytes().to_vec());
             }
             Op::Delete(s, k) => {
                 let Some(h) = &r.handles[s] else { continue };
-                h.delete(key(k)).unwrap();
-                r.model[s].as_mut().unwrap().remove(&key(k));
+                h.delete(key3(k)).unwrap();
+                r.model[s].as_mut().unwrap().remove(&key3(k));
             }
             Op::DeleteRange(s, k, n) => {
                 let Some(h) = &r.handles[s] else { continue };
-                let (lo, hi) = (key(k), key(k.saturating_add(n)));
+                let (lo, hi) = (key3(k), key3(k.saturating_add(n)));
                 h.delete_range(lo.clone()..hi.clone()).unwrap();
                 r.model[s].as_mut().unwrap().retain(|key, _| *key < lo || *key >= hi);
             }
@@ -156,12 +153,12 @@ fn run(ops: Vec<Op>) {
                     let m = model[s].as_mut().unwrap();
                     match v {
                         Some(v) => {
-                            batch.put_in(h, key(k), v.to_le_bytes());
-                            m.insert(key(k), v.to_le_bytes().to_vec());
+                            batch.put_in(h, key3(k), v.to_le_bytes());
+                            m.insert(key3(k), v.to_le_bytes().to_vec());
                         }
                         None => {
-                            batch.delete_in(h, key(k));
-                            m.remove(&key(k));
+                            batch.delete_in(h, key3(k));
+                            m.remove(&key3(k));
                         }
                     }
                 }
@@ -170,8 +167,8 @@ fn run(ops: Vec<Op>) {
             }
             Op::Get(s, k) => {
                 let Some(h) = &r.handles[s] else { continue };
-                let got = h.get(key(k)).unwrap().map(|v| v.to_vec());
-                assert_eq!(got.as_ref(), r.model[s].as_ref().unwrap().get(&key(k)));
+                let got = h.get(key3(k)).unwrap().map(|v| v.to_vec());
+                assert_eq!(got.as_ref(), r.model[s].as_ref().unwrap().get(&key3(k)));
             }
             Op::Scan(s) => {
                 let mut only: [Option<Keyspace>; 3] = Default::default();

@@ -5,30 +5,26 @@
 //! Unix only: `StdFs` maps nothing elsewhere.
 #![cfg(unix)]
 
-use std::collections::BTreeMap;
-
 use bloomkv::fs::{FileSystem, MappedFile, RandomAccessFile, StdFs};
 use bloomkv::{Db, Options};
 
 mod common;
 
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+use common::files::table_files;
+use common::keys::key8;
+use common::model::{scan, Model};
 
 fn val(i: u64, gen: u64) -> Vec<u8> {
     format!("value {i} generation {gen} {}", "y".repeat((i % 40) as usize)).into_bytes()
 }
 
 fn small(mapped: bool) -> Options {
-    common::small_tree().mmap_reads(mapped)
+    common::options::small_tree().mmap_reads(mapped)
 }
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Every key, present or absent, through `get`, `multi_get` and a scan: exactly `model`.
 fn check_reads(db: &Db, model: &Model, what: &str) {
-    let keys: Vec<Vec<u8>> = (0..4200).map(key).collect();
+    let keys: Vec<Vec<u8>> = (0..4200).map(key8).collect();
     for k in &keys {
         assert_eq!(db.get(k).unwrap().map(|v| v.to_vec()), model.get(k).cloned(), "{what}: get");
     }
@@ -36,8 +32,7 @@ fn check_reads(db: &Db, model: &Model, what: &str) {
     for (k, v) in keys.iter().zip(got) {
         assert_eq!(v.map(|v| v.to_vec()), model.get(k).cloned(), "{what}: multi_get");
     }
-    let scanned: Model = db.range(..).map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect();
-    assert_eq!(&scanned, model, "{what}: scan");
+    assert_eq!(&scan(db), model, "{what}: scan");
 }
 
 /// Every live table is mapped when `mapped` asks for it, and none otherwise.
@@ -54,8 +49,8 @@ fn check_mapped(db: &Db, mapped: bool, what: &str) {
 /// levels.
 fn fill_compacted(db: &Db, model: &mut Model) {
     for i in 0..3000 {
-        db.put(key(i), val(i, 0)).unwrap();
-        model.insert(key(i), val(i, 0));
+        db.put(key8(i), val(i, 0)).unwrap();
+        model.insert(key8(i), val(i, 0));
     }
     db.compact().unwrap();
 }
@@ -67,12 +62,12 @@ fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
     let db = Db::open(dir.path(), small(true)).unwrap();
     fill_compacted(&db, &mut model);
     for i in (0..3000).step_by(3) {
-        db.put(key(i), val(i, 1)).unwrap();
-        model.insert(key(i), val(i, 1));
+        db.put(key8(i), val(i, 1)).unwrap();
+        model.insert(key8(i), val(i, 1));
     }
     for i in (0..3000).step_by(7) {
-        db.delete(key(i)).unwrap();
-        model.remove(&key(i));
+        db.delete(key8(i)).unwrap();
+        model.remove(&key8(i));
     }
     db.flush().unwrap();
     let s = db.stats();
@@ -99,7 +94,7 @@ fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
         check_mapped(&db, mapped, &what);
         let before = db.stats().table_file_reopens;
         for i in 0..3000 {
-            assert_eq!(db.get(key(i)).unwrap().map(|v| v.to_vec()), model.get(&key(i)).cloned());
+            assert_eq!(db.get(key8(i)).unwrap().map(|v| v.to_vec()), model.get(&key8(i)).cloned());
         }
         let reopens = db.stats().table_file_reopens - before;
         assert_eq!(reopens == 0, mapped, "{what}: {reopens} files reopened by lookups");
@@ -107,7 +102,7 @@ fn mapped_lookups_read_what_pread_reads_as_tables_come_and_go() {
         // and leave the block cache alone; through `pread`, the second pass hits the cache.
         let s0 = db.stats();
         for i in 0..3000 {
-            db.get(key(i)).unwrap();
+            db.get(key8(i)).unwrap();
         }
         let s1 = db.stats();
         let (reads, hits) =
@@ -244,12 +239,7 @@ fn mapped_lookups_catch_a_damaged_block() {
         fill_compacted(&db, &mut model);
         db.close().unwrap();
     }
-    let mut tables: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
-        .collect();
-    tables.sort();
+    let tables = table_files(dir.path());
     let damaged = tables[tables.len() / 2].clone();
     let t = Table::open(StdFs.open(&damaged).unwrap(), damaged.clone(), None).unwrap();
     assert_eq!(t.properties().compression, bloomkv::Compression::None);
@@ -262,7 +252,7 @@ fn mapped_lookups_catch_a_damaged_block() {
     let db = Db::open(dir.path(), small(true)).unwrap();
     check_mapped(&db, true, "damaged");
     let (mut failed, mut fine) = (0, 0);
-    let keys: Vec<Vec<u8>> = (0..3000).map(key).collect();
+    let keys: Vec<Vec<u8>> = (0..3000).map(key8).collect();
     for k in &keys {
         match db.get(k) {
             Ok(v) => {

@@ -5,9 +5,9 @@ use bloomkv::{Db, FilterPolicy, Options, Value};
 
 mod common;
 
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+use common::db::open_temp;
+use common::keys::key8;
+use common::options::small_tree;
 
 fn val(i: u64, gen: u64) -> Vec<u8> {
     format!("value {i} generation {gen} {}", "x".repeat((i % 50) as usize)).into_bytes()
@@ -20,26 +20,25 @@ fn plain(v: Vec<Option<Value>>) -> Vec<Option<Vec<u8>>> {
 /// Keys spread over every kind of source: deeper levels, L0, the memtable; overwritten at
 /// several depths, deleted, and never written.
 fn layered(policy: FilterPolicy) -> (tempfile::TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), common::small_tree().filter_policy(policy)).unwrap();
+    let (dir, db) = open_temp(small_tree().filter_policy(policy));
     fill_layered(&db);
     (dir, db)
 }
 
 fn fill_layered(db: &Db) {
     for i in 0..3000 {
-        db.put(key(i * 2), val(i * 2, 0)).unwrap();
+        db.put(key8(i * 2), val(i * 2, 0)).unwrap();
     }
     db.compact().unwrap();
     for i in (0..3000).step_by(3) {
-        db.put(key(i * 2), val(i * 2, 1)).unwrap();
+        db.put(key8(i * 2), val(i * 2, 1)).unwrap();
     }
     for i in (0..3000).step_by(7) {
-        db.delete(key(i * 2)).unwrap();
+        db.delete(key8(i * 2)).unwrap();
     }
     db.flush().unwrap();
     for i in (0..3000).step_by(11) {
-        db.put(key(i * 2), val(i * 2, 2)).unwrap();
+        db.put(key8(i * 2), val(i * 2, 2)).unwrap();
     }
     let s = db.stats();
     assert!(s.tables_per_level[0] > 0, "some L0 tables: {:?}", s.tables_per_level);
@@ -49,8 +48,8 @@ fn fill_layered(db: &Db) {
 /// Every key twice (one in a repeat far from its first appearance), absent keys between
 /// present ones, in an order unrelated to key order, over many batches.
 fn probe_keys() -> Vec<Vec<u8>> {
-    let mut keys: Vec<Vec<u8>> = (0..6100).map(|i| key((i * 7919) % 6100)).collect();
-    keys.extend((0..6100).step_by(13).map(key));
+    let mut keys: Vec<Vec<u8>> = (0..6100).map(|i| key8((i * 7919) % 6100)).collect();
+    keys.extend((0..6100).step_by(13).map(key8));
     keys
 }
 
@@ -72,7 +71,7 @@ fn answers_equal_a_loop_of_get_for_every_filter_policy() {
         let after = db.stats();
         assert_eq!(after.gets - before.gets, keys.len() as u64, "each key counts as a lookup");
         // A lone key and no key at all.
-        assert_eq!(plain(db.multi_get(&[key(0)]).unwrap()), [want[0].clone()]);
+        assert_eq!(plain(db.multi_get(&[key8(0)]).unwrap()), [want[0].clone()]);
         assert!(db.multi_get::<&[u8]>([]).unwrap().is_empty());
     }
 }
@@ -83,7 +82,7 @@ fn counters_match_the_loop_of_get_except_for_shared_blocks() {
     // Every key once, in order up to a shuffle within each run of 32: neighbours in the
     // input rarely sit side by side, but multi_get sorts the keys each table is asked for,
     // so keys near each other in the input that share a block fetch it once.
-    let keys: Vec<_> = (0..6016).map(|i| key(i / 32 * 32 + (i % 32) * 7 % 32)).collect();
+    let keys: Vec<_> = (0..6016).map(|i| key8(i / 32 * 32 + (i % 32) * 7 % 32)).collect();
     // Through one snapshot, so both see the same tables even if a compaction finishes.
     let snap = db.snapshot();
     let s0 = db.stats();
@@ -123,13 +122,12 @@ fn counters_match_the_loop_of_get_except_for_shared_blocks() {
 
 #[test]
 fn keys_in_one_block_fetch_it_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().block_bytes(4096)).unwrap();
+    let (_dir, db) = open_temp(Options::default().block_bytes(4096));
     for i in 0..20 {
-        db.put(key(i), val(i, 0)).unwrap();
+        db.put(key8(i), val(i, 0)).unwrap();
     }
     db.flush().unwrap();
-    let keys: Vec<_> = (0..20).rev().map(key).collect();
+    let keys: Vec<_> = (0..20).rev().map(key8).collect();
     let before = db.stats();
     let got = db.multi_get(&keys).unwrap();
     let after = db.stats();
@@ -149,9 +147,9 @@ fn snapshot_multi_get_reads_at_the_snapshot() {
     let snap = db.snapshot();
     for i in 0..6100 {
         if i % 5 == 0 {
-            db.delete(key(i)).unwrap();
+            db.delete(key8(i)).unwrap();
         } else {
-            db.put(key(i), val(i, 9)).unwrap();
+            db.put(key8(i), val(i, 9)).unwrap();
         }
     }
     db.flush().unwrap();
@@ -163,8 +161,7 @@ fn snapshot_multi_get_reads_at_the_snapshot() {
 
 #[test]
 fn multi_get_after_close_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_temp(Options::default());
     let snap = db.snapshot();
     db.close().unwrap();
     assert!(matches!(db.multi_get(["a"]), Err(bloomkv::Error::Closed)));
@@ -266,14 +263,14 @@ mod cold {
     fn cold_layered(policy: FilterPolicy) -> (tempfile::TempDir, Db, Arc<Probe>) {
         let probe = Arc::new(Probe::default());
         let dir = tempfile::tempdir().unwrap();
-        let opts = common::small_tree()
+        let opts = small_tree()
             .filter_policy(policy)
             .block_cache_bytes(0)
             .file_system(Arc::new(ColdFs(probe.clone())));
         let db = Db::open(dir.path(), opts).unwrap();
         fill_layered(&db);
         // A range tombstone over keys in every source, flushed so tables carry it too.
-        db.delete_range(key(1000)..key(1400)).unwrap();
+        db.delete_range(key8(1000)..key8(1400)).unwrap();
         db.flush().unwrap();
         (dir, db, probe)
     }
@@ -300,7 +297,7 @@ mod cold {
             assert!(multi_reads <= get_reads, "multi_get {multi_reads}, get {get_reads}");
             // Keys in key order, so a batch's keys share blocks: each shared block is read
             // once for all of them, where the loop of get (no block cache) reads it per key.
-            let dense: Vec<_> = (0..6000).map(key).collect();
+            let dense: Vec<_> = (0..6000).map(key8).collect();
             let s3 = db.stats();
             let want: Vec<_> =
                 dense.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
@@ -319,7 +316,7 @@ mod cold {
             // A snapshot reads the versions of its time through the same threads.
             let snap = db.snapshot();
             for i in (0..6000).step_by(5) {
-                db.put(key(i), val(i, 9)).unwrap();
+                db.put(key8(i), val(i, 9)).unwrap();
             }
             db.flush().unwrap();
             let then: Vec<_> =
@@ -348,7 +345,7 @@ mod cold {
     fn a_damaged_block_read_on_a_read_thread_is_corruption_naming_the_table() {
         let (dir, db, _probe) = cold_layered(FilterPolicy::None);
         db.compact().unwrap();
-        let keys: Vec<_> = (0..6000).step_by(2).map(key).collect();
+        let keys: Vec<_> = (0..6000).step_by(2).map(key8).collect();
         let want: Vec<_> = keys.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
         // Damage the first data block of every table.
         let mut tables = Vec::new();

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use bloomkv::{Db, Options};
 
-fn key(i: u64) -> Vec<u8> {
-    format!("key{i:08}").into_bytes()
-}
+mod common;
+
+use common::files::table_files;
+use common::keys::key8;
+use common::model::pairs;
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
@@ -48,18 +50,15 @@ fn more_tables_than_the_descriptor_limit() {
         let db = Db::open(dir.path(), opts(16)).unwrap();
         for g in 0..2 {
             for i in (0..20_000).step_by(1 + g as usize) {
-                db.put(key(i), value(i, g)).unwrap();
-                model.insert(key(i), value(i, g));
+                db.put(key8(i), value(i, g)).unwrap();
+                model.insert(key8(i), value(i, g));
             }
             db.flush().unwrap();
         }
         db.compact().unwrap();
         db.close().unwrap();
     }
-    let tables = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sst"))
-        .count();
+    let tables = table_files(dir.path()).len();
     assert!(tables > 100, "only {tables} tables: the test needs far more than the limit");
 
     // Leave room for the test harness, stdio, the WAL, manifest and LOCK, but not for
@@ -92,14 +91,13 @@ fn more_tables_than_the_descriptor_limit() {
     for (k, v) in &model {
         assert_eq!(db.get(k).unwrap().as_deref(), Some(v.as_bytes()), "{k:?}");
     }
-    let scanned: Vec<(Vec<u8>, Vec<u8>)> =
-        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+    let scanned = pairs(db.range(..));
     assert_eq!(scanned.len(), model.len());
     assert!(scanned.iter().zip(&model).all(|((k, v), (mk, mv))| k == mk && v == mv.as_bytes()));
     // Writes, a flush and a full compaction under the same limit.
     for i in (0..20_000).step_by(3) {
-        db.put(key(i), value(i, 9)).unwrap();
-        model.insert(key(i), value(i, 9));
+        db.put(key8(i), value(i, 9)).unwrap();
+        model.insert(key8(i), value(i, 9));
     }
     db.compact().unwrap();
     let s = db.stats();

@@ -2,12 +2,15 @@
 //! themselves. The counter is process-wide, so this file holds one test, in a process of
 //! its own.
 
-use bloomkv::{Db, Options};
+use bloomkv::Options;
+
+mod common;
+
+use common::db::open_temp;
 
 #[test]
 fn held_shared_values_are_counted_until_dropped() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default().block_bytes(4096)).unwrap();
+    let (_dir, db) = open_temp(Options::default().block_bytes(4096));
     for i in 0..64u32 {
         // Large values (an eighth of a block or more) share their block; small ones are copies.
         db.put(format!("big{i:03}"), vec![b'b'; 1500]).unwrap();

@@ -4,27 +4,25 @@
 
 use bloomkv::{Db, Options, WriteBatch, WriteOptions};
 
-fn key(i: u32) -> Vec<u8> {
-    format!("k{i:04}").into_bytes()
-}
+mod common;
+
+use common::db::open_temp;
+use common::keys::k4;
+use common::model::keys_of;
 
 fn options() -> Options {
     // Small memtables and tables, so a few hundred keys make several tables.
     Options::new().memtable_bytes(16 << 10).target_table_bytes(8 << 10)
 }
 
-fn keys_of(it: impl Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>) -> Vec<Vec<u8>> {
-    it.map(|r| r.unwrap().0).collect()
-}
-
 /// Checks every read path against the keys in `live` (ascending), for the key space
 /// `0..n`.
 fn check_reads(db: &Db, live: &[u32], n: u32, context: &str) {
-    let want: Vec<Vec<u8>> = live.iter().map(|&i| key(i)).collect();
+    let want: Vec<Vec<u8>> = live.iter().map(|&i| k4(i)).collect();
     for i in 0..n {
-        assert_eq!(db.get(key(i)).unwrap().is_some(), live.contains(&i), "{context}: get {i}");
+        assert_eq!(db.get(k4(i)).unwrap().is_some(), live.contains(&i), "{context}: get {i}");
     }
-    let all: Vec<Vec<u8>> = (0..n).map(key).collect();
+    let all: Vec<Vec<u8>> = (0..n).map(k4).collect();
     let got = db.multi_get(&all).unwrap();
     let got: Vec<bool> = got.iter().map(Option::is_some).collect();
     let expect: Vec<bool> = (0..n).map(|i| live.contains(&i)).collect();
@@ -34,11 +32,11 @@ fn check_reads(db: &Db, live: &[u32], n: u32, context: &str) {
     back.reverse();
     assert_eq!(back, want, "{context}: reverse scan");
     let mut cursor = db.cursor(..);
-    cursor.seek(key(n / 2)).unwrap();
-    let after = want.iter().find(|k| k.as_slice() >= key(n / 2).as_slice());
+    cursor.seek(k4(n / 2)).unwrap();
+    let after = want.iter().find(|k| k.as_slice() >= k4(n / 2).as_slice());
     assert_eq!(cursor.key().map(<[u8]>::to_vec).as_ref(), after, "{context}: cursor seek");
-    cursor.seek_for_prev(key(n / 2)).unwrap();
-    let before = want.iter().rev().find(|k| k.as_slice() <= key(n / 2).as_slice());
+    cursor.seek_for_prev(k4(n / 2)).unwrap();
+    let before = want.iter().rev().find(|k| k.as_slice() <= k4(n / 2).as_slice());
     assert_eq!(cursor.key().map(<[u8]>::to_vec).as_ref(), before, "{context}: seek_for_prev");
 }
 
@@ -55,10 +53,9 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
     ] {
         let context =
             format!("flush keys {flush_keys}, tombstone {flush_tombstone}, compact {compact}");
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), options()).unwrap();
+        let (_dir, db) = open_temp(options());
         for i in 0..300 {
-            db.put(key(i), vec![b'v'; 100]).unwrap();
+            db.put(k4(i), vec![b'v'; 100]).unwrap();
         }
         if flush_keys {
             db.flush().unwrap();
@@ -66,7 +63,7 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
         if compact {
             db.compact().unwrap();
         }
-        db.delete_range(key(50)..key(250)).unwrap();
+        db.delete_range(k4(50)..k4(250)).unwrap();
         if flush_tombstone {
             db.flush().unwrap();
         }
@@ -74,7 +71,7 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
         check_reads(&db, &live, 300, &context);
 
         // A put after the range delete is not covered by it.
-        db.put(key(100), "again").unwrap();
+        db.put(k4(100), "again").unwrap();
         live.insert(50, 100);
         check_reads(&db, &live, 300, &format!("{context}, put after"));
         db.compact().unwrap();
@@ -84,13 +81,12 @@ fn every_reader_honours_a_range_delete_wherever_it_lives() {
 
 #[test]
 fn snapshots_taken_before_a_range_delete_still_see_its_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..200 {
-        db.put(key(i), "v").unwrap();
+        db.put(k4(i), "v").unwrap();
     }
     let before = db.snapshot();
-    db.delete_range(key(0)..key(150)).unwrap();
+    db.delete_range(k4(0)..k4(150)).unwrap();
     let after = db.snapshot();
     for stage in ["memtable", "flushed", "compacted"] {
         match stage {
@@ -99,21 +95,20 @@ fn snapshots_taken_before_a_range_delete_still_see_its_keys() {
             _ => {}
         }
         assert_eq!(before.range(..).count(), 200, "{stage}");
-        assert!(before.get(key(10)).unwrap().is_some(), "{stage}");
-        assert_eq!(before.multi_get(&[key(10), key(160)]).unwrap().iter().flatten().count(), 2);
+        assert!(before.get(k4(10)).unwrap().is_some(), "{stage}");
+        assert_eq!(before.multi_get(&[k4(10), k4(160)]).unwrap().iter().flatten().count(), 2);
         assert_eq!(after.range(..).count(), 50, "{stage}");
-        assert!(after.get(key(10)).unwrap().is_none(), "{stage}");
+        assert!(after.get(k4(10)).unwrap().is_none(), "{stage}");
         let mut c = before.cursor(..);
         c.seek_to_last().unwrap();
         c.prev().unwrap();
-        assert_eq!(c.key(), Some(&key(198)[..]), "{stage}");
+        assert_eq!(c.key(), Some(&k4(198)[..]), "{stage}");
     }
 }
 
 #[test]
 fn a_batch_applies_its_range_delete_in_order_with_its_other_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("b", "old").unwrap();
     let mut batch = WriteBatch::new();
     batch.put("c", "before the range delete");
@@ -132,21 +127,21 @@ fn range_deletes_survive_reopening_from_the_wal_and_from_tables() {
     {
         let db = Db::open(dir.path(), options()).unwrap();
         for i in 0..100 {
-            db.put(key(i), "v").unwrap();
+            db.put(k4(i), "v").unwrap();
         }
         db.flush().unwrap();
-        db.delete_range(key(10)..key(20)).unwrap(); // only in the WAL at close
+        db.delete_range(k4(10)..k4(20)).unwrap(); // only in the WAL at close
         db.close().unwrap();
     }
     let live: Vec<u32> = (0..10).chain(20..100).collect();
     {
         let db = Db::open(dir.path(), options()).unwrap();
         check_reads(&db, &live, 100, "replayed from the WAL");
-        db.delete_range(key(30)..key(40)).unwrap();
+        db.delete_range(k4(30)..k4(40)).unwrap();
         db.flush().unwrap(); // a table of nothing but a range tombstone
         let only_tombstone = db.tables().into_iter().find(|t| t.entries == 0).unwrap();
         assert_eq!(only_tombstone.range_tombstones, 1);
-        assert_eq!(only_tombstone.smallest_key, key(30));
+        assert_eq!(only_tombstone.smallest_key, k4(30));
         db.close().unwrap();
     }
     let live: Vec<u32> = (0..10).chain(20..30).chain(40..100).collect();
@@ -158,10 +153,9 @@ fn range_deletes_survive_reopening_from_the_wal_and_from_tables() {
 
 #[test]
 fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     for i in 0..400 {
-        db.put(key(i), vec![b'x'; 100]).unwrap();
+        db.put(k4(i), vec![b'x'; 100]).unwrap();
         // Keys after the range, in tables of their own that the last compaction leaves
         // alone: older than the tombstone, but not under it.
         db.put(format!("z{i:04}"), vec![b'x'; 100]).unwrap();
@@ -173,9 +167,9 @@ fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left()
 
     // Newer keys elsewhere, then a range delete of most of the old ones.
     for i in 400..450 {
-        db.put(key(i), "new").unwrap();
+        db.put(k4(i), "new").unwrap();
     }
-    db.delete_range(key(0)..key(390)).unwrap();
+    db.delete_range(k4(0)..k4(390)).unwrap();
     db.flush().unwrap();
     assert_eq!(tombstones(&db), 1, "flushed with the memtable");
     assert_eq!(entries(&db), 850);
@@ -194,14 +188,13 @@ fn compaction_drops_covered_keys_then_the_tombstone_once_nothing_older_is_left()
     assert_eq!(z, 400);
     assert_eq!(db.range(..).count(), 460);
     for i in 0..450 {
-        assert_eq!(db.get(key(i)).unwrap().is_some(), i >= 390, "get {i}");
+        assert_eq!(db.get(k4(i)).unwrap().is_some(), i >= 390, "get {i}");
     }
 }
 
 #[test]
 fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("m", "v").unwrap();
     let seq = db.snapshot().sequence();
     db.delete_range("z".."a").unwrap();
@@ -225,8 +218,7 @@ fn empty_ranges_write_nothing_and_oversized_bounds_are_refused() {
 #[test]
 fn trace_shows_the_value_a_range_tombstone_covers_as_what_decides() {
     use bloomkv::{Presence, TraceSource};
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options()).unwrap();
+    let (_dir, db) = open_temp(options());
     db.put("k", "old").unwrap();
     db.flush().unwrap();
     db.delete_range("a".."z").unwrap();
@@ -253,13 +245,13 @@ fn a_checkpoint_carries_the_range_deletes_its_snapshot_sees() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("live"), options()).unwrap();
     for i in 0..200 {
-        db.put(key(i), "v").unwrap();
+        db.put(k4(i), "v").unwrap();
     }
-    db.delete_range(key(0)..key(50)).unwrap();
+    db.delete_range(k4(0)..k4(50)).unwrap();
     db.flush().unwrap(); // this tombstone is in a table
-    db.delete_range(key(100)..key(120)).unwrap(); // this one only in the memtable
+    db.delete_range(k4(100)..k4(120)).unwrap(); // this one only in the memtable
     let snap = db.snapshot();
-    db.delete_range(key(150)..key(200)).unwrap(); // after the snapshot: not in the copy
+    db.delete_range(k4(150)..k4(200)).unwrap(); // after the snapshot: not in the copy
     snap.checkpoint(dir.path().join("copy")).unwrap();
     let copy = Db::open(dir.path().join("copy"), options()).unwrap();
     let live: Vec<u32> = (50..100).chain(120..200).collect();
@@ -276,7 +268,7 @@ fn open_and_inclusive_bounds_and_prefixes_delete_exactly_their_keys() {
     use std::collections::BTreeSet;
     use std::ops::Bound;
     let longest = vec![0xffu8; bloomkv::MAX_KEY_BYTES];
-    let mut all: BTreeSet<Vec<u8>> = (0..300).map(key).collect();
+    let mut all: BTreeSet<Vec<u8>> = (0..300).map(k4).collect();
     all.extend([
         b"\xff".to_vec(),
         b"\xff\xff\x00".to_vec(),
@@ -286,18 +278,17 @@ fn open_and_inclusive_bounds_and_prefixes_delete_exactly_their_keys() {
     all.extend([b"p/".to_vec(), b"p/a".to_vec(), b"p0".to_vec(), b"".to_vec(), b"\x00".to_vec()]);
     type Step = (&'static str, Box<dyn Fn(&Db) -> bloomkv::Result<()>>, Box<dyn Fn(&[u8]) -> bool>);
     let steps: Vec<Step> = vec![
-        ("..=k0010", Box::new(|db| db.delete_range(..=key(10))), Box::new(|k| k <= &key(10)[..])),
+        ("..=k0010", Box::new(|db| db.delete_range(..=k4(10))), Box::new(|k| k <= &k4(10)[..])),
         (
             "(k0020, k0030]",
-            Box::new(|db| db.delete_range((Bound::Excluded(key(20)), Bound::Included(key(30))))),
-            Box::new(|k| k > &key(20)[..] && k <= &key(30)[..]),
+            Box::new(|db| db.delete_range((Bound::Excluded(k4(20)), Bound::Included(k4(30))))),
+            Box::new(|k| k > &k4(20)[..] && k <= &k4(30)[..]),
         ),
         ("prefix k01", Box::new(|db| db.delete_prefix("k01")), Box::new(|k| k.starts_with(b"k01"))),
         ("prefix p/", Box::new(|db| db.delete_prefix("p/")), Box::new(|k| k.starts_with(b"p/"))),
-        ("k0250..", Box::new(|db| db.delete_range(key(250)..)), Box::new(|k| k >= &key(250)[..])),
+        ("k0250..", Box::new(|db| db.delete_range(k4(250)..)), Box::new(|k| k >= &k4(250)[..])),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = Db::open(dir.path(), options()).unwrap();
+    let (dir, mut db) = open_temp(options());
     for k in &all {
         db.put(k, b"v").unwrap();
     }
@@ -325,7 +316,7 @@ fn open_and_inclusive_bounds_and_prefixes_delete_exactly_their_keys() {
     }
     // The open end covered the longest key and the 0xff ones; keys below the ranges stand.
     assert!(
-        live.contains(&key(15)) && !live.contains(&longest) && !live.contains(b"\xff".as_slice())
+        live.contains(&k4(15)) && !live.contains(&longest) && !live.contains(b"\xff".as_slice())
     );
     // An empty prefix deletes everything; new writes stand.
     let mut batch = WriteBatch::new();

@@ -19,6 +19,11 @@ use std::time::Duration;
 
 use bloomkv::{Db, Options};
 
+mod common;
+
+use common::keys::writer_key;
+use common::model::scan;
+
 const WRITERS: u64 = 4;
 const READERS: u64 = 2;
 const KEYS_PER_WRITER: u64 = 1500;
@@ -29,7 +34,7 @@ const L0_STOP: usize = 6;
 const MAX_WRITE: usize = 256;
 
 fn ops() -> u64 {
-    std::env::var("BLOOMKV_STRESS_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(8000)
+    common::env::u64_or("BLOOMKV_STRESS_OPS", 8000)
 }
 
 fn options(mapped: bool) -> Options {
@@ -45,12 +50,10 @@ fn options(mapped: bool) -> Options {
         .l0_stop_trigger(L0_STOP)
 }
 
-fn key(w: u64, k: u64) -> Vec<u8> {
-    format!("w{w}/k{k:05}").into_bytes()
-}
-
+/// A value starts with the key it was written for, so a reader can tell whose it got.
 fn value(w: u64, k: u64, i: u64) -> Vec<u8> {
-    let mut v = format!("w{w}/k{k:05}={i};").into_bytes();
+    let mut v = writer_key(w, k);
+    v.extend_from_slice(format!("={i};").as_bytes());
     v.resize(v.len() + (i % 97) as usize, b'#');
     v
 }
@@ -98,13 +101,14 @@ fn stress(mapped: bool) {
                 let mut i = r;
                 while !done.load(Ordering::Acquire) {
                     let (w, k) = (i % WRITERS, (i * 7919) % KEYS_PER_WRITER);
-                    if let Some(v) = db.get(key(w, k)).unwrap() {
-                        assert_eq!(owner(&v), &key(w, k)[..], "a value of another key");
+                    if let Some(v) = db.get(writer_key(w, k)).unwrap() {
+                        assert_eq!(owner(&v), &writer_key(w, k)[..], "a value of another key");
                     }
                     if i % 10 == 0 {
                         // Keys of every writer, in one call, while tables come and go.
-                        let keys: Vec<_> =
-                            (0..16).map(|j| key(j % WRITERS, (k + j) % KEYS_PER_WRITER)).collect();
+                        let keys: Vec<_> = (0..16)
+                            .map(|j| writer_key(j % WRITERS, (k + j) % KEYS_PER_WRITER))
+                            .collect();
                         for (k, v) in keys.iter().zip(db.multi_get(&keys).unwrap()) {
                             if let Some(v) = v {
                                 assert_eq!(owner(&v), &k[..], "multi_get: a value of another key");
@@ -132,16 +136,16 @@ fn stress(mapped: bool) {
                             // A range delete of up to 40 of this writer's keys, meeting the
                             // flushes and compactions (tiny tables: many cut tombstones).
                             let end = (k + 1 + i % 40).min(KEYS_PER_WRITER);
-                            db.delete_range(key(w, k)..key(w, end)).unwrap();
+                            db.delete_range(writer_key(w, k)..writer_key(w, end)).unwrap();
                             for j in k..end {
-                                last.insert(key(w, j), None);
+                                last.insert(writer_key(w, j), None);
                             }
                         } else if i % 13 == 5 {
-                            db.delete(key(w, k)).unwrap();
-                            last.insert(key(w, k), None);
+                            db.delete(writer_key(w, k)).unwrap();
+                            last.insert(writer_key(w, k), None);
                         } else {
-                            db.put(key(w, k), value(w, k, i)).unwrap();
-                            last.insert(key(w, k), Some(value(w, k, i)));
+                            db.put(writer_key(w, k), value(w, k, i)).unwrap();
+                            last.insert(writer_key(w, k), Some(value(w, k, i)));
                         }
                     }
                     last
@@ -193,8 +197,7 @@ fn stress(mapped: bool) {
                 assert_eq!(v.as_deref(), expected[*k].as_deref(), "multi_get {k:?}");
             }
         }
-        let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
-            db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+        let scanned = scan(db);
         let live: BTreeMap<Vec<u8>, Vec<u8>> =
             expected.iter().filter_map(|(k, v)| Some((k.clone(), v.clone()?))).collect();
         assert_eq!(scanned, live);

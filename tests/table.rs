@@ -15,6 +15,10 @@ use bloomkv::{Error, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+
+use common::keys::key5;
+
 /// One user key's versions, newest first: (seq, Some(value) for a put / None for a delete).
 type Versions = Vec<(u64, Option<Vec<u8>>)>;
 
@@ -215,15 +219,11 @@ fn real_files_round_trip_through_std_fs() {
     assert_eq!(collect_forward(&t).unwrap(), entries);
 }
 
-fn seq_key(i: usize) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
 #[test]
 fn seeks_at_block_boundaries_and_beyond_the_ends() {
     let n = 1000;
     let entries: Vec<_> = (0..n)
-        .map(|i| (internal_key(&seq_key(i), 10, ValueKind::Put), format!("value{i}").into_bytes()))
+        .map(|i| (internal_key(&key5(i), 10, ValueKind::Put), format!("value{i}").into_bytes()))
         .collect();
     let opts = TableOptions::default().block_bytes(64).restart_interval(2);
     let (bytes, props) = build_bytes(&entries, opts);
@@ -237,16 +237,16 @@ fn seeks_at_block_boundaries_and_beyond_the_ends() {
     for i in 0..n {
         // Exact key, a newer snapshot of it (same entry), and a key just after it.
         for target in [
-            internal_key(&seq_key(i), 10, ValueKind::Put),
-            internal_key(&seq_key(i), MAX_SEQNO, ValueKind::Put),
+            internal_key(&key5(i), 10, ValueKind::Put),
+            internal_key(&key5(i), MAX_SEQNO, ValueKind::Put),
         ] {
             it.seek(&target).unwrap();
             assert!(it.valid());
             assert_eq!(it.key(), &entries[i].0[..]);
         }
         // An older snapshot than any version sorts after this key's only version.
-        it.seek(&internal_key(&seq_key(i), 9, ValueKind::Put)).unwrap();
-        let mut mid = seq_key(i);
+        it.seek(&internal_key(&key5(i), 9, ValueKind::Put)).unwrap();
+        let mut mid = key5(i);
         mid.push(b'!');
         let mut it2 = t.iter();
         it2.seek(&internal_key(&mid, MAX_SEQNO, ValueKind::Put)).unwrap();
@@ -282,23 +282,22 @@ fn seeks_at_block_boundaries_and_beyond_the_ends() {
 #[test]
 fn filter_has_no_false_negatives_and_skips_most_absent_keys() {
     let n = 20_000;
-    let entries: Vec<_> = (0..n)
-        .map(|i| (internal_key(&seq_key(2 * i), 5, ValueKind::Put), vec![i as u8; 8]))
-        .collect();
+    let entries: Vec<_> =
+        (0..n).map(|i| (internal_key(&key5(2 * i), 5, ValueKind::Put), vec![i as u8; 8])).collect();
     let (bytes, props) = build_bytes(&entries, TableOptions::default());
     assert_eq!(props.filter_kind, "blocked-bloom");
     assert!(props.filter_probes > 0 && props.filter_bits_per_key >= 9.0);
     let t = open_mem(bytes, None).unwrap();
     assert_eq!(t.filter().num_keys(), n as u64);
     for i in 0..n {
-        let k = seq_key(2 * i);
+        let k = key5(2 * i);
         assert!(t.filter().may_contain_hash(hash_key(&k)), "false negative for {k:?}");
         assert_eq!(t.get(&k, 5).unwrap().outcome, GetOutcome::Found(vec![i as u8; 8].into()));
     }
     // Odd keys lie inside the range but are absent.
     let mut negatives = 0;
     for i in 0..n - 1 {
-        let k = seq_key(2 * i + 1);
+        let k = key5(2 * i + 1);
         if !t.filter().may_contain_hash(hash_key(&k)) {
             negatives += 1;
         }
@@ -316,7 +315,7 @@ fn filter_has_no_false_negatives_and_skips_most_absent_keys() {
     let cache = Arc::new(BlockCache::new(1 << 20));
     let t = open_mem(bytes, Some(cache)).unwrap();
     assert_eq!(t.filter_memory_bytes(), 0);
-    let k = seq_key(101);
+    let k = key5(101);
     for _ in 0..2 {
         let g = t.get(&k, MAX_SEQNO).unwrap();
         assert_eq!(g.outcome, GetOutcome::Absent);
@@ -326,14 +325,13 @@ fn filter_has_no_false_negatives_and_skips_most_absent_keys() {
 
 #[test]
 fn block_cache_hits_on_second_read_and_stays_bounded() {
-    let entries: Vec<_> = (0..5000)
-        .map(|i| (internal_key(&seq_key(i), 1, ValueKind::Put), vec![b'v'; 100]))
-        .collect();
+    let entries: Vec<_> =
+        (0..5000).map(|i| (internal_key(&key5(i), 1, ValueKind::Put), vec![b'v'; 100])).collect();
     let (bytes, _) = build_bytes(&entries, TableOptions::default());
     let capacity = 64 * 1024;
     let cache = Arc::new(BlockCache::new(capacity));
     let t = Arc::new(open_mem(bytes, Some(cache.clone())).unwrap());
-    let k = seq_key(1234);
+    let k = key5(1234);
     let first = t.get(&k, 1).unwrap();
     assert!(first.block_read && !first.cache_hit);
     let second = t.get(&k, 1).unwrap();
@@ -342,7 +340,7 @@ fn block_cache_hits_on_second_read_and_stays_bounded() {
     assert_eq!(second.outcome, GetOutcome::Found(vec![b'v'; 100].into()));
 
     for i in 0..5000 {
-        let k = seq_key(i);
+        let k = key5(i);
         assert!(matches!(t.get(&k, 1).unwrap().outcome, GetOutcome::Found(_)));
         assert!(cache.usage_bytes() <= capacity as u64);
     }
@@ -500,7 +498,7 @@ fn footer_damage_names_the_footer_offset() {
 #[test]
 fn index_entries_describe_the_data_blocks() {
     let entries: Vec<_> =
-        (0..3000).map(|i| (internal_key(&seq_key(i), 3, ValueKind::Put), vec![1u8; 20])).collect();
+        (0..3000).map(|i| (internal_key(&key5(i), 3, ValueKind::Put), vec![1u8; 20])).collect();
     let (bytes, props) = build_bytes(&entries, TableOptions::default().block_bytes(512));
     let t = Arc::new(open_mem(bytes, None).unwrap());
     let index: Vec<_> = t.index_entries().map(|(k, h)| (k.to_vec(), h)).collect();
