@@ -51,6 +51,8 @@
 //! After a deliberate change in behaviour, the same variable rewrites every file; `git diff`
 //! then shows what changed, to be reviewed like code.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -343,9 +345,9 @@ impl Script {
         match cmd {
             "open" => {
                 (self.snapshots, self.keyspaces) = Default::default();
-                let dir = tempfile::tempdir().unwrap();
                 let opts = script_options(args);
-                self.db = Some(Db::open(dir.path(), opts.0.clone())?);
+                let (dir, db) = common::db::open_temp(opts.0.clone());
+                self.db = Some(db);
                 (self.dir, self.opts) = (Some(dir), Some(opts));
             }
             "reopen" => {

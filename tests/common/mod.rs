@@ -12,8 +12,3 @@ pub mod files;
 pub mod keys;
 pub mod model;
 pub mod options;
-
-// Tests written before the module was split name it at the root; a binary that does not
-// leaves the re-export unused.
-#[allow(unused_imports)]
-pub use options::small_tree;
