@@ -384,6 +384,13 @@ pub struct Args {
     /// library's).
     #[arg(long)]
     level_base_bytes: Option<u64>,
+    /// L0 tables at which writes slow down (`Options::l0_slowdown_trigger`; default: the
+    /// library's).
+    #[arg(long)]
+    l0_slowdown_trigger: Option<usize>,
+    /// L0 tables at which writes stop (`Options::l0_stop_trigger`; default: the library's).
+    #[arg(long)]
+    l0_stop_trigger: Option<usize>,
     /// Table files kept open at once (`Options::max_open_files`); below the table count,
     /// reads reopen files the bound closed.
     #[arg(long, default_value_t = 512)]
@@ -509,6 +516,12 @@ impl Ctx<'_> {
         }
         if let Some(n) = self.args.level_base_bytes {
             opts = opts.level_base_bytes(n);
+        }
+        if let Some(n) = self.args.l0_slowdown_trigger {
+            opts = opts.l0_slowdown_trigger(n);
+        }
+        if let Some(n) = self.args.l0_stop_trigger {
+            opts = opts.l0_stop_trigger(n);
         }
         opts.memtable_bytes(self.args.memtable_bytes)
             .max_open_files(self.args.max_open_files)
