@@ -325,6 +325,7 @@ impl std::fmt::Debug for MemTableIter {
 
 #[cfg(test)]
 mod tests {
+    use std::cmp::Ordering;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
@@ -778,5 +779,261 @@ mod tests {
                 prop_assert_eq!(m.get(&k, seq), want_get);
             }
         }
+    }
+
+    /// A value length for the model tests: mostly small, sometimes a node of its own.
+    fn model_value() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            8 => proptest::collection::vec(any::<u8>(), 0..12),
+            1 => (MAX_CHUNKED_ENTRY - 40..MAX_CHUNKED_ENTRY + 40).prop_map(|n| vec![0xab; n]),
+        ]
+    }
+
+    proptest! {
+        /// The skip list against a `BTreeMap` of internal keys: many versions of few user
+        /// keys, some inserted twice (the second replaces the first), walked whole both
+        /// ways, sought both ways, and read at random sequence numbers.
+        #[test]
+        fn prop_skip_list_matches_a_btreemap(
+            entries in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..3), 0u64..12, any::<bool>(), model_value(), any::<bool>()),
+                0..400,
+            ),
+            probes in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..4), 0u64..14, any::<bool>()),
+                0..60,
+            ),
+        ) {
+            let m = Arc::new(MemTable::new());
+            let mut model: BTreeMap<Ik, Vec<u8>> = BTreeMap::new();
+            for (k, seq, put, v, twice) in &entries {
+                let kind = if *put { ValueKind::Put } else { ValueKind::Delete };
+                let v = if *put { v.clone() } else { Vec::new() };
+                m.insert(k, *seq, kind, &v);
+                model.insert(Ik(internal_key(k, *seq, kind)), v.clone());
+                if *twice {
+                    let mut again = v.clone();
+                    again.push(7);
+                    m.insert(k, *seq, kind, &again);
+                    model.insert(Ik(internal_key(k, *seq, kind)), again);
+                }
+            }
+            prop_assert_eq!(m.len(), model.len());
+            prop_assert_eq!(m.is_empty(), model.is_empty());
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
+
+            let mut it = m.iter();
+            let mut forward = Vec::new();
+            it.seek_to_first().unwrap();
+            while it.valid() {
+                forward.push((it.key().to_vec(), it.value().to_vec()));
+                it.next().unwrap();
+            }
+            prop_assert_eq!(&forward, &want);
+            let mut backward = Vec::new();
+            it.seek_to_last().unwrap();
+            while it.valid() {
+                backward.push((it.key().to_vec(), it.value().to_vec()));
+                it.prev().unwrap();
+            }
+            backward.reverse();
+            prop_assert_eq!(&backward, &want);
+
+            for (k, seq, put) in probes {
+                let kind = if put { ValueKind::Put } else { ValueKind::Delete };
+                let target = internal_key(&k, seq, kind);
+                it.seek(&target).unwrap();
+                match model.range(Ik(target.clone())..).next() {
+                    Some((wk, wv)) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &wk.0[..]);
+                        prop_assert_eq!(it.value(), &wv[..]);
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                it.seek_for_prev(&target).unwrap();
+                match model.range(..=Ik(target.clone())).next_back() {
+                    Some((wk, wv)) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &wk.0[..]);
+                        prop_assert_eq!(it.value(), &wv[..]);
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                // The newest version at or below `seq`: the first entry at or after
+                // `(k, seq, KIND_FOR_SEEK)`, if it is `k`'s.
+                let seek = Ik(internal_key(&k, seq, KIND_FOR_SEEK));
+                let want_get = model.range(seek..).next().and_then(|(wk, wv)| {
+                    let p = parse_internal_key(&wk.0).unwrap();
+                    (p.user_key == &k[..]).then(|| match p.kind {
+                        ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
+                        ValueKind::Delete => MemGet::Deleted,
+                    })
+                });
+                prop_assert_eq!(m.get(&k, seq), want_get);
+            }
+        }
+    }
+
+    /// One writer inserting while readers iterate both ways and look keys up: every
+    /// sequence a reader observes is sorted and holds only whole entries, and every key the
+    /// writer had finished inserting before a reader's pass began is found by it.
+    #[test]
+    fn readers_running_beside_the_writer_see_sorted_complete_entries() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Barrier;
+
+        const KEYS: u64 = 20_000;
+        const READERS: usize = 3;
+        // Keys in a scrambled order (a multiplier coprime to KEYS), so that inserts land
+        // all over the list; three of every ten also get an older version afterwards.
+        let key_of = |i: u64| format!("key{:08}", (i * 7919) % KEYS).into_bytes();
+        let value_of = |k: &[u8], seq: u64| [k, &seq.to_le_bytes()[..]].concat();
+        let m = Arc::new(MemTable::new());
+        let done = AtomicUsize::new(0);
+        let finished = AtomicBool::new(false);
+        let start = Barrier::new(READERS + 1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                for i in 0..KEYS {
+                    let k = key_of(i);
+                    // Sequence numbers ascending with `i`; the older version of a key gets
+                    // one below every newer key's, so a read at MAX_SEQNO sees the newer.
+                    let seq = KEYS + i + 1;
+                    m.insert(&k, seq, ValueKind::Put, &value_of(&k, seq));
+                    if i % 10 < 3 {
+                        m.insert(&k, i + 1, ValueKind::Put, &value_of(&k, i + 1));
+                    }
+                    done.store(i as usize + 1, AtomicOrdering::Release);
+                }
+                finished.store(true, AtomicOrdering::Release);
+            });
+            for r in 0..READERS {
+                let (m, done, finished, start) = (&m, &done, &finished, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let mut passes = 0;
+                    loop {
+                        let last = finished.load(AtomicOrdering::Acquire);
+                        let before = done.load(AtomicOrdering::Acquire) as u64;
+                        let mut it = m.iter();
+                        let mut seen: Vec<Vec<u8>> = Vec::new();
+                        let backward = (passes + r) % 2 == 1;
+                        if backward {
+                            it.seek_to_last().unwrap();
+                        } else {
+                            it.seek_to_first().unwrap();
+                        }
+                        while it.valid() {
+                            let p = parse_internal_key(it.key()).unwrap();
+                            assert_eq!(it.value(), value_of(p.user_key, p.seq), "a torn entry");
+                            if let Some(prev) = seen.last() {
+                                let o = compare_internal(prev, it.key());
+                                let want =
+                                    if backward { Ordering::Greater } else { Ordering::Less };
+                                assert_eq!(o, want, "out of order");
+                            }
+                            seen.push(it.key().to_vec());
+                            if backward {
+                                it.prev().unwrap();
+                            } else {
+                                it.next().unwrap();
+                            }
+                        }
+                        if backward {
+                            seen.reverse();
+                        }
+                        let user_keys: Vec<&[u8]> =
+                            seen.iter().map(|k| crate::key::user_key(k)).collect();
+                        for i in 0..before {
+                            let k = key_of(i);
+                            assert!(
+                                user_keys.binary_search(&&k[..]).is_ok(),
+                                "{} inserted before the pass and missing",
+                                String::from_utf8_lossy(&k)
+                            );
+                        }
+                        // Point lookups of a sample of them, and of the newest one.
+                        for i in (0..before).step_by(97).chain(before.checked_sub(1)) {
+                            let k = key_of(i);
+                            let seq = KEYS + i + 1;
+                            let want = MemGet::Found(Value::from(value_of(&k, seq)), seq);
+                            assert_eq!(m.get(&k, MAX_SEQNO), Some(want));
+                        }
+                        passes += 1;
+                        if last {
+                            assert_eq!(before, KEYS);
+                            assert_eq!(seen.len() as u64, KEYS + (KEYS / 10) * 3);
+                            break;
+                        }
+                    }
+                    assert!(passes >= 1);
+                });
+            }
+        });
+        assert_eq!(m.len() as u64, KEYS + (KEYS / 10) * 3);
+    }
+
+    /// A value shared out of a node's own buffer keeps that buffer alive after the memtable
+    /// is gone, and is counted as pinned while it lives.
+    #[test]
+    fn a_shared_value_outlives_its_memtable() {
+        let m = Arc::new(MemTable::new());
+        let big: Vec<u8> = (0..4 * MAX_CHUNKED_ENTRY).map(|i| (i * 7) as u8).collect();
+        m.insert(b"small", 1, ValueKind::Put, b"x");
+        m.insert(b"big", 2, ValueKind::Put, &big);
+        let (Some(MemGet::Found(held, 2)), Some(MemGet::Found(again, 2))) =
+            (m.get(b"big", 9), m.get(b"big", 9))
+        else {
+            panic!("missing")
+        };
+        assert_eq!(held.as_ptr(), again.as_ptr(), "both share the node's buffer");
+        drop(again);
+        assert!(crate::value::pinned_bytes() >= big.len() as u64);
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(it.value(), &big[..]);
+        drop(it);
+        drop(m);
+        // Reuse freed memory, so that a buffer freed with the memtable would be overwritten.
+        let junk: Vec<Vec<u8>> = (0..64).map(|_| vec![0x5a; big.len()]).collect();
+        assert_eq!(&held[..], &big[..]);
+        let bytes = held.into_bytes();
+        assert_eq!(&bytes[..], &big[..]);
+        drop(junk);
+    }
+
+    /// The memtable's size is its arena's: every node's bytes, and the chunk tails left
+    /// unfilled, so it lies between the nodes' minimum size and the chunks allocated.
+    #[test]
+    fn approximate_bytes_counts_the_arena() {
+        let m = MemTable::new();
+        let n = 5000usize;
+        let value = [3u8; 100];
+        for i in 0..n {
+            m.insert(format!("{i:016}").as_bytes(), i as SeqNo, ValueKind::Put, &value);
+        }
+        let entry = 16 + TRAILER_LEN + value.len();
+        // Each node has at least a header of 24 bytes and one link, and at most the tallest
+        // tower and 7 bytes of padding.
+        let low = n * (entry + 24 + 8);
+        let high = n * (entry + 24 + 8 * super::skiplist::MAX_HEIGHT + 7);
+        let bytes = m.approximate_bytes();
+        assert!(bytes >= low && bytes <= high, "{bytes} not in {low}..={high}");
+        // With a quarter of the towers one taller than the last, the average is close to
+        // the low end: about 4/3 links per node.
+        assert!(bytes < n * (entry + 24 + 8 * 2 + 8), "{bytes}");
+        assert!(bytes.div_ceil(CHUNK_BYTES) * CHUNK_BYTES >= bytes);
+    }
+
+    #[test]
+    fn iterators_and_memtables_cross_threads() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<MemTableIter>();
+        send::<MemTable>();
+        sync::<MemTable>();
     }
 }
