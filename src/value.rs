@@ -96,7 +96,7 @@ pub(crate) fn pinned_bytes() -> u64 {
 
 /// Whether a value of `len` bytes may share a buffer of `buffer` bytes (see
 /// [`MAX_PIN_RATIO`]); if not, it is copied out.
-pub(crate) fn may_share(len: usize, buffer: usize) -> bool {
+pub(crate) const fn may_share(len: usize, buffer: usize) -> bool {
     len.saturating_mul(MAX_PIN_RATIO) >= buffer
 }
 

@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | `BlockIter` | one block's prefix-compressed entries | `table/block_iter.rs` |
 //! | `TableIter` | a table: the index picks the block | `table/iter.rs` |
-//! | `MemTableIter` | a memtable's skip list | `memtable.rs` |
+//! | `MemTableIter` | a memtable's skip list | `memtable/mod.rs` |
 //! | [`level::LevelIter`] | one sorted level, one table open at a time | `iter/level.rs` |
 //! | [`merge::MergingIterator`] | any of the above, merged newest first | `iter/merge.rs` |
 //!

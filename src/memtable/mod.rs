@@ -1,17 +1,23 @@
 //! The memtable: recent writes held in memory, sorted by internal key, until they are
 //! flushed to a table.
 //!
-//! It is a lock-free skip list (`crossbeam_skiplist::SkipMap`) ordered by internal key (user
-//! key ascending, sequence number descending, see [`crate::key`]), so one writer and any
-//! number of readers proceed without locks, and a point lookup is one `lower_bound` search
-//! for `(user_key, snapshot_seq)`.
+//! Entries live in a skip list of its own (`skiplist.rs`) ordered by internal key (user key
+//! ascending, sequence number descending, see [`crate::key`]): nodes laid out inline in
+//! 32 KiB arena chunks, each holding the first 16 bytes of its user key as integers (so most
+//! comparisons during a search read nothing else), its tower of next pointers, and the
+//! encoded internal key followed by the value. A point lookup is one search for
+//! `(user_key, snapshot_seq)`; an iterator holds a node and steps forward along its link.
+//! Nothing is ever removed; a memtable is dropped whole once it has been flushed.
 //!
-//! Each entry is the encoded internal key followed by the value, in one `bytes::Bytes` cut
-//! from a chunk shared with its neighbours: a hit hands out a reference-counted slice of it
-//! rather than a copy, and an iterator holds its current entry the same way. The skip-list key also keeps, inline in the
-//! node, the first 16 bytes of the user key and the trailer, so that most comparisons during
-//! a search never touch the entry's allocation. Nothing is ever removed; a memtable is dropped
-//! whole once it has been flushed.
+//! **One writer at a time, any number of readers.** Readers take no lock. Inserts take turns
+//! on a mutex (range deletions on one of their own); the engine makes them from one thread at a time (the
+//! write-group leader, holding the WAL lock, in `db/write.rs`; recovery's single-threaded
+//! replay), so that mutex is never contended. The skip list's module documentation has the
+//! memory-ordering argument that makes lock-free reading sound.
+//!
+//! A value read from the memtable is copied out unless its entry has a buffer of its own that
+//! it fills enough of (`crate::value::may_share`): then the value shares that buffer, which
+//! it keeps alive after the memtable is dropped.
 //!
 //! Range deletions are kept beside the skip list, not in it: a list of the memtable's range
 //! tombstones and, for readers, the [`Fragments`] set built from it, replaced whole (copy on
@@ -19,197 +25,23 @@
 //! O(n log n) per range deletion in a memtable already holding n of them; readers load the
 //! current set without a lock, and skip it with one flag check while there is none.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::ops::Bound;
+mod skiplist;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use bytes::{Bytes, BytesMut};
-use crossbeam_skiplist::SkipMap;
 
+use self::skiplist::{Parts, RawNode, SkipList};
 use crate::iter::{BidirectionalIterator, InternalIterator};
-use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN};
-use crate::key_head::key_head;
+use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::range_del::{Fragments, RangeTombstone};
 use crate::{Result, Value};
 
-/// Estimated bytes an entry costs beyond its key and value: the skip-list node (the inline
-/// key parts and `Bytes` handle, reference count and tower of next pointers), its allocator
-/// header, and a share of its chunk's unused tail (about 102 bytes measured for 16-byte keys
-/// and 100-byte values). Only used to decide when to flush, so an estimate is enough.
-const ENTRY_OVERHEAD: usize = 96;
-
-/// Bytes of the user key copied into [`Head`].
-const HEAD_LEN: usize = 16;
-
-/// The user key's [`key_head`] (its first [`HEAD_LEN`] bytes, zero-padded, big-endian),
-/// held as two halves: compared as a pair it costs the skip-list search fewer instructions
-/// than a `u128`. Unequal heads settle a comparison without looking at the keys; equal
-/// heads mean the keys agree on as many of their first 16 bytes as the shorter one has
-/// (see `crate::key_head` for why).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Head(u64, u64);
-
-impl Head {
-    #[inline]
-    fn of(user_key: &[u8]) -> Head {
-        let v = key_head(user_key);
-        Head((v >> 64) as u64, v as u64)
-    }
-}
-
-/// What the skip list's order looks at: the user key with its head, and the trailer.
-#[derive(Clone, Copy)]
-struct Parts<'a> {
-    head: Head,
-    user_key: &'a [u8],
-    trailer: u64,
-}
-
-/// The internal-key order (`crate::key::compare_internal`) on [`Parts`]: user key
-/// ascending, then trailer descending.
-#[inline]
-fn compare_parts(a: Parts<'_>, b: Parts<'_>) -> Ordering {
-    match a.head.cmp(&b.head) {
-        Ordering::Equal => {}
-        o => return o,
-    }
-    // Equal heads: the keys agree on their first `m` bytes, so only the rest can differ
-    // (when either key is at most 16 bytes long, its rest is empty and no key byte is read).
-    let m = a.user_key.len().min(b.user_key.len()).min(HEAD_LEN);
-    match a.user_key[m..].cmp(&b.user_key[m..]) {
-        Ordering::Equal => b.trailer.cmp(&a.trailer),
-        o => o,
-    }
-}
-
-/// A key the skip list can be searched with: a stored [`MemKey`] or a lookup's [`SeekKey`].
-///
-/// The map's keys lend themselves out as `&dyn KeyView` (`Borrow<dyn KeyView>`), which is
-/// what lets a lookup search with a seek key that borrows the caller's user key — no owned
-/// key, so no allocation and no copy per lookup.
-trait KeyView {
-    fn parts(&self) -> Parts<'_>;
-}
-
-/// A skip-list key: one memtable entry.
-#[derive(Clone)]
-struct MemKey {
-    head: Head,
-    trailer: u64,
-    /// Length of the user key: `entry` is `user key || trailer || value`.
-    user_key_len: usize,
-    entry: Bytes,
-}
-
-impl MemKey {
-    fn new(arena: &Arena, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Self {
-        let trailer = pack_trailer(seq, kind);
-        MemKey {
-            head: Head::of(user_key),
-            trailer,
-            user_key_len: user_key.len(),
-            entry: arena.alloc(&[user_key, &trailer.to_le_bytes(), value]),
-        }
-    }
-
-    fn user_key(&self) -> &[u8] {
-        &self.entry[..self.user_key_len]
-    }
-
-    /// The encoded internal key.
-    fn internal_key(&self) -> &[u8] {
-        &self.entry[..self.user_key_len + TRAILER_LEN]
-    }
-
-    fn value(&self) -> &[u8] {
-        &self.entry[self.user_key_len + TRAILER_LEN..]
-    }
-}
-
-impl KeyView for MemKey {
-    #[inline]
-    fn parts(&self) -> Parts<'_> {
-        Parts { head: self.head, user_key: self.user_key(), trailer: self.trailer }
-    }
-}
-
-/// A lookup key borrowing the user key it searches for.
-struct SeekKey<'a> {
-    head: Head,
-    user_key: &'a [u8],
-    trailer: u64,
-}
-
-impl<'a> SeekKey<'a> {
-    fn new(user_key: &'a [u8], trailer: u64) -> Self {
-        SeekKey { head: Head::of(user_key), user_key, trailer }
-    }
-
-    /// A seek key for an encoded internal key, cut exactly as `compare_internal` cuts it.
-    fn from_internal(ikey: &'a [u8]) -> Self {
-        SeekKey::new(crate::key::user_key(ikey), crate::key::trailer(ikey))
-    }
-
-    fn view(&self) -> &(dyn KeyView + 'a) {
-        self
-    }
-}
-
-impl KeyView for SeekKey<'_> {
-    #[inline]
-    fn parts(&self) -> Parts<'_> {
-        Parts { head: self.head, user_key: self.user_key, trailer: self.trailer }
-    }
-}
-
-impl<'a> Borrow<dyn KeyView + 'a> for MemKey {
-    fn borrow(&self) -> &(dyn KeyView + 'a) {
-        self
-    }
-}
-
-// `MemKey` and `dyn KeyView` are both ordered by `compare_parts`, as `Borrow` requires.
-impl Ord for MemKey {
-    #[inline]
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Settle the common case from the node alone, before slicing the entries.
-        match self.head.cmp(&other.head) {
-            Ordering::Equal => compare_parts(self.parts(), other.parts()),
-            o => o,
-        }
-    }
-}
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for MemKey {}
-
-impl Ord for dyn KeyView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_parts(self.parts(), other.parts())
-    }
-}
-impl PartialOrd for dyn KeyView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for dyn KeyView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for dyn KeyView + '_ {}
+/// Estimated bytes a range tombstone costs beyond its bounds: the tombstone in its chunk and
+/// its share of the readers' sets. Only used to decide when to flush, so an estimate is
+/// enough.
+const RANGE_TOMBSTONE_OVERHEAD: usize = 96;
 
 /// The answer of [`MemTable::get`] when the memtable knows the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,62 +52,11 @@ pub enum MemGet {
     Deleted,
 }
 
-/// Size of the chunks entries are carved from.
-const CHUNK_BYTES: usize = 32 * 1024;
-
-/// Entries larger than this get an allocation of their own, so that starting a new chunk
-/// never abandons more than this much of the previous one.
-const MAX_CHUNKED_ENTRY: usize = CHUNK_BYTES / 16;
-
-/// Hands out entries as slices of shared chunks, so an insert usually allocates nothing but
-/// the skip-list node. That halves the allocations an insert makes and the frees dropping a
-/// flushed memtable makes — and with them the time the writer and the background thread
-/// spend waiting for each other on the allocator's lock. A chunk is freed when the last
-/// entry in it is dropped, so a value shared with its entry would keep the whole chunk alive
-/// after the memtable is gone: `MemTable::get` copies those out.
-struct Arena {
-    chunk: Mutex<BytesMut>,
-}
-
-impl Arena {
-    fn new() -> Self {
-        Arena { chunk: Mutex::new(BytesMut::new()) }
-    }
-
-    /// The size of the allocation an entry of `len` bytes lies in (what sharing a slice of
-    /// it keeps alive): a chunk, or for a large entry its own allocation.
-    fn buffer_of(len: usize) -> usize {
-        if len > MAX_CHUNKED_ENTRY {
-            len
-        } else {
-            CHUNK_BYTES
-        }
-    }
-
-    /// The concatenation of `parts`.
-    fn alloc(&self, parts: &[&[u8]]) -> Bytes {
-        let n = parts.iter().map(|p| p.len()).sum();
-        if n > MAX_CHUNKED_ENTRY {
-            return Bytes::from(parts.concat());
-        }
-        // Nothing can panic while this is held (a failed allocation aborts), so poisoning
-        // never leaves a half-written chunk behind.
-        let mut chunk = self.chunk.lock().unwrap_or_else(|p| p.into_inner());
-        if chunk.capacity() - chunk.len() < n {
-            *chunk = BytesMut::with_capacity(CHUNK_BYTES);
-        }
-        for p in parts {
-            chunk.extend_from_slice(p);
-        }
-        chunk.split().freeze()
-    }
-}
-
 /// Sorted in-memory buffer of recent writes. See the module documentation.
 pub struct MemTable {
-    map: SkipMap<MemKey, ()>,
-    arena: Arena,
-    bytes: AtomicUsize,
+    list: SkipList,
+    /// Bytes of the range tombstones (the skip list counts its own).
+    range_del_bytes: AtomicUsize,
     range_dels: RangeDels,
 }
 
@@ -336,9 +117,8 @@ impl MemTable {
     /// An empty memtable.
     pub fn new() -> Self {
         MemTable {
-            map: SkipMap::new(),
-            arena: Arena::new(),
-            bytes: AtomicUsize::new(0),
+            list: SkipList::new(),
+            range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
         }
     }
@@ -349,7 +129,8 @@ impl MemTable {
         let t = RangeTombstone { start: start.to_vec(), end: end.to_vec(), seq };
         self.range_dels.insert(t);
         self.range_dels.any.store(true, AtomicOrdering::Release);
-        self.bytes.fetch_add(start.len() + end.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
+        self.range_del_bytes
+            .fetch_add(start.len() + end.len() + RANGE_TOMBSTONE_OVERHEAD, AtomicOrdering::Relaxed);
     }
 
     /// True if a range tombstone in this memtable visible at `read_seq` deletes the version
@@ -378,67 +159,74 @@ impl MemTable {
     }
 
     /// Records a put (or, with [`ValueKind::Delete`], a tombstone whose `value` should be
-    /// empty) of `user_key` at `seq`. Safe to call while other threads read; the engine
-    /// calls it from one writer at a time, and inserting the same `(user_key, seq, kind)`
-    /// twice replaces the value.
+    /// empty) of `user_key` at `seq`. Safe to call while other threads read. The engine
+    /// calls it from one writer at a time; calls from several threads at once take turns on
+    /// a mutex. Inserting the same `(user_key, seq, kind)` twice replaces the value (the
+    /// engine never does: every write has a sequence number of its own).
+    ///
+    /// # Panics
+    ///
+    /// If the key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
+    /// [`crate::MAX_VALUE_BYTES`] (writes are checked against both before they get here).
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         debug_assert!(seq <= MAX_SEQNO);
-        let key = MemKey::new(&self.arena, user_key, seq, kind, value);
-        self.bytes.fetch_add(key.entry.len() + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
-        self.map.insert(key, ());
+        self.list.insert(user_key, pack_trailer(seq, kind), value);
     }
 
     /// The newest version of `user_key` with a sequence number `<= seq`, or `None` if the
     /// memtable holds no such version. The search borrows `user_key`; a found value is
     /// copied out of its arena chunk (a held value would keep the whole chunk alive after
-    /// the memtable is flushed), and shared only when its entry has an allocation of its own
+    /// the memtable is flushed), and shared only when its entry has a buffer of its own
     /// that it fills enough of (see `Value`).
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Option<MemGet> {
         // `KIND_FOR_SEEK` gives the largest trailer for `seq`, so the search lands on the
         // first entry of `user_key` whose seq is `<= seq`.
-        let seek = SeekKey::new(user_key, pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK));
-        let entry = self.map.lower_bound(Bound::Included(seek.view()))?;
-        let found = entry.key();
+        let seek = Parts::new(user_key, pack_trailer(seq.min(MAX_SEQNO), KIND_FOR_SEEK));
+        let found = self.list.seek(&seek)?;
         if found.user_key() != user_key {
             return None;
         }
-        match ValueKind::from_u8(found.trailer as u8)? {
+        let trailer = found.trailer();
+        match ValueKind::from_u8(trailer as u8)? {
             ValueKind::Put => {
-                let at = found.user_key_len + TRAILER_LEN;
-                let seq = found.trailer >> 8;
-                let value = &found.entry[at..];
-                let buffer = Arena::buffer_of(found.entry.len());
-                let value = if crate::value::may_share(value.len(), buffer) {
-                    Value::pinning(found.entry.slice(at..), buffer)
-                } else {
-                    Value::copy_from_slice(value)
+                let value = found.value();
+                let shared = match found.own_buffer_len() {
+                    Some(buffer) if crate::value::may_share(value.len(), buffer) => {
+                        found.share_value().map(|v| Value::pinning(v, buffer))
+                    }
+                    _ => None,
                 };
-                Some(MemGet::Found(value, seq))
+                Some(MemGet::Found(
+                    shared.unwrap_or_else(|| Value::copy_from_slice(value)),
+                    trailer >> 8,
+                ))
             }
             ValueKind::Delete => Some(MemGet::Deleted),
         }
     }
 
-    /// Estimated memory held: keys, values and per-entry overhead.
+    /// Memory held: the arena bytes the entries took (each entry's key, trailer and value,
+    /// its node's header and tower, and the chunk tails left unfilled), plus an estimate for
+    /// the range tombstones.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.list.bytes() + self.range_del_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Number of entries (versions, not distinct user keys).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True when nothing has been inserted: no entry and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty() && !self.range_dels.any.load(AtomicOrdering::Acquire)
+        self.list.len() == 0 && !self.range_dels.any.load(AtomicOrdering::Acquire)
     }
 
     /// An iterator over every entry in internal-key order, both ways. It starts
     /// unpositioned: call a seek first. It keeps the memtable alive, and may or may not
     /// see entries inserted after it was created.
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
-        MemTableIter { mem: Arc::clone(self), run: Vec::new(), backward: false }
+        MemTableIter { mem: Arc::clone(self), node: None }
     }
 }
 
@@ -459,105 +247,70 @@ impl std::fmt::Debug for MemTable {
 
 /// Iterator over a memtable, from [`MemTable::iter`], both ways.
 ///
-/// Holds its current entry as shared `Bytes`, and finds the next one with a fresh search
-/// for the first key after it: O(log n) per step, but no lifetimes tie the iterator to a
-/// skip-list guard, so it can be boxed and sent between threads.
+/// Holds the memtable and the address of its current node: a step forward follows the
+/// node's link (O(1)); a step back searches for the node's predecessor (O(log n)), as the
+/// skip list has no back links. No lifetime ties it to the memtable, so it can be boxed and
+/// sent between threads.
 pub struct MemTableIter {
     mem: Arc<MemTable>,
-    /// Entries read from the skip list in the direction of travel, current one last, so
-    /// that a step is a `pop`. Reading a run of entries per search makes a full forward scan
-    /// — a flush — cost O(1) amortised per entry instead of O(log n).
-    run: Vec<MemKey>,
-    /// Which way `run` was read; a step the other way searches afresh from the current key.
-    backward: bool,
+    node: Option<RawNode>,
 }
 
-/// Entries fetched per skip-list search going forward.
-const READ_AHEAD: usize = 64;
-
-/// Entries fetched per search going backward. The skip list has no back pointers, so each
-/// of them costs a search anyway: a long run would only save the guard, and a merge
-/// changing direction, which needs one or two entries, would pay for all of it.
-const READ_BEHIND: usize = 4;
-
 impl MemTableIter {
-    /// Reads forward from `from`.
-    fn position(&mut self, from: Bound<&dyn KeyView>) {
-        self.run.clear();
-        self.backward = false;
-        let range = self.mem.map.range::<dyn KeyView, _>((from, Bound::Unbounded));
-        self.run.extend(range.take(READ_AHEAD).map(|e| e.key().clone()));
-        self.run.reverse();
-    }
-
-    /// Reads backward from `to`.
-    fn position_back(&mut self, to: Bound<&dyn KeyView>) {
-        self.run.clear();
-        self.backward = true;
-        let range = self.mem.map.range::<dyn KeyView, _>((Bound::Unbounded, to));
-        self.run.extend(range.rev().take(READ_BEHIND).map(|e| e.key().clone()));
-        self.run.reverse();
+    fn current(&self) -> Option<skiplist::Node<'_>> {
+        // SAFETY: `node` was taken from `self.mem.list`, which `self.mem` keeps alive.
+        self.node.map(|n| unsafe { self.mem.list.node_at(n) })
     }
 }
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        !self.run.is_empty()
+        self.node.is_some()
     }
 
     fn key(&self) -> &[u8] {
-        self.run.last().map_or(&[], |k| k.internal_key())
+        self.current().map_or(&[], |n| n.internal_key())
     }
 
     fn value(&self) -> &[u8] {
-        self.run.last().map_or(&[], |k| k.value())
+        self.current().map_or(&[], |n| n.value())
     }
 
     fn next(&mut self) -> Result<()> {
-        if self.backward {
-            if let Some(key) = self.run.last().cloned() {
-                self.position(Bound::Excluded(&key));
-            }
-        } else if let Some(key) = self.run.pop() {
-            if self.run.is_empty() {
-                self.position(Bound::Excluded(&key));
-            }
-        }
+        let next = self.current().and_then(|n| self.mem.list.next(n)).map(|n| n.raw());
+        self.node = next;
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.position(Bound::Included(SeekKey::from_internal(target).view()));
+        let node = self.mem.list.seek(&Parts::from_internal(target)).map(|n| n.raw());
+        self.node = node;
         Ok(())
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.position(Bound::Unbounded);
+        let node = self.mem.list.first().map(|n| n.raw());
+        self.node = node;
         Ok(())
     }
 }
 
 impl BidirectionalIterator for MemTableIter {
     fn prev(&mut self) -> Result<()> {
-        if !self.backward {
-            if let Some(key) = self.run.last().cloned() {
-                self.position_back(Bound::Excluded(&key));
-            }
-        } else if let Some(key) = self.run.pop() {
-            if self.run.is_empty() {
-                self.position_back(Bound::Excluded(&key));
-            }
-        }
+        let prev = self.current().and_then(|n| self.mem.list.prev(n)).map(|n| n.raw());
+        self.node = prev;
         Ok(())
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        self.position_back(Bound::Unbounded);
+        let node = self.mem.list.last().map(|n| n.raw());
+        self.node = node;
         Ok(())
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.position_back(Bound::Included(SeekKey::from_internal(target).view()));
+        let node = self.mem.list.seek_for_prev(&Parts::from_internal(target)).map(|n| n.raw());
+        self.node = node;
         Ok(())
     }
 }
@@ -565,20 +318,22 @@ impl BidirectionalIterator for MemTableIter {
 impl std::fmt::Debug for MemTableIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemTableIter")
-            .field("key", &self.run.last().map(|k| k.internal_key()))
+            .field("key", &self.current().map(|n| n.internal_key()))
             .finish()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::cmp::Ordering;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
 
+    use super::skiplist::{compare_parts, Head, CHUNK_BYTES, MAX_CHUNKED_ENTRY};
     use super::*;
     use crate::iter::tests::{check_walk, walk_op};
-    use crate::key::{compare_internal, internal_key, parse_internal_key};
+    use crate::key::{compare_internal, internal_key, parse_internal_key, TRAILER_LEN};
 
     /// A hit on `v`, whatever its sequence number (compared through [`strip`]).
     fn found(v: &[u8]) -> Option<MemGet> {
@@ -650,22 +405,21 @@ mod tests {
         assert_eq!(m.get(b"k\0", 6), None);
     }
 
-    /// The skip list's order (stored keys against each other, and against lookup seek keys
-    /// through `dyn KeyView`) must be exactly `compare_internal` on the encoded keys.
+    /// The skip list's order (stored nodes against lookup keys and each other, and lookup
+    /// keys against each other) must be exactly `compare_internal` on the encoded keys.
     fn check_order(a: (&[u8], SeqNo, ValueKind), b: (&[u8], SeqNo, ValueKind)) {
-        let arena = Arena::new();
-        let ka = MemKey::new(&arena, a.0, a.1, a.2, b"va");
-        let kb = MemKey::new(&arena, b.0, b.1, b.2, b"");
+        let list = SkipList::new();
+        let na = list.insert(a.0, pack_trailer(a.1, a.2), b"va");
+        let nb = list.insert(b.0, pack_trailer(b.1, b.2), b"");
         let (ia, ib) = (internal_key(a.0, a.1, a.2), internal_key(b.0, b.1, b.2));
         let want = compare_internal(&ia, &ib);
-        assert_eq!(ka.cmp(&kb), want, "{a:?} vs {b:?}");
-        let (pa, pb) = (SeekKey::from_internal(&ia), SeekKey::from_internal(&ib));
-        let (va, vb): (&dyn KeyView, &dyn KeyView) = (ka.borrow(), kb.borrow());
-        assert_eq!(pa.view().cmp(vb), want, "seek key {a:?} vs {b:?}");
-        assert_eq!(va.cmp(pb.view()), want, "{a:?} vs seek key {b:?}");
-        assert_eq!(pa.view().cmp(pb.view()), want, "seek keys {a:?} vs {b:?}");
-        assert_eq!(ka.internal_key(), &ia[..]);
-        assert_eq!(ka.value(), b"va");
+        let (pa, pb) = (Parts::from_internal(&ia), Parts::from_internal(&ib));
+        assert_eq!(na.compare(&pb), want, "{a:?} vs seek key {b:?}");
+        assert_eq!(nb.compare(&pa), want.reverse(), "{b:?} vs seek key {a:?}");
+        assert_eq!(compare_parts(na.parts(), nb.parts()), want, "{a:?} vs {b:?}");
+        assert_eq!(compare_parts(pa, pb), want, "seek keys {a:?} vs {b:?}");
+        assert_eq!(na.internal_key(), &ia[..]);
+        assert_eq!(na.value(), b"va");
     }
 
     #[test]
@@ -1025,5 +779,261 @@ mod tests {
                 prop_assert_eq!(m.get(&k, seq), want_get);
             }
         }
+    }
+
+    /// A value length for the model tests: mostly small, sometimes a node of its own.
+    fn model_value() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            8 => proptest::collection::vec(any::<u8>(), 0..12),
+            1 => (MAX_CHUNKED_ENTRY - 40..MAX_CHUNKED_ENTRY + 40).prop_map(|n| vec![0xab; n]),
+        ]
+    }
+
+    proptest! {
+        /// The skip list against a `BTreeMap` of internal keys: many versions of few user
+        /// keys, some inserted twice (the second replaces the first), walked whole both
+        /// ways, sought both ways, and read at random sequence numbers.
+        #[test]
+        fn prop_skip_list_matches_a_btreemap(
+            entries in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..3), 0u64..12, any::<bool>(), model_value(), any::<bool>()),
+                0..400,
+            ),
+            probes in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..4), 0u64..14, any::<bool>()),
+                0..60,
+            ),
+        ) {
+            let m = Arc::new(MemTable::new());
+            let mut model: BTreeMap<Ik, Vec<u8>> = BTreeMap::new();
+            for (k, seq, put, v, twice) in &entries {
+                let kind = if *put { ValueKind::Put } else { ValueKind::Delete };
+                let v = if *put { v.clone() } else { Vec::new() };
+                m.insert(k, *seq, kind, &v);
+                model.insert(Ik(internal_key(k, *seq, kind)), v.clone());
+                if *twice {
+                    let mut again = v.clone();
+                    again.push(7);
+                    m.insert(k, *seq, kind, &again);
+                    model.insert(Ik(internal_key(k, *seq, kind)), again);
+                }
+            }
+            prop_assert_eq!(m.len(), model.len());
+            prop_assert_eq!(m.is_empty(), model.is_empty());
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
+
+            let mut it = m.iter();
+            let mut forward = Vec::new();
+            it.seek_to_first().unwrap();
+            while it.valid() {
+                forward.push((it.key().to_vec(), it.value().to_vec()));
+                it.next().unwrap();
+            }
+            prop_assert_eq!(&forward, &want);
+            let mut backward = Vec::new();
+            it.seek_to_last().unwrap();
+            while it.valid() {
+                backward.push((it.key().to_vec(), it.value().to_vec()));
+                it.prev().unwrap();
+            }
+            backward.reverse();
+            prop_assert_eq!(&backward, &want);
+
+            for (k, seq, put) in probes {
+                let kind = if put { ValueKind::Put } else { ValueKind::Delete };
+                let target = internal_key(&k, seq, kind);
+                it.seek(&target).unwrap();
+                match model.range(Ik(target.clone())..).next() {
+                    Some((wk, wv)) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &wk.0[..]);
+                        prop_assert_eq!(it.value(), &wv[..]);
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                it.seek_for_prev(&target).unwrap();
+                match model.range(..=Ik(target.clone())).next_back() {
+                    Some((wk, wv)) => {
+                        prop_assert!(it.valid());
+                        prop_assert_eq!(it.key(), &wk.0[..]);
+                        prop_assert_eq!(it.value(), &wv[..]);
+                    }
+                    None => prop_assert!(!it.valid()),
+                }
+                // The newest version at or below `seq`: the first entry at or after
+                // `(k, seq, KIND_FOR_SEEK)`, if it is `k`'s.
+                let seek = Ik(internal_key(&k, seq, KIND_FOR_SEEK));
+                let want_get = model.range(seek..).next().and_then(|(wk, wv)| {
+                    let p = parse_internal_key(&wk.0).unwrap();
+                    (p.user_key == &k[..]).then(|| match p.kind {
+                        ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
+                        ValueKind::Delete => MemGet::Deleted,
+                    })
+                });
+                prop_assert_eq!(m.get(&k, seq), want_get);
+            }
+        }
+    }
+
+    /// One writer inserting while readers iterate both ways and look keys up: every
+    /// sequence a reader observes is sorted and holds only whole entries, and every key the
+    /// writer had finished inserting before a reader's pass began is found by it.
+    #[test]
+    fn readers_running_beside_the_writer_see_sorted_complete_entries() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Barrier;
+
+        const KEYS: u64 = 20_000;
+        const READERS: usize = 3;
+        // Keys in a scrambled order (a multiplier coprime to KEYS), so that inserts land
+        // all over the list; three of every ten also get an older version afterwards.
+        let key_of = |i: u64| format!("key{:08}", (i * 7919) % KEYS).into_bytes();
+        let value_of = |k: &[u8], seq: u64| [k, &seq.to_le_bytes()[..]].concat();
+        let m = Arc::new(MemTable::new());
+        let done = AtomicUsize::new(0);
+        let finished = AtomicBool::new(false);
+        let start = Barrier::new(READERS + 1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                for i in 0..KEYS {
+                    let k = key_of(i);
+                    // Sequence numbers ascending with `i`; the older version of a key gets
+                    // one below every newer key's, so a read at MAX_SEQNO sees the newer.
+                    let seq = KEYS + i + 1;
+                    m.insert(&k, seq, ValueKind::Put, &value_of(&k, seq));
+                    if i % 10 < 3 {
+                        m.insert(&k, i + 1, ValueKind::Put, &value_of(&k, i + 1));
+                    }
+                    done.store(i as usize + 1, AtomicOrdering::Release);
+                }
+                finished.store(true, AtomicOrdering::Release);
+            });
+            for r in 0..READERS {
+                let (m, done, finished, start) = (&m, &done, &finished, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let mut passes = 0;
+                    loop {
+                        let last = finished.load(AtomicOrdering::Acquire);
+                        let before = done.load(AtomicOrdering::Acquire) as u64;
+                        let mut it = m.iter();
+                        let mut seen: Vec<Vec<u8>> = Vec::new();
+                        let backward = (passes + r) % 2 == 1;
+                        if backward {
+                            it.seek_to_last().unwrap();
+                        } else {
+                            it.seek_to_first().unwrap();
+                        }
+                        while it.valid() {
+                            let p = parse_internal_key(it.key()).unwrap();
+                            assert_eq!(it.value(), value_of(p.user_key, p.seq), "a torn entry");
+                            if let Some(prev) = seen.last() {
+                                let o = compare_internal(prev, it.key());
+                                let want =
+                                    if backward { Ordering::Greater } else { Ordering::Less };
+                                assert_eq!(o, want, "out of order");
+                            }
+                            seen.push(it.key().to_vec());
+                            if backward {
+                                it.prev().unwrap();
+                            } else {
+                                it.next().unwrap();
+                            }
+                        }
+                        if backward {
+                            seen.reverse();
+                        }
+                        let user_keys: Vec<&[u8]> =
+                            seen.iter().map(|k| crate::key::user_key(k)).collect();
+                        for i in 0..before {
+                            let k = key_of(i);
+                            assert!(
+                                user_keys.binary_search(&&k[..]).is_ok(),
+                                "{} inserted before the pass and missing",
+                                String::from_utf8_lossy(&k)
+                            );
+                        }
+                        // Point lookups of a sample of them, and of the newest one.
+                        for i in (0..before).step_by(97).chain(before.checked_sub(1)) {
+                            let k = key_of(i);
+                            let seq = KEYS + i + 1;
+                            let want = MemGet::Found(Value::from(value_of(&k, seq)), seq);
+                            assert_eq!(m.get(&k, MAX_SEQNO), Some(want));
+                        }
+                        passes += 1;
+                        if last {
+                            assert_eq!(before, KEYS);
+                            assert_eq!(seen.len() as u64, KEYS + (KEYS / 10) * 3);
+                            break;
+                        }
+                    }
+                    assert!(passes >= 1);
+                });
+            }
+        });
+        assert_eq!(m.len() as u64, KEYS + (KEYS / 10) * 3);
+    }
+
+    /// A value shared out of a node's own buffer keeps that buffer alive after the memtable
+    /// is gone, and is counted as pinned while it lives.
+    #[test]
+    fn a_shared_value_outlives_its_memtable() {
+        let m = Arc::new(MemTable::new());
+        let big: Vec<u8> = (0..4 * MAX_CHUNKED_ENTRY).map(|i| (i * 7) as u8).collect();
+        m.insert(b"small", 1, ValueKind::Put, b"x");
+        m.insert(b"big", 2, ValueKind::Put, &big);
+        let (Some(MemGet::Found(held, 2)), Some(MemGet::Found(again, 2))) =
+            (m.get(b"big", 9), m.get(b"big", 9))
+        else {
+            panic!("missing")
+        };
+        assert_eq!(held.as_ptr(), again.as_ptr(), "both share the node's buffer");
+        drop(again);
+        assert!(crate::value::pinned_bytes() >= big.len() as u64);
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(it.value(), &big[..]);
+        drop(it);
+        drop(m);
+        // Reuse freed memory, so that a buffer freed with the memtable would be overwritten.
+        let junk: Vec<Vec<u8>> = (0..64).map(|_| vec![0x5a; big.len()]).collect();
+        assert_eq!(&held[..], &big[..]);
+        let bytes = held.into_bytes();
+        assert_eq!(&bytes[..], &big[..]);
+        drop(junk);
+    }
+
+    /// The memtable's size is its arena's: every node's bytes, and the chunk tails left
+    /// unfilled, so it lies between the nodes' minimum size and the chunks allocated.
+    #[test]
+    fn approximate_bytes_counts_the_arena() {
+        let m = MemTable::new();
+        let n = 5000usize;
+        let value = [3u8; 100];
+        for i in 0..n {
+            m.insert(format!("{i:016}").as_bytes(), i as SeqNo, ValueKind::Put, &value);
+        }
+        let entry = 16 + TRAILER_LEN + value.len();
+        // Each node has at least a header of 24 bytes and one link, and at most the tallest
+        // tower and 7 bytes of padding.
+        let low = n * (entry + 24 + 8);
+        let high = n * (entry + 24 + 8 * super::skiplist::MAX_HEIGHT + 7);
+        let bytes = m.approximate_bytes();
+        assert!(bytes >= low && bytes <= high, "{bytes} not in {low}..={high}");
+        // With a quarter of the towers one taller than the last, the average is close to
+        // the low end: about 4/3 links per node.
+        assert!(bytes < n * (entry + 24 + 8 * 2 + 8), "{bytes}");
+        assert!(bytes.div_ceil(CHUNK_BYTES) * CHUNK_BYTES >= bytes);
+    }
+
+    #[test]
+    fn iterators_and_memtables_cross_threads() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<MemTableIter>();
+        send::<MemTable>();
+        sync::<MemTable>();
     }
 }
