@@ -65,6 +65,7 @@ pub(crate) fn write(
         w.bytes = batch.approximate_bytes();
         w.sync = sync;
         w.force_switch = force_switch;
+        *w.settled.get_mut() = false;
         *w.result.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
     }
     let result = commit(inner, &me);
@@ -84,6 +85,7 @@ pub(crate) fn write(
 fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     let mut queue = lock(&inner.write_queue);
     queue.pending.push_back(me.clone());
+    let mut yielded = false;
     loop {
         if let Some(r) = lock(&me.result).take() {
             return r;
@@ -91,7 +93,21 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
         if Arc::ptr_eq(&queue.pending[0], me) {
             break;
         }
-        queue = me.woken.wait(queue).unwrap_or_else(|p| p.into_inner());
+        if !yielded {
+            // A group's work takes microseconds, less than a sleep and its wake-up: give the
+            // leader the core a few times before sleeping.
+            yielded = true;
+            drop(queue);
+            for _ in 0..YIELDS_BEFORE_SLEEP {
+                if me.settled.load(Ordering::Acquire) {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            queue = lock(&inner.write_queue);
+            continue;
+        }
+        queue = sleep(me, queue);
     }
     // Leader: gather the group while still holding the queue lock, then release it for I/O so
     // new writers can queue behind us. Only a leader pops the queue, so the group stays the
@@ -130,7 +146,7 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     for _ in 1..group_len {
         if let Some(w) = queue.pending.pop_front() {
             *lock(&w.result) = Some(result.clone());
-            w.woken.notify_one();
+            wake(&w);
         }
     }
     // Keep the list for the next leader unless an unusually large group grew it.
@@ -138,9 +154,35 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
         queue.spare_group = group;
     }
     if let Some(next) = queue.pending.front() {
-        next.woken.notify_one();
+        wake(next);
     }
     result
+}
+
+/// How often a queued writer yields its core, checking whether it has been settled, before it
+/// sleeps.
+const YIELDS_BEFORE_SLEEP: usize = 16;
+
+/// Sleeps on `me`'s condition variable (with the queue's lock, as every change it waits for is
+/// made under it) until notified.
+fn sleep<'a>(
+    me: &PendingWrite,
+    queue: std::sync::MutexGuard<'a, WriteQueue>,
+) -> std::sync::MutexGuard<'a, WriteQueue> {
+    me.sleeping.store(true, Ordering::Relaxed);
+    let queue = me.woken.wait(queue).unwrap_or_else(|p| p.into_inner());
+    me.sleeping.store(false, Ordering::Relaxed);
+    queue
+}
+
+/// Tells a queued writer (under the queue's lock) that its result is in or that it leads now:
+/// a writer still yielding sees the flag, a sleeping one is notified. A notify is a futex call
+/// even when nobody waits, so it is made only for a writer that sleeps.
+fn wake(w: &PendingWrite) {
+    w.settled.store(true, Ordering::Release);
+    if w.sleeping.load(Ordering::Relaxed) {
+        w.woken.notify_one();
+    }
 }
 
 fn write_group(
@@ -294,7 +336,7 @@ pub(crate) fn exclusive_while_stopped<T>(
     // No leader groups an exclusive entry, so nobody hands it a result: it only waits to
     // reach the head.
     while !Arc::ptr_eq(&queue.pending[0], &me) {
-        queue = me.woken.wait(queue).unwrap_or_else(|p| p.into_inner());
+        queue = sleep(&me, queue);
     }
     drop(queue);
     // Stepping down happens even if `task` panics, or every later writer would wait forever.
@@ -304,7 +346,7 @@ pub(crate) fn exclusive_while_stopped<T>(
             let mut queue = lock(&self.0.write_queue);
             queue.pending.pop_front();
             if let Some(next) = queue.pending.front() {
-                next.woken.notify_one();
+                wake(next);
             }
         }
     }
@@ -480,6 +522,11 @@ pub(crate) struct PendingWrite {
     /// What the writer sleeps on while queued (always with the queue's lock): notified when
     /// its result is in or when it reaches the head of the queue.
     woken: std::sync::Condvar,
+    /// Set (under the queue's lock) when its result is in or it reaches the head: what a
+    /// writer yielding before it sleeps looks at.
+    settled: std::sync::atomic::AtomicBool,
+    /// True while the writer sleeps on `woken` (read and written under the queue's lock).
+    sleeping: std::sync::atomic::AtomicBool,
 }
 
 /// Writers waiting to commit, head first; the head is the leader. See `write.rs`.
