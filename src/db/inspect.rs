@@ -82,7 +82,8 @@ pub struct FilterRun {
     pub filter_bits: u64,
     /// The chance that a lookup for an absent key in the run's range reads one of its data
     /// blocks: its filters' expected false-positive rates, weighted by their tables' shares of
-    /// the run's keys (1.0 for tables without a filter).
+    /// the run's keys (1.0 for tables without a filter; 0 for a run without keys, such as a
+    /// table holding only range tombstones, which has no data block to read).
     pub expected_fpr: f64,
     /// Bits per key this run would get if the tree's filter memory as it is now were split
     /// across the runs by [`budget::allocate`].
@@ -250,7 +251,7 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
                 tables: run.tables.len(),
                 keys,
                 filter_bits,
-                expected_fpr: if keys == 0 { 1.0 } else { weighted / keys as f64 },
+                expected_fpr: if keys == 0 { 0.0 } else { weighted / keys as f64 },
                 budgeted_bits_per_key,
                 budgeted_fpr: budget::fpr(budgeted_bits_per_key),
             }
