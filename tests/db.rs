@@ -9,7 +9,7 @@ use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 mod common;
 
 use common::db::open_temp;
-use common::files::{table_files, wal_files};
+use common::files::{log_records, table_files, wal_files};
 use common::keys::key8;
 use common::model::{entries, keys_of, pairs};
 use common::options::{small_tables, OptionsExt};
@@ -690,11 +690,7 @@ fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
     db.close().unwrap();
     // Rewrite the newest segment with its records followed by the oversized one.
     let wal = wal_files(dir.path()).pop().unwrap();
-    let mut reader = bloomkv::log::LogReader::new(wal.clone(), std::fs::read(&wal).unwrap());
-    let mut records = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        records.push(r);
-    }
+    let records = log_records(&wal, std::fs::read(&wal).unwrap());
     let mut record = (seq + 1).to_le_bytes().to_vec();
     record.extend_from_slice(&1u32.to_le_bytes());
     record.push(1); // put

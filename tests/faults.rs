@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 
 mod common;
 
-use common::files::{is_table, is_wal};
+use common::files::{is_table, is_wal, log_records};
 use common::keys::key4;
 use common::model::{scan, try_model, Model};
 use common::options::OptionsExt;
@@ -813,7 +813,7 @@ fn crash_during_creation_leaves_an_openable_directory() {
 #[test]
 fn a_hole_between_wal_segments_is_corruption() {
     use bloomkv::filename::{parse, wal_path, FileKind};
-    use bloomkv::log::{LogReader, LogWriter};
+    use bloomkv::log::LogWriter;
     for cut in [None, Some(1), Some(10)] {
         let fs = FaultFs::new();
         let dir = unique_dir("hole");
@@ -831,11 +831,7 @@ fn a_hole_between_wal_segments_is_corruption() {
             })
             .max_by_key(|p| fs.contents(p).unwrap().len())
             .unwrap();
-        let mut reader = LogReader::new(wal.clone(), fs.contents(&wal).unwrap());
-        let mut records = Vec::new();
-        while let Some(r) = reader.next_record().unwrap() {
-            records.push(r);
-        }
+        let records = log_records(&wal, fs.contents(&wal).unwrap());
         // The segment's header (an empty batch naming its first sequence) and 20 writes.
         assert_eq!(records.len(), 21);
         let Some(FileKind::Wal(n)) = parse(&wal.file_name().unwrap().to_string_lossy()) else {

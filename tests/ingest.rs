@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 mod common;
 
 use common::db::open_temp;
-use common::files::{table_files, wal_files};
+use common::files::{log_records, table_files, wal_files};
 use common::keys::key6;
 use common::model::{entries, scan, to_model, Model};
 use common::options::OptionsExt;
@@ -481,11 +481,7 @@ fn replay_skips_a_reserved_sequence_number() {
     let seq = db.stats().last_sequence;
     db.close().unwrap();
     let wal = wal_files(dir.path()).pop().unwrap();
-    let mut reader = bloomkv::log::LogReader::new(wal.clone(), std::fs::read(&wal).unwrap());
-    let mut records = Vec::new();
-    while let Some(r) = reader.next_record().unwrap() {
-        records.push(r);
-    }
+    let mut records = log_records(&wal, std::fs::read(&wal).unwrap());
     // seq + 1 reserved (kind 3: no keyspace, key or value), then a put "b" -> "2" at seq + 2.
     let mut reserved = (seq + 1).to_le_bytes().to_vec();
     reserved.extend_from_slice(&1u32.to_le_bytes());

@@ -295,7 +295,9 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let tree = c.tree.clone();
     let v = &tree.version;
     let out_level = c.level + 1;
-    let input_bytes: u64 = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.file_size).sum();
+    let bytes = |tables: &[Arc<TableFile>]| tables.iter().map(|t| t.meta.file_size).sum::<u64>();
+    let (from_above, from_level) = (bytes(&c.inputs), bytes(&c.next_inputs));
+    let input_bytes = from_above + from_level;
     let started = Instant::now();
     let mut info = CompactionInfo {
         keyspace: tree.name.to_string(),
@@ -401,8 +403,8 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     info.duration = started.elapsed();
     inner.counters.level(out_level, |l| {
         l.runs += 1;
-        l.bytes_read_from_above += c.inputs.iter().map(|t| t.meta.file_size).sum::<u64>();
-        l.bytes_read_from_level += c.next_inputs.iter().map(|t| t.meta.file_size).sum::<u64>();
+        l.bytes_read_from_above += from_above;
+        l.bytes_read_from_level += from_level;
         l.bytes_written += written;
         l.micros += info.duration.as_micros() as u64;
     });

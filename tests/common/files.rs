@@ -24,6 +24,16 @@ pub fn wal_files(dir: &Path) -> Vec<PathBuf> {
     files_ending(dir, "log")
 }
 
+/// Every record of the log (WAL or manifest) at `path` whose bytes are `data`, in order.
+pub fn log_records(path: &Path, data: Vec<u8>) -> Vec<Vec<u8>> {
+    let mut reader = bloomkv::log::LogReader::new(path.to_path_buf(), data);
+    let mut records = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    records
+}
+
 pub fn is_table(p: &Path) -> bool {
     p.to_string_lossy().ends_with(".sst")
 }
