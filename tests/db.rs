@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
 
@@ -179,7 +180,98 @@ fn unsynced_and_synced_writes_survive_a_process_crash() {
     }
 }
 
-/// Writes keys 0..n, one batch each, and returns the WAL image (one segment).
+/// A WAL segment reserves disk space ahead of its writes while it is written to (so a synced
+/// write syncs the records alone), and gives back what it did not use when the database
+/// closes. A crash leaves the reserved space as zeros after the last record: recovery takes
+/// them for the log's end.
+#[test]
+fn wal_space_reserved_ahead_reads_as_the_end_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    for i in 0..200 {
+        let mut b = WriteBatch::new();
+        b.put(key8(i), b"x");
+        db.write(&b, &WriteOptions::new().sync(i % 2 == 0)).unwrap();
+    }
+    let wal = &wal_files(dir.path())[0];
+    let on_disk = std::fs::metadata(wal).unwrap().len();
+    assert!(on_disk >= 1 << 20, "{on_disk} bytes: no space reserved");
+
+    let image = tempfile::tempdir().unwrap();
+    crash_image(dir.path(), image.path());
+    let recovered = Db::open(image.path(), quiet()).unwrap();
+    for i in 0..200 {
+        assert!(recovered.get(key8(i)).unwrap().is_some(), "write {i} lost");
+    }
+    recovered.close().unwrap();
+
+    // A clean close cuts the unused space off: the segment is its records and nothing else.
+    db.close().unwrap();
+    let bytes = std::fs::read(wal).unwrap();
+    assert!(bytes.len() < 1 << 20);
+    assert_eq!(log_records(wal, bytes).len(), 1 + 200, "the header and every write");
+}
+
+/// Holds each flush at its start until the test opens the gate, and says when it holds one.
+struct FlushGate {
+    held: Mutex<std::sync::mpsc::Sender<()>>,
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl bloomkv::EventListener for FlushGate {
+    fn on_flush_begin(&self, _: &bloomkv::events::FlushInfo) {
+        let _ = self.held.lock().unwrap().send(());
+        let open = self.open.lock().unwrap();
+        // The deadline only keeps a failing test from hanging: the test opens the gate.
+        let deadline = std::time::Duration::from_secs(120);
+        drop(self.opened.wait_timeout_while(open, deadline, |open| !*open).unwrap());
+    }
+}
+
+/// A memtable switch syncs the old segment, starts the new one, and only then cuts off the
+/// old segment's unused reserved space. A crash before that cut leaves zeros at the end of a
+/// segment that is no longer the newest: that is the end of its log, not a lost record.
+#[test]
+fn reserved_space_left_in_an_older_wal_segment_is_its_end() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let gate = Arc::new(FlushGate {
+        held: Mutex::new(tx),
+        open: Mutex::new(false),
+        opened: Condvar::new(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet().memtable_bytes(64 << 10).event_listener(gate.clone()))
+        .unwrap();
+    // Write until a full memtable is switched out and its flush starts (and is held).
+    let mut written = 0;
+    while rx.try_recv().is_err() {
+        assert!(written < 100_000, "no flush started");
+        db.put(key8(written), [b'v'; 100]).unwrap();
+        written += 1;
+    }
+    let mut wals = wal_files(dir.path());
+    wals.sort();
+    assert_eq!(wals.len(), 2, "the frozen memtable's segment and the new one");
+    let image = tempfile::tempdir().unwrap();
+    crash_image(dir.path(), image.path());
+    *gate.open.lock().unwrap() = true;
+    gate.opened.notify_all();
+    db.close().unwrap();
+
+    // The image as a crash before the cut leaves it.
+    let older = image.path().join(wals[0].file_name().unwrap());
+    let mut bytes = std::fs::read(&older).unwrap();
+    bytes.resize(bytes.len() + (64 << 10), 0);
+    std::fs::write(&older, bytes).unwrap();
+    let recovered = Db::open(image.path(), quiet()).unwrap();
+    for i in 0..written {
+        assert!(recovered.get(key8(i)).unwrap().is_some(), "write {i} lost");
+    }
+}
+
+/// Writes keys 0..n, one batch each, and returns the WAL image (one segment) and its
+/// records' bytes.
 fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
     let (dir, db) = open_temp(quiet());
     for i in 0..n {
@@ -190,7 +282,11 @@ fn wal_with_writes(n: u64) -> (tempfile::TempDir, Vec<u8>) {
     }
     let wals = wal_files(dir.path());
     assert_eq!(wals.len(), 1);
-    let bytes = std::fs::read(&wals[0]).unwrap();
+    let mut bytes = std::fs::read(&wals[0]).unwrap();
+    // The segment reserves space ahead of its records, zeros until written; the last record
+    // ends in value bytes, so what follows the last nonzero byte is that space.
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    bytes.truncate(end);
     let image = tempfile::tempdir().unwrap();
     crash_image(dir.path(), image.path());
     drop(db);

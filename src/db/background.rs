@@ -82,7 +82,7 @@ impl OpenDb {
         // (and will not start a new segment).
         let mut wal = lock(&inner.wal);
         let synced = match wal.writer.as_mut() {
-            Some(w) => w.sync(),
+            Some(w) => w.sync().map(|()| w.finish()),
             None => Ok(()),
         };
         wal.writer = None;

@@ -40,6 +40,17 @@ pub trait WritableFile: Send {
         let _ = len;
         Err(Error::io("truncating a file", std::io::ErrorKind::Unsupported.into()))
     }
+    /// Reserves disk space for the file's first `len` bytes, so that appending up to there
+    /// allocates nothing: a log synced after every append then makes the device write its
+    /// data alone, not also the file's new size and extents each time. The file's size on
+    /// disk covers the reserved bytes, which read as zeros, until [`WritableFile::truncate`]
+    /// cuts them off; [`WritableFile::len`] still counts only what was appended. Only an
+    /// optimisation: file systems that cannot reserve keep this default, which reserves
+    /// nothing.
+    fn preallocate(&mut self, len: u64) -> Result<()> {
+        let _ = len;
+        Ok(())
+    }
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True when nothing has been appended.
@@ -210,6 +221,10 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
             io_err("syncing", &self.path, e)
         })
     }
+    fn preallocate(&mut self, len: u64) -> Result<()> {
+        self.check()?;
+        self.out.allocate(len).map_err(|e| io_err("reserving space for", &self.path, e))
+    }
     fn truncate(&mut self, len: u64) -> Result<()> {
         self.buf.clear();
         let len = len.min(self.len);
@@ -240,6 +255,8 @@ impl<W: Write + std::fmt::Debug> Drop for StdWritable<W> {
 trait SyncData {
     fn sync_data(&self) -> std::io::Result<()>;
     fn set_len(&self, len: u64) -> std::io::Result<()>;
+    /// Reserves space for the first `len` bytes (`fallocate` on Linux).
+    fn allocate(&self, len: u64) -> std::io::Result<()>;
 }
 
 impl SyncData for File {
@@ -248,6 +265,9 @@ impl SyncData for File {
     }
     fn set_len(&self, len: u64) -> std::io::Result<()> {
         File::set_len(self, len)
+    }
+    fn allocate(&self, len: u64) -> std::io::Result<()> {
+        fs2::FileExt::allocate(self, len)
     }
 }
 
@@ -492,6 +512,9 @@ mod tests {
         }
         fn set_len(&self, len: u64) -> std::io::Result<()> {
             self.written.lock().unwrap().truncate(len as usize);
+            Ok(())
+        }
+        fn allocate(&self, _len: u64) -> std::io::Result<()> {
             Ok(())
         }
     }

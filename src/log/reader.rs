@@ -32,6 +32,10 @@ use crate::{Error, Result};
 ///   Every record returned before the error is intact, so a caller may choose to keep them
 ///   (point-in-time recovery). The error is repeated by every later call.
 ///
+/// Zeros from where a record would start to the end of the file are the log's end, neither
+/// a torn tail nor damage: a writer reserves space ahead of its records
+/// ([`super::LogWriter::reserving`]), and a crash leaves the unused part as zeros.
+///
 /// A FIRST or FULL fragment arriving while a record is still open, and a MIDDLE or LAST
 /// without a FIRST followed by later valid data, are corruption by the same rule: the
 /// writer never produces them, and valid data follows the gap.
@@ -176,7 +180,9 @@ impl LogReader {
     }
 
     fn torn_tail(&mut self, start: usize) -> Result<Option<Vec<u8>>> {
-        self.dropped_tail = (self.data.len() - start) as u64;
+        // Nothing of a record reached zeros that run to the end: reserved space, not a tail.
+        let reserved = self.data[start..].iter().all(|&b| b == 0);
+        self.dropped_tail = if reserved { 0 } else { (self.data.len() - start) as u64 };
         self.pos = self.data.len();
         self.done = true;
         Ok(None)

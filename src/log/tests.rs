@@ -206,7 +206,24 @@ fn zero_filled_tail_is_end_of_log() {
     let (got, res, r) = read_all(data);
     res.unwrap();
     assert_eq!(got, records);
-    assert_eq!(r.dropped_tail_bytes(), 3 * PAGE_SIZE as u64);
+    // Reserved space, not a torn record: nothing was dropped.
+    assert_eq!(r.dropped_tail_bytes(), 0);
+}
+
+#[test]
+fn torn_record_before_reserved_zeros_is_still_a_torn_tail() {
+    // A record spanning pages whose first fragment reached the file but not the rest, in a
+    // file with space reserved after it: the unfinished record is a torn tail.
+    let records = vec![pattern(100, 1), pattern(2 * PAGE_SIZE, 2)];
+    let ends = record_ends(&records);
+    let mut data = write_log(&records);
+    let torn_from = ends[0] as usize;
+    data.truncate(torn_from + PAGE_SIZE / 2);
+    data.resize(torn_from + 4 * PAGE_SIZE, 0);
+    let (got, res, r) = read_all(data.clone());
+    res.unwrap();
+    assert_eq!(got, records[..1]);
+    assert_eq!(r.dropped_tail_bytes(), (data.len() - torn_from) as u64);
 }
 
 #[test]

@@ -17,21 +17,68 @@ pub struct LogWriter {
     failed: Option<Error>,
     /// A cut [`LogWriter::cut_back_to`] asked for and could not make.
     cut_pending: Option<u64>,
+    /// Space is reserved ahead of the writes in steps of this many bytes (0: none).
+    reserve_step: u64,
+    /// The file's length with the space reserved so far.
+    reserved: u64,
 }
 
 impl LogWriter {
     /// Writes records to the end of `file`, which may already hold records.
     pub fn new(file: Box<dyn WritableFile>) -> Self {
         let page_offset = (file.len() % PAGE_SIZE as u64) as usize;
-        LogWriter { file, page_offset, failed: None, cut_pending: None }
+        let reserved = file.len();
+        LogWriter { file, page_offset, failed: None, cut_pending: None, reserve_step: 0, reserved }
+    }
+
+    /// Reserves disk space ahead of the writes, `step` bytes at a time
+    /// ([`WritableFile::preallocate`]), for a log synced after every few records: a sync
+    /// then writes the records alone, not also the file's new size. The space left over is
+    /// cut off by [`LogWriter::finish`]; a crash leaves it as zeros after the last record,
+    /// which a reader takes for the log's end.
+    pub fn reserving(mut self, step: u64) -> Self {
+        self.reserve_step = step;
+        self
+    }
+
+    /// Cuts off the space reserved beyond the records, for a log that takes no more: the
+    /// writer refuses further records afterwards. Only tidiness (a reader stops at the
+    /// zeros anyway), so a failed cut is ignored, and the cut needs no sync of its own.
+    pub fn finish(&mut self) {
+        if self.failed.is_none() && self.reserved > self.file.len() {
+            let _ = self.file.truncate(self.file.len());
+        }
+        let finished = std::io::Error::other("appending to a finished log");
+        self.failed = Some(Error::io("appending", finished));
     }
 
     /// Appends one record, fragmenting it across pages as needed. The bytes reach the
     /// file's buffer; call [`LogWriter::flush`] or [`LogWriter::sync`] to make them durable.
     pub fn add_record(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
+        self.reserve_for(data.len());
         let r = self.emit_record(data);
         self.note(r)
+    }
+
+    /// Makes sure space is reserved for a record of `len` bytes (its fragment headers and a
+    /// page's padding included), when the writer reserves space.
+    fn reserve_for(&mut self, len: usize) {
+        if self.reserve_step == 0 {
+            return;
+        }
+        let fragments = (len / (PAGE_SIZE - HEADER_SIZE) + 1) as u64;
+        let end = self.file.len() + len as u64 + (fragments + 1) * HEADER_SIZE as u64;
+        if end <= self.reserved {
+            return;
+        }
+        let target = end.next_multiple_of(self.reserve_step);
+        match self.file.preallocate(target) {
+            Ok(()) => self.reserved = target,
+            // A full disk or a file system that cannot reserve: the appends themselves say
+            // whether there is room, so writing goes on without reserving.
+            Err(_) => self.reserve_step = 0,
+        }
     }
 
     /// Hands buffered bytes to the operating system (survives a process crash).
