@@ -299,6 +299,8 @@ fn fuzz_filter_decoder() {
         d::seed_filter(FilterPolicy::ClassicBloom { bits_per_key: 6.0 }, 50),
         d::seed_filter(FilterPolicy::BlockedBloom { bits_per_key: 4.0 }, 0),
         d::seed_filter(FilterPolicy::None, 10),
+        d::seed_filter(FilterPolicy::Ribbon { bits_per_key: 7.0, bloom_before_level: 0 }, 300),
+        d::seed_filter(FilterPolicy::Ribbon { bits_per_key: 3.0, bloom_before_level: 0 }, 0),
     ];
     fuzz("filter", &seeds, d::filter, Some(&repair_filter));
 }

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use crate::filter::{budget, FilterPolicy};
+use crate::filter::{budget, ribbon, FilterPolicy};
 use crate::version::set::{TableFile, Version};
 
 /// One run: an L0 table, or a whole deeper level.
@@ -59,6 +59,8 @@ pub(crate) struct Placement<'a> {
 }
 
 /// The filter for the tables of `placement`: `policy` itself, unless it is
+/// [`FilterPolicy::Ribbon`] and the tables go to a level below its `bloom_before_level` (then
+/// a blocked Bloom filter with the Ribbon filter's false-positive rate), or
 /// [`FilterPolicy::Budgeted`], which becomes a blocked Bloom filter at the share of the budget
 /// their run gets in the tree `version` will be once the write is done (no filter if that
 /// share is nothing). A write of unknown size gets the average.
@@ -67,6 +69,13 @@ pub(crate) fn table_filter(
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
+    if let FilterPolicy::Ribbon { bits_per_key, bloom_before_level } = policy {
+        if placement.level < usize::from(bloom_before_level) {
+            let bits_per_key = budget::bits_for_fpr(ribbon::fpr_at(bits_per_key));
+            return FilterPolicy::BlockedBloom { bits_per_key };
+        }
+        return policy;
+    }
     let FilterPolicy::Budgeted { bits_per_key } = policy else { return policy };
     if placement.keys == 0 {
         return FilterPolicy::BlockedBloom { bits_per_key };

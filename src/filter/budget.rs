@@ -56,6 +56,16 @@ const STEP: f64 = 0.125;
 /// The lowest tabulated bits per key (the smallest a filter policy accepts).
 const LOWEST: f64 = 0.5;
 
+/// The fewest bits per key (on a 1/8-bit grid, at most [`MAX_RUN_BITS_PER_KEY`]) at which a
+/// blocked Bloom filter's expected false-positive rate ([`fpr`]) is at most `rate`.
+pub fn bits_for_fpr(rate: f64) -> f64 {
+    let mut bits = LOWEST;
+    while bits < MAX_RUN_BITS_PER_KEY && fpr(bits) > rate {
+        bits += STEP;
+    }
+    bits
+}
+
 /// Expected false-positive rate of a blocked Bloom filter at `bits_per_key`, with the probe
 /// count the filter builder uses at that size; 1.0 for no filter (`bits_per_key` ≤ 0).
 ///

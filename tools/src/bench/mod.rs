@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use bloomkv::filter::math;
+use bloomkv::filter::{math, ribbon};
 use bloomkv::{Compression, FilterPolicy, Options, Stats};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -153,6 +153,10 @@ pub enum Policy {
     Budgeted,
     /// Classic Bloom filter at the same bits per key.
     Classic,
+    /// Ribbon filters at about the same bits per key, blocked Bloom filters with the same
+    /// false-positive rate for flushes into L0 (`FilterPolicy::Ribbon`, `bloom_before_level`
+    /// 1).
+    Ribbon,
     /// No filter.
     None,
 }
@@ -163,6 +167,7 @@ impl Policy {
             Policy::Blocked => "blocked",
             Policy::Budgeted => "budgeted",
             Policy::Classic => "classic",
+            Policy::Ribbon => "ribbon",
             Policy::None => "none",
         }
     }
@@ -172,6 +177,7 @@ impl Policy {
             Policy::Blocked => FilterPolicy::BlockedBloom { bits_per_key },
             Policy::Budgeted => FilterPolicy::Budgeted { bits_per_key },
             Policy::Classic => FilterPolicy::ClassicBloom { bits_per_key },
+            Policy::Ribbon => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 1 },
             Policy::None => FilterPolicy::None,
         }
     }
@@ -182,6 +188,8 @@ impl Policy {
         match self {
             Policy::Blocked | Policy::Budgeted => math::optimal_blocked_probes(bits_per_key),
             Policy::Classic => math::classic_probes(bits_per_key),
+            // A Ribbon filter's result bits: the number its "probes" column shows.
+            Policy::Ribbon => ribbon::result_bits_for(bits_per_key),
             Policy::None => 0,
         }
     }
@@ -197,6 +205,7 @@ impl Policy {
             }
             // The classic formula depends on n and m only through m/n at these sizes.
             Policy::Classic => math::classic_fpr(1e6, 1e6 * bits_per_key, k),
+            Policy::Ribbon => ribbon::fpr_at(bits_per_key),
             Policy::None => 1.0,
         }
     }
@@ -300,7 +309,7 @@ impl Plan {
         workloads.sort();
         workloads.dedup();
         let mut policies = if args.policies.is_empty() {
-            vec![Policy::Blocked, Policy::Budgeted, Policy::Classic, Policy::None]
+            vec![Policy::Blocked, Policy::Budgeted, Policy::Classic, Policy::Ribbon, Policy::None]
         } else {
             args.policies.clone()
         };

@@ -23,18 +23,20 @@ const BLOCKED: RGBColor = RGBColor(31, 119, 180);
 const CLASSIC: RGBColor = RGBColor(255, 127, 14);
 const NONE: RGBColor = RGBColor(44, 160, 44);
 const BUDGETED: RGBColor = RGBColor(148, 103, 189);
+const RIBBON: RGBColor = RGBColor(214, 39, 40);
 
 fn policy_color(policy: &str) -> RGBColor {
     match policy {
         "blocked" => BLOCKED,
         "budgeted" => BUDGETED,
         "classic" => CLASSIC,
+        "ribbon" => RIBBON,
         _ => NONE,
     }
 }
 
 /// The policies of the sweep, in the order they are drawn.
-const SWEEP_POLICIES: [&str; 3] = ["blocked", "budgeted", "classic"];
+const SWEEP_POLICIES: [&str; 4] = ["blocked", "budgeted", "classic", "ribbon"];
 
 /// One line of a line chart.
 struct Series {

@@ -49,10 +49,13 @@ impl KeyspaceReport {
 /// A keyspace's table options, with the names `keyspace create` takes.
 #[derive(Serialize, Debug, PartialEq)]
 pub struct OptionsReport {
-    /// "none", "blocked", "classic" or "budgeted".
+    /// "none", "blocked", "classic", "budgeted" or "ribbon".
     pub filter: &'static str,
     /// Null without a filter.
     pub bits_per_key: Option<f64>,
+    /// Ribbon only: the levels below this one get blocked Bloom filters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bloom_before_level: Option<u8>,
     /// "none" or "zstd".
     pub compression: &'static str,
     /// Null without compression.
@@ -66,6 +69,9 @@ impl std::fmt::Display for OptionsReport {
         write!(f, "filter {}", self.filter)?;
         if let Some(b) = self.bits_per_key {
             write!(f, " {b} bits/key")?;
+        }
+        if let Some(l) = self.bloom_before_level {
+            write!(f, " (blocked Bloom below level {l})")?;
         }
         write!(f, ", compression {}", self.compression)?;
         if let Some(l) = self.zstd_level {
@@ -89,6 +95,7 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         FilterPolicy::BlockedBloom { bits_per_key } => ("blocked", Some(bits_per_key)),
         FilterPolicy::ClassicBloom { bits_per_key } => ("classic", Some(bits_per_key)),
         FilterPolicy::Budgeted { bits_per_key } => ("budgeted", Some(bits_per_key)),
+        FilterPolicy::Ribbon { bits_per_key, .. } => ("ribbon", Some(bits_per_key)),
         #[allow(unreachable_patterns)]
         _ => return None,
     };
@@ -98,9 +105,14 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         #[allow(unreachable_patterns)]
         _ => return None,
     };
+    let bloom_before_level = match policy {
+        FilterPolicy::Ribbon { bloom_before_level, .. } => Some(bloom_before_level),
+        _ => None,
+    };
     Some(OptionsReport {
         filter,
         bits_per_key,
+        bloom_before_level,
         compression,
         zstd_level,
         block_bytes: block_bytes as u64,
@@ -239,6 +251,7 @@ mod tests {
         let want = OptionsReport {
             filter: "classic",
             bits_per_key: Some(7.5),
+            bloom_before_level: None,
             compression: "zstd",
             zstd_level: Some(-3),
             block_bytes: 2048,
@@ -252,5 +265,15 @@ mod tests {
             (r.filter, r.bits_per_key, r.compression, r.zstd_level),
             ("none", None, "none", None)
         );
+        let ribbon = FilterPolicy::Ribbon { bits_per_key: 7.35, bloom_before_level: 2 };
+        let def = KeyspaceDef { opts: KeyspaceOptions::new().filter_policy(ribbon), ..def };
+        let r = options_report(&def).unwrap();
+        assert_eq!(
+            (r.filter, r.bits_per_key, r.bloom_before_level),
+            ("ribbon", Some(7.35), Some(2))
+        );
+        assert!(r
+            .to_string()
+            .starts_with("filter ribbon 7.35 bits/key (blocked Bloom below level 2)"));
     }
 }

@@ -87,8 +87,12 @@ struct FilterReport {
     kind: String,
     bits_per_key: f64,
     requested_bits_per_key: f64,
+    /// Probes per key; for a Ribbon filter, its result (fingerprint) bits.
     probes: u32,
     lines: usize,
+    /// Ribbon only: the filter's slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slots: Option<u64>,
     bits: u64,
     memory_bytes: usize,
     fraction_bits_set: f64,
@@ -154,6 +158,10 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             requested_bits_per_key: f.requested_bits_per_key(),
             probes: f.num_probes(),
             lines: f.num_lines(),
+            slots: match &f {
+                bloomkv::filter::Filter::Ribbon(r) => Some(r.num_slots()),
+                _ => None,
+            },
             bits: f.num_bits(),
             memory_bytes: f.memory_bytes(),
             fraction_bits_set: f.fraction_bits_set(),
@@ -248,15 +256,31 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         "  bits per key   {:.2} (requested {:.2})",
         f.bits_per_key, f.requested_bits_per_key
     )?;
-    writeln!(out, "  probes         {}", f.probes)?;
-    writeln!(out, "  lines          {} ({} bits)", f.lines, f.bits)?;
+    match f.slots {
+        Some(slots) => {
+            writeln!(
+                out,
+                "  result bits    {} (a non-member matches with 2^-{})",
+                f.probes, f.probes
+            )?;
+            writeln!(out, "  slots          {slots} ({} bits)", f.bits)?;
+        }
+        None => {
+            writeln!(out, "  probes         {}", f.probes)?;
+            writeln!(out, "  lines          {} ({} bits)", f.lines, f.bits)?;
+        }
+    }
     writeln!(out, "  memory         {} bytes in RAM", f.memory_bytes)?;
     writeln!(out, "  bits set       {:.4}", f.fraction_bits_set)?;
-    writeln!(
-        out,
-        "  keys           {} actual, {:.0} estimated from the fill",
-        f.keys, f.estimated_keys
-    )?;
+    match f.slots {
+        // A Ribbon filter's bits say nothing of its key count.
+        Some(_) => writeln!(out, "  keys           {}", f.keys)?,
+        None => writeln!(
+            out,
+            "  keys           {} actual, {:.0} estimated from the fill",
+            f.keys, f.estimated_keys
+        )?,
+    }
     writeln!(
         out,
         "  expected FPR   {:.6} ({:.4}%) at this fill",
