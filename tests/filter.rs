@@ -237,3 +237,34 @@ fn ribbon_policy_blooms_the_flushes_and_ribbons_the_levels_below() {
     assert_eq!(l0.len(), 1);
     assert!((0.007..0.0082).contains(&l0[0].expected_fpr), "L0 at {}", l0[0].expected_fpr);
 }
+
+/// Ribbon filters under one budget: a tree of one run gets the average in Ribbon filters; a
+/// flush into it then gets a blocked Bloom filter with more bits per key than the average (a
+/// small run buys much for little memory), and every key is found.
+#[test]
+fn budgeted_ribbon_gives_the_small_runs_more_bits_and_ribbons_the_levels() {
+    use bloomkv::{Db, Options};
+    let policy = FilterPolicy::BudgetedRibbon { bits_per_key: 10.0, bloom_before_level: 1 };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default().filter_policy(policy)).unwrap();
+    let key = |i: u32| format!("key{i:08}");
+    for i in 0..50_000 {
+        db.put(key(i), b"v").unwrap();
+    }
+    db.compact().unwrap();
+    let deep = db.tables();
+    assert!(!deep.is_empty() && deep.iter().all(|t| t.level > 0));
+    for t in &deep {
+        assert_eq!(t.filter_kind, FilterKind::Ribbon);
+        assert!((9.0..10.6).contains(&t.filter_bits_per_key), "{}", t.filter_bits_per_key);
+    }
+    for i in 50_000..55_000 {
+        db.put(key(i), b"v").unwrap();
+    }
+    db.flush().unwrap();
+    let l0: Vec<_> = db.tables().into_iter().filter(|t| t.level == 0).collect();
+    assert_eq!(l0.len(), 1);
+    assert_eq!(l0[0].filter_kind, FilterKind::Blocked);
+    assert!(l0[0].filter_bits_per_key > 12.0, "L0 at {} bits per key", l0[0].filter_bits_per_key);
+    assert!((0..55_000).all(|i| db.get(key(i)).unwrap().as_deref() == Some(&b"v"[..])));
+}

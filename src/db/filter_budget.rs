@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use crate::filter::{budget, ribbon, FilterPolicy};
+use crate::filter::budget::{self, CurveKind};
+use crate::filter::{ribbon, FilterPolicy};
 use crate::version::set::{TableFile, Version};
 
 /// One run: an L0 table, or a whole deeper level.
@@ -61,40 +62,54 @@ pub(crate) struct Placement<'a> {
 /// The filter for the tables of `placement`: `policy` itself, unless it is
 /// [`FilterPolicy::Ribbon`] and the tables go to a level below its `bloom_before_level` (then
 /// a blocked Bloom filter with the Ribbon filter's false-positive rate), or
-/// [`FilterPolicy::Budgeted`], which becomes a blocked Bloom filter at the share of the budget
-/// their run gets in the tree `version` will be once the write is done (no filter if that
-/// share is nothing). A write of unknown size gets the average.
+/// [`FilterPolicy::Budgeted`] or [`FilterPolicy::BudgetedRibbon`], which become a blocked Bloom
+/// filter (or, below `bloom_before_level`, a Ribbon filter) at the share of the budget their
+/// run gets in the tree `version` will be once the write is done (no filter if that share is
+/// nothing). A write of unknown size gets the average.
 pub(crate) fn table_filter(
     policy: FilterPolicy,
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
-    if let FilterPolicy::Ribbon { bits_per_key, bloom_before_level } = policy {
-        if placement.level < usize::from(bloom_before_level) {
-            let bits_per_key = budget::bits_for_fpr(ribbon::fpr_at(bits_per_key));
-            return FilterPolicy::BlockedBloom { bits_per_key };
+    // Which filter a table on `level` gets, and so the curve its run's share is worked on.
+    let (bits_per_key, bloom_before_level) = match policy {
+        FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
+            if placement.level < usize::from(bloom_before_level) {
+                let bits_per_key = budget::bits_for_fpr(ribbon::fpr_at(bits_per_key));
+                return FilterPolicy::BlockedBloom { bits_per_key };
+            }
+            return policy;
         }
-        return policy;
-    }
-    let FilterPolicy::Budgeted { bits_per_key } = policy else { return policy };
+        FilterPolicy::Budgeted { bits_per_key } => (bits_per_key, usize::MAX),
+        FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level } => {
+            (bits_per_key, usize::from(bloom_before_level))
+        }
+        _ => return policy,
+    };
+    let kind_at = |level: usize| match level < bloom_before_level {
+        true => CurveKind::Blocked,
+        false => CurveKind::Ribbon,
+    };
+    let filter_at = |bits_per_key: f64| match (bits_per_key > 0.0, kind_at(placement.level)) {
+        (false, _) => FilterPolicy::None,
+        (true, CurveKind::Blocked) => FilterPolicy::BlockedBloom { bits_per_key },
+        (true, CurveKind::Ribbon) => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 0 },
+    };
     if placement.keys == 0 {
-        return FilterPolicy::BlockedBloom { bits_per_key };
+        return filter_at(bits_per_key);
     }
     let runs = runs(version, placement.replaces);
     let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
+    let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
     // New L0 tables are a run of their own; on a deeper level they join the level's run.
     let target = match runs.iter().position(|r| r.level == placement.level && r.level > 0) {
         Some(i) => i,
         None => {
             keys.push(0);
+            kinds.push(kind_at(placement.level));
             keys.len() - 1
         }
     };
     keys[target] = keys[target].saturating_add(placement.keys);
-    let bits = budget::allocate(&keys, bits_per_key)[target];
-    if bits > 0.0 {
-        FilterPolicy::BlockedBloom { bits_per_key: bits }
-    } else {
-        FilterPolicy::None
-    }
+    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key)[target])
 }

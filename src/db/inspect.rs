@@ -10,7 +10,8 @@ use std::sync::Arc;
 use super::filter_budget;
 use super::read::{self, Answer, Found, ReadObserver};
 use super::{Db, Keyspace, Tree};
-use crate::filter::{budget, FilterKind};
+use crate::filter::budget::{self, CurveKind};
+use crate::filter::{ribbon, FilterKind};
 use crate::key::SeqNo;
 use crate::stats::ReadTally;
 use crate::version::set::TableFile;
@@ -86,9 +87,10 @@ pub struct FilterRun {
     /// table holding only range tombstones, which has no data block to read).
     pub expected_fpr: f64,
     /// Bits per key this run would get if the tree's filter memory as it is now were split
-    /// across the runs by [`budget::allocate`].
+    /// across the runs by [`budget::allocate_for`], each on the curve of its filters' kind
+    /// (Ribbon if any of its tables has a Ribbon filter, blocked Bloom otherwise).
     pub budgeted_bits_per_key: f64,
-    /// The blocked filter's rate at `budgeted_bits_per_key` ([`budget::fpr`]).
+    /// That kind's rate at `budgeted_bits_per_key` ([`budget::fpr`], or `2^-r` for Ribbon).
     pub budgeted_fpr: f64,
 }
 
@@ -235,11 +237,18 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
     let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
     let (all_keys, all_bits) = (sum(&keys), sum(&bits));
     let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
-    let budgeted = budget::allocate(&keys, average);
+    let kinds: Vec<CurveKind> = runs
+        .iter()
+        .map(|r| match r.tables.iter().any(|t| t.table.filter().kind() == FilterKind::Ribbon) {
+            true => CurveKind::Ribbon,
+            false => CurveKind::Blocked,
+        })
+        .collect();
+    let budgeted = budget::allocate_for(&keys, &kinds, average);
     runs.iter()
         .zip(keys.iter().zip(bits))
-        .zip(budgeted)
-        .map(|((run, (&keys, filter_bits)), budgeted_bits_per_key)| {
+        .zip(budgeted.into_iter().zip(kinds))
+        .map(|((run, (&keys, filter_bits)), (budgeted_bits_per_key, kind))| {
             let weighted: f64 = run
                 .tables
                 .iter()
@@ -253,7 +262,12 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
                 filter_bits,
                 expected_fpr: if keys == 0 { 0.0 } else { weighted / keys as f64 },
                 budgeted_bits_per_key,
-                budgeted_fpr: budget::fpr(budgeted_bits_per_key),
+                budgeted_fpr: match kind {
+                    CurveKind::Ribbon if budgeted_bits_per_key > 0.0 => {
+                        ribbon::fpr_at(budgeted_bits_per_key)
+                    }
+                    _ => budget::fpr(budgeted_bits_per_key),
+                },
             }
         })
         .collect()

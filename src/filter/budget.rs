@@ -39,6 +39,7 @@
 use std::sync::OnceLock;
 
 use super::math::{self, LINE_BITS};
+use super::ribbon;
 
 /// The most bits per key [`allocate`] gives one run. Beyond this the blocked filter's rate is
 /// below 10⁻⁸ and further bits buy nothing a lookup could notice; the cap also bounds what a
@@ -117,7 +118,40 @@ pub fn lookup_cost(bits_per_run: &[f64]) -> f64 {
 /// // Far fewer wasted block reads per absent key than 10 bits per key everywhere.
 /// assert!(lookup_cost(&bits) < 0.6 * lookup_cost(&[10.0; 4]));
 /// ```
+#[cfg(any(test, feature = "internals"))]
 pub fn allocate(run_keys: &[u64], bits_per_key: f64) -> Vec<f64> {
+    allocate_for(run_keys, &vec![CurveKind::Blocked; run_keys.len()], bits_per_key)
+}
+
+/// The filter whose false-positive curve a run's share is worked out on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurveKind {
+    /// A blocked Bloom filter: [`fpr`].
+    Blocked,
+    /// A Ribbon filter: rate `2^-r` at `1.05 · r` bits per key.
+    Ribbon,
+}
+
+/// [`allocate`] for runs with filters of different kinds: run `i`'s share is worked out on the
+/// curve of `kinds[i]`, so that the last bit spent buys the same drop in blocks read wherever
+/// it goes. A Ribbon run's share is a whole number of result bits' worth, or a blend of two
+/// (which its builder rounds down).
+///
+/// ```
+/// use bloomkv::filter::budget::{allocate_for, CurveKind};
+/// // Three L0 tables with blocked Bloom filters over a level of Ribbon filters.
+/// let runs = [50_000, 50_000, 50_000, 1_000_000];
+/// let kinds = [CurveKind::Blocked, CurveKind::Blocked, CurveKind::Blocked, CurveKind::Ribbon];
+/// let bits = allocate_for(&runs, &kinds, 10.0);
+/// let spent: f64 = runs.iter().zip(&bits).map(|(&n, b)| n as f64 * b).sum();
+/// assert!((spent - 10.0 * 1_150_000.0).abs() < 1.0);
+/// assert!(bits[0] > 14.0 && bits[3] < 10.0);
+/// ```
+///
+/// # Panics
+/// If `kinds` and `run_keys` differ in length.
+pub fn allocate_for(run_keys: &[u64], kinds: &[CurveKind], bits_per_key: f64) -> Vec<f64> {
+    assert_eq!(run_keys.len(), kinds.len(), "one curve per run");
     let average =
         if bits_per_key.is_nan() { 0.0 } else { bits_per_key.clamp(0.0, MAX_AVERAGE_BITS_PER_KEY) };
     // Key counts come from the manifest: saturate rather than overflow on absurd ones.
@@ -139,7 +173,8 @@ pub fn allocate(run_keys: &[u64], bits_per_key: f64) -> Vec<f64> {
             (0..run_keys.len()).filter_map(|i| bits[i].map(|b| run_keys[i] as f64 * b)).sum();
         let left = budget - settled;
         let keys: Vec<u64> = open.iter().map(|&i| run_keys[i]).collect();
-        let solved = solve(&keys, left);
+        let curves: Vec<&Curve> = open.iter().map(|&i| curve(kinds[i])).collect();
+        let solved = solve(&keys, &curves, left);
         let stranded: Vec<usize> =
             (0..open.len()).filter(|&j| solved[j] > 0.0 && solved[j] < LOWEST).collect();
         if stranded.is_empty() {
@@ -155,14 +190,17 @@ pub fn allocate(run_keys: &[u64], bits_per_key: f64) -> Vec<f64> {
     bits.into_iter().map(|b| b.unwrap_or(average)).collect()
 }
 
-/// The optimum on the convex hull of the curve: bits per key for runs of `run_keys` keys
-/// spending `budget` bits in all, or [`MAX_RUN_BITS_PER_KEY`] each if that is less.
-fn solve(run_keys: &[u64], budget: f64) -> Vec<f64> {
-    let Curve { hull, slopes } = curve();
+/// The optimum on the convex hulls of the runs' curves: bits per key for runs of `run_keys`
+/// keys spending `budget` bits in all, or each run's top vertex if that is less.
+fn solve(run_keys: &[u64], curves: &[&Curve], budget: f64) -> Vec<f64> {
     // Run i's bits at multiplier mu: the hull vertex after which a further bit per key would
     // lower its rate by less than it costs (mu · n_i per bit per key).
     let at = |mu: f64| -> Vec<f64> {
-        run_keys.iter().map(|&n| hull[slopes.partition_point(|&s| s < -mu * n as f64)].0).collect()
+        run_keys
+            .iter()
+            .zip(curves)
+            .map(|(&n, c)| c.hull[c.slopes.partition_point(|&s| s < -mu * n as f64)].0)
+            .collect()
     };
     let spent =
         |bits: &[f64]| -> f64 { run_keys.iter().zip(bits).map(|(&n, &b)| n as f64 * b).sum() };
@@ -172,7 +210,8 @@ fn solve(run_keys: &[u64], budget: f64) -> Vec<f64> {
     // Bracket mu: at `lo` every run is at the top vertex, at `hi` every run is at "no filter".
     let smallest = run_keys.iter().copied().min().unwrap_or(1).max(1) as f64;
     let largest = run_keys.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let (steepest, flattest) = (-slopes[0], -slopes[slopes.len() - 1]);
+    let steepest = curves.iter().map(|c| -c.slopes[0]).fold(0.0, f64::max);
+    let flattest = curves.iter().map(|c| -c.slopes[c.slopes.len() - 1]).fold(f64::MAX, f64::min);
     let (mut lo, mut hi) = (flattest / largest / 2.0, steepest / smallest * 2.0);
     let (mut bits_lo, mut bits_hi) = (at(lo), at(hi));
     if spent(&bits_lo) <= budget {
@@ -207,30 +246,43 @@ struct Curve {
     slopes: Vec<f64>,
 }
 
-fn curve() -> &'static Curve {
-    static CURVE: OnceLock<Curve> = OnceLock::new();
-    CURVE.get_or_init(|| {
-        let steps = ((MAX_RUN_BITS_PER_KEY - LOWEST) / STEP).round() as usize;
-        let points = std::iter::once((0.0, 1.0)).chain((0..=steps).map(|j| {
-            let b = LOWEST + j as f64 * STEP;
-            (b, fpr(b))
-        }));
-        let mut hull: Vec<(f64, f64)> = Vec::with_capacity(steps + 2);
-        for p in points {
-            // Drop the last vertex while it lies on or above the segment from the one before
-            // it to `p` (a turn that is not counter-clockwise).
-            while let [.., o, a] = hull[..] {
-                let cross = (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0);
-                if cross > 0.0 {
-                    break;
-                }
-                hull.pop();
+fn curve(kind: CurveKind) -> &'static Curve {
+    static BLOCKED: OnceLock<Curve> = OnceLock::new();
+    static RIBBON: OnceLock<Curve> = OnceLock::new();
+    match kind {
+        CurveKind::Blocked => BLOCKED.get_or_init(|| {
+            let steps = ((MAX_RUN_BITS_PER_KEY - LOWEST) / STEP).round() as usize;
+            hull_of((0..=steps).map(|j| {
+                let b = LOWEST + j as f64 * STEP;
+                (b, fpr(b))
+            }))
+        }),
+        // Whole result bits, as many as fit under the cap on one run.
+        CurveKind::Ribbon => RIBBON.get_or_init(|| {
+            let slots_per_key = 1.0 + super::ribbon::FIRST_OVERHEAD;
+            let top = ((MAX_RUN_BITS_PER_KEY / slots_per_key) as u32).min(ribbon::MAX_RESULT_BITS);
+            hull_of((1..=top).map(|r| (f64::from(r) * slots_per_key, 0.5f64.powi(r as i32))))
+        }),
+    }
+}
+
+/// The lower convex hull of "no filter" (0 bits, rate 1) followed by `points`, bits ascending.
+fn hull_of(points: impl Iterator<Item = (f64, f64)>) -> Curve {
+    let mut hull: Vec<(f64, f64)> = Vec::new();
+    for p in std::iter::once((0.0, 1.0)).chain(points) {
+        // Drop the last vertex while it lies on or above the segment from the one before it
+        // to `p` (a turn that is not counter-clockwise).
+        while let [.., o, a] = hull[..] {
+            let cross = (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0);
+            if cross > 0.0 {
+                break;
             }
-            hull.push(p);
+            hull.pop();
         }
-        let slopes = hull.windows(2).map(|w| (w[1].1 - w[0].1) / (w[1].0 - w[0].0)).collect();
-        Curve { hull, slopes }
-    })
+        hull.push(p);
+    }
+    let slopes = hull.windows(2).map(|w| (w[1].1 - w[0].1) / (w[1].0 - w[0].0)).collect();
+    Curve { hull, slopes }
 }
 
 #[cfg(test)]
@@ -351,7 +403,11 @@ mod tests {
 
     #[test]
     fn the_hull_is_convex_and_starts_at_no_filter() {
-        let c = curve();
+        let ribbon = curve(CurveKind::Ribbon);
+        assert_eq!(ribbon.hull[0], (0.0, 1.0));
+        assert_eq!(ribbon.hull[1], (1.05, 0.5));
+        assert!(ribbon.slopes.windows(2).all(|w| w[0] < w[1] && w[1] < 0.0));
+        let c = curve(CurveKind::Blocked);
         assert_eq!(c.hull[0], (0.0, 1.0));
         assert!((0.9..1.2).contains(&c.hull[1].0), "smallest filter {:?}", c.hull[1]);
         assert_eq!(c.hull.last().unwrap().0, MAX_RUN_BITS_PER_KEY);
@@ -359,6 +415,41 @@ mod tests {
         // Every hull vertex is a point of the real curve.
         for &(b, f) in &c.hull[1..] {
             assert_eq!(f, fpr(b));
+        }
+    }
+
+    /// Ribbon runs under one budget: the budget is spent, each run's share is where the last
+    /// bit buys the same as anywhere else, and the expected block reads beat both Ribbon
+    /// filters of equal size and the budget over blocked Bloom filters alone.
+    #[test]
+    fn a_budget_over_ribbon_runs_beats_uniform_ribbon_and_budgeted_bloom() {
+        let ribbon_fpr = |b: f64| match b {
+            b if b <= 0.0 => 1.0,
+            b => super::ribbon::fpr_at(b),
+        };
+        for runs in shapes() {
+            // L0 tables (the first runs of each shape but the last two) keep Bloom filters.
+            let kinds: Vec<CurveKind> = (0..runs.len())
+                .map(|i| if i + 2 < runs.len() { CurveKind::Blocked } else { CurveKind::Ribbon })
+                .collect();
+            let cost = |bits: &[f64]| -> f64 {
+                bits.iter()
+                    .zip(&kinds)
+                    .map(|(&b, k)| match k {
+                        CurveKind::Blocked => fpr(b),
+                        CurveKind::Ribbon => ribbon_fpr(b),
+                    })
+                    .sum()
+            };
+            for avg in [6.0, 10.0, 14.0] {
+                let bits = allocate_for(&runs, &kinds, avg);
+                let total: u64 = runs.iter().sum();
+                assert!((spent(&runs, &bits) - avg * total as f64).abs() < 1e-6 * total as f64);
+                let budgeted_bloom = lookup_cost(&allocate(&runs, avg));
+                let uniform_ribbon = cost(&vec![avg; runs.len()]);
+                assert!(cost(&bits) < budgeted_bloom, "{runs:?} at {avg}: {bits:?}");
+                assert!(cost(&bits) <= uniform_ribbon * 1.0001, "{runs:?} at {avg}: {bits:?}");
+            }
         }
     }
 }

@@ -150,6 +150,31 @@ pub enum FilterPolicy {
         /// false-positive rate (0: Ribbon everywhere).
         bloom_before_level: u8,
     },
+    /// One memory budget across the tree, as [`FilterPolicy::Budgeted`], spent on Ribbon
+    /// filters (blocked Bloom filters on the levels below `bloom_before_level`): each run's
+    /// share is worked out on the curve of the filter it gets, so the small runs near the top
+    /// get more bits per key and the last level fewer, and the same memory buys fewer block
+    /// reads per absent key than either the budget over Bloom filters or Ribbon filters of
+    /// equal size. Outside a database, a Ribbon filter at `bits_per_key`.
+    ///
+    /// ```
+    /// use bloomkv::{FilterPolicy, Options};
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let policy = FilterPolicy::BudgetedRibbon { bits_per_key: 10.0, bloom_before_level: 1 };
+    /// let db = bloomkv::Db::open(dir.path(), Options::default().filter_policy(policy))?;
+    /// db.put(b"k", b"v")?;
+    /// db.flush()?;
+    /// assert_eq!(db.get(b"k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
+    BudgetedRibbon {
+        /// Bits of filter per key, averaged over every key in the tree.
+        bits_per_key: f64,
+        /// Tables written to levels below this one get blocked Bloom filters (0: Ribbon
+        /// everywhere).
+        bloom_before_level: u8,
+    },
     /// Classic Bloom filter with k = round(ln 2 · bits/key), the benchmark baseline.
     ClassicBloom {
         /// Bits of filter per key.
@@ -185,6 +210,7 @@ impl FilterPolicy {
                 )))
             }
             FilterPolicy::Budgeted { bits_per_key }
+            | FilterPolicy::BudgetedRibbon { bits_per_key, .. }
                 if !(0.5..=budget::MAX_AVERAGE_BITS_PER_KEY).contains(&bits_per_key) =>
             {
                 Err(Error::InvalidArgument(format!(
@@ -203,7 +229,7 @@ impl FilterPolicy {
                 FilterKind::Blocked
             }
             FilterPolicy::ClassicBloom { .. } => FilterKind::Classic,
-            FilterPolicy::Ribbon { .. } => FilterKind::Ribbon,
+            FilterPolicy::Ribbon { .. } | FilterPolicy::BudgetedRibbon { .. } => FilterKind::Ribbon,
             FilterPolicy::None => FilterKind::None,
         }
     }
@@ -295,7 +321,8 @@ impl FilterBuilder {
             FilterPolicy::ClassicBloom { bits_per_key } => {
                 Filter::Classic(ClassicBloom::from_hashes(&self.hashes, bits_per_key))
             }
-            FilterPolicy::Ribbon { bits_per_key, .. } => {
+            FilterPolicy::Ribbon { bits_per_key, .. }
+            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => {
                 Filter::Ribbon(Ribbon::from_hashes(&self.hashes, bits_per_key))
             }
             FilterPolicy::None => Filter::None,

@@ -48,7 +48,7 @@ pub const MAX_RESULT_BITS: u32 = 32;
 /// Slots per key beyond one that a first build attempt gets. With 128-bit coefficients a
 /// system of this density is solvable for all but a small fraction of seeds at the key counts
 /// of a table (the unit tests measure it); each failure costs one more attempt.
-const FIRST_OVERHEAD: f64 = 0.05;
+pub(crate) const FIRST_OVERHEAD: f64 = 0.05;
 
 /// Build attempts per slot count, each with the next seed, before the slot count grows.
 const SEEDS_PER_SIZE: u32 = 4;

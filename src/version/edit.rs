@@ -326,10 +326,13 @@ fn encode_options(buf: &mut Vec<u8>, o: &KeyspaceOptions) {
         FilterPolicy::ClassicBloom { bits_per_key } => (2, bits_per_key),
         FilterPolicy::Budgeted { bits_per_key } => (3, bits_per_key),
         FilterPolicy::Ribbon { bits_per_key, .. } => (4, bits_per_key),
+        FilterPolicy::BudgetedRibbon { bits_per_key, .. } => (5, bits_per_key),
     };
     put_varint(buf, kind);
     put_varint(buf, f64::to_bits(bits));
-    if let FilterPolicy::Ribbon { bloom_before_level, .. } = o.filter_policy {
+    if let FilterPolicy::Ribbon { bloom_before_level, .. }
+    | FilterPolicy::BudgetedRibbon { bloom_before_level, .. } = o.filter_policy
+    {
         put_varint(buf, u64::from(bloom_before_level));
     }
     let (compression, level) = match o.compression {
@@ -351,11 +354,14 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         1 => FilterPolicy::BlockedBloom { bits_per_key },
         2 => FilterPolicy::ClassicBloom { bits_per_key },
         3 => FilterPolicy::Budgeted { bits_per_key },
-        4 => {
+        4 | 5 => {
             let level = d.varint().ok_or(truncated)?;
             let bloom_before_level = u8::try_from(level)
                 .map_err(|_| format!("Ribbon bloom_before_level {level} out of range"))?;
-            FilterPolicy::Ribbon { bits_per_key, bloom_before_level }
+            match kind {
+                4 => FilterPolicy::Ribbon { bits_per_key, bloom_before_level },
+                _ => FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level },
+            }
         }
         k => return Err(format!("unknown filter kind {k} in keyspace options")),
     };
@@ -554,7 +560,7 @@ mod tests {
             proptest::collection::vec((0..MAX_LEVELS, meta_strategy()), 0..5),
             proptest::collection::vec((0..MAX_LEVELS, any::<u64>()), 0..5),
             proptest::collection::vec(
-                (any::<u32>(), "[a-z]{1,8}", 0..5u8, 1u32..64, -7i32..=22),
+                (any::<u32>(), "[a-z]{1,8}", 0..6u8, 1u32..64, -7i32..=22),
                 0..3,
             ),
             (proptest::collection::vec(any::<u32>(), 0..3), proptest::option::of(any::<u32>())),
@@ -580,8 +586,12 @@ mod tests {
                                 3 => {
                                     FilterPolicy::Budgeted { bits_per_key: bits_per_key.min(32.0) }
                                 }
-                                _ => FilterPolicy::Ribbon {
+                                4 => FilterPolicy::Ribbon {
                                     bits_per_key,
+                                    bloom_before_level: (bits % 3) as u8,
+                                },
+                                _ => FilterPolicy::BudgetedRibbon {
+                                    bits_per_key: bits_per_key.min(32.0),
                                     bloom_before_level: (bits % 3) as u8,
                                 },
                             };

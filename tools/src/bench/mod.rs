@@ -157,6 +157,10 @@ pub enum Policy {
     /// false-positive rate for flushes into L0 (`FilterPolicy::Ribbon`, `bloom_before_level`
     /// 1).
     Ribbon,
+    /// Ribbon filters under one budget, `--bits-per-key` on average over the tree, blocked
+    /// Bloom filters for the flushes into L0 (`FilterPolicy::BudgetedRibbon`, `bloom_before_level`
+    /// 1).
+    BudgetedRibbon,
     /// No filter.
     None,
 }
@@ -168,6 +172,7 @@ impl Policy {
             Policy::Budgeted => "budgeted",
             Policy::Classic => "classic",
             Policy::Ribbon => "ribbon",
+            Policy::BudgetedRibbon => "budgeted-ribbon",
             Policy::None => "none",
         }
     }
@@ -178,6 +183,9 @@ impl Policy {
             Policy::Budgeted => FilterPolicy::Budgeted { bits_per_key },
             Policy::Classic => FilterPolicy::ClassicBloom { bits_per_key },
             Policy::Ribbon => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 1 },
+            Policy::BudgetedRibbon => {
+                FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level: 1 }
+            }
             Policy::None => FilterPolicy::None,
         }
     }
@@ -189,7 +197,7 @@ impl Policy {
             Policy::Blocked | Policy::Budgeted => math::optimal_blocked_probes(bits_per_key),
             Policy::Classic => math::classic_probes(bits_per_key),
             // A Ribbon filter's result bits: the number its "probes" column shows.
-            Policy::Ribbon => ribbon::result_bits_for(bits_per_key),
+            Policy::Ribbon | Policy::BudgetedRibbon => ribbon::result_bits_for(bits_per_key),
             Policy::None => 0,
         }
     }
@@ -205,7 +213,7 @@ impl Policy {
             }
             // The classic formula depends on n and m only through m/n at these sizes.
             Policy::Classic => math::classic_fpr(1e6, 1e6 * bits_per_key, k),
-            Policy::Ribbon => ribbon::fpr_at(bits_per_key),
+            Policy::Ribbon | Policy::BudgetedRibbon => ribbon::fpr_at(bits_per_key),
             Policy::None => 1.0,
         }
     }
@@ -309,7 +317,14 @@ impl Plan {
         workloads.sort();
         workloads.dedup();
         let mut policies = if args.policies.is_empty() {
-            vec![Policy::Blocked, Policy::Budgeted, Policy::Classic, Policy::Ribbon, Policy::None]
+            vec![
+                Policy::Blocked,
+                Policy::Budgeted,
+                Policy::Classic,
+                Policy::Ribbon,
+                Policy::BudgetedRibbon,
+                Policy::None,
+            ]
         } else {
             args.policies.clone()
         };

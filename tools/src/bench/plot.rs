@@ -24,6 +24,7 @@ const CLASSIC: RGBColor = RGBColor(255, 127, 14);
 const NONE: RGBColor = RGBColor(44, 160, 44);
 const BUDGETED: RGBColor = RGBColor(148, 103, 189);
 const RIBBON: RGBColor = RGBColor(214, 39, 40);
+const BUDGETED_RIBBON: RGBColor = RGBColor(140, 86, 75);
 
 fn policy_color(policy: &str) -> RGBColor {
     match policy {
@@ -31,12 +32,13 @@ fn policy_color(policy: &str) -> RGBColor {
         "budgeted" => BUDGETED,
         "classic" => CLASSIC,
         "ribbon" => RIBBON,
+        "budgeted-ribbon" => BUDGETED_RIBBON,
         _ => NONE,
     }
 }
 
 /// The policies of the sweep, in the order they are drawn.
-const SWEEP_POLICIES: [&str; 4] = ["blocked", "budgeted", "classic", "ribbon"];
+const SWEEP_POLICIES: [&str; 5] = ["blocked", "budgeted", "classic", "ribbon", "budgeted-ribbon"];
 
 /// One line of a line chart.
 struct Series {

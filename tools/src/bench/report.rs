@@ -595,12 +595,14 @@ pub fn write_predictions(out: &mut String, preds: &[Prediction]) -> std::fmt::Re
         }
     }
     let find = |name: &str| preds.iter().find(|p| p.policy == name);
-    if let (Some(b), Some(u)) = (find("budgeted"), find("blocked")) {
+    let pairs = [("budgeted", "blocked"), ("ribbon", "blocked"), ("budgeted-ribbon", "budgeted")];
+    for (new_name, old_name) in pairs {
+        let (Some(b), Some(u)) = (find(new_name), find(old_name)) else { continue };
         let change = |new: f64, old: f64| (new / old.max(1e-12) - 1.0) * 100.0;
         writeln!(
             out,
-            "  budgeted vs blocked: {:+.1}% blocks per missing lookup ({:+.1}% predicted) with \
-             {:+.1}% filter memory",
+            "  {new_name} vs {old_name}: {:+.1}% blocks per missing lookup ({:+.1}% predicted) \
+             with {:+.1}% filter memory",
             change(b.blocks_per_lookup, u.blocks_per_lookup),
             change(b.predicted_blocks_per_lookup, u.predicted_blocks_per_lookup),
             change(b.filter_memory_bytes as f64, u.filter_memory_bytes as f64)

@@ -49,7 +49,7 @@ impl KeyspaceReport {
 /// A keyspace's table options, with the names `keyspace create` takes.
 #[derive(Serialize, Debug, PartialEq)]
 pub struct OptionsReport {
-    /// "none", "blocked", "classic", "budgeted" or "ribbon".
+    /// "none", "blocked", "classic", "budgeted", "ribbon" or "budgeted-ribbon".
     pub filter: &'static str,
     /// Null without a filter.
     pub bits_per_key: Option<f64>,
@@ -96,6 +96,9 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         FilterPolicy::ClassicBloom { bits_per_key } => ("classic", Some(bits_per_key)),
         FilterPolicy::Budgeted { bits_per_key } => ("budgeted", Some(bits_per_key)),
         FilterPolicy::Ribbon { bits_per_key, .. } => ("ribbon", Some(bits_per_key)),
+        FilterPolicy::BudgetedRibbon { bits_per_key, .. } => {
+            ("budgeted-ribbon", Some(bits_per_key))
+        }
         #[allow(unreachable_patterns)]
         _ => return None,
     };
@@ -106,7 +109,8 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         _ => return None,
     };
     let bloom_before_level = match policy {
-        FilterPolicy::Ribbon { bloom_before_level, .. } => Some(bloom_before_level),
+        FilterPolicy::Ribbon { bloom_before_level, .. }
+        | FilterPolicy::BudgetedRibbon { bloom_before_level, .. } => Some(bloom_before_level),
         _ => None,
     };
     Some(OptionsReport {
