@@ -73,6 +73,7 @@ pub mod fs;
 mod key_head;
 mod options;
 mod prefetch;
+mod prefix;
 mod stats;
 mod value;
 
@@ -85,6 +86,7 @@ pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
 pub use options::{KeyspaceOptions, Options, WriteOptions};
+pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
 pub use stats::{KeyspaceStats, LevelCompactionStats, Stats};
 pub use table::Compression;
 pub use value::Value;

@@ -60,8 +60,16 @@ pub struct TableInfo {
     pub filter_memory_bytes: usize,
     /// RAM held by the index.
     pub index_memory_bytes: usize,
-    /// The filter's expected false-positive rate at its fill (1.0 without a filter).
+    /// The filter's expected false-positive rate at its fill (1.0 without a filter), for
+    /// keys and prefixes alike: they share its bits.
     pub expected_fpr: f64,
+    /// The prefix extractor whose prefixes the filter holds ([`crate::PrefixExtractor::name`]),
+    /// if it holds any.
+    pub prefix_extractor: Option<String>,
+    /// Distinct prefixes in the filter.
+    pub prefixes: u64,
+    /// Whether the filter holds whole keys (point lookups use it only then).
+    pub filter_whole_keys: bool,
 }
 
 /// One sorted run of the tree as an absent-key lookup meets it — an L0 table, or a whole
@@ -222,6 +230,9 @@ fn tables(tree: &Tree) -> Vec<TableInfo> {
                 filter_memory_bytes: t.table.filter_memory_bytes(),
                 index_memory_bytes: t.table.index_memory_bytes(),
                 expected_fpr: f.expected_fpr(),
+                prefix_extractor: t.table.prefix_extractor().map(|e| e.name()),
+                prefixes: p.num_prefixes,
+                filter_whole_keys: f.contents().whole_keys,
             }
         })
         .collect()
