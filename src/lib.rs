@@ -81,7 +81,7 @@ pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
+pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;

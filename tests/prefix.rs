@@ -393,3 +393,38 @@ fn a_keyspace_keeps_its_extractor_across_reopen() {
     assert!(tables.iter().all(|t| t.prefix_extractor.as_deref() == Some("delimiter:0x2f")));
     assert!(tables.iter().all(|t| t.prefixes == 2 && !t.filter_whole_keys));
 }
+
+/// Under the budgeted policy the prefix entries are paid for from the same memory: the
+/// tree's filters hold what they hold without an extractor (bits per key times keys, give
+/// or take the rounding of small tables to whole lines).
+#[test]
+fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
+    let mut per_key = Vec::new();
+    for extractor in [None, Some(PrefixExtractor::Fixed(5))] {
+        let opts = Options::default()
+            .filter_policy(FilterPolicy::Budgeted { bits_per_key: 10.0 })
+            .prefix_extractor(extractor)
+            .memtable_bytes(64 << 10)
+            .target_table_bytes(64 << 10)
+            .l0_triggers(64);
+        let (_dir, db) = common::db::open_temp(opts);
+        for round in 0..6u32 {
+            for p in 0..400u32 {
+                db.put(format!("{p:04}/{round}"), "v").unwrap();
+            }
+            db.flush().unwrap();
+            if round == 2 {
+                db.compact().unwrap();
+            }
+        }
+        let tables = db.tables();
+        let bits: f64 = tables.iter().map(|t| t.filter_memory_bytes as f64 * 8.0).sum();
+        let keys: f64 = tables.iter().map(|t| t.entries as f64).sum();
+        per_key.push(bits / keys);
+        if extractor.is_some() {
+            assert!(tables.iter().all(|t| t.prefixes > 0 && t.filter_whole_keys));
+        }
+    }
+    assert!((9.5..11.5).contains(&per_key[0]), "{per_key:?} bits per key");
+    assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.05, "{per_key:?} bits per key");
+}

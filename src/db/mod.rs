@@ -57,7 +57,7 @@ use arc_swap::ArcSwap;
 
 pub use cursor::Cursor;
 #[cfg(feature = "internals")]
-pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
+pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
 pub use key_range::KeyRange;
 pub(crate) use key_range::{half_open, MAX_RANGE_BOUND_BYTES};
 pub(crate) use keyspace::prefix_bounds;
