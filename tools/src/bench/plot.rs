@@ -24,11 +24,18 @@ const CLASSIC: RGBColor = RGBColor(255, 127, 14);
 const NONE: RGBColor = RGBColor(44, 160, 44);
 const BUDGETED: RGBColor = RGBColor(148, 103, 189);
 
+const BLOCKED_PREFIX: RGBColor = RGBColor(23, 190, 207);
+const CLASSIC_PREFIX: RGBColor = RGBColor(188, 189, 34);
+const BUDGETED_PREFIX: RGBColor = RGBColor(227, 119, 194);
+
 fn policy_color(policy: &str) -> RGBColor {
     match policy {
         "blocked" => BLOCKED,
         "budgeted" => BUDGETED,
         "classic" => CLASSIC,
+        "blocked+prefix" => BLOCKED_PREFIX,
+        "budgeted+prefix" => BUDGETED_PREFIX,
+        "classic+prefix" => CLASSIC_PREFIX,
         _ => NONE,
     }
 }
