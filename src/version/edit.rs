@@ -543,6 +543,34 @@ mod tests {
         let mut huge = vec![1, 1, 6, 0, 1, 1];
         put_varint(&mut huge, u64::MAX >> 1);
         assert!(corrupt(&huge).contains("truncated"));
+        // Prefix settings: only right after their keyspace's definition, a known extractor,
+        // a whole-key flag of 0 or 1.
+        assert!(corrupt(&[1, 1, 11, 3, 0, 1, 0]).contains("not after its definition"));
+        let mut def = VersionEdit::default();
+        def.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().whole_key_filtering(false),
+        });
+        let enc = def.encode();
+        let at = enc.iter().rposition(|&b| b == 11).unwrap();
+        assert_eq!(enc[at..], [11, 3, 0, 0, 0]);
+        let with = |name: &[u8], whole: u8| {
+            let mut e = enc[..at].to_vec();
+            e.extend_from_slice(&[11, 3, name.len() as u8]);
+            e.extend_from_slice(name);
+            e.extend_from_slice(&[whole, 0]);
+            e
+        };
+        assert!(corrupt(&with(b"fixed:0", 1)).contains("unknown prefix extractor"));
+        assert!(corrupt(&with(b"\xff", 1)).contains("unknown prefix extractor"));
+        assert!(corrupt(&with(b"fixed:4", 2)).contains("not 0 or 1"));
+        let ok = VersionEdit::decode(&with(b"fixed:4", 1)).unwrap();
+        assert_eq!(ok.keyspaces[0].opts.prefix_extractor, Some(PrefixExtractor::Fixed(4)));
+        let mut twice = with(b"fixed:4", 1);
+        twice.pop();
+        twice.extend_from_slice(&[11, 3, 0, 1, 0]);
+        assert!(corrupt(&twice).contains("not after its definition"));
     }
 
     #[test]
