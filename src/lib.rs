@@ -73,6 +73,7 @@ pub mod fs;
 mod key_head;
 mod options;
 mod prefetch;
+mod prefix;
 mod stats;
 mod value;
 
@@ -80,11 +81,12 @@ pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub use db::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
+pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
 pub use options::{KeyspaceOptions, Options, WriteOptions};
+pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
 pub use stats::{KeyspaceStats, LevelCompactionStats, Stats};
 pub use table::Compression;
 pub use value::Value;

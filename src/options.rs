@@ -2,6 +2,7 @@
 //! [`WriteOptions`] for one write.
 
 use crate::filter::FilterPolicy;
+use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 use crate::{Error, Result};
 
@@ -25,6 +26,8 @@ pub struct Options {
     pub(crate) memtable_bytes: usize,
     pub(crate) max_immutable_memtables: usize,
     pub(crate) filter_policy: FilterPolicy,
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    pub(crate) whole_key_filtering: bool,
     pub(crate) compression: Compression,
     pub(crate) block_bytes: usize,
     pub(crate) block_cache_bytes: usize,
@@ -51,6 +54,8 @@ impl Default for Options {
             memtable_bytes: 16 << 20,
             max_immutable_memtables: 2,
             filter_policy: FilterPolicy::default(),
+            prefix_extractor: None,
+            whole_key_filtering: true,
             compression: Compression::None,
             block_bytes: 4096,
             block_cache_bytes: 64 << 20,
@@ -101,6 +106,20 @@ impl Options {
         /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
         /// [`FilterPolicy::Budgeted`] one filter memory budget split across the tree.
         filter_policy: FilterPolicy);
+    setter!(
+        /// The default keyspace's prefix extractor (default none): each table's filter also
+        /// holds its keys' distinct prefixes, and scans inside one prefix skip the tables
+        /// that hold none of it (see [`PrefixExtractor`]). The prefixes share the filter's
+        /// memory with the keys: a table's filter is as large as without them (bits per key
+        /// times keys), so each entry gets a little fewer bits.
+        prefix_extractor: Option<PrefixExtractor>);
+    setter!(
+        /// Whether the filters hold whole keys (default true), for point lookups. With a
+        /// [`prefix extractor`](Options::prefix_extractor) and `false`, they hold only the
+        /// prefixes, sized at the filter's bits per key times the table's distinct prefixes:
+        /// much less memory when only scans matter, but point lookups then read every table
+        /// whose key range covers the key. Without an extractor it has no effect.
+        whole_key_filtering: bool);
     setter!(
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);
@@ -243,6 +262,8 @@ impl Options {
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
         KeyspaceOptions {
             filter_policy: self.filter_policy,
+            prefix_extractor: self.prefix_extractor,
+            whole_key_filtering: self.whole_key_filtering,
             compression: self.compression,
             block_bytes: self.block_bytes,
             target_table_bytes: self.target_table_bytes,
@@ -350,6 +371,8 @@ impl WriteOptions {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KeyspaceOptions {
     pub(crate) filter_policy: FilterPolicy,
+    pub(crate) prefix_extractor: Option<PrefixExtractor>,
+    pub(crate) whole_key_filtering: bool,
     pub(crate) compression: Compression,
     pub(crate) block_bytes: usize,
     pub(crate) target_table_bytes: u64,
@@ -372,6 +395,13 @@ impl KeyspaceOptions {
         /// [`FilterPolicy::Budgeted`] budget is split across this keyspace's tree alone.
         filter_policy: FilterPolicy);
     setter!(
+        /// The keyspace's prefix extractor (see [`Options::prefix_extractor`]).
+        prefix_extractor: Option<PrefixExtractor>);
+    setter!(
+        /// Whether the keyspace's filters hold whole keys (see
+        /// [`Options::whole_key_filtering`]).
+        whole_key_filtering: bool);
+    setter!(
         /// Data block compression (see [`Options::compression`]).
         compression: Compression);
     setter!(
@@ -390,8 +420,23 @@ impl KeyspaceOptions {
         (self.filter_policy, self.compression, self.block_bytes, self.target_table_bytes)
     }
 
+    /// The prefix extractor and whether filters hold whole keys. Not part of the stable API.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn prefix_parts(&self) -> (Option<PrefixExtractor>, bool) {
+        (self.prefix_extractor, self.whole_key_filtering)
+    }
+
+    /// Whether the tables' filters hold whole keys: always without an extractor.
+    pub(crate) fn filters_whole_keys(&self) -> bool {
+        self.whole_key_filtering || self.prefix_extractor.is_none()
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         self.filter_policy.validate()?;
+        if let Some(e) = self.prefix_extractor {
+            e.validate()?;
+        }
         let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
         if self.block_bytes < 64 || self.block_bytes > (16 << 20) {
             return bad("block_bytes must be between 64 bytes and 16 MiB");

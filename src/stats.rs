@@ -78,6 +78,9 @@ pub(crate) struct Counters {
     pub tables_consulted: Counter,
     pub block_reads: Counter,
     pub block_cache_hits: Counter,
+    pub scans: Counter,
+    pub prefix_filter_checks: Counter,
+    pub prefix_filter_skips: Counter,
     pub user_bytes_written: Counter,
     pub flushes: Counter,
     pub flush_bytes_written: Counter,
@@ -232,6 +235,15 @@ pub struct Stats {
     pub block_reads: u64,
     /// Data blocks found in the block cache.
     pub block_cache_hits: u64,
+    /// Scans started: iterators and cursors (of the database, a keyspace or a snapshot).
+    pub scans: u64,
+    /// Tables whose prefix filter a scan asked: the scan's range lay inside one prefix of
+    /// the keyspace's [`crate::PrefixExtractor`], the table's key range met it, and the
+    /// table was built with that extractor.
+    pub prefix_filter_checks: u64,
+    /// Tables a scan skipped because their prefix filter said they hold no key of its
+    /// prefix (no index or block work was done for them).
+    pub prefix_filter_skips: u64,
     /// Number of tables on each level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.
@@ -418,6 +430,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         tables_consulted: c.tables_consulted.get(),
         block_reads: c.block_reads.get(),
         block_cache_hits: c.block_cache_hits.get(),
+        scans: c.scans.get(),
+        prefix_filter_checks: c.prefix_filter_checks.get(),
+        prefix_filter_skips: c.prefix_filter_skips.get(),
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),

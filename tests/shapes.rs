@@ -18,9 +18,10 @@
 //! Commands (keys and values are escaped text, as `bloomkv::check::escape` prints them, so
 //! `\x00` is one byte):
 //!
-//! - `open [filter=blocked:BITS|classic:BITS|budgeted:BITS|none] [block=BYTES] [table=BYTES]`:
-//!   a new database in a fresh directory (see `script_options` for why nothing happens in the
-//!   background).
+//! - `open [filter=blocked:BITS|classic:BITS|budgeted:BITS|none] [block=BYTES] [table=BYTES]
+//!   [prefix=fixed:N|delimiter:0xHH] [whole-keys=false]`: a new database in a fresh directory
+//!   (see `script_options` for why nothing happens in the background), with a prefix
+//!   extractor if given.
 //! - `reopen`: closes the database and opens it again with the same options (recovery).
 //! - `keyspace NAME`: creates (or opens) a keyspace with the database's table options.
 //! - `batch [keyspace=NAME]`: one atomic write of the input lines `put K V`, `del K`,
@@ -36,6 +37,10 @@
 //! - `trace K [keyspace=NAME]`: `Db::trace`: for each memtable and table in read order, whether
 //!   its key range covers K, what its filter answers and what it really holds. The trace goes
 //!   on past the answer; `<- get stops here` marks the source that decides what `get` returns.
+//! - `trace-prefix P [keyspace=NAME]`: `Db::trace_prefix`: the prefix the filters are asked
+//!   about, then for each memtable and table whether its key range meets the scan of P, what
+//!   its prefix filter answers, whether the scan reads it, and whether it holds a key
+//!   starting with P; then what the scan returns.
 //!
 //! A command that succeeds without output prints `ok`; one that fails prints `error: ...`.
 //!
@@ -58,8 +63,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use bloomkv::{
-    Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, Presence, Snapshot, TraceSource,
-    WriteBatch, WriteOptions,
+    Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, PrefixExtractor, Presence, Snapshot,
+    TraceSource, WriteBatch, WriteOptions,
 };
 
 /// One command of a script, where it was, and the output the file expects of it.
@@ -315,6 +320,14 @@ fn script_options(args: &Args) -> (Options, KeyspaceOptions) {
         let t = t.parse().expect("table=BYTES");
         (o, k) = (o.target_table_bytes(t), k.target_table_bytes(t));
     }
+    if let Some(e) = args.get("prefix") {
+        let e = Some(PrefixExtractor::from_name(e).expect("prefix=fixed:N|delimiter:0xHH"));
+        (o, k) = (o.prefix_extractor(e), k.prefix_extractor(e));
+    }
+    if let Some(w) = args.get("whole-keys") {
+        let w = w.parse().expect("whole-keys=true|false");
+        (o, k) = (o.whole_key_filtering(w), k.whole_key_filtering(w));
+    }
     (o, k)
 }
 
@@ -464,6 +477,44 @@ impl Script {
                     let line = format!("{source:<10} {filter:<14} {actual}{decides}");
                     let _ = writeln!(out, "{}", line.trim_end());
                 }
+            }
+            "trace-prefix" => {
+                let p = unescape(&args.positional[0]);
+                let trace = match self.keyspace(args) {
+                    Some(ks) => ks.trace_prefix(&p)?,
+                    None => self.db().trace_prefix(&p)?,
+                };
+                let asked = trace.filter_prefix.as_deref().map_or("<none>".to_string(), show);
+                let extractor = trace.extractor.as_deref().unwrap_or("<none>");
+                let _ = writeln!(out, "extractor {extractor}, filters asked about {asked}");
+                for s in trace.steps {
+                    let source = match s.source {
+                        TraceSource::Memtable => "memtable".to_string(),
+                        TraceSource::ImmutableMemtable(i) => format!("immutable memtable {i}"),
+                        TraceSource::Table { level, number } => format!("L{level} {number:06}"),
+                    };
+                    let filter = match (s.in_range, s.prefix_filter_maybe) {
+                        (false, _) => "not in range",
+                        (true, None) => "",
+                        (true, Some(true)) => "filter: maybe",
+                        (true, Some(false)) => "filter: no",
+                    };
+                    let read = if s.read { "read" } else { "skipped" };
+                    let holds = if s.holds { "holds it" } else { "holds none" };
+                    let line = format!("{source:<10} {filter:<14} {read:<8} {holds}");
+                    let _ = writeln!(out, "{}", line.trim_end());
+                }
+                let it = match self.keyspace(args) {
+                    Some(ks) => ks.prefix(&p),
+                    None => self.db().prefix(&p),
+                };
+                let keys: Vec<String> =
+                    it.map(|kv| kv.map(|(k, _)| show(&k))).collect::<bloomkv::Result<_>>()?;
+                let _ = writeln!(
+                    out,
+                    "scan: {}",
+                    if keys.is_empty() { "<empty>".to_string() } else { keys.join(" ") }
+                );
             }
             _ => panic!("unknown command {cmd}"),
         }

@@ -34,6 +34,8 @@ struct Contents {
     raw_key_bytes: u64,
     raw_value_bytes: u64,
     distinct_keys: u64,
+    /// Distinct prefixes under the extractor the properties name (0 without one).
+    distinct_prefixes: u64,
 }
 
 /// The parts of a table that could be read, for comparing with its properties (`None`: that
@@ -152,13 +154,18 @@ pub(super) fn check_file(
     let mut all_blocks_read = false;
     if let Some(index) = &index {
         check_index_layout(r, path, index, data_end, footer.index.offset);
+        // The extractor whose prefixes the filter holds, as the properties name it.
+        let extractor = props
+            .as_ref()
+            .and_then(|p| crate::PrefixExtractor::from_name(&p.prefix_extractor))
+            .filter(|_| filter.as_ref().is_some_and(|f| f.contents().prefixes));
         all_blocks_read = check_data_blocks(
             r,
             path,
             file.as_ref(),
             index,
             data_end,
-            filter.as_ref(),
+            (filter.as_ref(), extractor),
             &mut contents,
         );
     }
@@ -358,9 +365,11 @@ fn check_data_blocks(
     file: &dyn RandomAccessFile,
     index: &[IndexEntry],
     data_end: u64,
-    filter: Option<&Filter>,
+    (filter, extractor): (Option<&Filter>, Option<crate::PrefixExtractor>),
     c: &mut Contents,
 ) -> bool {
+    let whole_keys = filter.is_some_and(|f| f.contents().whole_keys);
+    let mut prev_prefix: Option<Vec<u8>> = None;
     let mut all_read = true;
     // Last internal key seen (across blocks) and last user key, for order and distinct counts.
     let mut prev_key: Option<Vec<u8>> = None;
@@ -436,10 +445,21 @@ fn check_data_blocks(
                 .map_or(true, |p| p.user_key != parsed.user_key);
             if new_user_key {
                 c.distinct_keys += 1;
-                if let Some(f) = filter {
+                if let Some(f) = filter.filter(|_| whole_keys) {
                     if !f.may_contain(parsed.user_key) {
                         filter_misses += 1;
                         first_filter_miss.get_or_insert((h.offset, parsed.user_key.to_vec()));
+                    }
+                }
+                let prefix = extractor.and_then(|e| e.prefix(parsed.user_key));
+                if let (Some(p), Some(f)) = (prefix, filter) {
+                    if prev_prefix.as_deref() != Some(p) {
+                        c.distinct_prefixes += 1;
+                        prev_prefix = Some(p.to_vec());
+                        if !f.may_contain_prefix(p) {
+                            filter_misses += 1;
+                            first_filter_miss.get_or_insert((h.offset, parsed.user_key.to_vec()));
+                        }
                     }
                 }
             }
@@ -563,15 +583,30 @@ fn check_properties(
         }
     }
     if let Some(f) = filter.filter(|f| f.kind() != FilterKind::None) {
-        if f.num_keys() != c.distinct_keys {
+        let content = f.contents();
+        if content.prefixes {
+            mismatch("prefixes", p.num_prefixes.to_string(), c.distinct_prefixes.to_string());
+        }
+        let keys = if content.whole_keys { c.distinct_keys } else { 0 };
+        let entries = keys + if content.prefixes { c.distinct_prefixes } else { 0 };
+        if f.num_keys() != entries {
             r.problem(
                 path,
                 Some(footer.filter.offset),
-                format!(
-                    "filter was built over {} keys but the table holds {} distinct keys",
-                    f.num_keys(),
-                    c.distinct_keys
-                ),
+                if content.prefixes {
+                    format!(
+                        "filter was built over {} entries but the table holds {keys} distinct \
+                         keys and {} distinct prefixes for it",
+                        f.num_keys(),
+                        c.distinct_prefixes
+                    )
+                } else {
+                    format!(
+                        "filter was built over {} keys but the table holds {} distinct keys",
+                        f.num_keys(),
+                        c.distinct_keys
+                    )
+                },
             );
         }
     }

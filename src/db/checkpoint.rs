@@ -147,7 +147,7 @@ impl DbInner {
         // share, as a flush would give it.
         let keys = tree.mems().map(|m| m.table.len() as u64).sum();
         let placement = Placement { level: 0, keys, replaces: &[] };
-        let filter = table_filter(tree.opts.filter_policy, &tree.version, &placement);
+        let filter = table_filter(&tree.opts, &tree.version, &placement);
         let children: Vec<Box<dyn BidirectionalIterator>> = tree
             .mems()
             .map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>)

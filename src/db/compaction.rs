@@ -325,7 +325,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
     let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
-    let filter = table_filter(tree.opts.filter_policy, v, &placement);
+    let filter = table_filter(&tree.opts, v, &placement);
     let bounds = split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes);
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and

@@ -92,7 +92,7 @@ impl Cursor {
             Ok(s) => (s, None),
             Err(e) => (Arc::new(Tree::empty()), Some(e)),
         };
-        let view = visible(&state, seq, start, end);
+        let view = visible(&state, seq, start, end, &inner.counters);
         Cursor { inner, _state: state, unreadable, view }
     }
 

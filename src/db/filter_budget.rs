@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use crate::filter::budget::{self, CurveKind};
 use crate::filter::{ribbon, FilterPolicy};
+use crate::options::KeyspaceOptions;
 use crate::version::set::{TableFile, Version};
 
 /// One run: an L0 table, or a whole deeper level.
@@ -66,11 +67,20 @@ pub(crate) struct Placement<'a> {
 /// filter (or, below `bloom_before_level`, a Ribbon filter) at the share of the budget their
 /// run gets in the tree `version` will be once the write is done (no filter if that share is
 /// nothing). A write of unknown size gets the average.
+///
+/// With a prefix extractor and whole keys, a table's filter also holds its prefixes, which
+/// share the keys' bits: a run given `b` bits per key has `b · r` bits per entry, where `r`
+/// is the share of keys among the entries, and its rate is `fpr(b · r)`. Minimising
+/// `Σ fpr(b_i · r)` under `Σ n_i · b_i = M` is minimising `Σ fpr(c_i)` under
+/// `Σ n_i · c_i = r · M`, so the shares are `allocate(n, average · r) / r`. `r` is taken
+/// from the tree's tables that hold prefixes (1 until there are some), the same for every
+/// run: keys per prefix is a property of the data, not of the level.
 pub(crate) fn table_filter(
-    policy: FilterPolicy,
+    opts: &KeyspaceOptions,
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
+    let policy = opts.filter_policy;
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
     let (bits_per_key, bloom_before_level) = match policy {
         FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
@@ -98,6 +108,12 @@ pub(crate) fn table_filter(
     if placement.keys == 0 {
         return filter_at(bits_per_key);
     }
+    // `r` above: the share of keys among the filters' entries.
+    let share = if opts.prefix_extractor.is_some() && opts.whole_key_filtering {
+        key_share(version)
+    } else {
+        1.0
+    };
     let runs = runs(version, placement.replaces);
     let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
     let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
@@ -111,5 +127,25 @@ pub(crate) fn table_filter(
         }
     };
     keys[target] = keys[target].saturating_add(placement.keys);
-    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key)[target])
+    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key * share)[target] / share)
+}
+
+/// The share of whole keys among the entries of the tree's filters that hold both keys and
+/// prefixes; 1 if none does.
+fn key_share(version: &Version) -> f64 {
+    let (mut keys, mut entries) = (0u64, 0u64);
+    for (_, t) in version.all_tables() {
+        let f = t.table.filter();
+        let c = f.contents();
+        if c.whole_keys && c.prefixes {
+            let prefixes = t.table.properties().num_prefixes;
+            entries = entries.saturating_add(f.num_keys());
+            keys = keys.saturating_add(f.num_keys().saturating_sub(prefixes));
+        }
+    }
+    if entries == 0 || keys == 0 {
+        1.0
+    } else {
+        keys as f64 / entries as f64
+    }
 }

@@ -65,7 +65,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let Some(tree) = state.tree(*id) else { continue };
             let Some(oldest) = tree.imm.last() else { continue };
             let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
-            let filter = table_filter(tree.opts.filter_policy, &tree.version, &placement);
+            let filter = table_filter(&tree.opts, &tree.version, &placement);
             let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
             let range_dels = oldest.table.range_tombstones();
             let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))

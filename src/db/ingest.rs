@@ -153,7 +153,7 @@ where
         let version = state.tree(keyspace).map_or(&tree.version, |t| &t.version);
         let level = deepest_free_level(version, first, first);
         let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
-        table_filter(tree.opts.filter_policy, version, &placement)
+        table_filter(&tree.opts, version, &placement)
     };
     let metas = inner.write_tables(tree, source, &mut TombstoneSplit::default(), filter)?;
     let opened = (|| {

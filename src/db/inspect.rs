@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::filter_budget;
 use super::read::{self, Answer, Found, ReadObserver};
+use super::scan::{self, TableChoice};
 use super::{Db, Keyspace, Tree};
 use crate::filter::budget::{self, CurveKind};
 use crate::filter::{ribbon, FilterKind};
@@ -61,8 +62,16 @@ pub struct TableInfo {
     pub filter_memory_bytes: usize,
     /// RAM held by the index.
     pub index_memory_bytes: usize,
-    /// The filter's expected false-positive rate at its fill (1.0 without a filter).
+    /// The filter's expected false-positive rate at its fill (1.0 without a filter), for
+    /// keys and prefixes alike: they share its bits.
     pub expected_fpr: f64,
+    /// The prefix extractor whose prefixes the filter holds ([`crate::PrefixExtractor::name`]),
+    /// if it holds any.
+    pub prefix_extractor: Option<String>,
+    /// Distinct prefixes in the filter.
+    pub prefixes: u64,
+    /// Whether the filter holds whole keys (point lookups use it only then).
+    pub filter_whole_keys: bool,
 }
 
 /// One sorted run of the tree as an absent-key lookup meets it — an L0 table, or a whole
@@ -150,7 +159,45 @@ pub struct TraceStep {
     pub decides: bool,
 }
 
+/// What a prefix scan does with each source, from [`Db::trace_prefix`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanTrace {
+    /// The keyspace's prefix extractor ([`crate::PrefixExtractor::name`]), if it has one.
+    pub extractor: Option<String>,
+    /// The prefix the scan asks the tables' filters about: the extracted prefix every key of
+    /// the scan has, or `None` when there is none (no extractor, or a prefix shorter than the
+    /// extractor's), and then no table is skipped by its filter.
+    pub filter_prefix: Option<Vec<u8>>,
+    /// Every memtable (newest first), then every table in read order.
+    pub steps: Vec<ScanStep>,
+}
+
+/// One source of a traced prefix scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanStep {
+    /// The memtable or table.
+    pub source: TraceSource,
+    /// For tables: whether the table's key range meets the scan's (memtables: always).
+    pub in_range: bool,
+    /// For tables in range built with the keyspace's extractor: the prefix filter's answer
+    /// ("maybe" = true); `None` when not asked.
+    pub prefix_filter_maybe: Option<bool>,
+    /// Whether the scan reads the source.
+    pub read: bool,
+    /// Whether the source holds any entry (a version of any kind) with the prefix, found by
+    /// looking, whatever the filter said: a "maybe" from a source that holds none is a false
+    /// positive; a "no" from one that holds some would be a false negative.
+    pub holds: bool,
+}
+
 impl Db {
+    /// [`Keyspace::trace_prefix`] of the default keyspace.
+    pub fn trace_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<ScanTrace> {
+        trace_prefix(self.inner.load_state().default_tree(), prefix.as_ref())
+    }
+
     /// Facts about every live table of every keyspace, keyspace by keyspace (the default
     /// first), level by level (L0 newest first).
     pub fn tables(&self) -> Vec<TableInfo> {
@@ -195,6 +242,61 @@ impl Keyspace {
         let view = self.inner.read_view();
         trace(view.state().tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), view.seq())
     }
+
+    /// Shows what a scan of the keys starting with `prefix` does with every memtable and
+    /// table: whether the table's key range meets it, what the table's prefix filter says,
+    /// whether the scan reads it, and whether it really holds an entry with the prefix. The
+    /// choice is the one [`Keyspace::prefix`] makes (`db::scan`), not a second
+    /// implementation of it.
+    pub fn trace_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<ScanTrace> {
+        let state = self.inner.load_state();
+        trace_prefix(state.tree(self.id).ok_or_else(|| self.dropped())?, prefix.as_ref())
+    }
+}
+
+fn trace_prefix(tree: &Tree, prefix: &[u8]) -> Result<ScanTrace> {
+    use crate::iter::InternalIterator;
+    use crate::key::{internal_key, user_key, KIND_FOR_SEEK, MAX_SEQNO};
+    let (lower, upper) = super::keyspace::prefix_bounds(prefix);
+    let (lo, hi) = (scan::as_slices(&lower), scan::as_slices(&upper));
+    let target = internal_key(prefix, MAX_SEQNO, KIND_FOR_SEEK);
+    let holds = |it: &mut dyn InternalIterator| -> Result<bool> {
+        it.seek(&target)?;
+        Ok(it.valid() && user_key(it.key()).starts_with(prefix))
+    };
+    let mut steps = Vec::new();
+    for (i, m) in tree.mems().enumerate() {
+        let source =
+            if i == 0 { TraceSource::Memtable } else { TraceSource::ImmutableMemtable(i - 1) };
+        let holds = holds(&mut m.table.iter())?;
+        steps.push(ScanStep {
+            source,
+            in_range: true,
+            prefix_filter_maybe: None,
+            read: true,
+            holds,
+        });
+    }
+    let mut chosen = Vec::new();
+    scan::choose_tables(tree, lo, hi, |level, t, choice| chosen.push((level, t.clone(), choice)));
+    for (level, t) in tree.version.all_tables() {
+        let source = TraceSource::Table { level, number: t.meta.number };
+        let choice = chosen.iter().find(|(_, c, _)| c.meta.number == t.meta.number).map(|c| c.2);
+        let (in_range, prefix_filter_maybe, read) = match choice {
+            None | Some(TableChoice::OutOfRange) => (false, None, false),
+            Some(TableChoice::PrefixSkipped) => (true, Some(false), false),
+            Some(TableChoice::Read { prefix_checked }) => {
+                (true, prefix_checked.then_some(true), true)
+            }
+        };
+        let holds = holds(&mut t.table.iter())?;
+        steps.push(ScanStep { source, in_range, prefix_filter_maybe, read, holds });
+    }
+    Ok(ScanTrace {
+        extractor: tree.opts.prefix_extractor.map(|e| e.name()),
+        filter_prefix: scan::scan_prefix(tree, lo, hi).map(|(_, p)| p.to_vec()),
+        steps,
+    })
 }
 
 fn tables(tree: &Tree) -> Vec<TableInfo> {
@@ -224,6 +326,9 @@ fn tables(tree: &Tree) -> Vec<TableInfo> {
                 filter_memory_bytes: t.table.filter_memory_bytes(),
                 index_memory_bytes: t.table.index_memory_bytes(),
                 expected_fpr: f.expected_fpr(),
+                prefix_extractor: t.table.prefix_extractor().map(|e| e.name()),
+                prefixes: p.num_prefixes,
+                filter_whole_keys: f.contents().whole_keys,
             }
         })
         .collect()

@@ -185,6 +185,12 @@ impl Keyspace {
         self.snapshot().prefix(prefix)
     }
 
+    /// For each of `prefixes`, whether a live key of this keyspace starts with it, as
+    /// [`crate::Db::prefixes_exist`].
+    pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
+        self.snapshot().prefixes_exist(prefixes)
+    }
+
     /// A [`Cursor`] over this keyspace's keys in `range`, as [`crate::Db::cursor`].
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         self.snapshot().cursor(range)

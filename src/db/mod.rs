@@ -57,7 +57,7 @@ use arc_swap::ArcSwap;
 
 pub use cursor::Cursor;
 #[cfg(feature = "internals")]
-pub use inspect::{FilterRun, Presence, TableInfo, TraceSource, TraceStep};
+pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
 pub use key_range::KeyRange;
 pub(crate) use key_range::{half_open, MAX_RANGE_BOUND_BYTES};
 pub(crate) use keyspace::prefix_bounds;
@@ -470,9 +470,36 @@ impl Db {
     }
 
     /// Iterates over the keys that start with `prefix`, in ascending order (double-ended,
-    /// like [`Db::range`]).
+    /// like [`Db::range`]). With a [`crate::PrefixExtractor`] under which every key starting
+    /// with `prefix` has one prefix (`prefix` is at least as long as the extractor's), the
+    /// scan skips the tables whose filter says they hold none.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         self.snapshot().prefix(prefix)
+    }
+
+    /// For each of `prefixes`, whether a live key starts with it, as one consistent read:
+    /// the answers of `db.prefix(p).next().is_some()` for each, found together. A prefix
+    /// that some table's filter rules out costs nothing in that table; one it lets through
+    /// costs the scan's first step (a deleted or range-deleted key does not count). The
+    /// filters are probed as a batch, table by table, so their memory misses overlap.
+    ///
+    /// ```
+    /// use bloomkv::{Options, PrefixExtractor};
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let opts = Options::new().prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')));
+    /// let db = bloomkv::Db::open(dir.path(), opts)?;
+    /// db.put("user:1/order:9", "shoes")?;
+    /// db.put("user:2/order:4", "hat")?;
+    /// db.delete("user:2/order:4")?;
+    /// db.flush()?;
+    /// // Which of these users have any orders?
+    /// let users = ["user:1/", "user:2/", "user:3/"];
+    /// assert_eq!(db.prefixes_exist(&users)?, [true, false, false]);
+    /// # Ok(()) }
+    /// ```
+    pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
+        self.snapshot().prefixes_exist(prefixes)
     }
 
     /// Writes an openable copy of the database as it is now into `dir` (which must not exist,

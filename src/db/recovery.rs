@@ -466,7 +466,7 @@ fn recover(
         }
         let number = versions.new_file_number();
         let placement = Placement { level: 0, keys: mem.len() as u64, replaces: &[] };
-        let filter = table_filter(k.def.opts.filter_policy, &k.version, &placement);
+        let filter = table_filter(&k.def.opts, &k.version, &placement);
         let topts = table_options(&k.def.opts, filter);
         let range_dels = mem.range_tombstones();
         let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false))

@@ -5,6 +5,12 @@
 //! in internal-key order, and reads it through a [`VisibleIter`]: at the scan's sequence
 //! number, the newest version of each user key, tombstones hidden, inside the range.
 //!
+//! Only the tables that can hold a key of the range are merged ([`choose_tables`]): those
+//! whose key range meets it, less — when every key of the range has one prefix under the
+//! keyspace's extractor — those whose filter says they hold no key with that prefix. A
+//! skipped table's range tombstones still apply: they come from the version, which gathers
+//! every table's, not from the table iterators.
+//!
 //! A [`DbIterator`] is double-ended the way `BTreeMap::range` is: its front and its back are
 //! two `VisibleIter`s over the same state, the back one built on the first `next_back`, and
 //! the iterator ends when they meet. Two cursors rather than one turned around at every
@@ -17,10 +23,14 @@ use std::sync::Arc;
 
 use super::visible::VisibleIter;
 use super::{DbInner, Tree};
+use crate::filter::hash_prefix;
 use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
 use crate::iter::BidirectionalIterator;
 use crate::key::SeqNo;
+use crate::prefix::PrefixExtractor;
+use crate::stats::Counters;
+use crate::version::set::TableFile;
 use crate::{Result, Value};
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
@@ -30,25 +40,206 @@ pub(crate) fn visible(
     seq: SeqNo,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    counters: &Counters,
 ) -> VisibleIter {
-    VisibleIter::new(merged_sources(state), seq, start, end, state.range_tombstones())
+    counters.scans.incr();
+    let sources = merged_sources(state, as_slices(&start), as_slices(&end), Some(counters));
+    VisibleIter::new(sources, seq, start, end, state.range_tombstones())
 }
 
-/// Builds the merged view of every source in `state`, newest sources first.
-pub(crate) fn merged_sources(state: &Tree) -> MergingIterator {
+pub(crate) fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+/// What a scan does with one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableChoice {
+    /// The table's key range does not meet the scan's.
+    OutOfRange,
+    /// The table's filter says it holds no key with the scan's prefix.
+    PrefixSkipped,
+    /// The table is read; `prefix_checked` if its prefix filter was asked (and said maybe).
+    Read { prefix_checked: bool },
+}
+
+/// The prefix every key of `(lower, upper)` has under the tree's extractor, with its hash:
+/// what the scan asks the tables' filters about.
+pub(crate) fn scan_prefix<'b>(
+    state: &Tree,
+    lower: Bound<&'b [u8]>,
+    upper: Bound<&[u8]>,
+) -> Option<(PrefixExtractor, &'b [u8])> {
+    let e = state.opts.prefix_extractor?;
+    e.common_prefix(lower, upper).map(|p| (e, p))
+}
+
+/// Calls `each(level, table, choice)` for the tables of `state` a scan of `(lower, upper)`
+/// might read — every L0 table, and on each deeper level the tables from the first whose
+/// range ends at or after `lower` (found by binary search) on — in read order, with what
+/// the scan does with it. Tables of a deeper level wholly outside the range are left out.
+pub(crate) fn choose_tables<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
+    choose_tables_by(state, lower, upper, prefix, |t, e, h| t.table.may_hold_prefix(e, h), each)
+}
+
+/// [`choose_tables`] for the prefix (extractor and hash) given, asking `may_hold` whether a
+/// table built with that extractor may hold it.
+fn choose_tables_by<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    prefix: Option<(PrefixExtractor, u64)>,
+    mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
+    mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    let below_lower = |t: &TableFile| match lower {
+        Bound::Included(l) => t.largest_user_key() < l,
+        Bound::Excluded(l) => t.largest_user_key() <= l,
+        Bound::Unbounded => false,
+    };
+    let above_upper = |t: &TableFile| match upper {
+        Bound::Included(u) => t.smallest_user_key() > u,
+        Bound::Excluded(u) => t.smallest_user_key() >= u,
+        Bound::Unbounded => false,
+    };
+    let mut choose = |t: &TableFile| {
+        if below_lower(t) || above_upper(t) {
+            return TableChoice::OutOfRange;
+        }
+        match prefix {
+            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+                if may_hold(t, e, h) {
+                    TableChoice::Read { prefix_checked: true }
+                } else {
+                    TableChoice::PrefixSkipped
+                }
+            }
+            _ => TableChoice::Read { prefix_checked: false },
+        }
+    };
+    for (level, tables) in state.version.levels.iter().enumerate() {
+        if level == 0 {
+            for t in tables {
+                each(0, t, choose(t));
+            }
+            continue;
+        }
+        let first = tables.partition_point(|t| below_lower(t));
+        for t in &tables[first..] {
+            if above_upper(t) {
+                break;
+            }
+            each(level, t, choose(t));
+        }
+    }
+}
+
+/// Builds the merged view of the sources in `state` a scan of `(lower, upper)` reads,
+/// newest sources first: every memtable and the tables [`choose_tables`] chooses. With
+/// `counters`, the prefix filters' answers are counted.
+pub(crate) fn merged_sources(
+    state: &Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    counters: Option<&Counters>,
+) -> MergingIterator {
+    merge_chosen(state, counters, |each| choose_tables(state, lower, upper, each))
+}
+
+/// The merged view of every memtable and of the tables `choose` chooses.
+fn merge_chosen<'t>(
+    state: &'t Tree,
+    counters: Option<&Counters>,
+    choose: impl FnOnce(&mut dyn FnMut(usize, &'t Arc<TableFile>, TableChoice)),
+) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     for m in state.mems() {
         children.push(Box::new(m.table.iter()));
     }
-    for t in &state.version.levels[0] {
-        children.push(Box::new(t.table.iter()));
+    let mut levels: Vec<Vec<Arc<TableFile>>> = Vec::new();
+    let (mut checks, mut skips) = (0u64, 0u64);
+    choose(&mut |level, t, choice| {
+        match choice {
+            TableChoice::OutOfRange => return,
+            TableChoice::PrefixSkipped => {
+                checks += 1;
+                skips += 1;
+                return;
+            }
+            TableChoice::Read { prefix_checked } => checks += u64::from(prefix_checked),
+        }
+        if level == 0 {
+            children.push(Box::new(t.table.iter()));
+        } else {
+            if levels.len() < level {
+                levels.resize_with(level, Vec::new);
+            }
+            levels[level - 1].push(t.clone());
+        }
+    });
+    if let Some(c) = counters {
+        if checks > 0 {
+            c.prefix_filter_checks.add(checks);
+            c.prefix_filter_skips.add(skips);
+        }
     }
-    for level in state.version.levels.iter().skip(1) {
-        if !level.is_empty() {
-            children.push(Box::new(LevelIter::new(level.clone())));
+    for tables in levels {
+        if !tables.is_empty() {
+            children.push(Box::new(LevelIter::new(tables)));
         }
     }
     MergingIterator::new(children)
+}
+
+/// Whether any live key starts with each of `prefixes`, reading `state` at `seq`: for each
+/// prefix, the first key of a scan of it. The prefixes' filter probes come first, table by
+/// table, as one batch ([`crate::filter::Filter::may_contain_batch`] starts the load of every
+/// prefix's filter line before probing any, as `multi_get` does for keys), so a table's
+/// misses overlap; then each prefix's scan merges only the tables that may hold it.
+pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
+    state: &Tree,
+    seq: SeqNo,
+    prefixes: &[P],
+    counters: &Counters,
+) -> Result<Vec<bool>> {
+    let bounds: Vec<_> =
+        prefixes.iter().map(|p| super::keyspace::prefix_bounds(p.as_ref())).collect();
+    let scan_prefixes: Vec<Option<(PrefixExtractor, u64)>> = bounds
+        .iter()
+        .map(|(lo, hi)| {
+            scan_prefix(state, as_slices(lo), as_slices(hi)).map(|(e, p)| (e, hash_prefix(p)))
+        })
+        .collect();
+    // Per table built with the tree's extractor, its filter's answer for every prefix.
+    let mut answers: std::collections::HashMap<u64, Vec<bool>> = Default::default();
+    if let Some(e) = state.opts.prefix_extractor {
+        let hashes: Vec<u64> = scan_prefixes.iter().map(|p| p.map_or(0, |(_, h)| h)).collect();
+        for (_, t) in state.version.all_tables() {
+            if t.table.prefix_extractor() == Some(e) {
+                let mut out = vec![true; hashes.len()];
+                t.table.filter().may_contain_batch(&hashes, &mut out);
+                answers.insert(t.meta.number, out);
+            }
+        }
+    }
+    let range_dels = state.range_tombstones();
+    let mut found = Vec::with_capacity(prefixes.len());
+    for (i, (lo, hi)) in bounds.into_iter().enumerate() {
+        let (l, h) = (as_slices(&lo), as_slices(&hi));
+        let may_hold = |t: &TableFile, _, _| answers.get(&t.meta.number).map_or(true, |a| a[i]);
+        let sources = merge_chosen(state, Some(counters), |each| {
+            choose_tables_by(state, l, h, scan_prefixes[i], may_hold, each)
+        });
+        let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone());
+        v.seek_to_first()?;
+        found.push(v.valid());
+    }
+    Ok(found)
 }
 
 /// An iterator over `(key, value)` pairs in ascending key order, from [`crate::Db::range`],
@@ -117,7 +308,7 @@ impl DbIterator {
             Ok(s) => (s, None),
             Err(e) => (Arc::new(Tree::empty()), Some(e)),
         };
-        let front = visible(&state, seq, start, end);
+        let front = visible(&state, seq, start, end, &inner.counters);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
     }
 
@@ -176,7 +367,9 @@ impl DoubleEndedIterator for DbIterator {
         let moved = match self.back.as_mut() {
             Some(back) => back.prev(),
             None => {
-                let back = self.back.insert(self.front.twin(merged_sources(&self.state)));
+                let (lower, upper) = self.front.bounds();
+                let sources = merged_sources(&self.state, lower, upper, None);
+                let back = self.back.insert(self.front.twin(sources));
                 back.seek_to_last()
             }
         };

@@ -173,6 +173,13 @@ impl Snapshot {
         let (start, end) = prefix_bounds(prefix.as_ref());
         DbIterator::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
     }
+
+    /// For each of `prefixes`, whether a key starting with it is live as of the snapshot:
+    /// see [`crate::Db::prefixes_exist`].
+    pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
+        self.inner.check_open()?;
+        super::scan::prefixes_exist(self.tree()?, self.view.seq(), prefixes, &self.inner.counters)
+    }
 }
 
 impl Drop for Snapshot {

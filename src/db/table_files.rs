@@ -228,6 +228,8 @@ pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> Tab
         block_bytes: opts.block_bytes,
         compression: opts.compression,
         filter_policy: filter,
+        prefix_extractor: opts.prefix_extractor,
+        whole_key_filtering: opts.filters_whole_keys(),
         ..TableOptions::default()
     }
 }

@@ -61,6 +61,11 @@ impl VisibleIter {
         }
     }
 
+    /// The range's bounds.
+    pub(crate) fn bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        (self.lower.as_ref().map(Vec::as_slice), self.upper.as_ref().map(Vec::as_slice))
+    }
+
     /// The same view (sequence number, range and range tombstones) over other sources;
     /// unpositioned.
     pub(crate) fn twin(&self, iter: MergingIterator) -> Self {

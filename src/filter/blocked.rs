@@ -37,6 +37,7 @@ pub struct BlockedBloom {
     num_probes: u32,
     num_keys: u64,
     bits_per_key: f64,
+    contents: super::FilterContents,
 }
 
 impl std::fmt::Debug for BlockedBloom {
@@ -74,7 +75,13 @@ impl BlockedBloom {
                 }
             }
         });
-        BlockedBloom { lines, num_probes, num_keys: hashes.len() as u64, bits_per_key }
+        BlockedBloom {
+            lines,
+            num_probes,
+            num_keys: hashes.len() as u64,
+            bits_per_key,
+            contents: super::FilterContents::WHOLE_KEYS,
+        }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
@@ -84,7 +91,13 @@ impl BlockedBloom {
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        BlockedBloom { lines, num_probes, num_keys, bits_per_key }
+        BlockedBloom {
+            lines,
+            num_probes,
+            num_keys,
+            bits_per_key,
+            contents: super::FilterContents::WHOLE_KEYS,
+        }
     }
 
     #[cfg(test)]
@@ -166,6 +179,19 @@ impl BlockedBloom {
     /// The bits per key that was asked for.
     pub fn requested_bits_per_key(&self) -> f64 {
         self.bits_per_key
+    }
+
+    /// What the filter's entries are.
+    pub fn contents(&self) -> super::FilterContents {
+        self.contents
+    }
+
+    /// Records what the entries are and the bits per key asked for (which, with prefix
+    /// entries sharing a key's bits, is not the bits per entry the array was sized at).
+    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
+        self.contents = contents;
+        self.bits_per_key = bits_per_key;
+        self
     }
 
     /// Size of the bit array in bits.

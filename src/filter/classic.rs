@@ -18,6 +18,7 @@ pub struct ClassicBloom {
     num_probes: u32,
     num_keys: u64,
     bits_per_key: f64,
+    contents: super::FilterContents,
 }
 
 impl std::fmt::Debug for ClassicBloom {
@@ -61,7 +62,14 @@ impl ClassicBloom {
                 }
             }
         });
-        ClassicBloom { words, num_bits, num_probes, num_keys: hashes.len() as u64, bits_per_key }
+        ClassicBloom {
+            words,
+            num_bits,
+            num_probes,
+            num_keys: hashes.len() as u64,
+            bits_per_key,
+            contents: super::FilterContents::WHOLE_KEYS,
+        }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
@@ -72,7 +80,14 @@ impl ClassicBloom {
         num_keys: u64,
         bits_per_key: f64,
     ) -> Self {
-        ClassicBloom { words, num_bits, num_probes, num_keys, bits_per_key }
+        ClassicBloom {
+            words,
+            num_bits,
+            num_probes,
+            num_keys,
+            bits_per_key,
+            contents: super::FilterContents::WHOLE_KEYS,
+        }
     }
 
     #[cfg(test)]
@@ -133,6 +148,19 @@ impl ClassicBloom {
     /// The bits per key that was asked for.
     pub fn requested_bits_per_key(&self) -> f64 {
         self.bits_per_key
+    }
+
+    /// What the filter's entries are.
+    pub fn contents(&self) -> super::FilterContents {
+        self.contents
+    }
+
+    /// Records what the entries are and the bits per key asked for (which, with prefix
+    /// entries sharing a key's bits, is not the bits per entry the array was sized at).
+    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
+        self.contents = contents;
+        self.bits_per_key = bits_per_key;
+        self
     }
 
     /// Bytes of RAM the bit array occupies.

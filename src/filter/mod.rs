@@ -1,6 +1,7 @@
-//! Per-table whole-key filters: the cache-line-blocked Bloom filter that is bloomkv's reason
-//! to exist, the Ribbon filter that holds the same false-positive rate in about 30% less
-//! memory (`ribbon.rs`), the classic Bloom filter they are measured against, and "no filter"; and
+//! Per-table filters over whole keys and, with a [`crate::PrefixExtractor`], key prefixes: the
+//! cache-line-blocked Bloom filter that is bloomkv's reason to exist, the Ribbon filter that
+//! holds the same false-positive rate in about 30% less memory (`ribbon.rs`), the classic Bloom
+//! filter they are measured against, and "no filter"; and
 //! the budget allocator (`budget.rs`), which splits one filter memory budget across a
 //! tree's tables ([`FilterPolicy::Budgeted`]).
 //!
@@ -15,11 +16,12 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "BKVF"
-//!      4     1  format version (1)
+//!      4     1  format version: 1, or 2 for a filter holding prefixes
 //!      5     1  kind: 0 = none, 1 = blocked Bloom, 2 = classic Bloom, 3 = Ribbon
 //!      6     1  probes per key k (0 for none); Ribbon: result bits r, 1 to 32
-//!      7     1  reserved, 0
-//!      8     8  number of keys added
+//!      7     1  version 1: reserved, 0; version 2: contents, bit 0 whole keys, bit 1
+//!               prefixes (1 to 3)
+//!      8     8  number of entries added (keys and prefixes)
 //!     16     8  requested bits per key, IEEE-754 f64 bits
 //!     24     8  m, the number of bits in the array (blocked: a multiple of 512);
 //!               Ribbon: the number of slots (0, or a multiple of 64 from 128)
@@ -35,7 +37,13 @@
 //! length implied by the header is exactly the bytes present, so a damaged length can never
 //! size an allocation.
 //!
-//! The hash ([`hash_key`], XXH3-64 with seed 0) and the probe derivations in `blocked.rs` and
+//! A filter without prefix entries is written in version 1, as before prefixes existed;
+//! one with them in version 2, which older readers refuse rather than take prefix entries
+//! for keys. The prefix extractor a filter's prefixes come from is recorded in the table's
+//! properties, not here.
+//!
+//! The hashes ([`hash_key`], XXH3-64 with seed 0; [`hash_prefix`], with seed
+//! [`PREFIX_SEED`]) and the probe derivations in `blocked.rs` and
 //! `classic.rs` are part of the format: changing either would make old filters answer "no"
 //! for keys they hold. A golden test pins them.
 
@@ -70,6 +78,40 @@ pub fn hash_key(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The seed of [`hash_prefix`]: prefixes are hashed apart from keys, so that a prefix equal
+/// to a key (`user:42/` as both) does not make that key look present to point lookups.
+pub const PREFIX_SEED: u64 = 0x7072_6566_6978; // "prefix"
+
+/// The hash a prefix entry is added and probed with: XXH3, 64-bit, seed [`PREFIX_SEED`].
+#[inline]
+pub fn hash_prefix(prefix: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(prefix, PREFIX_SEED)
+}
+
+/// What a filter's entries are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FilterContents {
+    /// The filter holds each distinct user key: point lookups may trust its "no".
+    pub whole_keys: bool,
+    /// The filter holds each distinct in-domain prefix (by [`hash_prefix`]).
+    pub prefixes: bool,
+}
+
+impl FilterContents {
+    /// Whole keys only: every filter written without a prefix extractor.
+    pub const WHOLE_KEYS: FilterContents = FilterContents { whole_keys: true, prefixes: false };
+
+    fn flags(self) -> u8 {
+        u8::from(self.whole_keys) | u8::from(self.prefixes) << 1
+    }
+
+    fn from_flags(flags: u8) -> Option<FilterContents> {
+        (1..=3)
+            .contains(&flags)
+            .then_some(FilterContents { whole_keys: flags & 1 != 0, prefixes: flags & 2 != 0 })
+    }
+}
+
 /// Decoded filters are the ones open tables keep: they go in the huge-page arena.
 fn open_filters() -> Placement<'static> {
     Placement::Shared(Arena::global())
@@ -77,6 +119,7 @@ fn open_filters() -> Placement<'static> {
 
 const MAGIC: &[u8; 4] = b"BKVF";
 const VERSION: u8 = 1;
+const PREFIX_VERSION: u8 = 2;
 const HEADER_LEN: usize = 32;
 
 /// Which filter a table carries, chosen with `Options::filter_policy`. Non-exhaustive: new
@@ -193,7 +236,15 @@ impl Default for FilterPolicy {
 impl FilterPolicy {
     /// Starts building a filter for one table.
     pub fn builder(&self) -> FilterBuilder {
-        FilterBuilder { policy: *self, hashes: Vec::new() }
+        FilterBuilder {
+            policy: *self,
+            hashes: Vec::new(),
+            whole_keys: true,
+            extractor: None,
+            keys: 0,
+            prefixes: 0,
+            last_prefix: None,
+        }
     }
 
     /// Checks that bits per key is a finite number in [0.5, 100], or for
@@ -282,49 +333,123 @@ impl std::fmt::Display for FilterKind {
 /// assert!(filter.may_contain(b"banana"));
 /// assert_eq!(filter.num_keys(), 3);
 /// ```
+///
+/// With a prefix extractor ([`FilterBuilder::with_prefixes`]) it also adds each distinct
+/// in-domain prefix, once; keys must then come in ascending order (as a table's do), which
+/// puts the keys of one prefix next to each other.
+///
+/// ```
+/// use bloomkv::filter::FilterPolicy;
+/// use bloomkv::PrefixExtractor;
+/// let mut b = FilterPolicy::BlockedBloom { bits_per_key: 10.0 }
+///     .builder()
+///     .with_prefixes(PrefixExtractor::Fixed(4), true);
+/// for k in [&b"user1"[..], b"user2", b"zoo"] {
+///     b.add_key(k);
+/// }
+/// assert_eq!((b.keys(), b.prefixes()), (3, 1)); // "zoo" is too short for a prefix
+/// let filter = b.finish();
+/// assert!(filter.may_contain(b"user2") && filter.may_contain_prefix(b"user"));
+/// // The prefix entries share the keys' bits: the filter is as large as without them.
+/// assert_eq!(filter.num_bits(), 512);
+/// ```
 #[derive(Debug, Clone)]
 pub struct FilterBuilder {
     policy: FilterPolicy,
     hashes: Vec<u64>,
+    whole_keys: bool,
+    extractor: Option<crate::PrefixExtractor>,
+    keys: u64,
+    prefixes: u64,
+    last_prefix: Option<Vec<u8>>,
 }
 
 impl FilterBuilder {
-    /// Adds a key.
-    pub fn add_key(&mut self, key: &[u8]) {
-        self.add_hash(hash_key(key));
+    /// Makes the filter hold the distinct prefixes `extractor` extracts as well, and whole
+    /// keys only if `whole_keys`. With whole keys the filter is sized by the keys (bits per
+    /// key times keys) and the prefixes share those bits; without, by the prefixes.
+    pub fn with_prefixes(mut self, extractor: crate::PrefixExtractor, whole_keys: bool) -> Self {
+        self.extractor = Some(extractor);
+        self.whole_keys = whole_keys;
+        self
     }
 
-    /// Adds a key by its [`hash_key`] hash.
-    pub fn add_hash(&mut self, hash: u64) {
-        if self.policy != FilterPolicy::None {
-            self.hashes.push(hash);
+    /// Adds a key (and its prefix, with an extractor, unless the previous key had the same).
+    pub fn add_key(&mut self, key: &[u8]) {
+        if self.policy == FilterPolicy::None {
+            return;
+        }
+        self.keys += 1;
+        if self.whole_keys {
+            self.hashes.push(hash_key(key));
+        }
+        if let Some(p) = self.extractor.and_then(|e| e.prefix(key)) {
+            if self.last_prefix.as_deref() != Some(p) {
+                self.hashes.push(hash_prefix(p));
+                self.prefixes += 1;
+                let last = self.last_prefix.get_or_insert_with(Vec::new);
+                last.clear();
+                last.extend_from_slice(p);
+            }
         }
     }
 
-    /// Keys added so far (always 0 for [`FilterPolicy::None`]).
+    /// Adds a key by its [`hash_key`] hash (no prefix: use [`FilterBuilder::add_key`] for
+    /// that).
+    pub fn add_hash(&mut self, hash: u64) {
+        if self.policy != FilterPolicy::None {
+            self.keys += 1;
+            if self.whole_keys {
+                self.hashes.push(hash);
+            }
+        }
+    }
+
+    /// Entries added so far, keys and prefixes (always 0 for [`FilterPolicy::None`]).
     pub fn len(&self) -> usize {
         self.hashes.len()
     }
 
-    /// True if no key was added.
+    /// True if no entry was added.
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
 
+    /// Keys added so far, whether or not the filter holds them whole.
+    pub fn keys(&self) -> u64 {
+        self.keys
+    }
+
+    /// Distinct prefixes added so far.
+    pub fn prefixes(&self) -> u64 {
+        self.prefixes
+    }
+
     /// Builds the filter.
     pub fn finish(self) -> Filter {
+        let contents =
+            FilterContents { whole_keys: self.whole_keys, prefixes: self.extractor.is_some() };
+        let sized_by = if self.whole_keys { self.keys } else { self.prefixes };
+        // Bits per entry such that the array holds bits-per-key times `sized_by` bits.
+        let per_entry = |bits_per_key: f64| match self.hashes.len() {
+            0 => bits_per_key,
+            n => bits_per_key * sized_by as f64 / n as f64,
+        };
         match self.policy {
             FilterPolicy::BlockedBloom { bits_per_key }
-            | FilterPolicy::Budgeted { bits_per_key } => {
-                Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, bits_per_key))
-            }
-            FilterPolicy::ClassicBloom { bits_per_key } => {
-                Filter::Classic(ClassicBloom::from_hashes(&self.hashes, bits_per_key))
-            }
+            | FilterPolicy::Budgeted { bits_per_key } => Filter::Blocked(
+                BlockedBloom::from_hashes(&self.hashes, per_entry(bits_per_key))
+                    .describe(contents, bits_per_key),
+            ),
+            FilterPolicy::ClassicBloom { bits_per_key } => Filter::Classic(
+                ClassicBloom::from_hashes(&self.hashes, per_entry(bits_per_key))
+                    .describe(contents, bits_per_key),
+            ),
             FilterPolicy::Ribbon { bits_per_key, .. }
-            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => {
-                Filter::Ribbon(Ribbon::from_hashes(&self.hashes, bits_per_key))
-            }
+            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => Filter::Ribbon(
+                Ribbon::from_hashes(&self.hashes, per_entry(bits_per_key))
+                    .describe(contents, bits_per_key),
+            ),
             FilterPolicy::None => Filter::None,
         }
     }
@@ -359,6 +484,34 @@ impl Filter {
         match self {
             Filter::None => true,
             _ => self.may_contain_hash(hash_key(key)),
+        }
+    }
+
+    /// True if the filter may hold a key with this prefix; false means certainly none. A
+    /// filter without prefix entries answers true.
+    #[inline]
+    pub fn may_contain_prefix(&self, prefix: &[u8]) -> bool {
+        !self.contents().prefixes || self.may_contain_hash(hash_prefix(prefix))
+    }
+
+    /// What the filter's entries are ([`FilterContents::WHOLE_KEYS`] for no filter, which
+    /// answers "maybe" to everything).
+    pub fn contents(&self) -> FilterContents {
+        match self {
+            Filter::None => FilterContents::WHOLE_KEYS,
+            Filter::Blocked(f) => f.contents(),
+            Filter::Classic(f) => f.contents(),
+            Filter::Ribbon(f) => f.contents(),
+        }
+    }
+
+    /// The filter point lookups may use: this one if it holds whole keys, else no filter
+    /// (a filter of prefixes alone would answer "no" for keys it holds).
+    pub fn for_point_lookups(&self) -> Filter {
+        if self.contents().whole_keys {
+            self.clone()
+        } else {
+            Filter::None
         }
     }
 
@@ -469,7 +622,7 @@ impl Filter {
         }
     }
 
-    /// Keys the filter was built over.
+    /// Entries the filter was built over: its keys, and with prefixes its distinct prefixes.
     pub fn num_keys(&self) -> u64 {
         match self {
             Filter::None => 0,
@@ -532,11 +685,19 @@ impl Filter {
             Filter::Ribbon(f) => Box::new(f.words().iter()),
         };
         let mut out = Vec::with_capacity(HEADER_LEN + self.memory_bytes() + 4);
+        let contents = self.contents();
         out.extend_from_slice(MAGIC);
-        out.push(VERSION);
-        out.push(self.kind().code());
-        out.push(self.num_probes() as u8);
-        out.push(0);
+        if contents == FilterContents::WHOLE_KEYS {
+            out.extend_from_slice(&[VERSION, self.kind().code(), self.num_probes() as u8, 0]);
+        } else {
+            let kind = self.kind().code();
+            out.extend_from_slice(&[
+                PREFIX_VERSION,
+                kind,
+                self.num_probes() as u8,
+                contents.flags(),
+            ]);
+        }
         out.extend_from_slice(&self.num_keys().to_le_bytes());
         out.extend_from_slice(&self.requested_bits_per_key().to_bits().to_le_bytes());
         match self {
@@ -573,9 +734,12 @@ impl Filter {
         if &header[0..4] != MAGIC {
             return Err(bad(0, "bad magic"));
         }
-        if header[4] != VERSION {
-            return Err(bad(4, &format!("unknown version {}", header[4])));
-        }
+        let contents = match header[4] {
+            VERSION => FilterContents::WHOLE_KEYS,
+            PREFIX_VERSION => FilterContents::from_flags(header[7])
+                .ok_or_else(|| bad(7, &format!("bad contents flags {}", header[7])))?,
+            v => return Err(bad(4, &format!("unknown version {v}"))),
+        };
         let kind = header[5];
         let num_probes = u32::from(header[6]);
         let mut h = Decoder::new(&header[8..]);
@@ -604,6 +768,9 @@ impl Filter {
                 if !payload.is_empty() || num_bits != 0 {
                     return Err(bad(24, "'none' filter with a bit array"));
                 }
+                if header[4] != VERSION {
+                    return Err(bad(4, "'none' filter in the prefix version"));
+                }
                 Ok(Filter::None)
             }
             1 => {
@@ -624,12 +791,10 @@ impl Filter {
                         }
                     },
                 );
-                Ok(Filter::Blocked(BlockedBloom::from_parts(
-                    lines,
-                    num_probes,
-                    num_keys,
-                    bits_per_key,
-                )))
+                Ok(Filter::Blocked(
+                    BlockedBloom::from_parts(lines, num_probes, num_keys, bits_per_key)
+                        .describe(contents, bits_per_key),
+                ))
             }
             2 => {
                 check_probes()?;
@@ -643,13 +808,10 @@ impl Filter {
                             *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
                         }
                     });
-                Ok(Filter::Classic(ClassicBloom::from_parts(
-                    words,
-                    num_bits,
-                    num_probes,
-                    num_keys,
-                    bits_per_key,
-                )))
+                Ok(Filter::Classic(
+                    ClassicBloom::from_parts(words, num_bits, num_probes, num_keys, bits_per_key)
+                        .describe(contents, bits_per_key),
+                ))
             }
             3 => {
                 check_bpk()?;
@@ -677,14 +839,17 @@ impl Filter {
                             *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
                         }
                     });
-                Ok(Filter::Ribbon(Ribbon::from_parts(
-                    words,
-                    num_slots,
-                    result_bits,
-                    params[0],
-                    num_keys,
-                    bits_per_key,
-                )))
+                Ok(Filter::Ribbon(
+                    Ribbon::from_parts(
+                        words,
+                        num_slots,
+                        result_bits,
+                        params[0],
+                        num_keys,
+                        bits_per_key,
+                    )
+                    .describe(contents, bits_per_key),
+                ))
             }
             k => Err(bad(5, &format!("unknown filter kind {k}"))),
         }

@@ -67,6 +67,7 @@ pub struct Ribbon {
     seed: u8,
     num_keys: u64,
     bits_per_key: f64,
+    contents: super::FilterContents,
 }
 
 impl std::fmt::Debug for Ribbon {
@@ -138,7 +139,15 @@ impl Ribbon {
         let num_keys = hashes.len() as u64;
         if hashes.is_empty() {
             let words = Bits::new_with(0, Placement::Heap, |_: &mut [u64]| {});
-            return Ribbon { words, num_slots: 0, result_bits, seed: 0, num_keys, bits_per_key };
+            return Ribbon {
+                words,
+                num_slots: 0,
+                result_bits,
+                seed: 0,
+                num_keys,
+                bits_per_key,
+                contents: super::FilterContents::WHOLE_KEYS,
+            };
         }
         let mut overhead = FIRST_OVERHEAD;
         let mut seed = 0u32;
@@ -158,6 +167,7 @@ impl Ribbon {
                         seed: s,
                         num_keys,
                         bits_per_key,
+                        contents: super::FilterContents::WHOLE_KEYS,
                     };
                 }
             }
@@ -176,7 +186,15 @@ impl Ribbon {
         bits_per_key: f64,
     ) -> Self {
         debug_assert_eq!(words.len() as u64, stored_words(num_slots, result_bits));
-        Ribbon { words, num_slots, result_bits, seed, num_keys, bits_per_key }
+        Ribbon {
+            words,
+            num_slots,
+            result_bits,
+            seed,
+            num_keys,
+            bits_per_key,
+            contents: super::FilterContents::WHOLE_KEYS,
+        }
     }
 
     pub(crate) fn words(&self) -> &[u64] {
@@ -264,6 +282,19 @@ impl Ribbon {
     /// The bits per key that was asked for.
     pub fn requested_bits_per_key(&self) -> f64 {
         self.bits_per_key
+    }
+
+    /// What the filter's entries are.
+    pub fn contents(&self) -> super::FilterContents {
+        self.contents
+    }
+
+    /// Records what the entries are and the bits per key asked for (as
+    /// `BlockedBloom::describe`).
+    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
+        self.contents = contents;
+        self.bits_per_key = bits_per_key;
+        self
     }
 
     /// Bits of solution, `m · r` (the padding block not counted).

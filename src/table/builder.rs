@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::filter::{FilterBuilder, FilterPolicy};
 use crate::fs::WritableFile;
 use crate::key::{compare_internal, pack_trailer, parse_internal_key, ValueKind, MAX_SEQNO};
+use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::block::BlockBuilder;
 use crate::table::format::{
@@ -30,6 +31,11 @@ pub struct TableOptions {
     pub compression: Compression,
     /// The filter built over the table's user keys.
     pub filter_policy: FilterPolicy,
+    /// With an extractor, the filter also holds the keys' distinct prefixes, and the
+    /// properties record the extractor's name.
+    pub prefix_extractor: Option<PrefixExtractor>,
+    /// Whether the filter holds whole keys (always, without an extractor).
+    pub whole_key_filtering: bool,
 }
 
 impl Default for TableOptions {
@@ -39,6 +45,8 @@ impl Default for TableOptions {
             restart_interval: 16,
             compression: Compression::default(),
             filter_policy: FilterPolicy::default(),
+            prefix_extractor: None,
+            whole_key_filtering: true,
         }
     }
 }
@@ -67,6 +75,22 @@ impl TableOptions {
     pub fn filter_policy(mut self, p: FilterPolicy) -> Self {
         self.filter_policy = p;
         self
+    }
+
+    /// Sets [`TableOptions::prefix_extractor`] and [`TableOptions::whole_key_filtering`].
+    pub fn prefixes(mut self, extractor: Option<PrefixExtractor>, whole_keys: bool) -> Self {
+        self.prefix_extractor = extractor;
+        self.whole_key_filtering = whole_keys;
+        self
+    }
+
+    /// The builder of the filter these options ask for.
+    fn filter_builder(&self) -> FilterBuilder {
+        let b = self.filter_policy.builder();
+        match self.prefix_extractor {
+            Some(e) => b.with_prefixes(e, self.whole_key_filtering),
+            None => b,
+        }
     }
 }
 
@@ -115,7 +139,7 @@ impl TableBuilder {
             // Index blocks are searched once per open, then held decoded; a restart at every
             // entry costs little and keeps the stored separators whole for tools.
             index: BlockBuilder::new(1),
-            filter: opts.filter_policy.builder(),
+            filter: opts.filter_builder(),
             opts,
             pending: None,
             last_key: Vec::new(),
@@ -243,7 +267,9 @@ impl TableBuilder {
 
         // The filter's own encoding carries a checksum too; the block trailer keeps every
         // region of the file verified the same way. Filter bits do not compress.
-        let filter = std::mem::replace(&mut self.filter, FilterPolicy::None.builder()).finish();
+        let filter = std::mem::replace(&mut self.filter, FilterPolicy::None.builder());
+        let prefixes = filter.prefixes();
+        let filter = filter.finish();
         self.raw_encoder.encode(&filter.encode(), &mut self.scratch);
         let filter_handle = append_encoded(self.file.as_mut(), &self.scratch)?;
         let filter_bytes = self.scratch.len() as u64;
@@ -284,6 +310,14 @@ impl TableBuilder {
         p.filter_kind = filter.kind().to_string();
         p.filter_bits_per_key = filter.bits_per_key();
         p.filter_probes = filter.num_probes();
+        // A table without a filter records no extractor: it holds no prefix entries, and
+        // scans must not take its silence for a "no".
+        if filter.contents().prefixes {
+            if let Some(e) = self.opts.prefix_extractor {
+                p.prefix_extractor = e.name();
+                p.num_prefixes = prefixes;
+            }
+        }
         p.creation_time =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         p.format_version = version;

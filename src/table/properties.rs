@@ -16,7 +16,8 @@
 //! ignores numbers it does not know (checking the lengths of what it skips). Signed values are
 //! zigzag-encoded varints; `f64` values are the varint of their IEEE bits. Field numbers are
 //! listed in [`TableProperties`]'s fields' docs as `#n` and never reused. Fields #22-#24
-//! (range deletions) are written only by tables that have some.
+//! (range deletions) are written only by tables that have some, #25-#26 (prefixes) only by
+//! tables whose filter holds prefixes.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::table::format::{BlockHandle, Compression};
@@ -69,6 +70,11 @@ pub struct TableProperties {
     pub range_del: BlockHandle,
     /// #24: range tombstones in the range-deletion block (see [`crate::range_del`]).
     pub num_range_deletions: u64,
+    /// #25: the name of the prefix extractor whose prefixes the filter holds
+    /// ([`crate::PrefixExtractor::name`]); empty if it holds none.
+    pub prefix_extractor: String,
+    /// #26: distinct prefixes in the filter.
+    pub num_prefixes: u64,
 }
 
 const VARINT: u64 = 0;
@@ -123,6 +129,10 @@ impl TableProperties {
             put_field(&mut b, 23, self.range_del.size);
             put_field(&mut b, 24, self.num_range_deletions);
         }
+        if !self.prefix_extractor.is_empty() {
+            put_field_bytes(&mut b, 25, self.prefix_extractor.as_bytes());
+            put_field(&mut b, 26, self.num_prefixes);
+        }
         b
     }
 
@@ -145,6 +155,10 @@ impl TableProperties {
                     15 => {
                         p.filter_kind = String::from_utf8(v.to_vec())
                             .map_err(|_| bad("filter kind is not UTF-8"))?
+                    }
+                    25 => {
+                        p.prefix_extractor = String::from_utf8(v.to_vec())
+                            .map_err(|_| bad("prefix extractor is not UTF-8"))?
                     }
                     _ => {}
                 }
@@ -176,6 +190,7 @@ impl TableProperties {
                 22 => p.range_del.offset = v,
                 23 => p.range_del.size = v,
                 24 => p.num_range_deletions = v,
+                26 => p.num_prefixes = v,
                 _ => {}
             }
         }
@@ -217,6 +232,8 @@ mod tests {
             max_data_block_bytes: 3000,
             range_del: BlockHandle { offset: 6250, size: 40 },
             num_range_deletions: 2,
+            prefix_extractor: "fixed:8".into(),
+            num_prefixes: 40,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::key::{
 };
 use crate::key_head::{key_head, SortedHeads};
 use crate::prefetch::prefetch_all;
+use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::block::Block;
 use crate::table::cache::BlockCache;
@@ -148,6 +149,9 @@ pub struct Table {
     props: TableProperties,
     index: Index,
     filter: Filter,
+    /// The extractor whose prefixes the filter holds, if it holds any (and this build knows
+    /// the extractor the properties name).
+    prefix: Option<PrefixExtractor>,
     /// The range tombstones, sorted and disjoint (held in RAM, like the filter).
     range_dels: Vec<RangeTombstone>,
     /// The same file mapped into memory, which point lookups read their blocks from when
@@ -288,6 +292,8 @@ impl Table {
         }
         let lookups =
             if cache.is_some() { Source::CacheThenFile { fill: true } } else { Source::File };
+        let prefix = PrefixExtractor::from_name(&props.prefix_extractor)
+            .filter(|_| filter.contents().prefixes);
         Ok(Table {
             file: FileSlot::Pinned(file),
             path,
@@ -298,6 +304,7 @@ impl Table {
             props,
             index,
             filter,
+            prefix,
             range_dels,
             mapped: None,
             lookups,
@@ -560,6 +567,19 @@ impl Table {
     /// The table's filter, held in RAM.
     pub fn filter(&self) -> &Filter {
         &self.filter
+    }
+
+    /// The extractor whose prefixes the table's filter holds, if any.
+    pub fn prefix_extractor(&self) -> Option<PrefixExtractor> {
+        self.prefix
+    }
+
+    /// False only if the table certainly holds no key whose prefix under `extractor` has
+    /// the [`crate::filter::hash_prefix`] `hash`: its filter holds that extractor's prefixes
+    /// and not this one. A table built with another extractor, or none, answers true.
+    #[inline]
+    pub fn may_hold_prefix(&self, extractor: PrefixExtractor, hash: u64) -> bool {
+        self.prefix != Some(extractor) || self.filter.may_contain_hash(hash)
     }
 
     /// The file's path (as given to [`Table::open`]).

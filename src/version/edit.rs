@@ -21,6 +21,9 @@
 //!                         target table bytes u — a keyspace created, or its options changed
 //! tag 9  keyspace dropped id u
 //! tag 10 next keyspace id u
+//! tag 11 keyspace prefix  id u, extractor name bytes (empty for none), whole keys in
+//!                         filters u (0 or 1) — right after the tag 8 of the same keyspace,
+//!                         written only when either differs from the default
 //! tag 0  end              must come last, with nothing after it
 //! ```
 //!
@@ -42,6 +45,7 @@ use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
 use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
 use crate::options::KeyspaceOptions;
+use crate::prefix::PrefixExtractor;
 use crate::table::properties::TableProperties;
 use crate::table::Compression;
 use crate::{Error, Result};
@@ -72,6 +76,7 @@ const TAG_ADDED_IN: u64 = 7;
 const TAG_KEYSPACE: u64 = 8;
 const TAG_KEYSPACE_DROPPED: u64 = 9;
 const TAG_NEXT_KEYSPACE_ID: u64 = 10;
+const TAG_KEYSPACE_PREFIX: u64 = 11;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -181,6 +186,14 @@ impl VersionEdit {
             put_varint(&mut buf, def.id.into());
             put_bytes(&mut buf, def.name.as_bytes());
             encode_options(&mut buf, &def.opts);
+            let o = &def.opts;
+            if o.prefix_extractor.is_some() || !o.whole_key_filtering {
+                put_varint(&mut buf, TAG_KEYSPACE_PREFIX);
+                put_varint(&mut buf, def.id.into());
+                let name = o.prefix_extractor.map(|e| e.name()).unwrap_or_default();
+                put_bytes(&mut buf, name.as_bytes());
+                put_varint(&mut buf, u64::from(o.whole_key_filtering));
+            }
         }
         for &id in &self.dropped_keyspaces {
             put_varint(&mut buf, TAG_KEYSPACE_DROPPED);
@@ -217,6 +230,7 @@ impl VersionEdit {
         let mut d = Decoder::new(data);
         let mut edit = VersionEdit::default();
         let mut field = 0usize;
+        let mut previous_tag = TAG_END;
         loop {
             let at = d.position() as u64;
             let bad = |what: String| Error::bad_bytes(at, format!("version edit: {what}"));
@@ -225,6 +239,7 @@ impl VersionEdit {
                 return Err(bad(format!("starts with tag {tag}, not the format version")));
             }
             field += 1;
+            let last_tag = std::mem::replace(&mut previous_tag, tag);
             let truncated = || bad(format!("field with tag {tag} is truncated or malformed"));
             match tag {
                 TAG_END => break,
@@ -273,6 +288,35 @@ impl VersionEdit {
                     let name = keyspace_name(name).map_err(&bad)?;
                     let opts = decode_options(&mut d).map_err(&bad)?;
                     edit.keyspaces.push(KeyspaceDef { id, name, opts });
+                }
+                TAG_KEYSPACE_PREFIX => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let name = d.length_prefixed().ok_or_else(truncated)?;
+                    let whole = d.varint().ok_or_else(truncated)?;
+                    let Some(def) = edit
+                        .keyspaces
+                        .last_mut()
+                        .filter(|k| k.id == id && last_tag == TAG_KEYSPACE)
+                    else {
+                        return Err(bad(format!(
+                            "prefix settings of keyspace {id} not after its definition"
+                        )));
+                    };
+                    let extractor = match name {
+                        [] => None,
+                        n => Some(
+                            std::str::from_utf8(n)
+                                .ok()
+                                .and_then(PrefixExtractor::from_name)
+                                .ok_or_else(|| bad("unknown prefix extractor".into()))?,
+                        ),
+                    };
+                    def.opts.prefix_extractor = extractor;
+                    def.opts.whole_key_filtering = match whole {
+                        0 => false,
+                        1 => true,
+                        w => return Err(bad(format!("whole-key flag {w} is not 0 or 1"))),
+                    };
                 }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
@@ -376,8 +420,11 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
     };
     let block_bytes = d.varint().ok_or(truncated)?;
     let target_table_bytes = d.varint().ok_or(truncated)?;
+    // The prefix settings, if any, come in their own field (tag 11) after this one.
     let opts = KeyspaceOptions {
         filter_policy,
+        prefix_extractor: None,
+        whole_key_filtering: true,
         compression,
         block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
         target_table_bytes,
@@ -447,6 +494,8 @@ mod tests {
                 name: "logs".into(),
                 opts: KeyspaceOptions::new()
                     .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
+                    .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
+                    .whole_key_filtering(false)
                     .compression(Compression::Zstd { level: -3 }),
             }],
             dropped_keyspaces: vec![2],
@@ -510,6 +559,34 @@ mod tests {
         let mut huge = vec![1, 1, 6, 0, 1, 1];
         put_varint(&mut huge, u64::MAX >> 1);
         assert!(corrupt(&huge).contains("truncated"));
+        // Prefix settings: only right after their keyspace's definition, a known extractor,
+        // a whole-key flag of 0 or 1.
+        assert!(corrupt(&[1, 1, 11, 3, 0, 1, 0]).contains("not after its definition"));
+        let mut def = VersionEdit::default();
+        def.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().whole_key_filtering(false),
+        });
+        let enc = def.encode();
+        let at = enc.iter().rposition(|&b| b == 11).unwrap();
+        assert_eq!(enc[at..], [11, 3, 0, 0, 0]);
+        let with = |name: &[u8], whole: u8| {
+            let mut e = enc[..at].to_vec();
+            e.extend_from_slice(&[11, 3, name.len() as u8]);
+            e.extend_from_slice(name);
+            e.extend_from_slice(&[whole, 0]);
+            e
+        };
+        assert!(corrupt(&with(b"fixed:0", 1)).contains("unknown prefix extractor"));
+        assert!(corrupt(&with(b"\xff", 1)).contains("unknown prefix extractor"));
+        assert!(corrupt(&with(b"fixed:4", 2)).contains("not 0 or 1"));
+        let ok = VersionEdit::decode(&with(b"fixed:4", 1)).unwrap();
+        assert_eq!(ok.keyspaces[0].opts.prefix_extractor, Some(PrefixExtractor::Fixed(4)));
+        let mut twice = with(b"fixed:4", 1);
+        twice.pop();
+        twice.extend_from_slice(&[11, 3, 0, 1, 0]);
+        assert!(corrupt(&twice).contains("not after its definition"));
     }
 
     #[test]
@@ -595,8 +672,15 @@ mod tests {
                                     bloom_before_level: (bits % 3) as u8,
                                 },
                             };
+                            let extractor = match bits % 3 {
+                                0 => None,
+                                1 => Some(PrefixExtractor::Fixed(bits as usize % 9 + 1)),
+                                _ => Some(PrefixExtractor::UpToDelimiter(bits as u8)),
+                            };
                             let opts = KeyspaceOptions::new()
                                 .filter_policy(filter_policy)
+                                .prefix_extractor(extractor)
+                                .whole_key_filtering(level % 2 == 0)
                                 .compression(Compression::Zstd { level });
                             KeyspaceDef { id, name, opts }
                         })

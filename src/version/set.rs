@@ -129,8 +129,10 @@ impl Version {
                 _ => SortedHeads::new(fs.iter().map(Fence::hi).collect()),
             })
             .collect();
-        let filters =
-            levels.iter().map(|ts| ts.iter().map(|t| t.table.filter().clone()).collect()).collect();
+        let filters = levels
+            .iter()
+            .map(|ts| ts.iter().map(|t| t.table.filter().for_point_lookups()).collect())
+            .collect();
         let range_dels = Arc::new(Fragments::new(
             levels.iter().flatten().flat_map(|t| t.table.range_tombstones()),
         ));

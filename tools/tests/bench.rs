@@ -547,3 +547,65 @@ fn writers_run_on_their_own_databases_and_report_the_write_path() {
         r["tables_after"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).sum();
     assert!(tables >= 1);
 }
+
+/// The prefix workloads, asked for by name: they bring the prefix key layout (10 keys per
+/// prefix) and every filtered policy with and without prefix filters. An absent-prefix scan
+/// with prefix filters reads about `tables in range × FPR` tables and skips the rest, and
+/// the measured prefix rate is near the filters' own; without them it reads every table in
+/// range. The point workloads run on the same trees.
+#[test]
+fn prefix_workloads_skip_tables_by_prefix_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &[
+            "--keys",
+            "60000",
+            "--reads",
+            "20000",
+            "--sweep",
+            "none",
+            "--workloads",
+            "scanmissing,scanrandom,prefixexists,readmissing",
+            "--plot",
+            "out.svg",
+        ],
+    );
+    assert_eq!(json["config"]["keys_per_prefix"], 10);
+    let policies: Vec<&str> = json["config"]["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            "blocked",
+            "budgeted",
+            "classic",
+            "none",
+            "blocked+prefix",
+            "budgeted+prefix",
+            "classic+prefix"
+        ]
+    );
+    let results = json["results"].as_array().unwrap();
+    for policy in ["blocked", "none"] {
+        let p = &row(results, "scanmissing", policy)["prefix"];
+        assert_eq!(f(&p["filter_checks"]), 0.0, "{policy}");
+        assert!(f(&p["tables_read"]) >= 1.0, "{policy}");
+    }
+    for policy in ["blocked+prefix", "budgeted+prefix", "classic+prefix"] {
+        let p = &row(results, "scanmissing", policy)["prefix"];
+        let (in_range, read) = (f(&p["tables_in_range"]), f(&p["tables_read"]));
+        let (measured, expected) = (f(&p["measured_prefix_fpr"]), f(&p["expected_prefix_fpr"]));
+        assert!(in_range >= 2.0, "{policy}: {in_range} tables in range");
+        assert!(read < 0.2 * in_range, "{policy}: reads {read} of {in_range}");
+        assert!((read - in_range * measured).abs() < 1e-9, "{policy}");
+        assert!(measured < 2.0 * expected + 0.01, "{policy}: {measured} vs {expected}");
+        assert!(f(&row(results, "prefixexists", policy)["prefix"]["tables_skipped"]) > 0.0);
+        assert!(f(&row(results, "scanrandom", policy)["prefix"]["tables_skipped"]) > 0.0);
+    }
+    assert!(std::fs::metadata(dir.path().join("out.svg")).unwrap().len() > 0);
+}

@@ -232,6 +232,48 @@ fn reports_of_a_database_match_their_goldens() {
     g("trace_range_deleted_in_l0.txt", &["trace", p, "key000042"]);
 }
 
+/// A database whose default keyspace has a prefix extractor: `trace --prefix` shows the
+/// scan skipping the tables whose filter holds none of the prefix (with the extractor read
+/// from the tables, or given), and `inspect` shows a table's prefix filter.
+#[test]
+fn trace_prefix_shows_tables_skipped_and_inspect_the_prefix_filter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let extractor = bloomkv::PrefixExtractor::UpToDelimiter(b'/');
+    let opts = golden_options()
+        .prefix_extractor(Some(extractor))
+        .filter_policy(bloomkv::FilterPolicy::BlockedBloom { bits_per_key: 20.0 });
+    let db = Db::open(&dir, opts).unwrap();
+    for (i, user) in ["user:1/", "user:2/", "user:3/"].iter().enumerate() {
+        for order in 0..4 {
+            db.put(format!("{user}order:{order}"), "x").unwrap();
+        }
+        // Every table spans the same key range, so only the filters tell them apart.
+        db.put("a/first", i.to_string()).unwrap();
+        db.put("z/last", i.to_string()).unwrap();
+        db.flush().unwrap();
+    }
+    let tables = db.tables();
+    db.close().unwrap();
+    let p = s(&dir);
+    golden_transcript(
+        "trace_prefix.txt",
+        &[
+            &["trace", p, "--prefix", "user:2/"],
+            &["trace", p, "--prefix", "user:9/"],
+            &["trace", p, "--prefix", "user:2/order:1", "--extractor", "fixed:4"],
+        ],
+        tmp.path(),
+    );
+    golden("trace_prefix.json", &["trace", "--json", p, "--prefix", "user:3/"], tmp.path());
+    let r = tool_json(&["trace", "--json", p, "--prefix", "user:9/"]);
+    assert_eq!((r["tables_in_range"].as_u64(), r["tables_skipped"].as_u64()), (Some(3), Some(3)));
+    golden("inspect_prefix.txt", &["inspect", s(&tables[0].path)], tmp.path());
+    let r = tool_json(&["inspect", "--json", s(&tables[0].path)]);
+    assert_eq!(r["filter"]["prefix"]["extractor"], "delimiter:0x2f");
+    assert_eq!(r["filter"]["prefix"]["prefixes"], 3);
+}
+
 /// A database under `FilterPolicy::Budgeted`: `db` shows the small L0 tables with more bits per
 /// key than the level below them and, the split being the budget's own, no better split of
 /// the same memory; `verify` finds it clean.

@@ -4,9 +4,91 @@
 //! absent keys are the odd numbers in between. Every absent key therefore sorts between two
 //! present ones and lands inside some table's key range, so only a filter (never the range
 //! check) can spare a table for it.
+//!
+//! With `--keys-per-prefix K` (the prefix workloads), a key is a prefix of 8 decimal digits
+//! and a suffix of 8: entry `i` has prefix `2·⌊i/K⌋` and suffix `i mod K`, so each present
+//! prefix holds K keys; the absent keys of the point workloads keep their prefix and take
+//! suffix `K + i mod K` (after the present ones, still inside the tables' ranges), and the
+//! absent prefixes are the odd numbers, each between two present ones.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes in every key, as in db_bench.
 pub const KEY_BYTES: usize = 16;
+
+/// Bytes of a key's prefix in the prefix layout (`PrefixExtractor::Fixed(8)`).
+pub const PREFIX_BYTES: usize = 8;
+
+/// Keys per prefix, 0 for the flat layout. Set once, before any key is made: every phase
+/// and thread must agree on it, and threading it through every key call site would touch
+/// every workload for a setting only the prefix workloads change.
+static KEYS_PER_PREFIX: AtomicU64 = AtomicU64::new(0);
+
+/// Chooses the layout: `k` keys per prefix, or 0 for the flat one.
+pub fn set_keys_per_prefix(k: u64) {
+    KEYS_PER_PREFIX.store(k, Ordering::Relaxed);
+}
+
+/// Keys per prefix (0: the flat layout).
+pub fn keys_per_prefix() -> u64 {
+    KEYS_PER_PREFIX.load(Ordering::Relaxed)
+}
+
+/// Present prefixes among `keys` entries.
+pub fn prefixes(keys: u64) -> u64 {
+    match keys_per_prefix() {
+        0 => keys,
+        k => keys.div_ceil(k),
+    }
+}
+
+fn format_half(mut n: u64, out: &mut [u8]) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
+/// The number key `i` of the layout stands for (prefix and suffix as one 16-digit number).
+fn prefixed(prefix: u64, suffix: u64) -> u64 {
+    prefix * 100_000_000 + suffix
+}
+
+/// The number of the `i`-th present entry's key.
+pub fn present_number(i: u64) -> u64 {
+    present_number_in(keys_per_prefix(), i)
+}
+
+/// The number of the `i`-th absent key of the point workloads.
+pub fn absent_number(i: u64) -> u64 {
+    absent_number_in(keys_per_prefix(), i)
+}
+
+/// [`present_number`] at `k` keys per prefix.
+fn present_number_in(k: u64, i: u64) -> u64 {
+    match k {
+        0 => 2 * i,
+        k => prefixed(2 * (i / k), i % k),
+    }
+}
+
+/// [`absent_number`] at `k` keys per prefix.
+fn absent_number_in(k: u64, i: u64) -> u64 {
+    match k {
+        0 => 2 * i + 1,
+        k => prefixed(2 * (i / k), k + i % k),
+    }
+}
+
+/// The prefix of the `j`-th present prefix.
+pub fn present_prefix(j: u64, out: &mut [u8; PREFIX_BYTES]) {
+    format_half(2 * j, out);
+}
+
+/// A prefix no key has, sorting just after the `j`-th present one.
+pub fn absent_prefix(j: u64, out: &mut [u8; PREFIX_BYTES]) {
+    format_half(2 * j + 1, out);
+}
 
 /// The 16-byte key of number `n`: zero-padded decimal, so byte order equals numeric order.
 #[inline]
@@ -20,13 +102,14 @@ pub fn format_key(mut n: u64, out: &mut [u8; KEY_BYTES]) {
 /// The key of the `i`-th present entry.
 #[inline]
 pub fn present_key(i: u64, out: &mut [u8; KEY_BYTES]) {
-    format_key(2 * i, out);
+    format_key(present_number(i), out);
 }
 
-/// A key that is never written, sorting just after the `i`-th present entry.
+/// A key that is never written, sorting just after the `i`-th present entry (flat layout),
+/// or after the present keys of its prefix (prefix layout).
 #[inline]
 pub fn absent_key(i: u64, out: &mut [u8; KEY_BYTES]) {
-    format_key(2 * i + 1, out);
+    format_key(absent_number(i), out);
 }
 
 /// A pool of pseudo-random bytes that values are sliced from, so producing a value costs no
@@ -140,6 +223,19 @@ mod tests {
         present_key(42, &mut c);
         assert_eq!(&a, b"0000000000000082");
         assert!(a < b && b < c);
+    }
+
+    #[test]
+    fn prefixed_keys_group_by_prefix_and_absent_ones_stay_inside() {
+        // The pure forms: the layout itself is process-wide, and tests run in parallel.
+        assert_eq!(present_number_in(3, 4), 200_000_001);
+        assert_eq!(absent_number_in(3, 4), 200_000_004);
+        assert!(absent_number_in(3, 4) < present_number_in(3, 6));
+        assert!(present_number_in(3, 5) < absent_number_in(3, 5));
+        assert_eq!(present_number_in(0, 4), 8);
+        let mut p = [0u8; PREFIX_BYTES];
+        absent_prefix(1, &mut p);
+        assert_eq!(&p, b"00000003");
     }
 
     #[test]

@@ -87,6 +87,18 @@ pub enum Workload {
     /// Not in the default run.
     #[value(name = "writers-synced")]
     WritersSynced,
+    /// A prefix scan (`Db::prefix`) of a prefix no key has, inside the tables' key ranges.
+    /// Keys in the prefix layout (`--keys-per-prefix`). Not in the default run.
+    #[value(name = "scanmissing")]
+    ScanMissing,
+    /// A prefix scan of a uniformly chosen present prefix, reading its first 10 keys (all
+    /// of them at the default 10 keys per prefix). Not in the default run.
+    #[value(name = "scanrandom")]
+    ScanRandom,
+    /// `Db::prefixes_exist` of `--batch` prefixes per call, half present and half absent.
+    /// Not in the default run.
+    #[value(name = "prefixexists")]
+    PrefixExists,
 }
 
 impl Workload {
@@ -121,12 +133,23 @@ impl Workload {
             Workload::YcsbB => "ycsb-b",
             Workload::Writers => "writers",
             Workload::WritersSynced => "writers-synced",
+            Workload::ScanMissing => "scanmissing",
+            Workload::ScanRandom => "scanrandom",
+            Workload::PrefixExists => "prefixexists",
         }
+    }
+
+    /// Workloads that read by prefix, on keys in the prefix layout.
+    fn by_prefix(self) -> bool {
+        matches!(self, Workload::ScanMissing | Workload::ScanRandom | Workload::PrefixExists)
     }
 
     /// Workloads that look keys up `--batch` at a time with `multi_get`.
     fn batched(self) -> bool {
-        matches!(self, Workload::MultiReadRandom | Workload::MultiReadMissing)
+        matches!(
+            self,
+            Workload::MultiReadRandom | Workload::MultiReadMissing | Workload::PrefixExists
+        )
     }
 
     /// Workloads that write to the database `fillrandom` built.
@@ -163,6 +186,16 @@ pub enum Policy {
     BudgetedRibbon,
     /// No filter.
     None,
+    /// `blocked` with a prefix extractor (`Fixed(8)`): the filters hold each table's
+    /// prefixes too, in the same memory.
+    #[value(name = "blocked+prefix")]
+    BlockedPrefix,
+    /// `budgeted` with a prefix extractor.
+    #[value(name = "budgeted+prefix")]
+    BudgetedPrefix,
+    /// `classic` with a prefix extractor.
+    #[value(name = "classic+prefix")]
+    ClassicPrefix,
 }
 
 impl Policy {
@@ -174,11 +207,29 @@ impl Policy {
             Policy::Ribbon => "ribbon",
             Policy::BudgetedRibbon => "budgeted-ribbon",
             Policy::None => "none",
+            Policy::BlockedPrefix => "blocked+prefix",
+            Policy::BudgetedPrefix => "budgeted+prefix",
+            Policy::ClassicPrefix => "classic+prefix",
         }
     }
 
-    pub(crate) fn filter(self, bits_per_key: f64) -> FilterPolicy {
+    /// The policy without its prefix extractor.
+    fn base(self) -> Policy {
         match self {
+            Policy::BlockedPrefix => Policy::Blocked,
+            Policy::BudgetedPrefix => Policy::Budgeted,
+            Policy::ClassicPrefix => Policy::Classic,
+            p => p,
+        }
+    }
+
+    /// The prefix extractor the policy's database has.
+    fn prefix_extractor(self) -> Option<bloomkv::PrefixExtractor> {
+        (self != self.base()).then_some(bloomkv::PrefixExtractor::Fixed(keys::PREFIX_BYTES))
+    }
+
+    pub(crate) fn filter(self, bits_per_key: f64) -> FilterPolicy {
+        match self.base() {
             Policy::Blocked => FilterPolicy::BlockedBloom { bits_per_key },
             Policy::Budgeted => FilterPolicy::Budgeted { bits_per_key },
             Policy::Classic => FilterPolicy::ClassicBloom { bits_per_key },
@@ -186,19 +237,19 @@ impl Policy {
             Policy::BudgetedRibbon => {
                 FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level: 1 }
             }
-            Policy::None => FilterPolicy::None,
+            _ => FilterPolicy::None,
         }
     }
 
     /// Probes per key the engine's filter uses at `bits_per_key` (budgeted: at the average;
     /// each table has its own).
     fn probes(self, bits_per_key: f64) -> u32 {
-        match self {
+        match self.base() {
             Policy::Blocked | Policy::Budgeted => math::optimal_blocked_probes(bits_per_key),
             Policy::Classic => math::classic_probes(bits_per_key),
             // A Ribbon filter's result bits: the number its "probes" column shows.
             Policy::Ribbon | Policy::BudgetedRibbon => ribbon::result_bits_for(bits_per_key),
-            Policy::None => 0,
+            _ => 0,
         }
     }
 
@@ -207,14 +258,14 @@ impl Policy {
     /// the tables' own figures.
     fn expected_fpr(self, bits_per_key: f64) -> f64 {
         let k = self.probes(bits_per_key);
-        match self {
+        match self.base() {
             Policy::Blocked | Policy::Budgeted => {
                 math::blocked_fpr(f64::from(math::LINE_BITS) / bits_per_key, k, math::LINE_BITS)
             }
             // The classic formula depends on n and m only through m/n at these sizes.
             Policy::Classic => math::classic_fpr(1e6, 1e6 * bits_per_key, k),
             Policy::Ribbon | Policy::BudgetedRibbon => ribbon::fpr_at(bits_per_key),
-            Policy::None => 1.0,
+            _ => 1.0,
         }
     }
 }
@@ -299,7 +350,24 @@ struct Plan {
     policies: Vec<Policy>,
     sweep_keys: u64,
     page_cache: page_cache::PageCache,
+    /// Keys per prefix (0: the flat key layout).
+    keys_per_prefix: u64,
 }
+
+/// Keys per prefix when a prefix workload is asked for without `--keys-per-prefix`.
+const DEFAULT_KEYS_PER_PREFIX: u64 = 10;
+
+/// The policies of a run with prefix workloads and no `--policies`: each filtered policy
+/// with and without prefix filters, and none.
+const PREFIX_POLICIES: [Policy; 7] = [
+    Policy::Blocked,
+    Policy::Budgeted,
+    Policy::Classic,
+    Policy::None,
+    Policy::BlockedPrefix,
+    Policy::BudgetedPrefix,
+    Policy::ClassicPrefix,
+];
 
 impl Plan {
     fn resolve(args: &Args) -> Plan {
@@ -316,7 +384,12 @@ impl Plan {
         };
         workloads.sort();
         workloads.dedup();
-        let mut policies = if args.policies.is_empty() {
+        let by_prefix = workloads.iter().any(|w| w.by_prefix());
+        let mut policies = if !args.policies.is_empty() {
+            args.policies.clone()
+        } else if by_prefix {
+            PREFIX_POLICIES.to_vec()
+        } else {
             vec![
                 Policy::Blocked,
                 Policy::Budgeted,
@@ -325,9 +398,9 @@ impl Plan {
                 Policy::BudgetedRibbon,
                 Policy::None,
             ]
-        } else {
-            args.policies.clone()
         };
+        let keys_per_prefix =
+            args.keys_per_prefix.unwrap_or(if by_prefix { DEFAULT_KEYS_PER_PREFIX } else { 0 });
         policies.sort();
         policies.dedup();
         let eighth = (keys / 8).max(1);
@@ -340,7 +413,7 @@ impl Plan {
         } else {
             page_cache::PageCache::AsIs
         });
-        Plan { profile, keys, load, workloads, policies, sweep_keys, page_cache }
+        Plan { profile, keys, load, workloads, policies, sweep_keys, page_cache, keys_per_prefix }
     }
 }
 
@@ -444,9 +517,14 @@ pub struct Args {
     /// none).
     #[arg(long, value_enum, value_delimiter = ',')]
     policies: Vec<Policy>,
-    /// Keys per `multi_get` call in the multiread workloads.
+    /// Keys per `multi_get` call in the multiread workloads, and prefixes per
+    /// `prefixes_exist` call in `prefixexists`.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     batch: u64,
+    /// Keys in the prefix layout, this many per prefix (8-byte prefix + 8-byte suffix; see
+    /// docs/bench.md) [default: 10 when a prefix workload runs, else the flat layout].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    keys_per_prefix: Option<u64>,
     /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
     #[arg(long, default_value_t = 100_000)]
@@ -552,6 +630,7 @@ impl Ctx<'_> {
             .mmap_reads(self.args.mmap_reads)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
             .filter_policy(policy.filter(bits_per_key))
+            .prefix_extractor(policy.prefix_extractor())
             .compression(self.args.compression)
     }
 
@@ -613,8 +692,15 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     }
     let workloads = plan.workloads.clone();
     let policies = plan.policies.clone();
+    // The sweep measures the key filters: one database per filter kind.
     let sweep_policies: Vec<Policy> =
-        policies.iter().copied().filter(|p| *p != Policy::None).collect();
+        policies.iter().copied().filter(|p| *p != Policy::None && *p == p.base()).collect();
+    keys::set_keys_per_prefix(plan.keys_per_prefix);
+    if plan.keys_per_prefix > 0 && plan.keys.div_ceil(plan.keys_per_prefix) * 2 > 100_000_000 {
+        return Err(bloomkv::Error::InvalidArgument(
+            "the prefix layout holds at most 5·10^7 prefixes (8 decimal digits)".into(),
+        ));
+    }
     // Refuse bits per key a policy would refuse before any database is built.
     FilterPolicy::BlockedBloom { bits_per_key: args.bits_per_key }.validate()?;
     for &p in &policies {
@@ -799,6 +885,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     report::write_shapes(&mut text, &shapes)
         .and_then(|()| report::write_results(&mut text, &results))
         .and_then(|()| report::write_rounds(&mut text, &rounds, args.rounds))
+        .and_then(|()| report::write_prefix_scans(&mut text, &results))
         .and_then(|()| report::write_predictions(&mut text, &predictions))
         .and_then(|()| report::write_sweep(&mut text, &sweep))
         .expect("formatting into a String cannot fail");
@@ -834,6 +921,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             sweep_keys,
             sweep_reads: args.reads,
             rounds: args.rounds,
+            keys_per_prefix: plan.keys_per_prefix,
         },
         machine: machine(load_average_at_start),
         shapes,
@@ -926,6 +1014,7 @@ fn result_row(
         tables_after: after.tables_per_level.clone(),
         writer_ops: None,
         writer_ops_per_sec: None,
+        prefix: None,
     }
 }
 

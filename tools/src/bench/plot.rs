@@ -26,6 +26,10 @@ const BUDGETED: RGBColor = RGBColor(148, 103, 189);
 const RIBBON: RGBColor = RGBColor(214, 39, 40);
 const BUDGETED_RIBBON: RGBColor = RGBColor(140, 86, 75);
 
+const BLOCKED_PREFIX: RGBColor = RGBColor(23, 190, 207);
+const CLASSIC_PREFIX: RGBColor = RGBColor(188, 189, 34);
+const BUDGETED_PREFIX: RGBColor = RGBColor(227, 119, 194);
+
 fn policy_color(policy: &str) -> RGBColor {
     match policy {
         "blocked" => BLOCKED,
@@ -33,6 +37,9 @@ fn policy_color(policy: &str) -> RGBColor {
         "classic" => CLASSIC,
         "ribbon" => RIBBON,
         "budgeted-ribbon" => BUDGETED_RIBBON,
+        "blocked+prefix" => BLOCKED_PREFIX,
+        "budgeted+prefix" => BUDGETED_PREFIX,
+        "classic+prefix" => CLASSIC_PREFIX,
         _ => NONE,
     }
 }

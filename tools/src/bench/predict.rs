@@ -43,20 +43,30 @@ pub(super) fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_ke
 }
 
 /// The share of the missing keys `absent_key(j)`, `j` in `0..keys`, that lie in
-/// `[smallest, largest]` (1.0 if the bounds are not the bench's decimal keys).
+/// `[smallest, largest]` (1.0 if the bounds are not the bench's decimal keys). Missing keys'
+/// numbers grow with `j` in either layout, so the ones inside are one run, found by binary
+/// search.
 pub(super) fn absent_share(smallest: &[u8], largest: &[u8], keys: u64) -> f64 {
     let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
     let (Some(lo), Some(hi)) = (number(smallest), number(largest)) else { return 1.0 };
-    // Missing key j is the number 2j + 1: inside when lo ≤ 2j + 1 ≤ hi.
-    if hi == 0 || keys == 0 {
+    if keys == 0 {
         return 0.0;
     }
-    let (first, last) = (lo / 2, ((hi - 1) / 2).min(keys - 1));
-    if last < first {
-        0.0
-    } else {
-        (last - first + 1) as f64 / keys as f64
-    }
+    let first_at_or_above = |x: u64| {
+        let (mut a, mut b) = (0u64, keys);
+        while a < b {
+            let m = a + (b - a) / 2;
+            if super::keys::absent_number(m) < x {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        a
+    };
+    let first = first_at_or_above(lo);
+    let end = first_at_or_above(hi.saturating_add(1));
+    end.saturating_sub(first) as f64 / keys as f64
 }
 
 /// Filter bits per table entry over all tables, and per level (0 where a level is empty).

@@ -90,6 +90,8 @@ pub struct Config {
     pub sweep_reads: u64,
     /// Times each read-only workload ran over the same databases (`--rounds`).
     pub rounds: u32,
+    /// Keys per prefix of the prefix layout (`--keys-per-prefix`); 0 for the flat layout.
+    pub keys_per_prefix: u64,
 }
 
 /// The machine, for reading the numbers in context.
@@ -245,6 +247,30 @@ pub struct WorkloadResult {
     pub writer_ops: Option<u64>,
     /// `readwhilewriting`: the writer thread's overwrites per second.
     pub writer_ops_per_sec: Option<f64>,
+    /// The prefix workloads: what their scans did with the tables; null for the others.
+    pub prefix: Option<PrefixFigures>,
+}
+
+/// What one prefix workload's scans did with the tables, per scan (per prefix asked, for
+/// `prefixexists`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefixFigures {
+    /// Tables whose key range holds the prefix, per scan (from the tables' ranges: the
+    /// tables a scan without prefix filters reads).
+    pub tables_in_range: f64,
+    /// Tables whose prefix filter was asked, per scan (0 without an extractor).
+    pub filter_checks: f64,
+    /// Tables skipped because their prefix filter said no, per scan.
+    pub tables_skipped: f64,
+    /// Tables the scan read: `tables_in_range − tables_skipped`.
+    pub tables_read: f64,
+    /// `scanmissing`: (checks − skips) / checks, the prefix filters' measured rate (every
+    /// prefix asked is absent from every table); null elsewhere or without checks.
+    pub measured_prefix_fpr: Option<f64>,
+    /// The tables' filters' own expected rate, weighted by the chance the prefix lies in
+    /// each table's range (keys and prefixes share the bits: one rate for both); null
+    /// without prefix filters.
+    pub expected_prefix_fpr: Option<f64>,
 }
 
 /// What flushes (L0) or compactions wrote into one level during a workload.
@@ -690,6 +716,46 @@ pub fn write_sweep(out: &mut String, rows: &[SweepRow]) -> std::fmt::Result {
             r.blocks_per_op,
             r.predicted_blocks_per_op,
             r.tables_consulted_per_op
+        )?;
+    }
+    Ok(())
+}
+
+/// The prefix workloads' table figures: per scan, tables in range, asked, skipped and read,
+/// and the measured against the expected prefix false-positive rate.
+pub fn write_prefix_scans(out: &mut String, results: &[WorkloadResult]) -> std::fmt::Result {
+    let rows: Vec<_> = results.iter().filter_map(|r| r.prefix.as_ref().map(|p| (r, p))).collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nprefix workloads: tables per scan (prefixexists: per prefix asked)")?;
+    writeln!(
+        out,
+        "{:<13} {:<16} {:>9} {:>9} {:>8} {:>8} {:>8} {:>11} {:>11}",
+        "workload",
+        "policy",
+        "ops/s",
+        "in range",
+        "asked",
+        "skipped",
+        "read",
+        "prefix FPR",
+        "expected"
+    )?;
+    let pct = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |f| format!("{:.3}%", f * 100.0));
+    for (r, p) in rows {
+        writeln!(
+            out,
+            "{:<13} {:<16} {:>9} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>11} {:>11}",
+            r.workload,
+            r.policy,
+            si(r.ops_per_sec),
+            p.tables_in_range,
+            p.filter_checks,
+            p.tables_skipped,
+            p.tables_read,
+            pct(p.measured_prefix_fpr),
+            pct(p.expected_prefix_fpr)
         )?;
     }
     Ok(())

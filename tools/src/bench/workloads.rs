@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use super::build::{discard, fill, layer, load, open, Built};
 use super::measure::{self, Timed};
 use super::predict::{filter_bits_per_key, missing_key_theory};
-use super::report::{SweepRow, WorkloadResult};
+use super::report::{PrefixFigures, SweepRow, WorkloadResult};
 use super::{bench_error, keys, latency, page_cache, result_row, Ctx, Policy, TreeShape, Workload};
 
 /// The seed of `workload`'s random choices in round `round` (0-based): the same for every
@@ -136,6 +136,72 @@ pub(super) fn run_reads(
                     }
                 })?
             }
+            Workload::ScanMissing => {
+                let prefixes = keys::prefixes(n);
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    let mut p = [0u8; keys::PREFIX_BYTES];
+                    keys::absent_prefix(w.rng.gen_range(0..prefixes), &mut p);
+                    if let Some(kv) = db.prefix(p).next() {
+                        let (k, _) = kv?;
+                        return Err(bench_error(format!(
+                            "absent prefix {} yields key {}",
+                            String::from_utf8_lossy(&p),
+                            String::from_utf8_lossy(&k)
+                        )));
+                    }
+                    Ok(())
+                })?
+            }
+            Workload::ScanRandom => {
+                let prefixes = keys::prefixes(n);
+                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                    let mut p = [0u8; keys::PREFIX_BYTES];
+                    keys::present_prefix(w.rng.gen_range(0..prefixes), &mut p);
+                    let mut seen = 0;
+                    for kv in db.prefix(p).take(SCAN_KEYS) {
+                        black_box(kv?);
+                        seen += 1;
+                    }
+                    if seen == 0 {
+                        return Err(bench_error("a present prefix's scan found nothing"));
+                    }
+                    Ok(())
+                })?
+            }
+            Workload::PrefixExists => {
+                let prefixes = keys::prefixes(n);
+                let batch = args.batch as usize;
+                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
+                    // Prefixes in the first half of each key buffer; the flag in its last byte.
+                    w.batch.clear();
+                    for _ in 0..batch {
+                        let mut k = [0u8; keys::KEY_BYTES];
+                        let present = w.rng.gen_bool(0.5);
+                        let j = w.rng.gen_range(0..prefixes);
+                        let p: &mut [u8; keys::PREFIX_BYTES] =
+                            (&mut k[..keys::PREFIX_BYTES]).try_into().expect("8 bytes");
+                        if present {
+                            keys::present_prefix(j, p);
+                        } else {
+                            keys::absent_prefix(j, p);
+                        }
+                        k[keys::KEY_BYTES - 1] = u8::from(present);
+                        w.batch.push(k);
+                    }
+                    let asked: Vec<&[u8]> =
+                        w.batch.iter().map(|k| &k[..keys::PREFIX_BYTES]).collect();
+                    let got = db.prefixes_exist(&asked)?;
+                    for (exists, k) in got.into_iter().zip(&w.batch) {
+                        if exists != (k[keys::KEY_BYTES - 1] == 1) {
+                            return Err(bench_error(format!(
+                                "prefixes_exist says {exists} for prefix {}",
+                                String::from_utf8_lossy(&k[..keys::PREFIX_BYTES])
+                            )));
+                        }
+                    }
+                    Ok(())
+                })?
+            }
             Workload::FillRandom
             | Workload::FillSeq
             | Workload::Writers
@@ -144,16 +210,11 @@ pub(super) fn run_reads(
         pb.finish_and_clear();
         let after = db.stats();
         let d = measure::delta(&before, &after, t.ops);
-        let mut row = result_row(
-            workload,
-            policy,
-            missing_key_theory(db, n, policy, bpk),
-            args.threads,
-            &t,
-            &before,
-            &after,
-            &d,
-        );
+        let theory = missing_key_theory(db, n, policy, bpk);
+        let mut row = result_row(workload, policy, theory, args.threads, &t, &before, &after, &d);
+        if workload.by_prefix() {
+            row.prefix = Some(prefix_figures(workload, policy, &theory, &before, &after, t.ops));
+        }
         if workload.batched() {
             row.batch = Some(args.batch);
         }
@@ -164,6 +225,37 @@ pub(super) fn run_reads(
         results.push(row);
     }
     Ok(results)
+}
+
+/// Keys `scanrandom` reads of its prefix (all of them at the default 10 keys per prefix).
+const SCAN_KEYS: usize = 10;
+
+/// What a prefix workload's scans did with the tables, per scan, from the engine's
+/// counters. The tables in range come from the tables' own ranges (`theory`: an absent
+/// prefix lies where an absent key of the point workloads would, between present ones).
+fn prefix_figures(
+    workload: Workload,
+    policy: Policy,
+    theory: &super::predict::Theory,
+    before: &bloomkv::Stats,
+    after: &bloomkv::Stats,
+    ops: u64,
+) -> PrefixFigures {
+    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / ops.max(1) as f64;
+    let checks = after.prefix_filter_checks.saturating_sub(before.prefix_filter_checks);
+    let skips = after.prefix_filter_skips.saturating_sub(before.prefix_filter_skips);
+    let filtered =
+        policy.prefix_extractor().is_some() && policy.filter(1.0) != bloomkv::FilterPolicy::None;
+    let in_range = if filtered && checks > 0 { per(checks, 0) } else { theory.tables };
+    PrefixFigures {
+        tables_in_range: in_range,
+        filter_checks: per(after.prefix_filter_checks, before.prefix_filter_checks),
+        tables_skipped: per(after.prefix_filter_skips, before.prefix_filter_skips),
+        tables_read: in_range - per(after.prefix_filter_skips, before.prefix_filter_skips),
+        measured_prefix_fpr: (workload == Workload::ScanMissing && checks > 0)
+            .then(|| (checks - skips) as f64 / checks as f64),
+        expected_prefix_fpr: filtered.then(|| theory.fpr()),
+    }
 }
 
 pub(super) fn expect_present(v: Option<bloomkv::Value>, key: &[u8]) -> bloomkv::Result<()> {

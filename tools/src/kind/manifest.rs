@@ -62,6 +62,12 @@ pub struct OptionsReport {
     pub zstd_level: Option<i32>,
     pub block_bytes: u64,
     pub target_table_bytes: u64,
+    /// The prefix extractor's name; left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_extractor: Option<String>,
+    /// Whether filters hold whole keys; left out when they do (the default).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub without_whole_keys: bool,
 }
 
 impl std::fmt::Display for OptionsReport {
@@ -77,7 +83,14 @@ impl std::fmt::Display for OptionsReport {
         if let Some(l) = self.zstd_level {
             write!(f, " level {l}")?;
         }
-        write!(f, ", blocks {} bytes, tables {} bytes", self.block_bytes, self.target_table_bytes)
+        write!(f, ", blocks {} bytes, tables {} bytes", self.block_bytes, self.target_table_bytes)?;
+        if let Some(e) = &self.prefix_extractor {
+            write!(f, ", prefix {e}")?;
+        }
+        if self.without_whole_keys {
+            write!(f, ", filters without whole keys")?;
+        }
+        Ok(())
     }
 }
 
@@ -121,6 +134,8 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         zstd_level,
         block_bytes: block_bytes as u64,
         target_table_bytes,
+        prefix_extractor: opts.prefix_parts().0.map(|e| e.name()),
+        without_whole_keys: !opts.prefix_parts().1,
     })
 }
 
@@ -260,6 +275,8 @@ mod tests {
             zstd_level: Some(-3),
             block_bytes: 2048,
             target_table_bytes: 1 << 20,
+            prefix_extractor: None,
+            without_whole_keys: false,
         };
         assert_eq!(options_report(&def), Some(want));
         let def =
@@ -279,5 +296,11 @@ mod tests {
         assert!(r
             .to_string()
             .starts_with("filter ribbon 7.35 bits/key (blocked Bloom below level 2)"));
+        let opts = KeyspaceOptions::new()
+            .prefix_extractor(Some(bloomkv::PrefixExtractor::UpToDelimiter(b'/')))
+            .whole_key_filtering(false);
+        let r = options_report(&KeyspaceDef { opts, ..def }).unwrap();
+        assert_eq!(r.prefix_extractor.as_deref(), Some("delimiter:0x2f"));
+        assert!(r.to_string().ends_with(", prefix delimiter:0x2f, filters without whole keys"));
     }
 }

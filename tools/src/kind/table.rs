@@ -99,6 +99,23 @@ struct FilterReport {
     keys: u64,
     estimated_keys: f64,
     expected_fpr: f64,
+    /// Only for a filter holding prefixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix: Option<PrefixFilterReport>,
+}
+
+/// The prefix entries of a filter: the extractor they come from, how many, and what they
+/// share with the keys.
+#[derive(Serialize)]
+struct PrefixFilterReport {
+    extractor: String,
+    prefixes: u64,
+    /// Whether the filter holds whole keys too (point lookups use it only then).
+    whole_keys: bool,
+    /// Bits of the (shared) array per prefix-or-key entry.
+    bits_per_entry: f64,
+    /// The rate at which a scan of an absent prefix reads the table anyway.
+    expected_fpr: f64,
 }
 
 /// `inspect`: the report for the table at `path`.
@@ -168,6 +185,13 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             keys: f.num_keys(),
             estimated_keys: f.estimated_keys(),
             expected_fpr: f.expected_fpr(),
+            prefix: f.contents().prefixes.then(|| PrefixFilterReport {
+                extractor: p.prefix_extractor.clone(),
+                prefixes: p.num_prefixes,
+                whole_keys: f.contents().whole_keys,
+                bits_per_entry: f.bits_per_key(),
+                expected_fpr: f.expected_fpr(),
+            }),
         },
         range_tombstones: table.range_tombstones().len() as u64,
         range_deletion_block: (p.num_range_deletions > 0).then(|| BlockReport {
@@ -287,6 +311,23 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         f.expected_fpr,
         f.expected_fpr * 100.0
     )?;
+    if let Some(pf) = &f.prefix {
+        writeln!(out, "prefix filter")?;
+        writeln!(out, "  extractor      {}", pf.extractor)?;
+        writeln!(
+            out,
+            "  prefixes       {} ({}), {:.2} bits per entry",
+            pf.prefixes,
+            if pf.whole_keys { "beside the whole keys" } else { "alone: no whole keys" },
+            pf.bits_per_entry
+        )?;
+        writeln!(
+            out,
+            "  expected FPR   {:.6} ({:.4}%) for an absent prefix",
+            pf.expected_fpr,
+            pf.expected_fpr * 100.0
+        )?;
+    }
     Ok(())
 }
 
