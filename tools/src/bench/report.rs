@@ -374,7 +374,7 @@ pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fm
          order); the table above shows the median round"
     )?;
     let header = cells((1..=rounds).map(|r| format!("round {r}")));
-    writeln!(out, "{:<26} {header}   median", "")?;
+    writeln!(out, "{:<33} {header}   median", "")?;
     let mut workloads: Vec<&str> = Vec::new();
     let mut policies: Vec<&str> = Vec::new();
     for r in rows {
@@ -399,7 +399,7 @@ pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fm
         for &p in &policies {
             let xs = series(w, p);
             let m = median(xs.clone()).map_or_else(|| "-".to_string(), si);
-            writeln!(out, "{w:<17} {p:<8} {}   {m:>6}", cells(xs.iter().map(|&x| si(x))))?;
+            writeln!(out, "{w:<17} {p:<15} {}   {m:>6}", cells(xs.iter().map(|&x| si(x))))?;
         }
         let base = series(w, "classic");
         for &p in policies.iter().filter(|&&p| p != "classic" && !base.is_empty()) {
@@ -407,7 +407,7 @@ pub fn write_rounds(out: &mut String, rows: &[RoundRow], rounds: u32) -> std::fm
             let m = median(ratios.clone()).map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
             let label = format!("  {p} / classic");
             let row = cells(ratios.iter().map(|r| format!("{r:.2}")));
-            writeln!(out, "{label:<26} {row}   {m:>6}")?;
+            writeln!(out, "{label:<33} {row}   {m:>6}")?;
         }
     }
     Ok(())
@@ -503,7 +503,7 @@ fn pct(x: Option<f64>) -> String {
 pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Result {
     writeln!(
         out,
-        "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
+        "{:<17} {:<15} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
         "workload",
         "policy",
         "ops/s",
@@ -522,7 +522,7 @@ pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Res
     for r in rows {
         writeln!(
                 out,
-            "{:<17} {:<8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
+            "{:<17} {:<15} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9} {:>8.2}",
             r.workload,
             r.policy,
             si(r.ops_per_sec),
@@ -608,7 +608,7 @@ pub fn write_predictions(out: &mut String, preds: &[Prediction]) -> std::fmt::Re
         } else {
             writeln!(
                 out,
-                "  {:<8} {:.4} blocks/lookup read vs predicted {:.4} ({:.3} tables × {:.4}% on \
+                "  {:<15} {:.4} blocks/lookup read vs predicted {:.4} ({:.3} tables × {:.4}% on \
                  average); filters {:.2} MiB, {:.2} bits/key",
                 p.policy,
                 p.blocks_per_lookup,
@@ -649,7 +649,7 @@ pub fn write_shapes(out: &mut String, shapes: &[Shape]) -> std::fmt::Result {
     for s in shapes {
         writeln!(
                 out,
-            "  {:<8} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?}; in chunks {:.2} MiB, after the load {:.2} MiB)  indexes {:.2} MiB  open files {}  mapped {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
+            "  {:<15} tables {:?} ({:?})  MiB {:?}  filters {:.2} MiB ({:.2} bits/key; per level {:?}; in chunks {:.2} MiB, after the load {:.2} MiB)  indexes {:.2} MiB  open files {}  mapped {}  {} {:.1} s ({:.0} MiB/s)  write amp {:.2}",
             s.policy,
             s.tables_per_level,
             s.after_fill_tables_per_level,
@@ -685,7 +685,7 @@ pub fn write_sweep(out: &mut String, rows: &[SweepRow]) -> std::fmt::Result {
     }
     writeln!(
                 out,
-        "\nbits-per-key sweep ({} keys each, readmissing; budgeted: bpk is the tree's average, k at it):\n{:<8} {:>5} {:>3} {:>10} {:>8} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "\nbits-per-key sweep ({} keys each, readmissing; budgeted: bpk is the tree's average, k at it):\n{:<15} {:>5} {:>3} {:>10} {:>8} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8}",
         rows[0].keys,
         "policy",
         "bpk",
@@ -703,7 +703,7 @@ pub fn write_sweep(out: &mut String, rows: &[SweepRow]) -> std::fmt::Result {
     for r in rows {
         writeln!(
                 out,
-            "{:<8} {:>5} {:>3} {:>10.3} {:>8.2} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.4} {:>8.3}",
+            "{:<15} {:>5} {:>3} {:>10.3} {:>8.2} {:>10} {:>10} {:>9} {:>8.4} {:>8.4} {:>8.4} {:>8.3}",
             r.policy,
             r.bits_per_key,
             r.probes,
