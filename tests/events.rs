@@ -238,6 +238,47 @@ fn tables_nothing_overlaps_are_moved_down_not_rewritten() {
     db.close().unwrap();
 }
 
+/// Under a Ribbon policy a table leaving the levels of Bloom filters, or under a budget any
+/// table, is rewritten where it would otherwise be moved: a moved table keeps its filter,
+/// which was made for another level.
+#[test]
+fn tables_whose_filter_would_change_are_rewritten_not_moved() {
+    for policy in [
+        bloomkv::FilterPolicy::Ribbon { bits_per_key: 10.0, bloom_before_level: 1 },
+        bloomkv::FilterPolicy::BudgetedRibbon { bits_per_key: 10.0, bloom_before_level: 1 },
+        bloomkv::FilterPolicy::Budgeted { bits_per_key: 10.0 },
+    ] {
+        let fs = FaultFs::new();
+        let rec = Arc::new(Recorder::default());
+        let opts = options(&fs, rec.clone()).l0_compaction_trigger(2).filter_policy(policy);
+        let db = Db::open(unique_dir("no-move"), opts).unwrap();
+        // As in the test above: two disjoint flushes, an empty L1, a move if it were allowed.
+        for round in 0..2u32 {
+            for i in 0..100u32 {
+                db.put((round * 100 + i).to_be_bytes(), [7u8; 50]).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let ended = |e: &[Event]| e.iter().any(|e| matches!(e, Event::CompactionEnd(_)));
+        let events = rec.wait_for("a compaction", ended);
+        let Some(Event::CompactionEnd(end)) =
+            events.iter().find(|e| matches!(e, Event::CompactionEnd(_)))
+        else {
+            unreachable!()
+        };
+        assert!(!end.moved, "{policy:?}: {end:?}");
+        assert!(end.output_tables >= 1 && end.output_bytes > 0, "{policy:?}: {end:?}");
+        let l1: Vec<_> = db.tables().into_iter().filter(|t| t.level == 1).collect();
+        assert!(!l1.is_empty());
+        let want = match policy {
+            bloomkv::FilterPolicy::Budgeted { .. } => bloomkv::filter::FilterKind::Blocked,
+            _ => bloomkv::filter::FilterKind::Ribbon,
+        };
+        assert!(l1.iter().all(|t| t.filter_kind == want), "{policy:?}");
+        db.close().unwrap();
+    }
+}
+
 /// Holds the first flush until a writer has stalled behind it: the memtable fills while the
 /// only immutable one allowed cannot be flushed, so the stall cannot fail to happen.
 #[test]

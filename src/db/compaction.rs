@@ -236,14 +236,24 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
 /// then writes each table once; a random one skips rewriting the first tables to reach an
 /// empty level. As in LevelDB, not when the table overlaps much of the level below the
 /// output (the later compaction of the moved table into it would be that much larger); never
-/// for a manual compaction, which promises to drop what is obsolete; and never under a
-/// `FilterPolicy::Budgeted` budget, whose filters are sized for the run their table is
-/// written into: a moved table would keep a share meant for another run.
+/// for a manual compaction, which promises to drop what is obsolete; never under a budget
+/// (`FilterPolicy::Budgeted`, `BudgetedRibbon`), whose filters are sized for the run their
+/// table is written into: a moved table would keep a share meant for another run; and never
+/// across a Ribbon policy's `bloom_before_level`, where a moved table would keep its Bloom
+/// filter on a level of Ribbon filters.
 fn may_move(c: &Compaction) -> bool {
+    let filter_changes = match c.tree.opts.filter_policy {
+        FilterPolicy::Budgeted { .. } | FilterPolicy::BudgetedRibbon { .. } => true,
+        FilterPolicy::Ribbon { bloom_before_level, .. } => {
+            c.level < usize::from(bloom_before_level)
+                && c.level + 1 >= usize::from(bloom_before_level)
+        }
+        _ => false,
+    };
     if c.inputs.is_empty()
         || !c.next_inputs.is_empty()
         || c.reason == CompactionReason::Manual
-        || matches!(c.tree.opts.filter_policy, FilterPolicy::Budgeted { .. })
+        || filter_changes
     {
         return false;
     }
