@@ -172,7 +172,9 @@ pub enum FilterPolicy {
     /// adjacent cache lines where a blocked Bloom filter reads one, and building one takes
     /// about ten times as long, so tables written to levels below `bloom_before_level` (with
     /// 1, the flushes into L0: written often, read by every lookup, a small part of the
-    /// memory) get a blocked Bloom filter with the same false-positive rate instead.
+    /// memory) get a blocked Bloom filter with the same false-positive rate instead. A
+    /// write-heavy tree does well with 2: compactions into L1 are the most frequent, and L1
+    /// holds a few percent of the keys.
     ///
     /// Outside a database (a [`FilterBuilder`] on its own, or [`Filter::build`]) every filter
     /// is a Ribbon filter.
