@@ -273,7 +273,8 @@ impl Policy {
 /// How the tree is arranged before the read workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TreeShape {
-    /// Deterministic and identical for every policy: after the fill, compact everything into
+    /// Deterministic, and the same for every policy but for the levels the sorted data sits on
+    /// (policies that refuse trivial moves keep it higher): after the fill, compact everything into
     /// the last level, then rewrite the most recently inserted keys (same values) as L0 tables,
     /// one flush each, one fewer than the L0 compaction trigger so no compaction follows. Reads
     /// that never write then run on a read-only handle, with no background work at all.
