@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::scan::visible;
+use super::scan::visible_or_failed;
 use super::visible::VisibleIter;
 use super::{DbInner, Tree};
 use crate::key::SeqNo;
@@ -88,11 +88,7 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let (state, unreadable) = match state {
-            Ok(s) => (s, None),
-            Err(e) => (Arc::new(Tree::empty()), Some(e)),
-        };
-        let view = visible(&state, seq, start, end, &inner.counters);
+        let (state, unreadable, view) = visible_or_failed(state, seq, start, end, &inner.counters);
         Cursor { inner, _state: state, unreadable, view }
     }
 

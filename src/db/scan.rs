@@ -47,6 +47,23 @@ pub(crate) fn visible(
     VisibleIter::new(sources, seq, start, end, state.range_tombstones())
 }
 
+/// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
+/// the failure to report at the first step, and the view.
+pub(crate) fn visible_or_failed(
+    state: Result<Arc<Tree>>,
+    seq: SeqNo,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    counters: &Counters,
+) -> (Arc<Tree>, Option<crate::Error>, VisibleIter) {
+    let (state, failed) = match state {
+        Ok(s) => (s, None),
+        Err(e) => (Arc::new(Tree::empty()), Some(e)),
+    };
+    let view = visible(&state, seq, start, end, counters);
+    (state, failed, view)
+}
+
 pub(crate) fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(Vec::as_slice)
 }
@@ -304,12 +321,14 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let (state, pending) = match state {
-            Ok(s) => (s, None),
-            Err(e) => (Arc::new(Tree::empty()), Some(e)),
-        };
-        let front = visible(&state, seq, start, end, &inner.counters);
+        let (state, pending, front) = visible_or_failed(state, seq, start, end, &inner.counters);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
+    }
+
+    /// Why the next step cannot be taken, if it cannot: the database is closed, or the view
+    /// could not be built.
+    fn refusal(&mut self) -> Option<crate::Error> {
+        self.inner.check_open().err().or_else(|| self.pending.take())
     }
 
     /// Ends the iterator at both ends with `e`.
@@ -330,10 +349,7 @@ impl Iterator for DbIterator {
         if self.done {
             return None;
         }
-        if let Err(e) = self.inner.check_open() {
-            return self.fail(e);
-        }
-        if let Some(e) = self.pending.take() {
+        if let Some(e) = self.refusal() {
             return self.fail(e);
         }
         let moved = if self.front_started {
@@ -358,10 +374,7 @@ impl DoubleEndedIterator for DbIterator {
         if self.done {
             return None;
         }
-        if let Err(e) = self.inner.check_open() {
-            return self.fail(e);
-        }
-        if let Some(e) = self.pending.take() {
+        if let Some(e) = self.refusal() {
             return self.fail(e);
         }
         let moved = match self.back.as_mut() {

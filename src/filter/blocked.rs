@@ -35,9 +35,7 @@ const PROBE_MULT: u32 = 0x9E37_79B9;
 pub struct BlockedBloom {
     lines: Bits<Line>,
     num_probes: u32,
-    num_keys: u64,
-    bits_per_key: f64,
-    contents: super::FilterContents,
+    pub(super) about: super::Described,
 }
 
 impl std::fmt::Debug for BlockedBloom {
@@ -45,8 +43,7 @@ impl std::fmt::Debug for BlockedBloom {
         f.debug_struct("BlockedBloom")
             .field("lines", &self.lines.len())
             .field("num_probes", &self.num_probes)
-            .field("num_keys", &self.num_keys)
-            .field("bits_per_key", &self.bits_per_key)
+            .field("about", &self.about)
             .finish()
     }
 }
@@ -75,29 +72,13 @@ impl BlockedBloom {
                 }
             }
         });
-        BlockedBloom {
-            lines,
-            num_probes,
-            num_keys: hashes.len() as u64,
-            bits_per_key,
-            contents: super::FilterContents::WHOLE_KEYS,
-        }
+        let about = super::Described::whole_keys(hashes.len() as u64, bits_per_key);
+        BlockedBloom { lines, num_probes, about }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
-    pub(crate) fn from_parts(
-        lines: Bits<Line>,
-        num_probes: u32,
-        num_keys: u64,
-        bits_per_key: f64,
-    ) -> Self {
-        BlockedBloom {
-            lines,
-            num_probes,
-            num_keys,
-            bits_per_key,
-            contents: super::FilterContents::WHOLE_KEYS,
-        }
+    pub(crate) fn from_parts(lines: Bits<Line>, num_probes: u32, about: super::Described) -> Self {
+        BlockedBloom { lines, num_probes, about }
     }
 
     #[cfg(test)]
@@ -171,29 +152,6 @@ impl BlockedBloom {
         self.num_probes
     }
 
-    /// Keys added when the filter was built.
-    pub fn num_keys(&self) -> u64 {
-        self.num_keys
-    }
-
-    /// The bits per key that was asked for.
-    pub fn requested_bits_per_key(&self) -> f64 {
-        self.bits_per_key
-    }
-
-    /// What the filter's entries are.
-    pub fn contents(&self) -> super::FilterContents {
-        self.contents
-    }
-
-    /// Records what the entries are and the bits per key asked for (which, with prefix
-    /// entries sharing a key's bits, is not the bits per entry the array was sized at).
-    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
-        self.contents = contents;
-        self.bits_per_key = bits_per_key;
-        self
-    }
-
     /// Size of the bit array in bits.
     pub fn num_bits(&self) -> u64 {
         self.lines.len() as u64 * LINE_BITS as u64
@@ -215,7 +173,7 @@ impl BlockedBloom {
         if self.lines.is_empty() {
             return 0.0;
         }
-        let lambda = self.num_keys as f64 / self.lines.len() as f64;
+        let lambda = self.about.num_keys as f64 / self.lines.len() as f64;
         math::blocked_fpr(lambda, self.num_probes, LINE_BITS)
     }
 }

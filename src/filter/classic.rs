@@ -16,9 +16,7 @@ pub struct ClassicBloom {
     words: Bits<u64>,
     num_bits: u64,
     num_probes: u32,
-    num_keys: u64,
-    bits_per_key: f64,
-    contents: super::FilterContents,
+    pub(super) about: super::Described,
 }
 
 impl std::fmt::Debug for ClassicBloom {
@@ -26,8 +24,7 @@ impl std::fmt::Debug for ClassicBloom {
         f.debug_struct("ClassicBloom")
             .field("num_bits", &self.num_bits)
             .field("num_probes", &self.num_probes)
-            .field("num_keys", &self.num_keys)
-            .field("bits_per_key", &self.bits_per_key)
+            .field("about", &self.about)
             .finish()
     }
 }
@@ -62,14 +59,8 @@ impl ClassicBloom {
                 }
             }
         });
-        ClassicBloom {
-            words,
-            num_bits,
-            num_probes,
-            num_keys: hashes.len() as u64,
-            bits_per_key,
-            contents: super::FilterContents::WHOLE_KEYS,
-        }
+        let about = super::Described::whole_keys(hashes.len() as u64, bits_per_key);
+        ClassicBloom { words, num_bits, num_probes, about }
     }
 
     /// Reassembles a filter from decoded parts (see [`super::Filter::decode`]).
@@ -77,17 +68,9 @@ impl ClassicBloom {
         words: Bits<u64>,
         num_bits: u64,
         num_probes: u32,
-        num_keys: u64,
-        bits_per_key: f64,
+        about: super::Described,
     ) -> Self {
-        ClassicBloom {
-            words,
-            num_bits,
-            num_probes,
-            num_keys,
-            bits_per_key,
-            contents: super::FilterContents::WHOLE_KEYS,
-        }
+        ClassicBloom { words, num_bits, num_probes, about }
     }
 
     #[cfg(test)]
@@ -140,29 +123,6 @@ impl ClassicBloom {
         self.num_probes
     }
 
-    /// Keys added when the filter was built.
-    pub fn num_keys(&self) -> u64 {
-        self.num_keys
-    }
-
-    /// The bits per key that was asked for.
-    pub fn requested_bits_per_key(&self) -> f64 {
-        self.bits_per_key
-    }
-
-    /// What the filter's entries are.
-    pub fn contents(&self) -> super::FilterContents {
-        self.contents
-    }
-
-    /// Records what the entries are and the bits per key asked for (which, with prefix
-    /// entries sharing a key's bits, is not the bits per entry the array was sized at).
-    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
-        self.contents = contents;
-        self.bits_per_key = bits_per_key;
-        self
-    }
-
     /// Bytes of RAM the bit array occupies.
     pub fn memory_bytes(&self) -> usize {
         self.words.bytes()
@@ -175,6 +135,6 @@ impl ClassicBloom {
 
     /// False-positive rate the classic formula predicts for this filter's fill.
     pub fn expected_fpr(&self) -> f64 {
-        math::classic_fpr(self.num_keys as f64, self.num_bits as f64, self.num_probes)
+        math::classic_fpr(self.about.num_keys as f64, self.num_bits as f64, self.num_probes)
     }
 }

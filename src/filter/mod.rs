@@ -112,9 +112,36 @@ impl FilterContents {
     }
 }
 
+/// What every filter records beside its bits: the entries it was built over, the bits per key
+/// asked for (which, with prefix entries sharing the keys' bits, is not the bits per entry
+/// the array was sized at), and what the entries are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Described {
+    pub(crate) num_keys: u64,
+    pub(crate) bits_per_key: f64,
+    pub(crate) contents: FilterContents,
+}
+
+impl Described {
+    /// A filter over `num_keys` whole keys at `bits_per_key`.
+    pub(crate) fn whole_keys(num_keys: u64, bits_per_key: f64) -> Self {
+        Described { num_keys, bits_per_key, contents: FilterContents::WHOLE_KEYS }
+    }
+}
+
 /// Decoded filters are the ones open tables keep: they go in the huge-page arena.
 fn open_filters() -> Placement<'static> {
     Placement::Shared(Arena::global())
+}
+
+/// Little-endian u64 words (a length the caller checked is a multiple of 8), copied into the
+/// open filters' memory.
+fn decoded_words(bytes: &[u8]) -> Bits<u64> {
+    Bits::new_with(bytes.len() / 8, open_filters(), |words: &mut [u64]| {
+        for (w, c) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        }
+    })
 }
 
 const MAGIC: &[u8; 4] = b"BKVF";
@@ -437,23 +464,28 @@ impl FilterBuilder {
             0 => bits_per_key,
             n => bits_per_key * sized_by as f64 / n as f64,
         };
-        match self.policy {
+        let (mut filter, bits_per_key) = match self.policy {
             FilterPolicy::BlockedBloom { bits_per_key }
-            | FilterPolicy::Budgeted { bits_per_key } => Filter::Blocked(
-                BlockedBloom::from_hashes(&self.hashes, per_entry(bits_per_key))
-                    .describe(contents, bits_per_key),
+            | FilterPolicy::Budgeted { bits_per_key } => (
+                Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, per_entry(bits_per_key))),
+                bits_per_key,
             ),
-            FilterPolicy::ClassicBloom { bits_per_key } => Filter::Classic(
-                ClassicBloom::from_hashes(&self.hashes, per_entry(bits_per_key))
-                    .describe(contents, bits_per_key),
+            FilterPolicy::ClassicBloom { bits_per_key } => (
+                Filter::Classic(ClassicBloom::from_hashes(&self.hashes, per_entry(bits_per_key))),
+                bits_per_key,
             ),
             FilterPolicy::Ribbon { bits_per_key, .. }
-            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => Filter::Ribbon(
-                Ribbon::from_hashes(&self.hashes, per_entry(bits_per_key))
-                    .describe(contents, bits_per_key),
+            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => (
+                Filter::Ribbon(Ribbon::from_hashes(&self.hashes, per_entry(bits_per_key))),
+                bits_per_key,
             ),
-            FilterPolicy::None => Filter::None,
+            FilterPolicy::None => return Filter::None,
+        };
+        if let Some(about) = filter.about_mut() {
+            about.contents = contents;
+            about.bits_per_key = bits_per_key;
         }
+        filter
     }
 }
 
@@ -499,11 +531,25 @@ impl Filter {
     /// What the filter's entries are ([`FilterContents::WHOLE_KEYS`] for no filter, which
     /// answers "maybe" to everything).
     pub fn contents(&self) -> FilterContents {
+        self.about().map_or(FilterContents::WHOLE_KEYS, |a| a.contents)
+    }
+
+    /// What the filter records beside its bits (`None` for no filter).
+    fn about(&self) -> Option<&Described> {
         match self {
-            Filter::None => FilterContents::WHOLE_KEYS,
-            Filter::Blocked(f) => f.contents(),
-            Filter::Classic(f) => f.contents(),
-            Filter::Ribbon(f) => f.contents(),
+            Filter::None => None,
+            Filter::Blocked(f) => Some(&f.about),
+            Filter::Classic(f) => Some(&f.about),
+            Filter::Ribbon(f) => Some(&f.about),
+        }
+    }
+
+    fn about_mut(&mut self) -> Option<&mut Described> {
+        match self {
+            Filter::None => None,
+            Filter::Blocked(f) => Some(&mut f.about),
+            Filter::Classic(f) => Some(&mut f.about),
+            Filter::Ribbon(f) => Some(&mut f.about),
         }
     }
 
@@ -598,12 +644,7 @@ impl Filter {
 
     /// The bits per key the policy asked for.
     pub fn requested_bits_per_key(&self) -> f64 {
-        match self {
-            Filter::None => 0.0,
-            Filter::Blocked(f) => f.requested_bits_per_key(),
-            Filter::Classic(f) => f.requested_bits_per_key(),
-            Filter::Ribbon(f) => f.requested_bits_per_key(),
-        }
+        self.about().map_or(0.0, |a| a.bits_per_key)
     }
 
     /// Probes per key, k; for a Ribbon filter, its result bits r.
@@ -626,12 +667,7 @@ impl Filter {
 
     /// Entries the filter was built over: its keys, and with prefixes its distinct prefixes.
     pub fn num_keys(&self) -> u64 {
-        match self {
-            Filter::None => 0,
-            Filter::Blocked(f) => f.num_keys(),
-            Filter::Classic(f) => f.num_keys(),
-            Filter::Ribbon(f) => f.num_keys(),
-        }
+        self.about().map_or(0, |a| a.num_keys)
     }
 
     /// Number of bits set (for a Ribbon filter, of its solution: about half).
@@ -669,7 +705,7 @@ impl Filter {
     /// A Ribbon filter's bits say nothing of its keys: its recorded key count.
     pub fn estimated_keys(&self) -> f64 {
         match self {
-            Filter::Ribbon(f) => f.num_keys() as f64,
+            Filter::Ribbon(_) => self.num_keys() as f64,
             _ => math::estimate_keys(
                 self.num_bits() as f64,
                 self.bits_set() as f64,
@@ -750,6 +786,7 @@ impl Filter {
             _ => return Err(bad(8, "short header")),
         };
         let bits_per_key = f64::from_bits(bpk_bits);
+        let about = Described { num_keys, bits_per_key, contents };
         let payload = &bytes[HEADER_LEN..body_len];
         let check_probes = || {
             if (1..=math::MAX_PROBES).contains(&num_probes) {
@@ -793,10 +830,7 @@ impl Filter {
                         }
                     },
                 );
-                Ok(Filter::Blocked(
-                    BlockedBloom::from_parts(lines, num_probes, num_keys, bits_per_key)
-                        .describe(contents, bits_per_key),
-                ))
+                Ok(Filter::Blocked(BlockedBloom::from_parts(lines, num_probes, about)))
             }
             2 => {
                 check_probes()?;
@@ -804,16 +838,8 @@ impl Filter {
                 if num_bits.div_ceil(64) * 8 != payload.len() as u64 {
                     return Err(bad(24, "bit count does not match the array"));
                 }
-                let words =
-                    Bits::new_with(payload.len() / 8, open_filters(), |words: &mut [u64]| {
-                        for (w, c) in words.iter_mut().zip(payload.chunks_exact(8)) {
-                            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-                        }
-                    });
-                Ok(Filter::Classic(
-                    ClassicBloom::from_parts(words, num_bits, num_probes, num_keys, bits_per_key)
-                        .describe(contents, bits_per_key),
-                ))
+                let words = decoded_words(payload);
+                Ok(Filter::Classic(ClassicBloom::from_parts(words, num_bits, num_probes, about)))
             }
             3 => {
                 check_bpk()?;
@@ -835,23 +861,14 @@ impl Filter {
                 if words.checked_mul(8) != Some(solution.len() as u64) {
                     return Err(bad(24, "slot count does not match the solution"));
                 }
-                let words =
-                    Bits::new_with(solution.len() / 8, open_filters(), |words: &mut [u64]| {
-                        for (w, c) in words.iter_mut().zip(solution.chunks_exact(8)) {
-                            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-                        }
-                    });
-                Ok(Filter::Ribbon(
-                    Ribbon::from_parts(
-                        words,
-                        num_slots,
-                        result_bits,
-                        params[0],
-                        num_keys,
-                        bits_per_key,
-                    )
-                    .describe(contents, bits_per_key),
-                ))
+                let words = decoded_words(solution);
+                Ok(Filter::Ribbon(Ribbon::from_parts(
+                    words,
+                    num_slots,
+                    result_bits,
+                    params[0],
+                    about,
+                )))
             }
             k => Err(bad(5, &format!("unknown filter kind {k}"))),
         }

@@ -65,9 +65,7 @@ pub struct Ribbon {
     num_slots: u64,
     result_bits: u32,
     seed: u8,
-    num_keys: u64,
-    bits_per_key: f64,
-    contents: super::FilterContents,
+    pub(super) about: super::Described,
 }
 
 impl std::fmt::Debug for Ribbon {
@@ -76,8 +74,7 @@ impl std::fmt::Debug for Ribbon {
             .field("num_slots", &self.num_slots)
             .field("result_bits", &self.result_bits)
             .field("seed", &self.seed)
-            .field("num_keys", &self.num_keys)
-            .field("bits_per_key", &self.bits_per_key)
+            .field("about", &self.about)
             .finish()
     }
 }
@@ -136,18 +133,10 @@ impl Ribbon {
     /// [`result_bits_for`]). Repeated hashes are fine.
     pub fn from_hashes(hashes: &[u64], bits_per_key: f64) -> Self {
         let result_bits = result_bits_for(bits_per_key);
-        let num_keys = hashes.len() as u64;
+        let about = super::Described::whole_keys(hashes.len() as u64, bits_per_key);
         if hashes.is_empty() {
             let words = Bits::new_with(0, Placement::Heap, |_: &mut [u64]| {});
-            return Ribbon {
-                words,
-                num_slots: 0,
-                result_bits,
-                seed: 0,
-                num_keys,
-                bits_per_key,
-                contents: super::FilterContents::WHOLE_KEYS,
-            };
+            return Ribbon::from_parts(words, 0, result_bits, 0, about);
         }
         let mut overhead = FIRST_OVERHEAD;
         let mut seed = 0u32;
@@ -160,41 +149,25 @@ impl Ribbon {
                 let s = if seed > MAX_SEED { 0 } else { seed as u8 };
                 seed += 1;
                 if let Some(words) = solve(hashes, s, num_slots, result_bits) {
-                    return Ribbon {
-                        words,
-                        num_slots,
-                        result_bits,
-                        seed: s,
-                        num_keys,
-                        bits_per_key,
-                        contents: super::FilterContents::WHOLE_KEYS,
-                    };
+                    return Ribbon::from_parts(words, num_slots, result_bits, s, about);
                 }
             }
             overhead *= 1.5;
         }
     }
 
-    /// Reassembles a filter from decoded parts (see [`super::Filter::decode`], which checks
-    /// that `words` has the length `num_slots` and `result_bits` imply).
+    /// Assembles a filter from its parts: a build's, or decoded ones (see
+    /// [`super::Filter::decode`], which checks that `words` has the length `num_slots` and
+    /// `result_bits` imply).
     pub(crate) fn from_parts(
         words: Bits<u64>,
         num_slots: u64,
         result_bits: u32,
         seed: u8,
-        num_keys: u64,
-        bits_per_key: f64,
+        about: super::Described,
     ) -> Self {
         debug_assert_eq!(words.len() as u64, stored_words(num_slots, result_bits));
-        Ribbon {
-            words,
-            num_slots,
-            result_bits,
-            seed,
-            num_keys,
-            bits_per_key,
-            contents: super::FilterContents::WHOLE_KEYS,
-        }
+        Ribbon { words, num_slots, result_bits, seed, about }
     }
 
     pub(crate) fn words(&self) -> &[u64] {
@@ -272,29 +245,6 @@ impl Ribbon {
     /// The seed the build settled on.
     pub fn seed(&self) -> u8 {
         self.seed
-    }
-
-    /// Keys added when the filter was built.
-    pub fn num_keys(&self) -> u64 {
-        self.num_keys
-    }
-
-    /// The bits per key that was asked for.
-    pub fn requested_bits_per_key(&self) -> f64 {
-        self.bits_per_key
-    }
-
-    /// What the filter's entries are.
-    pub fn contents(&self) -> super::FilterContents {
-        self.contents
-    }
-
-    /// Records what the entries are and the bits per key asked for (as
-    /// `BlockedBloom::describe`).
-    pub(crate) fn describe(mut self, contents: super::FilterContents, bits_per_key: f64) -> Self {
-        self.contents = contents;
-        self.bits_per_key = bits_per_key;
-        self
     }
 
     /// Bits of solution, `m · r` (the padding block not counted).
