@@ -128,6 +128,20 @@ fn source_parts(s: &TraceSource) -> (&'static str, Option<usize>, Option<u64>, O
     }
 }
 
+/// A step's source as the text output names it: `L2 000042.sst`, `immutable memtable 0`.
+fn source_name(
+    source: &str,
+    level: Option<usize>,
+    table: Option<u64>,
+    memtable_index: Option<usize>,
+) -> String {
+    match (source, level, table, memtable_index) {
+        ("table", Some(l), Some(n), _) => format!("L{l} {n:06}.sst"),
+        ("immutable-memtable", _, _, Some(i)) => format!("immutable memtable {i}"),
+        (other, ..) => other.to_string(),
+    }
+}
+
 /// The default keyspace's extractor for a traced scan: `--extractor`, else the newest table's.
 fn default_extractor(args: &Args, db: &bloomkv::Db) -> bloomkv::Result<Option<PrefixExtractor>> {
     if let Some(name) = &args.extractor {
@@ -207,11 +221,7 @@ fn print_prefix_text(out: &mut common::Out, r: &PrefixReport, fmt: Bytes) -> std
     }
     writeln!(out, "{:<22} {:<9} {:<7} {:<6} holds", "source", "in range", "filter", "read")?;
     for s in &r.steps {
-        let source = match (s.source, s.level, s.table, s.memtable_index) {
-            ("table", Some(l), Some(n), _) => format!("L{l} {n:06}.sst"),
-            ("immutable-memtable", _, _, Some(i)) => format!("immutable memtable {i}"),
-            (other, ..) => other.to_string(),
-        };
+        let source = source_name(s.source, s.level, s.table, s.memtable_index);
         let yes = |b: bool| if b { "yes" } else { "no" };
         let note = if s.false_positive { "  filter false positive" } else { "" };
         writeln!(
@@ -252,11 +262,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
         filter_false_positives: 0,
     };
     for s in &steps {
-        let (source, level, table, memtable_index) = match s.source {
-            TraceSource::Memtable => ("memtable", None, None, None),
-            TraceSource::ImmutableMemtable(i) => ("immutable-memtable", None, None, Some(i)),
-            TraceSource::Table { level, number } => ("table", Some(level), Some(number), None),
-        };
+        let (source, level, table, memtable_index) = source_parts(&s.source);
         let false_positive = s.filter_maybe == Some(true) && s.actual == Presence::Absent;
         if let Some(maybe) = s.filter_maybe {
             r.filter_checks += 1;
@@ -285,11 +291,7 @@ fn print_text(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::Result<
     writeln!(out, "key {}", q(&r.key))?;
     writeln!(out, "{:<22} {:<9} {:<7} {:<10} note", "source", "in range", "filter", "actual")?;
     for s in &r.steps {
-        let source = match (s.source, s.level, s.table, s.memtable_index) {
-            ("table", Some(l), Some(n), _) => format!("L{l} {n:06}.sst"),
-            ("immutable-memtable", _, _, Some(i)) => format!("immutable memtable {i}"),
-            (other, ..) => other.to_string(),
-        };
+        let source = source_name(s.source, s.level, s.table, s.memtable_index);
         let mut note = String::new();
         if s.decides {
             note.push_str("<- get stops here");
