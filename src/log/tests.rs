@@ -461,3 +461,48 @@ proptest! {
         prop_assert_eq!(&got[..], &records[..got.len()]);
     }
 }
+
+/// A file whose space cannot be reserved (a nearly full disk refuses `fallocate` for a whole
+/// step while a record still fits), counting the attempts.
+struct NoRoomToReserve {
+    file: MemFile,
+    attempts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl WritableFile for NoRoomToReserve {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.file.append(data)
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+    fn preallocate(&mut self, _len: u64) -> Result<()> {
+        self.attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Err(Error::io("reserving space", std::io::ErrorKind::StorageFull.into()))
+    }
+    fn len(&self) -> u64 {
+        self.file.len()
+    }
+}
+
+#[test]
+fn a_refused_reservation_leaves_the_records_writable() {
+    let file = MemFile::default();
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let inner = NoRoomToReserve { file: file.clone(), attempts: attempts.clone() };
+    let mut w = LogWriter::new(Box::new(inner)).reserving(1 << 20);
+    let records: Vec<Vec<u8>> = (0..50).map(|i| pattern(100 + i * 37, i as u8)).collect();
+    for r in &records {
+        w.add_record(r).unwrap();
+    }
+    w.sync().unwrap();
+    // Asked once, then no more: a full disk is not asked again at every record.
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let (got, res, r) = read_all(file.contents());
+    res.unwrap();
+    assert_eq!(got, records);
+    assert_eq!(r.dropped_tail_bytes(), 0);
+}
