@@ -9,8 +9,8 @@
 //!    same fences as `get`); then start the load of every candidate's filter line for the
 //!    whole batch, in one burst, before any is probed; search the memtables for every key of
 //!    the batch while those loads are in flight; then probe each unanswered key's candidates
-//!    up to the first whose filter says "maybe" (a key whose candidates are exhausted is
-//!    absent);
+//!    up to the first whose filter says "maybe" to the key and to its prefix, as `get` asks
+//!    (a key whose candidates are exhausted is absent);
 //! 2. in rounds over the whole window, search the tables named, grouped by table, keys in
 //!    ascending order, so a data block needed by several keys is fetched once. A key the
 //!    table turns out not to hold (a false positive) goes on to its next "maybe" candidate,
@@ -35,7 +35,7 @@ use crate::key::SeqNo;
 use crate::stats::ReadTally;
 use crate::table::format::BlockHandle;
 use crate::table::read_pool::ReadPool;
-use crate::table::reader::{Lookup as TableLookup, Wait};
+use crate::table::reader::{KeyPrefixHash, Lookup as TableLookup, Wait};
 use crate::table::{Table, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
@@ -58,6 +58,8 @@ struct Lookup {
     next: usize,
     end: usize,
     answer: Option<Option<Value>>,
+    /// Its prefix hash, once a table that holds prefixes asked for it.
+    prefix: KeyPrefixHash,
 }
 
 /// What every step of one window's lookups reads: the tree, the window's keys, the sequence
@@ -130,7 +132,13 @@ fn window<'s, K: AsRef<[u8]>>(
                 s.candidates.push((t, filter));
                 ControlFlow::<()>::Continue(())
             });
-            s.lookups.push(Lookup { hash, next: start, end: s.candidates.len(), answer: None });
+            s.lookups.push(Lookup {
+                hash,
+                next: start,
+                end: s.candidates.len(),
+                answer: None,
+                prefix: Default::default(),
+            });
         }
         // The batch's filter lines are requested in one burst once every key's candidates
         // are known, not key by key between the fence searches. A line out of cache usually
@@ -157,7 +165,7 @@ fn window<'s, K: AsRef<[u8]>>(
             }
         }
         // The batch's first probes, while its filter lines are fresh in cache.
-        advance(s, first, tally);
+        advance(s, keys, first, tally);
     }
 
     loop {
@@ -190,13 +198,13 @@ fn window<'s, K: AsRef<[u8]>>(
             fetch_waiting(call, s, tally)?;
         }
         s.searches.clear();
-        advance(s, 0, tally);
+        advance(s, keys, 0, tally);
     }
 }
 
 /// Moves each unanswered key from `lookups[from..]` to its next candidate whose filter says
 /// "maybe", naming that table search in `searches`; a key with no candidate left is absent.
-fn advance(s: &mut Scratch<'_>, from: usize, tally: &mut ReadTally) {
+fn advance<K: AsRef<[u8]>>(s: &mut Scratch<'_>, keys: &[K], from: usize, tally: &mut ReadTally) {
     for (i, lookup) in s.lookups.iter_mut().enumerate().skip(from) {
         if lookup.answer.is_some() {
             continue;
@@ -206,7 +214,9 @@ fn advance(s: &mut Scratch<'_>, from: usize, tally: &mut ReadTally) {
             let (t, filter) = s.candidates[lookup.next];
             lookup.next += 1;
             tally.tables_consulted += 1;
-            if filter.may_contain_hash(lookup.hash) {
+            if filter.may_contain_hash(lookup.hash)
+                && t.table.may_hold_prefix_of(keys[i].as_ref(), &mut lookup.prefix)
+            {
                 s.searches.push((t, i));
                 searching = true;
                 break;

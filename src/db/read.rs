@@ -6,8 +6,10 @@
 //!    table whose range covers the key, newest first, then one table per deeper level):
 //!    remember each and start loading its filter cache line (a prefetch: nothing waits yet);
 //! 3. the active memtable, then the immutable ones, newest first;
-//! 4. each remembered candidate in order: ask its filter with the precomputed hash, and only
-//!    on "maybe" search its in-RAM index and one data block (through the block cache).
+//! 4. each remembered candidate in order: ask its filter with the precomputed hash; on
+//!    "maybe", if the filter also holds the table's keys' prefixes, ask it for the key's
+//!    prefix (hashed once per lookup); only if both say "maybe" search its in-RAM index and
+//!    one data block (through the block cache).
 //!
 //! The first version found at or below the read's sequence number decides: a value, or a
 //! tombstone meaning "absent". A value is then checked against the range tombstones (the
@@ -32,6 +34,7 @@ use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
 use crate::stats::ReadTally;
+use crate::table::reader::KeyPrefixHash;
 use crate::table::{GetOutcome, TableGet};
 use crate::version::set::TableFile;
 use crate::{Result, Value};
@@ -246,9 +249,10 @@ pub(crate) fn search<O: ReadObserver>(
             answer.get_or_insert(decided);
         }
     }
+    let mut prefix = KeyPrefixHash::default();
     let mut consult = |t: &Arc<TableFile>, filter: &Filter| {
         tally.tables_consulted += 1;
-        if !filter.may_contain_hash(hash) {
+        if !filter.may_contain_hash(hash) || !t.table.may_hold_prefix_of(key, &mut prefix) {
             tally.filter_negatives += 1;
             observer.table(t, None);
             return ControlFlow::Continue(());

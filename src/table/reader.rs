@@ -41,6 +41,12 @@ pub enum GetOutcome {
     Deleted,
 }
 
+/// One key's prefix hash under the extractor of the last table asked (`None` inside: the key
+/// is outside that extractor's domain), so a lookup hashes the prefix at most once however
+/// many tables it asks. Starts empty ([`Default`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeyPrefixHash(Option<(PrefixExtractor, Option<u64>)>);
+
 /// A point lookup's outcome and what it cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableGet {
@@ -580,6 +586,24 @@ impl Table {
     #[inline]
     pub fn may_hold_prefix(&self, extractor: PrefixExtractor, hash: u64) -> bool {
         self.prefix != Some(extractor) || self.filter.may_contain_hash(hash)
+    }
+
+    /// False only if the table certainly holds no key with `key`'s prefix under the
+    /// extractor it was built with, and so not `key`: a second, independent chance for a
+    /// point lookup to skip the table after its whole-key probe said "maybe". `prefix`
+    /// caches the key's prefix hash across the tables of one lookup.
+    #[inline]
+    pub fn may_hold_prefix_of(&self, key: &[u8], prefix: &mut KeyPrefixHash) -> bool {
+        let Some(e) = self.prefix else { return true };
+        let hash = match *prefix {
+            KeyPrefixHash(Some((of, hash))) if of == e => hash,
+            _ => {
+                let hash = e.prefix(key).map(crate::filter::hash_prefix);
+                *prefix = KeyPrefixHash(Some((e, hash)));
+                hash
+            }
+        };
+        hash.map_or(true, |h| self.filter.may_contain_hash(h))
     }
 
     /// The file's path (as given to [`Table::open`]).

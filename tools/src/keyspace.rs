@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bloomkv::{Compression, Error, KeyspaceOptions};
+use bloomkv::{Compression, Error, KeyspaceOptions, PrefixExtractor};
 use serde::Serialize;
 
 use crate::bench::Policy;
@@ -55,6 +55,14 @@ struct CreateArgs {
     /// Compress data blocks with zstd at this level (-7 to 22).
     #[arg(long, value_name = "LEVEL", allow_negative_numbers = true)]
     zstd: Option<i32>,
+    /// Put each key's prefix in the filters too, so scans inside one prefix skip tables:
+    /// `fixed:N` (the first N bytes) or `delimiter:0xHH` (up to and including the first
+    /// byte HH).
+    #[arg(long, value_name = "EXTRACTOR")]
+    prefix_extractor: Option<String>,
+    /// Filters hold the prefixes alone, not whole keys (needs --prefix-extractor).
+    #[arg(long)]
+    no_whole_key_filtering: bool,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +106,11 @@ fn create_options(args: &CreateArgs) -> bloomkv::Result<KeyspaceOptions> {
                 "--bits-per-key does not apply to --filter none".into(),
             ))
         }
+        (Some(p), _) if p.prefix_extractor().is_some() => {
+            return Err(Error::InvalidArgument(
+                "the +prefix policies are the bench's: give --prefix-extractor".into(),
+            ))
+        }
         (Some(p), bits) => Some(p.filter(bits.unwrap_or(10.0))),
         (None, Some(bits)) => Some(Policy::Blocked.filter(bits)),
         (None, None) => None,
@@ -108,7 +121,20 @@ fn create_options(args: &CreateArgs) -> bloomkv::Result<KeyspaceOptions> {
     if let Some(level) = args.zstd {
         opts = opts.compression(Compression::Zstd { level });
     }
-    Ok(opts)
+    if let Some(name) = &args.prefix_extractor {
+        let e = PrefixExtractor::from_name(name).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "unknown prefix extractor {name:?} (expected fixed:N or delimiter:0xHH)"
+            ))
+        })?;
+        opts = opts.prefix_extractor(Some(e));
+    } else if args.no_whole_key_filtering {
+        return Err(Error::InvalidArgument(
+            "--no-whole-key-filtering needs --prefix-extractor: the filters would hold nothing"
+                .into(),
+        ));
+    }
+    Ok(opts.whole_key_filtering(!args.no_whole_key_filtering))
 }
 
 fn create(args: &CreateArgs) -> bloomkv::Result<ExitCode> {

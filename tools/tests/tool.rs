@@ -1249,8 +1249,10 @@ fn keyspace_create_list_and_drop_round_trip() {
 
     assert_eq!(tool(&["keyspace", "create", p, "logs", "--filter", "none", "--zstd", "3"]).0, 0);
     assert_eq!(tool(&["keyspace", "create", p, "idx", "--bits-per-key", "7"]).0, 0);
+    let users = ["keyspace", "create", p, "users", "--prefix-extractor", "delimiter:0x2f"];
+    assert_eq!(tool(&users).0, 0);
     let r = tool_json(&["keyspace", "list", "--json", p]);
-    assert_eq!(r["keyspaces"], serde_json::json!(["default", "logs", "idx"]));
+    assert_eq!(r["keyspaces"], serde_json::json!(["default", "logs", "idx", "users"]));
     assert_eq!(tool(&["put", "--keyspace", "logs", p, "l1", "x"]).0, 0);
 
     // Creating one that exists, or a contradictory filter, is refused.
@@ -1258,6 +1260,9 @@ fn keyspace_create_list_and_drop_round_trip() {
         &["keyspace", "create", p, "logs"][..],
         &["keyspace", "create", p, "default"],
         &["keyspace", "create", p, "x", "--filter", "none", "--bits-per-key", "5"],
+        &["keyspace", "create", p, "x", "--prefix-extractor", "fixed:0"],
+        &["keyspace", "create", p, "x", "--no-whole-key-filtering"],
+        &["keyspace", "create", p, "x", "--filter", "blocked+prefix"],
     ] {
         let (code, _, err) = tool(args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -1265,16 +1270,24 @@ fn keyspace_create_list_and_drop_round_trip() {
     // The options given are the ones the keyspace has: its tables are written with them.
     let db = Db::open(dir.path(), Options::default()).unwrap();
     db.existing_keyspace("idx").unwrap().put("i1", "y").unwrap();
+    db.existing_keyspace("users").unwrap().put("u1/name", "z").unwrap();
     db.flush().unwrap();
-    for (name, kind, bits) in [("logs", "none", None), ("idx", "blocked-bloom", Some(7.0))] {
+    for (name, kind, bits) in [
+        ("logs", "none", None),
+        ("idx", "blocked-bloom", Some(7.0)),
+        ("users", "blocked-bloom", Some(10.0)),
+    ] {
         let t = db.existing_keyspace(name).unwrap().tables().unwrap();
         assert_eq!(t.len(), 1, "{name}");
         assert_eq!(t[0].filter_kind.to_string(), kind, "{name}");
         if let Some(bits) = bits {
             assert_eq!(t[0].filter_requested_bits_per_key, bits, "{name}");
         }
+        let extractor = (name == "users").then_some("delimiter:0x2f");
+        assert_eq!(t[0].prefix_extractor.as_deref(), extractor, "{name}");
     }
     db.close().unwrap();
+    assert_eq!(tool(&["keyspace", "drop", p, "users"]).0, 0);
 
     assert_eq!(tool(&["keyspace", "drop", p, "logs"]).0, 0);
     let (code, out, _) = tool(&["keyspace", "list", p]);

@@ -49,9 +49,12 @@ fn format_half(mut n: u64, out: &mut [u8]) {
     }
 }
 
+/// A key's number over this is its prefix's number, in the prefix layout.
+pub const PREFIX_SCALE: u64 = 100_000_000;
+
 /// The number key `i` of the layout stands for (prefix and suffix as one 16-digit number).
 fn prefixed(prefix: u64, suffix: u64) -> u64 {
-    prefix * 100_000_000 + suffix
+    prefix * PREFIX_SCALE + suffix
 }
 
 /// The number of the `i`-th present entry's key.

@@ -224,7 +224,7 @@ impl Policy {
     }
 
     /// The prefix extractor the policy's database has.
-    fn prefix_extractor(self) -> Option<bloomkv::PrefixExtractor> {
+    pub(crate) fn prefix_extractor(self) -> Option<bloomkv::PrefixExtractor> {
         (self != self.base()).then_some(bloomkv::PrefixExtractor::Fixed(keys::PREFIX_BYTES))
     }
 

@@ -13,9 +13,14 @@ pub(super) struct Theory {
     /// Tables whose key range holds the key, per lookup.
     pub(super) tables: f64,
     /// Data blocks searched per lookup: Σ over tables of the chance the key is in the
-    /// table's range × the table's false-positive rate. Under a budget the tables' rates
-    /// differ by orders of magnitude, so no single rate times a table count would do.
+    /// table's range × the table's false-positive rate for it (its filter's rate, times the
+    /// chance its prefix is let through too where the filter holds prefixes). Under a
+    /// budget the tables' rates differ by orders of magnitude, so no single rate times a
+    /// table count would do.
     pub(super) blocks: f64,
+    /// Σ over tables of the chance the key is in the table's range × its filter's own rate:
+    /// the rate of one probe, as an absent prefix meets it.
+    filter_answers: f64,
     /// The policy's own rate, for a tree without tables.
     pub(super) fallback_fpr: f64,
 }
@@ -23,8 +28,18 @@ pub(super) struct Theory {
 impl Theory {
     /// The rate per table consulted (what `measured_fpr` measures).
     pub(super) fn fpr(&self) -> f64 {
+        self.per_table(self.blocks)
+    }
+
+    /// One filter probe's false-positive rate per table consulted: what a scan of an absent
+    /// prefix meets.
+    pub(super) fn probe_fpr(&self) -> f64 {
+        self.per_table(self.filter_answers)
+    }
+
+    fn per_table(&self, sum: f64) -> f64 {
         if self.tables > 0.0 {
-            self.blocks / self.tables
+            sum / self.tables
         } else {
             self.fallback_fpr
         }
@@ -32,14 +47,40 @@ impl Theory {
 }
 
 pub(super) fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_key: f64) -> Theory {
-    let mut theory =
-        Theory { tables: 0.0, blocks: 0.0, fallback_fpr: policy.expected_fpr(bits_per_key) };
+    let fallback_fpr = policy.expected_fpr(bits_per_key);
+    let mut theory = Theory { tables: 0.0, blocks: 0.0, filter_answers: 0.0, fallback_fpr };
     for t in db.tables() {
         let share = absent_share(&t.smallest_key, &t.largest_key, keys);
         theory.tables += share;
-        theory.blocks += share * t.expected_fpr;
+        theory.blocks += share * t.expected_fpr * prefix_pass_rate(&t);
+        theory.filter_answers += share * t.expected_fpr;
     }
     theory
+}
+
+/// The chance that a table whose filter said "maybe" for a missing key also says "maybe" for
+/// the key's prefix, which a lookup then asks (1.0 for a table without prefix entries). A
+/// missing key of the prefix layout keeps a present prefix; the table holds a share `q` of
+/// the present prefixes in its range, and answers falsely for the others at its rate, so the
+/// chance is `q + (1 − q)·f`: a table of one key per prefix (an L0 table of random writes)
+/// answers falsely for the key about `f²` of the time, one holding every prefix `f`.
+fn prefix_pass_rate(t: &bloomkv::TableInfo) -> f64 {
+    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
+    let ours = Some(super::keys::PREFIX_BYTES);
+    let (Some(lo), Some(hi)) = (number(&t.smallest_key), number(&t.largest_key)) else {
+        return 1.0;
+    };
+    if super::keys::keys_per_prefix() == 0
+        || t.prefix_extractor.as_deref().and_then(|e| e.strip_prefix("fixed:")?.parse().ok())
+            != ours
+    {
+        return 1.0;
+    }
+    // Present prefixes are the even numbers in the key's first half.
+    let (first, last) = (lo / super::keys::PREFIX_SCALE, hi / super::keys::PREFIX_SCALE);
+    let in_range = (last / 2).saturating_sub(first.div_ceil(2)) + 1;
+    let q = (t.prefixes as f64 / in_range as f64).min(1.0);
+    q + (1.0 - q) * t.expected_fpr
 }
 
 /// The share of the missing keys `absent_key(j)`, `j` in `0..keys`, that lie in

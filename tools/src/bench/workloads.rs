@@ -254,7 +254,7 @@ fn prefix_figures(
         tables_read: in_range - per(after.prefix_filter_skips, before.prefix_filter_skips),
         measured_prefix_fpr: (workload == Workload::ScanMissing && checks > 0)
             .then(|| (checks - skips) as f64 / checks as f64),
-        expected_prefix_fpr: filtered.then(|| theory.fpr()),
+        expected_prefix_fpr: filtered.then(|| theory.probe_fpr()),
     }
 }
 
