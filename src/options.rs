@@ -117,8 +117,10 @@ impl Options {
         /// Whether the filters hold whole keys (default true), for point lookups. With a
         /// [`prefix extractor`](Options::prefix_extractor) and `false`, they hold only the
         /// prefixes, sized at the filter's bits per key times the table's distinct prefixes:
-        /// much less memory when only scans matter, but point lookups then read every table
-        /// whose key range covers the key. Without an extractor it has no effect.
+        /// much less memory when only scans matter, but a point lookup then reads every table
+        /// whose key range covers the key and whose filter may hold the key's prefix. With
+        /// both, a lookup asks for the key and, where that says "maybe", for its prefix.
+        /// Without an extractor it has no effect.
         whole_key_filtering: bool);
     setter!(
         /// Data block compression (default none: point reads are the priority).
