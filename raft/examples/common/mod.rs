@@ -3,25 +3,33 @@
 //! openraft's network.
 //!
 //! ```text
-//! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (JSON)
+//! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (postcard)
 //! POST   /cluster/init                      make this node a one-node cluster
-//! POST   /cluster/learner   [id, "addr"]    add a learner (returns once it has caught up)
+//! POST   /cluster/learner   [id, "addr"]    add a learner (returns once it is within
+//!                                           openraft's replication lag threshold, 5000 entries)
 //! POST   /cluster/members   [id, ...]       change the voters to exactly these
 //! GET    /cluster/status                    id, state, leader, term, log and applied index
-//! PUT    /kv/{key}          body = value    replicated write (leader only)
+//! PUT    /kv/{key}          body = value    replicated write (leader only; key and value
+//!                                           together at most MAX_ENTRY_BYTES, else 413)
 //! DELETE /kv/{key}                          replicated delete (leader only)
 //! GET    /kv/{key}                          linearizable read (leader only)
 //! ```
 //!
 //! On a node that is not the leader, the key-value calls answer 421 with the leader's id and
 //! address.
+//!
+//! Raft's RPCs travel as postcard, raw bytes as raw bytes (JSON writes a byte array as a list
+//! of numbers, about 3.6 times its size). Their body limit follows from the entry cap: a
+//! write over [`MAX_ENTRY_BYTES`] is refused with 413 before it reaches the log, so an append
+//! of [`MAX_PAYLOAD_ENTRIES`] entries, or a snapshot chunk, always fits [`raft_body_limit`]:
+//! an oversized write can never make followers refuse appends (and elect a new leader).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -46,12 +54,37 @@ use tokio::sync::oneshot;
 /// Errors as boxed trait objects: the examples only report them.
 pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The raft timing of the examples: a new leader within about a second of a crash.
+/// The largest write the service takes: a key and its value together (etcd's request limit
+/// is 1.5 MiB; a larger value belongs in a blob store with its key here).
+pub const MAX_ENTRY_BYTES: usize = 1 << 20;
+
+/// Entries per append RPC (openraft's default is 300): with the entry cap, what bounds an
+/// append's body.
+pub const MAX_PAYLOAD_ENTRIES: u64 = 32;
+
+/// Bytes of a snapshot chunk per install RPC (openraft's default).
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
+
+/// An entry's encoding beyond its key and value: its log id, the command's tags and lengths.
+const ENTRY_OVERHEAD: usize = 1 << 10;
+
+/// The largest raft RPC body a node accepts: an append of [`MAX_PAYLOAD_ENTRIES`] entries of
+/// the largest size, or a snapshot chunk, whichever is larger, plus room for the request's
+/// other fields.
+pub fn raft_body_limit() -> usize {
+    let append = MAX_PAYLOAD_ENTRIES as usize * (MAX_ENTRY_BYTES + ENTRY_OVERHEAD);
+    append.max(SNAPSHOT_CHUNK_BYTES as usize) + (64 << 10)
+}
+
+/// The raft timing of the examples (elections after 500–1000 ms without a heartbeat), and the
+/// payload sizes the body limit is computed from.
 pub fn config() -> Arc<Config> {
     let config = Config {
         heartbeat_interval: 100,
         election_timeout_min: 500,
         election_timeout_max: 1000,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
         ..Default::default()
     };
     Arc::new(config.validate().expect("valid raft config"))
@@ -103,10 +136,13 @@ impl Node {
 }
 
 fn routes() -> Router<Arc<App>> {
-    Router::new()
+    let raft = Router::new()
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
+        .layer(DefaultBodyLimit::max(raft_body_limit()));
+    Router::new()
+        .merge(raft)
         .route("/cluster/init", post(init))
         .route("/cluster/learner", post(add_learner))
         .route("/cluster/members", post(change_membership))
@@ -116,25 +152,44 @@ fn routes() -> Router<Arc<App>> {
 
 type AppState = State<Arc<App>>;
 
-async fn append(
-    State(app): AppState,
-    Json(req): Json<AppendEntriesRequest<TypeConfig>>,
-) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
-    Json(app.raft.append_entries(req).await)
+/// A raft RPC's answer as a postcard body, or 400 with the reason for a request body that does
+/// not decode.
+fn encode<T: Serialize>(answer: Result<T, postcard::Error>) -> Response {
+    let bytes = match answer {
+        Ok(answer) => postcard::to_allocvec(&answer),
+        Err(e) => {
+            let reason = format!("undecodable raft request: {e}\n");
+            return (StatusCode::BAD_REQUEST, reason).into_response();
+        }
+    };
+    match bytes {
+        Ok(bytes) => ([(header::CONTENT_TYPE, POSTCARD)], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
 }
 
-async fn vote(
-    State(app): AppState,
-    Json(req): Json<VoteRequest<NodeId>>,
-) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
-    Json(app.raft.vote(req).await)
+const POSTCARD: &str = "application/x-postcard";
+
+async fn append(State(app): AppState, body: Bytes) -> Response {
+    let req = postcard::from_bytes::<AppendEntriesRequest<TypeConfig>>(&body);
+    encode(match req {
+        Ok(req) => Ok(app.raft.append_entries(req).await),
+        Err(e) => Err(e),
+    })
 }
 
-async fn snapshot(
-    State(app): AppState,
-    Json(req): Json<InstallSnapshotRequest<TypeConfig>>,
-) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
-    Json(app.raft.install_snapshot(req).await)
+async fn vote(State(app): AppState, body: Bytes) -> Response {
+    encode(match postcard::from_bytes::<VoteRequest<NodeId>>(&body) {
+        Ok(req) => Ok(app.raft.vote(req).await),
+        Err(e) => Err(e),
+    })
+}
+
+async fn snapshot(State(app): AppState, body: Bytes) -> Response {
+    encode(match postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&body) {
+        Ok(req) => Ok(app.raft.install_snapshot(req).await),
+        Err(e) => Err(e),
+    })
 }
 
 async fn init(State(app): AppState) -> Response {
@@ -216,8 +271,49 @@ async fn write(app: &App, command: Command) -> Response {
     }
 }
 
-async fn kv_put(State(app): AppState, UrlPath(key): UrlPath<String>, value: Bytes) -> Response {
-    write(&app, Command::put(key, value)).await
+async fn kv_put(
+    State(app): AppState,
+    UrlPath(key): UrlPath<String>,
+    body: axum::body::Body,
+) -> Response {
+    let room = MAX_ENTRY_BYTES.saturating_sub(key.len());
+    match read_capped(body, room).await {
+        Ok(Some(value)) => write(&app, Command::put(key, value)).await,
+        Ok(None) => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "a key and value together may be at most {MAX_ENTRY_BYTES} bytes \
+                 (the key takes {}); nothing was written\n",
+                key.len()
+            ),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Bytes of an oversized body read (and dropped) before it is refused: a client that sends
+/// the whole body before reading the answer (most do; curl waits for `100 Continue` instead)
+/// then gets the 413, not a connection closed under its write. Beyond this the connection is
+/// closed.
+const DRAINED_BYTES: usize = bloomkv::MAX_VALUE_BYTES + (1 << 20);
+
+/// The body if it is at most `cap` bytes, else `None` once it is drained.
+async fn read_capped(body: axum::body::Body, cap: usize) -> Result<Option<Bytes>, axum::Error> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else { continue };
+        seen += data.len();
+        if seen <= cap {
+            kept.extend_from_slice(&data);
+        } else if seen > DRAINED_BYTES {
+            break;
+        }
+    }
+    Ok((seen <= cap).then(|| Bytes::from(kept)))
 }
 
 async fn kv_delete(State(app): AppState, UrlPath(key): UrlPath<String>) -> Response {
@@ -278,11 +374,14 @@ impl Connection {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
+        let body =
+            postcard::to_allocvec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let sent = self
             .client
             .post(format!("{}{path}", self.url))
             .timeout(option.hard_ttl())
-            .json(req)
+            .header(header::CONTENT_TYPE, POSTCARD)
+            .body(body)
             .send()
             .await
             // A refused connection means the node is down: openraft then backs off instead
@@ -291,8 +390,22 @@ impl Connection {
                 true => RPCError::Unreachable(Unreachable::new(&e)),
                 false => RPCError::Network(NetworkError::new(&e)),
             })?;
+        let status = sent.status();
+        let bytes = sent.bytes().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if !status.is_success() {
+            // A peer that refuses a request (a body over its limit, one it cannot decode) is
+            // not down: say so where an operator looks, as openraft only retries.
+            let text = String::from_utf8_lossy(&bytes);
+            let refused = std::io::Error::other(format!(
+                "{} {path}: HTTP {status}: {}",
+                self.url,
+                text.trim()
+            ));
+            eprintln!("raft RPC refused: {refused}");
+            return Err(RPCError::Network(NetworkError::new(&refused)));
+        }
         let answer: Result<Resp, RaftError<NodeId, E>> =
-            sent.json().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+            postcard::from_bytes(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

@@ -1,0 +1,140 @@
+//! The `kv_node` service over real loopback HTTP, as operators run it: entries up to the
+//! service's cap replicate, larger ones are refused before they reach the log (no election),
+//! and a learner joining late catches up from a snapshot of several megabytes.
+
+#[path = "../examples/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use bloomkv_raft::NodeId;
+use common::{Node, MAX_ENTRY_BYTES};
+use reqwest::StatusCode;
+
+/// Every wait for the cluster gives up after this long (it normally takes well under a second).
+const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
+
+async fn start(id: NodeId, dirs: &Path) -> Node {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    Node::start(id, listener, &dirs.join(format!("node-{id}"))).await.unwrap()
+}
+
+fn url(node: &Node, path: &str) -> String {
+    format!("http://{}{path}", node.app.addr)
+}
+
+/// Node 1 leads a cluster of `nodes` (every node a voter, joined as an operator would).
+async fn form_cluster(http: &reqwest::Client, nodes: &[Node]) {
+    let leader = &nodes[0];
+    let init = http.post(url(leader, "/cluster/init")).send().await.unwrap();
+    assert_eq!(init.status(), StatusCode::OK);
+    leader.app.raft.wait(PATIENCE).current_leader(1, "node 1 leads").await.unwrap();
+    for node in &nodes[1..] {
+        let learner = (node.app.id, node.app.addr.clone());
+        let added = http.post(url(leader, "/cluster/learner")).json(&learner).send().await;
+        assert_eq!(added.unwrap().status(), StatusCode::OK);
+    }
+    let ids: Vec<NodeId> = nodes.iter().map(|n| n.app.id).collect();
+    let changed = http.post(url(leader, "/cluster/members")).json(&ids).send().await.unwrap();
+    assert_eq!(changed.status(), StatusCode::OK);
+}
+
+/// Waits until `node` has applied everything `leader` has.
+async fn caught_up(node: &Node, leader: &Node) {
+    let applied = leader.app.raft.metrics().borrow().last_applied.map(|l| l.index);
+    node.app.raft.wait(PATIENCE).applied_index_at_least(applied, "caught up").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_up_to_the_cap_replicate_and_larger_ones_are_refused() {
+    let dirs = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, dirs.path()).await);
+    }
+    let http = reqwest::Client::new();
+    form_cluster(&http, &nodes).await;
+    let leader = &nodes[0];
+
+    // The largest write the service takes reaches every node (as JSON its append to the
+    // followers was 3.6 MiB).
+    let largest = vec![b'v'; MAX_ENTRY_BYTES - "big".len()];
+    let put = http.put(url(leader, "/kv/big")).body(largest.clone()).send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::OK, "{}", put.text().await.unwrap());
+    for node in &nodes {
+        caught_up(node, leader).await;
+        assert_eq!(node.app.kv.get(b"big").unwrap().as_deref(), Some(&largest[..]));
+    }
+
+    // One byte more, or far more, is refused before it reaches the log: the leader keeps its
+    // term and log, and nobody is elected.
+    let before = leader.app.raft.metrics().borrow().clone();
+    for len in [largest.len() + 1, 8 << 20] {
+        let put = http.put(url(leader, "/kv/big")).body(vec![b'w'; len]).send().await.unwrap();
+        assert_eq!(put.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(put.text().await.unwrap().contains("nothing was written"));
+    }
+    // A write after them commits at the next index, on the same leader in the same term.
+    let put = http.put(url(leader, "/kv/small")).body("x").send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let after = leader.app.raft.metrics().borrow().clone();
+    assert_eq!(after.current_term, before.current_term);
+    assert_eq!(after.current_leader, Some(1));
+    assert_eq!(after.last_log_index, before.last_log_index.map(|i| i + 1));
+    for node in &nodes {
+        caught_up(node, leader).await;
+        assert_eq!(node.app.kv.get(b"big").unwrap().as_deref(), Some(&largest[..]));
+    }
+    for node in nodes {
+        node.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
+    let dirs = tempfile::tempdir().unwrap();
+    let leader = start(1, dirs.path()).await;
+    let http = reqwest::Client::new();
+    form_cluster(&http, std::slice::from_ref(&leader)).await;
+
+    // 6 MiB of state, in a snapshot the log is then purged up to: a learner can only start
+    // from the snapshot, which travels in chunks of up to 3 MiB (as JSON, 11 MiB each).
+    let value = |i: usize| vec![b'a' + (i % 26) as u8; 96 << 10];
+    for i in 0..64 {
+        let put = http.put(url(&leader, &format!("/kv/k{i:02}"))).body(value(i)).send().await;
+        assert_eq!(put.unwrap().status(), StatusCode::OK);
+    }
+    let last = leader.app.raft.metrics().borrow().last_applied.unwrap().index;
+    leader.app.raft.trigger().snapshot().await.unwrap();
+    leader
+        .app
+        .raft
+        .wait(PATIENCE)
+        .metrics(|m| m.snapshot.is_some_and(|s| s.index >= last), "snapshot taken")
+        .await
+        .unwrap();
+    leader.app.raft.trigger().purge_log(last).await.unwrap();
+    leader
+        .app
+        .raft
+        .wait(PATIENCE)
+        .metrics(|m| m.purged.is_some_and(|p| p.index >= last), "log purged")
+        .await
+        .unwrap();
+
+    let learner = start(2, dirs.path()).await;
+    let joined = (learner.app.id, learner.app.addr.clone());
+    let added = http.post(url(&leader, "/cluster/learner")).json(&joined).send().await.unwrap();
+    assert_eq!(added.status(), StatusCode::OK, "{}", added.text().await.unwrap());
+    caught_up(&learner, &leader).await;
+    let m = learner.app.raft.metrics().borrow().clone();
+    assert!(m.snapshot.is_some_and(|s| s.index >= last), "installed from the snapshot: {m:?}");
+    for i in 0..64 {
+        let got = learner.app.kv.get(format!("k{i:02}").as_bytes()).unwrap();
+        assert_eq!(got.as_deref(), Some(&value(i)[..]), "k{i:02}");
+    }
+    learner.stop().await.unwrap();
+    leader.stop().await.unwrap();
+}
