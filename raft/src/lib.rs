@@ -245,6 +245,11 @@ impl KvReader {
         })
     }
 
+    /// The statistics of the node's database (log, state machine and data together).
+    pub fn stats(&self) -> bloomkv::Stats {
+        self.db.stats()
+    }
+
     /// Closes the node's database (the log's and the state machine's too): call it after
     /// [`openraft::Raft::shutdown`], to release the directory at once instead of when the last
     /// handle is dropped. Every later call through any handle fails with

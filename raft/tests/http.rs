@@ -1,6 +1,7 @@
 //! The `kv_node` service over real loopback HTTP, as operators run it: entries up to the
 //! service's cap replicate, larger ones are refused before they reach the log (no election),
-//! and a learner joining late catches up from a snapshot of several megabytes.
+//! a learner joining late catches up from a snapshot of several megabytes, status and
+//! metrics show replication, and a cluster call that cannot finish answers 504.
 
 #[path = "../examples/common/mod.rs"]
 #[allow(dead_code)]
@@ -17,8 +18,13 @@ use reqwest::StatusCode;
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
 
 async fn start(id: NodeId, dirs: &Path) -> Node {
+    start_with(id, dirs, common::DEFAULT_ADMIN_TIMEOUT).await
+}
+
+async fn start_with(id: NodeId, dirs: &Path, admin_timeout: Duration) -> Node {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    Node::start(id, listener, &dirs.join(format!("node-{id}"))).await.unwrap()
+    let dir = dirs.join(format!("node-{id}"));
+    Node::start_with(id, listener, &dir, admin_timeout).await.unwrap()
 }
 
 fn url(node: &Node, path: &str) -> String {
@@ -137,4 +143,60 @@ async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
     }
     learner.stop().await.unwrap();
     leader.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_metrics_show_replication_and_stuck_admin_calls_time_out() {
+    let dirs = tempfile::tempdir().unwrap();
+    let nodes =
+        [start_with(1, dirs.path(), Duration::from_secs(1)).await, start(2, dirs.path()).await];
+    let http = reqwest::Client::new();
+    form_cluster(&http, &nodes).await;
+    let [leader, follower] = &nodes;
+    for i in 0..5 {
+        let put = http.put(url(leader, &format!("/kv/k{i}"))).body("v").send().await.unwrap();
+        assert_eq!(put.status(), StatusCode::OK);
+    }
+    let last = leader.app.raft.metrics().borrow().last_log_index;
+    let matched = |m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>| {
+        let follower = m.replication.as_ref().and_then(|r| r.get(&2).copied().flatten());
+        follower.map(|l| l.index) == last
+    };
+    leader.app.raft.wait(PATIENCE).metrics(matched, "follower matched").await.unwrap();
+
+    let status: serde_json::Value =
+        http.get(url(leader, "/cluster/status")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(status["leader"], 1);
+    assert_eq!(status["last_log_index"], serde_json::json!(last));
+    assert_eq!(status["replication_lag"], serde_json::json!({ "2": 0 }));
+    assert_eq!(status["snapshot"], serde_json::Value::Null);
+    let text = |node| {
+        let http = http.clone();
+        async move { http.get(url(node, "/metrics")).send().await.unwrap().text().await.unwrap() }
+    };
+    let on_leader = text(leader).await;
+    for line in [
+        "raft_is_leader 1".to_string(),
+        format!("raft_last_log_index {}", last.unwrap()),
+        "raft_replication_lag{member=\"2\"} 0".to_string(),
+    ] {
+        assert!(on_leader.lines().any(|l| l == line), "{line:?} not in\n{on_leader}");
+    }
+    assert!(on_leader.lines().any(|l| l.starts_with("bloomkv_tables ")), "{on_leader}");
+    let on_follower = text(follower).await;
+    assert!(on_follower.lines().any(|l| l == "raft_is_leader 0"), "{on_follower}");
+    assert!(!on_follower.contains("raft_replication_lag{"), "{on_follower}");
+
+    // Voters {1, 9}, 9 a learner nobody answers for: the change cannot commit without it
+    // (openraft counts a new learner as caught up, so adding it returns at once), and the
+    // call gives up.
+    let nobody = (9, "127.0.0.1:1".to_string());
+    let added = http.post(url(leader, "/cluster/learner")).json(&nobody).send().await.unwrap();
+    assert_eq!(added.status(), StatusCode::OK);
+    let members = http.post(url(leader, "/cluster/members")).json(&[1, 9]).send().await.unwrap();
+    assert_eq!(members.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(members.text().await.unwrap().contains("gave up"));
+    for node in nodes {
+        node.stop().await.unwrap();
+    }
 }

@@ -8,7 +8,9 @@
 //! POST   /cluster/learner   [id, "addr"]    add a learner (returns once it is within
 //!                                           openraft's replication lag threshold, 5000 entries)
 //! POST   /cluster/members   [id, ...]       change the voters to exactly these
-//! GET    /cluster/status                    id, state, leader, term, log and applied index
+//! GET    /cluster/status                    id, state, leader, term, log, applied, snapshot
+//!                                           and purged indexes, each follower's lag (leader)
+//! GET    /metrics                           the same, and the store's, for Prometheus
 //! PUT    /kv/{key}          body = value    replicated write (leader only; key and value
 //!                                           together at most MAX_ENTRY_BYTES, else 413)
 //! DELETE /kv/{key}                          replicated delete (leader only)
@@ -16,7 +18,9 @@
 //! ```
 //!
 //! On a node that is not the leader, the key-value calls answer 421 with the leader's id and
-//! address.
+//! address. The cluster calls give up after the node's admin timeout with 504: the change may
+//! still complete (a change of voters to a node nobody answers would otherwise hold the call
+//! forever); `/cluster/status` tells.
 //!
 //! Raft's RPCs travel as postcard, raw bytes as raw bytes (JSON writes a byte array as a list
 //! of numbers, about 3.6 times its size). Their body limit follows from the entry cap: a
@@ -27,6 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
@@ -90,10 +95,15 @@ pub fn config() -> Arc<Config> {
     Arc::new(config.validate().expect("valid raft config"))
 }
 
+/// How long a cluster call (init, add learner, change members) waits by default.
+pub const DEFAULT_ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What the HTTP handlers share.
 pub struct App {
     pub id: NodeId,
     pub addr: String,
+    /// How long a cluster call waits before answering 504.
+    pub admin_timeout: Duration,
     pub raft: Raft,
     pub kv: KvReader,
 }
@@ -106,13 +116,24 @@ pub struct Node {
 }
 
 impl Node {
-    /// Opens the node's store in `dir` and serves on `listener` (its address is the node's).
+    /// Opens the node's store in `dir` and serves on `listener` (its address is the node's),
+    /// with [`DEFAULT_ADMIN_TIMEOUT`].
     pub async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> BoxResult<Node> {
+        Node::start_with(id, listener, dir, DEFAULT_ADMIN_TIMEOUT).await
+    }
+
+    /// [`Node::start`] with the given admin timeout.
+    pub async fn start_with(
+        id: NodeId,
+        listener: TcpListener,
+        dir: &Path,
+        admin_timeout: Duration,
+    ) -> BoxResult<Node> {
         let addr = listener.local_addr()?.to_string();
         let (log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
         let kv = sm.reader();
         let raft = Raft::new(id, config(), Network::new(), log, sm).await?;
-        let app = Arc::new(App { id, addr, raft, kv });
+        let app = Arc::new(App { id, addr, admin_timeout, raft, kv });
         let (stop, stopped) = oneshot::channel::<()>();
         let router = routes().with_state(app.clone());
         let server = tokio::spawn(async move {
@@ -147,6 +168,7 @@ fn routes() -> Router<Arc<App>> {
         .route("/cluster/learner", post(add_learner))
         .route("/cluster/members", post(change_membership))
         .route("/cluster/status", get(status))
+        .route("/metrics", get(metrics))
         .route("/kv/{key}", put(kv_put).delete(kv_delete).get(kv_get))
 }
 
@@ -194,29 +216,56 @@ async fn snapshot(State(app): AppState, body: Bytes) -> Response {
 
 async fn init(State(app): AppState) -> Response {
     let me = BTreeMap::from([(app.id, BasicNode::new(&app.addr))]);
-    match app.raft.initialize(me).await {
-        Ok(()) => (StatusCode::OK, "initialized\n").into_response(),
-        Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
-    }
+    admin(&app, "init", async {
+        match app.raft.initialize(me).await {
+            Ok(()) => (StatusCode::OK, "initialized\n").into_response(),
+            Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+        }
+    })
+    .await
 }
 
 async fn add_learner(State(app): AppState, Json((id, addr)): Json<(NodeId, String)>) -> Response {
-    match app.raft.add_learner(id, BasicNode::new(addr), true).await {
-        Ok(resp) => {
-            format!("learner {id} added at log index {}\n", resp.log_id.index).into_response()
+    admin(&app, "add learner", async {
+        match app.raft.add_learner(id, BasicNode::new(addr), true).await {
+            Ok(resp) => {
+                format!("learner {id} added at log index {}\n", resp.log_id.index).into_response()
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
         }
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
+    })
+    .await
 }
 
 async fn change_membership(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> Response {
-    match app.raft.change_membership(ids.clone(), false).await {
-        Ok(resp) => {
-            format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
+    admin(&app, "change members", async {
+        match app.raft.change_membership(ids.clone(), false).await {
+            Ok(resp) => {
+                format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
         }
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    })
+    .await
+}
+
+/// Runs a cluster call for at most the node's admin timeout.
+async fn admin(
+    app: &App,
+    what: &str,
+    call: impl std::future::Future<Output = Response>,
+) -> Response {
+    match tokio::time::timeout(app.admin_timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            let secs = app.admin_timeout.as_secs_f64();
+            let body = format!(
+                "{what} gave up after {secs} s; it may still complete: see /cluster/status\n"
+            );
+            (StatusCode::GATEWAY_TIMEOUT, body).into_response()
+        }
     }
 }
 
@@ -225,6 +274,8 @@ async fn status(State(app): AppState) -> Response {
     let leader_addr = m
         .current_leader
         .and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+    let lag: Option<BTreeMap<String, Option<u64>>> = replication_lag(&m)
+        .map(|lags| lags.into_iter().map(|(id, lag)| (id.to_string(), lag)).collect());
     json_line(
         StatusCode::OK,
         json!({
@@ -235,9 +286,88 @@ async fn status(State(app): AppState) -> Response {
             "term": m.current_term,
             "last_log_index": m.last_log_index,
             "last_applied": m.last_applied.map(|l| l.index),
+            "snapshot": m.snapshot.map(|l| l.index),
+            "purged": m.purged.map(|l| l.index),
+            "millis_since_quorum_ack": m.millis_since_quorum_ack,
+            "replication_lag": lag,
             "voters": m.membership_config.membership().voter_ids().collect::<Vec<_>>(),
         }),
     )
+}
+
+/// On a leader, each other member's lag: entries of the leader's log it has not matched
+/// (`None` while nothing is known of it).
+fn replication_lag(
+    m: &openraft::RaftMetrics<NodeId, BasicNode>,
+) -> Option<Vec<(NodeId, Option<u64>)>> {
+    let last = m.last_log_index.unwrap_or(0);
+    let replication = m.replication.as_ref()?;
+    let lag = |matched: &Option<openraft::LogId<NodeId>>| {
+        matched.map(|l| last.saturating_sub(l.index)).or(Some(last))
+    };
+    Some(
+        replication
+            .iter()
+            .filter(|(id, _)| **id != m.id)
+            .map(|(id, matched)| (*id, lag(matched)))
+            .collect(),
+    )
+}
+
+/// The node's figures in Prometheus' text format.
+async fn metrics(State(app): AppState) -> Response {
+    use std::fmt::Write;
+    let m = app.raft.metrics().borrow().clone();
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, value: Option<u64>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        if let Some(v) = value {
+            let _ = writeln!(out, "{name} {v}");
+        }
+    };
+    let leader = m.current_leader.map(|l| u64::from(l == app.id));
+    gauge("raft_term", "The current term.", Some(m.current_term));
+    gauge("raft_is_leader", "1 if this node leads, 0 if another does.", leader);
+    gauge("raft_last_log_index", "Index of the last log entry.", m.last_log_index);
+    gauge(
+        "raft_last_applied_index",
+        "Index of the last entry applied.",
+        m.last_applied.map(|l| l.index),
+    );
+    gauge("raft_snapshot_index", "Index the last snapshot covers.", m.snapshot.map(|l| l.index));
+    gauge("raft_purged_index", "Index up to which the log is purged.", m.purged.map(|l| l.index));
+    gauge(
+        "raft_millis_since_quorum_ack",
+        "On a leader, ms since a quorum last acknowledged it.",
+        m.millis_since_quorum_ack,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP raft_replication_lag On a leader, entries a member has not matched.\n\
+         # TYPE raft_replication_lag gauge"
+    );
+    for (id, lag) in replication_lag(&m).unwrap_or_default() {
+        if let Some(lag) = lag {
+            let _ = writeln!(out, "raft_replication_lag{{member=\"{id}\"}} {lag}");
+        }
+    }
+    let stats = app.kv.stats();
+    let mut gauge = |name: &str, help: &str, value: u64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    };
+    gauge(
+        "bloomkv_tables",
+        "Tables in the node's store.",
+        stats.tables_per_level.iter().map(|&n| n as u64).sum(),
+    );
+    gauge(
+        "bloomkv_filter_memory_bytes",
+        "Bytes of the store's filters in RAM.",
+        stats.filter_memory_bytes,
+    );
+    gauge("bloomkv_memtable_bytes", "Bytes in the store's memtables.", stats.memtable_bytes);
+    gauge("bloomkv_wal_bytes", "Bytes of the store's write-ahead log.", stats.wal_bytes);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
 /// JSON on one line, newline-terminated, for people reading it in a terminal.
