@@ -6,8 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
+use bloomkv::events::{CompactionInfo, EventListener};
 use bloomkv::{CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options, Snapshot};
 use proptest::prelude::*;
 
@@ -66,7 +68,8 @@ fn filtered(model: &Model) -> Model {
 }
 
 /// Small memtables and tables, and nothing compacted in the background: only `compact` runs
-/// the filter, so what it has been applied to is known.
+/// the filter, so what it has been applied to is known. Two threads per compaction, so the
+/// filter is asked from both.
 fn options(filter: Arc<dyn CompactionFilter>) -> Options {
     Options::new()
         .memtable_bytes(16 << 10)
@@ -74,6 +77,7 @@ fn options(filter: Arc<dyn CompactionFilter>) -> Options {
         .target_table_bytes(4 << 10)
         .level_base_bytes(1 << 30)
         .l0_triggers(1000)
+        .max_subcompactions(2)
         .compaction_filter(filter)
 }
 
@@ -135,11 +139,47 @@ fn decisions_are_what_reads_see_after_compaction_and_after_reopen() {
     assert_eq!(stats.compaction_filter_removed, 200);
     assert_eq!(stats.compaction_filter_changed, 200);
     assert_eq!(stats.keyspace("default").unwrap().compaction_filter_changed, 200);
+    assert!(stats.compaction_parts > stats.compactions, "some compaction ran in parts: {stats:?}");
     assert!(filter.asked.lock().unwrap().iter().all(|(level, _, _)| *level >= 1));
 
     drop(db);
     let db = open(dir.path(), Arc::new(ByValue::default()));
     check_db(&db, &want, &keys, "reopened");
+}
+
+/// Sends on a channel as each compaction ends (after it is installed).
+struct CompactionEnds(Mutex<mpsc::Sender<()>>);
+
+impl EventListener for CompactionEnds {
+    fn on_compaction_end(&self, _: &CompactionInfo) {
+        let _ = self.0.lock().unwrap().send(());
+    }
+}
+
+#[test]
+fn background_compactions_ask_the_filter_too() {
+    let (tx, ended) = mpsc::channel();
+    let opts = options(Arc::new(ByValue::default()))
+        .l0_triggers(2)
+        .event_listener(Arc::new(CompactionEnds(Mutex::new(tx))));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut model = Model::new();
+    for round in ["v", "rc"] {
+        for i in 0..100u32 {
+            let kind = round.as_bytes()[i as usize % round.len()] as char;
+            let v = format!("{kind}{i:0>40}");
+            db.put(format!("{i:05}"), &v).unwrap();
+            model.insert(format!("{i:05}").into_bytes(), v.into_bytes());
+        }
+        db.flush().unwrap();
+    }
+    // Two overlapping L0 tables: the compaction thread merges them into L1. A generous bound
+    // only keeps a broken build from hanging.
+    ended.recv_timeout(Duration::from_secs(300)).expect("a background compaction");
+    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    check_db(&db, &filtered(&model), &keys, "after the background compaction");
+    assert_eq!(db.stats().compaction_filter_removed, 50);
 }
 
 #[test]
