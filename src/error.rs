@@ -94,6 +94,14 @@ pub enum Error {
         /// The handle's keyspace name.
         name: String,
     },
+    /// A keyspace's [`crate::CompactionFilter`] panicked, or gave a replacement value larger
+    /// than [`crate::MAX_VALUE_BYTES`]: the compaction was abandoned with its inputs intact.
+    CompactionFilter {
+        /// The keyspace whose filter it was.
+        keyspace: String,
+        /// What went wrong (for a panic, its message when it has one).
+        reason: String,
+    },
     /// A background flush or compaction failed; the database accepts no more writes.
     Background(Arc<Error>),
 }
@@ -192,6 +200,9 @@ impl fmt::Display for Error {
                 "the handle on keyspace {name} belongs to another database, or to an earlier \
                  opening of this one"
             ),
+            Error::CompactionFilter { keyspace, reason } => {
+                write!(f, "the compaction filter of keyspace {keyspace} failed: {reason}")
+            }
             Error::Background(_) => write!(f, "background work failed"),
         }
     }

@@ -1,6 +1,9 @@
 //! Configuration: [`Options`] for a database, [`KeyspaceOptions`] for one keyspace's tables,
 //! [`WriteOptions`] for one write.
 
+use std::sync::Arc;
+
+use crate::compaction_filter::{CompactionFilter, FilterSlot};
 use crate::filter::FilterPolicy;
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
@@ -46,6 +49,7 @@ pub struct Options {
     pub(crate) error_if_exists: bool,
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
     pub(crate) listeners: crate::events::Listeners,
+    pub(crate) compaction_filter: FilterSlot,
 }
 
 impl Default for Options {
@@ -74,6 +78,7 @@ impl Default for Options {
             error_if_exists: false,
             fs: std::sync::Arc::new(crate::fs::StdFs),
             listeners: crate::events::Listeners::default(),
+            compaction_filter: FilterSlot::default(),
         }
     }
 }
@@ -260,9 +265,18 @@ impl Options {
         self
     }
 
+    /// The default keyspace's compaction filter (see [`crate::CompactionFilter`], which says
+    /// when it is asked and what it never sees). Not recorded in the database: give it at
+    /// every open.
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = FilterSlot(Some(filter));
+        self
+    }
+
     /// The settings of the default keyspace.
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
         KeyspaceOptions {
+            compaction_filter: self.compaction_filter.clone(),
             filter_policy: self.filter_policy,
             prefix_extractor: self.prefix_extractor,
             whole_key_filtering: self.whole_key_filtering,
@@ -370,7 +384,7 @@ impl WriteOptions {
 ///     .target_table_bytes(64 << 20);
 /// # let _ = logs;
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyspaceOptions {
     pub(crate) filter_policy: FilterPolicy,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
@@ -378,6 +392,8 @@ pub struct KeyspaceOptions {
     pub(crate) compression: Compression,
     pub(crate) block_bytes: usize,
     pub(crate) target_table_bytes: u64,
+    /// Held in memory only: the manifest records the other fields.
+    pub(crate) compaction_filter: FilterSlot,
 }
 
 impl Default for KeyspaceOptions {
@@ -413,6 +429,38 @@ impl KeyspaceOptions {
         /// Size at which compaction output is split into a new table (see
         /// [`Options::target_table_bytes`]).
         target_table_bytes: u64);
+
+    /// The keyspace's compaction filter (see [`crate::CompactionFilter`]). Unlike the other
+    /// settings it is not recorded in the manifest: pass it each time the keyspace is opened.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{CompactionFilter, Db, Decision, KeyspaceOptions, Options};
+    ///
+    /// /// Keeps only the first 4 bytes of each value.
+    /// struct Truncate;
+    /// impl CompactionFilter for Truncate {
+    ///     fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
+    ///         match value.get(..4) {
+    ///             Some(head) if value.len() > 4 => Decision::ChangeValue(head.to_vec()),
+    ///             _ => Decision::Keep,
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let logs = db.keyspace("logs", KeyspaceOptions::new().compaction_filter(Arc::new(Truncate)))?;
+    /// logs.put("k", "abcdefgh")?;
+    /// db.compact()?;
+    /// assert_eq!(logs.get("k")?.as_deref(), Some(&b"abcd"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = FilterSlot(Some(filter));
+        self
+    }
 
     /// The settings one by one, for the tool's reports: (filter policy, compression, block
     /// bytes, target table bytes). Not part of the stable API.

@@ -88,6 +88,8 @@ pub(crate) struct Counters {
     pub compaction_bytes_read: Counter,
     pub compaction_bytes_written: Counter,
     pub compaction_parts: Counter,
+    pub compaction_filter_removed: Counter,
+    pub compaction_filter_changed: Counter,
     pub write_stalls: Counter,
     pub write_slowdowns: Counter,
     pub write_stall_micros: Counter,
@@ -109,6 +111,8 @@ pub(crate) struct KeyspaceCounters {
     pub compactions: u64,
     pub compaction_bytes_read: u64,
     pub compaction_bytes_written: u64,
+    pub compaction_filter_removed: u64,
+    pub compaction_filter_changed: u64,
 }
 
 impl Counters {
@@ -298,6 +302,10 @@ pub struct Stats {
     /// Key ranges compactions were split into, summed (equal to `compactions` when none was
     /// split; see `Options::max_subcompactions`).
     pub compaction_parts: u64,
+    /// Values compaction filters removed (see [`crate::CompactionFilter`]).
+    pub compaction_filter_removed: u64,
+    /// Values compaction filters replaced.
+    pub compaction_filter_changed: u64,
     /// Writes that had to wait for a flush or compaction.
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.
@@ -358,6 +366,10 @@ pub struct KeyspaceStats {
     pub compaction_bytes_read: u64,
     /// Bytes of tables written by them.
     pub compaction_bytes_written: u64,
+    /// Values the keyspace's compaction filter removed.
+    pub compaction_filter_removed: u64,
+    /// Values the keyspace's compaction filter replaced.
+    pub compaction_filter_changed: u64,
 }
 
 impl Stats {
@@ -413,6 +425,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
                 compactions: k.compactions,
                 compaction_bytes_read: k.compaction_bytes_read,
                 compaction_bytes_written: k.compaction_bytes_written,
+                compaction_filter_removed: k.compaction_filter_removed,
+                compaction_filter_changed: k.compaction_filter_changed,
                 ..KeyspaceStats::default()
             };
             for (_, t) in v.all_tables() {
@@ -442,6 +456,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         compaction_bytes_read: c.compaction_bytes_read.get(),
         compaction_bytes_written: c.compaction_bytes_written.get(),
         compaction_parts: c.compaction_parts.get(),
+        compaction_filter_removed: c.compaction_filter_removed.get(),
+        compaction_filter_changed: c.compaction_filter_changed.get(),
         write_stalls: c.write_stalls.get(),
         write_slowdowns: c.write_slowdowns.get(),
         write_stall_micros: c.write_stall_micros.get(),

@@ -128,7 +128,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
     // Opening it with other options records them: new tables use them.
     let blocked =
         KeyspaceOptions::new().filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 });
-    let handle = db.keyspace("logs", blocked).unwrap();
+    let handle = db.keyspace("logs", blocked.clone()).unwrap();
     handle.put("9999", "late").unwrap();
     db.flush().unwrap();
     let newest = ks_tables(&db, "logs").into_iter().find(|t| t.level == 0).unwrap();

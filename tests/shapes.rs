@@ -378,7 +378,7 @@ impl Script {
             }
             "keyspace" => {
                 let name = &args.positional[0];
-                let ks = self.db().keyspace(name, self.opts.as_ref().unwrap().1)?;
+                let ks = self.db().keyspace(name, self.opts.as_ref().unwrap().1.clone())?;
                 self.keyspaces.insert(name.clone(), ks);
             }
             "batch" => {

@@ -102,7 +102,7 @@ impl DbInner {
                 .trees
                 .iter()
                 .filter(|t| t.id != DEFAULT_KEYSPACE)
-                .map(|t| KeyspaceDef { id: t.id, name: t.name.to_string(), opts: t.opts })
+                .map(|t| KeyspaceDef { id: t.id, name: t.name.to_string(), opts: t.opts.clone() })
                 .collect(),
             next_keyspace_id: Some(super::lock_mutex(&self.versions).next_keyspace_id()),
             ..VersionEdit::default()

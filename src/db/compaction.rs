@@ -13,10 +13,15 @@
 //! `target_table_bytes`, never between two versions of one key, so sorted levels never overlap.
 //! The new tables go in and the inputs come out in one manifest edit; input files are deleted
 //! when the last reader lets go of them.
+//!
+//! A keyspace's compaction filter is asked as the merged entries are written (see
+//! `compaction_filter_stage.rs`); for it, a manual compaction also rewrites the last level's
+//! tables that nothing above overlapped, in place.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::compaction_filter_stage::FilterStage;
 use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
@@ -38,6 +43,9 @@ pub(crate) struct Compaction {
     /// The keyspace whose tables these are.
     pub tree: Arc<Tree>,
     pub level: usize,
+    /// `level + 1`, or `level` itself for the in-place rewrite of the last level that
+    /// [`compact_all`] does for a keyspace with a compaction filter.
+    pub out_level: usize,
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
     pub reason: CompactionReason,
@@ -121,7 +129,14 @@ fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
     let (lo, hi) = user_range(&inputs);
     let next_inputs = v.overlapping(level + 1, &lo, &hi);
     let reason = if level == 0 { CompactionReason::L0Tables } else { CompactionReason::LevelSize };
-    Some(Compaction { tree: tree.clone(), level, inputs, next_inputs, reason })
+    Some(Compaction {
+        tree: tree.clone(),
+        level,
+        out_level: level + 1,
+        inputs,
+        next_inputs,
+        reason,
+    })
 }
 
 /// Runs one compaction if any level needs it. Background thread.
@@ -185,6 +200,8 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         }
         bg.manual_compaction = true;
     }
+    // Tables numbered from here on are this call's outputs (or newer flushes).
+    let first_new = inner.file_numbers.load(std::sync::atomic::Ordering::SeqCst);
     // The compaction thread may be mid-compaction; it checks `manual_compaction` only between
     // steps, so wait for it by taking the compaction slot it holds while running.
     let result = (|| -> Result<()> {
@@ -210,8 +227,13 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 let (lo, hi) = user_range(&inputs);
                 let next_inputs = v.overlapping(level + 1, &lo, &hi);
                 let reason = CompactionReason::Manual;
-                let c = Compaction { tree: tree.clone(), level, inputs, next_inputs, reason };
+                let out_level = level + 1;
+                let tree = tree.clone();
+                let c = Compaction { tree, level, out_level, inputs, next_inputs, reason };
                 run_locked(inner, c)?;
+            }
+            if tree.opts.compaction_filter.0.is_some() {
+                slot = rewrite_last_level(inner, id, first_new, slot)?;
             }
         }
         Ok(())
@@ -230,6 +252,44 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     result
 }
 
+/// Rewrites, in place, the tables of keyspace `id`'s last level that `compact_all` (which
+/// began when file number `first_new` was next) has not written: the merge into the last
+/// level rewrites only the tables the level above overlaps, and a compaction filter must
+/// see the rest too. Each step takes a run of neighbouring such tables, so its output
+/// cannot overlap a table of the level it leaves alone.
+fn rewrite_last_level<'a>(
+    inner: &'a DbInner,
+    id: crate::version::edit::KeyspaceId,
+    first_new: u64,
+    mut slot: std::sync::MutexGuard<'a, ()>,
+) -> Result<std::sync::MutexGuard<'a, ()>> {
+    loop {
+        if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(crate::Error::Closed);
+        }
+        slot = pause_for_ingests(inner, slot)?;
+        let Some(tree) = inner.load_state().tree(id).cloned() else { return Ok(slot) };
+        let v = &tree.version;
+        let Some(last) = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()) else {
+            return Ok(slot);
+        };
+        let old = |t: &&Arc<TableFile>| t.meta.number < first_new;
+        let level = &v.levels[last];
+        let Some(start) = level.iter().position(|t| old(&t)) else { return Ok(slot) };
+        let inputs: Vec<Arc<TableFile>> = level[start..].iter().take_while(old).cloned().collect();
+        let reason = CompactionReason::Manual;
+        let c = Compaction {
+            tree: tree.clone(),
+            level: last,
+            out_level: last,
+            inputs,
+            next_inputs: Vec::new(),
+            reason,
+        };
+        run_locked(inner, c)?;
+    }
+}
+
 /// True when the compaction's input tables may simply be moved down a level: nothing on the
 /// output level overlaps them, nor do they each other, so merging would copy them byte for
 /// byte. A sequential load
@@ -246,11 +306,12 @@ fn may_move(c: &Compaction) -> bool {
         FilterPolicy::Budgeted { .. } | FilterPolicy::BudgetedRibbon { .. } => true,
         FilterPolicy::Ribbon { bloom_before_level, .. } => {
             c.level < usize::from(bloom_before_level)
-                && c.level + 1 >= usize::from(bloom_before_level)
+                && c.out_level >= usize::from(bloom_before_level)
         }
         _ => false,
     };
     if c.inputs.is_empty()
+        || c.out_level == c.level
         || !c.next_inputs.is_empty()
         || c.reason == CompactionReason::Manual
         || filter_changes
@@ -284,7 +345,7 @@ fn move_down(
     mut info: CompactionInfo,
     started: Instant,
 ) -> Result<()> {
-    let out_level = c.level + 1;
+    let out_level = c.out_level;
     let mut edit = VersionEdit::default();
     for t in &c.inputs {
         edit.deleted.push((c.level, t.meta.number));
@@ -304,7 +365,7 @@ fn move_down(
 fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let tree = c.tree.clone();
     let v = &tree.version;
-    let out_level = c.level + 1;
+    let out_level = c.out_level;
     let bytes = |tables: &[Arc<TableFile>]| tables.iter().map(|t| t.meta.file_size).sum::<u64>();
     let (from_above, from_level) = (bytes(&c.inputs), bytes(&c.next_inputs));
     let input_bytes = from_above + from_level;
@@ -351,7 +412,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let range_dels = compaction_range_tombstones(v, &replaced);
     let run =
         |&(after, upto): &PartRange| run_part(inner, &c, &deeper, &range_dels, filter, after, upto);
-    let results: Vec<Result<Vec<TableMeta>>> = if parts.len() == 1 {
+    let results: Vec<Result<(Vec<TableMeta>, FilterCounts)>> = if parts.len() == 1 {
         vec![run(&parts[0])]
     } else {
         std::thread::scope(|scope| {
@@ -370,9 +431,14 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     };
     let mut outputs: Vec<TableMeta> = Vec::new();
     let mut first_error = None;
+    let mut filtered = FilterCounts::default();
     for r in results {
         match r {
-            Ok(mut metas) => outputs.append(&mut metas),
+            Ok((mut metas, counts)) => {
+                outputs.append(&mut metas);
+                filtered.removed += counts.removed;
+                filtered.changed += counts.changed;
+            }
             Err(e) => {
                 first_error.get_or_insert(e);
             }
@@ -402,10 +468,14 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_parts.add(parts.len() as u64);
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
+    inner.counters.compaction_filter_removed.add(filtered.removed);
+    inner.counters.compaction_filter_changed.add(filtered.changed);
     inner.counters.keyspace(tree.id, |k| {
         k.compactions += 1;
         k.compaction_bytes_read += input_bytes;
         k.compaction_bytes_written += written;
+        k.compaction_filter_removed += filtered.removed;
+        k.compaction_filter_changed += filtered.changed;
     });
     info.output_tables = outputs.len();
     info.output_bytes = written;
@@ -479,7 +549,7 @@ fn run_part(
     filter: FilterPolicy,
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
-) -> Result<Vec<TableMeta>> {
+) -> Result<(Vec<TableMeta>, FilterCounts)> {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     // L0 inputs newest first, then the older level: the merge prefers earlier children for
     // equal keys, though distinct sequence numbers make ties impossible.
@@ -488,23 +558,41 @@ fn run_part(
         // blocks readers use.
         children.push(Box::new(t.table.iter_with(false)));
     }
-    let base_level = move |uk: &[u8]| {
-        // A tombstone can go when no deeper level has a table whose range covers the key.
-        // Deeper levels are sorted and non-overlapping, so one binary search per level finds
-        // the only candidate (this runs for every tombstone a compaction meets).
-        !deeper.iter().any(|level| {
-            let i = level.partition_point(|t| t.largest_user_key() < uk);
-            level.get(i).is_some_and(|t| t.smallest_user_key() <= uk)
-        })
-    };
+    let base_level = move |uk: &[u8]| nothing_below(deeper, uk);
     let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
     let mut merged = NewestVersions::new(bounded, Box::new(base_level))
         .with_range_tombstones(range_dels.all.clone());
-    merged.seek_to_first()?;
     // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
     let (lo, hi) = (after.map(successor), upto.map(successor));
     let mut split = TombstoneSplit::new(clip(&range_dels.kept, lo.as_deref(), hi.as_deref()));
-    inner.write_tables(&c.tree, &mut merged, &mut split, filter)
+    let Some(user_filter) = c.tree.opts.compaction_filter.0.as_deref() else {
+        merged.seek_to_first()?;
+        let tables = inner.write_tables(&c.tree, &mut merged, &mut split, filter)?;
+        return Ok((tables, FilterCounts::default()));
+    };
+    let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
+    let mut filtered = FilterStage::new(merged, user_filter, c.out_level, &c.tree, &nothing_below);
+    filtered.seek_to_first()?;
+    let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter)?;
+    Ok((tables, FilterCounts { removed: filtered.removed, changed: filtered.changed }))
+}
+
+/// What a compaction's [`FilterStage`]s did, summed over its parts.
+#[derive(Debug, Default, Clone, Copy)]
+struct FilterCounts {
+    removed: u64,
+    changed: u64,
+}
+
+/// True when no level in `deeper` has a table whose range covers `uk`, so nothing older
+/// than the compaction's inputs holds the key. Deeper levels are sorted and
+/// non-overlapping, so one binary search per level finds the only candidate (this runs for
+/// every tombstone a compaction meets).
+fn nothing_below(deeper: &[Vec<Arc<TableFile>>], uk: &[u8]) -> bool {
+    !deeper.iter().any(|level| {
+        let i = level.partition_point(|t| t.largest_user_key() < uk);
+        level.get(i).is_some_and(|t| t.smallest_user_key() <= uk)
+    })
 }
 
 /// A compaction's range tombstones: all of its inputs' (which drop the entries they cover)

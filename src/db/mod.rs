@@ -15,6 +15,7 @@
 //! - `ingest.rs`: sorted entries → tables on the deepest free level → manifest
 //! - `scan.rs`: range and prefix scans over a merged view at a sequence number, both ways
 //! - `visible.rs`: the newest visible version of each key, forward and backward
+//! - `compaction_filter_stage.rs`: where compaction asks a keyspace's compaction filter
 //! - `compaction_iter.rs`: the compaction iterator (newest version of each key a snapshot
 //!   may still need, tombstones dropped where nothing lies below)
 //! - `cursor.rs`: a seekable view that steps both ways
@@ -27,6 +28,7 @@
 mod background;
 mod checkpoint;
 mod compaction;
+mod compaction_filter_stage;
 mod compaction_iter;
 mod cursor;
 mod filter_budget;
@@ -640,7 +642,9 @@ impl Db {
     }
 
     /// Compacts the whole database into its last level: every overwritten version and every
-    /// tombstone that no snapshot needs is dropped. Returns when done.
+    /// tombstone that no snapshot needs is dropped. In a keyspace with a
+    /// [`crate::CompactionFilter`], the last level's other tables are rewritten too, so the
+    /// filter is asked about every value. Returns when done.
     pub fn compact(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.flush()?;

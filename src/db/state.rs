@@ -200,7 +200,7 @@ impl DbInner {
                 t.imm.retain(|m| m.wal_number != wal);
             }
             if let Some(def) = redefined {
-                t.opts = def.opts;
+                t.opts = def.opts.clone();
             }
             trees.push(Arc::new(t));
         }
@@ -211,7 +211,7 @@ impl DbInner {
                 trees.push(Arc::new(Tree {
                     id: def.id,
                     name: def.name.as_str().into(),
-                    opts: def.opts,
+                    opts: def.opts.clone(),
                     mem: empty(&cur.default_tree().mem),
                     imm: cur.default_tree().imm.iter().map(empty).collect(),
                     version: Arc::new(Version::empty()),

@@ -428,6 +428,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         compression,
         block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
         target_table_bytes,
+        compaction_filter: Default::default(),
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
     Ok(opts)

@@ -1,0 +1,115 @@
+//! Compaction filters: a keyspace's callback that decides, as compaction rewrites each value,
+//! whether to keep it, remove it or replace it.
+
+use std::sync::Arc;
+
+/// What a [`CompactionFilter`] decides for one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// Keep the value as it is.
+    Keep,
+    /// Remove the key: reads no longer find it. Where an older version of the key may lie
+    /// in a deeper level, a tombstone takes the value's place so that the older version
+    /// does not reappear; otherwise the entry is simply dropped.
+    Remove,
+    /// Replace the value with this one (at most [`crate::MAX_VALUE_BYTES`]). The key keeps
+    /// its sequence number: to every later reader it is as if this had been written then.
+    ChangeValue(Vec<u8>),
+}
+
+/// A keyspace's compaction filter: asked about each value compaction writes, as RocksDB's
+/// `CompactionFilter` and fjall's are. Typical uses: dropping data whose value says it has
+/// expired, purging a tenant's keys, rewriting values into a newer encoding — all without
+/// reading and deleting through the write path.
+///
+/// Set with [`crate::KeyspaceOptions::compaction_filter`] (or
+/// [`crate::Options::compaction_filter`] for the default keyspace). It is not recorded in the
+/// manifest, as a callback cannot be: give it again at every open (and, for a named
+/// keyspace, to [`crate::Db::keyspace`]). Compactions that run while it is not set — before
+/// a named keyspace is opened again after a reopen, say — keep everything, which is always
+/// safe.
+///
+/// # When it is asked, and what it never sees
+///
+/// - Only when compaction rewrites tables: never at flush (a flush's entries reach it once
+///   they are compacted out of L0), nor for a table that compaction moves down a level
+///   whole; [`crate::Db::compact`] rewrites every table. It is asked about each key's newest
+///   version in the compaction, once per compaction (so again in a later one, as the key
+///   moves down).
+/// - Never about tombstones, nor about a value that a range deletion (of any level or
+///   memtable, written before the compaction began) covers: such a value is already gone
+///   for every reader, and is left to compaction's own rules.
+/// - What it decides never changes what an existing [`crate::Snapshot`], iterator or cursor
+///   reads: they hold the tables they were taken from (the way compaction already drops
+///   overwritten versions without disturbing them). Reads that start after the compaction
+///   see its decisions.
+/// - A removal never brings back an older version of the key: see [`Decision::Remove`].
+///
+/// `level` is the level the compaction writes into (1 and deeper). Compactions run on
+/// background threads, and one compaction may call it from several threads at once (see
+/// [`crate::Options::max_subcompactions`]); hence `Send + Sync`. It should be quick and must
+/// not call back into the database.
+///
+/// # Panics
+///
+/// A panic in `filter` is caught: the compaction is abandoned (its partial output deleted,
+/// its input tables untouched, so no data is lost or changed) and fails with
+/// [`crate::Error::CompactionFilter`], which stops the database as any failed background
+/// work does: writes fail with [`crate::Error::Background`] until [`crate::Db::resume`] or
+/// a reopen (reads go on). A replacement value larger than [`crate::MAX_VALUE_BYTES`] is
+/// treated the same way.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::Arc;
+/// use bloomkv::{CompactionFilter, Db, Decision, Options};
+///
+/// /// Drops the keys of purged tenants, whose keys start with "purged/".
+/// struct Purge;
+/// impl CompactionFilter for Purge {
+///     fn filter(&self, _level: usize, key: &[u8], _value: &[u8]) -> Decision {
+///         if key.starts_with(b"purged/") {
+///             Decision::Remove
+///         } else {
+///             Decision::Keep
+///         }
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().compaction_filter(Arc::new(Purge)))?;
+/// db.put("purged/a", "1")?;
+/// db.put("kept/b", "2")?;
+/// db.compact()?;
+/// assert_eq!(db.get("purged/a")?, None);
+/// assert_eq!(db.get("kept/b")?.as_deref(), Some(&b"2"[..]));
+/// assert_eq!(db.stats().compaction_filter_removed, 1);
+/// # Ok(()) }
+/// ```
+pub trait CompactionFilter: Send + Sync {
+    /// Decides what becomes of the value `value` of `key` as compaction writes it into
+    /// `level`.
+    fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> Decision;
+}
+
+/// A keyspace's filter as its options hold it: options compare equal when they hold the
+/// same filter object (a callback has no other identity).
+#[derive(Clone, Default)]
+pub(crate) struct FilterSlot(pub Option<Arc<dyn CompactionFilter>>);
+
+impl PartialEq for FilterSlot {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for FilterSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(CompactionFilter)" } else { "None" })
+    }
+}

@@ -1,0 +1,218 @@
+//! [`FilterStage`]: where compaction asks a keyspace's [`CompactionFilter`] about each value,
+//! the one place the engine calls it.
+//!
+//! It sits after [`super::compaction_iter::NewestVersions`], so it sees only the newest
+//! version of each key among the compaction's inputs, with range-deleted versions already
+//! dropped; it passes tombstones through unasked. Snapshots need no check here: each holds
+//! the tables it was taken from, so nothing written by a compaction is ever read by a view
+//! older than it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::Tree;
+use crate::compaction_filter::{CompactionFilter, Decision};
+use crate::iter::InternalIterator;
+use crate::key::{self, ValueKind, MAX_SEQNO};
+use crate::{Error, Result};
+
+/// The user's decisions applied to a compaction's stream of newest versions.
+pub(crate) struct FilterStage<'a, I: InternalIterator> {
+    inner: I,
+    filter: &'a dyn CompactionFilter,
+    /// The level the compaction writes into, as the filter is told.
+    level: usize,
+    /// The tree as the compaction was picked: its memtables' and tables' range tombstones
+    /// say which values are already deleted.
+    tree: &'a Tree,
+    /// True when no level below the output can hold a version of the key, so a removed
+    /// value may vanish instead of leaving a tombstone.
+    nothing_below: &'a (dyn Fn(&[u8]) -> bool + Sync),
+    /// The entry in place of the current one when the filter rewrote it: (internal key,
+    /// value).
+    rewritten: Option<(Vec<u8>, Vec<u8>)>,
+    /// Values the filter removed (dropped or replaced by a tombstone).
+    pub removed: u64,
+    /// Values the filter replaced.
+    pub changed: u64,
+}
+
+impl<'a, I: InternalIterator> FilterStage<'a, I> {
+    pub(crate) fn new(
+        inner: I,
+        filter: &'a dyn CompactionFilter,
+        level: usize,
+        tree: &'a Tree,
+        nothing_below: &'a (dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Self {
+        FilterStage {
+            inner,
+            filter,
+            level,
+            tree,
+            nothing_below,
+            rewritten: None,
+            removed: 0,
+            changed: 0,
+        }
+    }
+
+    /// Asks the filter about the current value, catching a panic: the compaction then fails
+    /// and writes nothing, its inputs untouched.
+    fn ask(&self, user_key: &[u8]) -> Result<Decision> {
+        let (filter, level, value) = (self.filter, self.level, self.inner.value());
+        // Unwind safety: after a panic nothing of this compaction is used (its output is
+        // deleted), and the filter is the user's to keep consistent.
+        let decision = catch_unwind(AssertUnwindSafe(|| filter.filter(level, user_key, value)))
+            .map_err(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_string());
+                self.failure(format!("it panicked: {message}"))
+            })?;
+        if let Decision::ChangeValue(v) = &decision {
+            if v.len() > crate::MAX_VALUE_BYTES {
+                return Err(self.failure(format!(
+                    "its replacement value of {} bytes is larger than MAX_VALUE_BYTES",
+                    v.len()
+                )));
+            }
+        }
+        Ok(decision)
+    }
+
+    fn failure(&self, reason: String) -> Error {
+        Error::CompactionFilter { keyspace: self.tree.name.to_string(), reason }
+    }
+
+    /// Settles on the next entry to write, from the inner stream's current one.
+    fn settle(&mut self) -> Result<()> {
+        self.rewritten = None;
+        while self.inner.valid() {
+            let Some(p) = key::parse_internal_key(self.inner.key()) else { return Ok(()) };
+            // Tombstones, and values a range deletion already hides, are not the filter's.
+            if p.kind != ValueKind::Put || self.tree.range_deleted(p.user_key, p.seq, MAX_SEQNO) {
+                return Ok(());
+            }
+            match self.ask(p.user_key)? {
+                Decision::Keep => return Ok(()),
+                Decision::ChangeValue(value) => {
+                    self.changed += 1;
+                    self.rewritten = Some((self.inner.key().to_vec(), value));
+                    return Ok(());
+                }
+                Decision::Remove => {
+                    self.removed += 1;
+                    if (self.nothing_below)(p.user_key) {
+                        self.inner.next()?;
+                        continue;
+                    }
+                    // At the value's own sequence number: it shadows exactly what the value
+                    // did, the older versions below.
+                    let tombstone = key::internal_key(p.user_key, p.seq, ValueKind::Delete);
+                    self.rewritten = Some((tombstone, Vec::new()));
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<I: InternalIterator> InternalIterator for FilterStage<'_, I> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn key(&self) -> &[u8] {
+        match &self.rewritten {
+            Some((k, _)) => k,
+            None => self.inner.key(),
+        }
+    }
+    fn value(&self) -> &[u8] {
+        match &self.rewritten {
+            Some((_, v)) => v,
+            None => self.inner.value(),
+        }
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()?;
+        self.settle()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.inner.seek(target)?;
+        self.settle()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()?;
+        self.settle()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::memtable::MemTable;
+
+    /// Removes values starting with `r`, capitalises those starting with `c`, keeps the
+    /// rest; records the keys it is asked about.
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<Vec<u8>>>);
+
+    impl CompactionFilter for Recording {
+        fn filter(&self, _level: usize, key: &[u8], value: &[u8]) -> Decision {
+            self.0.lock().unwrap().push(key.to_vec());
+            match value.first() {
+                Some(b'r') => Decision::Remove,
+                Some(b'c') => Decision::ChangeValue([b"C", &value[1..]].concat()),
+                _ => Decision::Keep,
+            }
+        }
+    }
+
+    #[test]
+    fn decisions_tombstones_and_range_deleted_values() {
+        let source = Arc::new(MemTable::new());
+        source.insert(b"a", 5, ValueKind::Put, b"r-a");
+        source.insert(b"b", 6, ValueKind::Put, b"r-b");
+        source.insert(b"c", 7, ValueKind::Delete, b"");
+        source.insert(b"d", 8, ValueKind::Put, b"c-d");
+        source.insert(b"e", 9, ValueKind::Put, b"r-e");
+        source.insert(b"f", 10, ValueKind::Put, b"v-f");
+        // A range deletion outside the compaction's inputs, in the tree's memtable: the
+        // inputs' own are applied before this stage, this one only here.
+        let tree = Tree::empty();
+        tree.mem.table.delete_range(b"b", b"c", 20);
+        let filter = Recording::default();
+        // An older version of "a" lies below; nothing of "e" does.
+        let nothing_below = |uk: &[u8]| uk != b"a";
+        let mut stage = FilterStage::new(source.iter(), &filter, 3, &tree, &nothing_below);
+        stage.seek_to_first().unwrap();
+        let mut out = Vec::new();
+        while stage.valid() {
+            let p = key::parse_internal_key(stage.key()).unwrap();
+            out.push((p.user_key.to_vec(), p.seq, p.kind, stage.value().to_vec()));
+            stage.next().unwrap();
+        }
+        let entry = |k: &[u8], seq, kind, v: &[u8]| (k.to_vec(), seq, kind, v.to_vec());
+        assert_eq!(
+            out,
+            [
+                // Removed over an older version: a tombstone at the value's own seq.
+                entry(b"a", 5, ValueKind::Delete, b""),
+                // Range-deleted: passed on unasked.
+                entry(b"b", 6, ValueKind::Put, b"r-b"),
+                // A tombstone: passed on unasked.
+                entry(b"c", 7, ValueKind::Delete, b""),
+                entry(b"d", 8, ValueKind::Put, b"C-d"),
+                // "e" was removed with nothing below: gone.
+                entry(b"f", 10, ValueKind::Put, b"v-f"),
+            ]
+        );
+        assert_eq!(*filter.0.lock().unwrap(), [&b"a"[..], b"d", b"e", b"f"]);
+        assert_eq!((stage.removed, stage.changed), (2, 1));
+    }
+}
