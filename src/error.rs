@@ -94,6 +94,10 @@ pub enum Error {
         /// The handle's keyspace name.
         name: String,
     },
+    /// A [`crate::Transaction`]'s commit found that something it read was written after its
+    /// snapshot; nothing of it was written. Run the transaction again from a new snapshot
+    /// ([`crate::Db::transact`] does).
+    Conflict,
     /// A background flush or compaction failed; the database accepts no more writes.
     Background(Arc<Error>),
 }
@@ -191,6 +195,10 @@ impl fmt::Display for Error {
                 f,
                 "the handle on keyspace {name} belongs to another database, or to an earlier \
                  opening of this one"
+            ),
+            Error::Conflict => write!(
+                f,
+                "transaction conflict: a key or range it read was written after its snapshot"
             ),
             Error::Background(_) => write!(f, "background work failed"),
         }

@@ -78,7 +78,10 @@ mod stats;
 mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
+pub use db::{
+    Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionIter,
+    TRANSACT_ATTEMPTS,
+};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
