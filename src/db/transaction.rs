@@ -584,7 +584,7 @@ impl Transaction {
     }
 
     fn commit_sync(self, sync: bool) -> Result<()> {
-        self.inner.check_writable()?;
+        self.inner.check_open()?;
         let mut batch = WriteBatch::new();
         let mut written = Vec::with_capacity(self.writes.len());
         for (&id, p) in &self.writes {
@@ -603,6 +603,7 @@ impl Transaction {
         if batch.is_empty() {
             return Ok(());
         }
+        self.inner.check_writable()?;
         write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
         let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
         reads.written = written;
@@ -780,3 +781,46 @@ impl DoubleEndedIterator for TransactionIter {
 }
 
 impl std::iter::FusedIterator for TransactionIter {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reads(keys: &[&str], ranges: &[(&str, &str)]) -> Reads {
+        Reads {
+            name: None,
+            keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
+            ranges: ranges
+                .iter()
+                .map(|(s, e)| (s.as_bytes().to_vec(), e.as_bytes().to_vec()))
+                .collect(),
+        }
+    }
+
+    /// What the leader asks of each op of the batches ahead of a transaction in its group:
+    /// every op that writes a key read, or into a range scanned, is found; no other is.
+    #[test]
+    fn ops_ahead_in_the_group_are_matched_against_what_was_read() {
+        let r = reads(&["b", "m"], &[("d", "f")]);
+        let put = |k: &'static str| BatchOp::Put { key: k.as_bytes(), value: b"v" };
+        let delete = |k: &'static str| BatchOp::Delete { key: k.as_bytes() };
+        let range = |s: &'static str, e: &'static str| BatchOp::DeleteRange {
+            start: s.as_bytes(),
+            end: e.as_bytes(),
+        };
+        for op in [put("b"), delete("m"), put("d"), delete("ez"), range("a", "c"), range("m", "n")]
+        {
+            assert!(r.touched_by(op), "{op:?}");
+        }
+        for op in [range("c", "d\0"), range("e", "g"), range("l", "m\0"), range("c", "e")] {
+            assert!(r.touched_by(op), "{op:?}");
+        }
+        for op in
+            [put("a"), delete("c"), put("f"), range("b\0", "d"), range("f", "m"), range("c", "d")]
+        {
+            assert!(!r.touched_by(op), "{op:?}");
+        }
+        assert!(!r.touched_by(range("z", "a")), "an empty range writes nothing");
+        assert!(!r.touched_by(BatchOp::Reserved));
+    }
+}
