@@ -79,8 +79,8 @@ mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{
-    Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionIter,
-    TRANSACT_ATTEMPTS,
+    Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionCursor,
+    TransactionIter, TRANSACT_ATTEMPTS,
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]

@@ -22,9 +22,11 @@ enum Read {
     Range,
     RangeRev,
     Prefix,
+    Cursor,
 }
 
-const READS: [Read; 5] = [Read::Get, Read::MultiGet, Read::Range, Read::RangeRev, Read::Prefix];
+const READS: [Read; 6] =
+    [Read::Get, Read::MultiGet, Read::Range, Read::RangeRev, Read::Prefix, Read::Cursor];
 
 fn read(tx: &Transaction, how: Read) {
     match how {
@@ -33,6 +35,7 @@ fn read(tx: &Transaction, how: Read) {
         Read::Range => drop(pairs(tx.range("p:".."p;").unwrap())),
         Read::RangeRev => drop(pairs(tx.range("p:".."p;").unwrap().rev())),
         Read::Prefix => drop(pairs(tx.prefix("p:").unwrap())),
+        Read::Cursor => tx.cursor("p:".."p;").unwrap().seek_to_last().unwrap(),
     }
 }
 
@@ -118,7 +121,7 @@ fn every_read_conflicts_with_every_later_write_to_what_it_read() {
 /// phantoms are caught, in both directions and for prefixes.
 #[test]
 fn a_key_inserted_into_a_scanned_range_conflicts() {
-    for how_read in [Read::Range, Read::RangeRev, Read::Prefix] {
+    for how_read in [Read::Range, Read::RangeRev, Read::Prefix, Read::Cursor] {
         let (_dir, db) = open_temp(Options::default());
         let mut tx = db.transaction();
         read(&tx, how_read);
@@ -478,6 +481,7 @@ proptest! {
         after in proptest::collection::vec(tx_op(), 0..20),
         ops in proptest::collection::vec(tx_op(), 0..30),
         scans in proptest::collection::vec((0u8..40, 0u8..40, 0u8..9, proptest::collection::vec(any::<bool>(), 0..50)), 1..6),
+        walks in proptest::collection::vec((0u8..40, 0u8..40, 0u8..9, proptest::collection::vec((0u8..6, 0u8..41), 0..30)), 1..4),
     ) {
         let (_dir, db) = open_temp(Options::default());
         let mut snapshot = Model::new();
@@ -534,6 +538,45 @@ proptest! {
             rear.reverse();
             front.extend(rear);
             prop_assert_eq!(front, want);
+        }
+        for (a, b, kinds, moves) in walks {
+            let range = bounds(a, b, kinds);
+            let want = model_range(&model, range.clone());
+            let mut cursor = tx.cursor(range).unwrap();
+            // The model cursor: an index into `want`.
+            let mut at: Option<usize> = None;
+            for (how, k) in moves {
+                let k = key(k);
+                match how {
+                    0 => {
+                        cursor.seek(&k).unwrap();
+                        at = want.iter().position(|(w, _)| *w >= k);
+                    }
+                    1 => {
+                        cursor.seek_for_prev(&k).unwrap();
+                        at = want.iter().rposition(|(w, _)| *w <= k);
+                    }
+                    2 => {
+                        cursor.seek_to_first().unwrap();
+                        at = (!want.is_empty()).then_some(0);
+                    }
+                    3 => {
+                        cursor.seek_to_last().unwrap();
+                        at = want.len().checked_sub(1);
+                    }
+                    4 => {
+                        cursor.next().unwrap();
+                        at = at.map(|i| i + 1).filter(|&i| i < want.len());
+                    }
+                    _ => {
+                        cursor.prev().unwrap();
+                        at = at.and_then(|i| i.checked_sub(1));
+                    }
+                }
+                let expected = at.map(|i| (want[i].0.as_slice(), want[i].1.as_slice()));
+                prop_assert_eq!(cursor.key().zip(cursor.value()), expected);
+                prop_assert_eq!(cursor.valid(), expected.is_some());
+            }
         }
         let prefix_want: Vec<Pair> = model.range(b"k1".to_vec()..b"k2".to_vec()).map(|(k, v)| (k.clone(), v.clone())).collect();
         prop_assert_eq!(pairs(tx.prefix("k1").unwrap()), prefix_want.clone());
@@ -853,4 +896,59 @@ fn committed_writes_survive_reopen_and_dropped_ones_vanish() {
     assert_eq!(db.get("kept").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(db.get("gone").unwrap(), None);
     assert_eq!(db.get("a").unwrap(), None);
+}
+
+/// Power cuts on `FaultFs`: a synced commit survives, and so does every commit before it; a
+/// commit after the last fsync survives whole or not at all, in both keyspaces; a refused or
+/// dropped transaction leaves nothing.
+#[test]
+fn power_loss_keeps_synced_commits_and_no_part_of_any_other() {
+    use bloomkv::fs::{CrashMode, FaultFs};
+    use common::options::OptionsExt;
+
+    let modes = [CrashMode::DropUnsynced]
+        .into_iter()
+        .chain((0..8).map(|seed| CrashMode::TornTails { seed }));
+    let mut saw = [false; 2];
+    for mode in modes {
+        let fs = FaultFs::new();
+        let db = Db::open("/db", Options::default().fault_fs(&fs)).unwrap();
+        let one = db.keyspace("one", KeyspaceOptions::default()).unwrap();
+        let two = db.keyspace("two", KeyspaceOptions::default()).unwrap();
+        let commit = |name: &str, sync: bool| {
+            let mut tx = db.transaction();
+            drop(tx.get_in(&one, name).unwrap());
+            tx.put_in(&one, name, "1").unwrap();
+            tx.put_in(&two, name, "2").unwrap();
+            tx.commit_with(&WriteOptions::default().sync(sync)).unwrap();
+        };
+        commit("before", false);
+        commit("synced", true);
+        commit("after", false);
+        let mut refused = db.transaction();
+        drop(refused.get("k").unwrap());
+        refused.put_in(&one, "refused", "1").unwrap();
+        db.put("k", "v").unwrap();
+        assert!(matches!(refused.commit(), Err(Error::Conflict)));
+        let mut dropped = db.transaction();
+        dropped.put_in(&one, "dropped", "1").unwrap();
+        drop(dropped);
+
+        let fs = fs.crash(mode);
+        drop((one, two, db));
+        let db = Db::open("/db", Options::default().fault_fs(&fs)).unwrap();
+        let one = db.existing_keyspace("one").unwrap();
+        let two = db.existing_keyspace("two").unwrap();
+        let has = |name: &str| {
+            let (a, b) = (one.get(name).unwrap(), two.get(name).unwrap());
+            assert_eq!(a.is_some(), b.is_some(), "{name}: half a commit after {mode:?}");
+            a.is_some()
+        };
+        assert!(has("before") && has("synced"), "{mode:?}");
+        saw[usize::from(has("after"))] = true;
+        assert!(!has("refused") && !has("dropped"), "{mode:?}");
+        assert_eq!(one.get("refused").unwrap(), None);
+        assert_eq!(one.get("dropped").unwrap(), None);
+    }
+    assert!(saw[0], "no power cut lost the unsynced commit: the test checked nothing");
 }

@@ -65,7 +65,7 @@ pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
-pub use transaction::{Transaction, TransactionIter, TRANSACT_ATTEMPTS};
+pub use transaction::{Transaction, TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS};
 
 pub(crate) use background::{BgState, OpenDb};
 pub(crate) use state::{DbState, Mem, Tree};

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use super::keyspace::prefix_bounds;
 use super::read::ReadView;
 use super::{
-    half_open, lock_mutex as lock, write, DbInner, DbIterator, DbState, KeyRange, Keyspace,
+    half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, DbState, KeyRange, Keyspace,
 };
 use crate::batch::{check_entry_size, check_range_bound, BatchOp};
 use crate::key::SeqNo;
@@ -55,8 +55,8 @@ pub const TRANSACT_ATTEMPTS: usize = 64;
 ///
 /// Reads see a snapshot taken when the transaction began, with the transaction's own writes
 /// over it. The commit checks every key read (by `get` and `multi_get`) and every range
-/// scanned (by `range` and `prefix`, the whole range asked for, however far the iterator
-/// went) against every write made since the snapshot by anyone — puts, deletes, range
+/// scanned (by `range`, `prefix` and `cursor`, the whole range asked for, however far the
+/// iterator or cursor went) against every write made since the snapshot by anyone — puts, deletes, range
 /// deletes, ingests and other transactions — and commits only if none touched them. So a
 /// committed transaction behaves as if it ran alone at the moment of its commit, for
 /// everything it read: it is serializable with respect to the keys and ranges it read,
@@ -340,16 +340,19 @@ impl Transaction {
         Ok(out.into_iter().map(Option::flatten).collect())
     }
 
-    fn range_at(
+    /// Records `bounds` as scanned and returns the snapshot's tree with the transaction's
+    /// writes in them (in key order) and its range deletes in the keyspace.
+    #[allow(clippy::type_complexity)]
+    fn scan_at(
         &self,
         id: KeyspaceId,
         ks: Option<&Keyspace>,
-        (lo, hi): (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> Result<TransactionIter> {
+        bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<(Arc<super::Tree>, Vec<(Vec<u8>, Option<Value>)>, Vec<(Vec<u8>, Vec<u8>)>)> {
         self.inner.check_open()?;
         let tree = self.tree(id, ks)?.clone();
-        let (start, end) = half_open((lo.clone(), hi.clone()));
-        let mut own = VecDeque::new();
+        let (start, end) = half_open(bounds.clone());
+        let mut own = Vec::new();
         let mut ranges = Vec::new();
         if start < end {
             self.record(id, ks, |r| r.ranges.push((start.clone(), end.clone())));
@@ -359,7 +362,19 @@ impl Transaction {
                 ranges = p.ranges.clone();
             }
         }
+        Ok((tree, own, ranges))
+    }
+
+    fn range_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<TransactionIter> {
+        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+        let (lo, hi) = bounds;
         let base = DbIterator::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
+        let own = VecDeque::from(own);
         Ok(TransactionIter {
             base,
             slots: [None, None],
@@ -368,6 +383,18 @@ impl Transaction {
             ranges,
             done: false,
         })
+    }
+
+    fn cursor_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<TransactionCursor> {
+        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+        let (lo, hi) = bounds;
+        let base = Cursor::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
+        Ok(TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None })
     }
 
     fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
@@ -507,6 +534,42 @@ impl Transaction {
         prefix: impl AsRef<[u8]>,
     ) -> Result<TransactionIter> {
         self.range_at(self.id_of(keyspace)?, Some(keyspace), prefix_bounds(prefix.as_ref()))
+    }
+
+    /// A cursor over the keys of the default keyspace in `range`: what
+    /// [`Transaction::range`] yields, positioned at will. The whole range counts as read.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("c", "3")?;
+    /// let mut tx = db.transaction();
+    /// tx.put("b", "2")?;
+    /// tx.delete("c")?;
+    /// let mut cursor = tx.cursor(..)?;
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(cursor.key(), Some(&b"b"[..]));
+    /// cursor.prev()?;
+    /// assert_eq!(cursor.key(), Some(&b"a"[..]));
+    /// cursor.seek("aa")?;
+    /// assert_eq!(cursor.value(), Some(&b"2"[..]));
+    /// cursor.next()?;
+    /// assert!(!cursor.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn cursor(&self, range: impl KeyRange) -> Result<TransactionCursor> {
+        self.cursor_at(DEFAULT_KEYSPACE, None, range.into_bounds())
+    }
+
+    /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`]).
+    pub fn cursor_in(
+        &self,
+        keyspace: &Keyspace,
+        range: impl KeyRange,
+    ) -> Result<TransactionCursor> {
+        self.cursor_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
     }
 
     /// Buffers a put of `key` in the default keyspace. Fails with [`Error::KeyTooLarge`] or
@@ -781,6 +844,188 @@ impl DoubleEndedIterator for TransactionIter {
 }
 
 impl std::iter::FusedIterator for TransactionIter {}
+
+/// A positionable view of a transaction's range, from [`Transaction::cursor`]: the snapshot
+/// (a [`Cursor`]) merged with the transaction's writes as they were when it was made. Each
+/// move seeks the snapshot's cursor by key (a step costs a seek, not a link); after an error
+/// the cursor is invalid until the next successful move.
+pub struct TransactionCursor {
+    base: Cursor,
+    /// The transaction's writes in the range (`None`: a delete).
+    own: BTreeMap<Vec<u8>, Option<Value>>,
+    /// The transaction's range deletes in the keyspace.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    current: Option<(Vec<u8>, Value)>,
+}
+
+impl std::fmt::Debug for TransactionCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionCursor").field("valid", &self.valid()).finish_non_exhaustive()
+    }
+}
+
+/// The least key greater than `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = key.to_vec();
+    next.push(0);
+    next
+}
+
+/// The end of a range delete in `ranges` covering `key`.
+fn covering<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
+    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
+    over.map(|(_, e)| e.as_slice()).max()
+}
+
+/// The start of a range delete in `ranges` covering `key`.
+fn covered_from<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
+    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
+    over.map(|(s, _)| s.as_slice()).min()
+}
+
+impl TransactionCursor {
+    /// The snapshot's entry the base cursor stands on, copied.
+    fn base_entry(&self) -> Option<(Vec<u8>, Value)> {
+        let key = self.base.key()?;
+        Some((key.to_vec(), Value::copy_from_slice(self.base.value().unwrap_or_default())))
+    }
+
+    /// Positions at the first visible key at or after `from`.
+    fn forward_from(&mut self, mut from: Vec<u8>) -> Result<()> {
+        loop {
+            self.base.seek(&from)?;
+            // The snapshot's keys under a range delete of the transaction are skipped whole.
+            while let Some(end) = self.base.key().and_then(|k| covering(&self.ranges, k)) {
+                let end = end.to_vec();
+                self.base.seek(end)?;
+            }
+            let own = self.own.range::<[u8], _>((Bound::Included(&from[..]), Bound::Unbounded));
+            let own = own.map(|(o, v)| (o.clone(), v.clone())).next();
+            let (key, value) = match (self.base.key(), own) {
+                (Some(b), Some((o, v))) if o.as_slice() <= b => (o, v),
+                (None, Some((o, v))) => (o, v),
+                _ => {
+                    self.current = self.base_entry();
+                    return Ok(());
+                }
+            };
+            match value {
+                Some(v) => {
+                    self.current = Some((key, v));
+                    return Ok(());
+                }
+                None => from = successor(&key),
+            }
+        }
+    }
+
+    /// Positions at the last visible key before `to` (at it too if `inclusive`; `None`: from
+    /// the end).
+    fn backward_from(&mut self, mut to: Option<Vec<u8>>, mut inclusive: bool) -> Result<()> {
+        loop {
+            match &to {
+                Some(k) => {
+                    self.base.seek_for_prev(k)?;
+                    if !inclusive && self.base.key() == Some(k.as_slice()) {
+                        self.base.prev()?;
+                    }
+                }
+                None => self.base.seek_to_last()?,
+            }
+            while let Some(start) = self.base.key().and_then(|k| covered_from(&self.ranges, k)) {
+                let start = start.to_vec();
+                self.base.seek_for_prev(&start)?;
+                if self.base.key() == Some(start.as_slice()) {
+                    self.base.prev()?;
+                }
+            }
+            let upper = match (&to, inclusive) {
+                (Some(k), true) => Bound::Included(&k[..]),
+                (Some(k), false) => Bound::Excluded(&k[..]),
+                (None, _) => Bound::Unbounded,
+            };
+            let own = self.own.range::<[u8], _>((Bound::Unbounded, upper));
+            let own = own.map(|(o, v)| (o.clone(), v.clone())).next_back();
+            let (key, value) = match (self.base.key(), own) {
+                (Some(b), Some((o, v))) if o.as_slice() >= b => (o, v),
+                (None, Some((o, v))) => (o, v),
+                _ => {
+                    self.current = self.base_entry();
+                    return Ok(());
+                }
+            };
+            match value {
+                Some(v) => {
+                    self.current = Some((key, v));
+                    return Ok(());
+                }
+                None => (to, inclusive) = (Some(key), false),
+            }
+        }
+    }
+
+    /// The result of a move: on an error the cursor is left invalid.
+    fn moved(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.current = None;
+        }
+        r
+    }
+
+    /// Positions at the first key of the range.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.forward_from(Vec::new());
+        self.moved(r)
+    }
+
+    /// Positions at the last key of the range.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.backward_from(None, true);
+        self.moved(r)
+    }
+
+    /// Positions at the first key at or after `key`.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let r = self.forward_from(key.as_ref().to_vec());
+        self.moved(r)
+    }
+
+    /// Positions at the last key at or before `key`.
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let r = self.backward_from(Some(key.as_ref().to_vec()), true);
+        self.moved(r)
+    }
+
+    /// Moves to the next key; an invalid cursor stays invalid.
+    #[allow(clippy::should_implement_trait)] // A move, not an `Iterator`: it yields nothing.
+    pub fn next(&mut self) -> Result<()> {
+        let Some((key, _)) = &self.current else { return Ok(()) };
+        let r = self.forward_from(successor(key));
+        self.moved(r)
+    }
+
+    /// Moves to the previous key; an invalid cursor stays invalid.
+    pub fn prev(&mut self) -> Result<()> {
+        let Some((key, _)) = &self.current else { return Ok(()) };
+        let r = self.backward_from(Some(key.clone()), false);
+        self.moved(r)
+    }
+
+    /// True while the cursor stands on a key.
+    pub fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// The key the cursor stands on.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(k, _)| k.as_slice())
+    }
+
+    /// The value of the key the cursor stands on.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(_, v)| v.as_ref())
+    }
+}
 
 #[cfg(test)]
 mod tests {
