@@ -277,6 +277,31 @@ fn misuse_is_reported() {
     assert!(matches!(tx.commit(), Err(Error::Closed)));
 }
 
+/// On a read-only handle a transaction reads, and a commit with nothing to write succeeds;
+/// one with writes is refused.
+#[test]
+fn read_only_handles_read_but_do_not_commit_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    Db::open(dir.path(), Options::default()).unwrap().put("k", "v").unwrap();
+    let db = Db::open_read_only(dir.path(), Options::default()).unwrap();
+    let tx = db.transaction();
+    assert_eq!(tx.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    tx.commit().unwrap();
+    let mut tx = db.transaction();
+    tx.put("k", "w").unwrap();
+    assert!(matches!(tx.commit(), Err(Error::ReadOnly)));
+    assert!(matches!(db.compare_and_swap("k", Some(b"v"), None), Err(Error::ReadOnly)));
+}
+
+/// A transaction and its iterator and cursor can move to another thread.
+#[test]
+fn transactions_are_send() {
+    fn send<T: Send>() {}
+    send::<Transaction>();
+    send::<bloomkv::TransactionIter>();
+    send::<bloomkv::TransactionCursor>();
+}
+
 /// A transaction whose snapshot's memtable is flushed before it commits is refused if it
 /// read anything (the check no longer reaches back to its snapshot); one that read nothing
 /// still commits. An ingest during a transaction that read something refuses it too.
