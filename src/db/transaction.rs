@@ -22,6 +22,11 @@
 //! never missing a true one. An ingest's tables carry a sequence number but pass no memtable,
 //! so a transaction that overlaps an ingest in time (one reserved or installed between its
 //! begin and its commit, or still running at its begin) is refused too.
+//!
+//! The snapshot is taken only from a state still current after its sequence number was
+//! loaded (`stable_view`): a memtable switch between the two loads would leave writes at or
+//! below that number in a memtable the snapshot lacks, unseen by its reads and, being at or
+//! below the snapshot, by the check.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
@@ -136,6 +141,7 @@ impl Pending {
     }
 }
 
+/// True if one of the half-open `ranges` holds `key`.
 fn hidden(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
     ranges.iter().any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
 }
