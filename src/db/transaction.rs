@@ -24,9 +24,9 @@
 //! begin and its commit, or still running at its begin) is refused too.
 //!
 //! The snapshot is taken only from a state still current after its sequence number was
-//! loaded (`stable_view`): a memtable switch between the two loads would leave writes at or
-//! below that number in a memtable the snapshot lacks, unseen by its reads and, being at or
-//! below the snapshot, by the check.
+//! loaded (`DbInner::stable_read_view`): a memtable switch between the two loads would leave
+//! writes at or below that number in a memtable the snapshot lacks, unseen by its reads and,
+//! being at or below the snapshot, by the check.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
@@ -258,7 +258,7 @@ impl Transaction {
         // loaded, so the view holds its tables; any other is caught at the commit.
         let begun = inner.ingests_begun.load(Ordering::SeqCst);
         let done = inner.ingests_done.load(Ordering::SeqCst);
-        let view = stable_view(&inner);
+        let view = inner.stable_read_view();
         let reads = ReadSet {
             seq: view.seq(),
             wal: view.state().default_tree().mem.wal_number,
@@ -677,19 +677,6 @@ impl Transaction {
         let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
         reads.written = written;
         write::write_checked(&self.inner, sync, Some(Box::new(reads)), |b| *b = batch)
-    }
-}
-
-/// A view whose state is the one current when its sequence number was loaded. A memtable
-/// switch between the two loads would leave writes numbered at or below the sequence number
-/// in a memtable the view's state does not have; the commit's check would then take them
-/// for writes the snapshot saw.
-fn stable_view(inner: &DbInner) -> ReadView {
-    loop {
-        let view = inner.read_view();
-        if Arc::ptr_eq(view.state(), &inner.state.load()) {
-            return view.into_owned();
-        }
     }
 }
 
