@@ -82,8 +82,10 @@ pub fn raft_body_limit() -> usize {
     append.max(SNAPSHOT_CHUNK_BYTES as usize) + (64 << 10)
 }
 
-/// The raft timing of the examples (elections after 500–1000 ms without a heartbeat), and the
-/// payload sizes the body limit is computed from.
+/// The raft timing of the examples (election timeouts of 500–1000 ms: after a leader is killed
+/// a new one took 1.5–2.0 s, as followers honour its lease first; see
+/// docs/results/2026-11-26-raft-failover.md), and the payload sizes the body limit is computed
+/// from.
 pub fn config() -> Arc<Config> {
     let config = Config {
         heartbeat_interval: 100,
