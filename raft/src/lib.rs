@@ -237,7 +237,12 @@ impl KvReader {
 
     /// Every key and value, in key order, as of one moment.
     pub fn scan(&self) -> impl Iterator<Item = bloomkv::Result<(Vec<u8>, Value)>> {
-        self.db.prefix(keys::DATA).map(|item| {
+        self.prefix(b"")
+    }
+
+    /// Every key starting with `prefix` and its value, in key order, as of one moment.
+    pub fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = bloomkv::Result<(Vec<u8>, Value)>> {
+        self.db.prefix(keys::data(prefix)).map(|item| {
             item.map(|(mut key, value)| {
                 key.drain(..keys::DATA.len());
                 (key, value)

@@ -199,6 +199,29 @@ async fn status_and_metrics_show_replication_and_stuck_admin_calls_time_out() {
     assert_eq!(stale.status(), StatusCode::OK);
     assert_eq!(stale.text().await.unwrap(), "v");
     assert_eq!(read("?consistency=eventual").await.status(), StatusCode::BAD_REQUEST);
+    // Scans: in key order, cut at the limit, an item that is not text in hex.
+    let put = http.put(url(leader, "/kv/k9")).body(vec![0xffu8, 1]).send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    caught_up(follower, leader).await;
+    let scan = |node, query: &str| {
+        let (http, path) = (http.clone(), url(node, &format!("/kv?{query}")));
+        async move {
+            let answer = http.get(path).send().await.unwrap();
+            assert_eq!(answer.status(), StatusCode::OK);
+            answer.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let all = scan(leader, "prefix=k").await;
+    let keys: Vec<_> = all["items"].as_array().unwrap().iter().map(|i| i["key"].clone()).collect();
+    assert_eq!(keys[..5], ["k0", "k1", "k2", "k3", "k4"].map(serde_json::Value::from));
+    assert_eq!(all["items"][5], serde_json::json!({ "key_hex": "6b39", "value_hex": "ff01" }));
+    assert_eq!(all["more"], false);
+    let cut = scan(follower, "prefix=k&limit=2&consistency=stale").await;
+    assert_eq!(
+        cut["items"],
+        serde_json::json!([{ "key": "k0", "value": "v" }, { "key": "k1", "value": "v" }])
+    );
+    assert_eq!(cut["more"], true);
 
     // Voters {1, 9}, 9 a learner nobody answers for: the change cannot commit without it
     // (openraft counts a new learner as caught up, so adding it returns at once), and the

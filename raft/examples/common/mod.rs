@@ -16,6 +16,8 @@
 //! DELETE /kv/{key}                          replicated delete (leader only)
 //! GET    /kv/{key}                          linearizable read (leader only)
 //! GET    /kv/{key}?consistency=stale        this node's applied state (any node)
+//! GET    /kv?prefix=P&limit=N               the keys starting with P (at most N, default
+//!                                           1000) in order, as JSON; &consistency=stale too
 //! ```
 //!
 //! On a node that is not the leader, the key-value calls answer 421 with the leader's id and
@@ -173,6 +175,7 @@ fn routes() -> Router<Arc<App>> {
         .route("/cluster/status", get(status))
         .route("/metrics", get(metrics))
         .route("/kv/{key}", put(kv_put).delete(kv_delete).get(kv_get))
+        .route("/kv", get(kv_scan))
 }
 
 type AppState = State<Arc<App>>;
@@ -457,6 +460,8 @@ async fn kv_delete(State(app): AppState, UrlPath(key): UrlPath<String>) -> Respo
 #[derive(serde::Deserialize)]
 struct ReadParams {
     consistency: Option<String>,
+    prefix: Option<String>,
+    limit: Option<usize>,
 }
 
 async fn kv_get(
@@ -464,26 +469,67 @@ async fn kv_get(
     UrlPath(key): UrlPath<String>,
     Query(params): Query<ReadParams>,
 ) -> Response {
+    read(&app, &params, || local_get(&app, &key)).await
+}
+
+/// Answers with `local` once the read's consistency allows reading this node's state.
+async fn read(app: &App, params: &ReadParams, local: impl FnOnce() -> Response) -> Response {
     match params.consistency.as_deref() {
         None | Some("linearizable") => {
             // Confirms with a quorum that this node still leads, and waits until it has
             // applied everything committed before the read: only then is the local read
             // linearizable.
             match app.raft.ensure_linearizable().await {
-                Ok(_) => local_get(&app, &key),
+                Ok(_) => local(),
                 Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => not_leader(f),
                 Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
             }
         }
         // What this node has applied: possibly behind the leader (see `/cluster/status`), never
         // ahead of what a quorum has.
-        Some("stale") => local_get(&app, &key),
+        Some("stale") => local(),
         Some(other) => (
             StatusCode::BAD_REQUEST,
             format!("consistency {other:?}: expected linearizable or stale\n"),
         )
             .into_response(),
     }
+}
+
+/// Keys listed by one scan when the request names no limit.
+const DEFAULT_SCAN_LIMIT: usize = 1000;
+
+/// `{"items": [...], "more": bool}`, each item `{"key", "value"}` as UTF-8 text, or
+/// `{"key_hex", "value_hex"}` where either is not UTF-8; `more` says the limit cut the list.
+async fn kv_scan(State(app): AppState, Query(params): Query<ReadParams>) -> Response {
+    read(&app, &params, || {
+        let prefix = params.prefix.as_deref().unwrap_or("");
+        let limit = params.limit.unwrap_or(DEFAULT_SCAN_LIMIT);
+        let mut items = Vec::new();
+        let mut more = false;
+        for item in app.kv.prefix(prefix.as_bytes()) {
+            let (key, value) = match item {
+                Ok(kv) => kv,
+                Err(e) => {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()
+                }
+            };
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            items.push(match (std::str::from_utf8(&key), std::str::from_utf8(&value)) {
+                (Ok(k), Ok(v)) => json!({ "key": k, "value": v }),
+                _ => json!({ "key_hex": hex(&key), "value_hex": hex(&value) }),
+            });
+        }
+        json_line(StatusCode::OK, json!({ "items": items, "more": more }))
+    })
+    .await
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn local_get(app: &App, key: &str) -> Response {
