@@ -134,6 +134,10 @@ pub enum CompactionReason {
     LevelSize,
     /// [`crate::Db::compact`].
     Manual,
+    /// Enough of a table's expiring values have expired (see [`crate::Db::put_with_ttl`]):
+    /// the table is rewritten in place (an L0 table: L0 is compacted into L1) to free their
+    /// space.
+    Expiry,
 }
 
 /// A compaction, for [`EventListener::on_compaction_begin`] and

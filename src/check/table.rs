@@ -254,13 +254,13 @@ fn check_range_dels(
     region_ok: Option<bool>,
 ) -> Option<Vec<RangeTombstone>> {
     let has = p.num_range_deletions > 0;
-    if has != (footer.version == RANGE_DEL_FORMAT_VERSION) {
+    if !crate::table::format::range_dels_consistent(footer.version, has) {
         r.problem(
             path,
             Some(footer.properties.offset),
             format!(
                 "footer's format version {} but the properties record {} range tombstones \
-                 (version {RANGE_DEL_FORMAT_VERSION} is for tables with range tombstones)",
+                 (version {RANGE_DEL_FORMAT_VERSION} is for tables with range tombstones, 1 for tables without)",
                 footer.version, p.num_range_deletions
             ),
         );
