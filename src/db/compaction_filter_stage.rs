@@ -257,4 +257,46 @@ mod tests {
         assert_eq!(*filter.0.lock().unwrap(), [&b"a"[..], b"d", b"e", b"f"]);
         assert_eq!((stage.removed, stage.changed), (2, 1));
     }
+
+    #[test]
+    fn expired_values_go_without_asking_and_others_keep_their_expiry() {
+        let source = Arc::new(MemTable::new());
+        let exp = |at: u64, v: &[u8]| key::expiring_value(at, v);
+        // Expired at 100 over an older version below: a tombstone.
+        source.insert(b"a", 5, ValueKind::PutExpiring, &exp(100, b"r-a"));
+        // Expired, nothing below: gone.
+        source.insert(b"b", 6, ValueKind::PutExpiring, &exp(99, b"k-b"));
+        // Expired and range-deleted: it goes all the same.
+        source.insert(b"c", 7, ValueKind::PutExpiring, &exp(50, b"k-c"));
+        // Live: the filter sees the value without its expiry, a replacement keeps it.
+        source.insert(b"d", 8, ValueKind::PutExpiring, &exp(101, b"c-d"));
+        source.insert(b"e", 9, ValueKind::PutExpiring, &exp(500, b"r-e"));
+        let tree = Tree::empty();
+        tree.mem.table.delete_range(b"c", b"d", 20);
+        let filter = Recording::default();
+        let nothing_below = |uk: &[u8]| uk != b"a";
+        for with_filter in [true, false] {
+            let f: Option<&dyn CompactionFilter> = with_filter.then_some(&filter);
+            let mut stage = FilterStage::new(source.iter(), f, 100, 3, &tree, &nothing_below);
+            stage.seek_to_first().unwrap();
+            let mut out = Vec::new();
+            while stage.valid() {
+                let p = key::parse_internal_key(stage.key()).unwrap();
+                out.push((p.user_key.to_vec(), p.seq, p.kind, stage.value().to_vec()));
+                stage.next().unwrap();
+            }
+            let entry = |k: &[u8], seq, kind, v: &[u8]| (k.to_vec(), seq, kind, v.to_vec());
+            let mut want = vec![entry(b"a", 5, ValueKind::Delete, b"")];
+            if with_filter {
+                want.push(entry(b"d", 8, ValueKind::PutExpiring, &exp(101, b"C-d")));
+                assert_eq!((stage.expired, stage.removed, stage.changed), (3, 1, 1));
+            } else {
+                want.push(entry(b"d", 8, ValueKind::PutExpiring, &exp(101, b"c-d")));
+                want.push(entry(b"e", 9, ValueKind::PutExpiring, &exp(500, b"r-e")));
+                assert_eq!((stage.expired, stage.removed, stage.changed), (3, 0, 0));
+            }
+            assert_eq!(out, want);
+        }
+        assert_eq!(*filter.0.lock().unwrap(), [&b"d"[..], b"e"]);
+    }
 }

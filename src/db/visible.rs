@@ -500,4 +500,30 @@ mod tests {
         assert!(v.seek_to_last().unwrap_err().is_corruption());
         assert!(!v.valid());
     }
+
+    #[test]
+    fn an_expired_version_hides_older_ones_both_ways_and_a_live_one_loses_its_expiry() {
+        let exp = |k: &str, seq: SeqNo, at: u64, v: &str| {
+            let key = internal_key(k.as_bytes(), seq, ValueKind::PutExpiring);
+            (key, key::expiring_value(at, v.as_bytes()))
+        };
+        let newer = vec![exp("a", 5, 100, "a5"), exp("b", 6, 200, "b6")];
+        let older = vec![put("a", 1, "a1"), put("b", 2, "b2"), put("c", 3, "c3")];
+        let at = |now: u64| {
+            let merged = MergingIterator::new(vec![
+                Box::new(VecIter::new(newer.clone())),
+                Box::new(VecIter::new(older.clone())),
+            ]);
+            VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded, Vec::new(), now)
+        };
+        for (now, want) in [
+            (99, pairs(&[("a", "a5"), ("b", "b6"), ("c", "c3")])),
+            // a's newest version expired: a1 stays hidden.
+            (100, pairs(&[("b", "b6"), ("c", "c3")])),
+            (200, pairs(&[("c", "c3")])),
+        ] {
+            assert_eq!(forward(&mut at(now)), want, "forward at {now}");
+            assert_eq!(backward(&mut at(now)), want, "backward at {now}");
+        }
+    }
 }

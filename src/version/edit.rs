@@ -522,7 +522,8 @@ mod tests {
                     .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
                     .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
                     .whole_key_filtering(false)
-                    .compression(Compression::Zstd { level: -3 }),
+                    .compression(Compression::Zstd { level: -3 })
+                    .default_ttl(Some(std::time::Duration::from_millis(90_000))),
             }],
             dropped_keyspaces: vec![2],
             next_keyspace_id: Some(4),
@@ -585,6 +586,21 @@ mod tests {
         let mut huge = vec![1, 1, 6, 0, 1, 1];
         put_varint(&mut huge, u64::MAX >> 1);
         assert!(corrupt(&huge).contains("truncated"));
+        // A default time to live: only right after its keyspace's definition, never 0.
+        assert!(corrupt(&[1, 1, 12, 3, 5, 0]).contains("not after its definition"));
+        let mut ttl = VersionEdit::default();
+        ttl.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().default_ttl(Some(std::time::Duration::from_millis(5))),
+        });
+        let enc = ttl.encode();
+        assert_eq!(enc[enc.len() - 4..], [12, 3, 5, 0]);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), ttl);
+        let mut zero = enc.clone();
+        let n = zero.len();
+        zero[n - 2] = 0;
+        assert!(corrupt(&zero).contains("time to live of 0 ms"));
         // Prefix settings: only right after their keyspace's definition, a known extractor,
         // a whole-key flag of 0 or 1.
         assert!(corrupt(&[1, 1, 11, 3, 0, 1, 0]).contains("not after its definition"));
