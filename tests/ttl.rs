@@ -21,6 +21,7 @@ mod common;
 
 use common::files::table_files;
 use common::keys::key4;
+use common::model::Pair;
 
 const START: u64 = 1_700_000_000_000;
 
@@ -104,20 +105,14 @@ fn value(v: u16) -> Vec<u8> {
     out
 }
 
-fn check_scan(
-    db_scan: Vec<(Vec<u8>, Vec<u8>)>,
-    rev: Vec<(Vec<u8>, Vec<u8>)>,
-    want: &[(Vec<u8>, Vec<u8>)],
-) {
+fn check_scan(db_scan: Vec<Pair>, rev: Vec<Pair>, want: &[Pair]) {
     assert_eq!(db_scan, want, "forward scan");
     let mut rev = rev;
     rev.reverse();
     assert_eq!(rev, want, "backward scan");
 }
 
-fn scan_both(
-    range: impl Fn() -> bloomkv::DbIterator,
-) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>) {
+fn scan_both(range: impl Fn() -> bloomkv::DbIterator) -> (Vec<Pair>, Vec<Pair>) {
     (common::model::pairs(range()), common::model::pairs(range().rev()))
 }
 
@@ -238,7 +233,7 @@ proptest! {
 /// cursor.
 fn read_everywhere(db: &Db, k: &[u8]) -> [Option<Vec<u8>>; 4] {
     let get = db.get(k).unwrap().map(|v| v.to_vec());
-    let multi = db.multi_get(&[k]).unwrap().remove(0).map(|v| v.to_vec());
+    let multi = db.multi_get([k]).unwrap().remove(0).map(|v| v.to_vec());
     let fwd = common::model::pairs(db.range(..)).into_iter().find(|(x, _)| x == k).map(|p| p.1);
     let rev =
         common::model::pairs(db.range(..).rev()).into_iter().find(|(x, _)| x == k).map(|p| p.1);
