@@ -516,6 +516,13 @@ impl KeyspaceOptions {
         (self.prefix_extractor, self.whole_key_filtering)
     }
 
+    /// The default time to live of plain puts. Not part of the stable API.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn ttl_part(&self) -> Option<std::time::Duration> {
+        self.default_ttl
+    }
+
     /// Whether the tables' filters hold whole keys: always without an extractor.
     pub(crate) fn filters_whole_keys(&self) -> bool {
         self.whole_key_filtering || self.prefix_extractor.is_none()
