@@ -6,6 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The wall clock the database judges expiry by (see [`crate::Db::put_with_ttl`]), set with
 /// [`crate::Options::clock`]. [`SystemClock`] by default; [`ManualClock`] for tests, which
 /// then need no sleeps.
+///
+/// Reads judge each value by the clock when they meet it (a scan or cursor: when it is
+/// created), so a value is never returned from its expiry on. The space of expired values is
+/// freed by compaction: the background thread looks for tables worth rewriting after every
+/// flush and at least once a minute, so after moving a manual clock a test calls
+/// [`crate::Db::compact`] (or flushes) rather than wait.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now, in milliseconds since the Unix epoch.
     fn now_millis(&self) -> u64;

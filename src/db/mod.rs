@@ -674,9 +674,14 @@ impl Db {
     }
 
     /// Compacts the whole database into its last level: every overwritten version and every
-    /// tombstone that no snapshot needs is dropped. In a keyspace with a
-    /// [`crate::CompactionFilter`], the last level's other tables are rewritten too, so the
-    /// filter is asked about every value. Returns when done.
+    /// tombstone that no snapshot needs is dropped, and every expired value
+    /// ([`Db::put_with_ttl`]). In a keyspace with a [`crate::CompactionFilter`], or whose last
+    /// level holds expired values, the last level's other tables are rewritten too, so the
+    /// filter is asked about every value and no expired value is left. Returns when done.
+    ///
+    /// Expired values are also dropped without it: the background compaction thread rewrites
+    /// a table once enough of its values have expired, looking after every flush and at
+    /// least once a minute.
     pub fn compact(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.flush()?;
