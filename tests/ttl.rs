@@ -68,6 +68,8 @@ enum Op {
     /// A batch of a plain put and a put with a time to live.
     Batch(u16, u16, u16),
     Delete(u16),
+    /// A plain put into a keyspace whose default time to live is `KS_TTL` ms.
+    KsPut(u16, u16),
     Advance(u16),
     Get(u16),
     MultiGet(Vec<u16>),
@@ -86,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (k(), any::<u16>(), 0u16..100).prop_map(|(k, v, t)| Op::PutTtl(k, v, t)),
         2 => (k(), k(), 1u16..100).prop_map(|(a, b, t)| Op::Batch(a, b, t)),
         2 => k().prop_map(Op::Delete),
+        3 => (k(), any::<u16>()).prop_map(|(k, v)| Op::KsPut(k, v)),
         4 => (0u16..40).prop_map(Op::Advance),
         4 => k().prop_map(Op::Get),
         1 => proptest::collection::vec(k(), 1..8).prop_map(Op::MultiGet),
@@ -116,10 +119,18 @@ fn scan_both(range: impl Fn() -> bloomkv::DbIterator) -> (Vec<Pair>, Vec<Pair>) 
     (common::model::pairs(range()), common::model::pairs(range().rev()))
 }
 
+const KS_TTL: u64 = 50;
+
+fn ks_options() -> KeyspaceOptions {
+    KeyspaceOptions::new().default_ttl(Some(Duration::from_millis(KS_TTL)))
+}
+
 fn run_model(ops: Vec<Op>) {
     let clock = Arc::new(ManualClock::new(START));
     let dir = tempfile::tempdir().unwrap();
     let mut db = Db::open(dir.path(), options(&clock)).unwrap();
+    let mut ks = db.keyspace("ks", ks_options()).unwrap();
+    let mut ks_model = Model::new();
     let mut model = Model::new();
     let mut snap: Option<(Snapshot, Model)> = None;
     for op in ops {
@@ -144,6 +155,10 @@ fn run_model(ops: Vec<Op>) {
             Op::Delete(k) => {
                 db.delete(key4(k)).unwrap();
                 model.remove(&key4(k));
+            }
+            Op::KsPut(k, v) => {
+                ks.put(key4(k), value(v)).unwrap();
+                ks_model.insert(key4(k), (value(v), Some(now + KS_TTL)));
             }
             Op::Advance(ms) => clock.advance(Duration::from_millis(ms.into())),
             Op::Get(k) => {
@@ -174,6 +189,8 @@ fn run_model(ops: Vec<Op>) {
                 check_scan(f, r, &want);
                 let (f, r) = scan_both(|| db.range(..));
                 check_scan(f, r, &live(&model, now));
+                let (f, r) = scan_both(|| ks.range(..));
+                check_scan(f, r, &live(&ks_model, now));
             }
             Op::Snapshot => snap = Some((db.snapshot(), model.clone())),
             Op::CheckSnapshot => {
@@ -192,8 +209,10 @@ fn run_model(ops: Vec<Op>) {
             Op::Compact => db.compact().unwrap(),
             Op::Reopen => {
                 snap = None;
+                drop(ks);
                 drop(db);
                 db = Db::open(dir.path(), options(&clock)).unwrap();
+                ks = db.keyspace("ks", ks_options()).unwrap();
             }
         }
     }
@@ -205,6 +224,8 @@ fn run_model(ops: Vec<Op>) {
     db.compact().unwrap();
     let (f, r) = scan_both(|| db.range(..));
     check_scan(f, r, &live(&model, now));
+    let (f, r) = scan_both(|| ks.range(..));
+    check_scan(f, r, &live(&ks_model, now));
 }
 
 trait Now {
@@ -219,7 +240,7 @@ impl Now for ManualClock {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: common::env::u64_or("TTL_MODEL_CASES", 24) as u32,
+        cases: common::env::u64_or("TTL_MODEL_CASES", 48) as u32,
         ..ProptestConfig::default()
     })]
 
