@@ -490,3 +490,28 @@ fn a_database_without_expiring_values_keeps_its_table_format() {
     assert_eq!(db.range(..).count(), 490);
     assert_eq!(db.get(key4(42)).unwrap().unwrap(), value(42)[..]);
 }
+
+#[test]
+fn the_largest_value_may_expire_and_a_larger_one_is_refused() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options::new().clock(clock.clone());
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let largest = vec![3u8; bloomkv::MAX_VALUE_BYTES];
+    let ttl = Duration::from_secs(5);
+    db.put_with_ttl("big", &largest, ttl).unwrap();
+    let too_big = vec![3u8; bloomkv::MAX_VALUE_BYTES + 1];
+    let e = db.put_with_ttl("bigger", &too_big, ttl).unwrap_err();
+    assert!(matches!(e, bloomkv::Error::ValueTooLarge { .. }), "{e}");
+    let mut batch = WriteBatch::new();
+    batch.put_with_ttl("bigger", &too_big, ttl);
+    let e = db.write(&batch, &WriteOptions::default()).unwrap_err();
+    assert!(matches!(e, bloomkv::Error::ValueTooLarge { .. }), "{e}");
+    drop(db); // replayed from the WAL, then flushed at open
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get("big").unwrap().unwrap().len(), bloomkv::MAX_VALUE_BYTES);
+    db.compact().unwrap();
+    assert_eq!(db.get("big").unwrap().unwrap().len(), bloomkv::MAX_VALUE_BYTES);
+    clock.advance(ttl);
+    assert_eq!(db.get("big").unwrap(), None);
+}

@@ -170,7 +170,8 @@ impl MemTable {
     /// # Panics
     ///
     /// If the key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
-    /// [`crate::MAX_VALUE_BYTES`] (writes are checked against both before they get here).
+    /// [`crate::MAX_VALUE_BYTES`] (plus the 8-byte expiry of a [`ValueKind::PutExpiring`]);
+    /// writes are checked against both before they get here.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         debug_assert!(seq <= MAX_SEQNO);
         self.list.insert(user_key, pack_trailer(seq, kind), value);
