@@ -515,3 +515,46 @@ fn the_largest_value_may_expire_and_a_larger_one_is_refused() {
     clock.advance(ttl);
     assert_eq!(db.get("big").unwrap(), None);
 }
+
+/// A database written by the build before expiring values existed (by the program in
+/// `tests/testdata/db_before_ttl.rs.txt`): tables in two levels, one with a range tombstone,
+/// a named keyspace, and writes left in the WAL.
+#[test]
+fn a_database_written_before_expiring_values_opens_and_reads_unchanged() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/db_before_ttl");
+    let versions = format_versions(&fixture);
+    assert!(!versions.is_empty() && versions.iter().all(|&v| v == 1 || v == 2), "{versions:?}");
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&fixture).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    let clock = Arc::new(ManualClock::new(START));
+    let check = |db: &Db| {
+        let mut want = BTreeMap::new();
+        for i in 0..300u32 {
+            let v = if i < 20 { format!("new{i}") } else { format!("value{i}") };
+            if !(100..110).contains(&i) && i != 200 {
+                want.insert(format!("key{i:04}").into_bytes(), v.into_bytes());
+            }
+        }
+        want.insert(b"wal-only".to_vec(), b"in the log".to_vec());
+        assert_eq!(common::model::scan(db), want);
+        let ks = db.keyspace("named", KeyspaceOptions::new()).unwrap();
+        assert_eq!(ks.range(..).count(), 300);
+        assert_eq!(ks.get("k0042").unwrap().unwrap(), b"v42"[..]);
+    };
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    check(&db);
+    db.compact().unwrap();
+    check(&db);
+    // It takes expiring values from then on.
+    db.put_with_ttl("key0000", "brief", Duration::from_secs(1)).unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(db.get("key0000").unwrap(), None);
+    drop(db);
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(db.get("key0000").unwrap(), None);
+    assert_eq!(db.get("key0001").unwrap().unwrap(), b"new1"[..]);
+    verify(dir.path());
+}
