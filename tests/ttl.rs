@@ -362,6 +362,7 @@ fn a_last_level_full_of_expired_data_is_compacted_away_by_compact() {
     assert_eq!(db.range(..).count(), 0);
     db.compact().unwrap();
     assert_eq!(total_table_bytes(&db), 0, "{:?}", db.stats().bytes_per_level);
+    assert_eq!(db.stats().compaction_expired_dropped, 2000);
     assert!(table_files(dir.path()).is_empty());
 }
 

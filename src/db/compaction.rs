@@ -476,6 +476,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
             Ok((mut metas, counts)) => {
                 outputs.append(&mut metas);
                 filtered.removed += counts.removed;
+                filtered.expired += counts.expired;
                 filtered.changed += counts.changed;
             }
             Err(e) => {
@@ -509,12 +510,14 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_bytes_written.add(written);
     inner.counters.compaction_filter_removed.add(filtered.removed);
     inner.counters.compaction_filter_changed.add(filtered.changed);
+    inner.counters.compaction_expired_dropped.add(filtered.expired);
     inner.counters.keyspace(tree.id, |k| {
         k.compactions += 1;
         k.compaction_bytes_read += input_bytes;
         k.compaction_bytes_written += written;
         k.compaction_filter_removed += filtered.removed;
         k.compaction_filter_changed += filtered.changed;
+        k.compaction_expired_dropped += filtered.expired;
     });
     info.output_tables = outputs.len();
     info.output_bytes = written;
@@ -617,7 +620,8 @@ fn run_part(
         FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
     filtered.seek_to_first()?;
     let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter)?;
-    Ok((tables, FilterCounts { removed: filtered.removed, changed: filtered.changed }))
+    let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
+    Ok((tables, FilterCounts { removed, changed, expired }))
 }
 
 /// What a compaction's [`FilterStage`]s did, summed over its parts.
@@ -625,6 +629,8 @@ fn run_part(
 struct FilterCounts {
     removed: u64,
     changed: u64,
+    /// Expired values dropped (or replaced by tombstones).
+    expired: u64,
 }
 
 /// True when no level in `deeper` has a table whose range covers `uk`, so nothing older
