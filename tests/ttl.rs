@@ -559,3 +559,24 @@ fn a_database_written_before_expiring_values_opens_and_reads_unchanged() {
     assert_eq!(db.get("key0001").unwrap().unwrap(), b"new1"[..]);
     verify(dir.path());
 }
+
+#[test]
+fn a_checkpoint_keeps_each_values_expiry() {
+    let clock = Arc::new(ManualClock::new(START));
+    let (_dir, db) = common::db::open_temp(options(&clock));
+    let dest = tempfile::tempdir().unwrap();
+    db.put_with_ttl("flushed", "a", Duration::from_secs(10)).unwrap();
+    db.flush().unwrap();
+    db.put_with_ttl("in-memtable", "b", Duration::from_secs(20)).unwrap();
+    db.put("forever", "c").unwrap();
+    let copy = dest.path().join("copy");
+    db.checkpoint(&copy).unwrap();
+    let db = Db::open(&copy, options(&clock)).unwrap();
+    assert_eq!(db.range(..).count(), 3);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(db.get("flushed").unwrap(), None);
+    assert!(db.get("in-memtable").unwrap().is_some());
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(common::model::keys_of(db.range(..)), [b"forever".to_vec()]);
+    verify(&copy);
+}
