@@ -102,6 +102,10 @@ pub enum Error {
         /// What went wrong (for a panic, its message when it has one).
         reason: String,
     },
+    /// A [`crate::Transaction`]'s commit found that something it read was written after its
+    /// snapshot; nothing of it was written. Run the transaction again from a new snapshot
+    /// ([`crate::Db::transact`] does).
+    Conflict,
     /// A background flush or compaction failed; the database accepts no more writes.
     Background(Arc<Error>),
 }
@@ -203,6 +207,10 @@ impl fmt::Display for Error {
             Error::CompactionFilter { keyspace, reason } => {
                 write!(f, "the compaction filter of keyspace {keyspace} failed: {reason}")
             }
+            Error::Conflict => write!(
+                f,
+                "transaction conflict: a key or range it read was written after its snapshot"
+            ),
             Error::Background(_) => write!(f, "background work failed"),
         }
     }

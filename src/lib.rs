@@ -82,7 +82,10 @@ mod value;
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
-pub use db::{Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot};
+pub use db::{
+    Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionCursor,
+    TransactionIter, TRANSACT_ATTEMPTS,
+};
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};

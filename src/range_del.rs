@@ -125,6 +125,12 @@ impl Fragments {
         f.seqs.get(j).copied()
     }
 
+    /// The newest sequence number of a tombstone overlapping `start..end`.
+    pub fn newest_overlapping(&self, start: &[u8], end: &[u8]) -> Option<SeqNo> {
+        let i = self.frags.partition_point(|f| f.end.as_slice() <= start);
+        self.frags[i..].iter().take_while(|f| f.start.as_slice() < end).map(|f| f.seqs[0]).max()
+    }
+
     /// True if a tombstone visible at `read_seq` deletes the version of `key` written at
     /// `seq`.
     #[inline]

@@ -580,3 +580,33 @@ fn a_checkpoint_keeps_each_values_expiry() {
     assert_eq!(common::model::keys_of(db.range(..)), [b"forever".to_vec()]);
     verify(&copy);
 }
+
+#[test]
+fn transactions_stamp_default_ttls_and_conflict_with_expiring_puts() {
+    let clock = Arc::new(ManualClock::new(START));
+    let (_dir, db) = common::db::open_temp(options(&clock));
+    let ks = db.keyspace("cache", ks_options()).unwrap();
+    // A transaction's plain put into a keyspace with a default time to live expires.
+    let mut tx = db.transaction();
+    tx.put_in(&ks, "k", "v").unwrap();
+    tx.put("plain", "p").unwrap();
+    tx.commit().unwrap();
+    clock.advance(Duration::from_millis(KS_TTL));
+    assert_eq!(ks.get("k").unwrap(), None);
+    assert!(db.get("plain").unwrap().is_some());
+    // An expiring put written after a transaction read the key is a conflict, alone or in
+    // a batch.
+    for in_batch in [false, true] {
+        let mut tx = db.transaction();
+        assert!(tx.get("plain").unwrap().is_some());
+        tx.put("other", "x").unwrap();
+        if in_batch {
+            let mut batch = WriteBatch::new();
+            batch.put_with_ttl("plain", "q", Duration::from_secs(1));
+            db.write(&batch, &WriteOptions::default()).unwrap();
+        } else {
+            db.put_with_ttl("plain", "q", Duration::from_secs(1)).unwrap();
+        }
+        assert!(matches!(tx.commit(), Err(bloomkv::Error::Conflict)), "in a batch: {in_batch}");
+    }
+}

@@ -1,7 +1,8 @@
 //! The `kv_node` service over real loopback HTTP, as operators run it: entries up to the
 //! service's cap replicate, larger ones are refused before they reach the log (no election),
 //! a learner joining late catches up from a snapshot of several megabytes, status and
-//! metrics show replication, and a cluster call that cannot finish answers 504.
+//! metrics show replication, followers answer stale reads, and a cluster call that cannot
+//! finish answers 504.
 
 #[path = "../examples/common/mod.rs"]
 #[allow(dead_code)]
@@ -186,6 +187,18 @@ async fn status_and_metrics_show_replication_and_stuck_admin_calls_time_out() {
     let on_follower = text(follower).await;
     assert!(on_follower.lines().any(|l| l == "raft_is_leader 0"), "{on_follower}");
     assert!(!on_follower.contains("raft_replication_lag{"), "{on_follower}");
+
+    // A follower sends linearizable reads to the leader, and answers stale ones itself.
+    caught_up(follower, leader).await;
+    let read = |query: &'static str| {
+        let http = http.clone();
+        async move { http.get(url(follower, &format!("/kv/k0{query}"))).send().await.unwrap() }
+    };
+    assert_eq!(read("").await.status(), StatusCode::MISDIRECTED_REQUEST);
+    let stale = read("?consistency=stale").await;
+    assert_eq!(stale.status(), StatusCode::OK);
+    assert_eq!(stale.text().await.unwrap(), "v");
+    assert_eq!(read("?consistency=eventual").await.status(), StatusCode::BAD_REQUEST);
 
     // Voters {1, 9}, 9 a learner nobody answers for: the change cannot commit without it
     // (openraft counts a new learner as caught up, so adding it returns at once), and the

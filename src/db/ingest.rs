@@ -183,12 +183,15 @@ struct Registered<'a>(&'a DbInner);
 impl<'a> Registered<'a> {
     fn new(inner: &'a DbInner) -> Self {
         lock(&inner.bg).ingests += 1;
+        inner.ingests_begun.fetch_add(1, Ordering::SeqCst);
         Registered(inner)
     }
 }
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
+        // After the install: a transaction that sees the count see its tables too.
+        self.0.ingests_done.fetch_add(1, Ordering::SeqCst);
         let mut bg = lock(&self.0.bg);
         bg.ingests -= 1;
         // Compactions held off, and a manual compaction waiting to start, go on.

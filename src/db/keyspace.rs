@@ -209,6 +209,29 @@ impl Keyspace {
         self.snapshot().cursor(range)
     }
 
+    /// [`crate::Db::compare_and_swap`] in this keyspace.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let counters = db.keyspace("counters", bloomkv::KeyspaceOptions::default())?;
+    /// counters.put("n", "1")?;
+    /// assert!(counters.compare_and_swap("n", Some(b"1"), Some(b"2"))?);
+    /// assert!(!counters.compare_and_swap("n", Some(b"1"), Some(b"3"))?);
+    /// assert_eq!(counters.get("n")?.as_deref(), Some(&b"2"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        self.check_live()?;
+        super::transaction::compare_and_swap(&self.inner, Some(self), key.as_ref(), expected, new)
+    }
+
     /// A consistent read-only view of this keyspace as it is now. [`Snapshot::keyspace`]
     /// turns it into a view of another keyspace at the same moment.
     pub fn snapshot(&self) -> Snapshot {

@@ -46,6 +46,7 @@ mod scan;
 mod snapshot;
 mod state;
 mod table_files;
+mod transaction;
 mod ttl;
 use table_files::TableCaches;
 mod visible;
@@ -67,6 +68,7 @@ pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
+pub use transaction::{Transaction, TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS};
 
 pub(crate) use background::{BgState, OpenDb};
 pub(crate) use state::{DbState, Mem, Tree};
@@ -123,6 +125,11 @@ pub(crate) struct DbInner {
     pub closed: AtomicBool,
     /// Live snapshots' sequence numbers, for `Stats` and tools.
     pub snapshots: Mutex<std::collections::BTreeMap<SeqNo, usize>>,
+    /// Ingests that have reserved their sequence number, and those that have since installed
+    /// or failed: a transaction that overlaps one in time cannot tell whether its reads miss
+    /// the ingest's entries, so its commit is refused (`db/transaction.rs`).
+    pub ingests_begun: AtomicU64,
+    pub ingests_done: AtomicU64,
 }
 
 impl std::fmt::Debug for DbInner {
@@ -593,6 +600,65 @@ impl Db {
     /// ```
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         self.snapshot().cursor(range)
+    }
+
+    /// Begins an optimistic [`Transaction`] reading the database as it is now, in every
+    /// keyspace; see [`Transaction`] for what its commit checks.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(self.inner.clone())
+    }
+
+    /// Runs `f` in a new transaction and commits it; on [`Error::Conflict`] runs it again
+    /// from a new snapshot, up to [`TRANSACT_ATTEMPTS`] times in all, and then returns the
+    /// conflict. An error from `f` is returned at once, without a commit. `f` may run more
+    /// than once, so its effects outside the transaction should be repeatable.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let add = |n: u64| {
+    ///     db.transact(|tx| {
+    ///         let old = tx.get("hits")?.map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
+    ///         tx.put("hits", (old + n).to_le_bytes())?;
+    ///         Ok(old + n)
+    ///     })
+    /// };
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| (0..25).try_for_each(|_| add(1).map(drop)));
+    ///     }
+    /// });
+    /// assert_eq!(add(0)?, 100);
+    /// # Ok(()) }
+    /// ```
+    pub fn transact<T>(&self, f: impl FnMut(&mut Transaction) -> Result<T>) -> Result<T> {
+        transaction::transact(&self.inner, f)
+    }
+
+    /// Sets `key` to `new` (`None` deletes it) if and only if its value is `expected`
+    /// (`None`: absent), atomically with respect to every other write: returns whether it
+    /// did. A write to the key between the read and the write makes it read the key again,
+    /// so `Ok(false)` means the key really held something else; it never fails with
+    /// [`Error::Conflict`]. The write has the database's default durability.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// assert!(db.compare_and_swap("lease", None, Some(b"worker-1"))?); // taken
+    /// assert!(!db.compare_and_swap("lease", None, Some(b"worker-2"))?); // already held
+    /// assert!(db.compare_and_swap("lease", Some(b"worker-1"), None)?); // released
+    /// assert_eq!(db.get("lease")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        transaction::compare_and_swap(&self.inner, None, key.as_ref(), expected, new)
     }
 
     /// A consistent read-only view of the database as it is now. It keeps the memtables and

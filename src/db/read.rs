@@ -66,6 +66,24 @@ impl DbInner {
     }
 }
 
+impl DbInner {
+    /// A view to keep (a snapshot's, a transaction's), whose state is the one current when
+    /// its sequence number was loaded. A memtable switch between the two loads would leave
+    /// writes numbered at or below the sequence number in a memtable the view's state does
+    /// not have: harmless for one read, which sees a consistent prefix of the history, but a
+    /// kept view would be labelled with a sequence number it does not hold (a checkpoint
+    /// would record it as its last), and a transaction's check would take those writes for
+    /// ones its snapshot saw.
+    pub(crate) fn stable_read_view(&self) -> ReadView {
+        loop {
+            let view = self.read_view();
+            if Arc::ptr_eq(view.state(), &self.state.load()) {
+                return view.into_owned();
+            }
+        }
+    }
+}
+
 // Only snapshots clone views, so a clone owns its `Arc`, as `into_owned` makes it.
 impl Clone for ReadView {
     fn clone(&self) -> Self {

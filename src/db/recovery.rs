@@ -569,6 +569,8 @@ fn assemble(
         counters: Counters::default(),
         closed: AtomicBool::new(false),
         snapshots: Mutex::new(Default::default()),
+        ingests_begun: AtomicU64::new(0),
+        ingests_done: AtomicU64::new(0),
     }
 }
 

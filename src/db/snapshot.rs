@@ -48,7 +48,7 @@ impl std::fmt::Debug for Snapshot {
 
 impl Snapshot {
     pub(crate) fn new(inner: Arc<DbInner>, keyspace: KeyspaceId, name: Arc<str>) -> Self {
-        let view = inner.read_view().into_owned();
+        let view = inner.stable_read_view();
         *lock(&inner.snapshots).entry(view.seq()).or_insert(0) += 1;
         Snapshot { inner, view, keyspace, name }
     }

@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::transaction::ReadSet;
 use super::{lock_mutex as lock, wal, DbInner, DbState};
 use crate::batch::{check_entry_size, check_range_bound};
 use crate::events::{StallInfo, StallReason};
@@ -53,6 +54,29 @@ pub(crate) fn write(
     force_switch: bool,
     fill: impl FnOnce(&mut WriteBatch),
 ) -> Result<()> {
+    write_entry(inner, sync, force_switch, None, fill)
+}
+
+/// Commits the batch `fill` builds, with `sync`, if the leader finds nothing `reads` read
+/// written since it was read (see `db/transaction.rs`): checked while the leader holds the
+/// write path, just before the group takes its sequence numbers, so no write can come
+/// between the check and the batch. A refused batch writes nothing and returns its error.
+pub(crate) fn write_checked(
+    inner: &DbInner,
+    sync: bool,
+    reads: Option<Box<ReadSet>>,
+    fill: impl FnOnce(&mut WriteBatch),
+) -> Result<()> {
+    write_entry(inner, sync, false, reads, fill)
+}
+
+fn write_entry(
+    inner: &DbInner,
+    sync: bool,
+    force_switch: bool,
+    reads: Option<Box<ReadSet>>,
+    fill: impl FnOnce(&mut WriteBatch),
+) -> Result<()> {
     // `try_with`: a write from another thread-local's destructor just allocates.
     let mut me = SPARE.try_with(Cell::take).ok().flatten().unwrap_or_default();
     if Arc::get_mut(&mut me).is_none() {
@@ -68,8 +92,12 @@ pub(crate) fn write(
         w.force_switch = force_switch;
         *w.settled.get_mut() = false;
         *w.result.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        w.reads = reads;
     }
     let result = commit(inner, &me);
+    if let Some(w) = Arc::get_mut(&mut me) {
+        w.reads = None;
+    }
     if result.is_err() {
         // A failure that stopped the database is reported before its writer hears of it.
         inner.events.report_background_error();
@@ -130,6 +158,7 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     drop(queue);
 
     let result = write_group(inner, &group, need_sync, me.force_switch);
+    let mine = refusal_or(me, &result);
     let group_len = group.len();
     // Dropped before the followers learn their results, so each finds its entry unique
     // again and can reuse it.
@@ -146,7 +175,7 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     // even when nobody waits, and a writer arriving later finds itself at the head.
     for _ in 1..group_len {
         if let Some(w) = queue.pending.pop_front() {
-            *lock(&w.result) = Some(result.clone());
+            *lock(&w.result) = Some(refusal_or(&w, &result));
             wake(&w);
         }
     }
@@ -157,7 +186,35 @@ fn commit(inner: &DbInner, me: &Arc<PendingWrite>) -> Result<()> {
     if let Some(next) = queue.pending.front() {
         wake(next);
     }
-    result
+    mine
+}
+
+/// A writer's result: why validation refused its batch, if it did, else the group's.
+fn refusal_or(w: &PendingWrite, group: &Result<()>) -> Result<()> {
+    match lock(&w.refused).take() {
+        Some(e) => Err(e),
+        None => group.clone(),
+    }
+}
+
+/// Validates the batches of the group that carry reads, in order, each against the state
+/// and the batches before it in the group, which take sequence numbers first. A refused
+/// batch is emptied (so nothing of it is logged or applied) and its error kept for its
+/// writer. The leader holds the write path, so every write numbered before the group is in
+/// `state`'s memtables.
+fn validate_group(inner: &DbInner, state: &DbState, group: &[Arc<PendingWrite>]) {
+    if group.iter().all(|w| w.reads.is_none()) {
+        return;
+    }
+    let mut batches: Vec<_> = group.iter().map(|w| lock(&w.batch)).collect();
+    for (i, w) in group.iter().enumerate() {
+        let Some(reads) = &w.reads else { continue };
+        let (earlier, rest) = batches.split_at_mut(i);
+        if let Err(e) = reads.validate(inner, state, earlier.iter().map(|b| &**b)) {
+            rest[0].clear();
+            *lock(&w.refused) = Some(e);
+        }
+    }
 }
 
 /// How often a queued writer yields its core, checking whether it has been settled, before it
@@ -197,6 +254,7 @@ fn write_group(
         return Err(Error::Closed);
     }
     let mem = make_room(inner, force)?;
+    validate_group(inner, &mem, group);
 
     // The batches are locked one at a time, never contended: their writers wait in the
     // queue until this leader pops them.
@@ -520,6 +578,10 @@ pub(crate) struct PendingWrite {
     /// takes it into a group.
     exclusive: bool,
     result: Mutex<Option<Result<()>>>,
+    /// What a transaction read: the batch is written only if none of it changed since.
+    reads: Option<Box<ReadSet>>,
+    /// Why validation refused the batch (set by the leader, taken with the result).
+    refused: Mutex<Option<Error>>,
     /// What the writer sleeps on while queued (always with the queue's lock): notified when
     /// its result is in or when it reaches the head of the queue.
     woken: std::sync::Condvar,

@@ -214,6 +214,41 @@ impl MemTable {
         }
     }
 
+    /// The sequence number of the newest write to `user_key` this memtable holds: its
+    /// newest entry, or a range tombstone over it, whichever is newer. What a transaction's
+    /// commit asks of each key it read (`db/transaction.rs`).
+    pub fn newest_write(&self, user_key: &[u8]) -> Option<SeqNo> {
+        let seek = Parts::new(user_key, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
+        let entry = self.list.seek(&seek).filter(|n| n.user_key() == user_key);
+        let point = entry.map(|n| n.trailer() >> 8);
+        if !self.range_dels.any.load(AtomicOrdering::Acquire) {
+            return point;
+        }
+        let sets = self.range_dels.sets.load();
+        let ranged = sets.iter().filter_map(|s| s.covering_seq(user_key, MAX_SEQNO)).max();
+        point.max(ranged)
+    }
+
+    /// True if this memtable holds a write newer than `seq` to a key in `start..end`: an
+    /// entry, or a range tombstone overlapping the range. Walks every entry in the range.
+    pub fn written_after(&self, start: &[u8], end: &[u8], seq: SeqNo) -> bool {
+        let seek = Parts::new(start, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
+        let mut node = self.list.seek(&seek);
+        while let Some(n) = node.filter(|n| n.user_key() < end) {
+            if n.trailer() >> 8 > seq {
+                return true;
+            }
+            node = self.list.next(n);
+        }
+        self.range_dels.any.load(AtomicOrdering::Acquire)
+            && self
+                .range_dels
+                .sets
+                .load()
+                .iter()
+                .any(|s| s.newest_overlapping(start, end) > Some(seq))
+    }
+
     /// Memory held: the arena bytes the entries took (each entry's key, trailer and value,
     /// its node's header and tower, and the chunk tails left unfilled), plus an estimate for
     /// the range tombstones.

@@ -87,6 +87,14 @@ pub enum Workload {
     /// Not in the default run.
     #[value(name = "writers-synced")]
     WritersSynced,
+    /// `writers` as read-modify-write transactions (`Db::transaction`: get the key, put it,
+    /// commit), no two threads touching one key, so none conflicts. Not in the default run.
+    #[value(name = "transactions")]
+    Transactions,
+    /// `transactions` with every commit synced, `--synced-writes` in all. Not in the default
+    /// run.
+    #[value(name = "transactions-synced")]
+    TransactionsSynced,
     /// A prefix scan (`Db::prefix`) of a prefix no key has, inside the tables' key ranges.
     /// Keys in the prefix layout (`--keys-per-prefix`). Not in the default run.
     #[value(name = "scanmissing")]
@@ -133,6 +141,8 @@ impl Workload {
             Workload::YcsbB => "ycsb-b",
             Workload::Writers => "writers",
             Workload::WritersSynced => "writers-synced",
+            Workload::Transactions => "transactions",
+            Workload::TransactionsSynced => "transactions-synced",
             Workload::ScanMissing => "scanmissing",
             Workload::ScanRandom => "scanrandom",
             Workload::PrefixExists => "prefixexists",
@@ -161,7 +171,12 @@ impl Workload {
     fn reads_filled_db(self) -> bool {
         !matches!(
             self,
-            Workload::FillRandom | Workload::FillSeq | Workload::Writers | Workload::WritersSynced
+            Workload::FillRandom
+                | Workload::FillSeq
+                | Workload::Writers
+                | Workload::WritersSynced
+                | Workload::Transactions
+                | Workload::TransactionsSynced
         )
     }
 }
@@ -814,7 +829,12 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             let order: Vec<u64> = (0..plan.keys).collect();
             results.push(run_fill_only(&ctx, policy, Workload::FillSeq, &order)?);
         }
-        for w in [Workload::Writers, Workload::WritersSynced] {
+        for w in [
+            Workload::Writers,
+            Workload::WritersSynced,
+            Workload::Transactions,
+            Workload::TransactionsSynced,
+        ] {
             if workloads.contains(&w) {
                 results.push(run_writers(&ctx, policy, w)?);
             }

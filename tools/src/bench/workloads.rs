@@ -205,7 +205,9 @@ pub(super) fn run_reads(
             Workload::FillRandom
             | Workload::FillSeq
             | Workload::Writers
-            | Workload::WritersSynced => unreachable!("filtered out above"),
+            | Workload::WritersSynced
+            | Workload::Transactions
+            | Workload::TransactionsSynced => unreachable!("filtered out above"),
         };
         pb.finish_and_clear();
         let after = db.stats();
@@ -337,14 +339,16 @@ pub(super) fn run_fill_only(
 }
 
 /// `writers` or `writers-synced` on a fresh `policy` database: `--threads` threads each
-/// putting its own share of the keys, in the fill's random order, one put per write.
+/// putting its own share of the keys, in the fill's random order, one put per write; or
+/// `transactions` (`-synced`), each write a transaction that reads the key first.
 pub(super) fn run_writers(
     ctx: &Ctx,
     policy: Policy,
     workload: Workload,
 ) -> bloomkv::Result<WorkloadResult> {
     let args = ctx.args;
-    let synced = workload == Workload::WritersSynced;
+    let synced = matches!(workload, Workload::WritersSynced | Workload::TransactionsSynced);
+    let transactions = matches!(workload, Workload::Transactions | Workload::TransactionsSynced);
     let total = if synced { args.synced_writes } else { args.writes };
     let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
     let db = open(&dir, ctx.options(policy, args.bits_per_key).sync_writes(synced))?;
@@ -358,7 +362,20 @@ pub(super) fn run_writers(
         // (while `total` ≤ the key count; beyond it keys are overwritten).
         let at = (w.thread as u64 * per_thread + w.done) % n;
         keys::present_key(ctx.order[at as usize], &mut w.key);
-        db.put(w.key, ctx.values.value(at))
+        if !transactions {
+            return db.put(w.key, ctx.values.value(at));
+        }
+        // No other thread writes the key; a flush during the transaction can still refuse
+        // it (DESIGN.md, "Transactions"), and then it runs again.
+        loop {
+            let mut tx = db.transaction();
+            let old = tx.get(w.key)?;
+            tx.put(w.key, ctx.values.value(at + u64::from(old.is_some())))?;
+            match tx.commit() {
+                Err(bloomkv::Error::Conflict) => continue,
+                done => return done,
+            }
+        }
     })?;
     pb.finish_and_clear();
     let after = db.stats();

@@ -1,0 +1,1065 @@
+//! Optimistic transactions: reads at a snapshot, writes buffered in the transaction, and a
+//! commit that writes the buffer as one batch only if nothing the transaction read has been
+//! written since its snapshot.
+//!
+//! The check runs in the write path (`write::write_checked`): the group leader validates the
+//! transaction's reads after it holds the write path and before the group takes its sequence
+//! numbers, so no write can land between the check and the batch. Every write numbered before
+//! the group is then in a memtable of the current state, or in a batch earlier in the same
+//! group, and the leader looks in both:
+//!
+//! - each key read: its newest entry, and the newest range tombstone over it, in each memtable
+//!   at least as new as the one active at the snapshot (`MemTable::newest_write`);
+//! - each range scanned: every entry in it and every range tombstone overlapping it in those
+//!   memtables (`MemTable::written_after`);
+//! - the batches ahead in the group, op by op.
+//!
+//! A write to a key or range read, numbered after the snapshot, is found by one of these as
+//! long as the memtable that was active at the snapshot has not been flushed: writes after
+//! the snapshot go to it or to newer memtables, and memtables keep every version. Once it is
+//! flushed those writes may be in tables, where compaction can drop the history (a put and a
+//! later delete both gone), so the commit is refused instead — a false conflict, the price of
+//! never missing a true one. An ingest's tables carry a sequence number but pass no memtable,
+//! so a transaction that overlaps an ingest in time (one reserved or installed between its
+//! begin and its commit, or still running at its begin) is refused too.
+//!
+//! The snapshot is taken only from a state still current after its sequence number was
+//! loaded (`DbInner::stable_read_view`): a memtable switch between the two loads would leave
+//! writes at or below that number in a memtable the snapshot lacks, unseen by its reads and,
+//! being at or below the snapshot, by the check.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use super::keyspace::prefix_bounds;
+use super::read::ReadView;
+use super::{
+    half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, DbState, KeyRange, Keyspace,
+};
+use crate::batch::{check_entry_size, check_range_bound, BatchOp};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::WriteOptions;
+use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
+use crate::version::set::DEFAULT_KEYSPACE_NAME;
+use crate::{Error, Result, Value, WriteBatch};
+
+/// How many times [`crate::Db::transact`] runs its closure before it gives up with
+/// [`Error::Conflict`].
+pub const TRANSACT_ATTEMPTS: usize = 64;
+
+/// An optimistic transaction, from [`crate::Db::transaction`]: it reads the database as of
+/// the moment it began, buffers its writes (in any keyspaces) and reads them back, and
+/// [`Transaction::commit`] writes them atomically — as one [`WriteBatch`] — only if nothing
+/// it read has been written since it began; otherwise the commit fails with
+/// [`Error::Conflict`] and writes nothing.
+///
+/// # Isolation
+///
+/// Reads see a snapshot taken when the transaction began, with the transaction's own writes
+/// over it. The commit checks every key read (by `get` and `multi_get`) and every range
+/// scanned (by `range`, `prefix` and `cursor`, the whole range asked for, however far the
+/// iterator or cursor went) against every write made since the snapshot by anyone — puts, deletes, range
+/// deletes, ingests and other transactions — and commits only if none touched them. So a
+/// committed transaction behaves as if it ran alone at the moment of its commit, for
+/// everything it read: it is serializable with respect to the keys and ranges it read,
+/// phantoms included (a key inserted into a scanned range is a conflict). Reads answered
+/// from the transaction's own writes depend on nothing else and are not checked.
+///
+/// What is not checked: keys written without being read ("blind" writes) — two
+/// transactions that only write a key both commit, the later one's value wins, as with
+/// plain writes. A transaction that must not overwrite a key it did not expect should read
+/// it first. A read-only transaction commits trivially: its reads were consistent already.
+///
+/// Conflicts are never missed; some are reported that a finer check would not: when the
+/// memtable that was receiving writes at the snapshot has since been flushed, or an ingest
+/// ran during the transaction, any transaction that read something is refused. Both are
+/// rare for short transactions; retry ([`crate::Db::transact`] does).
+///
+/// The transaction holds the memtables and tables of its snapshot alive until it is
+/// committed or dropped. Dropping it discards its writes.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+/// let accounts = db.keyspace("accounts", bloomkv::KeyspaceOptions::default())?;
+/// accounts.put("alice", 100u64.to_le_bytes())?;
+/// let balance = |v: Option<bloomkv::Value>| {
+///     u64::from_le_bytes(v.as_deref().unwrap_or(&[0; 8]).try_into().unwrap())
+/// };
+///
+/// let mut tx = db.transaction();
+/// let alice = balance(tx.get_in(&accounts, "alice")?);
+/// tx.put_in(&accounts, "alice", (alice - 30).to_le_bytes())?;
+/// tx.put_in(&accounts, "bob", 30u64.to_le_bytes())?;
+/// tx.put("log:1", "alice->bob 30")?; // the default keyspace, in the same batch
+/// assert_eq!(balance(tx.get_in(&accounts, "alice")?), 70); // its own write
+/// assert_eq!(balance(accounts.get("alice")?), 100); // not written yet
+/// tx.commit()?;
+/// assert_eq!(balance(accounts.get("bob")?), 30);
+///
+/// // A write to a key it read, after it began, makes the commit fail.
+/// let mut tx = db.transaction();
+/// let alice = balance(tx.get_in(&accounts, "alice")?);
+/// accounts.put("alice", 0u64.to_le_bytes())?;
+/// tx.put_in(&accounts, "alice", (alice + 1).to_le_bytes())?;
+/// assert!(matches!(tx.commit(), Err(bloomkv::Error::Conflict)));
+/// assert_eq!(balance(accounts.get("alice")?), 0);
+/// # Ok(()) }
+/// ```
+pub struct Transaction {
+    inner: Arc<DbInner>,
+    view: ReadView,
+    reads: Mutex<ReadSet>,
+    writes: BTreeMap<KeyspaceId, Pending>,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction").field("seq", &self.view.seq()).finish_non_exhaustive()
+    }
+}
+
+/// The buffered writes to one keyspace. A range delete drops the buffered point writes it
+/// covers, so the batch is written as every range delete, then every point write.
+#[derive(Default)]
+struct Pending {
+    name: Option<Arc<str>>,
+    /// Key → value, or `None` for a delete.
+    points: BTreeMap<Vec<u8>, Option<Value>>,
+    /// Half-open ranges deleted.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Pending {
+    /// True if a buffered range delete covers `key`.
+    fn hides(&self, key: &[u8]) -> bool {
+        hidden(&self.ranges, key)
+    }
+}
+
+/// True if one of the half-open `ranges` holds `key`.
+fn hidden(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
+    ranges.iter().any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
+}
+
+/// What a transaction read, handed to the write path to be validated at commit.
+#[derive(Default)]
+pub(crate) struct ReadSet {
+    /// The snapshot's sequence number.
+    seq: SeqNo,
+    /// The WAL number of the memtable active at the snapshot: writes after the snapshot are
+    /// in it or in newer ones.
+    wal: u64,
+    /// `ingests_begun` and `ingests_done` before the snapshot was taken.
+    ingests: (u64, u64),
+    keyspaces: BTreeMap<KeyspaceId, Reads>,
+    /// The keyspaces written, and their names, which must still exist at the commit.
+    written: Vec<(KeyspaceId, Arc<str>)>,
+}
+
+#[derive(Default)]
+struct Reads {
+    name: Option<Arc<str>>,
+    keys: BTreeSet<Vec<u8>>,
+    /// Half-open ranges scanned.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Reads {
+    /// True if `op` writes to something read.
+    fn touched_by(&self, op: BatchOp<'_>) -> bool {
+        match op {
+            BatchOp::Put { key, .. }
+            | BatchOp::PutExpiring { key, .. }
+            | BatchOp::PutTtl { key, .. }
+            | BatchOp::Delete { key } => self.keys.contains(key) || hidden(&self.ranges, key),
+            BatchOp::DeleteRange { start, end } => {
+                start < end
+                    && (self
+                        .keys
+                        .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+                        .next()
+                        .is_some()
+                        || self
+                            .ranges
+                            .iter()
+                            .any(|(s, e)| s.as_slice() < end && start < e.as_slice()))
+            }
+            BatchOp::Reserved => false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.ranges.is_empty()
+    }
+}
+
+impl ReadSet {
+    /// `Ok` if nothing read was written after the snapshot, judged against `state` (whose
+    /// memtables hold every write numbered before the group) and the batches `earlier` in
+    /// the group; the error to refuse the commit with otherwise. Called by the write leader.
+    pub(crate) fn validate<'b>(
+        &self,
+        inner: &DbInner,
+        state: &DbState,
+        earlier: impl Iterator<Item = &'b WriteBatch>,
+    ) -> Result<()> {
+        for (id, name) in &self.written {
+            if state.tree(*id).is_none() {
+                return Err(Error::KeyspaceDropped { name: name.to_string() });
+            }
+        }
+        if self.keyspaces.values().all(Reads::is_empty) {
+            return Ok(());
+        }
+        let (begun, done) = self.ingests;
+        if begun != done || inner.ingests_begun.load(Ordering::SeqCst) != begun {
+            return Err(Error::Conflict);
+        }
+        for batch in earlier {
+            for (id, op) in batch.iter() {
+                if self.keyspaces.get(&id).is_some_and(|r| r.touched_by(op)) {
+                    return Err(Error::Conflict);
+                }
+            }
+        }
+        for (id, reads) in &self.keyspaces {
+            let Some(tree) = state.tree(*id) else {
+                let name = reads.name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
+                return Err(Error::KeyspaceDropped { name: name.to_string() });
+            };
+            // Memtables are flushed oldest first: if the oldest left is newer than the one
+            // active at the snapshot, that one is gone, and with it the record of what was
+            // written after the snapshot.
+            if tree.mems().last().map_or(true, |m| m.wal_number > self.wal) {
+                return Err(Error::Conflict);
+            }
+            let mems = || tree.mems().take_while(|m| m.wal_number >= self.wal).map(|m| &*m.table);
+            let newer = |m: &MemTable, key: &[u8]| m.newest_write(key) > Some(self.seq);
+            if reads.keys.iter().any(|k| mems().any(|m| newer(m, k))) {
+                return Err(Error::Conflict);
+            }
+            let scanned =
+                |(s, e): &(Vec<u8>, Vec<u8>)| mems().any(|m| m.written_after(s, e, self.seq));
+            if reads.ranges.iter().any(scanned) {
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Transaction {
+    pub(crate) fn new(inner: Arc<DbInner>) -> Transaction {
+        // Read before the view: an ingest counted as done here installed before the view was
+        // loaded, so the view holds its tables; any other is caught at the commit.
+        let begun = inner.ingests_begun.load(Ordering::SeqCst);
+        let done = inner.ingests_done.load(Ordering::SeqCst);
+        let view = inner.stable_read_view();
+        let reads = ReadSet {
+            seq: view.seq(),
+            wal: view.state().default_tree().mem.wal_number,
+            ingests: (begun, done),
+            ..ReadSet::default()
+        };
+        Transaction { inner, view, reads: Mutex::new(reads), writes: BTreeMap::new() }
+    }
+
+    /// The sequence number of the snapshot the transaction reads.
+    pub fn sequence(&self) -> SeqNo {
+        self.view.seq()
+    }
+
+    /// `keyspace`'s id, if it is a handle of this database.
+    fn id_of(&self, keyspace: &Keyspace) -> Result<KeyspaceId> {
+        match keyspace.instance() == self.inner.instance {
+            true => Ok(keyspace.id()),
+            false => Err(Error::ForeignKeyspace { name: keyspace.name().to_string() }),
+        }
+    }
+
+    fn name_of(keyspace: Option<&Keyspace>) -> Option<Arc<str>> {
+        keyspace.map(|k| k.name().into())
+    }
+
+    /// The tree of keyspace `id` in the snapshot: a keyspace created after the transaction
+    /// began is not in it, as for a [`crate::Snapshot`].
+    fn tree(&self, id: KeyspaceId, name: Option<&Keyspace>) -> Result<&Arc<super::Tree>> {
+        self.view.state().tree(id).ok_or_else(|| Error::KeyspaceDropped {
+            name: name.map_or(DEFAULT_KEYSPACE_NAME, |k| k.name()).to_string(),
+        })
+    }
+
+    fn record(&self, id: KeyspaceId, keyspace: Option<&Keyspace>, f: impl FnOnce(&mut Reads)) {
+        let mut reads = lock(&self.reads);
+        let r = reads.keyspaces.entry(id).or_default();
+        if r.name.is_none() {
+            r.name = Transaction::name_of(keyspace);
+        }
+        f(r);
+    }
+
+    fn get_at(&self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<Option<Value>> {
+        self.inner.check_open()?;
+        if let Some(p) = self.writes.get(&id) {
+            if let Some(v) = p.points.get(key) {
+                return Ok(v.clone());
+            }
+            if p.hides(key) {
+                return Ok(None);
+            }
+        }
+        let tree = self.tree(id, ks)?;
+        self.record(id, ks, |r| {
+            r.keys.insert(key.to_vec());
+        });
+        self.view.get(&self.inner, tree, key)
+    }
+
+    fn multi_get_at<K: AsRef<[u8]>>(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        self.inner.check_open()?;
+        let keys: Vec<K> = keys.into_iter().collect();
+        let pending = self.writes.get(&id);
+        let own = |key: &[u8]| -> Option<Option<Value>> {
+            let p = pending?;
+            p.points.get(key).cloned().or_else(|| p.hides(key).then_some(None))
+        };
+        let mut out: Vec<Option<Option<Value>>> = keys.iter().map(|k| own(k.as_ref())).collect();
+        let missing: Vec<&[u8]> =
+            keys.iter().zip(&out).filter(|(_, o)| o.is_none()).map(|(k, _)| k.as_ref()).collect();
+        if !missing.is_empty() {
+            let tree = self.tree(id, ks)?;
+            self.record(id, ks, |r| r.keys.extend(missing.iter().map(|k| k.to_vec())));
+            let mut found = self.view.multi_get(&self.inner, tree, &missing)?.into_iter();
+            for slot in out.iter_mut().filter(|o| o.is_none()) {
+                *slot = Some(found.next().flatten());
+            }
+        }
+        Ok(out.into_iter().map(Option::flatten).collect())
+    }
+
+    /// Records `bounds` as scanned and returns the snapshot's tree with the transaction's
+    /// writes in them (in key order) and its range deletes in the keyspace.
+    #[allow(clippy::type_complexity)]
+    fn scan_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<(Arc<super::Tree>, Vec<(Vec<u8>, Option<Value>)>, Vec<(Vec<u8>, Vec<u8>)>)> {
+        self.inner.check_open()?;
+        let tree = self.tree(id, ks)?.clone();
+        let (start, end) = half_open(bounds.clone());
+        let mut own = Vec::new();
+        let mut ranges = Vec::new();
+        if start < end {
+            self.record(id, ks, |r| r.ranges.push((start.clone(), end.clone())));
+            if let Some(p) = self.writes.get(&id) {
+                let bounds = (Bound::Included(start.as_slice()), Bound::Excluded(end.as_slice()));
+                own.extend(p.points.range::<[u8], _>(bounds).map(|(k, v)| (k.clone(), v.clone())));
+                ranges = p.ranges.clone();
+            }
+        }
+        Ok((tree, own, ranges))
+    }
+
+    fn range_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<TransactionIter> {
+        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+        let (lo, hi) = bounds;
+        let base = DbIterator::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
+        let own = VecDeque::from(own);
+        Ok(TransactionIter {
+            base,
+            slots: [None, None],
+            base_done: false,
+            own,
+            ranges,
+            done: false,
+        })
+    }
+
+    fn cursor_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    ) -> Result<TransactionCursor> {
+        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+        let (lo, hi) = bounds;
+        let base = Cursor::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
+        Ok(TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None })
+    }
+
+    fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
+        let p = self.writes.entry(id).or_default();
+        if p.name.is_none() {
+            p.name = Transaction::name_of(ks);
+        }
+        p
+    }
+
+    fn put_at(
+        &mut self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        check_entry_size(key, value)?;
+        self.pending(id, ks).points.insert(key.to_vec(), Some(Value::copy_from_slice(value)));
+        Ok(())
+    }
+
+    fn delete_at(&mut self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<()> {
+        check_entry_size(key, &[])?;
+        self.pending(id, ks).points.insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    fn delete_range_at(
+        &mut self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        range: impl KeyRange,
+    ) -> Result<()> {
+        let (start, end) = half_open(range);
+        check_range_bound(&start)?;
+        check_range_bound(&end)?;
+        if start >= end {
+            return Ok(());
+        }
+        let p = self.pending(id, ks);
+        p.points.retain(|k, _| k.as_slice() < start.as_slice() || k.as_slice() >= end.as_slice());
+        p.ranges.push((start, end));
+        Ok(())
+    }
+
+    /// The value of `key` in the default keyspace: the transaction's own write of it if it
+    /// made one, else the snapshot's. A key read from the snapshot is checked at commit.
+    ///
+    /// Fails with [`Error::Closed`] once the database is closed.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.get_at(DEFAULT_KEYSPACE, None, key.as_ref())
+    }
+
+    /// [`Transaction::get`] in `keyspace`. Fails with [`Error::ForeignKeyspace`] for a handle
+    /// of another database, and with [`Error::KeyspaceDropped`] for a keyspace the snapshot
+    /// does not have (dropped before, or created after, the transaction began).
+    pub fn get_in(&self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
+        self.get_at(self.id_of(keyspace)?, Some(keyspace), key.as_ref())
+    }
+
+    /// The values of `keys` in the default keyspace, in order, as [`Transaction::get`] gives
+    /// them, the ones not written by the transaction read together (see
+    /// [`crate::Db::multi_get`]).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("b", "2")?;
+    /// let mut tx = db.transaction();
+    /// tx.delete("a")?;
+    /// tx.put("c", "3")?;
+    /// let got = tx.multi_get(["a", "b", "c"])?;
+    /// let got: Vec<_> = got.iter().map(|v| v.as_deref()).collect();
+    /// assert_eq!(got, [None, Some(&b"2"[..]), Some(&b"3"[..])]);
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        self.multi_get_at(DEFAULT_KEYSPACE, None, keys)
+    }
+
+    /// [`Transaction::multi_get`] in `keyspace` (errors as for [`Transaction::get_in`]).
+    pub fn multi_get_in<K: AsRef<[u8]>>(
+        &self,
+        keyspace: &Keyspace,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Value>>> {
+        self.multi_get_at(self.id_of(keyspace)?, Some(keyspace), keys)
+    }
+
+    /// Iterates over the keys of the default keyspace in `range`, both ways: the snapshot
+    /// with the transaction's writes, as they are now, over it (its puts added or replacing
+    /// values, its deletes and range deletes hiding keys). The whole range counts as read:
+    /// a write into it after the snapshot, even of a key the iterator never reached, makes
+    /// the commit fail. Writes the transaction makes after this call are not seen by the
+    /// iterator.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, "db")?;
+    /// }
+    /// let mut tx = db.transaction();
+    /// tx.delete_range("b".."d")?;
+    /// tx.put("bb", "tx")?;
+    /// let keys: Vec<_> = tx.range(..)?.map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// assert_eq!(keys, [&b"a"[..], b"bb", b"d"]);
+    /// let newest_first: Vec<_> = tx.range(..)?.rev().map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// assert_eq!(newest_first, [&b"d"[..], b"bb", b"a"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn range(&self, range: impl KeyRange) -> Result<TransactionIter> {
+        self.range_at(DEFAULT_KEYSPACE, None, range.into_bounds())
+    }
+
+    /// [`Transaction::range`] in `keyspace` (errors as for [`Transaction::get_in`]).
+    pub fn range_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> Result<TransactionIter> {
+        self.range_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
+    }
+
+    /// [`Transaction::range`] over the keys starting with `prefix`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<TransactionIter> {
+        self.range_at(DEFAULT_KEYSPACE, None, prefix_bounds(prefix.as_ref()))
+    }
+
+    /// [`Transaction::prefix`] in `keyspace` (errors as for [`Transaction::get_in`]).
+    pub fn prefix_in(
+        &self,
+        keyspace: &Keyspace,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<TransactionIter> {
+        self.range_at(self.id_of(keyspace)?, Some(keyspace), prefix_bounds(prefix.as_ref()))
+    }
+
+    /// A cursor over the keys of the default keyspace in `range`: what
+    /// [`Transaction::range`] yields, positioned at will. The whole range counts as read.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("a", "1")?;
+    /// db.put("c", "3")?;
+    /// let mut tx = db.transaction();
+    /// tx.put("b", "2")?;
+    /// tx.delete("c")?;
+    /// let mut cursor = tx.cursor(..)?;
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(cursor.key(), Some(&b"b"[..]));
+    /// cursor.prev()?;
+    /// assert_eq!(cursor.key(), Some(&b"a"[..]));
+    /// cursor.seek("aa")?;
+    /// assert_eq!(cursor.value(), Some(&b"2"[..]));
+    /// cursor.next()?;
+    /// assert!(!cursor.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn cursor(&self, range: impl KeyRange) -> Result<TransactionCursor> {
+        self.cursor_at(DEFAULT_KEYSPACE, None, range.into_bounds())
+    }
+
+    /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`]).
+    pub fn cursor_in(
+        &self,
+        keyspace: &Keyspace,
+        range: impl KeyRange,
+    ) -> Result<TransactionCursor> {
+        self.cursor_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
+    }
+
+    /// Buffers a put of `key` in the default keyspace. Fails with [`Error::KeyTooLarge`] or
+    /// [`Error::ValueTooLarge`] (buffering nothing) over the limits.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref())
+    }
+
+    /// [`Transaction::put`] in `keyspace`; fails with [`Error::ForeignKeyspace`] for a handle
+    /// of another database.
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref())
+    }
+
+    /// Buffers a delete of `key` in the default keyspace.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_at(DEFAULT_KEYSPACE, None, key.as_ref())
+    }
+
+    /// [`Transaction::delete`] in `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        self.delete_at(id, Some(keyspace), key.as_ref())
+    }
+
+    /// Buffers a delete of every key in `range` in the default keyspace: the snapshot's
+    /// keys there and the transaction's own earlier writes there; its later writes in the
+    /// range stay.
+    pub fn delete_range(&mut self, range: impl KeyRange) -> Result<()> {
+        self.delete_range_at(DEFAULT_KEYSPACE, None, range)
+    }
+
+    /// [`Transaction::delete_range`] in `keyspace`.
+    pub fn delete_range_in(&mut self, keyspace: &Keyspace, range: impl KeyRange) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        self.delete_range_at(id, Some(keyspace), range)
+    }
+
+    /// Buffers a delete of every key starting with `prefix` in the default keyspace.
+    pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_at(DEFAULT_KEYSPACE, None, prefix_bounds(prefix.as_ref()))
+    }
+
+    /// [`Transaction::delete_prefix`] in `keyspace`.
+    pub fn delete_prefix_in(
+        &mut self,
+        keyspace: &Keyspace,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        self.delete_range_at(id, Some(keyspace), prefix_bounds(prefix.as_ref()))
+    }
+
+    /// Writes the buffered writes as one atomic batch, with the database's default
+    /// durability ([`crate::Options::sync_writes`]), if nothing the transaction read has been
+    /// written since it began; else fails with [`Error::Conflict`], writing nothing. Also
+    /// fails, writing nothing, with [`Error::KeyspaceDropped`] if a keyspace it wrote to was
+    /// dropped, [`Error::BatchTooLarge`] over [`crate::Options::max_batch_bytes`], or as
+    /// [`crate::Db::write`] does. A transaction that wrote nothing commits without a write.
+    pub fn commit(self) -> Result<()> {
+        let sync = self.inner.opts.sync_writes;
+        self.commit_sync(sync)
+    }
+
+    /// [`Transaction::commit`] with `opts`' durability.
+    pub fn commit_with(self, opts: &WriteOptions) -> Result<()> {
+        let sync = opts.resolve_sync(&self.inner.opts);
+        self.commit_sync(sync)
+    }
+
+    fn commit_sync(self, sync: bool) -> Result<()> {
+        self.inner.check_open()?;
+        let mut batch = WriteBatch::new();
+        let mut written = Vec::with_capacity(self.writes.len());
+        for (&id, p) in &self.writes {
+            for (start, end) in &p.ranges {
+                batch.delete_range_to(id, start, end);
+            }
+            for (key, value) in &p.points {
+                match value {
+                    Some(v) => batch.put_to(id, key, v),
+                    None => batch.delete_to(id, key),
+                }
+            }
+            let name = p.name.clone().unwrap_or_else(|| DEFAULT_KEYSPACE_NAME.into());
+            written.push((id, name));
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.check_writable()?;
+        write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
+        let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
+        reads.written = written;
+        write::write_checked(&self.inner, sync, Some(Box::new(reads)), |b| *b = batch)
+    }
+}
+
+/// Sets `key` in the default keyspace or in keyspace `id` to `new` (`None` deletes it) if
+/// its value is `expected` (`None`: absent): see [`crate::Db::compare_and_swap`].
+pub(crate) fn compare_and_swap(
+    inner: &Arc<DbInner>,
+    keyspace: Option<&Keyspace>,
+    key: &[u8],
+    expected: Option<&[u8]>,
+    new: Option<&[u8]>,
+) -> Result<bool> {
+    inner.check_writable()?;
+    let id = keyspace.map_or(DEFAULT_KEYSPACE, Keyspace::id);
+    loop {
+        let mut tx = Transaction::new(inner.clone());
+        if tx.get_at(id, keyspace, key)?.as_deref() != expected {
+            return Ok(false);
+        }
+        match new {
+            Some(value) => tx.put_at(id, keyspace, key, value)?,
+            None => tx.delete_at(id, keyspace, key)?,
+        }
+        match tx.commit() {
+            // Someone wrote the key (or a flush or an ingest made the check give up) since
+            // it was read: read it again.
+            Err(Error::Conflict) => std::thread::yield_now(),
+            other => return other.map(|()| true),
+        }
+    }
+}
+
+/// Runs `f` in a new transaction and commits it, again from a new snapshot on a conflict:
+/// see [`crate::Db::transact`].
+pub(crate) fn transact<T>(
+    inner: &Arc<DbInner>,
+    mut f: impl FnMut(&mut Transaction) -> Result<T>,
+) -> Result<T> {
+    for _ in 0..TRANSACT_ATTEMPTS {
+        let mut tx = Transaction::new(inner.clone());
+        let out = f(&mut tx)?;
+        match tx.commit() {
+            Ok(()) => return Ok(out),
+            // Give the transaction that won a moment to finish before trying again.
+            Err(Error::Conflict) => std::thread::yield_now(),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Conflict)
+}
+
+type Item = Result<(Vec<u8>, Value)>;
+
+/// An iterator over a transaction's view of a range, from [`Transaction::range`] and
+/// [`Transaction::prefix`]: the snapshot merged with the transaction's writes. Double-ended,
+/// like [`DbIterator`]; after an error it yields nothing more.
+pub struct TransactionIter {
+    base: DbIterator,
+    /// Entries taken from the snapshot's front (0) and back (1) end, not yet yielded.
+    slots: [Option<(Vec<u8>, Value)>; 2],
+    base_done: bool,
+    /// The transaction's writes in the range, in key order (`None`: a delete).
+    own: VecDeque<(Vec<u8>, Option<Value>)>,
+    /// The transaction's range deletes in the keyspace.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    done: bool,
+}
+
+impl std::fmt::Debug for TransactionIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionIter").field("done", &self.done).finish_non_exhaustive()
+    }
+}
+
+impl TransactionIter {
+    /// Makes sure the snapshot entry nearest end `end` (0: front, 1: back) is in a slot, and
+    /// says which slot holds it: the other one once the snapshot's two ends have met.
+    fn fill(&mut self, end: usize) -> Result<Option<usize>> {
+        while self.slots[end].is_none() && !self.base_done {
+            let item = match end {
+                0 => self.base.next(),
+                _ => self.base.next_back(),
+            };
+            match item {
+                None => self.base_done = true,
+                Some(Err(e)) => return Err(e),
+                Some(Ok((k, v))) if !hidden(&self.ranges, &k) => self.slots[end] = Some((k, v)),
+                Some(Ok(_)) => {}
+            }
+        }
+        Ok([end, 1 - end].into_iter().find(|&i| self.slots[i].is_some()))
+    }
+
+    fn step(&mut self, end: usize) -> Option<Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let slot = match self.fill(end) {
+                Ok(slot) => slot,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            let own = match end {
+                0 => self.own.front(),
+                _ => self.own.back(),
+            };
+            let base = slot.and_then(|i| self.slots[i].as_ref()).map(|(k, _)| k);
+            // Which of the two entries nearest this end comes first; on a tie the
+            // transaction's write replaces the snapshot's entry.
+            let (take_base, take_own) = match (base, own) {
+                (None, None) => {
+                    self.done = true;
+                    return None;
+                }
+                (Some(_), None) => (true, false),
+                (None, Some(_)) => (false, true),
+                (Some(b), Some((o, _))) => match (b.as_slice().cmp(o.as_slice()), end) {
+                    (std::cmp::Ordering::Equal, _) => (true, true),
+                    (std::cmp::Ordering::Less, 0) | (std::cmp::Ordering::Greater, 1) => {
+                        (true, false)
+                    }
+                    _ => (false, true),
+                },
+            };
+            let from_base = match take_base {
+                true => slot.and_then(|i| self.slots[i].take()),
+                false => None,
+            };
+            if !take_own {
+                return from_base.map(Ok);
+            }
+            let taken = match end {
+                0 => self.own.pop_front(),
+                _ => self.own.pop_back(),
+            };
+            if let Some((k, Some(v))) = taken {
+                return Some(Ok((k, v)));
+            }
+        }
+    }
+}
+
+impl Iterator for TransactionIter {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        self.step(0)
+    }
+}
+
+impl DoubleEndedIterator for TransactionIter {
+    fn next_back(&mut self) -> Option<Item> {
+        self.step(1)
+    }
+}
+
+impl std::iter::FusedIterator for TransactionIter {}
+
+/// A positionable view of a transaction's range, from [`Transaction::cursor`]: the snapshot
+/// (a [`Cursor`]) merged with the transaction's writes as they were when it was made. Each
+/// move seeks the snapshot's cursor by key (a step costs a seek, not a link); after an error
+/// the cursor is invalid until the next successful move.
+pub struct TransactionCursor {
+    base: Cursor,
+    /// The transaction's writes in the range (`None`: a delete).
+    own: BTreeMap<Vec<u8>, Option<Value>>,
+    /// The transaction's range deletes in the keyspace.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    current: Option<(Vec<u8>, Value)>,
+}
+
+impl std::fmt::Debug for TransactionCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionCursor").field("valid", &self.valid()).finish_non_exhaustive()
+    }
+}
+
+/// The least key greater than `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = key.to_vec();
+    next.push(0);
+    next
+}
+
+/// The end of a range delete in `ranges` covering `key`.
+fn covering<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
+    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
+    over.map(|(_, e)| e.as_slice()).max()
+}
+
+/// The start of a range delete in `ranges` covering `key`.
+fn covered_from<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
+    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
+    over.map(|(s, _)| s.as_slice()).min()
+}
+
+impl TransactionCursor {
+    /// The snapshot's entry the base cursor stands on, copied.
+    fn base_entry(&self) -> Option<(Vec<u8>, Value)> {
+        let key = self.base.key()?;
+        Some((key.to_vec(), Value::copy_from_slice(self.base.value().unwrap_or_default())))
+    }
+
+    /// Positions at the first visible key at or after `from`.
+    fn forward_from(&mut self, mut from: Vec<u8>) -> Result<()> {
+        loop {
+            self.base.seek(&from)?;
+            // The snapshot's keys under a range delete of the transaction are skipped whole.
+            while let Some(end) = self.base.key().and_then(|k| covering(&self.ranges, k)) {
+                let end = end.to_vec();
+                self.base.seek(end)?;
+            }
+            let own = self.own.range::<[u8], _>((Bound::Included(&from[..]), Bound::Unbounded));
+            let own = own.map(|(o, v)| (o.clone(), v.clone())).next();
+            let (key, value) = match (self.base.key(), own) {
+                (Some(b), Some((o, v))) if o.as_slice() <= b => (o, v),
+                (None, Some((o, v))) => (o, v),
+                _ => {
+                    self.current = self.base_entry();
+                    return Ok(());
+                }
+            };
+            match value {
+                Some(v) => {
+                    self.current = Some((key, v));
+                    return Ok(());
+                }
+                None => from = successor(&key),
+            }
+        }
+    }
+
+    /// Positions at the last visible key before `to` (at it too if `inclusive`; `None`: from
+    /// the end).
+    fn backward_from(&mut self, mut to: Option<Vec<u8>>, mut inclusive: bool) -> Result<()> {
+        loop {
+            match &to {
+                Some(k) => {
+                    self.base.seek_for_prev(k)?;
+                    if !inclusive && self.base.key() == Some(k.as_slice()) {
+                        self.base.prev()?;
+                    }
+                }
+                None => self.base.seek_to_last()?,
+            }
+            while let Some(start) = self.base.key().and_then(|k| covered_from(&self.ranges, k)) {
+                let start = start.to_vec();
+                self.base.seek_for_prev(&start)?;
+                if self.base.key() == Some(start.as_slice()) {
+                    self.base.prev()?;
+                }
+            }
+            let upper = match (&to, inclusive) {
+                (Some(k), true) => Bound::Included(&k[..]),
+                (Some(k), false) => Bound::Excluded(&k[..]),
+                (None, _) => Bound::Unbounded,
+            };
+            let own = self.own.range::<[u8], _>((Bound::Unbounded, upper));
+            let own = own.map(|(o, v)| (o.clone(), v.clone())).next_back();
+            let (key, value) = match (self.base.key(), own) {
+                (Some(b), Some((o, v))) if o.as_slice() >= b => (o, v),
+                (None, Some((o, v))) => (o, v),
+                _ => {
+                    self.current = self.base_entry();
+                    return Ok(());
+                }
+            };
+            match value {
+                Some(v) => {
+                    self.current = Some((key, v));
+                    return Ok(());
+                }
+                None => (to, inclusive) = (Some(key), false),
+            }
+        }
+    }
+
+    /// The result of a move: on an error the cursor is left invalid.
+    fn moved(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.current = None;
+        }
+        r
+    }
+
+    /// Positions at the first key of the range.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.forward_from(Vec::new());
+        self.moved(r)
+    }
+
+    /// Positions at the last key of the range.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.backward_from(None, true);
+        self.moved(r)
+    }
+
+    /// Positions at the first key at or after `key`.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let r = self.forward_from(key.as_ref().to_vec());
+        self.moved(r)
+    }
+
+    /// Positions at the last key at or before `key`.
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let r = self.backward_from(Some(key.as_ref().to_vec()), true);
+        self.moved(r)
+    }
+
+    /// Moves to the next key; an invalid cursor stays invalid.
+    #[allow(clippy::should_implement_trait)] // A move, not an `Iterator`: it yields nothing.
+    pub fn next(&mut self) -> Result<()> {
+        let Some((key, _)) = &self.current else { return Ok(()) };
+        let r = self.forward_from(successor(key));
+        self.moved(r)
+    }
+
+    /// Moves to the previous key; an invalid cursor stays invalid.
+    pub fn prev(&mut self) -> Result<()> {
+        let Some((key, _)) = &self.current else { return Ok(()) };
+        let r = self.backward_from(Some(key.clone()), false);
+        self.moved(r)
+    }
+
+    /// True while the cursor stands on a key.
+    pub fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// The key the cursor stands on.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(k, _)| k.as_slice())
+    }
+
+    /// The value of the key the cursor stands on.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(_, v)| v.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reads(keys: &[&str], ranges: &[(&str, &str)]) -> Reads {
+        Reads {
+            name: None,
+            keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
+            ranges: ranges
+                .iter()
+                .map(|(s, e)| (s.as_bytes().to_vec(), e.as_bytes().to_vec()))
+                .collect(),
+        }
+    }
+
+    /// What the leader asks of each op of the batches ahead of a transaction in its group:
+    /// every op that writes a key read, or into a range scanned, is found; no other is.
+    #[test]
+    fn ops_ahead_in_the_group_are_matched_against_what_was_read() {
+        let r = reads(&["b", "m"], &[("d", "f")]);
+        let put = |k: &'static str| BatchOp::Put { key: k.as_bytes(), value: b"v" };
+        let delete = |k: &'static str| BatchOp::Delete { key: k.as_bytes() };
+        let range = |s: &'static str, e: &'static str| BatchOp::DeleteRange {
+            start: s.as_bytes(),
+            end: e.as_bytes(),
+        };
+        for op in [put("b"), delete("m"), put("d"), delete("ez"), range("a", "c"), range("m", "n")]
+        {
+            assert!(r.touched_by(op), "{op:?}");
+        }
+        for op in [range("c", "d\0"), range("e", "g"), range("l", "m\0"), range("c", "e")] {
+            assert!(r.touched_by(op), "{op:?}");
+        }
+        for op in
+            [put("a"), delete("c"), put("f"), range("b\0", "d"), range("f", "m"), range("c", "d")]
+        {
+            assert!(!r.touched_by(op), "{op:?}");
+        }
+        assert!(!r.touched_by(range("z", "a")), "an empty range writes nothing");
+        assert!(!r.touched_by(BatchOp::Reserved));
+    }
+}
