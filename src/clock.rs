@@ -13,7 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// flush and at least once a minute, so after moving a manual clock a test calls
 /// [`crate::Db::compact`] (or flushes) rather than wait.
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Now, in milliseconds since the Unix epoch.
+    /// Now, in milliseconds since the Unix epoch. Called by reads that meet an expiring
+    /// value, by writes with a time to live and by the background threads (some while they
+    /// hold internal locks): it should be quick, must not panic, and must not call into the
+    /// database.
     fn now_millis(&self) -> u64;
 }
 
