@@ -10,13 +10,23 @@
 //! count  u32 little-endian   number of operations
 //! ops    count times:
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
-//!                            2 = range delete, 3 = reserved; plus 0x80 if a keyspace id
-//!                            follows
+//!                            2 = range delete, 3 = reserved, 4 = expiring put; plus 0x80
+//!                            if a keyspace id follows
 //!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
 //!                            the default keyspace (0)
 //!          klen  varint, key bytes          (a range delete's start; not for reserved)
 //!          vlen  varint, value bytes        (puts; a range delete's end, exclusive)
 //! ```
+//!
+//! An expiring put's value bytes are the entry's stored value: the expiry, `u64`
+//! little-endian milliseconds since the Unix epoch, then the user's value (so `vlen` is at
+//! least 8). Only builds that know expiring puts write kind 4, and only for a database that
+//! was given one; older builds refuse such a record as corrupt rather than misread it.
+//!
+//! A batch being built may also hold kind 5, a put with a time to live (8 bytes of
+//! milliseconds in place of the expiry). It never reaches a log: the write path turns each
+//! into kind 4 with the clock's time added (and a plain put into a keyspace with a default
+//! time to live likewise) before logging, and a log record holding kind 5 is corrupt.
 //!
 //! A reserved op takes a sequence number and changes nothing: an ingest logs one, alone in
 //! its batch, to claim the number its tables' entries carry while writes after it go on
@@ -41,6 +51,13 @@ const OP_DELETE_RANGE: u8 = 2;
 /// The kind byte of a sequence number reserved for an ingest: no keyspace, key or value.
 const OP_RESERVED: u8 = 3;
 
+/// The kind byte of an expiring put: the value is the expiry (8 bytes) and the user's value.
+const OP_PUT_EXPIRING: u8 = ValueKind::PutExpiring as u8 + 2;
+
+/// The kind byte of a put with a time to live, in a batch not yet written (never logged):
+/// the value is the time to live in milliseconds (8 bytes) and the user's value.
+const OP_PUT_TTL: u8 = 5;
+
 /// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
 /// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
 const IN_KEYSPACE: u8 = 0x80;
@@ -55,6 +72,22 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The value.
         value: &'a [u8],
+    },
+    /// `key → value` expiring at `expiry` (milliseconds since the Unix epoch); `stored` is
+    /// the entry's stored value (the expiry, then the value).
+    PutExpiring {
+        /// The key.
+        key: &'a [u8],
+        /// The expiry followed by the value.
+        stored: &'a [u8],
+    },
+    /// `key → value` with a time to live, in a batch not yet written: `stored` holds the
+    /// time to live in milliseconds (8 bytes), then the value.
+    PutTtl {
+        /// The key.
+        key: &'a [u8],
+        /// The time to live followed by the value.
+        stored: &'a [u8],
     },
     /// A deletion of `key`.
     Delete {
@@ -100,7 +133,8 @@ pub const MAX_VALUE_BYTES: usize = 16 << 20;
 
 // Everything a write accepts must fit in a table entry, or a flush would fail on it.
 const _: () = assert!(MAX_KEY_BYTES + 8 <= crate::table::MAX_ENTRY_PART_BYTES);
-const _: () = assert!(MAX_VALUE_BYTES <= crate::table::MAX_ENTRY_PART_BYTES);
+const _: () =
+    assert!(MAX_VALUE_BYTES + crate::key::EXPIRY_LEN <= crate::table::MAX_ENTRY_PART_BYTES);
 
 /// Checks a range delete's bound, which may be one byte longer than a key (see
 /// `db::key_range::MAX_RANGE_BOUND_BYTES`).
@@ -233,6 +267,60 @@ impl WriteBatch {
         self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
     }
 
+    /// Adds `key → value` that expires `ttl` after the batch is written (by the clock of
+    /// the database it is written to, [`crate::Options::clock`]): from then on reads do
+    /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, ManualClock, Options, WriteBatch, WriteOptions};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_with_ttl("token", "t1", Duration::from_secs(10));
+    /// batch.put("user", "ada");
+    /// db.write(&batch, &WriteOptions::default())?;
+    /// clock.advance(Duration::from_secs(10));
+    /// assert_eq!(db.get("token")?, None);
+    /// assert!(db.get("user")?.is_some());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) {
+        let ttl = crate::clock::ttl_millis(ttl);
+        self.put_ttl_to(DEFAULT_KEYSPACE, key.as_ref(), ttl, value.as_ref());
+    }
+
+    /// Adds `key → value` in `keyspace` that expires `ttl` after the batch is written, as
+    /// [`WriteBatch::put_with_ttl`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) {
+        self.note_handle(keyspace);
+        let ttl = crate::clock::ttl_millis(ttl);
+        self.put_ttl_to(keyspace.id(), key.as_ref(), ttl, value.as_ref());
+    }
+
     /// Adds a deletion of `key` in `keyspace`, as [`WriteBatch::delete`].
     ///
     /// # Panics
@@ -288,6 +376,84 @@ impl WriteBatch {
         self.op_header(ValueKind::Put as u8, keyspace);
         put_bytes(&mut self.data, key);
         put_bytes(&mut self.data, value);
+    }
+
+    /// Adds `key → value` expiring at `expiry` (milliseconds since the Unix epoch).
+    pub(crate) fn put_expiring_to(
+        &mut self,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        expiry: u64,
+        value: &[u8],
+    ) {
+        self.op_header(OP_PUT_EXPIRING, keyspace);
+        self.put_prefixed_value(key, expiry, value);
+    }
+
+    /// Adds `key → value` living `ttl_ms` milliseconds from when the batch is written.
+    pub(crate) fn put_ttl_to(
+        &mut self,
+        keyspace: KeyspaceId,
+        key: &[u8],
+        ttl_ms: u64,
+        value: &[u8],
+    ) {
+        self.op_header(OP_PUT_TTL, keyspace);
+        self.put_prefixed_value(key, ttl_ms, value);
+    }
+
+    fn put_prefixed_value(&mut self, key: &[u8], head: u64, value: &[u8]) {
+        put_bytes(&mut self.data, key);
+        put_varint(&mut self.data, (value.len() + crate::key::EXPIRY_LEN) as u64);
+        self.data.extend_from_slice(&head.to_le_bytes());
+        self.data.extend_from_slice(value);
+    }
+
+    /// Whether writing the batch needs the clock: it holds a put with a time to live, or a
+    /// plain put into a keyspace `has_ttl` says has a default one.
+    pub(crate) fn needs_stamp(&self, has_ttl: impl Fn(KeyspaceId) -> bool) -> bool {
+        self.iter().any(|(ks, op)| match op {
+            BatchOp::PutTtl { .. } => true,
+            BatchOp::Put { .. } => has_ttl(ks),
+            _ => false,
+        })
+    }
+
+    /// The batch with every put with a time to live, and every plain put into a keyspace
+    /// whose default time to live `ttl_of` gives, turned into an expiring put at `now` plus
+    /// its time to live (saturating).
+    pub(crate) fn stamped(
+        &self,
+        now: u64,
+        ttl_of: impl Fn(KeyspaceId) -> Option<u64>,
+    ) -> WriteBatch {
+        let mut out = WriteBatch::with_capacity(self.data.len() + 8 * self.count() as usize);
+        out.data[..8].copy_from_slice(&self.data[..8]);
+        for (ks, op) in self.iter() {
+            match op {
+                BatchOp::Put { key, value } => match ttl_of(ks) {
+                    Some(ttl) => out.put_expiring_to(ks, key, now.saturating_add(ttl), value),
+                    None => out.put_to(ks, key, value),
+                },
+                BatchOp::PutTtl { key, stored } => {
+                    let (ttl, value) = crate::key::split_expiring(stored).unwrap_or((0, &[]));
+                    out.put_expiring_to(ks, key, now.saturating_add(ttl), value);
+                }
+                BatchOp::PutExpiring { key, stored } => {
+                    out.op_header(OP_PUT_EXPIRING, ks);
+                    put_bytes(&mut out.data, key);
+                    put_bytes(&mut out.data, stored);
+                }
+                BatchOp::Delete { key } => out.delete_to(ks, key),
+                BatchOp::DeleteRange { start, end } => out.delete_range_to(ks, start, end),
+                BatchOp::Reserved => {
+                    out.data.push(OP_RESERVED);
+                    out.bump_count();
+                }
+            }
+        }
+        out.handles = self.handles.clone();
+        out
     }
 
     pub(crate) fn delete_to(&mut self, keyspace: KeyspaceId, key: &[u8]) {
@@ -446,6 +612,9 @@ impl WriteBatch {
         for (keyspace, op) in self.iter() {
             match op {
                 BatchOp::Put { key, value } => check_entry_size(key, value),
+                BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
+                    check_entry_size(key, stored.get(crate::key::EXPIRY_LEN..).unwrap_or(&[]))
+                }
                 BatchOp::Delete { key } => check_entry_size(key, &[]),
                 BatchOp::DeleteRange { start, end } => {
                     check_range_bound(start).and_then(|()| check_range_bound(end))
@@ -485,6 +654,12 @@ impl WriteBatch {
                     mem.insert(key, seq, ValueKind::Put, value);
                     (key, value)
                 }
+                BatchOp::PutExpiring { key, stored } => {
+                    mem.insert(key, seq, ValueKind::PutExpiring, stored);
+                    (key, stored)
+                }
+                // Turned into expiring puts before any batch is applied (`stamp_expiry`).
+                BatchOp::PutTtl { .. } => continue,
                 BatchOp::Delete { key } => {
                     mem.insert(key, seq, ValueKind::Delete, &[]);
                     (key, &[][..])
@@ -547,7 +722,8 @@ impl WriteBatch {
             let has_value = match kind {
                 k if k == ValueKind::Put as u8 => true,
                 k if k == ValueKind::Delete as u8 => false,
-                OP_DELETE_RANGE => true,
+                OP_DELETE_RANGE | OP_PUT_EXPIRING => true,
+                OP_PUT_TTL => return Err(bad("put with a time to live (never logged)")),
                 _ => return Err(bad("unknown kind")),
             };
             let key = d.length_prefixed().ok_or_else(|| bad("bad key length"))?;
@@ -556,6 +732,9 @@ impl WriteBatch {
                 // `delete_range` never writes an empty range, and a replay must not meet one.
                 if kind == OP_DELETE_RANGE && key >= value {
                     return Err(bad("range delete with start not below end"));
+                }
+                if kind == OP_PUT_EXPIRING && value.len() < crate::key::EXPIRY_LEN {
+                    return Err(bad("expiring put without its 8-byte expiry"));
                 }
             }
         }
@@ -630,6 +809,8 @@ impl<'a> Iterator for WriteBatchIter<'a> {
                 BatchOp::Put { key, value: self.d.length_prefixed()? }
             }
             k if k == ValueKind::Delete as u8 => BatchOp::Delete { key },
+            OP_PUT_EXPIRING => BatchOp::PutExpiring { key, stored: self.d.length_prefixed()? },
+            OP_PUT_TTL => BatchOp::PutTtl { key, stored: self.d.length_prefixed()? },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
             _ => return None,
         };
@@ -659,6 +840,11 @@ mod tests {
                 PUT => b.put_to(keyspace, k, v),
                 DELETE => b.delete_to(keyspace, k),
                 OP_RESERVED => b = WriteBatch::reserved(),
+                OP_PUT_EXPIRING => {
+                    b.op_header(OP_PUT_EXPIRING, keyspace);
+                    put_bytes(&mut b.data, k);
+                    put_bytes(&mut b.data, v);
+                }
                 _ => b.delete_range_to(keyspace, k, v),
             }
         }
@@ -674,6 +860,10 @@ mod tests {
                     (ks, OP_DELETE_RANGE, start.to_vec(), end.to_vec())
                 }
                 BatchOp::Reserved => (ks, OP_RESERVED, Vec::new(), Vec::new()),
+                BatchOp::PutExpiring { key, stored } => {
+                    (ks, OP_PUT_EXPIRING, key.to_vec(), stored.to_vec())
+                }
+                BatchOp::PutTtl { key, stored } => (ks, OP_PUT_TTL, key.to_vec(), stored.to_vec()),
             })
             .collect()
     }
@@ -684,10 +874,47 @@ mod tests {
         prop_oneof![
             (keyspace(), bytes(), bytes()).prop_map(|(ks, k, v)| (ks, PUT, k, v)),
             (keyspace(), bytes()).prop_map(|(ks, k)| (ks, DELETE, k, Vec::new())),
+            (keyspace(), bytes(), any::<u64>(), bytes()).prop_map(|(ks, k, e, v)| {
+                (ks, OP_PUT_EXPIRING, k, crate::key::expiring_value(e, &v))
+            }),
             (keyspace(), bytes(), bytes()).prop_filter_map("empty range", |(ks, a, b)| {
                 (a != b).then(|| (ks, OP_DELETE_RANGE, a.clone().min(b.clone()), a.max(b)))
             }),
         ]
+    }
+
+    #[test]
+    fn expiring_puts_are_stamped_and_logged_as_documented() {
+        let mut b = WriteBatch::new();
+        b.put_with_ttl(b"t", b"v", std::time::Duration::from_millis(5));
+        b.put_to(7, b"p", b"w");
+        b.put(b"q", b"x");
+        assert!(b.needs_stamp(|_| false), "a put with a time to live");
+        // Keyspace 7 has a default time to live of 100 ms.
+        let ttl_of = |ks| (ks == 7).then_some(100);
+        let stamped = b.stamped(1000, ttl_of);
+        assert!(!stamped.needs_stamp(|ks| ttl_of(ks).is_some()));
+        let want: Vec<u8> = [
+            &[0u8; 8][..],
+            &[3, 0, 0, 0],
+            &[OP_PUT_EXPIRING, 1, b't', 9],
+            &1005u64.to_le_bytes(),
+            b"v",
+            &[OP_PUT_EXPIRING | IN_KEYSPACE, 7, 1, b'p', 9],
+            &1100u64.to_le_bytes(),
+            b"w",
+            &[ValueKind::Put as u8, 1, b'q', 1, b'x'],
+        ]
+        .concat();
+        assert_eq!(stamped.data(), &want[..]);
+        assert_eq!(WriteBatch::from_record(want).unwrap(), stamped);
+        // Unstamped, or with a value shorter than its expiry, a log record is corrupt.
+        let e = WriteBatch::from_record(b.data().to_vec()).unwrap_err();
+        assert!(e.to_string().contains("never logged"), "{e}");
+        let short =
+            [&[0u8; 8][..], &[1, 0, 0, 0], &[OP_PUT_EXPIRING, 1, b'k', 7], &[0; 7]].concat();
+        let e = WriteBatch::from_record(short).unwrap_err();
+        assert!(e.to_string().contains("8-byte expiry"), "{e}");
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum Decision {
 ///   overwritten versions without disturbing them). Reads that start after the compaction
 ///   see its decisions.
 /// - A removal never brings back an older version of the key: see [`Decision::Remove`].
+/// - Never about an expired value ([`crate::Db::put_with_ttl`]): compaction drops it first,
+///   as if the filter had removed it. A value that has not expired is shown without its
+///   expiry, and a replacement keeps the expiry.
 ///
 /// `level` is the level the compaction writes into (1 and deeper). Compactions run on
 /// background threads, and one compaction may call it from several threads at once (see

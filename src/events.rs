@@ -134,6 +134,10 @@ pub enum CompactionReason {
     LevelSize,
     /// [`crate::Db::compact`].
     Manual,
+    /// Enough of a table's expiring values have expired (see [`crate::Db::put_with_ttl`]):
+    /// the table is rewritten in place (an L0 table: L0 is compacted into L1) to free their
+    /// space.
+    Expiry,
 }
 
 /// A compaction, for [`EventListener::on_compaction_begin`] and
@@ -149,7 +153,9 @@ pub struct CompactionInfo {
     pub reason: CompactionReason,
     /// The level compacted.
     pub input_level: usize,
-    /// The level it is compacted into (`input_level + 1`).
+    /// The level it is compacted into: `input_level + 1`, or `input_level` itself when a
+    /// level's tables are rewritten in place (for [`CompactionReason::Expiry`], and by
+    /// [`crate::Db::compact`] for a compaction filter or expired values).
     pub output_level: usize,
     /// Tables read from `input_level`.
     pub input_level_tables: usize,

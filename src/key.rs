@@ -29,6 +29,10 @@ pub enum ValueKind {
     Delete = 0,
     /// A value was put at this sequence number.
     Put = 1,
+    /// A value with an expiry was put at this sequence number: the stored value is the
+    /// expiry (milliseconds since the Unix epoch, `u64` little-endian) followed by the
+    /// user's value. Once the clock reaches the expiry it reads as a tombstone.
+    PutExpiring = 2,
 }
 
 impl ValueKind {
@@ -37,13 +41,34 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
+            2 => Some(ValueKind::PutExpiring),
             _ => None,
         }
     }
 }
 
-/// The kind used when building a seek key: it sorts first among equal `(key, seqno)`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Put;
+/// The kind used when building a seek key: the largest kind code, so it sorts first among
+/// equal `(key, seqno)`.
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::PutExpiring;
+
+/// Length of the expiry that prefixes the stored value of a [`ValueKind::PutExpiring`].
+pub const EXPIRY_LEN: usize = 8;
+
+/// Splits the stored value of a [`ValueKind::PutExpiring`] into its expiry (milliseconds
+/// since the Unix epoch) and the user's value; `None` if it is shorter than the expiry.
+#[inline]
+pub fn split_expiring(stored: &[u8]) -> Option<(u64, &[u8])> {
+    let (head, value) = stored.split_first_chunk::<EXPIRY_LEN>()?;
+    Some((u64::from_le_bytes(*head), value))
+}
+
+/// The stored value of a [`ValueKind::PutExpiring`]: `expiry` then `value`.
+pub fn expiring_value(expiry: u64, value: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(EXPIRY_LEN + value.len());
+    v.extend_from_slice(&expiry.to_le_bytes());
+    v.extend_from_slice(value);
+    v
+}
 
 /// Packs a sequence number and kind into a trailer.
 #[inline]

@@ -65,6 +65,7 @@ mod version;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod check;
+mod clock;
 mod compaction_filter;
 mod db;
 mod error;
@@ -79,6 +80,7 @@ mod stats;
 mod value;
 
 pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{
     Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionCursor,

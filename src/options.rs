@@ -50,6 +50,7 @@ pub struct Options {
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
     pub(crate) listeners: crate::events::Listeners,
     pub(crate) compaction_filter: FilterSlot,
+    pub(crate) clock: Arc<dyn crate::Clock>,
 }
 
 impl Default for Options {
@@ -79,6 +80,7 @@ impl Default for Options {
             fs: std::sync::Arc::new(crate::fs::StdFs),
             listeners: crate::events::Listeners::default(),
             compaction_filter: FilterSlot::default(),
+            clock: Arc::new(crate::SystemClock),
         }
     }
 }
@@ -273,6 +275,13 @@ impl Options {
         self
     }
 
+    /// The clock expiry is judged by ([`crate::Db::put_with_ttl`]): [`crate::SystemClock`]
+    /// by default; a [`crate::ManualClock`] lets tests move time without sleeping.
+    pub fn clock(mut self, clock: Arc<dyn crate::Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// The settings of the default keyspace.
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
         KeyspaceOptions {
@@ -283,6 +292,7 @@ impl Options {
             compression: self.compression,
             block_bytes: self.block_bytes,
             target_table_bytes: self.target_table_bytes,
+            default_ttl: None,
         }
     }
 
@@ -392,6 +402,7 @@ pub struct KeyspaceOptions {
     pub(crate) compression: Compression,
     pub(crate) block_bytes: usize,
     pub(crate) target_table_bytes: u64,
+    pub(crate) default_ttl: Option<std::time::Duration>,
     /// Held in memory only: the manifest records the other fields.
     pub(crate) compaction_filter: FilterSlot,
 }
@@ -429,6 +440,34 @@ impl KeyspaceOptions {
         /// Size at which compaction output is split into a new table (see
         /// [`Options::target_table_bytes`]).
         target_table_bytes: u64);
+
+    /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
+    /// each then expires that long after it is written, as with
+    /// [`crate::Keyspace::put_with_ttl`]. `None` (the default): plain puts never expire.
+    /// Recorded in the manifest; changing it applies to later puts only. Kept to whole
+    /// milliseconds.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, KeyspaceOptions, ManualClock, Options};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+    /// let opts = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
+    /// let sessions = db.keyspace("sessions", opts)?;
+    /// sessions.put("s1", "user 7")?;
+    /// clock.advance(Duration::from_secs(3600));
+    /// assert_eq!(sessions.get("s1")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn default_ttl(mut self, ttl: Option<std::time::Duration>) -> Self {
+        self.default_ttl =
+            ttl.map(|t| std::time::Duration::from_millis(crate::clock::ttl_millis(t)));
+        self
+    }
 
     /// The keyspace's compaction filter (see [`crate::CompactionFilter`]). Unlike the other
     /// settings it is not recorded in the manifest: pass it each time the keyspace is opened.
@@ -477,6 +516,13 @@ impl KeyspaceOptions {
         (self.prefix_extractor, self.whole_key_filtering)
     }
 
+    /// The default time to live of plain puts. Not part of the stable API.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn ttl_part(&self) -> Option<std::time::Duration> {
+        self.default_ttl
+    }
+
     /// Whether the tables' filters hold whole keys: always without an extractor.
     pub(crate) fn filters_whole_keys(&self) -> bool {
         self.whole_key_filtering || self.prefix_extractor.is_none()
@@ -493,6 +539,9 @@ impl KeyspaceOptions {
         }
         if self.target_table_bytes < 1024 {
             return bad("target_table_bytes must be at least 1 KiB");
+        }
+        if self.default_ttl.is_some_and(|t| t.is_zero()) {
+            return bad("default_ttl must be at least 1 ms");
         }
         if let Compression::Zstd { level } = self.compression {
             if !(-7..=22).contains(&level) {

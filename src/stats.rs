@@ -90,6 +90,7 @@ pub(crate) struct Counters {
     pub compaction_parts: Counter,
     pub compaction_filter_removed: Counter,
     pub compaction_filter_changed: Counter,
+    pub compaction_expired_dropped: Counter,
     pub write_stalls: Counter,
     pub write_slowdowns: Counter,
     pub write_stall_micros: Counter,
@@ -113,6 +114,7 @@ pub(crate) struct KeyspaceCounters {
     pub compaction_bytes_written: u64,
     pub compaction_filter_removed: u64,
     pub compaction_filter_changed: u64,
+    pub compaction_expired_dropped: u64,
 }
 
 impl Counters {
@@ -306,6 +308,8 @@ pub struct Stats {
     pub compaction_filter_removed: u64,
     /// Values compaction filters replaced.
     pub compaction_filter_changed: u64,
+    /// Expired values compaction dropped (see [`crate::Db::put_with_ttl`]).
+    pub compaction_expired_dropped: u64,
     /// Writes that had to wait for a flush or compaction.
     pub write_stalls: u64,
     /// Writes delayed briefly because L0 was filling up.
@@ -370,6 +374,8 @@ pub struct KeyspaceStats {
     pub compaction_filter_removed: u64,
     /// Values the keyspace's compaction filter replaced.
     pub compaction_filter_changed: u64,
+    /// Expired values compaction dropped from the keyspace.
+    pub compaction_expired_dropped: u64,
 }
 
 impl Stats {
@@ -427,6 +433,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
                 compaction_bytes_written: k.compaction_bytes_written,
                 compaction_filter_removed: k.compaction_filter_removed,
                 compaction_filter_changed: k.compaction_filter_changed,
+                compaction_expired_dropped: k.compaction_expired_dropped,
                 ..KeyspaceStats::default()
             };
             for (_, t) in v.all_tables() {
@@ -458,6 +465,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         compaction_parts: c.compaction_parts.get(),
         compaction_filter_removed: c.compaction_filter_removed.get(),
         compaction_filter_changed: c.compaction_filter_changed.get(),
+        compaction_expired_dropped: c.compaction_expired_dropped.get(),
         write_stalls: c.write_stalls.get(),
         write_slowdowns: c.write_slowdowns.get(),
         write_stall_micros: c.write_stall_micros.get(),

@@ -472,6 +472,7 @@ impl Script {
                         (true, Presence::Tombstone) => "tombstone",
                         (true, Presence::Absent) => "absent",
                         (true, Presence::RangeDeleted) => "range-deleted",
+                        (true, Presence::Expired) => "expired",
                     };
                     let decides = if s.decides { "  <- get stops here" } else { "" };
                     let line = format!("{source:<10} {filter:<14} {actual}{decides}");

@@ -14,7 +14,8 @@ use crate::key::{compare_internal, parse_internal_key, ValueKind};
 use crate::range_del::{self, last_key_before, RangeTombstone};
 use crate::table::block::Block;
 use crate::table::format::{
-    read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, RANGE_DEL_FORMAT_VERSION,
+    read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, EXPIRY_FORMAT_VERSION,
+    RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::{
@@ -27,6 +28,13 @@ use crate::table::Table;
 struct Contents {
     entries: u64,
     tombstones: u64,
+    /// Expiring puts: count, earliest and latest expiry, bytes (keys and stored values).
+    expiring: u64,
+    oldest_expiry: u64,
+    newest_expiry: u64,
+    expiring_bytes: u64,
+    /// Expiring puts whose stored value is shorter than an expiry.
+    short_expiring: u64,
     smallest_key: Option<Vec<u8>>,
     largest_key: Option<Vec<u8>>,
     smallest_seq: u64,
@@ -254,13 +262,13 @@ fn check_range_dels(
     region_ok: Option<bool>,
 ) -> Option<Vec<RangeTombstone>> {
     let has = p.num_range_deletions > 0;
-    if has != (footer.version == RANGE_DEL_FORMAT_VERSION) {
+    if !crate::table::format::range_dels_consistent(footer.version, has) {
         r.problem(
             path,
             Some(footer.properties.offset),
             format!(
                 "footer's format version {} but the properties record {} range tombstones \
-                 (version {RANGE_DEL_FORMAT_VERSION} is for tables with range tombstones)",
+                 (version {RANGE_DEL_FORMAT_VERSION} is for tables with range tombstones, 1 for tables without)",
                 footer.version, p.num_range_deletions
             ),
         );
@@ -467,6 +475,20 @@ fn check_data_blocks(
             if parsed.kind == ValueKind::Delete {
                 c.tombstones += 1;
             }
+            if parsed.kind == ValueKind::PutExpiring {
+                match crate::key::split_expiring(it.value()) {
+                    Some((at, _)) => {
+                        if c.expiring == 0 {
+                            (c.oldest_expiry, c.newest_expiry) = (at, at);
+                        }
+                        c.expiring += 1;
+                        c.oldest_expiry = c.oldest_expiry.min(at);
+                        c.newest_expiry = c.newest_expiry.max(at);
+                        c.expiring_bytes += (key.len() + it.value().len()) as u64;
+                    }
+                    None => c.short_expiring += 1,
+                }
+            }
             if c.smallest_key.is_none() {
                 c.smallest_key = Some(parsed.user_key.to_vec());
                 c.smallest_seq = parsed.seq;
@@ -559,6 +581,23 @@ fn check_properties(
     let k = |v: &Option<Vec<u8>>| quoted(v.as_deref().unwrap_or(b""));
     mismatch("entries", p.num_entries.to_string(), c.entries.to_string());
     mismatch("tombstones", p.num_tombstones.to_string(), c.tombstones.to_string());
+    mismatch("expiring entries", p.num_expiring.to_string(), c.expiring.to_string());
+    if c.expiring > 0 {
+        mismatch("oldest expiry", p.oldest_expiry.to_string(), c.oldest_expiry.to_string());
+        mismatch("newest expiry", p.newest_expiry.to_string(), c.newest_expiry.to_string());
+        mismatch("expiring bytes", p.expiring_bytes.to_string(), c.expiring_bytes.to_string());
+    }
+    // Expiring entries exactly in tables of format version 3 (the properties say whether the
+    // table has some: they were checked against the entries above).
+    let want_version = match (p.num_expiring > 0, footer.version) {
+        (true, _) => EXPIRY_FORMAT_VERSION.to_string(),
+        (false, EXPIRY_FORMAT_VERSION) => "1 or 2".to_string(),
+        (false, v) => v.to_string(),
+    };
+    let what = format!("{} expiring entries, so format version", p.num_expiring);
+    mismatch(&what, want_version, footer.version.to_string());
+    let short = c.short_expiring.to_string();
+    mismatch("expiring entries without an 8-byte expiry:", "0".into(), short);
     mismatch("raw key bytes", p.raw_key_bytes.to_string(), c.raw_key_bytes.to_string());
     mismatch("raw value bytes", p.raw_value_bytes.to_string(), c.raw_value_bytes.to_string());
     // The key and sequence ranges cover the range tombstones too (see `TableBuilder::finish`).

@@ -158,6 +158,11 @@ impl BgJob {
 /// written out while a long compaction runs: with one thread for both, writers stopped for
 /// whole compactions whenever the immutable memtables filled up behind one. The two only meet
 /// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
+/// How often an idle compaction thread checks whether tables hold enough expired values to
+/// be worth rewriting (see `ttl::worth_rewriting`). A flush, or [`crate::Db::compact`],
+/// checks at once.
+const EXPIRY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
     loop {
         let report = {
@@ -184,7 +189,15 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                         break false;
                     }
                 }
-                bg = inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+                bg = match job {
+                    // Values expire without any write to wake the thread: it looks again
+                    // at least this often.
+                    BgJob::Compact => inner
+                        .bg_cv
+                        .wait_timeout(bg, EXPIRY_CHECK_INTERVAL)
+                        .map_or_else(|p| p.into_inner().0, |(bg, _)| bg),
+                    BgJob::Flush => inner.bg_cv.wait(bg).unwrap_or_else(|p| p.into_inner()),
+                };
             }
         };
         if report {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::compaction_filter_stage::FilterStage;
 use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
+use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
@@ -73,6 +74,32 @@ fn score(inner: &DbInner, v: &Version) -> (usize, f64) {
 
 pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
     state.trees.iter().any(|t| score(inner, &t.version).1 >= 1.0)
+        || pick_expired(inner, state).is_some()
+}
+
+/// A compaction that frees the space of expired values, if a table holds enough of them
+/// ([`ttl::worth_rewriting`]): the table itself, rewritten in place (`out_level == level`:
+/// its output cannot overlap its level's other tables), or for an L0 table, L0 into L1.
+fn pick_expired(inner: &DbInner, state: &DbState) -> Option<Compaction> {
+    let now = inner.opts.clock.now_millis();
+    for tree in &state.trees {
+        let v = &tree.version;
+        for (level, tables) in v.levels.iter().enumerate() {
+            let Some(t) = tables.iter().find(|t| ttl::worth_rewriting(t, now)) else { continue };
+            let (inputs, out_level, next_inputs) = if level == 0 {
+                let inputs = v.levels[0].clone();
+                let (lo, hi) = user_range(&inputs);
+                let next = v.overlapping(1, &lo, &hi);
+                (inputs, 1, next)
+            } else {
+                (vec![t.clone()], level, Vec::new())
+            };
+            let reason = CompactionReason::Expiry;
+            let tree = tree.clone();
+            return Some(Compaction { tree, level, out_level, inputs, next_inputs, reason });
+        }
+    }
+    None
 }
 
 fn user_range(tables: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
@@ -118,7 +145,7 @@ fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
         .map(|t| (t, score(inner, &t.version)))
         .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
     if s < 1.0 {
-        return None;
+        return pick_expired(inner, state);
     }
     let v = &tree.version;
     let inputs = if level == 0 {
@@ -232,7 +259,18 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 let c = Compaction { tree, level, out_level, inputs, next_inputs, reason };
                 run_locked(inner, c)?;
             }
-            if tree.opts.compaction_filter.0.is_some() {
+            // The merge rewrote only the last level's tables the levels above overlap: the
+            // filter must see the rest too, and their expired values must go.
+            let now = inner.opts.clock.now_millis();
+            let expired = |t: &Arc<TableFile>| t.expiry().is_some_and(|(oldest, ..)| oldest <= now);
+            let last_level = inner.load_state().tree(id).map_or(Vec::new(), |t| {
+                let v = &t.version;
+                (1..NUM_LEVELS)
+                    .rev()
+                    .find(|&l| !v.levels[l].is_empty())
+                    .map_or(Vec::new(), |l| v.levels[l].clone())
+            });
+            if tree.opts.compaction_filter.0.is_some() || last_level.iter().any(expired) {
                 slot = rewrite_last_level(inner, id, first_new, slot)?;
             }
         }
@@ -314,6 +352,7 @@ fn may_move(c: &Compaction) -> bool {
         || c.out_level == c.level
         || !c.next_inputs.is_empty()
         || c.reason == CompactionReason::Manual
+        || c.reason == CompactionReason::Expiry
         || filter_changes
     {
         return false;
@@ -437,6 +476,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
             Ok((mut metas, counts)) => {
                 outputs.append(&mut metas);
                 filtered.removed += counts.removed;
+                filtered.expired += counts.expired;
                 filtered.changed += counts.changed;
             }
             Err(e) => {
@@ -470,12 +510,14 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_bytes_written.add(written);
     inner.counters.compaction_filter_removed.add(filtered.removed);
     inner.counters.compaction_filter_changed.add(filtered.changed);
+    inner.counters.compaction_expired_dropped.add(filtered.expired);
     inner.counters.keyspace(tree.id, |k| {
         k.compactions += 1;
         k.compaction_bytes_read += input_bytes;
         k.compaction_bytes_written += written;
         k.compaction_filter_removed += filtered.removed;
         k.compaction_filter_changed += filtered.changed;
+        k.compaction_expired_dropped += filtered.expired;
     });
     info.output_tables = outputs.len();
     info.output_bytes = written;
@@ -565,16 +607,21 @@ fn run_part(
     // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
     let (lo, hi) = (after.map(successor), upto.map(successor));
     let mut split = TombstoneSplit::new(clip(&range_dels.kept, lo.as_deref(), hi.as_deref()));
-    let Some(user_filter) = c.tree.opts.compaction_filter.0.as_deref() else {
+    let user_filter = c.tree.opts.compaction_filter.0.as_deref();
+    let expiring = c.inputs.iter().chain(&c.next_inputs).any(|t| t.expiry().is_some());
+    if user_filter.is_none() && !expiring {
         merged.seek_to_first()?;
         let tables = inner.write_tables(&c.tree, &mut merged, &mut split, filter)?;
         return Ok((tables, FilterCounts::default()));
-    };
+    }
     let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
-    let mut filtered = FilterStage::new(merged, user_filter, c.out_level, &c.tree, &nothing_below);
+    let now = inner.opts.clock.now_millis();
+    let mut filtered =
+        FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
     filtered.seek_to_first()?;
     let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter)?;
-    Ok((tables, FilterCounts { removed: filtered.removed, changed: filtered.changed }))
+    let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
+    Ok((tables, FilterCounts { removed, changed, expired }))
 }
 
 /// What a compaction's [`FilterStage`]s did, summed over its parts.
@@ -582,6 +629,8 @@ fn run_part(
 struct FilterCounts {
     removed: u64,
     changed: u64,
+    /// Expired values dropped (or replaced by tombstones).
+    expired: u64,
 }
 
 /// True when no level in `deeper` has a table whose range covers `uk`, so nothing older

@@ -1,15 +1,19 @@
 //! [`FilterStage`]: where compaction asks a keyspace's [`CompactionFilter`] about each value,
-//! the one place the engine calls it.
+//! the one place the engine calls it, and where it drops expired values.
 //!
 //! It sits after [`super::compaction_iter::NewestVersions`], so it sees only the newest
 //! version of each key among the compaction's inputs, with range-deleted versions already
-//! dropped; it passes tombstones through unasked. Snapshots need no check here: each holds
+//! dropped; it passes tombstones through unasked. An expiring value whose expiry has passed
+//! is removed here as if the filter had said [`Decision::Remove`] (without asking it): a
+//! tombstone takes its place where an older version may lie below. The filter sees other
+//! expiring values without their expiry, and a replacement keeps the expiry. Snapshots need no check here: each holds
 //! the tables it was taken from, so nothing written by a compaction is ever read by a view
 //! older than it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::Tree;
+use crate::clock::expired;
 use crate::compaction_filter::{CompactionFilter, Decision};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, MAX_SEQNO};
@@ -18,7 +22,9 @@ use crate::{Error, Result};
 /// The user's decisions applied to a compaction's stream of newest versions.
 pub(crate) struct FilterStage<'a, I: InternalIterator> {
     inner: I,
-    filter: &'a dyn CompactionFilter,
+    filter: Option<&'a dyn CompactionFilter>,
+    /// The time expiry is judged at, milliseconds since the Unix epoch.
+    now: u64,
     /// The level the compaction writes into, as the filter is told.
     level: usize,
     /// The tree as the compaction was picked: its memtables' and tables' range tombstones
@@ -34,12 +40,15 @@ pub(crate) struct FilterStage<'a, I: InternalIterator> {
     pub removed: u64,
     /// Values the filter replaced.
     pub changed: u64,
+    /// Expired values removed.
+    pub expired: u64,
 }
 
 impl<'a, I: InternalIterator> FilterStage<'a, I> {
     pub(crate) fn new(
         inner: I,
-        filter: &'a dyn CompactionFilter,
+        filter: Option<&'a dyn CompactionFilter>,
+        now: u64,
         level: usize,
         tree: &'a Tree,
         nothing_below: &'a (dyn Fn(&[u8]) -> bool + Sync),
@@ -47,6 +56,8 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
         FilterStage {
             inner,
             filter,
+            now,
+            expired: 0,
             level,
             tree,
             nothing_below,
@@ -58,8 +69,13 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
 
     /// Asks the filter about the current value, catching a panic: the compaction then fails
     /// and writes nothing, its inputs untouched.
-    fn ask(&self, user_key: &[u8]) -> Result<Decision> {
-        let (filter, level, value) = (self.filter, self.level, self.inner.value());
+    fn ask(
+        &self,
+        filter: &dyn CompactionFilter,
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<Decision> {
+        let level = self.level;
         // Unwind safety: after a panic nothing of this compaction is used (its output is
         // deleted), and the filter is the user's to keep consistent.
         let decision = catch_unwind(AssertUnwindSafe(|| filter.filter(level, user_key, value)))
@@ -91,19 +107,45 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
         self.rewritten = None;
         while self.inner.valid() {
             let Some(p) = key::parse_internal_key(self.inner.key()) else { return Ok(()) };
-            // Tombstones, and values a range deletion already hides, are not the filter's.
-            if p.kind != ValueKind::Put || self.tree.range_deleted(p.user_key, p.seq, MAX_SEQNO) {
+            let (expiry, value) = match p.kind {
+                ValueKind::Delete => return Ok(()),
+                ValueKind::Put => (None, self.inner.value()),
+                ValueKind::PutExpiring => match key::split_expiring(self.inner.value()) {
+                    Some((expiry, value)) => (Some(expiry), value),
+                    None => return Ok(()),
+                },
+            };
+            let expired = expiry.is_some_and(|e| expired(e, self.now));
+            if !expired && self.filter.is_none() {
                 return Ok(());
             }
-            match self.ask(p.user_key)? {
+            // Values a range deletion already hides are not the filter's. An expired one
+            // goes all the same, so that no table keeps expired data to be picked for.
+            if !expired && self.tree.range_deleted(p.user_key, p.seq, MAX_SEQNO) {
+                return Ok(());
+            }
+            let decision = match self.filter {
+                _ if expired => Decision::Remove,
+                Some(filter) => self.ask(filter, p.user_key, value)?,
+                None => Decision::Keep,
+            };
+            match decision {
                 Decision::Keep => return Ok(()),
                 Decision::ChangeValue(value) => {
                     self.changed += 1;
+                    let value = match expiry {
+                        Some(e) => key::expiring_value(e, &value),
+                        None => value,
+                    };
                     self.rewritten = Some((self.inner.key().to_vec(), value));
                     return Ok(());
                 }
                 Decision::Remove => {
-                    self.removed += 1;
+                    if expired {
+                        self.expired += 1;
+                    } else {
+                        self.removed += 1;
+                    }
                     if (self.nothing_below)(p.user_key) {
                         self.inner.next()?;
                         continue;
@@ -189,7 +231,7 @@ mod tests {
         let filter = Recording::default();
         // An older version of "a" lies below; nothing of "e" does.
         let nothing_below = |uk: &[u8]| uk != b"a";
-        let mut stage = FilterStage::new(source.iter(), &filter, 3, &tree, &nothing_below);
+        let mut stage = FilterStage::new(source.iter(), Some(&filter), 0, 3, &tree, &nothing_below);
         stage.seek_to_first().unwrap();
         let mut out = Vec::new();
         while stage.valid() {
@@ -214,5 +256,47 @@ mod tests {
         );
         assert_eq!(*filter.0.lock().unwrap(), [&b"a"[..], b"d", b"e", b"f"]);
         assert_eq!((stage.removed, stage.changed), (2, 1));
+    }
+
+    #[test]
+    fn expired_values_go_without_asking_and_others_keep_their_expiry() {
+        let source = Arc::new(MemTable::new());
+        let exp = |at: u64, v: &[u8]| key::expiring_value(at, v);
+        // Expired at 100 over an older version below: a tombstone.
+        source.insert(b"a", 5, ValueKind::PutExpiring, &exp(100, b"r-a"));
+        // Expired, nothing below: gone.
+        source.insert(b"b", 6, ValueKind::PutExpiring, &exp(99, b"k-b"));
+        // Expired and range-deleted: it goes all the same.
+        source.insert(b"c", 7, ValueKind::PutExpiring, &exp(50, b"k-c"));
+        // Live: the filter sees the value without its expiry, a replacement keeps it.
+        source.insert(b"d", 8, ValueKind::PutExpiring, &exp(101, b"c-d"));
+        source.insert(b"e", 9, ValueKind::PutExpiring, &exp(500, b"r-e"));
+        let tree = Tree::empty();
+        tree.mem.table.delete_range(b"c", b"d", 20);
+        let filter = Recording::default();
+        let nothing_below = |uk: &[u8]| uk != b"a";
+        for with_filter in [true, false] {
+            let f: Option<&dyn CompactionFilter> = with_filter.then_some(&filter);
+            let mut stage = FilterStage::new(source.iter(), f, 100, 3, &tree, &nothing_below);
+            stage.seek_to_first().unwrap();
+            let mut out = Vec::new();
+            while stage.valid() {
+                let p = key::parse_internal_key(stage.key()).unwrap();
+                out.push((p.user_key.to_vec(), p.seq, p.kind, stage.value().to_vec()));
+                stage.next().unwrap();
+            }
+            let entry = |k: &[u8], seq, kind, v: &[u8]| (k.to_vec(), seq, kind, v.to_vec());
+            let mut want = vec![entry(b"a", 5, ValueKind::Delete, b"")];
+            if with_filter {
+                want.push(entry(b"d", 8, ValueKind::PutExpiring, &exp(101, b"C-d")));
+                assert_eq!((stage.expired, stage.removed, stage.changed), (3, 1, 1));
+            } else {
+                want.push(entry(b"d", 8, ValueKind::PutExpiring, &exp(101, b"c-d")));
+                want.push(entry(b"e", 9, ValueKind::PutExpiring, &exp(500, b"r-e")));
+                assert_eq!((stage.expired, stage.removed, stage.changed), (3, 0, 0));
+            }
+            assert_eq!(out, want);
+        }
+        assert_eq!(*filter.0.lock().unwrap(), [&b"d"[..], b"e"]);
     }
 }

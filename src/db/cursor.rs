@@ -88,7 +88,9 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let (state, unreadable, view) = visible_or_failed(state, seq, start, end, &inner.counters);
+        let now = inner.opts.clock.now_millis();
+        let (state, unreadable, view) =
+            visible_or_failed(state, seq, start, end, &inner.counters, now);
         Cursor { inner, _state: state, unreadable, view }
     }
 

@@ -11,6 +11,7 @@ use super::filter_budget;
 use super::read::{self, Answer, Found, ReadObserver};
 use super::scan::{self, TableChoice};
 use super::{Db, Keyspace, Tree};
+use crate::clock::Clock;
 use crate::filter::budget::{self, CurveKind};
 use crate::filter::{ribbon, FilterKind};
 use crate::key::SeqNo;
@@ -142,6 +143,9 @@ pub enum Presence {
     /// A value is stored, but a newer range tombstone visible to the read covers it: a
     /// `get` stopping here answers "absent".
     RangeDeleted,
+    /// An expiring value is stored, and the clock has reached its expiry: a `get` stopping
+    /// here answers "absent".
+    Expired,
 }
 
 /// One step of the read path for one key, from [`Db::trace`].
@@ -213,7 +217,7 @@ impl Db {
     /// [`Keyspace::trace`] of the default keyspace.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
         let view = self.inner.read_view();
-        trace(view.state().default_tree(), key.as_ref(), view.seq())
+        trace(view.state().default_tree(), key.as_ref(), view.seq(), &*self.inner.opts.clock)
     }
 }
 
@@ -240,7 +244,8 @@ impl Keyspace {
     /// seen everywhere; tables the walk did not consult are listed with `in_range: false`.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
         let view = self.inner.read_view();
-        trace(view.state().tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref(), view.seq())
+        let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
+        trace(tree, key.as_ref(), view.seq(), &*self.inner.opts.clock)
     }
 
     /// Shows what a scan of the keys starting with `prefix` does with every memtable and
@@ -378,9 +383,9 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
         .collect()
 }
 
-fn trace(state: &Tree, key: &[u8], seq: SeqNo) -> Result<Vec<TraceStep>> {
+fn trace(state: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Result<Vec<TraceStep>> {
     let mut seen = Recorder::default();
-    read::search(state, key, seq, &mut ReadTally::default(), &mut seen)?;
+    read::search(state, key, seq, clock, &mut ReadTally::default(), &mut seen)?;
 
     let mut steps = Vec::new();
     let mut decided = false;
@@ -401,8 +406,8 @@ fn trace(state: &Tree, key: &[u8], seq: SeqNo) -> Result<Vec<TraceStep>> {
             // The filter said no: look anyway, to show it was right.
             Some(None) => {
                 let got = t.table.get(key, seq)?;
-                let answer =
-                    read::resolve(state, key, seq, Found::Table(got), &mut ReadTally::default());
+                let mut tally = ReadTally::default();
+                let answer = read::resolve(state, key, seq, Found::Table(got), &mut tally, clock);
                 push(source, true, Some(false), Presence::of(&answer));
             }
             None => push(source, false, None, Presence::Absent),
@@ -417,6 +422,7 @@ impl Presence {
         match answer {
             Answer::Value(_) => Presence::Value,
             Answer::Deleted => Presence::Tombstone,
+            Answer::Expired => Presence::Expired,
             Answer::RangeDeleted => Presence::RangeDeleted,
             Answer::Absent => Presence::Absent,
         }

@@ -136,6 +136,19 @@ impl Keyspace {
         write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
+    /// Sets `key` to `value` in this keyspace until `ttl` from now, as
+    /// [`crate::Db::put_with_ttl`] (whatever the keyspace's
+    /// [`crate::KeyspaceOptions::default_ttl`]).
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        super::ttl::put_with_ttl(&self.inner, self.id, key, value, ttl, || self.check_live())
+    }
+
     /// Deletes `key` from this keyspace, as [`crate::Db::delete`].
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let op = SingleWrite::Delete(key.as_ref());

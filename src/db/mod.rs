@@ -47,6 +47,7 @@ mod snapshot;
 mod state;
 mod table_files;
 mod transaction;
+mod ttl;
 use table_files::TableCaches;
 mod visible;
 mod wal;
@@ -233,6 +234,37 @@ impl Db {
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let op = write::SingleWrite::Put(key.as_ref(), value.as_ref());
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
+    }
+
+    /// Sets `key` to `value` until `ttl` from now by the database's clock
+    /// ([`Options::clock`]); then it expires: reads no longer return it (nor an older
+    /// version of the key), and compaction drops it, freeing its space. A zero `ttl`
+    /// writes a value that has already expired. Otherwise as [`Db::put`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, ManualClock, Options};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+    /// db.put("session", "old")?;
+    /// db.put_with_ttl("session", "new", Duration::from_secs(30))?;
+    /// assert_eq!(db.get("session")?.as_deref(), Some(&b"new"[..]));
+    /// clock.advance(Duration::from_secs(30));
+    /// assert_eq!(db.get("session")?, None); // and "old" does not come back
+    /// # Ok(()) }
+    /// ```
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        ttl::put_with_ttl(&self.inner, DEFAULT_KEYSPACE, key, value, ttl, || Ok(()))
     }
 
     /// Deletes `key` (a no-op if it is absent), with the default durability. Fails with
@@ -708,9 +740,14 @@ impl Db {
     }
 
     /// Compacts the whole database into its last level: every overwritten version and every
-    /// tombstone that no snapshot needs is dropped. In a keyspace with a
-    /// [`crate::CompactionFilter`], the last level's other tables are rewritten too, so the
-    /// filter is asked about every value. Returns when done.
+    /// tombstone that no snapshot needs is dropped, and every expired value
+    /// ([`Db::put_with_ttl`]). In a keyspace with a [`crate::CompactionFilter`], or whose last
+    /// level holds expired values, the last level's other tables are rewritten too, so the
+    /// filter is asked about every value and no expired value is left. Returns when done.
+    ///
+    /// Expired values are also dropped without it: the background compaction thread rewrites
+    /// a table once enough of its values have expired, looking after every flush and at
+    /// least once a minute.
     pub fn compact(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.flush()?;

@@ -68,6 +68,7 @@ struct Call<'s, 'k, K> {
     state: &'s Tree,
     keys: &'k [K],
     seq: SeqNo,
+    clock: &'s dyn crate::Clock,
     reads: &'s ReadPool,
 }
 
@@ -87,6 +88,7 @@ pub(crate) fn lookup_all<K: AsRef<[u8]>>(
     state: &Tree,
     keys: &[K],
     seq: SeqNo,
+    clock: &dyn crate::Clock,
     tally: &mut ReadTally,
     reads: &ReadPool,
 ) -> Result<Vec<Option<Value>>> {
@@ -102,7 +104,7 @@ pub(crate) fn lookup_all<K: AsRef<[u8]>>(
         waiting: Vec::new(),
     };
     for chunk in keys.chunks(WINDOW) {
-        let call = Call { state, keys: chunk, seq, reads };
+        let call = Call { state, keys: chunk, seq, clock, reads };
         window(&call, &mut scratch, tally)?;
         out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
     }
@@ -116,7 +118,7 @@ fn window<'s, K: AsRef<[u8]>>(
     s: &mut Scratch<'s>,
     tally: &mut ReadTally,
 ) -> Result<()> {
-    let &Call { state, keys, seq, reads } = call;
+    let &Call { state, keys, seq, clock, reads } = call;
     s.candidates.clear();
     s.lookups.clear();
     s.searches.clear();
@@ -158,7 +160,8 @@ fn window<'s, K: AsRef<[u8]>>(
                     continue;
                 }
                 let found = Found::Memtable(mem.table.get(key.as_ref(), seq));
-                if let Some(decided) = resolve(state, key.as_ref(), seq, found, tally).decision() {
+                let answer = resolve(state, key.as_ref(), seq, found, tally, clock);
+                if let Some(decided) = answer.decision() {
                     lookup.answer = Some(decided);
                     break;
                 }
@@ -232,14 +235,14 @@ fn advance<K: AsRef<[u8]>>(s: &mut Scratch<'_>, keys: &[K], from: usize, tally: 
 
 /// Records what a table search found for the window's key `i`.
 fn settle<K: AsRef<[u8]>>(
-    &Call { state, keys, seq, .. }: &Call<'_, '_, K>,
+    &Call { state, keys, seq, clock, .. }: &Call<'_, '_, K>,
     lookups: &mut [Lookup],
     tally: &mut ReadTally,
     i: usize,
     got: TableGet,
 ) {
     if let Some(decided) =
-        resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally).decision()
+        resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally, clock).decision()
     {
         lookups[i].answer = Some(decided);
     }

@@ -12,7 +12,8 @@
 //!    one data block (through the block cache).
 //!
 //! The first version found at or below the read's sequence number decides: a value, or a
-//! tombstone meaning "absent". A value is then checked against the range tombstones (the
+//! tombstone meaning "absent". An expiring value whose expiry the clock has reached is a
+//! tombstone too, so an older version never shows through it. A value is then checked against the range tombstones (the
 //! memtables' and the version's in-RAM sets, see `crate::range_del`): one newer than the
 //! value and visible to the read makes it absent too. Filters cannot answer for ranges, so
 //! this check comes after the walk, and costs a few flag checks while no range tombstone
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use arc_swap::Guard;
 
 use super::{multi_get, DbInner, DbState, Tree};
+use crate::clock::{expired, Clock};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -111,7 +113,8 @@ impl ReadView {
     /// number.
     pub(crate) fn get(&self, inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Value>> {
         let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
-        let result = search(tree, key, self.seq, &mut tally, &mut Unobserved);
+        let clock = &*inner.opts.clock;
+        let result = search(tree, key, self.seq, clock, &mut tally, &mut Unobserved);
         inner.counters.record_gets(&tally);
         result
     }
@@ -125,7 +128,9 @@ impl ReadView {
         keys: &[K],
     ) -> Result<Vec<Option<Value>>> {
         let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let result = multi_get::lookup_all(tree, keys, self.seq, &mut tally, &inner.caches.reads);
+        let clock = &*inner.opts.clock;
+        let result =
+            multi_get::lookup_all(tree, keys, self.seq, clock, &mut tally, &inner.caches.reads);
         inner.counters.record_gets(&tally);
         result
     }
@@ -157,6 +162,8 @@ pub(crate) enum Answer {
     Value(Value),
     /// A tombstone: the key is absent, and older sources are not asked.
     Deleted,
+    /// An expiring value whose expiry the clock has reached: absent, as `Deleted`.
+    Expired,
     /// A value that a newer range tombstone visible to the read covers: absent, as `Deleted`.
     RangeDeleted,
     /// Nothing for the key here: the next source is asked.
@@ -170,7 +177,7 @@ impl Answer {
     pub(crate) fn decision(self) -> Option<Option<Value>> {
         match self {
             Answer::Value(v) => Some(Some(v)),
-            Answer::Deleted | Answer::RangeDeleted => Some(None),
+            Answer::Deleted | Answer::Expired | Answer::RangeDeleted => Some(None),
             Answer::Absent => None,
         }
     }
@@ -188,7 +195,8 @@ pub(crate) enum Found {
 /// checked against the range tombstones here, after the search, because filters cannot
 /// answer for ranges — and its counts in `tally`: a memtable hit, a table's block read or
 /// cache hit, a filter's false positive. `get`, `multi_get` and `trace` all decide here, so
-/// their answers and counters cannot drift apart.
+/// their answers and counters cannot drift apart. An expiring value is judged by `clock`,
+/// read only when one is found.
 #[inline]
 pub(crate) fn resolve(
     tree: &Tree,
@@ -196,6 +204,7 @@ pub(crate) fn resolve(
     seq: SeqNo,
     found: Found,
     tally: &mut ReadTally,
+    clock: &dyn Clock,
 ) -> Answer {
     let (outcome, at) = match found {
         Found::Memtable(None) => return Answer::Absent,
@@ -203,6 +212,7 @@ pub(crate) fn resolve(
             tally.memtable_hits += 1;
             match got {
                 MemGet::Found(v, at) => (GetOutcome::Found(v), at),
+                MemGet::Expiring(v, at, expiry) => (GetOutcome::Expiring(v, expiry), at),
                 MemGet::Deleted => (GetOutcome::Deleted, 0),
             }
         }
@@ -213,8 +223,12 @@ pub(crate) fn resolve(
         }
     };
     match outcome {
-        GetOutcome::Found(_) if tree.range_deleted(key, at, seq) => Answer::RangeDeleted,
+        GetOutcome::Found(_) | GetOutcome::Expiring(..) if tree.range_deleted(key, at, seq) => {
+            Answer::RangeDeleted
+        }
         GetOutcome::Found(v) => Answer::Value(v),
+        GetOutcome::Expiring(_, expiry) if expired(expiry, clock.now_millis()) => Answer::Expired,
+        GetOutcome::Expiring(v, _) => Answer::Value(v),
         GetOutcome::Deleted => Answer::Deleted,
         GetOutcome::Absent => {
             // The table's filter said "maybe" and the table holds nothing for the key.
@@ -233,6 +247,7 @@ pub(crate) fn search<O: ReadObserver>(
     state: &Tree,
     key: &[u8],
     seq: SeqNo,
+    clock: &dyn Clock,
     tally: &mut ReadTally,
     observer: &mut O,
 ) -> Result<Option<Value>> {
@@ -258,7 +273,8 @@ pub(crate) fn search<O: ReadObserver>(
         if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }
-        let got = resolve(state, key, seq, Found::Memtable(mem.table.get(key, seq)), tally);
+        let found = Found::Memtable(mem.table.get(key, seq));
+        let got = resolve(state, key, seq, found, tally, clock);
         observer.memtable(i, &got);
         if let Some(decided) = got.decision() {
             if !O::EXHAUSTIVE {
@@ -276,7 +292,7 @@ pub(crate) fn search<O: ReadObserver>(
             return ControlFlow::Continue(());
         }
         let got = match t.table.get(key, seq) {
-            Ok(got) => resolve(state, key, seq, Found::Table(got), tally),
+            Ok(got) => resolve(state, key, seq, Found::Table(got), tally, clock),
             Err(e) => return ControlFlow::Break(Err(e)),
         };
         observer.table(t, Some(&got));

@@ -34,17 +34,18 @@ use crate::version::set::TableFile;
 use crate::{Result, Value};
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
-/// merged, with the tree's range tombstones applied.
+/// merged, with the tree's range tombstones applied and values expired by `now` hidden.
 pub(crate) fn visible(
     state: &Tree,
     seq: SeqNo,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     counters: &Counters,
+    now: u64,
 ) -> VisibleIter {
     counters.scans.incr();
     let sources = merged_sources(state, as_slices(&start), as_slices(&end), Some(counters));
-    VisibleIter::new(sources, seq, start, end, state.range_tombstones())
+    VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
 }
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
@@ -55,12 +56,13 @@ pub(crate) fn visible_or_failed(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     counters: &Counters,
+    now: u64,
 ) -> (Arc<Tree>, Option<crate::Error>, VisibleIter) {
     let (state, failed) = match state {
         Ok(s) => (s, None),
         Err(e) => (Arc::new(Tree::empty()), Some(e)),
     };
-    let view = visible(&state, seq, start, end, counters);
+    let view = visible(&state, seq, start, end, counters, now);
     (state, failed, view)
 }
 
@@ -223,6 +225,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
     seq: SeqNo,
     prefixes: &[P],
     counters: &Counters,
+    now: u64,
 ) -> Result<Vec<bool>> {
     let bounds: Vec<_> =
         prefixes.iter().map(|p| super::keyspace::prefix_bounds(p.as_ref())).collect();
@@ -252,7 +255,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         let sources = merge_chosen(state, Some(counters), |each| {
             choose_tables_by(state, l, h, scan_prefixes[i], may_hold, each)
         });
-        let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone());
+        let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now);
         v.seek_to_first()?;
         found.push(v.valid());
     }
@@ -321,7 +324,9 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let (state, pending, front) = visible_or_failed(state, seq, start, end, &inner.counters);
+        let now = inner.opts.clock.now_millis();
+        let (state, pending, front) =
+            visible_or_failed(state, seq, start, end, &inner.counters, now);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
     }
 

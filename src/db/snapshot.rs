@@ -178,7 +178,14 @@ impl Snapshot {
     /// see [`crate::Db::prefixes_exist`].
     pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
         self.inner.check_open()?;
-        super::scan::prefixes_exist(self.tree()?, self.view.seq(), prefixes, &self.inner.counters)
+        let now = self.inner.opts.clock.now_millis();
+        super::scan::prefixes_exist(
+            self.tree()?,
+            self.view.seq(),
+            prefixes,
+            &self.inner.counters,
+            now,
+        )
     }
 }
 

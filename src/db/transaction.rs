@@ -173,9 +173,10 @@ impl Reads {
     /// True if `op` writes to something read.
     fn touched_by(&self, op: BatchOp<'_>) -> bool {
         match op {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } => {
-                self.keys.contains(key) || hidden(&self.ranges, key)
-            }
+            BatchOp::Put { key, .. }
+            | BatchOp::PutExpiring { key, .. }
+            | BatchOp::PutTtl { key, .. }
+            | BatchOp::Delete { key } => self.keys.contains(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end
                     && (self

@@ -10,10 +10,15 @@
 //! iterator stands *before* the current key's entries and the current key and value are
 //! copies. Every method keeps one of these two states, and changing direction moves from
 //! one to the other.
+//!
+//! An expiring value whose expiry has passed reads as a tombstone here (judged at the time
+//! the view was made), so it hides the older versions of its key in both directions; a
+//! live one reads as a put, its value without the expiry.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::clock::expired;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
@@ -37,6 +42,11 @@ pub(crate) struct VisibleIter {
     value: Vec<u8>,
     /// The range tombstones of the sources: a put they cover reads as a tombstone.
     range_dels: Vec<Arc<Fragments>>,
+    /// The time expiry is judged at, milliseconds since the Unix epoch.
+    now: u64,
+    /// Forward: the current entry is an expiring put, whose stored value starts with its
+    /// expiry.
+    strip: bool,
 }
 
 impl VisibleIter {
@@ -47,6 +57,7 @@ impl VisibleIter {
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         range_dels: Vec<Arc<Fragments>>,
+        now: u64,
     ) -> Self {
         VisibleIter {
             iter,
@@ -58,6 +69,8 @@ impl VisibleIter {
             key: Vec::new(),
             value: Vec::new(),
             range_dels,
+            now,
+            strip: false,
         }
     }
 
@@ -70,20 +83,26 @@ impl VisibleIter {
     /// unpositioned.
     pub(crate) fn twin(&self, iter: MergingIterator) -> Self {
         let (lower, upper) = (self.lower.clone(), self.upper.clone());
-        VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone())
+        VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now)
     }
 
-    /// The kind a reader sees for a version of `user_key` at `seq`: a put that a range
-    /// tombstone covers is a deletion.
+    /// The kind a reader sees for a version of `user_key` at `seq` whose stored value is
+    /// `stored`: a put that a range tombstone covers is a deletion, and so is an expiring
+    /// put whose expiry has passed (or that lacks one).
     #[inline]
-    fn seen_kind(&self, kind: ValueKind, user_key: &[u8], seq: SeqNo) -> ValueKind {
-        if kind == ValueKind::Put
-            && self.range_dels.iter().any(|r| r.covers(user_key, seq, self.seq))
+    fn seen_kind(&self, kind: ValueKind, user_key: &[u8], seq: SeqNo, stored: &[u8]) -> ValueKind {
+        if kind == ValueKind::Delete
+            || self.range_dels.iter().any(|r| r.covers(user_key, seq, self.seq))
         {
-            ValueKind::Delete
-        } else {
-            kind
+            return ValueKind::Delete;
         }
+        if kind == ValueKind::PutExpiring {
+            match key::split_expiring(stored) {
+                Some((expiry, _)) if !expired(expiry, self.now) => {}
+                _ => return ValueKind::Delete,
+            }
+        }
+        kind
     }
 
     pub(crate) fn valid(&self) -> bool {
@@ -103,6 +122,8 @@ impl VisibleIter {
     pub(crate) fn value(&self) -> &[u8] {
         if self.backward {
             &self.value
+        } else if self.strip {
+            self.iter.value().get(key::EXPIRY_LEN..).unwrap_or_default()
         } else {
             self.iter.value()
         }
@@ -229,8 +250,9 @@ impl VisibleIter {
                 if past(&self.upper, p.user_key) {
                     return Ok(());
                 }
-                match self.seen_kind(p.kind, p.user_key, p.seq) {
-                    ValueKind::Put => {
+                match self.seen_kind(p.kind, p.user_key, p.seq, self.iter.value()) {
+                    kind @ (ValueKind::Put | ValueKind::PutExpiring) => {
+                        self.strip = kind == ValueKind::PutExpiring;
                         self.valid = true;
                         return Ok(());
                     }
@@ -255,15 +277,16 @@ impl VisibleIter {
     /// candidate seen before it; the candidate is decided when an earlier user key appears.
     /// A tombstone as the latest candidate hides its key, and the walk goes on.
     fn find_prev(&mut self) -> Result<()> {
-        // The kind of the newest visible version of `self.key` seen so far.
-        let mut found: Option<ValueKind> = None;
+        // Whether the newest visible version of `self.key` seen so far is a put (`None`
+        // before any).
+        let mut found: Option<bool> = None;
         while self.iter.valid() {
             let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
             if below(&self.lower, p.user_key) {
                 break;
             }
             let same_key = p.user_key == self.key.as_slice();
-            if found == Some(ValueKind::Put) && !same_key {
+            if found == Some(true) && !same_key {
                 break;
             }
             if p.seq <= self.seq {
@@ -271,16 +294,22 @@ impl VisibleIter {
                     self.key.clear();
                     self.key.extend_from_slice(p.user_key);
                 }
-                let kind = self.seen_kind(p.kind, p.user_key, p.seq);
-                found = Some(kind);
-                if kind == ValueKind::Put {
+                let kind = self.seen_kind(p.kind, p.user_key, p.seq, self.iter.value());
+                found = Some(kind != ValueKind::Delete);
+                let stored = self.iter.value();
+                let value = match kind {
+                    ValueKind::Delete => None,
+                    ValueKind::Put => Some(stored),
+                    ValueKind::PutExpiring => stored.get(key::EXPIRY_LEN..),
+                };
+                if let Some(value) = value {
                     self.value.clear();
-                    self.value.extend_from_slice(self.iter.value());
+                    self.value.extend_from_slice(value);
                 }
             }
             self.iter.prev()?;
         }
-        self.valid = found == Some(ValueKind::Put);
+        self.valid = found == Some(true);
         Ok(())
     }
 }
@@ -349,7 +378,7 @@ mod tests {
         let older = VecIter::new(vec![put("a", 1, "a1"), put("b", 1, "b1"), put("c", 2, "c2")]);
         let merged = MergingIterator::new(vec![Box::new(newer), Box::new(older)]);
         let own = |b: Bound<&str>| b.map(|k| k.as_bytes().to_vec());
-        VisibleIter::new(merged, seq, own(lower), own(upper), Vec::new())
+        VisibleIter::new(merged, seq, own(lower), own(upper), Vec::new(), 0)
     }
 
     fn forward(v: &mut VisibleIter) -> Vec<(String, String)> {
@@ -453,6 +482,7 @@ mod tests {
             Bound::Unbounded,
             Bound::Excluded(b"k".to_vec()),
             Vec::new(),
+            0,
         );
         v.seek_to_last().unwrap();
         assert_eq!(v.key(), b"a");
@@ -464,10 +494,36 @@ mod tests {
     fn a_malformed_key_is_an_error_both_ways() {
         let source = VecIter::new(vec![(b"short".to_vec(), Vec::new())]);
         let merged = MergingIterator::new(vec![Box::new(source)]);
-        let mut v = VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded, Vec::new());
+        let mut v = VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded, Vec::new(), 0);
         assert!(v.seek_to_first().unwrap_err().is_corruption());
         assert!(!v.valid());
         assert!(v.seek_to_last().unwrap_err().is_corruption());
         assert!(!v.valid());
+    }
+
+    #[test]
+    fn an_expired_version_hides_older_ones_both_ways_and_a_live_one_loses_its_expiry() {
+        let exp = |k: &str, seq: SeqNo, at: u64, v: &str| {
+            let key = internal_key(k.as_bytes(), seq, ValueKind::PutExpiring);
+            (key, key::expiring_value(at, v.as_bytes()))
+        };
+        let newer = vec![exp("a", 5, 100, "a5"), exp("b", 6, 200, "b6")];
+        let older = vec![put("a", 1, "a1"), put("b", 2, "b2"), put("c", 3, "c3")];
+        let at = |now: u64| {
+            let merged = MergingIterator::new(vec![
+                Box::new(VecIter::new(newer.clone())),
+                Box::new(VecIter::new(older.clone())),
+            ]);
+            VisibleIter::new(merged, 9, Bound::Unbounded, Bound::Unbounded, Vec::new(), now)
+        };
+        for (now, want) in [
+            (99, pairs(&[("a", "a5"), ("b", "b6"), ("c", "c3")])),
+            // a's newest version expired: a1 stays hidden.
+            (100, pairs(&[("b", "b6"), ("c", "c3")])),
+            (200, pairs(&[("c", "c3")])),
+        ] {
+            assert_eq!(forward(&mut at(now)), want, "forward at {now}");
+            assert_eq!(backward(&mut at(now)), want, "backward at {now}");
+        }
     }
 }

@@ -86,6 +86,7 @@ fn write_entry(
         let batch = w.batch.get_mut().unwrap_or_else(|p| p.into_inner());
         batch.clear();
         fill(batch);
+        super::ttl::stamp(inner, batch);
         w.bytes = batch.approximate_bytes();
         w.sync = sync;
         w.force_switch = force_switch;

@@ -48,6 +48,9 @@ const RANGE_TOMBSTONE_OVERHEAD: usize = 96;
 pub enum MemGet {
     /// The newest visible version is a put of this value, at this sequence number.
     Found(Value, SeqNo),
+    /// The newest visible version is an expiring put of this value (without its expiry), at
+    /// this sequence number, expiring at the last field (milliseconds since the Unix epoch).
+    Expiring(Value, SeqNo, u64),
     /// The newest visible version is a tombstone; older sources must not be consulted.
     Deleted,
 }
@@ -167,7 +170,8 @@ impl MemTable {
     /// # Panics
     ///
     /// If the key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
-    /// [`crate::MAX_VALUE_BYTES`] (writes are checked against both before they get here).
+    /// [`crate::MAX_VALUE_BYTES`] (plus the 8-byte expiry of a [`ValueKind::PutExpiring`]);
+    /// writes are checked against both before they get here.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         debug_assert!(seq <= MAX_SEQNO);
         self.list.insert(user_key, pack_trailer(seq, kind), value);
@@ -188,6 +192,11 @@ impl MemTable {
         }
         let trailer = found.trailer();
         match ValueKind::from_u8(trailer as u8)? {
+            ValueKind::PutExpiring => {
+                // Written only through a batch, which checked the expiry is there.
+                let (expiry, value) = crate::key::split_expiring(found.value())?;
+                Some(MemGet::Expiring(Value::copy_from_slice(value), trailer >> 8, expiry))
+            }
             ValueKind::Put => {
                 let value = found.value();
                 let shared = match found.own_buffer_len() {
@@ -809,6 +818,7 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
+                        ValueKind::PutExpiring => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);
@@ -904,6 +914,7 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
+                        ValueKind::PutExpiring => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);

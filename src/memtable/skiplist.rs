@@ -103,7 +103,7 @@ const HEIGHT_SHIFT: u32 = KEY_LEN_BITS;
 const OWN_BUFFER: u32 = 1 << 31;
 const _: () = assert!(MAX_KEY_BYTES < 1 << KEY_LEN_BITS);
 const _: () = assert!(MAX_HEIGHT < 1 << (31 - HEIGHT_SHIFT));
-const _: () = assert!(MAX_VALUE_BYTES <= u32::MAX as usize);
+const _: () = assert!(MAX_VALUE_BYTES + crate::key::EXPIRY_LEN <= u32::MAX as usize);
 
 /// Bytes of the user key copied into [`Head`].
 pub(super) const HEAD_LEN: usize = 16;
@@ -655,10 +655,12 @@ impl SkipList {
     ///
     /// # Panics
     ///
-    /// If the key or value is over [`MAX_KEY_BYTES`] or [`MAX_VALUE_BYTES`].
+    /// If the key is over [`MAX_KEY_BYTES`] or the value over [`MAX_VALUE_BYTES`] plus the
+    /// 8-byte expiry an expiring put stores before it.
     pub(super) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> Node<'_> {
         assert!(user_key.len() <= MAX_KEY_BYTES, "memtable key of {} bytes", user_key.len());
-        assert!(value.len() <= MAX_VALUE_BYTES, "memtable value of {} bytes", value.len());
+        let max = MAX_VALUE_BYTES + crate::key::EXPIRY_LEN;
+        assert!(value.len() <= max, "memtable value of {} bytes", value.len());
         let key = Parts::new(user_key, trailer);
         // Nothing below panics while this is held (a failed allocation aborts), so poisoning
         // never leaves a half-made node behind.

@@ -10,15 +10,16 @@ use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::block::BlockBuilder;
 use crate::table::format::{
-    append_encoded, BlockEncoder, BlockHandle, Compression, Footer, FORMAT_VERSION,
-    RANGE_DEL_FORMAT_VERSION,
+    append_encoded, BlockEncoder, BlockHandle, Compression, Footer, EXPIRY_FORMAT_VERSION,
+    FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::{Error, Result};
 
 /// Largest key or value the builder accepts: entries must keep a block's offsets within the
-/// `u32` restart array, and the reader refuses blocks over 64 MiB.
-pub const MAX_ENTRY_PART_BYTES: usize = 16 << 20;
+/// `u32` restart array, and the reader refuses blocks over 64 MiB. The largest value plus
+/// the 8-byte expiry an expiring put stores before it.
+pub const MAX_ENTRY_PART_BYTES: usize = (16 << 20) + 8;
 
 /// How tables are built.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -217,6 +218,18 @@ impl TableBuilder {
         if parsed.kind == ValueKind::Delete {
             p.num_tombstones += 1;
         }
+        if parsed.kind == ValueKind::PutExpiring {
+            let (expiry, _) = crate::key::split_expiring(value).ok_or_else(|| {
+                Error::InvalidArgument("expiring entry without its 8-byte expiry".into())
+            })?;
+            if p.num_expiring == 0 {
+                (p.oldest_expiry, p.newest_expiry) = (expiry, expiry);
+            }
+            p.num_expiring += 1;
+            p.oldest_expiry = p.oldest_expiry.min(expiry);
+            p.newest_expiry = p.newest_expiry.max(expiry);
+            p.expiring_bytes += (internal_key.len() + value.len()) as u64;
+        }
         p.raw_key_bytes += internal_key.len() as u64;
         p.raw_value_bytes += value.len() as u64;
 
@@ -320,6 +333,11 @@ impl TableBuilder {
         }
         p.creation_time =
             SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        if p.num_expiring > 0 {
+            // Builds that do not know expiring entries refuse the table rather than return
+            // expired values with their expiry as part of them.
+            version = EXPIRY_FORMAT_VERSION;
+        }
         p.format_version = version;
         self.raw_encoder.encode(&p.encode(), &mut self.scratch);
         let props_handle = append_encoded(self.file.as_mut(), &self.scratch)?;

@@ -53,6 +53,20 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Version 1 readers refuse it: reading it without its tombstones would return deleted
 /// keys.
 pub const RANGE_DEL_FORMAT_VERSION: u32 = 2;
+/// The format version of a table holding expiring entries (`ValueKind::PutExpiring`), with
+/// or without a range-deletion block (its properties say which). Version 1 and 2 readers
+/// refuse it: they would return expired values, and the expiry as part of every value.
+pub const EXPIRY_FORMAT_VERSION: u32 = 3;
+
+/// Whether a table of format `version` has a range-deletion block: always for version 2,
+/// never for 1; for 3, as `has_range_dels` (its properties) says.
+pub fn range_dels_consistent(version: u32, has_range_dels: bool) -> bool {
+    match version {
+        RANGE_DEL_FORMAT_VERSION => has_range_dels,
+        EXPIRY_FORMAT_VERSION => true,
+        _ => !has_range_dels,
+    }
+}
 /// The largest decompressed block the reader accepts (64 MiB).
 pub const MAX_BLOCK_BYTES: u64 = 64 << 20;
 /// Beyond [`SMALL_BLOCK_BYTES`], the largest decompressed/stored size ratio accepted.
@@ -393,7 +407,7 @@ impl Footer {
             return Err(bad("footer checksum mismatch"));
         }
         let version = get_u32(bytes, 48).unwrap_or(0);
-        if version != FORMAT_VERSION && version != RANGE_DEL_FORMAT_VERSION {
+        if ![FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, EXPIRY_FORMAT_VERSION].contains(&version) {
             return Err(bad(&format!("unsupported table format version {version}")));
         }
         let h = |i: usize| BlockHandle {
@@ -490,7 +504,7 @@ mod tests {
                 e => panic!("{e}"),
             }
         }
-        let mut v2 = Footer { version: 3, ..f }.encode();
+        let mut v2 = Footer { version: 4, ..f }.encode();
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("version"));
         v2[56] ^= 1;
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("magic"));

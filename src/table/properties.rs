@@ -17,7 +17,8 @@
 //! zigzag-encoded varints; `f64` values are the varint of their IEEE bits. Field numbers are
 //! listed in [`TableProperties`]'s fields' docs as `#n` and never reused. Fields #22-#24
 //! (range deletions) are written only by tables that have some, #25-#26 (prefixes) only by
-//! tables whose filter holds prefixes.
+//! tables whose filter holds prefixes, #27-#30 (expiring entries) only by tables that hold
+//! some.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::table::format::{BlockHandle, Compression};
@@ -75,6 +76,14 @@ pub struct TableProperties {
     pub prefix_extractor: String,
     /// #26: distinct prefixes in the filter.
     pub num_prefixes: u64,
+    /// #27: entries that are expiring puts (`ValueKind::PutExpiring`).
+    pub num_expiring: u64,
+    /// #28: the earliest expiry of those entries, milliseconds since the Unix epoch.
+    pub oldest_expiry: u64,
+    /// #29: the latest expiry of those entries.
+    pub newest_expiry: u64,
+    /// #30: bytes of those entries (internal keys and stored values, as added).
+    pub expiring_bytes: u64,
 }
 
 const VARINT: u64 = 0;
@@ -132,6 +141,12 @@ impl TableProperties {
         if !self.prefix_extractor.is_empty() {
             put_field_bytes(&mut b, 25, self.prefix_extractor.as_bytes());
             put_field(&mut b, 26, self.num_prefixes);
+        }
+        if self.num_expiring > 0 {
+            put_field(&mut b, 27, self.num_expiring);
+            put_field(&mut b, 28, self.oldest_expiry);
+            put_field(&mut b, 29, self.newest_expiry);
+            put_field(&mut b, 30, self.expiring_bytes);
         }
         b
     }
@@ -191,12 +206,21 @@ impl TableProperties {
                 23 => p.range_del.size = v,
                 24 => p.num_range_deletions = v,
                 26 => p.num_prefixes = v,
+                27 => p.num_expiring = v,
+                28 => p.oldest_expiry = v,
+                29 => p.newest_expiry = v,
+                30 => p.expiring_bytes = v,
                 _ => {}
             }
         }
         p.compression = Compression::from_code(code, level).ok_or_else(|| {
             Error::bad_bytes(0, format!("properties: unknown compression {code}"))
         })?;
+        if p.num_expiring > p.num_entries
+            || (p.num_expiring > 0 && p.oldest_expiry > p.newest_expiry)
+        {
+            return Err(Error::bad_bytes(0, "properties: inconsistent expiring entries"));
+        }
         if p.num_entries > 0 && p.smallest_user_key > p.largest_user_key {
             return Err(Error::bad_bytes(0, "properties: smallest key above largest key"));
         }
@@ -234,6 +258,10 @@ mod tests {
             num_range_deletions: 2,
             prefix_extractor: "fixed:8".into(),
             num_prefixes: 40,
+            num_expiring: 10,
+            oldest_expiry: 1_800_000_000_000,
+            newest_expiry: 1_800_000_500_000,
+            expiring_bytes: 400,
         }
     }
 

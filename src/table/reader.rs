@@ -24,7 +24,6 @@ use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::table::format::{
     read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN,
-    RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
@@ -37,6 +36,9 @@ pub enum GetOutcome {
     Absent,
     /// The newest visible version is a put of this value.
     Found(Value),
+    /// The newest visible version is an expiring put of this value (without its expiry),
+    /// expiring at the second field (milliseconds since the Unix epoch).
+    Expiring(Value, u64),
     /// The newest visible version is a tombstone.
     Deleted,
 }
@@ -444,6 +446,20 @@ impl Table {
                 };
                 (GetOutcome::Found(value), parsed.seq)
             }
+            (true, ValueKind::PutExpiring) => {
+                let (expiry, value) = crate::key::split_expiring(it.value()).ok_or_else(|| {
+                    Error::corruption(&self.path, handle.offset, "expiring entry without expiry")
+                })?;
+                let share = !self.lookups_slice_mapping()
+                    && crate::value::may_share(value.len(), block.size());
+                let value = if share {
+                    let all = it.value_bytes();
+                    Value::pinning(all.slice(crate::key::EXPIRY_LEN..), block.size())
+                } else {
+                    Value::copy_from_slice(value)
+                };
+                (GetOutcome::Expiring(value, expiry), parsed.seq)
+            }
             (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
         })
     }
@@ -735,7 +751,7 @@ pub(crate) fn read_range_dels(
     props: &TableProperties,
 ) -> Result<Vec<RangeTombstone>> {
     let has = props.num_range_deletions > 0;
-    if has != (footer.version == RANGE_DEL_FORMAT_VERSION) {
+    if !crate::table::format::range_dels_consistent(footer.version, has) {
         return Err(Error::corruption(
             path,
             footer.properties.offset,

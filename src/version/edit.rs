@@ -24,6 +24,9 @@
 //! tag 11 keyspace prefix  id u, extractor name bytes (empty for none), whole keys in
 //!                         filters u (0 or 1) — right after the tag 8 of the same keyspace,
 //!                         written only when either differs from the default
+//! tag 12 keyspace ttl     id u, default time to live in milliseconds u (at least 1) —
+//!                         right after the tag 8 (or 11) of the same keyspace, written only
+//!                         when the keyspace has a default time to live
 //! tag 0  end              must come last, with nothing after it
 //! ```
 //!
@@ -77,6 +80,7 @@ const TAG_KEYSPACE: u64 = 8;
 const TAG_KEYSPACE_DROPPED: u64 = 9;
 const TAG_NEXT_KEYSPACE_ID: u64 = 10;
 const TAG_KEYSPACE_PREFIX: u64 = 11;
+const TAG_KEYSPACE_TTL: u64 = 12;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,6 +197,11 @@ impl VersionEdit {
                 let name = o.prefix_extractor.map(|e| e.name()).unwrap_or_default();
                 put_bytes(&mut buf, name.as_bytes());
                 put_varint(&mut buf, u64::from(o.whole_key_filtering));
+            }
+            if let Some(ttl) = o.default_ttl {
+                put_varint(&mut buf, TAG_KEYSPACE_TTL);
+                put_varint(&mut buf, def.id.into());
+                put_varint(&mut buf, crate::clock::ttl_millis(ttl).max(1));
             }
         }
         for &id in &self.dropped_keyspaces {
@@ -318,6 +327,21 @@ impl VersionEdit {
                         w => return Err(bad(format!("whole-key flag {w} is not 0 or 1"))),
                     };
                 }
+                TAG_KEYSPACE_TTL => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let ms = d.varint().ok_or_else(truncated)?;
+                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
+                        k.id == id && (last_tag == TAG_KEYSPACE || last_tag == TAG_KEYSPACE_PREFIX)
+                    }) else {
+                        return Err(bad(format!(
+                            "time to live of keyspace {id} not after its definition"
+                        )));
+                    };
+                    if ms == 0 {
+                        return Err(bad(format!("keyspace {id} has a time to live of 0 ms")));
+                    }
+                    def.opts.default_ttl = Some(std::time::Duration::from_millis(ms));
+                }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     edit.dropped_keyspaces.push(id);
@@ -428,6 +452,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         compression,
         block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
         target_table_bytes,
+        default_ttl: None,
         compaction_filter: Default::default(),
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
@@ -497,7 +522,8 @@ mod tests {
                     .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
                     .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
                     .whole_key_filtering(false)
-                    .compression(Compression::Zstd { level: -3 }),
+                    .compression(Compression::Zstd { level: -3 })
+                    .default_ttl(Some(std::time::Duration::from_millis(90_000))),
             }],
             dropped_keyspaces: vec![2],
             next_keyspace_id: Some(4),
@@ -560,6 +586,21 @@ mod tests {
         let mut huge = vec![1, 1, 6, 0, 1, 1];
         put_varint(&mut huge, u64::MAX >> 1);
         assert!(corrupt(&huge).contains("truncated"));
+        // A default time to live: only right after its keyspace's definition, never 0.
+        assert!(corrupt(&[1, 1, 12, 3, 5, 0]).contains("not after its definition"));
+        let mut ttl = VersionEdit::default();
+        ttl.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().default_ttl(Some(std::time::Duration::from_millis(5))),
+        });
+        let enc = ttl.encode();
+        assert_eq!(enc[enc.len() - 4..], [12, 3, 5, 0]);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), ttl);
+        let mut zero = enc.clone();
+        let n = zero.len();
+        zero[n - 2] = 0;
+        assert!(corrupt(&zero).contains("time to live of 0 ms"));
         // Prefix settings: only right after their keyspace's definition, a known extractor,
         // a whole-key flag of 0 or 1.
         assert!(corrupt(&[1, 1, 11, 3, 0, 1, 0]).contains("not after its definition"));

@@ -56,6 +56,19 @@ impl TableFile {
         TableFile { meta, table, path, fs, obsolete: AtomicBool::new(false) }
     }
 
+    /// The table's expiring entries as its properties record them: (oldest expiry, newest
+    /// expiry, bytes), or `None` if it has none.
+    pub(crate) fn expiry(&self) -> Option<(u64, u64, u64)> {
+        let p = self.table.properties();
+        (p.num_expiring > 0).then_some((p.oldest_expiry, p.newest_expiry, p.expiring_bytes))
+    }
+
+    /// Bytes of the table's entries (keys and values as added).
+    pub(crate) fn entry_bytes(&self) -> u64 {
+        let p = self.table.properties();
+        p.raw_key_bytes.saturating_add(p.raw_value_bytes)
+    }
+
     /// Smallest user key in the table.
     pub fn smallest_user_key(&self) -> &[u8] {
         key::user_key(&self.meta.smallest)

@@ -64,6 +64,10 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
     value: String,
+    /// An expiring put's expiry, milliseconds since the Unix epoch (its value is shown
+    /// without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keyspace: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,6 +121,10 @@ impl Sink {
                 Some(RANGE_DELETE) => line.push_str(&format!(" .. {}", q(&e.value))),
                 _ => line.push_str(&format!(" => {}", q(&e.value))),
             }
+            if let Some(ms) = e.expires {
+                let at = common::utc_date_time(ms / 1000);
+                line.push_str(&format!("  (expires {at}, {ms} ms)"));
+            }
             // Most writes go to the default keyspace; naming it on every line is noise.
             if let Some(k) = e.keyspace.filter(|&k| k != 0) {
                 line.push_str(&format!("  [keyspace {k}]"));
@@ -140,11 +148,19 @@ impl Sink {
         kind: Option<ValueKind>,
         value: &[u8],
     ) -> Entry {
+        let (expires, value) = match kind {
+            Some(ValueKind::PutExpiring) => match bloomkv::key::split_expiring(value) {
+                Some((at, v)) => (Some(at), v),
+                None => (None, value),
+            },
+            _ => (None, value),
+        };
         Entry {
             key: self.fmt.show(key),
             seq,
             kind: kind.map(kind_name),
             value: self.fmt.show(value),
+            expires,
             keyspace: None,
             file: None,
             offset: None,
@@ -161,6 +177,7 @@ impl Sink {
             seq: Some(seq),
             kind: Some(RESERVED),
             value: String::new(),
+            expires: None,
             keyspace: None,
             file: file.map(str::to_string),
             offset: Some(offset),
@@ -175,6 +192,7 @@ impl Sink {
             seq: Some(seq),
             kind: Some(RANGE_DELETE),
             value: self.fmt.show(end),
+            expires: None,
             keyspace: None,
             file: None,
             offset: None,
@@ -192,6 +210,7 @@ fn kind_name(k: ValueKind) -> &'static str {
     match k {
         ValueKind::Put => "put",
         ValueKind::Delete => "delete",
+        ValueKind::PutExpiring => "put-expiring",
     }
 }
 

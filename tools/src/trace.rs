@@ -82,6 +82,7 @@ fn presence(p: &Presence) -> &'static str {
         Presence::Tombstone => "tombstone",
         Presence::Absent => "absent",
         Presence::RangeDeleted => "range-deleted",
+        Presence::Expired => "expired",
     }
 }
 

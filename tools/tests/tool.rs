@@ -1605,3 +1605,47 @@ fn dump_lists_a_reserved_sequence_number() {
     let (code, out, err) = tool(&["verify", p]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[test]
+fn dump_and_inspect_show_expiry_times() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let at = 1_800_000_000_000u64; // 2027-01-15T08:00:00Z
+    let clock = Arc::new(bloomkv::ManualClock::new(at));
+    let db = Db::open(dir.path(), Options::new().clock(clock)).unwrap();
+    db.put_with_ttl("a", "short", Duration::from_secs(60)).unwrap();
+    db.put_with_ttl("b", "long", Duration::from_secs(3600)).unwrap();
+    db.put("c", "forever").unwrap();
+    let wal = dir.path().read_dir().unwrap().map(|e| e.unwrap().path());
+    let wal: Vec<PathBuf> = wal.filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+    let check = |entries: &Json| {
+        let e = entries.as_array().unwrap();
+        let find = |k: &str| e.iter().find(|x| x["key"] == k).unwrap().clone();
+        assert_eq!(find("a")["kind"], "put-expiring");
+        assert_eq!(find("a")["value"], "short");
+        assert_eq!(find("a")["expires"], at + 60_000);
+        assert_eq!(find("b")["expires"], at + 3_600_000);
+        assert_eq!(find("c")["kind"], "put");
+        assert!(find("c").get("expires").is_none());
+    };
+    let from_wal: Vec<Json> = wal.iter().map(|p| tool_json(&["dump", "--json", s(p)])).collect();
+    check(&Json::Array(
+        from_wal.iter().flat_map(|d| d["entries"].as_array().unwrap().clone()).collect(),
+    ));
+    db.flush().unwrap();
+    let table = dir.path().read_dir().unwrap().map(|e| e.unwrap().path());
+    let table: Vec<PathBuf> = table.filter(|p| p.extension().is_some_and(|e| e == "sst")).collect();
+    assert_eq!(table.len(), 1);
+    check(&tool_json(&["dump", "--json", s(&table[0])])["entries"]);
+    let (code, out, _) = tool(&["dump", s(&table[0])]);
+    assert_eq!(code, 0);
+    assert!(out.contains("(expires 2027-01-15T08:01:00Z, 1800000060000 ms)"), "{out}");
+    let r = tool_json(&["inspect", "--json", s(&table[0])]);
+    assert_eq!(r["format_version"], 3);
+    assert_eq!(r["expiring"]["entries"], 2);
+    assert_eq!(r["expiring"]["oldest_expiry_ms"], at + 60_000);
+    assert_eq!(r["expiring"]["oldest_expiry"], "2027-01-15T08:01:00Z");
+    assert_eq!(r["expiring"]["newest_expiry_ms"], at + 3_600_000);
+    let (_, out, _) = tool(&["inspect", s(&table[0])]);
+    assert!(out.contains("expiring         2 entries in"), "{out}");
+}

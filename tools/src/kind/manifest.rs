@@ -68,6 +68,9 @@ pub struct OptionsReport {
     /// Whether filters hold whole keys; left out when they do (the default).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub without_whole_keys: bool,
+    /// The default time to live of plain puts, in milliseconds; left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_ttl_ms: Option<u64>,
 }
 
 impl std::fmt::Display for OptionsReport {
@@ -89,6 +92,9 @@ impl std::fmt::Display for OptionsReport {
         }
         if self.without_whole_keys {
             write!(f, ", filters without whole keys")?;
+        }
+        if let Some(ms) = self.default_ttl_ms {
+            write!(f, ", default ttl {ms} ms")?;
         }
         Ok(())
     }
@@ -136,6 +142,7 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         target_table_bytes,
         prefix_extractor: opts.prefix_parts().0.map(|e| e.name()),
         without_whole_keys: !opts.prefix_parts().1,
+        default_ttl_ms: opts.ttl_part().map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
     })
 }
 
@@ -277,6 +284,7 @@ mod tests {
             target_table_bytes: 1 << 20,
             prefix_extractor: None,
             without_whole_keys: false,
+            default_ttl_ms: None,
         };
         assert_eq!(options_report(&def), Some(want));
         let def =

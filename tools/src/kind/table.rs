@@ -57,6 +57,22 @@ pub struct Report {
     range_tombstones: u64,
     /// The range-deletion block, or null when the table has none (format version 1).
     range_deletion_block: Option<BlockReport>,
+    /// The expiring entries (format version 3), or null when the table has none.
+    expiring: Option<ExpiryReport>,
+}
+
+/// A table's expiring entries, as its properties record them.
+#[derive(Serialize)]
+struct ExpiryReport {
+    entries: u64,
+    /// Internal keys and stored values (expiry included).
+    bytes: u64,
+    /// Milliseconds since the Unix epoch.
+    oldest_expiry_ms: u64,
+    /// The same as an RFC 3339 UTC date-time (to the second).
+    oldest_expiry: String,
+    newest_expiry_ms: u64,
+    newest_expiry: String,
 }
 
 /// Where a block is: its handle, and its bytes on disk (trailer included).
@@ -199,6 +215,14 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             size: p.range_del.size,
             bytes: disk(p.range_del),
         }),
+        expiring: (p.num_expiring > 0).then(|| ExpiryReport {
+            entries: p.num_expiring,
+            bytes: p.expiring_bytes,
+            oldest_expiry_ms: p.oldest_expiry,
+            oldest_expiry: common::utc_date_time(p.oldest_expiry / 1000),
+            newest_expiry_ms: p.newest_expiry,
+            newest_expiry: common::utc_date_time(p.newest_expiry / 1000),
+        }),
     })
 }
 
@@ -257,6 +281,19 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             r.range_tombstones, b.bytes, b.offset, b.size, r.format_version
         )?,
         None => writeln!(out, "range deletions  none")?,
+    }
+    match &r.expiring {
+        Some(e) => writeln!(
+            out,
+            "expiring         {} entries in {} bytes; oldest expiry {} ({} ms), newest {} ({} ms)",
+            e.entries,
+            e.bytes,
+            e.oldest_expiry,
+            e.oldest_expiry_ms,
+            e.newest_expiry,
+            e.newest_expiry_ms
+        )?,
+        None => writeln!(out, "expiring         none")?,
     }
     writeln!(
         out,

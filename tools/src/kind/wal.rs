@@ -30,6 +30,11 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
             }
             let (key, kind, value) = match op {
                 BatchOp::Put { key, value } => (key, Some(ValueKind::Put), value),
+                // A put with a time to live is stamped into an expiring put before it is
+                // logged; decoding refuses one in a log.
+                BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
+                    (key, Some(ValueKind::PutExpiring), stored)
+                }
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
                 BatchOp::Reserved => continue,

@@ -1,0 +1,90 @@
+//! [`Clock`]: the time expiring values are judged by.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The wall clock the database judges expiry by (see [`crate::Db::put_with_ttl`]), set with
+/// [`crate::Options::clock`]. [`SystemClock`] by default; [`ManualClock`] for tests, which
+/// then need no sleeps.
+///
+/// Reads judge each value by the clock when they meet it (a scan or cursor: when it is
+/// created), so a value is never returned from its expiry on. The space of expired values is
+/// freed by compaction: the background thread looks for tables worth rewriting after every
+/// flush and at least once a minute, so after moving a manual clock a test calls
+/// [`crate::Db::compact`] (or flushes) rather than wait.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Now, in milliseconds since the Unix epoch. Called by reads that meet an expiring
+    /// value, by writes with a time to live and by the background threads (some while they
+    /// hold internal locks): it should be quick, must not panic, and must not call into the
+    /// database.
+    fn now_millis(&self) -> u64;
+}
+
+/// The system's wall clock ([`SystemTime::now`]); a time before the epoch reads as 0.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock that moves only when told to: for tests of expiry.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use bloomkv::{Db, ManualClock, Options};
+///
+/// let clock = Arc::new(ManualClock::new(1_000));
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+/// db.put_with_ttl("session", "abc", Duration::from_secs(60))?;
+/// clock.advance(Duration::from_secs(59));
+/// assert!(db.get("session")?.is_some());
+/// clock.advance(Duration::from_secs(1));
+/// assert_eq!(db.get("session")?, None);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock standing at `millis` since the Unix epoch.
+    pub fn new(millis: u64) -> Self {
+        ManualClock(AtomicU64::new(millis))
+    }
+
+    /// Sets the time, in milliseconds since the Unix epoch (it may go back).
+    pub fn set(&self, millis: u64) {
+        self.0.store(millis, Ordering::SeqCst);
+    }
+
+    /// Moves the time forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        let _ =
+            self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(t.saturating_add(by)));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_millis(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// `ttl` in milliseconds, saturating.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether a value expiring at `expiry` has expired at `now`: from its expiry on.
+#[inline]
+pub(crate) fn expired(expiry: u64, now: u64) -> bool {
+    expiry <= now
+}

@@ -1,0 +1,61 @@
+//! Expiring values: where the write path stamps them with the clock, and where compaction
+//! looks for tables whose data has expired.
+//!
+//! Reads treat an expired value as a tombstone in the one place each read path resolves a
+//! version (`read::resolve`, `VisibleIter`); compaction drops it in its filter stage.
+
+use std::time::Duration;
+
+use super::{write, DbInner};
+use crate::batch::{check_entry_size, WriteBatch};
+use crate::clock::ttl_millis;
+use crate::version::edit::KeyspaceId;
+use crate::version::set::TableFile;
+use crate::Result;
+
+/// Turns the batch's puts with a time to live, and its plain puts into keyspaces with a
+/// default time to live, into expiring puts at the clock's time now: what is logged and
+/// applied carries absolute expiries, so a replay after a crash expires them when a live
+/// database would have.
+pub(crate) fn stamp(inner: &DbInner, batch: &mut WriteBatch) {
+    let state = inner.state.load();
+    let ttl_of = |id| state.tree(id).and_then(|t| t.opts.default_ttl).map(ttl_millis);
+    if batch.needs_stamp(|id| ttl_of(id).is_some()) {
+        *batch = batch.stamped(inner.opts.clock.now_millis(), ttl_of);
+    }
+}
+
+/// Whether enough of `t`'s data has expired at `now` to rewrite it: its oldest expiry has
+/// passed, and the bytes of its expiring entries expired by now — estimated as spread evenly
+/// between its oldest and newest expiry — are at least a quarter of its entries' bytes.
+pub(crate) fn worth_rewriting(t: &TableFile, now: u64) -> bool {
+    let Some((oldest, newest, bytes)) = t.expiry() else { return false };
+    if oldest > now {
+        return false;
+    }
+    let expired = if newest <= now {
+        u128::from(bytes)
+    } else {
+        // The share of the span (oldest, newest] already past.
+        u128::from(bytes) * u128::from(now - oldest) / u128::from((newest - oldest).max(1))
+    };
+    expired * 4 >= u128::from(t.entry_bytes().max(1))
+}
+
+/// Writes `key → value` living `ttl` into `keyspace` with the database's default
+/// durability, after the checks `write::write_one` makes for a put.
+pub(crate) fn put_with_ttl(
+    inner: &DbInner,
+    keyspace: KeyspaceId,
+    key: &[u8],
+    value: &[u8],
+    ttl: Duration,
+    live: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    inner.check_writable()?;
+    check_entry_size(key, value)?;
+    live()?;
+    write::check_batch_bytes(inner, key.len() + value.len() + crate::key::EXPIRY_LEN)?;
+    let ttl = ttl_millis(ttl);
+    write::write(inner, inner.opts.sync_writes, false, |b| b.put_ttl_to(keyspace, key, ttl, value))
+}
