@@ -181,6 +181,9 @@ pub struct WriteBatch {
     /// Where the keyspace handles given to `*_in` came from. The encoding names keyspaces by
     /// id only, and ids mean something only in the database that assigned them.
     handles: Handles,
+    /// The batch holds a put with a time to live relative to the write (only built here:
+    /// a decoded record never does), so writing it needs the clock.
+    relative_ttls: bool,
 }
 
 /// The databases a batch's keyspace handles belong to.
@@ -205,19 +208,21 @@ impl Eq for WriteBatch {}
 
 impl Clone for WriteBatch {
     fn clone(&self) -> Self {
-        WriteBatch { data: self.data.clone(), handles: self.handles.clone() }
+        let (data, handles) = (self.data.clone(), self.handles.clone());
+        WriteBatch { data, handles, relative_ttls: self.relative_ttls }
     }
     /// Reuses the allocation: the write path copies every batch into a buffer it keeps.
     fn clone_from(&mut self, source: &Self) {
         self.data.clone_from(&source.data);
         self.handles.clone_from(&source.handles);
+        self.relative_ttls = source.relative_ttls;
     }
 }
 
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
-        WriteBatch { data: vec![0; HEADER_LEN], handles: Handles::default() }
+        WriteBatch { data: vec![0; HEADER_LEN], handles: Handles::default(), relative_ttls: false }
     }
 
     /// An empty batch with room for about `bytes` of keys and values, so building it does
@@ -225,7 +230,7 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut data = Vec::with_capacity(HEADER_LEN + bytes + 24);
         data.resize(HEADER_LEN, 0);
-        WriteBatch { data, handles: Handles::default() }
+        WriteBatch { data, handles: Handles::default(), relative_ttls: false }
     }
 
     /// Adds `key → value`.
@@ -400,6 +405,7 @@ impl WriteBatch {
     ) {
         self.op_header(OP_PUT_TTL, keyspace);
         self.put_prefixed_value(key, ttl_ms, value);
+        self.relative_ttls = true;
     }
 
     fn put_prefixed_value(&mut self, key: &[u8], head: u64, value: &[u8]) {
@@ -410,13 +416,16 @@ impl WriteBatch {
     }
 
     /// Whether writing the batch needs the clock: it holds a put with a time to live, or a
-    /// plain put into a keyspace `has_ttl` says has a default one.
-    pub(crate) fn needs_stamp(&self, has_ttl: impl Fn(KeyspaceId) -> bool) -> bool {
-        self.iter().any(|(ks, op)| match op {
-            BatchOp::PutTtl { .. } => true,
-            BatchOp::Put { .. } => has_ttl(ks),
-            _ => false,
-        })
+    /// plain put into a keyspace `has_ttl` says has a default one. The ops are looked at only
+    /// when `any_default_ttl` (some keyspace has one): the common write pays a flag check.
+    pub(crate) fn needs_stamp(
+        &self,
+        any_default_ttl: bool,
+        has_ttl: impl Fn(KeyspaceId) -> bool,
+    ) -> bool {
+        self.relative_ttls
+            || any_default_ttl
+                && self.iter().any(|(ks, op)| matches!(op, BatchOp::Put { .. }) && has_ttl(ks))
     }
 
     /// The batch with every put with a time to live, and every plain put into a keyspace
@@ -557,6 +566,7 @@ impl WriteBatch {
         self.data.truncate(HEADER_LEN);
         self.data.fill(0);
         self.handles = Handles::default();
+        self.relative_ttls = false;
     }
 
     /// Size of the encoded batch in bytes, which is what it adds to the log.
@@ -742,7 +752,7 @@ impl WriteBatch {
             let at = (HEADER_LEN + d.position()) as u64;
             return Err(Error::bad_bytes(at, "bytes after the last counted op of a write batch"));
         }
-        Ok(WriteBatch { data, handles: Handles::default() })
+        Ok(WriteBatch { data, handles: Handles::default(), relative_ttls: false })
     }
 }
 
@@ -889,11 +899,11 @@ mod tests {
         b.put_with_ttl(b"t", b"v", std::time::Duration::from_millis(5));
         b.put_to(7, b"p", b"w");
         b.put(b"q", b"x");
-        assert!(b.needs_stamp(|_| false), "a put with a time to live");
+        assert!(b.needs_stamp(false, |_| false), "a put with a time to live");
         // Keyspace 7 has a default time to live of 100 ms.
         let ttl_of = |ks| (ks == 7).then_some(100);
         let stamped = b.stamped(1000, ttl_of);
-        assert!(!stamped.needs_stamp(|ks| ttl_of(ks).is_some()));
+        assert!(!stamped.needs_stamp(true, |ks| ttl_of(ks).is_some()));
         let want: Vec<u8> = [
             &[0u8; 8][..],
             &[3, 0, 0, 0],

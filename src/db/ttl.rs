@@ -20,7 +20,8 @@ use crate::Result;
 pub(crate) fn stamp(inner: &DbInner, batch: &mut WriteBatch) {
     let state = inner.state.load();
     let ttl_of = |id| state.tree(id).and_then(|t| t.opts.default_ttl).map(ttl_millis);
-    if batch.needs_stamp(|id| ttl_of(id).is_some()) {
+    let any_default_ttl = state.trees.iter().any(|t| t.opts.default_ttl.is_some());
+    if batch.needs_stamp(any_default_ttl, |id| ttl_of(id).is_some()) {
         *batch = batch.stamped(inner.opts.clock.now_millis(), ttl_of);
     }
 }
