@@ -15,6 +15,8 @@ use bloomkv_raft::NodeId;
 use common::{Node, MAX_ENTRY_BYTES};
 use reqwest::StatusCode;
 
+type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
+
 /// Every wait for the cluster gives up after this long (it normally takes well under a second).
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
 
@@ -115,21 +117,13 @@ async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
     }
     let last = leader.app.raft.metrics().borrow().last_applied.unwrap().index;
     leader.app.raft.trigger().snapshot().await.unwrap();
-    leader
-        .app
-        .raft
-        .wait(PATIENCE)
-        .metrics(|m| m.snapshot.is_some_and(|s| s.index >= last), "snapshot taken")
-        .await
-        .unwrap();
+    let waited = |done: fn(&Metrics, u64) -> bool, what| {
+        let waiting = leader.app.raft.wait(PATIENCE);
+        async move { waiting.metrics(|m| done(m, last), what).await.unwrap() }
+    };
+    waited(|m, last| m.snapshot.is_some_and(|s| s.index >= last), "snapshot taken").await;
     leader.app.raft.trigger().purge_log(last).await.unwrap();
-    leader
-        .app
-        .raft
-        .wait(PATIENCE)
-        .metrics(|m| m.purged.is_some_and(|p| p.index >= last), "log purged")
-        .await
-        .unwrap();
+    waited(|m, last| m.purged.is_some_and(|p| p.index >= last), "log purged").await;
 
     let learner = start(2, dirs.path()).await;
     let joined = (learner.app.id, learner.app.addr.clone());
@@ -159,7 +153,7 @@ async fn status_and_metrics_show_replication_and_stuck_admin_calls_time_out() {
         assert_eq!(put.status(), StatusCode::OK);
     }
     let last = leader.app.raft.metrics().borrow().last_log_index;
-    let matched = |m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>| {
+    let matched = |m: &Metrics| {
         let follower = m.replication.as_ref().and_then(|r| r.get(&2).copied().flatten());
         follower.map(|l| l.index) == last
     };

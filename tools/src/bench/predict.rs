@@ -65,9 +65,8 @@ pub(super) fn missing_key_theory(db: &Db, keys: u64, policy: Policy, bits_per_ke
 /// chance is `q + (1 − q)·f`: a table of one key per prefix (an L0 table of random writes)
 /// answers falsely for the key about `f²` of the time, one holding every prefix `f`.
 fn prefix_pass_rate(t: &bloomkv::TableInfo) -> f64 {
-    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
     let ours = Some(super::keys::PREFIX_BYTES);
-    let (Some(lo), Some(hi)) = (number(&t.smallest_key), number(&t.largest_key)) else {
+    let (Some(lo), Some(hi)) = (key_number(&t.smallest_key), key_number(&t.largest_key)) else {
         return 1.0;
     };
     if super::keys::keys_per_prefix() == 0
@@ -88,8 +87,7 @@ fn prefix_pass_rate(t: &bloomkv::TableInfo) -> f64 {
 /// numbers grow with `j` in either layout, so the ones inside are one run, found by binary
 /// search.
 pub(super) fn absent_share(smallest: &[u8], largest: &[u8], keys: u64) -> f64 {
-    let number = |k: &[u8]| std::str::from_utf8(k).ok()?.parse::<u64>().ok();
-    let (Some(lo), Some(hi)) = (number(smallest), number(largest)) else { return 1.0 };
+    let (Some(lo), Some(hi)) = (key_number(smallest), key_number(largest)) else { return 1.0 };
     if keys == 0 {
         return 0.0;
     }
@@ -124,4 +122,9 @@ pub(super) fn filter_bits_per_key(db: &Db) -> (f64, Vec<f64>) {
         .collect();
     let bits = tables.iter().map(|t| t.filter_memory_bytes as u64 * 8).sum();
     (ratio(bits, tables.iter().map(|t| t.entries).sum()), per_level)
+}
+
+/// The number a bench key stands for (its decimal digits), or `None` for any other key.
+fn key_number(key: &[u8]) -> Option<u64> {
+    std::str::from_utf8(key).ok()?.parse().ok()
 }
