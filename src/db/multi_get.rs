@@ -154,9 +154,12 @@ fn window<'s, K: AsRef<[u8]>>(
         }
 
         let in_memtables = if mems_hold_any { batch.len() } else { 0 };
+        for lookup in s.lookups[first..].iter().take(in_memtables) {
+            state.mems().for_each(|m| m.table.prefetch(lookup.hash));
+        }
         for (lookup, key) in s.lookups[first..].iter_mut().zip(batch).take(in_memtables) {
             for mem in state.mems() {
-                if mem.table.is_empty() {
+                if mem.table.is_empty() || !mem.table.may_contain_hash(lookup.hash) {
                     continue;
                 }
                 let found = Found::Memtable(mem.table.get(key.as_ref(), seq));

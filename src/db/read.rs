@@ -5,7 +5,8 @@
 //! 2. walk the candidate tables, chosen from the version's in-RAM key-range fences (every L0
 //!    table whose range covers the key, newest first, then one table per deeper level):
 //!    remember each and start loading its filter cache line (a prefetch: nothing waits yet);
-//! 3. the active memtable, then the immutable ones, newest first;
+//! 3. the active memtable, then the immutable ones, newest first, each searched only if its
+//!    key filter (the same hash) says it may hold the key;
 //! 4. each remembered candidate in order: ask its filter with the precomputed hash; on
 //!    "maybe", if the filter also holds the table's keys' prefixes, ask it for the key's
 //!    prefix (hashed once per lookup); only if both say "maybe" search its in-RAM index and
@@ -273,7 +274,10 @@ pub(crate) fn search<O: ReadObserver>(
         if mem.table.is_empty() && !O::EXHAUSTIVE {
             continue;
         }
-        let found = Found::Memtable(mem.table.get(key, seq));
+        let found = match mem.table.may_contain_hash(hash) {
+            true => Found::Memtable(mem.table.get(key, seq)),
+            false => Found::Memtable(None),
+        };
         let got = resolve(state, key, seq, found, tally, clock);
         observer.memtable(i, &got);
         if let Some(decided) = got.decision() {

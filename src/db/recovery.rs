@@ -112,7 +112,8 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         if def.id == DEFAULT_KEYSPACE {
             def.opts = opts.keyspace_options();
         }
-        keyspaces.push(LoadedKeyspace { def, version, mem: Arc::new(MemTable::new()) });
+        let mem = Arc::new(MemTable::sized_for(opts.memtable_bytes));
+        keyspaces.push(LoadedKeyspace { def, version, mem });
     }
 
     // Segments below the log number are retired: the manifest says tables hold their
@@ -518,7 +519,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
     let trees = keyspaces
         .into_iter()
         .map(|k| {
-            let table = if fresh { Arc::new(MemTable::new()) } else { k.mem };
+            let table = if fresh { Arc::new(k.mem.successor()) } else { k.mem };
             Arc::new(Tree {
                 id: k.def.id,
                 name: k.def.name.into(),

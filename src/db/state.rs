@@ -207,7 +207,7 @@ impl DbInner {
         for def in &edit.keyspaces {
             if cur.tree(def.id).is_none() {
                 // A new keyspace starts with empty memtables in step with the others'.
-                let empty = |m: &Mem| Mem { table: Arc::new(MemTable::new()), ..m.clone() };
+                let empty = |m: &Mem| Mem { table: Arc::new(m.table.successor()), ..m.clone() };
                 trees.push(Arc::new(Tree {
                     id: def.id,
                     name: def.name.as_str().into(),

@@ -11,7 +11,6 @@ use crate::filename::wal_path;
 use crate::fs::WritableFile;
 use crate::key::SeqNo;
 use crate::log::LogWriter;
-use crate::memtable::MemTable;
 use crate::{Error, Result, WriteBatch};
 
 /// The WAL being appended to; touched only by the write leader (and close).
@@ -87,7 +86,11 @@ fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
             imm.push(Mem { last_seq, ..t.mem.clone() });
             imm.extend(t.imm.iter().cloned());
             Tree {
-                mem: Mem { table: Arc::new(MemTable::new()), wal_number: number, last_seq: 0 },
+                mem: Mem {
+                    table: Arc::new(t.mem.table.successor()),
+                    wal_number: number,
+                    last_seq: 0,
+                },
                 imm,
                 ..t.clone()
             }

@@ -7,7 +7,9 @@
 //! comparisons during a search read nothing else), its tower of next pointers, and the
 //! encoded internal key followed by the value. A point lookup is one search for
 //! `(user_key, snapshot_seq)`; an iterator holds a node and steps forward along its link.
-//! Nothing is ever removed; a memtable is dropped whole once it has been flushed.
+//! Nothing is ever removed; a memtable is dropped whole once it has been flushed. Beside the
+//! list, a Bloom filter of its user keys (`filter.rs`) lets a point lookup skip the search for
+//! a key the memtable does not hold.
 //!
 //! **One writer at a time, any number of readers.** Readers take no lock. Inserts take turns
 //! on a mutex (range deletions on one of their own); the engine makes them from one thread at a time (the
@@ -25,6 +27,7 @@
 //! O(n log n) per range deletion in a memtable already holding n of them; readers load the
 //! current set without a lock, and skip it with one flag check while there is none.
 
+mod filter;
 mod skiplist;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
@@ -32,7 +35,9 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
+use self::filter::MemFilter;
 use self::skiplist::{Parts, RawNode, SkipList};
+use crate::filter::hash_key;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::range_del::{Fragments, RangeTombstone};
@@ -58,6 +63,8 @@ pub enum MemGet {
 /// Sorted in-memory buffer of recent writes. See the module documentation.
 pub struct MemTable {
     list: SkipList,
+    /// Which user keys the skip list may hold (`filter.rs`).
+    filter: MemFilter,
     /// Bytes of the range tombstones (the skip list counts its own).
     range_del_bytes: AtomicUsize,
     range_dels: RangeDels,
@@ -117,10 +124,16 @@ impl RangeDels {
 }
 
 impl MemTable {
-    /// An empty memtable.
+    /// An empty memtable, its key filter sized for a memtable of 1 MiB.
     pub fn new() -> Self {
+        MemTable::sized_for(1 << 20)
+    }
+
+    /// An empty memtable whose key filter is sized for `memtable_bytes` (none when 0).
+    pub fn sized_for(memtable_bytes: usize) -> Self {
         MemTable {
             list: SkipList::new(),
+            filter: MemFilter::new(memtable_bytes),
             range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
         }
@@ -174,7 +187,29 @@ impl MemTable {
     /// writes are checked against both before they get here.
     pub fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         debug_assert!(seq <= MAX_SEQNO);
-        self.list.insert(user_key, pack_trailer(seq, kind), value);
+        let hash = hash_key(user_key);
+        self.filter.prefetch(hash);
+        let add = |held: &_| self.filter.add(hash, held);
+        self.list.insert_with(user_key, pack_trailer(seq, kind), value, add);
+    }
+
+    /// An empty memtable like this one (its filter sized the same), to take over from it.
+    pub fn successor(&self) -> MemTable {
+        MemTable::sized_for(self.filter.memtable_bytes())
+    }
+
+    /// False if this memtable holds no version of the key with this hash
+    /// ([`crate::filter::hash_key`]); true if it may. A point lookup asks this before
+    /// [`MemTable::get`], which then skips its search of the skip list for most absent keys.
+    #[inline]
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.filter.may_contain(hash)
+    }
+
+    /// Starts loading what [`MemTable::may_contain_hash`] will read for `hash`.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.filter.prefetch(hash);
     }
 
     /// The newest version of `user_key` with a sequence number `<= seq`, or `None` if the
@@ -218,9 +253,14 @@ impl MemTable {
     /// newest entry, or a range tombstone over it, whichever is newer. What a transaction's
     /// commit asks of each key it read (`db/transaction.rs`).
     pub fn newest_write(&self, user_key: &[u8]) -> Option<SeqNo> {
-        let seek = Parts::new(user_key, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
-        let entry = self.list.seek(&seek).filter(|n| n.user_key() == user_key);
-        let point = entry.map(|n| n.trailer() >> 8);
+        let point = match self.filter.may_contain(hash_key(user_key)) {
+            false => None,
+            true => {
+                let seek = Parts::new(user_key, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
+                let entry = self.list.seek(&seek).filter(|n| n.user_key() == user_key);
+                entry.map(|n| n.trailer() >> 8)
+            }
+        };
         if !self.range_dels.any.load(AtomicOrdering::Acquire) {
             return point;
         }

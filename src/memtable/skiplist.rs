@@ -493,6 +493,18 @@ fn owner_offset(key_len: usize, value_len: usize) -> usize {
     (HEADER_BYTES + key_len + TRAILER_LEN + value_len).next_multiple_of(ALIGN)
 }
 
+/// Proof, for what [`SkipList::insert_with`] calls, that the writer's mutex is held: only
+/// that function makes one, and only while it holds the mutex.
+pub(super) struct WriterHeld(());
+
+#[cfg(test)]
+impl WriterHeld {
+    /// For tests that use a filter from one thread, with no list.
+    pub(super) fn single_threaded_test() -> WriterHeld {
+        WriterHeld(())
+    }
+}
+
 impl SkipList {
     pub(super) fn new() -> Self {
         let head_chunk = Chunk::new(MAX_HEIGHT * LINK_BYTES + HEADER_BYTES);
@@ -657,7 +669,21 @@ impl SkipList {
     ///
     /// If the key is over [`MAX_KEY_BYTES`] or the value over [`MAX_VALUE_BYTES`] plus the
     /// 8-byte expiry an expiring put stores before it.
+    #[cfg(test)]
     pub(super) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> Node<'_> {
+        self.insert_with(user_key, trailer, value, |_| ())
+    }
+
+    /// [`SkipList::insert`], calling `locked` while it holds the writer's mutex, before the
+    /// node is linked: what the caller keeps beside the list (the memtable's key filter) is
+    /// then updated by one thread at a time, and before any reader can reach the node.
+    pub(super) fn insert_with(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+        locked: impl FnOnce(&WriterHeld),
+    ) -> Node<'_> {
         assert!(user_key.len() <= MAX_KEY_BYTES, "memtable key of {} bytes", user_key.len());
         let max = MAX_VALUE_BYTES + crate::key::EXPIRY_LEN;
         assert!(value.len() <= max, "memtable value of {} bytes", value.len());
@@ -738,6 +764,9 @@ impl SkipList {
             NonNull::new_unchecked(header)
         };
 
+        // After the search, so what the caller prefetched for it has had the search's time
+        // to arrive.
+        locked(&WriterHeld(()));
         if height > list_height {
             self.height.store(height, AtomicOrdering::Relaxed);
         }

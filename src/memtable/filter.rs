@@ -1,0 +1,163 @@
+//! A Bloom filter over the user keys a memtable holds (RocksDB's
+//! `memtable_whole_key_filtering`).
+//!
+//! A point lookup of a key the memtable does not hold would otherwise search the skip list
+//! to its bottom level: a chain of dependent cache misses through megabytes of arena, for
+//! every absent key and for every present key whose newest version is in a table. The
+//! filter answers that in one cache line, with the hash the read path computed for the
+//! tables' filters anyway. Inserting costs the writer one hash and one line.
+//!
+//! The layout and probing are the tables' blocked Bloom filter's (`crate::filter::blocked`):
+//! a key's hash picks one 64-byte line with its upper half and sets [`PROBES`] bits of that
+//! line from its lower half. The filter is sized from the memtable's size, not its entry
+//! count (unknown until it fills): [`BYTES_PER_FILTER_BYTE`] memtable bytes per filter byte,
+//! about 19 bits per entry of a 16-byte key and a 100-byte value, fewer for smaller entries.
+//!
+//! Bits are only ever set, by one writer at a time (under the skip list's writer mutex) with
+//! `Relaxed` loads and stores, before the entry is linked into the skip list. That is enough: a reader may trust a "no" for every version it is entitled
+//! to see, because it learnt its sequence number from a store the writer made after
+//! inserting those versions, and the write path's next leader takes its lock after this one
+//! released it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use super::skiplist::WriterHeld;
+use crate::prefetch::prefetch;
+
+/// Memtable bytes per byte of filter: 16 MiB memtables get 256 KiB filters.
+pub(crate) const BYTES_PER_FILTER_BYTE: usize = 64;
+
+/// Bits set per key, all in one line.
+const PROBES: u32 = 6;
+
+/// The probe re-mixing multiplier of the tables' blocked filter.
+const PROBE_MULT: u32 = 0x9E37_79B9;
+
+#[repr(C, align(64))]
+#[derive(Default)]
+struct Line([AtomicU64; 8]);
+
+/// The filter of one memtable. Its lines are allocated on the first insert, so a keyspace's
+/// memtable that is never written costs nothing.
+pub(crate) struct MemFilter {
+    num_lines: usize,
+    lines: OnceLock<Box<[Line]>>,
+}
+
+#[inline(always)]
+fn line_index(hash: u64, num_lines: usize) -> usize {
+    (((hash >> 32) * num_lines as u64) >> 32) as usize
+}
+
+impl MemFilter {
+    /// A filter for a memtable of up to `memtable_bytes`; none at all (every answer "maybe")
+    /// when `memtable_bytes` is 0.
+    pub(crate) fn new(memtable_bytes: usize) -> Self {
+        let num_lines = (memtable_bytes / BYTES_PER_FILTER_BYTE).div_ceil(64);
+        MemFilter { num_lines, lines: OnceLock::new() }
+    }
+
+    /// The memtable size this filter was made for, so a memtable's successor gets the same.
+    pub(crate) fn memtable_bytes(&self) -> usize {
+        self.num_lines * 64 * BYTES_PER_FILTER_BYTE
+    }
+
+    /// Records the key with this hash, before its entry is linked into the skip list. The
+    /// skip list's writer mutex must be held (`held`) for every add to this filter: a word is
+    /// updated with a load and a store, not a locked read-modify-write, so two writers at
+    /// once could lose each other's bits, a false "no".
+    #[inline]
+    pub(super) fn add(&self, hash: u64, held: &WriterHeld) {
+        let _ = held;
+        if self.num_lines == 0 {
+            return;
+        }
+        let lines = self
+            .lines
+            .get_or_init(|| std::iter::repeat_with(Line::default).take(self.num_lines).collect());
+        let line = &lines[line_index(hash, self.num_lines)].0;
+        let mut masks = [0u64; 8];
+        let mut x = hash as u32;
+        for _ in 0..PROBES {
+            let bit = x >> 23;
+            masks[(bit >> 6) as usize] |= 1u64 << (bit & 63);
+            x = x.wrapping_mul(PROBE_MULT);
+        }
+        for (word, mask) in line.iter().zip(masks) {
+            // A plain load and store, not a locked `fetch_or`: the one writer needs no lock
+            // prefix, and puts pay for each one.
+            let old = word.load(Ordering::Relaxed);
+            if old | mask != old {
+                word.store(old | mask, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// False if no key with this hash was added; true if one may have been (or the memtable
+    /// has no filter).
+    #[inline]
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        if self.num_lines == 0 {
+            return true;
+        }
+        let Some(lines) = self.lines.get() else {
+            return false;
+        };
+        let line = &lines[line_index(hash, self.num_lines)].0;
+        let mut x = hash as u32;
+        let mut all = 1u64;
+        for _ in 0..PROBES {
+            let bit = x >> 23;
+            all &= line[(bit >> 6) as usize].load(Ordering::Relaxed) >> (bit & 63);
+            x = x.wrapping_mul(PROBE_MULT);
+        }
+        all & 1 != 0
+    }
+
+    /// Starts loading the line [`MemFilter::may_contain`] will read for `hash`.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if let Some(lines) = self.lines.get() {
+            prefetch(&lines[line_index(hash, self.num_lines)]);
+        }
+    }
+
+    /// Bytes the filter holds (none until the first insert).
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.lines.get().map_or(0, |l| l.len() * 64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::hash_key;
+
+    #[test]
+    fn says_no_only_for_keys_never_added() {
+        let f = MemFilter::new(1 << 20);
+        assert!(!f.may_contain(hash_key(b"a")), "empty");
+        assert_eq!(f.bytes(), 0, "nothing allocated before the first insert");
+        let added: Vec<u64> = (0u32..10_000).map(|i| hash_key(&i.to_be_bytes())).collect();
+        let held = WriterHeld::single_threaded_test();
+        for &h in &added {
+            f.add(h, &held);
+        }
+        assert_eq!(f.bytes(), (1 << 20) / BYTES_PER_FILTER_BYTE);
+        assert!(added.iter().all(|&h| f.may_contain(h)), "no false negative");
+        let absent = (10_000u32..110_000).filter(|i| f.may_contain(hash_key(&i.to_be_bytes())));
+        // 16 KiB for 10,000 keys is 13 bits per key: about 0.3% false positives.
+        let fp = absent.count();
+        assert!(fp < 1_000, "{fp} of 100,000 absent keys pass");
+    }
+
+    #[test]
+    fn without_lines_every_answer_is_maybe() {
+        let f = MemFilter::new(0);
+        f.add(1, &WriterHeld::single_threaded_test());
+        assert!(f.may_contain(2));
+        assert_eq!(f.memtable_bytes(), 0);
+    }
+}
