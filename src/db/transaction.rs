@@ -28,7 +28,7 @@
 //! writes at or below that number in a memtable the snapshot lacks, unseen by its reads and,
 //! being at or below the snapshot, by the check.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -114,7 +114,8 @@ pub struct Transaction {
     inner: Arc<DbInner>,
     view: ReadView,
     reads: Mutex<ReadSet>,
-    writes: BTreeMap<KeyspaceId, Pending>,
+    /// Per keyspace written, in the order first written (a transaction touches few).
+    writes: Vec<(KeyspaceId, Pending)>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -135,10 +136,36 @@ struct Pending {
 }
 
 impl Pending {
+    /// About the bytes these writes take in a batch (each op's header, lengths and bytes).
+    fn encoded_bytes(&self) -> usize {
+        let ranges = self.ranges.iter().map(|(s, e)| s.len() + e.len() + 16);
+        let points =
+            self.points.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()) + 16);
+        ranges.chain(points).sum()
+    }
+
     /// True if a buffered range delete covers `key`.
     fn hides(&self, key: &[u8]) -> bool {
         hidden(&self.ranges, key)
     }
+}
+
+/// The entry for keyspace `id` in a list kept per keyspace: a transaction touches few, so a
+/// linear search beats a map and allocates nothing until the first.
+fn of<T>(list: &[(KeyspaceId, T)], id: KeyspaceId) -> Option<&T> {
+    list.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
+}
+
+/// [`of`], adding a default entry if there is none.
+fn of_mut<T: Default>(list: &mut Vec<(KeyspaceId, T)>, id: KeyspaceId) -> &mut T {
+    let at = match list.iter().position(|(i, _)| *i == id) {
+        Some(at) => at,
+        None => {
+            list.push((id, T::default()));
+            list.len() - 1
+        }
+    };
+    &mut list[at].1
 }
 
 /// True if one of the half-open `ranges` holds `key`.
@@ -156,34 +183,47 @@ pub(crate) struct ReadSet {
     wal: u64,
     /// `ingests_begun` and `ingests_done` before the snapshot was taken.
     ingests: (u64, u64),
-    keyspaces: BTreeMap<KeyspaceId, Reads>,
-    /// The keyspaces written, and their names, which must still exist at the commit.
-    written: Vec<(KeyspaceId, Arc<str>)>,
+    keyspaces: Vec<(KeyspaceId, Reads)>,
+    /// The keyspaces written, and their names (`None`: the default keyspace's), which must
+    /// still exist at the commit.
+    written: Vec<(KeyspaceId, Option<Arc<str>>)>,
 }
 
 #[derive(Default)]
 struct Reads {
     name: Option<Arc<str>>,
-    keys: BTreeSet<Vec<u8>>,
+    /// The keys read, in the order read until [`Reads::seal`] sorts them (a `Vec` and one sort
+    /// at the commit cost far less than a set's node per key).
+    keys: Vec<Vec<u8>>,
     /// Half-open ranges scanned.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Reads {
-    /// True if `op` writes to something read.
+    /// Sorts and deduplicates the keys, for [`Reads::touched_by`]; done before the commit
+    /// reaches the write path, by the committing thread.
+    fn seal(&mut self) {
+        self.keys.sort_unstable();
+        self.keys.dedup();
+    }
+
+    fn holds_key(&self, key: &[u8]) -> bool {
+        self.keys.binary_search_by(|k| k.as_slice().cmp(key)).is_ok()
+    }
+
+    /// True if `op` writes to something read (the keys sealed).
     fn touched_by(&self, op: BatchOp<'_>) -> bool {
         match op {
             BatchOp::Put { key, .. }
             | BatchOp::PutExpiring { key, .. }
             | BatchOp::PutTtl { key, .. }
-            | BatchOp::Delete { key } => self.keys.contains(key) || hidden(&self.ranges, key),
+            | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end
                     && (self
                         .keys
-                        .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-                        .next()
-                        .is_some()
+                        .get(self.keys.partition_point(|k| k.as_slice() < start))
+                        .is_some_and(|k| k.as_slice() < end)
                         || self
                             .ranges
                             .iter()
@@ -210,10 +250,11 @@ impl ReadSet {
     ) -> Result<()> {
         for (id, name) in &self.written {
             if state.tree(*id).is_none() {
+                let name = name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
                 return Err(Error::KeyspaceDropped { name: name.to_string() });
             }
         }
-        if self.keyspaces.values().all(Reads::is_empty) {
+        if self.keyspaces.iter().all(|(_, r)| r.is_empty()) {
             return Ok(());
         }
         let (begun, done) = self.ingests;
@@ -222,7 +263,7 @@ impl ReadSet {
         }
         for batch in earlier {
             for (id, op) in batch.iter() {
-                if self.keyspaces.get(&id).is_some_and(|r| r.touched_by(op)) {
+                if of(&self.keyspaces, id).is_some_and(|r| r.touched_by(op)) {
                     return Err(Error::Conflict);
                 }
             }
@@ -266,7 +307,7 @@ impl Transaction {
             ingests: (begun, done),
             ..ReadSet::default()
         };
-        Transaction { inner, view, reads: Mutex::new(reads), writes: BTreeMap::new() }
+        Transaction { inner, view, reads: Mutex::new(reads), writes: Vec::new() }
     }
 
     /// The sequence number of the snapshot the transaction reads.
@@ -296,7 +337,7 @@ impl Transaction {
 
     fn record(&self, id: KeyspaceId, keyspace: Option<&Keyspace>, f: impl FnOnce(&mut Reads)) {
         let mut reads = lock(&self.reads);
-        let r = reads.keyspaces.entry(id).or_default();
+        let r = of_mut(&mut reads.keyspaces, id);
         if r.name.is_none() {
             r.name = Transaction::name_of(keyspace);
         }
@@ -305,7 +346,7 @@ impl Transaction {
 
     fn get_at(&self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        if let Some(p) = self.writes.get(&id) {
+        if let Some(p) = of(&self.writes, id) {
             if let Some(v) = p.points.get(key) {
                 return Ok(v.clone());
             }
@@ -315,7 +356,7 @@ impl Transaction {
         }
         let tree = self.tree(id, ks)?;
         self.record(id, ks, |r| {
-            r.keys.insert(key.to_vec());
+            r.keys.push(key.to_vec());
         });
         self.view.get(&self.inner, tree, key)
     }
@@ -328,7 +369,7 @@ impl Transaction {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let pending = self.writes.get(&id);
+        let pending = of(&self.writes, id);
         let own = |key: &[u8]| -> Option<Option<Value>> {
             let p = pending?;
             p.points.get(key).cloned().or_else(|| p.hides(key).then_some(None))
@@ -363,7 +404,7 @@ impl Transaction {
         let mut ranges = Vec::new();
         if start < end {
             self.record(id, ks, |r| r.ranges.push((start.clone(), end.clone())));
-            if let Some(p) = self.writes.get(&id) {
+            if let Some(p) = of(&self.writes, id) {
                 let bounds = (Bound::Included(start.as_slice()), Bound::Excluded(end.as_slice()));
                 own.extend(p.points.range::<[u8], _>(bounds).map(|(k, v)| (k.clone(), v.clone())));
                 ranges = p.ranges.clone();
@@ -405,7 +446,7 @@ impl Transaction {
     }
 
     fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
-        let p = self.writes.entry(id).or_default();
+        let p = of_mut(&mut self.writes, id);
         if p.name.is_none() {
             p.name = Transaction::name_of(ks);
         }
@@ -655,9 +696,12 @@ impl Transaction {
 
     fn commit_sync(self, sync: bool) -> Result<()> {
         self.inner.check_open()?;
-        let mut batch = WriteBatch::new();
+        // Sized up front: growing the buffer op by op cost more than building it.
+        let bytes = self.writes.iter().map(|(_, p)| p.encoded_bytes()).sum::<usize>();
+        let mut batch = WriteBatch::with_capacity(bytes + 16);
         let mut written = Vec::with_capacity(self.writes.len());
-        for (&id, p) in &self.writes {
+        for (id, p) in &self.writes {
+            let id = *id;
             for (start, end) in &p.ranges {
                 batch.delete_range_to(id, start, end);
             }
@@ -667,8 +711,7 @@ impl Transaction {
                     None => batch.delete_to(id, key),
                 }
             }
-            let name = p.name.clone().unwrap_or_else(|| DEFAULT_KEYSPACE_NAME.into());
-            written.push((id, name));
+            written.push((id, p.name.clone()));
         }
         if batch.is_empty() {
             return Ok(());
@@ -676,6 +719,7 @@ impl Transaction {
         self.inner.check_writable()?;
         write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
         let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
+        reads.keyspaces.iter_mut().for_each(|(_, r)| r.seal());
         reads.written = written;
         write::write_checked(&self.inner, sync, Some(Box::new(reads)), |b| *b = batch)
     }
@@ -1026,14 +1070,16 @@ mod tests {
     use super::*;
 
     fn reads(keys: &[&str], ranges: &[(&str, &str)]) -> Reads {
-        Reads {
+        let mut r = Reads {
             name: None,
             keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
             ranges: ranges
                 .iter()
                 .map(|(s, e)| (s.as_bytes().to_vec(), e.as_bytes().to_vec()))
                 .collect(),
-        }
+        };
+        r.seal();
+        r
     }
 
     /// What the leader asks of each op of the batches ahead of a transaction in its group:
