@@ -61,6 +61,8 @@ fn counter_counts_through_the_wal_flush_and_compaction() {
     assert_eq!(counter(&db, "hits"), Some(50));
     db.compact().unwrap();
     assert_eq!(counter(&db, "hits"), Some(50));
+    // The bottom-most compaction folded every operand into one value.
+    assert!(!format_versions(dir.path()).contains(&4), "{:?}", format_versions(dir.path()));
     verify(dir.path());
     db.merge("hits", U64Add::operand(1)).unwrap();
     db.delete("hits").unwrap();
