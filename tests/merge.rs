@@ -98,7 +98,7 @@ fn a_malformed_counter_is_an_error_and_compaction_keeps_it() {
 
 #[test]
 fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
-    let (_dir, db) = common::db::open_temp(Options::new());
+    let (dir, db) = common::db::open_temp(Options::new());
     let tags = db
         .keyspace("tags", KeyspaceOptions::new().merge_operator(Arc::new(Append::new(","))))
         .unwrap();
@@ -112,6 +112,17 @@ fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
     let got = tags.multi_get(["a", "b", "c"]).unwrap();
     let got: Vec<Option<&[u8]>> = got.iter().map(|v| v.as_deref()).collect();
     assert_eq!(got, [Some(&b"red,green,blue"[..]), Some(b"blue"), None]);
+    drop(tags);
+    db.close().unwrap();
+    // The operator is given again at every open; without it, reads of operands fail.
+    let db = Db::open(dir.path(), Options::new()).unwrap();
+    let bare = db.keyspace("tags", KeyspaceOptions::new()).unwrap();
+    assert!(matches!(bare.get("a"), Err(Error::MergeOperatorMissing { .. })));
+    assert!(matches!(bare.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
+    let tags = db
+        .keyspace("tags", KeyspaceOptions::new().merge_operator(Arc::new(Append::new(","))))
+        .unwrap();
+    assert_eq!(tags.get("a").unwrap().as_deref(), Some(&b"red,green,blue"[..]));
     // The default keyspace has no operator.
     assert!(matches!(db.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
     let mut batch = WriteBatch::new();

@@ -283,6 +283,10 @@ impl Db {
     /// counter, an append). Reads combine the operands ([`Error::Merge`] if the operator
     /// fails); compaction combines them ahead of reads.
     ///
+    /// Operands never expire: a keyspace's default time to live applies to puts only. Over
+    /// an expiring value, the result is the operands combined with it until it expires, and
+    /// with nothing after.
+    ///
     /// Fails with [`Error::MergeOperatorMissing`] if the keyspace has no operator, and as
     /// [`Db::put`] for a key or operand over the limits.
     ///
