@@ -41,8 +41,6 @@ pub(crate) struct MergeStage<'a, I: InternalIterator> {
     /// The entries written in place of the current key's (internal key, value); empty when
     /// the current entry is `inner`'s.
     out: VecDeque<(Vec<u8>, Vec<u8>)>,
-    /// Operands folded into puts.
-    pub merged: u64,
 }
 
 impl<'a, I: InternalIterator> MergeStage<'a, I> {
@@ -52,7 +50,7 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
         now: u64,
         nothing_below: &'a (dyn Fn(&[u8]) -> bool + Sync),
     ) -> Self {
-        MergeStage { inner, merger, now, nothing_below, out: VecDeque::new(), merged: 0 }
+        MergeStage { inner, merger, now, nothing_below, out: VecDeque::new() }
     }
 
     /// From `inner`'s current entry: passes it through, or takes the key's operands and
@@ -105,7 +103,6 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
             if let Ok(value) = self.merger.full(&user_key, existing, &operands) {
                 let ikey = key::internal_key(&user_key, newest_seq, ValueKind::Put);
                 self.out.push_back((ikey, value));
-                self.merged += n as u64;
                 return Ok(());
             }
         }
@@ -114,7 +111,6 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
             Some(operand) => {
                 let ikey = key::internal_key(&user_key, newest_seq, ValueKind::Merge);
                 self.out.push_back((ikey, operand));
-                self.merged += n as u64 - 1;
                 // The value beneath stays (a live expiring one, or one kept on failure).
                 self.out.extend(entries.into_iter().filter(|e| !is_operand(&e.0)));
             }
