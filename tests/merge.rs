@@ -376,6 +376,10 @@ fn run_model(ops: Vec<Op>) {
                     let read = |k: &[u8]| s.get(k).unwrap().map(|v| v.to_vec());
                     let scan = |rev: bool| scan_model(s.range(..), rev);
                     check(&read, &scan, m);
+                    let many = s.multi_get(&keys).unwrap();
+                    for (k, v) in keys.iter().zip(many) {
+                        assert_eq!(v.map(|v| v.to_vec()), m.get(k).cloned(), "snapshot multi_get");
+                    }
                 }
             }
         }
