@@ -1,11 +1,13 @@
 //! Merge operators: the built-in counter and append through every layer (memtable, WAL
 //! recovery, flush, compaction), operands across keyspaces, transactions and snapshots, a
-//! missing or failing operator, and a model test against a `BTreeMap`.
+//! missing or failing operator, and a model test against a `BTreeMap` (on an in-memory file
+//! system, with power losses after a sync).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use bloomkv::fs::FaultFs;
 use bloomkv::{
     Append, Db, Error, KeyspaceOptions, MergeOperator, Options, U64Add, WriteBatch, WriteOptions,
 };
@@ -264,6 +266,8 @@ enum Op {
     Flush,
     Compact,
     Reopen,
+    /// `sync`, then power off and reopen: every operand was synced, so none may be lost.
+    Crash,
     Snapshot,
     Check,
 }
@@ -278,6 +282,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Flush),
         1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
         1 => Just(Op::Snapshot),
         2 => Just(Op::Check),
     ]
@@ -289,8 +294,9 @@ fn key(k: u8) -> Vec<u8> {
     format!("key{k:03}").into_bytes()
 }
 
-fn model_options() -> Options {
+fn model_options(fs: &FaultFs) -> Options {
     small_tables()
+        .fault_fs(fs)
         .memtable_bytes(2 << 10)
         .block_bytes(128)
         .target_table_bytes(2 << 10)
@@ -311,8 +317,9 @@ fn check(read: &dyn Fn(&[u8]) -> Option<Vec<u8>>, scan: &dyn Fn(bool) -> Model, 
 }
 
 fn run_model(ops: Vec<Op>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = Some(Db::open(dir.path(), model_options()).unwrap());
+    let mut fs = FaultFs::new();
+    let dir = bloomkv::fs::fault::unique_dir("merge-model");
+    let mut db = Some(Db::open(&dir, model_options(&fs)).unwrap());
     let mut model = Model::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
     for op in ops {
@@ -340,7 +347,15 @@ fn run_model(ops: Vec<Op>) {
             Op::Reopen => {
                 snap = None;
                 db.take().unwrap().close().unwrap();
-                db = Some(Db::open(dir.path(), model_options()).unwrap());
+                db = Some(Db::open(&dir, model_options(&fs)).unwrap());
+            }
+            Op::Crash => {
+                snap = None;
+                d.sync().unwrap();
+                let after = fs.crash(bloomkv::fs::CrashMode::DropUnsynced);
+                drop(db.take());
+                fs = after;
+                db = Some(Db::open(&dir, model_options(&fs)).unwrap());
             }
             Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
             Op::Check => {
@@ -393,7 +408,7 @@ fn scan_model(it: bloomkv::DbIterator, rev: bool) -> Model {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: common::env::u64_or("MERGE_MODEL_CASES", 32) as u32,
+        cases: common::env::u64_or("MERGE_MODEL_CASES", 64) as u32,
         ..ProptestConfig::default()
     })]
 
