@@ -417,3 +417,27 @@ proptest! {
         run_model(ops);
     }
 }
+
+/// Records every value a compaction filter is asked about.
+struct Seen(std::sync::Mutex<Vec<Vec<u8>>>);
+impl bloomkv::CompactionFilter for Seen {
+    fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> bloomkv::Decision {
+        self.0.lock().unwrap().push(value.to_vec());
+        bloomkv::Decision::Keep
+    }
+}
+
+#[test]
+fn a_compaction_filter_sees_what_operands_combine_into_never_an_operand() {
+    let seen = Arc::new(Seen(Default::default()));
+    let opts =
+        Options::new().merge_operator(Arc::new(Append::new(","))).compaction_filter(seen.clone());
+    let (_dir, db) = common::db::open_temp(opts);
+    db.put("k", "base").unwrap();
+    db.flush().unwrap();
+    db.merge("k", "x").unwrap();
+    db.merge("k", "y").unwrap();
+    db.compact().unwrap();
+    assert_eq!(*seen.0.lock().unwrap(), [b"base,x,y".to_vec()]);
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"base,x,y"[..]));
+}
