@@ -10,18 +10,23 @@
 //! count  u32 little-endian   number of operations
 //! ops    count times:
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
-//!                            2 = range delete, 3 = reserved, 4 = expiring put; plus 0x80
+//!                            2 = range delete, 3 = reserved, 4 = expiring put,
+//!                            6 = merge operand; plus 0x80
 //!                            if a keyspace id follows
 //!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
 //!                            the default keyspace (0)
 //!          klen  varint, key bytes          (a range delete's start; not for reserved)
-//!          vlen  varint, value bytes        (puts; a range delete's end, exclusive)
+//!          vlen  varint, value bytes        (puts, operands; a range delete's end,
+//!                                           exclusive)
 //! ```
 //!
 //! An expiring put's value bytes are the entry's stored value: the expiry, `u64`
 //! little-endian milliseconds since the Unix epoch, then the user's value (so `vlen` is at
 //! least 8). Only builds that know expiring puts write kind 4, and only for a database that
 //! was given one; older builds refuse such a record as corrupt rather than misread it.
+//!
+//! A merge operand's value bytes are the operand as given to `merge`. Only builds that know
+//! merge operands write kind 6; older builds refuse such a record as corrupt.
 //!
 //! A batch being built may also hold kind 5, a put with a time to live (8 bytes of
 //! milliseconds in place of the expiry). It never reaches a log: the write path turns each
@@ -58,6 +63,9 @@ const OP_PUT_EXPIRING: u8 = ValueKind::PutExpiring as u8 + 2;
 /// the value is the time to live in milliseconds (8 bytes) and the user's value.
 const OP_PUT_TTL: u8 = 5;
 
+/// The kind byte of a merge operand.
+const OP_MERGE: u8 = 6;
+
 /// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
 /// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
 const IN_KEYSPACE: u8 = 0x80;
@@ -88,6 +96,13 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The time to live followed by the value.
         stored: &'a [u8],
+    },
+    /// A merge operand for `key` ([`crate::Db::merge`]).
+    Merge {
+        /// The key.
+        key: &'a [u8],
+        /// The operand.
+        operand: &'a [u8],
     },
     /// A deletion of `key`.
     Delete {
@@ -326,6 +341,49 @@ impl WriteBatch {
         self.put_ttl_to(keyspace.id(), key.as_ref(), ttl, value.as_ref());
     }
 
+    /// Adds a merge operand for `key` (see [`crate::Db::merge`]): the key's value becomes
+    /// what the keyspace's [`crate::MergeOperator`] makes of the value beneath and the
+    /// operands. Refused when the batch is written if the key or operand is over the
+    /// limits, as for [`WriteBatch::put`], or if the keyspace has no merge operator
+    /// ([`Error::MergeOperatorMissing`]).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Db, Options, U64Add, WriteBatch, WriteOptions};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.merge("visits", U64Add::operand(1));
+    /// batch.merge("visits", U64Add::operand(41));
+    /// db.write(&batch, &WriteOptions::default())?;
+    /// assert_eq!(U64Add::decode(&db.get("visits")?.unwrap()), Some(42));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
+        self.merge_to(DEFAULT_KEYSPACE, key.as_ref(), operand.as_ref());
+    }
+
+    /// Adds a merge operand for `key` in `keyspace`, as [`WriteBatch::merge`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn merge_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) {
+        self.note_handle(keyspace);
+        self.merge_to(keyspace.id(), key.as_ref(), operand.as_ref());
+    }
+
     /// Adds a deletion of `key` in `keyspace`, as [`WriteBatch::delete`].
     ///
     /// # Panics
@@ -375,6 +433,12 @@ impl WriteBatch {
             return Some(name);
         }
         (h.instance != 0 && h.instance != instance).then_some(h.first.as_deref()).flatten()
+    }
+
+    pub(crate) fn merge_to(&mut self, keyspace: KeyspaceId, key: &[u8], operand: &[u8]) {
+        self.op_header(OP_MERGE, keyspace);
+        put_bytes(&mut self.data, key);
+        put_bytes(&mut self.data, operand);
     }
 
     pub(crate) fn put_to(&mut self, keyspace: KeyspaceId, key: &[u8], value: &[u8]) {
@@ -453,6 +517,7 @@ impl WriteBatch {
                     put_bytes(&mut out.data, key);
                     put_bytes(&mut out.data, stored);
                 }
+                BatchOp::Merge { key, operand } => out.merge_to(ks, key, operand),
                 BatchOp::Delete { key } => out.delete_to(ks, key),
                 BatchOp::DeleteRange { start, end } => out.delete_range_to(ks, start, end),
                 BatchOp::Reserved => {
@@ -622,6 +687,7 @@ impl WriteBatch {
         for (keyspace, op) in self.iter() {
             match op {
                 BatchOp::Put { key, value } => check_entry_size(key, value),
+                BatchOp::Merge { key, operand } => check_entry_size(key, operand),
                 BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
                     check_entry_size(key, stored.get(crate::key::EXPIRY_LEN..).unwrap_or(&[]))
                 }
@@ -667,6 +733,10 @@ impl WriteBatch {
                 BatchOp::PutExpiring { key, stored } => {
                     mem.insert(key, seq, ValueKind::PutExpiring, stored);
                     (key, stored)
+                }
+                BatchOp::Merge { key, operand } => {
+                    mem.insert(key, seq, ValueKind::Merge, operand);
+                    (key, operand)
                 }
                 // Turned into expiring puts before any batch is applied (`stamp_expiry`).
                 BatchOp::PutTtl { .. } => continue,
@@ -732,7 +802,7 @@ impl WriteBatch {
             let has_value = match kind {
                 k if k == ValueKind::Put as u8 => true,
                 k if k == ValueKind::Delete as u8 => false,
-                OP_DELETE_RANGE | OP_PUT_EXPIRING => true,
+                OP_DELETE_RANGE | OP_PUT_EXPIRING | OP_MERGE => true,
                 OP_PUT_TTL => return Err(bad("put with a time to live (never logged)")),
                 _ => return Err(bad("unknown kind")),
             };
@@ -821,6 +891,7 @@ impl<'a> Iterator for WriteBatchIter<'a> {
             k if k == ValueKind::Delete as u8 => BatchOp::Delete { key },
             OP_PUT_EXPIRING => BatchOp::PutExpiring { key, stored: self.d.length_prefixed()? },
             OP_PUT_TTL => BatchOp::PutTtl { key, stored: self.d.length_prefixed()? },
+            OP_MERGE => BatchOp::Merge { key, operand: self.d.length_prefixed()? },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
             _ => return None,
         };
@@ -849,6 +920,7 @@ mod tests {
             match kind {
                 PUT => b.put_to(keyspace, k, v),
                 DELETE => b.delete_to(keyspace, k),
+                OP_MERGE => b.merge_to(keyspace, k, v),
                 OP_RESERVED => b = WriteBatch::reserved(),
                 OP_PUT_EXPIRING => {
                     b.op_header(OP_PUT_EXPIRING, keyspace);
@@ -866,6 +938,7 @@ mod tests {
             .map(|(ks, op)| match op {
                 BatchOp::Put { key, value } => (ks, PUT, key.to_vec(), value.to_vec()),
                 BatchOp::Delete { key } => (ks, DELETE, key.to_vec(), Vec::new()),
+                BatchOp::Merge { key, operand } => (ks, OP_MERGE, key.to_vec(), operand.to_vec()),
                 BatchOp::DeleteRange { start, end } => {
                     (ks, OP_DELETE_RANGE, start.to_vec(), end.to_vec())
                 }
@@ -884,6 +957,7 @@ mod tests {
         prop_oneof![
             (keyspace(), bytes(), bytes()).prop_map(|(ks, k, v)| (ks, PUT, k, v)),
             (keyspace(), bytes()).prop_map(|(ks, k)| (ks, DELETE, k, Vec::new())),
+            (keyspace(), bytes(), bytes()).prop_map(|(ks, k, v)| (ks, OP_MERGE, k, v)),
             (keyspace(), bytes(), any::<u64>(), bytes()).prop_map(|(ks, k, e, v)| {
                 (ks, OP_PUT_EXPIRING, k, crate::key::expiring_value(e, &v))
             }),

@@ -48,6 +48,10 @@ pub enum Decision {
 /// - Never about an expired value ([`crate::Db::put_with_ttl`]): compaction drops it first,
 ///   as if the filter had removed it. A value that has not expired is shown without its
 ///   expiry, and a replacement keeps the expiry.
+/// - Never about a merge operand ([`crate::Db::merge`]): it sees the value compaction makes
+///   of a key's operands once it can combine them with what lies beneath (see
+///   [`crate::MergeOperator`]), and the value beneath operands it cannot combine yet. Removing
+///   that value makes the operands combine with nothing, as a delete would.
 ///
 /// `level` is the level the compaction writes into (1 and deeper). Compactions run on
 /// background threads, and one compaction may call it from several threads at once (see

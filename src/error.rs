@@ -102,6 +102,22 @@ pub enum Error {
         /// What went wrong (for a panic, its message when it has one).
         reason: String,
     },
+    /// A keyspace's [`crate::MergeOperator`] failed to combine a key's merge operands: it
+    /// returned an error (a malformed operand or value, say) or panicked. The read fails;
+    /// nothing stored is changed, and compaction keeps the operands as they are.
+    Merge {
+        /// The keyspace whose operator it was.
+        keyspace: String,
+        /// What went wrong (the operator's message, or the panic's).
+        reason: String,
+    },
+    /// A read met merge operands ([`crate::Db::merge`]) in a keyspace that has no
+    /// [`crate::MergeOperator`] set (operators are not recorded in the manifest: give it
+    /// again at every open), or a merge was written to such a keyspace.
+    MergeOperatorMissing {
+        /// The keyspace.
+        keyspace: String,
+    },
     /// A [`crate::Transaction`]'s commit found that something it read was written after its
     /// snapshot; nothing of it was written. Run the transaction again from a new snapshot
     /// ([`crate::Db::transact`] does).
@@ -206,6 +222,12 @@ impl fmt::Display for Error {
             ),
             Error::CompactionFilter { keyspace, reason } => {
                 write!(f, "the compaction filter of keyspace {keyspace} failed: {reason}")
+            }
+            Error::Merge { keyspace, reason } => {
+                write!(f, "the merge operator of keyspace {keyspace} failed: {reason}")
+            }
+            Error::MergeOperatorMissing { keyspace } => {
+                write!(f, "keyspace {keyspace} holds merge operands but has no merge operator")
             }
             Error::Conflict => write!(
                 f,

@@ -33,6 +33,9 @@ pub enum ValueKind {
     /// expiry (milliseconds since the Unix epoch, `u64` little-endian) followed by the
     /// user's value. Once the clock reaches the expiry it reads as a tombstone.
     PutExpiring = 2,
+    /// A merge operand ([`crate::Db::merge`]) written at this sequence number: the keyspace's
+    /// [`crate::MergeOperator`] combines it with the older versions beneath it.
+    Merge = 3,
 }
 
 impl ValueKind {
@@ -42,6 +45,7 @@ impl ValueKind {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
             2 => Some(ValueKind::PutExpiring),
+            3 => Some(ValueKind::Merge),
             _ => None,
         }
     }
@@ -49,7 +53,7 @@ impl ValueKind {
 
 /// The kind used when building a seek key: the largest kind code, so it sorts first among
 /// equal `(key, seqno)`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::PutExpiring;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
 /// Length of the expiry that prefixes the stored value of a [`ValueKind::PutExpiring`].
 pub const EXPIRY_LEN: usize = 8;

@@ -73,6 +73,7 @@ pub mod events;
 pub mod filter;
 pub mod fs;
 mod key_head;
+mod merge;
 mod options;
 mod prefetch;
 mod prefix;
@@ -92,6 +93,7 @@ pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, T
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
+pub use merge::{Append, MergeOperator, U64Add};
 pub use options::{KeyspaceOptions, Options, WriteOptions};
 pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
 pub use stats::{KeyspaceStats, LevelCompactionStats, Stats};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::compaction_filter::{CompactionFilter, FilterSlot};
 use crate::filter::FilterPolicy;
+use crate::merge::{MergeOperator, MergeSlot};
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 use crate::{Error, Result};
@@ -50,6 +51,7 @@ pub struct Options {
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
     pub(crate) listeners: crate::events::Listeners,
     pub(crate) compaction_filter: FilterSlot,
+    pub(crate) merge_operator: MergeSlot,
     pub(crate) clock: Arc<dyn crate::Clock>,
 }
 
@@ -80,6 +82,7 @@ impl Default for Options {
             fs: std::sync::Arc::new(crate::fs::StdFs),
             listeners: crate::events::Listeners::default(),
             compaction_filter: FilterSlot::default(),
+            merge_operator: MergeSlot::default(),
             clock: Arc::new(crate::SystemClock),
         }
     }
@@ -275,6 +278,13 @@ impl Options {
         self
     }
 
+    /// The default keyspace's merge operator (see [`crate::MergeOperator`]), which
+    /// [`crate::Db::merge`] needs. Not recorded in the database: give it at every open.
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = MergeSlot(Some(operator));
+        self
+    }
+
     /// The clock expiry is judged by ([`crate::Db::put_with_ttl`]): [`crate::SystemClock`]
     /// by default; a [`crate::ManualClock`] lets tests move time without sleeping.
     pub fn clock(mut self, clock: Arc<dyn crate::Clock>) -> Self {
@@ -286,6 +296,7 @@ impl Options {
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
         KeyspaceOptions {
             compaction_filter: self.compaction_filter.clone(),
+            merge_operator: self.merge_operator.clone(),
             filter_policy: self.filter_policy,
             prefix_extractor: self.prefix_extractor,
             whole_key_filtering: self.whole_key_filtering,
@@ -403,8 +414,9 @@ pub struct KeyspaceOptions {
     pub(crate) block_bytes: usize,
     pub(crate) target_table_bytes: u64,
     pub(crate) default_ttl: Option<std::time::Duration>,
-    /// Held in memory only: the manifest records the other fields.
+    /// Held in memory only, as the merge operator: the manifest records the other fields.
     pub(crate) compaction_filter: FilterSlot,
+    pub(crate) merge_operator: MergeSlot,
 }
 
 impl Default for KeyspaceOptions {
@@ -498,6 +510,28 @@ impl KeyspaceOptions {
     /// ```
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = FilterSlot(Some(filter));
+        self
+    }
+
+    /// The keyspace's merge operator (see [`crate::MergeOperator`]), which
+    /// [`crate::Keyspace::merge`] needs. Not recorded in the manifest: give it again to
+    /// [`crate::Db::keyspace`] after every open.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Db, KeyspaceOptions, Options, U64Add};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let hits = db.keyspace("hits", KeyspaceOptions::new().merge_operator(Arc::new(U64Add)))?;
+    /// hits.merge("/index.html", U64Add::operand(1))?;
+    /// hits.merge("/index.html", U64Add::operand(1))?;
+    /// assert_eq!(U64Add::decode(&hits.get("/index.html")?.unwrap()), Some(2));
+    /// # Ok(()) }
+    /// ```
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = MergeSlot(Some(operator));
         self
     }
 

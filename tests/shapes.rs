@@ -473,6 +473,7 @@ impl Script {
                         (true, Presence::Absent) => "absent",
                         (true, Presence::RangeDeleted) => "range-deleted",
                         (true, Presence::Expired) => "expired",
+                        (true, Presence::MergeOperand) => "merge operand",
                     };
                     let decides = if s.decides { "  <- get stops here" } else { "" };
                     let line = format!("{source:<10} {filter:<14} {actual}{decides}");

@@ -604,7 +604,7 @@ mod model_checks {
                         match parse_internal_key(k).unwrap().kind {
                             ValueKind::Put => GetOutcome::Found(v.clone().into()),
                             ValueKind::Delete => GetOutcome::Deleted,
-                            ValueKind::PutExpiring => unreachable!("not generated"),
+                            ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
                         }
                     }
                     _ => GetOutcome::Absent,

@@ -15,7 +15,7 @@ use crate::range_del::{self, last_key_before, RangeTombstone};
 use crate::table::block::Block;
 use crate::table::format::{
     read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, EXPIRY_FORMAT_VERSION,
-    RANGE_DEL_FORMAT_VERSION,
+    MERGE_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::{
@@ -35,6 +35,8 @@ struct Contents {
     expiring_bytes: u64,
     /// Expiring puts whose stored value is shorter than an expiry.
     short_expiring: u64,
+    /// Merge operands.
+    merges: u64,
     smallest_key: Option<Vec<u8>>,
     largest_key: Option<Vec<u8>>,
     smallest_seq: u64,
@@ -475,6 +477,9 @@ fn check_data_blocks(
             if parsed.kind == ValueKind::Delete {
                 c.tombstones += 1;
             }
+            if parsed.kind == ValueKind::Merge {
+                c.merges += 1;
+            }
             if parsed.kind == ValueKind::PutExpiring {
                 match crate::key::split_expiring(it.value()) {
                     Some((at, _)) => {
@@ -587,14 +592,20 @@ fn check_properties(
         mismatch("newest expiry", p.newest_expiry.to_string(), c.newest_expiry.to_string());
         mismatch("expiring bytes", p.expiring_bytes.to_string(), c.expiring_bytes.to_string());
     }
-    // Expiring entries exactly in tables of format version 3 (the properties say whether the
-    // table has some: they were checked against the entries above).
-    let want_version = match (p.num_expiring > 0, footer.version) {
-        (true, _) => EXPIRY_FORMAT_VERSION.to_string(),
-        (false, EXPIRY_FORMAT_VERSION) => "1 or 2".to_string(),
-        (false, v) => v.to_string(),
+    mismatch("merge operands", p.num_merge_operands.to_string(), c.merges.to_string());
+    // Merge operands exactly in tables of format version 4, and expiring entries in tables
+    // of version 3 unless they also hold operands (the properties say whether the table has
+    // some: they were checked against the entries above).
+    let want_version = match (p.num_merge_operands > 0, p.num_expiring > 0, footer.version) {
+        (true, _, _) => MERGE_FORMAT_VERSION.to_string(),
+        (false, true, _) => EXPIRY_FORMAT_VERSION.to_string(),
+        (false, false, EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION) => "1 or 2".to_string(),
+        (false, false, v) => v.to_string(),
     };
-    let what = format!("{} expiring entries, so format version", p.num_expiring);
+    let what = format!(
+        "{} expiring entries and {} merge operands, so format version",
+        p.num_expiring, p.num_merge_operands
+    );
     mismatch(&what, want_version, footer.version.to_string());
     let short = c.short_expiring.to_string();
     mismatch("expiring entries without an 8-byte expiry:", "0".into(), short);

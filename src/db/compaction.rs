@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::compaction_filter_stage::FilterStage;
 use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
+use super::merge_stage::MergeStage;
 use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionInfo, CompactionReason};
@@ -602,20 +603,21 @@ fn run_part(
     }
     let base_level = move |uk: &[u8]| nothing_below(deeper, uk);
     let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
-    let mut merged = NewestVersions::new(bounded, Box::new(base_level))
+    let merged = NewestVersions::new(bounded, Box::new(base_level))
         .with_range_tombstones(range_dels.all.clone());
     // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
     let (lo, hi) = (after.map(successor), upto.map(successor));
     let mut split = TombstoneSplit::new(clip(&range_dels.kept, lo.as_deref(), hi.as_deref()));
     let user_filter = c.tree.opts.compaction_filter.0.as_deref();
     let expiring = c.inputs.iter().chain(&c.next_inputs).any(|t| t.expiry().is_some());
+    let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
+    let now = inner.opts.clock.now_millis();
+    let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below);
     if user_filter.is_none() && !expiring {
         merged.seek_to_first()?;
         let tables = inner.write_tables(&c.tree, &mut merged, &mut split, filter)?;
         return Ok((tables, FilterCounts::default()));
     }
-    let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
-    let now = inner.opts.clock.now_millis();
     let mut filtered =
         FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
     filtered.seek_to_first()?;

@@ -108,7 +108,9 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
         while self.inner.valid() {
             let Some(p) = key::parse_internal_key(self.inner.key()) else { return Ok(()) };
             let (expiry, value) = match p.kind {
-                ValueKind::Delete => return Ok(()),
+                // Operands are not values: the filter sees what they combine into once a
+                // compaction combines them (`merge_stage`).
+                ValueKind::Delete | ValueKind::Merge => return Ok(()),
                 ValueKind::Put => (None, self.inner.value()),
                 ValueKind::PutExpiring => match key::split_expiring(self.inner.value()) {
                     Some((expiry, value)) => (Some(expiry), value),

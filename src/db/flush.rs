@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::compaction_iter::NewestVersions;
 use super::filter_budget::{table_filter, Placement};
+use super::merge_stage::MergeStage;
 use super::{lock_mutex as lock, DbInner};
 use crate::events::FlushInfo;
 use crate::filename::wal_path;
@@ -68,8 +69,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let filter = table_filter(&tree.opts, &tree.version, &placement);
             let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
             let range_dels = oldest.table.range_tombstones();
-            let mut it = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))
+            let newest = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))
                 .with_range_tombstones(range_dels.clone());
+            // Tables below may hold the keys: operands fold only onto what the memtable holds.
+            let below = |_: &[u8]| false;
+            let now = inner.opts.clock.now_millis();
+            let mut it = MergeStage::new(newest, tree.merger(), now, &below);
             it.seek_to_first()?;
             let mut split = TombstoneSplit::of(range_dels.as_deref());
             if let Some(meta) = inner.write_table(tree, number, &mut it, &mut split, filter)? {

@@ -146,6 +146,9 @@ pub enum Presence {
     /// An expiring value is stored, and the clock has reached its expiry: a `get` stopping
     /// here answers "absent".
     Expired,
+    /// A merge operand is stored: a `get` stopping here combines it with what lies
+    /// beneath.
+    MergeOperand,
 }
 
 /// One step of the read path for one key, from [`Db::trace`].
@@ -425,6 +428,7 @@ impl Presence {
             Answer::Expired => Presence::Expired,
             Answer::RangeDeleted => Presence::RangeDeleted,
             Answer::Absent => Presence::Absent,
+            Answer::Operand => Presence::MergeOperand,
         }
     }
 }

@@ -155,6 +155,13 @@ impl Keyspace {
         write::write_one(&self.inner, self.id, op, || self.check_live())
     }
 
+    /// Writes a merge operand for `key` in this keyspace, as [`crate::Db::merge`], combined
+    /// by the keyspace's [`crate::KeyspaceOptions::merge_operator`].
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let op = SingleWrite::Merge(key.as_ref(), operand.as_ref());
+        write::write_one(&self.inner, self.id, op, || self.check_live())
+    }
+
     /// Deletes every key in `range` from this keyspace, as [`crate::Db::delete_range`].
     pub fn delete_range(&self, range: impl KeyRange) -> Result<()> {
         let (start, end) = super::half_open(range);

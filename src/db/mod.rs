@@ -16,6 +16,7 @@
 //! - `scan.rs`: range and prefix scans over a merged view at a sequence number, both ways
 //! - `visible.rs`: the newest visible version of each key, forward and backward
 //! - `compaction_filter_stage.rs`: where compaction asks a keyspace's compaction filter
+//! - `merge_stage.rs`: where flushes and compactions combine merge operands
 //! - `compaction_iter.rs`: the compaction iterator (newest version of each key a snapshot
 //!   may still need, tombstones dropped where nothing lies below)
 //! - `cursor.rs`: a seekable view that steps both ways
@@ -38,6 +39,7 @@ mod ingest;
 mod inspect;
 mod key_range;
 mod keyspace;
+mod merge_stage;
 mod multi_get;
 mod read;
 mod recovery;
@@ -274,6 +276,40 @@ impl Db {
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
     }
 
+    /// Writes a merge operand for `key`, with the default durability: the key's value
+    /// becomes what the default keyspace's [`crate::MergeOperator`]
+    /// ([`Options::merge_operator`]) makes of the value beneath and every operand written
+    /// since, oldest first — one blind write instead of a read, a change and a write (a
+    /// counter, an append). Reads combine the operands ([`Error::Merge`] if the operator
+    /// fails); compaction combines them ahead of reads.
+    ///
+    /// Operands never expire: a keyspace's default time to live applies to puts only. Over
+    /// an expiring value, the result is the operands combined with it until it expires, and
+    /// with nothing after.
+    ///
+    /// Fails with [`Error::MergeOperatorMissing`] if the keyspace has no operator, and as
+    /// [`Db::put`] for a key or operand over the limits.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Append, Db, Options};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(Append::new("\n"))))?;
+    /// db.put("log", "started")?;
+    /// db.merge("log", "step 1")?;
+    /// db.flush()?;
+    /// db.merge("log", "step 2")?;
+    /// assert_eq!(db.get("log")?.as_deref(), Some(&b"started\nstep 1\nstep 2"[..]));
+    /// assert_eq!(db.range(..).next().unwrap()?.1.as_ref(), b"started\nstep 1\nstep 2");
+    /// # Ok(()) }
+    /// ```
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        let op = write::SingleWrite::Merge(key.as_ref(), operand.as_ref());
+        write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
+    }
+
     /// Deletes every key in `range` in one write, with the default durability: any range
     /// expression (`a..b`, `a..=b`, `a..`, `..b`, `..`; see [`KeyRange`]). See
     /// [`WriteBatch::delete_range`] to combine it atomically with other writes. An empty
@@ -350,6 +386,11 @@ impl Db {
                 Error::KeyspaceDropped { name: format!("with id {id}") }
             }
         })?;
+        for (id, op) in batch.iter() {
+            if let crate::batch::BatchOp::Merge { .. } = op {
+                write::check_merge_operator(&self.inner, id)?;
+            }
+        }
         drop(state);
         let sync = opts.resolve_sync(&self.inner.opts);
         write::write(&self.inner, sync, false, |b| b.clone_from(batch))

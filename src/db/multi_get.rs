@@ -28,7 +28,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::read::{resolve, Found};
+use super::read::{merged_get, resolve, Answer, Found};
 use super::Tree;
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
@@ -58,6 +58,8 @@ struct Lookup {
     next: usize,
     end: usize,
     answer: Option<Option<Value>>,
+    /// The answer is a merge operand: the key is read again with `read::merged_get`.
+    operand: bool,
     /// Its prefix hash, once a table that holds prefixes asked for it.
     prefix: KeyPrefixHash,
 }
@@ -106,7 +108,12 @@ pub(crate) fn lookup_all<K: AsRef<[u8]>>(
     for chunk in keys.chunks(WINDOW) {
         let call = Call { state, keys: chunk, seq, clock, reads };
         window(&call, &mut scratch, tally)?;
-        out.extend(scratch.lookups.drain(..).map(|l| l.answer.unwrap_or(None)));
+        for (l, key) in scratch.lookups.drain(..).zip(chunk) {
+            out.push(match l.operand {
+                true => merged_get(state, key.as_ref(), seq, clock)?,
+                false => l.answer.unwrap_or(None),
+            });
+        }
     }
     Ok(out)
 }
@@ -139,6 +146,7 @@ fn window<'s, K: AsRef<[u8]>>(
                 next: start,
                 end: s.candidates.len(),
                 answer: None,
+                operand: false,
                 prefix: Default::default(),
             });
         }
@@ -164,7 +172,8 @@ fn window<'s, K: AsRef<[u8]>>(
                 }
                 let found = Found::Memtable(mem.table.get(key.as_ref(), seq));
                 let answer = resolve(state, key.as_ref(), seq, found, tally, clock);
-                if let Some(decided) = answer.decision() {
+                lookup.operand = matches!(answer, Answer::Operand);
+                if let Some(decided) = answer.decision().or(lookup.operand.then_some(None)) {
                     lookup.answer = Some(decided);
                     break;
                 }
@@ -244,9 +253,11 @@ fn settle<K: AsRef<[u8]>>(
     i: usize,
     got: TableGet,
 ) {
-    if let Some(decided) =
-        resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally, clock).decision()
-    {
+    let answer = resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally, clock);
+    if let Answer::Operand = answer {
+        lookups[i].operand = true;
+        lookups[i].answer = Some(None);
+    } else if let Some(decided) = answer.decision() {
         lookups[i].answer = Some(decided);
     }
 }

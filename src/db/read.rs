@@ -169,6 +169,9 @@ pub(crate) enum Answer {
     RangeDeleted,
     /// Nothing for the key here: the next source is asked.
     Absent,
+    /// A merge operand no range tombstone covers: the read combines the key's versions
+    /// with [`merged_get`].
+    Operand,
 }
 
 impl Answer {
@@ -179,9 +182,47 @@ impl Answer {
         match self {
             Answer::Value(v) => Some(Some(v)),
             Answer::Deleted | Answer::Expired | Answer::RangeDeleted => Some(None),
-            Answer::Absent => None,
+            Answer::Absent | Answer::Operand => None,
         }
     }
+
+    /// [`Answer::decision`], reading `key` through [`merged_get`] when this answer is a
+    /// merge operand.
+    #[inline]
+    pub(crate) fn decide(
+        self,
+        tree: &Tree,
+        key: &[u8],
+        seq: SeqNo,
+        clock: &dyn Clock,
+    ) -> Result<Option<Option<Value>>> {
+        match self {
+            Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
+            other => Ok(other.decision()),
+        }
+    }
+}
+
+/// The value of `key` in `tree` at `seq` when its newest visible version is a merge
+/// operand: read through a view of the one key, which gathers the operands across every
+/// source and combines them (`db::visible`), so point reads and scans combine the same way.
+#[cold]
+pub(crate) fn merged_get(
+    tree: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    clock: &dyn Clock,
+) -> Result<Option<Value>> {
+    use std::ops::Bound;
+    let (lo, hi) = (Bound::Included(key), Bound::Included(key));
+    let sources = super::scan::merged_sources(tree, lo, hi, None);
+    let own = || Bound::Included(key.to_vec());
+    let now = clock.now_millis();
+    let mut view =
+        super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
+            .with_merger(tree.merger());
+    view.seek_to_first()?;
+    Ok(view.valid().then(|| Value::from(view.value().to_vec())))
 }
 
 /// What a source's search found: [`resolve`]'s input.
@@ -215,6 +256,7 @@ pub(crate) fn resolve(
                 MemGet::Found(v, at) => (GetOutcome::Found(v), at),
                 MemGet::Expiring(v, at, expiry) => (GetOutcome::Expiring(v, expiry), at),
                 MemGet::Deleted => (GetOutcome::Deleted, 0),
+                MemGet::Merge(at) => (GetOutcome::Merge, at),
             }
         }
         Found::Table(got) => {
@@ -224,9 +266,12 @@ pub(crate) fn resolve(
         }
     };
     match outcome {
-        GetOutcome::Found(_) | GetOutcome::Expiring(..) if tree.range_deleted(key, at, seq) => {
+        GetOutcome::Found(_) | GetOutcome::Expiring(..) | GetOutcome::Merge
+            if tree.range_deleted(key, at, seq) =>
+        {
             Answer::RangeDeleted
         }
+        GetOutcome::Merge => Answer::Operand,
         GetOutcome::Found(v) => Answer::Value(v),
         GetOutcome::Expiring(_, expiry) if expired(expiry, clock.now_millis()) => Answer::Expired,
         GetOutcome::Expiring(v, _) => Answer::Value(v),
@@ -280,7 +325,7 @@ pub(crate) fn search<O: ReadObserver>(
         };
         let got = resolve(state, key, seq, found, tally, clock);
         observer.memtable(i, &got);
-        if let Some(decided) = got.decision() {
+        if let Some(decided) = got.decide(state, key, seq, clock)? {
             if !O::EXHAUSTIVE {
                 return Ok(decided);
             }
@@ -300,7 +345,11 @@ pub(crate) fn search<O: ReadObserver>(
             Err(e) => return ControlFlow::Break(Err(e)),
         };
         observer.table(t, Some(&got));
-        match got.decision() {
+        let decided = match got.decide(state, key, seq, clock) {
+            Ok(decided) => decided,
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        match decided {
             None => ControlFlow::Continue(()),
             Some(decided) if O::EXHAUSTIVE => {
                 answer.get_or_insert(decided);

@@ -46,6 +46,7 @@ pub(crate) fn visible(
     counters.scans.incr();
     let sources = merged_sources(state, as_slices(&start), as_slices(&end), Some(counters));
     VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
+        .with_merger(state.merger())
 }
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
@@ -255,7 +256,8 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         let sources = merge_chosen(state, Some(counters), |each| {
             choose_tables_by(state, l, h, scan_prefixes[i], may_hold, each)
         });
-        let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now);
+        let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
+            .with_merger(state.merger());
         v.seek_to_first()?;
         found.push(v.valid());
     }

@@ -48,6 +48,11 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
+    /// What combines this keyspace's merge operands.
+    pub(crate) fn merger(&self) -> crate::merge::Merger {
+        crate::merge::Merger::new(&self.opts.merge_operator, self.name.clone())
+    }
+
     /// A tree with nothing in it, for readers that have no keyspace to read.
     pub(crate) fn empty() -> Tree {
         Tree {

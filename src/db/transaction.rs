@@ -133,6 +133,9 @@ struct Pending {
     points: BTreeMap<Vec<u8>, Option<Value>>,
     /// Half-open ranges deleted.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Key → merge operands (oldest first) written after the key's entry in `points`, if it
+    /// has one, and after the range deletes; written last, so they land on top of both.
+    merges: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
 }
 
 impl Pending {
@@ -141,7 +144,9 @@ impl Pending {
         let ranges = self.ranges.iter().map(|(s, e)| s.len() + e.len() + 16);
         let points =
             self.points.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()) + 16);
-        ranges.chain(points).sum()
+        let merges =
+            self.merges.iter().flat_map(|(k, ops)| ops.iter().map(|o| k.len() + o.len() + 16));
+        ranges.chain(points).chain(merges).sum()
     }
 
     /// True if a buffered range delete covers `key`.
@@ -217,6 +222,7 @@ impl Reads {
             BatchOp::Put { key, .. }
             | BatchOp::PutExpiring { key, .. }
             | BatchOp::PutTtl { key, .. }
+            | BatchOp::Merge { key, .. }
             | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end
@@ -346,6 +352,9 @@ impl Transaction {
 
     fn get_at(&self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<Option<Value>> {
         self.inner.check_open()?;
+        if let Some(ops) = of(&self.writes, id).and_then(|p| p.merges.get(key)) {
+            return self.merged_at(id, ks, key, ops).map(Some);
+        }
         if let Some(p) = of(&self.writes, id) {
             if let Some(v) = p.points.get(key) {
                 return Ok(v.clone());
@@ -361,6 +370,30 @@ impl Transaction {
         self.view.get(&self.inner, tree, key)
     }
 
+    /// The value of `key` with the transaction's operands `ops` over its own write of the
+    /// key, or else over the snapshot's value (a read, checked at commit).
+    fn merged_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        key: &[u8],
+        ops: &[Vec<u8>],
+    ) -> Result<Value> {
+        let p = of(&self.writes, id);
+        let base = match p.and_then(|p| p.points.get(key)) {
+            Some(own) => own.clone(),
+            None if p.is_some_and(|p| p.hides(key)) => None,
+            None => {
+                let tree = self.tree(id, ks)?;
+                self.record(id, ks, |r| r.keys.push(key.to_vec()));
+                self.view.get(&self.inner, tree, key)?
+            }
+        };
+        let operands: Vec<&[u8]> = ops.iter().map(Vec::as_slice).collect();
+        let merged = self.tree(id, ks)?.merger().full(key, base.as_deref(), &operands)?;
+        Ok(Value::from(merged))
+    }
+
     fn multi_get_at<K: AsRef<[u8]>>(
         &self,
         id: KeyspaceId,
@@ -370,6 +403,10 @@ impl Transaction {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
         let pending = of(&self.writes, id);
+        if pending.is_some_and(|p| keys.iter().any(|k| p.merges.contains_key(k.as_ref()))) {
+            // Rare enough to read key by key.
+            return keys.iter().map(|k| self.get_at(id, ks, k.as_ref())).collect();
+        }
         let own = |key: &[u8]| -> Option<Option<Value>> {
             let p = pending?;
             p.points.get(key).cloned().or_else(|| p.hides(key).then_some(None))
@@ -407,6 +444,17 @@ impl Transaction {
             if let Some(p) = of(&self.writes, id) {
                 let bounds = (Bound::Included(start.as_slice()), Bound::Excluded(end.as_slice()));
                 own.extend(p.points.range::<[u8], _>(bounds).map(|(k, v)| (k.clone(), v.clone())));
+                // A key with operands reads as their result, which takes the place of any
+                // write of it in `points`.
+                let mut merged = Vec::new();
+                for (k, ops) in p.merges.range::<[u8], _>(bounds) {
+                    merged.push((k.clone(), Some(self.merged_at(id, ks, k, ops)?)));
+                }
+                if !merged.is_empty() {
+                    own.retain(|(k, _)| !p.merges.contains_key(k));
+                    own.extend(merged);
+                    own.sort_by(|a, b| a.0.cmp(&b.0));
+                }
                 ranges = p.ranges.clone();
             }
         }
@@ -461,13 +509,33 @@ impl Transaction {
         value: &[u8],
     ) -> Result<()> {
         check_entry_size(key, value)?;
-        self.pending(id, ks).points.insert(key.to_vec(), Some(Value::copy_from_slice(value)));
+        let p = self.pending(id, ks);
+        p.merges.remove(key);
+        p.points.insert(key.to_vec(), Some(Value::copy_from_slice(value)));
+        Ok(())
+    }
+
+    fn merge_at(
+        &mut self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        key: &[u8],
+        operand: &[u8],
+    ) -> Result<()> {
+        check_entry_size(key, operand)?;
+        let tree = self.tree(id, ks)?;
+        if tree.opts.merge_operator.0.is_none() {
+            return Err(Error::MergeOperatorMissing { keyspace: tree.name.to_string() });
+        }
+        self.pending(id, ks).merges.entry(key.to_vec()).or_default().push(operand.to_vec());
         Ok(())
     }
 
     fn delete_at(&mut self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<()> {
         check_entry_size(key, &[])?;
-        self.pending(id, ks).points.insert(key.to_vec(), None);
+        let p = self.pending(id, ks);
+        p.merges.remove(key);
+        p.points.insert(key.to_vec(), None);
         Ok(())
     }
 
@@ -485,6 +553,7 @@ impl Transaction {
         }
         let p = self.pending(id, ks);
         p.points.retain(|k, _| k.as_slice() < start.as_slice() || k.as_slice() >= end.as_slice());
+        p.merges.retain(|k, _| k.as_slice() < start.as_slice() || k.as_slice() >= end.as_slice());
         p.ranges.push((start, end));
         Ok(())
     }
@@ -638,6 +707,44 @@ impl Transaction {
         self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref())
     }
 
+    /// Buffers a merge operand for `key` in the default keyspace (see [`crate::Db::merge`]):
+    /// the transaction's reads of the key see the operands combined over its own write of
+    /// the key, or else over the snapshot's value (then a read, checked at commit). The
+    /// commit writes the operands, a blind write like a put: it conflicts with
+    /// transactions that read the key, not with other merges. Fails with
+    /// [`Error::MergeOperatorMissing`] if the keyspace has no operator.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Db, Options, U64Add};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;
+    /// db.put("stock", U64Add::operand(10))?;
+    /// let mut tx = db.transaction();
+    /// tx.merge("stock", U64Add::operand(5))?;
+    /// assert_eq!(U64Add::decode(&tx.get("stock")?.unwrap()), Some(15));
+    /// db.merge("stock", U64Add::operand(1))?; // not in the transaction's snapshot
+    /// // A conflict: the transaction read "stock" to show the sum.
+    /// assert!(matches!(tx.commit(), Err(bloomkv::Error::Conflict)));
+    /// # Ok(()) }
+    /// ```
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.merge_at(DEFAULT_KEYSPACE, None, key.as_ref(), operand.as_ref())
+    }
+
+    /// [`Transaction::merge`] in `keyspace`.
+    pub fn merge_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        self.merge_at(id, Some(keyspace), key.as_ref(), operand.as_ref())
+    }
+
     /// Buffers a delete of `key` in the default keyspace.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         self.delete_at(DEFAULT_KEYSPACE, None, key.as_ref())
@@ -709,6 +816,11 @@ impl Transaction {
                 match value {
                     Some(v) => batch.put_to(id, key, v),
                     None => batch.delete_to(id, key),
+                }
+            }
+            for (key, ops) in &p.merges {
+                for op in ops {
+                    batch.merge_to(id, key, op);
                 }
             }
             written.push((id, p.name.clone()));

@@ -14,7 +14,15 @@
 //! An expiring value whose expiry has passed reads as a tombstone here (judged at the time
 //! the view was made), so it hides the older versions of its key in both directions; a
 //! live one reads as a put, its value without the expiry.
-
+//!
+//! A key whose newest visible version is a merge operand reads as the keyspace's merge
+//! operator makes of its operands and the version beneath them (a put, or nothing where a
+//! tombstone, a range tombstone, an expired value or the end of the key's entries comes
+//! first). Forward, the walk gathers the operands newest first and then stands past them,
+//! so the current key and value are copies, as backward; backward, each operand met piles
+//! onto the candidate, and a put or tombstone met later (newer) replaces the pile. This is
+//! the only place reads combine operands: a point read that meets one reads the key
+//! through a view of this kind (`db::read`).
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -22,6 +30,7 @@ use crate::clock::expired;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::merge::Merger;
 use crate::range_del::Fragments;
 use crate::{Error, Result};
 
@@ -47,6 +56,11 @@ pub(crate) struct VisibleIter {
     /// Forward: the current entry is an expiring put, whose stored value starts with its
     /// expiry.
     strip: bool,
+    /// Forward: the current key's operands were combined; `key` and `value` hold the key and
+    /// the result, and `iter` stands past the operands.
+    merged: bool,
+    /// Combines merge operands.
+    merger: Merger,
 }
 
 impl VisibleIter {
@@ -71,7 +85,16 @@ impl VisibleIter {
             range_dels,
             now,
             strip: false,
+            merged: false,
+            merger: Merger { op: None, keyspace: "".into() },
         }
+    }
+
+    /// The same view, combining merge operands with `merger` (without one, meeting an
+    /// operand is [`Error::MergeOperatorMissing`]).
+    pub(crate) fn with_merger(mut self, merger: Merger) -> Self {
+        self.merger = merger;
+        self
     }
 
     /// The range's bounds.
@@ -84,6 +107,7 @@ impl VisibleIter {
     pub(crate) fn twin(&self, iter: MergingIterator) -> Self {
         let (lower, upper) = (self.lower.clone(), self.upper.clone());
         VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now)
+            .with_merger(self.merger.clone())
     }
 
     /// The kind a reader sees for a version of `user_key` at `seq` whose stored value is
@@ -111,7 +135,7 @@ impl VisibleIter {
 
     /// The current user key. Only meaningful while `valid()`.
     pub(crate) fn key(&self) -> &[u8] {
-        if self.backward {
+        if self.backward || self.merged {
             &self.key
         } else {
             key::user_key(self.iter.key())
@@ -120,7 +144,7 @@ impl VisibleIter {
 
     /// The current value. Only meaningful while `valid()`.
     pub(crate) fn value(&self) -> &[u8] {
-        if self.backward {
+        if self.backward || self.merged {
             &self.value
         } else if self.strip {
             self.iter.value().get(key::EXPIRY_LEN..).unwrap_or_default()
@@ -172,7 +196,10 @@ impl VisibleIter {
             return Ok(());
         }
         self.valid = false;
-        if self.backward {
+        if self.merged {
+            // `iter` stands past the current key's entries, and `key` holds the key.
+            self.merged = false;
+        } else if self.backward {
             // `iter` stands just before the current key's entries (`key` holds the key):
             // step onto them, and `find_next` skips them.
             self.backward = false;
@@ -195,7 +222,17 @@ impl VisibleIter {
             return Ok(());
         }
         self.valid = false;
-        if !self.backward {
+        if self.merged {
+            // `iter` stands past the current key's operands: back to before its first entry.
+            self.merged = false;
+            self.backward = true;
+            self.iter.seek(&key::internal_key(&self.key, MAX_SEQNO, KIND_FOR_SEEK))?;
+            if self.iter.valid() {
+                self.iter.prev()?;
+            } else {
+                self.iter.seek_to_last()?;
+            }
+        } else if !self.backward {
             // Turn around: `iter` stands on the current key's newest visible version. Only
             // newer versions of it, all invisible, lie between it and the earlier keys, and
             // `find_prev` passes over those.
@@ -210,6 +247,7 @@ impl VisibleIter {
     fn seek_forward(&mut self, target: Option<&[u8]>, excluded: bool) -> Result<()> {
         self.valid = false;
         self.backward = false;
+        self.merged = false;
         match target {
             None => self.iter.seek_to_first()?,
             Some(t) => {
@@ -228,6 +266,7 @@ impl VisibleIter {
     fn seek_backward(&mut self, target: Option<&[u8]>) -> Result<()> {
         self.valid = false;
         self.backward = true;
+        self.merged = false;
         match target {
             None => self.iter.seek_to_last()?,
             Some(t) => self.iter.seek_for_prev(t)?,
@@ -262,10 +301,47 @@ impl VisibleIter {
                         self.key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
+                    ValueKind::Merge => return self.merge_forward(),
                 }
             }
             self.iter.next()?;
         }
+        Ok(())
+    }
+
+    /// From the operand `iter` stands on, the newest visible version of its key: gathers the
+    /// key's operands down to the version beneath them and combines them into `value`,
+    /// leaving `iter` past the operands.
+    fn merge_forward(&mut self) -> Result<()> {
+        self.key.clear();
+        self.key.extend_from_slice(key::user_key(self.iter.key()));
+        let mut operands = vec![self.iter.value().to_vec()];
+        let mut base = None;
+        self.iter.next()?;
+        while self.iter.valid() {
+            let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
+            if p.user_key != self.key.as_slice() {
+                break;
+            }
+            let stored = self.iter.value();
+            match self.seen_kind(p.kind, p.user_key, p.seq, stored) {
+                ValueKind::Merge => operands.push(stored.to_vec()),
+                ValueKind::Put => {
+                    base = Some(stored.to_vec());
+                    break;
+                }
+                ValueKind::PutExpiring => {
+                    base = stored.get(key::EXPIRY_LEN..).map(<[u8]>::to_vec);
+                    break;
+                }
+                ValueKind::Delete => break,
+            }
+            self.iter.next()?;
+        }
+        let oldest_first: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
+        self.value = self.merger.full(&self.key, base.as_deref(), &oldest_first)?;
+        self.merged = true;
+        self.valid = true;
         Ok(())
     }
 
@@ -277,31 +353,40 @@ impl VisibleIter {
     /// candidate seen before it; the candidate is decided when an earlier user key appears.
     /// A tombstone as the latest candidate hides its key, and the walk goes on.
     fn find_prev(&mut self) -> Result<()> {
-        // Whether the newest visible version of `self.key` seen so far is a put (`None`
-        // before any).
+        // Whether the newest visible put or tombstone of `self.key` seen so far is a put
+        // (`None` before any), and the operands newer than it, oldest first.
         let mut found: Option<bool> = None;
+        let mut operands: Vec<Vec<u8>> = Vec::new();
         while self.iter.valid() {
             let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
             if below(&self.lower, p.user_key) {
                 break;
             }
             let same_key = p.user_key == self.key.as_slice();
-            if found == Some(true) && !same_key {
+            if (found == Some(true) || !operands.is_empty()) && !same_key {
                 break;
             }
             if p.seq <= self.seq {
                 if !same_key {
                     self.key.clear();
                     self.key.extend_from_slice(p.user_key);
+                    found = None;
+                    operands.clear();
                 }
                 let kind = self.seen_kind(p.kind, p.user_key, p.seq, self.iter.value());
-                found = Some(kind != ValueKind::Delete);
                 let stored = self.iter.value();
                 let value = match kind {
                     ValueKind::Delete => None,
                     ValueKind::Put => Some(stored),
                     ValueKind::PutExpiring => stored.get(key::EXPIRY_LEN..),
+                    ValueKind::Merge => {
+                        operands.push(stored.to_vec());
+                        self.iter.prev()?;
+                        continue;
+                    }
                 };
+                found = Some(value.is_some());
+                operands.clear();
                 if let Some(value) = value {
                     self.value.clear();
                     self.value.extend_from_slice(value);
@@ -309,7 +394,14 @@ impl VisibleIter {
             }
             self.iter.prev()?;
         }
-        self.valid = found == Some(true);
+        if operands.is_empty() {
+            self.valid = found == Some(true);
+            return Ok(());
+        }
+        let base = (found == Some(true)).then_some(self.value.as_slice());
+        let oldest_first: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        self.value = self.merger.full(&self.key, base, &oldest_first)?;
+        self.valid = true;
         Ok(())
     }
 }

@@ -313,6 +313,7 @@ fn write_group(
 #[derive(Clone, Copy)]
 pub(crate) enum SingleWrite<'a> {
     Put(&'a [u8], &'a [u8]),
+    Merge(&'a [u8], &'a [u8]),
     Delete(&'a [u8]),
     DeleteRange(&'a [u8], &'a [u8]),
 }
@@ -329,7 +330,9 @@ pub(crate) fn write_one(
 ) -> Result<()> {
     inner.check_writable()?;
     match op {
-        SingleWrite::Put(key, value) => check_entry_size(key, value)?,
+        SingleWrite::Put(key, value) | SingleWrite::Merge(key, value) => {
+            check_entry_size(key, value)?
+        }
         SingleWrite::Delete(key) => check_entry_size(key, &[])?,
         SingleWrite::DeleteRange(start, end) => {
             check_range_bound(start)?;
@@ -340,8 +343,11 @@ pub(crate) fn write_one(
         }
     }
     live()?;
+    if let SingleWrite::Merge(..) = op {
+        check_merge_operator(inner, keyspace)?;
+    }
     let bytes = match op {
-        SingleWrite::Put(key, value) => key.len() + value.len(),
+        SingleWrite::Put(key, value) | SingleWrite::Merge(key, value) => key.len() + value.len(),
         SingleWrite::Delete(key) => key.len(),
         SingleWrite::DeleteRange(start, end) => start.len() + end.len(),
     };
@@ -350,9 +356,22 @@ pub(crate) fn write_one(
     check_batch_bytes(inner, bytes)?;
     write(inner, inner.opts.sync_writes, false, |b| match op {
         SingleWrite::Put(key, value) => b.put_to(keyspace, key, value),
+        SingleWrite::Merge(key, operand) => b.merge_to(keyspace, key, operand),
         SingleWrite::Delete(key) => b.delete_to(keyspace, key),
         SingleWrite::DeleteRange(start, end) => b.delete_range_to(keyspace, start, end),
     })
+}
+
+/// Refuses a merge into `keyspace` when it has no merge operator: no read could combine
+/// the operand.
+pub(crate) fn check_merge_operator(inner: &DbInner, keyspace: KeyspaceId) -> Result<()> {
+    let state = inner.state.load();
+    match state.tree(keyspace) {
+        Some(t) if t.opts.merge_operator.0.is_none() => {
+            Err(Error::MergeOperatorMissing { keyspace: t.name.to_string() })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a write of `bytes` over [`crate::Options::max_batch_bytes`].

@@ -58,6 +58,9 @@ pub enum MemGet {
     Expiring(Value, SeqNo, u64),
     /// The newest visible version is a tombstone; older sources must not be consulted.
     Deleted,
+    /// The newest visible version is a merge operand, at this sequence number: the read
+    /// combines it with what lies beneath (`db::visible`).
+    Merge(SeqNo),
 }
 
 /// Sorted in-memory buffer of recent writes. See the module documentation.
@@ -246,6 +249,7 @@ impl MemTable {
                 ))
             }
             ValueKind::Delete => Some(MemGet::Deleted),
+            ValueKind::Merge => Some(MemGet::Merge(trailer >> 8)),
         }
     }
 
@@ -858,7 +862,7 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring => unreachable!("not generated"),
+                        ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);
@@ -954,7 +958,7 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring => unreachable!("not generated"),
+                        ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);

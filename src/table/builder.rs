@@ -11,7 +11,7 @@ use crate::range_del::{self, RangeTombstone};
 use crate::table::block::BlockBuilder;
 use crate::table::format::{
     append_encoded, BlockEncoder, BlockHandle, Compression, Footer, EXPIRY_FORMAT_VERSION,
-    FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
+    FORMAT_VERSION, MERGE_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::{Error, Result};
@@ -218,6 +218,9 @@ impl TableBuilder {
         if parsed.kind == ValueKind::Delete {
             p.num_tombstones += 1;
         }
+        if parsed.kind == ValueKind::Merge {
+            p.num_merge_operands += 1;
+        }
         if parsed.kind == ValueKind::PutExpiring {
             let (expiry, _) = crate::key::split_expiring(value).ok_or_else(|| {
                 Error::InvalidArgument("expiring entry without its 8-byte expiry".into())
@@ -337,6 +340,11 @@ impl TableBuilder {
             // Builds that do not know expiring entries refuse the table rather than return
             // expired values with their expiry as part of them.
             version = EXPIRY_FORMAT_VERSION;
+        }
+        if p.num_merge_operands > 0 {
+            // Builds that do not know merge operands refuse the table rather than return an
+            // operand as a value.
+            version = MERGE_FORMAT_VERSION;
         }
         p.format_version = version;
         self.raw_encoder.encode(&p.encode(), &mut self.scratch);

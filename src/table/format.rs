@@ -57,13 +57,17 @@ pub const RANGE_DEL_FORMAT_VERSION: u32 = 2;
 /// or without a range-deletion block (its properties say which). Version 1 and 2 readers
 /// refuse it: they would return expired values, and the expiry as part of every value.
 pub const EXPIRY_FORMAT_VERSION: u32 = 3;
+/// The format version of a table holding merge operands (`ValueKind::Merge`), with or
+/// without expiring entries and a range-deletion block (its properties say which). Older
+/// readers refuse it: they would return an operand as the key's value.
+pub const MERGE_FORMAT_VERSION: u32 = 4;
 
 /// Whether a table of format `version` has a range-deletion block: always for version 2,
-/// never for 1; for 3, as `has_range_dels` (its properties) says.
+/// never for 1; for 3 and 4, as `has_range_dels` (its properties) says.
 pub fn range_dels_consistent(version: u32, has_range_dels: bool) -> bool {
     match version {
         RANGE_DEL_FORMAT_VERSION => has_range_dels,
-        EXPIRY_FORMAT_VERSION => true,
+        EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION => true,
         _ => !has_range_dels,
     }
 }
@@ -407,7 +411,9 @@ impl Footer {
             return Err(bad("footer checksum mismatch"));
         }
         let version = get_u32(bytes, 48).unwrap_or(0);
-        if ![FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, EXPIRY_FORMAT_VERSION].contains(&version) {
+        let known =
+            [FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, EXPIRY_FORMAT_VERSION, MERGE_FORMAT_VERSION];
+        if !known.contains(&version) {
             return Err(bad(&format!("unsupported table format version {version}")));
         }
         let h = |i: usize| BlockHandle {
@@ -504,7 +510,7 @@ mod tests {
                 e => panic!("{e}"),
             }
         }
-        let mut v2 = Footer { version: 4, ..f }.encode();
+        let mut v2 = Footer { version: 5, ..f }.encode();
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("version"));
         v2[56] ^= 1;
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("magic"));

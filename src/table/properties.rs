@@ -17,8 +17,8 @@
 //! zigzag-encoded varints; `f64` values are the varint of their IEEE bits. Field numbers are
 //! listed in [`TableProperties`]'s fields' docs as `#n` and never reused. Fields #22-#24
 //! (range deletions) are written only by tables that have some, #25-#26 (prefixes) only by
-//! tables whose filter holds prefixes, #27-#30 (expiring entries) only by tables that hold
-//! some.
+//! tables whose filter holds prefixes, #27-#30 (expiring entries) and #31 (merge operands)
+//! only by tables that hold some.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::table::format::{BlockHandle, Compression};
@@ -84,6 +84,8 @@ pub struct TableProperties {
     pub newest_expiry: u64,
     /// #30: bytes of those entries (internal keys and stored values, as added).
     pub expiring_bytes: u64,
+    /// #31: entries that are merge operands (`ValueKind::Merge`).
+    pub num_merge_operands: u64,
 }
 
 const VARINT: u64 = 0;
@@ -148,6 +150,9 @@ impl TableProperties {
             put_field(&mut b, 29, self.newest_expiry);
             put_field(&mut b, 30, self.expiring_bytes);
         }
+        if self.num_merge_operands > 0 {
+            put_field(&mut b, 31, self.num_merge_operands);
+        }
         b
     }
 
@@ -210,6 +215,7 @@ impl TableProperties {
                 28 => p.oldest_expiry = v,
                 29 => p.newest_expiry = v,
                 30 => p.expiring_bytes = v,
+                31 => p.num_merge_operands = v,
                 _ => {}
             }
         }
@@ -217,9 +223,10 @@ impl TableProperties {
             Error::bad_bytes(0, format!("properties: unknown compression {code}"))
         })?;
         if p.num_expiring > p.num_entries
+            || p.num_merge_operands > p.num_entries
             || (p.num_expiring > 0 && p.oldest_expiry > p.newest_expiry)
         {
-            return Err(Error::bad_bytes(0, "properties: inconsistent expiring entries"));
+            return Err(Error::bad_bytes(0, "properties: inconsistent expiring or merge entries"));
         }
         if p.num_entries > 0 && p.smallest_user_key > p.largest_user_key {
             return Err(Error::bad_bytes(0, "properties: smallest key above largest key"));
@@ -262,6 +269,7 @@ mod tests {
             oldest_expiry: 1_800_000_000_000,
             newest_expiry: 1_800_000_500_000,
             expiring_bytes: 400,
+            num_merge_operands: 7,
         }
     }
 

@@ -41,6 +41,9 @@ pub enum GetOutcome {
     Expiring(Value, u64),
     /// The newest visible version is a tombstone.
     Deleted,
+    /// The newest visible version is a merge operand: the read combines it with what lies
+    /// beneath, through an iterator.
+    Merge,
 }
 
 /// One key's prefix hash under the extractor of the last table asked (`None` inside: the key
@@ -461,6 +464,7 @@ impl Table {
                 (GetOutcome::Expiring(value, expiry), parsed.seq)
             }
             (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
+            (true, ValueKind::Merge) => (GetOutcome::Merge, parsed.seq),
         })
     }
 

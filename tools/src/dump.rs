@@ -211,6 +211,7 @@ fn kind_name(k: ValueKind) -> &'static str {
         ValueKind::Put => "put",
         ValueKind::Delete => "delete",
         ValueKind::PutExpiring => "put-expiring",
+        ValueKind::Merge => "merge",
     }
 }
 

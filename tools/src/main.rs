@@ -36,7 +36,7 @@ enum Command {
     FilterDemo(filter_demo::Args),
     /// Run db_bench-style workloads over blocked, budgeted, classic and no filters and a
     /// bits-per-key sweep.
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
     /// Show a table's counts, key and sequence ranges, sizes, compression and filter.
     Inspect(inspect::Args),
     /// Check a table, WAL, manifest or whole database; exit 0 clean, 1 corrupt, 2 error.

@@ -83,6 +83,7 @@ fn presence(p: &Presence) -> &'static str {
         Presence::Absent => "absent",
         Presence::RangeDeleted => "range-deleted",
         Presence::Expired => "expired",
+        Presence::MergeOperand => "merge operand",
     }
 }
 

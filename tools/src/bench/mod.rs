@@ -41,7 +41,7 @@ use keys::{ValuePool, Zipfian};
 use measure::{Delta, Timed};
 use predict::Theory;
 use report::{Latency, Prediction, Report, WorkloadResult};
-use workloads::{run_fill_only, run_reads, run_sweep_point, run_writers};
+use workloads::{run_counter, run_fill_only, run_reads, run_sweep_point, run_ttl, run_writers};
 
 /// A workload, named as in db_bench (and YCSB for the mixed ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -107,6 +107,22 @@ pub enum Workload {
     /// Not in the default run.
     #[value(name = "prefixexists")]
     PrefixExists,
+    /// `--writes` increments of counters over `--counter-keys` keys chosen by a zipfian
+    /// distribution, each a `Db::merge` of the built-in `U64Add` operator, on `--threads`
+    /// threads, into a fresh database; then every counter is read back and checked. Not in
+    /// the default run.
+    #[value(name = "counter")]
+    Counter,
+    /// `counter` as read-modify-write: each increment a `Db::compare_and_swap` of the value
+    /// read, retried until it lands. Not in the default run.
+    #[value(name = "counter-rmw")]
+    CounterRmw,
+    /// `--writes` puts of new keys, each with a time to live of 10 s on a manual clock that
+    /// moves 40 s over the run, then 10 s more and a compaction: the tables' bytes over the
+    /// clock's time, as data expires and compaction reclaims it (`space_over_time`). Not in
+    /// the default run.
+    #[value(name = "ttl")]
+    Ttl,
 }
 
 impl Workload {
@@ -146,6 +162,9 @@ impl Workload {
             Workload::ScanMissing => "scanmissing",
             Workload::ScanRandom => "scanrandom",
             Workload::PrefixExists => "prefixexists",
+            Workload::Counter => "counter",
+            Workload::CounterRmw => "counter-rmw",
+            Workload::Ttl => "ttl",
         }
     }
 
@@ -177,6 +196,9 @@ impl Workload {
                 | Workload::WritersSynced
                 | Workload::Transactions
                 | Workload::TransactionsSynced
+                | Workload::Counter
+                | Workload::CounterRmw
+                | Workload::Ttl
         )
     }
 }
@@ -548,6 +570,9 @@ pub struct Args {
     /// Puts in all for `writers` (over `--threads` threads).
     #[arg(long, default_value_t = 400_000)]
     writes: u64,
+    /// Keys the `counter` workloads' increments go to.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    counter_keys: u64,
     /// Puts in all for `writers-synced` (each costs an fsync, or a share of one).
     #[arg(long, default_value_t = 20_000)]
     synced_writes: u64,
@@ -839,6 +864,14 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
                 results.push(run_writers(&ctx, policy, w)?);
             }
         }
+        for w in [Workload::Counter, Workload::CounterRmw] {
+            if workloads.contains(&w) {
+                results.push(run_counter(&ctx, policy, w)?);
+            }
+        }
+        if workloads.contains(&Workload::Ttl) {
+            results.push(run_ttl(&ctx, policy)?);
+        }
     }
     // Within a round each workload runs on every policy before the next workload starts, so
     // the policies' runs of one workload are neighbours in time: what else the machine is
@@ -1036,6 +1069,7 @@ fn result_row(
         writer_ops: None,
         writer_ops_per_sec: None,
         prefix: None,
+        space_over_time: None,
     }
 }
 

@@ -249,6 +249,19 @@ pub struct WorkloadResult {
     pub writer_ops_per_sec: Option<f64>,
     /// The prefix workloads: what their scans did with the tables; null for the others.
     pub prefix: Option<PrefixFigures>,
+    /// `ttl`: the tables' bytes as the clock moves; null for the others.
+    pub space_over_time: Option<Vec<SpacePoint>>,
+}
+
+/// The tables' size at one moment of the `ttl` workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpacePoint {
+    /// The manual clock's time since the workload began, seconds.
+    pub clock_seconds: f64,
+    /// Puts made so far.
+    pub puts: u64,
+    /// Bytes of every table (`Stats::bytes_per_level` summed).
+    pub table_bytes: u64,
 }
 
 /// What one prefix workload's scans did with the tables, per scan (per prefix asked, for
@@ -571,6 +584,12 @@ pub fn write_results(out: &mut String, rows: &[WorkloadResult]) -> std::fmt::Res
         }
         if let (Some(n), Some(rate)) = (r.writer_ops, r.writer_ops_per_sec) {
             writeln!(out, "{:<26} writer thread: {} overwrites ({}/s)", "", n, si(rate))?;
+        }
+        if let Some(points) = &r.space_over_time {
+            let kib =
+                |p: &SpacePoint| format!("{:.0}s {} KiB", p.clock_seconds, p.table_bytes >> 10);
+            let series: Vec<String> = points.iter().map(kib).collect();
+            writeln!(out, "{:<26} tables over clock time: {}", "", series.join(", "))?;
         }
     }
     writeln!(

@@ -3,9 +3,10 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use bloomkv::Db;
+use bloomkv::{Clock, Db};
 use indicatif::ProgressBar;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -13,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use super::build::{discard, fill, layer, load, open, Built};
 use super::measure::{self, Timed};
 use super::predict::{filter_bits_per_key, missing_key_theory};
-use super::report::{PrefixFigures, SweepRow, WorkloadResult};
+use super::report::{PrefixFigures, SpacePoint, SweepRow, WorkloadResult};
 use super::{bench_error, keys, latency, page_cache, result_row, Ctx, Policy, TreeShape, Workload};
 
 /// The seed of `workload`'s random choices in round `round` (0-based): the same for every
@@ -207,7 +208,10 @@ pub(super) fn run_reads(
             | Workload::Writers
             | Workload::WritersSynced
             | Workload::Transactions
-            | Workload::TransactionsSynced => unreachable!("filtered out above"),
+            | Workload::TransactionsSynced
+            | Workload::Counter
+            | Workload::CounterRmw
+            | Workload::Ttl => unreachable!("filtered out above"),
         };
         pb.finish_and_clear();
         let after = db.stats();
@@ -385,6 +389,126 @@ pub(super) fn run_writers(
     drop(db);
     discard(ctx, &dir)?;
     Ok(result_row(workload, policy, theory, args.threads, &t, &before, &after, &d))
+}
+
+/// `counter` or `counter-rmw` on a fresh `policy` database: `--writes` increments over
+/// `--counter-keys` zipfian-chosen counters on `--threads` threads, each a merge of the
+/// built-in `U64Add` operand or a `compare_and_swap` of the value read; then every counter is
+/// read back and the total checked, so the two ways are known to count alike.
+pub(super) fn run_counter(
+    ctx: &Ctx,
+    policy: Policy,
+    workload: Workload,
+) -> bloomkv::Result<WorkloadResult> {
+    use bloomkv::U64Add;
+    let args = ctx.args;
+    let rmw = workload == Workload::CounterRmw;
+    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
+    let opts = ctx.options(policy, args.bits_per_key).merge_operator(Arc::new(U64Add));
+    let db = open(&dir, opts)?;
+    let zipf = keys::Zipfian::new(args.counter_keys, keys::Zipfian::YCSB_THETA);
+    let pb = ctx.progress(args.writes, format!("{} {}", workload.name(), policy.name()));
+    let before = db.stats();
+    let t = measure::run_timed(args.threads, args.writes, args.seed, &pb, |w| {
+        keys::present_key(zipf.item(w.rng.gen()), &mut w.key);
+        if !rmw {
+            return db.merge(w.key, U64Add::operand(1));
+        }
+        loop {
+            let old = db.get(w.key)?;
+            let n = old.as_deref().and_then(U64Add::decode).unwrap_or(0);
+            let new = U64Add::operand(n + 1);
+            if db.compare_and_swap(w.key, old.as_deref(), Some(&new[..]))? {
+                return Ok(());
+            }
+        }
+    })?;
+    pb.finish_and_clear();
+    let after = db.stats();
+    let mut total = 0u64;
+    let mut key = [0u8; keys::KEY_BYTES];
+    for i in 0..args.counter_keys {
+        keys::present_key(i, &mut key);
+        total += db.get(key)?.as_deref().and_then(U64Add::decode).unwrap_or(0);
+    }
+    if total != t.ops {
+        return Err(bench_error(format!(
+            "{}: counters sum to {total}, not {}",
+            workload.name(),
+            t.ops
+        )));
+    }
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, args.counter_keys, policy, args.bits_per_key);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(result_row(workload, policy, theory, args.threads, &t, &before, &after, &d))
+}
+
+/// `ttl` on a fresh `policy` database: `--writes` puts of new keys, one thread, each living
+/// [`TTL`] on a manual clock that moves [`TTL_SPAN`] over the run (so about a quarter of
+/// what was put is live at any time), the tables' bytes sampled 20 times (with a memtable of
+/// at most 1 MiB, so a short run makes tables); then the clock
+/// passes every expiry and a compaction runs, the last sample. Compaction drops expired
+/// values as it meets them, and picks tables whose data has mostly expired.
+pub(super) fn run_ttl(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResult> {
+    const TTL: Duration = Duration::from_secs(10);
+    const TTL_SPAN: Duration = Duration::from_secs(40);
+    const TTL_MEMTABLE_BYTES: usize = 1 << 20;
+    let args = ctx.args;
+    let workload = Workload::Ttl;
+    let dir = ctx.base.join(format!("{}-{}", workload.name(), policy.name()));
+    let clock = Arc::new(bloomkv::ManualClock::new(1_700_000_000_000));
+    let start = clock.now_millis();
+    // A memtable small enough that the run makes tables for expiry to empty.
+    let memtable = args.memtable_bytes.min(TTL_MEMTABLE_BYTES);
+    let opts = ctx.options(policy, args.bits_per_key).memtable_bytes(memtable);
+    let db = open(&dir, opts.clock(clock.clone()))?;
+    let total = args.writes.max(1);
+    let step_micros = (TTL_SPAN.as_micros() as u64 / total).max(1);
+    let sample_every = (total / 20).max(1);
+    let n = ctx.order.len() as u64;
+    let samples = std::sync::Mutex::new(Vec::new());
+    let sample = |db: &Db, puts: u64| {
+        let point = SpacePoint {
+            clock_seconds: (clock.now_millis() - start) as f64 / 1000.0,
+            puts,
+            table_bytes: db.stats().bytes_per_level.iter().sum(),
+        };
+        samples.lock().unwrap_or_else(|p| p.into_inner()).push(point);
+    };
+    let pb = ctx.progress(total, format!("{} {}", workload.name(), policy.name()));
+    let before = db.stats();
+    // One thread: the clock moves with the puts, and the samples are taken between them.
+    let t = measure::run_timed(1, total, args.seed, &pb, |w| {
+        let at = w.done % n;
+        keys::present_key(ctx.order[at as usize], &mut w.key);
+        db.put_with_ttl(w.key, ctx.values.value(at), TTL)?;
+        let micros = (w.done + 1) * step_micros;
+        let (now, then) = (micros / 1000, micros.saturating_sub(step_micros) / 1000);
+        if now > then {
+            clock.advance(Duration::from_millis(now - then));
+        }
+        if (w.done + 1) % sample_every == 0 {
+            sample(&db, w.done + 1);
+        }
+        Ok(())
+    })?;
+    pb.finish_and_clear();
+    let after = db.stats();
+    clock.advance(TTL);
+    db.flush()?;
+    db.compact()?;
+    sample(&db, total);
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, n, policy, args.bits_per_key);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    let mut row = result_row(workload, policy, theory, 1, &t, &before, &after, &d);
+    row.space_over_time = Some(samples.into_inner().unwrap_or_else(|p| p.into_inner()));
+    Ok(row)
 }
 
 /// One point of the sweep: a `policy` database at `bits_per_key` over `keys` entries, probed

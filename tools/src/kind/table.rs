@@ -59,6 +59,13 @@ pub struct Report {
     range_deletion_block: Option<BlockReport>,
     /// The expiring entries (format version 3), or null when the table has none.
     expiring: Option<ExpiryReport>,
+    /// Merge operands (format version 4); left out when the table has none.
+    #[serde(skip_serializing_if = "is_zero")]
+    merge_operands: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A table's expiring entries, as its properties record them.
@@ -223,6 +230,7 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             newest_expiry_ms: p.newest_expiry,
             newest_expiry: common::utc_date_time(p.newest_expiry / 1000),
         }),
+        merge_operands: p.num_merge_operands,
     })
 }
 
@@ -294,6 +302,9 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             e.newest_expiry_ms
         )?,
         None => writeln!(out, "expiring         none")?,
+    }
+    if r.merge_operands > 0 {
+        writeln!(out, "merge operands   {} (format version 4)", r.merge_operands)?;
     }
     writeln!(
         out,

@@ -35,6 +35,7 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
                 BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
                     (key, Some(ValueKind::PutExpiring), stored)
                 }
+                BatchOp::Merge { key, operand } => (key, Some(ValueKind::Merge), operand),
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
                 BatchOp::Reserved => continue,

@@ -1,0 +1,348 @@
+//! Merge operators: a keyspace's callback that combines a key's merge operands
+//! ([`crate::Db::merge`]) with the value beneath them, so a read-modify-write (a counter, an
+//! append) becomes one blind write.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::{Error, Result};
+
+/// A keyspace's merge operator, as RocksDB's `MergeOperator`.
+///
+/// [`crate::Db::merge`] writes an *operand* for a key instead of a value. A read combines
+/// the key's operands, oldest first, with the value beneath them — the newest put under
+/// them, or none where a delete, a range deletion, an expired value or the bottom of the
+/// tree comes first — through [`MergeOperator::full_merge`]. Compaction combines them
+/// ahead of reads: onto their value when it meets one, else into one operand with
+/// [`MergeOperator::partial_merge`] where the operator offers that.
+///
+/// Set with [`crate::KeyspaceOptions::merge_operator`] (or
+/// [`crate::Options::merge_operator`] for the default keyspace). Like a compaction filter
+/// it is not recorded in the manifest: give it again at every open. Without one, a merge
+/// fails and a read that meets operands fails with [`Error::MergeOperatorMissing`].
+/// Changing the operator of a keyspace that holds operands changes what they mean: give
+/// the same one, or one that reads what it wrote.
+///
+/// An operator must be deterministic: compaction may combine some operands long before a
+/// read combines the rest, and both must agree. It is called from readers' and
+/// background threads at once (hence `Send + Sync`), should be quick and must not call
+/// back into the database. An error or a panic is never a panic of the engine: the read
+/// fails with [`Error::Merge`], and compaction keeps the operands uncombined.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::Arc;
+/// use bloomkv::{Db, MergeOperator, Options};
+///
+/// /// Keeps the largest byte string written.
+/// struct Max;
+/// impl MergeOperator for Max {
+///     fn name(&self) -> &str {
+///         "max"
+///     }
+///     fn full_merge(
+///         &self,
+///         _key: &[u8],
+///         existing: Option<&[u8]>,
+///         operands: &[&[u8]],
+///     ) -> Result<Vec<u8>, String> {
+///         Ok(operands.iter().copied().chain(existing).max().unwrap_or_default().to_vec())
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(Max)))?;
+/// db.put("k", "m")?;
+/// db.merge("k", "z")?;
+/// db.merge("k", "a")?;
+/// assert_eq!(db.get("k")?.as_deref(), Some(&b"z"[..]));
+/// # Ok(()) }
+/// ```
+pub trait MergeOperator: Send + Sync {
+    /// A name for errors and tools.
+    fn name(&self) -> &str;
+
+    /// The value of `key` given the value beneath its operands (`None` where there is
+    /// none) and the operands, oldest first. An `Err` is a reason, reported as
+    /// [`Error::Merge`].
+    fn full_merge(
+        &self,
+        key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String>;
+
+    /// One operand equivalent to `operands` (oldest first, at least two), if the operator
+    /// can combine operands without the value beneath them (an associative operator can);
+    /// `None` keeps them apart. Used by compaction only.
+    fn partial_merge(&self, _key: &[u8], _operands: &[&[u8]]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// A counter: each operand and the value are `u64` little-endian (8 bytes), and the merge
+/// is their wrapping sum; no value counts as 0. A value or operand of another length is
+/// malformed: the read fails with [`Error::Merge`] (never a panic, never a guess), and
+/// compaction leaves such operands as they are. Use [`U64Add::operand`] to encode one.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::Arc;
+/// use bloomkv::{Db, Options, U64Add};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;
+/// db.merge("hits", U64Add::operand(2))?;
+/// db.merge("hits", U64Add::operand(3))?;
+/// assert_eq!(U64Add::decode(&db.get("hits")?.unwrap()), Some(5));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct U64Add;
+
+impl U64Add {
+    /// The operand (or value) for `n`: its 8 bytes, little-endian.
+    pub fn operand(n: u64) -> [u8; 8] {
+        n.to_le_bytes()
+    }
+
+    /// The counter a value holds; `None` unless it is 8 bytes.
+    pub fn decode(value: &[u8]) -> Option<u64> {
+        Some(u64::from_le_bytes(value.try_into().ok()?))
+    }
+
+    fn sum<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> std::result::Result<u64, String> {
+        parts.into_iter().try_fold(0u64, |sum, p| {
+            U64Add::decode(p)
+                .map(|n| sum.wrapping_add(n))
+                .ok_or_else(|| format!("u64 counter: {} bytes where 8 were expected", p.len()))
+        })
+    }
+}
+
+impl MergeOperator for U64Add {
+    fn name(&self) -> &str {
+        "u64add"
+    }
+
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String> {
+        Ok(U64Add::sum(existing.into_iter().chain(operands.iter().copied()))?
+            .to_le_bytes()
+            .to_vec())
+    }
+
+    fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        U64Add::sum(operands.iter().copied()).ok().map(|n| n.to_le_bytes().to_vec())
+    }
+}
+
+/// Appends each operand to the value, with `separator` between pieces (none before the
+/// first piece when there is no value): a log, a list. Never fails.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::Arc;
+/// use bloomkv::{Append, Db, Options};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(Append::new(","))))?;
+/// db.merge("tags", "red")?;
+/// db.merge("tags", "blue")?;
+/// assert_eq!(db.get("tags")?.as_deref(), Some(&b"red,blue"[..]));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Append {
+    separator: Vec<u8>,
+}
+
+impl Append {
+    /// An append that puts `separator` between pieces (empty for none).
+    pub fn new(separator: impl AsRef<[u8]>) -> Append {
+        Append { separator: separator.as_ref().to_vec() }
+    }
+
+    fn join<'a>(&self, parts: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, p) in parts.into_iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(&self.separator);
+            }
+            out.extend_from_slice(p);
+        }
+        out
+    }
+}
+
+impl MergeOperator for Append {
+    fn name(&self) -> &str {
+        "append"
+    }
+
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String> {
+        Ok(self.join(existing.into_iter().chain(operands.iter().copied())))
+    }
+
+    fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        Some(self.join(operands.iter().copied()))
+    }
+}
+
+/// A keyspace's operator as its options hold it: options compare equal when they hold the
+/// same operator object (a callback has no other identity).
+#[derive(Clone, Default)]
+pub(crate) struct MergeSlot(pub Option<Arc<dyn MergeOperator>>);
+
+impl PartialEq for MergeSlot {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for MergeSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(op) => write!(f, "Some({})", op.name()),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+/// A keyspace's operator with the keyspace's name, for errors: the one place the engine
+/// calls the user's operator, catching its panics.
+#[derive(Clone)]
+pub(crate) struct Merger {
+    pub(crate) op: Option<Arc<dyn MergeOperator>>,
+    pub(crate) keyspace: Arc<str>,
+}
+
+impl Merger {
+    pub(crate) fn new(slot: &MergeSlot, keyspace: Arc<str>) -> Merger {
+        Merger { op: slot.0.clone(), keyspace }
+    }
+
+    fn operator(&self) -> Result<&dyn MergeOperator> {
+        self.op
+            .as_deref()
+            .ok_or_else(|| Error::MergeOperatorMissing { keyspace: self.keyspace.to_string() })
+    }
+
+    fn failure(&self, reason: String) -> Error {
+        Error::Merge { keyspace: self.keyspace.to_string(), reason }
+    }
+
+    /// [`MergeOperator::full_merge`], its errors and panics as [`Error::Merge`] and a result
+    /// larger than [`crate::MAX_VALUE_BYTES`] too (no table could hold it).
+    pub(crate) fn full(
+        &self,
+        key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>> {
+        let op = self.operator()?;
+        // Unwind safety: a panic fails only this read or leaves the compaction's operands
+        // as they were; the operator is the user's to keep consistent.
+        let merged = catch_unwind(AssertUnwindSafe(|| op.full_merge(key, existing, operands)))
+            .map_err(|panic| self.failure(panic_message(panic)))?
+            .map_err(|reason| self.failure(reason))?;
+        if merged.len() > crate::MAX_VALUE_BYTES {
+            return Err(self.failure(format!(
+                "its result of {} bytes is larger than MAX_VALUE_BYTES",
+                merged.len()
+            )));
+        }
+        Ok(merged)
+    }
+
+    /// [`MergeOperator::partial_merge`]; `None` also for a panic or an oversized result.
+    pub(crate) fn partial(&self, key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        let op = self.op.as_deref()?;
+        catch_unwind(AssertUnwindSafe(|| op.partial_merge(key, operands)))
+            .ok()
+            .flatten()
+            .filter(|m| m.len() <= crate::MAX_VALUE_BYTES)
+    }
+}
+
+/// A caught panic's message, when it has one.
+pub(crate) fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    format!("it panicked: {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_adds_and_refuses_malformed_values() {
+        let c = U64Add;
+        let (two, three) = (U64Add::operand(2), U64Add::operand(3));
+        let sum = c.full_merge(b"k", Some(&two), &[&three, &three]).unwrap();
+        assert_eq!(U64Add::decode(&sum), Some(8));
+        assert_eq!(U64Add::decode(&c.full_merge(b"k", None, &[&two]).unwrap()), Some(2));
+        let max = U64Add::operand(u64::MAX);
+        assert_eq!(U64Add::decode(&c.full_merge(b"k", Some(&max), &[&two]).unwrap()), Some(1));
+        assert!(c.full_merge(b"k", Some(b"abc"), &[&two]).unwrap_err().contains("3 bytes"));
+        assert!(c.full_merge(b"k", None, &[b""]).is_err());
+        assert_eq!(c.partial_merge(b"k", &[&two, &three]), Some(U64Add::operand(5).to_vec()));
+        assert_eq!(c.partial_merge(b"k", &[&two, b"x"]), None);
+    }
+
+    #[test]
+    fn append_joins_with_its_separator() {
+        let a = Append::new(", ");
+        assert_eq!(a.full_merge(b"k", None, &[b"x", b"y"]).unwrap(), b"x, y");
+        assert_eq!(a.full_merge(b"k", Some(b"w"), &[b"x"]).unwrap(), b"w, x");
+        assert_eq!(a.partial_merge(b"k", &[b"x", b"y"]).unwrap(), b"x, y");
+        assert_eq!(Append::default().full_merge(b"k", Some(b"a"), &[b"b"]).unwrap(), b"ab");
+    }
+
+    struct Panics;
+    impl MergeOperator for Panics {
+        fn name(&self) -> &str {
+            "panics"
+        }
+        fn full_merge(&self, _: &[u8], _: Option<&[u8]>, _: &[&[u8]]) -> Result<Vec<u8>, String> {
+            panic!("boom")
+        }
+        fn partial_merge(&self, _: &[u8], _: &[&[u8]]) -> Option<Vec<u8>> {
+            panic!("boom")
+        }
+    }
+
+    #[test]
+    fn panics_and_errors_become_merge_errors() {
+        let m = Merger { op: Some(Arc::new(Panics)), keyspace: "ks".into() };
+        match m.full(b"k", None, &[b"x"]) {
+            Err(Error::Merge { keyspace, reason }) => {
+                assert_eq!(keyspace, "ks");
+                assert!(reason.contains("boom"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.partial(b"k", &[b"x", b"y"]), None);
+        let none = Merger { op: None, keyspace: "ks".into() };
+        assert!(matches!(none.full(b"k", None, &[]), Err(Error::MergeOperatorMissing { .. })));
+        let counter = Merger { op: Some(Arc::new(U64Add)), keyspace: "ks".into() };
+        assert!(matches!(counter.full(b"k", Some(b"x"), &[]), Err(Error::Merge { .. })));
+    }
+}

@@ -1,0 +1,443 @@
+//! Merge operators: the built-in counter and append through every layer (memtable, WAL
+//! recovery, flush, compaction), operands across keyspaces, transactions and snapshots, a
+//! missing or failing operator, and a model test against a `BTreeMap` (on an in-memory file
+//! system, with power losses after a sync).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bloomkv::fs::FaultFs;
+use bloomkv::{
+    Append, Db, Error, KeyspaceOptions, MergeOperator, Options, U64Add, WriteBatch, WriteOptions,
+};
+use proptest::prelude::*;
+
+mod common;
+
+use common::options::{small_tables, OptionsExt};
+
+fn counter(db: &Db, key: &str) -> Option<u64> {
+    db.get(key).unwrap().map(|v| U64Add::decode(&v).expect("an 8-byte counter"))
+}
+
+/// The library's check of the whole database (what `bloomkv verify` runs) finds nothing.
+fn verify(dir: &std::path::Path) {
+    let report = bloomkv::check::database(Arc::new(bloomkv::fs::StdFs), dir);
+    assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);
+}
+
+/// The format versions of the tables in `dir`.
+fn format_versions(dir: &std::path::Path) -> Vec<u32> {
+    common::files::table_files(dir)
+        .iter()
+        .map(|p| {
+            let data = std::fs::read(p).unwrap();
+            u32::from_le_bytes(data[data.len() - 16..data.len() - 12].try_into().unwrap())
+        })
+        .collect()
+}
+
+fn counting() -> Options {
+    Options::new().merge_operator(Arc::new(U64Add))
+}
+
+#[test]
+fn counter_counts_through_the_wal_flush_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), counting()).unwrap();
+    for i in 0..10u64 {
+        db.merge("hits", U64Add::operand(i)).unwrap();
+    }
+    assert_eq!(counter(&db, "hits"), Some(45));
+    assert_eq!(counter(&db, "none"), None);
+    drop(db);
+    // Replayed from the WAL.
+    let db = Db::open(dir.path(), counting()).unwrap();
+    assert_eq!(counter(&db, "hits"), Some(45));
+    db.flush().unwrap();
+    assert_eq!(format_versions(dir.path()), [4], "a table of operands is of format 4");
+    db.merge("hits", U64Add::operand(5)).unwrap();
+    db.flush().unwrap();
+    db.put("other", "x").unwrap();
+    assert_eq!(counter(&db, "hits"), Some(50));
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "hits"), Some(50));
+    // The bottom-most compaction folded every operand into one value.
+    assert!(!format_versions(dir.path()).contains(&4), "{:?}", format_versions(dir.path()));
+    verify(dir.path());
+    db.merge("hits", U64Add::operand(1)).unwrap();
+    db.delete("hits").unwrap();
+    db.merge("hits", U64Add::operand(7)).unwrap();
+    assert_eq!(counter(&db, "hits"), Some(7));
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "hits"), Some(7));
+    verify(dir.path());
+    let items: Vec<_> = db.range(..).map(|r| r.unwrap()).collect();
+    assert_eq!(items.len(), 2);
+    assert_eq!(U64Add::decode(&items[0].1), Some(7));
+}
+
+#[test]
+fn a_malformed_counter_is_an_error_and_compaction_keeps_it() {
+    let (_dir, db) = common::db::open_temp(counting());
+    db.put("c", "not eight bytes").unwrap();
+    db.merge("c", U64Add::operand(1)).unwrap();
+    match db.get("c") {
+        Err(Error::Merge { keyspace, reason }) => {
+            assert_eq!(keyspace, "default");
+            assert!(reason.contains("15 bytes"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Compaction cannot combine them either, and keeps both: nothing is lost.
+    db.compact().unwrap();
+    assert!(matches!(db.get("c"), Err(Error::Merge { .. })));
+    assert!(matches!(db.range(..).next(), Some(Err(Error::Merge { .. }))));
+    db.put("c", U64Add::operand(3)).unwrap();
+    assert_eq!(counter(&db, "c"), Some(3));
+}
+
+#[test]
+fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
+    let (dir, db) = common::db::open_temp(Options::new());
+    let tags = db
+        .keyspace("tags", KeyspaceOptions::new().merge_operator(Arc::new(Append::new(","))))
+        .unwrap();
+    tags.merge("a", "red").unwrap();
+    db.flush().unwrap();
+    let mut batch = WriteBatch::new();
+    batch.merge_in(&tags, "a", "green");
+    batch.merge_in(&tags, "b", "blue");
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    tags.merge("a", "blue").unwrap();
+    let got = tags.multi_get(["a", "b", "c"]).unwrap();
+    let got: Vec<Option<&[u8]>> = got.iter().map(|v| v.as_deref()).collect();
+    assert_eq!(got, [Some(&b"red,green,blue"[..]), Some(b"blue"), None]);
+    drop(tags);
+    db.close().unwrap();
+    // The operator is given again at every open; without it, reads of operands fail.
+    let db = Db::open(dir.path(), Options::new()).unwrap();
+    let bare = db.keyspace("tags", KeyspaceOptions::new()).unwrap();
+    assert!(matches!(bare.get("a"), Err(Error::MergeOperatorMissing { .. })));
+    assert!(matches!(bare.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
+    let tags = db
+        .keyspace("tags", KeyspaceOptions::new().merge_operator(Arc::new(Append::new(","))))
+        .unwrap();
+    assert_eq!(tags.get("a").unwrap().as_deref(), Some(&b"red,green,blue"[..]));
+    // The default keyspace has no operator.
+    assert!(matches!(db.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
+    let mut batch = WriteBatch::new();
+    batch.merge("a", "x");
+    let refused = db.write(&batch, &WriteOptions::default());
+    assert!(matches!(refused, Err(Error::MergeOperatorMissing { .. })), "{refused:?}");
+}
+
+#[test]
+fn reading_operands_without_an_operator_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), counting()).unwrap();
+    db.put("a", U64Add::operand(1)).unwrap();
+    db.merge("b", U64Add::operand(1)).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::new()).unwrap();
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&U64Add::operand(1)[..]));
+    let missing = |r: bloomkv::Result<_>| matches!(r, Err(Error::MergeOperatorMissing { .. }));
+    assert!(missing(db.get("b").map(|_| ())));
+    assert!(missing(db.multi_get(["a", "b"]).map(|_| ())));
+    assert!(missing(db.range(..).nth(1).unwrap().map(|_| ())));
+    assert!(missing(db.range(..).next_back().unwrap().map(|_| ())));
+    // Compaction keeps them for when the operator is back.
+    db.compact().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), counting()).unwrap();
+    assert_eq!(counter(&db, "b"), Some(1));
+}
+
+struct Panics;
+impl MergeOperator for Panics {
+    fn name(&self) -> &str {
+        "panics"
+    }
+    fn full_merge(&self, _: &[u8], _: Option<&[u8]>, _: &[&[u8]]) -> Result<Vec<u8>, String> {
+        panic!("operator bug")
+    }
+    fn partial_merge(&self, _: &[u8], _: &[&[u8]]) -> Option<Vec<u8>> {
+        panic!("operator bug")
+    }
+}
+
+#[test]
+fn a_panicking_operator_fails_reads_not_the_engine() {
+    let (_dir, db) = common::db::open_temp(Options::new().merge_operator(Arc::new(Panics)));
+    db.put("k", "v").unwrap();
+    db.merge("k", "x").unwrap();
+    db.merge("k", "y").unwrap();
+    let reason = |r: bloomkv::Result<_>| match r {
+        Err(Error::Merge { reason, .. }) => reason,
+        other => panic!("{:?}", other.map(|_: Option<bloomkv::Value>| ())),
+    };
+    assert!(reason(db.get("k")).contains("operator bug"));
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert!(reason(db.get("k")).contains("operator bug"));
+    // The database goes on.
+    db.put("other", "1").unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn snapshots_keep_what_they_saw_through_compaction() {
+    let (_dir, db) = common::db::open_temp(counting());
+    db.merge("c", U64Add::operand(1)).unwrap();
+    db.flush().unwrap();
+    let one = db.snapshot();
+    db.merge("c", U64Add::operand(2)).unwrap();
+    db.flush().unwrap();
+    let three = db.snapshot();
+    db.merge("c", U64Add::operand(4)).unwrap();
+    db.compact().unwrap();
+    let get = |s: &bloomkv::Snapshot| U64Add::decode(&s.get("c").unwrap().unwrap()).unwrap();
+    assert_eq!((get(&one), get(&three)), (1, 3));
+    assert_eq!(counter(&db, "c"), Some(7));
+    let back: Vec<_> = three.range(..).rev().map(|r| r.unwrap().1).collect();
+    assert_eq!(U64Add::decode(&back[0]), Some(3));
+    db.delete_range("a".."z").unwrap();
+    db.merge("c", U64Add::operand(10)).unwrap();
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "c"), Some(10));
+    assert_eq!((get(&one), get(&three)), (1, 3));
+}
+
+#[test]
+fn operands_over_an_expiring_value_follow_its_expiry() {
+    let clock = Arc::new(bloomkv::ManualClock::new(1_000));
+    let (_dir, db) = common::db::open_temp(counting().clock(clock.clone()));
+    let ttl = std::time::Duration::from_secs(10);
+    db.put_with_ttl("c", U64Add::operand(100), ttl).unwrap();
+    db.merge("c", U64Add::operand(1)).unwrap();
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "c"), Some(101));
+    clock.advance(ttl);
+    assert_eq!(counter(&db, "c"), Some(1));
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "c"), Some(1));
+}
+
+#[test]
+fn a_transaction_reads_its_merges_and_they_count_as_writes() {
+    let (_dir, db) = common::db::open_temp(counting());
+    db.put("n", U64Add::operand(10)).unwrap();
+    let mut tx = db.transaction();
+    tx.merge("n", U64Add::operand(5)).unwrap();
+    tx.merge("m", U64Add::operand(2)).unwrap();
+    assert_eq!(U64Add::decode(&tx.get("n").unwrap().unwrap()), Some(15));
+    let all: Vec<_> = tx.range(..).unwrap().map(|r| r.unwrap()).collect();
+    let all: Vec<_> = all.iter().map(|(k, v)| (k.clone(), U64Add::decode(v).unwrap())).collect();
+    assert_eq!(all, [(b"m".to_vec(), 2), (b"n".to_vec(), 15)]);
+    tx.commit().unwrap();
+    assert_eq!(counter(&db, "n"), Some(15));
+    // A transaction that read the key conflicts with a merge committed after its snapshot.
+    let reader = db.transaction();
+    assert_eq!(reader.get("n").unwrap().map(|v| U64Add::decode(&v)), Some(Some(15)));
+    let mut blind = db.transaction();
+    blind.merge("n", U64Add::operand(1)).unwrap();
+    blind.commit().unwrap();
+    let mut reader = reader;
+    reader.put("x", "y").unwrap();
+    assert!(matches!(reader.commit(), Err(Error::Conflict)));
+    assert_eq!(counter(&db, "n"), Some(16));
+    // A put in the transaction supersedes its earlier merges.
+    let mut tx = db.transaction();
+    tx.merge("n", U64Add::operand(1)).unwrap();
+    tx.put("n", U64Add::operand(3)).unwrap();
+    tx.merge("n", U64Add::operand(4)).unwrap();
+    assert_eq!(U64Add::decode(&tx.get("n").unwrap().unwrap()), Some(7));
+    tx.commit().unwrap();
+    assert_eq!(counter(&db, "n"), Some(7));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u8, u8),
+    Merge(u8, u8),
+    Delete(u8),
+    DeleteRange(u8, u8),
+    Flush,
+    Compact,
+    Reopen,
+    /// `sync`, then power off and reopen: every operand was synced, so none may be lost.
+    Crash,
+    Snapshot,
+    Check,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = || 0u8..40;
+    prop_oneof![
+        4 => (k(), any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+        10 => (k(), any::<u8>()).prop_map(|(k, v)| Op::Merge(k, v)),
+        2 => k().prop_map(Op::Delete),
+        1 => (k(), k()).prop_map(|(a, b)| Op::DeleteRange(a.min(b), a.max(b))),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
+        1 => Just(Op::Snapshot),
+        2 => Just(Op::Check),
+    ]
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(k: u8) -> Vec<u8> {
+    format!("key{k:03}").into_bytes()
+}
+
+fn model_options(fs: &FaultFs) -> Options {
+    small_tables()
+        .fault_fs(fs)
+        .memtable_bytes(2 << 10)
+        .block_bytes(128)
+        .target_table_bytes(2 << 10)
+        .level_base_bytes(4 << 10)
+        .l0_triggers(3)
+        .merge_operator(Arc::new(Append::new("+")))
+}
+
+/// Every read of `db` (or of the snapshot) against `model`: get and multi_get of every key,
+/// the whole range forward and backward, and a bounded range both ways.
+fn check(read: &dyn Fn(&[u8]) -> Option<Vec<u8>>, scan: &dyn Fn(bool) -> Model, model: &Model) {
+    let keys: Vec<Vec<u8>> = (0..40).map(key).collect();
+    for k in &keys {
+        assert_eq!(read(k), model.get(k).cloned(), "get {}", String::from_utf8_lossy(k));
+    }
+    assert_eq!(&scan(false), model, "forward scan");
+    assert_eq!(&scan(true), model, "backward scan");
+}
+
+fn run_model(ops: Vec<Op>) {
+    let mut fs = FaultFs::new();
+    let dir = bloomkv::fs::fault::unique_dir("merge-model");
+    let mut db = Some(Db::open(&dir, model_options(&fs)).unwrap());
+    let mut model = Model::new();
+    let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
+    for op in ops {
+        let d = db.as_ref().unwrap();
+        match op {
+            Op::Put(k, v) => {
+                d.put(key(k), [v]).unwrap();
+                model.insert(key(k), vec![v]);
+            }
+            Op::Merge(k, v) => {
+                d.merge(key(k), [v]).unwrap();
+                // The model's append: `+operand` onto a value, or the operand alone.
+                model.entry(key(k)).and_modify(|e| e.extend([b'+', v])).or_insert(vec![v]);
+            }
+            Op::Delete(k) => {
+                d.delete(key(k)).unwrap();
+                model.remove(&key(k));
+            }
+            Op::DeleteRange(a, b) => {
+                d.delete_range(key(a)..key(b)).unwrap();
+                model.retain(|k, _| k < &key(a) || k >= &key(b));
+            }
+            Op::Flush => d.flush().unwrap(),
+            Op::Compact => d.compact().unwrap(),
+            Op::Reopen => {
+                snap = None;
+                db.take().unwrap().close().unwrap();
+                db = Some(Db::open(&dir, model_options(&fs)).unwrap());
+            }
+            Op::Crash => {
+                snap = None;
+                d.sync().unwrap();
+                let after = fs.crash(bloomkv::fs::CrashMode::DropUnsynced);
+                drop(db.take());
+                fs = after;
+                db = Some(Db::open(&dir, model_options(&fs)).unwrap());
+            }
+            Op::Snapshot => snap = Some((d.snapshot(), model.clone())),
+            Op::Check => {
+                let read = |k: &[u8]| d.get(k).unwrap().map(|v| v.to_vec());
+                let scan = |rev: bool| scan_model(d.range(..), rev);
+                check(&read, &scan, &model);
+                let keys: Vec<Vec<u8>> = (0..40).map(key).collect();
+                let many = d.multi_get(&keys).unwrap();
+                for (k, v) in keys.iter().zip(many) {
+                    assert_eq!(v.map(|v| v.to_vec()), model.get(k).cloned(), "multi_get");
+                }
+                let (lo, hi) = (key(10), key(30));
+                let bounded = (Bound::Excluded(lo.clone()), Bound::Included(hi.clone()));
+                let want: Model =
+                    model.range(bounded.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(scan_model(d.range(bounded.clone()), true), want, "bounded backward");
+                // A cursor turning around on every key.
+                let mut c = d.cursor(..);
+                c.seek_to_first().unwrap();
+                let mut seen = Model::new();
+                while c.valid() {
+                    let (k, v) = (c.key().unwrap().to_vec(), c.value().unwrap().to_vec());
+                    c.next().unwrap();
+                    if c.valid() {
+                        c.prev().unwrap();
+                        assert_eq!(c.key(), Some(&k[..]), "cursor turned back");
+                        c.next().unwrap();
+                    }
+                    seen.insert(k, v);
+                }
+                assert_eq!(seen, model, "cursor");
+                if let Some((s, m)) = &snap {
+                    let read = |k: &[u8]| s.get(k).unwrap().map(|v| v.to_vec());
+                    let scan = |rev: bool| scan_model(s.range(..), rev);
+                    check(&read, &scan, m);
+                    let many = s.multi_get(&keys).unwrap();
+                    for (k, v) in keys.iter().zip(many) {
+                        assert_eq!(v.map(|v| v.to_vec()), m.get(k).cloned(), "snapshot multi_get");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn scan_model(it: bloomkv::DbIterator, rev: bool) -> Model {
+    let items: Vec<_> = if rev { it.rev().collect() } else { it.collect() };
+    items.into_iter().map(|r| r.unwrap()).map(|(k, v)| (k, v.to_vec())).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: common::env::u64_or("MERGE_MODEL_CASES", 64) as u32,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn merges_match_a_model(ops in proptest::collection::vec(op(), 1..300)) {
+        run_model(ops);
+    }
+}
+
+/// Records every value a compaction filter is asked about.
+struct Seen(std::sync::Mutex<Vec<Vec<u8>>>);
+impl bloomkv::CompactionFilter for Seen {
+    fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> bloomkv::Decision {
+        self.0.lock().unwrap().push(value.to_vec());
+        bloomkv::Decision::Keep
+    }
+}
+
+#[test]
+fn a_compaction_filter_sees_what_operands_combine_into_never_an_operand() {
+    let seen = Arc::new(Seen(Default::default()));
+    let opts =
+        Options::new().merge_operator(Arc::new(Append::new(","))).compaction_filter(seen.clone());
+    let (_dir, db) = common::db::open_temp(opts);
+    db.put("k", "base").unwrap();
+    db.flush().unwrap();
+    db.merge("k", "x").unwrap();
+    db.merge("k", "y").unwrap();
+    db.compact().unwrap();
+    assert_eq!(*seen.0.lock().unwrap(), [b"base,x,y".to_vec()]);
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"base,x,y"[..]));
+}
