@@ -180,8 +180,8 @@ pub enum Outcome {
 /// Opens the node's bloomkv database in `dir` (creating it if new) and returns the two halves
 /// openraft needs, which share it.
 ///
-/// Fails if the directory holds a database written by another version of this crate's layout.
-/// Snapshots are files in its `snapshots/` subdirectory. If a crash interrupted a snapshot
+/// Fails if the directory holds a database written by another version of this crate's layout
+/// (one of version 1, which kept snapshots in the database, is converted). Snapshots are files in its `snapshots/` subdirectory. If a crash interrupted a snapshot
 /// install, the install is finished here, before the state machine is handed out.
 ///
 /// `options` are bloomkv's; their `sync_writes` does not matter, since every write here says
@@ -202,6 +202,7 @@ fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
     let want = keys::FORMAT_VERSION.to_le_bytes();
     match db.get(keys::FORMAT)? {
         Some(v) if v[..] == want => Ok(()),
+        Some(v) if v[..] == 1u32.to_le_bytes() => state_machine::migrate_v1(db),
         Some(v) => Err(bloomkv::Error::InvalidArgument(format!(
             "{}: raft storage format {:?}, this build reads {:?}",
             db.path().display(),

@@ -6,7 +6,7 @@
 //! magic    8 bytes   "bkvraft1"
 //! hlen     u32 LE    length of the header (at most 16 MiB)
 //! header   hlen      postcard `Header`: last applied log id, last membership
-//! pairs    repeated: klen u32 LE, key (without "data/"), vlen u32 LE, value; in key order
+//! pairs    repeated: klen u32 LE, key (without "data/"), vlen u32 LE, value; keys ascending
 //! end      u32 LE    0xFFFF_FFFF, where the next klen would be
 //! count    u64 LE    number of pairs
 //! crc      u32 LE    CRC-32 (IEEE) of every byte before it
@@ -163,9 +163,9 @@ impl<R: Read> Reader<R> {
     }
 
     /// The next pair (its key still without `data/`), or `None` after the last one once the
-    /// count, the checksum and the end of the file check out. With `keep` false the pair is
-    /// checked and skipped, and two empty vectors stand for it.
-    pub fn next_pair(&mut self, keep: bool) -> bloomkv::Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// count, the checksum and the end of the file check out. With `keep_value` false the
+    /// value is checked and skipped, and an empty vector stands for it.
+    pub fn next_pair(&mut self, keep_value: bool) -> bloomkv::Result<Option<(Vec<u8>, Vec<u8>)>> {
         if self.finished {
             return Ok(None);
         }
@@ -178,14 +178,14 @@ impl<R: Read> Reader<R> {
         if key_len as usize > max_key {
             return Err(self.bad(at, &format!("key of {key_len} bytes is over {max_key}")));
         }
-        let key = self.take(key_len as usize, keep, "key")?;
+        let key = self.take(key_len as usize, true, "key")?;
         let at = self.offset;
         let value_len = self.u32("value length")? as usize;
         if value_len > bloomkv::MAX_VALUE_BYTES {
             let max = bloomkv::MAX_VALUE_BYTES;
             return Err(self.bad(at, &format!("value of {value_len} bytes is over {max}")));
         }
-        let value = self.take(value_len, keep, "value")?;
+        let value = self.take(value_len, keep_value, "value")?;
         self.count += 1;
         Ok(Some((key, value)))
     }
@@ -286,15 +286,29 @@ fn io_error(path: &Path, doing: &str, source: io::Error) -> bloomkv::Error {
 }
 
 /// Reads the whole snapshot in `path`, checking everything, and that its header is `want`;
-/// returns its number of pairs. Nothing is kept in memory beyond one header.
+/// returns its number of pairs. Nothing is kept in memory beyond a header and two keys.
 pub(crate) fn verify(path: &Path, want: &Header) -> bloomkv::Result<u64> {
     let mut r = Reader::open(path)?;
+    verify_from(&mut r, want)?;
+    Ok(r.count)
+}
+
+fn verify_from<R: Read>(r: &mut Reader<R>, want: &Header) -> bloomkv::Result<()> {
     if r.header() != want {
         let reason = format!("holds {:?}, its meta says {:?}", r.header(), want);
         return Err(r.bad(12, &reason));
     }
-    while r.next_pair(false)?.is_some() {}
-    Ok(r.count)
+    // In key order, or the ingest would refuse the pairs after the old data is gone: the
+    // install must fail here, before anything changes.
+    let mut last: Option<Vec<u8>> = None;
+    loop {
+        let at = r.offset;
+        let Some((key, _)) = r.next_pair(false)? else { return Ok(()) };
+        if last.as_ref().is_some_and(|last| *last >= key) {
+            return Err(r.bad(at, "keys out of order"));
+        }
+        last = Some(key);
+    }
 }
 
 /// The record of the current snapshot under `snapshot/current`.
@@ -574,6 +588,30 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(read_all(&longer).is_err());
+    }
+
+    #[test]
+    fn pairs_out_of_order_are_refused_by_the_check() {
+        let (_dir, db, header) = sample();
+        let mut bytes = Vec::new();
+        write(&db.snapshot(), &mut bytes).unwrap();
+        let verify = |bytes: &[u8]| verify_from(&mut Reader::new(bytes, Path::new("t"))?, &header);
+        verify(&bytes).unwrap();
+        // The same file with the pairs "a" and "b" swapped, its checksum made right again.
+        let header_len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        let pairs = 12 + header_len + 4 + 4 + b"empty key".len();
+        let a = 4 + 1 + 4 + 1;
+        let b = 4 + 1 + 4;
+        let mut swapped = bytes[..pairs].to_vec();
+        swapped.extend_from_slice(&bytes[pairs + a..pairs + a + b]);
+        swapped.extend_from_slice(&bytes[pairs..pairs + a]);
+        swapped.extend_from_slice(&bytes[pairs + a + b..bytes.len() - 4]);
+        let crc = crc32fast::hash(&swapped);
+        swapped.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(swapped.len(), bytes.len());
+        assert!(read_all(&swapped).is_ok(), "the format itself holds");
+        let err = verify(&swapped).unwrap_err().to_string();
+        assert!(err.contains("keys out of order"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`StateMachine`]: the replicated key-value data on bloomkv, and its snapshot files.
 
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,6 +89,8 @@ impl StateMachine {
     }
 
     /// Finishes an install a crash interrupted, and removes snapshot files nothing names.
+    /// Fails if the file the record names is missing (it is removed only once another
+    /// replaces it), or if an unfinished install's file no longer checks out.
     pub(crate) fn recover(&self) -> bloomkv::Result<()> {
         let s = &self.shared;
         let current = snapshot::stored(&s.db.snapshot()).map_err(|e| {
@@ -110,6 +112,63 @@ impl StateMachine {
         let keep = current.as_ref().map(|c| c.file.as_str());
         snapshot::remove_others(&s.dir, keep).map_err(|e| io_error("cleaning", &s.dir, e))
     }
+}
+
+/// Converts a store of layout version 1, which kept the current snapshot in the database as
+/// 1 MiB values (`snapshot/meta`, `snapshot/chunk/<n: u32 BE>`): the snapshot is copied to a
+/// file chunk by chunk and checked, then one fsynced batch records it, removes the old keys
+/// and sets the version. A crash before that batch leaves version 1 (and a stray file the
+/// next open removes); after it, version 2.
+pub(crate) fn migrate_v1(db: &Db) -> bloomkv::Result<()> {
+    const META_V1: &[u8] = b"snapshot/meta";
+    const CHUNKS_V1: &[u8] = b"snapshot/chunk/";
+    let invalid = |e: AnyError| bloomkv::Error::InvalidArgument(format!("layout 1: {e}"));
+    let view = db.snapshot();
+    let mut batch = WriteBatch::new();
+    if let Some(old) = decode::<StoredV1>(view.get(META_V1)).map_err(invalid)? {
+        let dir = db.path().join(snapshot::DIR);
+        snapshot::ensure_dir(&dir).map_err(|e| io_error("creating", &dir, e))?;
+        let stem = format!("{}-v1", view.sequence());
+        let part = dir.join(snapshot::part_name(&stem));
+        let copy = || -> bloomkv::Result<()> {
+            let mut out = File::create(&part).map_err(|e| io_error("creating", &part, e))?;
+            for n in 0..old.chunks {
+                let mut key = CHUNKS_V1.to_vec();
+                key.extend_from_slice(&n.to_be_bytes());
+                let chunk = view.get(&key)?.ok_or_else(|| bloomkv::Error::Corruption {
+                    file: db.path().to_path_buf(),
+                    offset: 0,
+                    reason: format!("layout 1: snapshot chunk {n} is missing"),
+                })?;
+                out.write_all(&chunk).map_err(|e| io_error("writing", &part, e))?;
+            }
+            out.sync_all().map_err(|e| io_error("syncing", &part, e))?;
+            snapshot::verify(&part, &Header::of(&old.meta)).map(|_| ())
+        };
+        if let Err(e) = copy() {
+            let _ = remove(&part);
+            return Err(e);
+        }
+        let name = snapshot::done_name(&stem);
+        let path = dir.join(&name);
+        std::fs::rename(&part, &path).map_err(|e| io_error("renaming", &part, e))?;
+        snapshot::sync_dir(&dir).map_err(|e| io_error("syncing", &dir, e))?;
+        let len = std::fs::metadata(&path).map_err(|e| io_error("reading", &path, e))?.len();
+        let stored = Stored { meta: old.meta, file: name, len };
+        batch.put(keys::SNAPSHOT_CURRENT, encode(&stored).map_err(invalid)?);
+        batch.delete(META_V1);
+        batch.delete_range(CHUNKS_V1.to_vec()..b"snapshot/chunk0".to_vec());
+    }
+    batch.put(keys::FORMAT, keys::FORMAT_VERSION.to_le_bytes());
+    db.write(&batch, &WriteOptions::new().sync(true))
+}
+
+/// The current snapshot's record in layout version 1.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredV1 {
+    meta: SnapshotMeta<NodeId, BasicNode>,
+    len: u64,
+    chunks: u32,
 }
 
 impl Shared {
@@ -215,6 +274,8 @@ impl Shared {
         let mut batch = WriteBatch::new();
         batch.put(keys::SNAPSHOT_CURRENT, encode(&stored)?);
         self.db.write(&batch, &WriteOptions::new().sync(true)).map_err(|e| AnyError::new(&e))?;
+        // A leader may still be sending the old file: its open handle keeps reading it, as
+        // removing a file only unlinks its name.
         if let Some(previous) = previous.filter(|p| p.file != stored.file) {
             remove(&self.dir.join(previous.file)).map_err(any)?;
         }
@@ -605,5 +666,44 @@ mod tests {
         assert!(target.shared.db.get(keys::INSTALLING).unwrap().is_none());
         let current = target.get_current_snapshot().await.unwrap().expect("a snapshot");
         assert_eq!(current.meta, meta);
+    }
+
+    #[tokio::test]
+    async fn a_layout_1_store_has_its_snapshot_moved_to_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, snapshot, bytes) = source_snapshot(dir.path()).await;
+        // Put the store back as layout 1 kept it: the snapshot in 1 KiB values, no file.
+        let db = source.shared.db.clone();
+        let chunks: Vec<&[u8]> = bytes.chunks(1 << 10).collect();
+        let old = StoredV1 {
+            meta: snapshot.meta.clone(),
+            len: bytes.len() as u64,
+            chunks: chunks.len() as u32,
+        };
+        let mut batch = WriteBatch::new();
+        batch.put(keys::FORMAT, 1u32.to_le_bytes());
+        batch.delete(keys::SNAPSHOT_CURRENT);
+        batch.put(b"snapshot/meta", encode(&old).unwrap());
+        for (n, chunk) in chunks.iter().enumerate() {
+            let mut key = b"snapshot/chunk/".to_vec();
+            key.extend_from_slice(&(n as u32).to_be_bytes());
+            batch.put(key, chunk);
+        }
+        db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
+        source.reader().close().unwrap();
+        drop((source, snapshot, db));
+        std::fs::remove_dir_all(dir.path().join(snapshot::DIR)).unwrap();
+
+        let (_log, mut reopened) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let current = reopened.get_current_snapshot().await.unwrap().expect("a snapshot");
+        assert_eq!(current.meta, old.meta);
+        assert_eq!(std::fs::read(&current.snapshot.path).unwrap(), bytes);
+        let db = &reopened.shared.db;
+        assert_eq!(db.get(keys::FORMAT).unwrap().as_deref(), Some(&2u32.to_le_bytes()[..]));
+        assert!(db.prefix(b"snapshot/meta").next().is_none());
+        assert!(db.prefix(b"snapshot/chunk/").next().is_none());
+        assert_eq!(keys(&reopened.reader()).len(), 200);
+        reopened.reader().close().unwrap();
+        crate::open(dir.path(), bloomkv::Options::default()).unwrap(); // and opens again as 2
     }
 }
