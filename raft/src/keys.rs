@@ -8,9 +8,10 @@
 //! meta/purged                the last purged log id (postcard `LogId`)
 //! sm/applied                 the state machine's last applied log id (postcard `LogId`)
 //! sm/membership              its last membership (postcard `StoredMembership`)
+//! sm/installing              present while a snapshot install is unfinished (the file's name)
 //! data/<user key>            the replicated key-value data, values as written
-//! snapshot/meta              the current snapshot's meta and size (postcard `StoredSnapshot`)
-//! snapshot/chunk/<n: u32 BE> its bytes, in chunks of at most SNAPSHOT_CHUNK_BYTES
+//! snapshot/current           the current snapshot: its meta, file name and length
+//!                            (postcard `snapshot::Stored`); the file is in `snapshots/`
 //! ```
 //!
 //! Indexes are big-endian so that key order is index order: a range scan reads entries in log
@@ -20,21 +21,18 @@
 pub(crate) const LOG: &[u8] = b"log/";
 /// The version of this layout; a store written by another version is refused at open.
 pub(crate) const FORMAT: &[u8] = b"meta/format";
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 pub(crate) const VOTE: &[u8] = b"meta/vote";
 pub(crate) const COMMITTED: &[u8] = b"meta/committed";
 pub(crate) const PURGED: &[u8] = b"meta/purged";
 pub(crate) const APPLIED: &[u8] = b"sm/applied";
 pub(crate) const MEMBERSHIP: &[u8] = b"sm/membership";
+pub(crate) const INSTALLING: &[u8] = b"sm/installing";
 /// The prefix of the replicated data.
 pub(crate) const DATA: &[u8] = b"data/";
 /// The first key after every data key (`/` + 1 is `0`).
 pub(crate) const DATA_END: &[u8] = b"data0";
-pub(crate) const SNAPSHOT_META: &[u8] = b"snapshot/meta";
-pub(crate) const SNAPSHOT_CHUNK: &[u8] = b"snapshot/chunk/";
-/// A snapshot is cut into values of this size: bloomkv caps one value at 16 MiB, and smaller
-/// values keep each data block, and each read of one, small.
-pub(crate) const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+pub(crate) const SNAPSHOT_CURRENT: &[u8] = b"snapshot/current";
 
 /// The key of the log entry at `index`.
 pub(crate) fn log(index: u64) -> [u8; 12] {
@@ -58,13 +56,6 @@ pub(crate) fn data(user_key: &[u8]) -> Vec<u8> {
     key
 }
 
-/// The key of the `n`-th chunk of the current snapshot.
-pub(crate) fn snapshot_chunk(n: u32) -> Vec<u8> {
-    let mut key = SNAPSHOT_CHUNK.to_vec();
-    key.extend_from_slice(&n.to_be_bytes());
-    key
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +73,6 @@ mod tests {
         assert_eq!(log_index(b"data/12345678"), None);
         // Every data key, and nothing after them, lies below DATA_END.
         assert!(data(&[0xff; 64]).as_slice() < DATA_END && DATA < DATA_END);
-        assert!(SNAPSHOT_META > DATA_END && SNAPSHOT_CHUNK > DATA_END);
+        assert!(SNAPSHOT_CURRENT > DATA_END && INSTALLING > DATA_END);
     }
 }

@@ -50,6 +50,7 @@ use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 pub use log_store::LogStore;
+pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
 
 /// A node's id in the cluster.
@@ -57,14 +58,15 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of a bloomkv cluster: [`Command`]s in, [`Outcome`]s out,
-    /// `u64` node ids, nodes addressed by [`openraft::BasicNode`], snapshots as bytes in memory.
+    /// `u64` node ids, nodes addressed by [`openraft::BasicNode`], snapshots as files
+    /// ([`SnapshotFile`]).
     pub TypeConfig:
         D = Command,
         R = Outcome,
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = std::io::Cursor<Vec<u8>>,
+        SnapshotData = SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );
 
@@ -178,23 +180,29 @@ pub enum Outcome {
 /// Opens the node's bloomkv database in `dir` (creating it if new) and returns the two halves
 /// openraft needs, which share it.
 ///
-/// Fails if the directory holds a database written by another version of this crate's layout.
+/// Fails if the directory holds a database written by another version of this crate's layout
+/// (one of version 1, which kept snapshots in the database, is converted). Snapshots are files in its `snapshots/` subdirectory. If a crash interrupted a snapshot
+/// install, the install is finished here, before the state machine is handed out.
+///
 /// `options` are bloomkv's; their `sync_writes` does not matter, since every write here says
-/// whether it syncs, and their `max_batch_bytes` is lifted: a received snapshot is installed
-/// as one atomic batch as large as the state it carries.
+/// whether it syncs, and their `max_batch_bytes` is lifted: `apply` writes every entry
+/// openraft hands it in one atomic batch, each entry up to [`MAX_COMMAND_BYTES`].
 pub fn open(
     dir: impl AsRef<Path>,
     options: Options,
 ) -> Result<(LogStore, StateMachine), bloomkv::Error> {
     let db = Arc::new(Db::open(dir, options.max_batch_bytes(usize::MAX))?);
     check_format(&db)?;
-    Ok((LogStore::new(db.clone()), StateMachine::new(db)))
+    let sm = StateMachine::new(db.clone());
+    sm.recover()?;
+    Ok((LogStore::new(db), sm))
 }
 
 fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
     let want = keys::FORMAT_VERSION.to_le_bytes();
     match db.get(keys::FORMAT)? {
         Some(v) if v[..] == want => Ok(()),
+        Some(v) if v[..] == 1u32.to_le_bytes() => state_machine::migrate_v1(db),
         Some(v) => Err(bloomkv::Error::InvalidArgument(format!(
             "{}: raft storage format {:?}, this build reads {:?}",
             db.path().display(),

@@ -1,6 +1,9 @@
-//! [`StateMachine`]: the replicated key-value data and its snapshots on bloomkv.
+//! [`StateMachine`]: the replicated key-value data on bloomkv, and its snapshot files.
 
-use std::io::Cursor;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloomkv::{Db, WriteBatch, WriteOptions};
@@ -10,32 +13,45 @@ use openraft::{
     SnapshotMeta, StorageIOError, StoredMembership,
 };
 
-use crate::snapshot::{self, Header};
+use crate::snapshot::{self, Header, Receipt, SnapshotFile, Stored};
 use crate::{
     blocking, decode, encode, keys, KvReader, NodeId, OrStorage, Outcome, StorageError, TypeConfig,
 };
 
 /// The replicated key-value data of one node (keys under `data/`), its last applied log id and
-/// membership, and its current snapshot, in the node's bloomkv database.
+/// membership in the node's bloomkv database, and its current snapshot, a file beside it.
 ///
 /// Each `apply` is one bloomkv batch holding the commands' writes together with the new
 /// applied log id and membership, so after a crash the data and the applied id always agree.
+/// An install is several steps; see [`StateMachine::install_snapshot`] for how it keeps that
+/// promise.
 #[derive(Debug)]
 pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+/// What the state machine and its snapshot builders share.
+#[derive(Debug)]
+struct Shared {
     db: Arc<Db>,
-    /// Held while the current snapshot is read and replaced: a snapshot build runs in a task
-    /// of its own, beside an install, and must not put back an older snapshot over the new.
-    snapshot_lock: Arc<Mutex<()>>,
+    /// The directory of snapshot files.
+    dir: PathBuf,
+    /// Held while the current snapshot is read or replaced: a snapshot build runs in a task
+    /// of its own, beside an install, and must not put back an older snapshot over the new;
+    /// and a reader must open the file its record names before a replacement removes it.
+    lock: Mutex<()>,
+    /// Makes file names unique within this process (with the database's sequence number,
+    /// across restarts too).
+    next_file: AtomicU64,
 }
 
 /// Builds a snapshot from the state machine as it was when openraft asked for the builder.
 #[derive(Debug)]
 pub struct SnapshotBuilder {
-    db: Arc<Db>,
+    shared: Arc<Shared>,
     /// Taken in `get_snapshot_builder`, between applies: the build sees exactly the applied
     /// state of that moment, however long it takes and whatever is applied meanwhile.
     view: Arc<bloomkv::Snapshot>,
-    snapshot_lock: Arc<Mutex<()>>,
 }
 
 fn read_sm(e: AnyError) -> StorageError {
@@ -43,59 +59,322 @@ fn read_sm(e: AnyError) -> StorageError {
 }
 
 fn lock(m: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
-    // The guarded state is in the database, written by whole batches: a panic while holding
-    // the lock cannot leave it half changed.
+    // The guarded state is in the database, written by whole batches, and in files renamed
+    // into place: a panic while holding the lock cannot leave it half changed.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_error(doing: &str, path: &Path, source: io::Error) -> bloomkv::Error {
+    bloomkv::Error::Io { context: format!("{doing} {}", path.display()), source: Arc::new(source) }
+}
+
+/// Removes `path`; one already gone is fine.
+fn remove(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 impl StateMachine {
     pub(crate) fn new(db: Arc<Db>) -> StateMachine {
-        StateMachine { db, snapshot_lock: Arc::new(Mutex::new(())) }
+        let dir = db.path().join(snapshot::DIR);
+        let shared = Shared { db, dir, lock: Mutex::new(()), next_file: AtomicU64::new(0) };
+        StateMachine { shared: Arc::new(shared) }
     }
 
     /// A reader of the data, for the application's reads.
     pub fn reader(&self) -> KvReader {
-        KvReader { db: self.db.clone() }
+        KvReader { db: self.shared.db.clone() }
+    }
+
+    /// Finishes an install a crash interrupted, and removes snapshot files nothing names.
+    /// Fails if the file the record names is missing (it is removed only once another
+    /// replaces it), or if an unfinished install's file no longer checks out.
+    pub(crate) fn recover(&self) -> bloomkv::Result<()> {
+        let s = &self.shared;
+        let current = snapshot::stored(&s.db.snapshot()).map_err(|e| {
+            bloomkv::Error::InvalidArgument(format!("reading the snapshot record: {e}"))
+        })?;
+        if let Some(current) = &current {
+            let path = s.dir.join(&current.file);
+            if !path.is_file() {
+                return Err(bloomkv::Error::Corruption {
+                    file: path,
+                    offset: 0,
+                    reason: "the current snapshot's file is missing".into(),
+                });
+            }
+            if s.db.get(keys::INSTALLING)?.is_some() {
+                s.load_current(current)?;
+            }
+        }
+        let keep = current.as_ref().map(|c| c.file.as_str());
+        snapshot::remove_others(&s.dir, keep).map_err(|e| io_error("cleaning", &s.dir, e))
     }
 }
 
+/// Converts a store of layout version 1, which kept the current snapshot in the database as
+/// 1 MiB values (`snapshot/meta`, `snapshot/chunk/<n: u32 BE>`): the snapshot is copied to a
+/// file chunk by chunk and checked, then one fsynced batch records it, removes the old keys
+/// and sets the version. A crash before that batch leaves version 1 (and a stray file the
+/// next open removes); after it, version 2.
+pub(crate) fn migrate_v1(db: &Db) -> bloomkv::Result<()> {
+    const META_V1: &[u8] = b"snapshot/meta";
+    const CHUNKS_V1: &[u8] = b"snapshot/chunk/";
+    let invalid = |e: AnyError| bloomkv::Error::InvalidArgument(format!("layout 1: {e}"));
+    let view = db.snapshot();
+    let mut batch = WriteBatch::new();
+    if let Some(old) = decode::<StoredV1>(view.get(META_V1)).map_err(invalid)? {
+        let dir = db.path().join(snapshot::DIR);
+        snapshot::ensure_dir(&dir).map_err(|e| io_error("creating", &dir, e))?;
+        let stem = format!("{}-v1", view.sequence());
+        let part = dir.join(snapshot::part_name(&stem));
+        let copy = || -> bloomkv::Result<()> {
+            let mut out = File::create(&part).map_err(|e| io_error("creating", &part, e))?;
+            for n in 0..old.chunks {
+                let mut key = CHUNKS_V1.to_vec();
+                key.extend_from_slice(&n.to_be_bytes());
+                let chunk = view.get(&key)?.ok_or_else(|| bloomkv::Error::Corruption {
+                    file: db.path().to_path_buf(),
+                    offset: 0,
+                    reason: format!("layout 1: snapshot chunk {n} is missing"),
+                })?;
+                out.write_all(&chunk).map_err(|e| io_error("writing", &part, e))?;
+            }
+            out.sync_all().map_err(|e| io_error("syncing", &part, e))?;
+            snapshot::verify(&part, &Header::of(&old.meta)).map(|_| ())
+        };
+        if let Err(e) = copy() {
+            let _ = remove(&part);
+            return Err(e);
+        }
+        let name = snapshot::done_name(&stem);
+        let path = dir.join(&name);
+        std::fs::rename(&part, &path).map_err(|e| io_error("renaming", &part, e))?;
+        snapshot::sync_dir(&dir).map_err(|e| io_error("syncing", &dir, e))?;
+        let len = std::fs::metadata(&path).map_err(|e| io_error("reading", &path, e))?.len();
+        let stored = Stored { meta: old.meta, file: name, len };
+        batch.put(keys::SNAPSHOT_CURRENT, encode(&stored).map_err(invalid)?);
+        batch.delete(META_V1);
+        batch.delete_range(CHUNKS_V1.to_vec()..b"snapshot/chunk0".to_vec());
+    }
+    batch.put(keys::FORMAT, keys::FORMAT_VERSION.to_le_bytes());
+    db.write(&batch, &WriteOptions::new().sync(true))
+}
+
+/// The current snapshot's record in layout version 1.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredV1 {
+    meta: SnapshotMeta<NodeId, BasicNode>,
+    len: u64,
+    chunks: u32,
+}
+
+impl Shared {
+    /// A name no other snapshot file of this node has had.
+    fn stem(&self) -> String {
+        let n = self.next_file.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", self.db.snapshot().sequence())
+    }
+
+    /// Makes the state machine's data, applied id and membership those of `current`, the
+    /// recorded current snapshot, whose install is marked unfinished.
+    ///
+    /// The old data goes in one range tombstone, the snapshot's pairs in one bloomkv ingest
+    /// (built straight into tables, read from the file as they go, all or nothing), then one
+    /// fsynced batch sets the applied id and membership and clears the mark. Run again after a
+    /// crash anywhere in it, it does the same again: the install is redone, never half kept.
+    fn load_current(&self, current: &Stored) -> bloomkv::Result<()> {
+        let path = self.dir.join(&current.file);
+        let mut batch = WriteBatch::new();
+        batch.delete_range(keys::DATA.to_vec()..keys::DATA_END.to_vec());
+        self.db.write(&batch, &WriteOptions::new().sync(false))?;
+        let pairs = snapshot::Reader::open(&path)?;
+        // The reader checks the checksum when it reaches the end, before the ingest installs
+        // anything: a file damaged since it was verified leaves the data empty and the install
+        // marked unfinished, an error rather than half a state.
+        self.db.try_ingest(pairs)?;
+        let invalid = |e: AnyError| bloomkv::Error::InvalidArgument(e.to_string());
+        let mut batch = WriteBatch::new();
+        match &current.meta.last_log_id {
+            Some(id) => batch.put(keys::APPLIED, encode(id).map_err(invalid)?),
+            None => batch.delete(keys::APPLIED),
+        }
+        batch.put(keys::MEMBERSHIP, encode(&current.meta.last_membership).map_err(invalid)?);
+        batch.delete(keys::INSTALLING);
+        self.db.write(&batch, &WriteOptions::new().sync(true))
+    }
+
+    /// Opens the current snapshot.
+    fn current(&self) -> Result<Option<(Stored, File, PathBuf)>, AnyError> {
+        let _guard = lock(&self.lock);
+        let Some(stored) = snapshot::stored(&self.db.snapshot())? else { return Ok(None) };
+        let path = self.dir.join(&stored.file);
+        let file = File::open(&path).map_err(|e| AnyError::new(&io_error("opening", &path, e)))?;
+        let len = file.metadata().map_err(|e| AnyError::new(&e))?.len();
+        if len != stored.len {
+            let why = format!(
+                "snapshot {} is {len} bytes, its record says {}",
+                path.display(),
+                stored.len
+            );
+            return Err(AnyError::error(why));
+        }
+        Ok(Some((stored, file, path)))
+    }
+
+    /// Writes a snapshot of `view` to a new file and makes it the current one, unless a newer
+    /// one was installed meanwhile.
+    fn build(
+        &self,
+        view: &bloomkv::Snapshot,
+    ) -> Result<(SnapshotMeta<NodeId, BasicNode>, SnapshotFile), AnyError> {
+        let any = |e: io::Error| AnyError::new(&e);
+        snapshot::ensure_dir(&self.dir).map_err(any)?;
+        let stem = self.stem();
+        let part = self.dir.join(snapshot::part_name(&stem));
+        let mut file = File::create(&part).map_err(any)?;
+        let written = snapshot::write(view, &mut file).and_then(|(header, len)| {
+            file.sync_all().map_err(any)?;
+            Ok((header, len))
+        });
+        let (header, len) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = remove(&part);
+                return Err(e);
+            }
+        };
+        // The view's sequence number makes the id unique on this node: it grows with
+        // every write, across restarts too.
+        let id = match &header.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id, l.index, view.sequence()),
+            None => format!("none-{}", view.sequence()),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: header.last_applied,
+            last_membership: header.last_membership,
+            snapshot_id: id,
+        };
+        let _guard = lock(&self.lock);
+        let previous = snapshot::stored(&self.db.snapshot())?;
+        // An install may have put a newer snapshot in place while this one was built: this
+        // one is handed back to openraft, but as a file nothing names, gone once closed.
+        if previous.as_ref().is_some_and(|p| p.meta.last_log_id > meta.last_log_id) {
+            let file = File::open(&part).map_err(any)?;
+            remove(&part).map_err(any)?;
+            return Ok((meta, SnapshotFile::reading(file, part)));
+        }
+        let name = snapshot::done_name(&stem);
+        let path = self.dir.join(&name);
+        std::fs::rename(&part, &path).map_err(any)?;
+        snapshot::sync_dir(&self.dir).map_err(any)?;
+        let stored = Stored { meta: meta.clone(), file: name, len };
+        let mut batch = WriteBatch::new();
+        batch.put(keys::SNAPSHOT_CURRENT, encode(&stored)?);
+        self.db.write(&batch, &WriteOptions::new().sync(true)).map_err(|e| AnyError::new(&e))?;
+        // A leader may still be sending the old file: its open handle keeps reading it, as
+        // removing a file only unlinks its name.
+        if let Some(previous) = previous.filter(|p| p.file != stored.file) {
+            remove(&self.dir.join(previous.file)).map_err(any)?;
+        }
+        let file = File::open(&path).map_err(any)?;
+        Ok((meta, SnapshotFile::reading(file, path)))
+    }
+
+    /// Installs the snapshot in `file`; see [`StateMachine::install_snapshot`].
+    fn install(
+        &self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        mut file: File,
+        path: PathBuf,
+        receipt: Option<Receipt>,
+    ) -> Result<(), StorageError> {
+        let read = |e: AnyError| -> StorageError {
+            StorageIOError::read_snapshot(Some(meta.signature()), e).into()
+        };
+        let write = |e: AnyError| -> StorageError {
+            StorageIOError::write_snapshot(Some(meta.signature()), e).into()
+        };
+        let io = |e: io::Error| write(AnyError::new(&e));
+        snapshot::ensure_dir(&self.dir).map_err(io)?;
+        // A file received here is moved into place; any other (a snapshot of another store,
+        // or this store's own current one) is copied, never moved from under its owner.
+        let part = match receipt.is_some() && path.parent() == Some(self.dir.as_path()) {
+            true => {
+                file.sync_all().map_err(io)?;
+                path
+            }
+            false => {
+                let part = self.dir.join(snapshot::part_name(&self.stem()));
+                let copied = (|| {
+                    file.seek(SeekFrom::Start(0))?;
+                    let mut out = File::create(&part)?;
+                    io::copy(&mut file, &mut out)?;
+                    out.sync_all()
+                })();
+                if let Err(e) = copied {
+                    let _ = remove(&part);
+                    return Err(io(e));
+                }
+                part
+            }
+        };
+        drop(file);
+        // Everything is checked before anything changes.
+        if let Err(e) = snapshot::verify(&part, &Header::of(meta)) {
+            let _ = remove(&part);
+            return Err(read(AnyError::new(&e)));
+        }
+        let _guard = lock(&self.lock);
+        let name = snapshot::done_name(&self.stem());
+        let path = self.dir.join(&name);
+        std::fs::rename(&part, &path).map_err(io)?;
+        snapshot::sync_dir(&self.dir).map_err(io)?;
+        let len = std::fs::metadata(&path).map_err(io)?.len();
+        let previous = snapshot::stored(&self.db.snapshot()).map_err(write)?;
+        let stored = Stored { meta: meta.clone(), file: name.clone(), len };
+        // The new snapshot becomes the current one and the install is marked unfinished in
+        // one fsynced batch: from here a crash redoes the install at the next open.
+        let mut batch = WriteBatch::new();
+        batch.put(keys::SNAPSHOT_CURRENT, encode(&stored).map_err(write)?);
+        batch.put(keys::INSTALLING, name.as_bytes());
+        self.db.write(&batch, &WriteOptions::new().sync(true)).or_storage(write)?;
+        self.load_current(&stored).or_storage(write)?;
+        if let Some(previous) = previous.filter(|p| p.file != stored.file) {
+            remove(&self.dir.join(previous.file)).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// A new file to receive a snapshot into. Only one snapshot is received at a time, so
+    /// the files of earlier receives that never finished go.
+    fn begin_receiving(&self) -> io::Result<SnapshotFile> {
+        snapshot::ensure_dir(&self.dir)?;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_name().to_str().is_some_and(|n| n.starts_with(RECEIVING)) {
+                remove(&entry.path())?;
+            }
+        }
+        let path = self.dir.join(snapshot::part_name(&format!("{RECEIVING}{}", self.stem())));
+        let file = File::options().read(true).write(true).create_new(true).open(&path)?;
+        Ok(SnapshotFile::receiving(file, path))
+    }
+}
+
+/// The prefix of the names of files being received.
+const RECEIVING: &str = "recv-";
+
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (db, view, snapshot_lock) =
-            (self.db.clone(), self.view.clone(), self.snapshot_lock.clone());
-        let (meta, bytes) = blocking(move || -> Result<_, StorageError> {
-            let (header, bytes) = snapshot::build(&view).map_err(read_sm)?;
-            // The view's sequence number makes the id unique on this node: it grows with
-            // every write, across restarts too.
-            let id = match &header.last_applied {
-                Some(l) => format!("{}-{}-{}", l.leader_id, l.index, view.sequence()),
-                None => format!("none-{}", view.sequence()),
-            };
-            let meta = SnapshotMeta {
-                last_log_id: header.last_applied,
-                last_membership: header.last_membership,
-                snapshot_id: id,
-            };
-            let write = |e: AnyError| -> StorageError {
-                StorageIOError::write_snapshot(Some(meta.signature()), e).into()
-            };
-            let _guard = lock(&snapshot_lock);
-            let current = db.snapshot();
-            let previous = snapshot::stored(&current).map_err(write)?;
-            // An install may have put a newer snapshot in place while this one was built.
-            let newer_installed =
-                previous.as_ref().is_some_and(|p| p.meta.last_log_id > meta.last_log_id);
-            if !newer_installed {
-                let mut batch = WriteBatch::new();
-                snapshot::stage_store(&mut batch, previous.as_ref(), &meta, &bytes)
-                    .map_err(write)?;
-                db.write(&batch, &WriteOptions::new().sync(true)).or_storage(write)?;
-            }
-            Ok((meta, bytes))
-        })
-        .await
-        .map_err(read_sm)??;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+        let (shared, view) = (self.shared.clone(), self.view.clone());
+        let (meta, file) = blocking(move || shared.build(&view))
+            .await
+            .and_then(|r| r)
+            .map_err(|e| StorageError::from(StorageIOError::write_snapshot(None, e)))?;
+        Ok(Snapshot { meta, snapshot: Box::new(file) })
     }
 }
 
@@ -106,7 +385,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         &mut self,
     ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError> {
         // One view: the two keys are written together, and must be read together too.
-        let view = self.db.snapshot();
+        let view = self.shared.db.snapshot();
         let applied = decode(view.get(keys::APPLIED)).map_err(read_sm)?;
         let membership = decode(view.get(keys::MEMBERSHIP)).map_err(read_sm)?;
         Ok((applied, membership.unwrap_or_default()))
@@ -149,7 +428,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
         // state machine may be a few entries behind, never torn, and openraft applies the
         // rest again from the log up to the saved committed id.
-        let db = self.db.clone();
+        let db = self.shared.db.clone();
         blocking(move || db.write(&batch, &WriteOptions::new().sync(false)))
             .await
             .map_err(apply_err)?
@@ -158,90 +437,78 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        SnapshotBuilder {
-            db: self.db.clone(),
-            view: Arc::new(self.db.snapshot()),
-            snapshot_lock: self.snapshot_lock.clone(),
-        }
+        SnapshotBuilder { shared: self.shared.clone(), view: Arc::new(self.shared.db.snapshot()) }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFile>, StorageError> {
+        let shared = self.shared.clone();
+        let file = blocking(move || shared.begin_receiving().map_err(|e| AnyError::new(&e)))
+            .await
+            .and_then(|r| r)
+            .map_err(|e| StorageError::from(StorageIOError::write_snapshot(None, e)))?;
+        Ok(Box::new(file))
     }
 
+    /// Installs a snapshot without holding it in memory: the file is checked whole (framing,
+    /// limits, checksum, header against `meta`) before anything changes; then it is renamed
+    /// into place and recorded as the current snapshot, with a mark that the install is
+    /// unfinished, in one fsynced batch; then the old data is replaced from the file and one
+    /// fsynced batch sets the applied id and membership and clears the mark. A crash before
+    /// the first batch leaves the old state and snapshot; after it, `open` finds the mark and
+    /// redoes the replacement from the file before openraft reads anything. Meanwhile a
+    /// stale read on this node may see the data emptied, not yet refilled.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError> {
-        let (db, snapshot_lock, meta) = (self.db.clone(), self.snapshot_lock.clone(), meta.clone());
         let signature = meta.signature();
-        blocking(move || -> Result<(), StorageError> {
-            let bytes = snapshot.into_inner();
-            let read = |e: AnyError| -> StorageError {
-                StorageIOError::read_snapshot(Some(meta.signature()), e).into()
-            };
-            let write = |e: AnyError| -> StorageError {
-                StorageIOError::write_snapshot(Some(meta.signature()), e).into()
-            };
-            // One batch replaces the data, the applied id and membership, and the current
-            // snapshot: a crash leaves the state machine before the install or after it.
-            let mut batch = WriteBatch::new();
-            let _guard = lock(&snapshot_lock);
-            let current = db.snapshot();
-            // The old data goes in one range tombstone; the snapshot's keys, put after it
-            // in the batch, are not covered by it.
-            batch.delete_range(keys::DATA.to_vec()..keys::DATA_END.to_vec());
-            let header = snapshot::read(&bytes, |key, value| batch.put(keys::data(key), value))
-                .map_err(read)?;
-            let want = Header {
-                last_applied: meta.last_log_id,
-                last_membership: meta.last_membership.clone(),
-            };
-            if header != want {
-                return Err(read(AnyError::error(format!(
-                    "snapshot holds {:?}, its meta says {:?}",
-                    header, want
-                ))));
-            }
-            match &header.last_applied {
-                Some(id) => batch.put(keys::APPLIED, encode(id).map_err(write)?),
-                None => batch.delete(keys::APPLIED),
-            }
-            batch.put(keys::MEMBERSHIP, encode(&header.last_membership).map_err(write)?);
-            let previous = snapshot::stored(&current).map_err(write)?;
-            snapshot::stage_store(&mut batch, previous.as_ref(), &meta, &bytes).map_err(write)?;
-            // Fsynced: openraft purges the log up to the snapshot next, and the leader counts
-            // this node as holding everything up to it.
-            db.write(&batch, &WriteOptions::new().sync(true)).or_storage(write)
-        })
-        .await
-        .map_err(|e| StorageError::from(StorageIOError::write_snapshot(Some(signature), e)))?
+        let write = |e: io::Error| {
+            StorageError::from(StorageIOError::write_snapshot(Some(signature.clone()), &e))
+        };
+        let (file, path, receipt) = snapshot.into_std().await.map_err(write)?;
+        let (shared, meta) = (self.shared.clone(), meta.clone());
+        blocking(move || shared.install(&meta, file, path, receipt))
+            .await
+            .map_err(|e| StorageError::from(StorageIOError::write_snapshot(Some(signature), e)))?
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let db = self.db.clone();
-        let found = blocking(move || -> Result<_, AnyError> {
-            // One view, so the record and its chunks belong to the same snapshot.
-            let view = db.snapshot();
-            let Some(stored) = snapshot::stored(&view)? else { return Ok(None) };
-            let bytes = snapshot::load(&view, &stored)?;
-            Ok(Some((stored.meta, bytes)))
-        })
-        .await
-        .and_then(|r| r)
-        .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, e)))?;
-        Ok(found.map(|(meta, bytes)| Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) }))
+        let shared = self.shared.clone();
+        let found = blocking(move || shared.current())
+            .await
+            .and_then(|r| r)
+            .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, e)))?;
+        Ok(found.map(|(stored, file, path)| Snapshot {
+            meta: stored.meta,
+            snapshot: Box::new(SnapshotFile::reading(file, path)),
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload};
+    use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
+    use super::*;
     use crate::{Command, TypeConfig};
+
+    fn files(dir: &Path) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(dir.join(snapshot::DIR)) else { return Vec::new() };
+        let mut names: Vec<String> =
+            entries.map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    }
+
+    fn keys(kv: &KvReader) -> Vec<Vec<u8>> {
+        kv.scan().map(|r| r.unwrap().0).collect()
+    }
 
     fn put(index: u64, key: &str) -> Entry<TypeConfig> {
         let command = Command::put(key, format!("v{index}"));
@@ -265,5 +532,178 @@ mod tests {
         assert_eq!(kv.get(b"shared").unwrap().as_deref(), Some(&b"v2"[..]));
         let (applied, _) = target.applied_state().await.unwrap();
         assert_eq!(applied, Some(log_id(1, 1, 2)));
+    }
+
+    /// A source with a snapshot of many pairs (so the file spans several receive chunks),
+    /// and its bytes.
+    async fn source_snapshot(dir: &Path) -> (StateMachine, Snapshot<TypeConfig>, Vec<u8>) {
+        let (_log, mut source) = crate::open(dir, bloomkv::Options::default()).unwrap();
+        let entries: Vec<_> = (1..=200).map(|i| put(i, &format!("key{i:04}"))).collect();
+        source.apply(entries).await.unwrap();
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let bytes = std::fs::read(&snapshot.snapshot.path).unwrap();
+        (source, snapshot, bytes)
+    }
+
+    #[tokio::test]
+    async fn a_damaged_or_cut_snapshot_is_refused_and_changes_nothing() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_source, snapshot, bytes) = source_snapshot(dirs.path()).await;
+        let (_log, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        target.apply([put(1, "mine")]).await.unwrap();
+
+        let mut flipped = bytes.clone();
+        flipped[bytes.len() / 2] ^= 0x10;
+        let cut = &bytes[..bytes.len() - 100];
+        for (what, damaged, out_of_order) in
+            [("flipped", &flipped[..], false), ("cut", cut, false), ("flipped", &flipped[..], true)]
+        {
+            let mut received = target.begin_receiving_snapshot().await.unwrap();
+            if out_of_order {
+                // Chunks written back to front: the receipt cannot check them, the install
+                // must.
+                let half = damaged.len() / 2;
+                received.seek(SeekFrom::Start(half as u64)).await.unwrap();
+                received.write_all(&damaged[half..]).await.unwrap();
+                received.seek(SeekFrom::Start(0)).await.unwrap();
+                received.write_all(&damaged[..half]).await.unwrap();
+                received.shutdown().await.unwrap();
+            } else {
+                for chunk in damaged.chunks(1000) {
+                    received.write_all(chunk).await.unwrap();
+                }
+                let refused = received.shutdown().await.unwrap_err();
+                assert!(refused.to_string().contains("checksum mismatch"), "{what}: {refused}");
+            }
+            // Installed anyway, the file is checked whole and refused.
+            let err = target.install_snapshot(&snapshot.meta, received).await.unwrap_err();
+            let err = err.to_string();
+            assert!(err.contains("bad snapshot"), "{what}, out of order {out_of_order}: {err}");
+            assert_eq!(keys(&target.reader()), [b"mine".to_vec()]);
+            let (applied, _) = target.applied_state().await.unwrap();
+            assert_eq!(applied, Some(log_id(1, 1, 1)));
+            assert!(target.get_current_snapshot().await.unwrap().is_none());
+            assert_eq!(files(dirt.path()), Vec::<String>::new(), "the refused file is removed");
+        }
+
+        // The same bytes undamaged, received in chunks, install.
+        let mut received = target.begin_receiving_snapshot().await.unwrap();
+        for chunk in bytes.chunks(1000) {
+            received.write_all(chunk).await.unwrap();
+        }
+        received.shutdown().await.unwrap();
+        target.install_snapshot(&snapshot.meta, received).await.unwrap();
+        assert_eq!(keys(&target.reader()).len(), 200);
+        assert_eq!(files(dirt.path()).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_whose_header_disagrees_with_its_meta_is_refused() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_source, snapshot, _) = source_snapshot(dirs.path()).await;
+        let (_log, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        let mut meta = snapshot.meta.clone();
+        meta.last_log_id = Some(log_id(1, 1, 7));
+        let err = target.install_snapshot(&meta, snapshot.snapshot).await.unwrap_err();
+        assert!(err.to_string().contains("its meta says"), "{err}");
+        assert!(keys(&target.reader()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_current_snapshot_is_found_after_reopen_and_strays_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut source, first, _) = source_snapshot(dir.path()).await;
+        source.apply([put(201, "later")]).await.unwrap();
+        let second = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let second_path = second.snapshot.path.clone();
+        // The first snapshot's file went once the second was recorded.
+        assert!(!first.snapshot.path.exists());
+        assert_eq!(files(dir.path()), [second_path.file_name().unwrap().to_str().unwrap()]);
+        let bytes = std::fs::read(&second_path).unwrap();
+        // What a crash can leave: a build never finished, a receive never finished, a file
+        // renamed but never recorded.
+        let snapshots = dir.path().join(snapshot::DIR);
+        for stray in ["1-0.part", "recv-2-0.part", "3-0.snap"] {
+            std::fs::write(snapshots.join(stray), b"partial").unwrap();
+        }
+        source.reader().close().unwrap();
+        drop(source);
+
+        let (_log, mut reopened) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        assert_eq!(files(dir.path()), [second_path.file_name().unwrap().to_str().unwrap()]);
+        let current = reopened.get_current_snapshot().await.unwrap().expect("a snapshot");
+        assert_eq!(current.meta, second.meta);
+        assert_eq!(std::fs::read(&current.snapshot.path).unwrap(), bytes);
+    }
+
+    #[tokio::test]
+    async fn an_install_a_crash_cut_short_is_finished_at_open() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_source, snapshot, _) = source_snapshot(dirs.path()).await;
+        let meta = snapshot.meta.clone();
+        {
+            let (_log, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+            target.apply([put(1, "stale")]).await.unwrap();
+            target.install_snapshot(&meta, snapshot.snapshot).await.unwrap();
+            // Put the database back as a crash between the install's first batch and its
+            // last would leave it: the new snapshot current and marked unfinished, the data
+            // half replaced, the old applied id.
+            let db = &target.shared.db;
+            let mut batch = WriteBatch::new();
+            batch.put(keys::INSTALLING, b"x");
+            batch.delete_range(keys::data(b"key0100")..keys::DATA_END.to_vec());
+            batch.put(keys::data(b"stale"), b"v1");
+            batch.put(keys::APPLIED, encode(&log_id(1, 1, 1)).unwrap());
+            db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
+            target.reader().close().unwrap();
+        }
+        let (_log, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        let got = keys(&target.reader());
+        let want: Vec<Vec<u8>> = (1..=200).map(|i| format!("key{i:04}").into_bytes()).collect();
+        assert_eq!(got, want);
+        let (applied, membership) = target.applied_state().await.unwrap();
+        assert_eq!((applied, membership), (meta.last_log_id, meta.last_membership.clone()));
+        assert!(target.shared.db.get(keys::INSTALLING).unwrap().is_none());
+        let current = target.get_current_snapshot().await.unwrap().expect("a snapshot");
+        assert_eq!(current.meta, meta);
+    }
+
+    #[tokio::test]
+    async fn a_layout_1_store_has_its_snapshot_moved_to_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, snapshot, bytes) = source_snapshot(dir.path()).await;
+        // Put the store back as layout 1 kept it: the snapshot in 1 KiB values, no file.
+        let db = source.shared.db.clone();
+        let chunks: Vec<&[u8]> = bytes.chunks(1 << 10).collect();
+        let old = StoredV1 {
+            meta: snapshot.meta.clone(),
+            len: bytes.len() as u64,
+            chunks: chunks.len() as u32,
+        };
+        let mut batch = WriteBatch::new();
+        batch.put(keys::FORMAT, 1u32.to_le_bytes());
+        batch.delete(keys::SNAPSHOT_CURRENT);
+        batch.put(b"snapshot/meta", encode(&old).unwrap());
+        for (n, chunk) in chunks.iter().enumerate() {
+            let mut key = b"snapshot/chunk/".to_vec();
+            key.extend_from_slice(&(n as u32).to_be_bytes());
+            batch.put(key, chunk);
+        }
+        db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
+        source.reader().close().unwrap();
+        drop((source, snapshot, db));
+        std::fs::remove_dir_all(dir.path().join(snapshot::DIR)).unwrap();
+
+        let (_log, mut reopened) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let current = reopened.get_current_snapshot().await.unwrap().expect("a snapshot");
+        assert_eq!(current.meta, old.meta);
+        assert_eq!(std::fs::read(&current.snapshot.path).unwrap(), bytes);
+        let db = &reopened.shared.db;
+        assert_eq!(db.get(keys::FORMAT).unwrap().as_deref(), Some(&2u32.to_le_bytes()[..]));
+        assert!(db.prefix(b"snapshot/meta").next().is_none());
+        assert!(db.prefix(b"snapshot/chunk/").next().is_none());
+        assert_eq!(keys(&reopened.reader()).len(), 200);
+        reopened.reader().close().unwrap();
+        crate::open(dir.path(), bloomkv::Options::default()).unwrap(); // and opens again as 2
     }
 }

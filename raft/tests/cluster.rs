@@ -1,6 +1,7 @@
 //! Three raft nodes on bloomkv in one process, talking through direct calls: write, shut the
 //! leader down, find every acknowledged write on the new leader, then restart the old leader
-//! from its directory and watch it catch up by snapshot.
+//! from its directory and watch it catch up by snapshot. And a snapshot damaged on its way to
+//! a learner: refused, sent again, installed.
 // The errors are openraft's network errors, returned by value as its traits want them.
 #![allow(clippy::result_large_err)]
 
@@ -27,18 +28,21 @@ const PATIENCE: Option<Duration> = Some(Duration::from_secs(20));
 #[derive(Clone, Default)]
 struct Router {
     nodes: Arc<Mutex<BTreeMap<NodeId, Raft>>>,
+    /// The first snapshot chunk sent at or after this offset has a byte flipped.
+    damage_from: Arc<Mutex<Option<u64>>>,
 }
 
 struct Connection {
     target: NodeId,
     nodes: Arc<Mutex<BTreeMap<NodeId, Raft>>>,
+    damage_from: Arc<Mutex<Option<u64>>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Router {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Connection {
-        Connection { target, nodes: self.nodes.clone() }
+        Connection { target, nodes: self.nodes.clone(), damage_from: self.damage_from.clone() }
     }
 }
 
@@ -82,7 +86,16 @@ impl RaftNetwork<TypeConfig> for Connection {
         _option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
         let raft = self.target()?;
-        let resp = raft.install_snapshot(Self::wire(req)?).await;
+        let mut req = Self::wire(req)?;
+        {
+            let mut damage = self.damage_from.lock().unwrap();
+            if damage.is_some_and(|from| req.offset >= from && !req.data.is_empty()) {
+                let middle = req.data.len() / 2;
+                req.data[middle] ^= 0x01;
+                *damage = None;
+            }
+        }
+        let resp = raft.install_snapshot(req).await;
         resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 
@@ -235,4 +248,59 @@ async fn leader_failover_and_catch_up_by_snapshot() {
     for (id, node) in nodes {
         kill(id, node, &router).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_damaged_on_the_way_is_refused_then_sent_again() {
+    let config = Arc::new(
+        Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 200,
+            election_timeout_max: 400,
+            // Small chunks, so that the damaged one is neither the first nor the last.
+            snapshot_max_chunk_size: 1 << 10,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+    );
+    let dirs = tempfile::tempdir().unwrap();
+    let dir = |id: NodeId| dirs.path().join(format!("node-{id}"));
+    let router = Router::default();
+    let leader = start(1, &dir(1), &router, &config).await;
+    let members = BTreeMap::from([(1, BasicNode::new("node-1"))]);
+    leader.raft.initialize(members).await.unwrap();
+    leader.raft.wait(PATIENCE).state(ServerState::Leader, "leading").await.unwrap();
+    for i in 0..200 {
+        let resp = leader.raft.client_write(Command::put(key(i), value(i))).await.unwrap();
+        assert_eq!(resp.data, Outcome::Applied);
+    }
+    let last = leader.raft.metrics().borrow().last_applied.unwrap().index;
+    leader.raft.trigger().snapshot().await.unwrap();
+    let taken =
+        |m: &openraft::RaftMetrics<NodeId, BasicNode>| m.snapshot.is_some_and(|s| s.index >= last);
+    leader.raft.wait(PATIENCE).metrics(taken, "snapshot taken").await.unwrap();
+    leader.raft.trigger().purge_log(last).await.unwrap();
+    let purged =
+        |m: &openraft::RaftMetrics<NodeId, BasicNode>| m.purged.is_some_and(|p| p.index >= last);
+    leader.raft.wait(PATIENCE).metrics(purged, "log purged").await.unwrap();
+
+    *router.damage_from.lock().unwrap() = Some(2 << 10);
+    let learner = start(2, &dir(2), &router, &config).await;
+    leader.raft.add_learner(2, BasicNode::new("node-2"), false).await.unwrap();
+    let m =
+        learner.raft.wait(PATIENCE).applied_index_at_least(Some(last), "caught up").await.unwrap();
+    assert!(router.damage_from.lock().unwrap().is_none(), "no chunk was damaged");
+    assert!(m.running_state.is_ok(), "the learner stopped: {:?}", m.running_state);
+    assert!(m.snapshot.is_some_and(|s| s.index >= last), "{m:?}");
+    let on_leader: Vec<_> = leader.kv.scan().map(Result::unwrap).collect();
+    let on_learner: Vec<_> = learner.kv.scan().map(Result::unwrap).collect();
+    assert_eq!(on_learner.len(), 200);
+    assert!(on_learner == on_leader, "the learner's data differs from the leader's");
+    // The refused file is gone; only the installed snapshot is left.
+    let files = std::fs::read_dir(dir(2).join("snapshots")).unwrap().count();
+    assert_eq!(files, 1);
+
+    kill(2, learner, &router).await;
+    kill(1, leader, &router).await;
 }

@@ -109,21 +109,18 @@ async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
     form_cluster(&http, std::slice::from_ref(&leader)).await;
 
     // 6 MiB of state, in a snapshot the log is then purged up to: a learner can only start
-    // from the snapshot, which travels in chunks of up to 3 MiB (as JSON, 11 MiB each).
+    // from the snapshot, which travels in chunks of up to 3 MiB.
     let value = |i: usize| vec![b'a' + (i % 26) as u8; 96 << 10];
     for i in 0..64 {
         let put = http.put(url(&leader, &format!("/kv/k{i:02}"))).body(value(i)).send().await;
         assert_eq!(put.unwrap().status(), StatusCode::OK);
     }
     let last = leader.app.raft.metrics().borrow().last_applied.unwrap().index;
-    leader.app.raft.trigger().snapshot().await.unwrap();
-    let waited = |done: fn(&Metrics, u64) -> bool, what| {
-        let waiting = leader.app.raft.wait(PATIENCE);
-        async move { waiting.metrics(|m| done(m, last), what).await.unwrap() }
-    };
-    waited(|m, last| m.snapshot.is_some_and(|s| s.index >= last), "snapshot taken").await;
-    leader.app.raft.trigger().purge_log(last).await.unwrap();
-    waited(|m, last| m.purged.is_some_and(|p| p.index >= last), "log purged").await;
+    let taken = http.post(url(&leader, "/cluster/snapshot")).send().await.unwrap();
+    assert_eq!(taken.status(), StatusCode::OK, "{}", taken.text().await.unwrap());
+    let m = leader.app.raft.metrics().borrow().clone();
+    assert!(m.snapshot.is_some_and(|s| s.index >= last), "snapshot taken: {m:?}");
+    assert!(m.purged.is_some_and(|p| p.index >= last), "log purged: {m:?}");
 
     let learner = start(2, dirs.path()).await;
     let joined = (learner.app.id, learner.app.addr.clone());
@@ -132,6 +129,8 @@ async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
     caught_up(&learner, &leader).await;
     let m = learner.app.raft.metrics().borrow().clone();
     assert!(m.snapshot.is_some_and(|s| s.index >= last), "installed from the snapshot: {m:?}");
+    let chunks = learner.app.snapshot_chunks.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(chunks >= 3, "the 6 MiB snapshot came in {chunks} chunks");
     for i in 0..64 {
         let got = learner.app.kv.get(format!("k{i:02}").as_bytes()).unwrap();
         assert_eq!(got.as_deref(), Some(&value(i)[..]), "k{i:02}");

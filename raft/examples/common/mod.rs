@@ -8,6 +8,8 @@
 //! POST   /cluster/learner   [id, "addr"]    add a learner (returns once it is within
 //!                                           openraft's replication lag threshold, 5000 entries)
 //! POST   /cluster/members   [id, ...]       change the voters to exactly these
+//! POST   /cluster/snapshot                  take a snapshot of everything applied, then purge
+//!                                           the log up to it (so a joining node needs it)
 //! GET    /cluster/status                    id, state, leader, term, log, applied, snapshot
 //!                                           and purged indexes, each follower's lag (leader)
 //! GET    /metrics                           the same, and the store's, for Prometheus
@@ -70,8 +72,17 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 /// append's body.
 pub const MAX_PAYLOAD_ENTRIES: u64 = 32;
 
-/// Bytes of a snapshot chunk per install RPC (openraft's default).
+/// Bytes of a snapshot chunk per install RPC: each side holds one chunk in memory (the sender's
+/// read buffer and request body, the receiver's body before it reaches the file), the body
+/// limit must take it, and larger chunks would save little: at 3 MiB (openraft's default) a
+/// 1 GiB snapshot is 342 RPCs, and each one's cost is its bytes, not its round trip.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
+
+/// How long a snapshot chunk's RPC may take. The last chunk's answer waits for the install,
+/// which reads the whole snapshot twice and ingests it (about 6 s for 1 GiB here): under
+/// openraft's default of 200 ms the leader gives up on it and sends the snapshot again while
+/// the first install is still running.
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
 /// An entry's encoding beyond its key and value: its log id, the command's tags and lengths.
 const ENTRY_OVERHEAD: usize = 1 << 10;
@@ -95,6 +106,7 @@ pub fn config() -> Arc<Config> {
         election_timeout_max: 1000,
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
         snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+        install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
         ..Default::default()
     };
     Arc::new(config.validate().expect("valid raft config"))
@@ -111,6 +123,8 @@ pub struct App {
     pub admin_timeout: Duration,
     pub raft: Raft,
     pub kv: KvReader,
+    /// Snapshot chunks this node has received.
+    pub snapshot_chunks: std::sync::atomic::AtomicU64,
 }
 
 /// A running node: its raft handle and key-value reader, and its HTTP server.
@@ -138,7 +152,8 @@ impl Node {
         let (log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
         let kv = sm.reader();
         let raft = Raft::new(id, config(), Network::new(), log, sm).await?;
-        let app = Arc::new(App { id, addr, admin_timeout, raft, kv });
+        let snapshot_chunks = Default::default();
+        let app = Arc::new(App { id, addr, admin_timeout, raft, kv, snapshot_chunks });
         let (stop, stopped) = oneshot::channel::<()>();
         let router = routes().with_state(app.clone());
         let server = tokio::spawn(async move {
@@ -172,6 +187,7 @@ fn routes() -> Router<Arc<App>> {
         .route("/cluster/init", post(init))
         .route("/cluster/learner", post(add_learner))
         .route("/cluster/members", post(change_membership))
+        .route("/cluster/snapshot", post(take_snapshot))
         .route("/cluster/status", get(status))
         .route("/metrics", get(metrics))
         .route("/kv/{key}", put(kv_put).delete(kv_delete).get(kv_get))
@@ -214,6 +230,7 @@ async fn vote(State(app): AppState, body: Bytes) -> Response {
 }
 
 async fn snapshot(State(app): AppState, body: Bytes) -> Response {
+    app.snapshot_chunks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     encode(match postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&body) {
         Ok(req) => Ok(app.raft.install_snapshot(req).await),
         Err(e) => Err(e),
@@ -253,6 +270,38 @@ async fn change_membership(State(app): AppState, Json(ids): Json<BTreeSet<NodeId
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
             Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
         }
+    })
+    .await
+}
+
+async fn take_snapshot(State(app): AppState) -> Response {
+    admin(&app, "snapshot", async {
+        let applied = app.raft.metrics().borrow().last_applied.map(|l| l.index);
+        let Some(upto) = applied else {
+            return (StatusCode::CONFLICT, "nothing applied yet\n").into_response();
+        };
+        let failed = |e: &dyn std::fmt::Display| {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+        };
+        if let Err(e) = app.raft.trigger().snapshot().await {
+            return failed(&e);
+        }
+        let taken = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.snapshot.is_some_and(|s| s.index >= upto)
+        };
+        if let Err(e) = app.raft.wait(None).metrics(taken, "snapshot taken").await {
+            return failed(&e);
+        }
+        if let Err(e) = app.raft.trigger().purge_log(upto).await {
+            return failed(&e);
+        }
+        let purged = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.purged.is_some_and(|p| p.index >= upto)
+        };
+        if let Err(e) = app.raft.wait(None).metrics(purged, "log purged").await {
+            return failed(&e);
+        }
+        format!("snapshot at index {upto}, log purged up to it\n").into_response()
     })
     .await
 }
@@ -342,6 +391,11 @@ async fn metrics(State(app): AppState) -> Response {
     );
     gauge("raft_snapshot_index", "Index the last snapshot covers.", m.snapshot.map(|l| l.index));
     gauge("raft_purged_index", "Index up to which the log is purged.", m.purged.map(|l| l.index));
+    gauge(
+        "raft_snapshot_chunks_received",
+        "Snapshot chunks this node has received.",
+        Some(app.snapshot_chunks.load(std::sync::atomic::Ordering::Relaxed)),
+    );
     gauge(
         "raft_millis_since_quorum_ack",
         "On a leader, ms since a quorum last acknowledged it.",

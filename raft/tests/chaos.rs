@@ -1,0 +1,320 @@
+//! Three `kv_node` processes on loopback under writes, with nodes killed (`SIGKILL`) and
+//! restarted at random, snapshots taken and the log purged meanwhile; then a fourth node joins
+//! as a learner from a snapshot. Every acknowledged write must be on every node, and every
+//! node must hold the same data.
+//!
+//! Bounded for CI (about 20 s of chaos). A longer run, and a reproducible schedule:
+//!
+//! ```text
+//! CHAOS_SECS=600 CHAOS_SEED=7 cargo test --release -p bloomkv-raft --test chaos -- --nocapture
+//! ```
+//!
+//! The nodes are the `kv_node` example, which `cargo test` builds beside the test binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// How long any wait for the cluster may take before the test fails.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn kv_node() -> PathBuf {
+    // target/<profile>/deps/chaos-<hash> -> target/<profile>/examples/kv_node
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let examples = deps.parent().unwrap().join("examples");
+    let node = examples.join(format!("kv_node{}", std::env::consts::EXE_SUFFIX));
+    let hint = "`cargo test -p bloomkv-raft` builds the examples, `--test chaos` alone does not";
+    assert!(node.is_file(), "{} is missing: {hint}", node.display());
+    // A binary older than the library would test old code.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
+    let newest_lib = std::fs::read_dir(deps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("libbloomkv_raft-") && name.ends_with(".rlib")
+        })
+        .map(|p| modified(&p))
+        .max();
+    if let Some(lib) = newest_lib {
+        assert!(modified(&node) >= lib, "{} is older than the library: {hint}", node.display());
+    }
+    node
+}
+
+/// A small deterministic generator (xorshift64*): the schedule is reproducible from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Node {
+    id: u64,
+    addr: String,
+    dir: PathBuf,
+    process: Option<Child>,
+}
+
+impl Node {
+    fn start(&mut self, binary: &Path, logs: &Path) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("node-{}.log", self.id)))
+            .unwrap();
+        let child = Command::new(binary)
+            .args([&self.id.to_string(), &self.addr, self.dir.to_str().unwrap()])
+            .args(["--log-level", "warn", "--admin-timeout", "5"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.process = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+        }
+    }
+
+    fn up(&self) -> bool {
+        self.process.is_some()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A free loopback port (nodes keep theirs across restarts: the membership names it).
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+async fn status(http: &reqwest::Client, node: &Node) -> Option<Value> {
+    let answer = http.get(node.url("/cluster/status")).send().await.ok()?;
+    answer.json().await.ok()
+}
+
+/// Polls `check` every 20 ms until it holds, failing the test after [`PATIENCE`].
+async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The id of the node some running node names as leader.
+async fn leader(http: &reqwest::Client, nodes: &[Node]) -> Option<usize> {
+    for node in nodes.iter().filter(|n| n.up()) {
+        if let Some(s) = status(http, node).await {
+            if let Some(id) = s["leader"].as_u64() {
+                let index = nodes.iter().position(|n| n.id == id)?;
+                if nodes[index].up() {
+                    return Some(index);
+                }
+            }
+        }
+    }
+    None
+}
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> Option<StatusCode> {
+    http.post(url).json(&body).send().await.ok().map(|r| r.status())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
+    let secs: u64 = std::env::var("CHAOS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let seed: u64 =
+        std::env::var("CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
+    eprintln!("chaos: {secs} s, CHAOS_SEED={seed}");
+    let mut rng = Rng(seed | 1);
+    let binary = kv_node();
+    let scratch = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
+    let mut nodes: Vec<Node> = (1..=3)
+        .map(|id| Node {
+            id,
+            addr: free_addr(),
+            dir: scratch.path().join(format!("node-{id}")),
+            process: None,
+        })
+        .collect();
+    for node in &mut nodes {
+        node.start(&binary, scratch.path());
+    }
+    let (http_ref, first) = (&http, &nodes[0]);
+    wait_until("node 1 up", || async move { status(http_ref, first).await.is_some() }).await;
+    assert_eq!(post(&http, nodes[0].url("/cluster/init"), Value::Null).await, Some(StatusCode::OK));
+    for node in &nodes[1..] {
+        let nodes_ref = &nodes;
+        wait_until("node 1 leads", || async move { leader(http_ref, nodes_ref).await == Some(0) })
+            .await;
+        wait_until("a node up", || async move { status(http_ref, node).await.is_some() }).await;
+        let body = serde_json::json!([node.id, node.addr]);
+        assert_eq!(post(&http, nodes[0].url("/cluster/learner"), body).await, Some(StatusCode::OK));
+    }
+    let members = serde_json::json!([1, 2, 3]);
+    assert_eq!(post(&http, nodes[0].url("/cluster/members"), members).await, Some(StatusCode::OK));
+
+    // Writes in order, one at a time, to whichever node leads; each key is written once, so
+    // an acknowledged key must be found with its value, and one whose write failed may or
+    // may not be.
+    let mut acked: BTreeMap<String, String> = BTreeMap::new();
+    let (mut kills, mut snapshots, mut failed) = (0, 0, 0);
+    let mut next_event = Instant::now() + Duration::from_millis(500 + rng.below(1000));
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut current = Some(0);
+    let mut i = 0u64;
+    while Instant::now() < end {
+        if Instant::now() >= next_event {
+            next_event = Instant::now() + Duration::from_millis(300 + rng.below(1200));
+            let down: Vec<usize> = (0..nodes.len()).filter(|&n| !nodes[n].up()).collect();
+            match (down.first(), rng.below(4)) {
+                // At most one node down, so a majority can keep committing.
+                (Some(&n), _) => nodes[n].start(&binary, scratch.path()),
+                (None, 0) => {
+                    if let Some(l) = current {
+                        let url = nodes[l].url("/cluster/snapshot");
+                        if post(&http, url, Value::Null).await == Some(StatusCode::OK) {
+                            snapshots += 1;
+                        }
+                    }
+                }
+                (None, _) => {
+                    let victim = rng.below(nodes.len() as u64) as usize;
+                    nodes[victim].kill();
+                    kills += 1;
+                }
+            }
+        }
+        let Some(l) = current.filter(|&l| nodes[l].up()) else {
+            current = leader(&http, &nodes).await;
+            if current.is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            continue;
+        };
+        let (key, value) = (format!("k{i:07}"), format!("v{i}-{seed}"));
+        i += 1;
+        let put = http.put(nodes[l].url(&format!("/kv/{key}"))).body(value.clone()).send().await;
+        match put.map(|r| r.status()) {
+            Ok(StatusCode::OK) => {
+                acked.insert(key, value);
+            }
+            _ => {
+                failed += 1;
+                current = None;
+            }
+        }
+    }
+    eprintln!(
+        "chaos: {} writes acknowledged, {failed} failed, {kills} kills, {snapshots} snapshots",
+        acked.len()
+    );
+    assert!(acked.len() > 100 && kills > 0, "too little happened to mean anything");
+
+    // Every node back, then a snapshot the log is purged up to, then a fourth node that can
+    // only start from it.
+    for node in nodes.iter_mut().filter(|n| !n.up()) {
+        node.start(&binary, scratch.path());
+    }
+    let nodes_ref = &nodes;
+    let mut l = 0;
+    wait_until("a snapshot with every node up", || async move {
+        let Some(l) = leader(http_ref, nodes_ref).await else { return false };
+        let url = nodes_ref[l].url("/cluster/snapshot");
+        post(http_ref, url, Value::Null).await == Some(StatusCode::OK)
+    })
+    .await;
+    if let Some(found) = leader(&http, &nodes).await {
+        l = found;
+    }
+    let mut learner =
+        Node { id: 4, addr: free_addr(), dir: scratch.path().join("node-4"), process: None };
+    learner.start(&binary, scratch.path());
+    let learner_ref = &learner;
+    wait_until("node 4 up", || async move { status(http_ref, learner_ref).await.is_some() }).await;
+    let body = serde_json::json!([learner.id, learner.addr]);
+    wait_until("node 4 added", || {
+        let (url, body) = (nodes_ref[l].url("/cluster/learner"), body.clone());
+        async move { post(http_ref, url, body).await == Some(StatusCode::OK) }
+    })
+    .await;
+    nodes.push(learner);
+
+    // Every node applies everything the leader has, then holds every acknowledged write and
+    // the same data as every other.
+    let nodes_ref = &nodes;
+    wait_until("every node caught up", || async move {
+        let Some(l) = leader(http_ref, nodes_ref).await else { return false };
+        let Some(s) = status(http_ref, &nodes_ref[l]).await else { return false };
+        let target = s["last_applied"].as_u64();
+        for node in nodes_ref {
+            match status(http_ref, node).await {
+                Some(s) if s["last_applied"].as_u64() >= target => {}
+                _ => return false,
+            }
+        }
+        true
+    })
+    .await;
+    let metrics = http.get(nodes[3].url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let chunks = metrics.lines().find_map(|l| l.strip_prefix("raft_snapshot_chunks_received "));
+    assert!(chunks.is_some_and(|c| c != "0"), "node 4 joined without a snapshot:\n{metrics}");
+    let mut scans = Vec::new();
+    for node in &nodes {
+        let url = node.url(&format!("/kv?prefix=k&limit={}&consistency=stale", i + 1));
+        let scan: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+        let held: BTreeMap<String, String> = scan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| {
+                let text = |f: &str| item[f].as_str().unwrap().to_string();
+                (text("key"), text("value"))
+            })
+            .collect();
+        for (key, value) in &acked {
+            assert_eq!(held.get(key), Some(value), "node {}: acknowledged {key}", node.id);
+        }
+        scans.push(held);
+    }
+    for (node, scan) in nodes.iter().zip(&scans).skip(1) {
+        assert!(scan == &scans[0], "node {} holds other data than node 1", node.id);
+    }
+}
