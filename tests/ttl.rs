@@ -2,8 +2,8 @@
 //! no test sleeps: a model test against a `BTreeMap` of (value, expiry) with flushes,
 //! compactions, reopens and snapshots; an expired newer version never bringing back an older
 //! one; a last level full of expired data compacted away (by `compact` and by the background
-//! thread's pick); WAL recovery keeping each value's original expiry; databases without
-//! expiring values keeping their table format.
+//! thread's pick); WAL recovery keeping each value's original expiry; a transaction's expiring
+//! puts; databases without expiring values keeping their table format.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -471,6 +471,55 @@ fn a_keyspace_default_ttl_is_recorded_and_applies_to_plain_puts() {
     assert!(ks.get("k2").unwrap().is_some());
     let zero = KeyspaceOptions::new().default_ttl(Some(Duration::ZERO));
     assert!(matches!(db.keyspace("zero", zero), Err(bloomkv::Error::InvalidArgument(_))));
+}
+
+/// A transaction's expiring puts: seen by its own reads before the commit, written expiring
+/// from the commit's time, in the default keyspace and another one; a later plain put or
+/// delete of the key in the same transaction drops the time to live; a keyspace's default
+/// time to live applies to a transaction's plain puts.
+#[test]
+fn a_transaction_writes_expiring_puts_and_plain_puts_take_the_default() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    let other = db.keyspace("other", KeyspaceOptions::new()).unwrap();
+    let cache = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(60)));
+    let cache = db.keyspace("cache", cache).unwrap();
+    let mut tx = db.transaction();
+    tx.put_with_ttl("lease", "w1", Duration::from_secs(10)).unwrap();
+    tx.put_with_ttl_in(&other, "o", "v", Duration::from_secs(20)).unwrap();
+    tx.put_with_ttl("kept", "x", Duration::from_secs(10)).unwrap();
+    tx.put("kept", "y").unwrap();
+    tx.put_with_ttl("gone", "x", Duration::from_secs(10)).unwrap();
+    tx.delete("gone").unwrap();
+    tx.put_in(&cache, "c", "v").unwrap();
+    assert_eq!(tx.get("lease").unwrap().as_deref(), Some(&b"w1"[..]));
+    clock.advance(Duration::from_secs(5)); // the time to live runs from the commit
+    tx.commit().unwrap();
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(db.get("lease").unwrap().as_deref(), Some(&b"w1"[..]));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(db.get("lease").unwrap(), None);
+    assert_eq!(other.get("o").unwrap().as_deref(), Some(&b"v"[..]));
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(other.get("o").unwrap(), None);
+    assert_eq!(db.get("kept").unwrap().as_deref(), Some(&b"y"[..]));
+    assert_eq!(db.get("gone").unwrap(), None);
+    assert!(cache.get("c").unwrap().is_some());
+    clock.advance(Duration::from_secs(40));
+    assert_eq!(cache.get("c").unwrap(), None);
+    assert_eq!(db.get("kept").unwrap().as_deref(), Some(&b"y"[..]), "a plain put never expires");
+    // The expiring put survives a reopen with its expiry.
+    let mut tx = db.transaction();
+    tx.put_with_ttl("late", "v", Duration::from_secs(30)).unwrap();
+    tx.commit().unwrap();
+    drop((other, cache));
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    clock.advance(Duration::from_secs(29));
+    assert!(db.get("late").unwrap().is_some());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(db.get("late").unwrap(), None);
 }
 
 #[test]

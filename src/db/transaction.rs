@@ -136,6 +136,10 @@ struct Pending {
     /// Key → merge operands (oldest first) written after the key's entry in `points`, if it
     /// has one, and after the range deletes; written last, so they land on top of both.
     merges: BTreeMap<Vec<u8>, Vec<Vec<u8>>>,
+    /// Key → time to live in milliseconds, for the puts in `points` that expire. Only a put
+    /// sets an entry (every other write of the key removes it), so one left by a put that a
+    /// range delete dropped is never read.
+    ttls: BTreeMap<Vec<u8>, u64>,
 }
 
 impl Pending {
@@ -501,16 +505,22 @@ impl Transaction {
         p
     }
 
+    /// Buffers a put, expiring `ttl_ms` after the commit if given.
     fn put_at(
         &mut self,
         id: KeyspaceId,
         ks: Option<&Keyspace>,
         key: &[u8],
         value: &[u8],
+        ttl_ms: Option<u64>,
     ) -> Result<()> {
         check_entry_size(key, value)?;
         let p = self.pending(id, ks);
         p.merges.remove(key);
+        match ttl_ms {
+            Some(ttl) => p.ttls.insert(key.to_vec(), ttl),
+            None => p.ttls.remove(key),
+        };
         p.points.insert(key.to_vec(), Some(Value::copy_from_slice(value)));
         Ok(())
     }
@@ -535,6 +545,7 @@ impl Transaction {
         check_entry_size(key, &[])?;
         let p = self.pending(id, ks);
         p.merges.remove(key);
+        p.ttls.remove(key);
         p.points.insert(key.to_vec(), None);
         Ok(())
     }
@@ -692,7 +703,7 @@ impl Transaction {
     /// Buffers a put of `key` in the default keyspace. Fails with [`Error::KeyTooLarge`] or
     /// [`Error::ValueTooLarge`] (buffering nothing) over the limits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref())
+        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref(), None)
     }
 
     /// [`Transaction::put`] in `keyspace`; fails with [`Error::ForeignKeyspace`] for a handle
@@ -704,7 +715,53 @@ impl Transaction {
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
         let id = self.id_of(keyspace)?;
-        self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref())
+        self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), None)
+    }
+
+    /// Buffers a put of `key` in the default keyspace that expires `ttl` after the commit
+    /// writes it, by the database's clock (see [`crate::Db::put_with_ttl`]). The
+    /// transaction's own reads see the value until it commits.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, ManualClock, Options};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+    /// let mut tx = db.transaction();
+    /// if tx.get("lease")?.is_none() {
+    ///     tx.put_with_ttl("lease", "worker-1", Duration::from_secs(10))?;
+    /// }
+    /// tx.commit()?;
+    /// assert_eq!(db.get("lease")?.as_deref(), Some(&b"worker-1"[..]));
+    /// clock.advance(Duration::from_secs(10));
+    /// assert_eq!(db.get("lease")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let ttl = Some(crate::clock::ttl_millis(ttl));
+        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref(), ttl)
+    }
+
+    /// [`Transaction::put_with_ttl`] in `keyspace`.
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let id = self.id_of(keyspace)?;
+        let ttl = Some(crate::clock::ttl_millis(ttl));
+        self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), ttl)
     }
 
     /// Buffers a merge operand for `key` in the default keyspace (see [`crate::Db::merge`]):
@@ -813,9 +870,10 @@ impl Transaction {
                 batch.delete_range_to(id, start, end);
             }
             for (key, value) in &p.points {
-                match value {
-                    Some(v) => batch.put_to(id, key, v),
-                    None => batch.delete_to(id, key),
+                match (value, p.ttls.get(key)) {
+                    (Some(v), Some(&ttl)) => batch.put_ttl_to(id, key, ttl, v),
+                    (Some(v), None) => batch.put_to(id, key, v),
+                    (None, _) => batch.delete_to(id, key),
                 }
             }
             for (key, ops) in &p.merges {
@@ -854,7 +912,7 @@ pub(crate) fn compare_and_swap(
             return Ok(false);
         }
         match new {
-            Some(value) => tx.put_at(id, keyspace, key, value)?,
+            Some(value) => tx.put_at(id, keyspace, key, value, None)?,
             None => tx.delete_at(id, keyspace, key)?,
         }
         match tx.commit() {
