@@ -863,7 +863,9 @@ impl Transaction {
         // Sized up front: growing the buffer op by op cost more than building it.
         let bytes = self.writes.iter().map(|(_, p)| p.encoded_bytes()).sum::<usize>();
         let mut batch = WriteBatch::with_capacity(bytes + 16);
-        let mut written = Vec::with_capacity(self.writes.len());
+        // The default keyspace cannot be dropped: only the others are checked at the commit
+        // (and a transaction writing the default keyspace alone allocates nothing here).
+        let mut written = Vec::new();
         for (id, p) in &self.writes {
             let id = *id;
             for (start, end) in &p.ranges {
@@ -881,7 +883,9 @@ impl Transaction {
                     batch.merge_to(id, key, op);
                 }
             }
-            written.push((id, p.name.clone()));
+            if id != DEFAULT_KEYSPACE {
+                written.push((id, p.name.clone()));
+            }
         }
         if batch.is_empty() {
             return Ok(());
@@ -891,7 +895,7 @@ impl Transaction {
         let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
         reads.keyspaces.iter_mut().for_each(|(_, r)| r.seal());
         reads.written = written;
-        write::write_checked(&self.inner, sync, Some(Box::new(reads)), |b| *b = batch)
+        write::write_checked(&self.inner, sync, Some(reads), |b| *b = batch)
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) fn write(
 pub(crate) fn write_checked(
     inner: &DbInner,
     sync: bool,
-    reads: Option<Box<ReadSet>>,
+    reads: Option<ReadSet>,
     fill: impl FnOnce(&mut WriteBatch),
 ) -> Result<()> {
     write_entry(inner, sync, false, reads, fill)
@@ -74,7 +74,7 @@ fn write_entry(
     inner: &DbInner,
     sync: bool,
     force_switch: bool,
-    reads: Option<Box<ReadSet>>,
+    reads: Option<ReadSet>,
     fill: impl FnOnce(&mut WriteBatch),
 ) -> Result<()> {
     // `try_with`: a write from another thread-local's destructor just allocates.
@@ -598,7 +598,7 @@ pub(crate) struct PendingWrite {
     exclusive: bool,
     result: Mutex<Option<Result<()>>>,
     /// What a transaction read: the batch is written only if none of it changed since.
-    reads: Option<Box<ReadSet>>,
+    reads: Option<ReadSet>,
     /// Why validation refused the batch (set by the leader, taken with the result).
     refused: Mutex<Option<Error>>,
     /// What the writer sleeps on while queued (always with the queue's lock): notified when
