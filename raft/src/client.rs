@@ -289,3 +289,20 @@ fn random_id() -> u64 {
     h.write_u32(std::process::id());
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_is_read_from_a_not_leader_answer() {
+        let answer = br#"{"error":"not the leader","leader":2,"leader_addr":"127.0.0.1:21002"}"#;
+        assert_eq!(leader_of(answer).unwrap().as_str(), "http://127.0.0.1:21002/");
+        assert!(
+            leader_of(br#"{"error":"not the leader","leader":null,"leader_addr":null}"#).is_none()
+        );
+        assert!(leader_of(b"not json").is_none());
+        assert!(Client::new(Vec::<String>::new()).is_err());
+        assert_ne!(random_id(), random_id());
+    }
+}

@@ -392,4 +392,18 @@ mod tests {
         sm.reader().close().unwrap();
         open(fresh.path(), Options::default()).unwrap(); // reopens its own store
     }
+
+    #[test]
+    fn a_layout_2_store_is_marked_3_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, sm) = open(dir.path(), Options::default()).unwrap();
+        let kv = sm.reader();
+        kv.db.put(keys::FORMAT, 2u32.to_le_bytes()).unwrap();
+        kv.close().unwrap();
+        let (_, sm) = open(dir.path(), Options::default()).unwrap();
+        let format = sm.reader().db.get(keys::FORMAT).unwrap();
+        assert_eq!(format.as_deref(), Some(&FORMAT_V3[..]));
+    }
+
+    const FORMAT_V3: [u8; 4] = 3u32.to_le_bytes();
 }

@@ -446,6 +446,46 @@ impl Sessions {
     }
 }
 
+/// Applies `entries` in one batch; see [`StateMachine`].
+fn apply_entries(db: &Db, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<Outcome>, StorageError> {
+    let mut batch = WriteBatch::new();
+    let mut outcomes = Vec::new();
+    let mut last = None;
+    let mut membership = None;
+    let mut sessions = Sessions::default();
+    for entry in entries {
+        last = Some(entry.log_id);
+        let index = entry.log_id.index;
+        let apply_err = |e: AnyError| StorageError::from(StorageIOError::apply(entry.log_id, e));
+        if index % PRUNE_EVERY == 0 {
+            sessions.prune(db, index, &mut batch).map_err(|e| apply_err(AnyError::new(&e)))?;
+        }
+        let outcome = match entry.payload {
+            EntryPayload::Blank => Outcome::Applied,
+            EntryPayload::Normal(command) => {
+                sessions.apply(db, command, index, &mut batch).map_err(apply_err)?
+            }
+            EntryPayload::Membership(m) => {
+                membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                Outcome::Applied
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let Some(last) = last else { return Ok(outcomes) };
+    let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
+    batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
+    if let Some(m) = &membership {
+        batch.put(keys::MEMBERSHIP, encode(m).map_err(apply_err)?);
+    }
+    // Not fsynced: the entries are already durable in the log, which every later fsync of
+    // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
+    // state machine may be a few entries behind, never torn, and openraft applies the rest
+    // again from the log up to the saved committed id.
+    db.write(&batch, &WriteOptions::new().sync(false)).or_storage(apply_err)?;
+    Ok(outcomes)
+}
+
 /// The prefix of the names of files being received.
 const RECEIVING: &str = "recv-";
 
@@ -478,50 +518,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = WriteBatch::new();
-        let mut outcomes = Vec::new();
-        let mut last = None;
-        let mut membership = None;
-        let mut sessions = Sessions::default();
-        for entry in entries {
-            last = Some(entry.log_id);
-            let index = entry.log_id.index;
-            if index % PRUNE_EVERY == 0 {
-                sessions.prune(&self.shared.db, index, &mut batch).map_err(|e| {
-                    StorageError::from(StorageIOError::apply(entry.log_id, AnyError::new(&e)))
-                })?;
-            }
-            let outcome = match entry.payload {
-                EntryPayload::Blank => Outcome::Applied,
-                EntryPayload::Normal(command) => {
-                    let db = &self.shared.db;
-                    sessions
-                        .apply(db, command, index, &mut batch)
-                        .map_err(|e| StorageError::from(StorageIOError::apply(entry.log_id, e)))?
-                }
-                EntryPayload::Membership(m) => {
-                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
-                    Outcome::Applied
-                }
-            };
-            outcomes.push(outcome);
-        }
-        let Some(last) = last else { return Ok(outcomes) };
-        let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
-        batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
-        if let Some(m) = &membership {
-            batch.put(keys::MEMBERSHIP, encode(m).map_err(apply_err)?);
-        }
-        // Not fsynced: the entries are already durable in the log, which every later fsync of
-        // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
-        // state machine may be a few entries behind, never torn, and openraft applies the
-        // rest again from the log up to the saved committed id.
+        // Reading the sessions may hit the disk, like the write: both run off the async
+        // workers.
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|e| e.log_id) else { return Ok(Vec::new()) };
         let db = self.shared.db.clone();
-        blocking(move || db.write(&batch, &WriteOptions::new().sync(false)))
+        blocking(move || apply_entries(&db, entries))
             .await
-            .map_err(apply_err)?
-            .or_storage(apply_err)?;
-        Ok(outcomes)
+            .map_err(|e| StorageError::from(StorageIOError::apply(last, e)))?
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
