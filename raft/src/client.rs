@@ -176,6 +176,7 @@ impl Client {
         let mut backoff = FIRST_BACKOFF;
         let mut next = 0usize;
         let mut attempts = 0u32;
+        let mut redirected = false;
         loop {
             let hinted = self.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let node = hinted.unwrap_or_else(|| {
@@ -185,17 +186,25 @@ impl Client {
             attempts += 1;
             let left = deadline.saturating_duration_since(Instant::now());
             let last = match self.attempt(&node, call, left.min(self.attempt_timeout)).await {
-                Answer::Done(result) => return result,
+                Answer::Done(result) => {
+                    // Only the leader answers these: the next call starts there.
+                    if result.is_ok() && !call.stale {
+                        self.set_leader(Some(node));
+                    }
+                    return result;
+                }
                 Answer::Redirect(leader) => {
-                    // A new leader is answered at once: no backoff, it is known to be up.
                     self.set_leader(Some(leader));
-                    if Instant::now() < deadline && attempts < 1000 {
+                    // The first redirect is followed at once; nodes that keep sending the
+                    // client round (their views of the leader lag an election) are waited for.
+                    if !std::mem::replace(&mut redirected, true) {
                         continue;
                     }
-                    "redirected".to_string()
+                    format!("{node}: redirected again")
                 }
                 Answer::Retry(why) => {
                     self.set_leader(None);
+                    redirected = false;
                     why
                 }
             };
