@@ -20,7 +20,8 @@ use crate::{
     TypeConfig, SESSION_WINDOW,
 };
 
-/// The replicated key-value data of one node (keys under `data/`), its last applied log id and
+/// The replicated key-value data of one node (keys under `data/`, client sessions under
+/// `client/`, see [`crate::Command::Once`]), its last applied log id and
 /// membership in the node's bloomkv database, and its current snapshot, a file beside it.
 ///
 /// Each `apply` is one bloomkv batch holding the commands' writes together with the new
