@@ -9,6 +9,8 @@
 //! sm/applied                 the state machine's last applied log id (postcard `LogId`)
 //! sm/membership              its last membership (postcard `StoredMembership`)
 //! sm/installing              present while a snapshot install is unfinished (the file's name)
+//! client/<id: u64 BE>        the last write applied for a client id: its seq, log index and
+//!                            outcome (postcard `Session`), for exactly-once retries
 //! data/<user key>            the replicated key-value data, values as written
 //! snapshot/current           the current snapshot: its meta, file name and length
 //!                            (postcard `snapshot::Stored`); the file is in `snapshots/`
@@ -21,13 +23,16 @@
 pub(crate) const LOG: &[u8] = b"log/";
 /// The version of this layout; a store written by another version is refused at open.
 pub(crate) const FORMAT: &[u8] = b"meta/format";
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 pub(crate) const VOTE: &[u8] = b"meta/vote";
 pub(crate) const COMMITTED: &[u8] = b"meta/committed";
 pub(crate) const PURGED: &[u8] = b"meta/purged";
 pub(crate) const APPLIED: &[u8] = b"sm/applied";
 pub(crate) const MEMBERSHIP: &[u8] = b"sm/membership";
 pub(crate) const INSTALLING: &[u8] = b"sm/installing";
+/// The prefix of the client sessions. It sorts just before `data/`, so the replicated state
+/// (sessions and data) is the one range `[client/, data0)`, which a snapshot carries whole.
+pub(crate) const CLIENT: &[u8] = b"client/";
 /// The prefix of the replicated data.
 pub(crate) const DATA: &[u8] = b"data/";
 /// The first key after every data key (`/` + 1 is `0`).
@@ -46,6 +51,14 @@ pub(crate) fn log(index: u64) -> [u8; 12] {
 pub(crate) fn log_index(key: &[u8]) -> Option<u64> {
     let rest = key.strip_prefix(LOG)?;
     Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// The key of a client's session.
+pub(crate) fn client(id: u64) -> [u8; 15] {
+    let mut key = [0u8; 15];
+    key[..7].copy_from_slice(CLIENT);
+    key[7..].copy_from_slice(&id.to_be_bytes());
+    key
 }
 
 /// The key of `user_key` in the replicated data.
@@ -74,5 +87,8 @@ mod tests {
         // Every data key, and nothing after them, lies below DATA_END.
         assert!(data(&[0xff; 64]).as_slice() < DATA_END && DATA < DATA_END);
         assert!(SNAPSHOT_CURRENT > DATA_END && INSTALLING > DATA_END);
+        // Sessions sit just below the data, with nothing else between.
+        assert!(client(u64::MAX).as_slice() < DATA && client(0).as_slice() > CLIENT);
+        assert!([MEMBERSHIP, APPLIED, FORMAT, VOTE, LOG].iter().all(|k| *k > DATA_END));
     }
 }

@@ -4,7 +4,8 @@
 //! openraft's `RaftLogStorage`), and a replicated key-value state machine with its snapshots
 //! ([`StateMachine`], openraft's `RaftStateMachine`). Clients submit [`Command`]s through
 //! [`openraft::Raft::client_write`]; each node applies them to keys under `data/`, and
-//! [`KvReader`] reads them back.
+//! [`KvReader`] reads them back. [`Client`] (feature `client`, on by default) is a client of the
+//! `kv_node` example's HTTP service whose retried writes are applied once.
 //!
 //! ```no_run
 //! use bloomkv_raft::{Command, Raft, TypeConfig};
@@ -35,6 +36,8 @@
 // along unchanged rather than box it only to unbox it at the trait boundary.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "client")]
+mod client;
 #[cfg(test)]
 mod crash_tests;
 mod keys;
@@ -49,6 +52,8 @@ use bloomkv::{Db, Options, Value, WriteBatch, WriteOptions};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "client")]
+pub use client::{Client, ClientError, CLIENT_HEADER, SEQ_HEADER};
 pub use log_store::LogStore;
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
@@ -96,7 +101,29 @@ pub enum Command {
     },
     /// The commands in order, atomically; later ones win on the same key.
     Batch(Vec<Command>),
+    /// `command`, applied at most once per `(client, seq)`: the state machine records, per
+    /// client, the highest `seq` applied and its [`Outcome`], and answers a command whose
+    /// `seq` is not above the recorded one with that outcome, changing nothing. So a client
+    /// that retries a write it got no answer for, with the same `seq`, has it applied once.
+    ///
+    /// A client numbers its writes upwards and has one in flight at a time (a lower `seq`
+    /// arriving after a higher one is dropped). A client's record is forgotten once
+    /// [`SESSION_WINDOW`] log entries pass without a write from it.
+    Once {
+        /// The client's id, random per client.
+        client: u64,
+        /// The client's number for this write, above those of its earlier writes.
+        seq: u64,
+        /// The write; not itself a [`Command::Once`].
+        command: Box<Command>,
+    },
 }
+
+/// Log entries after a client's last write for which its record is kept: a retry that
+/// arrives later is applied again. Generous, so no realistic retry outlives it (at 10 000
+/// writes a second, over 100 s, beyond any client's deadline), and small enough that the
+/// records of clients gone away do not pile up: each is a few dozen bytes.
+pub const SESSION_WINDOW: u64 = 1 << 20;
 
 /// The largest encoded [`Command`] a node accepts: a log entry is one bloomkv value, which may
 /// be at most [`bloomkv::MAX_VALUE_BYTES`]; the rest is left for the entry's log id.
@@ -126,7 +153,10 @@ impl Command {
         if size > MAX_COMMAND_BYTES {
             return Err(format!("command of {size} bytes is over {MAX_COMMAND_BYTES}"));
         }
-        self.validate_entries()
+        match self {
+            Command::Once { command, .. } => command.validate_entries(),
+            other => other.validate_entries(),
+        }
     }
 
     fn validate_entries(&self) -> Result<(), String> {
@@ -151,6 +181,7 @@ impl Command {
             }
             Command::Delete { key } => check_key(key),
             Command::Batch(commands) => commands.iter().try_for_each(Command::validate_entries),
+            Command::Once { .. } => Err("a Once command inside another command".into()),
         }
     }
 
@@ -160,6 +191,7 @@ impl Command {
             Command::Put { key, value } => batch.put(keys::data(key), value),
             Command::Delete { key } => batch.delete(keys::data(key)),
             Command::Batch(commands) => commands.iter().for_each(|c| c.stage(batch)),
+            Command::Once { command, .. } => command.stage(batch),
         }
     }
 }
@@ -203,6 +235,13 @@ fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
     match db.get(keys::FORMAT)? {
         Some(v) if v[..] == want => Ok(()),
         Some(v) if v[..] == 1u32.to_le_bytes() => state_machine::migrate_v1(db),
+        // Version 3 added client sessions and snapshot files of version 2, which version 2
+        // cannot read: the store says so, so an older build refuses it.
+        Some(v) if v[..] == 2u32.to_le_bytes() => {
+            let mut batch = WriteBatch::new();
+            batch.put(keys::FORMAT, want);
+            db.write(&batch, &WriteOptions::new().sync(true))
+        }
         Some(v) => Err(bloomkv::Error::InvalidArgument(format!(
             "{}: raft storage format {:?}, this build reads {:?}",
             db.path().display(),
@@ -332,6 +371,10 @@ mod tests {
         assert!(Command::delete(&too_long).validate().is_err());
         let nested = Command::Batch(vec![Command::put("a", "1"), Command::delete(&too_long)]);
         assert!(nested.validate().is_err());
+        let once = |command| Command::Once { client: 1, seq: 1, command: Box::new(command) };
+        assert_eq!(once(Command::put("k", "v")).validate(), Ok(()));
+        assert!(once(once(Command::put("k", "v"))).validate().is_err());
+        assert!(Command::Batch(vec![once(Command::put("k", "v"))]).validate().is_err());
         let big = Command::put("k", vec![0u8; MAX_COMMAND_BYTES]);
         assert!(big.validate().unwrap_err().contains("command of"));
     }
@@ -350,4 +393,18 @@ mod tests {
         sm.reader().close().unwrap();
         open(fresh.path(), Options::default()).unwrap(); // reopens its own store
     }
+
+    #[test]
+    fn a_layout_2_store_is_marked_3_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, sm) = open(dir.path(), Options::default()).unwrap();
+        let kv = sm.reader();
+        kv.db.put(keys::FORMAT, 2u32.to_le_bytes()).unwrap();
+        kv.close().unwrap();
+        let (_, sm) = open(dir.path(), Options::default()).unwrap();
+        let format = sm.reader().db.get(keys::FORMAT).unwrap();
+        assert_eq!(format.as_deref(), Some(&FORMAT_V3[..]));
+    }
+
+    const FORMAT_V3: [u8; 4] = 3u32.to_le_bytes();
 }

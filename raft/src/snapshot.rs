@@ -3,14 +3,18 @@
 //! A snapshot is one file, written front to back in one pass and read the same way:
 //!
 //! ```text
-//! magic    8 bytes   "bkvraft1"
+//! magic    8 bytes   "bkvraft2"
 //! hlen     u32 LE    length of the header (at most 16 MiB)
 //! header   hlen      postcard `Header`: last applied log id, last membership
-//! pairs    repeated: klen u32 LE, key (without "data/"), vlen u32 LE, value; keys ascending
+//! pairs    repeated: klen u32 LE, key, vlen u32 LE, value; keys ascending, each whole,
+//!          under "client/" (the sessions) or "data/"
 //! end      u32 LE    0xFFFF_FFFF, where the next klen would be
 //! count    u64 LE    number of pairs
 //! crc      u32 LE    CRC-32 (IEEE) of every byte before it
 //! ```
+//!
+//! Version 1 (magic "bkvraft1", written before sessions existed) is read too: its pairs are the
+//! data alone, keys without "data/".
 //!
 //! The header repeats what openraft's `SnapshotMeta` says of the state, so a snapshot is
 //! checked against the meta it is installed with. A reader bounds every length by bloomkv's
@@ -36,7 +40,8 @@ use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 use crate::{decode, encode, keys, NodeId};
 
-const MAGIC: &[u8; 8] = b"bkvraft1";
+const MAGIC: &[u8; 8] = b"bkvraft2";
+const MAGIC_V1: &[u8; 8] = b"bkvraft1";
 const END: u32 = u32::MAX;
 /// The header holds a log id and a membership: far below bloomkv's value limit, which it must
 /// fit anyway, as the membership is stored as one value.
@@ -89,11 +94,10 @@ pub(crate) fn write(view: &bloomkv::Snapshot, out: impl Write) -> Result<(Header
     w.put(&len32(header_bytes.len())?.to_le_bytes()).map_err(io)?;
     w.put(&header_bytes).map_err(io)?;
     let mut count = 0u64;
-    for item in view.prefix(keys::DATA) {
+    for item in view.range(keys::CLIENT.to_vec()..keys::DATA_END.to_vec()) {
         let (key, value) = item.map_err(|e| AnyError::new(&e))?;
-        let key = &key[keys::DATA.len()..];
         w.put(&len32(key.len())?.to_le_bytes()).map_err(io)?;
-        w.put(key).map_err(io)?;
+        w.put(&key).map_err(io)?;
         w.put(&len32(value.len())?.to_le_bytes()).map_err(io)?;
         w.put(&value).map_err(io)?;
         count += 1;
@@ -121,6 +125,8 @@ pub(crate) struct Reader<R> {
     header: Header,
     count: u64,
     finished: bool,
+    /// What a key read from the file lacks of its stored form: `data/` in version 1.
+    key_prefix: &'static [u8],
 }
 
 impl Reader<BufReader<File>> {
@@ -142,11 +148,14 @@ impl<R: Read> Reader<R> {
             header: Header::default(),
             count: 0,
             finished: false,
+            key_prefix: b"",
         };
         let mut magic = [0u8; 8];
         r.fill(&mut magic, "magic")?;
-        if &magic != MAGIC {
-            return Err(r.bad(0, "not a bloomkv-raft snapshot"));
+        match &magic {
+            MAGIC => {}
+            MAGIC_V1 => r.key_prefix = keys::DATA,
+            _ => return Err(r.bad(0, "not a bloomkv-raft snapshot")),
         }
         let header_len = r.u32("header length")? as usize;
         if header_len > MAX_HEADER_BYTES {
@@ -162,8 +171,8 @@ impl<R: Read> Reader<R> {
         &self.header
     }
 
-    /// The next pair (its key still without `data/`), or `None` after the last one once the
-    /// count, the checksum and the end of the file check out. With `keep_value` false the
+    /// The next pair (its key as stored, under `client/` or `data/`), or `None` after the last
+    /// one once the count, the checksum and the end of the file check out. With `keep_value` false the
     /// value is checked and skipped, and an empty vector stands for it.
     pub fn next_pair(&mut self, keep_value: bool) -> bloomkv::Result<Option<(Vec<u8>, Vec<u8>)>> {
         if self.finished {
@@ -174,11 +183,16 @@ impl<R: Read> Reader<R> {
         if key_len == END {
             return self.finish().map(|()| None);
         }
-        let max_key = bloomkv::MAX_KEY_BYTES - keys::DATA.len();
+        let max_key = bloomkv::MAX_KEY_BYTES - self.key_prefix.len();
         if key_len as usize > max_key {
             return Err(self.bad(at, &format!("key of {key_len} bytes is over {max_key}")));
         }
-        let key = self.take(key_len as usize, true, "key")?;
+        let mut key = self.key_prefix.to_vec();
+        key.extend(self.take(key_len as usize, true, "key")?);
+        // Only the replicated range: an install must never overwrite the log or the vote.
+        if !(key.starts_with(keys::CLIENT) || key.starts_with(keys::DATA)) {
+            return Err(self.bad(at, "a key outside client/ and data/"));
+        }
         let at = self.offset;
         let value_len = self.u32("value length")? as usize;
         if value_len > bloomkv::MAX_VALUE_BYTES {
@@ -264,11 +278,10 @@ impl<R: Read> Reader<R> {
 impl<R: Read> Iterator for Reader<R> {
     type Item = bloomkv::Result<(Vec<u8>, Vec<u8>)>;
 
-    /// Each pair with its key under `data/`, as the state machine stores it; an error ends
-    /// the iteration.
+    /// Each pair with its key as the state machine stores it; an error ends the iteration.
     fn next(&mut self) -> Option<Self::Item> {
         match self.next_pair(true) {
-            Ok(Some((key, value))) => Some(Ok((keys::data(&key), value))),
+            Ok(Some(pair)) => Some(Ok(pair)),
             Ok(None) => None,
             Err(e) => {
                 self.finished = true;
@@ -550,6 +563,7 @@ mod tests {
         batch.put(keys::data(b""), b"empty key");
         batch.put(keys::data(b"b"), b"");
         batch.put(b"log/not-data", b"x");
+        batch.put(keys::client(9), b"session");
         db.write(&batch, &Default::default()).unwrap();
         (dir, db, header)
     }
@@ -573,6 +587,7 @@ mod tests {
         let (read_header, pairs) = read_all(&bytes).unwrap();
         assert_eq!(read_header, header);
         let want: Pairs = vec![
+            (keys::client(9).into(), b"session".into()),
             (b"data/".into(), b"empty key".into()),
             (b"data/a".into(), b"1".into()),
             (b"data/b".into(), b"".into()),
@@ -599,9 +614,10 @@ mod tests {
         verify(&bytes).unwrap();
         // The same file with the pairs "a" and "b" swapped, its checksum made right again.
         let header_len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
-        let pairs = 12 + header_len + 4 + 4 + b"empty key".len();
-        let a = 4 + 1 + 4 + 1;
-        let b = 4 + 1 + 4;
+        let session = 4 + keys::client(9).len() + 4 + b"session".len();
+        let pairs = 12 + header_len + session + 4 + 5 + 4 + b"empty key".len();
+        let a = 4 + 6 + 4 + 1;
+        let b = 4 + 6 + 4;
         let mut swapped = bytes[..pairs].to_vec();
         swapped.extend_from_slice(&bytes[pairs + a..pairs + a + b]);
         swapped.extend_from_slice(&bytes[pairs..pairs + a]);
@@ -621,13 +637,42 @@ mod tests {
         write(&db.snapshot(), &mut bytes).unwrap();
         let header_len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
         let first_pair = 12 + header_len;
-        for (at, what) in [(8, "header of"), (first_pair, "key of"), (first_pair + 4, "value of")] {
+        let value = first_pair + 4 + keys::client(9).len();
+        for (at, what) in [(8, "header of"), (first_pair, "key of"), (value, "value of")] {
             let mut huge = bytes.clone();
-            // The empty key comes first: its value length is right after its key length.
             huge[at..at + 4].copy_from_slice(&0xFFFF_FFFEu32.to_le_bytes());
             let err = read_all(&huge).unwrap_err().to_string();
             assert!(err.contains(what), "{err}");
         }
+    }
+
+    #[test]
+    fn a_version_1_snapshot_reads_as_data_and_a_key_outside_the_state_is_refused() {
+        let (_dir, db, header) = sample();
+        let header_bytes = encode(&header).unwrap();
+        let file = |magic: &[u8], key: &[u8]| {
+            let mut bytes = magic.to_vec();
+            bytes.extend_from_slice(&(header_bytes.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&header_bytes);
+            bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(key);
+            bytes.extend_from_slice(&1u32.to_le_bytes());
+            bytes.push(b'v');
+            bytes.extend_from_slice(&END.to_le_bytes());
+            bytes.extend_from_slice(&1u64.to_le_bytes());
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(&crc.to_le_bytes());
+            bytes
+        };
+        let (_, pairs) = read_all(&file(MAGIC_V1, b"k")).unwrap();
+        assert_eq!(pairs, vec![(b"data/k".to_vec(), b"v".to_vec())]);
+        // In version 1 every key is data, even one that looks like a session.
+        let (_, pairs) = read_all(&file(MAGIC_V1, b"client/x")).unwrap();
+        assert_eq!(pairs, vec![(b"data/client/x".to_vec(), b"v".to_vec())]);
+        read_all(&file(MAGIC, b"data/k")).unwrap();
+        let err = read_all(&file(MAGIC, b"meta/vote")).unwrap_err().to_string();
+        assert!(err.contains("outside client/ and data/"), "{err}");
+        drop(db);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! [`StateMachine`]: the replicated key-value data on bloomkv, and its snapshot files.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -15,10 +16,12 @@ use openraft::{
 
 use crate::snapshot::{self, Header, Receipt, SnapshotFile, Stored};
 use crate::{
-    blocking, decode, encode, keys, KvReader, NodeId, OrStorage, Outcome, StorageError, TypeConfig,
+    blocking, decode, encode, keys, Command, KvReader, NodeId, OrStorage, Outcome, StorageError,
+    TypeConfig, SESSION_WINDOW,
 };
 
-/// The replicated key-value data of one node (keys under `data/`), its last applied log id and
+/// The replicated key-value data of one node (keys under `data/`, client sessions under
+/// `client/`, see [`crate::Command::Once`]), its last applied log id and
 /// membership in the node's bloomkv database, and its current snapshot, a file beside it.
 ///
 /// Each `apply` is one bloomkv batch holding the commands' writes together with the new
@@ -188,7 +191,7 @@ impl Shared {
     fn load_current(&self, current: &Stored) -> bloomkv::Result<()> {
         let path = self.dir.join(&current.file);
         let mut batch = WriteBatch::new();
-        batch.delete_range(keys::DATA.to_vec()..keys::DATA_END.to_vec());
+        batch.delete_range(keys::CLIENT.to_vec()..keys::DATA_END.to_vec());
         self.db.write(&batch, &WriteOptions::new().sync(false))?;
         let pairs = snapshot::Reader::open(&path)?;
         // The reader checks the checksum when it reaches the end, before the ingest installs
@@ -364,6 +367,126 @@ impl Shared {
     }
 }
 
+/// How often, in log entries, sessions older than [`SESSION_WINDOW`] are looked for: a scan of
+/// every session, so rarely, which lets a session outlive the window by up to this much.
+const PRUNE_EVERY: u64 = SESSION_WINDOW / 16;
+
+/// A client's record under `client/<id>`: its last applied write.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Session {
+    /// The write's `seq`.
+    pub seq: u64,
+    /// The log index it was applied at: the session lapses [`SESSION_WINDOW`] entries on.
+    pub index: u64,
+    /// What applying it returned, returned again for a retry.
+    pub outcome: Outcome,
+}
+
+/// The sessions one `apply` call has changed (`None`: removed), over those in the database.
+/// A command must see the writes of the commands before it in the same call, not yet in the
+/// database: how openraft splits the log into calls differs from node to node, and what a
+/// command does must not.
+#[derive(Default)]
+struct Sessions(HashMap<u64, Option<Session>>);
+
+impl Sessions {
+    fn get(&self, db: &Db, client: u64) -> Result<Option<Session>, AnyError> {
+        match self.0.get(&client) {
+            Some(staged) => Ok(staged.clone()),
+            None => decode(db.get(keys::client(client))),
+        }
+    }
+
+    /// Stages `command`, applied at `index`, unless it is a retry of a write already applied.
+    fn apply(
+        &mut self,
+        db: &Db,
+        command: Command,
+        index: u64,
+        batch: &mut WriteBatch,
+    ) -> Result<Outcome, AnyError> {
+        let run = |command: &Command, batch: &mut WriteBatch| match command.validate() {
+            Ok(()) => {
+                command.stage(batch);
+                Outcome::Applied
+            }
+            Err(reason) => Outcome::Rejected { reason },
+        };
+        let Command::Once { client, seq, .. } = command else { return Ok(run(&command, batch)) };
+        if let Some(done) = self.get(db, client)?.filter(|s| seq <= s.seq) {
+            return Ok(done.outcome);
+        }
+        let outcome = run(&command, batch);
+        let session = Session { seq, index, outcome: outcome.clone() };
+        batch.put(keys::client(client), encode(&session)?);
+        self.0.insert(client, Some(session));
+        Ok(outcome)
+    }
+
+    /// Stages the removal of every session with no write in the [`SESSION_WINDOW`] entries
+    /// before `index`.
+    fn prune(&mut self, db: &Db, index: u64, batch: &mut WriteBatch) -> bloomkv::Result<()> {
+        for item in db.prefix(keys::CLIENT) {
+            let (key, value) = item?;
+            let Ok(id) = key[keys::CLIENT.len()..].try_into().map(u64::from_be_bytes) else {
+                continue;
+            };
+            // One changed in this call was written within the window.
+            if self.0.contains_key(&id) {
+                continue;
+            }
+            let session: Session = postcard::from_bytes(&value).map_err(|e| {
+                bloomkv::Error::InvalidArgument(format!("session of client {id}: {e}"))
+            })?;
+            if session.index.saturating_add(SESSION_WINDOW) < index {
+                batch.delete(&key);
+                self.0.insert(id, None);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies `entries` in one batch; see [`StateMachine`].
+fn apply_entries(db: &Db, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<Outcome>, StorageError> {
+    let mut batch = WriteBatch::new();
+    let mut outcomes = Vec::new();
+    let mut last = None;
+    let mut membership = None;
+    let mut sessions = Sessions::default();
+    for entry in entries {
+        last = Some(entry.log_id);
+        let index = entry.log_id.index;
+        let apply_err = |e: AnyError| StorageError::from(StorageIOError::apply(entry.log_id, e));
+        if index % PRUNE_EVERY == 0 {
+            sessions.prune(db, index, &mut batch).map_err(|e| apply_err(AnyError::new(&e)))?;
+        }
+        let outcome = match entry.payload {
+            EntryPayload::Blank => Outcome::Applied,
+            EntryPayload::Normal(command) => {
+                sessions.apply(db, command, index, &mut batch).map_err(apply_err)?
+            }
+            EntryPayload::Membership(m) => {
+                membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                Outcome::Applied
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let Some(last) = last else { return Ok(outcomes) };
+    let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
+    batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
+    if let Some(m) = &membership {
+        batch.put(keys::MEMBERSHIP, encode(m).map_err(apply_err)?);
+    }
+    // Not fsynced: the entries are already durable in the log, which every later fsync of
+    // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
+    // state machine may be a few entries behind, never torn, and openraft applies the rest
+    // again from the log up to the saved committed id.
+    db.write(&batch, &WriteOptions::new().sync(false)).or_storage(apply_err)?;
+    Ok(outcomes)
+}
+
 /// The prefix of the names of files being received.
 const RECEIVING: &str = "recv-";
 
@@ -396,44 +519,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = WriteBatch::new();
-        let mut outcomes = Vec::new();
-        let mut last = None;
-        let mut membership = None;
-        for entry in entries {
-            last = Some(entry.log_id);
-            let outcome = match entry.payload {
-                EntryPayload::Blank => Outcome::Applied,
-                EntryPayload::Normal(command) => match command.validate() {
-                    Ok(()) => {
-                        command.stage(&mut batch);
-                        Outcome::Applied
-                    }
-                    Err(reason) => Outcome::Rejected { reason },
-                },
-                EntryPayload::Membership(m) => {
-                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
-                    Outcome::Applied
-                }
-            };
-            outcomes.push(outcome);
-        }
-        let Some(last) = last else { return Ok(outcomes) };
-        let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
-        batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
-        if let Some(m) = &membership {
-            batch.put(keys::MEMBERSHIP, encode(m).map_err(apply_err)?);
-        }
-        // Not fsynced: the entries are already durable in the log, which every later fsync of
-        // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
-        // state machine may be a few entries behind, never torn, and openraft applies the
-        // rest again from the log up to the saved committed id.
+        // Reading the sessions may hit the disk, like the write: both run off the async
+        // workers.
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|e| e.log_id) else { return Ok(Vec::new()) };
         let db = self.shared.db.clone();
-        blocking(move || db.write(&batch, &WriteOptions::new().sync(false)))
+        blocking(move || apply_entries(&db, entries))
             .await
-            .map_err(apply_err)?
-            .or_storage(apply_err)?;
-        Ok(outcomes)
+            .map_err(|e| StorageError::from(StorageIOError::apply(last, e)))?
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
@@ -513,6 +606,110 @@ mod tests {
     fn put(index: u64, key: &str) -> Entry<TypeConfig> {
         let command = Command::put(key, format!("v{index}"));
         Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
+    }
+
+    fn once(index: u64, client: u64, seq: u64, command: Command) -> Entry<TypeConfig> {
+        let command = Command::Once { client, seq, command: Box::new(command) };
+        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
+    }
+
+    fn value(kv: &KvReader, key: &str) -> Option<Vec<u8>> {
+        kv.get(key.as_bytes()).unwrap().map(|v| v.to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_write_retried_with_its_seq_is_applied_once_and_answered_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let kv = sm.reader();
+        let too_long = vec![b'k'; bloomkv::MAX_KEY_BYTES];
+        // A retry in the same apply call as the write, and in a later one, after another
+        // client's write: neither puts the old value back.
+        let first = sm
+            .apply([
+                once(1, 7, 1, Command::put("k", "a")),
+                put(2, "k"),
+                once(3, 7, 1, Command::put("k", "a")),
+                once(4, 8, 1, Command::delete(&too_long)),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"v2"[..]));
+        let again = sm
+            .apply([
+                once(5, 7, 1, Command::put("k", "a")),
+                once(6, 8, 1, Command::put("k", "other")),
+                once(7, 7, 0, Command::put("k", "older")),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"v2"[..]));
+        assert!(matches!(first[3], Outcome::Rejected { .. }));
+        assert_eq!(again, [first[0].clone(), first[3].clone(), first[0].clone()]);
+        assert_eq!(first[2], first[0]);
+        // The next seq is a new write; writes without ids are unaffected.
+        sm.apply([once(8, 7, 2, Command::put("k", "b"))]).await.unwrap();
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"b"[..]));
+        sm.apply([put(9, "k"), put(10, "k")]).await.unwrap();
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"v10"[..]));
+        // The sessions are state, not data.
+        assert_eq!(keys(&kv), [b"k".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn sessions_survive_a_restart_and_travel_in_snapshots() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        {
+            let (_log, mut source) = crate::open(dirs.path(), bloomkv::Options::default()).unwrap();
+            source.apply([once(1, 7, 1, Command::put("k", "a")), put(2, "k")]).await.unwrap();
+            source.reader().close().unwrap();
+        }
+        let (_log, mut source) = crate::open(dirs.path(), bloomkv::Options::default()).unwrap();
+        source.apply([once(3, 7, 1, Command::put("k", "a"))]).await.unwrap();
+        assert_eq!(value(&source.reader(), "k").as_deref(), Some(&b"v2"[..]));
+
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let (_l2, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        target.apply([once(1, 7, 5, Command::put("stale", "session"))]).await.unwrap();
+        target.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+        let kv = target.reader();
+        assert_eq!(keys(&kv), [b"k".to_vec()]);
+        // The installed session replaced the target's own (seq 5): seq 2 is new there too.
+        let got = target
+            .apply([once(4, 7, 1, Command::put("k", "a")), once(5, 7, 2, Command::put("j", "b"))])
+            .await
+            .unwrap();
+        assert_eq!(got, [Outcome::Applied, Outcome::Applied]);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"v2"[..]));
+        assert_eq!(value(&kv, "j").as_deref(), Some(&b"b"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_session_lapses_once_the_window_passes_without_its_client() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let kv = sm.reader();
+        let later = SESSION_WINDOW + PRUNE_EVERY;
+        sm.apply([
+            once(1, 7, 1, Command::put("k", "a")),
+            once(later - 5, 8, 1, Command::put("j", "a")),
+        ])
+        .await
+        .unwrap();
+        let blank = |index| Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Blank };
+        sm.apply([put(later - 1, "k"), put(later - 1, "j"), blank(later)]).await.unwrap();
+        let db = &sm.shared.db;
+        assert!(db.get(keys::client(7)).unwrap().is_none(), "client 7 wrote last at 1");
+        assert!(db.get(keys::client(8)).unwrap().is_some(), "client 8 is within the window");
+        // A retry after the window is a new write.
+        sm.apply([
+            once(later + 1, 7, 1, Command::put("k", "a")),
+            once(later + 2, 8, 1, Command::put("j", "a")),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"a"[..]));
+        assert_eq!(value(&kv, "j").as_deref(), Some(&format!("v{}", later - 1).into_bytes()[..]));
     }
 
     #[tokio::test]
@@ -699,11 +896,11 @@ mod tests {
         assert_eq!(current.meta, old.meta);
         assert_eq!(std::fs::read(&current.snapshot.path).unwrap(), bytes);
         let db = &reopened.shared.db;
-        assert_eq!(db.get(keys::FORMAT).unwrap().as_deref(), Some(&2u32.to_le_bytes()[..]));
+        assert_eq!(db.get(keys::FORMAT).unwrap().as_deref(), Some(&3u32.to_le_bytes()[..]));
         assert!(db.prefix(b"snapshot/meta").next().is_none());
         assert!(db.prefix(b"snapshot/chunk/").next().is_none());
         assert_eq!(keys(&reopened.reader()).len(), 200);
         reopened.reader().close().unwrap();
-        crate::open(dir.path(), bloomkv::Options::default()).unwrap(); // and opens again as 2
+        crate::open(dir.path(), bloomkv::Options::default()).unwrap(); // and opens again as 3
     }
 }

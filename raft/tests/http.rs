@@ -1,6 +1,7 @@
 //! The `kv_node` service over real loopback HTTP, as operators run it: entries up to the
 //! service's cap replicate, larger ones are refused before they reach the log (no election),
-//! a learner joining late catches up from a snapshot of several megabytes, status and
+//! a learner joining late catches up from a snapshot of several megabytes (and with it the
+//! record of which client writes were applied, so it too applies a retry once), status and
 //! metrics show replication, followers answer stale reads, and a cluster call that cannot
 //! finish answers 504.
 
@@ -137,6 +138,58 @@ async fn a_learner_catches_up_from_a_multi_megabyte_snapshot() {
     }
     learner.stop().await.unwrap();
     leader.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_that_joined_by_snapshot_knows_which_writes_were_applied() {
+    use openraft::storage::RaftStateMachine;
+
+    let dirs = tempfile::tempdir().unwrap();
+    let leader = start(1, dirs.path()).await;
+    let http = reqwest::Client::new();
+    form_cluster(&http, std::slice::from_ref(&leader)).await;
+    // Client 77's write 1, then another write to its key; then a snapshot, the log purged.
+    let put = |value: &str, once: bool| {
+        let mut put = http.put(url(&leader, "/kv/k")).body(value.to_string());
+        if once {
+            put = put.header(bloomkv_raft::CLIENT_HEADER, 77).header(bloomkv_raft::SEQ_HEADER, 1);
+        }
+        put.send()
+    };
+    assert_eq!(put("first", true).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(put("second", false).await.unwrap().status(), StatusCode::OK);
+    let last = leader.app.raft.metrics().borrow().last_applied.unwrap().index;
+    let taken = http.post(url(&leader, "/cluster/snapshot")).send().await.unwrap();
+    assert_eq!(taken.status(), StatusCode::OK, "{}", taken.text().await.unwrap());
+
+    let learner = start(2, dirs.path()).await;
+    let joined = (learner.app.id, learner.app.addr.clone());
+    let added = http.post(url(&leader, "/cluster/learner")).json(&joined).send().await.unwrap();
+    assert_eq!(added.status(), StatusCode::OK, "{}", added.text().await.unwrap());
+    caught_up(&learner, &leader).await;
+    let m = learner.app.raft.metrics().borrow().clone();
+    let index = m.last_applied.unwrap().index;
+    assert!(m.snapshot.is_some_and(|s| s.index >= last), "installed from the snapshot: {m:?}");
+    learner.stop().await.unwrap();
+    leader.stop().await.unwrap();
+
+    // The learner's store, given client 77's write 1 again as the next entry, leaves it be;
+    // its write 2 is new.
+    let (_log, mut sm) =
+        bloomkv_raft::open(dirs.path().join("node-2"), bloomkv::Options::default()).unwrap();
+    let once = |at: u64, seq: u64, value: &str| openraft::Entry {
+        log_id: openraft::testing::log_id(1, 1, index + at),
+        payload: openraft::EntryPayload::Normal(bloomkv_raft::Command::Once {
+            client: 77,
+            seq,
+            command: Box::new(bloomkv_raft::Command::put("k", value)),
+        }),
+    };
+    let kv = sm.reader();
+    sm.apply([once(1, 1, "first")]).await.unwrap();
+    assert_eq!(kv.get(b"k").unwrap().as_deref(), Some(&b"second"[..]));
+    sm.apply([once(2, 2, "third")]).await.unwrap();
+    assert_eq!(kv.get(b"k").unwrap().as_deref(), Some(&b"third"[..]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

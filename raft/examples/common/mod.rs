@@ -16,6 +16,8 @@
 //! PUT    /kv/{key}          body = value    replicated write (leader only; key and value
 //!                                           together at most MAX_ENTRY_BYTES, else 413)
 //! DELETE /kv/{key}                          replicated delete (leader only)
+//!        a write with headers x-client-id: C and x-request-seq: S (decimal u64s) is applied
+//!        at most once per (C, S): a retry answers as the first attempt did (Command::Once)
 //! GET    /kv/{key}                          linearizable read (leader only)
 //! GET    /kv/{key}?consistency=stale        this node's applied state (any node)
 //! GET    /kv?prefix=P&limit=N               the keys starting with P (at most N, default
@@ -40,11 +42,13 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use bloomkv_raft::{Command, KvReader, NodeId, Outcome, Raft, TypeConfig};
+use bloomkv_raft::{
+    Command, KvReader, NodeId, Outcome, Raft, TypeConfig, CLIENT_HEADER, SEQ_HEADER,
+};
 use openraft::error::{
     CheckIsLeaderError, ClientWriteError, ForwardToLeader, InstallSnapshotError, NetworkError,
     RPCError, RaftError, RemoteError, Unreachable,
@@ -461,14 +465,35 @@ async fn write(app: &App, command: Command) -> Response {
     }
 }
 
+/// `command` as a [`Command::Once`] if the request names a client and a sequence number, or
+/// why the headers are wrong.
+fn once(headers: &HeaderMap, command: Command) -> Result<Command, String> {
+    let number = |name: &str| match headers.get(name) {
+        None => Ok(None),
+        Some(v) => match v.to_str().ok().and_then(|v| v.parse().ok()) {
+            Some(n) => Ok(Some(n)),
+            None => Err(format!("{name}: expected a decimal u64\n")),
+        },
+    };
+    match (number(CLIENT_HEADER)?, number(SEQ_HEADER)?) {
+        (Some(client), Some(seq)) => Ok(Command::Once { client, seq, command: Box::new(command) }),
+        (None, None) => Ok(command),
+        _ => Err(format!("{CLIENT_HEADER} and {SEQ_HEADER} go together\n")),
+    }
+}
+
 async fn kv_put(
     State(app): AppState,
     UrlPath(key): UrlPath<String>,
+    headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
     let room = MAX_ENTRY_BYTES.saturating_sub(key.len());
     match read_capped(body, room).await {
-        Ok(Some(value)) => write(&app, Command::put(key, value)).await,
+        Ok(Some(value)) => match once(&headers, Command::put(key, value)) {
+            Ok(command) => write(&app, command).await,
+            Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+        },
         Ok(None) => (
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
@@ -506,8 +531,15 @@ async fn read_capped(body: axum::body::Body, cap: usize) -> Result<Option<Bytes>
     Ok((seen <= cap).then(|| Bytes::from(kept)))
 }
 
-async fn kv_delete(State(app): AppState, UrlPath(key): UrlPath<String>) -> Response {
-    write(&app, Command::delete(key)).await
+async fn kv_delete(
+    State(app): AppState,
+    UrlPath(key): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    match once(&headers, Command::delete(key)) {
+        Ok(command) => write(&app, command).await,
+        Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+    }
 }
 
 /// `?consistency=stale` on a read: answer from this node's state as it is, on any node.

@@ -1,0 +1,317 @@
+//! [`Client`]: the `kv_node` HTTP service's client, whose retried writes are applied once.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode, Url};
+
+/// The header naming a write's client id (decimal `u64`); with [`SEQ_HEADER`], the node
+/// submits the write as a [`crate::Command::Once`].
+pub const CLIENT_HEADER: &str = "x-client-id";
+/// The header numbering a write among its client's (decimal `u64`).
+pub const SEQ_HEADER: &str = "x-request-seq";
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The service refused the request (a key or value over its limits, a bad request):
+    /// nothing was written, and sending it again would fail the same way.
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The service's reason.
+        reason: String,
+    },
+    /// No node answered in time. A write may still be applied (once) later; its id is spent.
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// What the last one met.
+        last: String,
+    },
+    /// The client was given no node addresses, or one that is not a `host:port`.
+    Config(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Refused { status, reason } => write!(f, "refused ({status}): {reason}"),
+            ClientError::GaveUp { attempts, last } => {
+                write!(f, "gave up after {attempts} attempts; last: {last}")
+            }
+            ClientError::Config(why) => write!(f, "client configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A client of a `kv_node` cluster (the crate's `kv_node` example).
+///
+/// Calls go to the node last known to lead; a node that is not the leader answers with the
+/// leader's address, which the client follows. On a connection error, a timeout or an
+/// unavailable node it tries the next node after a backoff (doubling from 25 ms to 1 s), until
+/// the call's deadline.
+///
+/// Each write carries the client's id and the next sequence number, and a retry carries the
+/// same ones, so the cluster applies it once however many attempts reach it (see
+/// [`crate::Command::Once`]). Writes of one `Client` therefore go one at a time; use several
+/// clients for concurrent writes. Reads carry no id.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), bloomkv_raft::ClientError> {
+/// use bloomkv_raft::Client;
+///
+/// let client = Client::new(["127.0.0.1:21001", "127.0.0.1:21002", "127.0.0.1:21003"])?;
+/// client.put("greeting", "hello").await?; // retried until it is acknowledged, applied once
+/// assert_eq!(client.get("greeting").await?.as_deref(), Some(&b"hello"[..]));
+/// client.delete("greeting").await?;
+/// assert_eq!(client.get_stale("greeting").await?, None); // from any node, maybe behind
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    nodes: Vec<Url>,
+    /// The node to try first: the last that answered as leader, or was named as one.
+    leader: Mutex<Option<Url>>,
+    id: u64,
+    /// The last sequence number used; held for a whole write, so writes go one at a time.
+    seq: tokio::sync::Mutex<u64>,
+    deadline: Duration,
+    attempt_timeout: Duration,
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(25);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+impl Client {
+    /// A client of the nodes at `nodes` (`host:port`), with a random id, a deadline of 10 s
+    /// per call and 3 s per attempt (an election after a leader fails takes about 2 s).
+    pub fn new<I, S>(nodes: I) -> Result<Client, ClientError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes = nodes
+            .into_iter()
+            .map(|addr| {
+                let addr = addr.as_ref();
+                Url::parse(&format!("http://{addr}/"))
+                    .map_err(|e| ClientError::Config(format!("{addr:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if nodes.is_empty() {
+            return Err(ClientError::Config("no node addresses".into()));
+        }
+        Ok(Client {
+            http: reqwest::Client::new(),
+            nodes,
+            leader: Mutex::new(None),
+            id: random_id(),
+            seq: tokio::sync::Mutex::new(0),
+            deadline: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(3),
+        })
+    }
+
+    /// The same client with the given id, for one that resumes where an earlier process with
+    /// that id stopped: its writes must number on from `last_seq`, the highest that one used.
+    pub fn with_id(mut self, id: u64, last_seq: u64) -> Client {
+        self.id = id;
+        self.seq = tokio::sync::Mutex::new(last_seq);
+        self
+    }
+
+    /// The same client with the given deadline per call, and per attempt within it.
+    pub fn with_timeouts(mut self, deadline: Duration, attempt: Duration) -> Client {
+        self.deadline = deadline;
+        self.attempt_timeout = attempt;
+        self
+    }
+
+    /// The client's id, sent with every write.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Sets `key` to `value`, once committed by a majority.
+    pub async fn put(&self, key: &str, value: impl Into<Vec<u8>>) -> Result<(), ClientError> {
+        self.write(Method::PUT, key, value.into()).await
+    }
+
+    /// Removes `key` (nothing happens if it is absent), once committed by a majority.
+    pub async fn delete(&self, key: &str) -> Result<(), ClientError> {
+        self.write(Method::DELETE, key, Vec::new()).await
+    }
+
+    /// The value of `key` through the leader, linearizable: it reflects every write
+    /// acknowledged before the call.
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ClientError> {
+        let call = Call { method: Method::GET, key, body: Vec::new(), once: None, stale: false };
+        self.call(&call).await
+    }
+
+    /// The value of `key` as the first node that answers has applied it: possibly behind
+    /// the leader, never ahead of what a majority holds.
+    pub async fn get_stale(&self, key: &str) -> Result<Option<Vec<u8>>, ClientError> {
+        let call = Call { method: Method::GET, key, body: Vec::new(), once: None, stale: true };
+        self.call(&call).await
+    }
+
+    async fn write(&self, method: Method, key: &str, body: Vec<u8>) -> Result<(), ClientError> {
+        let mut seq = self.seq.lock().await;
+        // Spent whatever happens: a write given up on may still be applied later, and a new
+        // write under its number would then be dropped as its retry.
+        *seq += 1;
+        let call = Call { method, key, body, once: Some(*seq), stale: false };
+        self.call(&call).await.map(|_| ())
+    }
+
+    async fn call(&self, call: &Call<'_>) -> Result<Option<Vec<u8>>, ClientError> {
+        let deadline = Instant::now() + self.deadline;
+        let mut backoff = FIRST_BACKOFF;
+        let mut next = 0usize;
+        let mut attempts = 0u32;
+        let mut redirected = false;
+        loop {
+            let hinted = self.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let node = hinted.unwrap_or_else(|| {
+                next += 1;
+                self.nodes[(next - 1) % self.nodes.len()].clone()
+            });
+            attempts += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let last = match self.attempt(&node, call, left.min(self.attempt_timeout)).await {
+                Answer::Done(result) => {
+                    // Only the leader answers these: the next call starts there.
+                    if result.is_ok() && !call.stale {
+                        self.set_leader(Some(node));
+                    }
+                    return result;
+                }
+                Answer::Redirect(leader) => {
+                    self.set_leader(Some(leader));
+                    // The first redirect is followed at once; nodes that keep sending the
+                    // client round (their views of the leader lag an election) are waited for.
+                    if !std::mem::replace(&mut redirected, true) {
+                        continue;
+                    }
+                    format!("{node}: redirected again")
+                }
+                Answer::Retry(why) => {
+                    self.set_leader(None);
+                    redirected = false;
+                    why
+                }
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ClientError::GaveUp { attempts, last });
+            }
+            tokio::time::sleep(backoff.min(left)).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    fn set_leader(&self, leader: Option<Url>) {
+        *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
+    }
+
+    async fn attempt(&self, node: &Url, call: &Call<'_>, timeout: Duration) -> Answer {
+        let mut url = node.clone();
+        url.path_segments_mut().expect("an http URL").clear().push("kv").push(call.key);
+        if call.stale {
+            url.set_query(Some("consistency=stale"));
+        }
+        let mut request = self.http.request(call.method.clone(), url).timeout(timeout);
+        if let Some(seq) = call.once {
+            request = request.header(CLIENT_HEADER, self.id).header(SEQ_HEADER, seq);
+        }
+        if call.method == Method::PUT {
+            request = request.body(call.body.clone());
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return Answer::Retry(format!("{node}: {e}")),
+        };
+        let status = response.status();
+        let body = match response.bytes().await {
+            Ok(b) => b.to_vec(),
+            Err(e) => return Answer::Retry(format!("{node}: reading the answer: {e}")),
+        };
+        let text = || String::from_utf8_lossy(&body).trim().to_string();
+        match status {
+            StatusCode::OK if call.method == Method::GET => Answer::Done(Ok(Some(body))),
+            StatusCode::OK => Answer::Done(Ok(None)),
+            StatusCode::NOT_FOUND if call.method == Method::GET => Answer::Done(Ok(None)),
+            StatusCode::MISDIRECTED_REQUEST => match leader_of(&body) {
+                Some(leader) if &leader != node => Answer::Redirect(leader),
+                // No leader known (an election is on), or one that says it is not: wait.
+                _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
+            },
+            s if s.is_server_error() => Answer::Retry(format!("{node}: {s}: {}", text())),
+            s => Answer::Done(Err(ClientError::Refused { status: s.as_u16(), reason: text() })),
+        }
+    }
+}
+
+/// One call, as every attempt at it sends it.
+struct Call<'a> {
+    method: Method,
+    key: &'a str,
+    body: Vec<u8>,
+    /// The write's sequence number; `None` for a read.
+    once: Option<u64>,
+    stale: bool,
+}
+
+enum Answer {
+    Done(Result<Option<Vec<u8>>, ClientError>),
+    Redirect(Url),
+    Retry(String),
+}
+
+/// The leader's address in kv_node's `not_leader` answer, `{..., "leader_addr":"host:port"}`
+/// (or `null` while no leader is known). Read by hand: the one field is not worth a JSON
+/// dependency.
+fn leader_of(body: &[u8]) -> Option<Url> {
+    const FIELD: &str = "\"leader_addr\":";
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text[text.find(FIELD)? + FIELD.len()..].trim_start().strip_prefix('"')?;
+    let addr = &rest[..rest.find('"')?];
+    Url::parse(&format!("http://{addr}/")).ok()
+}
+
+/// A random id: std's hasher keys are random per process, mixed with the time and the
+/// process id so two clients in one process differ too.
+fn random_id() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_is_read_from_a_not_leader_answer() {
+        let answer = br#"{"error":"not the leader","leader":2,"leader_addr":"127.0.0.1:21002"}"#;
+        assert_eq!(leader_of(answer).unwrap().as_str(), "http://127.0.0.1:21002/");
+        assert!(
+            leader_of(br#"{"error":"not the leader","leader":null,"leader_addr":null}"#).is_none()
+        );
+        assert!(leader_of(b"not json").is_none());
+        assert!(Client::new(Vec::<String>::new()).is_err());
+        assert_ne!(random_id(), random_id());
+    }
+}
