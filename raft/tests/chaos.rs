@@ -19,33 +19,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-/// How long any wait for the cluster may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(60);
+mod common;
 
-fn kv_node() -> PathBuf {
-    // target/<profile>/deps/chaos-<hash> -> target/<profile>/examples/kv_node
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let examples = deps.parent().unwrap().join("examples");
-    let node = examples.join(format!("kv_node{}", std::env::consts::EXE_SUFFIX));
-    let hint = "`cargo test -p bloomkv-raft` builds the examples, `--test chaos` alone does not";
-    assert!(node.is_file(), "{} is missing: {hint}", node.display());
-    // A binary older than the library would test old code.
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
-    let newest_lib = std::fs::read_dir(deps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("libbloomkv_raft-") && name.ends_with(".rlib")
-        })
-        .map(|p| modified(&p))
-        .max();
-    if let Some(lib) = newest_lib {
-        assert!(modified(&node) >= lib, "{} is older than the library: {hint}", node.display());
-    }
-    node
-}
+use common::{kv_node, wait_until};
 
 /// A small deterministic generator (xorshift64*): the schedule is reproducible from its seed.
 struct Rng(u64);
@@ -119,19 +95,6 @@ fn free_addr() -> String {
 async fn status(http: &reqwest::Client, node: &Node) -> Option<Value> {
     let answer = http.get(node.url("/cluster/status")).send().await.ok()?;
     answer.json().await.ok()
-}
-
-/// Polls `check` every 20 ms until it holds, failing the test after [`PATIENCE`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The id of the node some running node names as leader.

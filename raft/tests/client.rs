@@ -4,41 +4,17 @@
 //!
 //! The nodes are the `kv_node` example, which `cargo test` builds beside the test binary.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bloomkv_raft::{Client, CLIENT_HEADER, SEQ_HEADER};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// How long any wait for the cluster may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(60);
+mod common;
 
-fn kv_node() -> PathBuf {
-    // target/<profile>/deps/client-<hash> -> target/<profile>/examples/kv_node
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let examples = deps.parent().unwrap().join("examples");
-    let node = examples.join(format!("kv_node{}", std::env::consts::EXE_SUFFIX));
-    let hint = "`cargo test -p bloomkv-raft` builds the examples, `--test client` alone does not";
-    assert!(node.is_file(), "{} is missing: {hint}", node.display());
-    // A binary older than the library would test old code.
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
-    let newest_lib = std::fs::read_dir(deps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("libbloomkv_raft-") && name.ends_with(".rlib")
-        })
-        .map(|p| modified(&p))
-        .max();
-    if let Some(lib) = newest_lib {
-        assert!(modified(&node) >= lib, "{} is older than the library: {hint}", node.display());
-    }
-    node
-}
+use common::{kv_node, wait_until};
 
 struct Node {
     id: u64,
@@ -82,19 +58,6 @@ impl Drop for Node {
 
 async fn status(http: &reqwest::Client, node: &Node) -> Option<Value> {
     http.get(node.url("/cluster/status")).send().await.ok()?.json().await.ok()
-}
-
-/// Polls `check` every 20 ms until it holds, failing the test after [`PATIENCE`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn post(http: &reqwest::Client, url: String, body: Value) -> StatusCode {
