@@ -114,8 +114,7 @@ pub struct Transaction {
     inner: Arc<DbInner>,
     view: ReadView,
     reads: Mutex<ReadSet>,
-    /// Per keyspace written, in the order first written (a transaction touches few).
-    writes: Vec<(KeyspaceId, Pending)>,
+    writes: PerKeyspace<Pending>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -159,22 +158,46 @@ impl Pending {
     }
 }
 
-/// The entry for keyspace `id` in a list kept per keyspace: a transaction touches few, so a
-/// linear search beats a map and allocates nothing until the first.
-fn of<T>(list: &[(KeyspaceId, T)], id: KeyspaceId) -> Option<&T> {
-    list.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
+/// What a transaction keeps per keyspace it touches: the default keyspace's in place (most
+/// transactions touch only it, and then this allocates nothing), the others in a short list
+/// (a transaction touches few: a linear search beats a map).
+#[derive(Default)]
+struct PerKeyspace<T> {
+    default: Option<T>,
+    others: Vec<(KeyspaceId, T)>,
 }
 
-/// [`of`], adding a default entry if there is none.
-fn of_mut<T: Default>(list: &mut Vec<(KeyspaceId, T)>, id: KeyspaceId) -> &mut T {
-    let at = match list.iter().position(|(i, _)| *i == id) {
-        Some(at) => at,
-        None => {
-            list.push((id, T::default()));
-            list.len() - 1
+impl<T: Default> PerKeyspace<T> {
+    fn get(&self, id: KeyspaceId) -> Option<&T> {
+        match id {
+            DEFAULT_KEYSPACE => self.default.as_ref(),
+            _ => self.others.iter().find(|(i, _)| *i == id).map(|(_, t)| t),
         }
-    };
-    &mut list[at].1
+    }
+
+    /// The entry for `id`, made empty if there is none.
+    fn entry(&mut self, id: KeyspaceId) -> &mut T {
+        if id == DEFAULT_KEYSPACE {
+            return self.default.get_or_insert_with(T::default);
+        }
+        let at = match self.others.iter().position(|(i, _)| *i == id) {
+            Some(at) => at,
+            None => {
+                self.others.push((id, T::default()));
+                self.others.len() - 1
+            }
+        };
+        &mut self.others[at].1
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (KeyspaceId, &T)> {
+        let default = self.default.iter().map(|t| (DEFAULT_KEYSPACE, t));
+        default.chain(self.others.iter().map(|(id, t)| (*id, t)))
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.default.iter_mut().chain(self.others.iter_mut().map(|(_, t)| t))
+    }
 }
 
 /// True if one of the half-open `ranges` holds `key`.
@@ -192,7 +215,7 @@ pub(crate) struct ReadSet {
     wal: u64,
     /// `ingests_begun` and `ingests_done` before the snapshot was taken.
     ingests: (u64, u64),
-    keyspaces: Vec<(KeyspaceId, Reads)>,
+    keyspaces: PerKeyspace<Reads>,
     /// The keyspaces written, and their names (`None`: the default keyspace's), which must
     /// still exist at the commit.
     written: Vec<(KeyspaceId, Option<Arc<str>>)>,
@@ -273,13 +296,13 @@ impl ReadSet {
         }
         for batch in earlier {
             for (id, op) in batch.iter() {
-                if of(&self.keyspaces, id).is_some_and(|r| r.touched_by(op)) {
+                if self.keyspaces.get(id).is_some_and(|r| r.touched_by(op)) {
                     return Err(Error::Conflict);
                 }
             }
         }
-        for (id, reads) in &self.keyspaces {
-            let Some(tree) = state.tree(*id) else {
+        for (id, reads) in self.keyspaces.iter() {
+            let Some(tree) = state.tree(id) else {
                 let name = reads.name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
                 return Err(Error::KeyspaceDropped { name: name.to_string() });
             };
@@ -317,7 +340,7 @@ impl Transaction {
             ingests: (begun, done),
             ..ReadSet::default()
         };
-        Transaction { inner, view, reads: Mutex::new(reads), writes: Vec::new() }
+        Transaction { inner, view, reads: Mutex::new(reads), writes: PerKeyspace::default() }
     }
 
     /// The sequence number of the snapshot the transaction reads.
@@ -347,7 +370,7 @@ impl Transaction {
 
     fn record(&self, id: KeyspaceId, keyspace: Option<&Keyspace>, f: impl FnOnce(&mut Reads)) {
         let mut reads = lock(&self.reads);
-        let r = of_mut(&mut reads.keyspaces, id);
+        let r = reads.keyspaces.entry(id);
         if r.name.is_none() {
             r.name = Transaction::name_of(keyspace);
         }
@@ -356,10 +379,10 @@ impl Transaction {
 
     fn get_at(&self, id: KeyspaceId, ks: Option<&Keyspace>, key: &[u8]) -> Result<Option<Value>> {
         self.inner.check_open()?;
-        if let Some(ops) = of(&self.writes, id).and_then(|p| p.merges.get(key)) {
+        if let Some(ops) = self.writes.get(id).and_then(|p| p.merges.get(key)) {
             return self.merged_at(id, ks, key, ops).map(Some);
         }
-        if let Some(p) = of(&self.writes, id) {
+        if let Some(p) = self.writes.get(id) {
             if let Some(v) = p.points.get(key) {
                 return Ok(v.clone());
             }
@@ -383,7 +406,7 @@ impl Transaction {
         key: &[u8],
         ops: &[Vec<u8>],
     ) -> Result<Value> {
-        let p = of(&self.writes, id);
+        let p = self.writes.get(id);
         let base = match p.and_then(|p| p.points.get(key)) {
             Some(own) => own.clone(),
             None if p.is_some_and(|p| p.hides(key)) => None,
@@ -406,7 +429,7 @@ impl Transaction {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let pending = of(&self.writes, id);
+        let pending = self.writes.get(id);
         if pending.is_some_and(|p| keys.iter().any(|k| p.merges.contains_key(k.as_ref()))) {
             // Rare enough to read key by key.
             return keys.iter().map(|k| self.get_at(id, ks, k.as_ref())).collect();
@@ -445,7 +468,7 @@ impl Transaction {
         let mut ranges = Vec::new();
         if start < end {
             self.record(id, ks, |r| r.ranges.push((start.clone(), end.clone())));
-            if let Some(p) = of(&self.writes, id) {
+            if let Some(p) = self.writes.get(id) {
                 let bounds = (Bound::Included(start.as_slice()), Bound::Excluded(end.as_slice()));
                 own.extend(p.points.range::<[u8], _>(bounds).map(|(k, v)| (k.clone(), v.clone())));
                 // A key with operands reads as their result, which takes the place of any
@@ -498,7 +521,7 @@ impl Transaction {
     }
 
     fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
-        let p = of_mut(&mut self.writes, id);
+        let p = self.writes.entry(id);
         if p.name.is_none() {
             p.name = Transaction::name_of(ks);
         }
@@ -866,8 +889,7 @@ impl Transaction {
         // The default keyspace cannot be dropped: only the others are checked at the commit
         // (and a transaction writing the default keyspace alone allocates nothing here).
         let mut written = Vec::new();
-        for (id, p) in &self.writes {
-            let id = *id;
+        for (id, p) in self.writes.iter() {
             for (start, end) in &p.ranges {
                 batch.delete_range_to(id, start, end);
             }
@@ -893,7 +915,7 @@ impl Transaction {
         self.inner.check_writable()?;
         write::check_batch_bytes(&self.inner, batch.approximate_bytes())?;
         let mut reads = self.reads.into_inner().unwrap_or_else(|p| p.into_inner());
-        reads.keyspaces.iter_mut().for_each(|(_, r)| r.seal());
+        reads.keyspaces.values_mut().for_each(Reads::seal);
         reads.written = written;
         write::write_checked(&self.inner, sync, Some(reads), |b| *b = batch)
     }
