@@ -40,7 +40,6 @@ use super::{
 };
 use crate::batch::{check_entry_size, check_range_bound, BatchOp};
 use crate::key::SeqNo;
-use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
@@ -313,8 +312,8 @@ impl ReadSet {
                 return Err(Error::Conflict);
             }
             let mems = || tree.mems().take_while(|m| m.wal_number >= self.wal).map(|m| &*m.table);
-            let newer = |m: &MemTable, key: &[u8]| m.newest_write(key) > Some(self.seq);
-            if reads.keys.iter().any(|k| mems().any(|m| newer(m, k))) {
+            let newer = |k: &[u8], hash| mems().any(|m| m.newest_write(k, hash) > Some(self.seq));
+            if reads.keys.iter().any(|k| newer(k, crate::filter::hash_key(k))) {
                 return Err(Error::Conflict);
             }
             let scanned =

@@ -255,9 +255,10 @@ impl MemTable {
 
     /// The sequence number of the newest write to `user_key` this memtable holds: its
     /// newest entry, or a range tombstone over it, whichever is newer. What a transaction's
-    /// commit asks of each key it read (`db/transaction.rs`).
-    pub fn newest_write(&self, user_key: &[u8]) -> Option<SeqNo> {
-        let point = match self.filter.may_contain(hash_key(user_key)) {
+    /// commit asks of each key it read (`db/transaction.rs`), with the key's
+    /// [`crate::filter::hash_key`], computed once for every memtable asked.
+    pub fn newest_write(&self, user_key: &[u8], hash: u64) -> Option<SeqNo> {
+        let point = match self.filter.may_contain(hash) {
             false => None,
             true => {
                 let seek = Parts::new(user_key, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
