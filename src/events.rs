@@ -360,6 +360,11 @@ impl Events {
         self.each("on_compaction_end", |l| l.on_compaction_end(info));
     }
 
+    /// Whether a stall is in progress (as last recorded by [`Events::set_stall`]).
+    pub(crate) fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
     /// Records the stall condition the write leader is in now (`None`: writes go through
     /// undelayed), and reports the change, if it is one. `describe` is only called for a
     /// new stall.

@@ -109,6 +109,9 @@ pub(crate) struct DbInner {
     pub file_numbers: Arc<AtomicU64>,
     pub wal: Mutex<WalState>,
     pub write_queue: Mutex<WriteQueue>,
+    /// True while anyone is in the write queue: unsynced writes then queue too, instead of
+    /// writing directly (`db/write.rs`).
+    pub write_queue_busy: AtomicBool,
     /// Highest sequence number whose write is fully applied; reads see up to here.
     pub visible_seq: AtomicU64,
     pub bg: Mutex<BgState>,

@@ -561,6 +561,7 @@ fn assemble(
         versions: Mutex::new(versions),
         wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),
+        write_queue_busy: AtomicBool::new(false),
         visible_seq: AtomicU64::new(visible),
         bg: Mutex::new(BgState::default()),
         has_bg_error: AtomicBool::new(false),
