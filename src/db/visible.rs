@@ -63,6 +63,12 @@ pub(crate) struct VisibleIter {
     merger: Merger,
 }
 
+/// The keyspace name of a view without a merger.
+fn no_keyspace() -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| "".into()).clone()
+}
+
 impl VisibleIter {
     /// A view of `iter` at `seq` limited to `(lower, upper)`; unpositioned.
     pub(crate) fn new(
@@ -86,7 +92,9 @@ impl VisibleIter {
             now,
             strip: false,
             merged: false,
-            merger: Merger { op: None, keyspace: "".into() },
+            // A shared empty name, not a new allocation per scan: every scan of the engine
+            // replaces it ([`VisibleIter::with_merger`]).
+            merger: Merger { op: None, keyspace: no_keyspace() },
         }
     }
 
