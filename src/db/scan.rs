@@ -110,8 +110,8 @@ pub(crate) fn choose_tables<'t>(
     choose_tables_hashed(state, lower, upper, prefix, each)
 }
 
-/// [`choose_tables`] for the prefix (extractor and hash) already computed: first the filter
-/// line of every table it will ask is prefetched, then each is asked.
+/// [`choose_tables`] for the prefix (extractor and hash) already computed, asking each
+/// table's filter.
 fn choose_tables_hashed<'t>(
     state: &'t Tree,
     lower: Bound<&[u8]>,
@@ -119,23 +119,30 @@ fn choose_tables_hashed<'t>(
     prefix: Option<(PrefixExtractor, u64)>,
     each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
-    if let Some((e, h)) = prefix {
-        let prefetch = |t: &TableFile, _, _| {
-            t.table.filter().prefetch(h);
-            true
-        };
-        choose_tables_by(state, lower, upper, Some((e, h)), prefetch, |_, _, _| {});
-    }
-    choose_tables_by(state, lower, upper, prefix, |t, e, h| t.table.may_hold_prefix(e, h), each)
+    let prefetch = |t: &TableFile, h| t.table.filter().prefetch(h);
+    let may_hold = |t: &TableFile, e, h| t.table.may_hold_prefix(e, h);
+    choose_tables_by(state, lower, upper, prefix, prefetch, may_hold, each)
 }
 
+/// Tables [`choose_tables_by`] has found in range and not yet handed on, so that the filter
+/// lines of up to this many are loading at once before the first is probed.
+const PROBE_BATCH: usize = 16;
+
+/// A table [`choose_tables_by`] found and has not handed on yet: its level, and its choice
+/// unless its filter is still to be asked.
+type Waiting<'t> = Option<(usize, &'t Arc<TableFile>, Option<TableChoice>)>;
+
 /// [`choose_tables`] for the prefix (extractor and hash) given, asking `may_hold` whether a
-/// table built with that extractor may hold it.
+/// table built with that extractor may hold it. The tables are found in one walk; each one
+/// whose filter is to be asked is first `prefetch`ed, and its filter asked only once up to
+/// [`PROBE_BATCH`] tables are waiting (or the walk is over), so that the probes' cache misses
+/// overlap.
 fn choose_tables_by<'t>(
     state: &'t Tree,
     lower: Bound<&[u8]>,
     upper: Bound<&[u8]>,
     prefix: Option<(PrefixExtractor, u64)>,
+    prefetch: impl Fn(&TableFile, u64),
     mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
     mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
@@ -149,25 +156,44 @@ fn choose_tables_by<'t>(
         Bound::Excluded(u) => t.smallest_user_key() >= u,
         Bound::Unbounded => false,
     };
-    let mut choose = |t: &TableFile| {
-        if below_lower(t) || above_upper(t) {
-            return TableChoice::OutOfRange;
-        }
-        match prefix {
-            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+    // The tables found and not yet handed on, in read order: with the choice, unless their
+    // filter is still to be asked (`None`).
+    let mut waiting: [Waiting<'t>; PROBE_BATCH] = [None; PROBE_BATCH];
+    let mut n = 0;
+    let mut hand_on = |waiting: &mut [Waiting<'t>]| {
+        for w in waiting {
+            let Some((level, t, choice)) = w.take() else { continue };
+            let choice = choice.unwrap_or_else(|| {
+                let (e, h) = prefix.expect("a table waits for its filter only with a prefix");
                 if may_hold(t, e, h) {
                     TableChoice::Read { prefix_checked: true }
                 } else {
                     TableChoice::PrefixSkipped
                 }
+            });
+            each(level, t, choice);
+        }
+    };
+    let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
+        let choice = match prefix {
+            _ if !in_range => Some(TableChoice::OutOfRange),
+            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+                prefetch(t, h);
+                None
             }
-            _ => TableChoice::Read { prefix_checked: false },
+            _ => Some(TableChoice::Read { prefix_checked: false }),
+        };
+        waiting[n] = Some((level, t, choice));
+        n += 1;
+        if n == PROBE_BATCH {
+            hand_on(&mut waiting);
+            n = 0;
         }
     };
     for (level, tables) in state.version.levels.iter().enumerate() {
         if level == 0 {
             for t in tables {
-                each(0, t, choose(t));
+                found(0, t, !below_lower(t) && !above_upper(t));
             }
             continue;
         }
@@ -176,9 +202,10 @@ fn choose_tables_by<'t>(
             if above_upper(t) {
                 break;
             }
-            each(level, t, choose(t));
+            found(level, t, true);
         }
     }
+    hand_on(&mut waiting[..n]);
 }
 
 /// Builds the merged view of the sources in `state` a scan of `(lower, upper)` reads,
@@ -293,7 +320,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         let (l, h) = (as_slices(&lo), as_slices(&hi));
         let may_hold = |t: &TableFile, _, _| answers.get(&t.meta.number).map_or(true, |a| a[i]);
         let sources = merge_chosen(state, scan_prefixes[i], Some(counters), |each| {
-            choose_tables_by(state, l, h, scan_prefixes[i], may_hold, each)
+            choose_tables_by(state, l, h, scan_prefixes[i], |_, _| {}, may_hold, each)
         });
         let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
             .with_merger(state.merger());

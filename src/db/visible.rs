@@ -167,11 +167,24 @@ impl VisibleIter {
     }
 
     pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        if self.iter.has_no_children() {
+            // Every source was ruled out (an absent prefix's scan): no target to build.
+            self.valid = false;
+            self.backward = false;
+            self.merged = false;
+            return Ok(());
+        }
         let (target, excluded) = forward_target(self.lower.as_ref().map(Vec::as_slice));
         self.seek_forward(target.as_deref(), excluded)
     }
 
     pub(crate) fn seek_to_last(&mut self) -> Result<()> {
+        if self.iter.has_no_children() {
+            self.valid = false;
+            self.backward = true;
+            self.merged = false;
+            return Ok(());
+        }
         let target = backward_target(self.upper.as_ref().map(Vec::as_slice));
         self.seek_backward(target.as_deref())
     }
