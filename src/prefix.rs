@@ -144,13 +144,19 @@ impl PrefixExtractor {
         let inside = match upper {
             Bound::Unbounded => false,
             Bound::Included(u) => u.starts_with(p),
-            Bound::Excluded(u) => {
-                u.starts_with(p)
-                    || crate::key::prefix_successor(p).is_some_and(|s| u <= s.as_slice())
-            }
+            Bound::Excluded(u) => u.starts_with(p) || at_most_successor(u, p),
         };
         inside.then_some(p)
     }
+}
+
+/// True if `u <= successor(p)` ([`crate::key::prefix_successor`]: `p` less its trailing
+/// `0xff` bytes, the last byte left incremented), false when `p` has no successor: without
+/// building the successor, since every scan asks.
+fn at_most_successor(u: &[u8], p: &[u8]) -> bool {
+    let Some(last) = p.iter().rposition(|&b| b != 0xff) else { return false };
+    let successor = p[..last].iter().copied().chain(std::iter::once(p[last] + 1));
+    u.iter().copied().cmp(successor) != std::cmp::Ordering::Greater
 }
 
 #[cfg(test)]
@@ -199,6 +205,17 @@ mod tests {
             assert_eq!(PrefixExtractor::from_name(bad), None, "{bad}");
         }
         assert!(PrefixExtractor::Fixed(0).validate().is_err());
+    }
+
+    #[test]
+    fn at_most_successor_agrees_with_the_successor() {
+        let keys: [&[u8]; 9] = [b"", b"a", b"ab", b"ac", b"ac\0", b"b", b"\xff", b"a\xff", b"b\0"];
+        for p in keys {
+            for u in keys {
+                let want = crate::key::prefix_successor(p).is_some_and(|s| u <= s.as_slice());
+                assert_eq!(at_most_successor(u, p), want, "{u:?} {p:?}");
+            }
+        }
     }
 
     #[test]

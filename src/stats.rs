@@ -81,6 +81,7 @@ pub(crate) struct Counters {
     pub scans: Counter,
     pub prefix_filter_checks: Counter,
     pub prefix_filter_skips: Counter,
+    pub memtable_prefix_skips: Counter,
     pub user_bytes_written: Counter,
     pub flushes: Counter,
     pub flush_bytes_written: Counter,
@@ -250,6 +251,10 @@ pub struct Stats {
     /// Tables a scan skipped because their prefix filter said they hold no key of its
     /// prefix (no index or block work was done for them).
     pub prefix_filter_skips: u64,
+    /// Memtables a scan left out because their filter said they hold no key of its prefix
+    /// (the scan's range lay inside one prefix of the keyspace's extractor, the one the
+    /// memtable was made with). Not counted in `prefix_filter_checks`, which is the tables'.
+    pub memtable_prefix_skips: u64,
     /// Number of tables on each level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.
@@ -454,6 +459,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         scans: c.scans.get(),
         prefix_filter_checks: c.prefix_filter_checks.get(),
         prefix_filter_skips: c.prefix_filter_skips.get(),
+        memtable_prefix_skips: c.memtable_prefix_skips.get(),
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),

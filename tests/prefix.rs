@@ -488,3 +488,100 @@ fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
     assert!((9.5..11.5).contains(&per_key[0]), "{per_key:?} bits per key");
     assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.05, "{per_key:?} bits per key");
 }
+
+/// The memtables' filters hold their keys' prefixes too: a scan inside one prefix leaves
+/// out a memtable that holds none of it, as it does a table, and still answers right: a
+/// range tombstone in that memtable (beside its skip list, not in it) still deletes older
+/// table data, a point tombstone keeps its memtable in the scan, and a snapshot, a reverse
+/// scan, a cursor and `prefixes_exist` see what they should.
+#[test]
+fn a_prefix_scan_skips_a_memtable_without_the_prefix() {
+    let opts = Options::default()
+        .memtable_bytes(1 << 20)
+        .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')));
+    let (_dir, db) = common::db::open_temp(opts);
+    // Prefixes 0 to 3 in a table; prefixes 4 and 5 only in the memtable.
+    for p in 0..4 {
+        for s in 0..4 {
+            db.put(key(p, s), [p, s]).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    for s in 0..4 {
+        db.put(key(4, s), [4, s]).unwrap();
+        db.put(key(5, s), [5, s]).unwrap();
+    }
+    let skips = |db: &Db| db.stats().memtable_prefix_skips;
+    let s0 = skips(&db);
+    assert_eq!(keys_of(db.prefix(prefix(4))).len(), 4);
+    assert_eq!(skips(&db), s0, "the memtable holds prefix 4");
+    assert_eq!(keys_of(db.prefix(prefix(2))).len(), 4);
+    assert_eq!(keys_of(db.prefix(prefix(13))).len(), 0);
+    assert_eq!(skips(&db), s0 + 2, "the memtable holds neither prefix 2 nor prefix 13");
+
+    // Range-delete most of prefix 1 and point-delete a key of prefix 2: the tombstones are
+    // in the memtable, the keys they delete in the table.
+    let before = db.snapshot();
+    db.delete_range(key(1, 1)..key(1, 9)).unwrap();
+    db.delete(key(2, 3)).unwrap();
+    let s1 = skips(&db);
+    assert_eq!(keys_of(db.prefix(prefix(1))), [key(1, 0)]);
+    assert_eq!(keys_of(db.prefix(prefix(1)).rev()), [key(1, 0)]);
+    assert_eq!(keys_of(db.range(key(1, 1)..=key(1, 3))).len(), 0);
+    assert_eq!(skips(&db), s1 + 3, "the range tombstone adds no prefix to the filter");
+    assert_eq!(keys_of(db.prefix(prefix(2))), [key(2, 0), key(2, 1), key(2, 2)]);
+    assert_eq!(keys_of(db.prefix(prefix(2)).rev()).len(), 3);
+    assert_eq!(skips(&db), s1 + 3, "the point tombstone adds its prefix");
+    let mut c = db.cursor(prefix(1)..prefix(2));
+    c.seek_to_last().unwrap();
+    assert_eq!(c.key(), Some(&key(1, 0)[..]));
+    assert_eq!(
+        db.prefixes_exist(&[prefix(1), prefix(3), prefix(13)]).unwrap(),
+        [true, true, false]
+    );
+    db.delete(key(1, 0)).unwrap();
+    assert_eq!(db.prefixes_exist(&[prefix(1)]).unwrap(), [false]);
+    // The snapshot from before the deletes reads the same memtable at its own number.
+    assert_eq!(keys_of(before.prefix(prefix(1))).len(), 4);
+    assert_eq!(keys_of(before.prefix(prefix(2)).rev()).len(), 4);
+    assert_eq!(keys_of(before.prefix(prefix(5))).len(), 4);
+
+    // Once the memtable is immutable (and then flushed), the same answers.
+    db.flush().unwrap();
+    assert!(keys_of(db.prefix(prefix(1))).is_empty());
+    assert_eq!(keys_of(db.prefix(prefix(5))).len(), 4);
+    assert_eq!(keys_of(before.prefix(prefix(1))).len(), 4);
+}
+
+/// A memtable's filter holds the prefixes of the extractor its keyspace had when it was
+/// made: a keyspace created with an extractor gets memtables that hold its prefixes even
+/// when the default keyspace has none, and a reopen with an extractor gives the default
+/// keyspace memtables that hold its prefixes.
+#[test]
+fn each_keyspace_memtable_holds_its_own_extractor_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default().memtable_bytes(1 << 20);
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    let ks_opts =
+        KeyspaceOptions::new().prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')));
+    let ks = db.keyspace("orders", ks_opts).unwrap();
+    for s in 0..4 {
+        ks.put(key(1, s), "v").unwrap();
+        db.put(key(1, s), "v").unwrap();
+    }
+    assert!(keys_of(db.prefix(prefix(2))).is_empty());
+    assert_eq!(db.stats().memtable_prefix_skips, 0, "the default keyspace has no extractor");
+    assert!(keys_of(ks.prefix(prefix(2))).is_empty());
+    assert_eq!(keys_of(ks.prefix(prefix(1))).len(), 4);
+    assert_eq!(db.stats().memtable_prefix_skips, 1);
+    db.close().unwrap();
+
+    let fixed = Some(PrefixExtractor::Fixed(4));
+    let db = Db::open(dir.path(), opts.prefix_extractor(fixed)).unwrap();
+    db.put(key(1, 5), "v").unwrap();
+    assert!(keys_of(db.prefix(prefix(2))).is_empty());
+    assert_eq!(db.stats().memtable_prefix_skips, 1);
+    assert_eq!(keys_of(db.prefix(prefix(1))).len(), 5);
+    assert_eq!(db.stats().memtable_prefix_skips, 1);
+    db.close().unwrap();
+}

@@ -197,12 +197,13 @@ impl Keyspace {
 
     /// Iterates over this keyspace's keys in `range`, as [`crate::Db::range`].
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
-        self.snapshot().range(range)
+        super::snapshot::iter_now(&self.inner, self.id, &self.name, range.into_bounds())
     }
 
     /// Iterates over this keyspace's keys that start with `prefix`, as [`crate::Db::prefix`].
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        self.snapshot().prefix(prefix)
+        let bounds = prefix_bounds(prefix.as_ref());
+        super::snapshot::iter_now(&self.inner, self.id, &self.name, bounds)
     }
 
     /// For each of `prefixes`, whether a live key of this keyspace starts with it, as
@@ -213,7 +214,7 @@ impl Keyspace {
 
     /// A [`Cursor`] over this keyspace's keys in `range`, as [`crate::Db::cursor`].
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
-        self.snapshot().cursor(range)
+        super::snapshot::cursor_now(&self.inner, self.id, &self.name, range.into_bounds())
     }
 
     /// [`crate::Db::compare_and_swap`] in this keyspace.

@@ -551,7 +551,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
-        self.snapshot().range(range)
+        let name = DEFAULT_KEYSPACE_NAME;
+        snapshot::iter_now(&self.inner, DEFAULT_KEYSPACE, name, range.into_bounds())
     }
 
     /// Iterates over the keys that start with `prefix`, in ascending order (double-ended,
@@ -559,7 +560,8 @@ impl Db {
     /// with `prefix` has one prefix (`prefix` is at least as long as the extractor's), the
     /// scan skips the tables whose filter says they hold none.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        self.snapshot().prefix(prefix)
+        let bounds = prefix_bounds(prefix.as_ref());
+        snapshot::iter_now(&self.inner, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, bounds)
     }
 
     /// For each of `prefixes`, whether a live key starts with it, as one consistent read:
@@ -643,7 +645,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
-        self.snapshot().cursor(range)
+        let name = DEFAULT_KEYSPACE_NAME;
+        snapshot::cursor_now(&self.inner, DEFAULT_KEYSPACE, name, range.into_bounds())
     }
 
     /// Begins an optimistic [`Transaction`] reading the database as it is now, in every

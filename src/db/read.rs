@@ -39,6 +39,7 @@ use crate::memtable::MemGet;
 use crate::stats::ReadTally;
 use crate::table::reader::KeyPrefixHash;
 use crate::table::{GetOutcome, TableGet};
+use crate::version::edit::KeyspaceId;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
@@ -68,13 +69,24 @@ impl DbInner {
 }
 
 impl DbInner {
+    /// Keyspace `keyspace`'s tree (unless it was dropped) and the sequence number to read it
+    /// at, for an iterator or cursor to keep: the tree of the state current when the number
+    /// was loaded. A memtable switch between the two loads would leave writes numbered at or
+    /// below the sequence number in a memtable the view's state does not have: harmless for
+    /// one read, which sees a consistent prefix of the history, but a kept view would be
+    /// labelled with a sequence number it does not hold (a checkpoint would record it as its
+    /// last), and a transaction's check would take those writes for ones its snapshot saw.
+    pub(crate) fn stable_tree(&self, keyspace: KeyspaceId) -> (Option<Arc<Tree>>, SeqNo) {
+        loop {
+            let view = self.read_view();
+            if Arc::ptr_eq(view.state(), &self.state.load()) {
+                return (view.state().tree(keyspace).cloned(), view.seq());
+            }
+        }
+    }
+
     /// A view to keep (a snapshot's, a transaction's), whose state is the one current when
-    /// its sequence number was loaded. A memtable switch between the two loads would leave
-    /// writes numbered at or below the sequence number in a memtable the view's state does
-    /// not have: harmless for one read, which sees a consistent prefix of the history, but a
-    /// kept view would be labelled with a sequence number it does not hold (a checkpoint
-    /// would record it as its last), and a transaction's check would take those writes for
-    /// ones its snapshot saw.
+    /// its sequence number was loaded: see [`DbInner::stable_tree`].
     pub(crate) fn stable_read_view(&self) -> ReadView {
         loop {
             let view = self.read_view();

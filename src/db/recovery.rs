@@ -112,7 +112,7 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         if def.id == DEFAULT_KEYSPACE {
             def.opts = opts.keyspace_options();
         }
-        let mem = Arc::new(MemTable::sized_for(opts.memtable_bytes));
+        let mem = Arc::new(MemTable::with_prefixes(opts.memtable_bytes, def.opts.prefix_extractor));
         keyspaces.push(LoadedKeyspace { def, version, mem });
     }
 
@@ -519,7 +519,8 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
     let trees = keyspaces
         .into_iter()
         .map(|k| {
-            let table = if fresh { Arc::new(k.mem.successor()) } else { k.mem };
+            let table =
+                if fresh { Arc::new(k.mem.successor(k.def.opts.prefix_extractor)) } else { k.mem };
             Arc::new(Tree {
                 id: k.def.id,
                 name: k.def.name.into(),

@@ -7,9 +7,12 @@
 //!
 //! Only the tables that can hold a key of the range are merged ([`choose_tables`]): those
 //! whose key range meets it, less — when every key of the range has one prefix under the
-//! keyspace's extractor — those whose filter says they hold no key with that prefix. A
-//! skipped table's range tombstones still apply: they come from the version, which gathers
-//! every table's, not from the table iterators.
+//! keyspace's extractor — those whose filter says they hold no key with that prefix; the
+//! memtables likewise, by their own filters. A skipped source's range tombstones still
+//! apply: they come from the version, which gathers every table's, and from each memtable's
+//! set beside its skip list, not from the iterators. The prefix is hashed once per scan and
+//! every candidate's filter line is prefetched before any is probed, so the probes' cache
+//! misses overlap.
 //!
 //! A [`DbIterator`] is double-ended the way `BTreeMap::range` is: its front and its back are
 //! two `VisibleIter`s over the same state, the back one built on the first `next_back`, and
@@ -104,16 +107,42 @@ pub(crate) fn choose_tables<'t>(
     each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
     let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
-    choose_tables_by(state, lower, upper, prefix, |t, e, h| t.table.may_hold_prefix(e, h), each)
+    choose_tables_hashed(state, lower, upper, prefix, each)
 }
 
+/// [`choose_tables`] for the prefix (extractor and hash) already computed, asking each
+/// table's filter.
+fn choose_tables_hashed<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    prefix: Option<(PrefixExtractor, u64)>,
+    each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    let prefetch = |t: &TableFile, h| t.table.filter().prefetch(h);
+    let may_hold = |t: &TableFile, e, h| t.table.may_hold_prefix(e, h);
+    choose_tables_by(state, lower, upper, prefix, prefetch, may_hold, each)
+}
+
+/// Tables [`choose_tables_by`] has found in range and not yet handed on, so that the filter
+/// lines of up to this many are loading at once before the first is probed.
+const PROBE_BATCH: usize = 16;
+
+/// A table [`choose_tables_by`] found and has not handed on yet: its level, and its choice
+/// unless its filter is still to be asked.
+type Waiting<'t> = Option<(usize, &'t Arc<TableFile>, Option<TableChoice>)>;
+
 /// [`choose_tables`] for the prefix (extractor and hash) given, asking `may_hold` whether a
-/// table built with that extractor may hold it.
+/// table built with that extractor may hold it. The tables are found in one walk; each one
+/// whose filter is to be asked is first `prefetch`ed, and its filter asked only once up to
+/// [`PROBE_BATCH`] tables are waiting (or the walk is over), so that the probes' cache misses
+/// overlap.
 fn choose_tables_by<'t>(
     state: &'t Tree,
     lower: Bound<&[u8]>,
     upper: Bound<&[u8]>,
     prefix: Option<(PrefixExtractor, u64)>,
+    prefetch: impl Fn(&TableFile, u64),
     mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
     mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
@@ -127,25 +156,44 @@ fn choose_tables_by<'t>(
         Bound::Excluded(u) => t.smallest_user_key() >= u,
         Bound::Unbounded => false,
     };
-    let mut choose = |t: &TableFile| {
-        if below_lower(t) || above_upper(t) {
-            return TableChoice::OutOfRange;
-        }
-        match prefix {
-            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+    // The tables found and not yet handed on, in read order: with the choice, unless their
+    // filter is still to be asked (`None`).
+    let mut waiting: [Waiting<'t>; PROBE_BATCH] = [None; PROBE_BATCH];
+    let mut n = 0;
+    let mut hand_on = |waiting: &mut [Waiting<'t>]| {
+        for w in waiting {
+            let Some((level, t, choice)) = w.take() else { continue };
+            let choice = choice.unwrap_or_else(|| {
+                let (e, h) = prefix.expect("a table waits for its filter only with a prefix");
                 if may_hold(t, e, h) {
                     TableChoice::Read { prefix_checked: true }
                 } else {
                     TableChoice::PrefixSkipped
                 }
+            });
+            each(level, t, choice);
+        }
+    };
+    let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
+        let choice = match prefix {
+            _ if !in_range => Some(TableChoice::OutOfRange),
+            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+                prefetch(t, h);
+                None
             }
-            _ => TableChoice::Read { prefix_checked: false },
+            _ => Some(TableChoice::Read { prefix_checked: false }),
+        };
+        waiting[n] = Some((level, t, choice));
+        n += 1;
+        if n == PROBE_BATCH {
+            hand_on(&mut waiting);
+            n = 0;
         }
     };
     for (level, tables) in state.version.levels.iter().enumerate() {
         if level == 0 {
             for t in tables {
-                each(0, t, choose(t));
+                found(0, t, !below_lower(t) && !above_upper(t));
             }
             continue;
         }
@@ -154,31 +202,46 @@ fn choose_tables_by<'t>(
             if above_upper(t) {
                 break;
             }
-            each(level, t, choose(t));
+            found(level, t, true);
         }
     }
+    hand_on(&mut waiting[..n]);
 }
 
 /// Builds the merged view of the sources in `state` a scan of `(lower, upper)` reads,
-/// newest sources first: every memtable and the tables [`choose_tables`] chooses. With
-/// `counters`, the prefix filters' answers are counted.
+/// newest sources first: the memtables whose filter may hold the scan's prefix (all of them
+/// when it has none) and the tables [`choose_tables`] chooses. With `counters`, the prefix
+/// filters' answers are counted.
 pub(crate) fn merged_sources(
     state: &Tree,
     lower: Bound<&[u8]>,
     upper: Bound<&[u8]>,
     counters: Option<&Counters>,
 ) -> MergingIterator {
-    merge_chosen(state, counters, |each| choose_tables(state, lower, upper, each))
+    let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
+    if let Some((e, h)) = prefix {
+        state.mems().for_each(|m| m.table.prefetch_prefix(e, h));
+    }
+    merge_chosen(state, prefix, counters, |each| {
+        choose_tables_hashed(state, lower, upper, prefix, each)
+    })
 }
 
-/// The merged view of every memtable and of the tables `choose` chooses.
+/// The merged view of the memtables that may hold `prefix` (every one without a prefix) and
+/// of the tables `choose` chooses.
 fn merge_chosen<'t>(
     state: &'t Tree,
+    prefix: Option<(PrefixExtractor, u64)>,
     counters: Option<&Counters>,
     choose: impl FnOnce(&mut dyn FnMut(usize, &'t Arc<TableFile>, TableChoice)),
 ) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
+    let mut mem_skips = 0u64;
     for m in state.mems() {
+        if prefix.is_some_and(|(e, h)| !m.table.may_hold_prefix(e, h)) {
+            mem_skips += 1;
+            continue;
+        }
         children.push(Box::new(m.table.iter()));
     }
     let mut levels: Vec<Vec<Arc<TableFile>>> = Vec::new();
@@ -206,6 +269,9 @@ fn merge_chosen<'t>(
         if checks > 0 {
             c.prefix_filter_checks.add(checks);
             c.prefix_filter_skips.add(skips);
+        }
+        if mem_skips > 0 {
+            c.memtable_prefix_skips.add(mem_skips);
         }
     }
     for tables in levels {
@@ -253,8 +319,8 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
     for (i, (lo, hi)) in bounds.into_iter().enumerate() {
         let (l, h) = (as_slices(&lo), as_slices(&hi));
         let may_hold = |t: &TableFile, _, _| answers.get(&t.meta.number).map_or(true, |a| a[i]);
-        let sources = merge_chosen(state, Some(counters), |each| {
-            choose_tables_by(state, l, h, scan_prefixes[i], may_hold, each)
+        let sources = merge_chosen(state, scan_prefixes[i], Some(counters), |each| {
+            choose_tables_by(state, l, h, scan_prefixes[i], |_, _| {}, may_hold, each)
         });
         let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
             .with_merger(state.merger());

@@ -189,6 +189,36 @@ impl Snapshot {
     }
 }
 
+/// What an iterator or cursor of `keyspace` (named `name`) reads if made now: the tree and
+/// the sequence number a [`Snapshot`] taken now would read, without registering a snapshot
+/// (the iterator keeps the tree alive itself, and a snapshot dropped at once is never seen).
+fn read_now(inner: &DbInner, keyspace: KeyspaceId, name: &str) -> (Result<Arc<Tree>>, SeqNo) {
+    let (tree, seq) = inner.stable_tree(keyspace);
+    (tree.ok_or_else(|| Error::KeyspaceDropped { name: name.to_string() }), seq)
+}
+
+/// [`Snapshot::range`] of a snapshot of `keyspace` taken now.
+pub(crate) fn iter_now(
+    inner: &Arc<DbInner>,
+    keyspace: KeyspaceId,
+    name: &str,
+    (start, end): (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>),
+) -> DbIterator {
+    let (tree, seq) = read_now(inner, keyspace, name);
+    DbIterator::new(inner.clone(), tree, seq, start, end)
+}
+
+/// [`Snapshot::cursor`] of a snapshot of `keyspace` taken now.
+pub(crate) fn cursor_now(
+    inner: &Arc<DbInner>,
+    keyspace: KeyspaceId,
+    name: &str,
+    (start, end): (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>),
+) -> Cursor {
+    let (tree, seq) = read_now(inner, keyspace, name);
+    Cursor::new(inner.clone(), tree, seq, start, end)
+}
+
 impl Drop for Snapshot {
     fn drop(&mut self) {
         let mut snaps = lock(&self.inner.snapshots);

@@ -212,7 +212,9 @@ impl DbInner {
         for def in &edit.keyspaces {
             if cur.tree(def.id).is_none() {
                 // A new keyspace starts with empty memtables in step with the others'.
-                let empty = |m: &Mem| Mem { table: Arc::new(m.table.successor()), ..m.clone() };
+                let extractor = def.opts.prefix_extractor;
+                let empty =
+                    |m: &Mem| Mem { table: Arc::new(m.table.successor(extractor)), ..m.clone() };
                 trees.push(Arc::new(Tree {
                     id: def.id,
                     name: def.name.as_str().into(),

@@ -63,6 +63,12 @@ pub(crate) struct VisibleIter {
     merger: Merger,
 }
 
+/// The keyspace name of a view without a merger.
+fn no_keyspace() -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| "".into()).clone()
+}
+
 impl VisibleIter {
     /// A view of `iter` at `seq` limited to `(lower, upper)`; unpositioned.
     pub(crate) fn new(
@@ -86,7 +92,9 @@ impl VisibleIter {
             now,
             strip: false,
             merged: false,
-            merger: Merger { op: None, keyspace: "".into() },
+            // A shared empty name, not a new allocation per scan: every scan of the engine
+            // replaces it ([`VisibleIter::with_merger`]).
+            merger: Merger { op: None, keyspace: no_keyspace() },
         }
     }
 
@@ -159,11 +167,24 @@ impl VisibleIter {
     }
 
     pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        if self.iter.has_no_children() {
+            // Every source was ruled out (an absent prefix's scan): no target to build.
+            self.valid = false;
+            self.backward = false;
+            self.merged = false;
+            return Ok(());
+        }
         let (target, excluded) = forward_target(self.lower.as_ref().map(Vec::as_slice));
         self.seek_forward(target.as_deref(), excluded)
     }
 
     pub(crate) fn seek_to_last(&mut self) -> Result<()> {
+        if self.iter.has_no_children() {
+            self.valid = false;
+            self.backward = true;
+            self.merged = false;
+            return Ok(());
+        }
         let target = backward_target(self.upper.as_ref().map(Vec::as_slice));
         self.seek_backward(target.as_deref())
     }

@@ -87,7 +87,7 @@ fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
             imm.extend(t.imm.iter().cloned());
             Tree {
                 mem: Mem {
-                    table: Arc::new(t.mem.table.successor()),
+                    table: Arc::new(t.mem.table.successor(t.opts.prefix_extractor)),
                     wal_number: number,
                     last_seq: 0,
                 },

@@ -39,6 +39,11 @@ pub struct MergingIterator {
 }
 
 impl MergingIterator {
+    /// True if there is nothing to merge: every positioning leaves it invalid.
+    pub(crate) fn has_no_children(&self) -> bool {
+        self.children.is_empty()
+    }
+
     /// Merges `children`, given newest first. Starts unpositioned, like every
     /// [`InternalIterator`]: call a seek first.
     pub fn new(children: Vec<Box<dyn BidirectionalIterator>>) -> Self {

@@ -1,5 +1,7 @@
 //! A Bloom filter over the user keys a memtable holds (RocksDB's
-//! `memtable_whole_key_filtering`).
+//! `memtable_whole_key_filtering`) and, in a keyspace with a prefix extractor, over their
+//! prefixes too (RocksDB's memtable prefix Bloom): the tables' hashes of both, so one filter
+//! answers a point lookup and a prefix scan.
 //!
 //! A point lookup of a key the memtable does not hold would otherwise search the skip list
 //! to its bottom level: a chain of dependent cache misses through megabytes of arena, for
@@ -41,6 +43,8 @@ struct Line([AtomicU64; 8]);
 /// The filter of one memtable. Its lines are allocated on the first insert, so a keyspace's
 /// memtable that is never written costs nothing.
 pub(crate) struct MemFilter {
+    /// The memtable size the filter was made for.
+    memtable_bytes: usize,
     num_lines: usize,
     lines: OnceLock<Box<[Line]>>,
 }
@@ -52,15 +56,17 @@ fn line_index(hash: u64, num_lines: usize) -> usize {
 
 impl MemFilter {
     /// A filter for a memtable of up to `memtable_bytes`; none at all (every answer "maybe")
-    /// when `memtable_bytes` is 0.
-    pub(crate) fn new(memtable_bytes: usize) -> Self {
+    /// when `memtable_bytes` is 0. With `prefixes` (up to one prefix entry per key) it gets
+    /// twice the lines, so that the keys' rate stays what it is without.
+    pub(crate) fn new(memtable_bytes: usize, prefixes: bool) -> Self {
         let num_lines = (memtable_bytes / BYTES_PER_FILTER_BYTE).div_ceil(64);
-        MemFilter { num_lines, lines: OnceLock::new() }
+        let num_lines = if prefixes { 2 * num_lines } else { num_lines };
+        MemFilter { memtable_bytes, num_lines, lines: OnceLock::new() }
     }
 
     /// The memtable size this filter was made for, so a memtable's successor gets the same.
     pub(crate) fn memtable_bytes(&self) -> usize {
-        self.num_lines * 64 * BYTES_PER_FILTER_BYTE
+        self.memtable_bytes
     }
 
     /// Records the key with this hash, before its entry is linked into the skip list. The
@@ -137,7 +143,7 @@ mod tests {
 
     #[test]
     fn says_no_only_for_keys_never_added() {
-        let f = MemFilter::new(1 << 20);
+        let f = MemFilter::new(1 << 20, false);
         assert!(!f.may_contain(hash_key(b"a")), "empty");
         assert_eq!(f.bytes(), 0, "nothing allocated before the first insert");
         let added: Vec<u64> = (0u32..10_000).map(|i| hash_key(&i.to_be_bytes())).collect();
@@ -155,9 +161,17 @@ mod tests {
 
     #[test]
     fn without_lines_every_answer_is_maybe() {
-        let f = MemFilter::new(0);
+        let f = MemFilter::new(0, true);
         f.add(1, &WriterHeld::single_threaded_test());
         assert!(f.may_contain(2));
         assert_eq!(f.memtable_bytes(), 0);
+    }
+
+    #[test]
+    fn prefixes_double_the_lines() {
+        let f = MemFilter::new(1 << 20, true);
+        f.add(hash_key(b"a"), &WriterHeld::single_threaded_test());
+        assert_eq!(f.bytes(), 2 * (1 << 20) / BYTES_PER_FILTER_BYTE);
+        assert_eq!(f.memtable_bytes(), 1 << 20);
     }
 }

@@ -9,7 +9,8 @@
 //! `(user_key, snapshot_seq)`; an iterator holds a node and steps forward along its link.
 //! Nothing is ever removed; a memtable is dropped whole once it has been flushed. Beside the
 //! list, a Bloom filter of its user keys (`filter.rs`) lets a point lookup skip the search for
-//! a key the memtable does not hold.
+//! a key the memtable does not hold; in a keyspace with a prefix extractor it holds their
+//! prefixes too, and a scan inside one prefix skips a memtable that holds none of its keys.
 //!
 //! **One writer at a time, any number of readers.** Readers take no lock. Inserts take turns
 //! on a mutex (range deletions on one of their own); the engine makes them from one thread at a time (the
@@ -37,9 +38,10 @@ use arc_swap::ArcSwap;
 
 use self::filter::MemFilter;
 use self::skiplist::{Parts, RawNode, SkipList};
-use crate::filter::hash_key;
+use crate::filter::{hash_key, hash_prefix};
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{pack_trailer, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::prefix::PrefixExtractor;
 use crate::range_del::{Fragments, RangeTombstone};
 use crate::{Result, Value};
 
@@ -66,8 +68,11 @@ pub enum MemGet {
 /// Sorted in-memory buffer of recent writes. See the module documentation.
 pub struct MemTable {
     list: SkipList,
-    /// Which user keys the skip list may hold (`filter.rs`).
+    /// Which user keys (and, with `prefix`, which of their prefixes) the skip list may hold
+    /// (`filter.rs`).
     filter: MemFilter,
+    /// The extractor whose prefixes `filter` also holds.
+    prefix: Option<PrefixExtractor>,
     /// Bytes of the range tombstones (the skip list counts its own).
     range_del_bytes: AtomicUsize,
     range_dels: RangeDels,
@@ -134,9 +139,16 @@ impl MemTable {
 
     /// An empty memtable whose key filter is sized for `memtable_bytes` (none when 0).
     pub fn sized_for(memtable_bytes: usize) -> Self {
+        MemTable::with_prefixes(memtable_bytes, None)
+    }
+
+    /// An empty memtable whose filter, sized for `memtable_bytes` (none when 0), also holds
+    /// the prefixes of the keys `extractor` has one for ([`MemTable::may_hold_prefix`]).
+    pub fn with_prefixes(memtable_bytes: usize, extractor: Option<PrefixExtractor>) -> Self {
         MemTable {
             list: SkipList::new(),
-            filter: MemFilter::new(memtable_bytes),
+            filter: MemFilter::new(memtable_bytes, extractor.is_some()),
+            prefix: extractor,
             range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
         }
@@ -192,13 +204,43 @@ impl MemTable {
         debug_assert!(seq <= MAX_SEQNO);
         let hash = hash_key(user_key);
         self.filter.prefetch(hash);
-        let add = |held: &_| self.filter.add(hash, held);
+        // Every kind of entry adds its prefix: a tombstone too must stop a scan from skipping
+        // the memtable, or the older version it deletes would show.
+        let prefix_hash = self.prefix.and_then(|e| e.prefix(user_key)).map(hash_prefix);
+        if let Some(h) = prefix_hash {
+            self.filter.prefetch(h);
+        }
+        let add = |held: &_| {
+            self.filter.add(hash, held);
+            if let Some(h) = prefix_hash {
+                self.filter.add(h, held);
+            }
+        };
         self.list.insert_with(user_key, pack_trailer(seq, kind), value, add);
     }
 
-    /// An empty memtable like this one (its filter sized the same), to take over from it.
-    pub fn successor(&self) -> MemTable {
-        MemTable::sized_for(self.filter.memtable_bytes())
+    /// An empty memtable to take over from this one: its filter sized the same, holding the
+    /// prefixes of `extractor` (the keyspace's now).
+    pub fn successor(&self, extractor: Option<PrefixExtractor>) -> MemTable {
+        MemTable::with_prefixes(self.filter.memtable_bytes(), extractor)
+    }
+
+    /// False only if the skip list holds no entry of a key whose prefix under `extractor` has
+    /// this hash ([`crate::filter::hash_prefix`]): then a scan inside that prefix may leave the
+    /// memtable out. Its range tombstones are not in the skip list and still apply
+    /// ([`MemTable::range_tombstone_sets`]). True whenever the filter was not built with
+    /// `extractor`.
+    #[inline]
+    pub fn may_hold_prefix(&self, extractor: PrefixExtractor, hash: u64) -> bool {
+        self.prefix != Some(extractor) || self.filter.may_contain(hash)
+    }
+
+    /// Starts loading what [`MemTable::may_hold_prefix`] will read for `hash`.
+    #[inline]
+    pub fn prefetch_prefix(&self, extractor: PrefixExtractor, hash: u64) {
+        if self.prefix == Some(extractor) {
+            self.filter.prefetch(hash);
+        }
     }
 
     /// False if this memtable holds no version of the key with this hash
@@ -434,6 +476,34 @@ mod tests {
             MemGet::Found(v, _) => MemGet::Found(v, 0),
             other => other,
         })
+    }
+
+    #[test]
+    fn the_filter_holds_every_entry_s_prefix_under_its_own_extractor() {
+        let e = PrefixExtractor::UpToDelimiter(b'/');
+        let m = MemTable::with_prefixes(1 << 20, Some(e));
+        let h = |p: &[u8]| hash_prefix(p);
+        assert!(!m.may_hold_prefix(e, h(b"a/")), "empty");
+        m.insert(b"a/1", 1, ValueKind::Put, b"v");
+        m.insert(b"b/1", 2, ValueKind::Delete, b"");
+        m.insert(b"c", 3, ValueKind::Put, b"out of the domain");
+        m.delete_range(b"d/", b"e/", 4);
+        assert!(m.may_hold_prefix(e, h(b"a/")));
+        assert!(m.may_hold_prefix(e, h(b"b/")), "a tombstone's prefix");
+        assert!(!m.may_hold_prefix(e, h(b"c")), "no prefix for a key out of the domain");
+        assert!(!m.may_hold_prefix(e, h(b"d/")), "range tombstones are not in the filter");
+        assert!(m.may_contain_hash(hash_key(b"a/1")) && m.may_contain_hash(hash_key(b"c")));
+        // Asked about another extractor's prefixes, or made without one: always "maybe".
+        assert!(m.may_hold_prefix(PrefixExtractor::Fixed(2), h(b"d/")));
+        let plain = MemTable::sized_for(1 << 20);
+        plain.insert(b"a/1", 1, ValueKind::Put, b"v");
+        assert!(plain.may_hold_prefix(e, h(b"d/")));
+        // A successor holds the extractor it is given.
+        let next = m.successor(Some(PrefixExtractor::Fixed(2)));
+        next.insert(b"a/1", 5, ValueKind::Put, b"v");
+        assert!(next.may_hold_prefix(PrefixExtractor::Fixed(2), h(b"a/")));
+        assert!(next.may_hold_prefix(e, h(b"d/")));
+        assert!(!next.may_hold_prefix(PrefixExtractor::Fixed(2), h(b"d/")));
     }
 
     #[test]
