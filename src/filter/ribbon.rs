@@ -316,8 +316,8 @@ impl Scratch {
     }
 }
 
-/// Slots cleared at a time ahead of the banding (16 KiB of coefficients).
-const CLEAR_CHUNK: usize = 1024;
+/// Equations banded at once, each a stretch of the sorted equations of its own.
+const BAND_LANES: usize = 3;
 
 /// A thread keeps at most this much scratch between builds; a larger build's is freed.
 const KEEP_SCRATCH_BYTES: usize = 64 << 20;
@@ -330,14 +330,14 @@ thread_local! {
 /// or `None` if the system has no solution.
 fn solve(hashes: &[u64], seed: u8, num_slots: u64, result_bits: u32) -> Option<Bits<u64>> {
     let mut scratch = SCRATCH.take();
-    let solution = solve_with(&mut scratch, hashes, seed, num_slots, result_bits);
+    let solution = solve_with::<BAND_LANES>(&mut scratch, hashes, seed, num_slots, result_bits);
     if scratch.bytes() <= KEEP_SCRATCH_BYTES {
         SCRATCH.set(scratch);
     }
     solution
 }
 
-fn solve_with(
+fn solve_with<const LANES: usize>(
     scratch: &mut Scratch,
     hashes: &[u64],
     seed: u8,
@@ -369,53 +369,18 @@ fn solve_with(
         sorted[*at] = a;
         *at += 1;
     }
+    // Between builds every coefficient in the scratch is clear (back-substitution clears
+    // the slots as it reads them, while they are in cache): growing is enough.
     if coeffs.len() < m {
         coeffs.resize(m, 0);
         results.resize(m, 0);
     }
     let (coeffs, results) = (&mut coeffs[..m], &mut results[..m]);
-    // The slots are cleared just ahead of the banding, a chunk at a time, while they are
-    // about to be used anyway, rather than all at once and out of cache by then: slots
-    // below `cleared` are clear or banded. (An equation never reaches below its start.)
-    let mut cleared = 0;
-    for &a in &sorted[..hashes.len()] {
-        let (mut start, mut c, mut f) = equation_of(a, num_slots, result_bits);
-        loop {
-            if start >= cleared {
-                let to = (start + 1).max(cleared + CLEAR_CHUNK).min(m);
-                coeffs[cleared..to].fill(0);
-                cleared = to;
-            }
-            let stored = coeffs[start];
-            // A banded equation has its lowest coefficient at its slot: bit 0 tells.
-            if stored as u64 & 1 == 0 {
-                coeffs[start] = c;
-                results[start] = f;
-                break;
-            }
-            c ^= stored;
-            f ^= results[start];
-            // Bit 0 is now clear. The next start depends on the low word alone, almost
-            // always nonzero: shifts of 1 to 63 in two words, no 128-bit shift.
-            let (lo, hi) = (c as u64, (c >> 64) as u64);
-            let shift = if lo != 0 {
-                let s = lo.trailing_zeros();
-                c = u128::from((lo >> s) | ((hi << 1) << (63 - s))) | (u128::from(hi >> s) << 64);
-                s
-            } else if hi != 0 {
-                let s = hi.trailing_zeros();
-                c = u128::from(hi >> s);
-                s + 64
-            } else {
-                if f == 0 {
-                    break;
-                }
-                return None;
-            };
-            start += shift as usize;
-        }
+    let eqs = &sorted[..hashes.len()];
+    if !band::<LANES>(eqs, coeffs, results, num_slots, result_bits) {
+        coeffs.fill(0);
+        return None;
     }
-    coeffs[cleared..].fill(0);
     let r = result_bits as usize;
     let words = stored_words(num_slots, result_bits) as usize;
     Some(Bits::new_with(words, Placement::Heap, |words: &mut [u64]| {
@@ -423,12 +388,136 @@ fn solve_with(
     }))
 }
 
+/// An equation on its way to a free slot: its coefficients start at `start`.
+struct Banding {
+    start: usize,
+    c: u128,
+    f: u32,
+}
+
+impl Banding {
+    #[inline(always)]
+    fn of(a: u64, num_slots: u64, result_bits: u32) -> Self {
+        let (start, c, f) = equation_of(a, num_slots, result_bits);
+        Banding { start, c, f }
+    }
+}
+
+/// What one step of banding did with an equation.
+enum Step {
+    /// It was reduced by the equation at its start; it goes on.
+    Reduced,
+    /// It is stored, or was implied by the others: done.
+    Done,
+    /// It contradicts the others: the system has no solution.
+    Failed,
+}
+
+/// One step of banding `e`: stores it at its start slot if that is free, else XORs the
+/// equation stored there into it and moves its start to its new lowest coefficient.
+#[inline(always)]
+fn band_step(coeffs: &mut [u128], results: &mut [u32], e: &mut Banding) -> Step {
+    let stored = coeffs[e.start];
+    // A banded equation has its lowest coefficient at its slot: bit 0 tells.
+    if stored as u64 & 1 == 0 {
+        coeffs[e.start] = e.c;
+        results[e.start] = e.f;
+        return Step::Done;
+    }
+    let c = e.c ^ stored;
+    e.f ^= results[e.start];
+    // Bit 0 is now clear. The next start depends on the low word alone, almost always
+    // nonzero: shifts of 1 to 63 in two words, no 128-bit shift.
+    let (lo, hi) = (c as u64, (c >> 64) as u64);
+    if lo != 0 {
+        let s = lo.trailing_zeros();
+        e.c = u128::from((lo >> s) | ((hi << 1) << (63 - s))) | (u128::from(hi >> s) << 64);
+        e.start += s as usize;
+    } else if hi != 0 {
+        let s = hi.trailing_zeros();
+        e.c = u128::from(hi >> s);
+        e.start += s as usize + 64;
+    } else {
+        return if e.f == 0 { Step::Done } else { Step::Failed };
+    }
+    Step::Reduced
+}
+
+/// Bands `e` to the end: false if it contradicts the equations banded before.
+#[inline(always)]
+fn band_one(coeffs: &mut [u128], results: &mut [u32], mut e: Banding) -> bool {
+    loop {
+        match band_step(coeffs, results, &mut e) {
+            Step::Reduced => {}
+            Step::Done => return true,
+            Step::Failed => return false,
+        }
+    }
+}
+
+/// Bands the equations of the key words `eqs` (sorted by start) into the clear slots:
+/// false if the system has no solution.
+///
+/// Each step of banding waits for the one before (load, XOR, lowest bit, next address), so
+/// `LANES` stretches of the equations are banded side by side, a step of each in turn, for
+/// the processor to overlap. Any order of banding gives a valid banded system of the same
+/// equations, hence the same solution; a stored equation never changes, so the stretches
+/// may meet in the same slots.
+fn band<const LANES: usize>(
+    eqs: &[u64],
+    coeffs: &mut [u128],
+    results: &mut [u32],
+    num_slots: u64,
+    result_bits: u32,
+) -> bool {
+    let n = eqs.len();
+    let mut next: [usize; LANES] = std::array::from_fn(|k| n * k / LANES);
+    let end: [usize; LANES] = std::array::from_fn(|k| n * (k + 1) / LANES);
+    if next.iter().zip(&end).any(|(a, b)| a == b) {
+        return eqs
+            .iter()
+            .all(|&a| band_one(coeffs, results, Banding::of(a, num_slots, result_bits)));
+    }
+    let mut lanes: [Banding; LANES] = std::array::from_fn(|k| {
+        next[k] += 1;
+        Banding::of(eqs[next[k] - 1], num_slots, result_bits)
+    });
+    let mut in_flight = [true; LANES];
+    'all: loop {
+        for k in 0..LANES {
+            match band_step(coeffs, results, &mut lanes[k]) {
+                Step::Reduced => {}
+                Step::Failed => return false,
+                Step::Done => {
+                    if next[k] == end[k] {
+                        in_flight[k] = false;
+                        break 'all;
+                    }
+                    lanes[k] = Banding::of(eqs[next[k]], num_slots, result_bits);
+                    next[k] += 1;
+                }
+            }
+        }
+    }
+    for (k, lane) in lanes.into_iter().enumerate() {
+        if in_flight[k] && !band_one(coeffs, results, lane) {
+            return false;
+        }
+        for &a in &eqs[next[k]..end[k]] {
+            if !band_one(coeffs, results, Banding::of(a, num_slots, result_bits)) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Fixes the slots from the last to the first, straight into the interleaved words: a
 /// slot's bit in column `j` is its fingerprint bit `j` XOR the parity of its coefficients
 /// ANDed with the column's bits of the slots after it, which lie in the slot's block (the
 /// bits above it, already fixed) and the next two blocks (final), three words read as a
-/// query reads them. A slot no equation starts at is free: 0.
-fn back_substitute(words: &mut [u64], coeffs: &[u128], results: &[u32], r: usize) {
+/// query reads them. A slot no equation starts at is free: 0. Leaves `coeffs` clear.
+fn back_substitute(words: &mut [u64], coeffs: &mut [u128], results: &[u32], r: usize) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("popcnt") {
         // SAFETY: the CPU has POPCNT, the one feature the function is compiled to use.
@@ -441,18 +530,24 @@ fn back_substitute(words: &mut [u64], coeffs: &[u128], results: &[u32], r: usize
 /// portable parity the baseline x86-64 target compiles `count_ones` to.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-unsafe fn back_substitute_popcnt(words: &mut [u64], coeffs: &[u128], results: &[u32], r: usize) {
+unsafe fn back_substitute_popcnt(
+    words: &mut [u64],
+    coeffs: &mut [u128],
+    results: &[u32],
+    r: usize,
+) {
     back_substitute_any(words, coeffs, results, r)
 }
 
 #[inline(always)]
-fn back_substitute_any(words: &mut [u64], coeffs: &[u128], results: &[u32], r: usize) {
+fn back_substitute_any(words: &mut [u64], coeffs: &mut [u128], results: &[u32], r: usize) {
     let zeros = [0u64; MAX_RESULT_BITS as usize];
-    for (b, block) in coeffs.chunks_exact(BLOCK_SLOTS).enumerate().rev() {
+    for (b, block) in coeffs.chunks_exact_mut(BLOCK_SLOTS).enumerate().rev() {
         let (cur, after) = words[b * r..].split_at_mut(r);
         let next = &after[..r];
         let next2 = after.get(r..2 * r).unwrap_or(&zeros[..r]);
-        for (o, &c) in block.iter().enumerate().rev() {
+        for (o, slot) in block.iter_mut().enumerate().rev() {
+            let c = std::mem::take(slot);
             if c == 0 {
                 continue;
             }
@@ -618,9 +713,12 @@ mod tests {
 
     /// The build produces the very words of the straightforward one (so tables written
     /// before stay valid and decode to the same filter), at several sizes and widths, one
-    /// after another on this thread: a smaller build after a larger one reuses its scratch.
+    /// after another on this thread: a smaller build after a larger one, or after a failed
+    /// one, reuses its scratch.
     #[test]
     fn build_matches_reference_and_reuses_scratch() {
+        // A failed build leaves the scratch clear too: twice the equations of the slots.
+        assert!(solve(&hashes(1024, 3), 0, 512, 7).is_none());
         for (n, bits) in
             [(100_000u64, 7.35), (1000, 7.0), (50_000, 1.0), (129, 33.0), (20_000, 10.0)]
         {
@@ -655,6 +753,7 @@ mod tests {
             let f = Ribbon::from_hashes(&hs, 7.35);
             let (seed, m, r) = (f.seed(), f.num_slots(), f.result_bits());
             let (mut old, mut new) = (Vec::new(), Vec::new());
+            let mut lanes = vec![Vec::new(); 3];
             for _ in 0..15 {
                 let t = Instant::now();
                 std::hint::black_box(solve_reference(&hs, seed, m, r));
@@ -662,6 +761,21 @@ mod tests {
                 let t = Instant::now();
                 std::hint::black_box(solve(&hs, seed, m, r));
                 new.push(t.elapsed().as_nanos() as f64 / n as f64);
+                let mut scratch = SCRATCH.take();
+                let t = Instant::now();
+                std::hint::black_box(solve_with::<1>(&mut scratch, &hs, seed, m, r));
+                lanes[0].push(t.elapsed().as_nanos() as f64 / n as f64);
+                let t = Instant::now();
+                std::hint::black_box(solve_with::<2>(&mut scratch, &hs, seed, m, r));
+                lanes[1].push(t.elapsed().as_nanos() as f64 / n as f64);
+                let t = Instant::now();
+                std::hint::black_box(solve_with::<4>(&mut scratch, &hs, seed, m, r));
+                lanes[2].push(t.elapsed().as_nanos() as f64 / n as f64);
+                SCRATCH.set(scratch);
+            }
+            for (k, v) in lanes.iter_mut().enumerate() {
+                v.sort_by(f64::total_cmp);
+                println!("n {n}: {} lanes: min {:.1} median {:.1}", [1, 2, 4][k], v[0], v[7]);
             }
             old.sort_by(f64::total_cmp);
             new.sort_by(f64::total_cmp);
