@@ -18,8 +18,9 @@
 //! each step. It ends stored in an empty slot, or with no coefficients left: then it was
 //! implied by the others (a key added twice) if its fingerprint is zero too, and the system is
 //! unsolvable otherwise. Unsolvable systems are rare; the build retries with another seed, and
-//! after a few failures with more slots. *Back-substitution* then fixes the slots from the last
-//! to the first, each column of the `r` solution bits with a 128-bit window of the slots after.
+//! after a few failures with more slots. Equations are banded in order of start block, three
+//! stretches of them side by side (see `band`). *Back-substitution* then fixes the slots from
+//! the last to the first, each column of the `r` solution bits from the slots after.
 //!
 //! # Layout and queries
 //!
