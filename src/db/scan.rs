@@ -100,6 +100,8 @@ pub(crate) fn scan_prefix<'b>(
 /// might read — every L0 table, and on each deeper level the tables from the first whose
 /// range ends at or after `lower` (found by binary search) on — in read order, with what
 /// the scan does with it. Tables of a deeper level wholly outside the range are left out.
+/// (What `trace` reports; a scan itself goes through `choose_tables_hashed`.)
+#[cfg(feature = "internals")]
 pub(crate) fn choose_tables<'t>(
     state: &'t Tree,
     lower: Bound<&[u8]>,
