@@ -78,7 +78,6 @@ pub(crate) use wal::WalState;
 pub(crate) use write::WriteQueue;
 
 use crate::fs::{FileLock, FileSystem};
-use crate::key::SeqNo;
 use crate::options::{Options, WriteOptions};
 use crate::stats::{Counters, Stats};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
@@ -128,8 +127,6 @@ pub(crate) struct DbInner {
     /// The event listeners, and what they have been told.
     pub events: crate::events::Events,
     pub closed: AtomicBool,
-    /// Live snapshots' sequence numbers, for `Stats` and tools.
-    pub snapshots: Mutex<std::collections::BTreeMap<SeqNo, usize>>,
     /// Ingests that have reserved their sequence number, and those that have since installed
     /// or failed: a transaction that overlaps one in time cannot tell whether its reads miss
     /// the ingest's entries, so its commit is refused (`db/transaction.rs`).

@@ -571,7 +571,6 @@ fn assemble(
         caches,
         counters: Counters::default(),
         closed: AtomicBool::new(false),
-        snapshots: Mutex::new(Default::default()),
         ingests_begun: AtomicU64::new(0),
         ingests_done: AtomicU64::new(0),
     }

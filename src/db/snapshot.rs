@@ -12,7 +12,7 @@ use super::key_range::KeyRange;
 use super::keyspace::prefix_bounds;
 use super::read::ReadView;
 use super::scan::DbIterator;
-use super::{lock_mutex as lock, DbInner, Keyspace, Tree};
+use super::{DbInner, Keyspace, Tree};
 use crate::key::SeqNo;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, Value};
@@ -49,7 +49,6 @@ impl std::fmt::Debug for Snapshot {
 impl Snapshot {
     pub(crate) fn new(inner: Arc<DbInner>, keyspace: KeyspaceId, name: Arc<str>) -> Self {
         let view = inner.stable_read_view();
-        *lock(&inner.snapshots).entry(view.seq()).or_insert(0) += 1;
         Snapshot { inner, view, keyspace, name }
     }
 
@@ -75,7 +74,6 @@ impl Snapshot {
         if keyspace.instance() != self.inner.instance {
             return Err(Error::ForeignKeyspace { name: keyspace.name().to_string() });
         }
-        *lock(&self.inner.snapshots).entry(self.view.seq()).or_insert(0) += 1;
         Ok(Snapshot {
             inner: self.inner.clone(),
             view: self.view.clone(),
@@ -190,8 +188,8 @@ impl Snapshot {
 }
 
 /// What an iterator or cursor of `keyspace` (named `name`) reads if made now: the tree and
-/// the sequence number a [`Snapshot`] taken now would read, without registering a snapshot
-/// (the iterator keeps the tree alive itself, and a snapshot dropped at once is never seen).
+/// the sequence number a [`Snapshot`] taken now would read, without making one (the
+/// iterator keeps the tree alive itself).
 fn read_now(inner: &DbInner, keyspace: KeyspaceId, name: &str) -> (Result<Arc<Tree>>, SeqNo) {
     let (tree, seq) = inner.stable_tree(keyspace);
     (tree.ok_or_else(|| Error::KeyspaceDropped { name: name.to_string() }), seq)
@@ -217,16 +215,4 @@ pub(crate) fn cursor_now(
 ) -> Cursor {
     let (tree, seq) = read_now(inner, keyspace, name);
     Cursor::new(inner.clone(), tree, seq, start, end)
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        let mut snaps = lock(&self.inner.snapshots);
-        if let Some(n) = snaps.get_mut(&self.view.seq()) {
-            *n -= 1;
-            if *n == 0 {
-                snaps.remove(&self.view.seq());
-            }
-        }
-    }
 }
