@@ -187,11 +187,19 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
 /// are not full and no back-pressure applies.
 fn has_room(inner: &DbInner, state: &DbState) -> bool {
     let opts = &inner.opts;
-    let bytes = match &state.trees[..] {
-        [only] => only.mem.table.approximate_bytes(),
-        trees => trees.iter().map(|t| t.mem.table.approximate_bytes()).sum(),
-    };
-    bytes < opts.memtable_bytes && state.max_l0_tables() < opts.l0_slowdown_trigger
+    active_memtables(state).0 < opts.memtable_bytes
+        && state.max_l0_tables() < opts.l0_slowdown_trigger
+}
+
+/// The bytes the active memtables (every keyspace's) hold together, and whether all are empty.
+fn active_memtables(state: &DbState) -> (usize, bool) {
+    match &state.trees[..] {
+        // The common case, kept to one memtable's counters.
+        [only] => (only.mem.table.approximate_bytes(), only.mem.table.is_empty()),
+        trees => trees.iter().fold((0, true), |(b, e), t| {
+            (b + t.mem.table.approximate_bytes(), e && t.mem.table.is_empty())
+        }),
+    }
 }
 
 /// Waits until the direct write in progress (`write_direct`), if any, has finished. Called
@@ -623,13 +631,7 @@ fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<
             inner.counters.write_stall_micros.add(started.elapsed().as_micros() as u64);
             continue;
         }
-        let (bytes, empty) = match &state.trees[..] {
-            // The common case, kept to one memtable's counters.
-            [only] => (only.mem.table.approximate_bytes(), only.mem.table.is_empty()),
-            trees => trees.iter().fold((0, true), |(b, e), t| {
-                (b + t.mem.table.approximate_bytes(), e && t.mem.table.is_empty())
-            }),
-        };
+        let (bytes, empty) = active_memtables(&state);
         let wants_switch = bytes >= opts.memtable_bytes || (force && !empty);
         if !wants_switch {
             return Ok(arc_swap::Guard::into_inner(state));
