@@ -111,7 +111,12 @@ const WAL_RESERVE_STEP: u64 = 1 << 20;
 /// segment that received no writes names where it continues from, a lost manifest edit (a
 /// flush whose WAL was then deleted) shows up as a gap before the next segment's header and
 /// is refused, instead of opening with the flushed writes silently gone.
-pub(crate) fn start_wal_segment(file: Box<dyn WritableFile>, next_seq: SeqNo) -> Result<LogWriter> {
+pub(crate) fn start_wal_segment(
+    mut file: Box<dyn WritableFile>,
+    next_seq: SeqNo,
+) -> Result<LogWriter> {
+    // Writeback started mid-append would hold every writer waiting on the WAL's lock.
+    file.defer_writeback();
     let mut header = WriteBatch::new();
     header.set_sequence(next_seq);
     let mut writer = LogWriter::new(file).reserving(WAL_RESERVE_STEP);
