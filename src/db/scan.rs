@@ -33,6 +33,7 @@ use crate::iter::BidirectionalIterator;
 use crate::key::SeqNo;
 use crate::prefix::PrefixExtractor;
 use crate::stats::Counters;
+use crate::version::lookup::LookupKey;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
@@ -148,16 +149,11 @@ fn choose_tables_by<'t>(
     mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
     mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
-    let below_lower = |t: &TableFile| match lower {
-        Bound::Included(l) => t.largest_user_key() < l,
-        Bound::Excluded(l) => t.largest_user_key() <= l,
-        Bound::Unbounded => false,
-    };
-    let above_upper = |t: &TableFile| match upper {
-        Bound::Included(u) => t.smallest_user_key() > u,
-        Bound::Excluded(u) => t.smallest_user_key() >= u,
-        Bound::Unbounded => false,
-    };
+    // The bounds against the version's fences: mostly integer comparisons in dense arrays,
+    // instead of two pointers chased to each table's key.
+    let v = &state.version;
+    let (lower, upper) = (lower.map(LookupKey::new), upper.map(LookupKey::new));
+    let (lower, upper) = (lower.as_ref(), upper.as_ref());
     // The tables found and not yet handed on, in read order: with the choice, unless their
     // filter is still to be asked (`None`).
     let mut waiting: [Waiting<'t>; PROBE_BATCH] = [None; PROBE_BATCH];
@@ -192,16 +188,15 @@ fn choose_tables_by<'t>(
             n = 0;
         }
     };
-    for (level, tables) in state.version.levels.iter().enumerate() {
+    for (level, tables) in v.levels.iter().enumerate() {
         if level == 0 {
-            for t in tables {
-                found(0, t, !below_lower(t) && !above_upper(t));
+            for (i, t) in tables.iter().enumerate() {
+                found(0, t, !v.below(0, i, lower) && !v.above(0, i, upper));
             }
             continue;
         }
-        let first = tables.partition_point(|t| below_lower(t));
-        for t in &tables[first..] {
-            if above_upper(t) {
+        for (i, t) in tables.iter().enumerate().skip(v.first_not_below(level, lower)) {
+            if v.above(level, i, upper) {
                 break;
             }
             found(level, t, true);

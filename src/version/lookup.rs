@@ -13,6 +13,7 @@
 //! prefetch and probe it without loading the table either.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -77,6 +78,48 @@ impl<'a> LookupKey<'a> {
 }
 
 impl Version {
+    /// Whether table `i` of `level` lies wholly below `lower`: a scan from there skips it.
+    #[inline]
+    pub(crate) fn below(&self, level: usize, i: usize, lower: Bound<&LookupKey>) -> bool {
+        let (f, t) = (&self.fences[level][i], &self.levels[level][i]);
+        match lower {
+            Bound::Unbounded => false,
+            Bound::Included(k) => k.after(f, t),
+            Bound::Excluded(k) => match f.hi.cmp(&k.head) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => t.largest_user_key() <= k.key,
+            },
+        }
+    }
+
+    /// Whether table `i` of `level` lies wholly above `upper`.
+    #[inline]
+    pub(crate) fn above(&self, level: usize, i: usize, upper: Bound<&LookupKey>) -> bool {
+        let (f, t) = (&self.fences[level][i], &self.levels[level][i]);
+        match upper {
+            Bound::Unbounded => false,
+            Bound::Included(k) => k.before(f, t),
+            Bound::Excluded(k) => match f.lo.cmp(&k.head) {
+                Ordering::Greater => true,
+                Ordering::Less => false,
+                Ordering::Equal => t.smallest_user_key() >= k.key,
+            },
+        }
+    }
+
+    /// On a sorted level (≥ 1), the index of the first table not wholly below `lower`,
+    /// found as [`Version::find_in_level`] finds a lookup's table.
+    #[inline]
+    pub(crate) fn first_not_below(&self, level: usize, lower: Bound<&LookupKey>) -> usize {
+        match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                self.upper_bounds[level].partition(k.head, |i| self.below(level, i, lower))
+            }
+        }
+    }
+
     /// On a sorted level (≥ 1), the index of the one table whose range may hold the key.
     #[inline(always)]
     pub(crate) fn find_in_level(&self, level: usize, key: &LookupKey) -> Option<usize> {
