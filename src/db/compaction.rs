@@ -29,6 +29,7 @@ use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
+use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
@@ -596,11 +597,14 @@ fn run_part(
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     // L0 inputs newest first, then the older level: the merge prefers earlier children for
     // equal keys, though distinct sequence numbers make ties impossible.
-    for t in c.inputs.iter().chain(&c.next_inputs) {
+    for t in &c.inputs {
         // A compaction reads each input block once: caching them would only evict the
         // blocks readers use.
         children.push(Box::new(t.table.iter_with(false)));
     }
+    // The output level's tables are sorted and disjoint: one child that reads them in turn,
+    // so each merge step compares two or a few children instead of one per table.
+    children.push(Box::new(LevelIter::for_compaction(c.next_inputs.clone())));
     let base_level = move |uk: &[u8]| nothing_below(deeper, uk);
     let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
     let merged = NewestVersions::new(bounded, Box::new(base_level))

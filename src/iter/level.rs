@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
+use crate::table::iter::TableIter;
 use crate::version::set::TableFile;
 use crate::Result;
 
@@ -13,20 +14,25 @@ use crate::Result;
 pub(crate) struct LevelIter {
     tables: Vec<Arc<TableFile>>,
     index: usize,
-    current: Option<Box<dyn BidirectionalIterator>>,
+    current: Option<TableIter>,
+    /// Whether blocks read are added to the block cache (not for a compaction's one pass).
+    fill_cache: bool,
 }
 
 impl LevelIter {
     pub(crate) fn new(tables: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { tables, index: 0, current: None }
+        LevelIter { tables, index: 0, current: None, fill_cache: true }
+    }
+
+    /// A level's tables as a compaction reads them: once, past the block cache (see
+    /// `Table::iter_with`).
+    pub(crate) fn for_compaction(tables: Vec<Arc<TableFile>>) -> Self {
+        LevelIter { tables, index: 0, current: None, fill_cache: false }
     }
 
     fn open(&mut self, index: usize) {
         self.index = index;
-        self.current = self
-            .tables
-            .get(index)
-            .map(|t| Box::new(t.table.iter()) as Box<dyn BidirectionalIterator>);
+        self.current = self.tables.get(index).map(|t| t.table.iter_with(self.fill_cache));
     }
 
     /// Moves on to the next table while the current one is exhausted.
