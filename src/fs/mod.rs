@@ -171,8 +171,9 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Each time this many bytes have been handed to the OS since the last sync or writeback,
 /// the device is asked to start writing them out (RocksDB's `bytes_per_sync`): the sync that
-/// ends a table, or a WAL segment, then waits for the last stretch only, instead of for the
-/// whole file, and the device writes while the CPU builds the next blocks.
+/// ends a table then waits for the last stretch only, instead of for the whole file, and the
+/// device writes while the CPU builds the next blocks. Files that opt out
+/// ([`WritableFile::defer_writeback`]: the WAL) never ask.
 const WRITEBACK_STEP: u64 = 1 << 20;
 
 impl<W: Write + std::fmt::Debug> StdWritable<W> {
