@@ -78,6 +78,53 @@ impl Clock for ManualClock {
     }
 }
 
+/// The time a view (an iterator, a cursor) judges expiry at. On the system clock a view
+/// reads it the first time it meets a value with an expiry and keeps that time: most views
+/// meet none, and the read was a few percent of a short scan. Another clock is read when the
+/// view is made: the view holds no handle on it.
+#[derive(Debug)]
+pub(crate) enum ExpiryTime {
+    At(u64),
+    /// The system clock's time once read, [`UNREAD`] until then.
+    System(AtomicU64),
+}
+
+/// What an [`ExpiryTime::System`] holds before the clock is read (the system clock never
+/// reads it: it is half a billion years away).
+const UNREAD: u64 = u64::MAX;
+
+impl ExpiryTime {
+    /// The expiry time of a view made now of a database opened with `opts`.
+    pub(crate) fn of(opts: &crate::Options) -> Self {
+        if opts.system_clock {
+            ExpiryTime::System(AtomicU64::new(UNREAD))
+        } else {
+            ExpiryTime::At(opts.clock.now_millis())
+        }
+    }
+
+    /// The time, read from the system clock on the first call if it was not yet.
+    pub(crate) fn get(&self) -> u64 {
+        match self {
+            ExpiryTime::At(t) => *t,
+            ExpiryTime::System(at) => match at.load(Ordering::Relaxed) {
+                UNREAD => {
+                    let now = SystemClock.now_millis().min(UNREAD - 1);
+                    at.store(now, Ordering::Relaxed);
+                    now
+                }
+                t => t,
+            },
+        }
+    }
+}
+
+impl From<u64> for ExpiryTime {
+    fn from(t: u64) -> Self {
+        ExpiryTime::At(t)
+    }
+}
+
 /// `ttl` in milliseconds, saturating.
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
@@ -87,4 +134,24 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 #[inline]
 pub(crate) fn expired(expiry: u64, now: u64) -> bool {
     expiry <= now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_reads_the_system_clock_once_and_keeps_the_time() {
+        let t = ExpiryTime::of(&crate::Options::default());
+        assert!(matches!(&t, ExpiryTime::System(at) if at.load(Ordering::Relaxed) == UNREAD));
+        let before = SystemClock.now_millis();
+        let first = t.get();
+        assert!(first >= before && first < UNREAD);
+        assert_eq!(t.get(), first, "kept, not read again");
+        // Another clock is read when the view is made.
+        let clock = std::sync::Arc::new(ManualClock::new(42));
+        let t = ExpiryTime::of(&crate::Options::default().clock(clock.clone()));
+        clock.set(1000);
+        assert_eq!(t.get(), 42);
+    }
 }

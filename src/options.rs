@@ -53,6 +53,9 @@ pub struct Options {
     pub(crate) compaction_filter: FilterSlot,
     pub(crate) merge_operator: MergeSlot,
     pub(crate) clock: Arc<dyn crate::Clock>,
+    /// `clock` is the default [`crate::SystemClock`]: scans may read it only when they meet
+    /// an expiring value (`ExpiryTime`).
+    pub(crate) system_clock: bool,
 }
 
 impl Default for Options {
@@ -84,6 +87,7 @@ impl Default for Options {
             compaction_filter: FilterSlot::default(),
             merge_operator: MergeSlot::default(),
             clock: Arc::new(crate::SystemClock),
+            system_clock: true,
         }
     }
 }
@@ -289,6 +293,7 @@ impl Options {
     /// by default; a [`crate::ManualClock`] lets tests move time without sleeping.
     pub fn clock(mut self, clock: Arc<dyn crate::Clock>) -> Self {
         self.clock = clock;
+        self.system_clock = false;
         self
     }
 

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use super::visible::VisibleIter;
 use super::{DbInner, Tree};
+use crate::clock::ExpiryTime;
 use crate::filter::hash_prefix;
 use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
@@ -45,7 +46,7 @@ pub(crate) fn visible(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     counters: &Counters,
-    now: u64,
+    now: ExpiryTime,
 ) -> VisibleIter {
     counters.scans.incr();
     let sources = merged_sources(state, as_slices(&start), as_slices(&end), Some(counters));
@@ -61,7 +62,7 @@ pub(crate) fn visible_or_failed(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     counters: &Counters,
-    now: u64,
+    now: ExpiryTime,
 ) -> (Arc<Tree>, Option<crate::Error>, VisibleIter) {
     let (state, failed) = match state {
         Ok(s) => (s, None),
@@ -389,7 +390,7 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = inner.opts.clock.now_millis();
+        let now = ExpiryTime::of(&inner.opts);
         let (state, pending, front) =
             visible_or_failed(state, seq, start, end, &inner.counters, now);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }

@@ -26,7 +26,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::clock::expired;
+use crate::clock::{expired, ExpiryTime};
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
@@ -52,7 +52,7 @@ pub(crate) struct VisibleIter {
     /// The range tombstones of the sources: a put they cover reads as a tombstone.
     range_dels: Vec<Arc<Fragments>>,
     /// The time expiry is judged at, milliseconds since the Unix epoch.
-    now: u64,
+    now: ExpiryTime,
     /// Forward: the current entry is an expiring put, whose stored value starts with its
     /// expiry.
     strip: bool,
@@ -77,8 +77,9 @@ impl VisibleIter {
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         range_dels: Vec<Arc<Fragments>>,
-        now: u64,
+        now: impl Into<ExpiryTime>,
     ) -> Self {
+        let now = now.into();
         VisibleIter {
             iter,
             seq,
@@ -114,7 +115,8 @@ impl VisibleIter {
     /// unpositioned.
     pub(crate) fn twin(&self, iter: MergingIterator) -> Self {
         let (lower, upper) = (self.lower.clone(), self.upper.clone());
-        VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now)
+        // The twin judges expiry at the time this view does (read now if it was not yet).
+        VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now.get())
             .with_merger(self.merger.clone())
     }
 
@@ -130,7 +132,7 @@ impl VisibleIter {
         }
         if kind == ValueKind::PutExpiring {
             match key::split_expiring(stored) {
-                Some((expiry, _)) if !expired(expiry, self.now) => {}
+                Some((expiry, _)) if !expired(expiry, self.now.get()) => {}
                 _ => return ValueKind::Delete,
             }
         }
