@@ -210,7 +210,11 @@ impl Options {
         /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
         l0_compaction_trigger: usize);
     setter!(
-        /// Number of L0 tables at which each write is delayed a little (default 8).
+        /// Number of L0 tables at which each write is delayed a little (default 8, LevelDB's).
+        /// Every read consults each L0 table, so this bounds what reads pay while writes
+        /// outrun compaction. A bulk load can raise it with [`Options::l0_stop_trigger`]:
+        /// RocksDB's 20 and 36 fill faster and write less, at the price of more L0 tables
+        /// for reads to consult until compaction catches up (measured in `docs/results/`).
         l0_slowdown_trigger: usize);
     setter!(
         /// Number of L0 tables at which writes wait for compaction (default 12).
