@@ -29,6 +29,7 @@ use super::{lock_mutex as lock, wal, DbInner, DbState};
 use crate::batch::{check_entry_size, check_range_bound};
 use crate::events::{StallInfo, StallReason};
 use crate::key::SeqNo;
+use crate::log::LogWriter;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, WriteBatch};
 
@@ -168,19 +169,39 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     let start = writer.len();
     batch.set_sequence(first);
     if let Err(e) = writer.add_record(batch.data()).and_then(|()| writer.flush()) {
-        // As for a refused group in `write_group`.
-        let _ = writer.cut_back_to(start);
-        inner.set_bg_error(e.clone());
-        return Some(Err(e));
+        return Some(Err(refuse_logged(inner, writer, start, e)));
     }
     let last = first + batch.len() as u64 - 1;
     wal.last_seq = last;
-
-    let user_bytes = batch.insert_into(|id| state.tree(id).map(|t| &*t.mem.table));
-    inner.counters.user_bytes_written.add(user_bytes);
-    inner.visible_seq.store(last, Ordering::Release);
+    apply_and_publish(inner, &state, [&*batch], last);
     drop(guard);
     Some(Ok(()))
+}
+
+/// Stops the database after the WAL refused records appended from `start` on, and cuts them
+/// back off, so they are never replayed: a short write leaves a torn record, a failed fsync
+/// a whole one the OS may still write back. The writer refuses further records either way,
+/// and the database stays stopped until `Db::resume` starts a new segment or it is reopened.
+fn refuse_logged(inner: &DbInner, writer: &mut LogWriter, start: u64, e: Error) -> Error {
+    let _ = writer.cut_back_to(start);
+    inner.set_bg_error(e.clone());
+    e
+}
+
+/// Applies logged batches, in sequence order, to `state`'s memtables, and publishes them up
+/// to `last`: readers see all of them, or none.
+fn apply_and_publish<B: std::ops::Deref<Target = WriteBatch>>(
+    inner: &DbInner,
+    state: &DbState,
+    batches: impl IntoIterator<Item = B>,
+    last: SeqNo,
+) {
+    let user_bytes: u64 = batches
+        .into_iter()
+        .map(|b| b.insert_into(|id| state.tree(id).map(|t| &*t.mem.table)))
+        .sum();
+    inner.counters.user_bytes_written.add(user_bytes);
+    inner.visible_seq.store(last, Ordering::Release);
 }
 
 /// Whether a write may go into `state`'s memtables without the leader's `make_room`: they
@@ -406,22 +427,10 @@ fn write_group(
         Ok(())
     })();
     if let Err(e) = logged {
-        // The group is refused, so its records must never be replayed: cut them off (a
-        // short write leaves a torn record, a failed fsync a whole one the OS may still
-        // write back). The writer refuses further records either way, and the database
-        // stops until `Db::resume` starts a new segment or it is reopened.
-        let _ = writer.cut_back_to(start);
-        inner.set_bg_error(e.clone());
-        return Err(e);
+        return Err(refuse_logged(inner, writer, start, e));
     }
     wal.last_seq = seq - 1;
-
-    let mut user_bytes = 0u64;
-    for w in group {
-        user_bytes += lock(&w.batch).insert_into(|id| mem.tree(id).map(|t| &*t.mem.table));
-    }
-    inner.counters.user_bytes_written.add(user_bytes);
-    inner.visible_seq.store(seq - 1, Ordering::Release);
+    apply_and_publish(inner, &mem, group.iter().map(|w| lock(&w.batch)), seq - 1);
     Ok(())
 }
 
