@@ -117,6 +117,7 @@ pub(crate) fn start_wal_segment(
 ) -> Result<LogWriter> {
     // Writeback started mid-append would hold every writer waiting on the WAL's lock.
     file.defer_writeback();
+    file.map_appends();
     let mut header = WriteBatch::new();
     header.set_sequence(next_seq);
     let mut writer = LogWriter::new(file).reserving(WAL_RESERVE_STEP);

@@ -420,11 +420,13 @@ fn write_group(
             seq += b.len() as u64;
             writer.add_record(b.data())?;
         }
-        writer.flush()?;
+        // A sync hands the records to the OS itself, and differently from a flush (see
+        // `WritableFile::map_appends`).
         if need_sync {
-            writer.sync()?;
+            writer.sync()
+        } else {
+            writer.flush()
         }
-        Ok(())
     })();
     if let Err(e) = logged {
         return Err(refuse_logged(inner, writer, start, e));

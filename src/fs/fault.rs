@@ -62,7 +62,7 @@ pub enum OpKind {
     Read,
     /// [`WritableFile::append`].
     Append,
-    /// [`WritableFile::flush`].
+    /// [`WritableFile::flush`], and the flush that begins a [`WritableFile::sync`].
     Flush,
     /// [`WritableFile::sync`].
     Sync,
@@ -538,6 +538,8 @@ impl WritableFile for FaultWritable {
     }
     fn sync(&mut self) -> Result<()> {
         let mut s = self.fs.lock();
+        // A sync hands buffered bytes to the OS first, as a flush does, and can fail there.
+        s.check(OpKind::Flush, &self.path, "writing")?;
         s.check(OpKind::Sync, &self.path, "syncing")?;
         let inode = s.inodes.get_mut(&self.ino).expect("open files keep their inode");
         inode.synced = inode.data.len();

@@ -57,6 +57,15 @@ pub trait WritableFile: Send {
     /// opts out, because its appends run under the lock every writer waits for. File systems
     /// that never start writeback keep this default, which does nothing.
     fn defer_writeback(&mut self) {}
+    /// Hands appends that [`WritableFile::flush`] hands over inside the space
+    /// [`WritableFile::preallocate`] reserved to the OS by copying them into a shared memory
+    /// mapping of the file instead of with `write(2)`: for the WAL, whose every unsynced
+    /// write would otherwise make a system call under the lock all writers wait for (a
+    /// [`WritableFile::sync`] still writes). Bytes copied into a shared mapping are in
+    /// the OS's page cache at once, as written bytes are: they survive a crash of the process
+    /// and reach the device with the file's next sync. File systems that cannot map keep this
+    /// default, which does nothing.
+    fn map_appends(&mut self) {}
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True when nothing has been appended.
@@ -153,7 +162,7 @@ pub struct StdFs;
 /// write was already reported as failed. Here the first error poisons the file: the buffer
 /// is discarded, every later append, flush or sync fails, and dropping it writes nothing.
 #[derive(Debug)]
-struct StdWritable<W: Write + std::fmt::Debug = File> {
+struct StdWritable<W: Write + std::fmt::Debug + SyncData = File> {
     path: PathBuf,
     out: W,
     buf: Vec<u8>,
@@ -164,7 +173,18 @@ struct StdWritable<W: Write + std::fmt::Debug = File> {
     writeback_step: u64,
     /// Set by the first failed write or sync.
     failed: bool,
+    /// The file's size with the space reserved by `preallocate`.
+    reserved: u64,
+    /// Appends within `reserved` are copied into a mapping ([`WritableFile::map_appends`]).
+    map_appends: bool,
+    /// The mapped stretch of the file appends are copied into: its offset and the mapping.
+    window: Option<(u64, memmap2::MmapMut)>,
+    /// The file descriptor's position lags behind what was handed over through the mapping.
+    position_stale: bool,
 }
+
+/// Bytes of the file each mapping made for appends covers; a multiple of the page size.
+const MAP_WINDOW_BYTES: u64 = 4 << 20;
 
 /// The user-space buffer of a [`StdWritable`].
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
@@ -176,7 +196,7 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 /// ([`WritableFile::defer_writeback`]: the WAL) never ask.
 const WRITEBACK_STEP: u64 = 1 << 20;
 
-impl<W: Write + std::fmt::Debug> StdWritable<W> {
+impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
     fn new(path: PathBuf, out: W) -> Self {
         StdWritable {
             path,
@@ -186,6 +206,10 @@ impl<W: Write + std::fmt::Debug> StdWritable<W> {
             written_back: 0,
             writeback_step: WRITEBACK_STEP,
             failed: false,
+            reserved: 0,
+            map_appends: false,
+            window: None,
+            position_stale: false,
         }
     }
 
@@ -204,13 +228,65 @@ impl<W: Write + std::fmt::Debug> StdWritable<W> {
         io_err("writing", &self.path, e)
     }
 
-    fn flush_buf(&mut self) -> Result<()> {
+    /// Hands the buffer to the OS; through the mapping only if `map` (see `hand_over`).
+    fn flush_buf(&mut self, map: bool) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let written = self.out.write_all(&self.buf);
+        let buf = std::mem::take(&mut self.buf);
+        let at = self.len - buf.len() as u64;
+        let written = self.hand_over(&buf, at, map);
+        self.buf = buf;
         self.buf.clear();
-        written.map_err(|e| self.poison(e))
+        written
+    }
+}
+
+impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
+    /// Hands `data`, which belongs at offset `at`, to the OS: into the mapping where the
+    /// file maps its appends, the space is reserved and `map` allows, with `write(2)`
+    /// otherwise. A sync's bytes go with `write(2)`: the sync write-protects the pages it
+    /// writes out, so the next copy into each page through the mapping takes a page fault,
+    /// which a log synced after every write would pay every time.
+    fn hand_over(&mut self, data: &[u8], at: u64, map: bool) -> Result<()> {
+        let end = at + data.len() as u64;
+        if map && self.map_appends && end <= self.reserved {
+            match self.copy_mapped(data, at) {
+                Ok(()) => return Ok(()),
+                // Mapping failed (address space, limits): this file writes from now on.
+                Err(_) => self.map_appends = false,
+            }
+        }
+        if self.position_stale {
+            self.out.seek_to(at).map_err(|e| self.poison(e))?;
+            self.position_stale = false;
+        }
+        self.out.write_all(data).map_err(|e| self.poison(e))
+    }
+
+    /// Copies `data` into the file at `at` through mappings of `MAP_WINDOW_BYTES`, all
+    /// inside the reserved space (so inside the file: a mapped byte past the file's end
+    /// would fault).
+    fn copy_mapped(&mut self, data: &[u8], at: u64) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < data.len() {
+            let pos = at + done as u64;
+            let start = pos - pos % MAP_WINDOW_BYTES;
+            let map = match &mut self.window {
+                Some((s, map)) if *s == start => map,
+                window => {
+                    *window = None;
+                    let map = self.out.map_window(start, MAP_WINDOW_BYTES as usize)?;
+                    &mut window.insert((start, map)).1
+                }
+            };
+            let from = (pos - start) as usize;
+            let n = (data.len() - done).min(map.len() - from);
+            map[from..from + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        self.position_stale = true;
+        Ok(())
     }
 }
 
@@ -230,11 +306,11 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
         if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
-            self.flush_buf()?;
+            self.flush_buf(true)?;
             self.start_writeback();
         }
         if data.len() >= WRITE_BUFFER_BYTES {
-            self.out.write_all(data).map_err(|e| self.poison(e))?;
+            self.hand_over(data, self.len, true)?;
             self.len += data.len() as u64;
             self.start_writeback();
         } else {
@@ -245,13 +321,13 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
     }
     fn flush(&mut self) -> Result<()> {
         self.check()?;
-        self.flush_buf()?;
+        self.flush_buf(true)?;
         self.start_writeback();
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
         self.check()?;
-        self.flush_buf()?;
+        self.flush_buf(false)?;
         self.out.sync_data().map_err(|e| {
             // What reached the device is unknown after a failed fsync; nothing more goes in.
             self.failed = true;
@@ -262,15 +338,19 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
     }
     fn preallocate(&mut self, len: u64) -> Result<()> {
         self.check()?;
-        self.out.allocate(len).map_err(|e| io_err("reserving space for", &self.path, e))
+        self.out.allocate(len).map_err(|e| io_err("reserving space for", &self.path, e))?;
+        self.reserved = self.reserved.max(len);
+        Ok(())
     }
     fn truncate(&mut self, len: u64) -> Result<()> {
         self.buf.clear();
+        self.window = None;
         let len = len.min(self.len);
         // The write position stays where it was, so appending after a cut would leave a
         // hole: the file is refused for appends from here on.
         self.failed = true;
         self.out.set_len(len).map_err(|e| io_err("truncating", &self.path, e))?;
+        self.reserved = self.reserved.min(len);
         self.len = len;
         self.written_back = self.written_back.min(len);
         Ok(())
@@ -278,17 +358,20 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
     fn defer_writeback(&mut self) {
         self.writeback_step = u64::MAX;
     }
+    fn map_appends(&mut self) {
+        self.map_appends = true;
+    }
     fn len(&self) -> u64 {
         self.len
     }
 }
 
-impl<W: Write + std::fmt::Debug> Drop for StdWritable<W> {
+impl<W: Write + std::fmt::Debug + SyncData> Drop for StdWritable<W> {
     fn drop(&mut self) {
         // A healthy file hands its buffer to the OS, as a `BufWriter` would; a poisoned one
         // has discarded it (see the type's documentation).
         if !self.failed {
-            let _ = self.flush_buf();
+            let _ = self.flush_buf(true);
         }
     }
 }
@@ -306,6 +389,15 @@ trait SyncData {
     fn start_writeback(&self, _offset: u64, _len: u64) -> std::io::Result<()> {
         Ok(())
     }
+    /// Maps `len` bytes of the file from `offset` (a multiple of the page size) shared and
+    /// writable.
+    fn map_window(&self, _offset: u64, _len: usize) -> std::io::Result<memmap2::MmapMut> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    /// Moves the position `write(2)` writes at.
+    fn seek_to(&mut self, _pos: u64) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl SyncData for File {
@@ -317,6 +409,16 @@ impl SyncData for File {
     }
     fn allocate(&self, len: u64) -> std::io::Result<()> {
         fs2::FileExt::allocate(self, len)
+    }
+    fn map_window(&self, offset: u64, len: usize) -> std::io::Result<memmap2::MmapMut> {
+        // SAFETY: memmap2 calls mapping unsafe because the bytes change under the mapping if
+        // anything else writes or truncates the file. Only this writer writes the file, and
+        // it copies only into the part of the mapping inside the space it reserved, which
+        // nothing truncates while the mapping lives (`truncate` drops it first).
+        unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map_mut(self) }
+    }
+    fn seek_to(&mut self, pos: u64) -> std::io::Result<()> {
+        std::io::Seek::seek(self, std::io::SeekFrom::Start(pos)).map(|_| ())
     }
     #[cfg(target_os = "linux")]
     fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
@@ -421,7 +523,9 @@ impl FileLock for StdLock {}
 
 impl FileSystem for StdFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        // Readable too: a writable shared mapping (`map_appends`) needs a file open for both.
         let f = OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(true)
@@ -682,6 +786,58 @@ mod tests {
         assert_eq!(*written.lock().unwrap(), b"kept");
         assert_eq!(f.len(), 4);
         assert!(f.append(b"x").is_err());
+    }
+
+    #[test]
+    fn mapped_appends_reach_the_file_at_once_and_write_on_past_the_reserved_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path);
+        let mut f = StdWritable::new(path.clone(), file.unwrap());
+        f.map_appends();
+        f.preallocate(8192).unwrap();
+        let first: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+        f.append(&first).unwrap();
+        f.flush().unwrap();
+        assert!(f.window.is_some(), "handed over through a mapping");
+        // Handed over through the mapping, unsynced, the file still open: another reader of
+        // the file sees the bytes, followed by the reserved space's zeros.
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk.len(), 8192);
+        assert_eq!(&on_disk[..6000], &first[..]);
+        assert!(on_disk[6000..].iter().all(|&b| b == 0));
+        // Past the reserved space, `write(2)` takes over where the mapped bytes ended, and a
+        // large append crosses from the mapping into it.
+        let second: Vec<u8> = (0..5000u32).map(|i| (i % 241) as u8).collect();
+        f.append(&second).unwrap();
+        f.flush().unwrap();
+        let big = vec![9u8; WRITE_BUFFER_BYTES + 10];
+        f.append(&big).unwrap();
+        f.sync().unwrap();
+        f.truncate(f.len()).unwrap();
+        drop(f);
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk.len(), 6000 + 5000 + big.len());
+        assert_eq!(&on_disk[..6000], &first[..]);
+        assert_eq!(&on_disk[6000..11000], &second[..]);
+        assert_eq!(&on_disk[11000..], &big[..]);
+    }
+
+    #[test]
+    fn mapped_appends_cross_mapping_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let mut f = StdFs.create(&path).unwrap();
+        f.map_appends();
+        let total = MAP_WINDOW_BYTES as usize + 3000;
+        f.preallocate(total as u64).unwrap();
+        let data: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
+        for chunk in data.chunks(1000) {
+            f.append(chunk).unwrap();
+            f.flush().unwrap();
+        }
+        drop(f);
+        assert_eq!(std::fs::read(&path).unwrap(), data);
     }
 
     #[test]
