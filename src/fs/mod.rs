@@ -184,7 +184,9 @@ struct StdWritable<W: Write + std::fmt::Debug + SyncData = File> {
 }
 
 /// Bytes of the file each mapping made for appends covers; a multiple of the page size.
-const MAP_WINDOW_BYTES: u64 = 4 << 20;
+/// Small, because writing back a page that is still mapped makes the kernel write-protect
+/// it and flush it from every core's TLB: pages behind the current window are unmapped.
+const MAP_WINDOW_BYTES: u64 = 1 << 20;
 
 /// The user-space buffer of a [`StdWritable`].
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
@@ -328,6 +330,9 @@ impl<W: Write + std::fmt::Debug + Send + SyncData> WritableFile for StdWritable<
     fn sync(&mut self) -> Result<()> {
         self.check()?;
         self.flush_buf(false)?;
+        // Unmapped first, so the fsync's writeback finds none of the pages mapped and need
+        // not write-protect them one by one, each with a TLB flush on every core.
+        self.window = None;
         self.out.sync_data().map_err(|e| {
             // What reached the device is unknown after a failed fsync; nothing more goes in.
             self.failed = true;
@@ -814,6 +819,7 @@ mod tests {
         let big = vec![9u8; WRITE_BUFFER_BYTES + 10];
         f.append(&big).unwrap();
         f.sync().unwrap();
+        assert!(f.window.is_none(), "a sync unmaps, so its writeback finds no page mapped");
         f.truncate(f.len()).unwrap();
         drop(f);
         let on_disk = std::fs::read(&path).unwrap();
