@@ -1233,3 +1233,31 @@ fn range_bounds_at_table_edges_of_keys_that_share_their_first_16_bytes() {
         }
     }
 }
+
+#[test]
+fn compact_leaves_the_tree_on_the_first_level_it_fits_under_its_target() {
+    // L1's target is 16 KiB, L2's 64 KiB, L3's 256 KiB; the data is about 220 KiB, all in
+    // the memtable when `compact` flushes it.
+    let (base, ratio) = (16u64 << 10, 4u64);
+    let opts =
+        Options::default().memtable_bytes(1 << 20).level_base_bytes(base).level_size_ratio(ratio);
+    let (_dir, db) = open_temp(opts);
+    for round in 0..2u64 {
+        for i in 0..2000u64 {
+            db.put(key8(i), [round as u8 + i as u8; 100]).unwrap();
+        }
+        db.compact().unwrap();
+        let s = db.stats();
+        let levels: Vec<usize> =
+            (0..s.tables_per_level.len()).filter(|&l| s.tables_per_level[l] > 0).collect();
+        assert_eq!(levels.len(), 1, "one level after a full compaction: {:?}", s.tables_per_level);
+        let level = levels[0];
+        let bytes = s.bytes_per_level[level];
+        let target = |l: usize| base * ratio.pow(l as u32 - 1);
+        // Under its level's target, so the background has nothing left to move down...
+        assert!(level >= 1 && bytes < target(level), "{bytes} bytes on L{level}");
+        // ...and not deeper than it had to go.
+        assert!(level == 1 || bytes >= target(level - 1) / 2, "{bytes} bytes on L{level}");
+        assert_eq!(db.range(..).count(), 2000);
+    }
+}

@@ -5,11 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use bloomkv::events::{CompactionInfo, CompactionReason};
-use bloomkv::{Cursor, Db, DbIterator, EventListener, Options, WriteBatch, WriteOptions};
+use bloomkv::{Cursor, Db, DbIterator, Options, WriteBatch, WriteOptions};
 use proptest::prelude::*;
 
 mod common;
@@ -103,20 +100,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Counts the compactions the background starts on its own (not `Db::compact`'s).
-struct AutoCompactions(Arc<AtomicU64>);
-
-impl EventListener for AutoCompactions {
-    fn on_compaction_begin(&self, info: &CompactionInfo) {
-        if info.reason != CompactionReason::Manual {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-fn options(mapped: bool, auto: &Arc<AtomicU64>) -> Options {
+fn options(mapped: bool) -> Options {
     Options::default()
-        .event_listener(Arc::new(AutoCompactions(auto.clone())))
         .mmap_reads(mapped)
         .memtable_bytes(8 << 10)
         .block_bytes(256)
@@ -333,8 +318,7 @@ fn assert_levels_well_formed(db: &Db) {
 fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
     let mut work = Work::default();
     let dir = tempfile::tempdir().unwrap();
-    let auto = Arc::new(AtomicU64::new(0));
-    let mut db = Some(Db::open(dir.path(), options(mapped, &auto)).unwrap());
+    let mut db = Some(Db::open(dir.path(), options(mapped)).unwrap());
     let mut model: Model = BTreeMap::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
     for op in ops {
@@ -514,15 +498,12 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 assert_levels_well_formed(d);
             }
             Op::Compact => {
-                let auto_before = auto.load(Ordering::SeqCst);
                 d.compact().unwrap();
                 assert_levels_well_formed(d);
                 let s = d.stats();
                 let nonempty = s.tables_per_level.iter().filter(|&&n| n > 0).count();
-                // The background may go on as soon as `compact` returns (a level it filled
-                // past its target moves on down); only without that must one level remain.
                 assert!(
-                    nonempty <= 1 || auto.load(Ordering::SeqCst) > auto_before,
+                    nonempty <= 1,
                     "after a full compaction all tables share one level: {:?}",
                     s.tables_per_level
                 );
@@ -533,7 +514,7 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 work.add(d);
                 db.take().unwrap().close().unwrap();
                 mapped = !mapped;
-                db = Some(Db::open(dir.path(), options(mapped, &auto)).unwrap());
+                db = Some(Db::open(dir.path(), options(mapped)).unwrap());
             }
         }
     }
@@ -548,7 +529,7 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
     drop(snap);
     work.add(d);
     db.take().unwrap().close().unwrap();
-    let d = Db::open(dir.path(), options(!mapped, &auto)).unwrap();
+    let d = Db::open(dir.path(), options(!mapped)).unwrap();
     assert_eq!(pairs(d.range(..)), want, "final scan after reopen");
     let mut back = pairs(d.range(..).rev());
     back.reverse();

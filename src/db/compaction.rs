@@ -240,8 +240,16 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
         for id in ids {
             let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
-            let last =
-                (0..NUM_LEVELS).rev().find(|&l| !tree.version.levels[l].is_empty()).unwrap_or(0);
+            // Down to the deepest level in use, or deeper, to the first level whose target the
+            // whole tree is under: left on a level it overfills, the data would be compacted
+            // again by the background as soon as this returns.
+            let v = &tree.version;
+            let deepest = (0..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()).unwrap_or(0);
+            let total = (0..NUM_LEVELS).fold(0u64, |a, l| a.saturating_add(v.level_bytes(l)));
+            let fits = (1..NUM_LEVELS - 1)
+                .find(|&l| total < level_target(inner, l))
+                .unwrap_or(NUM_LEVELS - 1);
+            let last = if total == 0 { deepest } else { deepest.max(fits) };
             for level in 0..NUM_LEVELS - 1 {
                 if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(crate::Error::Closed);

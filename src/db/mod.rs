@@ -783,7 +783,9 @@ impl Db {
         flush::wait_for_flushes(&self.inner)
     }
 
-    /// Compacts the whole database into its last level: every overwritten version and every
+    /// Compacts the whole database into one level: the deepest in use, or a deeper one if the
+    /// data is over that level's target size (the first whose target it is under), so the
+    /// background finds nothing left to compact. Every overwritten version and every
     /// tombstone that no snapshot needs is dropped, and every expired value
     /// ([`Db::put_with_ttl`]). In a keyspace with a [`crate::CompactionFilter`], or whose last
     /// level holds expired values, the last level's other tables are rewritten too, so the
