@@ -69,7 +69,7 @@ impl Default for Options {
             compression: Compression::None,
             block_bytes: 4096,
             block_cache_bytes: 64 << 20,
-            max_open_files: 512,
+            max_open_files: 4096,
             max_batch_bytes: 64 << 20,
             mmap_reads: false,
             sync_writes: false,
@@ -146,16 +146,17 @@ impl Options {
         /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
         block_cache_bytes: usize);
     setter!(
-        /// Table files kept open at once (default 512). Filters and indexes of every table
+        /// Table files kept open at once (default 4096). Filters and indexes of every table
         /// stay in RAM regardless; a table whose file was closed reopens it on its next data
         /// block read (correct, only slower).
         ///
         /// On Unix, the value used is clipped at open to the process's soft `RLIMIT_NOFILE`
         /// less 16 descriptors and an eighth of the limit (room for the WAL, the manifest, the
         /// LOCK, directory fsyncs, tables being written and the application's own files),
-        /// but not below 16: with `ulimit -n 1024` the default 512 stands; with 256 it is 208;
-        /// with 64 it is 40. The limit is read once, when the database opens. The value in
-        /// use is [`crate::Stats::open_table_files_limit`].
+        /// but not below 16: with `ulimit -n 1024` it is 880; with 256 it is 208; with 64 it
+        /// is 40. The limit is read once, when the database opens, and each database clips to
+        /// it alone: a process that opens several should divide the limit between them. The
+        /// value in use is [`crate::Stats::open_table_files_limit`].
         max_open_files: usize);
     setter!(
         /// Largest write batch [`crate::Db::write`] accepts, in encoded bytes

@@ -365,6 +365,7 @@ mod tests {
         assert_eq!(open_files_within(100_000, None), 100_000);
         assert_eq!(open_files_within(512, Some(1 << 20)), 512);
         assert_eq!(open_files_within(512, Some(1024)), 512);
+        assert_eq!(open_files_within(4096, Some(1024)), 1024 - 16 - 128);
         // Below it: the limit less 16 and an eighth.
         assert_eq!(open_files_within(512, Some(256)), 256 - 16 - 32);
         assert_eq!(open_files_within(512, Some(64)), 64 - 16 - 8);

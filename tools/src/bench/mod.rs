@@ -528,7 +528,7 @@ pub struct Args {
     l0_stop_trigger: Option<usize>,
     /// Table files kept open at once (`Options::max_open_files`); below the table count,
     /// reads reopen files the bound closed.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 4096)]
     max_open_files: usize,
     /// Point lookups read the tables through memory mappings (`Options::mmap_reads`; off by
     /// default, as in the library).
