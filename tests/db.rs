@@ -1236,28 +1236,43 @@ fn range_bounds_at_table_edges_of_keys_that_share_their_first_16_bytes() {
 
 #[test]
 fn compact_leaves_the_tree_on_the_first_level_it_fits_under_its_target() {
-    // L1's target is 16 KiB, L2's 64 KiB, L3's 256 KiB; the data is about 220 KiB, all in
-    // the memtable when `compact` flushes it.
+    // L1's target is 16 KiB, L2's 64 KiB, L3's 256 KiB, L4's 1 MiB; each round's data is about
+    // 220 KiB, all in the memtable when `compact` flushes it: new keys, then the same keys
+    // again, then as many new ones (440 KiB, over L3's target).
     let (base, ratio) = (16u64 << 10, 4u64);
     let opts =
         Options::default().memtable_bytes(1 << 20).level_base_bytes(base).level_size_ratio(ratio);
     let (_dir, db) = open_temp(opts);
-    for round in 0..2u64 {
-        for i in 0..2000u64 {
+    let target = |l: usize| base * ratio.pow(l as u32 - 1);
+    for (round, keys, live, end_level) in
+        [(0u64, 0..2000u64, 2000, 3), (1, 0..2000, 2000, 3), (2, 2000..4000, 4000, 4)]
+    {
+        for i in keys {
             db.put(key8(i), [round as u8 + i as u8; 100]).unwrap();
         }
+        let written_before = db.stats().compaction_bytes_written;
         db.compact().unwrap();
         let s = db.stats();
         let levels: Vec<usize> =
             (0..s.tables_per_level.len()).filter(|&l| s.tables_per_level[l] > 0).collect();
-        assert_eq!(levels.len(), 1, "one level after a full compaction: {:?}", s.tables_per_level);
-        let level = levels[0];
-        let bytes = s.bytes_per_level[level];
-        let target = |l: usize| base * ratio.pow(l as u32 - 1);
-        // Under its level's target, so the background has nothing left to move down...
-        assert!(level >= 1 && bytes < target(level), "{bytes} bytes on L{level}");
-        // ...and not deeper than it had to go.
-        assert!(level == 1 || bytes >= target(level - 1) / 2, "{bytes} bytes on L{level}");
-        assert_eq!(db.range(..).count(), 2000);
+        assert_eq!(
+            levels,
+            [end_level],
+            "one level after a full compaction: {:?}",
+            s.tables_per_level
+        );
+        let bytes = s.bytes_per_level[end_level];
+        // Under its level's target, so the background has nothing left to move down, and
+        // not deeper than it had to go.
+        assert!(bytes < target(end_level) && bytes >= target(end_level - 1), "{bytes} bytes");
+        // Written once, passing over empty levels (not once per level); the last round's
+        // merged level is over its target and moves on down once more.
+        let written = s.compaction_bytes_written - written_before;
+        let times = if round == 2 { 2 } else { 1 };
+        assert!(
+            written < bytes * times + bytes / 2,
+            "round {round}: {written} bytes written for {bytes}"
+        );
+        assert_eq!(db.range(..).count(), live);
     }
 }

@@ -47,7 +47,8 @@ pub(crate) struct Compaction {
     pub tree: Arc<Tree>,
     pub level: usize,
     /// `level + 1`, or `level` itself for the in-place rewrite of the last level that
-    /// [`compact_all`] does for a keyspace with a compaction filter.
+    /// [`compact_all`] does for a keyspace with a compaction filter; [`compact_all`] also
+    /// passes over empty levels.
     pub out_level: usize,
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
@@ -60,6 +61,11 @@ fn level_target(inner: &DbInner, level: usize) -> u64 {
         t = t.saturating_mul(inner.opts.level_size_ratio);
     }
     t
+}
+
+/// The first level from `from` on whose target `bytes` are under (the bottom level has none).
+fn fitting_level(inner: &DbInner, bytes: u64, from: usize) -> usize {
+    (from..NUM_LEVELS - 1).find(|&l| bytes < level_target(inner, l)).unwrap_or(NUM_LEVELS - 1)
 }
 
 /// The level most in need of compaction and how badly (≥ 1.0 means needed).
@@ -240,16 +246,15 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
         for id in ids {
             let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
-            // Down to the deepest level in use, or deeper, to the first level whose target the
-            // whole tree is under: left on a level it overfills, the data would be compacted
-            // again by the background as soon as this returns.
+            // Into the deepest level in use; for a tree held in L0 alone, the first level
+            // whose target its bytes are under. Left on a level it overfills, the data would be
+            // compacted again by the background as soon as this returns (see the end).
             let v = &tree.version;
             let deepest = (0..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()).unwrap_or(0);
-            let total = (0..NUM_LEVELS).fold(0u64, |a, l| a.saturating_add(v.level_bytes(l)));
-            let fits = (1..NUM_LEVELS - 1)
-                .find(|&l| total < level_target(inner, l))
-                .unwrap_or(NUM_LEVELS - 1);
-            let last = if total == 0 { deepest } else { deepest.max(fits) };
+            let last = match deepest {
+                0 if !v.levels[0].is_empty() => fitting_level(inner, v.level_bytes(0), 1),
+                _ => deepest,
+            };
             for level in 0..NUM_LEVELS - 1 {
                 if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
                     return Err(crate::Error::Closed);
@@ -262,12 +267,42 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 }
                 let inputs = v.levels[level].clone();
                 let (lo, hi) = user_range(&inputs);
-                let next_inputs = v.overlapping(level + 1, &lo, &hi);
+                // Into the next level that holds anything, or straight into `last`: the levels
+                // passed over are empty, so nothing older is skipped, and data bound for a
+                // deeper level than the tree used is written once, not once per level.
+                let out_level =
+                    (level + 1..last).find(|&l| !v.levels[l].is_empty()).unwrap_or(last);
+                let next_inputs = v.overlapping(out_level, &lo, &hi);
                 let reason = CompactionReason::Manual;
-                let out_level = level + 1;
                 let tree = tree.clone();
                 let c = Compaction { tree, level, out_level, inputs, next_inputs, reason };
                 run_locked(inner, c)?;
+            }
+            // Merged, the last level may be over its target: then on down, the whole level
+            // into the empty level below, until it is under (the data has its final size now).
+            let mut last = last;
+            while last < NUM_LEVELS - 1 {
+                slot = pause_for_ingests(inner, slot)?;
+                let Some(tree) = inner.load_state().tree(id).cloned() else { break };
+                let v = &tree.version;
+                let bytes = v.level_bytes(last);
+                if bytes == 0 || fitting_level(inner, bytes, last) == last {
+                    break;
+                }
+                let inputs = v.levels[last].clone();
+                let (lo, hi) = user_range(&inputs);
+                let next_inputs = v.overlapping(last + 1, &lo, &hi);
+                let reason = CompactionReason::Manual;
+                let c = Compaction {
+                    tree: tree.clone(),
+                    level: last,
+                    out_level: last + 1,
+                    inputs,
+                    next_inputs,
+                    reason,
+                };
+                run_locked(inner, c)?;
+                last += 1;
             }
             // The merge rewrote only the last level's tables the levels above overlap: the
             // filter must see the rest too, and their expired values must go.
