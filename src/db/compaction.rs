@@ -265,18 +265,12 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 if v.levels[level].is_empty() || (level >= last && level > 0) {
                     continue;
                 }
-                let inputs = v.levels[level].clone();
-                let (lo, hi) = user_range(&inputs);
                 // Into the next level that holds anything, or straight into `last`: the levels
                 // passed over are empty, so nothing older is skipped, and data bound for a
                 // deeper level than the tree used is written once, not once per level.
                 let out_level =
                     (level + 1..last).find(|&l| !v.levels[l].is_empty()).unwrap_or(last);
-                let next_inputs = v.overlapping(out_level, &lo, &hi);
-                let reason = CompactionReason::Manual;
-                let tree = tree.clone();
-                let c = Compaction { tree, level, out_level, inputs, next_inputs, reason };
-                run_locked(inner, c)?;
+                compact_whole_level(inner, &tree, level, out_level)?;
             }
             // Merged, the last level may be over its target: then on down, the whole level
             // into the empty level below, until it is under (the data has its final size now).
@@ -289,19 +283,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 if bytes == 0 || fitting_level(inner, bytes, last) == last {
                     break;
                 }
-                let inputs = v.levels[last].clone();
-                let (lo, hi) = user_range(&inputs);
-                let next_inputs = v.overlapping(last + 1, &lo, &hi);
-                let reason = CompactionReason::Manual;
-                let c = Compaction {
-                    tree: tree.clone(),
-                    level: last,
-                    out_level: last + 1,
-                    inputs,
-                    next_inputs,
-                    reason,
-                };
-                run_locked(inner, c)?;
+                compact_whole_level(inner, &tree, last, last + 1)?;
                 last += 1;
             }
             // The merge rewrote only the last level's tables the levels above overlap: the
@@ -333,6 +315,25 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         inner.events.report_background_error();
     }
     result
+}
+
+/// `compact_all`'s step: every table of `tree`'s `level` merged into `out_level` with the
+/// tables there it overlaps.
+fn compact_whole_level(
+    inner: &DbInner,
+    tree: &Arc<Tree>,
+    level: usize,
+    out_level: usize,
+) -> Result<()> {
+    let v = &tree.version;
+    let inputs = v.levels[level].clone();
+    let (lo, hi) = user_range(&inputs);
+    let next_inputs = v.overlapping(out_level, &lo, &hi);
+    let reason = CompactionReason::Manual;
+    run_locked(
+        inner,
+        Compaction { tree: tree.clone(), level, out_level, inputs, next_inputs, reason },
+    )
 }
 
 /// Rewrites, in place, the tables of keyspace `id`'s last level that `compact_all` (which

@@ -242,9 +242,7 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
         self.buf.clear();
         written
     }
-}
 
-impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
     /// Hands `data`, which belongs at offset `at`, to the OS: into the mapping where the
     /// file maps its appends, the space is reserved and `map` allows, with `write(2)`
     /// otherwise. A sync's bytes go with `write(2)`: the sync write-protects the pages it
@@ -290,9 +288,7 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
         self.position_stale = true;
         Ok(())
     }
-}
 
-impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
     /// Starts the device's writeback of what the OS holds beyond `written_back`, once that
     /// is `writeback_step` or more. Only a hint: a failure here shows at the next sync.
     fn start_writeback(&mut self) {
