@@ -183,6 +183,35 @@ struct StdWritable<W: Write + std::fmt::Debug + SyncData = File> {
     position_stale: bool,
 }
 
+/// Copies `src` into `dst` strictly from the first byte to the last. A process killed
+/// mid-copy must leave a prefix of the records in the mapping, as an interrupted `write(2)`
+/// does: a torn last record is the log's end, but a record followed by valid data is damage
+/// that stops the next open. `copy_from_slice` gives no such order (the C library's copy
+/// writes a buffer's last bytes first for some sizes), so this stores one word at a time,
+/// each store volatile so that none is merged, reordered or turned back into `memcpy`.
+fn copy_in_order(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len());
+    let base = dst.as_mut_ptr();
+    let head = base.align_offset(8).min(dst.len());
+    let words = (dst.len() - head) / 8;
+    // SAFETY: every store is to `dst`, whose bounds each index stays within (`head`, then
+    // `words` whole words after it, then the rest); the word stores are to addresses that
+    // `align_offset` made 8-aligned, as `write_volatile` requires.
+    unsafe {
+        for (i, &b) in src[..head].iter().enumerate() {
+            std::ptr::write_volatile(base.add(i), b);
+        }
+        for w in 0..words {
+            let at = head + w * 8;
+            let word = u64::from_ne_bytes(src[at..at + 8].try_into().expect("eight bytes"));
+            std::ptr::write_volatile(base.add(at).cast::<u64>(), word);
+        }
+        for (i, &b) in src.iter().enumerate().skip(head + words * 8) {
+            std::ptr::write_volatile(base.add(i), b);
+        }
+    }
+}
+
 /// Bytes of the file each mapping made for appends covers; a multiple of the page size.
 /// Small, because writing back a page that is still mapped makes the kernel write-protect
 /// it and flush it from every core's TLB: pages behind the current window are unmapped.
@@ -282,7 +311,7 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
             };
             let from = (pos - start) as usize;
             let n = (data.len() - done).min(map.len() - from);
-            map[from..from + n].copy_from_slice(&data[done..done + n]);
+            copy_in_order(&mut map[from..from + n], &data[done..done + n]);
             done += n;
         }
         self.position_stale = true;
@@ -853,6 +882,19 @@ mod tests {
         assert_eq!(&on_disk[..6000], &first[..]);
         assert_eq!(&on_disk[6000..11000], &second[..]);
         assert_eq!(&on_disk[11000..], &big[..]);
+    }
+
+    #[test]
+    fn copy_in_order_copies_every_alignment_and_length() {
+        let src: Vec<u8> = (0..100u8).collect();
+        for offset in 0..9 {
+            for len in 0..40 {
+                let mut dst = [0u8; 64];
+                copy_in_order(&mut dst[offset..offset + len], &src[..len]);
+                assert_eq!(&dst[offset..offset + len], &src[..len], "offset {offset} len {len}");
+                assert!(dst[..offset].iter().chain(&dst[offset + len..]).all(|&b| b == 0));
+            }
+        }
     }
 
     #[test]
