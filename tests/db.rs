@@ -1276,3 +1276,45 @@ fn compact_leaves_the_tree_on_the_first_level_it_fits_under_its_target() {
         assert_eq!(db.range(..).count(), live);
     }
 }
+
+/// Tables that compactions replace are removed on the deleter's thread, never by the flush or
+/// compaction thread that installed their replacement (a removal can wait out the device's
+/// discard of the file's extents, and those threads hold up writers), and a manual compaction
+/// returns once the files are gone.
+#[test]
+fn replaced_tables_are_removed_aside_and_gone_when_compact_returns() {
+    use bloomkv::fs::fault::{unique_dir, Fault, FaultFs, OpKind};
+    let fs = FaultFs::new();
+    let removers = Arc::new(Mutex::new(Vec::new()));
+    let noted = removers.clone();
+    // A fault that never fires, to note which thread removes each table, and to make each
+    // removal slow, as a device discarding the file's extents does.
+    fs.inject(Fault::on(OpKind::Remove).matching(move |p: &Path| {
+        if p.extension().is_some_and(|e| e == "sst") {
+            let name = std::thread::current().name().unwrap_or("unnamed").to_string();
+            noted.lock().unwrap().push(name);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        false
+    }));
+    let dir = unique_dir("removed-aside");
+    let db = Db::open(&dir, small_tables().l0_triggers(4).fault_fs(&fs)).unwrap();
+    for round in 0..6u64 {
+        for i in 0..600u64 {
+            db.put(key8(i * 7 + round), vec![round as u8; 40]).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.compact().unwrap();
+    let live: Vec<_> = db.tables().into_iter().map(|t| t.path).collect();
+    let mut on_disk: Vec<_> =
+        fs.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == "sst")).collect();
+    on_disk.sort();
+    let mut live_sorted = live.clone();
+    live_sorted.sort();
+    assert_eq!(on_disk, live_sorted, "only the live tables are left once compact returns");
+    let names = removers.lock().unwrap().clone();
+    assert!(names.len() > 5, "compactions replaced tables: {names:?}");
+    assert!(names.iter().all(|n| n == "bloomkv-delete"), "{names:?}");
+    db.close().unwrap();
+}

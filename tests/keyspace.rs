@@ -228,6 +228,7 @@ fn a_dropped_keyspace_is_gone_for_good_even_where_its_writes_are_still_in_the_wa
     assert_eq!(get(old.get("late3")), Some(b"gone".to_vec()));
     assert!(files.iter().all(|f| fs.contents(f).is_some()));
     drop(old);
+    db.wait_for_file_removals();
     assert!(files.iter().all(|f| fs.contents(f).is_none()), "its tables are deleted");
 
     // A keyspace created under the old name is a new, empty one — also after a crash

@@ -77,6 +77,8 @@ impl OpenDb {
         // A manual compaction or an ingest runs on its caller's thread and stops soon once it
         // sees `closed`; wait for it, so no file is written after the LOCK is released.
         let _slot = lock(&inner.compaction_slot);
+        // Nor is one removed after it: the tables let go so far are removed now.
+        inner.caches.deleter.close();
         // Writers that raced with close may still be in the queue; the WAL lock orders us
         // after any leader that is mid-write, and a leader that comes later finds no writer
         // (and will not start a new segment).

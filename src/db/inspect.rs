@@ -212,6 +212,13 @@ impl Db {
         state.trees.iter().flat_map(|tree| tables(tree)).collect()
     }
 
+    /// Waits until the files of tables let go so far have been removed. They are removed on
+    /// a thread of their own (`fs/deleter.rs`), so right after the last reader of an obsolete
+    /// table lets go, a listing of the directory may still show its file.
+    pub fn wait_for_file_removals(&self) {
+        self.inner.caches.deleter.wait_idle();
+    }
+
     /// [`Keyspace::filter_runs`] of the default keyspace.
     pub fn filter_runs(&self) -> Vec<FilterRun> {
         filter_runs(self.inner.load_state().default_tree())

@@ -797,7 +797,10 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.flush()?;
-        compaction::compact_all(&self.inner)
+        compaction::compact_all(&self.inner)?;
+        // The replaced tables' files are gone when this returns (unless a reader holds one).
+        self.inner.caches.deleter.wait_idle();
+        Ok(())
     }
 
     /// Makes every write acknowledged so far durable (fsyncs the WAL).

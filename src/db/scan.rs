@@ -479,7 +479,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::fs::{MemFile, StdFs};
+    use crate::fs::{Deleter, MemFile, StdFs};
     use crate::iter::tests::{check_walk, walk_op};
     use crate::key::{self, compare_internal, internal_key, ValueKind};
     use crate::table::{Table, TableBuilder, TableOptions};
@@ -508,7 +508,7 @@ mod tests {
             num_entries: entries.len() as u64,
         };
         let table = Table::open(Arc::new(MemFile::from(bytes)), path.clone(), None).unwrap();
-        Arc::new(TableFile::new(meta, Arc::new(table), path, Arc::new(StdFs)))
+        Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))
     }
 
     proptest! {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{DbInner, Tree};
 use crate::filename::table_path;
 use crate::filter::FilterPolicy;
-use crate::fs::FileSystem;
+use crate::fs::{Deleter, FileSystem};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::options::KeyspaceOptions;
@@ -170,6 +170,15 @@ pub(crate) struct TableCaches {
     pub reads: Arc<ReadPool>,
     /// Map each table's file for its point lookups (`Options::mmap_reads`).
     pub map_reads: bool,
+    /// Removes the files of tables no version needs any more.
+    pub deleter: Arc<Deleter>,
+}
+
+impl Drop for TableCaches {
+    fn drop(&mut self) {
+        // Ends the deleter's thread (which holds the deleter) if the database never closed.
+        self.deleter.close();
+    }
 }
 
 /// Block reads one `multi_get` keeps in flight at most: about where the measured disk stops
@@ -186,6 +195,7 @@ impl TableCaches {
             )),
             reads: Arc::new(ReadPool::new(READ_THREADS)),
             map_reads: opts.mmap_reads,
+            deleter: Deleter::new(opts.fs.clone()),
         }
     }
 }
@@ -264,7 +274,7 @@ pub(crate) fn open_table(
             table = table.map_for_lookups(mapped)?;
         }
     }
-    Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, fs.clone())))
+    Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, caches.deleter.clone())))
 }
 
 /// Writes the entries of `iter` (already filtered and in order) into table `number`, with

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use crate::{Error, Result};
 
+mod deleter;
+pub(crate) use deleter::Deleter;
 #[cfg(any(test, feature = "fault-injection"))]
 pub mod fault;
 mod mapped;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::filename::manifest_path;
 use crate::filter::Filter;
-use crate::fs::FileSystem;
+use crate::fs::{Deleter, FileSystem};
 use crate::key::{self, SeqNo};
 use crate::key_head::SortedHeads;
 use crate::log::LogWriter;
@@ -42,7 +42,7 @@ pub struct TableFile {
     /// The open table.
     pub table: Arc<Table>,
     path: PathBuf,
-    fs: Arc<dyn FileSystem>,
+    deleter: Arc<Deleter>,
     obsolete: AtomicBool,
 }
 
@@ -51,9 +51,9 @@ impl TableFile {
         meta: TableMeta,
         table: Arc<Table>,
         path: PathBuf,
-        fs: Arc<dyn FileSystem>,
+        deleter: Arc<Deleter>,
     ) -> Self {
-        TableFile { meta, table, path, fs, obsolete: AtomicBool::new(false) }
+        TableFile { meta, table, path, deleter, obsolete: AtomicBool::new(false) }
     }
 
     /// The table's expiring entries as its properties record them: (oldest expiry, newest
@@ -94,8 +94,8 @@ impl TableFile {
 impl Drop for TableFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            // A failed delete leaves an orphan that the next open removes; nothing is lost.
-            let _ = self.fs.remove(&self.path);
+            // Usually on the deleter's thread: see `fs/deleter.rs`.
+            self.deleter.remove(std::mem::take(&mut self.path));
         }
     }
 }
