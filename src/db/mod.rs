@@ -789,7 +789,9 @@ impl Db {
     /// tombstone that no snapshot needs is dropped, and every expired value
     /// ([`Db::put_with_ttl`]). In a keyspace with a [`crate::CompactionFilter`], or whose last
     /// level holds expired values, the last level's other tables are rewritten too, so the
-    /// filter is asked about every value and no expired value is left. Returns when done.
+    /// filter is asked about every value and no expired value is left. Returns when done,
+    /// with the replaced tables' files removed (one a snapshot or iterator still reads goes
+    /// when that lets go of it).
     ///
     /// Expired values are also dropped without it: the background compaction thread rewrites
     /// a table once enough of its values have expired, looking after every flush and at
