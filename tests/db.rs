@@ -1306,13 +1306,12 @@ fn replaced_tables_are_removed_aside_and_gone_when_compact_returns() {
         db.flush().unwrap();
     }
     db.compact().unwrap();
-    let live: Vec<_> = db.tables().into_iter().map(|t| t.path).collect();
+    let mut live: Vec<_> = db.tables().into_iter().map(|t| t.path).collect();
+    live.sort();
     let mut on_disk: Vec<_> =
         fs.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == "sst")).collect();
     on_disk.sort();
-    let mut live_sorted = live.clone();
-    live_sorted.sort();
-    assert_eq!(on_disk, live_sorted, "only the live tables are left once compact returns");
+    assert_eq!(on_disk, live, "only the live tables are left once compact returns");
     let names = removers.lock().unwrap().clone();
     assert!(names.len() > 5, "compactions replaced tables: {names:?}");
     assert!(names.iter().all(|n| n == "bloomkv-delete"), "{names:?}");

@@ -61,6 +61,10 @@ impl Deleter {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn wait<'a>(&self, s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(s).unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Removes `path`: on the deleter's thread, or on this one once the deleter is closed
     /// (or when its thread cannot be started). A failed removal leaves an orphan, which the
     /// next open removes.
@@ -102,7 +106,7 @@ impl Deleter {
             } else if s.closed {
                 return;
             } else {
-                s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                s = self.wait(s);
             }
         }
     }
@@ -111,7 +115,7 @@ impl Deleter {
     pub(crate) fn wait_idle(&self) {
         let mut s = self.lock();
         while !s.queue.is_empty() || s.removing {
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            s = self.wait(s);
         }
     }
 
