@@ -626,6 +626,23 @@ impl WriteBatch {
         self.count() == 0
     }
 
+    /// Whether the batch is one put or delete (plain or expiring): an entry that reads
+    /// never combine with the versions beneath it, so it may be applied beside other writes
+    /// (`db/in_flight.rs`).
+    pub(crate) fn is_single_overwrite(&self) -> bool {
+        // The first op's kind byte, read without decoding the op.
+        let kind = |k: u8| k & !IN_KEYSPACE;
+        self.count() == 1
+            && self.data.get(HEADER_LEN).is_some_and(|&k| {
+                [ValueKind::Put as u8, ValueKind::Delete as u8, OP_PUT_EXPIRING].contains(&kind(k))
+            })
+    }
+
+    /// Whether the batch holds a merge operand.
+    pub(crate) fn has_merge(&self) -> bool {
+        self.iter().any(|(_, op)| matches!(op, BatchOp::Merge { .. }))
+    }
+
     /// Removes every operation, keeping the allocation for reuse.
     pub fn clear(&mut self) {
         self.data.truncate(HEADER_LEN);
@@ -965,6 +982,41 @@ mod tests {
                 (a != b).then(|| (ks, OP_DELETE_RANGE, a.clone().min(b.clone()), a.max(b)))
             }),
         ]
+    }
+
+    /// Which batches may be applied beside other writes: one put or delete, plain or
+    /// expiring, in any keyspace; nothing that reads combine or that covers a range, and no
+    /// batch of more than one op.
+    #[test]
+    fn single_overwrites_are_told_from_other_batches() {
+        let one = |f: &dyn Fn(&mut WriteBatch)| {
+            let mut b = WriteBatch::new();
+            f(&mut b);
+            (b.is_single_overwrite(), b.has_merge())
+        };
+        assert_eq!(one(&|b| b.put("k", "v")), (true, false));
+        assert_eq!(one(&|b| b.put_to(7, b"k", b"v")), (true, false));
+        assert_eq!(one(&|b| b.delete("k")), (true, false));
+        assert_eq!(one(&|b| b.delete_to(7, b"k")), (true, false));
+        assert_eq!(one(&|b| b.put_expiring_to(7, b"k", 9, b"v")), (true, false));
+        assert_eq!(one(&|b| b.put_expiring_to(0, b"k", 9, b"v")), (true, false));
+        // Not yet stamped: the write path turns it into an expiring put first.
+        assert_eq!(one(&|b| b.put_ttl_to(0, b"k", 9, b"v")), (false, false));
+        assert_eq!(one(&|b| b.merge("k", "1")), (false, true));
+        assert_eq!(one(&|b| b.merge_to(7, b"k", b"1")), (false, true));
+        assert_eq!(one(&|b| b.delete_range("a".."b")), (false, false));
+        assert_eq!(one(&|_| ()), (false, false));
+        let two_puts = |b: &mut WriteBatch| {
+            b.put("k", "v");
+            b.put("l", "v");
+        };
+        assert_eq!(one(&two_puts), (false, false));
+        let put_and_merge = |b: &mut WriteBatch| {
+            b.put("k", "v");
+            b.merge("l", "1");
+        };
+        assert_eq!(one(&put_and_merge), (false, true));
+        assert!(!WriteBatch::reserved().is_single_overwrite());
     }
 
     #[test]

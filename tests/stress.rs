@@ -28,7 +28,7 @@ const WRITERS: u64 = 4;
 const READERS: u64 = 2;
 const KEYS_PER_WRITER: u64 = 1500;
 const MEMTABLE: usize = 8 << 10;
-const MAX_IMM: usize = 2;
+const MAX_IMM: usize = 1;
 const L0_STOP: usize = 6;
 /// Largest single write (key + value + encoding overhead), generously.
 const MAX_WRITE: usize = 256;

@@ -34,6 +34,7 @@ mod compaction_iter;
 mod cursor;
 mod filter_budget;
 mod flush;
+mod in_flight;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
@@ -111,8 +112,11 @@ pub(crate) struct DbInner {
     /// True while anyone is in the write queue: unsynced writes then queue too, instead of
     /// writing directly (`db/write.rs`).
     pub write_queue_busy: AtomicBool,
-    /// Highest sequence number whose write is fully applied; reads see up to here.
+    /// Highest sequence number published: every write up to here is applied, except those
+    /// in `in_flight`, which reads that need them wait for.
     pub visible_seq: AtomicU64,
+    /// Single writes being applied outside the WAL's lock (`db/in_flight.rs`).
+    pub in_flight: in_flight::InFlight,
     pub bg: Mutex<BgState>,
     /// Set once a background error is recorded, so the write path can check it without
     /// taking the `bg` lock.

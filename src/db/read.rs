@@ -80,6 +80,8 @@ impl DbInner {
         loop {
             let view = self.read_view();
             if Arc::ptr_eq(view.state(), &self.state.load()) {
+                // As in `stable_read_view`.
+                self.in_flight.wait_through(view.seq());
                 return (view.state().tree(keyspace).cloned(), view.seq());
             }
         }
@@ -91,6 +93,8 @@ impl DbInner {
         loop {
             let view = self.read_view();
             if Arc::ptr_eq(view.state(), &self.state.load()) {
+                // A write below the number may still be going into the state's memtable.
+                self.in_flight.wait_through(view.seq());
                 return view.into_owned();
             }
         }

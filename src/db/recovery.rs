@@ -564,6 +564,7 @@ fn assemble(
         write_queue: Mutex::new(Default::default()),
         write_queue_busy: AtomicBool::new(false),
         visible_seq: AtomicU64::new(visible),
+        in_flight: Default::default(),
         bg: Mutex::new(BgState::default()),
         has_bg_error: AtomicBool::new(false),
         bg_cv: Condvar::new(),

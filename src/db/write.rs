@@ -130,15 +130,20 @@ fn write_entry(
 /// must go through the queue, whose leader makes room, reports a stopped database, or gives
 /// the queued writers their turn.
 ///
+/// A single put or delete is inserted after the lock is released, beside other writers'
+/// inserts, and published out of order (`db/in_flight.rs` says why that is safe and who
+/// waits for it); any other batch is applied under the lock, so readers see all of it or
+/// none.
+///
 /// Why: a queued writer hands its batch to a leader and sleeps until the leader is done, and
 /// with a few writers per core (groups of two or three) those hand-overs cost more than the
 /// writes: four writers on two cores ran at half the rate of one. Unsynced writes gain
 /// nothing from a group's shared fsync, so each writer does its own work and only waits for
-/// the lock. The memtable insert stays under the lock, so writes are applied in sequence
-/// order and a writer never waits for another one's insert: applying them in parallel, then
-/// publishing in order, lost more to waiting for descheduled writers than it gained.
-/// Synced writes keep the group commit, which shares the fsync; many writers (a queue
-/// already busy) keep it too.
+/// the lock. With the insert, two thirds of a put's time, under the lock, a second core
+/// added nothing; applying inserts in parallel but publishing them in order made each
+/// writer wait for descheduled predecessors, which lost more than it gained. Synced writes
+/// keep the group commit, which shares the fsync; many writers (a queue already busy) keep
+/// it too.
 fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     if inner.write_queue_busy.load(Ordering::Acquire)
         || inner.has_bg_error.load(Ordering::Acquire)
@@ -147,7 +152,7 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     {
         return None;
     }
-    let mut guard = lock(&inner.wal);
+    let mut guard = lock_without_sleeping(&inner.wal);
     // Under the WAL's lock: a writer that queues sets the flag and then takes this lock
     // before its leader starts (`wait_for_direct_writes`), so from then on no direct write
     // begins, and the one in progress has finished.
@@ -173,10 +178,45 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     }
     let last = first + batch.len() as u64 - 1;
     wal.last_seq = last;
+    if batch.is_single_overwrite() {
+        if let Some(claim) = inner.in_flight.claim(first) {
+            drop(guard);
+            apply(inner, &state, [&*batch]);
+            // Out of order: a writer numbered later may have published already.
+            inner.visible_seq.fetch_max(first, Ordering::Release);
+            drop(claim);
+            return Some(Ok(()));
+        }
+    } else if inner.in_flight.any() && batch.has_merge() {
+        // A read combines an operand with the versions beneath it, so every earlier write
+        // must be in place before the operand is visible.
+        inner.in_flight.wait_all();
+    }
     apply_and_publish(inner, &state, [&*batch], last);
     drop(guard);
     Some(Ok(()))
 }
+
+/// `m`'s lock, taken by spinning and then yielding the core while another thread holds it,
+/// before sleeping. A direct write holds the WAL's lock for the append alone, well under a
+/// microsecond: sleeping on it (a futex wait and a wake-up, microseconds each) cost four
+/// writers more than the inserts they ran in parallel.
+fn lock_without_sleeping<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    for i in 0..LOCK_SPINS + LOCK_YIELDS {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if i < LOCK_SPINS => std::hint::spin_loop(),
+            Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
+        }
+    }
+    lock(m)
+}
+
+/// How often [`lock_without_sleeping`] tries the lock spinning, then yielding, before it
+/// sleeps.
+const LOCK_SPINS: usize = 64;
+const LOCK_YIELDS: usize = 16;
 
 /// Stops the database after the WAL refused records appended from `start` on, and cuts them
 /// back off, so they are never replayed: a short write leaves a torn record, a failed fsync
@@ -189,19 +229,29 @@ fn refuse_logged(inner: &DbInner, writer: &mut LogWriter, start: u64, e: Error) 
 }
 
 /// Applies logged batches, in sequence order, to `state`'s memtables, and publishes them up
-/// to `last`: readers see all of them, or none.
+/// to `last`: readers see all of them, or none. The WAL's lock is held, so no later write is
+/// numbered yet and `last` is the highest number to publish.
 fn apply_and_publish<B: std::ops::Deref<Target = WriteBatch>>(
     inner: &DbInner,
     state: &DbState,
     batches: impl IntoIterator<Item = B>,
     last: SeqNo,
 ) {
+    apply(inner, state, batches);
+    inner.visible_seq.store(last, Ordering::Release);
+}
+
+/// Applies logged batches, in sequence order, to `state`'s memtables.
+fn apply<B: std::ops::Deref<Target = WriteBatch>>(
+    inner: &DbInner,
+    state: &DbState,
+    batches: impl IntoIterator<Item = B>,
+) {
     let user_bytes: u64 = batches
         .into_iter()
         .map(|b| b.insert_into(|id| state.tree(id).map(|t| &*t.mem.table)))
         .sum();
     inner.counters.user_bytes_written.add(user_bytes);
-    inner.visible_seq.store(last, Ordering::Release);
 }
 
 /// Whether a write may go into `state`'s memtables without the leader's `make_room`: they
@@ -223,11 +273,14 @@ fn active_memtables(state: &DbState) -> (usize, bool) {
     }
 }
 
-/// Waits until the direct write in progress (`write_direct`), if any, has finished. Called
-/// by a leader (or an exclusive task) at the head of the queue: the queue is busy, so no
-/// more begin, and a direct write holds the WAL's lock from its check of that to its end.
+/// Waits until the direct writes in progress (`write_direct`), if any, have finished,
+/// inserts outside the lock included. Called by a leader (or an exclusive task) at the head
+/// of the queue: the queue is busy, so no more begin, and a direct write holds the WAL's lock
+/// from its check of that until it has either applied its batch or claimed its slot.
 fn wait_for_direct_writes(inner: &DbInner) {
-    drop(lock(&inner.wal));
+    let wal = lock(&inner.wal);
+    inner.in_flight.wait_all();
+    drop(wal);
 }
 
 /// Queues `me` (under the queue's lock), marking the queue busy so that no write logs

@@ -308,6 +308,11 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
                 window => {
                     *window = None;
                     let map = self.out.map_window(start, MAP_WINDOW_BYTES as usize)?;
+                    // Faulted in by one call now, not page by page as appends reach them:
+                    // the WAL's appends run under its lock, and every writer waited out
+                    // each such fault. Only a hint; a failure leaves the faults to the copies.
+                    #[cfg(target_os = "linux")]
+                    let _ = map.advise(memmap2::Advice::PopulateWrite);
                     &mut window.insert((start, map)).1
                 }
             };
