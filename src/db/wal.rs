@@ -115,7 +115,8 @@ pub(crate) fn start_wal_segment(
     mut file: Box<dyn WritableFile>,
     next_seq: SeqNo,
 ) -> Result<LogWriter> {
-    // Writeback started mid-append would hold every writer waiting on the WAL's lock.
+    // Writeback started mid-append would hold every writer waiting on the WAL's lock; only
+    // the stretches mapped appends have left are handed to the device (`fs::StdWritable`).
     file.defer_writeback();
     file.map_appends();
     let mut header = WriteBatch::new();

@@ -56,8 +56,10 @@ pub trait WritableFile: Send {
     /// Leaves writing this file's data to the device to its syncs and the operating system.
     /// Files otherwise ask the device to start writing each MiB they hand to the OS, so that
     /// the sync ending a table waits for the last stretch alone (see `StdWritable`); the WAL
-    /// opts out, because its appends run under the lock every writer waits for. File systems
-    /// that never start writeback keep this default, which does nothing.
+    /// opts out, because its appends run under the lock every writer waits for (appends
+    /// copied into a mapping still start the writeback of each MiB the copies have left
+    /// behind). File systems that never start writeback keep this default, which does
+    /// nothing.
     fn defer_writeback(&mut self) {}
     /// Hands appends that [`WritableFile::flush`] hands over inside the space
     /// [`WritableFile::preallocate`] reserved to the OS by copying them into a shared memory
@@ -306,7 +308,15 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
             let map = match &mut self.window {
                 Some((s, map)) if *s == start => map,
                 window => {
-                    *window = None;
+                    if let Some((left, map)) = window.take() {
+                        drop(map);
+                        // The stretch appends leave is unmapped now, so the device can write
+                        // it without write-protecting pages still being copied into, and the
+                        // sync that ends the file (a WAL segment's, at its memtable's
+                        // switch, which every writer waits for) finds only the last one to
+                        // write. Only a hint, as `start_writeback`.
+                        let _ = self.out.start_writeback(left, MAP_WINDOW_BYTES);
+                    }
                     let map = self.out.map_window(start, MAP_WINDOW_BYTES as usize)?;
                     // Faulted in by one call now, not page by page as appends reach them:
                     // the WAL's appends run under its lock, and every writer waited out
@@ -916,6 +926,80 @@ mod tests {
         for chunk in data.chunks(1000) {
             f.append(chunk).unwrap();
             f.flush().unwrap();
+        }
+        drop(f);
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+    }
+
+    /// A real file whose writeback requests are recorded.
+    #[derive(Debug)]
+    struct Recorded {
+        file: File,
+        writebacks: Arc<Mutex<Vec<(u64, u64)>>>,
+    }
+
+    impl Write for Recorded {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.file.write(data)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.file.flush()
+        }
+    }
+
+    impl SyncData for Recorded {
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.file.sync_data()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.file.set_len(len)
+        }
+        fn allocate(&self, len: u64) -> std::io::Result<()> {
+            SyncData::allocate(&self.file, len)
+        }
+        fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
+            self.writebacks.lock().unwrap().push((offset, len));
+            Ok(())
+        }
+        fn map_window(&self, offset: u64, len: usize) -> std::io::Result<memmap2::MmapMut> {
+            self.file.map_window(offset, len)
+        }
+        fn seek_to(&mut self, pos: u64) -> std::io::Result<()> {
+            self.file.seek_to(pos)
+        }
+        fn reserved_space_is_allocated(&self) -> bool {
+            self.file.reserved_space_is_allocated()
+        }
+    }
+
+    /// A file that defers its writeback (the WAL) still hands each mapping window its
+    /// appends have left to the device, once, and nothing else.
+    #[test]
+    fn mapped_appends_start_the_writeback_of_each_window_they_leave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path);
+        let writebacks = Arc::new(Mutex::new(Vec::new()));
+        let out = Recorded { file: file.unwrap(), writebacks: writebacks.clone() };
+        let mut f = StdWritable::new(path.clone(), out);
+        f.defer_writeback();
+        f.map_appends();
+        let mapped = f.out.reserved_space_is_allocated();
+        let window = MAP_WINDOW_BYTES as usize;
+        let total = 2 * window + 3000;
+        f.preallocate(total as u64).unwrap();
+        let data: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
+        for chunk in data.chunks(1000) {
+            f.append(chunk).unwrap();
+            f.flush().unwrap();
+        }
+        let got = writebacks.lock().unwrap().clone();
+        if mapped {
+            let w = MAP_WINDOW_BYTES;
+            assert_eq!(got, [(0, w), (w, w)]);
+        } else {
+            eprintln!("the temporary directory's file system is not one appends are mapped on");
+            assert_eq!(got, []);
         }
         drop(f);
         assert_eq!(std::fs::read(&path).unwrap(), data);
