@@ -12,7 +12,8 @@
 //!
 //! - a view that is kept (a snapshot, an iterator, a transaction) waits, once it has its
 //!   sequence number, for every write at or below it ([`InFlight::wait_through`]), so it
-//!   never changes under its reader;
+//!   never changes under its reader; so does a `multi_get`, whose keys are read at one
+//!   number, so that two of them never show two writes in an order no moment had;
 //! - a write that must see every earlier write applied (a merge operand, which a read
 //!   combines with what lies beneath; a write-group leader; a memtable switch) waits for them
 //!   all ([`InFlight::wait_all`]) while it holds the WAL's lock, so no new one begins.
@@ -111,10 +112,10 @@ mod tests {
         (seq, db.inner.in_flight.claim(seq).expect("a free slot"))
     }
 
-    /// What may not pass a write still being applied waits for it: a snapshot and an
-    /// iterator (their number is at or above the write's), and a merge (a read combines it
-    /// with what lies beneath). A put made meanwhile does not wait, or this test would not
-    /// end.
+    /// What may not pass a write still being applied waits for it: a snapshot, an iterator
+    /// and a `multi_get` (their number is at or above the write's), and a merge (a read
+    /// combines it with what lies beneath). A put made meanwhile does not wait, or this test
+    /// would not end.
     #[test]
     fn snapshots_and_merges_wait_for_writes_being_applied() {
         let dir = tempfile::tempdir().unwrap();
@@ -124,7 +125,7 @@ mod tests {
         db.put(b"k", b"new").unwrap();
         assert!(db.inner.visible_seq.load(Ordering::Acquire) > seq, "published past it");
         let applied = AtomicBool::new(false);
-        let started = std::sync::Barrier::new(4);
+        let started = std::sync::Barrier::new(5);
         let returned = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             let snapshot = s.spawn(|| {
@@ -140,6 +141,13 @@ mod tests {
                 returned.fetch_add(1, Ordering::AcqRel);
                 assert!(applied.load(Ordering::Acquire), "the iterator did not wait");
                 assert!(first.is_some());
+            });
+            let many = s.spawn(|| {
+                started.wait();
+                let got = db.multi_get([b"k"]).unwrap();
+                returned.fetch_add(1, Ordering::AcqRel);
+                assert!(applied.load(Ordering::Acquire), "multi_get did not wait");
+                assert_eq!(got[0].as_deref(), Some(&b"new"[..]));
             });
             let merge = s.spawn(|| {
                 started.wait();
@@ -160,6 +168,7 @@ mod tests {
             drop(claim);
             snapshot.join().unwrap();
             iter.join().unwrap();
+            many.join().unwrap();
             merge.join().unwrap();
         });
     }

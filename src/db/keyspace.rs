@@ -190,7 +190,7 @@ impl Keyspace {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let view = self.inner.read_view();
+        let view = self.inner.read_view_of_many();
         let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
         view.multi_get(&self.inner, tree, &keys)
     }

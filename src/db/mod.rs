@@ -530,7 +530,7 @@ impl Db {
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
         let keys: Vec<K> = keys.into_iter().collect();
-        let view = self.inner.read_view();
+        let view = self.inner.read_view_of_many();
         view.multi_get(&self.inner, view.state().default_tree(), &keys)
     }
 

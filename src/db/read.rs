@@ -69,6 +69,15 @@ impl DbInner {
 }
 
 impl DbInner {
+    /// [`DbInner::read_view`] for a read of several keys at one sequence number
+    /// (`multi_get`): it waits for the single writes still being inserted at or below the
+    /// number (`db/in_flight.rs`), so its answers are those of one moment, as a snapshot's.
+    pub(crate) fn read_view_of_many(&self) -> ReadView {
+        let view = self.read_view();
+        self.in_flight.wait_through(view.seq());
+        view
+    }
+
     /// Keyspace `keyspace`'s tree (unless it was dropped) and the sequence number to read it
     /// at, for an iterator or cursor to keep: the tree of the state current when the number
     /// was loaded. A memtable switch between the two loads would leave writes numbered at or
