@@ -1248,7 +1248,7 @@ fn compact_leaves_the_tree_on_the_first_level_it_fits_under_its_target() {
         [(0u64, 0..2000u64, 2000, 3), (1, 0..2000, 2000, 3), (2, 2000..4000, 4000, 4)]
     {
         for i in keys {
-            db.put(key8(i), [round as u8 + i as u8; 100]).unwrap();
+            db.put(key8(i), [(round as u8).wrapping_add(i as u8); 100]).unwrap();
         }
         let written_before = db.stats().compaction_bytes_written;
         db.compact().unwrap();
