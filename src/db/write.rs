@@ -3,8 +3,9 @@
 //! memtable, slowing or stopping writers when flushes or L0 compaction fall behind).
 //!
 //! Direct writes: an unsynced write that finds nobody queued and room in the memtables does
-//! the append, insert and publish itself under the WAL's lock, without queueing
-//! (`write_direct`, which says why).
+//! the append itself under the WAL's lock, without queueing, then the insert and publish:
+//! under the lock too, or for a single put or delete after it (`write_direct`, which says
+//! why, and `db/in_flight.rs`).
 //!
 //! Group commit: writers queue up; the writer at the head of the queue is the leader. It takes
 //! the batches queued behind it (up to a byte limit), appends them to the WAL, flushes the WAL
@@ -126,7 +127,7 @@ fn write_entry(
 }
 
 /// Writes an unsynced batch without queueing, when nobody is queued and the memtables have
-/// room: logs it, applies it and publishes it, all under the WAL's lock. `None`: the batch
+/// room: logs it under the WAL's lock, then applies and publishes it (see below). `None`: the batch
 /// must go through the queue, whose leader makes room, reports a stopped database, or gives
 /// the queued writers their turn.
 ///

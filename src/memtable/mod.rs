@@ -155,7 +155,7 @@ impl MemTable {
     }
 
     /// Records the deletion of every key in `start..end` at `seq`. Like [`MemTable::insert`],
-    /// safe while other threads read, and called from one writer at a time.
+    /// safe while other threads read and insert (tombstones take a mutex of their own).
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: SeqNo) {
         let t = RangeTombstone { start: start.to_vec(), end: end.to_vec(), seq };
         self.range_dels.insert(t);
