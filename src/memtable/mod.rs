@@ -349,7 +349,9 @@ impl MemTable {
 
     /// True when nothing has been inserted: no entry and no range tombstone.
     pub fn is_empty(&self) -> bool {
-        self.list.len() == 0 && !self.range_dels.any.load(AtomicOrdering::Acquire)
+        // The first link, one load, not the entry count, which sums the arena's shards: every
+        // read asks this of every memtable.
+        self.list.first().is_none() && !self.range_dels.any.load(AtomicOrdering::Acquire)
     }
 
     /// An iterator over every entry in internal-key order, both ways. It starts
