@@ -644,13 +644,13 @@ fn run_part(
     for t in &c.inputs {
         // A compaction reads each input block once: caching them would only evict the
         // blocks readers use.
-        children.push(Box::new(t.table.iter_with(false)));
+        children.push(Box::new(t.table.iter_ahead()));
     }
     // The output level's tables are sorted and disjoint: one child that reads them in turn,
     // so each merge step compares two or a few children instead of one per table.
     children.push(Box::new(LevelIter::for_compaction(c.next_inputs.clone())));
     let base_level = move |uk: &[u8]| nothing_below(deeper, uk);
-    let bounded = KeyRangePart { inner: MergingIterator::new(children), after, upto };
+    let bounded = KeyRangePart::new(MergingIterator::new(children), after, upto);
     let merged = NewestVersions::new(bounded, Box::new(base_level))
         .with_range_tombstones(range_dels.all.clone());
     // This part's user keys are (after, upto], that is [after ++ 0, upto ++ 0).
@@ -734,9 +734,16 @@ struct KeyRangePart<'a, I: InternalIterator> {
     inner: I,
     after: Option<&'a [u8]>,
     upto: Option<&'a [u8]>,
+    /// Whether `inner` stands on an entry within the range, found once per move: the layers
+    /// above ask `valid` several times per entry.
+    within: bool,
 }
 
-impl<I: InternalIterator> KeyRangePart<'_, I> {
+impl<'a, I: InternalIterator> KeyRangePart<'a, I> {
+    fn new(inner: I, after: Option<&'a [u8]>, upto: Option<&'a [u8]>) -> Self {
+        KeyRangePart { inner, after, upto, within: false }
+    }
+
     /// Steps over entries at or before `after`: the seek lands on the first version of the
     /// `after` key itself when one exists.
     fn skip_after(&mut self) -> Result<()> {
@@ -747,11 +754,20 @@ impl<I: InternalIterator> KeyRangePart<'_, I> {
         }
         Ok(())
     }
+
+    /// Notes whether `inner`, just moved by `moved`, stands within the range.
+    fn settle(&mut self, moved: Result<()>) -> Result<()> {
+        self.within = false;
+        moved?;
+        self.within =
+            self.inner.valid() && self.upto.map_or(true, |u| key::user_key(self.inner.key()) <= u);
+        Ok(())
+    }
 }
 
 impl<I: InternalIterator> InternalIterator for KeyRangePart<'_, I> {
     fn valid(&self) -> bool {
-        self.inner.valid() && self.upto.map_or(true, |u| key::user_key(self.inner.key()) <= u)
+        self.within
     }
     fn key(&self) -> &[u8] {
         self.inner.key()
@@ -760,18 +776,20 @@ impl<I: InternalIterator> InternalIterator for KeyRangePart<'_, I> {
         self.inner.value()
     }
     fn next(&mut self) -> Result<()> {
-        self.inner.next()
+        let moved = self.inner.next();
+        self.settle(moved)
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek(target)?;
-        self.skip_after()
+        let moved = self.inner.seek(target).and_then(|()| self.skip_after());
+        self.settle(moved)
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        match self.after {
+        let moved = match self.after {
             // The last internal key of `after` sorts at or before every entry past it.
-            Some(after) => self.inner.seek(&key::internal_key(after, 0, key::ValueKind::Delete))?,
-            None => self.inner.seek_to_first()?,
-        }
-        self.skip_after()
+            Some(after) => self.inner.seek(&key::internal_key(after, 0, key::ValueKind::Delete)),
+            None => self.inner.seek_to_first(),
+        };
+        let moved = moved.and_then(|()| self.skip_after());
+        self.settle(moved)
     }
 }

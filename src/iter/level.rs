@@ -15,24 +15,27 @@ pub(crate) struct LevelIter {
     tables: Vec<Arc<TableFile>>,
     index: usize,
     current: Option<TableIter>,
-    /// Whether blocks read are added to the block cache (not for a compaction's one pass).
-    fill_cache: bool,
+    /// A compaction's one pass: each table read ahead, past the block cache.
+    for_compaction: bool,
 }
 
 impl LevelIter {
     pub(crate) fn new(tables: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { tables, index: 0, current: None, fill_cache: true }
+        LevelIter { tables, index: 0, current: None, for_compaction: false }
     }
 
-    /// A level's tables as a compaction reads them: once, past the block cache (see
-    /// `Table::iter_with`).
+    /// A level's tables as a compaction reads them: once, front to back, past the block
+    /// cache (see `Table::iter_ahead`).
     pub(crate) fn for_compaction(tables: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { tables, index: 0, current: None, fill_cache: false }
+        LevelIter { tables, index: 0, current: None, for_compaction: true }
     }
 
     fn open(&mut self, index: usize) {
         self.index = index;
-        self.current = self.tables.get(index).map(|t| t.table.iter_with(self.fill_cache));
+        self.current = self.tables.get(index).map(|t| match self.for_compaction {
+            true => t.table.iter_ahead(),
+            false => t.table.iter(),
+        });
     }
 
     /// Moves on to the next table while the current one is exhausted.

@@ -97,13 +97,21 @@ impl BlockBuilder {
     }
 
     /// Appends the restart array and returns the finished payload, leaving the builder empty
-    /// and ready for the next block (its buffers keep their capacity).
+    /// and ready for the next block.
     pub fn finish(&mut self) -> Vec<u8> {
-        let mut out = std::mem::take(&mut self.buf);
+        self.finish_with(std::mem::take)
+    }
+
+    /// Appends the restart array and hands the finished payload to `f`, which may append to
+    /// it (a block trailer) before it is written; then empties the builder for the next
+    /// block. The buffer keeps its capacity, so a table's blocks are built without
+    /// reallocating it from empty each time.
+    pub fn finish_with<R>(&mut self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         for &r in &self.restarts {
-            put_u32(&mut out, r);
+            put_u32(&mut self.buf, r);
         }
-        put_u32(&mut out, self.restarts.len() as u32);
+        put_u32(&mut self.buf, self.restarts.len() as u32);
+        let out = f(&mut self.buf);
         self.reset();
         out
     }

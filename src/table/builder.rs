@@ -255,10 +255,11 @@ impl TableBuilder {
         if self.data.is_empty() {
             return Ok(());
         }
-        let payload = self.data.finish();
-        self.encoder.encode(&payload, &mut self.scratch);
-        let handle = append_encoded(self.file.as_mut(), &self.scratch)?;
-        let disk = self.scratch.len() as u64;
+        let (encoder, scratch, file) = (&mut self.encoder, &mut self.scratch, &mut self.file);
+        let (handle, disk) = self.data.finish_with(|payload| {
+            let encoded = encoder.encode_in_place(payload, scratch);
+            append_encoded(file.as_mut(), encoded).map(|h| (h, encoded.len() as u64))
+        })?;
         let p = &mut self.props;
         p.min_data_block_bytes =
             if p.num_data_blocks == 0 { disk } else { p.min_data_block_bytes.min(disk) };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::block::BlockIter;
-use super::reader::{Fetch, Fetched, Source, Table, Wait};
+use super::reader::{Fetch, Fetched, Source, Table, Wait, Window};
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::Result;
 
@@ -16,11 +16,17 @@ pub struct TableIter {
     block_index: usize,
     data: Option<BlockIter>,
     source: Source,
+    /// For a scan that reads the table once, front to back: the bytes read ahead.
+    ahead: Option<Window>,
 }
 
 impl TableIter {
     pub(super) fn new(table: Arc<Table>, source: Source) -> Self {
-        TableIter { table, block_index: 0, data: None, source }
+        TableIter { table, block_index: 0, data: None, source, ahead: None }
+    }
+
+    pub(super) fn reading_ahead(table: Arc<Table>) -> Self {
+        TableIter { ahead: Some(Window::default()), ..TableIter::new(table, Source::File) }
     }
 
     /// Moves to block `i` (past the end: invalid) and positions inside it with `how`.
@@ -28,8 +34,15 @@ impl TableIter {
         self.block_index = i;
         self.data = None;
         let Some(handle) = self.table.block_handle(i) else { return Ok(()) };
-        let r = self.table.fetch(handle, self.source, Wait::ForDevice).and_then(Fetch::waited);
-        let r = r.and_then(|Fetched { block, .. }| {
+        let r = match self.ahead.as_mut() {
+            Some(window) => self.table.fetch_ahead(handle, window),
+            None => self
+                .table
+                .fetch(handle, self.source, Wait::ForDevice)
+                .and_then(Fetch::waited)
+                .map(|Fetched { block, .. }| block),
+        };
+        let r = r.and_then(|block| {
             let mut it = block.iter();
             how(&mut it)?;
             Ok(it)

@@ -8,6 +8,8 @@ use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::filter::Filter;
 use crate::fs::{MappedFile, RandomAccessFile};
 use crate::iter::InternalIterator;
@@ -23,7 +25,8 @@ use crate::table::block::Block;
 use crate::table::cache::BlockCache;
 use crate::table::file_cache::FileCache;
 use crate::table::format::{
-    read_block, read_block_from, read_block_if_cached, BlockHandle, Footer, FOOTER_LEN,
+    read_block, read_block_from, read_block_if_cached, read_block_in, stored_range, BlockHandle,
+    Footer, FOOTER_LEN,
 };
 use crate::table::iter::TableIter;
 use crate::table::properties::TableProperties;
@@ -181,6 +184,17 @@ pub(crate) enum Wait {
     /// Only what memory holds (the block cache, the mapping's resident pages, the page
     /// cache), so that `multi_get` can set the rest aside and read them all at once.
     IfResident,
+}
+
+/// Bytes a compaction reads from an input table at a time. Reading block by block cost a
+/// system call, a buffer and a file-cache lookup per 4 KiB block.
+pub(crate) const READ_AHEAD_BYTES: usize = 256 << 10;
+
+/// The bytes of a table that a front-to-back scan read last ([`Table::fetch_ahead`]).
+#[derive(Debug, Default)]
+pub(crate) struct Window {
+    start: u64,
+    bytes: Bytes,
 }
 
 /// Where [`Table::fetch`] takes a data block from.
@@ -517,6 +531,35 @@ impl Table {
         Ok(Fetch::Ready(Fetched { block, read: true }))
     }
 
+    /// The data block at `handle` for a scan that reads the table once, front to back (a
+    /// compaction): taken from `window`, the bytes it read last, which is first refilled with
+    /// the [`READ_AHEAD_BYTES`] from the block on when it does not hold the block. One read
+    /// per window instead of one per block, and no block cache: a one-off scan evicts nothing
+    /// readers use.
+    pub(crate) fn fetch_ahead(&self, handle: BlockHandle, window: &mut Window) -> Result<Block> {
+        let limit = self.footer.filter.offset;
+        let window_end = window.start + window.bytes.len() as u64;
+        let held = handle.offset >= window.start && handle.end().is_some_and(|e| e <= window_end);
+        if !held {
+            // Within the table's data: no length read from the file sizes the buffer.
+            let block = stored_range(&self.path, handle, limit)?;
+            let len = block.len().max(READ_AHEAD_BYTES.min((limit - handle.offset) as usize));
+            let mut buf = vec![0u8; len];
+            let pinned;
+            let file: &dyn RandomAccessFile = match &self.file {
+                FileSlot::Pinned(file) => file.as_ref(),
+                FileSlot::Shared(files) => {
+                    pinned = files.get(self.id, &self.path)?;
+                    pinned.as_ref()
+                }
+            };
+            file.read_exact_at(&mut buf, handle.offset)?;
+            *window = Window { start: handle.offset, bytes: Bytes::from(buf) };
+        }
+        let raw = read_block_in(&window.bytes, window.start, &self.path, handle, limit)?;
+        Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))
+    }
+
     /// Reads and validates one data block from the file, bypassing the cache.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
@@ -578,6 +621,12 @@ impl Table {
             None => Source::File,
         };
         TableIter::new(Arc::clone(self), source)
+    }
+
+    /// An iterator for one pass front to back, reading [`READ_AHEAD_BYTES`] at a time past
+    /// the block cache ([`Table::fetch_ahead`]): a compaction's input.
+    pub(crate) fn iter_ahead(self: &Arc<Self>) -> TableIter {
+        TableIter::reading_ahead(Arc::clone(self))
     }
 
     /// The table's range tombstones, sorted by start and disjoint.
@@ -871,7 +920,69 @@ fn decode_index(block: &Block, data_end: u64) -> Result<Index> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::MemFile;
     use crate::key::internal_key;
+    use crate::table::builder::{TableBuilder, TableOptions};
+
+    fn table_of(entries: &[(Vec<u8>, Vec<u8>)], compression: Compression) -> (Vec<u8>, Arc<Table>) {
+        let sink = MemFile::new();
+        let opts = TableOptions { compression, ..TableOptions::default() };
+        let mut b = TableBuilder::new(Box::new(sink.clone()), opts);
+        for (k, v) in entries {
+            b.add(k, v).unwrap();
+        }
+        b.finish().unwrap();
+        let bytes = sink.contents();
+        let file = Arc::new(MemFile::from(bytes.clone()));
+        (bytes, Arc::new(Table::open(file, PathBuf::from("t/000007.sst"), None).unwrap()))
+    }
+
+    fn drain(mut it: TableIter) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        it.seek_to_first()?;
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Reading ahead yields what block-by-block reading does, over many windows, with a
+    /// block larger than a window among them, compressed or not; and a damaged block
+    /// is an error that names it, as it is for any read.
+    #[test]
+    fn reading_ahead_yields_every_entry_and_reports_a_damaged_block() {
+        // Values that do not compress, so that zstd tables span many windows too.
+        let noise = |seed: u32, n: u32| -> Vec<u8> {
+            let mix = |mut x: u32| {
+                x = (x ^ (x >> 16)).wrapping_mul(0x7feb_352d);
+                x = (x ^ (x >> 15)).wrapping_mul(0x846c_a68b);
+                (x ^ (x >> 16)) as u8
+            };
+            (0..n).map(|i| mix(seed.wrapping_mul(1_000_003).wrapping_add(i))).collect()
+        };
+        let mut entries: Vec<_> = (0..20_000u32)
+            .map(|i| (internal_key(&i.to_be_bytes(), 1, ValueKind::Put), noise(i, 100)))
+            .collect();
+        entries[7_000].1 = noise(7, READ_AHEAD_BYTES as u32 + 5_000);
+        for c in [Compression::None, Compression::Zstd { level: 1 }] {
+            let (bytes, table) = table_of(&entries, c);
+            assert!(table.footer.filter.offset > 4 * READ_AHEAD_BYTES as u64);
+            assert_eq!(drain(table.iter_ahead()).unwrap(), entries);
+            assert_eq!(drain(table.iter()).unwrap(), entries);
+
+            // Damage a byte in a block well inside the data, past the first window.
+            let (mut damaged, at) = (bytes.clone(), 3 * READ_AHEAD_BYTES + 100);
+            damaged[at] ^= 0x40;
+            let file = Arc::new(MemFile::from(damaged));
+            let t = Arc::new(Table::open(file, PathBuf::from("t/000007.sst"), None).unwrap());
+            let e = drain(t.iter_ahead()).unwrap_err();
+            let Error::Corruption { file, offset, .. } = &e else { panic!("{e:?}") };
+            assert!(file.ends_with("000007.sst"), "{e:?}");
+            let (lo, hi) = (*offset as usize, *offset as usize + 5_000);
+            assert!(lo <= at && at < hi, "damage at {at}, error names block at {offset}");
+        }
+    }
 
     /// The stack-built seek key is byte for byte the one `internal_key` builds, on both sides
     /// of the inline limit, and reusing it for a shorter key leaves nothing of the longer one.
