@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::filter::Filter;
 use crate::fs::{MappedFile, RandomAccessFile};
@@ -544,7 +544,13 @@ impl Table {
             // Within the table's data: no length read from the file sizes the buffer.
             let block = stored_range(&self.path, handle, limit)?;
             let len = block.len().max(READ_AHEAD_BYTES.min((limit - handle.offset) as usize));
-            let mut buf = vec![0u8; len];
+            // The last window's buffer, when no block of it is held any more, saves zeroing a
+            // new one.
+            let mut buf = match std::mem::take(&mut window.bytes).try_into_mut() {
+                Ok(old) => old,
+                Err(_) => BytesMut::new(),
+            };
+            buf.resize(len, 0);
             let pinned;
             let file: &dyn RandomAccessFile = match &self.file {
                 FileSlot::Pinned(file) => file.as_ref(),
@@ -554,7 +560,7 @@ impl Table {
                 }
             };
             file.read_exact_at(&mut buf, handle.offset)?;
-            *window = Window { start: handle.offset, bytes: Bytes::from(buf) };
+            *window = Window { start: handle.offset, bytes: buf.freeze() };
         }
         let raw = read_block_in(&window.bytes, window.start, &self.path, handle, limit)?;
         Block::new(raw).map_err(|e| e.in_file(&self.path, handle.offset))
