@@ -310,7 +310,6 @@ fn build_table(
 ) -> Result<Option<TableMeta>> {
     let mut builder = TableBuilder::new(fs.create(path)?, table_options);
     let mut smallest: Option<Vec<u8>> = None;
-    let mut largest = Vec::new();
     let (mut smallest_seq, mut largest_seq) = (u64::MAX, 0);
     while iter.valid() {
         let k = iter.key();
@@ -321,11 +320,11 @@ fn build_table(
         if smallest.is_none() {
             smallest = Some(k.to_vec());
         }
-        largest.clear();
-        largest.extend_from_slice(k);
         builder.add(k, iter.value())?;
         iter.next()?;
     }
+    // The builder keeps the last key it took: no copy of each key here.
+    let mut largest = builder.last_key().to_vec();
     // The next table starts at the key after this one's last: tombstones crossing it are
     // cut there, so neighbouring tables' ranges stay disjoint.
     let upper = (iter.cut() && smallest.is_some()).then(|| successor(key::user_key(&largest)));

@@ -245,6 +245,11 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// The last key added (empty before the first).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
     fn add_index_entry(&mut self, handle: BlockHandle) {
         self.handle_buf.clear();
         handle.encode_to(&mut self.handle_buf);
