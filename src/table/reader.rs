@@ -505,22 +505,13 @@ impl Table {
                 read_block_from(m.bytes(), &self.path, handle, limit)?
             }
             _ => {
-                let pinned;
-                let file: &dyn RandomAccessFile = match &self.file {
-                    FileSlot::Pinned(file) => file.as_ref(),
-                    FileSlot::Shared(files) => {
-                        pinned = files.get(self.id, &self.path)?;
-                        pinned.as_ref()
-                    }
-                };
-                match wait {
-                    Wait::ForDevice => read_block(file, &self.path, handle, limit)?,
-                    Wait::IfResident => {
-                        match read_block_if_cached(file, &self.path, handle, limit)? {
-                            Some(raw) => raw,
-                            None => return Ok(Fetch::NotResident),
-                        }
-                    }
+                let raw = self.with_file(|file| match wait {
+                    Wait::ForDevice => read_block(file, &self.path, handle, limit).map(Some),
+                    Wait::IfResident => read_block_if_cached(file, &self.path, handle, limit),
+                })?;
+                match raw {
+                    Some(raw) => raw,
+                    None => return Ok(Fetch::NotResident),
                 }
             }
         };
@@ -529,6 +520,15 @@ impl Table {
             cache.insert(self.id, handle.offset, block.clone());
         }
         Ok(Fetch::Ready(Fetched { block, read: true }))
+    }
+
+    /// Runs `f` on the table's file, reopened through the file cache if the bound on open
+    /// files closed it.
+    fn with_file<R>(&self, f: impl FnOnce(&dyn RandomAccessFile) -> Result<R>) -> Result<R> {
+        match &self.file {
+            FileSlot::Pinned(file) => f(file.as_ref()),
+            FileSlot::Shared(files) => f(files.get(self.id, &self.path)?.as_ref()),
+        }
     }
 
     /// The data block at `handle` for a scan that reads the table once, front to back (a
@@ -551,15 +551,7 @@ impl Table {
                 Err(_) => BytesMut::new(),
             };
             buf.resize(len, 0);
-            let pinned;
-            let file: &dyn RandomAccessFile = match &self.file {
-                FileSlot::Pinned(file) => file.as_ref(),
-                FileSlot::Shared(files) => {
-                    pinned = files.get(self.id, &self.path)?;
-                    pinned.as_ref()
-                }
-            };
-            file.read_exact_at(&mut buf, handle.offset)?;
+            self.with_file(|file| file.read_exact_at(&mut buf, handle.offset))?;
             *window = Window { start: handle.offset, bytes: buf.freeze() };
         }
         let raw = read_block_in(&window.bytes, window.start, &self.path, handle, limit)?;
