@@ -548,6 +548,33 @@ fn writers_run_on_their_own_databases_and_report_the_write_path() {
     assert!(tables >= 1);
 }
 
+/// `compact` times one `Db::compact()` of four overlapping ingests: every key is an op, the
+/// compaction's work shows per level, and what is left is one level.
+#[test]
+fn compact_merges_the_interleaved_runs_into_one_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &["--keys", "20000", "--workloads", "compact", "--policies", "blocked", "--sweep", "none"],
+    );
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let r = row(results, "compact", "blocked");
+    assert_eq!(r["ops"], 20000);
+    assert!(f(&r["ops_per_sec"]) > 0.0);
+    let written: u64 = r["level_work"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["bytes_written"].as_u64().unwrap())
+        .sum();
+    // Each key of about 120 bytes is written at least once.
+    assert!(written >= 20000 * 116, "{r}");
+    let tables: Vec<u64> =
+        r["tables_after"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    assert_eq!(tables.iter().filter(|&&t| t > 0).count(), 1, "{tables:?}");
+}
+
 /// The prefix workloads, asked for by name: they bring the prefix key layout (10 keys per
 /// prefix) and every filtered policy with and without prefix filters. An absent-prefix scan
 /// with prefix filters reads about `tables in range × FPR` tables and skips the rest, and

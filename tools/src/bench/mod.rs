@@ -41,7 +41,9 @@ use keys::{ValuePool, Zipfian};
 use measure::{Delta, Timed};
 use predict::Theory;
 use report::{Latency, Prediction, Report, WorkloadResult};
-use workloads::{run_counter, run_fill_only, run_reads, run_sweep_point, run_ttl, run_writers};
+use workloads::{
+    run_compact, run_counter, run_fill_only, run_reads, run_sweep_point, run_ttl, run_writers,
+};
 
 /// A workload, named as in db_bench (and YCSB for the mixed ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -123,6 +125,12 @@ pub enum Workload {
     /// the default run.
     #[value(name = "ttl")]
     Ttl,
+    /// The keys ingested into a fresh database in four interleaved runs (every fourth key
+    /// each: they overlap, so each lands on a level of its own), then one timed
+    /// `Db::compact()` merging them into the deepest: ops are the keys, `ops/cpu-s` keys per
+    /// CPU-second of compaction. Not in the default run.
+    #[value(name = "compact")]
+    Compact,
 }
 
 impl Workload {
@@ -165,6 +173,7 @@ impl Workload {
             Workload::Counter => "counter",
             Workload::CounterRmw => "counter-rmw",
             Workload::Ttl => "ttl",
+            Workload::Compact => "compact",
         }
     }
 
@@ -199,6 +208,7 @@ impl Workload {
                 | Workload::Counter
                 | Workload::CounterRmw
                 | Workload::Ttl
+                | Workload::Compact
         )
     }
 }
@@ -868,6 +878,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
             if workloads.contains(&w) {
                 results.push(run_counter(&ctx, policy, w)?);
             }
+        }
+        if workloads.contains(&Workload::Compact) {
+            results.push(run_compact(&ctx, policy)?);
         }
         if workloads.contains(&Workload::Ttl) {
             results.push(run_ttl(&ctx, policy)?);

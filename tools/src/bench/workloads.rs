@@ -211,7 +211,8 @@ pub(super) fn run_reads(
             | Workload::TransactionsSynced
             | Workload::Counter
             | Workload::CounterRmw
-            | Workload::Ttl => unreachable!("filtered out above"),
+            | Workload::Ttl
+            | Workload::Compact => unreachable!("filtered out above"),
         };
         pb.finish_and_clear();
         let after = db.stats();
@@ -340,6 +341,43 @@ pub(super) fn run_fill_only(
     drop(db);
     discard(ctx, &dir)?;
     Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
+}
+
+/// `compact` on a fresh `policy` database: the keys ingested in four interleaved runs, with
+/// L0 compactions held off so the runs wait for the one timed `Db::compact()` that merges
+/// them; ops are the entries compacted.
+pub(super) fn run_compact(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResult> {
+    const RUNS: u64 = 4;
+    let args = ctx.args;
+    let dir = ctx.base.join(format!("{}-{}", Workload::Compact.name(), policy.name()));
+    let held_off = usize::try_from(RUNS * 4).unwrap_or(usize::MAX);
+    let opts = ctx
+        .options(policy, args.bits_per_key)
+        .l0_compaction_trigger(held_off)
+        .l0_slowdown_trigger(held_off)
+        .l0_stop_trigger(held_off);
+    let db = open(&dir, opts)?;
+    let n = ctx.order.len() as u64;
+    for run in 0..RUNS {
+        let entries = (run..n).step_by(RUNS as usize).map(|i| {
+            let mut key = [0u8; keys::KEY_BYTES];
+            keys::present_key(i, &mut key);
+            (key, ctx.values.value(i))
+        });
+        db.ingest(entries)?;
+    }
+    let pb = ctx.progress(1, format!("{} {}", Workload::Compact.name(), policy.name()));
+    let before = db.stats();
+    let mut t = measure::run_timed(1, 1, args.seed, &pb, |_| db.compact())?;
+    pb.finish_and_clear();
+    t.ops = n;
+    let after = db.stats();
+    let d = measure::delta(&before, &after, t.ops);
+    let theory = missing_key_theory(&db, n, policy, args.bits_per_key);
+    db.close()?;
+    drop(db);
+    discard(ctx, &dir)?;
+    Ok(result_row(Workload::Compact, policy, theory, 1, &t, &before, &after, &d))
 }
 
 /// `writers` or `writers-synced` on a fresh `policy` database: `--threads` threads each
