@@ -334,13 +334,28 @@ pub(super) fn run_fill_only(
     let db = open(&dir, ctx.options(policy, bpk))?;
     let before = db.stats();
     let t = fill(ctx, &db, order, format!("{} {}", workload.name(), policy.name()))?;
+    let n = order.len() as u64;
+    close_and_report(ctx, db, &dir, (workload, policy, 1), n, &t, &before)
+}
+
+/// The row of a run `t` on a database of its own (`n` keys), taken from its `before` stats
+/// and its stats now; then the database is closed and its directory `dir` removed.
+fn close_and_report(
+    ctx: &Ctx,
+    db: Db,
+    dir: &std::path::Path,
+    (workload, policy, threads): (Workload, Policy, usize),
+    n: u64,
+    t: &Timed,
+    before: &bloomkv::Stats,
+) -> bloomkv::Result<WorkloadResult> {
     let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    let theory = missing_key_theory(&db, order.len() as u64, policy, bpk);
+    let d = measure::delta(before, &after, t.ops);
+    let theory = missing_key_theory(&db, n, policy, ctx.args.bits_per_key);
     db.close()?;
     drop(db);
-    discard(ctx, &dir)?;
-    Ok(result_row(workload, policy, theory, 1, &t, &before, &after, &d))
+    discard(ctx, dir)?;
+    Ok(result_row(workload, policy, theory, threads, t, before, &after, &d))
 }
 
 /// `compact` on a fresh `policy` database: the keys ingested in four interleaved runs, with
@@ -371,13 +386,7 @@ pub(super) fn run_compact(ctx: &Ctx, policy: Policy) -> bloomkv::Result<Workload
     let mut t = measure::run_timed(1, 1, args.seed, &pb, |_| db.compact())?;
     pb.finish_and_clear();
     t.ops = n;
-    let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    let theory = missing_key_theory(&db, n, policy, args.bits_per_key);
-    db.close()?;
-    drop(db);
-    discard(ctx, &dir)?;
-    Ok(result_row(Workload::Compact, policy, theory, 1, &t, &before, &after, &d))
+    close_and_report(ctx, db, &dir, (Workload::Compact, policy, 1), n, &t, &before)
 }
 
 /// `writers` or `writers-synced` on a fresh `policy` database: `--threads` threads each
@@ -420,13 +429,7 @@ pub(super) fn run_writers(
         }
     })?;
     pb.finish_and_clear();
-    let after = db.stats();
-    let d = measure::delta(&before, &after, t.ops);
-    let theory = missing_key_theory(&db, n, policy, args.bits_per_key);
-    db.close()?;
-    drop(db);
-    discard(ctx, &dir)?;
-    Ok(result_row(workload, policy, theory, args.threads, &t, &before, &after, &d))
+    close_and_report(ctx, db, &dir, (workload, policy, args.threads), n, &t, &before)
 }
 
 /// `counter` or `counter-rmw` on a fresh `policy` database: `--writes` increments over
