@@ -33,8 +33,8 @@ pub enum Decision {
 /// # When it is asked, and what it never sees
 ///
 /// - Only when compaction rewrites tables: never at flush (a flush's entries reach it once
-///   they are compacted out of L0), nor for a table that compaction moves down a level
-///   whole; [`crate::Db::compact`] rewrites every table. It is asked about each key's newest
+///   compaction first rewrites their table: merged with other L0 tables, or into L1), nor
+///   for a table that compaction moves down a level whole; [`crate::Db::compact`] rewrites every table. It is asked about each key's newest
 ///   version in the compaction, once per compaction (so again in a later one, as the key
 ///   moves down).
 /// - Never about tombstones, nor about a value that a range deletion (of any level or
@@ -53,7 +53,8 @@ pub enum Decision {
 ///   [`crate::MergeOperator`]), and the value beneath operands it cannot combine yet. Removing
 ///   that value makes the operands combine with nothing, as a delete would.
 ///
-/// `level` is the level the compaction writes into (1 and deeper). Compactions run on
+/// `level` is the level the compaction writes into (0 when L0 tables are merged with each
+/// other, see [`crate::CompactionReason::L0Merge`]). Compactions run on
 /// background threads, and one compaction may call it from several threads at once (see
 /// [`crate::Options::max_subcompactions`]); hence `Send + Sync`. It should be quick and must
 /// not call back into the database.

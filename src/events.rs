@@ -129,6 +129,10 @@ pub struct FlushInfo {
 pub enum CompactionReason {
     /// L0 holds `Options::l0_compaction_trigger` tables or more.
     L0Tables,
+    /// L0 holds `Options::l0_compaction_trigger` tables or more, but L1 so many more bytes
+    /// that compacting L0 into it now would mostly rewrite L1: the newest L0 tables are
+    /// merged into one L0 table instead (`input_level` and `output_level` are both 0).
+    L0Merge,
     /// A level below L0 holds more bytes than its target (`Options::level_base_bytes`
     /// times `level_size_ratio` per level below L1).
     LevelSize,

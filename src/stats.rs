@@ -128,8 +128,9 @@ impl Counters {
 }
 
 /// The background work that wrote into one level, in [`Stats::compaction_per_level`]: for
-/// L0 the flushes, for deeper levels the compactions whose output went there — the figures
-/// RocksDB prints as its per-level compaction stats.
+/// L0 the flushes (and the merges of L0 tables with each other, see
+/// [`crate::CompactionReason::L0Merge`]), for deeper levels the compactions whose output went
+/// there — the figures RocksDB prints as its per-level compaction stats.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -157,11 +158,12 @@ impl Counters {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LevelCompactionStats {
-    /// Flushes (L0) or compactions that wrote tables into the level.
+    /// Flushes (L0) or compactions that wrote tables into the level (for L0, its merges).
     pub runs: u64,
     /// Bytes those compactions read from the level above (for L0: 0).
     pub bytes_read_from_above: u64,
-    /// Bytes those compactions read from this level's tables they overlapped (and rewrote).
+    /// Bytes those compactions read from this level's tables they overlapped (and rewrote;
+    /// for L0, the tables its merges took).
     pub bytes_read_from_level: u64,
     /// Bytes of tables written into the level.
     pub bytes_written: u64,

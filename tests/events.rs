@@ -12,7 +12,7 @@ use bloomkv::events::{
     StallInfo, StallReason,
 };
 use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
-use bloomkv::{Db, Error, KeyspaceOptions, Options};
+use bloomkv::{Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options};
 
 mod common;
 
@@ -189,6 +189,135 @@ fn a_compaction_is_reported_with_its_levels_and_tables() {
     assert_eq!(end.output_tables, stats.tables_per_level[1]);
     assert_eq!(end.output_bytes, stats.compaction_bytes_written);
     assert!(end.parts >= 1);
+    db.close().unwrap();
+}
+
+/// A compaction filter that removes one key and records the levels it was asked about it at.
+struct RemoveKey(Vec<u8>, Mutex<Vec<usize>>);
+
+impl CompactionFilter for RemoveKey {
+    fn filter(&self, level: usize, key: &[u8], _value: &[u8]) -> Decision {
+        if key != self.0 {
+            return Decision::Keep;
+        }
+        self.1.lock().unwrap().push(level);
+        Decision::Remove
+    }
+}
+
+/// While L1 holds many times L0's bytes, the newest L0 tables are merged with each other, not
+/// into L1. What lies in the older L0 table the merge left out stays beneath it (keys L1 does
+/// not hold, so only that table is): a tombstone still hides its version, a value the
+/// compaction filter removes (asked at level 0) leaves a tombstone over it, and operands stay
+/// operands over its value. Reads see what was written, before and after a reopen.
+#[test]
+fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let dir = unique_dir("l0-merge");
+    let removes = Arc::new(RemoveKey(11u32.to_be_bytes().to_vec(), Mutex::new(Vec::new())));
+    // Merges take the newest L0 tables up to a table's target (64 KiB).
+    let opts = Options::default()
+        .memtable_bytes(256 << 10)
+        .target_table_bytes(64 << 10)
+        .level_base_bytes(4 << 20)
+        .merge_operator(Arc::new(Append::new("+")))
+        .compaction_filter(removes.clone())
+        .fault_fs(&fs)
+        .event_listener(rec.clone());
+    let value = |k: u32, round: u32| {
+        let mut x = u64::from(k) << 32 | u64::from(round);
+        (0..100)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let mut model = std::collections::BTreeMap::new();
+    let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
+    // L1: keys 1000..5000 (about 440 KiB).
+    for k in 1000..5000u32 {
+        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+        model.insert(k, value(k, 0));
+    }
+    db.compact().unwrap();
+    // An older L0 table, larger than a merge takes: keys 0..800, which L1 does not hold.
+    for k in 0..800u32 {
+        db.put(k.to_be_bytes(), value(k, 1)).unwrap();
+        model.insert(k, value(k, 1));
+    }
+    db.flush().unwrap();
+    let l1_tables = db.stats().tables_per_level[1];
+    assert_eq!(db.stats().tables_per_level[0], 1);
+    assert!(l1_tables > 1);
+    db.close().unwrap();
+    drop(db);
+
+    // L0 compacted in the background from here on, at the default triggers.
+    let db = Db::open(&dir, opts.clone()).unwrap();
+    let flushes_before = db.stats().flushes;
+    // Three small flushes across the key range; the first deletes key 7.
+    for round in 2..5u32 {
+        if round == 2 {
+            db.delete(7u32.to_be_bytes()).unwrap();
+            model.remove(&7);
+        }
+        db.merge(9u32.to_be_bytes(), [b'a' + round as u8]).unwrap();
+        model.get_mut(&9).unwrap().extend([b'+', b'a' + round as u8]);
+        if round == 3 {
+            db.put(11u32.to_be_bytes(), value(11, round)).unwrap();
+            model.remove(&11);
+        }
+        for k in (round..5000).step_by(100) {
+            db.put(k.to_be_bytes(), value(k, round)).unwrap();
+            model.insert(k, value(k, round));
+        }
+        db.flush().unwrap();
+    }
+    let events = rec.wait_for("an L0 merge", |e| {
+        e.iter()
+            .any(|e| matches!(e, Event::CompactionEnd(i) if i.reason == CompactionReason::L0Merge))
+    });
+    // The recorder saw the manual compaction before the reopen too.
+    let Some(Event::CompactionEnd(end)) =
+        events.iter().rev().find(|e| matches!(e, Event::CompactionEnd(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, CompactionReason::L0Merge, "{events:?}");
+    assert_eq!((end.input_level, end.output_level), (0, 0));
+    assert_eq!((end.input_level_tables, end.output_level_tables, end.output_tables), (3, 0, 1));
+    let stats = db.stats();
+    assert_eq!(stats.tables_per_level[..2], [2, l1_tables]);
+    let l0 = &stats.compaction_per_level[0];
+    assert_eq!(l0.runs, stats.flushes + 1);
+    assert_eq!((l0.bytes_read_from_above, l0.bytes_read_from_level), (0, end.input_bytes));
+    assert_eq!(l0.bytes_written, stats.flush_bytes_written + end.output_bytes);
+    assert_eq!(stats.flushes - flushes_before, 3);
+    assert_eq!(*removes.1.lock().unwrap(), [0], "the filter asked about key 11 at these levels");
+
+    let check = |db: &Db| {
+        assert_eq!(db.get(7u32.to_be_bytes()).unwrap(), None);
+        assert_eq!(db.get(11u32.to_be_bytes()).unwrap(), None);
+        let all: Vec<(u32, Vec<u8>)> = db
+            .range(..)
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (u32::from_be_bytes(k[..].try_into().unwrap()), v.to_vec())
+            })
+            .collect();
+        assert!(all.iter().map(|(k, v)| (k, v)).eq(model.iter()), "scan differs");
+        for (k, v) in &model {
+            assert_eq!(db.get(k.to_be_bytes()).unwrap().as_deref(), Some(&v[..]), "key {k}");
+        }
+    };
+    check(&db);
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts.l0_triggers(64)).unwrap();
+    assert_eq!(db.stats().tables_per_level[..2], [2, l1_tables]);
+    check(&db);
     db.close().unwrap();
 }
 

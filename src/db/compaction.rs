@@ -2,7 +2,10 @@
 //!
 //! Picking (in priority order):
 //! - L0 → L1 when L0 holds `l0_compaction_trigger` tables: every L0 table (they may overlap
-//!   each other) plus the L1 tables they overlap.
+//!   each other) plus the L1 tables they overlap. Unless L1 holds so much more than L0 that
+//!   the merge would mostly rewrite L1: then the newest L0 tables are merged with each other
+//!   into one L0 table first ([`l0_merge`]), so that L0 → L1 later carries more per byte of
+//!   L1 it rewrites.
 //! - Ln → Ln+1 for the level most over its target size (`level_base_bytes` for L1, times
 //!   `level_size_ratio` per level below): one table, chosen round-robin after the last one
 //!   compacted on that level, plus the Ln+1 tables it overlaps.
@@ -46,9 +49,9 @@ pub(crate) struct Compaction {
     /// The keyspace whose tables these are.
     pub tree: Arc<Tree>,
     pub level: usize,
-    /// `level + 1`, or `level` itself for the in-place rewrite of the last level that
-    /// [`compact_all`] does for a keyspace with a compaction filter; [`compact_all`] also
-    /// passes over empty levels.
+    /// `level + 1`; or `level` itself, for an L0 merge ([`l0_merge`]) and for the in-place
+    /// rewrite of the last level that [`compact_all`] does for a keyspace with a compaction
+    /// filter; [`compact_all`] also passes over empty levels.
     pub out_level: usize,
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
@@ -157,6 +160,16 @@ fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
     }
     let v = &tree.version;
     let inputs = if level == 0 {
+        if let Some(inputs) = l0_merge(inner, tree, v) {
+            return Some(Compaction {
+                tree: tree.clone(),
+                level: 0,
+                out_level: 0,
+                inputs,
+                next_inputs: Vec::new(),
+                reason: CompactionReason::L0Merge,
+            });
+        }
         v.levels[0].clone()
     } else {
         vec![least_overlapping(&v.levels[level], &v.levels[level + 1])?.clone()]
@@ -172,6 +185,48 @@ fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
         next_inputs,
         reason,
     })
+}
+
+/// How many times the bytes of L0 the L1 tables they overlap must hold for L0's tables to be
+/// merged with each other rather than into L1 ([`l0_merge`]).
+const L0_MERGE_RATIO: u64 = 2;
+
+/// The newest L0 tables, when merging them into one L0 table is cheaper than compacting L0
+/// into L1 now (RocksDB's intra-L0 compaction does the like when L1 is busy).
+///
+/// Why: L0 → L1 rewrites every L1 table L0 overlaps, and random keys overlap all of L1, so
+/// each byte it moves down costs `(L0 + L1) / L0` bytes written. With small memtables L0
+/// gathers a few MiB between compactions against an L1 of `level_base_bytes`, and L1 became
+/// the costliest level of a fill. Merging the small tables first costs about one more write
+/// of each byte and lets L0 gather several times as much before it goes down.
+///
+/// Only when L1 holds at least [`L0_MERGE_RATIO`] times L0's bytes; only the newest tables
+/// that together stay within `target_table_bytes` (so the output is one table, and a table
+/// is merged again only while it is small); at least two of them; and never once L0 is one
+/// table short of slowing writers down, when what L0 needs is to shrink. The tables taken are the newest
+/// ones, so the output sits in L0's order where they did: every L0 table left is older,
+/// every one flushed meanwhile newer (their sequence numbers do not interleave; see
+/// `version::set::l0_newest_first`).
+fn l0_merge(inner: &DbInner, tree: &Tree, v: &Version) -> Option<Vec<Arc<TableFile>>> {
+    let l0 = &v.levels[0];
+    if l0.len() + 1 >= inner.opts.l0_slowdown_trigger {
+        return None;
+    }
+    let cap = tree.opts.target_table_bytes;
+    let mut bytes = 0u64;
+    let n = l0
+        .iter()
+        .take_while(|t| {
+            bytes = bytes.saturating_add(t.meta.file_size);
+            bytes <= cap
+        })
+        .count();
+    if n < 2 {
+        return None;
+    }
+    let (lo, hi) = user_range(l0);
+    let l1: u64 = v.overlapping(1, &lo, &hi).iter().map(|t| t.meta.file_size).sum();
+    (l1 >= v.level_bytes(0).saturating_mul(L0_MERGE_RATIO)).then(|| l0[..n].to_vec())
 }
 
 /// Runs one compaction if any level needs it. Background thread.
@@ -452,7 +507,11 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let v = &tree.version;
     let out_level = c.out_level;
     let bytes = |tables: &[Arc<TableFile>]| tables.iter().map(|t| t.meta.file_size).sum::<u64>();
-    let (from_above, from_level) = (bytes(&c.inputs), bytes(&c.next_inputs));
+    // An L0 merge or an in-place rewrite reads only its own level.
+    let (from_above, from_level) = match c.level == out_level {
+        true => (0, bytes(&c.inputs) + bytes(&c.next_inputs)),
+        false => (bytes(&c.inputs), bytes(&c.next_inputs)),
+    };
     let input_bytes = from_above + from_level;
     let started = Instant::now();
     let mut info = CompactionInfo {
@@ -475,7 +534,15 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         return move_down(inner, &c, info, started);
     }
     inner.events.compaction_begin(&info);
-    let deeper: Vec<Vec<Arc<TableFile>>> = v.levels[out_level + 1..].to_vec();
+    // What lies beneath the output, where an older version of a key may be: the deeper
+    // levels, and for an L0 merge the older L0 tables too, each a "level" of its own, since
+    // L0 tables overlap each other.
+    let is_input = |t: &Arc<TableFile>| c.inputs.iter().any(|i| Arc::ptr_eq(i, t));
+    let older_l0 = v.levels[0].iter().filter(|t| out_level == 0 && !is_input(t));
+    let deeper: Vec<Vec<Arc<TableFile>>> = older_l0
+        .map(|t| vec![t.clone()])
+        .chain(v.levels[out_level + 1..].iter().cloned())
+        .collect();
     // Every part's tables join one run, so they share one filter size, from the tree as it
     // will be once this compaction installs (the entries of the inputs bound the output's).
     let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
