@@ -208,7 +208,8 @@ impl Options {
         /// to `put`, `delete`, and to `write` unless its [`WriteOptions`] set `sync`.
         sync_writes: bool);
     setter!(
-        /// Number of L0 tables that starts an L0 → L1 compaction (default 4).
+        /// Number of L0 tables that starts an L0 compaction (default 4): into L1, or, while L1
+        /// holds much more than L0, of the newest L0 tables with each other.
         l0_compaction_trigger: usize);
     setter!(
         /// Number of L0 tables at which each write is delayed a little (default 8, LevelDB's).
