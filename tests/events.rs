@@ -321,6 +321,73 @@ fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
     db.close().unwrap();
 }
 
+/// An ingest's tables on L0 share one sequence number. A merge of the newest L0 tables takes
+/// all of them or none: one that took the ingest's last, small table and left its full one
+/// would overlap it without holding only newer entries, and the manifest would refuse to open.
+#[test]
+fn an_l0_merge_never_splits_an_ingest() {
+    let fs = FaultFs::new();
+    let rec = Arc::new(Recorder::default());
+    let dir = unique_dir("l0-merge-ingest");
+    let opts = Options::default()
+        .memtable_bytes(256 << 10)
+        .target_table_bytes(64 << 10)
+        .level_base_bytes(4 << 20)
+        .fault_fs(&fs)
+        .event_listener(rec.clone());
+    let value = |k: u32, round: u32| {
+        let mut x = u64::from(k) | u64::from(round) << 40;
+        (0..100)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
+    for k in 1000..5000u32 {
+        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+    }
+    db.compact().unwrap();
+    // A flushed table across the whole range, so the ingest below lands on L0, above it.
+    for k in (0..5000u32).step_by(100) {
+        db.put(k.to_be_bytes(), value(k, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    // Keys 0..600 in two tables: a full one and a small last one.
+    db.ingest((0..600u32).map(|k| (k.to_be_bytes(), value(k, 2)))).unwrap();
+    assert_eq!(db.stats().tables_per_level[0], 3);
+    db.close().unwrap();
+    drop(db);
+
+    // One small flush makes four L0 tables, newest first: the flush, the ingest's small table
+    // (the two together within a table's target), its full one, the older flush. L1 holds
+    // more than twice L0, but a merge of the first two would split the ingest: L0 goes into L1.
+    let db = Db::open(&dir, opts.clone()).unwrap();
+    for k in (1..5000u32).step_by(100) {
+        db.put(k.to_be_bytes(), value(k, 3)).unwrap();
+    }
+    db.flush().unwrap();
+    let events = rec.wait_for("a compaction of L0", |e| {
+        e.iter()
+            .any(|e| matches!(e, Event::CompactionEnd(i) if i.reason != CompactionReason::Manual))
+    });
+    let Some(Event::CompactionEnd(end)) =
+        events.iter().rev().find(|e| matches!(e, Event::CompactionEnd(_)))
+    else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, CompactionReason::L0Tables, "{events:?}");
+    assert_eq!((end.input_level_tables, end.output_level), (4, 1));
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts.l0_triggers(64)).unwrap();
+    for (k, round) in [(1u32, 3), (2, 2), (100, 2), (700, 1), (1000, 1), (1001, 3), (1002, 0)] {
+        assert_eq!(db.get(k.to_be_bytes()).unwrap(), Some(value(k, round).into()), "key {k}");
+    }
+    db.close().unwrap();
+}
+
 /// Tables that overlap neither each other nor anything on the level below are moved down by
 /// a manifest edit, not rewritten; the moved files are still the database's after a reopen.
 #[test]

@@ -214,13 +214,24 @@ fn l0_merge(inner: &DbInner, tree: &Tree, v: &Version) -> Option<Vec<Arc<TableFi
     }
     let cap = tree.opts.target_table_bytes;
     let mut bytes = 0u64;
-    let n = l0
+    let mut n = l0
         .iter()
         .take_while(|t| {
             bytes = bytes.saturating_add(t.meta.file_size);
             bytes <= cap
         })
         .count();
+    // Every table left must be older than everything merged, or the output would overlap
+    // it without holding only newer entries, which lookups and the manifest's check rely on.
+    // Only an ingest's tables share sequence numbers (all at one), and a merge may not take
+    // some of them and leave the rest.
+    while n >= 2
+        && l0.get(n).is_some_and(|next| {
+            l0[..n].iter().any(|t| t.meta.smallest_seq <= next.meta.largest_seq)
+        })
+    {
+        n -= 1;
+    }
     if n < 2 {
         return None;
     }
