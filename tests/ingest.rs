@@ -37,6 +37,31 @@ fn options() -> Options {
         .l0_stop_trigger(6)
 }
 
+/// Like [`options`], but with tables and L1 large beside the flushes and L0 allowed to hold
+/// a few tables, so the newest L0 tables are often merged with each other; ingests still
+/// write several tables, the last one small, so a merge can reach into one.
+fn l0_merging() -> Options {
+    options()
+        .memtable_bytes(4 << 10)
+        .target_table_bytes(8 << 10)
+        .level_base_bytes(64 << 10)
+        .l0_compaction_trigger(3)
+        .l0_slowdown_trigger(8)
+        .l0_stop_trigger(12)
+}
+
+/// Counts the compactions that merged L0 tables with each other.
+#[derive(Default)]
+struct L0Merges(std::sync::atomic::AtomicU64);
+
+impl bloomkv::EventListener for L0Merges {
+    fn on_compaction_end(&self, info: &bloomkv::events::CompactionInfo) {
+        if info.reason == bloomkv::events::CompactionReason::L0Merge {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// Options under which nothing happens in the background unless asked (no memtable fills
 /// up, L0 never reaches its trigger), so a test decides exactly where tables lie.
 fn still() -> Options {
@@ -606,17 +631,19 @@ struct Coverage {
     on_l0: u64,
     deeper: u64,
     over_memtable: u64,
+    l0_merges: u64,
 }
 
 /// Random puts, deletes, batches, ingests (of fresh ranges and of ranges over the memtable,
 /// L0 and deeper levels), flushes, compactions, snapshots and reopens, checked against a
 /// `BTreeMap` throughout.
 /// In memory (`FaultFs` without faults): the run fsyncs thousands of times.
-fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
+fn model_run(seed: u64, steps: u64, cov: &mut Coverage, base: fn() -> Options) {
     let mut rng = StdRng::seed_from_u64(seed);
     let fs = bloomkv::fs::FaultFs::new();
     let dir = bloomkv::fs::fault::unique_dir("ingest-model");
-    let options = || options().fault_fs(&fs);
+    let merges = std::sync::Arc::new(L0Merges::default());
+    let options = || base().fault_fs(&fs).event_listener(merges.clone());
     let mut db = Some(Db::open(&dir, options()).unwrap());
     let mut model = Model::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
@@ -719,15 +746,29 @@ fn model_run(seed: u64, steps: u64, cov: &mut Coverage) {
     assert_eq!(scan(&d), model, "seed {seed}: after reopen");
     let report = bloomkv::check::database(std::sync::Arc::new(fs.clone()), &dir);
     assert!(report.problems.is_empty(), "seed {seed}: {:?}", report.problems);
+    cov.l0_merges += merges.0.load(std::sync::atomic::Ordering::Relaxed);
 }
 
 #[test]
 fn ingests_mixed_with_every_operation_match_a_btreemap() {
     let mut cov = Coverage::default();
     for seed in 0..4 {
-        model_run(seed, 1500, &mut cov);
+        model_run(seed, 1500, &mut cov, options);
     }
     eprintln!("{cov:?}");
     assert!(cov.ingests > 300, "{cov:?}");
     assert!(cov.on_l0 > 20 && cov.deeper > 20 && cov.over_memtable > 20, "{cov:?}");
+}
+
+/// The same run where L0's newest tables are often merged with each other, ingested tables
+/// among them (which share one sequence number, so a merge takes all of an ingest's L0
+/// tables or none: the reopens and the final check would find an L0 table out of order).
+#[test]
+fn ingests_beside_l0_merges_match_a_btreemap() {
+    let mut cov = Coverage::default();
+    for seed in 10..14 {
+        model_run(seed, 1500, &mut cov, l0_merging);
+    }
+    eprintln!("{cov:?}");
+    assert!(cov.on_l0 > 20 && cov.l0_merges > 50, "{cov:?}");
 }
