@@ -34,9 +34,9 @@ pub enum Decision {
 ///
 /// - Only when compaction rewrites tables: never at flush (a flush's entries reach it once
 ///   compaction first rewrites their table: merged with other L0 tables, or into L1), nor
-///   for a table that compaction moves down a level whole; [`crate::Db::compact`] rewrites every table. It is asked about each key's newest
-///   version in the compaction, once per compaction (so again in a later one, as the key
-///   moves down).
+///   for a table that compaction moves down a level whole; [`crate::Db::compact`] rewrites
+///   every table. It is asked about each key's newest version in the compaction, once per
+///   compaction (so again in a later one, as the key moves down).
 /// - Never about tombstones, nor about a value that a range deletion (of any level or
 ///   memtable, written before the compaction began) covers: such a value is already gone
 ///   for every reader, and is left to compaction's own rules.
@@ -54,8 +54,8 @@ pub enum Decision {
 ///   that value makes the operands combine with nothing, as a delete would.
 ///
 /// `level` is the level the compaction writes into (0 when L0 tables are merged with each
-/// other, see [`crate::CompactionReason::L0Merge`]). Compactions run on
-/// background threads, and one compaction may call it from several threads at once (see
+/// other, see [`crate::events::CompactionReason::L0Merge`]). Compactions run on background
+/// threads, and one compaction may call it from several threads at once (see
 /// [`crate::Options::max_subcompactions`]); hence `Send + Sync`. It should be quick and must
 /// not call back into the database.
 ///

@@ -129,8 +129,8 @@ impl Counters {
 
 /// The background work that wrote into one level, in [`Stats::compaction_per_level`]: for
 /// L0 the flushes (and the merges of L0 tables with each other, see
-/// [`crate::CompactionReason::L0Merge`]), for deeper levels the compactions whose output went
-/// there — the figures RocksDB prints as its per-level compaction stats.
+/// [`crate::events::CompactionReason::L0Merge`]), for deeper levels the compactions whose
+/// output went there — the figures RocksDB prints as its per-level compaction stats.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {

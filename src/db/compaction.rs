@@ -203,10 +203,9 @@ const L0_MERGE_RATIO: u64 = 2;
 /// Only when L1 holds at least [`L0_MERGE_RATIO`] times L0's bytes; only the newest tables
 /// that together stay within `target_table_bytes` (so the output is one table, and a table
 /// is merged again only while it is small); at least two of them; and never once L0 is one
-/// table short of slowing writers down, when what L0 needs is to shrink. The tables taken are the newest
-/// ones, so the output sits in L0's order where they did: every L0 table left is older,
-/// every one flushed meanwhile newer (their sequence numbers do not interleave; see
-/// `version::set::l0_newest_first`).
+/// table short of slowing writers down, when what L0 needs is to shrink. The tables taken
+/// are the newest ones, so the output sits in L0's order where they did: every L0 table left
+/// is older, every one flushed meanwhile newer (see `version::set::l0_newest_first`).
 fn l0_merge(inner: &DbInner, tree: &Tree, v: &Version) -> Option<Vec<Arc<TableFile>>> {
     let l0 = &v.levels[0];
     if l0.len() + 1 >= inner.opts.l0_slowdown_trigger {
