@@ -123,9 +123,10 @@ impl Options {
     setter!(
         /// The default keyspace's prefix extractor (default none): each table's filter also
         /// holds its keys' distinct prefixes, and scans inside one prefix skip the tables
-        /// that hold none of it (see [`PrefixExtractor`]). The prefixes share the filter's
-        /// memory with the keys: a table's filter is as large as without them (bits per key
-        /// times keys), so each entry gets a little fewer bits.
+        /// that hold none of it (see [`PrefixExtractor`]). The prefixes come out of the same
+        /// memory: the tree's filters hold about bits per key times keys, spread evenly over
+        /// keys and prefixes, so a table holding one key per prefix (a flush of scattered
+        /// writes) gets about twice the bits per key of one holding ten.
         prefix_extractor: Option<PrefixExtractor>);
     setter!(
         /// Whether the filters hold whole keys (default true), for point lookups. With a

@@ -369,11 +369,12 @@ fn without_whole_keys_point_lookups_ask_for_the_prefix() {
 #[test]
 fn a_point_lookup_also_asks_for_its_prefix() {
     let opts = Options::default()
-        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
+        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 5.0 })
         .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')));
     let (_dir, db) = common::db::open_temp(opts);
-    // One table of 20,000 keys, each its own prefix: 40,000 entries at 5 bits each, so
-    // either probe alone answers falsely about 10% of the time.
+    // One table of 20,000 keys, each its own prefix: 40,000 entries at 5 bits each (the
+    // tree's first table with prefixes, so its bits are not scaled down for them), so either
+    // probe alone answers falsely about 10% of the time.
     const N: u32 = 20_000;
     for i in 0..N {
         db.put(format!("{:06}/v", 2 * i), b"x").unwrap();
@@ -454,9 +455,45 @@ fn a_keyspace_keeps_its_extractor_across_reopen() {
     assert!(tables.iter().all(|t| t.prefixes == 2 && !t.filter_whole_keys));
 }
 
-/// Under the budgeted policy the prefix entries are paid for from the same memory: the
-/// tree's filters hold what they hold without an extractor (bits per key times keys, give
-/// or take the rounding of small tables to whole lines).
+/// Filters are sized by their entries, keys and prefixes alike, at the tree's bits per key
+/// scaled by its share of keys among entries: an L0 table of scattered writes (one key per
+/// prefix) gets about twice the bits per key of a level holding ten keys per prefix, and that
+/// level about the bits per key asked for.
+#[test]
+fn a_table_of_one_key_per_prefix_gets_more_bits_per_key() {
+    let opts = Options::default()
+        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
+        .prefix_extractor(Some(PrefixExtractor::Fixed(5)))
+        .l0_triggers(64);
+    let (_dir, db) = common::db::open_temp(opts);
+    for s in 0..10u32 {
+        for p in 0..2000u32 {
+            db.put(format!("{p:04}/{s}"), "v").unwrap();
+        }
+    }
+    db.compact().unwrap();
+    for p in 0..2000u32 {
+        db.put(format!("{p:04}/x"), "v").unwrap();
+    }
+    db.flush().unwrap();
+    let tables = db.tables();
+    let bits_per_key = |level: usize| {
+        let at: Vec<_> = tables.iter().filter(|t| t.level == level).collect();
+        let bits: f64 = at.iter().map(|t| t.filter_memory_bytes as f64 * 8.0).sum();
+        bits / at.iter().map(|t| t.entries as f64).sum::<f64>()
+    };
+    let deepest = tables.iter().map(|t| t.level).max().unwrap();
+    let (l0, last) = (bits_per_key(0), bits_per_key(deepest));
+    assert!((9.5..11.0).contains(&last), "{last} bits per key on the last level");
+    assert!(l0 > 1.6 * last, "{l0} bits per key on L0 against {last}");
+}
+
+/// Under the budgeted policy the prefix entries are paid for from about the same memory: the
+/// tree's filters hold about what they hold without an extractor (bits per key times keys,
+/// give or take the rounding of small tables to whole lines). About: each table is sized
+/// from the tree's share of keys among entries as it stands before the write, and here every
+/// flush holds one key per prefix on top of a compacted level holding three, so each one's
+/// share lags the tree's (measured 8% over).
 #[test]
 fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
     let mut per_key = Vec::new();
@@ -486,7 +523,7 @@ fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
         }
     }
     assert!((9.5..11.5).contains(&per_key[0]), "{per_key:?} bits per key");
-    assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.05, "{per_key:?} bits per key");
+    assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.10, "{per_key:?} bits per key");
 }
 
 /// The memtables' filters hold their keys' prefixes too: a scan inside one prefix leaves

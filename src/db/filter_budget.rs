@@ -68,19 +68,25 @@ pub(crate) struct Placement<'a> {
 /// run gets in the tree `version` will be once the write is done (no filter if that share is
 /// nothing). A write of unknown size gets the average.
 ///
-/// With a prefix extractor and whole keys, a table's filter also holds its prefixes, which
-/// share the keys' bits: a run given `b` bits per key has `b · r` bits per entry, where `r`
-/// is the share of keys among the entries, and its rate is `fpr(b · r)`. Minimising
-/// `Σ fpr(b_i · r)` under `Σ n_i · b_i = M` is minimising `Σ fpr(c_i)` under
-/// `Σ n_i · c_i = r · M`, so the shares are `allocate(n, average · r) / r`. `r` is taken
-/// from the tree's tables that hold prefixes (1 until there are some), the same for every
-/// run: keys per prefix is a property of the data, not of the level.
+/// With a prefix extractor and whole keys, a table's filter also holds its prefixes, and a
+/// filter is sized by its entries (bits per key times keys and prefixes). So that the
+/// prefixes come out of the same memory, every policy's bits per key is scaled by `r`, the
+/// share of keys among the entries of the tree's filters (1 until some hold prefixes): the
+/// tree's filters then hold about `b · Σ n` bits, spread evenly over the entries. A table
+/// with one key per prefix (a flush of scattered writes) gets about twice the bits per key
+/// of one with ten. Under a budget, minimising `Σ fpr(c_i)` over bits per entry `c_i` with
+/// `Σ n_i · c_i = r · M` is `allocate(n, average · r)`, and `c_i` is the run's bits per entry.
 pub(crate) fn table_filter(
     opts: &KeyspaceOptions,
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
-    let policy = opts.filter_policy;
+    let share = if opts.prefix_extractor.is_some() && opts.whole_key_filtering {
+        key_share(version)
+    } else {
+        1.0
+    };
+    let policy = per_entry(opts.filter_policy, share);
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
     let (bits_per_key, bloom_before_level) = match policy {
         FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
@@ -108,12 +114,6 @@ pub(crate) fn table_filter(
     if placement.keys == 0 {
         return filter_at(bits_per_key);
     }
-    // `r` above: the share of keys among the filters' entries.
-    let share = if opts.prefix_extractor.is_some() && opts.whole_key_filtering {
-        key_share(version)
-    } else {
-        1.0
-    };
     let runs = runs(version, placement.replaces);
     let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
     let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
@@ -127,7 +127,29 @@ pub(crate) fn table_filter(
         }
     };
     keys[target] = keys[target].saturating_add(placement.keys);
-    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key * share)[target] / share)
+    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key)[target])
+}
+
+/// `policy` with its bits per key scaled by `share`.
+fn per_entry(policy: FilterPolicy, share: f64) -> FilterPolicy {
+    match policy {
+        FilterPolicy::BlockedBloom { bits_per_key } => {
+            FilterPolicy::BlockedBloom { bits_per_key: bits_per_key * share }
+        }
+        FilterPolicy::ClassicBloom { bits_per_key } => {
+            FilterPolicy::ClassicBloom { bits_per_key: bits_per_key * share }
+        }
+        FilterPolicy::Budgeted { bits_per_key } => {
+            FilterPolicy::Budgeted { bits_per_key: bits_per_key * share }
+        }
+        FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
+            FilterPolicy::Ribbon { bits_per_key: bits_per_key * share, bloom_before_level }
+        }
+        FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level } => {
+            FilterPolicy::BudgetedRibbon { bits_per_key: bits_per_key * share, bloom_before_level }
+        }
+        FilterPolicy::None => FilterPolicy::None,
+    }
 }
 
 /// The share of whole keys among the entries of the tree's filters that hold both keys and

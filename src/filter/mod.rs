@@ -112,9 +112,8 @@ impl FilterContents {
     }
 }
 
-/// What every filter records beside its bits: the entries it was built over, the bits per key
-/// asked for (which, with prefix entries sharing the keys' bits, is not the bits per entry
-/// the array was sized at), and what the entries are.
+/// What every filter records beside its bits: the entries it was built over, the bits per
+/// entry asked for (keys and prefixes alike), and what the entries are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Described {
     pub(crate) num_keys: u64,
@@ -379,7 +378,7 @@ impl std::fmt::Display for FilterKind {
 /// assert_eq!((b.keys(), b.prefixes()), (3, 1)); // "zoo" is too short for a prefix
 /// let filter = b.finish();
 /// assert!(filter.may_contain(b"user2") && filter.may_contain_prefix(b"user"));
-/// // The prefix entries share the keys' bits: the filter is as large as without them.
+/// // Four entries at 10 bits each, rounded up to one 512-bit line.
 /// assert_eq!(filter.num_bits(), 512);
 /// ```
 #[derive(Debug, Clone)]
@@ -395,8 +394,9 @@ pub struct FilterBuilder {
 
 impl FilterBuilder {
     /// Makes the filter hold the distinct prefixes `extractor` extracts as well, and whole
-    /// keys only if `whole_keys`. With whole keys the filter is sized by the keys (bits per
-    /// key times keys) and the prefixes share those bits; without, by the prefixes.
+    /// keys only if `whole_keys`. The filter is sized by its entries, keys and prefixes alike:
+    /// the policy's bits per key times the entries (a tree that wants prefixes at the same
+    /// memory asks for fewer bits per key; see `db/filter_budget.rs`).
     pub fn with_prefixes(mut self, extractor: crate::PrefixExtractor, whole_keys: bool) -> Self {
         self.extractor = Some(extractor);
         self.whole_keys = whole_keys;
@@ -458,27 +458,24 @@ impl FilterBuilder {
     pub fn finish(self) -> Filter {
         let contents =
             FilterContents { whole_keys: self.whole_keys, prefixes: self.extractor.is_some() };
-        let sized_by = if self.whole_keys { self.keys } else { self.prefixes };
-        // Bits per entry such that the array holds bits-per-key times `sized_by` bits.
-        let per_entry = |bits_per_key: f64| match self.hashes.len() {
-            0 => bits_per_key,
-            n => bits_per_key * sized_by as f64 / n as f64,
-        };
+        // Every entry gets the policy's bits, a prefix as a key: a table that holds one key
+        // per prefix has twice the entries per key of one holding ten, and sizing by keys
+        // gave its entries half the bits, its scans and lookups several times the
+        // false-positive rate.
         let (mut filter, bits_per_key) = match self.policy {
             FilterPolicy::BlockedBloom { bits_per_key }
             | FilterPolicy::Budgeted { bits_per_key } => (
-                Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, per_entry(bits_per_key))),
+                Filter::Blocked(BlockedBloom::from_hashes(&self.hashes, bits_per_key)),
                 bits_per_key,
             ),
             FilterPolicy::ClassicBloom { bits_per_key } => (
-                Filter::Classic(ClassicBloom::from_hashes(&self.hashes, per_entry(bits_per_key))),
+                Filter::Classic(ClassicBloom::from_hashes(&self.hashes, bits_per_key)),
                 bits_per_key,
             ),
             FilterPolicy::Ribbon { bits_per_key, .. }
-            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => (
-                Filter::Ribbon(Ribbon::from_hashes(&self.hashes, per_entry(bits_per_key))),
-                bits_per_key,
-            ),
+            | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => {
+                (Filter::Ribbon(Ribbon::from_hashes(&self.hashes, bits_per_key)), bits_per_key)
+            }
             FilterPolicy::None => return Filter::None,
         };
         if let Some(about) = filter.about_mut() {

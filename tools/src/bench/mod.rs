@@ -234,7 +234,7 @@ pub enum Policy {
     /// No filter.
     None,
     /// `blocked` with a prefix extractor (`Fixed(8)`): the filters hold each table's
-    /// prefixes too, in the same memory.
+    /// prefixes too, in about the same memory.
     #[value(name = "blocked+prefix")]
     BlockedPrefix,
     /// `budgeted` with a prefix extractor.
