@@ -33,6 +33,14 @@ impl Run<'_> {
     pub(crate) fn keys(&self) -> u64 {
         self.tables.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries))
     }
+
+    /// Entries in the run's tables' filters were they all sized by entries: their entries
+    /// and distinct prefixes.
+    pub(crate) fn entries(&self) -> u64 {
+        self.tables.iter().fold(0u64, |a, t| {
+            a.saturating_add(t.meta.num_entries).saturating_add(t.table.properties().num_prefixes)
+        })
+    }
 }
 
 /// The runs of `version` an absent-key lookup meets, in read order: each L0 table (newest
@@ -70,12 +78,12 @@ pub(crate) struct Placement<'a> {
 ///
 /// With a prefix extractor and whole keys, a table's filter also holds its prefixes, and a
 /// filter is sized by its entries (bits per key times keys and prefixes). So that the
-/// prefixes come out of the same memory, every policy's bits per key is scaled by `r`, the
-/// share of keys among the entries of the tree's filters (1 until some hold prefixes): the
-/// tree's filters then hold about `b · Σ n` bits, spread evenly over the entries. A table
-/// with one key per prefix (a flush of scattered writes) gets about twice the bits per key
-/// of one with ten. Under a budget, minimising `Σ fpr(c_i)` over bits per entry `c_i` with
-/// `Σ n_i · c_i = r · M` is `allocate(n, average · r)`, and `c_i` is the run's bits per entry.
+/// prefixes come out of about the same memory, every policy's bits per key is scaled by `r`,
+/// the share of keys among entries ([`key_share`]): the tree's filters then hold about
+/// `b · Σ n` bits, spread evenly over the entries. A table with one key per prefix (a flush
+/// of scattered writes) gets about twice the bits per key of one with ten. Under a budget the
+/// runs weigh their entries `e_i` (the new tables' estimated at `r`): minimising `Σ fpr(c_i)`
+/// under `Σ e_i · c_i = b · Σ n` is `allocate(e, b · Σn / Σe)`, `c_i` the run's bits per entry.
 pub(crate) fn table_filter(
     opts: &KeyspaceOptions,
     version: &Version,
@@ -115,19 +123,33 @@ pub(crate) fn table_filter(
         return filter_at(bits_per_key);
     }
     let runs = runs(version, placement.replaces);
-    let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
+    // With prefixes, each run weighs its filter entries (keys and prefixes): an L0 table of
+    // one key per prefix has twice the entries per key of the last level, and the budget is
+    // `b · n` bits spread over entries, `b · Σn / Σe` each on average. The new tables' entries
+    // are estimated at the tree's share.
+    let prefixed = share < 1.0;
+    let weight = |r: &Run| if prefixed { r.entries() } else { r.keys() };
+    let mut weights: Vec<u64> = runs.iter().map(weight).collect();
     let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
     // New L0 tables are a run of their own; on a deeper level they join the level's run.
     let target = match runs.iter().position(|r| r.level == placement.level && r.level > 0) {
         Some(i) => i,
         None => {
-            keys.push(0);
+            weights.push(0);
             kinds.push(kind_at(placement.level));
-            keys.len() - 1
+            weights.len() - 1
         }
     };
-    keys[target] = keys[target].saturating_add(placement.keys);
-    filter_at(budget::allocate_for(&keys, &kinds, bits_per_key)[target])
+    let added = if prefixed { (placement.keys as f64 / share) as u64 } else { placement.keys };
+    weights[target] = weights[target].saturating_add(added);
+    let average = if prefixed {
+        let keys = runs.iter().map(Run::keys).sum::<u64>().saturating_add(placement.keys);
+        let entries = weights.iter().sum::<u64>().max(1);
+        (bits_per_key / share) * keys as f64 / entries as f64
+    } else {
+        bits_per_key
+    };
+    filter_at(budget::allocate_for(&weights, &kinds, average)[target])
 }
 
 /// `policy` with its bits per key scaled by `share`.
@@ -152,22 +174,27 @@ fn per_entry(policy: FilterPolicy, share: f64) -> FilterPolicy {
     }
 }
 
-/// The share of whole keys among the entries of the tree's filters that hold both keys and
-/// prefixes; 1 if none does.
+/// The share of whole keys among the entries of the filters that hold both keys and prefixes,
+/// on the deepest level that has such filters (1 if none does). The deepest level holds most
+/// keys, each prefix's gathered together, so its share is the data's: sized at it, that level
+/// gets the bits per key asked for and the smaller levels, fewer keys per prefix, a little more.
+/// The whole tree's share would lag: tables of a few keys per prefix, about to be merged away,
+/// pull it down, and the tables written from them got too few bits.
 fn key_share(version: &Version) -> f64 {
-    let (mut keys, mut entries) = (0u64, 0u64);
-    for (_, t) in version.all_tables() {
-        let f = t.table.filter();
-        let c = f.contents();
-        if c.whole_keys && c.prefixes {
-            let prefixes = t.table.properties().num_prefixes;
-            entries = entries.saturating_add(f.num_keys());
-            keys = keys.saturating_add(f.num_keys().saturating_sub(prefixes));
+    for tables in version.levels.iter().rev() {
+        let (mut keys, mut entries) = (0u64, 0u64);
+        for t in tables {
+            let f = t.table.filter();
+            let c = f.contents();
+            if c.whole_keys && c.prefixes {
+                let prefixes = t.table.properties().num_prefixes;
+                entries = entries.saturating_add(f.num_keys());
+                keys = keys.saturating_add(f.num_keys().saturating_sub(prefixes));
+            }
+        }
+        if entries > 0 && keys > 0 {
+            return keys as f64 / entries as f64;
         }
     }
-    if entries == 0 || keys == 0 {
-        1.0
-    } else {
-        keys as f64 / entries as f64
-    }
+    1.0
 }
