@@ -205,6 +205,49 @@ impl CompactionFilter for RemoveKey {
     }
 }
 
+/// Options for the L0-merge tests: merges take the newest L0 tables up to a table's target
+/// (64 KiB), and L1's target is far above what the tests write.
+fn l0_merge_options(fs: &FaultFs, rec: Arc<Recorder>) -> Options {
+    Options::default()
+        .memtable_bytes(256 << 10)
+        .target_table_bytes(64 << 10)
+        .level_base_bytes(4 << 20)
+        .fault_fs(fs)
+        .event_listener(rec)
+}
+
+/// 100 bytes that differ for every key and round and do not compress.
+fn value_of(k: u32, round: u32) -> Vec<u8> {
+    let mut x = u64::from(k) << 32 | u64::from(round);
+    (0..100)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+/// Keys 1000..5000 at round 0 (about 440 KiB), compacted into L1; recorded in `model`.
+fn fill_l1(db: &Db, model: &mut std::collections::BTreeMap<u32, Vec<u8>>) {
+    for k in 1000..5000u32 {
+        db.put(k.to_be_bytes(), value_of(k, 0)).unwrap();
+        model.insert(k, value_of(k, 0));
+    }
+    db.compact().unwrap();
+}
+
+/// Waits for a compaction other than `Db::compact`'s to end, and returns the last one that has.
+fn last_background_compaction(rec: &Recorder) -> CompactionInfo {
+    let events = rec.wait_for("a background compaction", |e| {
+        e.iter()
+            .any(|e| matches!(e, Event::CompactionEnd(i) if i.reason != CompactionReason::Manual))
+    });
+    match events.iter().rev().find(|e| matches!(e, Event::CompactionEnd(_))) {
+        Some(Event::CompactionEnd(end)) => end.clone(),
+        _ => unreachable!(),
+    }
+}
+
 /// While L1 holds many times L0's bytes, the newest L0 tables are merged with each other, not
 /// into L1. What lies in the older L0 table the merge left out stays beneath it (keys L1 does
 /// not hold, so only that table is): a tombstone still hides its version, a value the
@@ -216,32 +259,13 @@ fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
     let rec = Arc::new(Recorder::default());
     let dir = unique_dir("l0-merge");
     let removes = Arc::new(RemoveKey(11u32.to_be_bytes().to_vec(), Mutex::new(Vec::new())));
-    // Merges take the newest L0 tables up to a table's target (64 KiB).
-    let opts = Options::default()
-        .memtable_bytes(256 << 10)
-        .target_table_bytes(64 << 10)
-        .level_base_bytes(4 << 20)
+    let opts = l0_merge_options(&fs, rec.clone())
         .merge_operator(Arc::new(Append::new("+")))
-        .compaction_filter(removes.clone())
-        .fault_fs(&fs)
-        .event_listener(rec.clone());
-    let value = |k: u32, round: u32| {
-        let mut x = u64::from(k) << 32 | u64::from(round);
-        (0..100)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (x >> 56) as u8
-            })
-            .collect::<Vec<u8>>()
-    };
+        .compaction_filter(removes.clone());
+    let value = value_of;
     let mut model = std::collections::BTreeMap::new();
     let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
-    // L1: keys 1000..5000 (about 440 KiB).
-    for k in 1000..5000u32 {
-        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
-        model.insert(k, value(k, 0));
-    }
-    db.compact().unwrap();
+    fill_l1(&db, &mut model);
     // An older L0 table, larger than a merge takes: keys 0..800, which L1 does not hold.
     for k in 0..800u32 {
         db.put(k.to_be_bytes(), value(k, 1)).unwrap();
@@ -275,17 +299,8 @@ fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
         }
         db.flush().unwrap();
     }
-    let events = rec.wait_for("an L0 merge", |e| {
-        e.iter()
-            .any(|e| matches!(e, Event::CompactionEnd(i) if i.reason == CompactionReason::L0Merge))
-    });
-    // The recorder saw the manual compaction before the reopen too.
-    let Some(Event::CompactionEnd(end)) =
-        events.iter().rev().find(|e| matches!(e, Event::CompactionEnd(_)))
-    else {
-        unreachable!()
-    };
-    assert_eq!(end.reason, CompactionReason::L0Merge, "{events:?}");
+    let end = last_background_compaction(&rec);
+    assert_eq!(end.reason, CompactionReason::L0Merge, "{end:?}");
     assert_eq!((end.input_level, end.output_level), (0, 0));
     assert_eq!((end.input_level_tables, end.output_level_tables, end.output_tables), (3, 0, 1));
     let stats = db.stats();
@@ -329,26 +344,10 @@ fn an_l0_merge_never_splits_an_ingest() {
     let fs = FaultFs::new();
     let rec = Arc::new(Recorder::default());
     let dir = unique_dir("l0-merge-ingest");
-    let opts = Options::default()
-        .memtable_bytes(256 << 10)
-        .target_table_bytes(64 << 10)
-        .level_base_bytes(4 << 20)
-        .fault_fs(&fs)
-        .event_listener(rec.clone());
-    let value = |k: u32, round: u32| {
-        let mut x = u64::from(k) | u64::from(round) << 40;
-        (0..100)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (x >> 56) as u8
-            })
-            .collect::<Vec<u8>>()
-    };
+    let opts = l0_merge_options(&fs, rec.clone());
+    let value = value_of;
     let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
-    for k in 1000..5000u32 {
-        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
-    }
-    db.compact().unwrap();
+    fill_l1(&db, &mut Default::default());
     // A flushed table across the whole range, so the ingest below lands on L0, above it.
     for k in (0..5000u32).step_by(100) {
         db.put(k.to_be_bytes(), value(k, 1)).unwrap();
@@ -368,16 +367,8 @@ fn an_l0_merge_never_splits_an_ingest() {
         db.put(k.to_be_bytes(), value(k, 3)).unwrap();
     }
     db.flush().unwrap();
-    let events = rec.wait_for("a compaction of L0", |e| {
-        e.iter()
-            .any(|e| matches!(e, Event::CompactionEnd(i) if i.reason != CompactionReason::Manual))
-    });
-    let Some(Event::CompactionEnd(end)) =
-        events.iter().rev().find(|e| matches!(e, Event::CompactionEnd(_)))
-    else {
-        unreachable!()
-    };
-    assert_eq!(end.reason, CompactionReason::L0Tables, "{events:?}");
+    let end = last_background_compaction(&rec);
+    assert_eq!(end.reason, CompactionReason::L0Tables, "{end:?}");
     assert_eq!((end.input_level_tables, end.output_level), (4, 1));
     db.close().unwrap();
     drop(db);
