@@ -262,14 +262,13 @@ fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
     let opts = l0_merge_options(&fs, rec.clone())
         .merge_operator(Arc::new(Append::new("+")))
         .compaction_filter(removes.clone());
-    let value = value_of;
     let mut model = std::collections::BTreeMap::new();
     let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
     fill_l1(&db, &mut model);
     // An older L0 table, larger than a merge takes: keys 0..800, which L1 does not hold.
     for k in 0..800u32 {
-        db.put(k.to_be_bytes(), value(k, 1)).unwrap();
-        model.insert(k, value(k, 1));
+        db.put(k.to_be_bytes(), value_of(k, 1)).unwrap();
+        model.insert(k, value_of(k, 1));
     }
     db.flush().unwrap();
     let l1_tables = db.stats().tables_per_level[1];
@@ -290,12 +289,12 @@ fn the_newest_l0_tables_are_merged_together_while_l1_is_much_larger() {
         db.merge(9u32.to_be_bytes(), [b'a' + round as u8]).unwrap();
         model.get_mut(&9).unwrap().extend([b'+', b'a' + round as u8]);
         if round == 3 {
-            db.put(11u32.to_be_bytes(), value(11, round)).unwrap();
+            db.put(11u32.to_be_bytes(), value_of(11, round)).unwrap();
             model.remove(&11);
         }
         for k in (round..5000).step_by(100) {
-            db.put(k.to_be_bytes(), value(k, round)).unwrap();
-            model.insert(k, value(k, round));
+            db.put(k.to_be_bytes(), value_of(k, round)).unwrap();
+            model.insert(k, value_of(k, round));
         }
         db.flush().unwrap();
     }
@@ -345,16 +344,15 @@ fn an_l0_merge_never_splits_an_ingest() {
     let rec = Arc::new(Recorder::default());
     let dir = unique_dir("l0-merge-ingest");
     let opts = l0_merge_options(&fs, rec.clone());
-    let value = value_of;
     let db = Db::open(&dir, opts.clone().l0_triggers(64)).unwrap();
     fill_l1(&db, &mut Default::default());
     // A flushed table across the whole range, so the ingest below lands on L0, above it.
     for k in (0..5000u32).step_by(100) {
-        db.put(k.to_be_bytes(), value(k, 1)).unwrap();
+        db.put(k.to_be_bytes(), value_of(k, 1)).unwrap();
     }
     db.flush().unwrap();
     // Keys 0..600 in two tables: a full one and a small last one.
-    db.ingest((0..600u32).map(|k| (k.to_be_bytes(), value(k, 2)))).unwrap();
+    db.ingest((0..600u32).map(|k| (k.to_be_bytes(), value_of(k, 2)))).unwrap();
     assert_eq!(db.stats().tables_per_level[0], 3);
     db.close().unwrap();
     drop(db);
@@ -364,7 +362,7 @@ fn an_l0_merge_never_splits_an_ingest() {
     // more than twice L0, but a merge of the first two would split the ingest: L0 goes into L1.
     let db = Db::open(&dir, opts.clone()).unwrap();
     for k in (1..5000u32).step_by(100) {
-        db.put(k.to_be_bytes(), value(k, 3)).unwrap();
+        db.put(k.to_be_bytes(), value_of(k, 3)).unwrap();
     }
     db.flush().unwrap();
     let end = last_background_compaction(&rec);
@@ -374,7 +372,7 @@ fn an_l0_merge_never_splits_an_ingest() {
     drop(db);
     let db = Db::open(&dir, opts.l0_triggers(64)).unwrap();
     for (k, round) in [(1u32, 3), (2, 2), (100, 2), (700, 1), (1000, 1), (1001, 3), (1002, 0)] {
-        assert_eq!(db.get(k.to_be_bytes()).unwrap(), Some(value(k, round).into()), "key {k}");
+        assert_eq!(db.get(k.to_be_bytes()).unwrap(), Some(value_of(k, round).into()), "key {k}");
     }
     db.close().unwrap();
 }

@@ -153,25 +153,16 @@ pub(crate) fn table_filter(
 }
 
 /// `policy` with its bits per key scaled by `share`.
-fn per_entry(policy: FilterPolicy, share: f64) -> FilterPolicy {
-    match policy {
-        FilterPolicy::BlockedBloom { bits_per_key } => {
-            FilterPolicy::BlockedBloom { bits_per_key: bits_per_key * share }
-        }
-        FilterPolicy::ClassicBloom { bits_per_key } => {
-            FilterPolicy::ClassicBloom { bits_per_key: bits_per_key * share }
-        }
-        FilterPolicy::Budgeted { bits_per_key } => {
-            FilterPolicy::Budgeted { bits_per_key: bits_per_key * share }
-        }
-        FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
-            FilterPolicy::Ribbon { bits_per_key: bits_per_key * share, bloom_before_level }
-        }
-        FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level } => {
-            FilterPolicy::BudgetedRibbon { bits_per_key: bits_per_key * share, bloom_before_level }
-        }
-        FilterPolicy::None => FilterPolicy::None,
+fn per_entry(mut policy: FilterPolicy, share: f64) -> FilterPolicy {
+    match &mut policy {
+        FilterPolicy::BlockedBloom { bits_per_key }
+        | FilterPolicy::ClassicBloom { bits_per_key }
+        | FilterPolicy::Budgeted { bits_per_key }
+        | FilterPolicy::Ribbon { bits_per_key, .. }
+        | FilterPolicy::BudgetedRibbon { bits_per_key, .. } => *bits_per_key *= share,
+        FilterPolicy::None => {}
     }
+    policy
 }
 
 /// The share of whole keys among the entries of the filters that hold both keys and prefixes,

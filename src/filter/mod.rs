@@ -459,8 +459,8 @@ impl FilterBuilder {
         let contents =
             FilterContents { whole_keys: self.whole_keys, prefixes: self.extractor.is_some() };
         // Every entry gets the policy's bits, a prefix as a key: a table that holds one key
-        // per prefix has twice the entries per key of one holding ten, and sizing by keys
-        // gave its entries half the bits, its scans and lookups several times the
+        // per prefix has twice the entries per key of one holding ten, and sized by its keys
+        // its entries would get half the bits, its scans and lookups several times the
         // false-positive rate.
         let (mut filter, bits_per_key) = match self.policy {
             FilterPolicy::BlockedBloom { bits_per_key }
