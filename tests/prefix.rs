@@ -526,6 +526,30 @@ fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
     assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.12, "{per_key:?} bits per key");
 }
 
+/// `Db::filter_runs` splits its what-if budget as the engine does: per filter entry where
+/// filters hold prefixes beside keys. A tree of one level is one run, which the budget gives
+/// all the memory, so its budgeted rate is the rate its filters have now; split per key, a
+/// level of one key per prefix would be promised the rate of twice the bits it has per entry.
+#[test]
+fn filter_runs_split_the_memory_per_entry_when_filters_hold_prefixes() {
+    let opts = Options::default()
+        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
+        .prefix_extractor(Some(PrefixExtractor::Fixed(5)));
+    let (_dir, db) = common::db::open_temp(opts);
+    for p in 0..20_000u32 {
+        db.put(format!("{p:04}/x"), "v").unwrap();
+    }
+    db.compact().unwrap();
+    let runs = db.filter_runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = &runs[0];
+    assert_eq!(run.keys, 20_000);
+    let spent = run.budgeted_bits_per_key * run.keys as f64;
+    assert!((spent - run.filter_bits as f64).abs() < 1.0, "{run:?}");
+    let off = run.budgeted_fpr / run.expected_fpr;
+    assert!((0.85..1.15).contains(&off), "budgeted {run:?}");
+}
+
 /// The memtables' filters hold their keys' prefixes too: a scan inside one prefix leaves
 /// out a memtable that holds none of it, as it does a table, and still answers right: a
 /// range tombstone in that memtable (beside its skip list, not in it) still deletes older

@@ -98,9 +98,12 @@ pub struct FilterRun {
     pub expected_fpr: f64,
     /// Bits per key this run would get if the tree's filter memory as it is now were split
     /// across the runs by [`budget::allocate_for`], each on the curve of its filters' kind
-    /// (Ribbon if any of its tables has a Ribbon filter, blocked Bloom otherwise).
+    /// (Ribbon if any of its tables has a Ribbon filter, blocked Bloom otherwise). With a
+    /// prefix extractor and whole keys, the split is over filter entries (keys and prefixes)
+    /// as the engine's budget makes it, and this is that share per key.
     pub budgeted_bits_per_key: f64,
-    /// That kind's rate at `budgeted_bits_per_key` ([`budget::fpr`], or `2^-r` for Ribbon).
+    /// That kind's rate at the run's budgeted bits per filter entry ([`budget::fpr`], or
+    /// `2^-r` for Ribbon): at `budgeted_bits_per_key` without prefixes.
     pub budgeted_fpr: f64,
 }
 
@@ -352,11 +355,18 @@ fn tables(tree: &Tree) -> Vec<TableInfo> {
 fn filter_runs(state: &Tree) -> Vec<FilterRun> {
     let runs = filter_budget::runs(&state.version, &[]);
     let keys: Vec<u64> = runs.iter().map(filter_budget::Run::keys).collect();
+    // As the engine's budget does: with prefixes beside the keys, each run weighs its filter
+    // entries, and the memory is split per entry.
+    let prefixed = state.opts.prefix_extractor.is_some() && state.opts.whole_key_filtering;
+    let entries: Vec<u64> = match prefixed {
+        true => runs.iter().map(filter_budget::Run::entries).collect(),
+        false => keys.clone(),
+    };
     let bits: Vec<u64> =
         runs.iter().map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum()).collect();
     let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
-    let (all_keys, all_bits) = (sum(&keys), sum(&bits));
-    let average = if all_keys == 0 { 0.0 } else { all_bits as f64 / all_keys as f64 };
+    let (all_entries, all_bits) = (sum(&entries), sum(&bits));
+    let average = if all_entries == 0 { 0.0 } else { all_bits as f64 / all_entries as f64 };
     let kinds: Vec<CurveKind> = runs
         .iter()
         .map(|r| match r.tables.iter().any(|t| t.table.filter().kind() == FilterKind::Ribbon) {
@@ -364,11 +374,16 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
             false => CurveKind::Blocked,
         })
         .collect();
-    let budgeted = budget::allocate_for(&keys, &kinds, average);
+    let budgeted = budget::allocate_for(&entries, &kinds, average);
     runs.iter()
         .zip(keys.iter().zip(bits))
-        .zip(budgeted.into_iter().zip(kinds))
-        .map(|((run, (&keys, filter_bits)), (budgeted_bits_per_key, kind))| {
+        .zip(entries.iter().zip(budgeted))
+        .zip(kinds)
+        .map(|(((run, (&keys, filter_bits)), (&entries, per_entry)), kind)| {
+            let budgeted_bits_per_key = match keys {
+                0 => per_entry,
+                _ => per_entry * entries as f64 / keys as f64,
+            };
             let weighted: f64 = run
                 .tables
                 .iter()
@@ -383,10 +398,8 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
                 expected_fpr: if keys == 0 { 0.0 } else { weighted / keys as f64 },
                 budgeted_bits_per_key,
                 budgeted_fpr: match kind {
-                    CurveKind::Ribbon if budgeted_bits_per_key > 0.0 => {
-                        ribbon::fpr_at(budgeted_bits_per_key)
-                    }
-                    _ => budget::fpr(budgeted_bits_per_key),
+                    CurveKind::Ribbon if per_entry > 0.0 => ribbon::fpr_at(per_entry),
+                    _ => budget::fpr(per_entry),
                 },
             }
         })

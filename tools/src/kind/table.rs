@@ -108,6 +108,8 @@ struct CompressionReport {
 #[derive(Serialize)]
 struct FilterReport {
     kind: String,
+    /// Per filter entry where the filter holds prefixes beside its keys (`prefix`), as
+    /// `requested_bits_per_key` and `keys` are.
     bits_per_key: f64,
     requested_bits_per_key: f64,
     /// Probes per key; for a Ribbon filter, its result (fingerprint) bits.
@@ -323,11 +325,13 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
     )?;
     writeln!(out, "filter")?;
     writeln!(out, "  kind           {}", f.kind)?;
-    writeln!(
-        out,
-        "  bits per key   {:.2} (requested {:.2})",
-        f.bits_per_key, f.requested_bits_per_key
-    )?;
+    // A filter holding prefixes beside its keys is sized, and requested, per entry, and
+    // counts its entries.
+    let (per, counted) = match f.prefix.as_ref().is_some_and(|p| p.whole_keys) {
+        true => ("bits per entry", "entries"),
+        false => ("bits per key", "keys"),
+    };
+    writeln!(out, "  {per:<15}{:.2} (requested {:.2})", f.bits_per_key, f.requested_bits_per_key)?;
     match f.slots {
         Some(slots) => {
             writeln!(
@@ -346,10 +350,10 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
     writeln!(out, "  bits set       {:.4}", f.fraction_bits_set)?;
     match f.slots {
         // A Ribbon filter's bits say nothing of its key count.
-        Some(_) => writeln!(out, "  keys           {}", f.keys)?,
+        Some(_) => writeln!(out, "  {counted:<15}{}", f.keys)?,
         None => writeln!(
             out,
-            "  keys           {} actual, {:.0} estimated from the fill",
+            "  {counted:<15}{} actual, {:.0} estimated from the fill",
             f.keys, f.estimated_keys
         )?,
     }
