@@ -490,10 +490,10 @@ fn a_table_of_one_key_per_prefix_gets_more_bits_per_key() {
 
 /// Under the budgeted policy the prefix entries are paid for from about the same memory: the
 /// tree's filters hold about what they hold without an extractor (bits per key times keys,
-/// give or take the rounding of small tables to whole lines). About: a new table's entries
-/// are estimated from the deepest level's keys per prefix, and here every flush holds one key
-/// per prefix over a compacted level holding three, so the flushes' prefixes are
-/// underestimated and half the tree is such flushes (measured 9.6% over).
+/// give or take the rounding of small tables to whole lines). About: a new table's prefixes
+/// are estimated before it is written, here from a compacted level holding three keys per
+/// prefix for flushes holding one (measured 3.8% over; 9.6% when the estimate took the
+/// deepest level's keys per prefix for every new table).
 #[test]
 fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
     let mut per_key = Vec::new();
@@ -523,7 +523,7 @@ fn the_budget_pays_for_prefix_entries_from_the_same_memory() {
         }
     }
     assert!((9.5..11.5).contains(&per_key[0]), "{per_key:?} bits per key");
-    assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.12, "{per_key:?} bits per key");
+    assert!((per_key[1] / per_key[0] - 1.0).abs() < 0.06, "{per_key:?} bits per key");
 }
 
 /// `Db::filter_runs` splits its what-if budget as the engine does: per filter entry where

@@ -125,8 +125,8 @@ pub(crate) fn table_filter(
     let runs = runs(version, placement.replaces);
     // With prefixes, each run weighs its filter entries (keys and prefixes): an L0 table of
     // one key per prefix has twice the entries per key of the last level, and the budget is
-    // `b · n` bits spread over entries, `b · Σn / Σe` each on average. The new tables' entries
-    // are estimated at the tree's share.
+    // `b · n` bits spread over entries, `b · Σn / Σe` each on average. The new tables'
+    // prefixes are estimated (`new_prefixes`); their filters are sized by what they hold.
     let prefixed = share < 1.0;
     let weight = |r: &Run| if prefixed { r.entries() } else { r.keys() };
     let mut weights: Vec<u64> = runs.iter().map(weight).collect();
@@ -140,7 +140,10 @@ pub(crate) fn table_filter(
             weights.len() - 1
         }
     };
-    let added = if prefixed { (placement.keys as f64 / share) as u64 } else { placement.keys };
+    let added = match prefixed {
+        true => placement.keys.saturating_add(new_prefixes(version, placement)),
+        false => placement.keys,
+    };
     weights[target] = weights[target].saturating_add(added);
     let average = if prefixed {
         let keys = runs.iter().map(Run::keys).sum::<u64>().saturating_add(placement.keys);
@@ -150,6 +153,92 @@ pub(crate) fn table_filter(
         bits_per_key
     };
     filter_at(budget::allocate_for(&weights, &kinds, average)[target])
+}
+
+/// About how many distinct prefixes the tables of `placement` will hold, were keys spread
+/// evenly over the prefixes: `m` keys drawn over `P` prefixes hit `P · (1 − e^(−m/P))` of
+/// them. `P` is solved from the same relation on the largest group of tables whose count is
+/// known: the inputs of one level (each L0 table on its own), or without inputs (a flush, an
+/// ingest) the deepest level holding prefixed filters. The inputs are the better guide: they
+/// cover the output's key range, while a flush spreads over the whole tree's.
+///
+/// Why not the deepest level's share of keys among entries, which scales the bits per key:
+/// a compaction merging into the last level writes a level holding nearly all of each
+/// prefix's keys while that level, during a fill, still holds a part of them, so the share
+/// overestimated the output's prefixes; its tables then got fewer bits per entry than their
+/// run's share of the budget, and the tree's filters about 5% less memory than asked for.
+fn new_prefixes(version: &Version, placement: &Placement) -> u64 {
+    // (keys, prefixes) of the prefixed filters among `tables`.
+    let counts = |tables: &mut dyn Iterator<Item = &Arc<TableFile>>| {
+        tables.filter(|t| prefixed(t)).fold((0u64, 0u64), |(k, p), t| {
+            (
+                k.saturating_add(t.meta.num_entries),
+                p.saturating_add(t.table.properties().num_prefixes),
+            )
+        })
+    };
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    for level in 0..version.levels.len() {
+        let mut inputs = placement
+            .replaces
+            .iter()
+            .filter(|t| version.levels[level].iter().any(|v| v.meta.number == t.meta.number));
+        if level == 0 {
+            groups.extend(inputs.map(|t| counts(&mut std::iter::once(t))));
+        } else {
+            groups.push(counts(&mut inputs));
+        }
+    }
+    if groups.iter().all(|&(k, _)| k == 0) {
+        groups = version
+            .levels
+            .iter()
+            .rev()
+            .map(|tables| counts(&mut tables.iter()))
+            .filter(|&(k, _)| k > 0)
+            .take(1)
+            .collect();
+    }
+    let keys = placement.keys as f64;
+    let Some(&(n, p)) = groups.iter().max_by_key(|&&(k, _)| k) else { return 0 };
+    if p == 0 {
+        return 0;
+    }
+    match prefix_space(n as f64, p as f64) {
+        Some(space) => (space * -(-keys / space).exp_m1()) as u64,
+        // Every key a prefix of its own.
+        None => placement.keys,
+    }
+}
+
+/// Whether `t`'s filter holds whole keys and prefixes.
+fn prefixed(t: &TableFile) -> bool {
+    let c = t.table.filter().contents();
+    c.whole_keys && c.prefixes
+}
+
+/// The `P` for which `n` keys spread evenly over `P` prefixes are expected to hit `p` of them,
+/// `P · (1 − e^(−n/P)) = p`; `None` when `p` is about `n` (every key its own prefix: `P`
+/// without bound).
+fn prefix_space(n: f64, p: f64) -> Option<f64> {
+    let hit = |space: f64| space * -(-n / space).exp_m1();
+    // `hit` grows with `P` from below `p` (at `P = p`) towards `n`.
+    let (mut lo, mut hi) = (p, p);
+    while hit(hi) < p {
+        hi *= 2.0;
+        if hi > 1e6 * n.max(1.0) {
+            return None;
+        }
+    }
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if hit(mid) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(hi)
 }
 
 /// `policy` with its bits per key scaled by `share`.
@@ -188,4 +277,23 @@ fn key_share(version: &Version) -> f64 {
         }
     }
     1.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_space;
+
+    #[test]
+    fn the_prefix_space_is_solved_from_the_prefixes_keys_hit() {
+        // 2M keys over 2M prefixes hit 1 − 1/e of them.
+        let hit = 2e6 * (1.0 - (-1.0f64).exp());
+        let space = prefix_space(2e6, hit).unwrap();
+        assert!((space / 2e6 - 1.0).abs() < 1e-6, "{space}");
+        // Ten keys per prefix: nearly every prefix is hit.
+        let hit = 2e5 * (1.0 - (-10.0f64).exp());
+        let space = prefix_space(2e6, hit).unwrap();
+        assert!((space / 2e5 - 1.0).abs() < 1e-6, "{space}");
+        // Every key a prefix of its own.
+        assert_eq!(prefix_space(1000.0, 1000.0), None);
+    }
 }
