@@ -78,37 +78,35 @@ pub(crate) struct Placement<'a> {
 ///
 /// With a prefix extractor and whole keys, a table's filter also holds its prefixes, and a
 /// filter is sized by its entries (bits per key times keys and prefixes). So that the
-/// prefixes come out of about the same memory, every policy's bits per key is scaled by `r`,
-/// the share of keys among entries ([`key_share`]): the tree's filters then hold about
+/// prefixes come out of about the same memory, a uniform policy's bits per key is scaled by
+/// `r`, the share of keys among entries ([`key_share`]): the tree's filters then hold about
 /// `b · Σ n` bits, spread evenly over the entries. A table with one key per prefix (a flush
 /// of scattered writes) gets about twice the bits per key of one with ten. Under a budget the
-/// runs weigh their entries `e_i` (the new tables' estimated at `r`): minimising `Σ fpr(c_i)`
-/// under `Σ e_i · c_i = b · Σ n` is `allocate(e, b · Σn / Σe)`, `c_i` the run's bits per entry.
+/// runs weigh their entries `e_i` (the new tables' estimated by [`new_prefixes`]): minimising
+/// `Σ fpr(c_i)` under `Σ e_i · c_i = b · Σ n` is `allocate(e, b · Σn / Σe)`, `c_i` the run's
+/// bits per entry.
 pub(crate) fn table_filter(
     opts: &KeyspaceOptions,
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
-    let share = if opts.prefix_extractor.is_some() && opts.whole_key_filtering {
-        key_share(version)
-    } else {
-        1.0
-    };
-    let policy = per_entry(opts.filter_policy, share);
+    let prefixed = opts.prefix_extractor.is_some() && opts.whole_key_filtering;
+    let share = || if prefixed { key_share(version) } else { 1.0 };
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
-    let (bits_per_key, bloom_before_level) = match policy {
+    let (bits_per_key, bloom_before_level) = match opts.filter_policy {
         FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
+            let bits_per_key = bits_per_key * share();
             if placement.level < usize::from(bloom_before_level) {
                 let bits_per_key = budget::bits_for_fpr(ribbon::fpr_at(bits_per_key));
                 return FilterPolicy::BlockedBloom { bits_per_key };
             }
-            return policy;
+            return FilterPolicy::Ribbon { bits_per_key, bloom_before_level };
         }
         FilterPolicy::Budgeted { bits_per_key } => (bits_per_key, usize::MAX),
         FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level } => {
             (bits_per_key, usize::from(bloom_before_level))
         }
-        _ => return policy,
+        policy => return per_entry(policy, share()),
     };
     let kind_at = |level: usize| match level < bloom_before_level {
         true => CurveKind::Blocked,
@@ -120,14 +118,13 @@ pub(crate) fn table_filter(
         (true, CurveKind::Ribbon) => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 0 },
     };
     if placement.keys == 0 {
-        return filter_at(bits_per_key);
+        return filter_at(bits_per_key * share());
     }
     let runs = runs(version, placement.replaces);
     // With prefixes, each run weighs its filter entries (keys and prefixes): an L0 table of
     // one key per prefix has twice the entries per key of the last level, and the budget is
     // `b · n` bits spread over entries, `b · Σn / Σe` each on average. The new tables'
     // prefixes are estimated (`new_prefixes`); their filters are sized by what they hold.
-    let prefixed = share < 1.0;
     let weight = |r: &Run| if prefixed { r.entries() } else { r.keys() };
     let mut weights: Vec<u64> = runs.iter().map(weight).collect();
     let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
@@ -148,7 +145,7 @@ pub(crate) fn table_filter(
     let average = if prefixed {
         let keys = runs.iter().map(Run::keys).sum::<u64>().saturating_add(placement.keys);
         let entries = weights.iter().sum::<u64>().max(1);
-        (bits_per_key / share) * keys as f64 / entries as f64
+        bits_per_key * keys as f64 / entries as f64
     } else {
         bits_per_key
     };
