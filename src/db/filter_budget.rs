@@ -163,11 +163,11 @@ pub(crate) fn table_filter(
 /// a compaction merging into the last level writes a level holding nearly all of each
 /// prefix's keys while that level, during a fill, still holds a part of them, so the share
 /// overestimated the output's prefixes; its tables then got fewer bits per entry than their
-/// run's share of the budget, and the tree's filters about 5% less memory than asked for.
+/// run's share of the budget, and the tree's filters less memory than asked for.
 fn new_prefixes(version: &Version, placement: &Placement) -> u64 {
     // (keys, prefixes) of the prefixed filters among `tables`.
     let counts = |tables: &mut dyn Iterator<Item = &Arc<TableFile>>| {
-        tables.filter(|t| prefixed(t)).fold((0u64, 0u64), |(k, p), t| {
+        tables.filter(|t| holds_prefixes(t)).fold((0u64, 0u64), |(k, p), t| {
             (
                 k.saturating_add(t.meta.num_entries),
                 p.saturating_add(t.table.properties().num_prefixes),
@@ -209,7 +209,7 @@ fn new_prefixes(version: &Version, placement: &Placement) -> u64 {
 }
 
 /// Whether `t`'s filter holds whole keys and prefixes.
-fn prefixed(t: &TableFile) -> bool {
+fn holds_prefixes(t: &TableFile) -> bool {
     let c = t.table.filter().contents();
     c.whole_keys && c.prefixes
 }
