@@ -41,6 +41,22 @@ impl Run<'_> {
             a.saturating_add(t.meta.num_entries).saturating_add(t.table.properties().num_prefixes)
         })
     }
+
+    /// What the run weighs in a budget: its filter entries where filters hold prefixes
+    /// beside keys ([`weighs_entries`]), its keys otherwise.
+    pub(crate) fn weight(&self, by_entries: bool) -> u64 {
+        if by_entries {
+            self.entries()
+        } else {
+            self.keys()
+        }
+    }
+}
+
+/// Whether a keyspace's filters hold prefixes beside whole keys, so that a budget weighs its
+/// runs by filter entries and splits its memory per entry.
+pub(crate) fn weighs_entries(opts: &KeyspaceOptions) -> bool {
+    opts.prefix_extractor.is_some() && opts.whole_key_filtering
 }
 
 /// The runs of `version` an absent-key lookup meets, in read order: each L0 table (newest
@@ -90,7 +106,7 @@ pub(crate) fn table_filter(
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
-    let prefixed = opts.prefix_extractor.is_some() && opts.whole_key_filtering;
+    let prefixed = weighs_entries(opts);
     let share = || if prefixed { key_share(version) } else { 1.0 };
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
     let (bits_per_key, bloom_before_level) = match opts.filter_policy {
@@ -125,8 +141,7 @@ pub(crate) fn table_filter(
     // one key per prefix has twice the entries per key of the last level, and the budget is
     // `b · n` bits spread over entries, `b · Σn / Σe` each on average. The new tables'
     // prefixes are estimated (`new_prefixes`); their filters are sized by what they hold.
-    let weight = |r: &Run| if prefixed { r.entries() } else { r.keys() };
-    let mut weights: Vec<u64> = runs.iter().map(weight).collect();
+    let mut weights: Vec<u64> = runs.iter().map(|r| r.weight(prefixed)).collect();
     let mut kinds: Vec<CurveKind> = runs.iter().map(|r| kind_at(r.level)).collect();
     // New L0 tables are a run of their own; on a deeper level they join the level's run.
     let target = match runs.iter().position(|r| r.level == placement.level && r.level > 0) {

@@ -357,11 +357,8 @@ fn filter_runs(state: &Tree) -> Vec<FilterRun> {
     let keys: Vec<u64> = runs.iter().map(filter_budget::Run::keys).collect();
     // As the engine's budget does: with prefixes beside the keys, each run weighs its filter
     // entries, and the memory is split per entry.
-    let prefixed = state.opts.prefix_extractor.is_some() && state.opts.whole_key_filtering;
-    let entries: Vec<u64> = match prefixed {
-        true => runs.iter().map(filter_budget::Run::entries).collect(),
-        false => keys.clone(),
-    };
+    let by_entries = filter_budget::weighs_entries(&state.opts);
+    let entries: Vec<u64> = runs.iter().map(|r| r.weight(by_entries)).collect();
     let bits: Vec<u64> =
         runs.iter().map(|r| r.tables.iter().map(|t| t.table.filter().num_bits()).sum()).collect();
     let sum = |v: &[u64]| v.iter().fold(0u64, |a, &n| a.saturating_add(n));
