@@ -488,6 +488,34 @@ fn a_table_of_one_key_per_prefix_gets_more_bits_per_key() {
     assert!(l0 > 1.6 * last, "{l0} bits per key on L0 against {last}");
 }
 
+/// A compaction into the last level is sized at the share of keys among entries the tree will
+/// have once it is done, not the one it has: here the last level holds five keys per prefix
+/// when the second half of each prefix's keys is merged into it, and the merged level, ten
+/// keys per prefix, gets the bits per key asked for (sized at the share before the write it
+/// got 9.2).
+#[test]
+fn a_compaction_into_the_last_level_is_sized_at_the_share_it_leaves() {
+    let opts = Options::default()
+        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
+        .prefix_extractor(Some(PrefixExtractor::Fixed(5)))
+        .l0_triggers(64);
+    let (_dir, db) = common::db::open_temp(opts);
+    for half in 0..2u32 {
+        for s in 5 * half..5 * half + 5 {
+            for p in 0..2000u32 {
+                db.put(format!("{p:04}/{s}"), "v").unwrap();
+            }
+        }
+        db.compact().unwrap();
+    }
+    let tables = db.tables();
+    assert!(tables.iter().all(|t| t.prefixes > 0 && t.filter_whole_keys && t.level > 0));
+    let bits: f64 = tables.iter().map(|t| t.filter_memory_bytes as f64 * 8.0).sum();
+    let keys: f64 = tables.iter().map(|t| t.entries as f64).sum();
+    assert_eq!(keys, 20_000.0);
+    assert!((9.7..10.8).contains(&(bits / keys)), "{} bits per key", bits / keys);
+}
+
 /// Under the budgeted policy the prefix entries are paid for from about the same memory: the
 /// tree's filters hold about what they hold without an extractor (bits per key times keys,
 /// give or take the rounding of small tables to whole lines). About: a new table's prefixes

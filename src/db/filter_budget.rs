@@ -107,7 +107,7 @@ pub(crate) fn table_filter(
     placement: &Placement,
 ) -> FilterPolicy {
     let prefixed = weighs_entries(opts);
-    let share = || if prefixed { key_share(version) } else { 1.0 };
+    let share = || if prefixed { key_share(version, placement) } else { 1.0 };
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
     let (bits_per_key, bloom_before_level) = match opts.filter_policy {
         FilterPolicy::Ribbon { bits_per_key, bloom_before_level } => {
@@ -266,29 +266,38 @@ fn per_entry(mut policy: FilterPolicy, share: f64) -> FilterPolicy {
     policy
 }
 
-/// The share of whole keys among the entries of the filters that hold both keys and prefixes,
-/// on the deepest level that has such filters (1 if none does). The deepest level holds most
-/// keys, each prefix's gathered together, so its share is the data's: sized at it, that level
-/// gets the bits per key asked for and the smaller levels, fewer keys per prefix, a little more.
-/// The whole tree's share would lag: tables of a few keys per prefix, about to be merged away,
-/// pull it down, and the tables written from them got too few bits.
-fn key_share(version: &Version) -> f64 {
-    for tables in version.levels.iter().rev() {
-        let (mut keys, mut entries) = (0u64, 0u64);
-        for t in tables {
-            let f = t.table.filter();
-            let c = f.contents();
-            if c.whole_keys && c.prefixes {
-                let prefixes = t.table.properties().num_prefixes;
-                entries = entries.saturating_add(f.num_keys());
-                keys = keys.saturating_add(f.num_keys().saturating_sub(prefixes));
-            }
-        }
-        if entries > 0 && keys > 0 {
-            return keys as f64 / entries as f64;
+/// `r`, the share of whole keys among the entries of the filters that hold both keys and
+/// prefixes, over the tree as it will be once the write `placement` describes is done: the
+/// tables it replaces left out, its new tables' prefixes estimated by [`new_prefixes`] (1 if
+/// no filter holds prefixes). Every table sized at `b · r` bits per entry, the tree's filters
+/// hold `b · Σ n` bits, what they would hold without prefixes.
+///
+/// Taken before the write, the share would lag: a compaction into the last level would be
+/// sized with its inputs of a few keys per prefix still counted, though it merges them away,
+/// and its tables would get too few bits. The deepest level's share alone would overspend:
+/// smaller levels, fewer keys per prefix, would get more bits per key than it and nothing
+/// would pay for them.
+fn key_share(version: &Version, placement: &Placement) -> f64 {
+    let replaced =
+        |t: &TableFile| placement.replaces.iter().any(|r| r.meta.number == t.meta.number);
+    let (mut keys, mut entries) = (0u64, 0u64);
+    for t in version.levels.iter().flatten() {
+        if holds_prefixes(t) && !replaced(t) {
+            let total = t.table.filter().num_keys();
+            entries = entries.saturating_add(total);
+            keys = keys.saturating_add(total.saturating_sub(t.table.properties().num_prefixes));
         }
     }
-    1.0
+    let new_prefixes = new_prefixes(version, placement);
+    if new_prefixes > 0 {
+        keys = keys.saturating_add(placement.keys);
+        entries = entries.saturating_add(placement.keys).saturating_add(new_prefixes);
+    }
+    if entries > 0 && keys > 0 {
+        keys as f64 / entries as f64
+    } else {
+        1.0
+    }
 }
 
 #[cfg(test)]
