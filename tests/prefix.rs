@@ -455,17 +455,22 @@ fn a_keyspace_keeps_its_extractor_across_reopen() {
     assert!(tables.iter().all(|t| t.prefixes == 2 && !t.filter_whole_keys));
 }
 
+/// Blocked filters at 10 bits per key holding 5-byte prefixes, with L0 left to grow, so a test
+/// decides when compactions run.
+fn blocked_with_prefixes() -> Options {
+    Options::default()
+        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
+        .prefix_extractor(Some(PrefixExtractor::Fixed(5)))
+        .l0_triggers(64)
+}
+
 /// Filters are sized by their entries, keys and prefixes alike, at the tree's bits per key
 /// scaled by its share of keys among entries: an L0 table of scattered writes (one key per
 /// prefix) gets about twice the bits per key of a level holding ten keys per prefix, and that
 /// level about the bits per key asked for.
 #[test]
 fn a_table_of_one_key_per_prefix_gets_more_bits_per_key() {
-    let opts = Options::default()
-        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
-        .prefix_extractor(Some(PrefixExtractor::Fixed(5)))
-        .l0_triggers(64);
-    let (_dir, db) = common::db::open_temp(opts);
+    let (_dir, db) = common::db::open_temp(blocked_with_prefixes());
     for s in 0..10u32 {
         for p in 0..2000u32 {
             db.put(format!("{p:04}/{s}"), "v").unwrap();
@@ -495,11 +500,7 @@ fn a_table_of_one_key_per_prefix_gets_more_bits_per_key() {
 /// got 9.2).
 #[test]
 fn a_compaction_into_the_last_level_is_sized_at_the_share_it_leaves() {
-    let opts = Options::default()
-        .filter_policy(FilterPolicy::BlockedBloom { bits_per_key: 10.0 })
-        .prefix_extractor(Some(PrefixExtractor::Fixed(5)))
-        .l0_triggers(64);
-    let (_dir, db) = common::db::open_temp(opts);
+    let (_dir, db) = common::db::open_temp(blocked_with_prefixes());
     for half in 0..2u32 {
         for s in 5 * half..5 * half + 5 {
             for p in 0..2000u32 {
