@@ -62,7 +62,7 @@ pub(crate) fn weighs_entries(opts: &KeyspaceOptions) -> bool {
 /// The runs of `version` an absent-key lookup meets, in read order: each L0 table (newest
 /// first), then each non-empty deeper level. Tables in `without` are left out.
 pub(crate) fn runs<'v>(version: &'v Version, without: &[Arc<TableFile>]) -> Vec<Run<'v>> {
-    let kept = |t: &&Arc<TableFile>| !without.iter().any(|w| w.meta.number == t.meta.number);
+    let kept = |t: &&Arc<TableFile>| !is_among(t, without);
     let mut runs: Vec<Run<'v>> =
         version.levels[0].iter().filter(kept).map(|t| Run { level: 0, tables: vec![t] }).collect();
     for (level, tables) in version.levels.iter().enumerate().skip(1) {
@@ -191,10 +191,7 @@ fn new_prefixes(version: &Version, placement: &Placement) -> u64 {
     };
     let mut groups: Vec<(u64, u64)> = Vec::new();
     for level in 0..version.levels.len() {
-        let mut inputs = placement
-            .replaces
-            .iter()
-            .filter(|t| version.levels[level].iter().any(|v| v.meta.number == t.meta.number));
+        let mut inputs = placement.replaces.iter().filter(|t| is_among(t, &version.levels[level]));
         if level == 0 {
             groups.extend(inputs.map(|t| counts(&mut std::iter::once(t))));
         } else {
@@ -221,6 +218,11 @@ fn new_prefixes(version: &Version, placement: &Placement) -> u64 {
         // Every key a prefix of its own.
         None => placement.keys,
     }
+}
+
+/// Whether `t` is one of `tables` (by file number).
+fn is_among(t: &TableFile, tables: &[Arc<TableFile>]) -> bool {
+    tables.iter().any(|u| u.meta.number == t.meta.number)
 }
 
 /// Whether `t`'s filter holds whole keys and prefixes.
@@ -278,11 +280,9 @@ fn per_entry(mut policy: FilterPolicy, share: f64) -> FilterPolicy {
 /// smaller levels, fewer keys per prefix, would get more bits per key than it and nothing
 /// would pay for them.
 fn key_share(version: &Version, placement: &Placement) -> f64 {
-    let replaced =
-        |t: &TableFile| placement.replaces.iter().any(|r| r.meta.number == t.meta.number);
     let (mut keys, mut entries) = (0u64, 0u64);
     for t in version.levels.iter().flatten() {
-        if holds_prefixes(t) && !replaced(t) {
+        if holds_prefixes(t) && !is_among(t, placement.replaces) {
             let total = t.table.filter().num_keys();
             entries = entries.saturating_add(total);
             keys = keys.saturating_add(total.saturating_sub(t.table.properties().num_prefixes));
