@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "client")]
 pub use client::{Client, ClientError, CLIENT_HEADER, SEQ_HEADER};
-pub use log_store::LogStore;
+pub use log_store::{LogStore, DEFAULT_MAX_APPEND_BYTES};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
 
@@ -290,6 +290,43 @@ impl KvReader {
     /// Every key starting with `prefix` and its value, in key order, as of one moment.
     pub fn prefix(&self, prefix: &[u8]) -> impl Iterator<Item = bloomkv::Result<(Vec<u8>, Value)>> {
         self.db.prefix(keys::data(prefix)).map(|item| {
+            item.map(|(mut key, value)| {
+                key.drain(..keys::DATA.len());
+                (key, value)
+            })
+        })
+    }
+
+    /// The keys starting with `prefix` that sort after `after` (all of them if `None`), with
+    /// their values, in key order, as of one moment: the next page of a scan that stopped at
+    /// `after`.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (_log, sm) = bloomkv_raft::open(dir.path(), bloomkv::Options::default()).unwrap();
+    /// let kv = sm.reader();
+    /// assert_eq!(kv.prefix_after(b"user/", Some(&b"user/7"[..])).count(), 0);
+    /// ```
+    pub fn prefix_after(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+    ) -> impl Iterator<Item = bloomkv::Result<(Vec<u8>, Value)>> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(after) if after >= prefix => Bound::Excluded(keys::data(after)),
+            _ => Bound::Included(keys::data(prefix)),
+        };
+        // The first key after every key with the prefix: its last byte below 0xff raised by
+        // one (`data/` guarantees there is one).
+        let mut end = keys::data(prefix);
+        while end.last() == Some(&0xff) {
+            end.pop();
+        }
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        self.db.range((start, Bound::Excluded(end))).map(|item| {
             item.map(|(mut key, value)| {
                 key.drain(..keys::DATA.len());
                 (key, value)

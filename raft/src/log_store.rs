@@ -1,8 +1,9 @@
 //! [`LogStore`]: openraft's log and vote storage on bloomkv.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bloomkv::{Db, WriteBatch, WriteOptions};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -29,7 +30,18 @@ const LOG_END: &[u8] = b"log0";
 #[derive(Debug, Clone)]
 pub struct LogStore {
     db: Arc<Db>,
+    max_append_bytes: usize,
+    /// Encoded size by index of the entries in the log, as far as known (entries written
+    /// before this process are filled in when first asked for): what a follower's lag is in
+    /// bytes, without reading the entries again at every look.
+    sizes: Arc<Mutex<BTreeMap<u64, u32>>>,
 }
+
+/// The default of [`LogStore::with_max_append_bytes`]: TiKV's `raft-max-size-per-msg`. One
+/// append must reach a follower and be fsynced there within openraft's append timeout (its
+/// heartbeat interval); an append of a few MiB does that on a loaded disk, one of tens of MiB
+/// does not, is sent again, and queues behind itself until the follower stops answering.
+pub const DEFAULT_MAX_APPEND_BYTES: usize = 1 << 20;
 
 fn read_logs(e: AnyError) -> StorageError {
     StorageIOError::read_logs(e).into()
@@ -49,7 +61,22 @@ fn synced() -> WriteOptions {
 
 impl LogStore {
     pub(crate) fn new(db: Arc<Db>) -> LogStore {
-        LogStore { db }
+        LogStore { db, max_append_bytes: DEFAULT_MAX_APPEND_BYTES, sizes: Default::default() }
+    }
+
+    /// Bounds the encoded bytes of the entries one append to a follower carries (default
+    /// [`DEFAULT_MAX_APPEND_BYTES`]); an append always carries at least one entry, however
+    /// large. openraft's `max_payload_entries` bounds the same appends by count.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (log, _sm) = bloomkv_raft::open(dir.path(), bloomkv::Options::default()).unwrap();
+    /// let log = log.with_max_append_bytes(4 << 20);
+    /// # drop(log);
+    /// ```
+    pub fn with_max_append_bytes(mut self, bytes: usize) -> LogStore {
+        self.max_append_bytes = bytes.max(1);
+        self
     }
 
     fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StorageError> {
@@ -62,8 +89,11 @@ impl LogStore {
         entries: impl IntoIterator<Item = Entry<TypeConfig>>,
     ) -> Result<(), StorageError> {
         let mut batch = WriteBatch::new();
+        let mut sizes = Vec::new();
         for entry in entries {
-            batch.put(keys::log(entry.log_id.index), encode(&entry).map_err(write_logs)?);
+            let encoded = encode(&entry).map_err(write_logs)?;
+            sizes.push((entry.log_id.index, encoded.len() as u32));
+            batch.put(keys::log(entry.log_id.index), encoded);
         }
         if batch.is_empty() {
             return Ok(());
@@ -72,7 +102,47 @@ impl LogStore {
         blocking(move || db.write(&batch, &synced()))
             .await
             .map_err(write_logs)?
-            .or_storage(write_logs)
+            .or_storage(write_logs)?;
+        self.sizes.lock().unwrap().extend(sizes);
+        Ok(())
+    }
+
+    /// Encoded bytes of the log's entries after index `after` (from the first if `None`) up to
+    /// and including `upto`: on a leader, how far behind a follower that matched `after` is.
+    /// Entries already purged count nothing (a follower that far behind needs a snapshot).
+    pub fn bytes_between(&self, after: Option<u64>, upto: u64) -> bloomkv::Result<u64> {
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        if from > upto {
+            return Ok(0);
+        }
+        let (mut total, mut missing) = (0u64, Vec::new());
+        {
+            let sizes = self.sizes.lock().unwrap();
+            let mut next = from;
+            for (&index, &size) in sizes.range(from..=upto) {
+                if index > next {
+                    missing.push(next..index);
+                }
+                total += u64::from(size);
+                next = index + 1;
+            }
+            if next <= upto {
+                missing.push(next..upto + 1);
+            }
+        }
+        for gap in missing {
+            let range = keys::log(gap.start).to_vec()..keys::log(gap.end).to_vec();
+            let mut found = Vec::new();
+            for item in self.db.range(range) {
+                let (key, value) = item?;
+                if let Some(index) = keys::log_index(&key) {
+                    found.push((index, value.len() as u32));
+                    total += value.len() as u64;
+                }
+            }
+            self.sizes.lock().unwrap().extend(found);
+        }
+        Ok(total)
     }
 
     async fn write_synced(
@@ -90,6 +160,26 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
+        self.read_entries(range, usize::MAX)
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
+        self.read_entries(start..end, self.max_append_bytes)
+    }
+}
+
+impl LogStore {
+    /// The entries in `range`, stopping before the first that would take their encoded size
+    /// past `budget` (the first entry is always taken).
+    fn read_entries<RB: RangeBounds<u64>>(
+        &self,
+        range: RB,
+        budget: usize,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
         let from = match range.start_bound() {
             Bound::Included(&i) => i,
             Bound::Excluded(&i) => match i.checked_add(1) {
@@ -104,8 +194,13 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => Bound::Excluded(LOG_END.to_vec()),
         };
         let mut entries = Vec::new();
+        let mut bytes = 0usize;
         for item in self.db.range((Bound::Included(keys::log(from).to_vec()), end)) {
             let (key, value) = item.or_storage(read_logs)?;
+            bytes = bytes.saturating_add(value.len());
+            if bytes > budget && !entries.is_empty() {
+                break;
+            }
             let index = keys::log_index(&key).unwrap_or_default();
             let entry: Entry<TypeConfig> = postcard::from_bytes(&value)
                 .map_err(|e| StorageIOError::read_log_at_index(index, AnyError::new(&e)))?;
@@ -198,7 +293,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // One range tombstone for the whole tail, however long.
         let mut batch = WriteBatch::new();
         batch.delete_range(keys::log(log_id.index).to_vec()..LOG_END.to_vec());
-        self.write_synced(batch, delete_logs).await
+        self.write_synced(batch, delete_logs).await?;
+        self.sizes.lock().unwrap().split_off(&log_id.index);
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
@@ -215,7 +312,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::new();
         batch.delete_range(keys::log(from).to_vec()..end);
         batch.put(keys::PURGED, encode(&log_id).map_err(delete_logs)?);
-        self.write_synced(batch, delete_logs).await
+        self.write_synced(batch, delete_logs).await?;
+        let mut sizes = self.sizes.lock().unwrap();
+        *sizes = sizes.split_off(&(log_id.index + 1));
+        Ok(())
     }
 }
 
@@ -280,5 +380,52 @@ mod tests {
         log.write_entries([blank(3, 31)]).await.unwrap();
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_log_id, Some(log_id(3, 1, 31)));
+    }
+
+    #[tokio::test]
+    async fn an_append_is_bounded_in_bytes_but_carries_at_least_one_entry() {
+        let (_dir, log) = store();
+        let value = |i: u64| crate::Command::put(format!("k{i:03}"), vec![7u8; 1000]);
+        let entry =
+            |i: u64| Entry { log_id: log_id(1, 1, i), payload: EntryPayload::Normal(value(i)) };
+        log.write_entries((1..=50).map(entry)).await.unwrap();
+        let one = encode(&entry(1)).unwrap().len();
+
+        let mut limited = log.clone().with_max_append_bytes(10 * one);
+        let got = limited.limited_get_log_entries(1, 51).await.unwrap();
+        assert_eq!(
+            got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(),
+            (1..=10).collect::<Vec<_>>()
+        );
+        // Below one entry's size, one entry still goes: replication must always progress.
+        let mut tiny = log.clone().with_max_append_bytes(1);
+        let got = tiny.limited_get_log_entries(20, 51).await.unwrap();
+        assert_eq!(got.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), vec![20]);
+        // Reads for other purposes are not limited.
+        assert_eq!(tiny.try_get_log_entries(1..51).await.unwrap().len(), 50);
+    }
+
+    #[tokio::test]
+    async fn lag_in_bytes_counts_the_entries_between_and_forgets_purged_ones() {
+        let (dir, log) = store();
+        let entry = |i: u64| Entry {
+            log_id: log_id(1, 1, i),
+            payload: EntryPayload::Normal(crate::Command::put("k", vec![0u8; 100 * i as usize])),
+        };
+        log.write_entries((1..=10).map(entry)).await.unwrap();
+        let size = |i: u64| encode(&entry(i)).unwrap().len() as u64;
+        let sum = |r: std::ops::RangeInclusive<u64>| r.map(size).sum::<u64>();
+        assert_eq!(log.bytes_between(None, 10).unwrap(), sum(1..=10));
+        assert_eq!(log.bytes_between(Some(4), 7).unwrap(), sum(5..=7));
+        assert_eq!(log.bytes_between(Some(10), 10).unwrap(), 0);
+        let mut purging = log.clone();
+        purging.purge(log_id(1, 1, 3)).await.unwrap();
+        assert_eq!(log.bytes_between(None, 10).unwrap(), sum(4..=10));
+        // Entries written by an earlier process are read once, then known.
+        drop((log, purging));
+        let (log, _) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        assert_eq!(log.bytes_between(Some(5), 10).unwrap(), sum(6..=10));
+        assert_eq!(log.sizes.lock().unwrap().len(), 5);
+        assert_eq!(log.bytes_between(None, 10).unwrap(), sum(4..=10));
     }
 }

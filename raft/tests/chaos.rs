@@ -21,7 +21,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{kv_node, wait_until};
+use common::{kv_node, scan_all, wait_until};
 
 /// A small deterministic generator (xorshift64*): the schedule is reproducible from its seed.
 struct Rng(u64);
@@ -261,16 +261,10 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
     assert!(chunks.is_some_and(|c| c != "0"), "node 4 joined without a snapshot:\n{metrics}");
     let mut scans = Vec::new();
     for node in &nodes {
-        let url = node.url(&format!("/kv?prefix=k&limit={}&consistency=stale", i + 1));
-        let scan: Value = http.get(url).send().await.unwrap().json().await.unwrap();
-        let held: BTreeMap<String, String> = scan["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|item| {
-                let text = |f: &str| item[f].as_str().unwrap().to_string();
-                (text("key"), text("value"))
-            })
+        let held: BTreeMap<String, String> = scan_all(&http, &node.url(""), "k")
+            .await
+            .into_iter()
+            .map(|(k, v)| (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap()))
             .collect();
         for (key, value) in &acked {
             assert_eq!(held.get(key), Some(value), "node {}: acknowledged {key}", node.id);

@@ -273,7 +273,8 @@ async fn status_and_metrics_show_replication_and_stuck_admin_calls_time_out() {
     // (openraft counts a new learner as caught up, so adding it returns at once), and the
     // call gives up.
     let nobody = (9, "127.0.0.1:1".to_string());
-    let added = http.post(url(leader, "/cluster/learner")).json(&nobody).send().await.unwrap();
+    let added =
+        http.post(url(leader, "/cluster/learner?wait=false")).json(&nobody).send().await.unwrap();
     assert_eq!(added.status(), StatusCode::OK);
     // The client's own limit turns a node that never answers into a failure, not a hang.
     let members = http.post(url(leader, "/cluster/members")).json(&[1, 9]);

@@ -1,0 +1,409 @@
+//! Cluster management: forming a cluster, adding a learner and waiting until it has caught up,
+//! changing and removing members, snapshots, and what the node reports of itself (status,
+//! health, metrics).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bloomkv_raft::NodeId;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use serde_json::json;
+
+use super::{json_line, not_leader, App};
+
+type AppState = State<Arc<App>>;
+type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
+
+pub async fn init(State(app): AppState) -> Response {
+    let me = BTreeMap::from([(app.id, BasicNode::new(&app.addr))]);
+    admin(&app, "init", async {
+        match app.raft.initialize(me).await {
+            Ok(()) => (StatusCode::OK, "initialized\n").into_response(),
+            Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+        }
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+pub struct LearnerParams {
+    /// `false`: answer once the learner is added, without waiting for it to catch up.
+    wait: Option<bool>,
+}
+
+/// Adds a learner, then waits until it has matched everything the leader's log held when it
+/// was added: only then can it be promoted without holding up commits. Catching up 1 GiB by
+/// snapshot takes tens of seconds; past the admin timeout the call answers 504 and the learner
+/// goes on catching up (`/cluster/status` shows its lag in entries and bytes).
+pub async fn add_learner(
+    State(app): AppState,
+    Query(params): Query<LearnerParams>,
+    Json((id, addr)): Json<(NodeId, String)>,
+) -> Response {
+    let started = Instant::now();
+    admin(&app, "add learner", async {
+        let target = app.raft.metrics().borrow().last_log_index;
+        let added = match app.raft.add_learner(id, BasicNode::new(addr), false).await {
+            Ok(resp) => resp.log_id.index,
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => return not_leader(f),
+            Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+        };
+        if params.wait == Some(false) {
+            return format!("learner {id} added at log index {added}; not waiting for it\n")
+                .into_response();
+        }
+        let target = target.unwrap_or(0).max(added);
+        let caught_up = move |m: &Metrics| matched(m, id).is_some_and(|matched| matched >= target);
+        match app.raft.wait(None).metrics(caught_up, "learner caught up").await {
+            Ok(_) => format!(
+                "learner {id} added at log index {added}, caught up to {target} in {:.1} s\n",
+                started.elapsed().as_secs_f64()
+            )
+            .into_response(),
+            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+        }
+    })
+    .await
+}
+
+/// On a leader, the last log index `id` has matched.
+fn matched(m: &Metrics, id: NodeId) -> Option<u64> {
+    m.replication.as_ref()?.get(&id).copied().flatten().map(|l| l.index)
+}
+
+/// Makes the voters exactly `ids` (each already a member: add it as a learner first).
+pub async fn change_membership(
+    State(app): AppState,
+    Json(ids): Json<BTreeSet<NodeId>>,
+) -> Response {
+    admin(&app, "change members", async {
+        match app.raft.change_membership(ids.clone(), false).await {
+            Ok(resp) => {
+                format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+        }
+    })
+    .await
+}
+
+/// Removes members, voters or learners: voters first leave the voters (a joint change), then
+/// every named node leaves the cluster, and the leader stops replicating to it.
+pub async fn remove(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> Response {
+    admin(&app, "remove members", async {
+        let membership = app.raft.metrics().borrow().membership_config.membership().clone();
+        let unknown: Vec<_> = ids.iter().filter(|id| membership.get_node(id).is_none()).collect();
+        if !unknown.is_empty() {
+            let body = format!("not members: {unknown:?}; nothing changed\n");
+            return (StatusCode::NOT_FOUND, body).into_response();
+        }
+        let voters: BTreeSet<NodeId> =
+            membership.voter_ids().filter(|id| ids.contains(id)).collect();
+        if !voters.is_empty() && voters.len() == membership.voter_ids().count() {
+            let body = "refusing to remove every voter; nothing changed\n";
+            return (StatusCode::CONFLICT, body).into_response();
+        }
+        let changes =
+            [ChangeMembers::RemoveVoters(voters.clone()), ChangeMembers::RemoveNodes(ids.clone())];
+        let mut index = 0;
+        for change in changes {
+            if matches!(&change, ChangeMembers::RemoveVoters(v) if v.is_empty()) {
+                continue;
+            }
+            match app.raft.change_membership(change, false).await {
+                Ok(resp) => index = resp.log_id.index,
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    return not_leader(f)
+                }
+                Err(e) => {
+                    return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+                }
+            }
+        }
+        format!("removed {ids:?}, at log index {index}\n").into_response()
+    })
+    .await
+}
+
+pub async fn take_snapshot(State(app): AppState) -> Response {
+    admin(&app, "snapshot", async {
+        let applied = app.raft.metrics().borrow().last_applied.map(|l| l.index);
+        let Some(upto) = applied else {
+            return (StatusCode::CONFLICT, "nothing applied yet\n").into_response();
+        };
+        let failed = |e: &dyn std::fmt::Display| {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+        };
+        if let Err(e) = app.raft.trigger().snapshot().await {
+            return failed(&e);
+        }
+        let taken = |m: &Metrics| m.snapshot.is_some_and(|s| s.index >= upto);
+        if let Err(e) = app.raft.wait(None).metrics(taken, "snapshot taken").await {
+            return failed(&e);
+        }
+        if let Err(e) = app.raft.trigger().purge_log(upto).await {
+            return failed(&e);
+        }
+        let purged = |m: &Metrics| m.purged.is_some_and(|p| p.index >= upto);
+        if let Err(e) = app.raft.wait(None).metrics(purged, "log purged").await {
+            return failed(&e);
+        }
+        format!("snapshot at index {upto}, log purged up to it\n").into_response()
+    })
+    .await
+}
+
+/// Runs a cluster call for at most the node's admin timeout.
+async fn admin(
+    app: &App,
+    what: &str,
+    call: impl std::future::Future<Output = Response>,
+) -> Response {
+    match tokio::time::timeout(app.admin_timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            let secs = app.admin_timeout.as_secs_f64();
+            let body = format!(
+                "{what} gave up after {secs} s; it may still complete: see /cluster/status\n"
+            );
+            (StatusCode::GATEWAY_TIMEOUT, body).into_response()
+        }
+    }
+}
+
+/// 200 while the node's raft core runs, 503 with the reason once it has stopped (a storage
+/// error, a log it cannot follow): such a node serves nothing, and its process should be
+/// restarted or replaced.
+pub async fn health(State(app): AppState) -> Response {
+    let m = app.raft.metrics().borrow().clone();
+    match &m.running_state {
+        Ok(()) => {
+            json_line(StatusCode::OK, json!({ "healthy": true, "state": format!("{:?}", m.state) }))
+        }
+        Err(fatal) => json_line(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "healthy": false, "error": fatal.to_string() }),
+        ),
+    }
+}
+
+/// On a leader, what it knows of one other member.
+struct Follower {
+    id: NodeId,
+    matched: Option<u64>,
+    lag_entries: u64,
+    /// `None` where the log is not at hand (a read failed).
+    lag_bytes: Option<u64>,
+    /// Milliseconds since an RPC to it last succeeded; `None`: never, since this node started.
+    last_contact_ms: Option<u64>,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+/// Each other member's replication, on a leader.
+fn followers(app: &App, m: &Metrics) -> Option<Vec<Follower>> {
+    let last = m.last_log_index.unwrap_or(0);
+    let replication = m.replication.as_ref()?;
+    let peers = app.network.peers.get();
+    Some(
+        replication
+            .iter()
+            .filter(|(id, _)| **id != m.id)
+            .map(|(&id, matched)| {
+                let matched = matched.map(|l| l.index);
+                let peer = peers.get(&id);
+                Follower {
+                    id,
+                    matched,
+                    // A member that has matched nothing (new, or its disk was lost) lags by
+                    // the whole log.
+                    lag_entries: match matched {
+                        Some(i) => last.saturating_sub(i),
+                        None => m.last_log_index.map_or(0, |l| l + 1),
+                    },
+                    lag_bytes: app.log.bytes_between(matched, last).ok(),
+                    last_contact_ms: peer
+                        .and_then(|p| p.last_ok)
+                        .map(|t| t.elapsed().as_millis() as u64),
+                    errors: peer.map_or(0, |p| p.errors),
+                    last_error: peer.and_then(|p| p.last_error.clone()),
+                }
+            })
+            .collect(),
+    )
+}
+
+pub async fn status(State(app): AppState) -> Response {
+    let m = app.raft.metrics().borrow().clone();
+    let leader_addr = m
+        .current_leader
+        .and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+    let followers = followers(&app, &m);
+    let lag = followers.as_ref().map(|f| {
+        f.iter().map(|f| (f.id.to_string(), json!(f.lag_entries))).collect::<BTreeMap<_, _>>()
+    });
+    let replication = followers.as_ref().map(|f| {
+        f.iter()
+            .map(|f| {
+                let detail = json!({
+                    "matched": f.matched,
+                    "lag_entries": f.lag_entries,
+                    "lag_bytes": f.lag_bytes,
+                    "last_contact_ms": f.last_contact_ms,
+                    "errors": f.errors,
+                    "last_error": f.last_error,
+                });
+                (f.id.to_string(), detail)
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    let membership = m.membership_config.membership();
+    let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+    let learners: Vec<NodeId> = membership.learner_ids().collect();
+    json_line(
+        StatusCode::OK,
+        json!({
+            "id": app.id,
+            "healthy": m.running_state.is_ok(),
+            "error": m.running_state.as_ref().err().map(|e| e.to_string()),
+            "state": format!("{:?}", m.state),
+            "leader": m.current_leader,
+            "leader_addr": leader_addr,
+            "term": m.current_term,
+            "last_log_index": m.last_log_index,
+            "last_applied": m.last_applied.map(|l| l.index),
+            "snapshot": m.snapshot.map(|l| l.index),
+            "purged": m.purged.map(|l| l.index),
+            "millis_since_quorum_ack": m.millis_since_quorum_ack,
+            "replication_lag": lag,
+            "replication": replication,
+            "voters": voters,
+            "learners": learners,
+            "write_bytes_in_flight": app.writes.in_flight(),
+        }),
+    )
+}
+
+/// The node's figures in Prometheus' text format.
+pub async fn metrics(State(app): AppState) -> Response {
+    let m = app.raft.metrics().borrow().clone();
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, value: Option<u64>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        if let Some(v) = value {
+            let _ = writeln!(out, "{name} {v}");
+        }
+    };
+    let leader = m.current_leader.map(|l| u64::from(l == app.id));
+    gauge(
+        "raft_up",
+        "1 while the raft core runs, 0 once it has stopped.",
+        Some(m.running_state.is_ok().into()),
+    );
+    gauge("raft_term", "The current term.", Some(m.current_term));
+    gauge("raft_is_leader", "1 if this node leads, 0 if another does.", leader);
+    gauge("raft_last_log_index", "Index of the last log entry.", m.last_log_index);
+    gauge(
+        "raft_last_applied_index",
+        "Index of the last entry applied.",
+        m.last_applied.map(|l| l.index),
+    );
+    gauge("raft_snapshot_index", "Index the last snapshot covers.", m.snapshot.map(|l| l.index));
+    gauge("raft_purged_index", "Index up to which the log is purged.", m.purged.map(|l| l.index));
+    gauge(
+        "raft_snapshot_chunks_received",
+        "Snapshot chunks this node has received.",
+        Some(app.snapshot_chunks.load(Ordering::Relaxed)),
+    );
+    gauge(
+        "raft_snapshot_bytes_received",
+        "Snapshot bytes this node has received.",
+        Some(app.snapshot_bytes.load(Ordering::Relaxed)),
+    );
+    gauge(
+        "raft_millis_since_quorum_ack",
+        "On a leader, ms since a quorum last acknowledged it.",
+        m.millis_since_quorum_ack,
+    );
+    gauge(
+        "raft_write_bytes_in_flight",
+        "Bytes of client writes proposed on this node and not yet answered.",
+        Some(app.writes.in_flight()),
+    );
+    let followers = followers(&app, &m).unwrap_or_default();
+    let mut series =
+        |name: &str, help: &str, kind: &str, value: &dyn Fn(&Follower) -> Option<u64>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for f in &followers {
+                if let Some(v) = value(f) {
+                    let _ = writeln!(out, "{name}{{member=\"{}\"}} {v}", f.id);
+                }
+            }
+        };
+    series(
+        "raft_replication_lag",
+        "On a leader, entries a member has not matched.",
+        "gauge",
+        &|f| Some(f.lag_entries),
+    );
+    series(
+        "raft_replication_lag_bytes",
+        "On a leader, bytes of log entries a member has not matched.",
+        "gauge",
+        &|f| f.lag_bytes,
+    );
+    series(
+        "raft_member_millis_since_contact",
+        "On a leader, ms since an RPC to a member last succeeded (absent: never).",
+        "gauge",
+        &|f| f.last_contact_ms,
+    );
+    series("raft_member_rpc_errors_total", "Raft RPCs to a member that failed.", "counter", &|f| {
+        Some(f.errors)
+    });
+    let peers = app.network.peers.get();
+    let _ = writeln!(
+        out,
+        "# HELP raft_sent_bytes_total Request bytes of raft RPCs sent, by member and kind.\n\
+         # TYPE raft_sent_bytes_total counter"
+    );
+    for (id, p) in &peers {
+        let _ = writeln!(
+            out,
+            "raft_sent_bytes_total{{member=\"{id}\",kind=\"append\"}} {}",
+            p.append_bytes
+        );
+        let _ = writeln!(
+            out,
+            "raft_sent_bytes_total{{member=\"{id}\",kind=\"snapshot\"}} {}",
+            p.snapshot_bytes
+        );
+    }
+    let stats = app.kv.stats();
+    let mut gauge = |name: &str, help: &str, value: u64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    };
+    gauge(
+        "bloomkv_tables",
+        "Tables in the node's store.",
+        stats.tables_per_level.iter().map(|&n| n as u64).sum(),
+    );
+    gauge(
+        "bloomkv_filter_memory_bytes",
+        "Bytes of the store's filters in RAM.",
+        stats.filter_memory_bytes,
+    );
+    gauge("bloomkv_memtable_bytes", "Bytes in the store's memtables.", stats.memtable_bytes);
+    gauge("bloomkv_wal_bytes", "Bytes of the store's write-ahead log.", stats.wal_bytes);
+    app.requests_seen.write(&mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

@@ -1,0 +1,232 @@
+//! Raft between nodes: the HTTP handlers that hand a peer's RPC to openraft, and the client
+//! that is openraft's network.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bloomkv_raft::{NodeId, TypeConfig};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::limits::bearer;
+use super::metrics::Peers;
+use super::App;
+
+type AppState = State<Arc<App>>;
+
+pub const POSTCARD: &str = "application/x-postcard";
+
+/// A raft RPC's answer as a postcard body, or 400 with the reason for a request body that does
+/// not decode.
+fn encode<T: Serialize>(answer: Result<T, postcard::Error>) -> Response {
+    let bytes = match answer {
+        Ok(answer) => postcard::to_allocvec(&answer),
+        Err(e) => {
+            let reason = format!("undecodable raft request: {e}\n");
+            return (StatusCode::BAD_REQUEST, reason).into_response();
+        }
+    };
+    match bytes {
+        Ok(bytes) => ([(header::CONTENT_TYPE, POSTCARD)], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+pub async fn append(State(app): AppState, body: Bytes) -> Response {
+    let req = postcard::from_bytes::<AppendEntriesRequest<TypeConfig>>(&body);
+    drop(body);
+    encode(match req {
+        Ok(req) => Ok(app.raft.append_entries(req).await),
+        Err(e) => Err(e),
+    })
+}
+
+pub async fn vote(State(app): AppState, body: Bytes) -> Response {
+    let req = match postcard::from_bytes::<VoteRequest<NodeId>>(&body) {
+        Ok(req) => req,
+        Err(e) => return encode::<()>(Err(e)),
+    };
+    // A node that holds no log and no snapshot, asked to vote by a candidate whose log holds
+    // more than a new cluster's first entry, is one whose disk was lost: it no longer knows
+    // whom it voted for, and its vote could elect a second leader in a term, or a leader
+    // missing entries the lost log helped commit. It votes again once a leader has given it
+    // the log (or a snapshot).
+    let m = app.raft.metrics().borrow().clone();
+    let forming = req.last_log_id.map_or(0, |l| l.index) == 0;
+    if m.last_log_index.is_none() && m.snapshot.is_none() && !forming {
+        let reason = "this node holds no log (its disk was lost?): it does not vote until a \
+                      leader has replicated to it\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    }
+    encode(Ok(app.raft.vote(req).await))
+}
+
+pub async fn snapshot(State(app): AppState, body: Bytes) -> Response {
+    let req = postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&body);
+    if let Ok(req) = &req {
+        app.snapshot_chunks.fetch_add(1, Ordering::Relaxed);
+        app.snapshot_bytes.fetch_add(req.data.len() as u64, Ordering::Relaxed);
+    }
+    drop(body);
+    encode(match req {
+        Ok(req) => Ok(app.raft.install_snapshot(req).await),
+        Err(e) => Err(e),
+    })
+}
+
+/// openraft's network: one HTTP client (keeping connections alive) for every peer.
+#[derive(Clone)]
+pub struct Network {
+    client: reqwest::Client,
+    token: Option<String>,
+    scheme: &'static str,
+    pub peers: Peers,
+}
+
+impl Network {
+    pub fn new(client: reqwest::Client, token: Option<String>, tls: bool) -> Network {
+        let scheme = if tls { "https" } else { "http" };
+        Network { client, token, scheme, peers: Peers::default() }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection {
+            client: self.client.clone(),
+            token: self.token.clone(),
+            target,
+            url: format!("{}://{}", self.scheme, node.addr),
+            peers: self.peers.clone(),
+        }
+    }
+}
+
+pub struct Connection {
+    client: reqwest::Client,
+    token: Option<String>,
+    target: NodeId,
+    url: String,
+    peers: Peers,
+}
+
+type RpcError<E> = RPCError<NodeId, BasicNode, RaftError<NodeId, E>>;
+
+impl Connection {
+    async fn call<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<(Resp, u64), RpcError<E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let body =
+            postcard::to_allocvec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let sent_bytes = body.len() as u64;
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .timeout(option.hard_ttl())
+            .header(header::CONTENT_TYPE, POSTCARD)
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.header(header::AUTHORIZATION, bearer(token));
+        }
+        let sent = request
+            .send()
+            .await
+            // A refused connection means the node is down: openraft then backs off instead
+            // of retrying at once.
+            .map_err(|e| match e.is_connect() {
+                true => RPCError::Unreachable(Unreachable::new(&e)),
+                false => RPCError::Network(NetworkError::new(&e)),
+            })?;
+        let status = sent.status();
+        let bytes = sent.bytes().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if !status.is_success() {
+            // A peer that refuses a request (a body over its limit, one it cannot decode, a
+            // wrong token) is not down: say so where an operator looks, as openraft only
+            // retries.
+            let text = String::from_utf8_lossy(&bytes);
+            let refused = std::io::Error::other(format!(
+                "{} {path}: HTTP {status}: {}",
+                self.url,
+                text.trim()
+            ));
+            return Err(RPCError::Network(NetworkError::new(&refused)));
+        }
+        let answer: Result<Resp, RaftError<NodeId, E>> =
+            postcard::from_bytes(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        answer
+            .map(|a| (a, sent_bytes))
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+
+    /// Records the call's outcome in the node's view of its peers.
+    fn note<T, E: std::fmt::Display>(
+        &self,
+        path: &str,
+        result: Result<(T, u64), E>,
+        snapshot: bool,
+    ) -> Result<T, E> {
+        match result {
+            Ok((answer, bytes)) => {
+                let (append, snap) = if snapshot { (0, bytes) } else { (bytes, 0) };
+                self.peers.ok(self.target, append, snap);
+                Ok(answer)
+            }
+            Err(e) => {
+                self.peers.failed(self.target, format!("{path}: {e}"));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        req: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError<openraft::error::Infallible>> {
+        let answer = self.call("/raft/append", &req, &option).await;
+        self.note("append", answer, false)
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        req: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        let answer = self.call("/raft/snapshot", &req, &option).await;
+        self.note("snapshot", answer, true)
+    }
+
+    async fn vote(
+        &mut self,
+        req: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcError<openraft::error::Infallible>> {
+        let answer = self.call("/raft/vote", &req, &option).await;
+        self.note("vote", answer, false)
+    }
+}
