@@ -10,7 +10,8 @@
 //! sm/membership              its last membership (postcard `StoredMembership`)
 //! sm/installing              present while a snapshot install is unfinished (the file's name)
 //! client/<id: u64 BE>        the last write applied for a client id: its seq, log index and
-//!                            outcome (postcard `Session`), for exactly-once retries
+//!                            outcome (postcard), then a digest of it (u64 LE; absent in older
+//!                            records), for exactly-once retries (`Session`)
 //! data/<user key>            the replicated key-value data, values as written
 //! snapshot/current           the current snapshot: its meta, file name and length
 //!                            (postcard `snapshot::Stored`); the file is in `snapshots/`

@@ -101,14 +101,23 @@ pub enum Command {
     },
     /// The commands in order, atomically; later ones win on the same key.
     Batch(Vec<Command>),
-    /// `command`, applied at most once per `(client, seq)`: the state machine records, per
-    /// client, the highest `seq` applied and its [`Outcome`], and answers a command whose
-    /// `seq` is not above the recorded one with that outcome, changing nothing. So a client
-    /// that retries a write it got no answer for, with the same `seq`, has it applied once.
+    /// `command`, applied at most once per `(client, seq)`. The state machine records, per
+    /// client, the last `seq` applied, the [`Outcome`] it returned and a digest of its
+    /// `command`, and compares each `Once` of that client with the record:
     ///
-    /// A client numbers its writes upwards and has one in flight at a time (a lower `seq`
-    /// arriving after a higher one is dropped). A client's record is forgotten once
-    /// [`SESSION_WINDOW`] log entries pass without a write from it.
+    /// - a `seq` above the recorded one is a new write: it is applied and recorded;
+    /// - the recorded `seq` with the same `command` is a retry: it gets the recorded outcome
+    ///   and changes nothing, so a client that retries a write it got no answer for has it
+    ///   applied once;
+    /// - the recorded `seq` with another `command` gets [`Outcome::SeqReused`] and changes
+    ///   nothing: the write recorded under that `seq` stands;
+    /// - a `seq` below the recorded one gets [`Outcome::OutOfOrder`] and changes nothing.
+    ///
+    /// So a client numbers its writes upwards, one in flight at a time, and never gives two
+    /// writes the same `seq`. A record written by an earlier version of this crate holds no
+    /// digest: it takes any command with its `seq` for the retry, as that version did. A
+    /// client's record is forgotten once [`SESSION_WINDOW`] log entries pass without a write
+    /// from it.
     Once {
         /// The client's id, random per client.
         client: u64,
@@ -198,6 +207,10 @@ impl Command {
 
 /// What applying a log entry did, as returned in
 /// [`openraft::raft::ClientWriteResponse::data`].
+///
+/// Client sessions store the outcome of their last write (postcard, which encodes a variant
+/// by its position): new variants go at the end, so stored outcomes read the same. Only
+/// `Applied` and `Rejected` are ever stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The entry was applied (for a blank or membership entry: recorded).
@@ -206,6 +219,23 @@ pub enum Outcome {
     Rejected {
         /// Which limit.
         reason: String,
+    },
+    /// A [`Command::Once`] whose `seq` is below the last one applied for its client changed
+    /// nothing, on any node. Whether that `seq` was applied earlier is unknown: a session
+    /// keeps only the last. A client that numbers its writes upwards, one at a time, meets
+    /// this only if another client uses its id or it resumed below a `seq` already used.
+    OutOfOrder {
+        /// The command's `seq`.
+        seq: u64,
+        /// The last `seq` applied for the client.
+        last: u64,
+    },
+    /// A [`Command::Once`] with the `seq` last applied for its client but another command
+    /// changed nothing, on any node: the write first applied under that `seq` stands, and a
+    /// retry of it still gets its outcome.
+    SeqReused {
+        /// The command's `seq`.
+        seq: u64,
     },
 }
 

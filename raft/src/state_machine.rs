@@ -372,7 +372,12 @@ impl Shared {
 const PRUNE_EVERY: u64 = SESSION_WINDOW / 16;
 
 /// A client's record under `client/<id>`: its last applied write.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+///
+/// Stored as the postcard encoding of `(seq, index, outcome)` followed by the digest, 8 bytes
+/// little-endian. Records written before digests were kept end after the outcome; they decode
+/// with no digest. Older builds read only the fields they know and ignore the digest after
+/// them, so neither the store layout nor the snapshot format changed with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Session {
     /// The write's `seq`.
     pub seq: u64,
@@ -380,6 +385,40 @@ pub(crate) struct Session {
     pub index: u64,
     /// What applying it returned, returned again for a retry.
     pub outcome: Outcome,
+    /// [`digest`] of the write, to tell its retry from another write given the same `seq`.
+    /// `None` in a record from before digests: any write with its `seq` is taken for the retry.
+    pub digest: Option<u64>,
+}
+
+impl Session {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, AnyError> {
+        // A tuple encodes as the struct of the same fields did: the record's old prefix.
+        let mut bytes = encode(&(self.seq, self.index, &self.outcome))?;
+        if let Some(digest) = self.digest {
+            bytes.extend_from_slice(&digest.to_le_bytes());
+        }
+        Ok(bytes)
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Session, AnyError> {
+        let ((seq, index, outcome), rest) =
+            postcard::take_from_bytes(bytes).map_err(|e| AnyError::new(&e))?;
+        let digest = match rest.len() {
+            0 => None,
+            8 => Some(u64::from_le_bytes(rest.try_into().expect("8 bytes"))),
+            n => return Err(AnyError::error(format!("session: {n} bytes after the outcome"))),
+        };
+        Ok(Session { seq, index, outcome, digest })
+    }
+}
+
+/// The digest a session keeps of a [`Command::Once`]'s write: XXH3-64 (no seed) of its postcard
+/// encoding. Stored, and carried by snapshots to other nodes, so it must never change: XXH3's
+/// output is fixed by its specification, postcard's encoding by its documented wire format.
+/// Two different writes share a digest with odds of 2^-64, and then the second is taken for
+/// a retry of the first.
+fn digest(write: &Command) -> Result<u64, AnyError> {
+    Ok(xxhash_rust::xxh3::xxh3_64(&encode(write)?))
 }
 
 /// The sessions one `apply` call has changed (`None`: removed), over those in the database.
@@ -393,11 +432,16 @@ impl Sessions {
     fn get(&self, db: &Db, client: u64) -> Result<Option<Session>, AnyError> {
         match self.0.get(&client) {
             Some(staged) => Ok(staged.clone()),
-            None => decode(db.get(keys::client(client))),
+            None => match db.get(keys::client(client)).map_err(|e| AnyError::new(&e))? {
+                Some(bytes) => Session::decode(&bytes).map(Some),
+                None => Ok(None),
+            },
         }
     }
 
-    /// Stages `command`, applied at `index`, unless it is a retry of a write already applied.
+    /// Stages `command`, applied at `index`; a [`Command::Once`] only if its session says it
+    /// is a new write (see there). The outcome depends on nothing but the command and the
+    /// sessions, which every node changes alike, so every node answers alike.
     fn apply(
         &mut self,
         db: &Db,
@@ -412,13 +456,24 @@ impl Sessions {
             }
             Err(reason) => Outcome::Rejected { reason },
         };
-        let Command::Once { client, seq, .. } = command else { return Ok(run(&command, batch)) };
-        if let Some(done) = self.get(db, client)?.filter(|s| seq <= s.seq) {
-            return Ok(done.outcome);
+        let Command::Once { client, seq, command: write } = &command else {
+            return Ok(run(&command, batch));
+        };
+        let (client, seq) = (*client, *seq);
+        let last = self.get(db, client)?;
+        if let Some(last) = last.as_ref().filter(|last| seq < last.seq) {
+            return Ok(Outcome::OutOfOrder { seq, last: last.seq });
+        }
+        let digest = digest(write)?;
+        if let Some(last) = last.filter(|last| seq == last.seq) {
+            return Ok(match last.digest {
+                Some(recorded) if recorded != digest => Outcome::SeqReused { seq },
+                _ => last.outcome,
+            });
         }
         let outcome = run(&command, batch);
-        let session = Session { seq, index, outcome: outcome.clone() };
-        batch.put(keys::client(client), encode(&session)?);
+        let session = Session { seq, index, outcome: outcome.clone(), digest: Some(digest) };
+        batch.put(keys::client(client), session.encode()?);
         self.0.insert(client, Some(session));
         Ok(outcome)
     }
@@ -435,7 +490,7 @@ impl Sessions {
             if self.0.contains_key(&id) {
                 continue;
             }
-            let session: Session = postcard::from_bytes(&value).map_err(|e| {
+            let session = Session::decode(&value).map_err(|e| {
                 bloomkv::Error::InvalidArgument(format!("session of client {id}: {e}"))
             })?;
             if session.index.saturating_add(SESSION_WINDOW) < index {
@@ -617,6 +672,15 @@ mod tests {
         kv.get(key.as_bytes()).unwrap().map(|v| v.to_vec())
     }
 
+    /// A client's session record as stored.
+    fn record(sm: &StateMachine, client: u64) -> Option<Vec<u8>> {
+        sm.shared.db.get(keys::client(client)).unwrap().map(|v| v.to_vec())
+    }
+
+    fn session(sm: &StateMachine, client: u64) -> Option<Session> {
+        record(sm, client).map(|bytes| Session::decode(&bytes).unwrap())
+    }
+
     #[tokio::test]
     async fn a_write_retried_with_its_seq_is_applied_once_and_answered_the_same() {
         let dir = tempfile::tempdir().unwrap();
@@ -635,17 +699,19 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(value(&kv, "k").as_deref(), Some(&b"v2"[..]));
+        let recorded = record(&sm, 7);
         let again = sm
             .apply([
                 once(5, 7, 1, Command::put("k", "a")),
-                once(6, 8, 1, Command::put("k", "other")),
-                once(7, 7, 0, Command::put("k", "older")),
+                once(6, 8, 1, Command::delete(&too_long)),
             ])
             .await
             .unwrap();
         assert_eq!(value(&kv, "k").as_deref(), Some(&b"v2"[..]));
+        assert_eq!(record(&sm, 7), recorded, "a retry leaves the session as it was");
+        assert_eq!(first[0], Outcome::Applied);
         assert!(matches!(first[3], Outcome::Rejected { .. }));
-        assert_eq!(again, [first[0].clone(), first[3].clone(), first[0].clone()]);
+        assert_eq!(again, [first[0].clone(), first[3].clone()]);
         assert_eq!(first[2], first[0]);
         // The next seq is a new write; writes without ids are unaffected.
         sm.apply([once(8, 7, 2, Command::put("k", "b"))]).await.unwrap();
@@ -654,6 +720,279 @@ mod tests {
         assert_eq!(value(&kv, "k").as_deref(), Some(&b"v10"[..]));
         // The sessions are state, not data.
         assert_eq!(keys(&kv), [b"k".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn a_lower_seq_is_answered_out_of_order_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let kv = sm.reader();
+        let got = sm
+            .apply([once(1, 7, 1, Command::put("k", "a")), once(2, 7, 2, Command::put("k", "b"))])
+            .await
+            .unwrap();
+        assert_eq!(got, [Outcome::Applied, Outcome::Applied]);
+        // Seq 1's very write, another write under a lower seq, and, after a new write staged
+        // in the same call, the seq that was last until then.
+        let got = sm
+            .apply([
+                once(3, 7, 1, Command::put("k", "a")),
+                once(4, 7, 0, Command::put("k", "z")),
+                once(5, 7, 3, Command::put("j", "c")),
+                once(6, 7, 2, Command::put("k", "b")),
+            ])
+            .await
+            .unwrap();
+        let out_of_order = |seq, last| Outcome::OutOfOrder { seq, last };
+        assert_eq!(
+            got,
+            [out_of_order(1, 2), out_of_order(0, 2), Outcome::Applied, out_of_order(2, 3)]
+        );
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"b"[..]));
+        assert_eq!(value(&kv, "j").as_deref(), Some(&b"c"[..]));
+        let seq_3 = Session {
+            seq: 3,
+            index: 5,
+            outcome: Outcome::Applied,
+            digest: Some(digest(&Command::put("j", "c")).unwrap()),
+        };
+        assert_eq!(session(&sm, 7), Some(seq_3));
+
+        let recorded = record(&sm, 7);
+        let got = sm.apply([once(7, 7, 1, Command::put("k", "x"))]).await.unwrap();
+        assert_eq!(got, [out_of_order(1, 3)]);
+        assert_eq!(record(&sm, 7), recorded);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"b"[..]));
+        // The next seq still applies.
+        let got = sm.apply([once(8, 7, 4, Command::put("k", "d"))]).await.unwrap();
+        assert_eq!(got, [Outcome::Applied]);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"d"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_seq_reused_for_another_write_is_refused_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let kv = sm.reader();
+        sm.apply([once(1, 7, 1, Command::put("k", "a"))]).await.unwrap();
+        let recorded = record(&sm, 7);
+        // Another value, another key, another kind of write, the write inside a batch; then
+        // the retry, which the refused ones did not displace.
+        let got = sm
+            .apply([
+                once(2, 7, 1, Command::put("k", "b")),
+                once(3, 7, 1, Command::put("j", "a")),
+                once(4, 7, 1, Command::delete("k")),
+                once(5, 7, 1, Command::Batch(vec![Command::put("k", "a")])),
+                once(6, 7, 1, Command::put("k", "a")),
+            ])
+            .await
+            .unwrap();
+        let reused = Outcome::SeqReused { seq: 1 };
+        assert_eq!(got, [reused.clone(), reused.clone(), reused.clone(), reused, Outcome::Applied]);
+        assert_eq!(keys(&kv), [b"k".to_vec()]);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"a"[..]));
+        assert_eq!(record(&sm, 7), recorded);
+
+        // Against a session staged earlier in the same call.
+        let got = sm
+            .apply([
+                once(7, 7, 2, Command::put("k", "b")),
+                once(8, 7, 2, Command::put("k", "c")),
+                once(9, 7, 2, Command::put("k", "b")),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(got, [Outcome::Applied, Outcome::SeqReused { seq: 2 }, Outcome::Applied]);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"b"[..]));
+        // A rejected write's seq is spent too.
+        let too_long = vec![b'k'; bloomkv::MAX_KEY_BYTES];
+        let got = sm
+            .apply([
+                once(10, 8, 1, Command::delete(&too_long)),
+                once(11, 8, 1, Command::put("k", "e")),
+                once(12, 8, 1, Command::delete(&too_long)),
+            ])
+            .await
+            .unwrap();
+        assert!(matches!(&got[0], Outcome::Rejected { .. }), "{got:?}");
+        assert_eq!(got[1..], [Outcome::SeqReused { seq: 1 }, got[0].clone()]);
+        // The next seq still applies.
+        let got = sm.apply([once(13, 7, 3, Command::put("k", "d"))]).await.unwrap();
+        assert_eq!(got, [Outcome::Applied]);
+        assert_eq!(value(&kv, "k").as_deref(), Some(&b"d"[..]));
+    }
+
+    #[tokio::test]
+    async fn the_outcomes_and_the_state_do_not_depend_on_how_the_log_is_split_into_calls() {
+        let log = || {
+            vec![
+                once(1, 7, 1, Command::put("k", "a")),
+                once(2, 7, 1, Command::put("k", "a")),
+                once(3, 7, 1, Command::put("k", "b")),
+                put(4, "k"),
+                once(5, 8, 1, Command::put("j", "a")),
+                once(6, 7, 2, Command::delete("k")),
+                once(7, 7, 1, Command::put("k", "a")),
+                once(8, 8, 1, Command::put("j", "b")),
+                once(9, 7, 2, Command::delete("k")),
+                once(10, 7, 3, Command::put("k", "c")),
+            ]
+        };
+        let mut runs = Vec::new();
+        for split in [10, 1, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+            let mut outcomes = Vec::new();
+            let mut entries = log().into_iter().peekable();
+            while entries.peek().is_some() {
+                let call: Vec<_> = entries.by_ref().take(split).collect();
+                outcomes.extend(sm.apply(call).await.unwrap());
+            }
+            let db = &sm.shared.db;
+            let state: Vec<_> = db
+                .range(keys::CLIENT.to_vec()..keys::DATA_END.to_vec())
+                .map(|r| r.unwrap())
+                .map(|(k, v)| (k, v.to_vec()))
+                .collect();
+            runs.push((outcomes, state));
+        }
+        let reused = Outcome::SeqReused { seq: 1 };
+        let out_of_order = Outcome::OutOfOrder { seq: 1, last: 2 };
+        let applied = Outcome::Applied;
+        let want = [
+            applied.clone(),
+            applied.clone(),
+            reused.clone(),
+            applied.clone(),
+            applied.clone(),
+            applied.clone(),
+            out_of_order,
+            reused,
+            applied.clone(),
+            applied,
+        ];
+        assert_eq!(runs[0].0, want);
+        assert_eq!(runs[1], runs[0]);
+        assert_eq!(runs[2], runs[0]);
+    }
+
+    #[tokio::test]
+    async fn a_session_installed_from_a_snapshot_keeps_its_digest() {
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_l1, mut source) = crate::open(dirs.path(), bloomkv::Options::default()).unwrap();
+        source.apply([once(1, 7, 1, Command::put("k", "a")), put(2, "k")]).await.unwrap();
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let (_l2, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        target.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+
+        let installed = session(&target, 7).expect("the session came with the snapshot");
+        assert_eq!(installed.digest, Some(digest(&Command::put("k", "a")).unwrap()));
+        assert_eq!(Some(installed), session(&source, 7));
+        let got = target
+            .apply([
+                once(3, 7, 1, Command::put("k", "a")),
+                once(4, 7, 1, Command::put("k", "b")),
+                once(5, 7, 0, Command::put("k", "c")),
+            ])
+            .await
+            .unwrap();
+        let want = [
+            Outcome::Applied,
+            Outcome::SeqReused { seq: 1 },
+            Outcome::OutOfOrder { seq: 0, last: 1 },
+        ];
+        assert_eq!(got, want);
+        assert_eq!(value(&target.reader(), "k").as_deref(), Some(&b"v2"[..]));
+    }
+
+    /// The record a session was before digests: postcard `Session { seq, index, outcome }`
+    /// (an `Outcome` encodes as its variant's index, then its fields).
+    const OLD_APPLIED: [u8; 3] = [2, 1, 0]; // seq 2, index 1, Applied
+    const OLD_REJECTED: [u8; 5] = [1, 1, 1, 1, b'x']; // seq 1, index 1, Rejected { reason: "x" }
+
+    #[test]
+    fn a_session_record_is_the_old_one_with_the_digest_after_it() {
+        let rejected = Outcome::Rejected { reason: "x".into() };
+        let old = Session::decode(&OLD_REJECTED).unwrap();
+        assert_eq!(old, Session { seq: 1, index: 1, outcome: rejected.clone(), digest: None });
+        assert_eq!(old.encode().unwrap(), OLD_REJECTED);
+        let new = Session { digest: Some(0x0102_0304_0506_0708), ..old };
+        let bytes = new.encode().unwrap();
+        assert_eq!(bytes[..5], OLD_REJECTED);
+        assert_eq!(bytes[5..], 0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(Session::decode(&bytes).unwrap(), new);
+        // An older build decodes its struct and ignores the bytes after it.
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct Previous {
+            seq: u64,
+            index: u64,
+            outcome: Outcome,
+        }
+        let previous: Previous = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(previous, Previous { seq: 1, index: 1, outcome: rejected });
+        assert!(Session::decode(&bytes[..bytes.len() - 1]).is_err());
+        // Digests are stored and compared across nodes and builds: pinned.
+        assert_eq!(encode(&Command::put("k", "a")).unwrap(), [0, 1, b'k', 1, b'a']);
+        assert_eq!(digest(&Command::put("k", "a")).unwrap(), 0xb3ef_b0c7_fa27_8179);
+    }
+
+    #[tokio::test]
+    async fn a_session_stored_before_digests_still_answers_its_retry_after_reopen() {
+        let (dir, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        {
+            let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+            sm.apply([put(1, "k")]).await.unwrap();
+            let mut batch = WriteBatch::new();
+            batch.put(keys::client(7), OLD_APPLIED);
+            batch.put(keys::client(8), OLD_REJECTED);
+            sm.shared.db.write(&batch, &WriteOptions::new().sync(true)).unwrap();
+            sm.reader().close().unwrap();
+        }
+        let (_log, mut sm) = crate::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let format = sm.shared.db.get(keys::FORMAT).unwrap();
+        assert_eq!(format.as_deref(), Some(&keys::FORMAT_VERSION.to_le_bytes()[..]));
+        // A node that joins by a snapshot holding such records answers the same.
+        let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let (_l2, mut joined) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        joined.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+        assert_eq!(record(&joined, 7).as_deref(), Some(&OLD_APPLIED[..]));
+
+        let log = || {
+            [
+                // With no digest, any write under the recorded seq is its retry, as before.
+                once(2, 7, 2, Command::put("k", "other")),
+                once(3, 8, 1, Command::put("j", "a")),
+                once(4, 7, 1, Command::put("k", "older")),
+                once(5, 7, 3, Command::put("k", "new")),
+                once(6, 7, 3, Command::put("k", "other")),
+                once(7, 7, 3, Command::put("k", "new")),
+            ]
+        };
+        let rejected = Outcome::Rejected { reason: "x".into() };
+        let want = [
+            Outcome::Applied,
+            rejected,
+            Outcome::OutOfOrder { seq: 1, last: 2 },
+            Outcome::Applied,
+            Outcome::SeqReused { seq: 3 },
+            Outcome::Applied,
+        ];
+        for node in [&mut sm, &mut joined] {
+            assert_eq!(node.apply(log()).await.unwrap(), want);
+            let kv = node.reader();
+            assert_eq!(keys(&kv), [b"k".to_vec()]);
+            assert_eq!(value(&kv, "k").as_deref(), Some(&b"new"[..]));
+            let digest = digest(&Command::put("k", "new")).unwrap();
+            assert_eq!(session(node, 7).unwrap().digest, Some(digest), "rewritten with one");
+            assert_eq!(record(node, 8).as_deref(), Some(&OLD_REJECTED[..]));
+        }
+        // Sessions with no digest lapse like any other.
+        let mut sessions = Sessions::default();
+        let mut batch = WriteBatch::new();
+        sessions.prune(&sm.shared.db, 2 + SESSION_WINDOW, &mut batch).unwrap();
+        assert_eq!(sessions.0.get(&8), Some(&None));
+        assert!(!sessions.0.contains_key(&7));
     }
 
     #[tokio::test]
