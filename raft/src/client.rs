@@ -15,8 +15,12 @@ pub const SEQ_HEADER: &str = "x-request-seq";
 /// Why a call failed.
 #[derive(Debug)]
 pub enum ClientError {
-    /// The service refused the request (a key or value over its limits, a bad request):
-    /// nothing was written, and sending it again would fail the same way.
+    /// The service refused the request: nothing was written, and sending it again would fail
+    /// the same way. This is any 4xx answer except 421 (not the leader: followed), 429 (busy:
+    /// retried) and a read's 404 (absent). Among them: 400, a bad request; 413, a key or value
+    /// over its limits; 409, a write whose sequence number the cluster has already applied for
+    /// this client id with another write, or that is below the last it applied for it (two
+    /// clients sharing an id, or [`Client::with_id`] given too low a `last_seq`).
     Refused {
         /// The HTTP status.
         status: u16,
@@ -53,7 +57,8 @@ impl std::error::Error for ClientError {}
 /// Calls go to the node last known to lead; a node that is not the leader answers with the
 /// leader's address, which the client follows. On a connection error, a timeout or an
 /// unavailable node it tries the next node after a backoff (doubling from 25 ms to 1 s), until
-/// the call's deadline.
+/// the call's deadline; a node too busy to take a write (429) is tried again after the same
+/// backoff.
 ///
 /// Each write carries the client's id and the next sequence number, and a retry carries the
 /// same ones, so the cluster applies it once however many attempts reach it (see
@@ -119,7 +124,10 @@ impl Client {
     }
 
     /// The same client with the given id, for one that resumes where an earlier process with
-    /// that id stopped: its writes must number on from `last_seq`, the highest that one used.
+    /// that id stopped: its writes must number on from `last_seq`, the highest that one used
+    /// (with a lower one, a write under a number the cluster has seen is not applied: it is
+    /// refused with 409, see [`ClientError::Refused`], or if it is the very write last applied
+    /// under that number, answered as that was).
     pub fn with_id(mut self, id: u64, last_seq: u64) -> Client {
         self.id = id;
         self.seq = tokio::sync::Mutex::new(last_seq);
@@ -165,7 +173,7 @@ impl Client {
     async fn write(&self, method: Method, key: &str, body: Vec<u8>) -> Result<(), ClientError> {
         let mut seq = self.seq.lock().await;
         // Spent whatever happens: a write given up on may still be applied later, and a new
-        // write under its number would then be dropped as its retry.
+        // write under its number would then be refused as a reuse of it.
         *seq += 1;
         let call = Call { method, key, body, once: Some(*seq), stale: false };
         self.call(&call).await.map(|_| ())
@@ -204,6 +212,11 @@ impl Client {
                 }
                 Answer::Retry(why) => {
                     self.set_leader(None);
+                    redirected = false;
+                    why
+                }
+                // The node is up and may well lead: the leader stays as known, only later.
+                Answer::Busy(why) => {
                     redirected = false;
                     why
                 }
@@ -253,6 +266,7 @@ impl Client {
                 // No leader known (an election is on), or one that says it is not: wait.
                 _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
             },
+            StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
             s if s.is_server_error() => Answer::Retry(format!("{node}: {s}: {}", text())),
             s => Answer::Done(Err(ClientError::Refused { status: s.as_u16(), reason: text() })),
         }
@@ -272,7 +286,10 @@ struct Call<'a> {
 enum Answer {
     Done(Result<Option<Vec<u8>>, ClientError>),
     Redirect(Url),
+    /// The node may be down or not leading: back off, then try the next.
     Retry(String),
+    /// The node has too much in flight: back off, then try it again.
+    Busy(String),
 }
 
 /// The leader's address in kv_node's `not_leader` answer, `{..., "leader_addr":"host:port"}`
@@ -313,5 +330,58 @@ mod tests {
         assert!(leader_of(b"not json").is_none());
         assert!(Client::new(Vec::<String>::new()).is_err());
         assert_ne!(random_id(), random_id());
+    }
+
+    /// A node at a loopback port whose write answers are, in turn, `statuses` (the last one
+    /// from then on), and the number of requests it has had.
+    async fn node(statuses: &[u16]) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let (seen, statuses) = (count.clone(), statuses.to_vec());
+        let answer = move || {
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let status = statuses[n.min(statuses.len() - 1)];
+            async move { (axum::http::StatusCode::from_u16(status).unwrap(), format!("{status}\n")) }
+        };
+        let app = axum::Router::new().fallback(answer);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (addr, count)
+    }
+
+    #[tokio::test]
+    async fn a_busy_node_is_retried_and_a_conflict_or_a_too_large_write_is_refused() {
+        use std::sync::atomic::Ordering;
+        let client = |addr: &str| {
+            Client::new([addr])
+                .unwrap()
+                .with_timeouts(Duration::from_secs(2), Duration::from_secs(1))
+        };
+        let (addr, count) = node(&[429, 429, 200]).await;
+        client(&addr).put("k", "v").await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 3);
+
+        for status in [409, 413] {
+            let (addr, count) = node(&[status, 200]).await;
+            match client(&addr).put("k", "v").await {
+                Err(ClientError::Refused { status: s, reason }) => {
+                    assert_eq!((s, reason), (status, status.to_string()));
+                }
+                other => panic!("{status}: {other:?}"),
+            }
+            assert_eq!(count.load(Ordering::SeqCst), 1, "{status} is not retried");
+        }
+
+        // Busy to the deadline: the call gives up, having backed off between attempts (about
+        // 7 in 1 s; without a backoff, hundreds).
+        let (addr, count) = node(&[429]).await;
+        let slow = Client::new([&addr])
+            .unwrap()
+            .with_timeouts(Duration::from_secs(1), Duration::from_secs(1));
+        let err = slow.put("k", "v").await.unwrap_err();
+        assert!(matches!(&err, ClientError::GaveUp { .. }), "{err}");
+        let attempts = count.load(Ordering::SeqCst);
+        assert!((2..=10).contains(&attempts), "{attempts} attempts in 1 s");
     }
 }
