@@ -2,11 +2,17 @@
 //!
 //! ```text
 //! kv_node <id> <listen address> <data directory> [--log-level LEVEL] [--admin-timeout SECS]
+//!         [--token-file PATH] [--token-for-clients] [--write-budget BYTES]
+//!         [--request-timeout SECS]
 //! ```
 //!
 //! `--log-level` (off, error, warn, info, debug or trace; default info) sets what openraft and the
 //! node log to stderr; `--admin-timeout` (default 30) how long a cluster call waits before
-//! answering 504.
+//! answering 504; `--token-file` a file holding the cluster's shared secret (or set
+//! `KV_NODE_TOKEN`), which raft, cluster and metrics requests must then carry, and with
+//! `--token-for-clients` key-value requests too; `--write-budget` the bytes of large writes
+//! in flight before writers get 429 (default 16 MiB); `--request-timeout` (default 30) how
+//! long a key-value request may take before 503. raft/README.md is the operator's guide.
 //!
 //! The HTTP API is in `common/mod.rs`. A three-node cluster:
 //!
@@ -28,28 +34,49 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{BoxResult, Node};
+use common::{BoxResult, Node, NodeConfig};
 
 #[tokio::main]
 async fn main() -> BoxResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: kv_node <id> <listen address> <data directory> \
-                 [--log-level LEVEL] [--admin-timeout SECS]";
+    let usage = "usage: kv_node <id> <listen address> <data directory> [--log-level LEVEL] \
+                 [--admin-timeout SECS] [--token-file PATH] [--token-for-clients] \
+                 [--write-budget BYTES] [--request-timeout SECS]";
     let (Some([id, addr, dir]), flags) = (args.get(..3), args.get(3..).unwrap_or_default()) else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
     let mut level = tracing_subscriber::filter::LevelFilter::INFO;
-    let mut admin_timeout = common::DEFAULT_ADMIN_TIMEOUT;
-    for pair in flags.chunks(2) {
-        match pair {
-            [flag, value] if flag == "--log-level" => {
+    let mut config = NodeConfig::default();
+    let secs = |flag: &str, value: &str| -> BoxResult<Duration> {
+        let secs: f64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+        Ok(Duration::try_from_secs_f64(secs).map_err(|e| format!("{flag} {value}: {e}"))?)
+    };
+    let mut flags = flags.iter();
+    while let Some(flag) = flags.next() {
+        if flag == "--token-for-clients" {
+            config.token_for_clients = true;
+            continue;
+        }
+        let Some(value) = flags.next() else {
+            eprintln!("{flag} needs a value\n{usage}");
+            std::process::exit(2);
+        };
+        match flag.as_str() {
+            "--log-level" => {
                 level = value.parse().map_err(|_| format!("--log-level {value:?}: {usage}"))?;
             }
-            [flag, value] if flag == "--admin-timeout" => {
-                let secs: f64 = value.parse().map_err(|e| format!("--admin-timeout: {e}"))?;
-                admin_timeout = Duration::try_from_secs_f64(secs)
-                    .map_err(|e| format!("--admin-timeout {value}: {e}"))?;
+            "--admin-timeout" => config.admin_timeout = secs(flag, value)?,
+            "--request-timeout" => config.limits.request_timeout = secs(flag, value)?,
+            "--token-file" => {
+                let text = std::fs::read_to_string(value)
+                    .map_err(|e| format!("--token-file {value}: {e}"))?;
+                config.token = Some(text.trim().to_string());
+            }
+            "--write-budget" => {
+                let bytes: usize =
+                    value.parse().map_err(|e| format!("--write-budget {value}: {e}"))?;
+                config.limits.large_write_bytes = bytes;
             }
             _ => {
                 eprintln!("{usage}");
@@ -57,10 +84,21 @@ async fn main() -> BoxResult<()> {
             }
         }
     }
+    // The token may come from the environment instead of a file (never from the command line,
+    // which every user of the machine can read).
+    if config.token.is_none() {
+        config.token = std::env::var(TOKEN_VAR).ok().map(|t| t.trim().to_string());
+    }
+    if config.token.as_deref() == Some("") {
+        return Err("the token is empty".into());
+    }
+    if config.token_for_clients && config.token.is_none() {
+        return Err("--token-for-clients needs a token (--token-file or $KV_NODE_TOKEN)".into());
+    }
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
     let id: u64 = id.parse().map_err(|e| format!("node id {id:?}: {e}"))?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let node = Node::start_with(id, listener, &PathBuf::from(dir), admin_timeout).await?;
+    let node = Node::start_configured(id, listener, &PathBuf::from(dir), config).await?;
     eprintln!("node {id} serving on http://{} with its store in {dir}", node.app.addr);
 
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -71,3 +109,6 @@ async fn main() -> BoxResult<()> {
     eprintln!("node {id} stopping");
     node.stop().await
 }
+
+/// The environment variable that may hold the cluster's token.
+const TOKEN_VAR: &str = "KV_NODE_TOKEN";

@@ -88,6 +88,8 @@ pub struct Client {
     seq: tokio::sync::Mutex<u64>,
     deadline: Duration,
     attempt_timeout: Duration,
+    /// Sent as `Authorization: Bearer <token>` with every request.
+    token: Option<String>,
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(25);
@@ -120,6 +122,7 @@ impl Client {
             seq: tokio::sync::Mutex::new(0),
             deadline: Duration::from_secs(10),
             attempt_timeout: Duration::from_secs(3),
+            token: None,
         })
     }
 
@@ -138,6 +141,14 @@ impl Client {
     pub fn with_timeouts(mut self, deadline: Duration, attempt: Duration) -> Client {
         self.deadline = deadline;
         self.attempt_timeout = attempt;
+        self
+    }
+
+    /// The same client sending `token` with every request (`Authorization: Bearer <token>`),
+    /// for nodes that require the cluster's token of clients (`kv_node --token-for-clients`).
+    /// A wrong or missing token is refused with 401 ([`ClientError::Refused`]).
+    pub fn with_token(mut self, token: impl Into<String>) -> Client {
+        self.token = Some(token.into());
         self
     }
 
@@ -243,6 +254,9 @@ impl Client {
         let mut request = self.http.request(call.method.clone(), url).timeout(timeout);
         if let Some(seq) = call.once {
             request = request.header(CLIENT_HEADER, self.id).header(SEQ_HEADER, seq);
+        }
+        if let Some(token) = &self.token {
+            request = request.header(reqwest::header::AUTHORIZATION, format!("Bearer {token}"));
         }
         if call.method == Method::PUT {
             request = request.body(call.body.clone());

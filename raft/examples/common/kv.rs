@@ -33,6 +33,23 @@ async fn write(app: &App, command: Command, bytes: usize) -> Response {
             Outcome::Rejected { reason } => {
                 (StatusCode::BAD_REQUEST, format!("{reason}\n")).into_response()
             }
+            // Never "ok" for a write that did not happen: the client numbered it wrong.
+            Outcome::OutOfOrder { seq, last } => (
+                StatusCode::CONFLICT,
+                format!(
+                    "out of order: seq {seq} is below this client's last applied seq {last}; \
+                     nothing was written\n"
+                ),
+            )
+                .into_response(),
+            Outcome::SeqReused { seq } => (
+                StatusCode::CONFLICT,
+                format!(
+                    "seq reused: seq {seq} was already used by this client for another write; \
+                     nothing was written\n"
+                ),
+            )
+                .into_response(),
         },
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
