@@ -364,6 +364,22 @@ impl KvReader {
         })
     }
 
+    /// Writes a copy of the node's whole store (log, vote, applied state, data) as it is at
+    /// one moment to `dir`, which must not exist or be empty: a backup that
+    /// [`open`] opens, and whose data [`KvReader::scan`] reads. Returns the database sequence
+    /// number the copy was taken at. See [`bloomkv::Db::checkpoint`] for its guarantees.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let (_log, sm) = bloomkv_raft::open(dir.path().join("node"), bloomkv::Options::default()).unwrap();
+    /// sm.reader().checkpoint(dir.path().join("backup")).unwrap();
+    /// let (_log, copy) = bloomkv_raft::open(dir.path().join("backup"), bloomkv::Options::default()).unwrap();
+    /// assert_eq!(copy.reader().scan().count(), 0);
+    /// ```
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> bloomkv::Result<u64> {
+        self.db.checkpoint(dir)
+    }
+
     /// The statistics of the node's database (log, state machine and data together).
     pub fn stats(&self) -> bloomkv::Stats {
         self.db.stats()

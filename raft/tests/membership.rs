@@ -1,6 +1,7 @@
 //! Membership as an operator changes it, over real loopback HTTP: a learner is reported added
 //! only once it has caught up, members are removed (learners and voters, never every voter),
-//! and a node whose raft core has stopped says so.
+//! a node whose raft core has stopped says so, and a node's backup restores into a new
+//! cluster.
 
 #[path = "../examples/common/mod.rs"]
 #[allow(dead_code)]
@@ -117,4 +118,52 @@ async fn a_node_whose_raft_core_stopped_reports_unhealthy() {
     assert!(metrics.lines().any(|l| l == "raft_up 0"), "{metrics}");
     assert_eq!(status(&http, &node).await["healthy"], false);
     node.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_of_one_node_restores_into_a_new_cluster() {
+    let dirs = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let old = start(1, &dirs.path().join("old")).await;
+    assert_eq!(post(&http, url(&old, "/cluster/init"), json!(null)).await.0, StatusCode::OK);
+    old.app.raft.wait(PATIENCE).current_leader(1, "node 1 leads").await.unwrap();
+    for i in 0..300 {
+        let put =
+            http.put(url(&old, &format!("/kv/k{i:03}"))).body(vec![b'a' + (i % 26) as u8; 5000]);
+        assert_eq!(put.send().await.unwrap().status(), StatusCode::OK);
+    }
+    let backup = dirs.path().join("backup");
+    let (code, text) = post(&http, url(&old, "/cluster/backup"), json!({ "dir": backup })).await;
+    assert_eq!(code, StatusCode::OK, "{text}");
+    // A backup is taken once: the directory must be new.
+    let (code, _) = post(&http, url(&old, "/cluster/backup"), json!({ "dir": backup })).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    // Written after the backup: not in it.
+    let put = http.put(url(&old, "/kv/later")).body("x").send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    old.stop().await.unwrap();
+
+    let new = start(1, &dirs.path().join("new")).await;
+    assert_eq!(post(&http, url(&new, "/cluster/init"), json!(null)).await.0, StatusCode::OK);
+    new.app.raft.wait(PATIENCE).current_leader(1, "node 1 leads").await.unwrap();
+    let (code, text) = post(&http, url(&new, "/cluster/restore"), json!({ "dir": backup })).await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{text}");
+    let mut restore = Value::Null;
+    for _ in 0..3000 {
+        restore = status(&http, &new).await["restore"].clone();
+        if restore["done"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(restore["done"], true, "{restore}");
+    assert_eq!(restore["error"], Value::Null);
+    assert_eq!(restore["keys"], 300);
+    for i in [0, 17, 299] {
+        let got = http.get(url(&new, &format!("/kv/k{i:03}"))).send().await.unwrap();
+        assert_eq!(got.bytes().await.unwrap(), vec![b'a' + (i % 26) as u8; 5000]);
+    }
+    let later = http.get(url(&new, "/kv/later")).send().await.unwrap();
+    assert_eq!(later.status(), StatusCode::NOT_FOUND);
+    new.stop().await.unwrap();
 }

@@ -162,6 +162,113 @@ pub async fn take_snapshot(State(app): AppState) -> Response {
     .await
 }
 
+/// `{"dir": "/path"}`: a directory on the node's machine.
+#[derive(serde::Deserialize)]
+pub struct DirParam {
+    dir: std::path::PathBuf,
+}
+
+/// Writes a copy of this node's whole store to `dir` (which must not exist): a backup, taken at
+/// one moment, of everything this node has applied. Any node can take one; a follower's may be
+/// a little behind the leader.
+pub async fn backup(State(app): AppState, Json(DirParam { dir }): Json<DirParam>) -> Response {
+    let applied = app.raft.metrics().borrow().last_applied.map(|l| l.index);
+    let kv = app.kv.clone();
+    let taken = tokio::task::spawn_blocking(move || kv.checkpoint(&dir).map(|_| dir)).await;
+    match taken {
+        Ok(Ok(dir)) => {
+            json_line(StatusCode::OK, json!({ "dir": dir, "applied_at_least": applied }))
+        }
+        Ok(Err(e)) => (StatusCode::BAD_REQUEST, format!("backup: {e}\n")).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("backup: {e}\n")).into_response(),
+    }
+}
+
+/// Bytes of data per restoring write: well under the entry cap, so a batch never needs more.
+const RESTORE_BATCH_BYTES: usize = 512 << 10;
+
+/// Writes every key of the backup in `dir` through the log, in batches, on the leader: how a
+/// cluster is rebuilt from a backup (on a new cluster), or how keys lost by mistake are put
+/// back (on the same one; keys written since the backup and absent from it stay). Answers 202
+/// at once; `/cluster/status` shows the restore's progress under `restore`.
+pub async fn restore(State(app): AppState, Json(DirParam { dir }): Json<DirParam>) -> Response {
+    if app.raft.metrics().borrow().current_leader != Some(app.id) {
+        return (StatusCode::MISDIRECTED_REQUEST, "restore runs on the leader\n").into_response();
+    }
+    if !dir.is_dir() {
+        let body = format!("{}: not a directory\n", dir.display());
+        return (StatusCode::BAD_REQUEST, body).into_response();
+    }
+    {
+        let mut progress = app.restore.lock().unwrap();
+        if progress.as_ref().is_some_and(|p| p["done"] == false) {
+            return (StatusCode::CONFLICT, "a restore is already running\n").into_response();
+        }
+        *progress = Some(json!({ "dir": dir, "keys": 0, "bytes": 0, "done": false }));
+    }
+    let task = app.clone();
+    tokio::spawn(async move {
+        let result = run_restore(&task, &dir).await;
+        let mut progress = task.restore.lock().unwrap();
+        if let Some(p) = progress.as_mut() {
+            p["done"] = json!(true);
+            if let Err(e) = result {
+                eprintln!("restore from {} failed: {e}", dir.display());
+                p["error"] = json!(e.to_string());
+            }
+        }
+    });
+    (StatusCode::ACCEPTED, "restore started; see /cluster/status\n").into_response()
+}
+
+async fn run_restore(app: &App, dir: &std::path::Path) -> super::BoxResult<()> {
+    use bloomkv_raft::{Command, Outcome};
+    // The backup is a store of its own: opened read for its data, its log and vote unused.
+    let (_log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
+    let backup = sm.reader();
+    let mut items = backup.scan();
+    let mut done = false;
+    while !done {
+        let (mut batch, mut bytes) = (Vec::new(), 0usize);
+        loop {
+            match items.next() {
+                None => {
+                    done = true;
+                    break;
+                }
+                Some(item) => {
+                    let (key, value) = item?;
+                    bytes += key.len() + value.len();
+                    batch.push(Command::put(key, value.to_vec()));
+                    if bytes >= RESTORE_BATCH_BYTES {
+                        break;
+                    }
+                }
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let (keys, size) = (batch.len(), bytes);
+        // A restore is one more writer: it waits its turn rather than being refused.
+        let _room = loop {
+            if let Ok(permit) = app.writes.admit(bytes).await {
+                break permit;
+            }
+        };
+        match app.raft.client_write(Command::Batch(batch)).await?.data {
+            Outcome::Applied => {}
+            other => return Err(format!("a restoring write was not applied: {other:?}").into()),
+        }
+        if let Some(p) = app.restore.lock().unwrap().as_mut() {
+            p["keys"] = json!(p["keys"].as_u64().unwrap_or(0) + keys as u64);
+            p["bytes"] = json!(p["bytes"].as_u64().unwrap_or(0) + size as u64);
+        }
+    }
+    backup.close()?;
+    Ok(())
+}
+
 /// Runs a cluster call for at most the node's admin timeout.
 async fn admin(
     app: &App,
@@ -289,6 +396,7 @@ pub async fn status(State(app): AppState) -> Response {
             "voters": voters,
             "learners": learners,
             "write_bytes_in_flight": app.writes.in_flight(),
+            "restore": app.restore.lock().unwrap().clone(),
         }),
     )
 }

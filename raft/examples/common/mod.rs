@@ -11,6 +11,10 @@
 //! POST   /cluster/remove    [id, ...]       remove members (voters or learners)
 //! POST   /cluster/snapshot                  take a snapshot of everything applied, then purge
 //!                                           the log up to it (so a joining node needs it)
+//! POST   /cluster/backup   {"dir": D}      write a copy of this node's store to D (a new
+//!                                           directory on the node's machine)
+//! POST   /cluster/restore  {"dir": D}      on the leader: write every key of the backup in D
+//!                                           through the log (202; progress in status)
 //! GET    /cluster/status                    id, health, state, leader, term, last log,
 //!                                           applied, snapshot and purged indexes; on a
 //!                                           leader each member's lag in entries and bytes,
@@ -173,6 +177,8 @@ pub struct App {
     pub snapshot_chunks: AtomicU64,
     pub snapshot_bytes: AtomicU64,
     pub requests_seen: metrics::Requests,
+    /// The last restore's progress (see `/cluster/restore`).
+    pub restore: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 /// A running node: its raft handle and key-value reader, and its HTTP server.
@@ -230,6 +236,7 @@ impl Node {
             snapshot_chunks: AtomicU64::new(0),
             snapshot_bytes: AtomicU64::new(0),
             requests_seen: metrics::Requests::default(),
+            restore: Default::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let router = routes(&app, config.token_for_clients);
@@ -262,6 +269,8 @@ fn routes(app: &Arc<App>, token_for_clients: bool) -> Router {
         .route("/cluster/members", post(cluster::change_membership))
         .route("/cluster/remove", post(cluster::remove))
         .route("/cluster/snapshot", post(cluster::take_snapshot))
+        .route("/cluster/backup", post(cluster::backup))
+        .route("/cluster/restore", post(cluster::restore))
         .route("/cluster/status", get(cluster::status))
         .route("/metrics", get(cluster::metrics));
     let mut kv = Router::new()
