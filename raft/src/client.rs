@@ -266,6 +266,7 @@ impl Client {
             Err(e) => return Answer::Retry(format!("{node}: {e}")),
         };
         let status = response.status();
+        let has_retry_after = response.headers().contains_key(reqwest::header::RETRY_AFTER);
         let body = match response.bytes().await {
             Ok(b) => b.to_vec(),
             Err(e) => return Answer::Retry(format!("{node}: reading the answer: {e}")),
@@ -281,6 +282,11 @@ impl Client {
                 _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
             },
             StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
+            // Up, but at its bound on requests in progress (it says when to come back): the
+            // leader is still the leader.
+            StatusCode::SERVICE_UNAVAILABLE if has_retry_after => {
+                Answer::Busy(format!("{node}: busy: {}", text()))
+            }
             s if s.is_server_error() => Answer::Retry(format!("{node}: {s}: {}", text())),
             s => Answer::Done(Err(ClientError::Refused { status: s.as_u16(), reason: text() })),
         }

@@ -66,7 +66,9 @@ impl LogStore {
 
     /// Bounds the encoded bytes of the entries one append to a follower carries (default
     /// [`DEFAULT_MAX_APPEND_BYTES`]); an append always carries at least one entry, however
-    /// large. openraft's `max_payload_entries` bounds the same appends by count.
+    /// large. openraft's `max_payload_entries` bounds the same appends by count. A follower's
+    /// network layer must accept request bodies of this size (or of the largest entry, if
+    /// larger), else it refuses every large append and replication stalls.
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@
 //! Bounded for CI (about 20 s of chaos). A longer run, and a reproducible schedule:
 //!
 //! ```text
+//! cargo test --release -p bloomkv-raft --no-run   # builds kv_node as the tests use it
 //! CHAOS_SECS=600 CHAOS_SEED=7 cargo test --release -p bloomkv-raft --test chaos -- --nocapture
 //! ```
 //!

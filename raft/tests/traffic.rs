@@ -5,6 +5,7 @@
 //! raft/README.md state them):
 //!
 //! ```text
+//! cargo test --release -p bloomkv-raft --no-run   # builds kv_node as the tests use it
 //! TRAFFIC_WRITERS=64 TRAFFIC_SECS=60 cargo test --release -p bloomkv-raft --test traffic -- --nocapture
 //! ```
 //!
@@ -46,12 +47,14 @@ async fn concurrent_largest_writes_keep_the_leader_and_reach_every_node() {
     // writer beside them. Every answer is kept: 200 or the admission refusal, nothing else.
     let acked = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
     let answers = Arc::new(Mutex::new(BTreeMap::<u16, u64>::new()));
+    // The small writer's latencies, reported (not asserted: speed is measured, not tested).
+    let small = Arc::new(Mutex::new(Vec::<Duration>::new()));
     let end = Instant::now() + Duration::from_secs(secs);
     let leader = nodes[0].url("");
     let mut tasks = Vec::new();
     for w in 0..=writers {
-        let (http, acked, answers, leader) =
-            (http.clone(), acked.clone(), answers.clone(), leader.clone());
+        let (http, acked, answers, leader, small) =
+            (http.clone(), acked.clone(), answers.clone(), leader.clone(), small.clone());
         // The last writer writes small values.
         let len = if w == writers { 100 } else { big - 32 };
         tasks.push(tokio::spawn(async move {
@@ -60,7 +63,11 @@ async fn concurrent_largest_writes_keep_the_leader_and_reach_every_node() {
                 let key = format!("w{w:03}-{i:06}");
                 i += 1;
                 let put = http.put(format!("{leader}/kv/{key}")).body(value(&key, len)).send();
+                let start = Instant::now();
                 let status = put.await.unwrap().status();
+                if w == writers && status == StatusCode::OK {
+                    small.lock().unwrap().push(start.elapsed());
+                }
                 *answers.lock().unwrap().entry(status.as_u16()).or_default() += 1;
                 if status == StatusCode::OK {
                     acked.lock().unwrap().insert(key, len);
@@ -76,8 +83,15 @@ async fn concurrent_largest_writes_keep_the_leader_and_reach_every_node() {
     }
     let answers = answers.lock().unwrap().clone();
     let acked = acked.lock().unwrap().clone();
+    let mut small = small.lock().unwrap().clone();
+    small.sort();
+    let pct = |p: f64| small.get(((small.len() as f64 * p) as usize).min(small.len().max(1) - 1));
     eprintln!(
-        "traffic: {writers} writers of 1 MiB and one small for {secs} s: answers {answers:?}"
+        "traffic: {writers} writers of 1 MiB and one small for {secs} s: answers {answers:?}; \
+         small writes p50 {:?} p99 {:?} max {:?}",
+        pct(0.5),
+        pct(0.99),
+        small.last()
     );
     assert!(
         answers.keys().all(|&s| s == 200 || s == 429),

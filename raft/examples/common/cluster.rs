@@ -53,8 +53,7 @@ pub async fn add_learner(
         let target = app.raft.metrics().borrow().last_log_index;
         let added = match app.raft.add_learner(id, BasicNode::new(addr), false).await {
             Ok(resp) => resp.log_id.index,
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => return not_leader(f),
-            Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+            Err(e) => return change_failed(e),
         };
         if params.wait == Some(false) {
             return format!("learner {id} added at log index {added}; not waiting for it\n")
@@ -74,12 +73,26 @@ pub async fn add_learner(
     .await
 }
 
+/// A membership call's failure: the redirect, 409 for a change the cluster's state refuses
+/// (another change in progress, a voter that is not a learner yet: retrying as is will not
+/// help until that changes), 503 for the rest.
+fn change_failed(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Response {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => not_leader(f),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            (StatusCode::CONFLICT, format!("{e}\n")).into_response()
+        }
+        e => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
 /// On a leader, the last log index `id` has matched.
 fn matched(m: &Metrics, id: NodeId) -> Option<u64> {
     m.replication.as_ref()?.get(&id).copied().flatten().map(|l| l.index)
 }
 
-/// Makes the voters exactly `ids` (each already a member: add it as a learner first).
+/// Makes the voters exactly `ids` (each already a member: add it as a learner first); a voter
+/// not in `ids` leaves the cluster.
 pub async fn change_membership(
     State(app): AppState,
     Json(ids): Json<BTreeSet<NodeId>>,
@@ -89,8 +102,7 @@ pub async fn change_membership(
             Ok(resp) => {
                 format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
             }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+            Err(e) => change_failed(e),
         }
     })
     .await
@@ -112,21 +124,21 @@ pub async fn remove(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> 
             let body = "refusing to remove every voter; nothing changed\n";
             return (StatusCode::CONFLICT, body).into_response();
         }
-        let changes =
-            [ChangeMembers::RemoveVoters(voters.clone()), ChangeMembers::RemoveNodes(ids.clone())];
+        // Voters leave in one change, which also drops them as nodes (`retain` false): the
+        // leader may be among them and step down once it commits. Learners leave in another.
+        let learners: BTreeSet<NodeId> = ids.difference(&voters).copied().collect();
         let mut index = 0;
-        for change in changes {
-            if matches!(&change, ChangeMembers::RemoveVoters(v) if v.is_empty()) {
+        for change in [ChangeMembers::RemoveVoters(voters), ChangeMembers::RemoveNodes(learners)] {
+            let empty = match &change {
+                ChangeMembers::RemoveVoters(v) | ChangeMembers::RemoveNodes(v) => v.is_empty(),
+                _ => false,
+            };
+            if empty {
                 continue;
             }
             match app.raft.change_membership(change, false).await {
                 Ok(resp) => index = resp.log_id.index,
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                    return not_leader(f)
-                }
-                Err(e) => {
-                    return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
-                }
+                Err(e) => return change_failed(e),
             }
         }
         format!("removed {ids:?}, at log index {index}\n").into_response()
@@ -168,13 +180,21 @@ pub struct DirParam {
     dir: std::path::PathBuf,
 }
 
-/// Writes a copy of this node's whole store to `dir` (which must not exist): a backup, taken at
-/// one moment, of everything this node has applied. Any node can take one; a follower's may be
-/// a little behind the leader.
+/// Writes a copy of this node's whole store to `dir` (which must not exist, or be empty; a
+/// relative path is the node's working directory's): a backup, taken at one moment, of
+/// everything this node has applied. Any node can take one; a follower's may be a little
+/// behind the leader.
 pub async fn backup(State(app): AppState, Json(DirParam { dir }): Json<DirParam>) -> Response {
     let applied = app.raft.metrics().borrow().last_applied.map(|l| l.index);
     let kv = app.kv.clone();
-    let taken = tokio::task::spawn_blocking(move || kv.checkpoint(&dir).map(|_| dir)).await;
+    let copy = tokio::task::spawn_blocking(move || kv.checkpoint(&dir).map(|_| dir));
+    let taken = match tokio::time::timeout(app.admin_timeout, copy).await {
+        Ok(taken) => taken,
+        Err(_) => {
+            let body = "backup gave up waiting; the copy may still complete\n";
+            return (StatusCode::GATEWAY_TIMEOUT, body).into_response();
+        }
+    };
     match taken {
         Ok(Ok(dir)) => {
             json_line(StatusCode::OK, json!({ "dir": dir, "applied_at_least": applied }))
@@ -192,8 +212,8 @@ const RESTORE_BATCH_BYTES: usize = 512 << 10;
 /// back (on the same one; keys written since the backup and absent from it stay). Answers 202
 /// at once; `/cluster/status` shows the restore's progress under `restore`.
 pub async fn restore(State(app): AppState, Json(DirParam { dir }): Json<DirParam>) -> Response {
-    if app.raft.metrics().borrow().current_leader != Some(app.id) {
-        return (StatusCode::MISDIRECTED_REQUEST, "restore runs on the leader\n").into_response();
+    if let Some(redirect) = super::kv::forward(&app) {
+        return redirect;
     }
     if !dir.is_dir() {
         let body = format!("{}: not a directory\n", dir.display());
@@ -223,7 +243,8 @@ pub async fn restore(State(app): AppState, Json(DirParam { dir }): Json<DirParam
 
 async fn run_restore(app: &App, dir: &std::path::Path) -> super::BoxResult<()> {
     use bloomkv_raft::{Command, Outcome};
-    // The backup is a store of its own: opened read for its data, its log and vote unused.
+    // The backup is opened as a store of its own (which writes to it: restore from a copy),
+    // for its data; its log and vote are not used.
     let (_log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
     let backup = sm.reader();
     let mut items = backup.scan();
@@ -429,12 +450,12 @@ pub async fn metrics(State(app): AppState) -> Response {
     gauge("raft_purged_index", "Index up to which the log is purged.", m.purged.map(|l| l.index));
     gauge(
         "raft_snapshot_chunks_received",
-        "Snapshot chunks this node has received.",
+        "Snapshot chunks this node has received (a count since the process started).",
         Some(app.snapshot_chunks.load(Ordering::Relaxed)),
     );
     gauge(
         "raft_snapshot_bytes_received",
-        "Snapshot bytes this node has received.",
+        "Snapshot bytes this node has received (a count since the process started).",
         Some(app.snapshot_bytes.load(Ordering::Relaxed)),
     );
     gauge(

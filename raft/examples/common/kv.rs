@@ -57,7 +57,7 @@ async fn write(app: &App, command: Command, bytes: usize) -> Response {
 }
 
 /// The redirect to the leader, if this node knows it does not lead.
-fn forward(app: &App) -> Option<Response> {
+pub(super) fn forward(app: &App) -> Option<Response> {
     let m = app.raft.metrics().borrow().clone();
     match m.current_leader {
         Some(leader) if leader == app.id => None,

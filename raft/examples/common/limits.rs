@@ -33,8 +33,8 @@ pub struct Limits {
     /// Raft RPCs served at once. Each holds its body (an append or a snapshot chunk, a few MiB)
     /// in memory: past it, 503, which the sending leader retries.
     pub concurrent_raft_requests: usize,
-    /// How long a client or cluster request may take before 503 (a cluster call has its own,
-    /// the node's admin timeout, which answers 504).
+    /// How long a key-value request may take before 503 (a cluster call that changes something
+    /// has the node's admin timeout instead, which answers 504).
     pub request_timeout: Duration,
     /// How long a connection may take to send a request's headers before it is closed.
     pub header_timeout: Duration,

@@ -5,14 +5,15 @@
 //! ```text
 //! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (postcard)
 //! POST   /cluster/init                      make this node a one-node cluster
-//! POST   /cluster/learner   [id, "addr"]    add a learner; returns once it has matched what
-//!                                           the leader had committed (?wait=false: at once)
-//! POST   /cluster/members   [id, ...]       change the voters to exactly these
+//! POST   /cluster/learner   [id, "addr"]    add a learner; returns once it has matched the
+//!                                           leader's log as it was (?wait=false: at once)
+//! POST   /cluster/members   [id, ...]       change the voters to exactly these (a voter not
+//!                                           named leaves the cluster)
 //! POST   /cluster/remove    [id, ...]       remove members (voters or learners)
 //! POST   /cluster/snapshot                  take a snapshot of everything applied, then purge
 //!                                           the log up to it (so a joining node needs it)
-//! POST   /cluster/backup   {"dir": D}      write a copy of this node's store to D (a new
-//!                                           directory on the node's machine)
+//! POST   /cluster/backup   {"dir": D}      write a copy of this node's store to D (a new or
+//!                                           empty directory on the node's machine)
 //! POST   /cluster/restore  {"dir": D}      on the leader: write every key of the backup in D
 //!                                           through the log (202; progress in status)
 //! GET    /cluster/status                    id, health, state, leader, term, last log,
