@@ -11,7 +11,7 @@
 //! answering 504; `--token-file` a file holding the cluster's shared secret (or set
 //! `KV_NODE_TOKEN`), which raft, cluster and metrics requests must then carry, and with
 //! `--token-for-clients` key-value requests too; `--write-budget` the bytes of large writes
-//! in flight before writers get 429 (default 16 MiB); `--request-timeout` (default 30) how
+//! in flight before writers get 429 (default 8 MiB); `--request-timeout` (default 30) how
 //! long a key-value request may take before 503. raft/README.md is the operator's guide.
 //!
 //! The HTTP API is in `common/mod.rs`. A three-node cluster:

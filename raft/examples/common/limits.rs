@@ -49,7 +49,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            large_write_bytes: 16 << 20,
+            large_write_bytes: 8 << 20,
             small_write_bytes: 4 << 20,
             write_wait: Duration::from_secs(2),
             concurrent_requests: 512,
