@@ -57,8 +57,8 @@ impl std::error::Error for ClientError {}
 /// Calls go to the node last known to lead; a node that is not the leader answers with the
 /// leader's address, which the client follows. On a connection error, a timeout or an
 /// unavailable node it tries the next node after a backoff (doubling from 25 ms to 1 s), until
-/// the call's deadline; a node too busy to take a write (429) is tried again after the same
-/// backoff.
+/// the call's deadline (or a backoff that would reach it); a node too busy to take a write
+/// (429) is tried again after the same backoff.
 ///
 /// Each write carries the client's id and the next sequence number, and a retry carries the
 /// same ones, so the cluster applies it once however many attempts reach it (see
@@ -232,11 +232,14 @@ impl Client {
                     why
                 }
             };
+            // A backoff that reaches the deadline would leave the next attempt no time: it could
+            // only time out, and its timeout would hide what the attempts met (a certificate
+            // the client does not trust, say).
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left <= backoff {
                 return Err(ClientError::GaveUp { attempts, last });
             }
-            tokio::time::sleep(backoff.min(left)).await;
+            tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
