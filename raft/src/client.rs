@@ -6,11 +6,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode, Url};
 
-/// The header naming a write's client id (decimal `u64`); with [`SEQ_HEADER`], the node
-/// submits the write as a [`crate::Command::Once`].
-pub const CLIENT_HEADER: &str = "x-client-id";
-/// The header numbering a write among its client's (decimal `u64`).
-pub const SEQ_HEADER: &str = "x-request-seq";
+use crate::{CLIENT_HEADER, SEQ_HEADER};
 
 /// Why a call failed.
 #[derive(Debug)]

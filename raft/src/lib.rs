@@ -53,10 +53,17 @@ use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "client")]
-pub use client::{Client, ClientError, CLIENT_HEADER, SEQ_HEADER};
+pub use client::{Client, ClientError};
 pub use log_store::{LogStore, DEFAULT_MAX_APPEND_BYTES};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
+
+/// The header naming a write's client id (decimal `u64`); with [`SEQ_HEADER`], the node
+/// submits the write as a [`Command::Once`]. Outside the `client` feature: the service reads it
+/// too.
+pub const CLIENT_HEADER: &str = "x-client-id";
+/// The header numbering a write among its client's (decimal `u64`).
+pub const SEQ_HEADER: &str = "x-request-seq";
 
 /// A node's id in the cluster.
 pub type NodeId = u64;
