@@ -30,7 +30,8 @@ pub enum ClientError {
         /// What the last one met.
         last: String,
     },
-    /// The client was given no node addresses, or one that is not a `host:port`.
+    /// The client was given no node addresses, or one that is not a `host:port`, or a CA
+    /// bundle ([`Client::with_tls_ca`]) without a usable certificate.
     Config(String),
 }
 
@@ -60,6 +61,8 @@ impl std::error::Error for ClientError {}
 /// same ones, so the cluster applies it once however many attempts reach it (see
 /// [`crate::Command::Once`]). Writes of one `Client` therefore go one at a time; use several
 /// clients for concurrent writes. Reads carry no id.
+///
+/// Calls go over plain HTTP, or over HTTPS with [`Client::with_tls_ca`].
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), bloomkv_raft::ClientError> {
@@ -146,6 +149,47 @@ impl Client {
     pub fn with_token(mut self, token: impl Into<String>) -> Client {
         self.token = Some(token.into());
         self
+    }
+
+    /// The same client over HTTPS, trusting the CA certificates in `ca_pem` (PEM, one or more)
+    /// and no others, for nodes that serve TLS (`kv_node --tls-cert .. --tls-key ..
+    /// --tls-ca ..`). A node whose certificate does not chain to one of them, or does not name
+    /// the host or IP address the client reaches it by, fails the handshake; the client then
+    /// tries the other nodes as it does when one is down, and gives up with the certificate
+    /// error in [`ClientError::GaveUp`].
+    ///
+    /// TLS is rustls with the crypto provider the process has installed as its default, else
+    /// ring; this installs none.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use bloomkv_raft::Client;
+    ///
+    /// let ca = std::fs::read("ca.pem")?;
+    /// let client = Client::new(["10.0.0.1:21001", "10.0.0.2:21001"])?.with_tls_ca(&ca)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_tls_ca(mut self, ca_pem: &[u8]) -> Result<Client, ClientError> {
+        let config = |why: String| ClientError::Config(format!("CA bundle: {why}"));
+        let certs =
+            reqwest::Certificate::from_pem_bundle(ca_pem).map_err(|e| config(with_causes(&e)))?;
+        if certs.is_empty() {
+            return Err(config("no certificate in the PEM".into()));
+        }
+        let mut http = reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .https_only(true);
+        for cert in certs {
+            http = http.add_root_certificate(cert);
+        }
+        self.http = http.build().map_err(|e| config(with_causes(&e)))?;
+        for node in &mut self.nodes {
+            node.set_scheme("https").expect("http and https are interchangeable");
+        }
+        self.set_leader(None);
+        Ok(self)
     }
 
     /// The client's id, sent with every write.
@@ -262,7 +306,8 @@ impl Client {
         }
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return Answer::Retry(format!("{node}: {e}")),
+            // reqwest's message alone does not say why a handshake failed.
+            Err(e) => return Answer::Retry(format!("{node}: {}", with_causes(&e))),
         };
         let status = response.status();
         let has_retry_after = response.headers().contains_key(reqwest::header::RETRY_AFTER);
@@ -275,7 +320,7 @@ impl Client {
             StatusCode::OK if call.method == Method::GET => Answer::Done(Ok(Some(body))),
             StatusCode::OK => Answer::Done(Ok(None)),
             StatusCode::NOT_FOUND if call.method == Method::GET => Answer::Done(Ok(None)),
-            StatusCode::MISDIRECTED_REQUEST => match leader_of(&body) {
+            StatusCode::MISDIRECTED_REQUEST => match leader_of(&body, node.scheme()) {
                 Some(leader) if &leader != node => Answer::Redirect(leader),
                 // No leader known (an election is on), or one that says it is not: wait.
                 _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
@@ -312,14 +357,26 @@ enum Answer {
 }
 
 /// The leader's address in kv_node's `not_leader` answer, `{..., "leader_addr":"host:port"}`
-/// (or `null` while no leader is known). Read by hand: the one field is not worth a JSON
-/// dependency.
-fn leader_of(body: &[u8]) -> Option<Url> {
+/// (or `null` while no leader is known), reached by `scheme` as the node that answered. Read by
+/// hand: the one field is not worth a JSON dependency.
+fn leader_of(body: &[u8], scheme: &str) -> Option<Url> {
     const FIELD: &str = "\"leader_addr\":";
     let text = std::str::from_utf8(body).ok()?;
     let rest = text[text.find(FIELD)? + FIELD.len()..].trim_start().strip_prefix('"')?;
     let addr = &rest[..rest.find('"')?];
-    Url::parse(&format!("http://{addr}/")).ok()
+    Url::parse(&format!("{scheme}://{addr}/")).ok()
+}
+
+/// An error and what caused it, on one line.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// A random id: std's hasher keys are random per process, mixed with the time and the
@@ -342,11 +399,11 @@ mod tests {
     #[test]
     fn the_leader_is_read_from_a_not_leader_answer() {
         let answer = br#"{"error":"not the leader","leader":2,"leader_addr":"127.0.0.1:21002"}"#;
-        assert_eq!(leader_of(answer).unwrap().as_str(), "http://127.0.0.1:21002/");
-        assert!(
-            leader_of(br#"{"error":"not the leader","leader":null,"leader_addr":null}"#).is_none()
-        );
-        assert!(leader_of(b"not json").is_none());
+        assert_eq!(leader_of(answer, "http").unwrap().as_str(), "http://127.0.0.1:21002/");
+        assert_eq!(leader_of(answer, "https").unwrap().as_str(), "https://127.0.0.1:21002/");
+        let unknown = br#"{"error":"not the leader","leader":null,"leader_addr":null}"#;
+        assert!(leader_of(unknown, "http").is_none());
+        assert!(leader_of(b"not json", "http").is_none());
         assert!(Client::new(Vec::<String>::new()).is_err());
         assert_ne!(random_id(), random_id());
     }

@@ -5,7 +5,7 @@
 //! ([`StateMachine`], openraft's `RaftStateMachine`). Clients submit [`Command`]s through
 //! [`openraft::Raft::client_write`]; each node applies them to keys under `data/`, and
 //! [`KvReader`] reads them back. [`Client`] (feature `client`, on by default) is a client of the
-//! `kv_node` example's HTTP service whose retried writes are applied once.
+//! `kv_node` example's HTTP service, over HTTPS too, whose retried writes are applied once.
 //!
 //! ```no_run
 //! use bloomkv_raft::{Command, Raft, TypeConfig};
