@@ -37,6 +37,12 @@
 //!                                           page continues it; &consistency=stale too
 //! ```
 //!
+//! With a TLS setting ([`NodeConfig::tls`]) a node serves only HTTPS on its address (a plain
+//! HTTP request there gets no HTTP answer), and calls its peers' raft endpoints over HTTPS,
+//! trusting the given CA; every node of a cluster has it or none does. TLS proves a node to
+//! its callers; it does not ask callers for a certificate, so the token is what keeps others
+//! off the raft and cluster endpoints.
+//!
 //! On a node that is not the leader, the key-value writes and linearizable reads answer 421
 //! with the leader's id and address. The cluster calls give up after the node's admin timeout
 //! with 504: the change may still complete; `/cluster/status` tells. With a token, every
@@ -56,6 +62,7 @@ mod kv;
 mod limits;
 mod metrics;
 mod network;
+mod tls;
 
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -77,6 +84,7 @@ use tokio::sync::{watch, Semaphore};
 
 pub use limits::Limits;
 pub use network::Network;
+pub use tls::TlsConfig;
 
 /// Errors as boxed trait objects: the examples only report them.
 pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -142,6 +150,8 @@ pub struct NodeConfig {
     pub token: Option<String>,
     /// Whether key-value requests need the token too.
     pub token_for_clients: bool,
+    /// Serve only TLS, and call peers over https trusting its CA. `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
     pub limits: Limits,
 }
 
@@ -151,6 +161,7 @@ impl Default for NodeConfig {
             admin_timeout: DEFAULT_ADMIN_TIMEOUT,
             token: None,
             token_for_clients: false,
+            tls: None,
             limits: Limits::default(),
         }
     }
@@ -215,10 +226,15 @@ impl Node {
         config: NodeConfig,
     ) -> BoxResult<Node> {
         let addr = listener.local_addr()?.to_string();
+        // Before the store is opened (which may replay a long log): a certificate or key that
+        // does not load fails the start at once.
+        let (http, acceptor) = match &config.tls {
+            Some(tls) => (tls.peer_client()?, Some(tls.acceptor()?)),
+            None => (reqwest::Client::builder().build()?, None),
+        };
         let (log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
         let kv = sm.reader();
-        let http = reqwest::Client::builder().build()?;
-        let network = Network::new(http, config.token.clone(), false);
+        let network = Network::new(http, config.token.clone(), acceptor.is_some());
         let raft = Raft::new(id, self::config(), network.clone(), log.clone(), sm).await?;
         let limits = config.limits;
         let app = Arc::new(App {
@@ -242,7 +258,7 @@ impl Node {
         let (stop, stopped) = watch::channel(false);
         let router = routes(&app, config.token_for_clients);
         let limits = app.limits.clone();
-        let server = tokio::spawn(serve::serve(listener, router, limits, stopped));
+        let server = tokio::spawn(serve::serve(listener, router, limits, acceptor, stopped));
         Ok(Node { app, stop, server })
     }
 
