@@ -13,52 +13,15 @@ is added as a learner, and /cluster/status is polled every 20 ms until it has ap
 everything. KV_NODE names the binary, SNAP_DIR the scratch directory (removed first);
 SNAP_POLICY=1 skips the call, to measure two builds the same way.
 """
-import json, os, shutil, subprocess, sys, threading, time, urllib.error, urllib.request
+import os, sys, threading, time, urllib.error
 
-K = os.environ.get("KV_NODE", "target/release/examples/kv_node")
-base = os.environ.get("SNAP_DIR", "/tmp/kv-snapshots")
+from kvcluster import Cluster
+
 size_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 value_kib = int(sys.argv[2]) if len(sys.argv) > 2 else 256
 clients = int(sys.argv[3]) if len(sys.argv) > 3 else 4
-shutil.rmtree(base, ignore_errors=True)
-addr = {1: "127.0.0.1:23001", 2: "127.0.0.1:23002"}
-procs = {}
-
-
-def start(n, level="warn"):
-    log = open(f"{base}/node-{n}.log", "wb")
-    procs[n] = subprocess.Popen(
-        [K, str(n), addr[n], f"{base}/{n}", "--log-level", level, "--admin-timeout", "3600"],
-        stderr=log,
-    )
-
-
-def req(n, path, method="GET", body=None, timeout=3600):
-    data = json.dumps(body).encode() if body is not None and not isinstance(body, bytes) else body
-    r = urllib.request.Request(f"http://{addr[n]}{path}", data=data, method=method)
-    if body is not None and not isinstance(body, bytes):
-        r.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(r, timeout=timeout) as f:
-        return f.status, f.read()
-
-
-def status(n):
-    try:
-        return json.loads(req(n, "/cluster/status", timeout=2)[1])
-    except Exception:
-        return None
-
-
-def wait_up(n):
-    while status(n) is None:
-        time.sleep(0.05)
-
-
-def hwm_kib(n):
-    with open(f"/proc/{procs[n].pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
+c = Cluster(os.environ.get("SNAP_DIR", "/tmp/kv-snapshots"), 23000, [1, 2])
+base, req, status = c.base, c.req, c.status
 
 
 def du_mib(path):
@@ -69,33 +32,11 @@ def du_mib(path):
     return total / 2**20
 
 
-os.makedirs(base)
-start(1)
-wait_up(1)
-req(1, "/cluster/init", "POST")
-while (status(1) or {}).get("leader") != 1:
-    time.sleep(0.05)
+c.form([1])
 
 count = size_mb * 1024 // value_kib
-next_key = iter(range(count))
-lock = threading.Lock()
-
-
-def writer():
-    while True:
-        with lock:
-            i = next(next_key, None)
-        if i is None:
-            return
-        req(1, f"/kv/k{i:08}", "PUT", os.urandom(value_kib * 1024))
-
-
 t0 = time.monotonic()
-threads = [threading.Thread(target=writer) for _ in range(clients)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
+c.load(1, count, lambda: os.urandom(value_kib * 1024), clients=clients)
 load_s = time.monotonic() - t0
 print(f"loaded {count} values of {value_kib} KiB ({count * value_kib / 1024:.0f} MiB) in {load_s:.1f} s", flush=True)
 
@@ -116,15 +57,15 @@ snap_s = time.monotonic() - t0
 snap_dir = f"{base}/1/snapshots"
 snaps = os.listdir(snap_dir) if os.path.isdir(snap_dir) else []
 snap_mib = sum(os.path.getsize(f"{snap_dir}/{s}") for s in snaps) / 2**20
-leader_hwm_before = hwm_kib(1)
+leader_hwm_before = c.proc_kib(1, "VmHWM:")
 print(f"snapshot taken and log purged in {snap_s:.1f} s: {snaps} ({snap_mib:.0f} MiB); leader VmHWM {leader_hwm_before / 1024:.0f} MiB", flush=True)
 
 # The learner logs at info: openraft's lines mark the first chunk and the last.
-start(2, "info")
-wait_up(2)
+c.start(2, "info")
+c.wait_up(2)
 target = status(1)["last_applied"]
 t0 = time.monotonic()
-adder = threading.Thread(target=lambda: req(1, "/cluster/learner", "POST", [2, addr[2]]))
+adder = threading.Thread(target=lambda: req(1, "/cluster/learner", "POST", [2, c.addr[2]]))
 adder.start()
 while True:
     st = status(2)
@@ -133,7 +74,7 @@ while True:
     time.sleep(0.02)
 catchup_s = time.monotonic() - t0
 adder.join()
-learner_hwm = hwm_kib(2)
+learner_hwm = c.proc_kib(2, "VmHWM:")
 
 
 def stamp(line):
@@ -147,7 +88,7 @@ first = next((stamp(l) for l in log if "begin_receiving_snapshot" in l), None)
 last = next((stamp(l) for l in log if "finished streaming snapshot" in l), None)
 if first is not None and last is not None:
     print(f"learner received the snapshot in {last - first:.2f} s (first chunk to last)", flush=True)
-leader_hwm = hwm_kib(1)
+leader_hwm = c.proc_kib(1, "VmHWM:")
 chunks = [l for l in req(2, "/metrics")[1].decode().splitlines() if l.startswith("raft_snapshot_chunks_received ")]
 print(
     f"learner caught up (applied {target}) in {catchup_s:.2f} s; {chunks[0] if chunks else ''}; "
@@ -161,6 +102,4 @@ for i in (0, count // 2, count - 1):
     a = req(1, f"/kv/k{i:08}?consistency=stale")[1]
     b = req(2, f"/kv/k{i:08}?consistency=stale")[1]
     assert a == b, f"k{i:08} differs"
-for p in procs.values():
-    p.terminate()
-    p.wait()
+c.stop_all()

@@ -1287,7 +1287,8 @@ fn keyspace_create_list_and_drop_round_trip() {
         assert_eq!(t[0].prefix_extractor.as_deref(), extractor, "{name}");
     }
     db.close().unwrap();
-    assert_eq!(tool(&["keyspace", "drop", p, "users"]).0, 0);
+    let (code, _, err) = tool(&["keyspace", "drop", p, "users"]);
+    assert_eq!(code, 0, "{err}");
 
     assert_eq!(tool(&["keyspace", "drop", p, "logs"]).0, 0);
     let (code, out, _) = tool(&["keyspace", "list", p]);
