@@ -344,8 +344,9 @@ impl WriteBatch {
     /// Adds a merge operand for `key` (see [`crate::Db::merge`]): the key's value becomes
     /// what the keyspace's [`crate::MergeOperator`] makes of the value beneath and the
     /// operands. Refused when the batch is written if the key or operand is over the
-    /// limits, as for [`WriteBatch::put`], or if the keyspace has no merge operator
-    /// ([`Error::MergeOperatorMissing`]).
+    /// limits, as for [`WriteBatch::put`], if the keyspace has no merge operator
+    /// ([`Error::MergeOperatorMissing`]), or if the operator refuses the operand
+    /// ([`Error::Merge`], see [`crate::MergeOperator::check_operand`]).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

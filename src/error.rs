@@ -103,8 +103,11 @@ pub enum Error {
         reason: String,
     },
     /// A keyspace's [`crate::MergeOperator`] failed to combine a key's merge operands: it
-    /// returned an error (a malformed operand or value, say) or panicked. The read fails;
-    /// nothing stored is changed, and compaction keeps the operands as they are.
+    /// returned an error (a malformed value, say), panicked, or made a value larger than
+    /// [`crate::MAX_VALUE_BYTES`]. The read fails; nothing stored is changed, compaction
+    /// keeps the operands as they are, and a put or delete of the key replaces them. Or, for
+    /// a write, the operator refused an operand ([`crate::MergeOperator::check_operand`]):
+    /// nothing of the write was written.
     Merge {
         /// The keyspace whose operator it was.
         keyspace: String,

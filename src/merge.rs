@@ -78,12 +78,26 @@ pub trait MergeOperator: Send + Sync {
     fn partial_merge(&self, _key: &[u8], _operands: &[&[u8]]) -> Option<Vec<u8>> {
         None
     }
+
+    /// Whether `operand` may be written for `key`, asked as [`crate::Db::merge`] (a
+    /// [`crate::WriteBatch`], a [`crate::Transaction`]) takes it: an `Err` (a reason) refuses
+    /// the write with [`Error::Merge`], and nothing of it is written. It judges the operand
+    /// alone — the engine reads nothing for it, a merge stays a blind write — so it can refuse
+    /// only what no read could ever combine (a malformed operand); whether a key's operands
+    /// combine with each other and the value beneath is known only when a read or a
+    /// compaction combines them. Called on every merge: it should be quick. The default
+    /// accepts every operand.
+    fn check_operand(&self, _key: &[u8], _operand: &[u8]) -> std::result::Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A counter: each operand and the value are `u64` little-endian (8 bytes), and the merge
-/// is their wrapping sum; no value counts as 0. A value or operand of another length is
-/// malformed: the read fails with [`Error::Merge`] (never a panic, never a guess), and
-/// compaction leaves such operands as they are. Use [`U64Add::operand`] to encode one.
+/// is their wrapping sum; no value counts as 0. An operand of another length is refused when
+/// it is written ([`Error::Merge`], see [`MergeOperator::check_operand`]). A value of another
+/// length (a put) is malformed: a read of operands over it fails with [`Error::Merge`] (never
+/// a panic, never a guess) until a put or delete replaces it, and compaction leaves such
+/// operands as they are. Use [`U64Add::operand`] to encode one.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -138,6 +152,10 @@ impl MergeOperator for U64Add {
 
     fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
         U64Add::sum(operands.iter().copied()).ok().map(|n| n.to_le_bytes().to_vec())
+    }
+
+    fn check_operand(&self, _key: &[u8], operand: &[u8]) -> std::result::Result<(), String> {
+        U64Add::sum([operand]).map(|_| ())
     }
 }
 
@@ -268,6 +286,15 @@ impl Merger {
         Ok(merged)
     }
 
+    /// [`MergeOperator::check_operand`], its refusals and panics as [`Error::Merge`]; without
+    /// an operator, [`Error::MergeOperatorMissing`].
+    pub(crate) fn check(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let op = self.operator()?;
+        catch_unwind(AssertUnwindSafe(|| op.check_operand(key, operand)))
+            .map_err(|panic| self.failure(panic_message(panic)))?
+            .map_err(|reason| self.failure(format!("it refused the operand: {reason}")))
+    }
+
     /// [`MergeOperator::partial_merge`]; `None` also for a panic or an oversized result.
     pub(crate) fn partial(&self, key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
         let op = self.op.as_deref()?;
@@ -305,6 +332,8 @@ mod tests {
         assert!(c.full_merge(b"k", None, &[b""]).is_err());
         assert_eq!(c.partial_merge(b"k", &[&two, &three]), Some(U64Add::operand(5).to_vec()));
         assert_eq!(c.partial_merge(b"k", &[&two, b"x"]), None);
+        assert_eq!(c.check_operand(b"k", &two), Ok(()));
+        assert!(c.check_operand(b"k", b"abc").unwrap_err().contains("3 bytes"));
     }
 
     #[test]

@@ -99,6 +99,38 @@ fn a_malformed_counter_is_an_error_and_compaction_keeps_it() {
 }
 
 #[test]
+fn an_operand_the_operator_refuses_is_not_written() {
+    let (_dir, db) = common::db::open_temp(counting());
+    db.merge("c", U64Add::operand(1)).unwrap();
+    let refused = |r: bloomkv::Result<()>, ks: &str| match r {
+        Err(Error::Merge { keyspace, reason }) => {
+            assert_eq!(keyspace, ks);
+            assert!(reason.contains("3 bytes where 8 were expected"), "{reason}");
+        }
+        other => panic!("expected the operand to be refused, got {other:?}"),
+    };
+    refused(db.merge("c", "abc"), "default");
+    // A batch is refused whole: its put is not written either.
+    let mut batch = WriteBatch::new();
+    batch.put("x", "1");
+    batch.merge("c", "abc");
+    refused(db.write(&batch, &WriteOptions::default()), "default");
+    assert_eq!(db.get("x").unwrap(), None);
+    let mut tx = db.transaction();
+    refused(tx.merge("c", "abc"), "default");
+    tx.merge("c", U64Add::operand(2)).unwrap();
+    tx.commit().unwrap();
+    let hits =
+        db.keyspace("hits", KeyspaceOptions::new().merge_operator(Arc::new(U64Add))).unwrap();
+    refused(hits.merge("c", "abc"), "hits");
+    assert_eq!(hits.get("c").unwrap(), None);
+    // The key was never made unreadable.
+    assert_eq!(counter(&db, "c"), Some(3));
+    db.compact().unwrap();
+    assert_eq!(counter(&db, "c"), Some(3));
+}
+
+#[test]
 fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
     let (dir, db) = common::db::open_temp(Options::new());
     let tags = db

@@ -291,8 +291,11 @@ impl Db {
     /// an expiring value, the result is the operands combined with it until it expires, and
     /// with nothing after.
     ///
-    /// Fails with [`Error::MergeOperatorMissing`] if the keyspace has no operator, and as
-    /// [`Db::put`] for a key or operand over the limits.
+    /// Fails with [`Error::MergeOperatorMissing`] if the keyspace has no operator, with
+    /// [`Error::Merge`] if the operator refuses the operand
+    /// ([`crate::MergeOperator::check_operand`]: a [`crate::U64Add`] operand that is not 8
+    /// bytes, say), and as [`Db::put`] for a key or operand over the limits; nothing is
+    /// written then.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -373,8 +376,9 @@ impl Db {
     ///
     /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], applying none of the
     /// batch, if any key is longer than [`crate::MAX_KEY_BYTES`] or any value larger than
-    /// [`crate::MAX_VALUE_BYTES`]; and with [`Error::BatchTooLarge`] if the batch is larger
-    /// than [`Options::max_batch_bytes`].
+    /// [`crate::MAX_VALUE_BYTES`]; with [`Error::BatchTooLarge`] if the batch is larger
+    /// than [`Options::max_batch_bytes`]; and as [`Db::merge`] for a merge operand its
+    /// keyspace's operator refuses or cannot take.
     ///
     /// The batch is borrowed, so it can be written again or cleared and refilled.
     pub fn write(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
@@ -391,8 +395,8 @@ impl Db {
             }
         })?;
         for (id, op) in batch.iter() {
-            if let crate::batch::BatchOp::Merge { .. } = op {
-                write::check_merge_operator(&self.inner, id)?;
+            if let crate::batch::BatchOp::Merge { key, operand } = op {
+                write::check_merge(&state, id, key, operand)?;
             }
         }
         drop(state);

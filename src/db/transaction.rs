@@ -555,10 +555,7 @@ impl Transaction {
         operand: &[u8],
     ) -> Result<()> {
         check_entry_size(key, operand)?;
-        let tree = self.tree(id, ks)?;
-        if tree.opts.merge_operator.0.is_none() {
-            return Err(Error::MergeOperatorMissing { keyspace: tree.name.to_string() });
-        }
+        self.tree(id, ks)?.merger().check(key, operand)?;
         self.pending(id, ks).merges.entry(key.to_vec()).or_default().push(operand.to_vec());
         Ok(())
     }
@@ -791,7 +788,8 @@ impl Transaction {
     /// the key, or else over the snapshot's value (then a read, checked at commit). The
     /// commit writes the operands, a blind write like a put: it conflicts with
     /// transactions that read the key, not with other merges. Fails with
-    /// [`Error::MergeOperatorMissing`] if the keyspace has no operator.
+    /// [`Error::MergeOperatorMissing`] if the keyspace has no operator, and with
+    /// [`Error::Merge`] if it refuses the operand ([`crate::MergeOperator::check_operand`]).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

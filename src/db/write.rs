@@ -524,8 +524,8 @@ pub(crate) fn write_one(
         }
     }
     live()?;
-    if let SingleWrite::Merge(..) = op {
-        check_merge_operator(inner, keyspace)?;
+    if let SingleWrite::Merge(key, operand) = op {
+        check_merge(&inner.state.load(), keyspace, key, operand)?;
     }
     let bytes = match op {
         SingleWrite::Put(key, value) | SingleWrite::Merge(key, value) => key.len() + value.len(),
@@ -543,15 +543,18 @@ pub(crate) fn write_one(
     })
 }
 
-/// Refuses a merge into `keyspace` when it has no merge operator: no read could combine
-/// the operand.
-pub(crate) fn check_merge_operator(inner: &DbInner, keyspace: KeyspaceId) -> Result<()> {
-    let state = inner.state.load();
+/// Refuses a merge into `keyspace` when it has no merge operator, or when the operator
+/// refuses the operand ([`crate::MergeOperator::check_operand`]): no read could combine it.
+/// A keyspace that no longer exists is left to the write's own check.
+pub(crate) fn check_merge(
+    state: &DbState,
+    keyspace: KeyspaceId,
+    key: &[u8],
+    operand: &[u8],
+) -> Result<()> {
     match state.tree(keyspace) {
-        Some(t) if t.opts.merge_operator.0.is_none() => {
-            Err(Error::MergeOperatorMissing { keyspace: t.name.to_string() })
-        }
-        _ => Ok(()),
+        Some(t) => t.merger().check(key, operand),
+        None => Ok(()),
     }
 }
 
