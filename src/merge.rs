@@ -29,6 +29,21 @@ use crate::{Error, Result};
 /// back into the database. An error or a panic is never a panic of the engine: the read
 /// fails with [`Error::Merge`], and compaction keeps the operands uncombined.
 ///
+/// # When merging fails
+///
+/// A merge is a blind write: nothing is read when it is written, so only what is wrong
+/// with an operand on its own can be refused then ([`MergeOperator::check_operand`]; the
+/// write fails with [`Error::Merge`] and nothing of it is written). Everything else — an
+/// operator error, a panic, a result larger than [`crate::MAX_VALUE_BYTES`] (an
+/// [`crate::Append`] that has outgrown it, say) — shows when the operands are combined, as
+/// in RocksDB: every read of the key fails with [`Error::Merge`] (a scan yields it at the
+/// key and ends, as on any error: start the next one past the key), at once and after
+/// flushes, compactions and reopens alike. Nothing is lost meanwhile: a flush or compaction
+/// that cannot combine a key's operands writes them as they were (it never fails for it,
+/// nor stops the database), so a fixed operator, given at the next open, reads them all. A
+/// put, delete or range deletion of the key written after them replaces them, as it would
+/// replace a value: from then on the key reads as that write left it.
+///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
@@ -160,7 +175,11 @@ impl MergeOperator for U64Add {
 }
 
 /// Appends each operand to the value, with `separator` between pieces (none before the
-/// first piece when there is no value): a log, a list. Never fails.
+/// first piece when there is no value): a log, a list. Fails only when the result would be
+/// larger than [`crate::MAX_VALUE_BYTES`]: a merge cannot know that when it is written
+/// (it reads nothing), so the key's reads then fail with [`Error::Merge`] until a put or
+/// delete of the key replaces what it holds (see [`crate::Db::merge`]). A log that grows
+/// without bound belongs in many keys (one per entry or per period), not in one value.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -185,15 +204,29 @@ impl Append {
         Append { separator: separator.as_ref().to_vec() }
     }
 
-    fn join<'a>(&self, parts: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (i, p) in parts.into_iter().enumerate() {
+    /// The pieces joined, or an error if that is larger than [`crate::MAX_VALUE_BYTES`]:
+    /// measured first, so a key that has outgrown the limit costs each read and compaction
+    /// that meets it a sum, not a copy of everything it holds.
+    fn join<'a>(
+        &self,
+        parts: impl Iterator<Item = &'a [u8]> + Clone,
+    ) -> std::result::Result<Vec<u8>, String> {
+        let (pieces, bytes) =
+            parts.clone().fold((0usize, 0usize), |(n, b), p| (n + 1, b + p.len()));
+        let len = bytes + self.separator.len() * pieces.saturating_sub(1);
+        if len > crate::MAX_VALUE_BYTES {
+            return Err(format!(
+                "append: {pieces} pieces make {len} bytes, more than MAX_VALUE_BYTES"
+            ));
+        }
+        let mut out = Vec::with_capacity(len);
+        for (i, p) in parts.enumerate() {
             if i > 0 {
                 out.extend_from_slice(&self.separator);
             }
             out.extend_from_slice(p);
         }
-        out
+        Ok(out)
     }
 }
 
@@ -208,11 +241,11 @@ impl MergeOperator for Append {
         existing: Option<&[u8]>,
         operands: &[&[u8]],
     ) -> std::result::Result<Vec<u8>, String> {
-        Ok(self.join(existing.into_iter().chain(operands.iter().copied())))
+        self.join(existing.into_iter().chain(operands.iter().copied()))
     }
 
     fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
-        Some(self.join(operands.iter().copied()))
+        self.join(operands.iter().copied()).ok()
     }
 }
 
@@ -343,6 +376,19 @@ mod tests {
         assert_eq!(a.full_merge(b"k", Some(b"w"), &[b"x"]).unwrap(), b"w, x");
         assert_eq!(a.partial_merge(b"k", &[b"x", b"y"]).unwrap(), b"x, y");
         assert_eq!(Append::default().full_merge(b"k", Some(b"a"), &[b"b"]).unwrap(), b"ab");
+    }
+
+    #[test]
+    fn append_refuses_a_result_over_max_value_bytes_before_building_it() {
+        let half = vec![b'x'; crate::MAX_VALUE_BYTES / 2];
+        let a = Append::new(",");
+        // Exactly at the limit without a separator, one byte over with one.
+        let at_limit = Append::default().full_merge(b"k", Some(&half), &[&half]).unwrap();
+        assert_eq!(at_limit.len(), crate::MAX_VALUE_BYTES);
+        let reason = a.full_merge(b"k", Some(&half), &[&half]).unwrap_err();
+        assert!(reason.contains("2 pieces make 16777217 bytes"), "{reason}");
+        assert_eq!(a.partial_merge(b"k", &[&half, &half]), None);
+        assert_eq!(a.partial_merge(b"k", &[&half, b"y"]).unwrap().len(), half.len() + 2);
     }
 
     struct Panics;

@@ -130,6 +130,159 @@ fn an_operand_the_operator_refuses_is_not_written() {
     assert_eq!(counter(&db, "c"), Some(3));
 }
 
+/// Reads of `key` fail with the merge error whose reason holds `reason`, through every read.
+fn assert_unreadable(db: &Db, key: &str, reason: &str) {
+    let check = |r: bloomkv::Result<()>, how: &str| match r {
+        Err(Error::Merge { reason: got, .. }) => assert!(got.contains(reason), "{how}: {got}"),
+        other => panic!("{how}: expected a merge error, got {other:?}"),
+    };
+    check(db.get(key).map(|_| ()), "get");
+    check(db.multi_get([key]).map(|_| ()), "multi_get");
+    check(db.range(key..).next().unwrap().map(|_| ()), "scan");
+    check(db.range(..=key).next_back().unwrap().map(|_| ()), "reverse scan");
+}
+
+/// Reads of `key` find `want`, through every read, and so do those of the key beside it.
+fn assert_reads(db: &Db, key: &str, want: Option<&[u8]>) {
+    assert_eq!(db.get(key).unwrap().as_deref(), want, "get");
+    assert_eq!(db.multi_get([key]).unwrap()[0].as_deref(), want, "multi_get");
+    let scanned: Vec<_> = db.range(..).map(|r| r.unwrap()).collect();
+    let found = scanned.iter().find(|(k, _)| k == key.as_bytes()).map(|(_, v)| v.as_ref());
+    assert_eq!(found, want, "scan");
+    assert_eq!(db.get("neighbour").unwrap().as_deref(), Some(&b"n"[..]));
+}
+
+/// Each way a write replaces a key's operands.
+const REPAIRS: [&str; 3] = ["put", "delete", "delete_range"];
+
+fn repair(db: &Db, how: &str, key: &str) -> Option<&'static [u8]> {
+    match how {
+        "put" => db.put(key, "fixed").map(|_| Some(&b"fixed"[..])),
+        "delete" => db.delete(key).map(|_| None),
+        _ => db.delete_range(key..&format!("{key}\0")).map(|_| None),
+    }
+    .unwrap()
+}
+
+/// An `Append` past `MAX_VALUE_BYTES`: every operand is acknowledged (a merge reads nothing
+/// to know better), reads fail from then on, compaction goes on and keeps them, and a put,
+/// delete or range deletion makes the key readable again, for good.
+#[test]
+fn an_append_past_max_value_bytes_fails_reads_until_a_write_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options::new().merge_operator(Arc::new(Append::default()));
+    let mut db = Db::open(dir.path(), opts()).unwrap();
+    db.put("neighbour", "n").unwrap();
+    // Half the limit and a byte: two of them cannot be one value.
+    let half = vec![b'x'; bloomkv::MAX_VALUE_BYTES / 2 + 1];
+    let too_big = "2 pieces make 16777218 bytes, more than MAX_VALUE_BYTES";
+    for how in REPAIRS {
+        db.merge("log", &half).unwrap();
+        db.flush().unwrap();
+        db.merge("log", &half).unwrap();
+        assert_unreadable(&db, "log", if how == "put" { too_big } else { "MAX_VALUE_BYTES" });
+        // Neither a flush nor compaction fails or stops the database over it.
+        db.flush().unwrap();
+        db.compact().unwrap();
+        assert_unreadable(&db, "log", "MAX_VALUE_BYTES");
+        db.put("other", how).unwrap();
+        drop(db);
+        db = Db::open(dir.path(), opts()).unwrap();
+        assert_unreadable(&db, "log", "MAX_VALUE_BYTES");
+
+        let want = repair(&db, how, "log");
+        assert_reads(&db, "log", want);
+        db.flush().unwrap();
+        assert_reads(&db, "log", want);
+        db.compact().unwrap();
+        assert_reads(&db, "log", want);
+        drop(db);
+        db = Db::open(dir.path(), opts()).unwrap();
+        assert_reads(&db, "log", want);
+    }
+}
+
+/// Concatenates operands with `+`; fails on the operand `bad`, or skips it when `lenient`.
+struct Picky {
+    lenient: bool,
+}
+
+impl MergeOperator for Picky {
+    fn name(&self) -> &str {
+        "picky"
+    }
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>, String> {
+        if !self.lenient && operands.contains(&&b"bad"[..]) {
+            return Err("a bad operand".into());
+        }
+        let pieces = existing.into_iter().chain(operands.iter().copied());
+        Ok(pieces.filter(|p| *p != b"bad").collect::<Vec<_>>().join(&b'+'))
+    }
+    fn partial_merge(&self, key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        self.full_merge(key, None, operands).ok()
+    }
+}
+
+/// A key whose operands an operator cannot combine, spread over a deep level, L0 and the
+/// memtable, under background and manual compactions: the database goes on, compaction
+/// drops none of the operands (a lenient operator reads them all after a reopen), and a
+/// later put, delete or range deletion makes the key readable again.
+#[test]
+fn compaction_keeps_operands_it_cannot_combine_and_a_later_write_replaces_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |lenient: bool| small_tables().merge_operator(Arc::new(Picky { lenient }));
+    for how in REPAIRS {
+        let db = Db::open(dir.path(), opts(false)).unwrap();
+        db.put("neighbour", "n").unwrap();
+        db.put("k", "base").unwrap();
+        let mut want = b"base".to_vec();
+        for (i, operand) in ["a", "bad", "b", "c", "bad", "d"].iter().enumerate() {
+            db.merge("k", operand).unwrap();
+            if *operand != "bad" {
+                want.extend([b'+']);
+                want.extend(operand.as_bytes());
+            }
+            // Other keys' writes fill tables, so background compactions meet the operands.
+            for j in 0..200 {
+                db.put(format!("fill{i}-{j:03}"), [b'v'; 100]).unwrap();
+            }
+            match i {
+                1 => db.compact().unwrap(),
+                3 => db.flush().unwrap(),
+                _ => {}
+            }
+        }
+        assert_unreadable(&db, "k", "a bad operand");
+        db.compact().unwrap();
+        assert_unreadable(&db, "k", "a bad operand");
+        db.put("still", "writable").unwrap();
+        db.close().unwrap();
+
+        let db = Db::open(dir.path(), opts(true)).unwrap();
+        assert_eq!(db.get("k").unwrap().as_deref(), Some(&want[..]), "{how}: every operand kept");
+        db.close().unwrap();
+
+        let db = Db::open(dir.path(), opts(false)).unwrap();
+        let fixed = repair(&db, how, "k");
+        assert_reads(&db, "k", fixed);
+        db.merge("k", "e").unwrap();
+        let after = fixed.map(|v| [v, b"+e"].concat()).unwrap_or(b"e".to_vec());
+        assert_reads(&db, "k", Some(&after));
+        db.compact().unwrap();
+        assert_reads(&db, "k", Some(&after));
+        db.close().unwrap();
+        let db = Db::open(dir.path(), opts(false)).unwrap();
+        assert_reads(&db, "k", Some(&after));
+        db.delete("k").unwrap();
+        db.close().unwrap();
+    }
+}
+
 #[test]
 fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
     let (dir, db) = common::db::open_temp(Options::new());

@@ -297,6 +297,15 @@ impl Db {
     /// bytes, say), and as [`Db::put`] for a key or operand over the limits; nothing is
     /// written then.
     ///
+    /// Whether the key's operands combine — with each other and the value beneath, into at
+    /// most [`crate::MAX_VALUE_BYTES`] — cannot be known here without a read, which a merge
+    /// does not make: it is known when a read or a compaction combines them. An operand that
+    /// makes them fail (an [`crate::Append`] past the limit, say) is acknowledged like any
+    /// other; from then on every read of the key fails with [`Error::Merge`], and compaction
+    /// keeps the operands as they are (it never fails or stops the database for them). A
+    /// [`Db::put`], [`Db::delete`] or [`Db::delete_range`] of the key replaces them: the key
+    /// reads as that write left it, through flushes, compactions and reopens.
+    ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
