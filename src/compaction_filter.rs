@@ -59,14 +59,25 @@ pub enum Decision {
 /// [`crate::Options::max_subcompactions`]); hence `Send + Sync`. It should be quick and must
 /// not call back into the database.
 ///
-/// # Panics
+/// # Failures
 ///
-/// A panic in `filter` is caught: the compaction is abandoned (its partial output deleted,
-/// its input tables untouched, so no data is lost or changed) and fails with
+/// The filter fails on a value when `filter` panics (the panic is caught) or gives a
+/// replacement larger than [`crate::MAX_VALUE_BYTES`]. The value is then kept as it was, as
+/// if the filter had said [`Decision::Keep`], and the compaction goes on: the failure is
+/// counted ([`crate::Stats::compaction_filter_failed`], per keyspace too) and reported once
+/// the compaction is installed, with the first such key and the reason
+/// ([`crate::events::EventListener::on_compaction_filter_error`], and a `warn` log). The
+/// filter is asked again about the value in a later compaction. A filter that fails on some
+/// value every time so never stops the database, nor holds its compactions back.
+///
+/// With [`crate::KeyspaceOptions::stop_on_compaction_filter_error`] (or
+/// [`crate::Options::stop_on_compaction_filter_error`] for the default keyspace) set, a
+/// failure abandons the compaction instead (its partial output deleted, its input tables
+/// untouched, so no data is lost or changed) and fails it with
 /// [`crate::Error::CompactionFilter`], which stops the database as any failed background
 /// work does: writes fail with [`crate::Error::Background`] until [`crate::Db::resume`] or
-/// a reopen (reads go on). A replacement value larger than [`crate::MAX_VALUE_BYTES`] is
-/// treated the same way.
+/// a reopen (reads go on) — and again at the next compaction that meets the value, for as
+/// long as the filter fails on it.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {

@@ -95,7 +95,9 @@ pub enum Error {
         name: String,
     },
     /// A keyspace's [`crate::CompactionFilter`] panicked, or gave a replacement value larger
-    /// than [`crate::MAX_VALUE_BYTES`]: the compaction was abandoned with its inputs intact.
+    /// than [`crate::MAX_VALUE_BYTES`], and the keyspace stops on such failures
+    /// ([`crate::KeyspaceOptions::stop_on_compaction_filter_error`]; otherwise the value is
+    /// kept and the compaction goes on): the compaction was abandoned with its inputs intact.
     CompactionFilter {
         /// The keyspace whose filter it was.
         keyspace: String,

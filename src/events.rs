@@ -2,7 +2,7 @@
 //! background errors, so that a service can see why a write waited (or the database stopped)
 //! without a debugger. The same events are logged through the `log` crate, target
 //! `bloomkv`: flushes, compactions and stalls at `info`, background errors at `error`, a
-//! resume at `warn`. With the `serde` feature the info structs implement `serde::Serialize`.
+//! resume and a compaction filter's failures at `warn`. With the `serde` feature the info structs implement `serde::Serialize`.
 
 use std::cell::Cell;
 use std::fmt;
@@ -81,6 +81,12 @@ pub trait EventListener: Send + Sync {
     /// The compaction `on_compaction_begin` announced is in the manifest. Not called if it
     /// failed; `on_background_error` reports that.
     fn on_compaction_end(&self, _info: &CompactionInfo) {}
+    /// A keyspace's [`crate::CompactionFilter`] failed on values of a compaction, which kept
+    /// them as they were and went on: called once the compaction is in the manifest, just
+    /// before its `on_compaction_end`. Not called where the keyspace stops on filter errors
+    /// ([`crate::KeyspaceOptions::stop_on_compaction_filter_error`]): the compaction fails
+    /// then, and `on_background_error` reports that.
+    fn on_compaction_filter_error(&self, _info: &CompactionFilterErrorInfo) {}
     /// Writes began to wait (or, for [`StallReason::L0Slowdown`], to be delayed) for
     /// background work to catch up.
     fn on_write_stall_begin(&self, _info: &StallInfo) {}
@@ -180,6 +186,24 @@ pub struct CompactionInfo {
     /// alone: nothing there overlapped them, nor did they each other, so there was nothing
     /// to merge (`output_bytes` is 0).
     pub moved: bool,
+}
+
+/// A compaction filter's failures in one compaction, for
+/// [`EventListener::on_compaction_filter_error`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct CompactionFilterErrorInfo {
+    /// The keyspace whose filter it is.
+    pub keyspace: String,
+    /// The level the compaction wrote, as the filter was told.
+    pub level: usize,
+    /// Values the filter failed on in this compaction, each kept as it was.
+    pub failed: u64,
+    /// The first of them in key order: its key.
+    pub key: Vec<u8>,
+    /// What went wrong with it (for a panic, its message when it has one).
+    pub reason: String,
 }
 
 /// Why writes stall.
@@ -362,6 +386,20 @@ impl Events {
             info.duration
         );
         self.each("on_compaction_end", |l| l.on_compaction_end(info));
+    }
+
+    pub(crate) fn compaction_filter_error(&self, info: &CompactionFilterErrorInfo) {
+        log::warn!(
+            target: TARGET,
+            "compaction filter failed: keyspace {}, L{}, {} value(s) kept as they were, the \
+             first of key {:?}: {}",
+            info.keyspace,
+            info.level,
+            info.failed,
+            String::from_utf8_lossy(&info.key),
+            info.reason
+        );
+        self.each("on_compaction_filter_error", |l| l.on_compaction_filter_error(info));
     }
 
     /// Whether a stall is in progress (as last recorded by [`Events::set_stall`]).

@@ -51,6 +51,7 @@ pub struct Options {
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
     pub(crate) listeners: crate::events::Listeners,
     pub(crate) compaction_filter: FilterSlot,
+    pub(crate) stop_on_compaction_filter_error: bool,
     pub(crate) merge_operator: MergeSlot,
     pub(crate) clock: Arc<dyn crate::Clock>,
     /// `clock` is the default [`crate::SystemClock`]: scans may read it only when they meet
@@ -85,6 +86,7 @@ impl Default for Options {
             fs: std::sync::Arc::new(crate::fs::StdFs),
             listeners: crate::events::Listeners::default(),
             compaction_filter: FilterSlot::default(),
+            stop_on_compaction_filter_error: false,
             merge_operator: MergeSlot::default(),
             clock: Arc::new(crate::SystemClock),
             system_clock: true,
@@ -289,6 +291,15 @@ impl Options {
         self
     }
 
+    /// Whether a failure of the default keyspace's compaction filter stops the database
+    /// (default `false`: the entry it failed on is kept as it was, and the failure counted
+    /// and reported; see [`crate::CompactionFilter`]). Not recorded in the database: give it
+    /// at every open, with the filter.
+    pub fn stop_on_compaction_filter_error(mut self, stop: bool) -> Self {
+        self.stop_on_compaction_filter_error = stop;
+        self
+    }
+
     /// The default keyspace's merge operator (see [`crate::MergeOperator`]), which
     /// [`crate::Db::merge`] needs. Not recorded in the database: give it at every open.
     pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
@@ -308,6 +319,7 @@ impl Options {
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
         KeyspaceOptions {
             compaction_filter: self.compaction_filter.clone(),
+            stop_on_compaction_filter_error: self.stop_on_compaction_filter_error,
             merge_operator: self.merge_operator.clone(),
             filter_policy: self.filter_policy,
             prefix_extractor: self.prefix_extractor,
@@ -428,6 +440,8 @@ pub struct KeyspaceOptions {
     pub(crate) default_ttl: Option<std::time::Duration>,
     /// Held in memory only, as the merge operator: the manifest records the other fields.
     pub(crate) compaction_filter: FilterSlot,
+    /// In memory only, as the filter it goes with.
+    pub(crate) stop_on_compaction_filter_error: bool,
     pub(crate) merge_operator: MergeSlot,
 }
 
@@ -522,6 +536,14 @@ impl KeyspaceOptions {
     /// ```
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = FilterSlot(Some(filter));
+        self
+    }
+
+    /// Whether a failure of the keyspace's compaction filter stops the database (see
+    /// [`Options::stop_on_compaction_filter_error`]; default `false`). Like the filter, it is
+    /// not recorded in the manifest: pass it each time the keyspace is opened.
+    pub fn stop_on_compaction_filter_error(mut self, stop: bool) -> Self {
+        self.stop_on_compaction_filter_error = stop;
         self
     }
 

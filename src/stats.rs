@@ -91,6 +91,7 @@ pub(crate) struct Counters {
     pub compaction_parts: Counter,
     pub compaction_filter_removed: Counter,
     pub compaction_filter_changed: Counter,
+    pub compaction_filter_failed: Counter,
     pub compaction_expired_dropped: Counter,
     pub write_stalls: Counter,
     pub write_slowdowns: Counter,
@@ -115,6 +116,7 @@ pub(crate) struct KeyspaceCounters {
     pub compaction_bytes_written: u64,
     pub compaction_filter_removed: u64,
     pub compaction_filter_changed: u64,
+    pub compaction_filter_failed: u64,
     pub compaction_expired_dropped: u64,
 }
 
@@ -315,6 +317,10 @@ pub struct Stats {
     pub compaction_filter_removed: u64,
     /// Values compaction filters replaced.
     pub compaction_filter_changed: u64,
+    /// Values compaction filters failed on (panicked, or gave a replacement larger than
+    /// [`crate::MAX_VALUE_BYTES`]), kept as they were; counted each time a compaction meets
+    /// one (see [`crate::events::EventListener::on_compaction_filter_error`]).
+    pub compaction_filter_failed: u64,
     /// Expired values compaction dropped (see [`crate::Db::put_with_ttl`]).
     pub compaction_expired_dropped: u64,
     /// Writes that had to wait for a flush or compaction.
@@ -381,6 +387,8 @@ pub struct KeyspaceStats {
     pub compaction_filter_removed: u64,
     /// Values the keyspace's compaction filter replaced.
     pub compaction_filter_changed: u64,
+    /// Values the keyspace's compaction filter failed on, kept as they were.
+    pub compaction_filter_failed: u64,
     /// Expired values compaction dropped from the keyspace.
     pub compaction_expired_dropped: u64,
 }
@@ -440,6 +448,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
                 compaction_bytes_written: k.compaction_bytes_written,
                 compaction_filter_removed: k.compaction_filter_removed,
                 compaction_filter_changed: k.compaction_filter_changed,
+                compaction_filter_failed: k.compaction_filter_failed,
                 compaction_expired_dropped: k.compaction_expired_dropped,
                 ..KeyspaceStats::default()
             };
@@ -473,6 +482,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         compaction_parts: c.compaction_parts.get(),
         compaction_filter_removed: c.compaction_filter_removed.get(),
         compaction_filter_changed: c.compaction_filter_changed.get(),
+        compaction_filter_failed: c.compaction_filter_failed.get(),
         compaction_expired_dropped: c.compaction_expired_dropped.get(),
         write_stalls: c.write_stalls.get(),
         write_slowdowns: c.write_slowdowns.get(),

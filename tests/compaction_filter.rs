@@ -1,7 +1,8 @@
 //! Compaction filters (`Options::compaction_filter`, `KeyspaceOptions::compaction_filter`):
 //! what they decide is what reads see after a compaction, and never what a snapshot taken
 //! before it sees; a removal never brings back an older version; they never see tombstones
-//! or range-deleted values; a panicking filter changes nothing. A model test checks them all
+//! or range-deleted values; a failing filter keeps what it failed on, and stops the database
+//! only where asked to. A model test checks them all
 //! together against a `BTreeMap`.
 
 use std::collections::BTreeMap;
@@ -9,7 +10,9 @@ use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use bloomkv::events::{CompactionInfo, EventListener};
+use bloomkv::events::{
+    BackgroundErrorInfo, CompactionFilterErrorInfo, CompactionInfo, EventListener,
+};
 use bloomkv::{CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options, Snapshot};
 use proptest::prelude::*;
 
@@ -275,51 +278,191 @@ fn the_filter_never_sees_tombstones_or_range_deleted_values() {
     );
 }
 
-/// Removes nothing; panics on the key "boom".
+/// [`decide`], but panics on the key "boom" and gives a replacement larger than
+/// `MAX_VALUE_BYTES` for the key "huge": fails on them at every compaction.
 struct Boom;
 
 impl CompactionFilter for Boom {
     fn filter(&self, _level: usize, key: &[u8], value: &[u8]) -> Decision {
         assert_ne!(key, b"boom", "the filter was asked about boom");
+        if key == b"huge" {
+            return Decision::ChangeValue(vec![b'h'; bloomkv::MAX_VALUE_BYTES + 1]);
+        }
         decide(value)
     }
 }
 
-#[test]
-fn a_panicking_filter_fails_the_compaction_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path(), Arc::new(Boom));
+/// 400 keys the filter removes or changes, and "boom" and "huge", which it fails on, all
+/// flushed to L0: the model before any compaction, and its keys.
+fn fill_with_failures(db: &Db) -> (Model, Vec<Vec<u8>>) {
     let mut model = Model::new();
     for i in 0..400u32 {
         let v = format!("{}{i:0>40}", ["r", "c"][i as usize % 2]);
         db.put(format!("{i:05}"), &v).unwrap();
         model.insert(format!("{i:05}").into_bytes(), v.into_bytes());
     }
-    db.put("boom", "r").unwrap();
-    model.insert(b"boom".to_vec(), b"r".to_vec());
+    for k in ["boom", "huge"] {
+        db.put(k, "r").unwrap();
+        model.insert(k.as_bytes().to_vec(), b"r".to_vec());
+    }
     db.flush().unwrap();
-    let tables = table_count(&db);
-    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    let keys = model.keys().cloned().collect();
+    (model, keys)
+}
 
-    match db.compact() {
+/// What a compaction under [`Boom`] leaves of `model`: [`filtered`], but "boom" and "huge"
+/// as they were.
+fn filtered_but_failures(model: &Model) -> Model {
+    let mut want = filtered(model);
+    for k in [&b"boom"[..], b"huge"] {
+        if let Some(v) = model.get(k) {
+            want.insert(k.to_vec(), v.clone());
+        }
+    }
+    want
+}
+
+/// Records the filter failures and background errors reported, and each compaction's end.
+#[derive(Default)]
+struct Failures {
+    filter: Mutex<Vec<CompactionFilterErrorInfo>>,
+    background: Mutex<Vec<String>>,
+    ends: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl EventListener for Failures {
+    fn on_compaction_filter_error(&self, info: &CompactionFilterErrorInfo) {
+        self.filter.lock().unwrap().push(info.clone());
+    }
+    fn on_background_error(&self, info: &BackgroundErrorInfo) {
+        self.background.lock().unwrap().push(info.error.to_string());
+    }
+    fn on_compaction_end(&self, _: &CompactionInfo) {
+        if let Some(tx) = &*self.ends.lock().unwrap() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Failures {
+    /// The values reported failed on, summed over the reports.
+    fn failed(&self) -> u64 {
+        self.filter.lock().unwrap().iter().map(|i| i.failed).sum()
+    }
+}
+
+#[test]
+fn a_failing_filter_keeps_what_it_failed_on_and_the_database_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Failures::default());
+    let opts = || options(Arc::new(Boom)).event_listener(events.clone());
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let (mut model, keys) = fill_with_failures(&db);
+
+    db.compact().unwrap();
+    check_db(&db, &filtered_but_failures(&model), &keys, "compacted");
+    let stats = db.stats();
+    assert_eq!(stats.compaction_filter_failed, 2);
+    assert_eq!(stats.keyspace("default").unwrap().compaction_filter_failed, 2);
+    assert_eq!(stats.compaction_filter_removed, 200);
+    {
+        let reports = events.filter.lock().unwrap();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        let first = &reports[0];
+        assert_eq!((first.keyspace.as_str(), first.failed), ("default", 2));
+        assert_eq!(first.key, b"boom");
+        assert!(first.reason.contains("the filter was asked about boom"), "{}", first.reason);
+        assert!(first.level >= 1);
+    }
+
+    // The database goes on: writes, and compactions, which fail on the same values again.
+    db.put("00001", "c-again").unwrap();
+    model.insert(b"00001".to_vec(), b"c-again".to_vec());
+    db.compact().unwrap();
+    let model = filtered_but_failures(&model);
+    check_db(&db, &model, &keys, "compacted twice");
+    assert_eq!(db.stats().compaction_filter_failed, 4);
+    assert_eq!(events.failed(), 4);
+    drop(db);
+
+    // Background compactions too.
+    let (tx, ended) = mpsc::channel();
+    *events.ends.lock().unwrap() = Some(tx);
+    let db = Db::open(dir.path(), opts().l0_triggers(2)).unwrap();
+    for round in 0..2 {
+        db.put("boom", format!("v{round}")).unwrap();
+        db.put("huge", format!("v{round}")).unwrap();
+        db.flush().unwrap();
+    }
+    ended.recv_timeout(Duration::from_secs(300)).expect("a background compaction");
+    db.put("after", "the background compaction").unwrap();
+    assert_eq!(get(&db, "boom").as_deref(), Some(&b"v1"[..]));
+    assert_eq!(get(&db, "huge").as_deref(), Some(&b"v1"[..]));
+    assert_eq!(db.stats().compaction_filter_failed, 2, "counted since the open");
+    assert_eq!(events.failed(), 6);
+    assert_eq!(*events.background.lock().unwrap(), Vec::<String>::new());
+    db.put("boom", "r").unwrap();
+    db.put("huge", "r").unwrap();
+    db.delete("after").unwrap();
+    drop(db);
+
+    // What the filter failed on was kept whole: a working filter judges it.
+    let db = open(dir.path(), Arc::new(ByValue::default()));
+    db.compact().unwrap();
+    check_db(&db, &filtered(&model), &keys, "compacted with a working filter");
+}
+
+#[test]
+fn with_stop_on_compaction_filter_error_a_failing_filter_stops_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Failures::default());
+    let opts = options(Arc::new(Boom))
+        .stop_on_compaction_filter_error(true)
+        .event_listener(events.clone());
+    let db = Db::open(dir.path(), opts).unwrap();
+    let (model, keys) = fill_with_failures(&db);
+    let tables = table_count(&db);
+
+    let failed = |r: bloomkv::Result<()>| match r {
         Err(Error::CompactionFilter { keyspace, reason }) => {
             assert_eq!(keyspace, "default");
             assert!(reason.contains("the filter was asked about boom"), "{reason}");
         }
         other => panic!("expected the filter's failure, got {other:?}"),
-    }
+    };
+    failed(db.compact());
     // Reads go on, and see every value as it was; writes stop, as after any failed
     // background work.
-    check_db(&db, &model, &keys, "after the panic");
+    check_db(&db, &model, &keys, "after the failure");
     assert_eq!(table_count(&db), tables);
     assert_eq!(db.stats().compaction_filter_removed, 0);
+    assert_eq!(db.stats().compaction_filter_failed, 0);
     assert!(matches!(db.put("x", "y"), Err(Error::Background(_))));
+    assert_eq!(events.background.lock().unwrap().len(), 1);
+    assert!(events.filter.lock().unwrap().is_empty());
+    // A resume lasts until the next compaction that meets the value.
+    db.resume().unwrap();
+    db.put("x", "y").unwrap();
+    failed(db.compact());
+    assert!(matches!(db.put("x", "z"), Err(Error::Background(_))));
     drop(db);
 
-    let db = open(dir.path(), Arc::new(ByValue::default()));
-    check_db(&db, &model, &keys, "reopened");
+    // The keyspace setting does the same for a named keyspace.
+    let db = Db::open(dir.path(), options(Arc::new(ByValue::default()))).unwrap();
+    let stopping = KeyspaceOptions::new().compaction_filter(Arc::new(Boom));
+    let ks = db.keyspace("f", stopping.clone().stop_on_compaction_filter_error(true)).unwrap();
+    ks.put("boom", "v").unwrap();
+    assert!(matches!(db.compact(), Err(Error::CompactionFilter { .. })));
+    drop(ks);
+    drop(db);
+    let db = Db::open(dir.path(), options(Arc::new(ByValue::default()))).unwrap();
+    let ks = db.keyspace("f", stopping).unwrap();
     db.compact().unwrap();
-    check_db(&db, &filtered(&model), &keys, "compacted with a working filter");
+    assert_eq!(ks.get("boom").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(db.stats().keyspace("f").unwrap().compaction_filter_failed, 1);
+    let mut want = filtered(&model);
+    want.insert(b"x".to_vec(), b"y".to_vec());
+    check_db(&db, &want, &keys, "reopened with a working filter");
 }
 
 #[test]

@@ -30,7 +30,7 @@ use super::filter_budget::{table_filter, Placement};
 use super::merge_stage::MergeStage;
 use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
-use crate::events::{CompactionInfo, CompactionReason};
+use crate::events::{CompactionFilterErrorInfo, CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
 use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
@@ -601,6 +601,11 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
                 filtered.removed += counts.removed;
                 filtered.expired += counts.expired;
                 filtered.changed += counts.changed;
+                filtered.failed += counts.failed;
+                // Parts come in key order.
+                if filtered.first_failure.is_none() {
+                    filtered.first_failure = counts.first_failure;
+                }
             }
             Err(e) => {
                 first_error.get_or_insert(e);
@@ -634,6 +639,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_filter_removed.add(filtered.removed);
     inner.counters.compaction_filter_changed.add(filtered.changed);
     inner.counters.compaction_expired_dropped.add(filtered.expired);
+    inner.counters.compaction_filter_failed.add(filtered.failed);
     inner.counters.keyspace(tree.id, |k| {
         k.compactions += 1;
         k.compaction_bytes_read += input_bytes;
@@ -641,6 +647,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         k.compaction_filter_removed += filtered.removed;
         k.compaction_filter_changed += filtered.changed;
         k.compaction_expired_dropped += filtered.expired;
+        k.compaction_filter_failed += filtered.failed;
     });
     info.output_tables = outputs.len();
     info.output_bytes = written;
@@ -653,6 +660,15 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         l.bytes_written += written;
         l.micros += info.duration.as_micros() as u64;
     });
+    if let Some((key, reason)) = filtered.first_failure {
+        inner.events.compaction_filter_error(&CompactionFilterErrorInfo {
+            keyspace: tree.name.to_string(),
+            level: out_level,
+            failed: filtered.failed,
+            key,
+            reason,
+        });
+    }
     inner.events.compaction_end(&info);
     Ok(())
 }
@@ -748,16 +764,21 @@ fn run_part(
     filtered.seek_to_first()?;
     let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter)?;
     let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
-    Ok((tables, FilterCounts { removed, changed, expired }))
+    let (failed, first_failure) = (filtered.failed, filtered.first_failure.take());
+    Ok((tables, FilterCounts { removed, changed, expired, failed, first_failure }))
 }
 
 /// What a compaction's [`FilterStage`]s did, summed over its parts.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct FilterCounts {
     removed: u64,
     changed: u64,
     /// Expired values dropped (or replaced by tombstones).
     expired: u64,
+    /// Values the filter failed on, kept as they were.
+    failed: u64,
+    /// The first of them in key order: its user key, and the reason.
+    first_failure: Option<(Vec<u8>, String)>,
 }
 
 /// True when no level in `deeper` has a table whose range covers `uk`, so nothing older

@@ -9,6 +9,12 @@
 //! expiring values without their expiry, and a replacement keeps the expiry. Snapshots need no check here: each holds
 //! the tables it was taken from, so nothing written by a compaction is ever read by a view
 //! older than it.
+//!
+//! A filter that fails on an entry (panics, or gives a replacement over the size limit) is
+//! taken to have kept it: the entry goes on as it came, and the failure is counted, for the
+//! compaction to report once it installs. Failing the compaction instead would stop the
+//! database at every compaction that meets the entry, for as long as the filter fails on it;
+//! a keyspace asks for that with `stop_on_compaction_filter_error`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -42,6 +48,10 @@ pub(crate) struct FilterStage<'a, I: InternalIterator> {
     pub changed: u64,
     /// Expired values removed.
     pub expired: u64,
+    /// Values the filter failed on, kept as they were.
+    pub failed: u64,
+    /// The first of them: its user key, and what went wrong.
+    pub first_failure: Option<(Vec<u8>, String)>,
 }
 
 impl<'a, I: InternalIterator> FilterStage<'a, I> {
@@ -64,42 +74,34 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
             rewritten: None,
             removed: 0,
             changed: 0,
+            failed: 0,
+            first_failure: None,
         }
     }
 
-    /// Asks the filter about the current value, catching a panic: the compaction then fails
-    /// and writes nothing, its inputs untouched.
+    /// Asks the filter about the current value, catching a panic. A failure is the reason;
+    /// the caller decides whether the entry is kept or the compaction fails.
     fn ask(
         &self,
         filter: &dyn CompactionFilter,
         user_key: &[u8],
         value: &[u8],
-    ) -> Result<Decision> {
+    ) -> std::result::Result<Decision, String> {
         let level = self.level;
-        // Unwind safety: after a panic nothing of this compaction is used (its output is
-        // deleted), and the filter is the user's to keep consistent.
+        // Unwind safety: the entry the filter panicked on is written as it came (or, when
+        // the keyspace stops on filter errors, nothing of this compaction is used), and the
+        // filter is the user's to keep consistent.
         let decision = catch_unwind(AssertUnwindSafe(|| filter.filter(level, user_key, value)))
-            .map_err(|panic| {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".to_string());
-                self.failure(format!("it panicked: {message}"))
-            })?;
+            .map_err(crate::merge::panic_message)?;
         if let Decision::ChangeValue(v) = &decision {
             if v.len() > crate::MAX_VALUE_BYTES {
-                return Err(self.failure(format!(
+                return Err(format!(
                     "its replacement value of {} bytes is larger than MAX_VALUE_BYTES",
                     v.len()
-                )));
+                ));
             }
         }
         Ok(decision)
-    }
-
-    fn failure(&self, reason: String) -> Error {
-        Error::CompactionFilter { keyspace: self.tree.name.to_string(), reason }
     }
 
     /// Settles on the next entry to write, from the inner stream's current one.
@@ -128,7 +130,18 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
             }
             let decision = match self.filter {
                 _ if expired => Decision::Remove,
-                Some(filter) => self.ask(filter, p.user_key, value)?,
+                Some(filter) => match self.ask(filter, p.user_key, value) {
+                    Ok(decision) => decision,
+                    Err(reason) if self.tree.opts.stop_on_compaction_filter_error => {
+                        let keyspace = self.tree.name.to_string();
+                        return Err(Error::CompactionFilter { keyspace, reason });
+                    }
+                    Err(reason) => {
+                        self.failed += 1;
+                        self.first_failure.get_or_insert_with(|| (p.user_key.to_vec(), reason));
+                        Decision::Keep
+                    }
+                },
                 None => Decision::Keep,
             };
             match decision {
@@ -258,6 +271,58 @@ mod tests {
         );
         assert_eq!(*filter.0.lock().unwrap(), [&b"a"[..], b"d", b"e", b"f"]);
         assert_eq!((stage.removed, stage.changed), (2, 1));
+    }
+
+    /// Panics on values starting with `p`, replaces those starting with `h` with one too
+    /// large, and removes the rest.
+    struct Failing;
+
+    impl CompactionFilter for Failing {
+        fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
+            match value.first() {
+                Some(b'p') => panic!("cannot judge {value:?}"),
+                Some(b'h') => Decision::ChangeValue(vec![0; crate::MAX_VALUE_BYTES + 1]),
+                _ => Decision::Remove,
+            }
+        }
+    }
+
+    #[test]
+    fn values_the_filter_fails_on_go_on_as_they_came_unless_the_keyspace_stops() {
+        let source = Arc::new(MemTable::new());
+        let exp = key::expiring_value(500, b"p-b");
+        source.insert(b"a", 5, ValueKind::Put, b"r-a");
+        source.insert(b"b", 6, ValueKind::PutExpiring, &exp);
+        source.insert(b"c", 7, ValueKind::Put, b"h-c");
+        source.insert(b"d", 8, ValueKind::Put, b"r-d");
+        let mut tree = Tree::empty();
+        let nothing_below = |_: &[u8]| true;
+        let filter: Option<&dyn CompactionFilter> = Some(&Failing);
+        let mut stage = FilterStage::new(source.iter(), filter, 100, 2, &tree, &nothing_below);
+        stage.seek_to_first().unwrap();
+        let mut out = Vec::new();
+        while stage.valid() {
+            out.push((stage.key().to_vec(), stage.value().to_vec()));
+            stage.next().unwrap();
+        }
+        let entry = |k: &[u8], seq, kind, v: &[u8]| (key::internal_key(k, seq, kind), v.to_vec());
+        assert_eq!(
+            out,
+            [entry(b"b", 6, ValueKind::PutExpiring, &exp), entry(b"c", 7, ValueKind::Put, b"h-c")]
+        );
+        assert_eq!((stage.removed, stage.changed, stage.failed), (2, 0, 2));
+        let (first, reason) = stage.first_failure.clone().unwrap();
+        assert_eq!(first, b"b");
+        assert!(reason.contains("it panicked: cannot judge"), "{reason}");
+
+        tree.opts.stop_on_compaction_filter_error = true;
+        let mut stage = FilterStage::new(source.iter(), filter, 100, 2, &tree, &nothing_below);
+        match stage.seek_to_first() {
+            Err(Error::CompactionFilter { reason, .. }) => {
+                assert!(reason.contains("cannot judge"), "{reason}")
+            }
+            other => panic!("expected the filter's failure, got {other:?}"),
+        }
     }
 
     #[test]

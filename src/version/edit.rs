@@ -454,6 +454,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         target_table_bytes,
         default_ttl: None,
         compaction_filter: Default::default(),
+        stop_on_compaction_filter_error: false,
         merge_operator: Default::default(),
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
