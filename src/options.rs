@@ -1,6 +1,7 @@
 //! Configuration: [`Options`] for a database, [`KeyspaceOptions`] for one keyspace's tables,
 //! [`WriteOptions`] for one write.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use crate::compaction_filter::{CompactionFilter, FilterSlot};
@@ -104,6 +105,46 @@ macro_rules! setter {
     };
 }
 
+/// `bytes` as a `usize`; the largest one where a `usize` cannot hold it.
+const fn usize_bytes(bytes: u64) -> usize {
+    if bytes > usize::MAX as u64 {
+        usize::MAX
+    } else {
+        bytes as usize
+    }
+}
+
+/// The values each numeric option accepts: `Db::open` (and `Db::keyspace`, for a keyspace's
+/// options) refuses any other with [`Error::InvalidArgument`] naming the option and its
+/// range. Every bound is far beyond what RocksDB's or fjall's defaults and tuning guides
+/// use, and keeps what the engine allocates or computes from the option within reach.
+impl Options {
+    /// [`Options::memtable_bytes`]: 1 KiB to 4 GiB.
+    pub const MEMTABLE_BYTES_RANGE: RangeInclusive<usize> = 1 << 10..=usize_bytes(4 << 30);
+    /// [`Options::max_immutable_memtables`]: 1 to 64.
+    pub const MAX_IMMUTABLE_MEMTABLES_RANGE: RangeInclusive<usize> = 1..=64;
+    /// [`Options::block_bytes`] and [`KeyspaceOptions::block_bytes`]: 64 bytes to 16 MiB.
+    pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
+    /// [`Options::block_cache_bytes`]: 0 to 1 TiB.
+    pub const BLOCK_CACHE_BYTES_RANGE: RangeInclusive<usize> = 0..=usize_bytes(1 << 40);
+    /// [`Options::max_open_files`]: 1 to 1,048,576.
+    pub const MAX_OPEN_FILES_RANGE: RangeInclusive<usize> = 1..=1 << 20;
+    /// [`Options::max_batch_bytes`]: 1 KiB to 1 GiB.
+    pub const MAX_BATCH_BYTES_RANGE: RangeInclusive<usize> = 1 << 10..=1 << 30;
+    /// [`Options::l0_compaction_trigger`], [`Options::l0_slowdown_trigger`] and
+    /// [`Options::l0_stop_trigger`]: 1 to 1,000.
+    pub const L0_TRIGGERS_RANGE: RangeInclusive<usize> = 1..=1000;
+    /// [`Options::level_size_ratio`]: 2 to 1,000.
+    pub const LEVEL_SIZE_RATIO_RANGE: RangeInclusive<u64> = 2..=1000;
+    /// [`Options::level_base_bytes`]: 1 KiB to 1 PiB.
+    pub const LEVEL_BASE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=1 << 50;
+    /// [`Options::target_table_bytes`] and [`KeyspaceOptions::target_table_bytes`]: 1 KiB
+    /// to 4 GiB.
+    pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=4 << 30;
+    /// [`Options::max_subcompactions`]: 1 to 64.
+    pub const MAX_SUBCOMPACTIONS_RANGE: RangeInclusive<usize> = 1..=64;
+}
+
 impl Options {
     /// The default options (the same as `Options::default()`), to chain setters on.
     pub fn new() -> Self {
@@ -114,9 +155,15 @@ impl Options {
         /// Size at which the memtable becomes immutable and is flushed (default 16 MiB; at
         /// most `1 + max_immutable_memtables` of them are held at once). With keyspaces, the
         /// limit is on the memtables of all keyspaces together, which switch together.
+        ///
+        /// 1 KiB to 4 GiB ([`Options::MEMTABLE_BYTES_RANGE`]; RocksDB's `write_buffer_size`
+        /// is 64 MiB by default): each keyspace's memtable gets a key filter of 1/64 of
+        /// this, allocated at its first write, so 4 GiB memtables cost 64 MiB of filter each.
         memtable_bytes: usize);
     setter!(
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
+        /// 1 to 64 ([`Options::MAX_IMMUTABLE_MEMTABLES_RANGE`]): memtables held in memory are
+        /// up to `(1 + max_immutable_memtables) × memtable_bytes`.
         max_immutable_memtables: usize);
     setter!(
         /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
@@ -143,10 +190,13 @@ impl Options {
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);
     setter!(
-        /// Target uncompressed size of a data block (default 4 KiB).
+        /// Target uncompressed size of a data block (default 4 KiB). 64 bytes to 16 MiB
+        /// ([`Options::BLOCK_BYTES_RANGE`]): a block is read, checked and cached whole.
         block_bytes: usize);
     setter!(
-        /// Capacity of the shared cache of decompressed blocks (default 64 MiB).
+        /// Capacity of the shared cache of decompressed blocks (default 64 MiB). 0 (no
+        /// cache) to 1 TiB ([`Options::BLOCK_CACHE_BYTES_RANGE`]); the cache takes memory as
+        /// it fills, not up front.
         block_cache_bytes: usize);
     setter!(
         /// Table files kept open at once (default 4096). Filters and indexes of every table
@@ -160,20 +210,25 @@ impl Options {
         /// is 40. The limit is read once, when the database opens, and each database clips to
         /// it alone: a process that opens several should divide the limit between them. The
         /// value in use is [`crate::Stats::open_table_files_limit`].
+        ///
+        /// 1 to 1,048,576 ([`Options::MAX_OPEN_FILES_RANGE`], Linux's default ceiling on any
+        /// process's descriptors, `fs.nr_open`).
         max_open_files: usize);
     setter!(
         /// Largest write batch [`crate::Db::write`] accepts, in encoded bytes
         /// ([`crate::WriteBatch::approximate_bytes`]); a larger one fails with
         /// [`Error::BatchTooLarge`] before any of it is copied, logged or applied. Single
         /// writes (`put`, `delete`, `delete_range`, of the database or a keyspace) are held
-        /// to it too. At least 1 KiB.
+        /// to it too. 1 KiB to 1 GiB ([`Options::MAX_BATCH_BYTES_RANGE`]).
         ///
         /// Why a limit: a batch is copied into the write queue and then into its WAL record,
         /// so one write briefly costs about three times its size in memory, and every other
         /// writer waits while it is logged and applied. The default, 64 MiB, is four times
         /// [`crate::MAX_VALUE_BYTES`] (so the largest single `put` fits with room to spare),
         /// keeps that peak near 200 MB, and bounds the stall to one 64 MiB append. Bulk loads
-        /// belong in [`crate::Db::ingest`], or in several batches.
+        /// belong in [`crate::Db::ingest`], or in several batches. The bound is for callers
+        /// that need large atomic batches (a replicated log's appends, say): a 1 GiB batch
+        /// already costs about 3 GiB while it is written and holds every writer for seconds.
         ///
         /// ```
         /// # fn main() -> bloomkv::Result<()> {
@@ -213,6 +268,11 @@ impl Options {
     setter!(
         /// Number of L0 tables that starts an L0 compaction (default 4): into L1, or, while L1
         /// holds much more than L0, of the newest L0 tables with each other.
+        ///
+        /// The three L0 triggers are each 1 to 1,000 ([`Options::L0_TRIGGERS_RANGE`]; RocksDB's
+        /// defaults are 4, 20 and 36), with `l0_compaction_trigger <= l0_slowdown_trigger <=
+        /// l0_stop_trigger`. Every read consults every L0 table and a scan holds a block of
+        /// each, so the stop trigger bounds what a read costs and a scan holds.
         l0_compaction_trigger: usize);
     setter!(
         /// Number of L0 tables at which each write is delayed a little (default 8, LevelDB's).
@@ -220,25 +280,34 @@ impl Options {
         /// outrun compaction. A bulk load can raise it with [`Options::l0_stop_trigger`]:
         /// RocksDB's 20 and 36 fill faster and write less, at the price of more L0 tables
         /// for reads to consult until compaction catches up (measured in `docs/results/`).
+        /// 1 to 1,000, see [`Options::l0_compaction_trigger`].
         l0_slowdown_trigger: usize);
     setter!(
-        /// Number of L0 tables at which writes wait for compaction (default 12).
+        /// Number of L0 tables at which writes wait for compaction (default 12). 1 to 1,000,
+        /// see [`Options::l0_compaction_trigger`].
         l0_stop_trigger: usize);
     setter!(
-        /// Each level below L1 may hold this many times the bytes of the one above (default 10).
+        /// Each level below L1 may hold this many times the bytes of the one above (default
+        /// 10). 2 to 1,000 ([`Options::LEVEL_SIZE_RATIO_RANGE`]).
         level_size_ratio: u64);
     setter!(
         /// Target size of L1 in bytes (default 64 MiB: about what L0 holds when it triggers a
         /// compaction, so an L0 compaction rewrites about as much of L1 as it brings in).
+        /// 1 KiB to 1 PiB ([`Options::LEVEL_BASE_BYTES_RANGE`]): a target nothing reaches
+        /// leaves everything in L1.
         level_base_bytes: u64);
     setter!(
         /// Size at which compaction output is split into a new table (default 16 MiB: a
         /// 50M-key database is then about 400 tables, within the default `max_open_files`).
+        /// 1 KiB to 4 GiB ([`Options::TARGET_TABLE_BYTES_RANGE`]; RocksDB's
+        /// `target_file_size_base` is 64 MiB by default): a table's filter and index are
+        /// built in memory, and a compaction may read ten times this of the level below.
         target_table_bytes: u64);
     setter!(
         /// Threads one compaction may use (default: the machine's cores, at most 4). A large
         /// compaction is split into this many key ranges, merged and written in parallel; the
         /// first runs on the compaction thread. RocksDB calls this `max_subcompactions`.
+        /// 1 to 64 ([`Options::MAX_SUBCOMPACTIONS_RANGE`]).
         max_subcompactions: usize);
     setter!(
         /// Create the database if the directory holds none (default true). A database is
@@ -333,38 +402,77 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         self.keyspace_options().validate()?;
-        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
-        if self.memtable_bytes < 1024 {
-            return bad("memtable_bytes must be at least 1 KiB");
-        }
-        if self.l0_compaction_trigger < 1
-            || self.l0_slowdown_trigger < self.l0_compaction_trigger
+        use Unit::{Bytes, Count};
+        within("memtable_bytes", self.memtable_bytes, &Self::MEMTABLE_BYTES_RANGE, Bytes)?;
+        within(
+            "max_immutable_memtables",
+            self.max_immutable_memtables,
+            &Self::MAX_IMMUTABLE_MEMTABLES_RANGE,
+            Count,
+        )?;
+        within("block_cache_bytes", self.block_cache_bytes, &Self::BLOCK_CACHE_BYTES_RANGE, Bytes)?;
+        within("max_open_files", self.max_open_files, &Self::MAX_OPEN_FILES_RANGE, Count)?;
+        within("max_batch_bytes", self.max_batch_bytes, &Self::MAX_BATCH_BYTES_RANGE, Bytes)?;
+        let l0 = &Self::L0_TRIGGERS_RANGE;
+        within("l0_compaction_trigger", self.l0_compaction_trigger, l0, Count)?;
+        within("l0_slowdown_trigger", self.l0_slowdown_trigger, l0, Count)?;
+        within("l0_stop_trigger", self.l0_stop_trigger, l0, Count)?;
+        if self.l0_slowdown_trigger < self.l0_compaction_trigger
             || self.l0_stop_trigger < self.l0_slowdown_trigger
         {
-            return bad(
-                "need 1 <= l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger",
-            );
+            return Err(Error::InvalidArgument(
+                "need l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger".into(),
+            ));
         }
-        if self.level_size_ratio < 2 {
-            return bad("level_size_ratio must be at least 2");
-        }
-        if self.level_base_bytes < 1024 {
-            return bad("level_base_bytes must be at least 1 KiB");
-        }
-        if self.max_subcompactions < 1 {
-            return bad("max_subcompactions must be at least 1");
-        }
-        if self.max_open_files < 1 {
-            return bad("max_open_files must be at least 1");
-        }
-        if self.max_batch_bytes < 1024 {
-            return bad("max_batch_bytes must be at least 1 KiB");
-        }
-        if self.max_immutable_memtables < 1 {
-            return bad("max_immutable_memtables must be at least 1");
-        }
-        Ok(())
+        within("level_size_ratio", self.level_size_ratio, &Self::LEVEL_SIZE_RATIO_RANGE, Count)?;
+        within("level_base_bytes", self.level_base_bytes, &Self::LEVEL_BASE_BYTES_RANGE, Bytes)?;
+        within(
+            "max_subcompactions",
+            self.max_subcompactions,
+            &Self::MAX_SUBCOMPACTIONS_RANGE,
+            Count,
+        )
     }
+}
+
+/// How a refusal shows an option's values.
+#[derive(Clone, Copy)]
+enum Unit {
+    /// In bytes, with the largest binary unit that divides them.
+    Bytes,
+    /// As a plain number.
+    Count,
+}
+
+impl Unit {
+    fn show(self, n: u64) -> String {
+        if let Unit::Bytes = self {
+            for (shift, unit) in [(50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+                if n >= 1 << shift && n % (1 << shift) == 0 {
+                    return format!("{} {unit}", n >> shift);
+                }
+            }
+            return format!("{n} byte{}", if n == 1 { "" } else { "s" });
+        }
+        n.to_string()
+    }
+}
+
+/// Refuses `value` of the option `name` unless it is in `range`, naming both.
+fn within<T>(name: &str, value: T, range: &RangeInclusive<T>, unit: Unit) -> Result<()>
+where
+    T: Copy + PartialOrd + TryInto<u64>,
+{
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let show = |v: T| unit.show(v.try_into().unwrap_or(u64::MAX));
+    Err(Error::InvalidArgument(format!(
+        "{name} must be between {} and {}, got {}",
+        show(*range.start()),
+        show(*range.end()),
+        show(value)
+    )))
 }
 
 /// Options for one write.
@@ -472,11 +580,12 @@ impl KeyspaceOptions {
         /// Data block compression (see [`Options::compression`]).
         compression: Compression);
     setter!(
-        /// Target uncompressed size of a data block (see [`Options::block_bytes`]).
+        /// Target uncompressed size of a data block (see [`Options::block_bytes`]): 64 bytes
+        /// to 16 MiB, as there.
         block_bytes: usize);
     setter!(
         /// Size at which compaction output is split into a new table (see
-        /// [`Options::target_table_bytes`]).
+        /// [`Options::target_table_bytes`]): 1 KiB to 4 GiB, as there.
         target_table_bytes: u64);
 
     /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
@@ -602,12 +711,9 @@ impl KeyspaceOptions {
             e.validate()?;
         }
         let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
-        if self.block_bytes < 64 || self.block_bytes > (16 << 20) {
-            return bad("block_bytes must be between 64 bytes and 16 MiB");
-        }
-        if self.target_table_bytes < 1024 {
-            return bad("target_table_bytes must be at least 1 KiB");
-        }
+        within("block_bytes", self.block_bytes, &Options::BLOCK_BYTES_RANGE, Unit::Bytes)?;
+        let tables = &Options::TARGET_TABLE_BYTES_RANGE;
+        within("target_table_bytes", self.target_table_bytes, tables, Unit::Bytes)?;
         if self.default_ttl.is_some_and(|t| t.is_zero()) {
             return bad("default_ttl must be at least 1 ms");
         }

@@ -292,11 +292,12 @@ fn show(b: &[u8]) -> String {
 /// anything to do (it would otherwise run after a flush, at a moment the script cannot
 /// see). One compaction thread keeps the numbering of output tables in key order.
 fn script_options(args: &Args) -> (Options, KeyspaceOptions) {
+    let never = *Options::L0_TRIGGERS_RANGE.end();
     let mut o = Options::new()
-        .l0_compaction_trigger(1 << 20)
-        .l0_slowdown_trigger(1 << 20)
-        .l0_stop_trigger(1 << 20)
-        .level_base_bytes(1 << 50)
+        .l0_compaction_trigger(never)
+        .l0_slowdown_trigger(never)
+        .l0_stop_trigger(never)
+        .level_base_bytes(*Options::LEVEL_BASE_BYTES_RANGE.end())
         .max_subcompactions(1);
     // Keyspaces get the same table settings as the default keyspace.
     let mut k = KeyspaceOptions::new();

@@ -254,13 +254,20 @@ pub enum Outcome {
 /// install, the install is finished here, before the state machine is handed out.
 ///
 /// `options` are bloomkv's; their `sync_writes` does not matter, since every write here says
-/// whether it syncs, and their `max_batch_bytes` is lifted: `apply` writes every entry
-/// openraft hands it in one atomic batch, each entry up to [`MAX_COMMAND_BYTES`].
+/// whether it syncs, and their `max_batch_bytes` is raised to bloomkv's bound,
+/// [`Options::MAX_BATCH_BYTES_RANGE`] (1 GiB): `append` and `apply` each write all the
+/// entries openraft hands them in one atomic batch, each entry up to [`MAX_COMMAND_BYTES`].
+/// The bound holds them with room to spare: an append to a follower carries at most
+/// [`LogStore::with_max_append_bytes`] of entries (1 MiB by default, or one entry), a leader
+/// appends its clients' writes one at a time, and an `apply` gets the entries a commit made
+/// committed, which arrived in such appends (or, after a crash, the few applied after the
+/// last fsync).
 pub fn open(
     dir: impl AsRef<Path>,
     options: Options,
 ) -> Result<(LogStore, StateMachine), bloomkv::Error> {
-    let db = Arc::new(Db::open(dir, options.max_batch_bytes(usize::MAX))?);
+    let largest_batch = *Options::MAX_BATCH_BYTES_RANGE.end();
+    let db = Arc::new(Db::open(dir, options.max_batch_bytes(largest_batch))?);
     check_format(&db)?;
     let sm = StateMachine::new(db.clone());
     sm.recover()?;

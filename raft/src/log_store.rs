@@ -68,7 +68,9 @@ impl LogStore {
     /// [`DEFAULT_MAX_APPEND_BYTES`]); an append always carries at least one entry, however
     /// large. openraft's `max_payload_entries` bounds the same appends by count. A follower's
     /// network layer must accept request bodies of this size (or of the largest entry, if
-    /// larger), else it refuses every large append and replication stalls.
+    /// larger), else it refuses every large append and replication stalls. A follower writes
+    /// an append in one bloomkv batch, so it must stay well below bloomkv's largest,
+    /// [`bloomkv::Options::MAX_BATCH_BYTES_RANGE`] (1 GiB), or the follower's append fails.
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();

@@ -47,7 +47,7 @@
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
 use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
-use crate::options::KeyspaceOptions;
+use crate::options::{KeyspaceOptions, Options};
 use crate::prefix::PrefixExtractor;
 use crate::table::properties::TableProperties;
 use crate::table::Compression;
@@ -443,7 +443,10 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         c => return Err(format!("unknown compression {c} in keyspace options")),
     };
     let block_bytes = d.varint().ok_or(truncated)?;
-    let target_table_bytes = d.varint().ok_or(truncated)?;
+    // A size above today's bound was accepted when the bound did not exist: it is read as
+    // the bound (tables are split there from now on), so such a database still opens.
+    let target_table_bytes =
+        d.varint().ok_or(truncated)?.min(*Options::TARGET_TABLE_BYTES_RANGE.end());
     // The prefix settings, if any, come in their own field (tag 11) after this one.
     let opts = KeyspaceOptions {
         filter_policy,
@@ -546,6 +549,17 @@ mod tests {
         let empty = VersionEdit::default();
         assert_eq!(empty.encode(), vec![1, 1, 0]);
         assert_eq!(VersionEdit::decode(&empty.encode()).unwrap(), empty);
+    }
+
+    /// A keyspace recorded with a table size above the bound (accepted before there was
+    /// one) still opens, splitting its tables at the bound.
+    #[test]
+    fn a_recorded_table_size_above_the_bound_reads_as_the_bound() {
+        let mut e = sample();
+        e.keyspaces[0].opts.target_table_bytes = u64::MAX;
+        let decoded = VersionEdit::decode(&e.encode()).unwrap();
+        let bound = *Options::TARGET_TABLE_BYTES_RANGE.end();
+        assert_eq!(decoded.keyspaces[0].opts.target_table_bytes, bound);
     }
 
     #[test]
