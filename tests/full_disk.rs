@@ -150,8 +150,13 @@ fn a_failed_flush_resumes_with_everything_acknowledged() {
 /// A database stopped by a failed synced write, holding acknowledged writes in two
 /// keyspaces (some flushed, some only in the WAL), about to be resumed.
 fn stopped_database(fs: &FaultFs) -> (PathBuf, Db) {
+    stopped_database_with(fs, options(fs))
+}
+
+/// [`stopped_database`] opened with `opts` (on `fs`).
+fn stopped_database_with(fs: &FaultFs, opts: Options) -> (PathBuf, Db) {
     let dir = unique_dir("resume-cut");
-    let db = Db::open(&dir, options(fs)).unwrap();
+    let db = Db::open(&dir, opts).unwrap();
     let x = db.keyspace("x", KeyspaceOptions::default()).unwrap();
     for i in 0..60u32 {
         db.put(format!("d{i:03}"), [b'v'; 100]).unwrap();
@@ -215,6 +220,84 @@ fn a_power_loss_during_resume_loses_nothing_and_revives_nothing() {
         }
     }
     assert!(cuts >= 8, "the resume made only {cuts} file-system calls");
+}
+
+/// The files in `dir` on `fs` by kind: manifests, WAL segments, tables, and the rest (LOCK,
+/// CURRENT, CURRENT.tmp).
+fn file_counts(fs: &FaultFs, dir: &Path) -> [usize; 4] {
+    let mut n = [0; 4];
+    for p in fs.files().iter().filter(|p| p.parent() == Some(dir)) {
+        let kind = [is_manifest(p), is_wal(p), is_table(p)].iter().position(|&k| k).unwrap_or(3);
+        n[kind] += 1;
+    }
+    n
+}
+
+/// Options under which nothing happens in the background (the memtables never fill), so the
+/// files in the directory change only by what the test does.
+fn quiet(fs: &FaultFs) -> Options {
+    options(fs).memtable_bytes(64 << 20)
+}
+
+/// A resume on a disk that is still full fails every time, and each failure takes back
+/// what it created (its manifest, CURRENT.tmp, its WAL segment): retried any number of times,
+/// as its documentation invites, it leaves the directory as it found it. Then, with space
+/// back, one resume continues with everything acknowledged.
+#[test]
+fn failed_resumes_leave_no_file_behind() {
+    let cases = [
+        ("every append fails", Fault::on(OpKind::Append)),
+        ("every fsync fails", Fault::on(OpKind::Sync)),
+        ("every rename fails", Fault::on(OpKind::Rename)),
+        // The manifest is replaced (one for one); starting the new WAL segment fails.
+        ("every WAL append fails", Fault::on(OpKind::Append).matching(is_wal)),
+    ];
+    for (what, fault) in cases {
+        let fs = FaultFs::new();
+        let (dir, db) = stopped_database_with(&fs, quiet(&fs));
+        fs.clear_faults();
+        fs.inject(fault);
+        let before = file_counts(&fs, &dir);
+        for i in 1..=50 {
+            assert!(db.resume().is_err(), "{what}: resume {i} succeeded");
+            assert!(stopped(db.put("k", "v")), "{what}: a write went through");
+            assert_eq!(file_counts(&fs, &dir), before, "{what}: files after {i} failed resumes");
+        }
+        fs.clear_faults();
+        db.resume().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(file_counts(&fs, &dir)[0], 1, "{what}: manifests after the resume");
+        drop(db);
+        check_recovered(&fs, &dir, what);
+    }
+}
+
+/// When the directory fsync after the switch of CURRENT fails, the new manifest is the one
+/// CURRENT names but a power loss may bring back the old one: both stay until a resume
+/// gets through, which removes every manifest but its own; a power loss before that
+/// recovers every acknowledged write.
+#[test]
+fn manifests_of_resumes_whose_directory_fsync_failed_go_with_the_next_resume() {
+    for power_loss in [false, true] {
+        let what = if power_loss { "power lost after the failed resumes" } else { "resumed" };
+        let fs = FaultFs::new();
+        let (dir, db) = stopped_database_with(&fs, quiet(&fs));
+        fs.clear_faults();
+        fs.inject(Fault::on(OpKind::SyncDir));
+        for i in 1..=5 {
+            assert!(db.resume().is_err(), "{what}: resume {i} succeeded");
+            assert!(stopped(db.put("k", "v")), "{what}: a write went through");
+        }
+        let fs = if power_loss {
+            fs.crash(CrashMode::DropUnsynced)
+        } else {
+            fs.clear_faults();
+            db.resume().unwrap();
+            assert_eq!(file_counts(&fs, &dir)[0], 1, "manifests left after the resume");
+            fs
+        };
+        drop(db);
+        check_recovered(&fs, &dir, what);
+    }
 }
 
 /// Where the tests may mount file systems (root), a tmpfs of `bytes`; `None`, with a

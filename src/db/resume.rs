@@ -18,7 +18,12 @@
 //!    again, before any write is accepted.
 //!
 //! Any step failing leaves the database stopped, with the new error, and `resume` can be
-//! called again.
+//! called again. A failed step removes the files it created (a new manifest and CURRENT.tmp,
+//! a new WAL segment, a table it could not write), so retrying on a full disk fills nothing
+//! up. Two kinds stay: a manifest CURRENT was renamed to when the directory fsync after it
+//! failed (a power loss could bring back the CURRENT naming the one before, so both stay
+//! until a resume gets through), and the tables of a flush whose manifest edit failed (the
+//! edit may be on disk; the next open removes them).
 
 use std::sync::atomic::Ordering;
 
@@ -76,8 +81,17 @@ impl DbInner {
         // A refused record left in the old segment would be replayed by the next open.
         old.finish_cut()?;
         let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
-        let file = self.fs.create(&wal_path(&self.dir, number))?;
-        let writer = new_segment(self, file, wal.last_seq + 1)?;
+        let path = wal_path(&self.dir, number);
+        let file = self.fs.create(&path)?;
+        let writer = match new_segment(self, file, wal.last_seq + 1) {
+            Ok(writer) => writer,
+            Err(e) => {
+                // The segment holds nothing but its header: remove it, or a resume retried
+                // while the disk is full would leave one behind per call.
+                let _ = self.fs.remove(&path);
+                return Err(e);
+            }
+        };
         switch_to(self, wal, writer, number);
         Ok(())
     }

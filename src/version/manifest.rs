@@ -319,11 +319,24 @@ pub fn create_manifest(
 
 /// Points CURRENT at manifest `number`, atomically.
 pub fn set_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
-    let tmp = dir.join("CURRENT.tmp");
-    let mut f = fs.create(&tmp)?;
-    f.append(format!("MANIFEST-{number:06}\n").as_bytes())?;
-    f.sync()?;
-    drop(f);
-    fs.rename(&tmp, &current_path(dir))?;
+    replace_current(fs, dir, number)?;
     fs.sync_dir(dir)
+}
+
+/// Renames a new CURRENT naming manifest `number` over the old one, not yet durable: until
+/// the directory is fsynced, a power loss may bring back the old CURRENT. On failure CURRENT
+/// is as it was, and no `CURRENT.tmp` is left behind.
+pub(crate) fn replace_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let replaced = (|| {
+        let mut f = fs.create(&tmp)?;
+        f.append(format!("MANIFEST-{number:06}\n").as_bytes())?;
+        f.sync()?;
+        drop(f);
+        fs.rename(&tmp, &current_path(dir))
+    })();
+    if replaced.is_err() {
+        let _ = fs.remove(&tmp);
+    }
+    replaced
 }

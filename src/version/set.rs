@@ -28,7 +28,7 @@ use crate::range_del::Fragments;
 use crate::table::Table;
 use crate::version::edit::{KeyspaceDef, KeyspaceId, TableMeta, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::lookup::Fence;
-use crate::version::manifest::{create_manifest, set_current};
+use crate::version::manifest::{create_manifest, replace_current};
 use crate::{Error, Result};
 
 /// Levels in the tree: L0 plus six sorted levels.
@@ -240,6 +240,10 @@ pub struct VersionSet {
     fs: Arc<dyn FileSystem>,
     manifest: Option<LogWriter>,
     manifest_number: u64,
+    /// Manifests replaced by one whose CURRENT is not yet durable (the directory fsync after
+    /// it failed): a power loss may bring back any of them, so they are removed only after
+    /// a later fsync of the directory succeeds.
+    retired_manifests: Vec<u64>,
     /// Next file number to hand out; shared with the write path, which allocates WAL
     /// numbers without taking the version-set lock.
     next_file_number: Arc<AtomicU64>,
@@ -264,6 +268,7 @@ impl VersionSet {
             fs,
             manifest: None,
             manifest_number: 0,
+            retired_manifests: Vec::new(),
             next_file_number: Arc::new(AtomicU64::new(next_file_number)),
             log_number,
             last_seq,
@@ -322,12 +327,28 @@ impl VersionSet {
             }
         }
         self.fill(&mut edit);
-        let writer = create_manifest(self.fs.as_ref(), &self.dir, number, &edit)?;
-        set_current(self.fs.as_ref(), &self.dir, number)?;
-        let old = self.manifest_number;
+        let fs = self.fs.as_ref();
+        let started = create_manifest(fs, &self.dir, number, &edit)
+            .and_then(|writer| replace_current(fs, &self.dir, number).map(|()| writer));
+        let writer = match started {
+            Ok(writer) => writer,
+            Err(e) => {
+                // Nothing names the new manifest: remove it, or a resume retried while the
+                // disk is full would leave one behind per call.
+                let _ = fs.remove(&manifest_path(&self.dir, number));
+                return Err(e);
+            }
+        };
+        // CURRENT names the new manifest now, so it is the one to append to; but until the
+        // directory is fsynced a power loss may bring back the CURRENT naming the previous
+        // one, which stays until then (and so does any left by an earlier failed fsync).
+        if self.manifest_number != 0 {
+            self.retired_manifests.push(self.manifest_number);
+        }
         self.manifest = Some(writer);
         self.manifest_number = number;
-        if old != 0 {
+        self.fs.sync_dir(&self.dir)?;
+        for old in self.retired_manifests.drain(..) {
             let _ = self.fs.remove(&manifest_path(&self.dir, old));
         }
         Ok(())
