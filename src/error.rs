@@ -129,6 +129,14 @@ pub enum Error {
     Conflict,
     /// A background flush or compaction failed; the database accepts no more writes.
     Background(Arc<Error>),
+    /// A call from inside an [`crate::EventListener`] callback that writes or waits for the
+    /// engine's work — a write (of the database, a keyspace or a transaction), `sync`,
+    /// `flush`, `compact`, an ingest, creating or dropping a keyspace, `resume`, `close` —
+    /// refused before it did anything. The callback runs on a thread such a call may have to
+    /// wait for (the flush thread, the holder of the compaction slot, the write queue's
+    /// leader), so it would wait for itself. Reads are allowed; hand anything else to a
+    /// thread of your own.
+    CalledFromListener,
 }
 
 impl Error {
@@ -239,6 +247,12 @@ impl fmt::Display for Error {
                 "transaction conflict: a key or range it read was written after its snapshot"
             ),
             Error::Background(_) => write!(f, "background work failed"),
+            Error::CalledFromListener => write!(
+                f,
+                "called from an event listener's callback, which may read the database but \
+                 not write, flush, compact, ingest, change keyspaces, resume or close it (it \
+                 runs on a thread that call may wait for): hand the call to another thread"
+            ),
         }
     }
 }

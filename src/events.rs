@@ -31,10 +31,52 @@ const TARGET: &str = "bloomkv";
 /// No engine mutex that a read needs is held while a callback runs (a background error is
 /// reported once the thread that met it has let go of its locks), so a callback may read:
 /// [`crate::Db::stats`], `get`, `multi_get`, snapshots, iterators and cursors, keyspace names.
-/// It must not write, flush, compact, ingest, create or drop a keyspace, resume or close
-/// the database: the thread running it may lead the write queue, hold the one compaction
-/// slot, or be the flush thread those calls wait for, so they could wait for the callback
-/// itself.
+///
+/// A callback may not write (to the database, a keyspace or through a transaction), `sync`,
+/// `flush`, `compact`, ingest, create or drop a keyspace, `resume` or `close`: each of those
+/// returns [`Error::CalledFromListener`] at once, having done nothing. The thread running the
+/// callback may lead the write queue, hold the one compaction slot, or be the flush thread
+/// those calls wait for, so they would wait for the callback itself. Hand such work to a
+/// thread of your own, and do not wait for it in the callback. Dropping the last handle on the
+/// database in a callback is allowed: it closes the database on a thread of its own, once the
+/// callback has returned.
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
+/// use bloomkv::events::{EventListener, FlushInfo};
+/// use bloomkv::{Db, Error, Options};
+///
+/// /// Records in the database which keyspace it flushed last.
+/// struct LastFlush {
+///     db: OnceLock<Weak<Db>>,
+///     done: Mutex<mpsc::Sender<bloomkv::Result<()>>>,
+/// }
+///
+/// impl EventListener for LastFlush {
+///     fn on_flush_end(&self, info: &FlushInfo) {
+///         let Some(db) = self.db.get().and_then(Weak::upgrade) else { return };
+///         let done = self.done.lock().unwrap().clone();
+///         // Here, on the flush thread a write may have to wait for, it is refused...
+///         let _ = done.send(db.put("last-flush", &info.keyspace));
+///         // ...and on a thread of its own it is an ordinary write.
+///         let keyspace = info.keyspace.clone();
+///         std::thread::spawn(move || done.send(db.put("last-flush", keyspace)));
+///     }
+/// }
+///
+/// let (tx, rx) = mpsc::channel();
+/// let listener = Arc::new(LastFlush { db: OnceLock::new(), done: Mutex::new(tx) });
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Arc::new(Db::open(dir.path(), Options::new().event_listener(listener.clone()))?);
+/// listener.db.set(Arc::downgrade(&db)).unwrap();
+/// db.put("k", "v")?;
+/// db.flush()?;
+/// assert!(matches!(rx.recv().unwrap(), Err(Error::CalledFromListener)));
+/// rx.recv().unwrap()?;
+/// assert_eq!(db.get("last-flush")?.as_deref(), Some(&b"default"[..]));
+/// # Ok(()) }
+/// ```
 ///
 /// # Panics
 ///
@@ -285,6 +327,21 @@ impl fmt::Debug for Listeners {
 thread_local! {
     /// Whether this thread is running a listener's callback.
     static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Refuses, with [`Error::CalledFromListener`], a call that writes or waits for the engine's
+/// work when it comes from a listener's callback: the thread running the callback may be
+/// the one that call would wait for.
+pub(crate) fn refuse_in_callback() -> crate::Result<()> {
+    match in_callback() {
+        true => Err(Error::CalledFromListener),
+        false => Ok(()),
+    }
+}
+
+/// Whether this thread is running a listener's callback.
+pub(crate) fn in_callback() -> bool {
+    IN_CALLBACK.try_with(Cell::get).unwrap_or(false)
 }
 
 /// The stall writers are in now.

@@ -765,6 +765,177 @@ fn a_panicking_listener_leaves_the_database_working() {
     assert_eq!(db.stats().tables_per_level[1], 1);
 }
 
+/// What a [`Meddler`] does to the database from its `on_flush_end`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Meddle {
+    /// Three puts of 2 KiB into memtables of 1 KiB, one immutable memtable at most: the
+    /// third would wait for the flush thread running the callback.
+    Put,
+    /// `flush` waits for the flush thread running the callback.
+    Flush,
+    Compact,
+    Sync,
+    Commit,
+    Ingest,
+    CreateKeyspace,
+    Resume,
+    /// `close` joins the flush thread running the callback.
+    Close,
+}
+
+impl Meddle {
+    const ALL: [Meddle; 9] = [
+        Meddle::Put,
+        Meddle::Flush,
+        Meddle::Compact,
+        Meddle::Sync,
+        Meddle::Commit,
+        Meddle::Ingest,
+        Meddle::CreateKeyspace,
+        Meddle::Resume,
+        Meddle::Close,
+    ];
+
+    fn on(self, db: &Db) -> bloomkv::Result<()> {
+        match self {
+            Meddle::Put => (0..3).try_for_each(|i| db.put(format!("meddled{i}"), [9u8; 2048])),
+            Meddle::Flush => db.flush(),
+            Meddle::Compact => db.compact(),
+            Meddle::Sync => db.sync(),
+            Meddle::Commit => {
+                let mut t = db.transaction();
+                t.put("meddled0", "t")?;
+                t.commit()
+            }
+            Meddle::Ingest => db.ingest([("meddled0", "i")]).map(drop),
+            Meddle::CreateKeyspace => db.keyspace("meddled", KeyspaceOptions::new()).map(drop),
+            Meddle::Resume => db.resume(),
+            Meddle::Close => db.close(),
+        }
+    }
+}
+
+/// Calls into the database from the first `on_flush_end`, against the rules, and reports
+/// what the call returned; holds each flush at its beginning until the test opens the gate.
+struct Meddler {
+    db: OnceLock<Weak<Db>>,
+    meddle: Meddle,
+    returned: Mutex<Option<std::sync::mpsc::Sender<bloomkv::Result<()>>>>,
+    gate: Recorder,
+}
+
+impl EventListener for Meddler {
+    fn on_flush_begin(&self, info: &FlushInfo) {
+        self.gate.on_flush_begin(info);
+    }
+    fn on_flush_end(&self, _: &FlushInfo) {
+        let Some(tx) = self.returned.lock().unwrap().take() else { return };
+        let Some(db) = self.db.get().and_then(Weak::upgrade) else { return };
+        let _ = tx.send(self.meddle.on(&db));
+    }
+}
+
+/// A callback that writes, flushes, compacts, syncs, commits, ingests, creates a keyspace,
+/// resumes or closes gets `Error::CalledFromListener` at once, having done nothing, where
+/// the put, the flush and the close would wait for the flush thread running the callback:
+/// a hang. The database goes on as if the call had not been made.
+#[test]
+fn a_listener_that_writes_flushes_or_closes_from_its_callback_is_refused_not_hung() {
+    for meddle in Meddle::ALL {
+        meddle_from_on_flush_end(meddle);
+    }
+}
+
+/// Meddles from the first `on_flush_end` of a database whose active memtable holds a write.
+fn meddle_from_on_flush_end(meddle: Meddle) {
+    let fs = FaultFs::new();
+    let (tx, returned) = std::sync::mpsc::channel();
+    let listener = Arc::new(Meddler {
+        db: OnceLock::new(),
+        meddle,
+        returned: Mutex::new(Some(tx)),
+        gate: Recorder::gated(),
+    });
+    let dir = unique_dir("meddler");
+    let opts = || options(&fs, listener.clone()).memtable_bytes(1 << 10).max_immutable_memtables(1);
+    let db = Arc::new(Db::open(&dir, opts()).unwrap());
+    listener.db.set(Arc::downgrade(&db)).unwrap();
+    db.put("a", [1u8; 2048]).unwrap();
+    // A switch: the flush of "a" begins and waits at the gate, "b" goes to the new
+    // memtable, so the callback finds one holding something.
+    db.put("b", "2").unwrap();
+    listener.gate.open_gate();
+    let Ok(r) = returned.recv_timeout(DEADLINE) else {
+        // Dropping the handle would join the hung flush thread.
+        std::mem::forget(db);
+        panic!("{meddle:?} from on_flush_end never returned");
+    };
+    assert!(matches!(r, Err(Error::CalledFromListener)), "{meddle:?} returned {r:?}");
+    // Nothing of the call happened, and the database goes on.
+    db.put("c", "3").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get("meddled0").unwrap(), None, "{meddle:?}");
+    assert!(db.existing_keyspace("meddled").is_none(), "{meddle:?}");
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts()).unwrap();
+    for (k, v) in [("a", &[1u8; 2048][..]), ("b", b"2"), ("c", b"3")] {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(v), "{meddle:?}: {k}");
+    }
+    assert_eq!(db.get("meddled0").unwrap(), None, "{meddle:?}");
+}
+
+/// Drops the last handle on the database from the first `on_flush_end`.
+struct LastHandle {
+    db: Mutex<Option<Db>>,
+    dropped: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    gate: Recorder,
+}
+
+impl EventListener for LastHandle {
+    fn on_flush_begin(&self, info: &FlushInfo) {
+        self.gate.on_flush_begin(info);
+    }
+    fn on_flush_end(&self, _: &FlushInfo) {
+        let Some(tx) = self.dropped.lock().unwrap().take() else { return };
+        drop(self.db.lock().unwrap().take());
+        let _ = tx.send(());
+    }
+}
+
+/// Dropping the last handle closes the database; in a callback on the flush thread, which
+/// closing joins, it closes on a thread of its own once the callback has returned: the LOCK
+/// is released and every write is there at the next open.
+#[test]
+fn a_listener_dropping_the_last_handle_closes_the_database_after_its_callback() {
+    let fs = FaultFs::new();
+    let (tx, dropped) = std::sync::mpsc::channel();
+    let listener = Arc::new(LastHandle {
+        db: Mutex::new(None),
+        dropped: Mutex::new(Some(tx)),
+        gate: Recorder::gated(),
+    });
+    let dir = unique_dir("last-handle");
+    let opts = || options(&fs, listener.clone()).memtable_bytes(1 << 10);
+    let db = Db::open(&dir, opts()).unwrap();
+    db.put("a", [1u8; 2048]).unwrap();
+    db.put("b", "2").unwrap();
+    *listener.db.lock().unwrap() = Some(db);
+    listener.gate.open_gate();
+    assert!(dropped.recv_timeout(DEADLINE).is_ok(), "the drop in the callback did not return");
+    // The close goes on on its own thread: the next open succeeds once it is done.
+    let until = Instant::now() + DEADLINE;
+    let db = loop {
+        match Db::open(&dir, opts()) {
+            Ok(db) => break db,
+            Err(Error::Locked { .. }) if Instant::now() < until => std::thread::yield_now(),
+            Err(e) => panic!("reopening after the drop: {e}"),
+        }
+    };
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&[1u8; 2048][..]));
+    assert_eq!(db.get("b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
 /// Captures every record whose target is `bloomkv`, for all the tests of this binary (a
 /// process has one logger); each test looks for records naming its own directory or
 /// keyspace.

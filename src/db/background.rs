@@ -33,7 +33,11 @@ pub(crate) struct OpenDb {
 
 impl Drop for OpenDb {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        if crate::events::in_callback() {
+            self.shutdown_elsewhere();
+        } else {
+            let _ = self.shutdown();
+        }
     }
 }
 
@@ -57,42 +61,74 @@ impl OpenDb {
     }
 
     pub(crate) fn shutdown(&self) -> Result<()> {
-        let inner = &self.inner;
-        if inner.closed.swap(true, Ordering::AcqRel) {
+        if !self.stop_background() {
             return Ok(());
         }
-        {
-            let mut bg = lock(&inner.bg);
-            bg.shutdown = true;
-            inner.bg_cv.notify_all();
-            inner.bg_done_cv.notify_all();
-        }
-        let threads = std::mem::take(&mut *lock(&self.bg_threads));
-        for h in threads {
-            let _ = h.join();
-        }
-        // `multi_get`'s read threads hold nothing between jobs; a call still running finishes
-        // its reads (those queued run first, later ones on its own thread).
-        inner.caches.reads.close();
-        // A manual compaction or an ingest runs on its caller's thread and stops soon once it
-        // sees `closed`; wait for it, so no file is written after the LOCK is released.
-        let _slot = lock(&inner.compaction_slot);
-        // Nor is one removed after it: the tables let go so far are removed now.
-        inner.caches.deleter.close();
-        // Writers that raced with close may still be in the queue; the WAL lock orders us
-        // after any leader that is mid-write, and a leader that comes later finds no writer
-        // (and will not start a new segment).
-        let mut wal = lock(&inner.wal);
-        let synced = match wal.writer.as_mut() {
-            Some(w) => w.sync().map(|()| w.finish()),
-            None => Ok(()),
-        };
-        wal.writer = None;
-        drop(wal);
-        lock(&inner.file_lock).take();
-        synced?;
-        inner.check_bg_error()
+        finish_shutdown(&self.inner, std::mem::take(&mut *lock(&self.bg_threads)))
     }
+
+    /// Tells the background threads to stop after their current step; false if the database
+    /// was closed already.
+    fn stop_background(&self) -> bool {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let mut bg = lock(&inner.bg);
+        bg.shutdown = true;
+        inner.bg_cv.notify_all();
+        inner.bg_done_cv.notify_all();
+        true
+    }
+
+    /// [`OpenDb::shutdown`] for the last handle dropped inside a listener's callback, which
+    /// may run on a background thread the shutdown joins: the threads are told to stop here;
+    /// a thread of its own joins them, once the callback has returned, and does the rest. If
+    /// that thread cannot be started, the background threads still stop, but the WAL's
+    /// closing fsync is missed and the LOCK is released only when the engine's last reference
+    /// goes.
+    fn shutdown_elsewhere(&self) {
+        if !self.stop_background() {
+            return;
+        }
+        let (inner, threads) = (self.inner.clone(), std::mem::take(&mut *lock(&self.bg_threads)));
+        let closing = std::thread::Builder::new()
+            .name("bloomkv-close".into())
+            .spawn(move || finish_shutdown(&inner, threads));
+        if let Err(e) = closing {
+            let dir = self.inner.dir.display();
+            log::error!(target: "bloomkv", "closing {dir}: cannot start a thread to close on: {e}");
+        }
+    }
+}
+
+/// The rest of [`OpenDb::shutdown`] once the background threads were told to stop: waits for
+/// them (`threads`) and for work on callers' threads, fsyncs the WAL and releases the LOCK.
+fn finish_shutdown(inner: &DbInner, threads: Vec<JoinHandle<()>>) -> Result<()> {
+    for h in threads {
+        let _ = h.join();
+    }
+    // `multi_get`'s read threads hold nothing between jobs; a call still running finishes
+    // its reads (those queued run first, later ones on its own thread).
+    inner.caches.reads.close();
+    // A manual compaction or an ingest runs on its caller's thread and stops soon once it
+    // sees `closed`; wait for it, so no file is written after the LOCK is released.
+    let _slot = lock(&inner.compaction_slot);
+    // Nor is one removed after it: the tables let go so far are removed now.
+    inner.caches.deleter.close();
+    // Writers that raced with close may still be in the queue; the WAL lock orders us
+    // after any leader that is mid-write, and a leader that comes later finds no writer
+    // (and will not start a new segment).
+    let mut wal = lock(&inner.wal);
+    let synced = match wal.writer.as_mut() {
+        Some(w) => w.sync().map(|()| w.finish()),
+        None => Ok(()),
+    };
+    wal.writer = None;
+    drop(wal);
+    lock(&inner.file_lock).take();
+    synced?;
+    inner.check_bg_error()
 }
 
 impl DbInner {

@@ -289,6 +289,8 @@ fn pause_for_ingests<'a>(
 /// Compacts every level into the one below, top to bottom, until all data sits in the deepest
 /// level in use. Holds off background compactions meanwhile (flushes go on).
 pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
+    // A listener's callback may be running on the compaction thread, holding the slot.
+    crate::events::refuse_in_callback()?;
     {
         let mut bg = lock(&inner.bg);
         loop {

@@ -137,6 +137,8 @@ pub(crate) fn wait_for_flushes(inner: &DbInner) -> Result<()> {
 /// Waits until every memtable frozen with WAL segment `wal_number` or an older one has been
 /// flushed (or background work failed); memtables frozen later may remain.
 pub(crate) fn wait_for_flushes_through(inner: &DbInner, wal_number: u64) -> Result<()> {
+    // A listener's callback may be running on the flush thread itself.
+    crate::events::refuse_in_callback()?;
     let pending = || {
         let state = inner.load_state();
         state.trees.iter().any(|t| t.imm.iter().any(|m| m.wal_number <= wal_number))

@@ -73,6 +73,9 @@ where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
+    // Before `ingest_order`: the ingest holding it may be waiting for the flush thread a
+    // listener's callback runs on.
+    crate::events::refuse_in_callback()?;
     // Most sources know their length (a collection, a range, a map over either): the
     // ingest's filters are sized for a run of that many keys. Zero means unknown.
     let (expected_entries, _) = entries.size_hint();

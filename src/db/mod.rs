@@ -892,6 +892,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn close(&self) -> Result<()> {
+        // Closing joins the background threads, one of which may be running the callback.
+        crate::events::refuse_in_callback()?;
         self.open.shutdown()
     }
 }

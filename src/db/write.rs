@@ -83,6 +83,9 @@ fn write_entry(
     reads: Option<ReadSet>,
     fill: impl FnOnce(&mut WriteBatch),
 ) -> Result<()> {
+    // A listener's callback may be running on the leader's thread, or on the flush thread
+    // making the room this write waits for.
+    crate::events::refuse_in_callback()?;
     // `try_with`: a write from another thread-local's destructor just allocates.
     let mut me = SPARE.try_with(Cell::take).ok().flatten().unwrap_or_default();
     if Arc::get_mut(&mut me).is_none() {
@@ -592,6 +595,8 @@ pub(crate) fn exclusive_while_stopped<T>(
     inner: &DbInner,
     task: impl FnOnce(&Exclusive<'_>) -> Result<T>,
 ) -> Result<T> {
+    // As for a write: the callback's thread may be what the leadership waits for.
+    crate::events::refuse_in_callback()?;
     let me = Arc::new(PendingWrite { exclusive: true, ..PendingWrite::default() });
     let mut queue = lock(&inner.write_queue);
     enqueue(inner, &mut queue, &me);
