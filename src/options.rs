@@ -158,7 +158,8 @@ impl Options {
         ///
         /// 1 KiB to 4 GiB ([`Options::MEMTABLE_BYTES_RANGE`]; RocksDB's `write_buffer_size`
         /// is 64 MiB by default): each keyspace's memtable gets a key filter of 1/64 of
-        /// this, allocated at its first write, so 4 GiB memtables cost 64 MiB of filter each.
+        /// this (1/32 with a prefix extractor), allocated at its first write, so 4 GiB
+        /// memtables cost 64 MiB of filter each.
         memtable_bytes: usize);
     setter!(
         /// Immutable memtables allowed to wait for flushing before writers stop (default 2).
