@@ -13,8 +13,7 @@
 //! The nodes are the `kv_node` example, which `cargo test` builds beside the test binary.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -22,7 +21,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{kv_node, scan_all, wait_until};
+use common::{scan_all, wait_until, Proc};
 
 /// A small deterministic generator (xorshift64*): the schedule is reproducible from its seed.
 struct Rng(u64);
@@ -40,68 +39,17 @@ impl Rng {
     }
 }
 
-struct Node {
-    id: u64,
-    addr: String,
-    dir: PathBuf,
-    process: Option<Child>,
-}
-
-impl Node {
-    fn start(&mut self, binary: &Path, logs: &Path) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(logs.join(format!("node-{}.log", self.id)))
-            .unwrap();
-        let child = Command::new(binary)
-            .args([&self.id.to_string(), &self.addr, self.dir.to_str().unwrap()])
-            .args(["--log-level", "warn", "--admin-timeout", "5"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.process = Some(child);
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.process.take() {
-            child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
-        }
-    }
-
-    fn up(&self) -> bool {
-        self.process.is_some()
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A free loopback port (nodes keep theirs across restarts: the membership names it).
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
-async fn status(http: &reqwest::Client, node: &Node) -> Option<Value> {
-    let answer = http.get(node.url("/cluster/status")).send().await.ok()?;
-    answer.json().await.ok()
+/// A node as the chaos runs it: a short admin timeout, so a call a kill cut off gives up soon.
+fn node(id: u64, scratch: &Path) -> Proc {
+    let mut node = Proc::new(id, scratch);
+    node.flags.extend(["--admin-timeout".to_string(), "5".to_string()]);
+    node
 }
 
 /// The id of the node some running node names as leader.
-async fn leader(http: &reqwest::Client, nodes: &[Node]) -> Option<usize> {
+async fn leader(http: &reqwest::Client, nodes: &[Proc]) -> Option<usize> {
     for node in nodes.iter().filter(|n| n.up()) {
-        if let Some(s) = status(http, node).await {
+        if let Some(s) = node.status(http).await {
             if let Some(id) = s["leader"].as_u64() {
                 let index = nodes.iter().position(|n| n.id == id)?;
                 if nodes[index].up() {
@@ -127,28 +75,20 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
         });
     eprintln!("chaos: {secs} s, CHAOS_SEED={seed}");
     let mut rng = Rng(seed | 1);
-    let binary = kv_node();
     let scratch = tempfile::tempdir().unwrap();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().unwrap();
-    let mut nodes: Vec<Node> = (1..=3)
-        .map(|id| Node {
-            id,
-            addr: free_addr(),
-            dir: scratch.path().join(format!("node-{id}")),
-            process: None,
-        })
-        .collect();
+    let mut nodes: Vec<Proc> = (1..=3).map(|id| node(id, scratch.path())).collect();
     for node in &mut nodes {
-        node.start(&binary, scratch.path());
+        node.start();
     }
     let (http_ref, first) = (&http, &nodes[0]);
-    wait_until("node 1 up", || async move { status(http_ref, first).await.is_some() }).await;
+    wait_until("node 1 up", || async move { first.status(http_ref).await.is_some() }).await;
     assert_eq!(post(&http, nodes[0].url("/cluster/init"), Value::Null).await, Some(StatusCode::OK));
     for node in &nodes[1..] {
         let nodes_ref = &nodes;
         wait_until("node 1 leads", || async move { leader(http_ref, nodes_ref).await == Some(0) })
             .await;
-        wait_until("a node up", || async move { status(http_ref, node).await.is_some() }).await;
+        wait_until("a node up", || async move { node.status(http_ref).await.is_some() }).await;
         let body = serde_json::json!([node.id, node.addr]);
         assert_eq!(post(&http, nodes[0].url("/cluster/learner"), body).await, Some(StatusCode::OK));
     }
@@ -170,7 +110,7 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
             let down: Vec<usize> = (0..nodes.len()).filter(|&n| !nodes[n].up()).collect();
             match (down.first(), rng.below(4)) {
                 // At most one node down, so a majority can keep committing.
-                (Some(&n), _) => nodes[n].start(&binary, scratch.path()),
+                (Some(&n), _) => nodes[n].start(),
                 (None, 0) => {
                     if let Some(l) = current {
                         let url = nodes[l].url("/cluster/snapshot");
@@ -215,7 +155,7 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
     // Every node back, then a snapshot the log is purged up to, then a fourth node that can
     // only start from it.
     for node in nodes.iter_mut().filter(|n| !n.up()) {
-        node.start(&binary, scratch.path());
+        node.start();
     }
     let nodes_ref = &nodes;
     let mut l = 0;
@@ -228,11 +168,10 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
     if let Some(found) = leader(&http, &nodes).await {
         l = found;
     }
-    let mut learner =
-        Node { id: 4, addr: free_addr(), dir: scratch.path().join("node-4"), process: None };
-    learner.start(&binary, scratch.path());
+    let mut learner = node(4, scratch.path());
+    learner.start();
     let learner_ref = &learner;
-    wait_until("node 4 up", || async move { status(http_ref, learner_ref).await.is_some() }).await;
+    wait_until("node 4 up", || async move { learner_ref.status(http_ref).await.is_some() }).await;
     let body = serde_json::json!([learner.id, learner.addr]);
     wait_until("node 4 added", || {
         let (url, body) = (nodes_ref[l].url("/cluster/learner"), body.clone());
@@ -246,10 +185,10 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
     let nodes_ref = &nodes;
     wait_until("every node caught up", || async move {
         let Some(l) = leader(http_ref, nodes_ref).await else { return false };
-        let Some(s) = status(http_ref, &nodes_ref[l]).await else { return false };
+        let Some(s) = nodes_ref[l].status(http_ref).await else { return false };
         let target = s["last_applied"].as_u64();
         for node in nodes_ref {
-            match status(http_ref, node).await {
+            match node.status(http_ref).await {
                 Some(s) if s["last_applied"].as_u64() >= target => {}
                 _ => return false,
             }

@@ -101,6 +101,11 @@ impl Proc {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Whether its process is running (as far as this test knows: started and not killed).
+    pub fn up(&self) -> bool {
+        self.process.is_some()
+    }
+
     /// The node's `/cluster/status`, if it answers.
     pub async fn status(&self, http: &reqwest::Client) -> Option<serde_json::Value> {
         http.get(self.url("/cluster/status")).send().await.ok()?.json().await.ok()
