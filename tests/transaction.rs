@@ -372,7 +372,7 @@ fn transact_retries_until_it_commits() {
                 db.put("p:k", "changed")?;
             }
             tx.put("copy", v.as_deref().unwrap_or_default())?;
-            Ok(runs)
+            Ok::<_, Error>(runs)
         })
         .unwrap();
     assert_eq!(got, 2);
@@ -387,6 +387,92 @@ fn transact_retries_until_it_commits() {
     assert_eq!(db.get("never").unwrap(), None);
     let refused: bloomkv::Result<()> = db.transact(|_| Err(Error::InvalidArgument("no".into())));
     assert!(matches!(refused, Err(Error::InvalidArgument(_))));
+}
+
+/// An application's own error type through `transact`: `?` works on both kinds of error,
+/// the closure's error is returned at once without a commit, and engine errors come back
+/// converted.
+#[derive(Debug)]
+enum AppError {
+    Db(Error),
+    Refused(&'static str),
+}
+
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        AppError::Db(e)
+    }
+}
+
+fn check(ok: bool) -> Result<(), AppError> {
+    ok.then_some(()).ok_or(AppError::Refused("no"))
+}
+
+#[test]
+fn transact_takes_the_application_error_type() {
+    let (_dir, db) = seeded();
+    let mut runs = 0;
+    let got: Result<u32, AppError> = db.transact(|tx| {
+        runs += 1;
+        let v = tx.get("p:k")?;
+        check(v.is_some())?;
+        if runs == 1 {
+            db.put("p:k", "changed")?;
+        }
+        tx.put("copy", v.unwrap_or_default())?;
+        Ok(runs)
+    });
+    assert_eq!(got.unwrap(), 2, "a conflict of the commit is still retried");
+
+    let refused: Result<(), AppError> = db.transact(|tx| {
+        tx.put("never", "")?;
+        check(false)
+    });
+    assert!(matches!(refused, Err(AppError::Refused("no"))));
+    assert_eq!(db.get("never").unwrap(), None);
+
+    let always: Result<(), AppError> = db.transact(|tx| {
+        drop(tx.get("p:k")?);
+        db.put("p:k", "again")?;
+        Ok(tx.put("never", "")?)
+    });
+    assert!(matches!(always, Err(AppError::Db(Error::Conflict))));
+    assert_eq!(db.get("never").unwrap(), None);
+}
+
+#[test]
+fn keyspace_transactions_read_and_write_their_keyspace() {
+    let (_dir, db) = seeded();
+    let ks = db.keyspace("ks", KeyspaceOptions::default()).unwrap();
+    ks.put("a", "ks").unwrap();
+    let mut tx = ks.transaction();
+    assert_eq!(tx.get("a").unwrap().as_deref(), Some(&b"ks"[..]));
+    assert_eq!(tx.get("p:k").unwrap(), None, "the default keyspace's key is not there");
+    tx.put("b", "tx").unwrap();
+    tx.put_in(&ks, "c", "tx").unwrap();
+    let keys: Vec<_> = tx.range(..).unwrap().map(|kv| kv.unwrap().0).collect();
+    assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
+    tx.commit().unwrap();
+    assert_eq!(ks.get("b").unwrap().as_deref(), Some(&b"tx"[..]));
+    assert_eq!(db.get("b").unwrap(), None);
+
+    let mut runs = 0;
+    let n = ks
+        .transact(|tx| {
+            runs += 1;
+            let v = tx.get("a")?;
+            if runs == 1 {
+                ks.put("a", "changed")?;
+            }
+            tx.put("copy", v.unwrap_or_default())?;
+            Ok::<_, Error>(runs)
+        })
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(ks.get("copy").unwrap().as_deref(), Some(&b"changed"[..]));
+    db.drop_keyspace("ks").unwrap();
+    let dropped = ks.transact(|_| Ok::<_, Error>(()));
+    assert!(matches!(dropped, Err(Error::KeyspaceDropped { name }) if name == "ks"));
 }
 
 #[test]

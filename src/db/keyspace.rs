@@ -22,7 +22,7 @@ use std::sync::Arc;
 use super::write::SingleWrite;
 use super::{
     flush, ingest, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
-    Snapshot, Tree,
+    Snapshot, Transaction, Tree,
 };
 use crate::key::prefix_successor;
 use crate::options::KeyspaceOptions;
@@ -215,6 +215,51 @@ impl Keyspace {
     /// A [`Cursor`] over this keyspace's keys in `range`, as [`crate::Db::cursor`].
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         super::snapshot::cursor_now(&self.inner, self.id, &self.name, range.into_bounds())
+    }
+
+    /// Begins a [`Transaction`] like [`crate::Db::transaction`] whose methods without `_in`
+    /// (`get`, `put`, `range`, ...) work on this keyspace; its `_in` methods still reach
+    /// every keyspace, all in one atomic commit.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let users = db.keyspace("users", bloomkv::KeyspaceOptions::default())?;
+    /// let mut tx = users.transaction();
+    /// tx.put("u1", "ada")?;
+    /// assert_eq!(tx.get("u1")?.as_deref(), Some(&b"ada"[..]));
+    /// tx.commit()?;
+    /// assert_eq!(users.get("u1")?.as_deref(), Some(&b"ada"[..]));
+    /// assert_eq!(db.get("u1")?, None); // not the default keyspace
+    /// # Ok(()) }
+    /// ```
+    pub fn transaction(&self) -> Transaction {
+        Transaction::in_keyspace(self)
+    }
+
+    /// [`crate::Db::transact`] with the transactions of [`Keyspace::transaction`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let counters = db.keyspace("counters", bloomkv::KeyspaceOptions::default())?;
+    /// let n = counters.transact(|tx| {
+    ///     let n = tx.get("n")?.map_or(0, |v| v.len()) + 1;
+    ///     tx.put("n", vec![0; n])?;
+    ///     Ok::<_, bloomkv::Error>(n)
+    /// })?;
+    /// assert_eq!(n, 1);
+    /// assert_eq!(counters.get("n")?.as_deref(), Some(&[0][..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn transact<T, E: From<Error>>(
+        &self,
+        f: impl FnMut(&mut Transaction) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.check_live()?;
+        super::transaction::transact(|| Transaction::in_keyspace(self), f)
     }
 
     /// [`crate::Db::compare_and_swap`] in this keyspace.

@@ -674,6 +674,13 @@ impl Db {
     /// conflict. An error from `f` is returned at once, without a commit. `f` may run more
     /// than once, so its effects outside the transaction should be repeatable.
     ///
+    /// `f` may fail with the application's own error type `E`, any type a [`Error`]
+    /// converts into, so `?` works on both the transaction's calls and the application's;
+    /// engine errors (the final conflict included) come back converted. Only a conflict of
+    /// the commit is retried, never an error `f` returns. When `f` uses `?` and ends in
+    /// `Ok(..)`, Rust cannot tell `E` by itself: name it, as with `Ok::<_, MyError>(..)` or
+    /// the type of the result.
+    ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
@@ -682,7 +689,7 @@ impl Db {
     ///     db.transact(|tx| {
     ///         let old = tx.get("hits")?.map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
     ///         tx.put("hits", (old + n).to_le_bytes())?;
-    ///         Ok(old + n)
+    ///         Ok::<_, bloomkv::Error>(old + n)
     ///     })
     /// };
     /// std::thread::scope(|s| {
@@ -693,8 +700,43 @@ impl Db {
     /// assert_eq!(add(0)?, 100);
     /// # Ok(()) }
     /// ```
-    pub fn transact<T>(&self, f: impl FnMut(&mut Transaction) -> Result<T>) -> Result<T> {
-        transaction::transact(&self.inner, f)
+    ///
+    /// With an application error:
+    ///
+    /// ```
+    /// #[derive(Debug)]
+    /// enum AppError {
+    ///     Db(bloomkv::Error),
+    ///     Overdrawn,
+    /// }
+    /// impl From<bloomkv::Error> for AppError {
+    ///     fn from(e: bloomkv::Error) -> Self {
+    ///         AppError::Db(e)
+    ///     }
+    /// }
+    /// # fn main() -> Result<(), AppError> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("balance", 10u64.to_le_bytes())?;
+    /// let withdraw = |n: u64| -> Result<u64, AppError> {
+    ///     db.transact(|tx| {
+    ///         let v = tx.get("balance")?.ok_or(AppError::Overdrawn)?;
+    ///         let balance = u64::from_le_bytes(v[..].try_into().unwrap());
+    ///         let left = balance.checked_sub(n).ok_or(AppError::Overdrawn)?;
+    ///         tx.put("balance", left.to_le_bytes())?;
+    ///         Ok(left)
+    ///     })
+    /// };
+    /// assert_eq!(withdraw(4)?, 6);
+    /// assert!(matches!(withdraw(7), Err(AppError::Overdrawn))); // nothing written
+    /// assert_eq!(db.get("balance")?.as_deref(), Some(&6u64.to_le_bytes()[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn transact<T, E: From<Error>>(
+        &self,
+        f: impl FnMut(&mut Transaction) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        transaction::transact(|| Transaction::new(self.inner.clone()), f)
     }
 
     /// Sets `key` to `new` (`None` deletes it) if and only if its value is `expected`

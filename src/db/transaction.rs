@@ -77,6 +77,10 @@ pub const TRANSACT_ATTEMPTS: usize = 64;
 /// ran during the transaction, any transaction that read something is refused. Both are
 /// rare for short transactions; retry ([`crate::Db::transact`] does).
 ///
+/// The methods without `_in` (`get`, `put`, `range`, ...) work on the transaction's
+/// keyspace: the default one for [`crate::Db::transaction`], the handle's for
+/// [`Keyspace::transaction`]; the `_in` methods reach any keyspace.
+///
 /// The transaction holds the memtables and tables of its snapshot alive until it is
 /// committed or dropped. Dropping it discards its writes.
 ///
@@ -114,6 +118,8 @@ pub struct Transaction {
     view: ReadView,
     reads: Mutex<ReadSet>,
     writes: PerKeyspace<Pending>,
+    /// The keyspace the methods without `_in` work on (`None`: the default one).
+    home: Option<Keyspace>,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -339,7 +345,24 @@ impl Transaction {
             ingests: (begun, done),
             ..ReadSet::default()
         };
-        Transaction { inner, view, reads: Mutex::new(reads), writes: PerKeyspace::default() }
+        Transaction {
+            inner,
+            view,
+            reads: Mutex::new(reads),
+            writes: PerKeyspace::default(),
+            home: None,
+        }
+    }
+
+    /// A transaction whose methods without `_in` work on `keyspace`.
+    pub(crate) fn in_keyspace(keyspace: &Keyspace) -> Transaction {
+        let mut tx = Transaction::new(keyspace.inner.clone());
+        tx.home = Some(keyspace.clone());
+        tx
+    }
+
+    fn home_id(&self) -> KeyspaceId {
+        self.home.as_ref().map_or(DEFAULT_KEYSPACE, Keyspace::id)
     }
 
     /// The sequence number of the snapshot the transaction reads.
@@ -588,12 +611,12 @@ impl Transaction {
         Ok(())
     }
 
-    /// The value of `key` in the default keyspace: the transaction's own write of it if it
+    /// The value of `key` in the transaction's keyspace: the transaction's own write of it if it
     /// made one, else the snapshot's. A key read from the snapshot is checked at commit.
     ///
     /// Fails with [`Error::Closed`] once the database is closed.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.get_at(DEFAULT_KEYSPACE, None, key.as_ref())
+        self.get_at(self.home_id(), self.home.as_ref(), key.as_ref())
     }
 
     /// [`Transaction::get`] in `keyspace`. Fails with [`Error::ForeignKeyspace`] for a handle
@@ -603,7 +626,7 @@ impl Transaction {
         self.get_at(self.id_of(keyspace)?, Some(keyspace), key.as_ref())
     }
 
-    /// The values of `keys` in the default keyspace, in order, as [`Transaction::get`] gives
+    /// The values of `keys` in the transaction's keyspace, in order, as [`Transaction::get`] gives
     /// them, the ones not written by the transaction read together (see
     /// [`crate::Db::multi_get`]).
     ///
@@ -625,7 +648,7 @@ impl Transaction {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Value>>> {
-        self.multi_get_at(DEFAULT_KEYSPACE, None, keys)
+        self.multi_get_at(self.home_id(), self.home.as_ref(), keys)
     }
 
     /// [`Transaction::multi_get`] in `keyspace` (errors as for [`Transaction::get_in`]).
@@ -637,7 +660,7 @@ impl Transaction {
         self.multi_get_at(self.id_of(keyspace)?, Some(keyspace), keys)
     }
 
-    /// Iterates over the keys of the default keyspace in `range`, both ways: the snapshot
+    /// Iterates over the keys of the transaction's keyspace in `range`, both ways: the snapshot
     /// with the transaction's writes, as they are now, over it (its puts added or replacing
     /// values, its deletes and range deletes hiding keys). The whole range counts as read:
     /// a write into it after the snapshot, even of a key the iterator never reached, makes
@@ -661,7 +684,7 @@ impl Transaction {
     /// # Ok(()) }
     /// ```
     pub fn range(&self, range: impl KeyRange) -> Result<TransactionIter> {
-        self.range_at(DEFAULT_KEYSPACE, None, range.into_bounds())
+        self.range_at(self.home_id(), self.home.as_ref(), range.into_bounds())
     }
 
     /// [`Transaction::range`] in `keyspace` (errors as for [`Transaction::get_in`]).
@@ -671,7 +694,7 @@ impl Transaction {
 
     /// [`Transaction::range`] over the keys starting with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<TransactionIter> {
-        self.range_at(DEFAULT_KEYSPACE, None, prefix_bounds(prefix.as_ref()))
+        self.range_at(self.home_id(), self.home.as_ref(), prefix_bounds(prefix.as_ref()))
     }
 
     /// [`Transaction::prefix`] in `keyspace` (errors as for [`Transaction::get_in`]).
@@ -683,7 +706,7 @@ impl Transaction {
         self.range_at(self.id_of(keyspace)?, Some(keyspace), prefix_bounds(prefix.as_ref()))
     }
 
-    /// A cursor over the keys of the default keyspace in `range`: what
+    /// A cursor over the keys of the transaction's keyspace in `range`: what
     /// [`Transaction::range`] yields, positioned at will. The whole range counts as read.
     ///
     /// ```
@@ -707,7 +730,7 @@ impl Transaction {
     /// # Ok(()) }
     /// ```
     pub fn cursor(&self, range: impl KeyRange) -> Result<TransactionCursor> {
-        self.cursor_at(DEFAULT_KEYSPACE, None, range.into_bounds())
+        self.cursor_at(self.home_id(), self.home.as_ref(), range.into_bounds())
     }
 
     /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`]).
@@ -719,10 +742,11 @@ impl Transaction {
         self.cursor_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
     }
 
-    /// Buffers a put of `key` in the default keyspace. Fails with [`Error::KeyTooLarge`] or
+    /// Buffers a put of `key` in the transaction's keyspace. Fails with [`Error::KeyTooLarge`] or
     /// [`Error::ValueTooLarge`] (buffering nothing) over the limits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref(), None)
+        let home = self.home.clone();
+        self.put_at(self.home_id(), home.as_ref(), key.as_ref(), value.as_ref(), None)
     }
 
     /// [`Transaction::put`] in `keyspace`; fails with [`Error::ForeignKeyspace`] for a handle
@@ -737,7 +761,7 @@ impl Transaction {
         self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), None)
     }
 
-    /// Buffers a put of `key` in the default keyspace that expires `ttl` after the commit
+    /// Buffers a put of `key` in the transaction's keyspace that expires `ttl` after the commit
     /// writes it, by the database's clock (see [`crate::Db::put_with_ttl`]). The
     /// transaction's own reads see the value until it commits.
     ///
@@ -767,7 +791,8 @@ impl Transaction {
         ttl: std::time::Duration,
     ) -> Result<()> {
         let ttl = Some(crate::clock::ttl_millis(ttl));
-        self.put_at(DEFAULT_KEYSPACE, None, key.as_ref(), value.as_ref(), ttl)
+        let home = self.home.clone();
+        self.put_at(self.home_id(), home.as_ref(), key.as_ref(), value.as_ref(), ttl)
     }
 
     /// [`Transaction::put_with_ttl`] in `keyspace`.
@@ -783,7 +808,7 @@ impl Transaction {
         self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), ttl)
     }
 
-    /// Buffers a merge operand for `key` in the default keyspace (see [`crate::Db::merge`]):
+    /// Buffers a merge operand for `key` in the transaction's keyspace (see [`crate::Db::merge`]):
     /// the transaction's reads of the key see the operands combined over its own write of
     /// the key, or else over the snapshot's value (then a read, checked at commit). The
     /// commit writes the operands, a blind write like a put: it conflicts with
@@ -808,7 +833,8 @@ impl Transaction {
     /// # Ok(()) }
     /// ```
     pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
-        self.merge_at(DEFAULT_KEYSPACE, None, key.as_ref(), operand.as_ref())
+        let home = self.home.clone();
+        self.merge_at(self.home_id(), home.as_ref(), key.as_ref(), operand.as_ref())
     }
 
     /// [`Transaction::merge`] in `keyspace`.
@@ -822,9 +848,10 @@ impl Transaction {
         self.merge_at(id, Some(keyspace), key.as_ref(), operand.as_ref())
     }
 
-    /// Buffers a delete of `key` in the default keyspace.
+    /// Buffers a delete of `key` in the transaction's keyspace.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.delete_at(DEFAULT_KEYSPACE, None, key.as_ref())
+        let home = self.home.clone();
+        self.delete_at(self.home_id(), home.as_ref(), key.as_ref())
     }
 
     /// [`Transaction::delete`] in `keyspace`.
@@ -833,11 +860,12 @@ impl Transaction {
         self.delete_at(id, Some(keyspace), key.as_ref())
     }
 
-    /// Buffers a delete of every key in `range` in the default keyspace: the snapshot's
+    /// Buffers a delete of every key in `range` in the transaction's keyspace: the snapshot's
     /// keys there and the transaction's own earlier writes there; its later writes in the
     /// range stay.
     pub fn delete_range(&mut self, range: impl KeyRange) -> Result<()> {
-        self.delete_range_at(DEFAULT_KEYSPACE, None, range)
+        let home = self.home.clone();
+        self.delete_range_at(self.home_id(), home.as_ref(), range)
     }
 
     /// [`Transaction::delete_range`] in `keyspace`.
@@ -846,9 +874,10 @@ impl Transaction {
         self.delete_range_at(id, Some(keyspace), range)
     }
 
-    /// Buffers a delete of every key starting with `prefix` in the default keyspace.
+    /// Buffers a delete of every key starting with `prefix` in the transaction's keyspace.
     pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) -> Result<()> {
-        self.delete_range_at(DEFAULT_KEYSPACE, None, prefix_bounds(prefix.as_ref()))
+        let home = self.home.clone();
+        self.delete_range_at(self.home_id(), home.as_ref(), prefix_bounds(prefix.as_ref()))
     }
 
     /// [`Transaction::delete_prefix`] in `keyspace`.
@@ -947,23 +976,25 @@ pub(crate) fn compare_and_swap(
     }
 }
 
-/// Runs `f` in a new transaction and commits it, again from a new snapshot on a conflict:
-/// see [`crate::Db::transact`].
-pub(crate) fn transact<T>(
-    inner: &Arc<DbInner>,
-    mut f: impl FnMut(&mut Transaction) -> Result<T>,
-) -> Result<T> {
+/// Runs `f` in a new transaction (`new` makes it) and commits it, again from a new snapshot
+/// on a conflict: see [`crate::Db::transact`].
+pub(crate) fn transact<T, E: From<Error>>(
+    new: impl Fn() -> Transaction,
+    mut f: impl FnMut(&mut Transaction) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
     for _ in 0..TRANSACT_ATTEMPTS {
-        let mut tx = Transaction::new(inner.clone());
+        let mut tx = new();
         let out = f(&mut tx)?;
+        // Only the commit's own `Conflict` is retried: it is seen here before any conversion
+        // into `E`, so an application error is never mistaken for one.
         match tx.commit() {
             Ok(()) => return Ok(out),
             // Give the transaction that won a moment to finish before trying again.
             Err(Error::Conflict) => std::thread::yield_now(),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Conflict)
+    Err(Error::Conflict.into())
 }
 
 type Item = Result<(Vec<u8>, Value)>;
