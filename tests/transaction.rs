@@ -492,11 +492,29 @@ fn compare_and_swap_swaps_only_the_expected_value() {
     assert_eq!(db.get("k").unwrap(), None);
     assert_eq!(ks.get("k").unwrap().as_deref(), Some(&b"ks"[..]));
     db.drop_keyspace("ks").unwrap();
-    assert!(matches!(ks.compare_and_swap("k", None, None), Err(Error::KeyspaceDropped { .. })));
+    assert!(matches!(
+        ks.compare_and_swap("k", None::<&[u8]>, None),
+        Err(Error::KeyspaceDropped { .. })
+    ));
 }
 
 /// Threads incrementing one counter with compare-and-swap, and flushes meanwhile: no
 /// increment is lost.
+/// `expected` and `new` take any bytes, and a bare `None` beside a value.
+#[test]
+fn compare_and_swap_takes_any_bytes() {
+    let (_dir, db) = seeded();
+    assert!(db.compare_and_swap("s", None, Some("v1")).unwrap());
+    assert!(!db.compare_and_swap("s", Some("v0"), None).unwrap());
+    assert!(db.compare_and_swap("s", Some("v1"), Some("v2")).unwrap());
+    assert!(db.compare_and_swap("s", Some(b"v2".to_vec()), Some(b"v3".to_vec())).unwrap());
+    assert!(db.compare_and_swap("s", Some(String::from("v3")), None).unwrap());
+    assert_eq!(db.get("s").unwrap(), None);
+    let ks = db.keyspace("ks", KeyspaceOptions::default()).unwrap();
+    assert!(ks.compare_and_swap("s", None, Some("v1")).unwrap());
+    assert!(ks.compare_and_swap("s", Some("v1"), None).unwrap());
+}
+
 #[test]
 fn concurrent_compare_and_swap_loses_no_increment() {
     let (_dir, db) = open_temp(Options::default().memtable_bytes(16 << 10));

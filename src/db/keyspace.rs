@@ -262,7 +262,8 @@ impl Keyspace {
         super::transaction::transact(|| Transaction::in_keyspace(self), f)
     }
 
-    /// [`crate::Db::compare_and_swap`] in this keyspace.
+    /// [`crate::Db::compare_and_swap`] in this keyspace (see there for the types `expected`
+    /// and `new` take).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -275,13 +276,14 @@ impl Keyspace {
     /// assert_eq!(counters.get("n")?.as_deref(), Some(&b"2"[..]));
     /// # Ok(()) }
     /// ```
-    pub fn compare_and_swap(
+    pub fn compare_and_swap<V: AsRef<[u8]>>(
         &self,
         key: impl AsRef<[u8]>,
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
+        expected: Option<V>,
+        new: Option<V>,
     ) -> Result<bool> {
         self.check_live()?;
+        let (expected, new) = (expected.as_ref().map(V::as_ref), new.as_ref().map(V::as_ref));
         super::transaction::compare_and_swap(&self.inner, Some(self), key.as_ref(), expected, new)
     }
 

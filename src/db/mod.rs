@@ -753,14 +753,24 @@ impl Db {
     /// assert!(!db.compare_and_swap("lease", None, Some(b"worker-2"))?); // already held
     /// assert!(db.compare_and_swap("lease", Some(b"worker-1"), None)?); // released
     /// assert_eq!(db.get("lease")?, None);
+    /// assert!(db.compare_and_swap("name", None, Some("ada"))?); // any bytes: `&str`, `Vec<u8>`, ...
+    /// assert!(db.compare_and_swap("name", Some("ada"), None)?);
+    /// let old = db.get("n")?; // `Option<Value>`
+    /// assert!(db.compare_and_swap("n", old.as_deref(), Some(&1u64.to_le_bytes()[..]))?);
     /// # Ok(()) }
     /// ```
-    pub fn compare_and_swap(
+    ///
+    /// `expected` and `new` are one type `V`, so a bare `None` takes the other argument's
+    /// type: with two separate types a `None` would have none Rust could infer. The price:
+    /// both `None`, or two different types (byte strings of different lengths are different
+    /// array types), need spelling out, as `None::<&[u8]>` or `&b"..."[..]`.
+    pub fn compare_and_swap<V: AsRef<[u8]>>(
         &self,
         key: impl AsRef<[u8]>,
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
+        expected: Option<V>,
+        new: Option<V>,
     ) -> Result<bool> {
+        let (expected, new) = (expected.as_ref().map(V::as_ref), new.as_ref().map(V::as_ref));
         transaction::compare_and_swap(&self.inner, None, key.as_ref(), expected, new)
     }
 
