@@ -417,7 +417,7 @@ fn a_transaction_reads_its_merges_and_they_count_as_writes() {
     tx.merge("n", U64Add::operand(5)).unwrap();
     tx.merge("m", U64Add::operand(2)).unwrap();
     assert_eq!(U64Add::decode(&tx.get("n").unwrap().unwrap()), Some(15));
-    let all: Vec<_> = tx.range(..).unwrap().map(|r| r.unwrap()).collect();
+    let all: Vec<_> = tx.range(..).map(|r| r.unwrap()).collect();
     let all: Vec<_> = all.iter().map(|(k, v)| (k.clone(), U64Add::decode(v).unwrap())).collect();
     assert_eq!(all, [(b"m".to_vec(), 2), (b"n".to_vec(), 15)]);
     tx.commit().unwrap();

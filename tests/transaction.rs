@@ -32,10 +32,10 @@ fn read(tx: &Transaction, how: Read) {
     match how {
         Read::Get => drop(tx.get("p:k").unwrap()),
         Read::MultiGet => drop(tx.multi_get(["a", "p:k"]).unwrap()),
-        Read::Range => drop(pairs(tx.range("p:".."p;").unwrap())),
-        Read::RangeRev => drop(pairs(tx.range("p:".."p;").unwrap().rev())),
-        Read::Prefix => drop(pairs(tx.prefix("p:").unwrap())),
-        Read::Cursor => tx.cursor("p:".."p;").unwrap().seek_to_last().unwrap(),
+        Read::Range => drop(pairs(tx.range("p:".."p;"))),
+        Read::RangeRev => drop(pairs(tx.range("p:".."p;").rev())),
+        Read::Prefix => drop(pairs(tx.prefix("p:"))),
+        Read::Cursor => tx.cursor("p:".."p;").seek_to_last().unwrap(),
     }
 }
 
@@ -231,7 +231,7 @@ fn transactions_span_keyspaces() {
 
     let mut tx = db.transaction();
     assert_eq!(tx.get_in(&one, "k").unwrap().as_deref(), Some(&b"1"[..]));
-    assert_eq!(pairs(tx.prefix_in(&two, "k").unwrap()), [(b"k".to_vec(), b"2".to_vec())]);
+    assert_eq!(pairs(tx.prefix_in(&two, "k")), [(b"k".to_vec(), b"2".to_vec())]);
     db.put("k", "default keyspace").unwrap();
     tx.put_in(&one, "k", "one").unwrap();
     tx.delete_in(&two, "k").unwrap();
@@ -249,7 +249,7 @@ fn transactions_span_keyspaces() {
     tx.put_in(&one, "out", "1").unwrap();
     tx.commit().unwrap();
     let mut tx = db.transaction();
-    drop(pairs(tx.range_in(&two, ..).unwrap()));
+    drop(pairs(tx.range_in(&two, ..)));
     two.put("l", "scanned keyspace").unwrap();
     tx.put_in(&one, "out", "2").unwrap();
     assert!(matches!(tx.commit(), Err(Error::Conflict)));
@@ -266,7 +266,16 @@ fn misuse_is_reported() {
     let mut tx = db.transaction();
     assert!(matches!(tx.get_in(&foreign, "k"), Err(Error::ForeignKeyspace { .. })));
     assert!(matches!(tx.put_in(&foreign, "k", "v"), Err(Error::ForeignKeyspace { .. })));
-    assert!(matches!(tx.range_in(&foreign, ..), Err(Error::ForeignKeyspace { .. })));
+    // Scans report theirs from the iterator, as the database's do.
+    let mut it = tx.range_in(&foreign, ..);
+    assert!(matches!(it.next(), Some(Err(Error::ForeignKeyspace { .. }))));
+    assert!(it.next().is_none());
+    let mut it = tx.prefix_in(&foreign, "k").rev();
+    assert!(matches!(it.next(), Some(Err(Error::ForeignKeyspace { .. }))));
+    assert!(it.next().is_none());
+    let mut cursor = tx.cursor_in(&foreign, ..);
+    assert!(matches!(cursor.seek_to_first(), Err(Error::ForeignKeyspace { .. })));
+    assert!(matches!(cursor.next(), Ok(())) && !cursor.valid());
     assert!(matches!(
         tx.put(vec![0; bloomkv::MAX_KEY_BYTES + 1], ""),
         Err(Error::KeyTooLarge { .. })
@@ -274,6 +283,7 @@ fn misuse_is_reported() {
 
     let later = db.keyspace("later", KeyspaceOptions::default()).unwrap();
     assert!(matches!(tx.get_in(&later, "k"), Err(Error::KeyspaceDropped { .. })));
+    assert!(matches!(tx.range_in(&later, ..).next(), Some(Err(Error::KeyspaceDropped { .. }))));
     tx.put_in(&later, "k", "v").unwrap();
     db.drop_keyspace("later").unwrap();
     assert!(matches!(tx.commit(), Err(Error::KeyspaceDropped { .. })));
@@ -282,6 +292,8 @@ fn misuse_is_reported() {
     tx.put("k", "v").unwrap();
     db.close().unwrap();
     assert!(matches!(tx.get("k"), Err(Error::Closed)));
+    assert!(matches!(tx.range(..).next(), Some(Err(Error::Closed))));
+    assert!(matches!(tx.cursor(..).seek_to_first(), Err(Error::Closed)));
     assert!(matches!(tx.commit(), Err(Error::Closed)));
 }
 
@@ -450,7 +462,7 @@ fn keyspace_transactions_read_and_write_their_keyspace() {
     assert_eq!(tx.get("p:k").unwrap(), None, "the default keyspace's key is not there");
     tx.put("b", "tx").unwrap();
     tx.put_in(&ks, "c", "tx").unwrap();
-    let keys: Vec<_> = tx.range(..).unwrap().map(|kv| kv.unwrap().0).collect();
+    let keys: Vec<_> = tx.range(..).map(|kv| kv.unwrap().0).collect();
     assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
     tx.commit().unwrap();
     assert_eq!(ks.get("b").unwrap().as_deref(), Some(&b"tx"[..]));
@@ -654,12 +666,12 @@ proptest! {
         for (a, b, kinds, turns) in scans {
             let range = bounds(a, b, kinds);
             let want = model_range(&model, range.clone());
-            prop_assert_eq!(pairs(tx.range(range.clone()).unwrap()), want.clone());
-            let mut back = pairs(tx.range(range.clone()).unwrap().rev());
+            prop_assert_eq!(pairs(tx.range(range.clone())), want.clone());
+            let mut back = pairs(tx.range(range.clone()).rev());
             back.reverse();
             prop_assert_eq!(&back, &want);
             // The two ends in turn: front entries in order, then back entries reversed.
-            let mut it = tx.range(range).unwrap();
+            let mut it = tx.range(range);
             let (mut front, mut rear) = (Vec::new(), Vec::new());
             for &from_front in turns.iter().chain(std::iter::repeat(&true).take(want.len() + 1)) {
                 let next = if from_front { it.next() } else { it.next_back() };
@@ -679,7 +691,7 @@ proptest! {
         for (a, b, kinds, moves) in walks {
             let range = bounds(a, b, kinds);
             let want = model_range(&model, range.clone());
-            let mut cursor = tx.cursor(range).unwrap();
+            let mut cursor = tx.cursor(range);
             // The model cursor: an index into `want`.
             let mut at: Option<usize> = None;
             for (how, k) in moves {
@@ -716,8 +728,8 @@ proptest! {
             }
         }
         let prefix_want: Vec<Pair> = model.range(b"k1".to_vec()..b"k2".to_vec()).map(|(k, v)| (k.clone(), v.clone())).collect();
-        prop_assert_eq!(pairs(tx.prefix("k1").unwrap()), prefix_want.clone());
-        let mut rev = pairs(tx.prefix("k1").unwrap().rev());
+        prop_assert_eq!(pairs(tx.prefix("k1")), prefix_want.clone());
+        let mut rev = pairs(tx.prefix("k1").rev());
         rev.reverse();
         prop_assert_eq!(rev, prefix_want);
     }
@@ -832,7 +844,7 @@ proptest! {
                         true => t.view.range(key(a)..key(b)).map(|(k, v)| (k.clone(), v.clone())).collect(),
                         false => Vec::new(),
                     };
-                    let it = t.tx.range(key(a)..key(b)).unwrap();
+                    let it = t.tx.range(key(a)..key(b));
                     let mut got = if rev { pairs(it.rev()) } else { pairs(it) };
                     if rev {
                         got.reverse();

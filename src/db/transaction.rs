@@ -510,36 +510,48 @@ impl Transaction {
         Ok((tree, own, ranges))
     }
 
+    /// The iterator over `bounds` in keyspace `id`; a failure to begin (a foreign or dropped
+    /// keyspace, a closed database, a merge of the transaction's operands) is its first item,
+    /// as [`DbIterator`] reports its own.
     fn range_at(
         &self,
-        id: KeyspaceId,
+        id: Result<KeyspaceId>,
         ks: Option<&Keyspace>,
         bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> Result<TransactionIter> {
-        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+    ) -> TransactionIter {
+        let scan = id.and_then(|id| self.scan_at(id, ks, &bounds));
+        let (tree, own, ranges) = match scan {
+            Ok((tree, own, ranges)) => (Ok(tree), own, ranges),
+            Err(e) => (Err(e), Vec::new(), Vec::new()),
+        };
         let (lo, hi) = bounds;
-        let base = DbIterator::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
-        let own = VecDeque::from(own);
-        Ok(TransactionIter {
+        let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        TransactionIter {
             base,
             slots: [None, None],
             base_done: false,
-            own,
+            own: VecDeque::from(own),
             ranges,
             done: false,
-        })
+        }
     }
 
+    /// The cursor over `bounds` in keyspace `id`; a failure to begin fails every move, as
+    /// with [`Cursor`].
     fn cursor_at(
         &self,
-        id: KeyspaceId,
+        id: Result<KeyspaceId>,
         ks: Option<&Keyspace>,
         bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> Result<TransactionCursor> {
-        let (tree, own, ranges) = self.scan_at(id, ks, &bounds)?;
+    ) -> TransactionCursor {
+        let scan = id.and_then(|id| self.scan_at(id, ks, &bounds));
+        let (tree, own, ranges) = match scan {
+            Ok((tree, own, ranges)) => (Ok(tree), own, ranges),
+            Err(e) => (Err(e), Vec::new(), Vec::new()),
+        };
         let (lo, hi) = bounds;
-        let base = Cursor::new(self.inner.clone(), Ok(tree), self.view.seq(), lo, hi);
-        Ok(TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None })
+        let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None }
     }
 
     fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
@@ -665,7 +677,9 @@ impl Transaction {
     /// values, its deletes and range deletes hiding keys). The whole range counts as read:
     /// a write into it after the snapshot, even of a key the iterator never reached, makes
     /// the commit fail. Writes the transaction makes after this call are not seen by the
-    /// iterator.
+    /// iterator. Errors come from the items, as with [`crate::Db::range`]: one that keeps
+    /// the scan from beginning ([`Error::Closed`], or those of [`Transaction::get_in`]) is
+    /// the first and only item.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -677,37 +691,37 @@ impl Transaction {
     /// let mut tx = db.transaction();
     /// tx.delete_range("b".."d")?;
     /// tx.put("bb", "tx")?;
-    /// let keys: Vec<_> = tx.range(..)?.map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// let keys: Vec<_> = tx.range(..).map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
     /// assert_eq!(keys, [&b"a"[..], b"bb", b"d"]);
-    /// let newest_first: Vec<_> = tx.range(..)?.rev().map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
+    /// let newest_first: Vec<_> = tx.range(..).rev().map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
     /// assert_eq!(newest_first, [&b"d"[..], b"bb", b"a"]);
     /// # Ok(()) }
     /// ```
-    pub fn range(&self, range: impl KeyRange) -> Result<TransactionIter> {
-        self.range_at(self.home_id(), self.home.as_ref(), range.into_bounds())
+    pub fn range(&self, range: impl KeyRange) -> TransactionIter {
+        self.range_at(Ok(self.home_id()), self.home.as_ref(), range.into_bounds())
     }
 
-    /// [`Transaction::range`] in `keyspace` (errors as for [`Transaction::get_in`]).
-    pub fn range_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> Result<TransactionIter> {
-        self.range_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
+    /// [`Transaction::range`] in `keyspace` (errors as for [`Transaction::get_in`], as the
+    /// iterator's first item).
+    pub fn range_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> TransactionIter {
+        self.range_at(self.id_of(keyspace), Some(keyspace), range.into_bounds())
     }
 
     /// [`Transaction::range`] over the keys starting with `prefix`.
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<TransactionIter> {
-        self.range_at(self.home_id(), self.home.as_ref(), prefix_bounds(prefix.as_ref()))
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> TransactionIter {
+        self.range_at(Ok(self.home_id()), self.home.as_ref(), prefix_bounds(prefix.as_ref()))
     }
 
-    /// [`Transaction::prefix`] in `keyspace` (errors as for [`Transaction::get_in`]).
-    pub fn prefix_in(
-        &self,
-        keyspace: &Keyspace,
-        prefix: impl AsRef<[u8]>,
-    ) -> Result<TransactionIter> {
-        self.range_at(self.id_of(keyspace)?, Some(keyspace), prefix_bounds(prefix.as_ref()))
+    /// [`Transaction::prefix`] in `keyspace` (errors as for [`Transaction::get_in`], as the
+    /// iterator's first item).
+    pub fn prefix_in(&self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) -> TransactionIter {
+        self.range_at(self.id_of(keyspace), Some(keyspace), prefix_bounds(prefix.as_ref()))
     }
 
     /// A cursor over the keys of the transaction's keyspace in `range`: what
     /// [`Transaction::range`] yields, positioned at will. The whole range counts as read.
+    /// An error that keeps the scan from beginning fails every move, as with
+    /// [`crate::Db::cursor`].
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -718,7 +732,7 @@ impl Transaction {
     /// let mut tx = db.transaction();
     /// tx.put("b", "2")?;
     /// tx.delete("c")?;
-    /// let mut cursor = tx.cursor(..)?;
+    /// let mut cursor = tx.cursor(..);
     /// cursor.seek_to_last()?;
     /// assert_eq!(cursor.key(), Some(&b"b"[..]));
     /// cursor.prev()?;
@@ -729,17 +743,14 @@ impl Transaction {
     /// assert!(!cursor.valid());
     /// # Ok(()) }
     /// ```
-    pub fn cursor(&self, range: impl KeyRange) -> Result<TransactionCursor> {
-        self.cursor_at(self.home_id(), self.home.as_ref(), range.into_bounds())
+    pub fn cursor(&self, range: impl KeyRange) -> TransactionCursor {
+        self.cursor_at(Ok(self.home_id()), self.home.as_ref(), range.into_bounds())
     }
 
-    /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`]).
-    pub fn cursor_in(
-        &self,
-        keyspace: &Keyspace,
-        range: impl KeyRange,
-    ) -> Result<TransactionCursor> {
-        self.cursor_at(self.id_of(keyspace)?, Some(keyspace), range.into_bounds())
+    /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`], from
+    /// every move).
+    pub fn cursor_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> TransactionCursor {
+        self.cursor_at(self.id_of(keyspace), Some(keyspace), range.into_bounds())
     }
 
     /// Buffers a put of `key` in the transaction's keyspace. Fails with [`Error::KeyTooLarge`] or
