@@ -210,6 +210,9 @@ struct Handles {
     first: Option<Arc<str>>,
     /// The first handle from another database than the first handle's.
     mixed: Option<Arc<str>>,
+    /// The keyspaces of the handles given, by id: an error about one (dropped before the
+    /// write) names it, which the id in the encoding cannot.
+    names: Vec<(KeyspaceId, Arc<str>)>,
 }
 
 /// Batches are equal when they hold the same operations (and sequence number).
@@ -418,12 +421,23 @@ impl WriteBatch {
 
     fn note_handle(&mut self, keyspace: &Keyspace) {
         let h = &mut self.handles;
+        // Batches touch few keyspaces, mostly the one of the op before.
+        if h.names.last().map_or(true, |(id, _)| *id != keyspace.id())
+            && !h.names.iter().any(|(id, _)| *id == keyspace.id())
+        {
+            h.names.push((keyspace.id(), keyspace.name().into()));
+        }
         if h.instance == 0 {
             h.instance = keyspace.instance();
             h.first = Some(keyspace.name().into());
         } else if h.instance != keyspace.instance() && h.mixed.is_none() {
             h.mixed = Some(keyspace.name().into());
         }
+    }
+
+    /// The name of keyspace `id`, if the batch was given a handle of it.
+    pub(crate) fn keyspace_name(&self, id: KeyspaceId) -> Option<&str> {
+        self.handles.names.iter().find(|(i, _)| *i == id).map(|(_, n)| &**n)
     }
 
     /// The name of a keyspace whose handle does not belong to the opening `instance` of a

@@ -67,6 +67,7 @@ use crate::{Error, Result};
 pub(crate) fn ingest<K, V>(
     inner: &DbInner,
     keyspace: KeyspaceId,
+    name: &str,
     entries: impl Iterator<Item = Result<(K, V)>>,
 ) -> Result<u64>
 where
@@ -94,7 +95,7 @@ where
             .load_state()
             .tree(keyspace)
             .cloned()
-            .ok_or_else(|| Error::KeyspaceDropped { name: format!("with id {keyspace}") })?;
+            .ok_or_else(|| Error::KeyspaceDropped { name: name.to_string() })?;
         // Registered here, not before: a compaction held off while a writer ahead in the
         // queue waits for one to make room would never come.
         let registered = Registered::new(inner);

@@ -302,7 +302,7 @@ impl Keyspace {
     {
         self.inner.check_writable()?;
         self.check_live()?;
-        ingest::ingest(&self.inner, self.id, entries.into_iter().map(Ok))
+        ingest::ingest(&self.inner, self.id, &self.name, entries.into_iter().map(Ok))
     }
 
     /// [`Keyspace::ingest`] from a source that can fail, as [`crate::Db::try_ingest`].
@@ -314,7 +314,7 @@ impl Keyspace {
     {
         self.inner.check_writable()?;
         self.check_live()?;
-        ingest::ingest(&self.inner, self.id, entries.into_iter())
+        ingest::ingest(&self.inner, self.id, &self.name, entries.into_iter())
     }
 }
 

@@ -399,9 +399,12 @@ impl Db {
         let state = self.inner.state.load();
         batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
             crate::batch::BadOp::Size(e) => e,
-            crate::batch::BadOp::Keyspace(id) => {
-                Error::KeyspaceDropped { name: format!("with id {id}") }
-            }
+            crate::batch::BadOp::Keyspace(id) => Error::KeyspaceDropped {
+                // A batch decoded from a record was given no handles: only the id is known.
+                name: batch
+                    .keyspace_name(id)
+                    .map_or_else(|| format!("with id {id}"), str::to_string),
+            },
         })?;
         for (id, op) in batch.iter() {
             if let crate::batch::BatchOp::Merge { key, operand } = op {
@@ -475,7 +478,12 @@ impl Db {
         V: AsRef<[u8]>,
     {
         self.inner.check_writable()?;
-        ingest::ingest(&self.inner, DEFAULT_KEYSPACE, entries.into_iter().map(Ok))
+        ingest::ingest(
+            &self.inner,
+            DEFAULT_KEYSPACE,
+            DEFAULT_KEYSPACE_NAME,
+            entries.into_iter().map(Ok),
+        )
     }
 
     /// [`Db::ingest`] from a source that can fail, such as a file being read: the first
@@ -501,7 +509,7 @@ impl Db {
         V: AsRef<[u8]>,
     {
         self.inner.check_writable()?;
-        ingest::ingest(&self.inner, DEFAULT_KEYSPACE, entries.into_iter())
+        ingest::ingest(&self.inner, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, entries.into_iter())
     }
 
     /// The newest value of `key`, or `None` if it is absent or deleted.
