@@ -10,6 +10,12 @@ use bytes::Bytes;
 /// the block it was read from. Dereferences to `[u8]`; converts into `Vec<u8>` or
 /// [`Bytes`], and into `String` (or is read as `&str` with [`Value::to_str`]) when it holds
 /// UTF-8. It compares equal to byte strings and to `str`/`String` holding the same bytes.
+/// It is made from `Vec<u8>`, `&[u8]`, [`Bytes`], `String` and `&str`.
+///
+/// There is deliberately no `From<Value> for String` and no `Display`: a value is bytes,
+/// and either would have to replace what is not UTF-8 (silently changing the data) or
+/// panic. `String::try_from(value)` and [`Value::to_str`] say when it is not text;
+/// `String::from_utf8_lossy(&value)` is there for whoever wants the replacement.
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -195,6 +201,31 @@ impl From<Vec<u8>> for Value {
 impl From<&[u8]> for Value {
     fn from(v: &[u8]) -> Self {
         Value::copy_from_slice(v)
+    }
+}
+
+impl From<Bytes> for Value {
+    fn from(b: Bytes) -> Self {
+        Value(b)
+    }
+}
+
+/// ```
+/// let v = bloomkv::Value::from("text");
+/// assert_eq!(v, "text");
+/// assert_eq!(bloomkv::Value::from(String::from("text")), v);
+/// assert_eq!(bloomkv::Value::from(bytes::Bytes::from_static(b"text")), v);
+/// assert_eq!(Vec::from(v), b"text");
+/// ```
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value(Bytes::from(s))
     }
 }
 
