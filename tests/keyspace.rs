@@ -291,7 +291,7 @@ fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
             let db = &db;
             s.spawn(move || {
                 let ks = db.keyspace("shared", KeyspaceOptions::default()).unwrap();
-                let own = db.keyspace(&format!("own{t}"), KeyspaceOptions::default()).unwrap();
+                let own = db.keyspace(format!("own{t}"), KeyspaceOptions::default()).unwrap();
                 for i in 0..500u32 {
                     let mut b = WriteBatch::new();
                     b.put_in(&ks, format!("{t}-{i:04}"), "s");
@@ -307,7 +307,7 @@ fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
     let shared = db.keyspace("shared", KeyspaceOptions::default()).unwrap();
     assert_eq!(keys_of(shared.range(..)).len(), 2000);
     for t in 0..4 {
-        let own = db.keyspace(&format!("own{t}"), KeyspaceOptions::default()).unwrap();
+        let own = db.keyspace(format!("own{t}"), KeyspaceOptions::default()).unwrap();
         assert_eq!(keys_of(own.range(..)).len(), 500);
     }
 }

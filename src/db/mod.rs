@@ -800,8 +800,26 @@ impl Db {
     /// at one moment ([`Snapshot::keyspace`]). See [`Keyspace`] for an example.
     ///
     /// Fails with [`Error::ReadOnly`] on a read-only handle if the keyspace does not exist.
-    pub fn keyspace(&self, name: &str, opts: crate::KeyspaceOptions) -> Result<Keyspace> {
-        let (id, name) = self.inner.open_keyspace(name, opts)?;
+    ///
+    /// The name may be a `&str`, a `String` or anything else that is `AsRef<str>`:
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let tenant = 7;
+    /// let ks = db.keyspace(format!("tenant-{tenant}"), bloomkv::KeyspaceOptions::default())?;
+    /// assert_eq!(ks.name(), "tenant-7");
+    /// assert!(db.existing_keyspace(String::from("tenant-7")).is_some());
+    /// db.drop_keyspace(ks.name().to_string())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn keyspace(
+        &self,
+        name: impl AsRef<str>,
+        opts: crate::KeyspaceOptions,
+    ) -> Result<Keyspace> {
+        let (id, name) = self.inner.open_keyspace(name.as_ref(), opts)?;
         Ok(self.keyspace_handle(id, name))
     }
 
@@ -818,7 +836,8 @@ impl Db {
     /// assert_eq!(users.get("u1")?.as_deref(), Some(&b"ada"[..]));
     /// # Ok(()) }
     /// ```
-    pub fn existing_keyspace(&self, name: &str) -> Option<Keyspace> {
+    pub fn existing_keyspace(&self, name: impl AsRef<str>) -> Option<Keyspace> {
+        let name = name.as_ref();
         let state = self.inner.load_state();
         let tree = state.trees.iter().find(|t| &*t.name == name)?;
         Some(self.keyspace_handle(tree.id, tree.name.clone()))
@@ -848,8 +867,8 @@ impl Db {
     /// assert_eq!(scratch.get("k")?, None);
     /// # Ok(()) }
     /// ```
-    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
-        self.inner.drop_keyspace(name)
+    pub fn drop_keyspace(&self, name: impl AsRef<str>) -> Result<()> {
+        self.inner.drop_keyspace(name.as_ref())
     }
 
     /// Writes the memtable to an L0 table and returns when that table is recorded in the
