@@ -84,8 +84,8 @@ pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{
-    Cursor, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction, TransactionCursor,
-    TransactionIter, TRANSACT_ATTEMPTS,
+    Cursor, CursorEntries, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction,
+    TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS,
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]

@@ -606,3 +606,32 @@ fn long_sequence_reaches_deeper_levels() {
     assert!(work.flushes >= 20 && work.compactions >= 10, "{work:?}");
     assert!(work.deepest_level >= 2, "{work:?}");
 }
+
+/// A cursor's entries are the cursor's keys from where it stands, each direction; a step
+/// that fails is the last item, and the cursor is left where iteration stopped.
+#[test]
+fn cursor_entries_yield_from_the_position_and_end_on_an_error() {
+    let (_dir, db) = common::db::open_temp(Options::default());
+    for k in ["a", "b", "c", "d"] {
+        db.put(k, k).unwrap();
+    }
+    let keys =
+        |it: bloomkv::CursorEntries<'_>| -> Vec<Vec<u8>> { it.map(|kv| kv.unwrap().0).collect() };
+    let mut cursor = db.cursor("a".."d");
+    assert!(keys(cursor.entries()).is_empty(), "an unpositioned cursor yields nothing");
+    cursor.seek("b").unwrap();
+    assert_eq!(keys(cursor.entries()), [b"b", b"c"]);
+    cursor.seek_for_prev("b").unwrap();
+    assert_eq!(keys(cursor.entries_back()), [b"b", b"a"]);
+    cursor.seek_to_first().unwrap();
+    let mut it = cursor.entries();
+    assert_eq!(it.next().unwrap().unwrap(), (b"a".to_vec(), bloomkv::Value::from("a")));
+    drop(it);
+    assert_eq!(cursor.key(), Some(&b"b"[..]));
+
+    db.close().unwrap();
+    let mut it = cursor.entries();
+    assert_eq!(it.next().unwrap().unwrap().0, b"b");
+    assert!(matches!(it.next(), Some(Err(bloomkv::Error::Closed))));
+    assert!(it.next().is_none());
+}

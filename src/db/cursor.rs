@@ -156,4 +156,73 @@ impl Cursor {
     pub fn value(&self) -> Option<&[u8]> {
         self.view.valid().then(|| self.view.value())
     }
+
+    /// An iterator over the entries from the one the cursor stands on forward, moving the
+    /// cursor as it goes: it yields the current entry and then steps, so when it is dropped
+    /// the cursor stands on the first entry not yielded, where the next page begins. Nothing
+    /// on an invalid cursor (seek first); a failed step is yielded as the last item.
+    ///
+    /// `Cursor` is not itself an [`Iterator`]: its [`next`](Cursor::next) is a move that
+    /// yields nothing, and one name with two meanings would mislead.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for k in ["a", "b", "c", "d", "e"] {
+    ///     db.put(k, "v")?;
+    /// }
+    /// let mut cursor = db.cursor(..);
+    /// cursor.seek("b")?;
+    /// let keys = |page: Vec<bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| -> bloomkv::Result<Vec<Vec<u8>>> {
+    ///     page.into_iter().map(|kv| kv.map(|(k, _)| k)).collect()
+    /// };
+    /// assert_eq!(keys(cursor.entries().take(2).collect())?, [b"b", b"c"]);
+    /// assert_eq!(cursor.key(), Some(&b"d"[..])); // the next page starts here
+    /// assert_eq!(keys(cursor.entries().collect())?, [b"d", b"e"]);
+    /// assert!(!cursor.valid());
+    /// cursor.seek_to_last()?;
+    /// assert_eq!(keys(cursor.entries_back().collect())?, [b"e", b"d", b"c", b"b", b"a"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn entries(&mut self) -> CursorEntries<'_> {
+        CursorEntries { cursor: self, back: false, failed: None }
+    }
+
+    /// [`Cursor::entries`] backward: the current entry, then the ones before it.
+    pub fn entries_back(&mut self) -> CursorEntries<'_> {
+        CursorEntries { cursor: self, back: true, failed: None }
+    }
 }
+
+/// The entries of a [`Cursor`] from where it stands, from [`Cursor::entries`] and
+/// [`Cursor::entries_back`]: `Result<(key, value)>` items, as a [`crate::DbIterator`]
+/// yields.
+#[derive(Debug)]
+pub struct CursorEntries<'c> {
+    cursor: &'c mut Cursor,
+    back: bool,
+    /// A step failed after the entry before it was yielded: the next item.
+    failed: Option<crate::Error>,
+}
+
+impl Iterator for CursorEntries<'_> {
+    type Item = Result<(Vec<u8>, crate::Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let entry =
+            (self.cursor.key()?.to_vec(), crate::Value::copy_from_slice(self.cursor.value()?));
+        let step = match self.back {
+            false => self.cursor.next(),
+            true => self.cursor.prev(),
+        };
+        // The failed step left the cursor invalid, so the error is followed by the end.
+        self.failed = step.err();
+        Some(Ok(entry))
+    }
+}
+
+impl std::iter::FusedIterator for CursorEntries<'_> {}

@@ -62,7 +62,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 
-pub use cursor::Cursor;
+pub use cursor::{Cursor, CursorEntries};
 #[cfg(feature = "internals")]
 pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
 pub use key_range::KeyRange;
