@@ -2,7 +2,10 @@
 //! background errors, so that a service can see why a write waited (or the database stopped)
 //! without a debugger. The same events are logged through the `log` crate, target
 //! `bloomkv`: flushes, compactions and stalls at `info`, background errors at `error`, a
-//! resume and a compaction filter's failures at `warn`. With the `serde` feature the info structs implement `serde::Serialize`.
+//! resume and a compaction filter's failures at `warn`. With the `serde` feature the info
+//! structs implement `serde::Serialize`; durations serialise as a number of seconds (an
+//! `f64`, to the nanosecond for any duration under about 100 days), not as serde's
+//! `{"secs", "nanos"}` for `Duration`, which no dashboard reads as one number.
 
 use std::cell::Cell;
 use std::fmt;
@@ -166,7 +169,9 @@ pub struct FlushInfo {
     pub tables: usize,
     /// Bytes of the tables written. 0 at the begin.
     pub table_bytes: u64,
-    /// How long the whole flush (every keyspace's) took. Zero at the begin.
+    /// How long the whole flush (every keyspace's) took. Zero at the begin. Serialised in
+    /// seconds.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_secs_f64"))]
     pub duration: Duration,
 }
 
@@ -222,7 +227,8 @@ pub struct CompactionInfo {
     /// Key ranges the compaction was split into, each merged on its own thread
     /// (`Options::max_subcompactions`). 0 at the begin.
     pub parts: usize,
-    /// How long it took. Zero at the begin.
+    /// How long it took. Zero at the begin (serialised in seconds).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_secs_f64"))]
     pub duration: Duration,
     /// The input tables were moved into `output_level` as they are, by a manifest edit
     /// alone: nothing there overlapped them, nor did they each other, so there was nothing
@@ -282,7 +288,8 @@ pub struct StallInfo {
     pub immutable_memtables: usize,
     /// Tables in the L0 of `keyspace` (the most L0 tables any keyspace has).
     pub l0_tables: usize,
-    /// How long the stall lasted. Zero at the begin.
+    /// How long the stall lasted. Zero at the begin (serialised in seconds).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_secs_f64"))]
     pub duration: Duration,
 }
 
@@ -305,8 +312,15 @@ pub struct ResumeInfo {
     /// The error that had stopped the database (serialised as its message).
     #[cfg_attr(feature = "serde", serde(serialize_with = "as_display"))]
     pub error: Error,
-    /// How long the database was stopped.
+    /// How long the database was stopped (serialised in seconds).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "as_secs_f64"))]
     pub stopped_for: Duration,
+}
+
+/// A duration as seconds, the unit of the other durations services export.
+#[cfg(feature = "serde")]
+fn as_secs_f64<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 #[cfg(feature = "serde")]
@@ -562,5 +576,29 @@ impl Events {
             info.error
         );
         self.each("on_resumed", |l| l.on_resumed(&info));
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    /// Durations are one number of seconds, not serde's `{"secs", "nanos"}`.
+    #[test]
+    fn durations_serialise_as_seconds() {
+        let info = ResumeInfo {
+            error: Error::Closed,
+            stopped_for: Duration::from_millis(1500) + Duration::from_nanos(1),
+        };
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["stopped_for"], serde_json::json!(1.500000001));
+        let stall = StallInfo {
+            reason: StallReason::L0Stop,
+            keyspace: None,
+            immutable_memtables: 0,
+            l0_tables: 0,
+            duration: Duration::from_micros(250),
+        };
+        assert_eq!(serde_json::to_value(&stall).unwrap()["duration"], serde_json::json!(0.00025));
     }
 }
