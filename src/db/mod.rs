@@ -872,7 +872,25 @@ impl Db {
     }
 
     /// Writes the memtable to an L0 table and returns when that table is recorded in the
-    /// manifest (its writes no longer depend on the WAL).
+    /// manifest (its writes no longer depend on the WAL). The memtables of every keyspace
+    /// are flushed together.
+    ///
+    /// **It blocks the calling thread**, commonly for tens of milliseconds: it writes and
+    /// fsyncs a table per keyspace with data and the manifest, after any flush already
+    /// running; longer with a large memtable or a slow disk. An async caller should run it
+    /// off the executor's threads, e.g. with tokio's `spawn_blocking` (as it should
+    /// [`Db::compact`], [`Db::sync`] and synced writes).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "v")?;
+    /// // Off the caller's thread; on tokio, `spawn_blocking` with an `Arc<Db>`.
+    /// std::thread::scope(|s| s.spawn(|| db.flush()).join().unwrap())?;
+    /// assert_eq!(db.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok(()) }
+    /// ```
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
         write::write(&self.inner, false, true, |_| {})?;
