@@ -58,18 +58,20 @@ async fn write(app: &App, command: Command, bytes: usize) -> Response {
 
 /// The redirect to the leader, if this node knows it does not lead.
 pub(super) fn forward(app: &App) -> Option<Response> {
-    let m = app.raft.metrics().borrow().clone();
+    // Read in place: this runs before every write, and the metrics are not small to clone.
+    let metrics = app.raft.metrics();
+    let m = metrics.borrow();
     match m.current_leader {
         Some(leader) if leader == app.id => None,
         // No leader known: openraft answers with the redirect itself, or the write waits
         // for an election as it would have.
         None => None,
         Some(leader) => {
-            let node = m.membership_config.membership().get_node(&leader).cloned();
-            Some(not_leader(openraft::error::ForwardToLeader::new(
-                leader,
-                node.unwrap_or_default(),
-            )))
+            let leader_node = m.membership_config.membership().get_node(&leader).cloned();
+            Some(not_leader(openraft::error::ForwardToLeader {
+                leader_id: Some(leader),
+                leader_node,
+            }))
         }
     }
 }

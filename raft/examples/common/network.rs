@@ -64,9 +64,13 @@ pub async fn vote(State(app): AppState, body: Bytes) -> Response {
     // whom it voted for, and its vote could elect a second leader in a term, or a leader
     // missing entries the lost log helped commit. It votes again once a leader has given it
     // the log (or a snapshot).
-    let m = app.raft.metrics().borrow().clone();
+    let empty = {
+        let m = app.raft.metrics();
+        let m = m.borrow();
+        m.last_log_index.is_none() && m.snapshot.is_none()
+    };
     let forming = req.last_log_id.map_or(0, |l| l.index) == 0;
-    if m.last_log_index.is_none() && m.snapshot.is_none() && !forming {
+    if empty && !forming {
         let reason = "this node holds no log (its disk was lost?): it does not vote until a \
                       leader has replicated to it\n";
         return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
