@@ -45,8 +45,8 @@
 use std::sync::Arc;
 
 use crate::coding::{put_bytes, put_varint, Decoder};
-use crate::db::half_open;
-use crate::key::{SeqNo, ValueKind};
+use crate::key::{SeqNo, ValueKind, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::key_range::{half_open, prefix_bounds};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::{Error, KeyRange, Keyspace, Result};
 
@@ -133,28 +133,10 @@ pub(crate) enum BadOp {
 /// Size of the `seq | count` header.
 const HEADER_LEN: usize = 12;
 
-/// Largest key a write accepts, in bytes (64 KiB). A longer key makes `put`, `delete` and
-/// `write` fail with [`Error::KeyTooLarge`] before anything reaches the WAL. Keys are
-/// repeated in index blocks and key ranges that stay in memory, so they are kept short.
-pub const MAX_KEY_BYTES: usize = 64 << 10;
-
-/// Largest value a write accepts, in bytes (16 MiB). A larger value makes `put` and `write`
-/// fail with [`Error::ValueTooLarge`] before anything reaches the WAL.
-///
-/// A value is stored inside one data block, so reading it reads the whole block; values
-/// much larger than this belong out of line (split them over several keys written in one
-/// [`WriteBatch`], or keep them in files and store their names).
-pub const MAX_VALUE_BYTES: usize = 16 << 20;
-
-// Everything a write accepts must fit in a table entry, or a flush would fail on it.
-const _: () = assert!(MAX_KEY_BYTES + 8 <= crate::table::MAX_ENTRY_PART_BYTES);
-const _: () =
-    assert!(MAX_VALUE_BYTES + crate::key::EXPIRY_LEN <= crate::table::MAX_ENTRY_PART_BYTES);
-
 /// Checks a range delete's bound, which may be one byte longer than a key (see
-/// `db::key_range::MAX_RANGE_BOUND_BYTES`).
+/// `key_range::MAX_RANGE_BOUND_BYTES`).
 pub(crate) fn check_range_bound(bound: &[u8]) -> Result<()> {
-    if bound.len() > crate::db::MAX_RANGE_BOUND_BYTES {
+    if bound.len() > crate::key_range::MAX_RANGE_BOUND_BYTES {
         return Err(Error::KeyTooLarge { len: bound.len() });
     }
     Ok(())
@@ -416,7 +398,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete_prefix_in(&mut self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) {
-        self.delete_range_in(keyspace, crate::db::prefix_bounds(prefix.as_ref()));
+        self.delete_range_in(keyspace, prefix_bounds(prefix.as_ref()));
     }
 
     fn note_handle(&mut self, keyspace: &Keyspace) {
@@ -620,7 +602,7 @@ impl WriteBatch {
     ///
     /// If the batch already holds `u32::MAX` operations.
     pub fn delete_prefix(&mut self, prefix: impl AsRef<[u8]>) {
-        self.delete_range(crate::db::prefix_bounds(prefix.as_ref()));
+        self.delete_range(prefix_bounds(prefix.as_ref()));
     }
 
     /// A batch that only takes one sequence number, for an ingest to claim it in the log.

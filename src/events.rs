@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::db::lock_mutex as lock;
+use crate::sync::lock;
 use crate::Error;
 
 const TARGET: &str = "bloomkv";

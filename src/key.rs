@@ -12,6 +12,19 @@
 
 use std::cmp::Ordering;
 
+/// Largest key a write accepts, in bytes (64 KiB). A longer key makes `put`, `delete` and
+/// `write` fail with [`crate::Error::KeyTooLarge`] before anything reaches the WAL. Keys are
+/// repeated in index blocks and key ranges that stay in memory, so they are kept short.
+pub const MAX_KEY_BYTES: usize = 64 << 10;
+
+/// Largest value a write accepts, in bytes (16 MiB). A larger value makes `put` and `write`
+/// fail with [`crate::Error::ValueTooLarge`] before anything reaches the WAL.
+///
+/// A value is stored inside one data block, so reading it reads the whole block; values
+/// much larger than this belong out of line (split them over several keys written in one
+/// [`crate::WriteBatch`], or keep them in files and store their names).
+pub const MAX_VALUE_BYTES: usize = 16 << 20;
+
 /// A sequence number: every write gets the next one; 56 bits are available.
 pub type SeqNo = u64;
 

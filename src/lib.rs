@@ -73,19 +73,21 @@ pub mod events;
 pub mod filter;
 pub mod fs;
 mod key_head;
+mod key_range;
 mod merge;
 mod options;
 mod prefetch;
 mod prefix;
 mod stats;
+mod sync;
 mod value;
 
-pub use batch::{WriteBatch, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{
-    Cursor, CursorEntries, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction,
-    TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS,
+    Cursor, CursorEntries, Db, DbIterator, Keyspace, Snapshot, Transaction, TransactionCursor,
+    TransactionIter, TRANSACT_ATTEMPTS,
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -93,6 +95,8 @@ pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, T
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
+pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use key_range::KeyRange;
 pub use merge::{Append, MergeOperator, U64Add};
 pub use options::{KeyspaceOptions, Options, WriteOptions};
 pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};

@@ -32,12 +32,12 @@ use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionFilterErrorInfo, CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
-use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
 use crate::range_del::{clip, successor, Fragments, RangeTombstone, TombstoneSplit};
 use crate::version::edit::{TableMeta, VersionEdit};
+use crate::version::level_iter::LevelIter;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
 

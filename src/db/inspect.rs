@@ -275,7 +275,7 @@ impl Keyspace {
 fn trace_prefix(tree: &Tree, prefix: &[u8]) -> Result<ScanTrace> {
     use crate::iter::InternalIterator;
     use crate::key::{internal_key, user_key, KIND_FOR_SEEK, MAX_SEQNO};
-    let (lower, upper) = super::keyspace::prefix_bounds(prefix);
+    let (lower, upper) = crate::key_range::prefix_bounds(prefix);
     let (lo, hi) = (scan::as_slices(&lower), scan::as_slices(&upper));
     let target = internal_key(prefix, MAX_SEQNO, KIND_FOR_SEEK);
     let holds = |it: &mut dyn InternalIterator| -> Result<bool> {

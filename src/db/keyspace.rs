@@ -16,7 +16,6 @@
 //!   in the same edit; its writes still in WAL segments are skipped by recovery, which knows
 //!   from the manifest that the id was dropped (ids are never reused).
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use super::write::SingleWrite;
@@ -24,7 +23,7 @@ use super::{
     flush, ingest, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
     Snapshot, Transaction, Tree,
 };
-use crate::key::prefix_successor;
+use crate::key_range::prefix_bounds;
 use crate::options::KeyspaceOptions;
 use crate::version::edit::{keyspace_name, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
@@ -316,15 +315,6 @@ impl Keyspace {
         self.check_live()?;
         ingest::ingest(&self.inner, self.id, &self.name, entries.into_iter())
     }
-}
-
-/// A prefix scan's bounds.
-pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let end = match prefix_successor(prefix) {
-        Some(s) => Bound::Excluded(s),
-        None => Bound::Unbounded,
-    };
-    (Bound::Included(prefix.to_vec()), end)
 }
 
 impl DbInner {

@@ -38,7 +38,6 @@ mod in_flight;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
-mod key_range;
 mod keyspace;
 mod merge_stage;
 mod multi_get;
@@ -48,6 +47,7 @@ mod resume;
 mod scan;
 mod snapshot;
 mod state;
+mod stats;
 mod table_files;
 mod transaction;
 mod ttl;
@@ -58,16 +58,14 @@ mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
+pub(crate) use crate::key_range::{half_open, prefix_bounds, KeyRange};
 pub use cursor::{Cursor, CursorEntries};
 #[cfg(feature = "internals")]
 pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
-pub use key_range::KeyRange;
-pub(crate) use key_range::{half_open, MAX_RANGE_BOUND_BYTES};
-pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
@@ -142,12 +140,6 @@ impl std::fmt::Debug for DbInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("dir", &self.dir).finish_non_exhaustive()
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves no half-applied state behind (state is
-    // swapped whole), so a poisoned lock is still safe to use.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl DbInner {
@@ -960,7 +952,7 @@ impl Db {
     /// Counters and the shape of the tree: totals, and per keyspace
     /// ([`Stats::keyspaces`]).
     pub fn stats(&self) -> Stats {
-        crate::stats::collect(&self.inner)
+        stats::collect(&self.inner)
     }
 
     /// Closes the database: stops background work (a flush or compaction step in progress
@@ -995,4 +987,4 @@ impl Db {
     }
 }
 
-pub(crate) use lock as lock_mutex;
+pub(crate) use crate::sync::lock as lock_mutex;

@@ -28,12 +28,12 @@ use super::visible::VisibleIter;
 use super::{DbInner, Tree};
 use crate::clock::ExpiryTime;
 use crate::filter::hash_prefix;
-use crate::iter::level::LevelIter;
 use crate::iter::merge::MergingIterator;
 use crate::iter::BidirectionalIterator;
 use crate::key::SeqNo;
 use crate::prefix::PrefixExtractor;
 use crate::stats::Counters;
+use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
@@ -293,7 +293,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
     now: u64,
 ) -> Result<Vec<bool>> {
     let bounds: Vec<_> =
-        prefixes.iter().map(|p| super::keyspace::prefix_bounds(p.as_ref())).collect();
+        prefixes.iter().map(|p| crate::key_range::prefix_bounds(p.as_ref())).collect();
     let scan_prefixes: Vec<Option<(PrefixExtractor, u64)>> = bounds
         .iter()
         .map(|(lo, hi)| {

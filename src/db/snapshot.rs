@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use super::cursor::Cursor;
-use super::key_range::KeyRange;
-use super::keyspace::prefix_bounds;
 use super::read::ReadView;
 use super::scan::DbIterator;
 use super::{DbInner, Keyspace, Tree};
 use crate::key::SeqNo;
+use crate::key_range::prefix_bounds;
+use crate::key_range::KeyRange;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, Value};
 

@@ -33,13 +33,13 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::keyspace::prefix_bounds;
 use super::read::ReadView;
 use super::{
     half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, DbState, KeyRange, Keyspace,
 };
 use crate::batch::{check_entry_size, check_range_bound, BatchOp};
 use crate::key::SeqNo;
+use crate::key_range::prefix_bounds;
 use crate::options::WriteOptions;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;

@@ -15,13 +15,12 @@
 //! | `BlockIter` | one block's prefix-compressed entries | `table/block_iter.rs` |
 //! | `TableIter` | a table: the index picks the block | `table/iter.rs` |
 //! | `MemTableIter` | a memtable's skip list | `memtable/mod.rs` |
-//! | [`level::LevelIter`] | one sorted level, one table open at a time | `iter/level.rs` |
+//! | `LevelIter` | one sorted level, one table open at a time | `version/level_iter.rs` |
 //! | [`merge::MergingIterator`] | any of the above, merged newest first | `iter/merge.rs` |
 //!
 //! Above them sit the engine's readers of a merged stream: the visible-version filter scans
 //! read through (`db/visible.rs`) and the compaction iterator (`db/compaction_iter.rs`).
 
-pub mod level;
 pub mod merge;
 
 use std::cmp::Ordering;

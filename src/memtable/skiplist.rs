@@ -78,8 +78,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use crossbeam::utils::CachePadded;
 
-use crate::batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::key::TRAILER_LEN;
+use crate::key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::key_head::key_head;
 
 /// Size of the chunks nodes are carved from.

@@ -21,6 +21,10 @@ use crate::{Error, Result};
 /// the 8-byte expiry an expiring put stores before it.
 pub const MAX_ENTRY_PART_BYTES: usize = (16 << 20) + 8;
 
+// Everything a write accepts must fit in a table entry, or a flush would fail on it.
+const _: () = assert!(crate::key::MAX_KEY_BYTES + 8 <= MAX_ENTRY_PART_BYTES);
+const _: () = assert!(crate::key::MAX_VALUE_BYTES + crate::key::EXPIRY_LEN <= MAX_ENTRY_PART_BYTES);
+
 /// How tables are built.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TableOptions {

@@ -48,7 +48,7 @@ pub mod properties;
 pub(crate) mod read_pool;
 pub mod reader;
 
-pub use builder::{TableBuilder, TableOptions, MAX_ENTRY_PART_BYTES};
+pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
 pub use file_cache::FileCache;
 pub use format::Compression;

@@ -5,6 +5,7 @@
 //! the WAL number to recover from, the next file number and the last sequence number.
 
 pub mod edit;
+pub(crate) mod level_iter;
 pub(crate) mod lookup;
 pub mod manifest;
 pub mod set;

@@ -6,7 +6,7 @@
 
 use std::ops::{Bound, Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
-use crate::MAX_KEY_BYTES;
+use crate::key::{prefix_successor, MAX_KEY_BYTES};
 
 mod sealed {
     pub trait Sealed {}
@@ -106,6 +106,15 @@ pub(crate) fn half_open(range: impl KeyRange) -> (Vec<u8>, Vec<u8>) {
         Bound::Unbounded => end_of_keys(),
     };
     (start, end)
+}
+
+/// A prefix scan's bounds.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match prefix_successor(prefix) {
+        Some(s) => Bound::Excluded(s),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
 }
 
 #[cfg(test)]
