@@ -30,6 +30,7 @@ use crate::{Error, Result};
 pub struct Options {
     pub(crate) memtable_bytes: usize,
     pub(crate) max_immutable_memtables: usize,
+    pub(crate) memtable_history_bytes: usize,
     pub(crate) filter_policy: FilterPolicy,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
     pub(crate) whole_key_filtering: bool,
@@ -65,6 +66,7 @@ impl Default for Options {
         Options {
             memtable_bytes: 16 << 20,
             max_immutable_memtables: 2,
+            memtable_history_bytes: 16 << 20,
             filter_policy: FilterPolicy::default(),
             prefix_extractor: None,
             whole_key_filtering: true,
@@ -123,6 +125,8 @@ impl Options {
     pub const MEMTABLE_BYTES_RANGE: RangeInclusive<usize> = 1 << 10..=usize_bytes(4 << 30);
     /// [`Options::max_immutable_memtables`]: 1 to 64.
     pub const MAX_IMMUTABLE_MEMTABLES_RANGE: RangeInclusive<usize> = 1..=64;
+    /// [`Options::memtable_history_bytes`]: 0 to 16 GiB.
+    pub const MEMTABLE_HISTORY_BYTES_RANGE: RangeInclusive<usize> = 0..=usize_bytes(16 << 30);
     /// [`Options::block_bytes`] and [`KeyspaceOptions::block_bytes`]: 64 bytes to 16 MiB.
     pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
     /// [`Options::block_cache_bytes`]: 0 to 1 TiB.
@@ -166,6 +170,33 @@ impl Options {
         /// 1 to 64 ([`Options::MAX_IMMUTABLE_MEMTABLES_RANGE`]): memtables held in memory are
         /// up to `(1 + max_immutable_memtables) × memtable_bytes`.
         max_immutable_memtables: usize);
+    setter!(
+        /// Bytes of flushed memtables kept as a record of recent writes for transactions'
+        /// commits to check (default 16 MiB; RocksDB's `max_write_buffer_size_to_maintain`).
+        /// A commit checks what it read against every memtable since the one receiving writes
+        /// when it began; once that memtable has left this history, a transaction that read
+        /// anything is refused with [`Error::Conflict`] whatever was written. The newest
+        /// flushed memtables are kept while those newer than them hold less than this, so
+        /// memory goes up to this plus one memtable (any value above 0 keeps at least one),
+        /// and a transaction survives about `memtable_history_bytes` of other writes. 0
+        /// keeps none: a transaction outliving its memtable always conflicts.
+        ///
+        /// 0 to 16 GiB ([`Options::MEMTABLE_HISTORY_BYTES_RANGE`]).
+        ///
+        /// ```
+        /// # fn main() -> bloomkv::Result<()> {
+        /// let dir = tempfile::tempdir().unwrap();
+        /// let opts = bloomkv::Options::new().memtable_bytes(64 << 10).memtable_history_bytes(1 << 20);
+        /// let db = bloomkv::Db::open(dir.path(), opts)?;
+        /// let mut tx = db.transaction();
+        /// let seen = tx.get("config")?;
+        /// db.put("unrelated", "x")?;
+        /// db.flush()?; // the memtable active at the transaction's start leaves for a table
+        /// tx.put("config", seen.as_deref().unwrap_or(b"default"))?;
+        /// tx.commit()?; // checked against the history: no conflict
+        /// # Ok(()) }
+        /// ```
+        memtable_history_bytes: usize);
     setter!(
         /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
         /// [`FilterPolicy::Budgeted`] one filter memory budget split across the tree.
@@ -411,6 +442,8 @@ impl Options {
             &Self::MAX_IMMUTABLE_MEMTABLES_RANGE,
             Count,
         )?;
+        let history = &Self::MEMTABLE_HISTORY_BYTES_RANGE;
+        within("memtable_history_bytes", self.memtable_history_bytes, history, Bytes)?;
         within("block_cache_bytes", self.block_cache_bytes, &Self::BLOCK_CACHE_BYTES_RANGE, Bytes)?;
         within("max_open_files", self.max_open_files, &Self::MAX_OPEN_FILES_RANGE, Count)?;
         within("max_batch_bytes", self.max_batch_bytes, &Self::MAX_BATCH_BYTES_RANGE, Bytes)?;
