@@ -85,7 +85,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{
     Cursor, CursorEntries, Db, DbIterator, KeyRange, Keyspace, Snapshot, Transaction,
-    TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS,
+    TransactionCursor, TransactionCursorEntries, TransactionIter, TRANSACT_ATTEMPTS,
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]

@@ -317,6 +317,31 @@ fn transactions_are_send() {
     send::<bloomkv::TransactionCursor>();
 }
 
+/// A transaction's cursor pages through its view like `Cursor::entries`: its own writes over
+/// the snapshot, forward and backward, resuming where the last page stopped.
+#[test]
+fn transaction_cursor_entries_page_through_its_view() {
+    let (_dir, db) = seeded();
+    let mut tx = db.transaction();
+    tx.put("b", "tx").unwrap();
+    tx.delete("p:k").unwrap();
+    tx.put("r", "tx").unwrap();
+    let mut cursor = tx.cursor(..);
+    let keys = |page: Vec<bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| -> Vec<Vec<u8>> {
+        page.into_iter().map(|kv| kv.unwrap().0).collect()
+    };
+    assert!(cursor.entries().next().is_none(), "an unpositioned cursor yields nothing");
+    cursor.seek_to_first().unwrap();
+    assert_eq!(keys(cursor.entries().take(2).collect()), [&b"a"[..], b"b"]);
+    assert_eq!(cursor.key(), Some(&b"q:k"[..]));
+    let rest: Vec<_> = cursor.entries().map(|kv| kv.unwrap()).collect();
+    assert_eq!(rest.len(), 2);
+    assert_eq!((rest[1].0.as_slice(), &rest[1].1[..]), (&b"r"[..], &b"tx"[..]));
+    assert!(!cursor.valid());
+    cursor.seek_for_prev("q").unwrap();
+    assert_eq!(keys(cursor.entries_back().collect()), [&b"b"[..], b"a"]);
+}
+
 /// Flushes and ingests of what a transaction did not read refuse nothing; a write it read
 /// that a flush carried into a table, or an ingest of a key it read, is still found. (More in
 /// `tests/transaction_history.rs`.)

@@ -71,7 +71,9 @@ pub(crate) use keyspace::prefix_bounds;
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
-pub use transaction::{Transaction, TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS};
+pub use transaction::{
+    Transaction, TransactionCursor, TransactionCursorEntries, TransactionIter, TRANSACT_ATTEMPTS,
+};
 
 pub(crate) use background::{BgState, OpenDb};
 pub(crate) use state::{DbState, Mem, Tree};

@@ -1398,7 +1398,73 @@ impl TransactionCursor {
     pub fn value(&self) -> Option<&[u8]> {
         self.current.as_ref().map(|(_, v)| v.as_ref())
     }
+
+    /// An iterator over the entries from the one the cursor stands on forward, moving the
+    /// cursor as it goes, as [`Cursor::entries`] does: when it is dropped the cursor stands
+    /// on the first entry not yielded. Nothing on an invalid cursor; a failed step is yielded
+    /// as the last item.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for k in ["a", "c", "d"] {
+    ///     db.put(k, "db")?;
+    /// }
+    /// let mut tx = db.transaction();
+    /// tx.put("b", "tx")?;
+    /// tx.delete("c")?;
+    /// let mut cursor = tx.cursor(..);
+    /// cursor.seek_to_first()?;
+    /// let keys = |page: Vec<bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| -> bloomkv::Result<Vec<Vec<u8>>> {
+    ///     page.into_iter().map(|kv| kv.map(|(k, _)| k)).collect()
+    /// };
+    /// assert_eq!(keys(cursor.entries().take(2).collect())?, [b"a", b"b"]);
+    /// assert_eq!(cursor.key(), Some(&b"d"[..])); // the next page starts here
+    /// assert_eq!(keys(cursor.entries_back().collect())?, [b"d", b"b", b"a"]);
+    /// assert!(!cursor.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn entries(&mut self) -> TransactionCursorEntries<'_> {
+        TransactionCursorEntries { cursor: self, back: false, failed: None }
+    }
+
+    /// [`TransactionCursor::entries`] backward: the current entry, then the ones before it.
+    pub fn entries_back(&mut self) -> TransactionCursorEntries<'_> {
+        TransactionCursorEntries { cursor: self, back: true, failed: None }
+    }
 }
+
+/// The entries of a [`TransactionCursor`] from where it stands, from
+/// [`TransactionCursor::entries`] and [`TransactionCursor::entries_back`]:
+/// `Result<(key, value)>` items, as a [`TransactionIter`] yields.
+#[derive(Debug)]
+pub struct TransactionCursorEntries<'c> {
+    cursor: &'c mut TransactionCursor,
+    back: bool,
+    /// A step failed after the entry before it was yielded: the next item.
+    failed: Option<Error>,
+}
+
+impl Iterator for TransactionCursorEntries<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let entry = self.cursor.current.clone()?;
+        let step = match self.back {
+            false => self.cursor.next(),
+            true => self.cursor.prev(),
+        };
+        // The failed step left the cursor invalid, so the error is followed by the end.
+        self.failed = step.err();
+        Some(Ok(entry))
+    }
+}
+
+impl std::iter::FusedIterator for TransactionCursorEntries<'_> {}
 
 #[cfg(test)]
 mod tests {
