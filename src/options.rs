@@ -31,6 +31,7 @@ pub struct Options {
     pub(crate) memtable_bytes: usize,
     pub(crate) max_immutable_memtables: usize,
     pub(crate) memtable_history_bytes: usize,
+    pub(crate) max_successive_merges: usize,
     pub(crate) filter_policy: FilterPolicy,
     pub(crate) prefix_extractor: Option<PrefixExtractor>,
     pub(crate) whole_key_filtering: bool,
@@ -67,6 +68,7 @@ impl Default for Options {
             memtable_bytes: 16 << 20,
             max_immutable_memtables: 2,
             memtable_history_bytes: 16 << 20,
+            max_successive_merges: 64,
             filter_policy: FilterPolicy::default(),
             prefix_extractor: None,
             whole_key_filtering: true,
@@ -127,6 +129,8 @@ impl Options {
     pub const MAX_IMMUTABLE_MEMTABLES_RANGE: RangeInclusive<usize> = 1..=64;
     /// [`Options::memtable_history_bytes`]: 0 to 16 GiB.
     pub const MEMTABLE_HISTORY_BYTES_RANGE: RangeInclusive<usize> = 0..=usize_bytes(16 << 30);
+    /// [`Options::max_successive_merges`]: 0 (off) to 1,000,000.
+    pub const MAX_SUCCESSIVE_MERGES_RANGE: RangeInclusive<usize> = 0..=1_000_000;
     /// [`Options::block_bytes`] and [`KeyspaceOptions::block_bytes`]: 64 bytes to 16 MiB.
     pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
     /// [`Options::block_cache_bytes`]: 0 to 1 TiB.
@@ -197,6 +201,22 @@ impl Options {
         /// # Ok(()) }
         /// ```
         memtable_history_bytes: usize);
+    setter!(
+        /// How many merge operands of one key in a row the active memtable holds at most
+        /// (default 64; RocksDB's `max_successive_merges`, which defaults to 0). A merge
+        /// written for a key whose newest entries in the memtable are that many operands is
+        /// combined, as the write is applied, with everything beneath it into a put of the
+        /// result; older snapshots still read the operands, which stay. Each read of the key
+        /// then combines at most this many operands from the memtable, where 10,000 took 3
+        /// ms; each merge pays for counting the operands above the one it adds (stopping at
+        /// this many) and one merge in this many for a read of the key, which may read a
+        /// table while the write path waits. 0 turns it off. Not applied over a live expiring
+        /// value (the combination changes when it expires), nor where the operator fails
+        /// (the operand is written as it is). The bound is the database's, and each keyspace
+        /// combines with its own operator.
+        ///
+        /// 0 to 1,000,000 ([`Options::MAX_SUCCESSIVE_MERGES_RANGE`]).
+        max_successive_merges: usize);
     setter!(
         /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
         /// [`FilterPolicy::Budgeted`] one filter memory budget split across the tree.
@@ -444,6 +464,8 @@ impl Options {
         )?;
         let history = &Self::MEMTABLE_HISTORY_BYTES_RANGE;
         within("memtable_history_bytes", self.memtable_history_bytes, history, Bytes)?;
+        let merges = &Self::MAX_SUCCESSIVE_MERGES_RANGE;
+        within("max_successive_merges", self.max_successive_merges, merges, Count)?;
         within("block_cache_bytes", self.block_cache_bytes, &Self::BLOCK_CACHE_BYTES_RANGE, Bytes)?;
         within("max_open_files", self.max_open_files, &Self::MAX_OPEN_FILES_RANGE, Count)?;
         within("max_batch_bytes", self.max_batch_bytes, &Self::MAX_BATCH_BYTES_RANGE, Bytes)?;

@@ -48,6 +48,7 @@ mod resume;
 mod scan;
 mod snapshot;
 mod state;
+mod successive_merges;
 mod table_files;
 mod transaction;
 mod ttl;
