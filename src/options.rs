@@ -206,14 +206,17 @@ impl Options {
         /// (default 64; RocksDB's `max_successive_merges`, which defaults to 0). A merge
         /// written for a key whose newest entries in the memtable are that many operands is
         /// combined, as the write is applied, with everything beneath it into a put of the
-        /// result; older snapshots still read the operands, which stay. Each read of the key
-        /// then combines at most this many operands from the memtable, where 10,000 took 3
-        /// ms; each merge pays for counting the operands above the one it adds (stopping at
-        /// this many) and one merge in this many for a read of the key, which may read a
-        /// table while the write path waits. 0 turns it off. Not applied over a live expiring
-        /// value (the combination changes when it expires), nor where the operator fails
-        /// (the operand is written as it is). The bound is the database's, and each keyspace
-        /// combines with its own operator.
+        /// result; older snapshots still read the operands, which stay. A read combines
+        /// operands at about 0.1 µs each (a hot counter's 200,000 in one memtable took 25 ms);
+        /// with the bound it combines at most this many from the active memtable. The price:
+        /// each merge of a key the memtable holds counts the operands on top (a search, then
+        /// a step each, up to this many: a hot key's merge took 1.1–1.3 µs at 64 against
+        /// 0.4–0.7 without, 1.7 at 256), and one merge in this many reads the key, which may
+        /// read a table while the write path waits. 0 turns it off. Not applied over a live
+        /// expiring value (the combination changes when it expires; each merge past the
+        /// bound then reads the key in vain), nor where the operator fails (the operand is
+        /// written as it is). The bound is the database's; each keyspace combines with its
+        /// own operator.
         ///
         /// 0 to 1,000,000 ([`Options::MAX_SUCCESSIVE_MERGES_RANGE`]).
         max_successive_merges: usize);
