@@ -727,6 +727,23 @@ impl WriteBatch {
         &self,
         mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
     ) -> u64 {
+        self.insert_collapsing(mem_of, |_, _, _, _, _| None)
+    }
+
+    /// [`WriteBatch::insert_into`], asking `collapse` of each merge operand (keyspace,
+    /// memtable, key, sequence number, operand) for a value to insert as a put in its place
+    /// (`Options::max_successive_merges`).
+    pub(crate) fn insert_collapsing<'m>(
+        &self,
+        mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+        mut collapse: impl FnMut(
+            KeyspaceId,
+            &crate::memtable::MemTable,
+            &[u8],
+            SeqNo,
+            &[u8],
+        ) -> Option<Vec<u8>>,
+    ) -> u64 {
         let mut bytes = 0;
         let mut last: Option<(KeyspaceId, Option<&crate::memtable::MemTable>)> = None;
         for (seq, (keyspace, op)) in (self.sequence()..).zip(self.iter()) {
@@ -749,7 +766,10 @@ impl WriteBatch {
                     (key, stored)
                 }
                 BatchOp::Merge { key, operand } => {
-                    mem.insert(key, seq, ValueKind::Merge, operand);
+                    match collapse(keyspace, mem, key, seq, operand) {
+                        Some(value) => mem.insert(key, seq, ValueKind::Put, &value),
+                        None => mem.insert(key, seq, ValueKind::Merge, operand),
+                    }
                     (key, operand)
                 }
                 // Turned into expiring puts before any batch is applied (`stamp_expiry`).

@@ -87,7 +87,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{
     Cursor, CursorEntries, Db, DbIterator, Keyspace, Snapshot, Transaction, TransactionCursor,
-    TransactionIter, TRANSACT_ATTEMPTS,
+    TransactionCursorEntries, TransactionIter, TRANSACT_ATTEMPTS,
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]

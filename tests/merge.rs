@@ -488,6 +488,9 @@ fn model_options(fs: &FaultFs) -> Options {
         .level_base_bytes(4 << 10)
         .l0_triggers(3)
         .merge_operator(Arc::new(Append::new("+")))
+        // Operands past two in a row become puts: the model checks them under snapshots,
+        // flushes, compactions, reopens and crashes too.
+        .max_successive_merges(2)
 }
 
 /// Every read of `db` (or of the snapshot) against `model`: get and multi_get of every key,

@@ -53,6 +53,20 @@ fn options_table() -> Vec<Bounded> {
             true,
         ),
         b(
+            "memtable_history_bytes",
+            |o: Options, v| o.memtable_history_bytes(size(v)),
+            span(&Options::MEMTABLE_HISTORY_BYTES_RANGE),
+            "between 0 bytes and 16 GiB",
+            true,
+        ),
+        b(
+            "max_successive_merges",
+            |o: Options, v| o.max_successive_merges(size(v)),
+            span(&Options::MAX_SUCCESSIVE_MERGES_RANGE),
+            "between 0 and 1000000",
+            true,
+        ),
+        b(
             "block_bytes",
             |o: Options, v| o.block_bytes(size(v)),
             span(&Options::BLOCK_BYTES_RANGE),

@@ -88,7 +88,7 @@ where
         return Ok(0);
     }
     let _order = lock(&inner.ingest_order);
-    let (seq, segment, tree, _registered) = write::exclusive(inner, |leader| {
+    let (seq, segment, tree, registered) = write::exclusive(inner, |leader| {
         // Keyspaces are dropped only by an exclusive leader holding the compaction slot: a
         // drop after this step is found again at the install.
         let tree = inner
@@ -98,7 +98,7 @@ where
             .ok_or_else(|| Error::KeyspaceDropped { name: name.to_string() })?;
         // Registered here, not before: a compaction held off while a writer ahead in the
         // queue waits for one to make room would never come.
-        let registered = Registered::new(inner);
+        let registered = Registered::new(inner, keyspace, key::user_key(source.key()));
         let (seq, segment) = leader.reserve_seq()?;
         Ok((seq, segment, tree, registered))
     })?;
@@ -111,7 +111,11 @@ where
         // in it is the flush's own, reported as any failed flush is).
         let _ = flush::wait_for_flushes_through(inner, segment);
     }
-    let (metas, opened) = built?;
+    let (metas, opened) = built.inspect_err(|_| registered.failed())?;
+    if let Some(last) = metas.last() {
+        // Before the install: a commit checked from here on finds the range's true end.
+        inner.ingest_log_lock().ends_at(registered.number, key::user_key(&last.largest));
+    }
 
     let level = choose_level(inner, keyspace, &metas);
     let mut edit = VersionEdit {
@@ -181,26 +185,38 @@ where
 }
 
 /// An ingest's registration in `BgState::ingests`, from before it reserves its sequence
-/// number until it installs or fails: no compaction starts meanwhile.
-struct Registered<'a>(&'a DbInner);
+/// number until it installs or fails: no compaction starts meanwhile. Also its record in
+/// `DbInner::ingest_log`, for transactions' commits, made by the exclusive write leader so
+/// that every commit validated after the reservation finds it.
+struct Registered<'a> {
+    inner: &'a DbInner,
+    /// Its number in `ingests_begun`'s count.
+    number: u64,
+}
 
 impl<'a> Registered<'a> {
-    fn new(inner: &'a DbInner) -> Self {
+    fn new(inner: &'a DbInner, keyspace: KeyspaceId, first: &[u8]) -> Self {
         lock(&inner.bg).ingests += 1;
-        inner.ingests_begun.fetch_add(1, Ordering::SeqCst);
-        Registered(inner)
+        let number = inner.ingests_begun.fetch_add(1, Ordering::SeqCst) + 1;
+        inner.ingest_log_lock().begin(number, keyspace, first);
+        Registered { inner, number }
+    }
+
+    /// The ingest installs nothing: no commit need fear its range.
+    fn failed(&self) {
+        self.inner.ingest_log_lock().failed(self.number);
     }
 }
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         // After the install: a transaction that sees the count see its tables too.
-        self.0.ingests_done.fetch_add(1, Ordering::SeqCst);
-        let mut bg = lock(&self.0.bg);
+        self.inner.ingests_done.fetch_add(1, Ordering::SeqCst);
+        let mut bg = lock(&self.inner.bg);
         bg.ingests -= 1;
         // Compactions held off, and a manual compaction waiting to start, go on.
-        self.0.bg_cv.notify_all();
-        self.0.bg_done_cv.notify_all();
+        self.inner.bg_cv.notify_all();
+        self.inner.bg_done_cv.notify_all();
     }
 }
 

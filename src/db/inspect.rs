@@ -14,7 +14,7 @@ use super::{Db, Keyspace, Tree};
 use crate::clock::Clock;
 use crate::filter::budget::{self, CurveKind};
 use crate::filter::{ribbon, FilterKind};
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ValueKind};
 use crate::stats::ReadTally;
 use crate::version::set::TableFile;
 use crate::Result;
@@ -234,7 +234,38 @@ impl Db {
     }
 }
 
+impl Db {
+    /// [`Keyspace::memtable_versions`] of the default keyspace.
+    pub fn memtable_versions(&self, key: impl AsRef<[u8]>) -> Result<Vec<(SeqNo, ValueKind)>> {
+        memtable_versions(self.inner.load_state().default_tree(), key.as_ref())
+    }
+}
+
+/// The versions of `key` in `tree`'s active memtable, newest first.
+fn memtable_versions(tree: &Tree, key: &[u8]) -> Result<Vec<(SeqNo, ValueKind)>> {
+    use crate::iter::InternalIterator;
+    use crate::key::{internal_key, parse_internal_key, KIND_FOR_SEEK, MAX_SEQNO};
+    let mut it = tree.mem.table.iter();
+    it.seek(&internal_key(key, MAX_SEQNO, KIND_FOR_SEEK))?;
+    let mut versions = Vec::new();
+    while let Some(p) = it.valid().then(|| parse_internal_key(it.key())).flatten() {
+        if p.user_key != key {
+            break;
+        }
+        versions.push((p.seq, p.kind));
+        it.next()?;
+    }
+    Ok(versions)
+}
+
 impl Keyspace {
+    /// The versions of `key` the active memtable holds (sequence number and kind), newest
+    /// first: what a test of the memtable's shape counts.
+    pub fn memtable_versions(&self, key: impl AsRef<[u8]>) -> Result<Vec<(SeqNo, ValueKind)>> {
+        let state = self.inner.load_state();
+        memtable_versions(state.tree(self.id).ok_or_else(|| self.dropped())?, key.as_ref())
+    }
+
     /// Facts about every live table of this keyspace, level by level (L0 newest first).
     pub fn tables(&self) -> Result<Vec<TableInfo>> {
         let state = self.inner.load_state();

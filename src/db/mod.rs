@@ -48,6 +48,7 @@ mod scan;
 mod snapshot;
 mod state;
 mod stats;
+mod successive_merges;
 mod table_files;
 mod transaction;
 mod ttl;
@@ -69,7 +70,9 @@ pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSour
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
-pub use transaction::{Transaction, TransactionCursor, TransactionIter, TRANSACT_ATTEMPTS};
+pub use transaction::{
+    Transaction, TransactionCursor, TransactionCursorEntries, TransactionIter, TRANSACT_ATTEMPTS,
+};
 
 pub(crate) use background::{BgState, OpenDb};
 pub(crate) use state::{DbState, Mem, Tree};
@@ -130,10 +133,12 @@ pub(crate) struct DbInner {
     pub events: crate::events::Events,
     pub closed: AtomicBool,
     /// Ingests that have reserved their sequence number, and those that have since installed
-    /// or failed: a transaction that overlaps one in time cannot tell whether its reads miss
-    /// the ingest's entries, so its commit is refused (`db/transaction.rs`).
+    /// or failed: a transaction's snapshot may lack the ingests numbered above the count
+    /// done when it began, whose key ranges its commit checks (`db/transaction.rs`).
     pub ingests_begun: AtomicU64,
     pub ingests_done: AtomicU64,
+    /// The recent ingests' key ranges (a leaf lock).
+    pub ingest_log: Mutex<transaction::IngestLog>,
 }
 
 impl std::fmt::Debug for DbInner {

@@ -527,6 +527,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
                 opts: k.def.opts,
                 mem: Mem { table, wal_number, last_seq: 0 },
                 imm: Vec::new(),
+                history: Vec::new(),
                 version: Arc::new(k.version),
             })
         })
@@ -574,6 +575,7 @@ fn assemble(
         closed: AtomicBool::new(false),
         ingests_begun: AtomicU64::new(0),
         ingests_done: AtomicU64::new(0),
+        ingest_log: Default::default(),
     }
 }
 

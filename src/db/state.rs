@@ -43,6 +43,9 @@ pub(crate) struct Tree {
     pub mem: Mem,
     /// Memtables waiting to be flushed, newest first.
     pub imm: Vec<Mem>,
+    /// Flushed memtables kept, newest first, only for transactions' commits to check what
+    /// was written after their snapshots (`Options::memtable_history_bytes`): never read.
+    pub history: Vec<Mem>,
     /// The tables.
     pub version: Arc<Version>,
 }
@@ -61,6 +64,7 @@ impl Tree {
             opts: KeyspaceOptions::default(),
             mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
             imm: Vec::new(),
+            history: Vec::new(),
             version: Arc::new(Version::empty()),
         }
     }
@@ -68,6 +72,12 @@ impl Tree {
     /// The memtables, newest first.
     pub(crate) fn mems(&self) -> impl Iterator<Item = &Mem> {
         std::iter::once(&self.mem).chain(&self.imm)
+    }
+
+    /// The memtables and then the flushed ones kept as history, newest first: every write
+    /// of the WAL segments from the oldest one's on.
+    pub(crate) fn mems_and_history(&self) -> impl Iterator<Item = &Mem> {
+        self.mems().chain(&self.history)
     }
 
     /// True if a range tombstone visible at `read_seq` deletes the version of `key` written
@@ -176,6 +186,7 @@ impl DbInner {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }
         let cur = self.state.load();
+        let history_from = flushed.map(|wal| self.history_from(&cur, wal));
         // A table deleted from one level and added to another is moved, not obsolete.
         let moved = |number: &u64| edit.added.iter().any(|(_, m)| m.number == *number);
         for (level, number) in edit.deleted.iter().filter(|(_, n)| !moved(n)) {
@@ -201,8 +212,12 @@ impl DbInner {
             if touched {
                 t.version = Arc::new(t.version.apply(edit, t.id, opened));
             }
-            if let Some(wal) = flushed {
-                t.imm.retain(|m| m.wal_number != wal);
+            if let (Some(wal), Some(from)) = (flushed, history_from) {
+                let gone = t.imm.iter().position(|m| m.wal_number == wal).map(|i| t.imm.remove(i));
+                t.history.retain(|m| m.wal_number >= from);
+                if let Some(m) = gone.filter(|m| m.wal_number >= from) {
+                    t.history.insert(0, m);
+                }
             }
             if let Some(def) = redefined {
                 t.opts = def.opts.clone();
@@ -221,12 +236,40 @@ impl DbInner {
                     opts: def.opts.clone(),
                     mem: empty(&cur.default_tree().mem),
                     imm: cur.default_tree().imm.iter().map(empty).collect(),
+                    history: Vec::new(),
                     version: Arc::new(Version::empty()),
                 }));
             }
         }
         self.state.store(Arc::new(DbState { trees }));
         Ok(())
+    }
+
+    /// The oldest WAL number whose memtables stay in the history once the memtables of
+    /// segment `flushed` join it: the newest are kept while the ones newer than them (every
+    /// keyspace's together) hold less than `memtable_history_bytes`.
+    fn history_from(&self, cur: &DbState, flushed: u64) -> u64 {
+        let limit = self.opts.memtable_history_bytes;
+        // Every keyspace's history holds the same segments (a new keyspace's, only the
+        // newest of them), so the default keyspace's lists them all.
+        let flushed = std::iter::once(flushed);
+        let segments = flushed.chain(cur.default_tree().history.iter().map(|m| m.wal_number));
+        let bytes_of = |wal: u64| -> usize {
+            let of_tree = |t: &Arc<Tree>| {
+                let m = t.imm.iter().chain(&t.history).find(|m| m.wal_number == wal);
+                m.map_or(0, |m| m.table.approximate_bytes())
+            };
+            cur.trees.iter().map(of_tree).sum()
+        };
+        let (mut newer, mut from) = (0, u64::MAX);
+        for wal in segments {
+            if newer >= limit {
+                break;
+            }
+            newer += bytes_of(wal);
+            from = wal;
+        }
+        from
     }
 
     /// Replaces the state with `f(current)`, serialised with every other state change.

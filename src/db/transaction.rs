@@ -9,19 +9,24 @@
 //! group, and the leader looks in both:
 //!
 //! - each key read: its newest entry, and the newest range tombstone over it, in each memtable
-//!   at least as new as the one active at the snapshot (`MemTable::newest_write`);
+//!   at least as new as the one active at the snapshot (`MemTable::newest_write`), flushed
+//!   ones kept as history included (`Tree::history`, `Options::memtable_history_bytes`);
 //! - each range scanned: every entry in it and every range tombstone overlapping it in those
 //!   memtables (`MemTable::written_after`);
-//! - the batches ahead in the group, op by op.
+//! - the batches ahead in the group, op by op;
+//! - the key ranges of the ingests the snapshot may lack (`IngestLog`).
 //!
-//! A write to a key or range read, numbered after the snapshot, is found by one of these as
-//! long as the memtable that was active at the snapshot has not been flushed: writes after
-//! the snapshot go to it or to newer memtables, and memtables keep every version. Once it is
-//! flushed those writes may be in tables, where compaction can drop the history (a put and a
-//! later delete both gone), so the commit is refused instead — a false conflict, the price of
-//! never missing a true one. An ingest's tables carry a sequence number but pass no memtable,
-//! so a transaction that overlaps an ingest in time (one reserved or installed between its
-//! begin and its commit, or still running at its begin) is refused too.
+//! A write to a key or range read, numbered after the snapshot, is in the memtable that was
+//! active at the snapshot or a newer one, and memtables keep every version. Flushed ones
+//! stay in the history, oldest leaving first, up to a byte bound; once the one active at the
+//! snapshot has left it, the commit is refused — a false conflict, the price of never missing
+//! a true one. Tables cannot stand in for it: compaction keeps only the newest version of a
+//! key whatever the snapshots, and drops a delete with the put beneath it, so a key deleted
+//! after the snapshot may leave no trace at all (and reading tables would put I/O in the
+//! write leader). An ingest's tables carry a sequence number but pass no memtable: the
+//! ingests numbered after those done at the snapshot conflict where their key range (from
+//! the first key on, until their last is known) meets a key or range read, and every one does
+//! once the bounded log no longer reaches back to the snapshot.
 //!
 //! The snapshot is taken only from a state still current after its sequence number was
 //! loaded (`DbInner::stable_read_view`): a memtable switch between the two loads would leave
@@ -72,10 +77,13 @@ pub const TRANSACT_ATTEMPTS: usize = 64;
 /// plain writes. A transaction that must not overwrite a key it did not expect should read
 /// it first. A read-only transaction commits trivially: its reads were consistent already.
 ///
-/// Conflicts are never missed; some are reported that a finer check would not: when the
-/// memtable that was receiving writes at the snapshot has since been flushed, or an ingest
-/// ran during the transaction, any transaction that read something is refused. Both are
-/// rare for short transactions; retry ([`crate::Db::transact`] does).
+/// Conflicts are never missed; some are reported that a finer check would not: once more
+/// flushed memtables than [`crate::Options::memtable_history_bytes`] keeps have been written
+/// since it began, or more than 256 ingests have run, any transaction that read something
+/// is refused, and so is one whose reads meet the key range of an ingest that ran meanwhile
+/// (between the ingest's first and last keys, or from its first key on while it is writing
+/// its tables), even where the ingest holds no key read. Retry ([`crate::Db::transact`]
+/// does).
 ///
 /// The methods without `_in` (`get`, `put`, `range`, ...) work on the transaction's
 /// keyspace: the default one for [`crate::Db::transaction`], the handle's for
@@ -218,8 +226,9 @@ pub(crate) struct ReadSet {
     /// The WAL number of the memtable active at the snapshot: writes after the snapshot are
     /// in it or in newer ones.
     wal: u64,
-    /// `ingests_begun` and `ingests_done` before the snapshot was taken.
-    ingests: (u64, u64),
+    /// `ingests_done` before the snapshot was taken: the ingests numbered above it may be
+    /// missing from the snapshot.
+    ingests_done: u64,
     keyspaces: PerKeyspace<Reads>,
     /// The keyspaces written, and their names (`None`: the default keyspace's), which must
     /// still exist at the commit.
@@ -295,10 +304,7 @@ impl ReadSet {
         if self.keyspaces.iter().all(|(_, r)| r.is_empty()) {
             return Ok(());
         }
-        let (begun, done) = self.ingests;
-        if begun != done || inner.ingests_begun.load(Ordering::SeqCst) != begun {
-            return Err(Error::Conflict);
-        }
+        inner.ingest_log_lock().check(self, self.ingests_done)?;
         for batch in earlier {
             for (id, op) in batch.iter() {
                 if self.keyspaces.get(id).is_some_and(|r| r.touched_by(op)) {
@@ -311,13 +317,16 @@ impl ReadSet {
                 let name = reads.name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
                 return Err(Error::KeyspaceDropped { name: name.to_string() });
             };
-            // Memtables are flushed oldest first: if the oldest left is newer than the one
-            // active at the snapshot, that one is gone, and with it the record of what was
-            // written after the snapshot.
-            if tree.mems().last().map_or(true, |m| m.wal_number > self.wal) {
+            // Memtables are flushed, and leave the history, oldest first: if the oldest left
+            // is newer than the one active at the snapshot, that one is gone, and with it the
+            // record of what was written after the snapshot.
+            if tree.mems_and_history().last().map_or(true, |m| m.wal_number > self.wal) {
                 return Err(Error::Conflict);
             }
-            let mems = || tree.mems().take_while(|m| m.wal_number >= self.wal).map(|m| &*m.table);
+            let mems = || {
+                let after = tree.mems_and_history().take_while(|m| m.wal_number >= self.wal);
+                after.map(|m| &*m.table)
+            };
             let newer = |k: &[u8], hash| mems().any(|m| m.newest_write(k, hash) > Some(self.seq));
             if reads.keys.iter().any(|k| newer(k, crate::filter::hash_key(k))) {
                 return Err(Error::Conflict);
@@ -332,17 +341,108 @@ impl ReadSet {
     }
 }
 
+/// How many ingests [`IngestLog`] remembers: a transaction open across more ingests than this
+/// that read anything is refused. Each record is a keyspace id and two keys.
+pub(crate) const INGEST_LOG_LEN: usize = 256;
+
+/// The most recent ingests' keyspaces and key ranges, for commits to check their reads
+/// against the ingests their snapshots may lack: an ingest's tables pass no memtable, so
+/// the memtables' history does not hold them.
+#[derive(Default)]
+pub(crate) struct IngestLog {
+    /// Oldest first, numbered as `DbInner::ingests_begun` counts them, without gaps.
+    records: VecDeque<IngestRecord>,
+}
+
+struct IngestRecord {
+    number: u64,
+    keyspace: KeyspaceId,
+    /// Its first key, known before it reserves its sequence number.
+    first: Vec<u8>,
+    /// Its last key, once its tables are written; until then every key from `first` on
+    /// may be in it.
+    last: Option<Vec<u8>>,
+    /// It failed and installed nothing.
+    failed: bool,
+}
+
+impl IngestRecord {
+    fn holds_key(&self, key: &[u8]) -> bool {
+        !self.failed
+            && self.first.as_slice() <= key
+            && self.last.as_ref().map_or(true, |l| key <= l.as_slice())
+    }
+
+    /// True if it may hold a key in `start..end`.
+    fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
+        !self.failed
+            && self.first.as_slice() < end
+            && self.last.as_ref().map_or(true, |l| start <= l.as_slice())
+    }
+}
+
+impl IngestLog {
+    /// Records ingest `number` (the newest), into `keyspace`, beginning at key `first`.
+    pub(crate) fn begin(&mut self, number: u64, keyspace: KeyspaceId, first: &[u8]) {
+        if self.records.len() == INGEST_LOG_LEN {
+            self.records.pop_front();
+        }
+        let first = first.to_vec();
+        let record = IngestRecord { number, keyspace, first, last: None, failed: false };
+        self.records.push_back(record);
+    }
+
+    /// Ingest `number`'s tables end at `last`.
+    pub(crate) fn ends_at(&mut self, number: u64, last: &[u8]) {
+        if let Some(r) = self.records.iter_mut().rev().find(|r| r.number == number) {
+            r.last = Some(last.to_vec());
+        }
+    }
+
+    /// Ingest `number` failed without installing anything.
+    pub(crate) fn failed(&mut self, number: u64) {
+        if let Some(r) = self.records.iter_mut().rev().find(|r| r.number == number) {
+            r.failed = true;
+        }
+    }
+
+    /// `Err(Conflict)` if an ingest numbered above `done` may hold a key `reads` read or
+    /// one in a range it scanned, or if such ingests are no longer all recorded. Ingests
+    /// install one at a time in their numbers' order, so those at or below `done` had
+    /// installed (or failed) before the snapshot was loaded, and are in it.
+    fn check(&self, reads: &ReadSet, done: u64) -> Result<()> {
+        let newer = self.records.iter().filter(|r| r.number > done);
+        if self.records.front().is_some_and(|r| r.number > done + 1) {
+            return Err(Error::Conflict);
+        }
+        for r in newer {
+            let Some(read) = reads.keyspaces.get(r.keyspace) else { continue };
+            let from = read.keys.partition_point(|k| k.as_slice() < r.first.as_slice());
+            let key_hit = read.keys.get(from).is_some_and(|k| r.holds_key(k));
+            if key_hit || read.ranges.iter().any(|(s, e)| r.overlaps(s, e)) {
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DbInner {
+    pub(crate) fn ingest_log_lock(&self) -> std::sync::MutexGuard<'_, IngestLog> {
+        lock(&self.ingest_log)
+    }
+}
+
 impl Transaction {
     pub(crate) fn new(inner: Arc<DbInner>) -> Transaction {
         // Read before the view: an ingest counted as done here installed before the view was
         // loaded, so the view holds its tables; any other is caught at the commit.
-        let begun = inner.ingests_begun.load(Ordering::SeqCst);
         let done = inner.ingests_done.load(Ordering::SeqCst);
         let view = inner.stable_read_view();
         let reads = ReadSet {
             seq: view.seq(),
             wal: view.state().default_tree().mem.wal_number,
-            ingests: (begun, done),
+            ingests_done: done,
             ..ReadSet::default()
         };
         Transaction {
@@ -979,7 +1079,7 @@ pub(crate) fn compare_and_swap(
             None => tx.delete_at(id, keyspace, key)?,
         }
         match tx.commit() {
-            // Someone wrote the key (or a flush or an ingest made the check give up) since
+            // Someone wrote the key (or the check could not tell, see `Transaction`) since
             // it was read: read it again.
             Err(Error::Conflict) => std::thread::yield_now(),
             other => return other.map(|()| true),
@@ -1298,7 +1398,73 @@ impl TransactionCursor {
     pub fn value(&self) -> Option<&[u8]> {
         self.current.as_ref().map(|(_, v)| v.as_ref())
     }
+
+    /// An iterator over the entries from the one the cursor stands on forward, moving the
+    /// cursor as it goes, as [`Cursor::entries`] does: when it is dropped the cursor stands
+    /// on the first entry not yielded. Nothing on an invalid cursor; a failed step is yielded
+    /// as the last item.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
+    /// for k in ["a", "c", "d"] {
+    ///     db.put(k, "db")?;
+    /// }
+    /// let mut tx = db.transaction();
+    /// tx.put("b", "tx")?;
+    /// tx.delete("c")?;
+    /// let mut cursor = tx.cursor(..);
+    /// cursor.seek_to_first()?;
+    /// let keys = |page: Vec<bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| -> bloomkv::Result<Vec<Vec<u8>>> {
+    ///     page.into_iter().map(|kv| kv.map(|(k, _)| k)).collect()
+    /// };
+    /// assert_eq!(keys(cursor.entries().take(2).collect())?, [b"a", b"b"]);
+    /// assert_eq!(cursor.key(), Some(&b"d"[..])); // the next page starts here
+    /// assert_eq!(keys(cursor.entries_back().collect())?, [b"d", b"b", b"a"]);
+    /// assert!(!cursor.valid());
+    /// # Ok(()) }
+    /// ```
+    pub fn entries(&mut self) -> TransactionCursorEntries<'_> {
+        TransactionCursorEntries { cursor: self, back: false, failed: None }
+    }
+
+    /// [`TransactionCursor::entries`] backward: the current entry, then the ones before it.
+    pub fn entries_back(&mut self) -> TransactionCursorEntries<'_> {
+        TransactionCursorEntries { cursor: self, back: true, failed: None }
+    }
 }
+
+/// The entries of a [`TransactionCursor`] from where it stands, from
+/// [`TransactionCursor::entries`] and [`TransactionCursor::entries_back`]:
+/// `Result<(key, value)>` items, as a [`TransactionIter`] yields.
+#[derive(Debug)]
+pub struct TransactionCursorEntries<'c> {
+    cursor: &'c mut TransactionCursor,
+    back: bool,
+    /// A step failed after the entry before it was yielded: the next item.
+    failed: Option<Error>,
+}
+
+impl Iterator for TransactionCursorEntries<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let entry = self.cursor.current.clone()?;
+        let step = match self.back {
+            false => self.cursor.next(),
+            true => self.cursor.prev(),
+        };
+        // The failed step left the cursor invalid, so the error is followed by the end.
+        self.failed = step.err();
+        Some(Ok(entry))
+    }
+}
+
+impl std::iter::FusedIterator for TransactionCursorEntries<'_> {}
 
 #[cfg(test)]
 mod tests {

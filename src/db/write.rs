@@ -245,15 +245,23 @@ fn apply_and_publish<B: std::ops::Deref<Target = WriteBatch>>(
     inner.visible_seq.store(last, Ordering::Release);
 }
 
-/// Applies logged batches, in sequence order, to `state`'s memtables.
+/// Applies logged batches, in sequence order, to `state`'s memtables, a merge as a put of
+/// its result where the key has `max_successive_merges` operands on top already
+/// (`db/successive_merges.rs`).
 fn apply<B: std::ops::Deref<Target = WriteBatch>>(
     inner: &DbInner,
     state: &DbState,
     batches: impl IntoIterator<Item = B>,
 ) {
+    let limit = inner.opts.max_successive_merges;
+    let clock = &*inner.opts.clock;
+    let collapse = |id, mem: &_, key: &_, seq, operand: &_| {
+        let tree = state.tree(id)?;
+        super::successive_merges::collapse(tree, mem, key, seq, operand, limit, clock)
+    };
     let user_bytes: u64 = batches
         .into_iter()
-        .map(|b| b.insert_into(|id| state.tree(id).map(|t| &*t.mem.table)))
+        .map(|b| b.insert_collapsing(|id| state.tree(id).map(|t| &*t.mem.table), collapse))
         .sum();
     inner.counters.user_bytes_written.add(user_bytes);
 }

@@ -315,6 +315,26 @@ impl MemTable {
         point.max(ranged)
     }
 
+    /// How many merge operands of `user_key` come first among its versions here, newest
+    /// first, counted up to `limit` (`Options::max_successive_merges`): one search and a
+    /// step per operand counted, nothing for a key the filter rules out.
+    pub fn successive_merges(&self, user_key: &[u8], limit: usize) -> usize {
+        if limit == 0 || !self.filter.may_contain(hash_key(user_key)) {
+            return 0;
+        }
+        let seek = Parts::new(user_key, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK));
+        let mut node = self.list.seek(&seek);
+        let mut count = 0;
+        while let Some(n) = node.filter(|n| n.user_key() == user_key) {
+            if n.trailer() as u8 != ValueKind::Merge as u8 || count == limit {
+                break;
+            }
+            count += 1;
+            node = self.list.next(n);
+        }
+        count
+    }
+
     /// True if this memtable holds a write newer than `seq` to a key in `start..end`: an
     /// entry, or a range tombstone overlapping the range. Walks every entry in the range.
     pub fn written_after(&self, start: &[u8], end: &[u8], seq: SeqNo) -> bool {

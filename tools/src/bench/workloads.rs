@@ -416,8 +416,8 @@ pub(super) fn run_writers(
         if !transactions {
             return db.put(w.key, ctx.values.value(at));
         }
-        // No other thread writes the key; a flush during the transaction can still refuse
-        // it (DESIGN.md, "Transactions"), and then it runs again.
+        // No other thread writes the key; a transaction outliving the memtable history could
+        // still be refused (DESIGN.md, "Transactions"), and then it runs again.
         loop {
             let mut tx = db.transaction();
             let old = tx.get(w.key)?;
