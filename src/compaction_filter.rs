@@ -24,11 +24,11 @@ pub enum Decision {
 /// reading and deleting through the write path.
 ///
 /// Set with [`crate::KeyspaceOptions::compaction_filter`] (or
-/// [`crate::Options::compaction_filter`] for the default keyspace). It is not recorded in the
-/// manifest, as a callback cannot be: give it again at every open (and, for a named
-/// keyspace, to [`crate::Db::keyspace`]). Compactions that run while it is not set — before
-/// a named keyspace is opened again after a reopen, say — keep everything, which is always
-/// safe.
+/// [`crate::Options::compaction_filter`] for the default keyspace). The manifest records its
+/// [`name`](CompactionFilter::name) only, as a callback cannot be recorded: give it again at
+/// every open (and, for a named keyspace, to [`crate::Db::keyspace`]); an open without it
+/// fails. Compactions that run while it is not set — before a named keyspace is opened
+/// again after a reopen, say — keep everything, which is always safe.
 ///
 /// # When it is asked, and what it never sees
 ///
@@ -107,6 +107,18 @@ pub enum Decision {
 /// # Ok(()) }
 /// ```
 pub trait CompactionFilter: Send + Sync {
+    /// A name the manifest records for the keyspace, as RocksDB's `Name()`: an open that
+    /// gives a filter of another name, or none, fails with [`crate::Error::SettingMismatch`]
+    /// unless it sets `change_settings` (see [`crate::KeyspaceOptions::change_settings`]).
+    /// Name a filter by what it decides, and rename it when that changes.
+    ///
+    /// The default is empty, an unnamed filter: the manifest then records only that the
+    /// keyspace has one, and opens check only that one is given. (A type's name would not
+    /// do as a default: it changes when the type moves, and between compiler versions.)
+    fn name(&self) -> &str {
+        ""
+    }
+
     /// Decides what becomes of the value `value` of `key` as compaction writes it into
     /// `level`.
     fn filter(&self, level: usize, key: &[u8], value: &[u8]) -> Decision;

@@ -87,6 +87,22 @@ pub enum Error {
         /// The keyspace's name (or its id, when only the id is known).
         name: String,
     },
+    /// An open gave a keyspace a setting other than the one its database records, without
+    /// [`crate::KeyspaceOptions::change_settings`] (or [`crate::Options::change_settings`]
+    /// for the default keyspace): nothing was opened or recorded. Give the recorded setting
+    /// (for a merge operator or compaction filter, the object of that name), or set
+    /// `change_settings` to record the new one.
+    SettingMismatch {
+        /// The keyspace (`"default"` for the one [`crate::Options`] configures).
+        keyspace: String,
+        /// The setting, as its option is named: `"default_ttl"`, `"prefix_extractor"`,
+        /// `"merge_operator"` or `"compaction_filter"`.
+        setting: &'static str,
+        /// What the database records.
+        recorded: String,
+        /// What the open gave.
+        given: String,
+    },
     /// A [`crate::Keyspace`] handle given to another database than the one it came from
     /// (or to a later opening of the same directory), directly or through a
     /// [`crate::WriteBatch`]; nothing was read or written.
@@ -228,6 +244,11 @@ impl fmt::Display for Error {
             Error::KeyspaceDropped { name } => {
                 write!(f, "keyspace {name} was dropped or does not exist")
             }
+            Error::SettingMismatch { keyspace, setting, recorded, given } => write!(
+                f,
+                "keyspace {keyspace} records {setting} {recorded}, but {given} was given; give \
+                 the recorded one, or set change_settings(true) to record the new one"
+            ),
             Error::ForeignKeyspace { name } => write!(
                 f,
                 "the handle on keyspace {name} belongs to another database, or to an earlier \

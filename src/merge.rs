@@ -17,11 +17,13 @@ use crate::{Error, Result};
 /// [`MergeOperator::partial_merge`] where the operator offers that.
 ///
 /// Set with [`crate::KeyspaceOptions::merge_operator`] (or
-/// [`crate::Options::merge_operator`] for the default keyspace). Like a compaction filter
-/// it is not recorded in the manifest: give it again at every open. Without one, a merge
+/// [`crate::Options::merge_operator`] for the default keyspace). The manifest records its
+/// [`name`](MergeOperator::name), as RocksDB's OPTIONS file does, but cannot hold the object:
+/// give it again at every open. An open that gives none, or one of another name, fails with
+/// [`Error::SettingMismatch`], since changing the operator of a keyspace that holds operands
+/// changes what they mean; to change it on purpose (to one that reads what the old one
+/// wrote), set [`crate::KeyspaceOptions::change_settings`]. Without an operator, a merge
 /// fails and a read that meets operands fails with [`Error::MergeOperatorMissing`].
-/// Changing the operator of a keyspace that holds operands changes what they mean: give
-/// the same one, or one that reads what it wrote.
 ///
 /// An operator must be deterministic: compaction may combine some operands long before a
 /// read combines the rest, and both must agree. It is called from readers' and
@@ -74,7 +76,9 @@ use crate::{Error, Result};
 /// # Ok(()) }
 /// ```
 pub trait MergeOperator: Send + Sync {
-    /// A name for errors and tools.
+    /// A name for errors and tools, recorded in the manifest: opens check that the operator
+    /// they give has the recorded name. Rename an operator when what it makes of its
+    /// operands changes.
     fn name(&self) -> &str;
 
     /// The value of `key` given the value beneath its operands (`None` where there is

@@ -56,6 +56,7 @@ pub struct Options {
     pub(crate) compaction_filter: FilterSlot,
     pub(crate) stop_on_compaction_filter_error: bool,
     pub(crate) merge_operator: MergeSlot,
+    pub(crate) change_settings: bool,
     pub(crate) clock: Arc<dyn crate::Clock>,
     /// `clock` is the default [`crate::SystemClock`]: scans may read it only when they meet
     /// an expiring value (`ExpiryTime`).
@@ -93,6 +94,7 @@ impl Default for Options {
             compaction_filter: FilterSlot::default(),
             stop_on_compaction_filter_error: false,
             merge_operator: MergeSlot::default(),
+            change_settings: false,
             clock: Arc::new(crate::SystemClock),
             system_clock: true,
         }
@@ -408,8 +410,8 @@ impl Options {
     }
 
     /// The default keyspace's compaction filter (see [`crate::CompactionFilter`], which says
-    /// when it is asked and what it never sees). Not recorded in the database: give it at
-    /// every open.
+    /// when it is asked and what it never sees). The database records its name only: give
+    /// it at every open (see [`Options::change_settings`]).
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
         self.compaction_filter = FilterSlot(Some(filter));
         self
@@ -425,9 +427,37 @@ impl Options {
     }
 
     /// The default keyspace's merge operator (see [`crate::MergeOperator`]), which
-    /// [`crate::Db::merge`] needs. Not recorded in the database: give it at every open.
+    /// [`crate::Db::merge`] needs. The database records its name only: give it at every
+    /// open (see [`Options::change_settings`]).
     pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
         self.merge_operator = MergeSlot(Some(operator));
+        self
+    }
+
+    /// Whether `Db::open` may record default-keyspace settings other than those the
+    /// database holds (default `false`): [`KeyspaceOptions::change_settings`] for the
+    /// default keyspace, whose checked settings are its
+    /// [`prefix extractor`](Options::prefix_extractor) and the names of its
+    /// [`merge operator`](Options::merge_operator) and
+    /// [`compaction filter`](Options::compaction_filter).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Db, Error, Options, U64Add};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?.close()?;
+    /// // Forgetting the operator is refused...
+    /// let r = Db::open(dir.path(), Options::new());
+    /// assert!(matches!(r, Err(Error::SettingMismatch { setting: "merge_operator", .. })));
+    /// // ...dropping it on purpose is recorded.
+    /// Db::open(dir.path(), Options::new().change_settings(true))?.close()?;
+    /// Db::open(dir.path(), Options::new())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn change_settings(mut self, change: bool) -> Self {
+        self.change_settings = change;
         self
     }
 
@@ -452,6 +482,7 @@ impl Options {
             block_bytes: self.block_bytes,
             target_table_bytes: self.target_table_bytes,
             default_ttl: None,
+            change_settings: false,
         }
     }
 
@@ -583,10 +614,20 @@ impl WriteOptions {
 /// cache, durability — belongs to the database and is shared by its keyspaces.
 ///
 /// A keyspace's options are recorded in the manifest, so its background work uses them after
-/// a reopen even before the keyspace is opened again; opening it with different options
-/// records those. They apply to tables written from then on (existing tables keep what they
-/// were built with, and compaction brings them along). The default keyspace takes its
-/// settings from [`Options`] at every open.
+/// a reopen even before the keyspace is opened again. Those that only shape new tables —
+/// filter policy, whole-key filtering, compression, block and table sizes — may differ at
+/// each open: the new ones are recorded and apply to tables written from then on (existing
+/// tables keep what they were built with, and compaction brings them along). Those that
+/// change what the keyspace's data means or how it is read — the
+/// [`default_ttl`](KeyspaceOptions::default_ttl), the
+/// [`prefix_extractor`](KeyspaceOptions::prefix_extractor), and the names of the
+/// [`merge_operator`](KeyspaceOptions::merge_operator) and
+/// [`compaction_filter`](KeyspaceOptions::compaction_filter) — must be the recorded ones, or
+/// the open fails with [`Error::SettingMismatch`], unless
+/// [`change_settings`](KeyspaceOptions::change_settings) says to record the new ones.
+/// [`crate::Db::keyspace_options`] gives the recorded options back, to restate only the
+/// callbacks. The default keyspace takes its settings from [`Options`] at every open, and
+/// `Db::open` checks them likewise.
 ///
 /// ```
 /// use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
@@ -610,6 +651,8 @@ pub struct KeyspaceOptions {
     /// In memory only, as the filter it goes with.
     pub(crate) stop_on_compaction_filter_error: bool,
     pub(crate) merge_operator: MergeSlot,
+    /// For the one open it is given to: never recorded, nor kept in a keyspace's options.
+    pub(crate) change_settings: bool,
 }
 
 impl Default for KeyspaceOptions {
@@ -650,8 +693,9 @@ impl KeyspaceOptions {
     /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
     /// each then expires that long after it is written, as with
     /// [`crate::Keyspace::put_with_ttl`]. `None` (the default): plain puts never expire.
-    /// Recorded in the manifest; changing it applies to later puts only. Kept to whole
-    /// milliseconds.
+    /// Recorded in the manifest; a later open must give the same one, or set
+    /// [`change_settings`](KeyspaceOptions::change_settings) (the new one applies to later
+    /// puts only). Kept to whole milliseconds.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -675,8 +719,10 @@ impl KeyspaceOptions {
         self
     }
 
-    /// The keyspace's compaction filter (see [`crate::CompactionFilter`]). Unlike the other
-    /// settings it is not recorded in the manifest: pass it each time the keyspace is opened.
+    /// The keyspace's compaction filter (see [`crate::CompactionFilter`]). The manifest
+    /// records its [name](crate::CompactionFilter::name) only: pass it each time the keyspace
+    /// is opened (an open without it fails, see
+    /// [`change_settings`](KeyspaceOptions::change_settings)).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -716,8 +762,10 @@ impl KeyspaceOptions {
     }
 
     /// The keyspace's merge operator (see [`crate::MergeOperator`]), which
-    /// [`crate::Keyspace::merge`] needs. Not recorded in the manifest: give it again to
-    /// [`crate::Db::keyspace`] after every open.
+    /// [`crate::Keyspace::merge`] needs. The manifest records its
+    /// [name](crate::MergeOperator::name) only: give it again to [`crate::Db::keyspace`]
+    /// after every open (an open without it fails, see
+    /// [`change_settings`](KeyspaceOptions::change_settings)).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -734,6 +782,45 @@ impl KeyspaceOptions {
     /// ```
     pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
         self.merge_operator = MergeSlot(Some(operator));
+        self
+    }
+
+    /// Whether this open may record settings other than those the keyspace holds (default
+    /// `false`). The checked settings are the
+    /// [`default_ttl`](KeyspaceOptions::default_ttl), the
+    /// [`prefix_extractor`](KeyspaceOptions::prefix_extractor) and the names of the
+    /// [`merge_operator`](KeyspaceOptions::merge_operator) and
+    /// [`compaction_filter`](KeyspaceOptions::compaction_filter): opening an existing
+    /// keyspace with others fails with [`Error::SettingMismatch`], naming the setting, the
+    /// recorded value and the given one, since forgetting one (the default `new()`
+    /// options) would silently change what stored data means. With `true` the given ones
+    /// are recorded, and later opens must give them. It applies to that one open and is
+    /// never recorded.
+    ///
+    /// A read-only database records nothing, so it checks only what would make its reads
+    /// wrong: a merge operator whose name differs from the recorded one. Without the
+    /// recorded operator, a read that meets operands fails with
+    /// [`Error::MergeOperatorMissing`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, Error, KeyspaceOptions, Options};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let hour = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
+    /// db.keyspace("sessions", hour.clone())?;
+    /// let r = db.keyspace("sessions", KeyspaceOptions::new());
+    /// assert!(matches!(r, Err(Error::SettingMismatch { setting: "default_ttl", .. })));
+    /// // Meant: record the new time to live.
+    /// let day = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(86400)));
+    /// db.keyspace("sessions", day.clone().change_settings(true))?;
+    /// db.keyspace("sessions", day)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn change_settings(mut self, change: bool) -> Self {
+        self.change_settings = change;
         self
     }
 

@@ -22,11 +22,14 @@ pub const MAX_FIXED_PREFIX_BYTES: usize = 1024;
 /// still found by point lookups and by every scan), and a scan whose range is not inside one
 /// in-domain prefix skips nothing.
 ///
-/// **Changing it.** Each table records the extractor it was built with (its
-/// [`name`](PrefixExtractor::name)); a scan skips a table only if the table's extractor is
-/// the keyspace's current one. A table built with another extractor, or none, is always read,
-/// so changing or removing the extractor never changes an answer; compaction brings old
-/// tables along.
+/// **Changing it.** The manifest records the keyspace's extractor, and an open that gives
+/// another (or none) fails with [`crate::Error::SettingMismatch`] unless it sets
+/// [`crate::KeyspaceOptions::change_settings`] (or [`crate::Options::change_settings`]): a
+/// forgotten extractor would quietly make every prefix scan read every table. Each table
+/// records the extractor it was built with (its [`name`](PrefixExtractor::name)); a scan
+/// skips a table only if the table's extractor is the keyspace's current one. A table built
+/// with another extractor, or none, is always read, so changing or removing the extractor
+/// never changes an answer; compaction brings old tables along.
 ///
 /// ```
 /// use bloomkv::{Options, PrefixExtractor};

@@ -395,7 +395,8 @@ pub struct KeyspaceStats {
 
 impl Stats {
     /// The entry of [`Stats::keyspaces`] for keyspace `name`, if it exists.
-    pub fn keyspace(&self, name: &str) -> Option<&KeyspaceStats> {
+    pub fn keyspace(&self, name: impl AsRef<str>) -> Option<&KeyspaceStats> {
+        let name = name.as_ref();
         self.keyspaces.iter().find(|k| k.name == name)
     }
 

@@ -486,21 +486,24 @@ fn a_keyspace_filter_applies_to_its_keyspace_only_and_is_given_at_every_open() {
     drop(ks);
     drop(db);
 
-    // Reopened, the keyspace has no filter until it is given again.
+    // Reopened, the keyspace has no filter until it is given again; opening it without one
+    // is refused, unless meant.
     let db = Db::open(dir.path(), plain).unwrap();
-    let ks = db.keyspace("f", ks_opts.clone()).unwrap();
+    let err = db.keyspace("f", ks_opts.clone()).unwrap_err();
+    assert!(matches!(err, Error::SettingMismatch { setting: "compaction_filter", .. }), "{err}");
+    let ks = db.keyspace("f", ks_opts.clone().change_settings(true)).unwrap();
     ks.put("d", "r").unwrap();
     db.compact().unwrap();
     assert_eq!(ks.get("d").unwrap().as_deref(), Some(&b"r"[..]));
     drop(ks);
-    let ks = db.keyspace("f", ks_opts.compaction_filter(filter)).unwrap();
+    let ks = db.keyspace("f", ks_opts.compaction_filter(filter).change_settings(true)).unwrap();
     db.compact().unwrap();
     assert_eq!(ks.get("d").unwrap(), None);
     assert_eq!(db.stats().keyspace("f").unwrap().compaction_filter_removed, 1);
     drop(ks);
     drop(db);
     // The default keyspace's filter comes from `Options`.
-    let db = Db::open(dir.path(), opts()).unwrap();
+    let db = Db::open(dir.path(), opts().change_settings(true)).unwrap();
     db.compact().unwrap();
     assert_eq!(db.get("a").unwrap(), None);
 }

@@ -106,6 +106,7 @@ fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
                 id: 1,
                 name: "a".into(),
                 opts: KeyspaceOptions::default(),
+                callbacks: None,
             }],
             next_keyspace_id: Some(2),
             ..VersionEdit::default()

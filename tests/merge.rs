@@ -301,14 +301,14 @@ fn append_joins_operands_in_a_keyspace_with_a_batch_and_multi_get() {
     assert_eq!(got, [Some(&b"red,green,blue"[..]), Some(b"blue"), None]);
     drop(tags);
     db.close().unwrap();
-    // The operator is given again at every open; without it, reads of operands fail.
+    // The operator is given again at every open; without it (on purpose), reads of
+    // operands fail.
     let db = Db::open(dir.path(), Options::new()).unwrap();
-    let bare = db.keyspace("tags", KeyspaceOptions::new()).unwrap();
+    let bare = db.keyspace("tags", KeyspaceOptions::new().change_settings(true)).unwrap();
     assert!(matches!(bare.get("a"), Err(Error::MergeOperatorMissing { .. })));
     assert!(matches!(bare.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
-    let tags = db
-        .keyspace("tags", KeyspaceOptions::new().merge_operator(Arc::new(Append::new(","))))
-        .unwrap();
+    let append = KeyspaceOptions::new().merge_operator(Arc::new(Append::new(",")));
+    let tags = db.keyspace("tags", append.change_settings(true)).unwrap();
     assert_eq!(tags.get("a").unwrap().as_deref(), Some(&b"red,green,blue"[..]));
     // The default keyspace has no operator.
     assert!(matches!(db.merge("a", "x"), Err(Error::MergeOperatorMissing { .. })));
@@ -325,7 +325,7 @@ fn reading_operands_without_an_operator_is_an_error() {
     db.put("a", U64Add::operand(1)).unwrap();
     db.merge("b", U64Add::operand(1)).unwrap();
     db.close().unwrap();
-    let db = Db::open(dir.path(), Options::new()).unwrap();
+    let db = Db::open(dir.path(), Options::new().change_settings(true)).unwrap();
     assert_eq!(db.get("a").unwrap().as_deref(), Some(&U64Add::operand(1)[..]));
     let missing = |r: bloomkv::Result<_>| matches!(r, Err(Error::MergeOperatorMissing { .. }));
     assert!(missing(db.get("b").map(|_| ())));
@@ -335,7 +335,7 @@ fn reading_operands_without_an_operator_is_an_error() {
     // Compaction keeps them for when the operator is back.
     db.compact().unwrap();
     db.close().unwrap();
-    let db = Db::open(dir.path(), counting()).unwrap();
+    let db = Db::open(dir.path(), counting().change_settings(true)).unwrap();
     assert_eq!(counter(&db, "b"), Some(1));
 }
 

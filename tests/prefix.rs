@@ -239,7 +239,7 @@ fn run(ops: Vec<Op>) {
             Op::Reopen(e, w) => {
                 r.snapshot = None;
                 r.db.close().unwrap();
-                r.db = Db::open(r.dir.path(), options(*e, *w)).unwrap();
+                r.db = Db::open(r.dir.path(), options(*e, *w).change_settings(true)).unwrap();
             }
             Op::Snapshot => r.snapshot = Some((r.db.snapshot(), r.model.clone())),
             read => {
@@ -413,15 +413,15 @@ fn tables_of_another_extractor_are_not_skipped() {
     db.close().unwrap();
     for other in [None, Some(PrefixExtractor::Fixed(3)), Some(PrefixExtractor::UpToDelimiter(b'/'))]
     {
-        let db =
-            Db::open(dir.path(), opts.clone().prefix_extractor(other).l0_triggers(64)).unwrap();
+        let opts = opts.clone().prefix_extractor(other).l0_triggers(64).change_settings(true);
+        let db = Db::open(dir.path(), opts).unwrap();
         assert_eq!(keys_of(db.prefix(prefix(4))).len(), 8);
         assert_eq!(keys_of(db.prefix(b"p04")).len(), 8);
         assert_eq!(db.stats().prefix_filter_checks, 0, "{other:?}");
         db.close().unwrap();
     }
     // Back to the extractor the tables were built with: they are skipped again.
-    let db = Db::open(dir.path(), opts.l0_triggers(64)).unwrap();
+    let db = Db::open(dir.path(), opts.l0_triggers(64).change_settings(true)).unwrap();
     assert_eq!(keys_of(db.prefix(prefix(4))).len(), 8);
     assert!(db.stats().prefix_filter_skips >= 10);
 }
@@ -667,7 +667,7 @@ fn each_keyspace_memtable_holds_its_own_extractor_prefixes() {
     db.close().unwrap();
 
     let fixed = Some(PrefixExtractor::Fixed(4));
-    let db = Db::open(dir.path(), opts.prefix_extractor(fixed)).unwrap();
+    let db = Db::open(dir.path(), opts.prefix_extractor(fixed).change_settings(true)).unwrap();
     db.put(key(1, 5), "v").unwrap();
     assert!(keys_of(db.prefix(prefix(2))).is_empty());
     assert_eq!(db.stats().memtable_prefix_skips, 1);

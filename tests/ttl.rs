@@ -467,8 +467,8 @@ fn a_keyspace_default_ttl_is_recorded_and_applies_to_plain_puts() {
     clock.advance(Duration::from_secs(1));
     assert_eq!(ks.range(..).count(), 0);
     assert!(db.get("plain").unwrap().is_some());
-    // Opened without it, later plain puts do not expire.
-    let ks = db.keyspace("cache", KeyspaceOptions::new()).unwrap();
+    // Opened without it, on purpose, later plain puts do not expire.
+    let ks = db.keyspace("cache", KeyspaceOptions::new().change_settings(true)).unwrap();
     ks.put("k2", "v").unwrap();
     clock.advance(Duration::from_secs(3600));
     assert!(ks.get("k2").unwrap().is_some());

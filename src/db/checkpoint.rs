@@ -47,7 +47,7 @@ use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, SeqNo};
 use crate::range_del::{Fragments, TombstoneSplit};
-use crate::version::edit::{KeyspaceDef, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::edit::{KeyspaceDef, VersionEdit};
 use crate::version::manifest::{create_manifest, set_current};
 use crate::{Error, Result};
 
@@ -97,16 +97,23 @@ impl DbInner {
     /// there: every table, the manifest, then CURRENT, each entry synced.
     fn write_checkpoint(&self, state: &DbState, seq: SeqNo, dest: &Path) -> Result<()> {
         let fs = self.fs.as_ref();
+        let versions = super::lock_mutex(&self.versions);
+        // The recorded definitions, not the trees' options: a keyspace not opened since the
+        // database was has no callbacks in its options, yet their names are recorded.
+        let def = |t: &Arc<Tree>| {
+            versions.keyspace_def(t.id).cloned().unwrap_or_else(|| KeyspaceDef {
+                id: t.id,
+                name: t.name.to_string(),
+                opts: t.opts.clone(),
+                callbacks: None,
+            })
+        };
         let mut edit = VersionEdit {
-            keyspaces: state
-                .trees
-                .iter()
-                .filter(|t| t.id != DEFAULT_KEYSPACE)
-                .map(|t| KeyspaceDef { id: t.id, name: t.name.to_string(), opts: t.opts.clone() })
-                .collect(),
-            next_keyspace_id: Some(super::lock_mutex(&self.versions).next_keyspace_id()),
+            keyspaces: state.trees.iter().map(def).collect(),
+            next_keyspace_id: Some(versions.next_keyspace_id()),
             ..VersionEdit::default()
         };
+        drop(versions);
         let mut number = 0;
         for tree in &state.trees {
             for (level, t) in tree.version.all_tables() {

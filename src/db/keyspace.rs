@@ -25,7 +25,9 @@ use super::{
 };
 use crate::key_range::prefix_bounds;
 use crate::options::KeyspaceOptions;
-use crate::version::edit::{keyspace_name, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
+use crate::version::edit::{
+    keyspace_name, CallbackNames, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE,
+};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
 use crate::{Error, Result, Value};
 
@@ -319,14 +321,16 @@ impl Keyspace {
 
 impl DbInner {
     /// The handle on keyspace `name`, creating it with `opts` if it does not exist, and
-    /// recording `opts` if they differ from what the manifest holds.
+    /// recording `opts` if they differ from what the manifest holds — failing instead if they
+    /// change a checked setting without `change_settings` (see `settings::check`).
     pub(crate) fn open_keyspace(
         &self,
         name: &str,
-        opts: KeyspaceOptions,
+        mut opts: KeyspaceOptions,
     ) -> Result<(KeyspaceId, Arc<str>)> {
         self.check_open()?;
         opts.validate()?;
+        let change = std::mem::take(&mut opts.change_settings);
         keyspace_name(name.as_bytes()).map_err(Error::InvalidArgument)?;
         let found = |inner: &DbInner| -> Option<Arc<Tree>> {
             inner.state.load().trees.iter().find(|t| &*t.name == name).cloned()
@@ -342,8 +346,22 @@ impl DbInner {
             }
             return Ok((DEFAULT_KEYSPACE, tree.name.clone()));
         }
+        // Whether the manifest must record `opts` for the existing keyspace `tree`: not if it
+        // holds them already (callback names included: a manifest from before they were
+        // recorded learns them at the first open that gives them).
+        let must_record = |tree: &Tree| -> Result<bool> {
+            let versions = lock(&self.versions);
+            let recorded = versions.keyspace_def(tree.id);
+            if let (Some(def), false) = (recorded, change) {
+                super::settings::check(name, def, &opts, self.read_only)?;
+            }
+            let names = Some(CallbackNames::of(&opts));
+            Ok(tree.opts != opts || recorded.map_or(true, |d| d.callbacks != names))
+        };
         if let Some(tree) = found(self) {
-            if tree.opts == opts || self.read_only {
+            // A read-only open checks too (a wrong merge operator would misread).
+            let record = must_record(&tree)?;
+            if self.read_only || !record {
                 return Ok((tree.id, tree.name.clone()));
             }
         }
@@ -354,6 +372,12 @@ impl DbInner {
         // cannot both create the name.
         write::exclusive(self, |_| {
             let existing = found(self);
+            // Checked again: another open may have recorded other settings meanwhile.
+            if let Some(tree) = &existing {
+                if !must_record(tree)? {
+                    return Ok((tree.id, tree.name.clone()));
+                }
+            }
             let id = match &existing {
                 Some(t) => t.id,
                 None => lock(&self.versions).next_keyspace_id(),
@@ -362,7 +386,7 @@ impl DbInner {
                 return Err(Error::InvalidArgument("no keyspace ids are left".into()));
             }
             let mut edit = VersionEdit {
-                keyspaces: vec![KeyspaceDef { id, name: name.to_string(), opts }],
+                keyspaces: vec![KeyspaceDef::new(id, name, opts.clone())],
                 next_keyspace_id: existing.is_none().then_some(id + 1),
                 ..VersionEdit::default()
             };

@@ -45,6 +45,7 @@ mod read;
 mod recovery;
 mod resume;
 mod scan;
+mod settings;
 mod snapshot;
 mod state;
 mod stats;
@@ -148,6 +149,15 @@ impl std::fmt::Debug for DbInner {
 }
 
 impl DbInner {
+    /// How an error names keyspace `id`, which no live keyspace has: by the name it had if
+    /// it was dropped since the database was opened, else by its id.
+    fn dropped_keyspace_name(&self, id: KeyspaceId) -> String {
+        match lock_mutex(&self.versions).dropped_name(id) {
+            Some(name) => name.to_string(),
+            None => format!("with id {id}"),
+        }
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -397,10 +407,11 @@ impl Db {
         batch.check(|id| state.tree(id).is_some()).map_err(|bad| match bad {
             crate::batch::BadOp::Size(e) => e,
             crate::batch::BadOp::Keyspace(id) => Error::KeyspaceDropped {
-                // A batch decoded from a record was given no handles: only the id is known.
+                // A batch decoded from a record was given no handles: the manifest still
+                // names a keyspace dropped since, unless it was dropped before this opening.
                 name: batch
                     .keyspace_name(id)
-                    .map_or_else(|| format!("with id {id}"), str::to_string),
+                    .map_or_else(|| self.inner.dropped_keyspace_name(id), str::to_string),
             },
         })?;
         for (id, op) in batch.iter() {
@@ -787,8 +798,12 @@ impl Db {
 
     /// The keyspace `name` — a separate set of keys with its own tables and table options,
     /// sharing this database's WAL, memory and background work — created with `opts` if it
-    /// does not exist yet. Opening an existing keyspace with options other than those it
-    /// has records the new ones (they apply to tables written from then on). Names are
+    /// does not exist yet. Opening an existing keyspace with table options other than those
+    /// it has records the new ones (they apply to tables written from then on); a default
+    /// time to live, prefix extractor, merge operator or compaction filter other than the
+    /// recorded one fails with [`Error::SettingMismatch`] unless
+    /// [`KeyspaceOptions::change_settings`](crate::KeyspaceOptions::change_settings) is set
+    /// ([`Db::keyspace_options`] gives the recorded options back). Names are
     /// UTF-8, 1 to 255 bytes; `"default"` is the keyspace `Db`'s own methods use, whose
     /// options come from [`Options`].
     ///
@@ -821,7 +836,10 @@ impl Db {
     }
 
     /// The keyspace `name` if it exists (`"default"` always does), with the options it has:
-    /// for callers that must not create one, such as tools on a read-only handle.
+    /// for callers that must not create one, such as tools on a read-only handle. It opens
+    /// nothing and records nothing: after a reopen, a keyspace whose merge operator was not
+    /// given again to [`Db::keyspace`] has none, and reads that meet its merge operands fail
+    /// with [`Error::MergeOperatorMissing`] (see [`Db::keyspace_options`]).
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -838,6 +856,41 @@ impl Db {
         let state = self.inner.load_state();
         let tree = state.trees.iter().find(|t| &*t.name == name)?;
         Some(self.keyspace_handle(tree.id, tree.name.clone()))
+    }
+
+    /// The options keyspace `name` has now (`None` if it does not exist): those recorded in
+    /// the database, with the merge operator and compaction filter given since it was
+    /// opened, if any. The manifest cannot hold callbacks, only their names: after a
+    /// reopen, add them to open the keyspace again without restating the other settings.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Compression, Db, Error, KeyspaceOptions, Options, U64Add};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let opts = KeyspaceOptions::new()
+    ///     .compression(Compression::Zstd { level: 3 })
+    ///     .default_ttl(Some(Duration::from_secs(86400)))
+    ///     .merge_operator(Arc::new(U64Add));
+    /// db.keyspace("hits", opts)?;
+    /// db.close()?;
+    ///
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let recorded = db.keyspace_options("hits").unwrap();
+    /// // The operator's name is recorded, not the operator: it must be given again.
+    /// let r = db.keyspace("hits", recorded.clone());
+    /// assert!(matches!(r, Err(Error::SettingMismatch { setting: "merge_operator", .. })));
+    /// let hits = db.keyspace("hits", recorded.merge_operator(Arc::new(U64Add)))?;
+    /// hits.merge("/", U64Add::operand(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn keyspace_options(&self, name: impl AsRef<str>) -> Option<crate::KeyspaceOptions> {
+        let name = name.as_ref();
+        let state = self.inner.load_state();
+        Some(state.trees.iter().find(|t| &*t.name == name)?.opts.clone())
     }
 
     /// The names of the keyspaces, the default one first, then in creation order.

@@ -29,7 +29,9 @@ use crate::range_del::TombstoneSplit;
 use crate::stats::Counters;
 use crate::version::edit::{KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::manifest::{read_current, read_manifest, set_current, RecoveredKeyspace};
-use crate::version::set::{default_keyspace_def, Version, VersionSet, NUM_LEVELS};
+use crate::version::set::{
+    default_keyspace_def, Version, VersionSet, DEFAULT_KEYSPACE_NAME, NUM_LEVELS,
+};
 use crate::{Error, Result, WriteBatch};
 
 /// One keyspace as found on disk: what the manifest says of it, its tables, and its writes
@@ -53,7 +55,13 @@ struct Loaded {
 }
 
 /// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
-fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) -> Result<Loaded> {
+fn load(
+    dir: &Path,
+    opts: &Options,
+    caches: &TableCaches,
+    allow_create: bool,
+    read_only: bool,
+) -> Result<Loaded> {
     let fs = opts.fs.clone();
     let names = list_dir(fs.as_ref(), dir)?;
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
@@ -110,7 +118,11 @@ fn load(dir: &Path, opts: &Options, caches: &TableCaches, allow_create: bool) ->
         let version = version.apply(&VersionEdit::default(), k.def.id, &[]);
         let mut def = k.def;
         if def.id == DEFAULT_KEYSPACE {
-            def.opts = opts.keyspace_options();
+            let given = opts.keyspace_options();
+            if !opts.change_settings {
+                super::settings::check(DEFAULT_KEYSPACE_NAME, &def, &given, read_only)?;
+            }
+            def = KeyspaceDef::new(DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, given);
         }
         let mem = Arc::new(MemTable::with_prefixes(opts.memtable_bytes, def.opts.prefix_extractor));
         keyspaces.push(LoadedKeyspace { def, version, mem });
@@ -390,7 +402,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     }
     let lock = fs.lock(&lock_path(dir))?;
     let caches = TableCaches::new(&opts);
-    let loaded = load(dir, &opts, &caches, opts.create_if_missing)?;
+    let loaded = load(dir, &opts, &caches, opts.create_if_missing, false)?;
     let (names, manifest_number) = (loaded.names.clone(), loaded.manifest_number);
     match recover(dir, &opts, &caches, loaded) {
         Ok((state, versions, wal)) => {
@@ -588,7 +600,7 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
     let caches = TableCaches::new(&opts);
     let mut attempt = 0;
     let loaded = loop {
-        match load(dir, &opts, &caches, false) {
+        match load(dir, &opts, &caches, false, true) {
             // The owner may retire a table or a WAL segment (or finish an edit) between
             // the listing, the manifest read and the file reads; a fresh look settles it.
             Err(Error::Io { ref source, .. })

@@ -27,13 +27,21 @@
 //! tag 12 keyspace ttl     id u, default time to live in milliseconds u (at least 1) —
 //!                         right after the tag 8 (or 11) of the same keyspace, written only
 //!                         when the keyspace has a default time to live
+//! tag 13 keyspace callbacks id u, merge operator (u 0 none, or 1 then name bytes),
+//!                         compaction filter (likewise; an empty name is an unnamed filter)
+//!                         — after the tag 8 (11, 12) of the same keyspace; for the default
+//!                         keyspace (id 0, which has no tag 8) it stands first, and its tags
+//!                         11 and 12 follow it
 //! tag 0  end              must come last, with nothing after it
 //! ```
 //!
-//! A manifest of a database that never had a keyspace besides the default one uses tags 1–6
-//! only, exactly as before keyspaces existed. Keyspace ids are never reused (tag 10 keeps
+//! A manifest of a database that never had a keyspace besides the default one uses tags 1–6,
+//! and 13 (with 11) for the default keyspace's recorded settings. Keyspace ids are never reused (tag 10 keeps
 //! the next one across manifest rewrites): WAL records name keyspaces by id, and an old
 //! segment's writes to a dropped keyspace must not land in a new one.
+//!
+//! A keyspace without tag 13 was recorded by a build that did not record callback names
+//! (nor, for the default keyspace, its prefix settings): those are unknown, not absent.
 //!
 //! Tags rather than a fixed layout let a later format add fields; the leading format
 //! version lets an older reader refuse a newer manifest outright instead of misreading it.
@@ -81,6 +89,7 @@ const TAG_KEYSPACE_DROPPED: u64 = 9;
 const TAG_NEXT_KEYSPACE_ID: u64 = 10;
 const TAG_KEYSPACE_PREFIX: u64 = 11;
 const TAG_KEYSPACE_TTL: u64 = 12;
+const TAG_KEYSPACE_CALLBACKS: u64 = 13;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,7 +154,10 @@ pub struct VersionEdit {
     pub added: Vec<(usize, TableMeta)>,
     /// Tables removed: level and file number (file numbers are unique across keyspaces).
     pub deleted: Vec<(usize, u64)>,
-    /// Keyspaces created, or whose options changed.
+    /// Keyspaces created, or whose options changed. The default keyspace (id 0) appears
+    /// only to record its settings ([`KeyspaceDef::callbacks`] set, and the prefix
+    /// extractor and whole-key flag among its options; its other options come from
+    /// `Options`).
     pub keyspaces: Vec<KeyspaceDef>,
     /// Keyspaces dropped (their tables are deleted in the same edit).
     pub dropped_keyspaces: Vec<KeyspaceId>,
@@ -162,6 +174,39 @@ pub struct KeyspaceDef {
     pub name: String,
     /// How its tables are built.
     pub opts: KeyspaceOptions,
+    /// The names of its merge operator and compaction filter, whose objects the manifest
+    /// cannot hold; `None` where the manifest does not know them (written by a build that
+    /// did not record them).
+    pub callbacks: Option<CallbackNames>,
+}
+
+impl KeyspaceDef {
+    /// The definition of keyspace `id` with `opts`, recording the names of the callbacks
+    /// `opts` hold.
+    pub fn new(id: KeyspaceId, name: impl Into<String>, opts: KeyspaceOptions) -> Self {
+        let callbacks = Some(CallbackNames::of(&opts));
+        KeyspaceDef { id, name: name.into(), opts, callbacks }
+    }
+}
+
+/// The names of a keyspace's callbacks, as the manifest records them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallbackNames {
+    /// [`crate::MergeOperator::name`] of its merge operator; `None` without one.
+    pub merge_operator: Option<String>,
+    /// [`crate::CompactionFilter::name`] of its compaction filter (empty for an unnamed
+    /// one); `None` without one.
+    pub compaction_filter: Option<String>,
+}
+
+impl CallbackNames {
+    /// The names of the callbacks `opts` hold.
+    pub fn of(opts: &KeyspaceOptions) -> Self {
+        CallbackNames {
+            merge_operator: opts.merge_operator.0.as_ref().map(|m| m.name().to_string()),
+            compaction_filter: opts.compaction_filter.0.as_ref().map(|f| f.name().to_string()),
+        }
+    }
 }
 
 impl VersionEdit {
@@ -186,11 +231,20 @@ impl VersionEdit {
             put_varint(&mut buf, number);
         }
         for def in &self.keyspaces {
-            put_varint(&mut buf, TAG_KEYSPACE);
-            put_varint(&mut buf, def.id.into());
-            put_bytes(&mut buf, def.name.as_bytes());
-            encode_options(&mut buf, &def.opts);
             let o = &def.opts;
+            if def.id == DEFAULT_KEYSPACE && def.callbacks.is_none() {
+                continue; // nothing is known to record
+            }
+            if def.id == DEFAULT_KEYSPACE {
+                // Its other options come from `Options`: only the settings an open checks
+                // are recorded, opened by tag 13.
+                encode_callbacks(&mut buf, def);
+            } else {
+                put_varint(&mut buf, TAG_KEYSPACE);
+                put_varint(&mut buf, def.id.into());
+                put_bytes(&mut buf, def.name.as_bytes());
+                encode_options(&mut buf, o);
+            }
             if o.prefix_extractor.is_some() || !o.whole_key_filtering {
                 put_varint(&mut buf, TAG_KEYSPACE_PREFIX);
                 put_varint(&mut buf, def.id.into());
@@ -202,6 +256,9 @@ impl VersionEdit {
                 put_varint(&mut buf, TAG_KEYSPACE_TTL);
                 put_varint(&mut buf, def.id.into());
                 put_varint(&mut buf, crate::clock::ttl_millis(ttl).max(1));
+            }
+            if def.id != DEFAULT_KEYSPACE {
+                encode_callbacks(&mut buf, def);
             }
         }
         for &id in &self.dropped_keyspaces {
@@ -296,7 +353,10 @@ impl VersionEdit {
                     let name = d.length_prefixed().ok_or_else(truncated)?;
                     let name = keyspace_name(name).map_err(&bad)?;
                     let opts = decode_options(&mut d).map_err(&bad)?;
-                    edit.keyspaces.push(KeyspaceDef { id, name, opts });
+                    if id == DEFAULT_KEYSPACE {
+                        return Err(bad("the default keyspace has no definition".into()));
+                    }
+                    edit.keyspaces.push(KeyspaceDef { id, name, opts, callbacks: None });
                 }
                 TAG_KEYSPACE_PREFIX => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
@@ -305,7 +365,7 @@ impl VersionEdit {
                     let Some(def) = edit
                         .keyspaces
                         .last_mut()
-                        .filter(|k| k.id == id && last_tag == TAG_KEYSPACE)
+                        .filter(|k| k.id == id && last_tag == opening_tag(id))
                     else {
                         return Err(bad(format!(
                             "prefix settings of keyspace {id} not after its definition"
@@ -331,7 +391,8 @@ impl VersionEdit {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     let ms = d.varint().ok_or_else(truncated)?;
                     let Some(def) = edit.keyspaces.last_mut().filter(|k| {
-                        k.id == id && (last_tag == TAG_KEYSPACE || last_tag == TAG_KEYSPACE_PREFIX)
+                        k.id == id
+                            && (last_tag == opening_tag(id) || last_tag == TAG_KEYSPACE_PREFIX)
                     }) else {
                         return Err(bad(format!(
                             "time to live of keyspace {id} not after its definition"
@@ -341,6 +402,43 @@ impl VersionEdit {
                         return Err(bad(format!("keyspace {id} has a time to live of 0 ms")));
                     }
                     def.opts.default_ttl = Some(std::time::Duration::from_millis(ms));
+                }
+                TAG_KEYSPACE_CALLBACKS => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let mut name = || -> std::result::Result<Option<String>, Error> {
+                        match d.varint().ok_or_else(truncated)? {
+                            0 => Ok(None),
+                            1 => {
+                                let n = d.length_prefixed().ok_or_else(truncated)?;
+                                let n = std::str::from_utf8(n)
+                                    .map_err(|_| bad("callback name is not UTF-8".into()))?;
+                                Ok(Some(n.to_string()))
+                            }
+                            p => Err(bad(format!("callback presence {p} is not 0 or 1"))),
+                        }
+                    };
+                    let names =
+                        CallbackNames { merge_operator: name()?, compaction_filter: name()? };
+                    if id == DEFAULT_KEYSPACE {
+                        if edit.keyspaces.iter().any(|k| k.id == DEFAULT_KEYSPACE) {
+                            return Err(bad("default keyspace settings repeated".into()));
+                        }
+                        let mut def = crate::version::set::default_keyspace_def();
+                        def.callbacks = Some(names);
+                        edit.keyspaces.push(def);
+                    } else {
+                        let follows = [TAG_KEYSPACE, TAG_KEYSPACE_PREFIX, TAG_KEYSPACE_TTL];
+                        let Some(def) = edit
+                            .keyspaces
+                            .last_mut()
+                            .filter(|k| k.id == id && follows.contains(&last_tag))
+                        else {
+                            return Err(bad(format!(
+                                "callbacks of keyspace {id} not after its definition"
+                            )));
+                        };
+                        def.callbacks = Some(names);
+                    }
                 }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
@@ -360,6 +458,32 @@ impl VersionEdit {
             return Err(Error::bad_bytes(at, "version edit: bytes after the end tag"));
         }
         Ok(edit)
+    }
+}
+
+/// The tag a keyspace's record starts with, which its tags 11 and 12 follow.
+fn opening_tag(id: KeyspaceId) -> u64 {
+    if id == DEFAULT_KEYSPACE {
+        TAG_KEYSPACE_CALLBACKS
+    } else {
+        TAG_KEYSPACE
+    }
+}
+
+fn encode_callbacks(buf: &mut Vec<u8>, def: &KeyspaceDef) {
+    // Unknown names stay unknown: writing "none" would make an open that gives the
+    // callbacks fail.
+    let Some(names) = &def.callbacks else { return };
+    put_varint(buf, TAG_KEYSPACE_CALLBACKS);
+    put_varint(buf, def.id.into());
+    for name in [&names.merge_operator, &names.compaction_filter] {
+        match name {
+            None => put_varint(buf, 0),
+            Some(n) => {
+                put_varint(buf, 1);
+                put_bytes(buf, n.as_bytes());
+            }
+        }
     }
 }
 
@@ -459,6 +583,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         compaction_filter: Default::default(),
         stop_on_compaction_filter_error: false,
         merge_operator: Default::default(),
+        change_settings: false,
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
     Ok(opts)
@@ -520,16 +645,31 @@ mod tests {
             last_seq: Some(MAX_SEQNO),
             added: vec![(0, meta(38)), (15, TableMeta { keyspace: 3, ..meta(39) })],
             deleted: vec![(1, 7), (2, 8)],
-            keyspaces: vec![KeyspaceDef {
-                id: 3,
-                name: "logs".into(),
-                opts: KeyspaceOptions::new()
-                    .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
-                    .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
-                    .whole_key_filtering(false)
-                    .compression(Compression::Zstd { level: -3 })
-                    .default_ttl(Some(std::time::Duration::from_millis(90_000))),
-            }],
+            keyspaces: vec![
+                KeyspaceDef {
+                    id: 3,
+                    name: "logs".into(),
+                    opts: KeyspaceOptions::new()
+                        .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
+                        .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
+                        .whole_key_filtering(false)
+                        .compression(Compression::Zstd { level: -3 })
+                        .default_ttl(Some(std::time::Duration::from_millis(90_000))),
+                    callbacks: Some(CallbackNames {
+                        merge_operator: Some("u64add".into()),
+                        compaction_filter: Some(String::new()),
+                    }),
+                },
+                {
+                    let mut default = crate::version::set::default_keyspace_def();
+                    default.opts.prefix_extractor = Some(PrefixExtractor::Fixed(3));
+                    default.callbacks = Some(CallbackNames {
+                        merge_operator: None,
+                        compaction_filter: Some("purge".into()),
+                    });
+                    default
+                },
+            ],
             dropped_keyspaces: vec![2],
             next_keyspace_id: Some(4),
         }
@@ -609,6 +749,7 @@ mod tests {
             id: 3,
             name: "k".into(),
             opts: KeyspaceOptions::new().default_ttl(Some(std::time::Duration::from_millis(5))),
+            callbacks: None,
         });
         let enc = ttl.encode();
         assert_eq!(enc[enc.len() - 4..], [12, 3, 5, 0]);
@@ -625,6 +766,7 @@ mod tests {
             id: 3,
             name: "k".into(),
             opts: KeyspaceOptions::new().whole_key_filtering(false),
+            callbacks: None,
         });
         let enc = def.encode();
         let at = enc.iter().rposition(|&b| b == 11).unwrap();
@@ -645,6 +787,39 @@ mod tests {
         twice.pop();
         twice.extend_from_slice(&[11, 3, 0, 1, 0]);
         assert!(corrupt(&twice).contains("not after its definition"));
+    }
+
+    /// Tag 13: the callback names, and the default keyspace's recorded settings. An edit
+    /// written before it existed decodes with the names unknown.
+    #[test]
+    fn callback_names_and_default_keyspace_settings() {
+        let e = sample();
+        let enc = e.encode();
+        // The default keyspace: tag 13 opens it, its prefix settings follow.
+        let at = enc.windows(2).position(|w| w == [13, 0]).unwrap();
+        assert_eq!(enc[at..at + 9], [13, 0, 0, 1, 5, b'p', b'u', b'r', b'g']);
+        assert_eq!(enc[at + 10..at + 14], [11, 0, 7, b'f']);
+        // Without tag 13 (as an older build wrote it) the names are unknown, and the
+        // default keyspace is not defined at all.
+        let mut old = e.clone();
+        old.keyspaces[0].callbacks = None;
+        old.keyspaces[1].callbacks = None;
+        let decoded = VersionEdit::decode(&old.encode()).unwrap();
+        assert_eq!(decoded, VersionEdit { keyspaces: vec![old.keyspaces[0].clone()], ..old });
+        // Damage: out of place, a bad presence flag, a repeated default, tag 8 for id 0.
+        assert!(corrupt(&[1, 1, 13, 3, 0, 0, 0]).contains("not after its definition"));
+        assert!(corrupt(&[1, 1, 13, 0, 2, 0, 0]).contains("not 0 or 1"));
+        assert!(corrupt(&[1, 1, 13, 0, 0, 0, 13, 0, 0, 0, 0]).contains("repeated"));
+        assert!(corrupt(&[1, 1, 11, 0, 0, 0, 0]).contains("not after its definition"));
+        let whole = VersionEdit::decode(&[1, 1, 13, 0, 0, 0, 11, 0, 0, 0, 0]).unwrap();
+        assert!(!whole.keyspaces[0].opts.whole_key_filtering);
+        let mut zero = VersionEdit::default();
+        zero.keyspaces.push(KeyspaceDef { id: 0, ..e.keyspaces[0].clone() });
+        // The encoder writes the default keyspace's settings only; forged, tag 8 for it is
+        // refused.
+        let forged = [1, 1, 8, 0, 1, b'd', 0, 0, 0, 0, 128, 32, 128, 128, 128, 8, 0];
+        assert!(corrupt(&forged).contains("default keyspace has no definition"));
+        assert!(!zero.encode().windows(2).any(|w| w == [8, 0]));
     }
 
     #[test]
@@ -695,7 +870,7 @@ mod tests {
             proptest::collection::vec((0..MAX_LEVELS, meta_strategy()), 0..5),
             proptest::collection::vec((0..MAX_LEVELS, any::<u64>()), 0..5),
             proptest::collection::vec(
-                (any::<u32>(), "[a-z]{1,8}", 0..6u8, 1u32..64, -7i32..=22),
+                (1..=u32::MAX, "[a-z]{1,8}", 0..6u8, 1u32..64, -7i32..=22),
                 0..3,
             ),
             (proptest::collection::vec(any::<u32>(), 0..3), proptest::option::of(any::<u32>())),
@@ -740,7 +915,11 @@ mod tests {
                                 .prefix_extractor(extractor)
                                 .whole_key_filtering(level % 2 == 0)
                                 .compression(Compression::Zstd { level });
-                            KeyspaceDef { id, name, opts }
+                            let callbacks = (bits % 4 != 0).then(|| CallbackNames {
+                                merge_operator: (bits % 2 == 0).then(|| format!("m{bits}")),
+                                compaction_filter: (bits % 3 == 0).then(String::new),
+                            });
+                            KeyspaceDef { id, name, opts, callbacks }
                         })
                         .collect();
                     VersionEdit {

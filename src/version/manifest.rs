@@ -147,7 +147,14 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
             next_keyspace_id = next;
         }
         for def in &edit.keyspaces {
-            if def.id == DEFAULT_KEYSPACE || def.id >= next_keyspace_id {
+            if def.id == DEFAULT_KEYSPACE {
+                // Its recorded settings; the decoder gives it its name.
+                if let Some(k) = keyspaces.get_mut(&DEFAULT_KEYSPACE) {
+                    k.def = def.clone();
+                }
+                continue;
+            }
+            if def.id >= next_keyspace_id {
                 return Err(bad(format!("edit defines keyspace {} out of range", def.id)));
             }
             if keyspaces.values().any(|k| k.def.name == def.name && k.def.id != def.id) {

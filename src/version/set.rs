@@ -220,13 +220,14 @@ pub(crate) fn l0_newest_first(a: &TableMeta, b: &TableMeta) -> std::cmp::Orderin
     (b.largest_seq, b.number).cmp(&(a.largest_seq, a.number))
 }
 
-/// The default keyspace as the manifest knows it: it is never recorded (its options come
-/// from `Options`), only its tables are.
+/// The default keyspace as a manifest that records nothing of it knows it. Its options come
+/// from `Options`; the manifest records only the settings opens check (tag 13).
 pub(crate) fn default_keyspace_def() -> KeyspaceDef {
     KeyspaceDef {
         id: DEFAULT_KEYSPACE,
         name: DEFAULT_KEYSPACE_NAME.to_string(),
         opts: Default::default(),
+        callbacks: None,
     }
 }
 
@@ -249,10 +250,16 @@ pub struct VersionSet {
     next_file_number: Arc<AtomicU64>,
     log_number: u64,
     last_seq: SeqNo,
-    /// The keyspaces besides the default one, by id, for manifest snapshots.
+    /// The keyspaces, by id, for manifest snapshots and the checks of opens.
     keyspaces: std::collections::BTreeMap<KeyspaceId, KeyspaceDef>,
+    /// The names of the keyspaces dropped since the database was opened (the latest
+    /// [`MAX_DROPPED_NAMES`]), for errors about writes that name them by id.
+    dropped_names: std::collections::BTreeMap<KeyspaceId, String>,
     next_keyspace_id: KeyspaceId,
 }
+
+/// How many names of dropped keyspaces a [`VersionSet`] remembers.
+const MAX_DROPPED_NAMES: usize = 1024;
 
 impl VersionSet {
     /// A version set that will write its first manifest on [`VersionSet::write_snapshot`].
@@ -273,15 +280,25 @@ impl VersionSet {
             log_number,
             last_seq,
             keyspaces: Default::default(),
+            dropped_names: Default::default(),
             next_keyspace_id: 1,
         }
     }
 
     /// Sets the keyspaces the next snapshot records (recovery's, before the first one).
     pub fn set_keyspaces(&mut self, defs: Vec<KeyspaceDef>, next_id: KeyspaceId) {
-        self.keyspaces =
-            defs.into_iter().filter(|d| d.id != DEFAULT_KEYSPACE).map(|d| (d.id, d)).collect();
+        self.keyspaces = defs.into_iter().map(|d| (d.id, d)).collect();
         self.next_keyspace_id = next_id;
+    }
+
+    /// The name keyspace `id` had, if it was dropped since the database was opened.
+    pub fn dropped_name(&self, id: KeyspaceId) -> Option<&str> {
+        self.dropped_names.get(&id).map(String::as_str)
+    }
+
+    /// Keyspace `id` as the manifest records it.
+    pub fn keyspace_def(&self, id: KeyspaceId) -> Option<&KeyspaceDef> {
+        self.keyspaces.get(&id)
     }
 
     /// The id the next keyspace created gets.
@@ -378,7 +395,13 @@ impl VersionSet {
             self.keyspaces.insert(def.id, def.clone());
         }
         for id in &edit.dropped_keyspaces {
-            self.keyspaces.remove(id);
+            if let Some(def) = self.keyspaces.remove(id) {
+                self.dropped_names.insert(*id, def.name);
+                if self.dropped_names.len() > MAX_DROPPED_NAMES {
+                    // Ids only grow: the first is the oldest drop.
+                    self.dropped_names.pop_first();
+                }
+            }
         }
         self.next_keyspace_id = edit.next_keyspace_id.unwrap_or(self.next_keyspace_id);
         Ok(())

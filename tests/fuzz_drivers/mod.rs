@@ -332,6 +332,7 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
             name: "one".into(),
             opts: bloomkv::KeyspaceOptions::new()
                 .compression(bloomkv::Compression::Zstd { level: 3 }),
+            callbacks: Some(Default::default()),
         }],
         dropped_keyspaces: vec![],
         next_keyspace_id: Some(2),

@@ -324,6 +324,58 @@ pub fn default_keyspace_options() -> bloomkv::KeyspaceOptions {
     bloomkv::KeyspaceOptions::default()
 }
 
+/// `opts` with the default keyspace's settings that `Db::open` checks restated from the
+/// manifest in `dir` (none where there is no database yet), so the tool's writes neither fail
+/// for them nor record others. The tool has none of a program's callbacks: it gives stand-ins
+/// of the recorded names, a merge operator that combines nothing (reads of operands fail
+/// with its message, flushes and compactions keep them) and a filter that keeps everything.
+pub fn recorded_default_settings(dir: &Path, opts: bloomkv::Options) -> Result<bloomkv::Options> {
+    if !dir.join("CURRENT").exists() {
+        return Ok(opts);
+    }
+    let m = bloomkv::version::manifest::read_manifest(&StdFs, dir)?;
+    let Some(def) = m.keyspaces.iter().map(|k| &k.def).find(|d| d.id == 0) else {
+        return Ok(opts);
+    };
+    let (extractor, whole) = def.opts.prefix_parts();
+    let mut opts = opts.prefix_extractor(extractor).whole_key_filtering(whole);
+    if let Some(names) = &def.callbacks {
+        if let Some(name) = &names.merge_operator {
+            opts = opts.merge_operator(Arc::new(StandIn(name.clone())));
+        }
+        if let Some(name) = &names.compaction_filter {
+            opts = opts.compaction_filter(Arc::new(StandIn(name.clone())));
+        }
+    }
+    Ok(opts)
+}
+
+/// A stand-in for a callback the manifest names (see [`recorded_default_settings`]).
+struct StandIn(String);
+
+impl bloomkv::MergeOperator for StandIn {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        _existing: Option<&[u8]>,
+        _operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String> {
+        Err(format!("the bloomkv tool does not have merge operator {:?}", self.0))
+    }
+}
+
+impl bloomkv::CompactionFilter for StandIn {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> bloomkv::Decision {
+        bloomkv::Decision::Keep
+    }
+}
+
 /// Opens the database in `dir` for reading without taking its LOCK or touching any file.
 pub fn open_db_read_only(dir: &Path) -> Result<bloomkv::Db> {
     if !dir.is_dir() {

@@ -37,8 +37,8 @@ pub fn open_for_write(dir: &Path, create: bool) -> bloomkv::Result<Db> {
     if dir.exists() && !dir.is_dir() {
         return Err(common::not_a_db_dir(dir));
     }
-    let opts = bloomkv::Options::default().create_if_missing(create);
-    Db::open(dir, opts)
+    let opts = common::recorded_default_settings(dir, bloomkv::Options::default())?;
+    Db::open(dir, opts.create_if_missing(create))
 }
 
 /// Applies `batch` durably and closes the database cleanly.

@@ -447,6 +447,34 @@ fn get_put_delete_and_the_lock() {
     db.close().unwrap();
 }
 
+/// The tool writes to a database whose default keyspace records a prefix extractor and
+/// callbacks it does not have, without recording other settings; `dump` shows them.
+#[test]
+fn writes_keep_the_recorded_default_keyspace_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = s(dir.path());
+    let opts = || {
+        Options::default()
+            .prefix_extractor(Some(bloomkv::PrefixExtractor::Fixed(2)))
+            .merge_operator(Arc::new(bloomkv::U64Add))
+    };
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.merge("n", bloomkv::U64Add::operand(1)).unwrap();
+    db.close().unwrap();
+    assert_eq!(tool(&["put", p, "k", "v"]).0, 0);
+    assert_eq!(tool(&["delete", p, "k"]).0, 0);
+    let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+    let (code, out, _) = tool(&["dump", dir.path().join(current.trim()).to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("keyspace 0 \"default\": prefix fixed:2, merge operator \"u64add\""),
+        "{out}"
+    );
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(bloomkv::U64Add::decode(&db.get("n").unwrap().unwrap()), Some(1));
+    assert_eq!(db.get("k").unwrap(), None);
+}
+
 #[test]
 fn read_only_commands_leave_an_open_database_untouched() {
     let dir = tempfile::tempdir().unwrap();

@@ -30,19 +30,56 @@ pub struct Edit {
 }
 
 /// A keyspace definition: its id (what WAL records and tables name it by), name and
-/// options.
+/// options. For the default keyspace (id 0) the manifest records only the settings opens
+/// check: its prefix settings and callback names.
 #[derive(Serialize, Debug)]
 pub struct KeyspaceReport {
     pub id: u32,
     pub name: String,
     /// Null only if the tool cannot read the options (see [`options_report`]).
     pub options: Option<OptionsReport>,
+    /// The names of its merge operator and compaction filter; null where the manifest does
+    /// not record them (written by an older build).
+    pub callbacks: Option<CallbacksReport>,
+}
+
+/// The callback names a manifest records for a keyspace.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct CallbacksReport {
+    /// Null without a merge operator.
+    pub merge_operator: Option<String>,
+    /// Null without a compaction filter; `""` for an unnamed one.
+    pub compaction_filter: Option<String>,
 }
 
 impl KeyspaceReport {
     /// The report of `def`.
     pub fn new(def: &KeyspaceDef) -> Self {
-        KeyspaceReport { id: def.id, name: def.name.clone(), options: options_report(def) }
+        KeyspaceReport {
+            id: def.id,
+            name: def.name.clone(),
+            options: options_report(def),
+            callbacks: def.callbacks.as_ref().map(|c| CallbacksReport {
+                merge_operator: c.merge_operator.clone(),
+                compaction_filter: c.compaction_filter.clone(),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for CallbacksReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |n: &Option<String>| match n.as_deref() {
+            None => "none".to_string(),
+            Some("") => "unnamed".to_string(),
+            Some(n) => format!("{n:?}"),
+        };
+        write!(
+            f,
+            "merge operator {}, compaction filter {}",
+            show(&self.merge_operator),
+            show(&self.compaction_filter)
+        )
     }
 }
 
@@ -223,11 +260,22 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             None => writeln!(sink.out)?,
         }
         for k in &e.keyspaces {
-            let opts = match &k.options {
+            let mut line = match &k.options {
+                // The default keyspace's table options come from each opener's `Options`:
+                // only its prefix settings are recorded.
+                Some(o) if k.id == 0 => {
+                    let prefix = o.prefix_extractor.as_deref().unwrap_or("none");
+                    let whole =
+                        if o.without_whole_keys { ", filters without whole keys" } else { "" };
+                    format!("prefix {prefix}{whole}")
+                }
                 Some(o) => o.to_string(),
                 None => "options unreadable".to_string(),
             };
-            writeln!(sink.out, "  keyspace {} {:?}: {opts}", k.id, k.name)?;
+            if let Some(c) = &k.callbacks {
+                line.push_str(&format!(", {c}"));
+            }
+            writeln!(sink.out, "  keyspace {} {:?}: {line}", k.id, k.name)?;
         }
         for id in &e.dropped_keyspaces {
             writeln!(sink.out, "  dropped keyspace {id}")?;
@@ -273,7 +321,7 @@ mod tests {
             .compression(Compression::Zstd { level: -3 })
             .block_bytes(2048)
             .target_table_bytes(1 << 20);
-        let def = KeyspaceDef { id: 3, name: "k".into(), opts };
+        let def = KeyspaceDef { id: 3, name: "k".into(), opts, callbacks: None };
         let want = OptionsReport {
             filter: "classic",
             bits_per_key: Some(7.5),
