@@ -292,7 +292,9 @@ impl WriteBatch {
 
     /// Adds `key → value` that expires `ttl` after the batch is written (by the clock of
     /// the database it is written to, [`crate::Options::clock`]): from then on reads do
-    /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`].
+    /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`], whose rounding
+    /// applies: a zero `ttl` makes [`crate::Db::write`] refuse the batch with
+    /// [`Error::InvalidArgument`].
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -720,6 +722,11 @@ impl WriteBatch {
             match op {
                 BatchOp::Put { key, value } => check_entry_size(key, value),
                 BatchOp::Merge { key, operand } => check_entry_size(key, operand),
+                BatchOp::PutTtl { stored, .. }
+                    if crate::key::split_expiring(stored).is_some_and(|(ttl, _)| ttl == 0) =>
+                {
+                    Err(crate::Error::InvalidArgument("ttl must not be zero".into()))
+                }
                 BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
                     check_entry_size(key, stored.get(crate::key::EXPIRY_LEN..).unwrap_or(&[]))
                 }

@@ -125,9 +125,20 @@ impl From<u64> for ExpiryTime {
     }
 }
 
-/// `ttl` in milliseconds, saturating.
+/// `ttl` in whole milliseconds, rounded up (saturating): the clock counts milliseconds, so a
+/// time to live of a fraction of one must still outlast the millisecond it is written in,
+/// not be cut to an expiry of "now".
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+    u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// Refuses a zero time to live named `what`: it would write a value expired already, which
+/// is never what a caller meant.
+pub(crate) fn check_ttl(what: &str, ttl: Duration) -> crate::Result<()> {
+    if ttl.is_zero() {
+        return Err(crate::Error::InvalidArgument(format!("{what} must not be zero")));
+    }
+    Ok(())
 }
 
 /// Whether a value expiring at `expiry` has expired at `now`: from its expiry on.

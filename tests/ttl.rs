@@ -140,6 +140,10 @@ fn run_model(ops: Vec<Op>) {
                 db.put(key4(k), value(v)).unwrap();
                 model.insert(key4(k), (value(v), None));
             }
+            Op::PutTtl(k, v, 0) => {
+                // A zero time to live is refused, writing nothing.
+                assert!(db.put_with_ttl(key4(k), value(v), Duration::ZERO).is_err());
+            }
             Op::PutTtl(k, v, t) => {
                 db.put_with_ttl(key4(k), value(v), Duration::from_millis(t.into())).unwrap();
                 model.insert(key4(k), (value(v), Some(now + u64::from(t))));

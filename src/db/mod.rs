@@ -244,8 +244,13 @@ impl Db {
 
     /// Sets `key` to `value` until `ttl` from now by the database's clock
     /// ([`Options::clock`]); then it expires: reads no longer return it (nor an older
-    /// version of the key), and compaction drops it, freeing its space. A zero `ttl`
-    /// writes a value that has already expired. Otherwise as [`Db::put`].
+    /// version of the key), and compaction drops it, freeing its space. Otherwise as
+    /// [`Db::put`].
+    ///
+    /// The clock counts whole milliseconds, so `ttl` is rounded *up* to whole milliseconds:
+    /// a value given any non-zero `ttl` is readable until the clock has passed at least one
+    /// more millisecond. A zero `ttl` is refused with [`Error::InvalidArgument`], writing
+    /// nothing.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

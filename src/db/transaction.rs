@@ -801,6 +801,7 @@ impl Transaction {
         value: impl AsRef<[u8]>,
         ttl: std::time::Duration,
     ) -> Result<()> {
+        crate::clock::check_ttl("ttl", ttl)?;
         let ttl = Some(crate::clock::ttl_millis(ttl));
         let home = self.home.clone();
         self.put_at(self.home_id(), home.as_ref(), key.as_ref(), value.as_ref(), ttl)
@@ -815,6 +816,7 @@ impl Transaction {
         ttl: std::time::Duration,
     ) -> Result<()> {
         let id = self.id_of(keyspace)?;
+        crate::clock::check_ttl("ttl", ttl)?;
         let ttl = Some(crate::clock::ttl_millis(ttl));
         self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), ttl)
     }

@@ -54,6 +54,7 @@ pub(crate) fn put_with_ttl(
     live: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     inner.check_writable()?;
+    crate::clock::check_ttl("ttl", ttl)?;
     check_entry_size(key, value)?;
     live()?;
     write::check_batch_bytes(inner, key.len() + value.len() + crate::key::EXPIRY_LEN)?;

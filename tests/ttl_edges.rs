@@ -1,0 +1,62 @@
+//! Edges of expiring values, under a manual clock: time to live rounding, the clock going
+//! back, snapshots judging expiry at their own time, merge operands in keyspaces with a
+//! default time to live, and periodic compaction of data left expired on an idle database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bloomkv::{Db, Error, KeyspaceOptions, ManualClock, Options, WriteBatch, WriteOptions};
+
+const START: u64 = 1_700_000_000_000;
+
+fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Db {
+    Db::open(dir, Options::default().clock(clock.clone())).unwrap()
+}
+
+#[test]
+fn sub_millisecond_ttls_round_up_and_zero_is_refused() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &clock);
+    db.put_with_ttl("ns", "v", Duration::from_nanos(1)).unwrap();
+    db.put_with_ttl("us", "v", Duration::from_micros(999)).unwrap();
+    db.put_with_ttl("ms+", "v", Duration::from_micros(1001)).unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put_with_ttl("batch", "v", Duration::from_nanos(1));
+    db.write(&batch, &WriteOptions::default()).unwrap();
+    let mut tx = db.transaction();
+    tx.put_with_ttl("tx", "v", Duration::from_nanos(1)).unwrap();
+    tx.commit().unwrap();
+    let ks = db
+        .keyspace("ks", KeyspaceOptions::new().default_ttl(Some(Duration::from_micros(1))))
+        .unwrap();
+    ks.put("k", "v").unwrap();
+    for k in ["ns", "us", "ms+", "batch", "tx"] {
+        assert!(db.get(k).unwrap().is_some(), "{k} lives through the millisecond it was written");
+    }
+    assert!(ks.get("k").unwrap().is_some(), "a sub-millisecond default_ttl is rounded up");
+    clock.advance(Duration::from_millis(1));
+    for k in ["ns", "us", "batch", "tx"] {
+        assert_eq!(db.get(k).unwrap(), None, "{k} expires a millisecond later");
+    }
+    assert_eq!(ks.get("k").unwrap(), None);
+    assert!(db.get("ms+").unwrap().is_some(), "1.001 ms is rounded up to 2 ms");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(db.get("ms+").unwrap(), None);
+
+    let named = |e: Error, what: &str| match e {
+        Error::InvalidArgument(m) => assert!(m.contains(what), "{m}"),
+        e => panic!("expected InvalidArgument, got {e:?}"),
+    };
+    named(db.put_with_ttl("z", "v", Duration::ZERO).unwrap_err(), "ttl");
+    named(ks.put_with_ttl("z", "v", Duration::ZERO).unwrap_err(), "ttl");
+    let mut batch = WriteBatch::new();
+    batch.put("other", "v");
+    batch.put_with_ttl("z", "v", Duration::ZERO);
+    named(db.write(&batch, &WriteOptions::default()).unwrap_err(), "ttl");
+    assert_eq!(db.get("other").unwrap(), None, "a refused batch writes nothing");
+    named(db.transaction().put_with_ttl("z", "v", Duration::ZERO).unwrap_err(), "ttl");
+    let zero = KeyspaceOptions::new().default_ttl(Some(Duration::ZERO));
+    named(db.keyspace("zero", zero).unwrap_err(), "default_ttl");
+    assert_eq!(db.get("z").unwrap(), None);
+}
