@@ -60,3 +60,53 @@ fn sub_millisecond_ttls_round_up_and_zero_is_refused() {
     named(db.keyspace("zero", zero).unwrap_err(), "default_ttl");
     assert_eq!(db.get("z").unwrap(), None);
 }
+
+/// Every read path's view of `k`: get, multi_get, a scan, a cursor.
+fn reads(db: &Db, k: &str) -> [bool; 4] {
+    let mut cursor = db.cursor(..);
+    cursor.seek_to_first().unwrap();
+    [
+        db.get(k).unwrap().is_some(),
+        db.multi_get([k]).unwrap()[0].is_some(),
+        db.range(..).any(|e| e.unwrap().0 == k.as_bytes()),
+        cursor.key() == Some(k.as_bytes()),
+    ]
+}
+
+#[test]
+fn a_clock_set_back_does_not_bring_expired_values_back_even_after_a_reopen() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &clock);
+    db.put_with_ttl("k", "v", Duration::from_secs(10)).unwrap();
+    assert_eq!(reads(&db, "k"), [true; 4]);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(reads(&db, "k"), [false; 4]);
+    clock.set(START);
+    assert_eq!(reads(&db, "k"), [false; 4], "the clock went back, expiry did not");
+    // A put stamped now expires from the mark, not from the clock set back.
+    db.put_with_ttl("later", "v", Duration::from_secs(10)).unwrap();
+    clock.set(START + 19_999);
+    assert!(db.get("later").unwrap().is_some());
+    clock.set(START + 20_000);
+    assert_eq!(db.get("later").unwrap(), None);
+    drop(db);
+
+    // Reopened with the clock set back: the mark recorded at close holds.
+    clock.set(START);
+    let db = open(dir.path(), &clock);
+    assert_eq!(reads(&db, "k"), [false; 4], "after a reopen");
+    assert_eq!(db.get("later").unwrap(), None);
+    // Recorded with a flush too, not only at close: reopen once more, and again.
+    clock.set(START + 30_000);
+    db.put("x", "y").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    clock.set(START);
+    let db = open(dir.path(), &clock);
+    db.put_with_ttl("m", "v", Duration::from_secs(10)).unwrap();
+    clock.set(START + 39_999);
+    assert!(db.get("m").unwrap().is_some(), "stamped at the mark, START + 30 s");
+    clock.set(START + 40_000);
+    assert_eq!(db.get("m").unwrap(), None);
+}

@@ -88,7 +88,7 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = crate::clock::ExpiryTime::of(&inner.opts);
+        let now = crate::clock::ExpiryTime::of(&inner.clock);
         let (state, unreadable, view) =
             visible_or_failed(state, seq, start, end, &inner.counters, now);
         Cursor { inner, _state: state, unreadable, view }

@@ -92,6 +92,8 @@ pub(crate) struct DbInner {
     pub instance: u64,
     pub dir: PathBuf,
     pub opts: Options,
+    /// `opts.clock` held to its high-water mark: every judgement of expiry reads this.
+    pub clock: Arc<crate::clock::MarkedClock>,
     pub fs: Arc<dyn FileSystem>,
     /// The directory's LOCK, held until `close` (or drop) releases it.
     pub file_lock: Mutex<Option<Box<dyn FileLock>>>,

@@ -139,7 +139,7 @@ impl ReadView {
     /// number.
     pub(crate) fn get(&self, inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Value>> {
         let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
-        let clock = &*inner.opts.clock;
+        let clock = &*inner.clock;
         let result = search(tree, key, self.seq, clock, &mut tally, &mut Unobserved);
         inner.counters.record_gets(&tally);
         result
@@ -154,7 +154,7 @@ impl ReadView {
         keys: &[K],
     ) -> Result<Vec<Option<Value>>> {
         let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let clock = &*inner.opts.clock;
+        let clock = &*inner.clock;
         let result =
             multi_get::lookup_all(tree, keys, self.seq, clock, &mut tally, &inner.caches.reads);
         inner.counters.record_gets(&tally);

@@ -390,7 +390,7 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = ExpiryTime::of(&inner.opts);
+        let now = ExpiryTime::of(&inner.clock);
         let (state, pending, front) =
             visible_or_failed(state, seq, start, end, &inner.counters, now);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }

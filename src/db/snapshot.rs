@@ -176,7 +176,7 @@ impl Snapshot {
     /// see [`crate::Db::prefixes_exist`].
     pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
         self.inner.check_open()?;
-        let now = self.inner.opts.clock.now_millis();
+        let now = self.inner.clock.now();
         super::scan::prefixes_exist(
             self.tree()?,
             self.view.seq(),

@@ -252,6 +252,8 @@ pub struct VersionSet {
     /// The keyspaces besides the default one, by id, for manifest snapshots.
     keyspaces: std::collections::BTreeMap<KeyspaceId, KeyspaceDef>,
     next_keyspace_id: KeyspaceId,
+    /// The clock whose high-water mark every edit records, and the mark last recorded.
+    clock: Option<(Arc<crate::clock::MarkedClock>, u64)>,
 }
 
 impl VersionSet {
@@ -274,6 +276,7 @@ impl VersionSet {
             last_seq,
             keyspaces: Default::default(),
             next_keyspace_id: 1,
+            clock: None,
         }
     }
 
@@ -282,6 +285,18 @@ impl VersionSet {
         self.keyspaces =
             defs.into_iter().filter(|d| d.id != DEFAULT_KEYSPACE).map(|d| (d.id, d)).collect();
         self.next_keyspace_id = next_id;
+    }
+
+    /// Records `clock`'s high-water mark in every edit from now on: edits the engine writes
+    /// anyway (flushes, compactions, the snapshot an open starts with) carry it, so no
+    /// write of its own is needed to keep it.
+    pub(crate) fn record_clock_mark(&mut self, clock: Arc<crate::clock::MarkedClock>) {
+        self.clock = Some((clock, 0));
+    }
+
+    /// Whether the clock's mark moved past what the manifest holds.
+    pub(crate) fn clock_mark_moved(&self) -> bool {
+        self.clock.as_ref().is_some_and(|(c, recorded)| c.mark() > *recorded)
     }
 
     /// The id the next keyspace created gets.
@@ -346,6 +361,9 @@ impl VersionSet {
             self.retired_manifests.push(self.manifest_number);
         }
         self.manifest = Some(writer);
+        if let (Some((_, recorded)), Some(mark)) = (&mut self.clock, edit.clock_mark) {
+            *recorded = mark;
+        }
         self.manifest_number = number;
         self.fs.sync_dir(&self.dir)?;
         for old in self.retired_manifests.drain(..) {
@@ -358,6 +376,10 @@ impl VersionSet {
         edit.log_number = Some(edit.log_number.unwrap_or(self.log_number));
         edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
         edit.last_seq = Some(edit.last_seq.unwrap_or(self.last_seq).max(self.last_seq));
+        if let Some((clock, _)) = &self.clock {
+            // A database that never judged expiry keeps its manifest free of the field.
+            edit.clock_mark = Some(clock.mark()).filter(|&m| m > 0);
+        }
     }
 
     /// Appends `edit` to the manifest and fsyncs it: when this returns, the edit is durable.
@@ -381,6 +403,9 @@ impl VersionSet {
             self.keyspaces.remove(id);
         }
         self.next_keyspace_id = edit.next_keyspace_id.unwrap_or(self.next_keyspace_id);
+        if let (Some((_, recorded)), Some(mark)) = (&mut self.clock, edit.clock_mark) {
+            *recorded = mark;
+        }
         Ok(())
     }
 }
