@@ -134,6 +134,17 @@ impl Clock for MarkedClock {
     }
 }
 
+/// A clock standing at one time: the time a snapshot or a transaction was taken, which its
+/// reads judge expiry at so that they are repeatable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FixedClock(pub u64);
+
+impl Clock for FixedClock {
+    fn now_millis(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The time a view (an iterator, a cursor) judges expiry at. On the system clock a view
 /// reads it the first time it meets a value with an expiry and keeps that time: most views
 /// meet none, and the read was a few percent of a short scan. Another clock is read when the

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use bloomkv::{Db, Error, KeyspaceOptions, ManualClock, Options, WriteBatch, WriteOptions};
 
+mod common;
+
 const START: u64 = 1_700_000_000_000;
 
 fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Db {
@@ -109,4 +111,57 @@ fn a_clock_set_back_does_not_bring_expired_values_back_even_after_a_reopen() {
     assert!(db.get("m").unwrap().is_some(), "stamped at the mark, START + 30 s");
     clock.set(START + 40_000);
     assert_eq!(db.get("m").unwrap(), None);
+}
+
+/// Whether any table file in `dir` holds `needle` (tables are uncompressed by default).
+fn on_disk(dir: &std::path::Path, needle: &[u8]) -> bool {
+    common::files::table_files(dir)
+        .iter()
+        .any(|p| std::fs::read(p).unwrap().windows(needle.len()).any(|w| w == needle))
+}
+
+#[test]
+fn a_snapshot_judges_expiry_at_its_own_time_and_keeps_what_it_saw() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &clock);
+    let value = b"value-seen-by-the-snapshot";
+    db.put_with_ttl("k", value, Duration::from_secs(10)).unwrap();
+    db.put("plain", "p").unwrap();
+    db.flush().unwrap();
+    let snap = db.snapshot();
+    let tx = db.transaction();
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(reads(&db, "k"), [false; 4], "expired for the database");
+    let through_snapshot = |snap: &bloomkv::Snapshot| {
+        let mut cursor = snap.cursor(..);
+        cursor.seek_to_first().unwrap();
+        [
+            snap.get("k").unwrap().as_deref() == Some(&value[..]),
+            snap.multi_get(["k"]).unwrap()[0].is_some(),
+            snap.range(..).any(|e| e.unwrap().0 == b"k"),
+            snap.range(..).rev().any(|e| e.unwrap().0 == b"k"),
+            cursor.key() == Some(&b"k"[..]),
+            snap.prefixes_exist(&["k"]).unwrap()[0],
+        ]
+    };
+    assert_eq!(through_snapshot(&snap), [true; 6], "the snapshot's reads repeat");
+    assert_eq!(tx.get("k").unwrap().as_deref(), Some(&value[..]), "a transaction's too");
+    assert!(tx.range(..).any(|e| e.unwrap().0 == b"k"));
+    drop(tx);
+
+    // Compaction drops the expired value from what it writes; the snapshot keeps the files it
+    // reads, so the value stays on disk, and readable through it, while it lives.
+    db.compact().unwrap();
+    assert_eq!(through_snapshot(&snap), [true; 6], "after a compaction");
+    assert!(on_disk(dir.path(), value), "the snapshot's files still hold it");
+    assert_eq!(reads(&db, "k"), [false; 4]);
+    drop(snap);
+    db.put("other", "o").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert!(!on_disk(dir.path(), value), "gone once the snapshot is dropped and compacted");
+    assert!(db.get("plain").unwrap().is_some());
+    // A snapshot taken after the expiry never sees it.
+    assert_eq!(db.snapshot().get("k").unwrap(), None);
 }

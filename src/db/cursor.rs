@@ -94,6 +94,15 @@ impl Cursor {
         Cursor { inner, _state: state, unreadable, view }
     }
 
+    /// The same cursor, judging expiry at `time` if given (a kept view's time); before its
+    /// first move.
+    pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
+        if let Some(t) = time {
+            self.view.judge_at(t);
+        }
+        self
+    }
+
     /// Runs a move, after checking that the database is open; any failure leaves the
     /// cursor invalid.
     fn apply(&mut self, how: impl FnOnce(&mut VisibleIter) -> Result<()>) -> Result<()> {

@@ -254,6 +254,9 @@ impl Db {
     /// more millisecond. A zero `ttl` is refused with [`Error::InvalidArgument`], writing
     /// nothing.
     ///
+    /// A [`Snapshot`] (and a [`Transaction`]) judges expiry at the time it was taken: it
+    /// still reads a value that expired after that, while it lives.
+    ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
@@ -791,6 +794,12 @@ impl Db {
 
     /// A consistent read-only view of the database as it is now. It keeps the memtables and
     /// table files it needs alive until dropped.
+    ///
+    /// Its reads are repeatable: it judges expiring values ([`Db::put_with_ttl`]) at the
+    /// time it was taken, not when it reads, so a value live then stays readable through it
+    /// after the clock passes its expiry (while the database no longer returns it), and a
+    /// compaction meanwhile does not take it away (the snapshot keeps its files). A
+    /// [`Transaction`] reads at a snapshot taken when it begins, and judges expiry likewise.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.clone(), DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME.into())
     }

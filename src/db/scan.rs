@@ -396,6 +396,15 @@ impl DbIterator {
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
     }
 
+    /// The same iterator, judging expiry at `time` if given (a kept view's time); before
+    /// its first step.
+    pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
+        if let Some(t) = time {
+            self.front.judge_at(t);
+        }
+        self
+    }
+
     /// Why the next step cannot be taken, if it cannot: the database is closed, or the view
     /// could not be built.
     fn refusal(&mut self) -> Option<crate::Error> {

@@ -525,7 +525,8 @@ impl Transaction {
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
         let (lo, hi) = bounds;
-        let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
+            .judged_at(self.view.time());
         TransactionIter {
             base,
             slots: [None, None],
@@ -550,7 +551,8 @@ impl Transaction {
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
         let (lo, hi) = bounds;
-        let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
+            .judged_at(self.view.time());
         TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None }
     }
 

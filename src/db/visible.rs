@@ -106,6 +106,11 @@ impl VisibleIter {
         self
     }
 
+    /// Judges expiry at `t` from now on (a kept view's time).
+    pub(crate) fn judge_at(&mut self, t: u64) {
+        self.now = ExpiryTime::At(t);
+    }
+
     /// The range's bounds.
     pub(crate) fn bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
         (self.lower.as_ref().map(Vec::as_slice), self.upper.as_ref().map(Vec::as_slice))
