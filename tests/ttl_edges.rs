@@ -165,3 +165,82 @@ fn a_snapshot_judges_expiry_at_its_own_time_and_keeps_what_it_saw() {
     // A snapshot taken after the expiry never sees it.
     assert_eq!(db.snapshot().get("k").unwrap(), None);
 }
+
+/// A keyspace counting with `U64Add` whose entries live `ttl`.
+fn counters(db: &Db, ttl: Duration) -> bloomkv::Keyspace {
+    let opts =
+        KeyspaceOptions::new().merge_operator(Arc::new(bloomkv::U64Add)).default_ttl(Some(ttl));
+    db.keyspace("counters", opts).unwrap()
+}
+
+/// The counter `k` by every read path (get, multi_get, forward and backward scans), which
+/// must agree.
+fn count(ks: &bloomkv::Keyspace, k: &str) -> Option<u64> {
+    let decode = |v: &[u8]| bloomkv::U64Add::decode(v).unwrap();
+    let get = ks.get(k).unwrap().map(|v| decode(&v));
+    let multi = ks.multi_get([k]).unwrap()[0].as_ref().map(|v| decode(v));
+    let find = |it: &mut dyn Iterator<Item = bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| {
+        it.map(Result::unwrap).find(|e| e.0 == k.as_bytes()).map(|e| decode(&e.1))
+    };
+    let fwd = find(&mut ks.range(..));
+    let rev = find(&mut ks.range(..).rev());
+    assert_eq!([multi, fwd, rev], [get; 3], "read paths disagree on {k}");
+    get
+}
+
+#[test]
+fn a_counter_merged_into_a_keyspace_with_a_ttl_expires_ttl_after_its_last_merge() {
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), &clock);
+    let ttl = Duration::from_secs(10);
+    let ks = counters(&db, ttl);
+    let one = bloomkv::U64Add::operand(1);
+    let at = |ms: u64| clock.set(START + ms);
+    for t in [0, 5_000, 8_000] {
+        at(t);
+        ks.merge("c", one).unwrap();
+    }
+    at(17_999);
+    assert_eq!(count(&ks, "c"), Some(3), "every operand counts until ttl after the last");
+    at(18_000);
+    assert_eq!(count(&ks, "c"), None, "expired ttl after the last merge");
+    // Merged again after it expired: it starts over, the old operands do not come back.
+    at(20_000);
+    ks.merge("c", one).unwrap();
+    assert_eq!(count(&ks, "c"), Some(1));
+    // A put (which takes the default ttl too) with a merge on it before it expired.
+    ks.put("p", bloomkv::U64Add::operand(10)).unwrap();
+    at(29_000);
+    ks.merge("p", one).unwrap();
+    ks.merge("c", one).unwrap();
+    at(35_000);
+    assert_eq!(count(&ks, "p"), Some(11), "the put was live when the merge was written");
+    assert_eq!(count(&ks, "c"), Some(2));
+    // Flushed, compacted and reopened, the answers stay.
+    ks.merge("c", one).unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(count(&ks, "c"), Some(3));
+    ks.merge("c", one).unwrap();
+    drop(ks);
+    drop(db);
+    let db = open(dir.path(), &clock);
+    let ks = counters(&db, ttl);
+    db.compact().unwrap();
+    assert_eq!(count(&ks, "c"), Some(4));
+    assert_eq!(count(&ks, "p"), Some(11));
+    at(38_999);
+    assert_eq!(count(&ks, "p"), Some(11));
+    at(39_000);
+    assert_eq!(count(&ks, "p"), None);
+    at(44_999);
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(count(&ks, "c"), Some(4));
+    at(45_000);
+    assert_eq!(count(&ks, "c"), None);
+    db.compact().unwrap();
+    assert_eq!(count(&ks, "c"), None);
+    assert_eq!(ks.range(..).count(), 0);
+}

@@ -255,6 +255,7 @@ impl Reads {
             | BatchOp::PutExpiring { key, .. }
             | BatchOp::PutTtl { key, .. }
             | BatchOp::Merge { key, .. }
+            | BatchOp::MergeExpiring { key, .. }
             | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end
