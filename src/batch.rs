@@ -26,7 +26,10 @@
 //! was given one; older builds refuse such a record as corrupt rather than misread it.
 //!
 //! A merge operand's value bytes are the operand as given to `merge`. Only builds that know
-//! merge operands write kind 6; older builds refuse such a record as corrupt.
+//! merge operands write kind 6; older builds refuse such a record as corrupt. A merge into a
+//! keyspace with a default time to live is logged as kind 7, whose value bytes are the
+//! entry's stored value: the expiry and the time written (`u64` little-endian milliseconds
+//! each), then the operand; older builds refuse it as corrupt.
 //!
 //! A batch being built may also hold kind 5, a put with a time to live (8 bytes of
 //! milliseconds in place of the expiry). It never reaches a log: the write path turns each
@@ -66,6 +69,9 @@ const OP_PUT_TTL: u8 = 5;
 /// The kind byte of a merge operand.
 const OP_MERGE: u8 = 6;
 
+/// The kind byte of a merge operand stamped with an expiry and its write time.
+const OP_MERGE_EXPIRING: u8 = 7;
+
 /// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
 /// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
 const IN_KEYSPACE: u8 = 0x80;
@@ -103,6 +109,14 @@ pub enum BatchOp<'a> {
         key: &'a [u8],
         /// The operand.
         operand: &'a [u8],
+    },
+    /// A merge operand for `key` into a keyspace with a default time to live, stamped when
+    /// written: `stored` is the expiry and the write time (8 bytes each), then the operand.
+    MergeExpiring {
+        /// The key.
+        key: &'a [u8],
+        /// The stamp followed by the operand.
+        stored: &'a [u8],
     },
     /// A deletion of `key`.
     Delete {
@@ -274,7 +288,9 @@ impl WriteBatch {
 
     /// Adds `key → value` that expires `ttl` after the batch is written (by the clock of
     /// the database it is written to, [`crate::Options::clock`]): from then on reads do
-    /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`].
+    /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`], whose rounding
+    /// applies: a zero `ttl` makes [`crate::Db::write`] refuse the batch with
+    /// [`Error::InvalidArgument`].
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -486,12 +502,14 @@ impl WriteBatch {
     ) -> bool {
         self.relative_ttls
             || any_default_ttl
-                && self.iter().any(|(ks, op)| matches!(op, BatchOp::Put { .. }) && has_ttl(ks))
+                && self.iter().any(|(ks, op)| {
+                    matches!(op, BatchOp::Put { .. } | BatchOp::Merge { .. }) && has_ttl(ks)
+                })
     }
 
     /// The batch with every put with a time to live, and every plain put into a keyspace
     /// whose default time to live `ttl_of` gives, turned into an expiring put at `now` plus
-    /// its time to live (saturating).
+    /// its time to live (saturating); merges into such a keyspace are stamped likewise.
     pub(crate) fn stamped(
         &self,
         now: u64,
@@ -514,7 +532,22 @@ impl WriteBatch {
                     put_bytes(&mut out.data, key);
                     put_bytes(&mut out.data, stored);
                 }
-                BatchOp::Merge { key, operand } => out.merge_to(ks, key, operand),
+                // A merge lives as long past its write as a put would.
+                BatchOp::Merge { key, operand } => match ttl_of(ks) {
+                    Some(ttl) => {
+                        out.op_header(OP_MERGE_EXPIRING, ks);
+                        put_bytes(&mut out.data, key);
+                        let stored =
+                            crate::key::merge_expiring_value(now.saturating_add(ttl), now, operand);
+                        put_bytes(&mut out.data, &stored);
+                    }
+                    None => out.merge_to(ks, key, operand),
+                },
+                BatchOp::MergeExpiring { key, stored } => {
+                    out.op_header(OP_MERGE_EXPIRING, ks);
+                    put_bytes(&mut out.data, key);
+                    put_bytes(&mut out.data, stored);
+                }
                 BatchOp::Delete { key } => out.delete_to(ks, key),
                 BatchOp::DeleteRange { start, end } => out.delete_range_to(ks, start, end),
                 BatchOp::Reserved => {
@@ -702,6 +735,14 @@ impl WriteBatch {
             match op {
                 BatchOp::Put { key, value } => check_entry_size(key, value),
                 BatchOp::Merge { key, operand } => check_entry_size(key, operand),
+                BatchOp::MergeExpiring { key, stored } => {
+                    check_entry_size(key, stored.get(crate::key::MERGE_STAMP_LEN..).unwrap_or(&[]))
+                }
+                BatchOp::PutTtl { stored, .. }
+                    if crate::key::split_expiring(stored).is_some_and(|(ttl, _)| ttl == 0) =>
+                {
+                    Err(crate::Error::InvalidArgument("ttl must not be zero".into()))
+                }
                 BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
                     check_entry_size(key, stored.get(crate::key::EXPIRY_LEN..).unwrap_or(&[]))
                 }
@@ -772,6 +813,10 @@ impl WriteBatch {
                     }
                     (key, operand)
                 }
+                BatchOp::MergeExpiring { key, stored } => {
+                    mem.insert(key, seq, ValueKind::MergeExpiring, stored);
+                    (key, stored)
+                }
                 // Turned into expiring puts before any batch is applied (`stamp_expiry`).
                 BatchOp::PutTtl { .. } => continue,
                 BatchOp::Delete { key } => {
@@ -836,7 +881,7 @@ impl WriteBatch {
             let has_value = match kind {
                 k if k == ValueKind::Put as u8 => true,
                 k if k == ValueKind::Delete as u8 => false,
-                OP_DELETE_RANGE | OP_PUT_EXPIRING | OP_MERGE => true,
+                OP_DELETE_RANGE | OP_PUT_EXPIRING | OP_MERGE | OP_MERGE_EXPIRING => true,
                 OP_PUT_TTL => return Err(bad("put with a time to live (never logged)")),
                 _ => return Err(bad("unknown kind")),
             };
@@ -849,6 +894,9 @@ impl WriteBatch {
                 }
                 if kind == OP_PUT_EXPIRING && value.len() < crate::key::EXPIRY_LEN {
                     return Err(bad("expiring put without its 8-byte expiry"));
+                }
+                if kind == OP_MERGE_EXPIRING && value.len() < crate::key::MERGE_STAMP_LEN {
+                    return Err(bad("expiring merge operand without its 16-byte stamp"));
                 }
             }
         }
@@ -926,6 +974,7 @@ impl<'a> Iterator for WriteBatchIter<'a> {
             OP_PUT_EXPIRING => BatchOp::PutExpiring { key, stored: self.d.length_prefixed()? },
             OP_PUT_TTL => BatchOp::PutTtl { key, stored: self.d.length_prefixed()? },
             OP_MERGE => BatchOp::Merge { key, operand: self.d.length_prefixed()? },
+            OP_MERGE_EXPIRING => BatchOp::MergeExpiring { key, stored: self.d.length_prefixed()? },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
             _ => return None,
         };
@@ -973,6 +1022,9 @@ mod tests {
                 BatchOp::Put { key, value } => (ks, PUT, key.to_vec(), value.to_vec()),
                 BatchOp::Delete { key } => (ks, DELETE, key.to_vec(), Vec::new()),
                 BatchOp::Merge { key, operand } => (ks, OP_MERGE, key.to_vec(), operand.to_vec()),
+                BatchOp::MergeExpiring { key, stored } => {
+                    (ks, OP_MERGE_EXPIRING, key.to_vec(), stored.to_vec())
+                }
                 BatchOp::DeleteRange { start, end } => {
                     (ks, OP_DELETE_RANGE, start.to_vec(), end.to_vec())
                 }
@@ -1120,7 +1172,7 @@ mod tests {
         let good = b.data().to_vec();
 
         let mut bad_kind = good.clone();
-        bad_kind[HEADER_LEN] = 7;
+        bad_kind[HEADER_LEN] = 8;
         let e = WriteBatch::from_record(bad_kind).unwrap_err();
         assert!(matches!(e, Error::Corruption { offset: 12, .. }), "{e}");
 

@@ -1,6 +1,7 @@
 //! [`Clock`]: the time expiring values are judged by.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The wall clock the database judges expiry by (see [`crate::Db::put_with_ttl`]), set with
@@ -78,6 +79,72 @@ impl Clock for ManualClock {
     }
 }
 
+/// The clock an open database judges expiry by: [`crate::Options::clock`] held to its
+/// high-water mark, the highest time the database has read from it. A clock stepped back
+/// (an NTP correction, a manual clock set back) would otherwise make values read as expired
+/// readable again until a compaction dropped them; with the mark, time as the database sees
+/// it never goes back. The mark is recorded in the manifest (`VersionSet`), so a reopen
+/// with the clock set back does not go back either.
+#[derive(Debug)]
+pub(crate) struct MarkedClock {
+    clock: Arc<dyn Clock>,
+    /// `clock` is the default [`SystemClock`], which views read lazily (`ExpiryTime`).
+    system: bool,
+    mark: AtomicU64,
+}
+
+impl MarkedClock {
+    /// `opts`' clock, never reading below `mark` (the recorded mark; 0 for none).
+    pub(crate) fn new(opts: &crate::Options, mark: u64) -> Self {
+        MarkedClock {
+            clock: opts.clock.clone(),
+            system: opts.system_clock,
+            mark: AtomicU64::new(mark),
+        }
+    }
+
+    /// `t`, a reading of the clock, held to the mark, which it raises. Only a reading above
+    /// the mark writes it, so readers of a clock that moves once a millisecond mostly share
+    /// the mark's cache line without contention.
+    #[inline]
+    fn raise(&self, t: u64) -> u64 {
+        let mark = self.mark.load(Ordering::Relaxed);
+        if t <= mark {
+            return mark;
+        }
+        self.mark.fetch_max(t, Ordering::Relaxed).max(t)
+    }
+
+    /// Now, as expiry is judged: the clock held to the mark.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.raise(self.clock.now_millis())
+    }
+
+    /// The highest time read so far.
+    pub(crate) fn mark(&self) -> u64 {
+        self.mark.load(Ordering::Relaxed)
+    }
+}
+
+impl Clock for MarkedClock {
+    #[inline]
+    fn now_millis(&self) -> u64 {
+        self.now()
+    }
+}
+
+/// A clock standing at one time: the time a snapshot or a transaction was taken, which its
+/// reads judge expiry at so that they are repeatable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FixedClock(pub u64);
+
+impl Clock for FixedClock {
+    fn now_millis(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The time a view (an iterator, a cursor) judges expiry at. On the system clock a view
 /// reads it the first time it meets a value with an expiry and keeps that time: most views
 /// meet none, and the read was a few percent of a short scan. Another clock is read when the
@@ -85,8 +152,9 @@ impl Clock for ManualClock {
 #[derive(Debug)]
 pub(crate) enum ExpiryTime {
     At(u64),
-    /// The system clock's time once read, [`UNREAD`] until then.
-    System(AtomicU64),
+    /// The system clock's time (held to the database's mark) once read, [`UNREAD`] until
+    /// then.
+    System(AtomicU64, Arc<MarkedClock>),
 }
 
 /// What an [`ExpiryTime::System`] holds before the clock is read (the system clock never
@@ -94,12 +162,12 @@ pub(crate) enum ExpiryTime {
 const UNREAD: u64 = u64::MAX;
 
 impl ExpiryTime {
-    /// The expiry time of a view made now of a database opened with `opts`.
-    pub(crate) fn of(opts: &crate::Options) -> Self {
-        if opts.system_clock {
-            ExpiryTime::System(AtomicU64::new(UNREAD))
+    /// The expiry time of a view made now of a database whose clock is `clock`.
+    pub(crate) fn of(clock: &Arc<MarkedClock>) -> Self {
+        if clock.system {
+            ExpiryTime::System(AtomicU64::new(UNREAD), clock.clone())
         } else {
-            ExpiryTime::At(opts.clock.now_millis())
+            ExpiryTime::At(clock.now_millis())
         }
     }
 
@@ -107,9 +175,9 @@ impl ExpiryTime {
     pub(crate) fn get(&self) -> u64 {
         match self {
             ExpiryTime::At(t) => *t,
-            ExpiryTime::System(at) => match at.load(Ordering::Relaxed) {
+            ExpiryTime::System(at, clock) => match at.load(Ordering::Relaxed) {
                 UNREAD => {
-                    let now = SystemClock.now_millis().min(UNREAD - 1);
+                    let now = clock.now_millis().min(UNREAD - 1);
                     at.store(now, Ordering::Relaxed);
                     now
                 }
@@ -125,9 +193,20 @@ impl From<u64> for ExpiryTime {
     }
 }
 
-/// `ttl` in milliseconds, saturating.
+/// `ttl` in whole milliseconds, rounded up (saturating): the clock counts milliseconds, so a
+/// time to live of a fraction of one must still outlast the millisecond it is written in,
+/// not be cut to an expiry of "now".
 pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+    u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// Refuses a zero time to live named `what`: it would write a value expired already, which
+/// is never what a caller meant.
+pub(crate) fn check_ttl(what: &str, ttl: Duration) -> crate::Result<()> {
+    if ttl.is_zero() {
+        return Err(crate::Error::InvalidArgument(format!("{what} must not be zero")));
+    }
+    Ok(())
 }
 
 /// Whether a value expiring at `expiry` has expired at `now`: from its expiry on.
@@ -142,16 +221,31 @@ mod tests {
 
     #[test]
     fn a_view_reads_the_system_clock_once_and_keeps_the_time() {
-        let t = ExpiryTime::of(&crate::Options::default());
-        assert!(matches!(&t, ExpiryTime::System(at) if at.load(Ordering::Relaxed) == UNREAD));
+        let of = |opts: &crate::Options| ExpiryTime::of(&Arc::new(MarkedClock::new(opts, 0)));
+        let t = of(&crate::Options::default());
+        assert!(matches!(&t, ExpiryTime::System(at, _) if at.load(Ordering::Relaxed) == UNREAD));
         let before = SystemClock.now_millis();
         let first = t.get();
         assert!(first >= before && first < UNREAD);
         assert_eq!(t.get(), first, "kept, not read again");
         // Another clock is read when the view is made.
         let clock = std::sync::Arc::new(ManualClock::new(42));
-        let t = ExpiryTime::of(&crate::Options::default().clock(clock.clone()));
+        let t = of(&crate::Options::default().clock(clock.clone()));
         clock.set(1000);
         assert_eq!(t.get(), 42);
+    }
+
+    #[test]
+    fn the_marked_clock_never_goes_back() {
+        let clock = Arc::new(ManualClock::new(1000));
+        let marked = MarkedClock::new(&crate::Options::default().clock(clock.clone()), 500);
+        assert_eq!(marked.now_millis(), 1000);
+        clock.set(10);
+        assert_eq!(marked.now_millis(), 1000);
+        assert_eq!(marked.mark(), 1000);
+        clock.set(2000);
+        assert_eq!(marked.now_millis(), 2000);
+        let later = MarkedClock::new(&crate::Options::default().clock(clock.clone()), 5000);
+        assert_eq!(later.now_millis(), 5000, "a recorded mark holds from the start");
     }
 }

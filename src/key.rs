@@ -49,6 +49,12 @@ pub enum ValueKind {
     /// A merge operand ([`crate::Db::merge`]) written at this sequence number: the keyspace's
     /// [`crate::MergeOperator`] combines it with the older versions beneath it.
     Merge = 3,
+    /// A merge operand written into a keyspace with a default time to live: the stored
+    /// value is the expiry and the time it was written (milliseconds since the Unix epoch,
+    /// each `u64` little-endian), then the operand. The key's merged value expires at its
+    /// newest such operand's expiry; an older version takes part only if it was live when
+    /// the next newer operand was written (see [`MergeClock`]).
+    MergeExpiring = 4,
 }
 
 impl ValueKind {
@@ -59,14 +65,84 @@ impl ValueKind {
             1 => Some(ValueKind::Put),
             2 => Some(ValueKind::PutExpiring),
             3 => Some(ValueKind::Merge),
+            4 => Some(ValueKind::MergeExpiring),
             _ => None,
         }
+    }
+
+    /// Whether an entry of this kind is a merge operand.
+    #[inline]
+    pub fn is_operand(self) -> bool {
+        matches!(self, ValueKind::Merge | ValueKind::MergeExpiring)
     }
 }
 
 /// The kind used when building a seek key: the largest kind code, so it sorts first among
 /// equal `(key, seqno)`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::MergeExpiring;
+
+/// Length of the stamp (expiry, then time written) that prefixes the stored value of a
+/// [`ValueKind::MergeExpiring`].
+pub const MERGE_STAMP_LEN: usize = 16;
+
+/// Splits the stored value of a [`ValueKind::MergeExpiring`] into its expiry, the time it
+/// was written and the operand; `None` if it is shorter than the stamp.
+#[inline]
+pub fn split_merge_expiring(stored: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let (expiry, rest) = stored.split_first_chunk::<8>()?;
+    let (written, operand) = rest.split_first_chunk::<8>()?;
+    Some((u64::from_le_bytes(*expiry), u64::from_le_bytes(*written), operand))
+}
+
+/// The stored value of a [`ValueKind::MergeExpiring`].
+pub fn merge_expiring_value(expiry: u64, written: u64, operand: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(MERGE_STAMP_LEN + operand.len());
+    v.extend_from_slice(&expiry.to_le_bytes());
+    v.extend_from_slice(&written.to_le_bytes());
+    v.extend_from_slice(operand);
+    v
+}
+
+/// Judges a key's versions newest first beneath merge operands, by the rule that a key
+/// merged into with a time to live lives that long past its last write, as a put would: a
+/// version takes part only if it was live when the next newer stamped operand was written
+/// (or, beneath plain operands only, at the read's time). Every reader of operands (views,
+/// flushes and compactions) judges through this, so they agree.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MergeClock {
+    /// The time the next older version is judged at.
+    pub at: u64,
+    /// True once `at` is a stamped operand's write time rather than the read's time: the
+    /// judgements below no longer depend on when the read happens.
+    pub fixed: bool,
+}
+
+impl MergeClock {
+    /// Judging from `now`, the read's time.
+    pub(crate) fn new(now: u64) -> Self {
+        MergeClock { at: now, fixed: false }
+    }
+
+    /// Whether an operand of `kind` stored as `stored` takes part, and its operand bytes;
+    /// `None`: it had expired (as had everything older), so the key's history ends here.
+    pub(crate) fn operand<'a>(&mut self, kind: ValueKind, stored: &'a [u8]) -> Option<&'a [u8]> {
+        if kind != ValueKind::MergeExpiring {
+            return Some(stored);
+        }
+        let (expiry, written, operand) = split_merge_expiring(stored)?;
+        if expiry <= self.at {
+            return None;
+        }
+        self.at = written.min(self.at);
+        self.fixed = true;
+        Some(operand)
+    }
+
+    /// Whether an expiring value expiring at `expiry` takes part as the base.
+    pub(crate) fn live(&self, expiry: u64) -> bool {
+        expiry > self.at
+    }
+}
 
 /// Length of the expiry that prefixes the stored value of a [`ValueKind::PutExpiring`].
 pub const EXPIRY_LEN: usize = 8;

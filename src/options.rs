@@ -695,7 +695,12 @@ impl KeyspaceOptions {
     /// [`crate::Keyspace::put_with_ttl`]. `None` (the default): plain puts never expire.
     /// Recorded in the manifest; a later open must give the same one, or set
     /// [`change_settings`](KeyspaceOptions::change_settings) (the new one applies to later
-    /// puts only). Kept to whole milliseconds.
+    /// puts only).
+    ///
+    /// Rounded *up* to whole milliseconds, as the `ttl` of
+    /// [`crate::Db::put_with_ttl`]: any non-zero time to live keeps a put readable until the
+    /// clock has passed at least one more millisecond. `Some(Duration::ZERO)` is refused
+    /// (with [`Error::InvalidArgument`]) when the keyspace is opened.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -860,8 +865,8 @@ impl KeyspaceOptions {
         within("block_bytes", self.block_bytes, &Options::BLOCK_BYTES_RANGE, Unit::Bytes)?;
         let tables = &Options::TARGET_TABLE_BYTES_RANGE;
         within("target_table_bytes", self.target_table_bytes, tables, Unit::Bytes)?;
-        if self.default_ttl.is_some_and(|t| t.is_zero()) {
-            return bad("default_ttl must be at least 1 ms");
+        if let Some(ttl) = self.default_ttl {
+            crate::clock::check_ttl("default_ttl", ttl)?;
         }
         if let Compression::Zstd { level } = self.compression {
             if !(-7..=22).contains(&level) {

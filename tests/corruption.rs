@@ -940,10 +940,13 @@ fn damaged_manifest_fails_naming_the_manifest() {
         );
     }
     // Damage to the last record is read as a torn tail; the edit it held (here a flush
-    // whose WAL is gone) must then be missed: corruption naming the manifest. Every byte of
-    // the last two records: `damaged_last_manifest_records_never_open_with_lost_data`.
+    // whose WAL is gone) must then be missed: corruption naming the manifest. The close may
+    // have added an edit recording the clock's mark after it (a torn one loses nothing), so
+    // the record before the last is damaged too. Every byte of the last two records:
+    // `damaged_last_manifest_records_never_open_with_lost_data`.
+    let before_last = starts[starts.len() - 2];
     let mut refused = 0;
-    for at in [last + 3, last + 9, data.len() as u64 - 1] {
+    for at in [before_last + 3, last + 3, last + 9, data.len() as u64 - 1] {
         let (_tmp, dir, damaged) = damage_copy(&b, &name(&manifest), |d| flip(d, at));
         match Db::open(&dir, opts()) {
             Err(e) => {

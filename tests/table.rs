@@ -604,7 +604,9 @@ mod model_checks {
                         match parse_internal_key(k).unwrap().kind {
                             ValueKind::Put => GetOutcome::Found(v.clone().into()),
                             ValueKind::Delete => GetOutcome::Deleted,
-                            ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
+                            ValueKind::PutExpiring
+                            | ValueKind::Merge
+                            | ValueKind::MergeExpiring => unreachable!("not generated"),
                         }
                     }
                     _ => GetOutcome::Absent,

@@ -132,13 +132,17 @@ fn run_model(ops: Vec<Op>) {
     let mut ks = db.keyspace("ks", ks_options()).unwrap();
     let mut ks_model = Model::new();
     let mut model = Model::new();
-    let mut snap: Option<(Snapshot, Model)> = None;
+    let mut snap: Option<(Snapshot, Model, u64)> = None;
     for op in ops {
         let now = clock.now();
         match op {
             Op::Put(k, v) => {
                 db.put(key4(k), value(v)).unwrap();
                 model.insert(key4(k), (value(v), None));
+            }
+            Op::PutTtl(k, v, 0) => {
+                // A zero time to live is refused, writing nothing.
+                assert!(db.put_with_ttl(key4(k), value(v), Duration::ZERO).is_err());
             }
             Op::PutTtl(k, v, t) => {
                 db.put_with_ttl(key4(k), value(v), Duration::from_millis(t.into())).unwrap();
@@ -192,10 +196,11 @@ fn run_model(ops: Vec<Op>) {
                 let (f, r) = scan_both(|| ks.range(..));
                 check_scan(f, r, &live(&ks_model, now));
             }
-            Op::Snapshot => snap = Some((db.snapshot(), model.clone())),
+            Op::Snapshot => snap = Some((db.snapshot(), model.clone(), now)),
             Op::CheckSnapshot => {
-                if let Some((s, m)) = &snap {
-                    // A snapshot judges expiry by the clock now, as every read does.
+                if let Some((s, m, taken)) = &snap {
+                    // A snapshot judges expiry at the time it was taken: its reads repeat.
+                    let now = *taken;
                     let want = live(m, now);
                     let (f, r) = scan_both(|| s.range(..));
                     check_scan(f, r, &want);

@@ -477,10 +477,10 @@ fn check_data_blocks(
             if parsed.kind == ValueKind::Delete {
                 c.tombstones += 1;
             }
-            if parsed.kind == ValueKind::Merge {
+            if parsed.kind.is_operand() {
                 c.merges += 1;
             }
-            if parsed.kind == ValueKind::PutExpiring {
+            if matches!(parsed.kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
                 match crate::key::split_expiring(it.value()) {
                     Some((at, _)) => {
                         if c.expiring == 0 {

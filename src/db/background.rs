@@ -116,6 +116,7 @@ fn finish_shutdown(inner: &DbInner, threads: Vec<JoinHandle<()>>) -> Result<()> 
     let _slot = lock(&inner.compaction_slot);
     // Nor is one removed after it: the tables let go so far are removed now.
     inner.caches.deleter.close();
+    let marked = record_clock_mark(inner);
     // Writers that raced with close may still be in the queue; the WAL lock orders us
     // after any leader that is mid-write, and a leader that comes later finds no writer
     // (and will not start a new segment).
@@ -128,7 +129,22 @@ fn finish_shutdown(inner: &DbInner, threads: Vec<JoinHandle<()>>) -> Result<()> 
     drop(wal);
     lock(&inner.file_lock).take();
     synced?;
+    marked?;
     inner.check_bg_error()
+}
+
+/// Records the clock's high-water mark in the manifest if it moved since the last edit, so
+/// that a reopen with the clock set back judges expiry no earlier than this run did.
+fn record_clock_mark(inner: &DbInner) -> Result<()> {
+    if inner.read_only || inner.has_bg_error.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let _g = lock(&inner.state_lock);
+    let mut versions = lock(&inner.versions);
+    if !versions.clock_mark_moved() {
+        return Ok(());
+    }
+    versions.log_and_apply(&mut crate::version::edit::VersionEdit::default())
 }
 
 impl DbInner {

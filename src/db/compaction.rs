@@ -92,7 +92,7 @@ pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
 /// ([`ttl::worth_rewriting`]): the table itself, rewritten in place (`out_level == level`:
 /// its output cannot overlap its level's other tables), or for an L0 table, L0 into L1.
 fn pick_expired(inner: &DbInner, state: &DbState) -> Option<Compaction> {
-    let now = inner.opts.clock.now_millis();
+    let now = inner.clock.now();
     for tree in &state.trees {
         let v = &tree.version;
         for (level, tables) in v.levels.iter().enumerate() {
@@ -355,7 +355,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
             }
             // The merge rewrote only the last level's tables the levels above overlap: the
             // filter must see the rest too, and their expired values must go.
-            let now = inner.opts.clock.now_millis();
+            let now = inner.clock.now();
             let expired = |t: &Arc<TableFile>| t.expiry().is_some_and(|(oldest, ..)| oldest <= now);
             let last_level = inner.load_state().tree(id).map_or(Vec::new(), |t| {
                 let v = &t.version;
@@ -754,7 +754,7 @@ fn run_part(
     let user_filter = c.tree.opts.compaction_filter.0.as_deref();
     let expiring = c.inputs.iter().chain(&c.next_inputs).any(|t| t.expiry().is_some());
     let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
-    let now = inner.opts.clock.now_millis();
+    let now = inner.clock.now();
     let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below);
     if user_filter.is_none() && !expiring {
         merged.seek_to_first()?;

@@ -112,7 +112,7 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
             let (expiry, value) = match p.kind {
                 // Operands are not values: the filter sees what they combine into once a
                 // compaction combines them (`merge_stage`).
-                ValueKind::Delete | ValueKind::Merge => return Ok(()),
+                ValueKind::Delete | ValueKind::Merge | ValueKind::MergeExpiring => return Ok(()),
                 ValueKind::Put => (None, self.inner.value()),
                 ValueKind::PutExpiring => match key::split_expiring(self.inner.value()) {
                     Some((expiry, value)) => (Some(expiry), value),

@@ -67,8 +67,7 @@ impl<'a, I: InternalIterator> NewestVersions<'a, I> {
                         (Some(r), Some(p)) => r.covers(uk, p.seq, MAX_SEQNO),
                         _ => false,
                     };
-                    self.in_operands =
-                        !covered && parsed.is_some_and(|p| p.kind == ValueKind::Merge);
+                    self.in_operands = !covered && parsed.is_some_and(|p| p.kind.is_operand());
                     if !covered {
                         return Ok(());
                     }
@@ -89,7 +88,7 @@ impl<'a, I: InternalIterator> NewestVersions<'a, I> {
                 self.inner.next()?;
                 continue;
             }
-            self.in_operands = parsed.is_some_and(|p| p.kind == ValueKind::Merge);
+            self.in_operands = parsed.is_some_and(|p| p.kind.is_operand());
             return Ok(());
         }
         Ok(())

@@ -88,10 +88,19 @@ impl Cursor {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = crate::clock::ExpiryTime::of(&inner.opts);
+        let now = crate::clock::ExpiryTime::of(&inner.clock);
         let (state, unreadable, view) =
             visible_or_failed(state, seq, start, end, &inner.counters, now);
         Cursor { inner, _state: state, unreadable, view }
+    }
+
+    /// The same cursor, judging expiry at `time` if given (a kept view's time); before its
+    /// first move.
+    pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
+        if let Some(t) = time {
+            self.view.judge_at(t);
+        }
+        self
     }
 
     /// Runs a move, after checking that the database is open; any failure leaves the

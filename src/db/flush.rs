@@ -73,7 +73,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
                 .with_range_tombstones(range_dels.clone());
             // Tables below may hold the keys: operands fold only onto what the memtable holds.
             let below = |_: &[u8]| false;
-            let now = inner.opts.clock.now_millis();
+            let now = inner.clock.now();
             let mut it = MergeStage::new(newest, tree.merger(), now, &below);
             it.seek_to_first()?;
             let mut split = TombstoneSplit::of(range_dels.as_deref());

@@ -230,7 +230,7 @@ impl Db {
     /// [`Keyspace::trace`] of the default keyspace.
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
         let view = self.inner.read_view();
-        trace(view.state().default_tree(), key.as_ref(), view.seq(), &*self.inner.opts.clock)
+        trace(view.state().default_tree(), key.as_ref(), view.seq(), &*self.inner.clock)
     }
 }
 
@@ -289,7 +289,7 @@ impl Keyspace {
     pub fn trace(&self, key: impl AsRef<[u8]>) -> Result<Vec<TraceStep>> {
         let view = self.inner.read_view();
         let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
-        trace(tree, key.as_ref(), view.seq(), &*self.inner.opts.clock)
+        trace(tree, key.as_ref(), view.seq(), &*self.inner.clock)
     }
 
     /// Shows what a scan of the keys starting with `prefix` does with every memtable and

@@ -15,6 +15,14 @@
 //! - otherwise (older versions may lie below): one operand, the partial merge, where the
 //!   operator offers it; else the operands unchanged.
 //!
+//! Operands stamped with an expiry (`ValueKind::MergeExpiring`) are judged newest first by
+//! `key::MergeClock`, as reads judge them: a key whose newest operand expired becomes a
+//! tombstone (or nothing where nothing lies below); a version no longer live when the next
+//! newer stamped operand was written ends the key's history there; the full merge under a
+//! stamped newest operand is an expiring put with that operand's expiry, and their partial
+//! merge a stamped operand. A stamped operand under plain ones only is judged at the
+//! compaction's time, so such operands stay as they are.
+//!
 //! An operator error or panic, or no operator, keeps the entries as they are: reads report
 //! the failure ([`crate::Error::Merge`]) and nothing is lost. Snapshots need no check here
 //! (only versions no reader can tell apart are combined): each view holds the tables and
@@ -25,7 +33,7 @@ use std::collections::VecDeque;
 
 use crate::clock::expired;
 use crate::iter::InternalIterator;
-use crate::key::{self, ValueKind};
+use crate::key::{self, MergeClock, ValueKind};
 use crate::merge::Merger;
 use crate::Result;
 
@@ -60,57 +68,103 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
             return Ok(());
         }
         let Some(first) = key::parse_internal_key(self.inner.key()) else { return Ok(()) };
-        if first.kind != ValueKind::Merge {
+        if !first.kind.is_operand() {
             return Ok(());
         }
-        let user_key = first.user_key.to_vec();
-        let newest_seq = first.seq;
+        let (user_key, newest_seq, first_kind) = (first.user_key.to_vec(), first.seq, first.kind);
         // As they came, newest first: (internal key, value).
         let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut base: Option<(ValueKind, Vec<u8>)> = None;
         while self.inner.valid() {
             let Some(p) = key::parse_internal_key(self.inner.key()) else { break };
             if p.user_key != user_key.as_slice() {
                 break;
             }
-            let kind = p.kind;
+            let operand = p.kind.is_operand();
             let entry = (self.inner.key().to_vec(), self.inner.value().to_vec());
             self.inner.next()?;
-            if kind == ValueKind::Merge {
-                entries.push(entry);
-            } else {
-                base = Some((kind, entry.1.clone()));
-                entries.push(entry);
+            entries.push(entry);
+            if !operand {
                 break;
             }
         }
-        let operands: Vec<&[u8]> =
-            entries.iter().filter(|e| is_operand(&e.0)).rev().map(|e| e.1.as_slice()).collect();
+        // The newest operand's expiry, if stamped: the key's, whatever lies beneath.
+        let top_expiry = match first_kind {
+            ValueKind::MergeExpiring => entries.first().and_then(|e| key::split_expiring(&e.1)),
+            _ => None,
+        }
+        .map(|(expiry, _)| expiry);
+        if top_expiry.is_some_and(|e| expired(e, self.now)) {
+            if !(self.nothing_below)(&user_key) {
+                let tombstone = key::internal_key(&user_key, newest_seq, ValueKind::Delete);
+                self.out.push_back((tombstone, Vec::new()));
+            }
+            return Ok(());
+        }
+        // The versions judged newest first (`MergeClock`): the operands that take part, and
+        // what they combine onto when that is known here.
+        let mut clock = MergeClock::new(self.now);
+        let mut operands: Vec<&[u8]> = Vec::new();
+        let mut under: Option<Option<&[u8]>> = None;
+        // A history cut by an expired operand: what lies beneath must stay hidden.
+        let mut cut = false;
+        for (i, (ikey, stored)) in entries.iter().enumerate() {
+            let Some(p) = key::parse_internal_key(ikey) else { break };
+            match p.kind {
+                ValueKind::Merge | ValueKind::MergeExpiring => {
+                    let judged_at_now = !clock.fixed;
+                    match clock.operand(p.kind, stored) {
+                        // A stamped operand under plain ones alone is judged at the read's
+                        // time: their result changes when it expires, so they stay.
+                        Some(_) if i > 0 && judged_at_now && p.kind == ValueKind::MergeExpiring => {
+                            self.out.extend(entries);
+                            return Ok(());
+                        }
+                        Some(operand) => operands.push(operand),
+                        None => {
+                            under = Some(None);
+                            cut = true;
+                            break;
+                        }
+                    }
+                }
+                ValueKind::Put => under = Some(Some(stored.as_slice())),
+                ValueKind::Delete => under = Some(None),
+                ValueKind::PutExpiring => match key::split_expiring(stored) {
+                    Some((at, value)) if clock.live(at) => {
+                        // Judged at a stamped operand's write time it is settled; at the
+                        // read's time, the result changes when it expires.
+                        under = clock.fixed.then_some(Some(value));
+                    }
+                    _ => under = Some(None),
+                },
+            }
+        }
+        if under.is_none() && !entries.last().is_some_and(|e| !is_operand(&e.0)) {
+            under = (self.nothing_below)(&user_key).then_some(None);
+        }
+        operands.reverse();
         let n = operands.len();
-        // What the operands combine onto, when that is known here.
-        let under: Option<Option<&[u8]>> = match &base {
-            Some((ValueKind::Put, v)) => Some(Some(v.as_slice())),
-            Some((ValueKind::Delete, _)) => Some(None),
-            Some((ValueKind::PutExpiring, v)) => match key::split_expiring(v) {
-                Some((at, _)) if !expired(at, self.now) => None,
-                _ => Some(None),
-            },
-            Some((ValueKind::Merge, _)) => None,
-            None if (self.nothing_below)(&user_key) => Some(None),
-            None => None,
-        };
         if let Some(existing) = under {
             if let Ok(value) = self.merger.full(&user_key, existing, &operands) {
-                let ikey = key::internal_key(&user_key, newest_seq, ValueKind::Put);
-                self.out.push_back((ikey, value));
+                let entry = match top_expiry {
+                    Some(e) => (ValueKind::PutExpiring, key::expiring_value(e, &value)),
+                    None => (ValueKind::Put, value),
+                };
+                self.out.push_back((key::internal_key(&user_key, newest_seq, entry.0), entry.1));
                 return Ok(());
             }
         }
-        let combined = (n > 1).then(|| self.merger.partial(&user_key, &operands)).flatten();
+        let combined = (n > 1 && !cut).then(|| self.merger.partial(&user_key, &operands)).flatten();
         match combined {
             Some(operand) => {
-                let ikey = key::internal_key(&user_key, newest_seq, ValueKind::Merge);
-                self.out.push_back((ikey, operand));
+                let entry = match top_expiry {
+                    // Judged below at the write time of the oldest operand it replaces.
+                    Some(e) => {
+                        (ValueKind::MergeExpiring, key::merge_expiring_value(e, clock.at, &operand))
+                    }
+                    None => (ValueKind::Merge, operand),
+                };
+                self.out.push_back((key::internal_key(&user_key, newest_seq, entry.0), entry.1));
                 // The value beneath stays (a live expiring one, or one kept on failure).
                 self.out.extend(entries.into_iter().filter(|e| !is_operand(&e.0)));
             }
@@ -121,7 +175,7 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
 }
 
 fn is_operand(ikey: &[u8]) -> bool {
-    key::parse_internal_key(ikey).is_some_and(|p| p.kind == ValueKind::Merge)
+    key::parse_internal_key(ikey).is_some_and(|p| p.kind.is_operand())
 }
 
 impl<I: InternalIterator> InternalIterator for MergeStage<'_, I> {

@@ -94,6 +94,8 @@ pub(crate) struct DbInner {
     pub instance: u64,
     pub dir: PathBuf,
     pub opts: Options,
+    /// `opts.clock` held to its high-water mark: every judgement of expiry reads this.
+    pub clock: Arc<crate::clock::MarkedClock>,
     pub fs: Arc<dyn FileSystem>,
     /// The directory's LOCK, held until `close` (or drop) releases it.
     pub file_lock: Mutex<Option<Box<dyn FileLock>>>,
@@ -251,8 +253,16 @@ impl Db {
 
     /// Sets `key` to `value` until `ttl` from now by the database's clock
     /// ([`Options::clock`]); then it expires: reads no longer return it (nor an older
-    /// version of the key), and compaction drops it, freeing its space. A zero `ttl`
-    /// writes a value that has already expired. Otherwise as [`Db::put`].
+    /// version of the key), and compaction drops it, freeing its space. Otherwise as
+    /// [`Db::put`].
+    ///
+    /// The clock counts whole milliseconds, so `ttl` is rounded *up* to whole milliseconds:
+    /// a value given any non-zero `ttl` is readable until the clock has passed at least one
+    /// more millisecond. A zero `ttl` is refused with [`Error::InvalidArgument`], writing
+    /// nothing.
+    ///
+    /// A [`Snapshot`] (and a [`Transaction`]) judges expiry at the time it was taken: it
+    /// still reads a value that expired after that, while it lives.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -792,6 +802,12 @@ impl Db {
 
     /// A consistent read-only view of the database as it is now. It keeps the memtables and
     /// table files it needs alive until dropped.
+    ///
+    /// Its reads are repeatable: it judges expiring values ([`Db::put_with_ttl`]) at the
+    /// time it was taken, not when it reads, so a value live then stays readable through it
+    /// after the clock passes its expiry (while the database no longer returns it), and a
+    /// compaction meanwhile does not take it away (the snapshot keeps its files). A
+    /// [`Transaction`] reads at a snapshot taken when it begins, and judges expiry likewise.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.clone(), DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME.into())
     }

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use arc_swap::Guard;
 
 use super::{multi_get, DbInner, DbState, Tree};
-use crate::clock::{expired, Clock};
+use crate::clock::{expired, Clock, FixedClock};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
 use crate::memtable::MemGet;
@@ -56,6 +56,9 @@ use crate::{Result, Value};
 pub(crate) struct ReadView {
     state: Guard<Arc<DbState>>,
     seq: SeqNo,
+    /// A kept view's (a snapshot's, a transaction's) time, which its reads judge expiry at;
+    /// `None`: the clock when each read happens.
+    time: Option<u64>,
 }
 
 impl DbInner {
@@ -64,7 +67,7 @@ impl DbInner {
     pub(crate) fn read_view(&self) -> ReadView {
         let state = self.state.load();
         let seq = self.visible_seq.load(Ordering::Acquire);
-        ReadView { state, seq }
+        ReadView { state, seq, time: None }
     }
 }
 
@@ -97,14 +100,18 @@ impl DbInner {
     }
 
     /// A view to keep (a snapshot's, a transaction's), whose state is the one current when
-    /// its sequence number was loaded: see [`DbInner::stable_tree`].
+    /// its sequence number was loaded: see [`DbInner::stable_tree`]. It judges expiry at the
+    /// time it was taken, so that its reads are repeatable as the clock moves: what it saw
+    /// live it keeps seeing (its files are pinned, so no compaction takes it away).
     pub(crate) fn stable_read_view(&self) -> ReadView {
         loop {
             let view = self.read_view();
             if Arc::ptr_eq(view.state(), &self.state.load()) {
                 // A write below the number may still be going into the state's memtable.
                 self.in_flight.wait_through(view.seq());
-                return view.into_owned();
+                let mut view = view.into_owned();
+                view.time = Some(self.clock.now());
+                return view;
             }
         }
     }
@@ -113,7 +120,11 @@ impl DbInner {
 // Only snapshots clone views, so a clone owns its `Arc`, as `into_owned` makes it.
 impl Clone for ReadView {
     fn clone(&self) -> Self {
-        ReadView { state: Guard::from_inner(Arc::clone(&self.state)), seq: self.seq }
+        ReadView {
+            state: Guard::from_inner(Arc::clone(&self.state)),
+            seq: self.seq,
+            time: self.time,
+        }
     }
 }
 
@@ -122,7 +133,24 @@ impl ReadView {
     /// from a few slots per thread, and a guard held long would keep its slot; this one owns
     /// its `Arc` instead.
     pub(crate) fn into_owned(self) -> ReadView {
-        ReadView { state: Guard::from_inner(Guard::into_inner(self.state)), seq: self.seq }
+        let state = Guard::from_inner(Guard::into_inner(self.state));
+        ReadView { state, seq: self.seq, time: self.time }
+    }
+
+    /// The time a kept view judges expiry at (see [`DbInner::stable_read_view`]).
+    pub(crate) fn time(&self) -> Option<u64> {
+        self.time
+    }
+
+    /// The clock the view's reads judge expiry by.
+    fn clock<'a>(&self, inner: &'a DbInner, fixed: &'a mut FixedClock) -> &'a dyn Clock {
+        match self.time {
+            Some(t) => {
+                *fixed = FixedClock(t);
+                fixed
+            }
+            None => &*inner.clock,
+        }
     }
 
     /// The state the view reads.
@@ -139,7 +167,8 @@ impl ReadView {
     /// number.
     pub(crate) fn get(&self, inner: &DbInner, tree: &Tree, key: &[u8]) -> Result<Option<Value>> {
         let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
-        let clock = &*inner.opts.clock;
+        let mut fixed = FixedClock(0);
+        let clock = self.clock(inner, &mut fixed);
         let result = search(tree, key, self.seq, clock, &mut tally, &mut Unobserved);
         inner.counters.record_gets(&tally);
         result
@@ -154,7 +183,8 @@ impl ReadView {
         keys: &[K],
     ) -> Result<Vec<Option<Value>>> {
         let mut tally = ReadTally { lookups: keys.len() as u64, ..ReadTally::default() };
-        let clock = &*inner.opts.clock;
+        let mut fixed = FixedClock(0);
+        let clock = self.clock(inner, &mut fixed);
         let result =
             multi_get::lookup_all(tree, keys, self.seq, clock, &mut tally, &inner.caches.reads);
         inner.counters.record_gets(&tally);

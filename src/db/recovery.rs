@@ -18,6 +18,7 @@ use super::filter_budget::{table_filter, Placement};
 use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
+use crate::clock::MarkedClock;
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
 use crate::iter::InternalIterator;
@@ -52,6 +53,8 @@ struct Loaded {
     names: Vec<String>,
     /// The manifest CURRENT named; `None` for a database being created.
     manifest_number: Option<u64>,
+    /// The clock's high-water mark the manifest recorded (0 if none).
+    clock_mark: u64,
 }
 
 /// Reads CURRENT, the manifest, every live table and the WAL segments, changing nothing.
@@ -67,11 +70,13 @@ fn load(
     let kinds: Vec<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
 
     let mut manifest_number = None;
+    let mut clock_mark = 0;
     let (recovered, next_keyspace_id, log_number, next_file, manifest_seq, manifest) = if fs
         .exists(&current_path(dir))
     {
         let m = read_manifest(fs.as_ref(), dir)?;
         manifest_number = Some(m.manifest_number);
+        clock_mark = m.clock_mark;
         let path = manifest_path(dir, m.manifest_number);
         let facts = ManifestFacts { path, valid_len: m.valid_len, torn: m.torn_tail };
         let added_at = Some((facts, m.added_at));
@@ -229,6 +234,7 @@ fn load(
         next_file,
         names,
         manifest_number,
+        clock_mark,
     })
 }
 
@@ -404,9 +410,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let caches = TableCaches::new(&opts);
     let loaded = load(dir, &opts, &caches, opts.create_if_missing, false)?;
     let (names, manifest_number) = (loaded.names.clone(), loaded.manifest_number);
-    match recover(dir, &opts, &caches, loaded) {
+    let clock = Arc::new(MarkedClock::new(&opts, loaded.clock_mark));
+    match recover(dir, &opts, &caches, loaded, &clock) {
         Ok((state, versions, wal)) => {
-            Ok(assemble(dir, opts, Some(lock), state, versions, wal, caches))
+            Ok(assemble(dir, opts, clock, Some(lock), state, versions, wal, caches))
         }
         Err(e) => {
             // Best effort: if undoing fails part-way, what is left is a state some open
@@ -466,11 +473,13 @@ fn recover(
     opts: &Options,
     caches: &TableCaches,
     loaded: Loaded,
+    clock: &Arc<MarkedClock>,
 ) -> Result<(DbState, VersionSet, WalState)> {
     let fs = opts.fs.clone();
     let Loaded { mut keyspaces, next_keyspace_id, last_seq, log_number, next_file, names, .. } =
         loaded;
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
+    versions.record_clock_mark(clock.clone());
     let new_wal = versions.new_file_number();
     for k in &mut keyspaces {
         let mem = &k.mem;
@@ -548,9 +557,11 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
 }
 
 /// Builds the engine around recovered state; shared by the read-write and read-only opens.
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     dir: &Path,
     opts: Options,
+    clock: Arc<MarkedClock>,
     lock: Option<Box<dyn FileLock>>,
     state: DbState,
     versions: VersionSet,
@@ -565,6 +576,7 @@ fn assemble(
         fs: opts.fs.clone(),
         events: crate::events::Events::new(&opts.listeners),
         opts,
+        clock,
         read_only: lock.is_none(),
         file_lock: Mutex::new(lock),
         state: ArcSwap::from_pointee(state),
@@ -616,7 +628,8 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
         VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
     let defs = loaded.keyspaces.iter().map(|k| k.def.clone()).collect();
     versions.set_keyspaces(defs, loaded.next_keyspace_id);
+    let clock = Arc::new(MarkedClock::new(&opts, loaded.clock_mark));
     let state = state_of(loaded.keyspaces, 0, false);
     let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
-    Ok(assemble(dir, opts, None, state, versions, wal, caches))
+    Ok(assemble(dir, opts, clock, None, state, versions, wal, caches))
 }

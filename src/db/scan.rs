@@ -390,10 +390,19 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = ExpiryTime::of(&inner.opts);
+        let now = ExpiryTime::of(&inner.clock);
         let (state, pending, front) =
             visible_or_failed(state, seq, start, end, &inner.counters, now);
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
+    }
+
+    /// The same iterator, judging expiry at `time` if given (a kept view's time); before
+    /// its first step.
+    pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
+        if let Some(t) = time {
+            self.front.judge_at(t);
+        }
+        self
     }
 
     /// Why the next step cannot be taken, if it cannot: the database is closed, or the view

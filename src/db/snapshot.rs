@@ -145,6 +145,7 @@ impl Snapshot {
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (start, end) = range.into_bounds();
         DbIterator::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
+            .judged_at(self.view.time())
     }
 
     /// A [`Cursor`] over the keys in `range` as of the snapshot.
@@ -164,19 +165,21 @@ impl Snapshot {
     pub fn cursor(&self, range: impl KeyRange) -> Cursor {
         let (start, end) = range.into_bounds();
         Cursor::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
+            .judged_at(self.view.time())
     }
 
     /// Iterates over the keys starting with `prefix` as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let (start, end) = prefix_bounds(prefix.as_ref());
         DbIterator::new(self.inner.clone(), self.tree().cloned(), self.view.seq(), start, end)
+            .judged_at(self.view.time())
     }
 
     /// For each of `prefixes`, whether a key starting with it is live as of the snapshot:
     /// see [`crate::Db::prefixes_exist`].
     pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
         self.inner.check_open()?;
-        let now = self.inner.opts.clock.now_millis();
+        let now = self.view.time().unwrap_or_else(|| self.inner.clock.now());
         super::scan::prefixes_exist(
             self.tree()?,
             self.view.seq(),

@@ -60,6 +60,9 @@ pub(crate) fn collapse(
                 _ => break,
             },
             ValueKind::Delete => break,
+            // Operands that expire with the key: a put of their combination would have to
+            // carry their expiry rule too, so they stay operands.
+            ValueKind::MergeExpiring => return None,
         }
         it.next().ok()?;
     }

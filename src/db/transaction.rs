@@ -264,6 +264,7 @@ impl Reads {
             | BatchOp::PutExpiring { key, .. }
             | BatchOp::PutTtl { key, .. }
             | BatchOp::Merge { key, .. }
+            | BatchOp::MergeExpiring { key, .. }
             | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end
@@ -625,7 +626,8 @@ impl Transaction {
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
         let (lo, hi) = bounds;
-        let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
+            .judged_at(self.view.time());
         TransactionIter {
             base,
             slots: [None, None],
@@ -650,7 +652,8 @@ impl Transaction {
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
         let (lo, hi) = bounds;
-        let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi);
+        let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
+            .judged_at(self.view.time());
         TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None }
     }
 
@@ -901,6 +904,7 @@ impl Transaction {
         value: impl AsRef<[u8]>,
         ttl: std::time::Duration,
     ) -> Result<()> {
+        crate::clock::check_ttl("ttl", ttl)?;
         let ttl = Some(crate::clock::ttl_millis(ttl));
         let home = self.home.clone();
         self.put_at(self.home_id(), home.as_ref(), key.as_ref(), value.as_ref(), ttl)
@@ -915,6 +919,7 @@ impl Transaction {
         ttl: std::time::Duration,
     ) -> Result<()> {
         let id = self.id_of(keyspace)?;
+        crate::clock::check_ttl("ttl", ttl)?;
         let ttl = Some(crate::clock::ttl_millis(ttl));
         self.put_at(id, Some(keyspace), key.as_ref(), value.as_ref(), ttl)
     }

@@ -22,7 +22,7 @@ pub(crate) fn stamp(inner: &DbInner, batch: &mut WriteBatch) {
     let ttl_of = |id| state.tree(id).and_then(|t| t.opts.default_ttl).map(ttl_millis);
     let any_default_ttl = state.trees.iter().any(|t| t.opts.default_ttl.is_some());
     if batch.needs_stamp(any_default_ttl, |id| ttl_of(id).is_some()) {
-        *batch = batch.stamped(inner.opts.clock.now_millis(), ttl_of);
+        *batch = batch.stamped(inner.clock.now(), ttl_of);
     }
 }
 
@@ -54,6 +54,7 @@ pub(crate) fn put_with_ttl(
     live: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     inner.check_writable()?;
+    crate::clock::check_ttl("ttl", ttl)?;
     check_entry_size(key, value)?;
     live()?;
     write::check_batch_bytes(inner, key.len() + value.len() + crate::key::EXPIRY_LEN)?;

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use crate::clock::{expired, ExpiryTime};
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
-use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
+use crate::key::{self, MergeClock, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::merge::Merger;
 use crate::range_del::Fragments;
 use crate::{Error, Result};
@@ -106,6 +106,11 @@ impl VisibleIter {
         self
     }
 
+    /// Judges expiry at `t` from now on (a kept view's time).
+    pub(crate) fn judge_at(&mut self, t: u64) {
+        self.now = ExpiryTime::At(t);
+    }
+
     /// The range's bounds.
     pub(crate) fn bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
         (self.lower.as_ref().map(Vec::as_slice), self.upper.as_ref().map(Vec::as_slice))
@@ -130,13 +135,69 @@ impl VisibleIter {
         {
             return ValueKind::Delete;
         }
-        if kind == ValueKind::PutExpiring {
+        // A stamped operand's expiry comes first, as a put's: once the newest has passed,
+        // the key is gone.
+        if matches!(kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
             match key::split_expiring(stored) {
                 Some((expiry, _)) if !expired(expiry, self.now.get()) => {}
                 _ => return ValueKind::Delete,
             }
         }
         kind
+    }
+
+    /// Whether a version of `user_key` at `seq` beneath operands is hidden by a range
+    /// tombstone (their expiry is judged by a [`MergeClock`]).
+    fn range_deleted(&self, user_key: &[u8], seq: SeqNo) -> bool {
+        self.range_dels.iter().any(|r| r.covers(user_key, seq, self.seq))
+    }
+
+    /// Whether `operands` (oldest first) give their key a value: there are some, and the
+    /// newest has not expired.
+    fn operands_live(&self, operands: &[(ValueKind, SeqNo, Vec<u8>)]) -> bool {
+        match operands.last() {
+            None => false,
+            Some((ValueKind::MergeExpiring, _, stored)) => key::split_expiring(stored)
+                .is_some_and(|(expiry, _)| !expired(expiry, self.now.get())),
+            Some(_) => true,
+        }
+    }
+
+    /// The value of the key whose visible versions, newest first, are `versions` (the
+    /// newest an operand): the operands that take part combined onto the version beneath
+    /// them, judged as [`MergeClock`] says.
+    fn resolve_operands<'v>(
+        &self,
+        user_key: &[u8],
+        versions: impl Iterator<Item = (ValueKind, SeqNo, &'v [u8])>,
+    ) -> Result<Vec<u8>> {
+        let mut clock = MergeClock::new(self.now.get());
+        let mut operands: Vec<&[u8]> = Vec::new();
+        let mut base = None;
+        for (kind, seq, stored) in versions {
+            if self.range_deleted(user_key, seq) {
+                break;
+            }
+            match kind {
+                ValueKind::Merge | ValueKind::MergeExpiring => match clock.operand(kind, stored) {
+                    Some(operand) => operands.push(operand),
+                    None => break,
+                },
+                ValueKind::Put => {
+                    base = Some(stored);
+                    break;
+                }
+                ValueKind::PutExpiring => {
+                    base = key::split_expiring(stored)
+                        .filter(|&(expiry, _)| clock.live(expiry))
+                        .map(|(_, v)| v);
+                    break;
+                }
+                ValueKind::Delete => break,
+            }
+        }
+        operands.reverse();
+        self.merger.full(user_key, base, &operands)
     }
 
     pub(crate) fn valid(&self) -> bool {
@@ -324,7 +385,7 @@ impl VisibleIter {
                         self.key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
-                    ValueKind::Merge => return self.merge_forward(),
+                    ValueKind::Merge | ValueKind::MergeExpiring => return self.merge_forward(),
                 }
             }
             self.iter.next()?;
@@ -338,31 +399,21 @@ impl VisibleIter {
     fn merge_forward(&mut self) -> Result<()> {
         self.key.clear();
         self.key.extend_from_slice(key::user_key(self.iter.key()));
-        let mut operands = vec![self.iter.value().to_vec()];
-        let mut base = None;
-        self.iter.next()?;
+        // Newest first: the operands, then the version beneath them if any.
+        let mut versions: Vec<(ValueKind, SeqNo, Vec<u8>)> = Vec::new();
         while self.iter.valid() {
             let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
             if p.user_key != self.key.as_slice() {
                 break;
             }
-            let stored = self.iter.value();
-            match self.seen_kind(p.kind, p.user_key, p.seq, stored) {
-                ValueKind::Merge => operands.push(stored.to_vec()),
-                ValueKind::Put => {
-                    base = Some(stored.to_vec());
-                    break;
-                }
-                ValueKind::PutExpiring => {
-                    base = stored.get(key::EXPIRY_LEN..).map(<[u8]>::to_vec);
-                    break;
-                }
-                ValueKind::Delete => break,
+            versions.push((p.kind, p.seq, self.iter.value().to_vec()));
+            if !p.kind.is_operand() {
+                break;
             }
             self.iter.next()?;
         }
-        let oldest_first: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
-        self.value = self.merger.full(&self.key, base.as_deref(), &oldest_first)?;
+        let versions_iter = versions.iter().map(|(k, s, v)| (*k, *s, v.as_slice()));
+        self.value = self.resolve_operands(&self.key, versions_iter)?;
         self.merged = true;
         self.valid = true;
         Ok(())
@@ -379,14 +430,17 @@ impl VisibleIter {
         // Whether the newest visible put or tombstone of `self.key` seen so far is a put
         // (`None` before any), and the operands newer than it, oldest first.
         let mut found: Option<bool> = None;
-        let mut operands: Vec<Vec<u8>> = Vec::new();
+        // The operands, oldest first, and the kind and sequence number of the version
+        // beneath them (whose stored value `self.value` holds).
+        let mut operands: Vec<(ValueKind, SeqNo, Vec<u8>)> = Vec::new();
+        let mut base: Option<(ValueKind, SeqNo)> = None;
         while self.iter.valid() {
             let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
             if below(&self.lower, p.user_key) {
                 break;
             }
             let same_key = p.user_key == self.key.as_slice();
-            if (found == Some(true) || !operands.is_empty()) && !same_key {
+            if (found == Some(true) || self.operands_live(&operands)) && !same_key {
                 break;
             }
             if p.seq <= self.seq {
@@ -395,35 +449,46 @@ impl VisibleIter {
                     self.key.extend_from_slice(p.user_key);
                     found = None;
                     operands.clear();
+                    base = None;
                 }
-                let kind = self.seen_kind(p.kind, p.user_key, p.seq, self.iter.value());
                 let stored = self.iter.value();
+                // Operands are judged together once the newest is known (`resolve_operands`).
+                let kind = if p.kind.is_operand() && !self.range_deleted(p.user_key, p.seq) {
+                    p.kind
+                } else {
+                    self.seen_kind(p.kind, p.user_key, p.seq, stored)
+                };
                 let value = match kind {
                     ValueKind::Delete => None,
                     ValueKind::Put => Some(stored),
                     ValueKind::PutExpiring => stored.get(key::EXPIRY_LEN..),
-                    ValueKind::Merge => {
-                        operands.push(stored.to_vec());
+                    ValueKind::Merge | ValueKind::MergeExpiring => {
+                        operands.push((p.kind, p.seq, stored.to_vec()));
                         self.iter.prev()?;
                         continue;
                     }
                 };
                 found = Some(value.is_some());
                 operands.clear();
-                if let Some(value) = value {
-                    self.value.clear();
-                    self.value.extend_from_slice(value);
-                }
+                // Kept whole (an expiring one with its expiry) for the operands above it,
+                // which judge it by their own time.
+                base = Some((p.kind, p.seq));
+                self.value.clear();
+                self.value.extend_from_slice(stored);
             }
             self.iter.prev()?;
         }
-        if operands.is_empty() {
-            self.valid = found == Some(true);
+        if !self.operands_live(&operands) {
+            // None, or the newest is a stamped operand that has expired: so has the key.
+            self.valid = found == Some(true) && operands.is_empty();
+            if let Some((ValueKind::PutExpiring, _)) = base {
+                self.value.drain(..key::EXPIRY_LEN.min(self.value.len()));
+            }
             return Ok(());
         }
-        let base = (found == Some(true)).then_some(self.value.as_slice());
-        let oldest_first: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-        self.value = self.merger.full(&self.key, base, &oldest_first)?;
+        let beneath = base.map(|(kind, seq)| (kind, seq, self.value.as_slice()));
+        let newest_first = operands.iter().rev().map(|(k, s, v)| (*k, *s, v.as_slice()));
+        self.value = self.resolve_operands(&self.key, newest_first.chain(beneath))?;
         self.valid = true;
         Ok(())
     }

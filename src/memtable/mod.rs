@@ -290,7 +290,7 @@ impl MemTable {
                 ))
             }
             ValueKind::Delete => Some(MemGet::Deleted),
-            ValueKind::Merge => Some(MemGet::Merge(trailer >> 8)),
+            ValueKind::Merge | ValueKind::MergeExpiring => Some(MemGet::Merge(trailer >> 8)),
         }
     }
 
@@ -957,7 +957,9 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
+                        ValueKind::PutExpiring | ValueKind::Merge | ValueKind::MergeExpiring => {
+                            unreachable!("not generated")
+                        }
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);
@@ -1053,7 +1055,9 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring | ValueKind::Merge => unreachable!("not generated"),
+                        ValueKind::PutExpiring | ValueKind::Merge | ValueKind::MergeExpiring => {
+                            unreachable!("not generated")
+                        }
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);

@@ -222,10 +222,12 @@ impl TableBuilder {
         if parsed.kind == ValueKind::Delete {
             p.num_tombstones += 1;
         }
-        if parsed.kind == ValueKind::Merge {
+        if parsed.kind.is_operand() {
             p.num_merge_operands += 1;
         }
-        if parsed.kind == ValueKind::PutExpiring {
+        if matches!(parsed.kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
+            // A stamped operand's expiry comes first too: once it passes, the key is gone
+            // whatever lies beneath, so the table is worth rewriting as for a put.
             let (expiry, _) = crate::key::split_expiring(value).ok_or_else(|| {
                 Error::InvalidArgument("expiring entry without its 8-byte expiry".into())
             })?;

@@ -478,7 +478,7 @@ impl Table {
                 (GetOutcome::Expiring(value, expiry), parsed.seq)
             }
             (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
-            (true, ValueKind::Merge) => (GetOutcome::Merge, parsed.seq),
+            (true, ValueKind::Merge | ValueKind::MergeExpiring) => (GetOutcome::Merge, parsed.seq),
         })
     }
 

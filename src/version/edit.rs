@@ -32,6 +32,8 @@
 //!                         — after the tag 8 (11, 12) of the same keyspace; for the default
 //!                         keyspace (id 0, which has no tag 8) it stands first, and its tags
 //!                         11 and 12 follow it
+//! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
+//!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
 //! ```
 //!
@@ -90,6 +92,7 @@ const TAG_NEXT_KEYSPACE_ID: u64 = 10;
 const TAG_KEYSPACE_PREFIX: u64 = 11;
 const TAG_KEYSPACE_TTL: u64 = 12;
 const TAG_KEYSPACE_CALLBACKS: u64 = 13;
+const TAG_CLOCK_MARK: u64 = 20;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,6 +166,10 @@ pub struct VersionEdit {
     pub dropped_keyspaces: Vec<KeyspaceId>,
     /// The id the next keyspace created gets.
     pub next_keyspace_id: Option<KeyspaceId>,
+    /// The highest time the database's clock has read, in milliseconds since the Unix
+    /// epoch: expiry is never judged at an earlier time, even after a reopen with the clock
+    /// set back (`clock::MarkedClock`).
+    pub clock_mark: Option<u64>,
 }
 
 /// A keyspace as the manifest records it.
@@ -219,6 +226,7 @@ impl VersionEdit {
             (TAG_LOG_NUMBER, self.log_number),
             (TAG_NEXT_FILE_NUMBER, self.next_file_number),
             (TAG_LAST_SEQ, self.last_seq),
+            (TAG_CLOCK_MARK, self.clock_mark),
         ] {
             if let Some(v) = value {
                 put_varint(&mut buf, tag);
@@ -318,11 +326,12 @@ impl VersionEdit {
                         return Err(bad(format!("unsupported format version {v}")));
                     }
                 }
-                TAG_LOG_NUMBER | TAG_NEXT_FILE_NUMBER | TAG_LAST_SEQ => {
+                TAG_LOG_NUMBER | TAG_NEXT_FILE_NUMBER | TAG_LAST_SEQ | TAG_CLOCK_MARK => {
                     let v = d.varint().ok_or_else(truncated)?;
                     let slot = match tag {
                         TAG_LOG_NUMBER => &mut edit.log_number,
                         TAG_NEXT_FILE_NUMBER => &mut edit.next_file_number,
+                        TAG_CLOCK_MARK => &mut edit.clock_mark,
                         _ => {
                             if v > MAX_SEQNO {
                                 return Err(bad(format!("last sequence {v} exceeds 56 bits")));
@@ -672,6 +681,7 @@ mod tests {
             ],
             dropped_keyspaces: vec![2],
             next_keyspace_id: Some(4),
+            clock_mark: Some(1_700_000_000_000),
         }
     }
 
@@ -931,6 +941,7 @@ mod tests {
                         keyspaces,
                         dropped_keyspaces: dropped,
                         next_keyspace_id: next,
+                        clock_mark: log_number.map(|n| n * 1000),
                     }
                 },
             )

@@ -74,6 +74,8 @@ pub struct RecoveredManifest {
     pub next_file_number: u64,
     /// The last sequence number recorded.
     pub last_seq: SeqNo,
+    /// The highest clock high-water mark recorded (0 if none was).
+    pub clock_mark: u64,
     /// Number of the manifest that was read.
     pub manifest_number: u64,
     /// Bytes of intact records: the file length, less any torn tail.
@@ -113,6 +115,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     keyspaces.insert(DEFAULT_KEYSPACE, RecoveredKeyspace::new(default_keyspace_def()));
     let mut next_keyspace_id: KeyspaceId = 1;
     let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
+    let mut clock_mark = 0;
     let mut records = 0;
     let mut added_at = std::collections::HashMap::new();
     // Numbers of the tables live after the edits so far, across keyspaces and levels.
@@ -218,6 +221,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
             }
         }
         last_seq = edit.last_seq.or(last_seq);
+        clock_mark = clock_mark.max(edit.clock_mark.unwrap_or(0));
     }
     let missing = |what| Error::corruption(&path, 0, format!("manifest has no {what}"));
     if records == 0 {
@@ -296,6 +300,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         log_number: log_number.ok_or_else(|| missing("log number"))?,
         next_file_number,
         last_seq,
+        clock_mark,
         manifest_number,
         valid_len: len - reader.dropped_tail_bytes(),
         torn_tail: reader.dropped_tail_bytes() > 0,

@@ -256,6 +256,8 @@ pub struct VersionSet {
     /// [`MAX_DROPPED_NAMES`]), for errors about writes that name them by id.
     dropped_names: std::collections::BTreeMap<KeyspaceId, String>,
     next_keyspace_id: KeyspaceId,
+    /// The clock whose high-water mark every edit records, and the mark last recorded.
+    clock: Option<(Arc<crate::clock::MarkedClock>, u64)>,
 }
 
 /// How many names of dropped keyspaces a [`VersionSet`] remembers.
@@ -282,6 +284,7 @@ impl VersionSet {
             keyspaces: Default::default(),
             dropped_names: Default::default(),
             next_keyspace_id: 1,
+            clock: None,
         }
     }
 
@@ -299,6 +302,18 @@ impl VersionSet {
     /// Keyspace `id` as the manifest records it.
     pub fn keyspace_def(&self, id: KeyspaceId) -> Option<&KeyspaceDef> {
         self.keyspaces.get(&id)
+    }
+
+    /// Records `clock`'s high-water mark in every edit from now on: edits the engine writes
+    /// anyway (flushes, compactions, the snapshot an open starts with) carry it, so no
+    /// write of its own is needed to keep it.
+    pub(crate) fn record_clock_mark(&mut self, clock: Arc<crate::clock::MarkedClock>) {
+        self.clock = Some((clock, 0));
+    }
+
+    /// Whether the clock's mark moved past what the manifest holds.
+    pub(crate) fn clock_mark_moved(&self) -> bool {
+        self.clock.as_ref().is_some_and(|(c, recorded)| c.mark() > *recorded)
     }
 
     /// The id the next keyspace created gets.
@@ -363,6 +378,9 @@ impl VersionSet {
             self.retired_manifests.push(self.manifest_number);
         }
         self.manifest = Some(writer);
+        if let (Some((_, recorded)), Some(mark)) = (&mut self.clock, edit.clock_mark) {
+            *recorded = mark;
+        }
         self.manifest_number = number;
         self.fs.sync_dir(&self.dir)?;
         for old in self.retired_manifests.drain(..) {
@@ -375,6 +393,10 @@ impl VersionSet {
         edit.log_number = Some(edit.log_number.unwrap_or(self.log_number));
         edit.next_file_number = Some(self.next_file_number.load(Ordering::SeqCst));
         edit.last_seq = Some(edit.last_seq.unwrap_or(self.last_seq).max(self.last_seq));
+        if let Some((clock, _)) = &self.clock {
+            // A database that never judged expiry keeps its manifest free of the field.
+            edit.clock_mark = Some(clock.mark()).filter(|&m| m > 0);
+        }
     }
 
     /// Appends `edit` to the manifest and fsyncs it: when this returns, the edit is durable.
@@ -404,6 +426,9 @@ impl VersionSet {
             }
         }
         self.next_keyspace_id = edit.next_keyspace_id.unwrap_or(self.next_keyspace_id);
+        if let (Some((_, recorded)), Some(mark)) = (&mut self.clock, edit.clock_mark) {
+            *recorded = mark;
+        }
         Ok(())
     }
 }

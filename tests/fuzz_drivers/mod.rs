@@ -336,6 +336,7 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
         }],
         dropped_keyspaces: vec![],
         next_keyspace_id: Some(2),
+        clock_mark: None,
     }
 }
 

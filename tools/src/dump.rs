@@ -153,6 +153,10 @@ impl Sink {
                 Some((at, v)) => (Some(at), v),
                 None => (None, value),
             },
+            Some(ValueKind::MergeExpiring) => match bloomkv::key::split_merge_expiring(value) {
+                Some((at, _, v)) => (Some(at), v),
+                None => (None, value),
+            },
             _ => (None, value),
         };
         Entry {
@@ -212,6 +216,7 @@ fn kind_name(k: ValueKind) -> &'static str {
         ValueKind::Delete => "delete",
         ValueKind::PutExpiring => "put-expiring",
         ValueKind::Merge => "merge",
+        ValueKind::MergeExpiring => "merge-expiring",
     }
 }
 

@@ -36,6 +36,9 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
                     (key, Some(ValueKind::PutExpiring), stored)
                 }
                 BatchOp::Merge { key, operand } => (key, Some(ValueKind::Merge), operand),
+                BatchOp::MergeExpiring { key, stored } => {
+                    (key, Some(ValueKind::MergeExpiring), stored)
+                }
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
                 BatchOp::Reserved => continue,
