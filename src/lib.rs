@@ -1,5 +1,6 @@
 //! bloomkv: an embedded LSM key-value store whose tables carry cache-line-blocked Bloom
 //! filters held in RAM, so that a point read touches disk only for tables that may hold the key.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

@@ -30,6 +30,7 @@
 //!
 //! Key layout, what is durable when, and the snapshot format: DESIGN.md, "Replication
 //! (raft/)".
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // openraft's traits return its `StorageError` (224 bytes) by value; the helpers here pass it

@@ -71,7 +71,7 @@ fn bad_arg(msg: String) -> Error {
 
 fn unhex(s: &str) -> Result<Vec<u8>> {
     let digits = s.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(bad_arg(format!("{s:?} is not hex: odd number of digits")));
     }
     digits
@@ -250,9 +250,9 @@ impl KeyRange {
 
     /// True if `key` is selected.
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.from.as_deref().map_or(true, |f| key >= f)
-            && self.to.as_deref().map_or(true, |t| key < t)
-            && self.prefix.as_deref().map_or(true, |p| key.starts_with(p))
+        self.from.as_deref().is_none_or(|f| key >= f)
+            && self.to.as_deref().is_none_or(|t| key < t)
+            && self.prefix.as_deref().is_none_or(|p| key.starts_with(p))
     }
 
     /// True if some selected key lies in `start..end` (end exclusive): how a range tombstone

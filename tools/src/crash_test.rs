@@ -381,7 +381,7 @@ fn check(
         }
         // Keys no thread owns are never written; the per-thread comparison below would
         // not look at them.
-        if !key_number(k).is_some_and(|n| n < owned(threads - 1, threads).end) {
+        if key_number(k).is_none_or(|n| n >= owned(threads - 1, threads).end) {
             return Err(format!("key {} is outside every thread's block", show_key(*ks, k)));
         }
     }

@@ -40,7 +40,7 @@ fn key(i: u32) -> Vec<u8> {
 fn value(i: u32, round: u32) -> Vec<u8> {
     // Binary bytes in values exercise escaping; the length varies so blocks differ in size.
     let mut v = format!("value-{i}-{round}-").into_bytes();
-    v.extend(std::iter::repeat((i % 251) as u8).take((i % 40) as usize));
+    v.extend(std::iter::repeat_n((i % 251) as u8, (i % 40) as usize));
     v
 }
 
@@ -558,7 +558,7 @@ fn expect_corrupt(target: &Path, file: &Path, offset: Option<u64>) -> Json {
     let problems = r["problems"].as_array().unwrap();
     let hit = problems
         .iter()
-        .any(|p| p["file"] == s(file) && offset.map_or(true, |o| p["offset"].as_u64() == Some(o)));
+        .any(|p| p["file"] == s(file) && offset.is_none_or(|o| p["offset"].as_u64() == Some(o)));
     assert!(hit, "no problem names {} at {offset:?}: {out}", file.display());
     // The text form names the file too.
     let (code, text, _) = tool(&["verify", s(target)]);
@@ -1485,7 +1485,7 @@ fn a_directory_or_file_in_the_wrong_place_is_named_for_what_it_is() {
 /// The proleptic Gregorian UTC date-time of `secs`, counted day by day: an oracle for the
 /// tool's arithmetic.
 fn naive_utc(secs: u64) -> String {
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let (mut days, mut y) = (secs / 86_400, 1970);
     while days >= if leap(y) { 366 } else { 365 } {
         days -= if leap(y) { 366 } else { 365 };
