@@ -812,6 +812,9 @@ impl Db {
     /// at one moment ([`Snapshot::keyspace`]). See [`Keyspace`] for an example.
     ///
     /// Fails with [`Error::ReadOnly`] on a read-only handle if the keyspace does not exist.
+    /// There, `opts` change nothing recorded, but a merge operator they give (under the
+    /// recorded name) is the keyspace's from then on, for every handle on it: a read-only
+    /// database has no other way to learn it.
     ///
     /// The name may be a `&str`, a `String` or anything else that is `AsRef<str>`:
     ///
