@@ -140,6 +140,9 @@ pub(crate) struct DbInner {
     pub ingests_done: AtomicU64,
     /// The recent ingests' key ranges (a leaf lock).
     pub ingest_log: Mutex<transaction::IngestLog>,
+    /// The WAL numbers the live transactions' commits check from: the flushed memtables
+    /// `install` keeps in the history (`db/transaction.rs`).
+    pub live_transactions: transaction::LiveTransactions,
 }
 
 impl std::fmt::Debug for DbInner {

@@ -10,7 +10,8 @@
 //!
 //! - each key read: its newest entry, and the newest range tombstone over it, in each memtable
 //!   at least as new as the one active at the snapshot (`MemTable::newest_write`), flushed
-//!   ones kept as history included (`Tree::history`, `Options::memtable_history_bytes`);
+//!   ones kept as history included (`Tree::history`, `Options::memtable_history_bytes`,
+//!   kept only while an open transaction may need them: `LiveTransactions`);
 //! - each range scanned: every entry in it and every range tombstone overlapping it in those
 //!   memtables (`MemTable::written_after`);
 //! - the batches ahead in the group, op by op;
@@ -124,6 +125,9 @@ pub const TRANSACT_ATTEMPTS: usize = 64;
 pub struct Transaction {
     inner: Arc<DbInner>,
     view: ReadView,
+    /// Keeps the memtables flushed since the snapshot in the history until the transaction
+    /// is committed or dropped.
+    _live: LiveTransaction,
     reads: Mutex<ReadSet>,
     writes: PerKeyspace<Pending>,
     /// The keyspace the methods without `_in` work on (`None`: the default one).
@@ -427,6 +431,55 @@ impl IngestLog {
     }
 }
 
+/// The live transactions, by the WAL number their commits check from (and how many have
+/// each), so that a flushed memtable stays in the history only while a transaction may need
+/// it: with none open, the history holds nothing. A map under a lock, taken twice per
+/// transaction, instead of reference counts on the memtables: `install` must decide what
+/// to keep and swap the state in one step with respect to transactions beginning
+/// (`LiveTransactions::begin`).
+#[derive(Default)]
+pub(crate) struct LiveTransactions(Mutex<BTreeMap<u64, usize>>);
+
+/// A transaction's entry in [`LiveTransactions`], removed when dropped.
+struct LiveTransaction {
+    inner: Arc<DbInner>,
+    wal: u64,
+}
+
+impl LiveTransactions {
+    /// Registers a transaction about to take its snapshot, at the WAL number of the memtable
+    /// active now: at or below its snapshot's. The number is read under the lock `install`
+    /// holds from choosing what the history keeps to swapping the state in, so either that
+    /// install sees this transaction, or the number is read from the state it stored (or a
+    /// newer one), whose active memtable is newer than every memtable it let go.
+    fn begin(inner: &Arc<DbInner>) -> LiveTransaction {
+        let mut live = lock(&inner.live_transactions.0);
+        let wal = inner.state.load().default_tree().mem.wal_number;
+        *live.entry(wal).or_default() += 1;
+        LiveTransaction { inner: inner.clone(), wal }
+    }
+
+    /// The WAL number from which the live transactions may need the flushed memtables
+    /// (`u64::MAX` when there are none), and the lock that keeps transactions from beginning
+    /// until the caller has swapped in the state built from it.
+    pub(crate) fn oldest(&self) -> (u64, std::sync::MutexGuard<'_, BTreeMap<u64, usize>>) {
+        let live = lock(&self.0);
+        (live.keys().next().copied().unwrap_or(u64::MAX), live)
+    }
+}
+
+impl Drop for LiveTransaction {
+    fn drop(&mut self) {
+        let mut live = lock(&self.inner.live_transactions.0);
+        if let Some(n) = live.get_mut(&self.wal) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&self.wal);
+            }
+        }
+    }
+}
+
 impl DbInner {
     pub(crate) fn ingest_log_lock(&self) -> std::sync::MutexGuard<'_, IngestLog> {
         lock(&self.ingest_log)
@@ -438,6 +491,7 @@ impl Transaction {
         // Read before the view: an ingest counted as done here installed before the view was
         // loaded, so the view holds its tables; any other is caught at the commit.
         let done = inner.ingests_done.load(Ordering::SeqCst);
+        let live = LiveTransactions::begin(&inner);
         let view = inner.stable_read_view();
         let reads = ReadSet {
             seq: view.seq(),
@@ -448,6 +502,7 @@ impl Transaction {
         Transaction {
             inner,
             view,
+            _live: live,
             reads: Mutex::new(reads),
             writes: PerKeyspace::default(),
             home: None,
