@@ -135,13 +135,13 @@ pub(crate) struct DbInner {
     pub closed: AtomicBool,
     /// Ingests that have reserved their sequence number, and those that have since installed
     /// or failed: a transaction's snapshot may lack the ingests numbered above the count
-    /// done when it began, whose key ranges its commit checks (`db/transaction.rs`).
+    /// done when it began, whose key ranges its commit checks (`db/transaction/ingest_log.rs`).
     pub ingests_begun: AtomicU64,
     pub ingests_done: AtomicU64,
     /// The recent ingests' key ranges (a leaf lock).
     pub ingest_log: Mutex<transaction::IngestLog>,
     /// The WAL numbers the live transactions' commits check from: the flushed memtables
-    /// `install` keeps in the history (`db/transaction.rs`).
+    /// `install` keeps in the history (`db/transaction/live.rs`).
     pub live_transactions: transaction::LiveTransactions,
 }
 
