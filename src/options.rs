@@ -185,7 +185,9 @@ impl Options {
         /// flushed memtables are kept while those newer than them hold less than this, so
         /// memory goes up to this plus one memtable (any value above 0 keeps at least one),
         /// and a transaction survives about `memtable_history_bytes` of other writes. 0
-        /// keeps none: a transaction outliving its memtable always conflicts.
+        /// keeps none: a transaction outliving its memtable always conflicts. Only memtables
+        /// an open transaction began before the flush of are kept: without transactions the
+        /// history costs nothing ([`crate::Stats::memtable_history_bytes`]).
         ///
         /// 0 to 16 GiB ([`Options::MEMTABLE_HISTORY_BYTES_RANGE`]).
         ///

@@ -290,6 +290,10 @@ pub struct Stats {
     pub table_file_reopens: u64,
     /// Approximate bytes in the active and immutable memtables.
     pub memtable_bytes: u64,
+    /// Approximate bytes in the flushed memtables kept for open transactions' commits to
+    /// check ([`crate::Options::memtable_history_bytes`]), in memory besides
+    /// `memtable_bytes`: 0 when no transaction is open.
+    pub memtable_history_bytes: u64,
     /// Bytes in the live write-ahead log segments.
     pub wal_bytes: u64,
     /// Bytes of keys and values written by users through `put`, `delete` and `write`.
@@ -369,6 +373,9 @@ pub struct KeyspaceStats {
     pub bytes_per_level: Vec<u64>,
     /// Approximate bytes in the keyspace's active and immutable memtables.
     pub memtable_bytes: u64,
+    /// Approximate bytes in the keyspace's flushed memtables kept for open transactions
+    /// (see [`Stats::memtable_history_bytes`]).
+    pub memtable_history_bytes: u64,
     /// RAM held by the filters of the keyspace's tables.
     pub filter_memory_bytes: u64,
     /// RAM held by the indexes of the keyspace's tables.

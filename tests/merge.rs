@@ -339,6 +339,34 @@ fn reading_operands_without_an_operator_is_an_error() {
     assert_eq!(counter(&db, "b"), Some(1));
 }
 
+/// A read-only database records nothing, so a named keyspace's operator comes only from the
+/// handle that opens it: from then on its operands, in tables and in the WAL, read combined.
+#[test]
+fn a_read_only_keyspace_reads_operands_with_the_operator_its_open_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let hits = || KeyspaceOptions::new().merge_operator(Arc::new(U64Add));
+    let db = Db::open(dir.path(), Options::new()).unwrap();
+    let ks = db.keyspace("hits", hits()).unwrap();
+    ks.merge("a", U64Add::operand(2)).unwrap();
+    db.flush().unwrap();
+    ks.merge("a", U64Add::operand(3)).unwrap();
+    ks.merge("b", U64Add::operand(1)).unwrap();
+    drop(ks);
+    db.close().unwrap();
+
+    let db = Db::open_read_only(dir.path(), Options::new()).unwrap();
+    let bare = db.keyspace("hits", KeyspaceOptions::new()).unwrap();
+    assert!(matches!(bare.get("a"), Err(Error::MergeOperatorMissing { .. })));
+    let ks = db.keyspace("hits", hits()).unwrap();
+    let read = |ks: &bloomkv::Keyspace, key: &str| U64Add::decode(&ks.get(key).unwrap().unwrap());
+    assert_eq!(read(&ks, "a"), Some(5));
+    let all: Vec<_> = ks.range(..).map(|r| r.unwrap().1.to_vec()).collect();
+    assert_eq!(all, [U64Add::operand(5), U64Add::operand(1)]);
+    // The operator stays with the keyspace, whichever handle reads it.
+    assert_eq!(read(&bare, "b"), Some(1));
+    assert_eq!(read(&db.keyspace("hits", KeyspaceOptions::new()).unwrap(), "a"), Some(5));
+}
+
 struct Panics;
 impl MergeOperator for Panics {
     fn name(&self) -> &str {

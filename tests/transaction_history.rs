@@ -144,6 +144,47 @@ fn past_the_history_a_commit_is_refused() {
     commit(tx, "out").unwrap();
 }
 
+/// Flushed memtables stay in the history only while an open transaction may need them: none
+/// without a transaction, and those older than every open transaction's snapshot leave at
+/// the next flush once the transactions that needed them are gone.
+#[test]
+fn the_history_keeps_only_what_open_transactions_need() {
+    let (_dir, db) = seeded(small());
+    let history = |db: &Db| {
+        let stats = db.stats();
+        assert_eq!(stats.memtable_history_bytes, stats.keyspaces[0].memtable_history_bytes);
+        stats.memtable_history_bytes
+    };
+    unrelated_writes_and_flushes(&db, 0);
+    assert_eq!(history(&db), 0, "no transaction: nothing kept");
+
+    let (conflicting, clean) = (db.transaction(), db.transaction());
+    drop(conflicting.get("p:k").unwrap());
+    drop(clean.get("a").unwrap());
+    db.put("p:k", "new").unwrap();
+    unrelated_writes_and_flushes(&db, 1);
+    let both = history(&db);
+    assert!(both > 0, "the flushes since the transactions began are kept");
+    let later = db.transaction();
+    drop(later.get("q:k").unwrap());
+    unrelated_writes_and_flushes(&db, 2);
+    assert!(history(&db) > both);
+    // The write to `p:k` is in a flushed memtable: found in the history, and `clean`, which
+    // began at the same moment, commits, so the history reaches back to their snapshots.
+    assert!(matches!(commit(conflicting, "out"), Err(Error::Conflict)));
+    commit(clean, "out").unwrap();
+    let only_later = history(&db);
+    db.put("z", "x").unwrap();
+    db.flush().unwrap();
+    let after = history(&db);
+    assert!(0 < after && after < only_later, "{after} of {only_later}: the older ones left");
+    commit(later, "out2").unwrap();
+    assert_eq!(history(&db), after, "kept until the next install");
+    db.put("z", "y").unwrap();
+    db.flush().unwrap();
+    assert_eq!(history(&db), 0, "no transaction open: nothing kept");
+}
+
 /// Ingests of keys the transaction did not read refuse nothing; one of a key it read, or
 /// into a range it scanned, conflicts.
 #[test]

@@ -361,7 +361,11 @@ impl DbInner {
         if let Some(tree) = found(self) {
             // A read-only open checks too (a wrong merge operator would misread).
             let record = must_record(&tree)?;
-            if self.read_only || !record {
+            if self.read_only {
+                self.adopt_merge_operator(tree.id, &opts);
+                return Ok((tree.id, tree.name.clone()));
+            }
+            if !record {
                 return Ok((tree.id, tree.name.clone()));
             }
         }
@@ -394,6 +398,27 @@ impl DbInner {
             let name = found(self).map_or_else(|| name.into(), |t| t.name.clone());
             Ok((id, name))
         })
+    }
+
+    /// Gives keyspace `id`'s in-memory tree the merge operator of `opts`, if it has one, for a
+    /// read-only database: the manifest records only the operator's name, so its operands
+    /// are readable only once a handle supplies it, and a read-only open may write nothing.
+    /// A compaction filter is not taken: nothing compacts.
+    fn adopt_merge_operator(&self, id: KeyspaceId, opts: &KeyspaceOptions) {
+        if opts.merge_operator.0.is_none() {
+            return;
+        }
+        self.swap_state(|cur| {
+            let with_operator = |t: &Arc<Tree>| {
+                if t.id != id || t.opts.merge_operator == opts.merge_operator {
+                    return t.clone();
+                }
+                let mut t = Tree::clone(t);
+                t.opts.merge_operator = opts.merge_operator.clone();
+                Arc::new(t)
+            };
+            super::DbState { trees: cur.trees.iter().map(with_operator).collect() }
+        });
     }
 
     /// Drops keyspace `name`: its tables and its memtables' contents are gone once this

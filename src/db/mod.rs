@@ -137,11 +137,14 @@ pub(crate) struct DbInner {
     pub closed: AtomicBool,
     /// Ingests that have reserved their sequence number, and those that have since installed
     /// or failed: a transaction's snapshot may lack the ingests numbered above the count
-    /// done when it began, whose key ranges its commit checks (`db/transaction.rs`).
+    /// done when it began, whose key ranges its commit checks (`db/transaction/ingest_log.rs`).
     pub ingests_begun: AtomicU64,
     pub ingests_done: AtomicU64,
     /// The recent ingests' key ranges (a leaf lock).
     pub ingest_log: Mutex<transaction::IngestLog>,
+    /// The WAL numbers the live transactions' commits check from: the flushed memtables
+    /// `install` keeps in the history (`db/transaction/live.rs`).
+    pub live_transactions: transaction::LiveTransactions,
 }
 
 impl std::fmt::Debug for DbInner {
@@ -828,6 +831,9 @@ impl Db {
     /// at one moment ([`Snapshot::keyspace`]). See [`Keyspace`] for an example.
     ///
     /// Fails with [`Error::ReadOnly`] on a read-only handle if the keyspace does not exist.
+    /// There, `opts` change nothing recorded, but a merge operator they give (under the
+    /// recorded name) is the keyspace's from then on, for every handle on it: a read-only
+    /// database has no other way to learn it.
     ///
     /// The name may be a `&str`, a `String` or anything else that is `AsRef<str>`:
     ///

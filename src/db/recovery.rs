@@ -600,6 +600,7 @@ fn assemble(
         ingests_begun: AtomicU64::new(0),
         ingests_done: AtomicU64::new(0),
         ingest_log: Default::default(),
+        live_transactions: Default::default(),
     }
 }
 

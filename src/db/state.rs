@@ -44,7 +44,8 @@ pub(crate) struct Tree {
     /// Memtables waiting to be flushed, newest first.
     pub imm: Vec<Mem>,
     /// Flushed memtables kept, newest first, only for transactions' commits to check what
-    /// was written after their snapshots (`Options::memtable_history_bytes`): never read.
+    /// was written after their snapshots (`Options::memtable_history_bytes`), and only
+    /// those a live transaction may need (`LiveTransactions`): never read.
     pub history: Vec<Mem>,
     /// The tables.
     pub version: Arc<Version>,
@@ -186,7 +187,12 @@ impl DbInner {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }
         let cur = self.state.load();
-        let history_from = flushed.map(|wal| self.history_from(&cur, wal));
+        // Held until the new state is stored: see `LiveTransactions::begin`.
+        let (oldest_live, _live) = self.live_transactions.oldest();
+        let history_from = match flushed {
+            Some(wal) => self.history_from(&cur, wal).max(oldest_live),
+            None => oldest_live,
+        };
         // A table deleted from one level and added to another is moved, not obsolete.
         let moved = |number: &u64| edit.added.iter().any(|(_, m)| m.number == *number);
         for (level, number) in edit.deleted.iter().filter(|(_, n)| !moved(n)) {
@@ -204,7 +210,9 @@ impl DbInner {
             }
             let touched = tree.version.touched_by(edit, tree.id);
             let redefined = edit.keyspaces.iter().find(|d| d.id == tree.id);
-            if !touched && flushed.is_none() && redefined.is_none() {
+            // The last transaction that needed the oldest flushed memtables may have ended.
+            let released = tree.history.last().is_some_and(|m| m.wal_number < history_from);
+            if !touched && flushed.is_none() && !released && redefined.is_none() {
                 trees.push(tree.clone());
                 continue;
             }
@@ -212,12 +220,13 @@ impl DbInner {
             if touched {
                 t.version = Arc::new(t.version.apply(edit, t.id, opened));
             }
-            if let (Some(wal), Some(from)) = (flushed, history_from) {
-                let gone = t.imm.iter().position(|m| m.wal_number == wal).map(|i| t.imm.remove(i));
-                t.history.retain(|m| m.wal_number >= from);
-                if let Some(m) = gone.filter(|m| m.wal_number >= from) {
-                    t.history.insert(0, m);
-                }
+            let gone = flushed.and_then(|wal| {
+                let at = t.imm.iter().position(|m| m.wal_number == wal)?;
+                Some(t.imm.remove(at))
+            });
+            t.history.retain(|m| m.wal_number >= history_from);
+            if let Some(m) = gone.filter(|m| m.wal_number >= history_from) {
+                t.history.insert(0, m);
             }
             if let Some(def) = redefined {
                 t.opts = def.opts.clone();
@@ -245,9 +254,9 @@ impl DbInner {
         Ok(())
     }
 
-    /// The oldest WAL number whose memtables stay in the history once the memtables of
-    /// segment `flushed` join it: the newest are kept while the ones newer than them (every
-    /// keyspace's together) hold less than `memtable_history_bytes`.
+    /// The oldest WAL number whose memtables the byte bound lets stay in the history once the
+    /// memtables of segment `flushed` join it: the newest are kept while the ones newer than
+    /// them (every keyspace's together) hold less than `memtable_history_bytes`.
     fn history_from(&self, cur: &DbState, flushed: u64) -> u64 {
         let limit = self.opts.memtable_history_bytes;
         // Every keyspace's history holds the same segments (a new keyspace's, only the

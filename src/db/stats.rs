@@ -23,6 +23,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
                 tables_per_level: v.levels.iter().map(Vec::len).collect(),
                 bytes_per_level: (0..NUM_LEVELS).map(|l| v.level_bytes(l)).collect(),
                 memtable_bytes: tree.mems().map(|m| m.table.approximate_bytes() as u64).sum(),
+                memtable_history_bytes: (tree.history.iter())
+                    .map(|m| m.table.approximate_bytes() as u64)
+                    .sum(),
                 flushes: k.flushes,
                 flush_bytes_written: k.flush_bytes_written,
                 compactions: k.compactions,
@@ -87,6 +90,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
             s.bytes_per_level[level] += ks.bytes_per_level[level];
         }
         s.memtable_bytes += ks.memtable_bytes;
+        s.memtable_history_bytes += ks.memtable_history_bytes;
         s.filter_memory_bytes += ks.filter_memory_bytes;
         s.index_memory_bytes += ks.index_memory_bytes;
     }

@@ -64,7 +64,7 @@ pub(crate) fn write(
 }
 
 /// Commits the batch `fill` builds, with `sync`, if the leader finds nothing `reads` read
-/// written since it was read (see `db/transaction.rs`): checked while the leader holds the
+/// written since it was read (see `db/transaction/`): checked while the leader holds the
 /// write path, just before the group takes its sequence numbers, so no write can come
 /// between the check and the batch. A refused batch writes nothing and returns its error.
 pub(crate) fn write_checked(

@@ -10,7 +10,8 @@
 //!
 //! - each key read: its newest entry, and the newest range tombstone over it, in each memtable
 //!   at least as new as the one active at the snapshot (`MemTable::newest_write`), flushed
-//!   ones kept as history included (`Tree::history`, `Options::memtable_history_bytes`);
+//!   ones kept as history included (`Tree::history`, `Options::memtable_history_bytes`,
+//!   kept only while an open transaction may need them: `LiveTransactions`);
 //! - each range scanned: every entry in it and every range tombstone overlapping it in those
 //!   memtables (`MemTable::written_after`);
 //! - the batches ahead in the group, op by op;
@@ -32,6 +33,18 @@
 //! loaded (`DbInner::stable_read_view`): a memtable switch between the two loads would leave
 //! writes at or below that number in a memtable the snapshot lacks, unseen by its reads and,
 //! being at or below the snapshot, by the check.
+//!
+//! Files: `mod.rs` ([`Transaction`] and its API), `read_set.rs` (what it read, and the
+//! commit's check), `ingest_log.rs` (the recent ingests), `live.rs` (the live transactions,
+//! which the memtables' history is kept for), `iter.rs`, `cursor.rs`, and `transact.rs`
+//! (running a transaction again on a conflict).
+
+mod cursor;
+mod ingest_log;
+mod iter;
+mod live;
+mod read_set;
+mod transact;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -40,9 +53,9 @@ use std::sync::{Arc, Mutex};
 
 use super::read::ReadView;
 use super::{
-    half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, DbState, KeyRange, Keyspace,
+    half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, Keyspace,
 };
-use crate::batch::{check_entry_size, check_range_bound, BatchOp};
+use crate::batch::{check_entry_size, check_range_bound};
 use crate::key::SeqNo;
 use crate::key_range::prefix_bounds;
 use crate::options::WriteOptions;
@@ -50,9 +63,15 @@ use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
 use crate::{Error, Result, Value, WriteBatch};
 
-/// How many times [`crate::Db::transact`] runs its closure before it gives up with
-/// [`Error::Conflict`].
-pub const TRANSACT_ATTEMPTS: usize = 64;
+pub use cursor::{TransactionCursor, TransactionCursorEntries};
+pub(crate) use ingest_log::IngestLog;
+pub use iter::TransactionIter;
+use live::LiveTransaction;
+pub(crate) use live::LiveTransactions;
+pub(crate) use read_set::ReadSet;
+use read_set::Reads;
+pub use transact::TRANSACT_ATTEMPTS;
+pub(crate) use transact::{compare_and_swap, transact};
 
 /// An optimistic transaction, from [`crate::Db::transaction`]: it reads the database as of
 /// the moment it began, buffers its writes (in any keyspaces) and reads them back, and
@@ -124,6 +143,9 @@ pub const TRANSACT_ATTEMPTS: usize = 64;
 pub struct Transaction {
     inner: Arc<DbInner>,
     view: ReadView,
+    /// Keeps the memtables flushed since the snapshot in the history until the transaction
+    /// is committed or dropped.
+    _live: LiveTransaction,
     reads: Mutex<ReadSet>,
     writes: PerKeyspace<Pending>,
     /// The keyspace the methods without `_in` work on (`None`: the default one).
@@ -218,227 +240,14 @@ fn hidden(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
     ranges.iter().any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
 }
 
-/// What a transaction read, handed to the write path to be validated at commit.
-#[derive(Default)]
-pub(crate) struct ReadSet {
-    /// The snapshot's sequence number.
-    seq: SeqNo,
-    /// The WAL number of the memtable active at the snapshot: writes after the snapshot are
-    /// in it or in newer ones.
-    wal: u64,
-    /// `ingests_done` before the snapshot was taken: the ingests numbered above it may be
-    /// missing from the snapshot.
-    ingests_done: u64,
-    keyspaces: PerKeyspace<Reads>,
-    /// The keyspaces written, and their names (`None`: the default keyspace's), which must
-    /// still exist at the commit.
-    written: Vec<(KeyspaceId, Option<Arc<str>>)>,
-}
-
-#[derive(Default)]
-struct Reads {
-    name: Option<Arc<str>>,
-    /// The keys read, in the order read until [`Reads::seal`] sorts them (a `Vec` and one sort
-    /// at the commit cost far less than a set's node per key).
-    keys: Vec<Vec<u8>>,
-    /// Half-open ranges scanned.
-    ranges: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-impl Reads {
-    /// Sorts and deduplicates the keys, for [`Reads::touched_by`]; done before the commit
-    /// reaches the write path, by the committing thread.
-    fn seal(&mut self) {
-        self.keys.sort_unstable();
-        self.keys.dedup();
-    }
-
-    fn holds_key(&self, key: &[u8]) -> bool {
-        self.keys.binary_search_by(|k| k.as_slice().cmp(key)).is_ok()
-    }
-
-    /// True if `op` writes to something read (the keys sealed).
-    fn touched_by(&self, op: BatchOp<'_>) -> bool {
-        match op {
-            BatchOp::Put { key, .. }
-            | BatchOp::PutExpiring { key, .. }
-            | BatchOp::PutTtl { key, .. }
-            | BatchOp::Merge { key, .. }
-            | BatchOp::MergeExpiring { key, .. }
-            | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
-            BatchOp::DeleteRange { start, end } => {
-                start < end
-                    && (self
-                        .keys
-                        .get(self.keys.partition_point(|k| k.as_slice() < start))
-                        .is_some_and(|k| k.as_slice() < end)
-                        || self
-                            .ranges
-                            .iter()
-                            .any(|(s, e)| s.as_slice() < end && start < e.as_slice()))
-            }
-            BatchOp::Reserved => false,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.ranges.is_empty()
-    }
-}
-
-impl ReadSet {
-    /// `Ok` if nothing read was written after the snapshot, judged against `state` (whose
-    /// memtables hold every write numbered before the group) and the batches `earlier` in
-    /// the group; the error to refuse the commit with otherwise. Called by the write leader.
-    pub(crate) fn validate<'b>(
-        &self,
-        inner: &DbInner,
-        state: &DbState,
-        earlier: impl Iterator<Item = &'b WriteBatch>,
-    ) -> Result<()> {
-        for (id, name) in &self.written {
-            if state.tree(*id).is_none() {
-                let name = name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
-                return Err(Error::KeyspaceDropped { name: name.to_string() });
-            }
-        }
-        if self.keyspaces.iter().all(|(_, r)| r.is_empty()) {
-            return Ok(());
-        }
-        inner.ingest_log_lock().check(self, self.ingests_done)?;
-        for batch in earlier {
-            for (id, op) in batch.iter() {
-                if self.keyspaces.get(id).is_some_and(|r| r.touched_by(op)) {
-                    return Err(Error::Conflict);
-                }
-            }
-        }
-        for (id, reads) in self.keyspaces.iter() {
-            let Some(tree) = state.tree(id) else {
-                let name = reads.name.as_deref().unwrap_or(DEFAULT_KEYSPACE_NAME);
-                return Err(Error::KeyspaceDropped { name: name.to_string() });
-            };
-            // Memtables are flushed, and leave the history, oldest first: if the oldest left
-            // is newer than the one active at the snapshot, that one is gone, and with it the
-            // record of what was written after the snapshot.
-            if tree.mems_and_history().last().map_or(true, |m| m.wal_number > self.wal) {
-                return Err(Error::Conflict);
-            }
-            let mems = || {
-                let after = tree.mems_and_history().take_while(|m| m.wal_number >= self.wal);
-                after.map(|m| &*m.table)
-            };
-            let newer = |k: &[u8], hash| mems().any(|m| m.newest_write(k, hash) > Some(self.seq));
-            if reads.keys.iter().any(|k| newer(k, crate::filter::hash_key(k))) {
-                return Err(Error::Conflict);
-            }
-            let scanned =
-                |(s, e): &(Vec<u8>, Vec<u8>)| mems().any(|m| m.written_after(s, e, self.seq));
-            if reads.ranges.iter().any(scanned) {
-                return Err(Error::Conflict);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// How many ingests [`IngestLog`] remembers: a transaction open across more ingests than this
-/// that read anything is refused. Each record is a keyspace id and two keys.
-pub(crate) const INGEST_LOG_LEN: usize = 256;
-
-/// The most recent ingests' keyspaces and key ranges, for commits to check their reads
-/// against the ingests their snapshots may lack: an ingest's tables pass no memtable, so
-/// the memtables' history does not hold them.
-#[derive(Default)]
-pub(crate) struct IngestLog {
-    /// Oldest first, numbered as `DbInner::ingests_begun` counts them, without gaps.
-    records: VecDeque<IngestRecord>,
-}
-
-struct IngestRecord {
-    number: u64,
-    keyspace: KeyspaceId,
-    /// Its first key, known before it reserves its sequence number.
-    first: Vec<u8>,
-    /// Its last key, once its tables are written; until then every key from `first` on
-    /// may be in it.
-    last: Option<Vec<u8>>,
-    /// It failed and installed nothing.
-    failed: bool,
-}
-
-impl IngestRecord {
-    fn holds_key(&self, key: &[u8]) -> bool {
-        !self.failed
-            && self.first.as_slice() <= key
-            && self.last.as_ref().map_or(true, |l| key <= l.as_slice())
-    }
-
-    /// True if it may hold a key in `start..end`.
-    fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
-        !self.failed
-            && self.first.as_slice() < end
-            && self.last.as_ref().map_or(true, |l| start <= l.as_slice())
-    }
-}
-
-impl IngestLog {
-    /// Records ingest `number` (the newest), into `keyspace`, beginning at key `first`.
-    pub(crate) fn begin(&mut self, number: u64, keyspace: KeyspaceId, first: &[u8]) {
-        if self.records.len() == INGEST_LOG_LEN {
-            self.records.pop_front();
-        }
-        let first = first.to_vec();
-        let record = IngestRecord { number, keyspace, first, last: None, failed: false };
-        self.records.push_back(record);
-    }
-
-    /// Ingest `number`'s tables end at `last`.
-    pub(crate) fn ends_at(&mut self, number: u64, last: &[u8]) {
-        if let Some(r) = self.records.iter_mut().rev().find(|r| r.number == number) {
-            r.last = Some(last.to_vec());
-        }
-    }
-
-    /// Ingest `number` failed without installing anything.
-    pub(crate) fn failed(&mut self, number: u64) {
-        if let Some(r) = self.records.iter_mut().rev().find(|r| r.number == number) {
-            r.failed = true;
-        }
-    }
-
-    /// `Err(Conflict)` if an ingest numbered above `done` may hold a key `reads` read or
-    /// one in a range it scanned, or if such ingests are no longer all recorded. Ingests
-    /// install one at a time in their numbers' order, so those at or below `done` had
-    /// installed (or failed) before the snapshot was loaded, and are in it.
-    fn check(&self, reads: &ReadSet, done: u64) -> Result<()> {
-        let newer = self.records.iter().filter(|r| r.number > done);
-        if self.records.front().is_some_and(|r| r.number > done + 1) {
-            return Err(Error::Conflict);
-        }
-        for r in newer {
-            let Some(read) = reads.keyspaces.get(r.keyspace) else { continue };
-            let from = read.keys.partition_point(|k| k.as_slice() < r.first.as_slice());
-            let key_hit = read.keys.get(from).is_some_and(|k| r.holds_key(k));
-            if key_hit || read.ranges.iter().any(|(s, e)| r.overlaps(s, e)) {
-                return Err(Error::Conflict);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl DbInner {
-    pub(crate) fn ingest_log_lock(&self) -> std::sync::MutexGuard<'_, IngestLog> {
-        lock(&self.ingest_log)
-    }
-}
+type Item = Result<(Vec<u8>, Value)>;
 
 impl Transaction {
     pub(crate) fn new(inner: Arc<DbInner>) -> Transaction {
         // Read before the view: an ingest counted as done here installed before the view was
         // loaded, so the view holds its tables; any other is caught at the commit.
         let done = inner.ingests_done.load(Ordering::SeqCst);
+        let live = LiveTransactions::begin(&inner);
         let view = inner.stable_read_view();
         let reads = ReadSet {
             seq: view.seq(),
@@ -449,6 +258,7 @@ impl Transaction {
         Transaction {
             inner,
             view,
+            _live: live,
             reads: Mutex::new(reads),
             writes: PerKeyspace::default(),
             home: None,
@@ -1060,458 +870,5 @@ impl Transaction {
         reads.keyspaces.values_mut().for_each(Reads::seal);
         reads.written = written;
         write::write_checked(&self.inner, sync, Some(reads), |b| *b = batch)
-    }
-}
-
-/// Sets `key` in the default keyspace or in keyspace `id` to `new` (`None` deletes it) if
-/// its value is `expected` (`None`: absent): see [`crate::Db::compare_and_swap`].
-pub(crate) fn compare_and_swap(
-    inner: &Arc<DbInner>,
-    keyspace: Option<&Keyspace>,
-    key: &[u8],
-    expected: Option<&[u8]>,
-    new: Option<&[u8]>,
-) -> Result<bool> {
-    inner.check_writable()?;
-    let id = keyspace.map_or(DEFAULT_KEYSPACE, Keyspace::id);
-    loop {
-        let mut tx = Transaction::new(inner.clone());
-        if tx.get_at(id, keyspace, key)?.as_deref() != expected {
-            return Ok(false);
-        }
-        match new {
-            Some(value) => tx.put_at(id, keyspace, key, value, None)?,
-            None => tx.delete_at(id, keyspace, key)?,
-        }
-        match tx.commit() {
-            // Someone wrote the key (or the check could not tell, see `Transaction`) since
-            // it was read: read it again.
-            Err(Error::Conflict) => std::thread::yield_now(),
-            other => return other.map(|()| true),
-        }
-    }
-}
-
-/// Runs `f` in a new transaction (`new` makes it) and commits it, again from a new snapshot
-/// on a conflict: see [`crate::Db::transact`].
-pub(crate) fn transact<T, E: From<Error>>(
-    new: impl Fn() -> Transaction,
-    mut f: impl FnMut(&mut Transaction) -> std::result::Result<T, E>,
-) -> std::result::Result<T, E> {
-    for _ in 0..TRANSACT_ATTEMPTS {
-        let mut tx = new();
-        let out = f(&mut tx)?;
-        // Only the commit's own `Conflict` is retried: it is seen here before any conversion
-        // into `E`, so an application error is never mistaken for one.
-        match tx.commit() {
-            Ok(()) => return Ok(out),
-            // Give the transaction that won a moment to finish before trying again.
-            Err(Error::Conflict) => std::thread::yield_now(),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::Conflict.into())
-}
-
-type Item = Result<(Vec<u8>, Value)>;
-
-/// An iterator over a transaction's view of a range, from [`Transaction::range`] and
-/// [`Transaction::prefix`]: the snapshot merged with the transaction's writes. Double-ended,
-/// like [`DbIterator`]; after an error it yields nothing more.
-pub struct TransactionIter {
-    base: DbIterator,
-    /// Entries taken from the snapshot's front (0) and back (1) end, not yet yielded.
-    slots: [Option<(Vec<u8>, Value)>; 2],
-    base_done: bool,
-    /// The transaction's writes in the range, in key order (`None`: a delete).
-    own: VecDeque<(Vec<u8>, Option<Value>)>,
-    /// The transaction's range deletes in the keyspace.
-    ranges: Vec<(Vec<u8>, Vec<u8>)>,
-    done: bool,
-}
-
-impl std::fmt::Debug for TransactionIter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TransactionIter").field("done", &self.done).finish_non_exhaustive()
-    }
-}
-
-impl TransactionIter {
-    /// Makes sure the snapshot entry nearest end `end` (0: front, 1: back) is in a slot, and
-    /// says which slot holds it: the other one once the snapshot's two ends have met.
-    fn fill(&mut self, end: usize) -> Result<Option<usize>> {
-        while self.slots[end].is_none() && !self.base_done {
-            let item = match end {
-                0 => self.base.next(),
-                _ => self.base.next_back(),
-            };
-            match item {
-                None => self.base_done = true,
-                Some(Err(e)) => return Err(e),
-                Some(Ok((k, v))) if !hidden(&self.ranges, &k) => self.slots[end] = Some((k, v)),
-                Some(Ok(_)) => {}
-            }
-        }
-        Ok([end, 1 - end].into_iter().find(|&i| self.slots[i].is_some()))
-    }
-
-    fn step(&mut self, end: usize) -> Option<Item> {
-        if self.done {
-            return None;
-        }
-        loop {
-            let slot = match self.fill(end) {
-                Ok(slot) => slot,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            };
-            let own = match end {
-                0 => self.own.front(),
-                _ => self.own.back(),
-            };
-            let base = slot.and_then(|i| self.slots[i].as_ref()).map(|(k, _)| k);
-            // Which of the two entries nearest this end comes first; on a tie the
-            // transaction's write replaces the snapshot's entry.
-            let (take_base, take_own) = match (base, own) {
-                (None, None) => {
-                    self.done = true;
-                    return None;
-                }
-                (Some(_), None) => (true, false),
-                (None, Some(_)) => (false, true),
-                (Some(b), Some((o, _))) => match (b.as_slice().cmp(o.as_slice()), end) {
-                    (std::cmp::Ordering::Equal, _) => (true, true),
-                    (std::cmp::Ordering::Less, 0) | (std::cmp::Ordering::Greater, 1) => {
-                        (true, false)
-                    }
-                    _ => (false, true),
-                },
-            };
-            let from_base = match take_base {
-                true => slot.and_then(|i| self.slots[i].take()),
-                false => None,
-            };
-            if !take_own {
-                return from_base.map(Ok);
-            }
-            let taken = match end {
-                0 => self.own.pop_front(),
-                _ => self.own.pop_back(),
-            };
-            if let Some((k, Some(v))) = taken {
-                return Some(Ok((k, v)));
-            }
-        }
-    }
-}
-
-impl Iterator for TransactionIter {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        self.step(0)
-    }
-}
-
-impl DoubleEndedIterator for TransactionIter {
-    fn next_back(&mut self) -> Option<Item> {
-        self.step(1)
-    }
-}
-
-impl std::iter::FusedIterator for TransactionIter {}
-
-/// A positionable view of a transaction's range, from [`Transaction::cursor`]: the snapshot
-/// (a [`Cursor`]) merged with the transaction's writes as they were when it was made. Each
-/// move seeks the snapshot's cursor by key (a step costs a seek, not a link); after an error
-/// the cursor is invalid until the next successful move.
-pub struct TransactionCursor {
-    base: Cursor,
-    /// The transaction's writes in the range (`None`: a delete).
-    own: BTreeMap<Vec<u8>, Option<Value>>,
-    /// The transaction's range deletes in the keyspace.
-    ranges: Vec<(Vec<u8>, Vec<u8>)>,
-    current: Option<(Vec<u8>, Value)>,
-}
-
-impl std::fmt::Debug for TransactionCursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TransactionCursor").field("valid", &self.valid()).finish_non_exhaustive()
-    }
-}
-
-/// The least key greater than `key`.
-fn successor(key: &[u8]) -> Vec<u8> {
-    let mut next = key.to_vec();
-    next.push(0);
-    next
-}
-
-/// The end of a range delete in `ranges` covering `key`.
-fn covering<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
-    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
-    over.map(|(_, e)| e.as_slice()).max()
-}
-
-/// The start of a range delete in `ranges` covering `key`.
-fn covered_from<'r>(ranges: &'r [(Vec<u8>, Vec<u8>)], key: &[u8]) -> Option<&'r [u8]> {
-    let over = ranges.iter().filter(|(s, e)| s.as_slice() <= key && key < e.as_slice());
-    over.map(|(s, _)| s.as_slice()).min()
-}
-
-impl TransactionCursor {
-    /// The snapshot's entry the base cursor stands on, copied.
-    fn base_entry(&self) -> Option<(Vec<u8>, Value)> {
-        let key = self.base.key()?;
-        Some((key.to_vec(), Value::copy_from_slice(self.base.value().unwrap_or_default())))
-    }
-
-    /// Positions at the first visible key at or after `from`.
-    fn forward_from(&mut self, mut from: Vec<u8>) -> Result<()> {
-        loop {
-            self.base.seek(&from)?;
-            // The snapshot's keys under a range delete of the transaction are skipped whole.
-            while let Some(end) = self.base.key().and_then(|k| covering(&self.ranges, k)) {
-                let end = end.to_vec();
-                self.base.seek(end)?;
-            }
-            let own = self.own.range::<[u8], _>((Bound::Included(&from[..]), Bound::Unbounded));
-            let own = own.map(|(o, v)| (o.clone(), v.clone())).next();
-            let (key, value) = match (self.base.key(), own) {
-                (Some(b), Some((o, v))) if o.as_slice() <= b => (o, v),
-                (None, Some((o, v))) => (o, v),
-                _ => {
-                    self.current = self.base_entry();
-                    return Ok(());
-                }
-            };
-            match value {
-                Some(v) => {
-                    self.current = Some((key, v));
-                    return Ok(());
-                }
-                None => from = successor(&key),
-            }
-        }
-    }
-
-    /// Positions at the last visible key before `to` (at it too if `inclusive`; `None`: from
-    /// the end).
-    fn backward_from(&mut self, mut to: Option<Vec<u8>>, mut inclusive: bool) -> Result<()> {
-        loop {
-            match &to {
-                Some(k) => {
-                    self.base.seek_for_prev(k)?;
-                    if !inclusive && self.base.key() == Some(k.as_slice()) {
-                        self.base.prev()?;
-                    }
-                }
-                None => self.base.seek_to_last()?,
-            }
-            while let Some(start) = self.base.key().and_then(|k| covered_from(&self.ranges, k)) {
-                let start = start.to_vec();
-                self.base.seek_for_prev(&start)?;
-                if self.base.key() == Some(start.as_slice()) {
-                    self.base.prev()?;
-                }
-            }
-            let upper = match (&to, inclusive) {
-                (Some(k), true) => Bound::Included(&k[..]),
-                (Some(k), false) => Bound::Excluded(&k[..]),
-                (None, _) => Bound::Unbounded,
-            };
-            let own = self.own.range::<[u8], _>((Bound::Unbounded, upper));
-            let own = own.map(|(o, v)| (o.clone(), v.clone())).next_back();
-            let (key, value) = match (self.base.key(), own) {
-                (Some(b), Some((o, v))) if o.as_slice() >= b => (o, v),
-                (None, Some((o, v))) => (o, v),
-                _ => {
-                    self.current = self.base_entry();
-                    return Ok(());
-                }
-            };
-            match value {
-                Some(v) => {
-                    self.current = Some((key, v));
-                    return Ok(());
-                }
-                None => (to, inclusive) = (Some(key), false),
-            }
-        }
-    }
-
-    /// The result of a move: on an error the cursor is left invalid.
-    fn moved(&mut self, r: Result<()>) -> Result<()> {
-        if r.is_err() {
-            self.current = None;
-        }
-        r
-    }
-
-    /// Positions at the first key of the range.
-    pub fn seek_to_first(&mut self) -> Result<()> {
-        let r = self.forward_from(Vec::new());
-        self.moved(r)
-    }
-
-    /// Positions at the last key of the range.
-    pub fn seek_to_last(&mut self) -> Result<()> {
-        let r = self.backward_from(None, true);
-        self.moved(r)
-    }
-
-    /// Positions at the first key at or after `key`.
-    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        let r = self.forward_from(key.as_ref().to_vec());
-        self.moved(r)
-    }
-
-    /// Positions at the last key at or before `key`.
-    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        let r = self.backward_from(Some(key.as_ref().to_vec()), true);
-        self.moved(r)
-    }
-
-    /// Moves to the next key; an invalid cursor stays invalid.
-    #[allow(clippy::should_implement_trait)] // A move, not an `Iterator`: it yields nothing.
-    pub fn next(&mut self) -> Result<()> {
-        let Some((key, _)) = &self.current else { return Ok(()) };
-        let r = self.forward_from(successor(key));
-        self.moved(r)
-    }
-
-    /// Moves to the previous key; an invalid cursor stays invalid.
-    pub fn prev(&mut self) -> Result<()> {
-        let Some((key, _)) = &self.current else { return Ok(()) };
-        let r = self.backward_from(Some(key.clone()), false);
-        self.moved(r)
-    }
-
-    /// True while the cursor stands on a key.
-    pub fn valid(&self) -> bool {
-        self.current.is_some()
-    }
-
-    /// The key the cursor stands on.
-    pub fn key(&self) -> Option<&[u8]> {
-        self.current.as_ref().map(|(k, _)| k.as_slice())
-    }
-
-    /// The value of the key the cursor stands on.
-    pub fn value(&self) -> Option<&[u8]> {
-        self.current.as_ref().map(|(_, v)| v.as_ref())
-    }
-
-    /// An iterator over the entries from the one the cursor stands on forward, moving the
-    /// cursor as it goes, as [`Cursor::entries`] does: when it is dropped the cursor stands
-    /// on the first entry not yielded. Nothing on an invalid cursor; a failed step is yielded
-    /// as the last item.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
-    /// for k in ["a", "c", "d"] {
-    ///     db.put(k, "db")?;
-    /// }
-    /// let mut tx = db.transaction();
-    /// tx.put("b", "tx")?;
-    /// tx.delete("c")?;
-    /// let mut cursor = tx.cursor(..);
-    /// cursor.seek_to_first()?;
-    /// let keys = |page: Vec<bloomkv::Result<(Vec<u8>, bloomkv::Value)>>| -> bloomkv::Result<Vec<Vec<u8>>> {
-    ///     page.into_iter().map(|kv| kv.map(|(k, _)| k)).collect()
-    /// };
-    /// assert_eq!(keys(cursor.entries().take(2).collect())?, [b"a", b"b"]);
-    /// assert_eq!(cursor.key(), Some(&b"d"[..])); // the next page starts here
-    /// assert_eq!(keys(cursor.entries_back().collect())?, [b"d", b"b", b"a"]);
-    /// assert!(!cursor.valid());
-    /// # Ok(()) }
-    /// ```
-    pub fn entries(&mut self) -> TransactionCursorEntries<'_> {
-        TransactionCursorEntries { cursor: self, back: false, failed: None }
-    }
-
-    /// [`TransactionCursor::entries`] backward: the current entry, then the ones before it.
-    pub fn entries_back(&mut self) -> TransactionCursorEntries<'_> {
-        TransactionCursorEntries { cursor: self, back: true, failed: None }
-    }
-}
-
-/// The entries of a [`TransactionCursor`] from where it stands, from
-/// [`TransactionCursor::entries`] and [`TransactionCursor::entries_back`]:
-/// `Result<(key, value)>` items, as a [`TransactionIter`] yields.
-#[derive(Debug)]
-pub struct TransactionCursorEntries<'c> {
-    cursor: &'c mut TransactionCursor,
-    back: bool,
-    /// A step failed after the entry before it was yielded: the next item.
-    failed: Option<Error>,
-}
-
-impl Iterator for TransactionCursorEntries<'_> {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        if let Some(e) = self.failed.take() {
-            return Some(Err(e));
-        }
-        let entry = self.cursor.current.clone()?;
-        let step = match self.back {
-            false => self.cursor.next(),
-            true => self.cursor.prev(),
-        };
-        // The failed step left the cursor invalid, so the error is followed by the end.
-        self.failed = step.err();
-        Some(Ok(entry))
-    }
-}
-
-impl std::iter::FusedIterator for TransactionCursorEntries<'_> {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reads(keys: &[&str], ranges: &[(&str, &str)]) -> Reads {
-        let mut r = Reads {
-            name: None,
-            keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
-            ranges: ranges
-                .iter()
-                .map(|(s, e)| (s.as_bytes().to_vec(), e.as_bytes().to_vec()))
-                .collect(),
-        };
-        r.seal();
-        r
-    }
-
-    /// What the leader asks of each op of the batches ahead of a transaction in its group:
-    /// every op that writes a key read, or into a range scanned, is found; no other is.
-    #[test]
-    fn ops_ahead_in_the_group_are_matched_against_what_was_read() {
-        let r = reads(&["b", "m"], &[("d", "f")]);
-        let put = |k: &'static str| BatchOp::Put { key: k.as_bytes(), value: b"v" };
-        let delete = |k: &'static str| BatchOp::Delete { key: k.as_bytes() };
-        let range = |s: &'static str, e: &'static str| BatchOp::DeleteRange {
-            start: s.as_bytes(),
-            end: e.as_bytes(),
-        };
-        for op in [put("b"), delete("m"), put("d"), delete("ez"), range("a", "c"), range("m", "n")]
-        {
-            assert!(r.touched_by(op), "{op:?}");
-        }
-        for op in [range("c", "d\0"), range("e", "g"), range("l", "m\0"), range("c", "e")] {
-            assert!(r.touched_by(op), "{op:?}");
-        }
-        for op in
-            [put("a"), delete("c"), put("f"), range("b\0", "d"), range("f", "m"), range("c", "d")]
-        {
-            assert!(!r.touched_by(op), "{op:?}");
-        }
-        assert!(!r.touched_by(range("z", "a")), "an empty range writes nothing");
-        assert!(!r.touched_by(BatchOp::Reserved));
     }
 }

@@ -1,0 +1,82 @@
+//! Applying a written batch to the memtables.
+
+use super::{BatchOp, WriteBatch};
+use crate::key::{SeqNo, ValueKind};
+use crate::version::edit::KeyspaceId;
+
+impl WriteBatch {
+    /// Applies every operation at its sequence number (the i-th at `sequence() + i`) to the
+    /// memtable `mem_of` gives for its keyspace; an op whose keyspace has none (dropped
+    /// meanwhile) is skipped, as the drop would have removed it. Returns the bytes of keys
+    /// and values written.
+    pub(crate) fn insert_into<'m>(
+        &self,
+        mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+    ) -> u64 {
+        self.insert_collapsing(mem_of, |_, _, _, _, _| None)
+    }
+
+    /// [`WriteBatch::insert_into`], asking `collapse` of each merge operand (keyspace,
+    /// memtable, key, sequence number, operand) for a value to insert as a put in its place
+    /// (`Options::max_successive_merges`).
+    pub(crate) fn insert_collapsing<'m>(
+        &self,
+        mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+        mut collapse: impl FnMut(
+            KeyspaceId,
+            &crate::memtable::MemTable,
+            &[u8],
+            SeqNo,
+            &[u8],
+        ) -> Option<Vec<u8>>,
+    ) -> u64 {
+        let mut bytes = 0;
+        let mut last: Option<(KeyspaceId, Option<&crate::memtable::MemTable>)> = None;
+        for (seq, (keyspace, op)) in (self.sequence()..).zip(self.iter()) {
+            let mem = match last {
+                Some((k, m)) if k == keyspace => m,
+                _ => {
+                    let m = mem_of(keyspace);
+                    last = Some((keyspace, m));
+                    m
+                }
+            };
+            let Some(mem) = mem else { continue };
+            let (a, b) = match op {
+                BatchOp::Put { key, value } => {
+                    mem.insert(key, seq, ValueKind::Put, value);
+                    (key, value)
+                }
+                BatchOp::PutExpiring { key, stored } => {
+                    mem.insert(key, seq, ValueKind::PutExpiring, stored);
+                    (key, stored)
+                }
+                BatchOp::Merge { key, operand } => {
+                    match collapse(keyspace, mem, key, seq, operand) {
+                        Some(value) => mem.insert(key, seq, ValueKind::Put, &value),
+                        None => mem.insert(key, seq, ValueKind::Merge, operand),
+                    }
+                    (key, operand)
+                }
+                BatchOp::MergeExpiring { key, stored } => {
+                    mem.insert(key, seq, ValueKind::MergeExpiring, stored);
+                    (key, stored)
+                }
+                // Turned into expiring puts before any batch is applied (`stamp_expiry`).
+                BatchOp::PutTtl { .. } => continue,
+                BatchOp::Delete { key } => {
+                    mem.insert(key, seq, ValueKind::Delete, &[]);
+                    (key, &[][..])
+                }
+                BatchOp::DeleteRange { start, end } => {
+                    mem.delete_range(start, end, seq);
+                    (start, end)
+                }
+                // The ingest's tables hold what was written at `seq`.
+                BatchOp::Reserved => continue,
+            };
+            bytes += (a.len() + b.len()) as u64;
+        }
+        bytes
+    }
+}
