@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bloomkv::filter::{hash_key, FilterPolicy};
 use bloomkv::fs::{FileSystem, StdFs, WritableFile};
-use bloomkv::key::{internal_key, ValueKind, MAX_SEQNO};
-use bloomkv::table::{
+use bloomkv_tree::key::{internal_key, ValueKind, MAX_SEQNO};
+use bloomkv_tree::table::{
     BlockCache, Compression, GetOutcome, Table, TableBuilder, TableGet, TableOptions,
 };
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -5,83 +5,29 @@
 #![warn(missing_docs)]
 
 // The public API: the items re-exported below, plus `filter` (usable on its own), `fs`
-// (the file-system seam) and `events` (the listener's trait and what it is told). Every
-// other module is private; the `internals` feature, which only the `bloomkv` tool, the
-// tests, benches and fuzzers enable, makes the layers below public for whitebox use. They
-// are not part of the semver surface. Each is declared twice, spelled out rather than made
-// by a macro, so that rustfmt (which does not look inside macros) formats their files.
+// (the file-system seam) and `events` (the listener's trait and what it is told). The tree's
+// layers come from `bloomkv-tree`; the `internals` feature, which only the `bloomkv` tool,
+// the tests, benches and fuzzers enable, makes `batch`, `check` and those layers public
+// here for whitebox use. They are not part of the semver surface.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod batch;
 #[cfg(not(feature = "internals"))]
 mod batch;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod coding;
-#[cfg(not(feature = "internals"))]
-mod coding;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod filename;
-#[cfg(not(feature = "internals"))]
-mod filename;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod iter;
-#[cfg(not(feature = "internals"))]
-mod iter;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod key;
-#[cfg(not(feature = "internals"))]
-mod key;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod log;
-#[cfg(not(feature = "internals"))]
-mod log;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod memtable;
-#[cfg(not(feature = "internals"))]
-mod memtable;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod range_del;
-#[cfg(not(feature = "internals"))]
-mod range_del;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod table;
-#[cfg(not(feature = "internals"))]
-mod table;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod version;
-#[cfg(not(feature = "internals"))]
-mod version;
+use bloomkv_tree::{coding, filename, iter, key, log, memtable, range_del, table, version};
 
 // Offline checks for `bloomkv verify`: only built for the tool and tests, so the engine code
 // it alone would use is still reported as dead in the default build.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod check;
-mod clock;
-mod compaction_filter;
 mod db;
-mod error;
 pub mod events;
-pub mod filter;
-pub mod fs;
-mod key_head;
 mod key_range;
-mod merge;
 mod options;
-mod prefetch;
-mod prefix;
 mod stats;
-mod sync;
-mod value;
+use bloomkv_tree::{clock, compaction_filter, error, merge, prefix, sync, value};
+pub use bloomkv_tree::{filter, fs};
 
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};

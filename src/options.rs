@@ -10,6 +10,8 @@ use crate::merge::{MergeOperator, MergeSlot};
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 use crate::{Error, Result};
+pub use bloomkv_tree::options::KeyspaceOptions;
+use bloomkv_tree::options::{within, Unit};
 
 /// How a database is configured. Builder-style: start from `Options::default()` and chain
 /// setters.
@@ -28,15 +30,12 @@ use crate::{Error, Result};
 /// whole configuration.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The default keyspace's settings, which the keyspace setters below set.
+    pub(crate) keyspace: KeyspaceOptions,
     pub(crate) memtable_bytes: usize,
     pub(crate) max_immutable_memtables: usize,
     pub(crate) memtable_history_bytes: usize,
     pub(crate) max_successive_merges: usize,
-    pub(crate) filter_policy: FilterPolicy,
-    pub(crate) prefix_extractor: Option<PrefixExtractor>,
-    pub(crate) whole_key_filtering: bool,
-    pub(crate) compression: Compression,
-    pub(crate) block_bytes: usize,
     pub(crate) block_cache_bytes: usize,
     pub(crate) max_open_files: usize,
     pub(crate) max_batch_bytes: usize,
@@ -47,15 +46,11 @@ pub struct Options {
     pub(crate) l0_stop_trigger: usize,
     pub(crate) level_size_ratio: u64,
     pub(crate) level_base_bytes: u64,
-    pub(crate) target_table_bytes: u64,
     pub(crate) max_subcompactions: usize,
     pub(crate) create_if_missing: bool,
     pub(crate) error_if_exists: bool,
     pub(crate) fs: std::sync::Arc<dyn crate::fs::FileSystem>,
     pub(crate) listeners: crate::events::Listeners,
-    pub(crate) compaction_filter: FilterSlot,
-    pub(crate) stop_on_compaction_filter_error: bool,
-    pub(crate) merge_operator: MergeSlot,
     pub(crate) change_settings: bool,
     pub(crate) clock: Arc<dyn crate::Clock>,
     /// `clock` is the default [`crate::SystemClock`]: scans may read it only when they meet
@@ -66,15 +61,11 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            keyspace: KeyspaceOptions::default(),
             memtable_bytes: 16 << 20,
             max_immutable_memtables: 2,
             memtable_history_bytes: 16 << 20,
             max_successive_merges: 64,
-            filter_policy: FilterPolicy::default(),
-            prefix_extractor: None,
-            whole_key_filtering: true,
-            compression: Compression::None,
-            block_bytes: 4096,
             block_cache_bytes: 64 << 20,
             max_open_files: 4096,
             max_batch_bytes: 64 << 20,
@@ -85,20 +76,27 @@ impl Default for Options {
             l0_stop_trigger: 12,
             level_size_ratio: 10,
             level_base_bytes: 64 << 20,
-            target_table_bytes: 16 << 20,
             max_subcompactions: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             create_if_missing: true,
             error_if_exists: false,
             fs: std::sync::Arc::new(crate::fs::StdFs),
             listeners: crate::events::Listeners::default(),
-            compaction_filter: FilterSlot::default(),
-            stop_on_compaction_filter_error: false,
-            merge_operator: MergeSlot::default(),
             change_settings: false,
             clock: Arc::new(crate::SystemClock),
             system_clock: true,
         }
     }
+}
+
+/// A setter of the default keyspace's settings.
+macro_rules! keyspace_setter {
+    ($(#[$doc:meta])* $name:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.keyspace.$name = value;
+            self
+        }
+    };
 }
 
 macro_rules! setter {
@@ -134,7 +132,7 @@ impl Options {
     /// [`Options::max_successive_merges`]: 0 (off) to 1,000,000.
     pub const MAX_SUCCESSIVE_MERGES_RANGE: RangeInclusive<usize> = 0..=1_000_000;
     /// [`Options::block_bytes`] and [`KeyspaceOptions::block_bytes`]: 64 bytes to 16 MiB.
-    pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
+    pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = KeyspaceOptions::BLOCK_BYTES_RANGE;
     /// [`Options::block_cache_bytes`]: 0 to 1 TiB.
     pub const BLOCK_CACHE_BYTES_RANGE: RangeInclusive<usize> = 0..=usize_bytes(1 << 40);
     /// [`Options::max_open_files`]: 1 to 1,048,576.
@@ -150,7 +148,8 @@ impl Options {
     pub const LEVEL_BASE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=1 << 50;
     /// [`Options::target_table_bytes`] and [`KeyspaceOptions::target_table_bytes`]: 1 KiB
     /// to 4 GiB.
-    pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=4 << 30;
+    pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> =
+        KeyspaceOptions::TARGET_TABLE_BYTES_RANGE;
     /// [`Options::max_subcompactions`]: 1 to 64.
     pub const MAX_SUBCOMPACTIONS_RANGE: RangeInclusive<usize> = 1..=64;
 }
@@ -224,11 +223,11 @@ impl Options {
         ///
         /// 0 to 1,000,000 ([`Options::MAX_SUCCESSIVE_MERGES_RANGE`]).
         max_successive_merges: usize);
-    setter!(
+    keyspace_setter!(
         /// The per-table filter (default: blocked Bloom at 10 bits per key), or with
         /// [`FilterPolicy::Budgeted`] one filter memory budget split across the tree.
         filter_policy: FilterPolicy);
-    setter!(
+    keyspace_setter!(
         /// The default keyspace's prefix extractor (default none): each table's filter also
         /// holds its keys' distinct prefixes, and scans inside one prefix skip the tables
         /// that hold none of it (see [`PrefixExtractor`]). The prefixes come out of the same
@@ -236,7 +235,7 @@ impl Options {
         /// keys and prefixes, so a table holding one key per prefix (a flush of scattered
         /// writes) gets about twice the bits per key of one holding ten.
         prefix_extractor: Option<PrefixExtractor>);
-    setter!(
+    keyspace_setter!(
         /// Whether the filters hold whole keys (default true), for point lookups. With a
         /// [`prefix extractor`](Options::prefix_extractor) and `false`, they hold only the
         /// prefixes, sized at the filter's bits per key times the table's distinct prefixes:
@@ -245,10 +244,10 @@ impl Options {
         /// both, a lookup asks for the key and, where that says "maybe", for its prefix.
         /// Without an extractor it has no effect.
         whole_key_filtering: bool);
-    setter!(
+    keyspace_setter!(
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);
-    setter!(
+    keyspace_setter!(
         /// Target uncompressed size of a data block (default 4 KiB). 64 bytes to 16 MiB
         /// ([`Options::BLOCK_BYTES_RANGE`]): a block is read, checked and cached whole.
         block_bytes: usize);
@@ -355,7 +354,7 @@ impl Options {
         /// 1 KiB to 1 PiB ([`Options::LEVEL_BASE_BYTES_RANGE`]): a target nothing reaches
         /// leaves everything in L1.
         level_base_bytes: u64);
-    setter!(
+    keyspace_setter!(
         /// Size at which compaction output is split into a new table (default 16 MiB: a
         /// 50M-key database is then about 400 tables, within the default `max_open_files`).
         /// 1 KiB to 4 GiB ([`Options::TARGET_TABLE_BYTES_RANGE`]; RocksDB's
@@ -415,7 +414,7 @@ impl Options {
     /// when it is asked and what it never sees). The database records its name only: give
     /// it at every open (see [`Options::change_settings`]).
     pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
-        self.compaction_filter = FilterSlot(Some(filter));
+        self.keyspace.compaction_filter = FilterSlot(Some(filter));
         self
     }
 
@@ -424,7 +423,7 @@ impl Options {
     /// and reported; see [`crate::CompactionFilter`]). Not recorded in the database: give it
     /// at every open, with the filter.
     pub fn stop_on_compaction_filter_error(mut self, stop: bool) -> Self {
-        self.stop_on_compaction_filter_error = stop;
+        self.keyspace.stop_on_compaction_filter_error = stop;
         self
     }
 
@@ -432,7 +431,7 @@ impl Options {
     /// [`crate::Db::merge`] needs. The database records its name only: give it at every
     /// open (see [`Options::change_settings`]).
     pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
-        self.merge_operator = MergeSlot(Some(operator));
+        self.keyspace.merge_operator = MergeSlot(Some(operator));
         self
     }
 
@@ -471,21 +470,9 @@ impl Options {
         self
     }
 
-    /// The settings of the default keyspace.
+    /// The settings of the default keyspace (whose `change_settings` is `Options`' own).
     pub(crate) fn keyspace_options(&self) -> KeyspaceOptions {
-        KeyspaceOptions {
-            compaction_filter: self.compaction_filter.clone(),
-            stop_on_compaction_filter_error: self.stop_on_compaction_filter_error,
-            merge_operator: self.merge_operator.clone(),
-            filter_policy: self.filter_policy,
-            prefix_extractor: self.prefix_extractor,
-            whole_key_filtering: self.whole_key_filtering,
-            compression: self.compression,
-            block_bytes: self.block_bytes,
-            target_table_bytes: self.target_table_bytes,
-            default_ttl: None,
-            change_settings: false,
-        }
+        KeyspaceOptions { change_settings: false, ..self.keyspace.clone() }
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -525,46 +512,6 @@ impl Options {
             Count,
         )
     }
-}
-
-/// How a refusal shows an option's values.
-#[derive(Clone, Copy)]
-enum Unit {
-    /// In bytes, with the largest binary unit that divides them.
-    Bytes,
-    /// As a plain number.
-    Count,
-}
-
-impl Unit {
-    fn show(self, n: u64) -> String {
-        if let Unit::Bytes = self {
-            for (shift, unit) in [(50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-                if n >= 1 << shift && n % (1 << shift) == 0 {
-                    return format!("{} {unit}", n >> shift);
-                }
-            }
-            return format!("{n} byte{}", if n == 1 { "" } else { "s" });
-        }
-        n.to_string()
-    }
-}
-
-/// Refuses `value` of the option `name` unless it is in `range`, naming both.
-fn within<T>(name: &str, value: T, range: &RangeInclusive<T>, unit: Unit) -> Result<()>
-where
-    T: Copy + PartialOrd + TryInto<u64>,
-{
-    if range.contains(&value) {
-        return Ok(());
-    }
-    let show = |v: T| unit.show(v.try_into().unwrap_or(u64::MAX));
-    Err(Error::InvalidArgument(format!(
-        "{name} must be between {} and {}, got {}",
-        show(*range.start()),
-        show(*range.end()),
-        show(value)
-    )))
 }
 
 /// Options for one write.
@@ -608,273 +555,5 @@ impl WriteOptions {
     /// Whether a write with these options fsyncs, on a database opened with `opts`.
     pub(crate) fn resolve_sync(&self, opts: &Options) -> bool {
         self.sync.unwrap_or(opts.sync_writes)
-    }
-}
-
-/// How one keyspace's tables are built: the settings a keyspace may have of its own (see
-/// [`crate::Db::keyspace`]). Everything else — memtable size, compaction triggers, the block
-/// cache, durability — belongs to the database and is shared by its keyspaces.
-///
-/// A keyspace's options are recorded in the manifest, so its background work uses them after
-/// a reopen even before the keyspace is opened again. Those that only shape new tables —
-/// filter policy, whole-key filtering, compression, block and table sizes — may differ at
-/// each open: the new ones are recorded and apply to tables written from then on (existing
-/// tables keep what they were built with, and compaction brings them along). Those that
-/// change what the keyspace's data means or how it is read — the
-/// [`default_ttl`](KeyspaceOptions::default_ttl), the
-/// [`prefix_extractor`](KeyspaceOptions::prefix_extractor), and the names of the
-/// [`merge_operator`](KeyspaceOptions::merge_operator) and
-/// [`compaction_filter`](KeyspaceOptions::compaction_filter) — must be the recorded ones, or
-/// the open fails with [`Error::SettingMismatch`], unless
-/// [`change_settings`](KeyspaceOptions::change_settings) says to record the new ones.
-/// [`crate::Db::keyspace_options`] gives the recorded options back, to restate only the
-/// callbacks. The default keyspace takes its settings from [`Options`] at every open, and
-/// `Db::open` checks them likewise.
-///
-/// ```
-/// use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
-/// let logs = KeyspaceOptions::new()
-///     .filter_policy(FilterPolicy::None) // scanned, never looked up by key
-///     .compression(Compression::Zstd { level: 3 })
-///     .target_table_bytes(64 << 20);
-/// # let _ = logs;
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeyspaceOptions {
-    pub(crate) filter_policy: FilterPolicy,
-    pub(crate) prefix_extractor: Option<PrefixExtractor>,
-    pub(crate) whole_key_filtering: bool,
-    pub(crate) compression: Compression,
-    pub(crate) block_bytes: usize,
-    pub(crate) target_table_bytes: u64,
-    pub(crate) default_ttl: Option<std::time::Duration>,
-    /// Held in memory only, as the merge operator: the manifest records the other fields.
-    pub(crate) compaction_filter: FilterSlot,
-    /// In memory only, as the filter it goes with.
-    pub(crate) stop_on_compaction_filter_error: bool,
-    pub(crate) merge_operator: MergeSlot,
-    /// For the one open it is given to: never recorded, nor kept in a keyspace's options.
-    pub(crate) change_settings: bool,
-}
-
-impl Default for KeyspaceOptions {
-    fn default() -> Self {
-        Options::default().keyspace_options()
-    }
-}
-
-impl KeyspaceOptions {
-    /// The default options (those of a default [`Options`]), to chain setters on.
-    pub fn new() -> Self {
-        KeyspaceOptions::default()
-    }
-
-    setter!(
-        /// The keyspace's filter (see [`Options::filter_policy`]). A
-        /// [`FilterPolicy::Budgeted`] budget is split across this keyspace's tree alone.
-        filter_policy: FilterPolicy);
-    setter!(
-        /// The keyspace's prefix extractor (see [`Options::prefix_extractor`]).
-        prefix_extractor: Option<PrefixExtractor>);
-    setter!(
-        /// Whether the keyspace's filters hold whole keys (see
-        /// [`Options::whole_key_filtering`]).
-        whole_key_filtering: bool);
-    setter!(
-        /// Data block compression (see [`Options::compression`]).
-        compression: Compression);
-    setter!(
-        /// Target uncompressed size of a data block (see [`Options::block_bytes`]): 64 bytes
-        /// to 16 MiB, as there.
-        block_bytes: usize);
-    setter!(
-        /// Size at which compaction output is split into a new table (see
-        /// [`Options::target_table_bytes`]): 1 KiB to 4 GiB, as there.
-        target_table_bytes: u64);
-
-    /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
-    /// each then expires that long after it is written, as with
-    /// [`crate::Keyspace::put_with_ttl`]. `None` (the default): plain puts never expire.
-    /// Recorded in the manifest; a later open must give the same one, or set
-    /// [`change_settings`](KeyspaceOptions::change_settings) (the new one applies to later
-    /// puts only).
-    ///
-    /// Rounded *up* to whole milliseconds, as the `ttl` of
-    /// [`crate::Db::put_with_ttl`]: any non-zero time to live keeps a put readable until the
-    /// clock has passed at least one more millisecond. `Some(Duration::ZERO)` is refused
-    /// (with [`Error::InvalidArgument`]) when the keyspace is opened.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// use bloomkv::{Db, KeyspaceOptions, ManualClock, Options};
-    ///
-    /// let clock = Arc::new(ManualClock::new(0));
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
-    /// let opts = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
-    /// let sessions = db.keyspace("sessions", opts)?;
-    /// sessions.put("s1", "user 7")?;
-    /// clock.advance(Duration::from_secs(3600));
-    /// assert_eq!(sessions.get("s1")?, None);
-    /// # Ok(()) }
-    /// ```
-    pub fn default_ttl(mut self, ttl: Option<std::time::Duration>) -> Self {
-        self.default_ttl =
-            ttl.map(|t| std::time::Duration::from_millis(crate::clock::ttl_millis(t)));
-        self
-    }
-
-    /// The keyspace's compaction filter (see [`crate::CompactionFilter`]). The manifest
-    /// records its [name](crate::CompactionFilter::name) only: pass it each time the keyspace
-    /// is opened (an open without it fails, see
-    /// [`change_settings`](KeyspaceOptions::change_settings)).
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// use std::sync::Arc;
-    /// use bloomkv::{CompactionFilter, Db, Decision, KeyspaceOptions, Options};
-    ///
-    /// /// Keeps only the first 4 bytes of each value.
-    /// struct Truncate;
-    /// impl CompactionFilter for Truncate {
-    ///     fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
-    ///         match value.get(..4) {
-    ///             Some(head) if value.len() > 4 => Decision::ChangeValue(head.to_vec()),
-    ///             _ => Decision::Keep,
-    ///         }
-    ///     }
-    /// }
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = Db::open(dir.path(), Options::new())?;
-    /// let logs = db.keyspace("logs", KeyspaceOptions::new().compaction_filter(Arc::new(Truncate)))?;
-    /// logs.put("k", "abcdefgh")?;
-    /// db.compact()?;
-    /// assert_eq!(logs.get("k")?.as_deref(), Some(&b"abcd"[..]));
-    /// # Ok(()) }
-    /// ```
-    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
-        self.compaction_filter = FilterSlot(Some(filter));
-        self
-    }
-
-    /// Whether a failure of the keyspace's compaction filter stops the database (see
-    /// [`Options::stop_on_compaction_filter_error`]; default `false`). Like the filter, it is
-    /// not recorded in the manifest: pass it each time the keyspace is opened.
-    pub fn stop_on_compaction_filter_error(mut self, stop: bool) -> Self {
-        self.stop_on_compaction_filter_error = stop;
-        self
-    }
-
-    /// The keyspace's merge operator (see [`crate::MergeOperator`]), which
-    /// [`crate::Keyspace::merge`] needs. The manifest records its
-    /// [name](crate::MergeOperator::name) only: give it again to [`crate::Db::keyspace`]
-    /// after every open (an open without it fails, see
-    /// [`change_settings`](KeyspaceOptions::change_settings)).
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// use std::sync::Arc;
-    /// use bloomkv::{Db, KeyspaceOptions, Options, U64Add};
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = Db::open(dir.path(), Options::new())?;
-    /// let hits = db.keyspace("hits", KeyspaceOptions::new().merge_operator(Arc::new(U64Add)))?;
-    /// hits.merge("/index.html", U64Add::operand(1))?;
-    /// hits.merge("/index.html", U64Add::operand(1))?;
-    /// assert_eq!(U64Add::decode(&hits.get("/index.html")?.unwrap()), Some(2));
-    /// # Ok(()) }
-    /// ```
-    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
-        self.merge_operator = MergeSlot(Some(operator));
-        self
-    }
-
-    /// Whether this open may record settings other than those the keyspace holds (default
-    /// `false`). The checked settings are the
-    /// [`default_ttl`](KeyspaceOptions::default_ttl), the
-    /// [`prefix_extractor`](KeyspaceOptions::prefix_extractor) and the names of the
-    /// [`merge_operator`](KeyspaceOptions::merge_operator) and
-    /// [`compaction_filter`](KeyspaceOptions::compaction_filter): opening an existing
-    /// keyspace with others fails with [`Error::SettingMismatch`], naming the setting, the
-    /// recorded value and the given one, since forgetting one (the default `new()`
-    /// options) would silently change what stored data means. With `true` the given ones
-    /// are recorded, and later opens must give them. It applies to that one open and is
-    /// never recorded.
-    ///
-    /// A read-only database records nothing, so it checks only what would make its reads
-    /// wrong: a merge operator whose name differs from the recorded one. Without the
-    /// recorded operator, a read that meets operands fails with
-    /// [`Error::MergeOperatorMissing`].
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// use std::time::Duration;
-    /// use bloomkv::{Db, Error, KeyspaceOptions, Options};
-    ///
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = Db::open(dir.path(), Options::new())?;
-    /// let hour = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
-    /// db.keyspace("sessions", hour.clone())?;
-    /// let r = db.keyspace("sessions", KeyspaceOptions::new());
-    /// assert!(matches!(r, Err(Error::SettingMismatch { setting: "default_ttl", .. })));
-    /// // Meant: record the new time to live.
-    /// let day = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(86400)));
-    /// db.keyspace("sessions", day.clone().change_settings(true))?;
-    /// db.keyspace("sessions", day)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn change_settings(mut self, change: bool) -> Self {
-        self.change_settings = change;
-        self
-    }
-
-    /// The settings one by one, for the tool's reports: (filter policy, compression, block
-    /// bytes, target table bytes). Not part of the stable API.
-    #[cfg(feature = "internals")]
-    #[doc(hidden)]
-    pub fn parts(&self) -> (FilterPolicy, Compression, usize, u64) {
-        (self.filter_policy, self.compression, self.block_bytes, self.target_table_bytes)
-    }
-
-    /// The prefix extractor and whether filters hold whole keys. Not part of the stable API.
-    #[cfg(feature = "internals")]
-    #[doc(hidden)]
-    pub fn prefix_parts(&self) -> (Option<PrefixExtractor>, bool) {
-        (self.prefix_extractor, self.whole_key_filtering)
-    }
-
-    /// The default time to live of plain puts. Not part of the stable API.
-    #[cfg(feature = "internals")]
-    #[doc(hidden)]
-    pub fn ttl_part(&self) -> Option<std::time::Duration> {
-        self.default_ttl
-    }
-
-    /// Whether the tables' filters hold whole keys: always without an extractor.
-    pub(crate) fn filters_whole_keys(&self) -> bool {
-        self.whole_key_filtering || self.prefix_extractor.is_none()
-    }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        self.filter_policy.validate()?;
-        if let Some(e) = self.prefix_extractor {
-            e.validate()?;
-        }
-        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
-        within("block_bytes", self.block_bytes, &Options::BLOCK_BYTES_RANGE, Unit::Bytes)?;
-        let tables = &Options::TARGET_TABLE_BYTES_RANGE;
-        within("target_table_bytes", self.target_table_bytes, tables, Unit::Bytes)?;
-        if let Some(ttl) = self.default_ttl {
-            crate::clock::check_ttl("default_ttl", ttl)?;
-        }
-        if let Compression::Zstd { level } = self.compression {
-            if !(-7..=22).contains(&level) {
-                return bad("zstd level must be in -7..=22");
-            }
-        }
-        Ok(())
     }
 }

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::fs::{fault::unique_dir, FaultFs, FileSystem};
-use bloomkv::key::{internal_key, ValueKind};
-use bloomkv::log::LogWriter;
-use bloomkv::version::edit::{TableMeta, VersionEdit};
-use bloomkv::version::manifest::{set_current, RecoveredManifest};
 use bloomkv::{Db, Error, Options};
+use bloomkv_tree::key::{internal_key, ValueKind};
+use bloomkv_tree::log::LogWriter;
+use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
+use bloomkv_tree::version::manifest::{set_current, RecoveredManifest};
 
 mod common;
 
@@ -91,8 +91,8 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
 /// `Db::keyspace` would then have handed out the existing keyspace's id, mixing the two.
 #[test]
 fn manifest_whose_keyspace_id_counter_goes_back_is_corruption() {
-    use bloomkv::version::edit::KeyspaceDef;
     use bloomkv::KeyspaceOptions;
+    use bloomkv_tree::version::edit::KeyspaceDef;
     let fs = FaultFs::new();
     let opts = || Options::default().fault_fs(&fs);
     for (lowered, refused) in [(Some(1), true), (Some(0), true), (Some(2), false), (None, false)] {
@@ -146,7 +146,7 @@ fn manifest_whose_last_sequence_is_behind_its_tables_is_corruption() {
         }
         db.flush().unwrap();
         db.close().unwrap();
-        let m = bloomkv::version::manifest::read_manifest(&fs, &dir).unwrap();
+        let m = bloomkv_tree::version::manifest::read_manifest(&fs, &dir).unwrap();
         let tables: Vec<(usize, TableMeta)> = m.keyspaces[0]
             .levels
             .iter()
@@ -202,7 +202,7 @@ fn scratch(name: &str) -> (FaultFs, PathBuf, impl Fn() -> Options) {
 /// Closes `db` and reads the manifest it left.
 fn closed_manifest(fs: &FaultFs, dir: &Path, db: Db) -> RecoveredManifest {
     db.close().unwrap();
-    bloomkv::version::manifest::read_manifest(fs, dir).unwrap()
+    bloomkv_tree::version::manifest::read_manifest(fs, dir).unwrap()
 }
 
 /// `k0`..`k9` = `v`.
@@ -232,7 +232,7 @@ fn install_manifest(
     number: u64,
     edits: &[VersionEdit],
 ) -> std::path::PathBuf {
-    let path = bloomkv::filename::manifest_path(dir, number);
+    let path = bloomkv_tree::filename::manifest_path(dir, number);
     let mut w = LogWriter::new(fs.create(&path).unwrap());
     for e in edits {
         w.add_record(&e.encode()).unwrap();
@@ -292,7 +292,9 @@ fn manifest_with_touching_tables_on_a_sorted_level_is_corruption() {
     let tables: Vec<TableMeta> = m.keyspaces[0].levels[0].clone();
     let bounds: Vec<(&[u8], &[u8])> = tables
         .iter()
-        .map(|t| (bloomkv::key::user_key(&t.smallest), bloomkv::key::user_key(&t.largest)))
+        .map(|t| {
+            (bloomkv_tree::key::user_key(&t.smallest), bloomkv_tree::key::user_key(&t.largest))
+        })
         .collect();
     assert!(
         bounds.contains(&(&b"k0"[..], &b"k9"[..])) && bounds.contains(&(&b"k9"[..], &b"k9"[..])),
@@ -346,9 +348,9 @@ fn l0_tables_whose_sequence_ranges_interleave_are_corruption() {
         .clone();
     assert_eq!(newer.largest_seq, 15);
     let bytes =
-        other_fs.read_all(&bloomkv::filename::table_path(&other_dir, newer.number)).unwrap();
+        other_fs.read_all(&bloomkv_tree::filename::table_path(&other_dir, newer.number)).unwrap();
     newer.number = m.next_file_number + 5;
-    let mut f = fs.create(&bloomkv::filename::table_path(&dir, newer.number)).unwrap();
+    let mut f = fs.create(&bloomkv_tree::filename::table_path(&dir, newer.number)).unwrap();
     f.append(&bytes).unwrap();
     f.sync().unwrap();
     drop(f);
@@ -395,7 +397,7 @@ fn manifest_retiring_an_unflushed_wal_segment_is_corruption() {
     put_ten(&db);
     // Not flushed: the WAL segment alone holds the writes.
     let m = closed_manifest(&fs, &dir, db);
-    let wal = bloomkv::filename::wal_path(&dir, m.log_number);
+    let wal = bloomkv_tree::filename::wal_path(&dir, m.log_number);
     assert!(fs.exists(&wal), "the writes are in WAL segment {}", m.log_number);
     let edit = VersionEdit { log_number: Some(m.log_number + 1), ..restated(&m) };
     rewrite_manifest_with(&fs, &dir, &m, edit);
@@ -424,7 +426,7 @@ fn table_contradicting_its_manifest_record_is_corruption() {
     db.flush().unwrap();
     let m = closed_manifest(&fs, &dir, db);
     let table = m.keyspaces[0].levels[0][0].clone();
-    let table_path = bloomkv::filename::table_path(&dir, table.number);
+    let table_path = bloomkv_tree::filename::table_path(&dir, table.number);
     type Lie = fn(&mut TableMeta);
     let lies: [(&str, Lie); 4] = [
         ("a narrower key range", |t| t.largest = internal_key(&[b'k', 4], 5, ValueKind::Put)),
@@ -448,10 +450,10 @@ fn table_contradicting_its_manifest_record_is_corruption() {
 
 use std::path::PathBuf;
 
-use bloomkv::filename::{parse, FileKind};
 use bloomkv::fs::StdFs;
-use bloomkv::table::{BlockHandle, Footer, Table, TableProperties};
 use bloomkv::{Compression, WriteOptions};
+use bloomkv_tree::filename::{parse, FileKind};
+use bloomkv_tree::table::{BlockHandle, Footer, Table, TableProperties};
 
 fn val(i: u64, gen: u64) -> Vec<u8> {
     let mut v = format!("value-{i}-{gen}-").into_bytes();
@@ -910,7 +912,7 @@ fn damaged_manifest_fails_naming_the_manifest() {
     let data = std::fs::read(&manifest).unwrap();
     // The record boundaries: damage before the last record is corruption by the log's own
     // rule (valid data follows it); the last record is checked separately below.
-    let mut reader = bloomkv::log::LogReader::new(manifest.clone(), data.clone());
+    let mut reader = bloomkv_tree::log::LogReader::new(manifest.clone(), data.clone());
     let mut starts = Vec::new();
     while reader.next_record().unwrap().is_some() {
         starts.push(reader.last_record_offset());
@@ -1026,13 +1028,13 @@ fn huge_length_fields_fail_without_allocating() {
     }
     // A version edit whose key length is 2^40.
     let mut edit = vec![1, 1, 6, 0, 5, 100];
-    bloomkv::coding::put_varint(&mut edit, huge);
+    bloomkv_tree::coding::put_varint(&mut edit, huge);
     assert!(VersionEdit::decode(&edit).unwrap_err().is_corruption());
     // A write batch claiming u32::MAX ops with a 2^40-byte key.
     let mut batch = vec![0u8; 8];
     batch.extend_from_slice(&u32::MAX.to_le_bytes());
     batch.push(1);
-    bloomkv::coding::put_varint(&mut batch, huge);
+    bloomkv_tree::coding::put_varint(&mut batch, huge);
     assert!(bloomkv::WriteBatch::decode(batch).unwrap_err().is_corruption());
     // A filter claiming 2^40 bits.
     let f = bloomkv::filter::Filter::build(
@@ -1042,13 +1044,15 @@ fn huge_length_fields_fail_without_allocating() {
     let mut enc = f.encode();
     let body = enc.len() - 4;
     enc[24..32].copy_from_slice(&(huge * 8).to_le_bytes());
-    let crc = bloomkv::coding::crc32(&[&enc[..body]]);
+    let crc = bloomkv_tree::coding::crc32(&[&enc[..body]]);
     enc[body..].copy_from_slice(&crc.to_le_bytes());
     assert!(bloomkv::filter::Filter::decode(&enc).unwrap_err().is_corruption());
     // A block whose restart count is 2^31.
     let mut block = vec![0u8; 16];
     block.extend_from_slice(&(1u32 << 31).to_le_bytes());
-    assert!(bloomkv::table::Block::new(bytes::Bytes::from(block)).unwrap_err().is_corruption());
+    assert!(bloomkv_tree::table::Block::new(bytes::Bytes::from(block))
+        .unwrap_err()
+        .is_corruption());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1152,7 +1156,7 @@ fn damaged_last_manifest_records_never_open_with_lost_data() {
             .max()
             .unwrap();
         let data = fs.contents(&manifest).unwrap();
-        let mut reader = bloomkv::log::LogReader::new(manifest.clone(), data.clone());
+        let mut reader = bloomkv_tree::log::LogReader::new(manifest.clone(), data.clone());
         let mut starts = Vec::new();
         while reader.next_record().unwrap().is_some() {
             starts.push(reader.last_record_offset() as usize);

@@ -799,7 +799,7 @@ fn a_wal_record_over_the_limits_is_corruption_at_its_offset() {
     let value_len = bloomkv::MAX_VALUE_BYTES + 1;
     push_varint(&mut record, value_len as u64);
     record.resize(record.len() + value_len, 0xab);
-    let mut w = bloomkv::log::LogWriter::new(
+    let mut w = bloomkv_tree::log::LogWriter::new(
         bloomkv::fs::FileSystem::create(&bloomkv::fs::StdFs, &wal).unwrap(),
     );
     for r in &records {

@@ -812,8 +812,8 @@ fn crash_during_creation_leaves_an_openable_directory() {
 /// earlier ones were silently gone. Found by `damaged_wal_recovers_a_prefix_or_fails_naming_the_wal`.
 #[test]
 fn a_hole_between_wal_segments_is_corruption() {
-    use bloomkv::filename::{parse, wal_path, FileKind};
-    use bloomkv::log::LogWriter;
+    use bloomkv_tree::filename::{parse, wal_path, FileKind};
+    use bloomkv_tree::log::LogWriter;
     for cut in [None, Some(1), Some(10)] {
         let fs = FaultFs::new();
         let dir = unique_dir("hole");

@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use bloomkv::filter::FilterPolicy;
-use bloomkv::table::{Compression, Footer, Table};
+use bloomkv_tree::table::{Compression, Footer, Table};
 use fuzz_drivers as d;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -85,7 +85,7 @@ fn mutate(rng: &mut StdRng, data: &mut Vec<u8>, donor: &[u8]) {
             let v: u64 =
                 [0, 1, 127, 128, 255, 1 << 16, 1 << 31, 1 << 40, u64::MAX][rng.gen_range(0..9)];
             let mut enc = Vec::new();
-            bloomkv::coding::put_varint(&mut enc, v);
+            bloomkv_tree::coding::put_varint(&mut enc, v);
             let end = (i + enc.len()).min(len);
             data.splice(i..end, enc);
         }
@@ -192,7 +192,7 @@ fn repair_table(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
             _ => block[i] = [0, 0xff, 0x80][rng.gen_range(0..3)],
         }
     }
-    let crc = bloomkv::coding::crc32(&[&block]);
+    let crc = bloomkv_tree::coding::crc32(&[&block]);
     data[start..start + body].copy_from_slice(&block);
     data[start + body..start + body + 4].copy_from_slice(&crc.to_le_bytes());
     data
@@ -239,7 +239,7 @@ fn fuzz_block_decoder() {
 
 /// Re-frames mutated record payloads with a real log writer, so the framing is valid.
 fn reframe(rng: &mut StdRng, base: &[u8], record: fn(&mut StdRng) -> Vec<u8>) -> Vec<u8> {
-    let mut r = bloomkv::log::LogReader::new("/seed".into(), base.to_vec());
+    let mut r = bloomkv_tree::log::LogReader::new("/seed".into(), base.to_vec());
     let mut records = Vec::new();
     while let Ok(Some(rec)) = r.next_record() {
         records.push(rec);
@@ -286,7 +286,7 @@ fn repair_filter(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
     let mut data = mutated(rng, base, base);
     if data.len() >= 4 {
         let body = data.len() - 4;
-        let crc = bloomkv::coding::crc32(&[&data[..body]]);
+        let crc = bloomkv_tree::coding::crc32(&[&data[..body]]);
         data[body..].copy_from_slice(&crc.to_le_bytes());
     }
     data
@@ -343,7 +343,7 @@ fn expected_fpr_of_a_filter_with_an_absurd_key_count_is_immediate() {
             .encode();
     enc[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
     let body = enc.len() - 4;
-    let crc = bloomkv::coding::crc32(&[&enc[..body]]);
+    let crc = bloomkv_tree::coding::crc32(&[&enc[..body]]);
     enc[body..].copy_from_slice(&crc.to_le_bytes());
     let f = bloomkv::filter::Filter::decode(&enc).unwrap();
     assert_eq!(f.expected_fpr(), 1.0);

@@ -515,7 +515,7 @@ fn replay_skips_a_reserved_sequence_number() {
     put.extend_from_slice(&1u32.to_le_bytes());
     put.extend_from_slice(&[1, 1, b'b', 1, b'2']);
     records.extend([reserved, put]);
-    let mut w = bloomkv::log::LogWriter::new(
+    let mut w = bloomkv_tree::log::LogWriter::new(
         bloomkv::fs::FileSystem::create(&bloomkv::fs::StdFs, &wal).unwrap(),
     );
     for r in &records {

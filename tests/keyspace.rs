@@ -101,7 +101,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
         assert!(kinds("default").iter().all(|k| *k == FilterKind::Blocked));
         for t in ks_tables(&db, "logs") {
             let file = bloomkv::fs::FileSystem::open(&bloomkv::fs::StdFs, &t.path).unwrap();
-            let table = bloomkv::table::Table::open(file, t.path.clone(), None).unwrap();
+            let table = bloomkv_tree::table::Table::open(file, t.path.clone(), None).unwrap();
             assert_eq!(table.properties().compression, Compression::Zstd { level: 1 });
         }
         // Left in the memtables: they are replayed from the WAL at the next open.
@@ -118,7 +118,7 @@ fn each_keyspace_builds_its_tables_with_its_own_options_even_before_it_is_reopen
     assert!(replayed.iter().all(|t| t.filter_kind == FilterKind::None), "{replayed:?}");
     for t in &replayed {
         let file = bloomkv::fs::FileSystem::open(&bloomkv::fs::StdFs, &t.path).unwrap();
-        let table = bloomkv::table::Table::open(file, t.path.clone(), None).unwrap();
+        let table = bloomkv_tree::table::Table::open(file, t.path.clone(), None).unwrap();
         assert_eq!(table.properties().compression, Compression::Zstd { level: 1 });
     }
     db.compact().unwrap();
@@ -314,7 +314,7 @@ fn keyspaces_are_shared_between_threads_and_concurrent_creates_agree() {
 
 #[test]
 fn a_wal_record_for_a_keyspace_the_manifest_never_created_is_corruption() {
-    use bloomkv::filename::{self, FileKind};
+    use bloomkv_tree::filename::{self, FileKind};
     let dir = tempfile::tempdir().unwrap();
     Db::open(dir.path(), small_tables()).unwrap().close().unwrap();
     let wal = std::fs::read_dir(dir.path())
@@ -331,7 +331,7 @@ fn a_wal_record_for_a_keyspace_the_manifest_never_created_is_corruption() {
     let last = filename::wal_path(dir.path(), wal);
     // The last segment holds only its header, an empty batch naming the next sequence
     // number; a forged next segment continues from it with one put to keyspace 7.
-    let header = bloomkv::log::LogReader::new(last.clone(), std::fs::read(&last).unwrap())
+    let header = bloomkv_tree::log::LogReader::new(last.clone(), std::fs::read(&last).unwrap())
         .next_record()
         .unwrap()
         .unwrap();
@@ -341,7 +341,8 @@ fn a_wal_record_for_a_keyspace_the_manifest_never_created_is_corruption() {
     record.extend_from_slice(&[0x81, 7, 1, b'k', 1, b'v']);
     let path = filename::wal_path(dir.path(), wal + 1);
     let fs = bloomkv::fs::StdFs;
-    let mut w = bloomkv::log::LogWriter::new(bloomkv::fs::FileSystem::create(&fs, &path).unwrap());
+    let mut w =
+        bloomkv_tree::log::LogWriter::new(bloomkv::fs::FileSystem::create(&fs, &path).unwrap());
     w.add_record(&record).unwrap();
     w.sync().unwrap();
     drop(w);

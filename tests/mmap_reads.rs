@@ -231,7 +231,7 @@ fn mapped_rss_kib(path: &std::path::Path) -> Vec<u64> {
 /// naming the table and the block, every other one reads the right value.
 #[test]
 fn mapped_lookups_catch_a_damaged_block() {
-    use bloomkv::table::Table;
+    use bloomkv_tree::table::Table;
     let dir = tempfile::tempdir().unwrap();
     let mut model = Model::new();
     {

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::log::LogWriter;
-use bloomkv::version::edit::{KeyspaceDef, VersionEdit};
-use bloomkv::version::manifest::{read_manifest, set_current};
 use bloomkv::{
     Append, CompactionFilter, Compression, Db, Decision, Error, FilterPolicy, KeyspaceOptions,
     Options, PrefixExtractor, U64Add, WriteBatch, WriteOptions,
 };
+use bloomkv_tree::log::LogWriter;
+use bloomkv_tree::version::edit::{KeyspaceDef, VersionEdit};
+use bloomkv_tree::version::manifest::{read_manifest, set_current};
 
 /// The setting, recorded and given values of a `SettingMismatch`, checking its keyspace and
 /// that its message names them all.
@@ -282,7 +282,7 @@ fn a_manifest_without_recorded_names_opens_and_learns_them() {
         }
     }
     let number = m.next_file_number + 10;
-    let path = bloomkv::filename::manifest_path(dir.path(), number);
+    let path = bloomkv_tree::filename::manifest_path(dir.path(), number);
     let mut w = LogWriter::new(bloomkv::fs::FileSystem::create(&fs, &path).unwrap());
     w.add_record(&edit.encode()).unwrap();
     w.sync().unwrap();

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::key::ValueKind;
 use bloomkv::{
     Append, Db, Error, KeyspaceOptions, ManualClock, MergeOperator, Options, U64Add, WriteBatch,
     WriteOptions,
 };
+use bloomkv_tree::key::ValueKind;
 
 mod common;
 

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use bloomkv::filter::{hash_key, FilterPolicy};
 use bloomkv::fs::{FileSystem, MemFile, StdFs};
-use bloomkv::iter::{BidirectionalIterator, InternalIterator};
-use bloomkv::key::{internal_key, parse_internal_key, ValueKind, MAX_SEQNO};
-use bloomkv::table::{
+use bloomkv::{Error, Result};
+use bloomkv_tree::iter::{BidirectionalIterator, InternalIterator};
+use bloomkv_tree::key::{internal_key, parse_internal_key, ValueKind, MAX_SEQNO};
+use bloomkv_tree::table::{
     BlockCache, Compression, GetOutcome, Table, TableBuilder, TableOptions, TableProperties,
 };
-use bloomkv::{Error, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -511,12 +511,15 @@ fn index_entries_describe_the_data_blocks() {
         let mut it = block.iter();
         it.seek_to_last().unwrap();
         // The separator bounds its block from above and the next block from below.
-        assert_ne!(bloomkv::key::compare_internal(it.key(), sep), std::cmp::Ordering::Greater);
+        assert_ne!(bloomkv_tree::key::compare_internal(it.key(), sep), std::cmp::Ordering::Greater);
         if let Some((_, next)) = index.get(i + 1) {
             let nb = t.read_data_block(*next).unwrap();
             let mut nit = nb.iter();
             nit.seek_to_first().unwrap();
-            assert_eq!(bloomkv::key::compare_internal(sep, nit.key()), std::cmp::Ordering::Less);
+            assert_eq!(
+                bloomkv_tree::key::compare_internal(sep, nit.key()),
+                std::cmp::Ordering::Less
+            );
         }
         it.seek_to_first().unwrap();
         while it.valid() {
@@ -555,7 +558,7 @@ mod model_checks {
                     (internal_key(uk, *seq, kind), format!("{uk:?}@{seq}").into_bytes())
                 })
                 .collect();
-            entries.sort_by(|a, b| bloomkv::key::compare_internal(&a.0, &b.0));
+            entries.sort_by(|a, b| bloomkv_tree::key::compare_internal(&a.0, &b.0));
             let opts = TableOptions::default()
                 .block_bytes(block_bytes)
                 .restart_interval(restart_interval);
@@ -567,7 +570,7 @@ mod model_checks {
             for (uk, seq) in targets {
                 let target = internal_key(&uk, seq, ValueKind::Put);
                 let pos = entries.partition_point(|(k, _)| {
-                    bloomkv::key::compare_internal(k, &target) == std::cmp::Ordering::Less
+                    bloomkv_tree::key::compare_internal(k, &target) == std::cmp::Ordering::Less
                 });
                 it.seek(&target).unwrap();
                 match entries.get(pos) {
@@ -586,7 +589,7 @@ mod model_checks {
                 }
                 // Backward: the last entry at or before the target.
                 let at_or_before = entries.partition_point(|(k, _)| {
-                    bloomkv::key::compare_internal(k, &target) != std::cmp::Ordering::Greater
+                    bloomkv_tree::key::compare_internal(k, &target) != std::cmp::Ordering::Greater
                 });
                 it.seek_for_prev(&target).unwrap();
                 match at_or_before.checked_sub(1) {
@@ -600,7 +603,7 @@ mod model_checks {
                 // The point get sees the first entry at or after the target if it has this
                 // user key.
                 let want = match entries.get(pos) {
-                    Some((k, v)) if bloomkv::key::user_key(k) == &uk[..] => {
+                    Some((k, v)) if bloomkv_tree::key::user_key(k) == &uk[..] => {
                         match parse_internal_key(k).unwrap().kind {
                             ValueKind::Put => GetOutcome::Found(v.clone().into()),
                             ValueKind::Delete => GetOutcome::Deleted,

@@ -40,7 +40,7 @@ fn format_versions(dir: &Path) -> Vec<u32> {
         .iter()
         .map(|p| {
             let file = bloomkv::fs::FileSystem::open(&bloomkv::fs::StdFs, p).unwrap();
-            let t = bloomkv::table::Table::open(file, p.clone(), None).unwrap();
+            let t = bloomkv_tree::table::Table::open(file, p.clone(), None).unwrap();
             t.properties().format_version
         })
         .collect()
@@ -457,7 +457,8 @@ fn a_keyspace_default_ttl_is_recorded_and_applies_to_plain_puts() {
         db.keyspace("cache", ttl.clone()).unwrap();
     }
     // The manifest records it.
-    let m = bloomkv::version::manifest::read_manifest(&bloomkv::fs::StdFs, dir.path()).unwrap();
+    let m =
+        bloomkv_tree::version::manifest::read_manifest(&bloomkv::fs::StdFs, dir.path()).unwrap();
     let def = &m.keyspaces.iter().find(|k| k.def.name == "cache").unwrap().def;
     assert_eq!(def.opts, ttl);
     let db = Db::open(dir.path(), options(&clock)).unwrap();

@@ -37,8 +37,6 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::compaction_iter::NewestVersions;
-use super::filter_budget::{table_filter, Placement};
 use super::table_files::{table_options, write_table};
 use super::{DbInner, DbState, Tree};
 use crate::filename::{current_path, table_path};
@@ -50,6 +48,8 @@ use crate::range_del::{Fragments, TombstoneSplit};
 use crate::version::edit::{KeyspaceDef, VersionEdit};
 use crate::version::manifest::{create_manifest, set_current};
 use crate::{Error, Result};
+use bloomkv_tree::compact::newest::NewestVersions;
+use bloomkv_tree::filter_budget::{table_filter, Placement};
 
 /// Copies through this many bytes at a time where a table cannot be linked.
 const COPY_CHUNK: usize = 1 << 20;

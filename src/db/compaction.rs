@@ -24,10 +24,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::compaction_filter_stage::FilterStage;
-use super::compaction_iter::NewestVersions;
-use super::filter_budget::{table_filter, Placement};
-use super::merge_stage::MergeStage;
 use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionFilterErrorInfo, CompactionInfo, CompactionReason};
@@ -40,6 +36,10 @@ use crate::version::edit::{TableMeta, VersionEdit};
 use crate::version::level_iter::LevelIter;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::Result;
+use bloomkv_tree::compact::filter_stage::FilterStage;
+use bloomkv_tree::compact::merge_stage::MergeStage;
+use bloomkv_tree::compact::newest::NewestVersions;
+use bloomkv_tree::filter_budget::{table_filter, Placement};
 
 /// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`;
 /// flushes only ever add L0 tables, and an ingest adds tables only while holding the slot, so

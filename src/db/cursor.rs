@@ -5,10 +5,10 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::scan::visible_or_failed;
-use super::visible::VisibleIter;
 use super::{DbInner, Tree};
 use crate::key::SeqNo;
 use crate::Result;
+use bloomkv_tree::read::visible::VisibleIter;
 
 /// A cursor over the keys of a range, from [`crate::Db::cursor`] or
 /// [`crate::Snapshot::cursor`], that seeks and steps both ways.

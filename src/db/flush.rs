@@ -13,9 +13,6 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::compaction_iter::NewestVersions;
-use super::filter_budget::{table_filter, Placement};
-use super::merge_stage::MergeStage;
 use super::{lock_mutex as lock, DbInner};
 use crate::events::FlushInfo;
 use crate::filename::wal_path;
@@ -23,6 +20,9 @@ use crate::iter::InternalIterator;
 use crate::range_del::TombstoneSplit;
 use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::Result;
+use bloomkv_tree::compact::merge_stage::MergeStage;
+use bloomkv_tree::compact::newest::NewestVersions;
+use bloomkv_tree::filter_budget::{table_filter, Placement};
 
 /// Flushes the oldest immutable memtables: one per keyspace, all holding the writes of the
 /// same WAL segment, into one L0 table per keyspace that has data, recorded in one manifest

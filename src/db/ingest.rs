@@ -53,7 +53,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::filter_budget::{table_filter, Placement};
 use super::table_files::EntryStream;
 use super::{flush, lock_mutex as lock, write, DbInner, Tree};
 use crate::batch::check_entry_size;
@@ -62,6 +61,7 @@ use crate::range_del::TombstoneSplit;
 use crate::version::edit::{KeyspaceId, TableMeta, VersionEdit};
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::{Error, Result};
+use bloomkv_tree::filter_budget::{table_filter, Placement};
 
 /// Ingests `entries`; returns how many there were. See the module documentation.
 pub(crate) fn ingest<K, V>(

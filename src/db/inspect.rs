@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::filter_budget;
 use super::read::{self, Answer, Found, ReadObserver};
 use super::scan::{self, TableChoice};
 use super::{Db, Keyspace, Tree};
@@ -18,6 +17,7 @@ use crate::key::{SeqNo, ValueKind};
 use crate::stats::ReadTally;
 use crate::version::set::TableFile;
 use crate::Result;
+use bloomkv_tree::filter_budget;
 
 /// Facts about one live table.
 #[derive(Debug, Clone, PartialEq)]

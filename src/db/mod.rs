@@ -29,17 +29,13 @@
 mod background;
 mod checkpoint;
 mod compaction;
-mod compaction_filter_stage;
-mod compaction_iter;
 mod cursor;
-mod filter_budget;
 mod flush;
 mod in_flight;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
 mod keyspace;
-mod merge_stage;
 mod multi_get;
 mod read;
 mod recovery;
@@ -54,7 +50,6 @@ mod table_files;
 mod transaction;
 mod ttl;
 use table_files::TableCaches;
-mod visible;
 mod wal;
 mod write;
 

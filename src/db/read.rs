@@ -273,9 +273,15 @@ pub(crate) fn merged_get(
     let sources = super::scan::merged_sources(tree, lo, hi, None);
     let own = || Bound::Included(key.to_vec());
     let now = clock.now_millis();
-    let mut view =
-        super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
-            .with_merger(tree.merger());
+    let mut view = bloomkv_tree::read::visible::VisibleIter::new(
+        sources,
+        seq,
+        own(),
+        own(),
+        tree.range_tombstones(),
+        now,
+    )
+    .with_merger(tree.merger());
     view.seek_to_first()?;
     Ok(view.valid().then(|| Value::from(view.value().to_vec())))
 }

@@ -13,8 +13,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
-use super::compaction_iter::NewestVersions;
-use super::filter_budget::{table_filter, Placement};
 use super::table_files::{open_table, table_options, write_table, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
@@ -34,6 +32,8 @@ use crate::version::set::{
     default_keyspace_def, Version, VersionSet, DEFAULT_KEYSPACE_NAME, NUM_LEVELS,
 };
 use crate::{Error, Result, WriteBatch};
+use bloomkv_tree::compact::newest::NewestVersions;
+use bloomkv_tree::filter_budget::{table_filter, Placement};
 
 /// One keyspace as found on disk: what the manifest says of it, its tables, and its writes
 /// replayed from the WAL.
@@ -410,7 +410,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<DbInner> {
     let caches = TableCaches::new(&opts);
     let loaded = load(dir, &opts, &caches, opts.create_if_missing, false)?;
     let (names, manifest_number) = (loaded.names.clone(), loaded.manifest_number);
-    let clock = Arc::new(MarkedClock::new(&opts, loaded.clock_mark));
+    let clock =
+        Arc::new(MarkedClock::new(opts.clock.clone(), opts.system_clock, loaded.clock_mark));
     match recover(dir, &opts, &caches, loaded, &clock) {
         Ok((state, versions, wal)) => {
             Ok(assemble(dir, opts, clock, Some(lock), state, versions, wal, caches))
@@ -629,7 +630,8 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
         VersionSet::new(dir, opts.fs.clone(), loaded.next_file, loaded.log_number, loaded.last_seq);
     let defs = loaded.keyspaces.iter().map(|k| k.def.clone()).collect();
     versions.set_keyspaces(defs, loaded.next_keyspace_id);
-    let clock = Arc::new(MarkedClock::new(&opts, loaded.clock_mark));
+    let clock =
+        Arc::new(MarkedClock::new(opts.clock.clone(), opts.system_clock, loaded.clock_mark));
     let state = state_of(loaded.keyspaces, 0, false);
     let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
     Ok(assemble(dir, opts, clock, None, state, versions, wal, caches))

@@ -24,7 +24,6 @@ use std::iter::FusedIterator;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::visible::VisibleIter;
 use super::{DbInner, Tree};
 use crate::clock::ExpiryTime;
 use crate::filter::hash_prefix;
@@ -37,6 +36,7 @@ use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
+use bloomkv_tree::read::visible::VisibleIter;
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
 /// merged, with the tree's range tombstones applied and values expired by `now` hidden.
@@ -480,79 +480,3 @@ impl DoubleEndedIterator for DbIterator {
 }
 
 impl FusedIterator for DbIterator {}
-
-#[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use proptest::prelude::*;
-
-    use super::*;
-    use crate::fs::{Deleter, MemFile, StdFs};
-    use crate::iter::tests::{check_walk, walk_op};
-    use crate::key::{self, compare_internal, internal_key, ValueKind};
-    use crate::table::{Table, TableBuilder, TableOptions};
-    use crate::version::edit::TableMeta;
-    use crate::version::set::TableFile;
-
-    /// One level's table holding `entries` (sorted), with small blocks.
-    fn table_file(number: u64, entries: &[(Vec<u8>, Vec<u8>)]) -> Arc<TableFile> {
-        let sink = MemFile::new();
-        let opts = TableOptions::default().block_bytes(64).restart_interval(3);
-        let mut b = TableBuilder::new(Box::new(sink.clone()), opts);
-        for (k, v) in entries {
-            b.add(k, v).unwrap();
-        }
-        b.finish().unwrap();
-        let path = PathBuf::from(format!("mem/{number:06}.sst"));
-        let bytes = sink.contents();
-        let meta = TableMeta {
-            keyspace: 0,
-            number,
-            file_size: bytes.len() as u64,
-            smallest: entries[0].0.clone(),
-            largest: entries[entries.len() - 1].0.clone(),
-            smallest_seq: 0,
-            largest_seq: 0,
-            num_entries: entries.len() as u64,
-        };
-        let table = Table::open(Arc::new(MemFile::from(bytes)), path.clone(), None).unwrap();
-        Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))
-    }
-
-    proptest! {
-        /// A level's tables walked as one sorted run: seeks both ways land in the right
-        /// table (or the one before), steps cross from table to table both ways, and steps
-        /// off either end stay off.
-        #[test]
-        fn prop_level_walks_match_a_model(
-            keys in prop::collection::btree_set((prop::collection::vec(0u8..4, 1..5), 0u64..3), 1..150),
-            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
-            walk in prop::collection::vec(walk_op(
-                (prop::collection::vec(0u8..4, 0..5), 0u64..4)
-                    .prop_map(|(k, s)| internal_key(&k, s, ValueKind::Put)),
-            ), 1..30),
-        ) {
-            let mut sorted: Vec<_> = keys
-                .iter()
-                .map(|(k, s)| (internal_key(k, *s, ValueKind::Put), format!("{k:?}{s}").into_bytes()))
-                .collect();
-            sorted.sort_by(|a, b| compare_internal(&a.0, &b.0));
-            // Tables end where a user key ends, as in a real level.
-            let mut ends: Vec<usize> = cuts.iter().map(|c| c.index(sorted.len()) + 1).collect();
-            ends.push(sorted.len());
-            ends.sort_unstable();
-            ends.dedup();
-            ends.retain(|&e| {
-                e == sorted.len() || key::user_key(&sorted[e - 1].0) != key::user_key(&sorted[e].0)
-            });
-            let mut tables = Vec::new();
-            let mut start = 0;
-            for end in ends {
-                tables.push(table_file(tables.len() as u64 + 1, &sorted[start..end]));
-                start = end;
-            }
-            check_walk(&mut LevelIter::new(tables), &sorted, &walk)?;
-        }
-    }
-}

@@ -26,7 +26,7 @@ pub fn wal_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Every record of the log (WAL or manifest) at `path` whose bytes are `data`, in order.
 pub fn log_records(path: &Path, data: Vec<u8>) -> Vec<Vec<u8>> {
-    let mut reader = bloomkv::log::LogReader::new(path.to_path_buf(), data);
+    let mut reader = bloomkv_tree::log::LogReader::new(path.to_path_buf(), data);
     let mut records = Vec::new();
     while let Some(r) = reader.next_record().unwrap() {
         records.push(r);

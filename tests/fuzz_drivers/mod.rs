@@ -15,16 +15,16 @@ use std::sync::Arc;
 use bloomkv::filter::{Filter, FilterPolicy};
 pub use bloomkv::fs::MemFile;
 use bloomkv::fs::{FaultFs, FileSystem};
-use bloomkv::iter::{BidirectionalIterator, InternalIterator};
-use bloomkv::key::{internal_key, user_key, ValueKind};
-use bloomkv::log::{LogReader, LogWriter};
-use bloomkv::range_del::RangeTombstone;
-use bloomkv::table::{
+use bloomkv::{Error, WriteBatch};
+use bloomkv_tree::iter::{BidirectionalIterator, InternalIterator};
+use bloomkv_tree::key::{internal_key, user_key, ValueKind};
+use bloomkv_tree::log::{LogReader, LogWriter};
+use bloomkv_tree::range_del::RangeTombstone;
+use bloomkv_tree::table::{
     Block, BlockBuilder, BlockCache, Compression, Table, TableBuilder, TableOptions,
     TableProperties,
 };
-use bloomkv::version::edit::{TableMeta, VersionEdit};
-use bloomkv::{Error, WriteBatch};
+use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 
 /// Bounds the work on one input (an accepted table or log can be long).
 const MAX_STEPS: usize = 20_000;
@@ -157,7 +157,7 @@ pub fn manifest(data: &[u8]) {
     let mut c = fs.create(&dir.join("CURRENT")).unwrap();
     c.append(b"MANIFEST-000005\n").unwrap();
     drop(c);
-    match bloomkv::version::manifest::read_manifest(&fs, dir) {
+    match bloomkv_tree::version::manifest::read_manifest(&fs, dir) {
         Ok(m) => {
             let numbers: Vec<u64> = m
                 .keyspaces
@@ -167,7 +167,7 @@ pub fn manifest(data: &[u8]) {
             let distinct: std::collections::HashSet<&u64> = numbers.iter().collect();
             assert_eq!(distinct.len(), numbers.len(), "a table is named twice");
             for k in &m.keyspaces {
-                assert!(k.levels.len() == bloomkv::version::set::NUM_LEVELS);
+                assert!(k.levels.len() == bloomkv_tree::version::set::NUM_LEVELS);
                 assert!(k.levels.iter().flatten().all(|t| t.number < m.next_file_number));
                 assert!(k.def.id == 0 || k.def.id < m.next_keyspace_id);
                 assert!(k.levels.iter().flatten().all(|t| t.largest_seq <= m.last_seq));
@@ -327,7 +327,7 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
             .map(|n| ((n % 7) as usize, TableMeta { keyspace: (n % 2) as u32, ..meta(n) }))
             .collect(),
         deleted: vec![(1, 2)],
-        keyspaces: vec![bloomkv::version::edit::KeyspaceDef {
+        keyspaces: vec![bloomkv_tree::version::edit::KeyspaceDef {
             id: 1,
             name: "one".into(),
             opts: bloomkv::KeyspaceOptions::new()
@@ -383,10 +383,10 @@ pub fn seed_batch(ops: usize) -> Vec<u8> {
         let kind: u8 = if i % 5 == 3 { 2 } else { u8::from(i % 3 != 1) };
         out.push(kind);
         let k = format!("key{i}");
-        bloomkv::coding::put_bytes(&mut out, k.as_bytes());
+        bloomkv_tree::coding::put_bytes(&mut out, k.as_bytes());
         match kind {
-            1 => bloomkv::coding::put_bytes(&mut out, format!("value{i}").as_bytes()),
-            2 => bloomkv::coding::put_bytes(&mut out, format!("key{i}z").as_bytes()),
+            1 => bloomkv_tree::coding::put_bytes(&mut out, format!("value{i}").as_bytes()),
+            2 => bloomkv_tree::coding::put_bytes(&mut out, format!("key{i}z").as_bytes()),
             _ => {}
         }
     }

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::key::prefix_successor;
-use bloomkv::table::Table;
 use bloomkv::{Error, Result};
+use bloomkv_tree::key::prefix_successor;
+use bloomkv_tree::table::Table;
 
 /// How keys and values are shown (and how key arguments are read): the `--hex` flag, declared
 /// once here and flattened into every command that takes it. Its help says what `--hex` does
@@ -333,7 +333,7 @@ pub fn recorded_default_settings(dir: &Path, opts: bloomkv::Options) -> Result<b
     if !dir.join("CURRENT").exists() {
         return Ok(opts);
     }
-    let m = bloomkv::version::manifest::read_manifest(&StdFs, dir)?;
+    let m = bloomkv_tree::version::manifest::read_manifest(&StdFs, dir)?;
     let Some(def) = m.keyspaces.iter().map(|k| &k.def).find(|d| d.id == 0) else {
         return Ok(opts);
     };

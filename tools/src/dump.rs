@@ -23,8 +23,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bloomkv::key::ValueKind;
 use bloomkv::Error;
+use bloomkv_tree::key::ValueKind;
 use serde::Serialize;
 
 use crate::common::{self, Bytes, KeyRange, RangeArgs};
@@ -149,14 +149,16 @@ impl Sink {
         value: &[u8],
     ) -> Entry {
         let (expires, value) = match kind {
-            Some(ValueKind::PutExpiring) => match bloomkv::key::split_expiring(value) {
+            Some(ValueKind::PutExpiring) => match bloomkv_tree::key::split_expiring(value) {
                 Some((at, v)) => (Some(at), v),
                 None => (None, value),
             },
-            Some(ValueKind::MergeExpiring) => match bloomkv::key::split_merge_expiring(value) {
-                Some((at, _, v)) => (Some(at), v),
-                None => (None, value),
-            },
+            Some(ValueKind::MergeExpiring) => {
+                match bloomkv_tree::key::split_merge_expiring(value) {
+                    Some((at, _, v)) => (Some(at), v),
+                    None => (None, value),
+                }
+            }
             _ => (None, value),
         };
         Entry {

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::table::format::FOOTER_LEN;
-use bloomkv::table::{Footer, Table};
 use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options};
+use bloomkv_tree::table::format::FOOTER_LEN;
+use bloomkv_tree::table::{Footer, Table};
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::Value as Json;
 
@@ -753,15 +753,16 @@ fn verify_survives_garbage() {
 
 /// Replaces the stored block at `h` in `bytes` with `payload` (same stored size), with a
 /// correct checksum: damage that only the semantic checks can see.
-fn forge_block(bytes: &mut [u8], h: bloomkv::table::BlockHandle, payload: &[u8]) {
+fn forge_block(bytes: &mut [u8], h: bloomkv_tree::table::BlockHandle, payload: &[u8]) {
     let mut enc = Vec::new();
-    bloomkv::table::format::BlockEncoder::new(bloomkv::Compression::None).encode(payload, &mut enc);
+    bloomkv_tree::table::format::BlockEncoder::new(bloomkv::Compression::None)
+        .encode(payload, &mut enc);
     assert_eq!(enc.len() as u64, h.size + 5, "forged block must keep the layout");
     bytes[h.offset as usize..(h.offset + h.size + 5) as usize].copy_from_slice(&enc);
 }
 
 /// Writes `original` to `copy` with the block at `h` replaced by `payload`.
-fn write_forged(original: &[u8], copy: &Path, h: bloomkv::table::BlockHandle, payload: &[u8]) {
+fn write_forged(original: &[u8], copy: &Path, h: bloomkv_tree::table::BlockHandle, payload: &[u8]) {
     let mut bytes = original.to_vec();
     forge_block(&mut bytes, h, payload);
     std::fs::write(copy, &bytes).unwrap();
@@ -875,7 +876,7 @@ fn verify_survives_damage_behind_valid_checksums() {
     let payloads: Vec<Vec<u8>> = regions
         .iter()
         .map(|h| {
-            bloomkv::table::format::read_block(file.as_ref(), &t.path, *h, u64::MAX)
+            bloomkv_tree::table::format::read_block(file.as_ref(), &t.path, *h, u64::MAX)
                 .unwrap()
                 .to_vec()
         })
@@ -1112,12 +1113,12 @@ fn verify_passes_range_tombstones_and_finds_their_damage() {
     let copy = base.path().join("forged.sst");
     let tombstones = table.range_tombstones();
     let mut payload = Vec::new();
-    bloomkv::coding::put_varint(&mut payload, tombstones.len() as u64);
+    bloomkv_tree::coding::put_varint(&mut payload, tombstones.len() as u64);
     for (i, r) in tombstones.iter().enumerate() {
         let (a, b) = if i == 0 { (&r.end, &r.start) } else { (&r.start, &r.end) };
-        bloomkv::coding::put_varint(&mut payload, r.seq);
-        bloomkv::coding::put_bytes(&mut payload, a);
-        bloomkv::coding::put_bytes(&mut payload, b);
+        bloomkv_tree::coding::put_varint(&mut payload, r.seq);
+        bloomkv_tree::coding::put_bytes(&mut payload, a);
+        bloomkv_tree::coding::put_bytes(&mut payload, b);
     }
     write_forged(&original, &copy, h, &payload);
     // Reported where the tombstone starts, after the block's one-byte count.
@@ -1616,7 +1617,7 @@ fn scan_cuts_long_values_short() {
 fn dump_lists_a_reserved_sequence_number() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("000007.log");
-    let mut w = bloomkv::log::LogWriter::new(StdFs.create(&path).unwrap());
+    let mut w = bloomkv_tree::log::LogWriter::new(StdFs.create(&path).unwrap());
     let record = |seq: u64, ops: &[u8]| {
         let mut r = seq.to_le_bytes().to_vec();
         r.extend_from_slice(&u32::from(!ops.is_empty()).to_le_bytes());

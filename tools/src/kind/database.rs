@@ -13,12 +13,12 @@ use std::io::Write;
 use std::path::Path;
 
 use bloomkv::check;
-use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::StdFs;
-use bloomkv::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
-use bloomkv::version::manifest::read_manifest;
-use bloomkv::version::set::{DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
 use bloomkv::{Error, TableInfo};
+use bloomkv_tree::filename::{self, FileKind};
+use bloomkv_tree::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
+use bloomkv_tree::version::manifest::read_manifest;
+use bloomkv_tree::version::set::{DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
 use serde::Serialize;
 
 use crate::common::{self, Bytes};

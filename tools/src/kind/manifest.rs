@@ -6,9 +6,9 @@ use std::path::Path;
 
 use bloomkv::check;
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::key::parse_internal_key;
-use bloomkv::log::LogReader;
-use bloomkv::version::edit::{KeyspaceDef, VersionEdit};
+use bloomkv_tree::key::parse_internal_key;
+use bloomkv_tree::log::LogReader;
+use bloomkv_tree::version::edit::{KeyspaceDef, VersionEdit};
 use serde::Serialize;
 
 use crate::dump::{DumpError, Sink};

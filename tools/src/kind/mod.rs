@@ -13,10 +13,10 @@ pub mod wal;
 
 use std::path::Path;
 
-use bloomkv::filename::{self, FileKind};
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::table::format::{FOOTER_LEN, TABLE_MAGIC};
 use bloomkv::{Error, Result};
+use bloomkv_tree::filename::{self, FileKind};
+use bloomkv_tree::table::format::{FOOTER_LEN, TABLE_MAGIC};
 
 /// What a path on the command line names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

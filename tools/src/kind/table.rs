@@ -12,11 +12,11 @@ use std::path::Path;
 
 use bloomkv::check;
 use bloomkv::fs::StdFs;
-use bloomkv::iter::InternalIterator;
-use bloomkv::key::{internal_key, parse_internal_key, KIND_FOR_SEEK, MAX_SEQNO};
-use bloomkv::table::format::{BLOCK_TRAILER_LEN, FOOTER_LEN};
-use bloomkv::table::Compression;
 use bloomkv::Error;
+use bloomkv_tree::iter::InternalIterator;
+use bloomkv_tree::key::{internal_key, parse_internal_key, KIND_FOR_SEEK, MAX_SEQNO};
+use bloomkv_tree::table::format::{BLOCK_TRAILER_LEN, FOOTER_LEN};
+use bloomkv_tree::table::Compression;
 use serde::Serialize;
 
 use crate::common::{self, ratio, Bytes};
@@ -155,7 +155,8 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         table.data_block_handles().iter().map(|h| h.size + BLOCK_TRAILER_LEN as u64).collect();
     let data_blocks = sizes.len() as u64;
     let data_on_disk: u64 = sizes.iter().sum();
-    let disk = |h: bloomkv::table::BlockHandle| h.size.saturating_add(BLOCK_TRAILER_LEN as u64);
+    let disk =
+        |h: bloomkv_tree::table::BlockHandle| h.size.saturating_add(BLOCK_TRAILER_LEN as u64);
     let (kind, level) = match p.compression {
         Compression::None => ("none", 0),
         Compression::Zstd { level } => ("zstd", level),

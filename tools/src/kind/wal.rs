@@ -7,9 +7,9 @@ use std::path::Path;
 use bloomkv::batch::BatchOp;
 use bloomkv::check;
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::key::ValueKind;
-use bloomkv::log::LogReader;
 use bloomkv::WriteBatch;
+use bloomkv_tree::key::ValueKind;
+use bloomkv_tree::log::LogReader;
 
 use crate::dump::{DumpError, Sink};
 

@@ -1,0 +1,8 @@
+//! The stream every table write passes (flush, compaction, checkpoint, recovery): the newest
+//! versions a snapshot can still see ([`newest::NewestVersions`]), merge operands folded
+//! ([`merge_stage::MergeStage`]), then the user's compaction filter and expiry
+//! ([`filter_stage::FilterStage`]).
+
+pub mod filter_stage;
+pub mod merge_stage;
+pub mod newest;

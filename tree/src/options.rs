@@ -1,0 +1,343 @@
+//! [`KeyspaceOptions`]: how one keyspace's tables are built, read and compacted.
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use crate::compaction_filter::{CompactionFilter, FilterSlot};
+use crate::filter::FilterPolicy;
+use crate::merge::{MergeOperator, MergeSlot};
+use crate::prefix::PrefixExtractor;
+use crate::table::Compression;
+use crate::{Error, Result};
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> Self {
+            self.$name = value;
+            self
+        }
+    };
+}
+
+/// How one keyspace's tables are built: the settings a keyspace may have of its own (see
+/// `Db::keyspace`). Everything else — memtable size, compaction triggers, the block
+/// cache, durability — belongs to the database and is shared by its keyspaces.
+///
+/// A keyspace's options are recorded in the manifest, so its background work uses them after
+/// a reopen even before the keyspace is opened again. Those that only shape new tables —
+/// filter policy, whole-key filtering, compression, block and table sizes — may differ at
+/// each open: the new ones are recorded and apply to tables written from then on (existing
+/// tables keep what they were built with, and compaction brings them along). Those that
+/// change what the keyspace's data means or how it is read — the
+/// [`default_ttl`](KeyspaceOptions::default_ttl), the
+/// [`prefix_extractor`](KeyspaceOptions::prefix_extractor), and the names of the
+/// [`merge_operator`](KeyspaceOptions::merge_operator) and
+/// [`compaction_filter`](KeyspaceOptions::compaction_filter) — must be the recorded ones, or
+/// the open fails with [`Error::SettingMismatch`], unless
+/// [`change_settings`](KeyspaceOptions::change_settings) says to record the new ones.
+/// `Db::keyspace_options` gives the recorded options back, to restate only the
+/// callbacks. The default keyspace takes its settings from `Options` at every open, and
+/// `Db::open` checks them likewise.
+///
+/// ```
+/// use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
+/// let logs = KeyspaceOptions::new()
+///     .filter_policy(FilterPolicy::None) // scanned, never looked up by key
+///     .compression(Compression::Zstd { level: 3 })
+///     .target_table_bytes(64 << 20);
+/// # let _ = logs;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyspaceOptions {
+    pub filter_policy: FilterPolicy,
+    pub prefix_extractor: Option<PrefixExtractor>,
+    pub whole_key_filtering: bool,
+    pub compression: Compression,
+    pub block_bytes: usize,
+    pub target_table_bytes: u64,
+    pub default_ttl: Option<std::time::Duration>,
+    /// Held in memory only, as the merge operator: the manifest records the other fields.
+    pub compaction_filter: FilterSlot,
+    /// In memory only, as the filter it goes with.
+    pub stop_on_compaction_filter_error: bool,
+    pub merge_operator: MergeSlot,
+    /// For the one open it is given to: never recorded, nor kept in a keyspace's options.
+    pub change_settings: bool,
+}
+
+impl Default for KeyspaceOptions {
+    fn default() -> Self {
+        KeyspaceOptions {
+            filter_policy: FilterPolicy::default(),
+            prefix_extractor: None,
+            whole_key_filtering: true,
+            compression: Compression::None,
+            block_bytes: 4096,
+            target_table_bytes: 16 << 20,
+            default_ttl: None,
+            compaction_filter: FilterSlot::default(),
+            stop_on_compaction_filter_error: false,
+            merge_operator: MergeSlot::default(),
+            change_settings: false,
+        }
+    }
+}
+
+impl KeyspaceOptions {
+    /// `block_bytes`: 64 bytes to 16 MiB.
+    pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
+    /// `target_table_bytes`: 1 KiB to 4 GiB.
+    pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=4 << 30;
+
+    /// The default options (those of a default `Options`), to chain setters on.
+    pub fn new() -> Self {
+        KeyspaceOptions::default()
+    }
+
+    setter!(
+        /// The keyspace's filter (see `Options::filter_policy`). A
+        /// [`FilterPolicy::Budgeted`] budget is split across this keyspace's tree alone.
+        filter_policy: FilterPolicy);
+    setter!(
+        /// The keyspace's prefix extractor (see `Options::prefix_extractor`).
+        prefix_extractor: Option<PrefixExtractor>);
+    setter!(
+        /// Whether the keyspace's filters hold whole keys (see
+        /// `Options::whole_key_filtering`).
+        whole_key_filtering: bool);
+    setter!(
+        /// Data block compression (see `Options::compression`).
+        compression: Compression);
+    setter!(
+        /// Target uncompressed size of a data block (see `Options::block_bytes`): 64 bytes
+        /// to 16 MiB, as there.
+        block_bytes: usize);
+    setter!(
+        /// Size at which compaction output is split into a new table (see
+        /// `Options::target_table_bytes`): 1 KiB to 4 GiB, as there.
+        target_table_bytes: u64);
+
+    /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
+    /// each then expires that long after it is written, as with
+    /// `Keyspace::put_with_ttl`. `None` (the default): plain puts never expire.
+    /// Recorded in the manifest; a later open must give the same one, or set
+    /// [`change_settings`](KeyspaceOptions::change_settings) (the new one applies to later
+    /// puts only).
+    ///
+    /// Rounded *up* to whole milliseconds, as the `ttl` of
+    /// `Db::put_with_ttl`: any non-zero time to live keeps a put readable until the
+    /// clock has passed at least one more millisecond. `Some(Duration::ZERO)` is refused
+    /// (with [`Error::InvalidArgument`]) when the keyspace is opened.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, KeyspaceOptions, ManualClock, Options};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().clock(clock.clone()))?;
+    /// let opts = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
+    /// let sessions = db.keyspace("sessions", opts)?;
+    /// sessions.put("s1", "user 7")?;
+    /// clock.advance(Duration::from_secs(3600));
+    /// assert_eq!(sessions.get("s1")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn default_ttl(mut self, ttl: Option<std::time::Duration>) -> Self {
+        self.default_ttl =
+            ttl.map(|t| std::time::Duration::from_millis(crate::clock::ttl_millis(t)));
+        self
+    }
+
+    /// The keyspace's compaction filter (see [`crate::compaction_filter::CompactionFilter`]). The manifest
+    /// records its [name](crate::compaction_filter::CompactionFilter::name) only: pass it each time the keyspace
+    /// is opened (an open without it fails, see
+    /// [`change_settings`](KeyspaceOptions::change_settings)).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{CompactionFilter, Db, Decision, KeyspaceOptions, Options};
+    ///
+    /// /// Keeps only the first 4 bytes of each value.
+    /// struct Truncate;
+    /// impl CompactionFilter for Truncate {
+    ///     fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> Decision {
+    ///         match value.get(..4) {
+    ///             Some(head) if value.len() > 4 => Decision::ChangeValue(head.to_vec()),
+    ///             _ => Decision::Keep,
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let logs = db.keyspace("logs", KeyspaceOptions::new().compaction_filter(Arc::new(Truncate)))?;
+    /// logs.put("k", "abcdefgh")?;
+    /// db.compact()?;
+    /// assert_eq!(logs.get("k")?.as_deref(), Some(&b"abcd"[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = FilterSlot(Some(filter));
+        self
+    }
+
+    /// Whether a failure of the keyspace's compaction filter stops the database (see
+    /// `Options::stop_on_compaction_filter_error`; default `false`). Like the filter, it is
+    /// not recorded in the manifest: pass it each time the keyspace is opened.
+    pub fn stop_on_compaction_filter_error(mut self, stop: bool) -> Self {
+        self.stop_on_compaction_filter_error = stop;
+        self
+    }
+
+    /// The keyspace's merge operator (see [`crate::merge::MergeOperator`]), which
+    /// `Keyspace::merge` needs. The manifest records its
+    /// [name](crate::merge::MergeOperator::name) only: give it again to `Db::keyspace`
+    /// after every open (an open without it fails, see
+    /// [`change_settings`](KeyspaceOptions::change_settings)).
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::sync::Arc;
+    /// use bloomkv::{Db, KeyspaceOptions, Options, U64Add};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let hits = db.keyspace("hits", KeyspaceOptions::new().merge_operator(Arc::new(U64Add)))?;
+    /// hits.merge("/index.html", U64Add::operand(1))?;
+    /// hits.merge("/index.html", U64Add::operand(1))?;
+    /// assert_eq!(U64Add::decode(&hits.get("/index.html")?.unwrap()), Some(2));
+    /// # Ok(()) }
+    /// ```
+    pub fn merge_operator(mut self, operator: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = MergeSlot(Some(operator));
+        self
+    }
+
+    /// Whether this open may record settings other than those the keyspace holds (default
+    /// `false`). The checked settings are the
+    /// [`default_ttl`](KeyspaceOptions::default_ttl), the
+    /// [`prefix_extractor`](KeyspaceOptions::prefix_extractor) and the names of the
+    /// [`merge_operator`](KeyspaceOptions::merge_operator) and
+    /// [`compaction_filter`](KeyspaceOptions::compaction_filter): opening an existing
+    /// keyspace with others fails with [`Error::SettingMismatch`], naming the setting, the
+    /// recorded value and the given one, since forgetting one (the default `new()`
+    /// options) would silently change what stored data means. With `true` the given ones
+    /// are recorded, and later opens must give them. It applies to that one open and is
+    /// never recorded.
+    ///
+    /// A read-only database records nothing, so it checks only what would make its reads
+    /// wrong: a merge operator whose name differs from the recorded one. Without the
+    /// recorded operator, a read that meets operands fails with
+    /// [`Error::MergeOperatorMissing`].
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, Error, KeyspaceOptions, Options};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let hour = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(3600)));
+    /// db.keyspace("sessions", hour.clone())?;
+    /// let r = db.keyspace("sessions", KeyspaceOptions::new());
+    /// assert!(matches!(r, Err(Error::SettingMismatch { setting: "default_ttl", .. })));
+    /// // Meant: record the new time to live.
+    /// let day = KeyspaceOptions::new().default_ttl(Some(Duration::from_secs(86400)));
+    /// db.keyspace("sessions", day.clone().change_settings(true))?;
+    /// db.keyspace("sessions", day)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn change_settings(mut self, change: bool) -> Self {
+        self.change_settings = change;
+        self
+    }
+
+    /// The settings one by one, for the tool's reports: (filter policy, compression, block
+    /// bytes, target table bytes). Not part of the stable API.
+    #[doc(hidden)]
+    pub fn parts(&self) -> (FilterPolicy, Compression, usize, u64) {
+        (self.filter_policy, self.compression, self.block_bytes, self.target_table_bytes)
+    }
+
+    /// The prefix extractor and whether filters hold whole keys. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn prefix_parts(&self) -> (Option<PrefixExtractor>, bool) {
+        (self.prefix_extractor, self.whole_key_filtering)
+    }
+
+    /// The default time to live of plain puts. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn ttl_part(&self) -> Option<std::time::Duration> {
+        self.default_ttl
+    }
+
+    /// Whether the tables' filters hold whole keys: always without an extractor.
+    pub fn filters_whole_keys(&self) -> bool {
+        self.whole_key_filtering || self.prefix_extractor.is_none()
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        self.filter_policy.validate()?;
+        if let Some(e) = self.prefix_extractor {
+            e.validate()?;
+        }
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        within("block_bytes", self.block_bytes, &Self::BLOCK_BYTES_RANGE, Unit::Bytes)?;
+        let tables = &Self::TARGET_TABLE_BYTES_RANGE;
+        within("target_table_bytes", self.target_table_bytes, tables, Unit::Bytes)?;
+        if let Some(ttl) = self.default_ttl {
+            crate::clock::check_ttl("default_ttl", ttl)?;
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(-7..=22).contains(&level) {
+                return bad("zstd level must be in -7..=22");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a refusal shows an option's values.
+#[derive(Clone, Copy)]
+pub enum Unit {
+    /// In bytes, with the largest binary unit that divides them.
+    Bytes,
+    /// As a plain number.
+    Count,
+}
+
+impl Unit {
+    fn show(self, n: u64) -> String {
+        if let Unit::Bytes = self {
+            for (shift, unit) in [(50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+                if n >= 1 << shift && n % (1 << shift) == 0 {
+                    return format!("{} {unit}", n >> shift);
+                }
+            }
+            return format!("{n} byte{}", if n == 1 { "" } else { "s" });
+        }
+        n.to_string()
+    }
+}
+
+/// Refuses `value` of the option `name` unless it is in `range`, naming both.
+pub fn within<T>(name: &str, value: T, range: &RangeInclusive<T>, unit: Unit) -> Result<()>
+where
+    T: Copy + PartialOrd + TryInto<u64>,
+{
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let show = |v: T| unit.show(v.try_into().unwrap_or(u64::MAX));
+    Err(Error::InvalidArgument(format!(
+        "{name} must be between {} and {}, got {}",
+        show(*range.start()),
+        show(*range.end()),
+        show(value)
+    )))
+}

@@ -1,0 +1,3 @@
+//! Reading a [`crate::tree::Tree`]: the visible versions of a merged stream for scans.
+
+pub mod visible;

@@ -1,0 +1,104 @@
+//! [`Tree`]: one keyspace's memtables and tables at one moment, as every read and every
+//! flush or compaction sees them.
+
+use std::sync::Arc;
+
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::KeyspaceOptions;
+use crate::version::edit::KeyspaceId;
+use crate::version::set::Version;
+
+/// A memtable and the WAL segment that holds its writes.
+#[derive(Debug, Clone)]
+pub struct Mem {
+    pub table: Arc<MemTable>,
+    pub wal_number: u64,
+    /// Once frozen: the last sequence number its WAL segment holds (0 while active). A flush
+    /// records it as durable, not just the newest sequence number its tables hold: writes to
+    /// a keyspace dropped meanwhile are in the segment but in no table, and the manifest must
+    /// still reach the next segment's first sequence number without a gap.
+    pub last_seq: SeqNo,
+}
+
+/// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
+/// replaced whole.
+///
+/// Every keyspace's memtables switch together (a write buffer shared by all keyspaces, one
+/// WAL segment per switch), so `mem` and `imm` line up across the trees of a `DbState`:
+/// the i-th immutable memtable of every tree holds the writes of the same WAL segment.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    pub id: KeyspaceId,
+    pub name: Arc<str>,
+    /// How this keyspace's tables are built.
+    pub opts: KeyspaceOptions,
+    /// The memtable receiving writes.
+    pub mem: Mem,
+    /// Memtables waiting to be flushed, newest first.
+    pub imm: Vec<Mem>,
+    /// Flushed memtables kept, newest first, only for transactions' commits to check what
+    /// was written after their snapshots (`Options::memtable_history_bytes`), and only
+    /// those a live transaction may need (`LiveTransactions`): never read.
+    pub history: Vec<Mem>,
+    /// The tables.
+    pub version: Arc<Version>,
+}
+
+impl Tree {
+    /// What combines this keyspace's merge operands.
+    pub fn merger(&self) -> crate::merge::Merger {
+        crate::merge::Merger::new(&self.opts.merge_operator, self.name.clone())
+    }
+
+    /// A tree with nothing in it, for readers that have no keyspace to read.
+    pub fn empty() -> Tree {
+        Tree {
+            id: crate::version::edit::DEFAULT_KEYSPACE,
+            name: "".into(),
+            opts: KeyspaceOptions::default(),
+            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
+            imm: Vec::new(),
+            history: Vec::new(),
+            version: Arc::new(Version::empty()),
+        }
+    }
+
+    /// The memtables, newest first.
+    pub fn mems(&self) -> impl Iterator<Item = &Mem> {
+        std::iter::once(&self.mem).chain(&self.imm)
+    }
+
+    /// The memtables and then the flushed ones kept as history, newest first: every write
+    /// of the WAL segments from the oldest one's on.
+    pub fn mems_and_history(&self) -> impl Iterator<Item = &Mem> {
+        self.mems().chain(&self.history)
+    }
+
+    /// True if a range tombstone visible at `read_seq` deletes the version of `key` written
+    /// at `seq`: the check every read makes on a value it found (a few flag checks when no
+    /// range tombstone exists).
+    #[inline]
+    pub fn range_deleted(&self, key: &[u8], seq: SeqNo, read_seq: SeqNo) -> bool {
+        // Plain loops, not `mems().any(..)`: this runs on every found value.
+        if self.mem.table.range_deleted(key, seq, read_seq) {
+            return true;
+        }
+        for m in &self.imm {
+            if m.table.range_deleted(key, seq, read_seq) {
+                return true;
+            }
+        }
+        !self.version.range_dels.is_empty() && self.version.range_dels.covers(key, seq, read_seq)
+    }
+
+    /// Every range-tombstone set a reader of this tree must apply (for scans, which check
+    /// each key they yield against them).
+    pub fn range_tombstones(&self) -> Vec<Arc<crate::range_del::Fragments>> {
+        let mut sets: Vec<_> = self.mems().flat_map(|m| m.table.range_tombstone_sets()).collect();
+        if !self.version.range_dels.is_empty() {
+            sets.push(self.version.range_dels.clone());
+        }
+        sets
+    }
+}
