@@ -14,6 +14,7 @@ use crossbeam::utils::CachePadded;
 use crate::sync::lock;
 use crate::version::edit::KeyspaceId;
 use crate::version::set::NUM_LEVELS;
+use bloomkv_tree::read::{ReadTally, ScanTally};
 
 const STRIPES: usize = 8;
 
@@ -121,6 +122,17 @@ pub(crate) struct KeyspaceCounters {
 }
 
 impl Counters {
+    /// Records what a scan's choice of sources did.
+    pub(crate) fn record_scan(&self, t: &ScanTally) {
+        if t.prefix_filter_checks > 0 {
+            self.prefix_filter_checks.add(t.prefix_filter_checks);
+            self.prefix_filter_skips.add(t.prefix_filter_skips);
+        }
+        if t.memtable_prefix_skips > 0 {
+            self.memtable_prefix_skips.add(t.memtable_prefix_skips);
+        }
+    }
+
     /// Records a flush (`level` 0) or a compaction into `level`.
     pub(crate) fn level(&self, level: usize, f: impl FnOnce(&mut LevelCompactionStats)) {
         if let Some(l) = lock(&self.levels).get_mut(level) {
@@ -187,21 +199,6 @@ impl LevelCompactionStats {
         }
         self.bytes_written as f64 / self.bytes_read_from_above as f64
     }
-}
-
-/// What point lookups did (one `get`, or every key of a `multi_get`), tallied in plain
-/// integers while they run and added to the shared [`Counters`] once at the end: an atomic
-/// add costs tens of cycles, and a lookup that consults several tables would otherwise pay
-/// for a handful per table.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct ReadTally {
-    pub lookups: u64,
-    pub memtable_hits: u64,
-    pub tables_consulted: u64,
-    pub filter_negatives: u64,
-    pub filter_false_positives: u64,
-    pub block_reads: u64,
-    pub block_cache_hits: u64,
 }
 
 impl Counters {

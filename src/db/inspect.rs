@@ -7,17 +7,17 @@ use std::path::PathBuf;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::read::{self, Answer, Found, ReadObserver};
-use super::scan::{self, TableChoice};
 use super::{Db, Keyspace, Tree};
 use crate::clock::Clock;
 use crate::filter::budget::{self, CurveKind};
 use crate::filter::{ribbon, FilterKind};
 use crate::key::{SeqNo, ValueKind};
-use crate::stats::ReadTally;
 use crate::version::set::TableFile;
 use crate::Result;
 use bloomkv_tree::filter_budget;
+use bloomkv_tree::read::search::{self as read, Answer, Found, ReadObserver};
+use bloomkv_tree::read::sources::{self as scan, TableChoice};
+use bloomkv_tree::read::ReadTally;
 
 /// Facts about one live table.
 #[derive(Debug, Clone, PartialEq)]

@@ -36,7 +36,6 @@ mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
 mod keyspace;
-mod multi_get;
 mod read;
 mod recovery;
 mod resume;

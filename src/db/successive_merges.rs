@@ -38,8 +38,12 @@ pub(crate) fn collapse(
         return None;
     }
     let before = seq.checked_sub(1)?;
-    let mut it =
-        super::scan::merged_sources(tree, Bound::Included(key), Bound::Included(key), None);
+    let mut it = bloomkv_tree::read::sources::merged_sources(
+        tree,
+        Bound::Included(key),
+        Bound::Included(key),
+        None,
+    );
     it.seek(&key::internal_key(key, before, KIND_FOR_SEEK)).ok()?;
     // Newest first.
     let mut operands = vec![operand.to_vec()];

@@ -28,22 +28,22 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::read::{merged_get, resolve, Answer, Found};
-use super::Tree;
+use super::search::{merged_get, resolve, Answer, Found};
+use super::ReadTally;
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
-use crate::stats::ReadTally;
 use crate::table::format::BlockHandle;
 use crate::table::read_pool::ReadPool;
 use crate::table::reader::{KeyPrefixHash, Lookup as TableLookup, Wait};
 use crate::table::{Table, TableGet};
+use crate::tree::Tree;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 
 /// Keys whose filter lines are in flight together. Enough that a blocked filter's one miss
 /// per cold table keeps the core's miss buffers (about 20) busy; few enough that a classic
 /// filter's k lines per table, prefetched for the whole batch, still fit in L1 and L2.
-pub(crate) const BATCH: usize = 32;
+pub const BATCH: usize = 32;
 
 /// Keys whose table searches go in rounds together: a window of several batches, so that a
 /// call of many keys finds several blocks to read from the device in a round and reads them
@@ -70,7 +70,7 @@ struct Call<'s, 'k, K> {
     state: &'s Tree,
     keys: &'k [K],
     seq: SeqNo,
-    clock: &'s dyn crate::Clock,
+    clock: &'s dyn crate::clock::Clock,
     reads: &'s ReadPool,
 }
 
@@ -86,11 +86,11 @@ struct Scratch<'s> {
 }
 
 /// Looks up every key of `keys` at `seq` in `state`; the results are in input order.
-pub(crate) fn lookup_all<K: AsRef<[u8]>>(
+pub fn lookup_all<K: AsRef<[u8]>>(
     state: &Tree,
     keys: &[K],
     seq: SeqNo,
-    clock: &dyn crate::Clock,
+    clock: &dyn crate::clock::Clock,
     tally: &mut ReadTally,
     reads: &ReadPool,
 ) -> Result<Vec<Option<Value>>> {

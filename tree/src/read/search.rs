@@ -1,0 +1,276 @@
+//! The point-read path, top to bottom:
+//!
+//! 0. the engine's `ReadView`: the state, then the sequence number to read at;
+//! 1. hash the key once (`filter::hash_key`);
+//! 2. walk the candidate tables, chosen from the version's in-RAM key-range fences (every L0
+//!    table whose range covers the key, newest first, then one table per deeper level):
+//!    remember each and start loading its filter cache line (a prefetch: nothing waits yet);
+//! 3. the active memtable, then the immutable ones, newest first, each searched only if its
+//!    key filter (the same hash) says it may hold the key;
+//! 4. each remembered candidate in order: ask its filter with the precomputed hash; on
+//!    "maybe", if the filter also holds the table's keys' prefixes, ask it for the key's
+//!    prefix (hashed once per lookup); only if both say "maybe" search its in-RAM index and
+//!    one data block (through the block cache).
+//!
+//! The first version found at or below the read's sequence number decides: a value, or a
+//! tombstone meaning "absent". An expiring value whose expiry the clock has reached is a
+//! tombstone too, so an older version never shows through it. A value is then checked against the range tombstones (the
+//! memtables' and the version's in-RAM sets, see `crate::range_del`): one newer than the
+//! value and visible to the read makes it absent too. Filters cannot answer for ranges, so
+//! this check comes after the walk, and costs a few flag checks while no range tombstone
+//! exists. Prefetching all candidates' filter lines before probing any
+//! lets their cache misses overlap — with each other and with the memtable search — instead
+//! of being paid one after another; on a tree larger than the CPU caches that is most of an
+//! absent-key lookup's cost. Nothing is allocated on the miss path, no lock is taken (the
+//! view holds the state by an `ArcSwap` guard), and the lookup's counters are added to the
+//! shared statistics once, at the end.
+
+use super::ReadTally;
+use crate::clock::{expired, Clock};
+use crate::filter::{hash_key, Filter};
+use crate::key::SeqNo;
+use crate::memtable::MemGet;
+use crate::table::reader::KeyPrefixHash;
+use crate::table::{GetOutcome, TableGet};
+use crate::tree::Tree;
+use crate::version::set::TableFile;
+use crate::{Result, Value};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+/// Watches the read path (for `Db::trace`), so the tool shows the walk `get` really makes
+/// rather than a second implementation of it. Every method defaults to nothing; with
+/// [`Unobserved`] the calls compile away.
+pub trait ReadObserver {
+    /// Keep walking after the answer is known, to see every source the walk would reach
+    /// (what a later source holds shows whether a filter, or the walk, is wrong).
+    const EXHAUSTIVE: bool = false;
+    /// The `index`-th memtable (0 = the active one) was searched.
+    fn memtable(&mut self, _index: usize, _answer: &Answer) {}
+    /// A candidate table's filter was asked; `searched` is the table's answer when the
+    /// filter said "maybe" and the table was searched.
+    fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&Answer>) {}
+}
+
+/// The observer of ordinary reads: sees nothing.
+pub struct Unobserved;
+impl ReadObserver for Unobserved {}
+
+/// What one source of a read — a memtable or a table — says about the key, once range
+/// tombstones are applied: [`resolve`]'s answer.
+#[derive(Debug)]
+pub enum Answer {
+    /// A value no range tombstone covers: the read's result.
+    Value(Value),
+    /// A tombstone: the key is absent, and older sources are not asked.
+    Deleted,
+    /// An expiring value whose expiry the clock has reached: absent, as `Deleted`.
+    Expired,
+    /// A value that a newer range tombstone visible to the read covers: absent, as `Deleted`.
+    RangeDeleted,
+    /// Nothing for the key here: the next source is asked.
+    Absent,
+    /// A merge operand no range tombstone covers: the read combines the key's versions
+    /// with [`merged_get`].
+    Operand,
+}
+
+impl Answer {
+    /// The read's result if this answer decides it; `None` sends the read on to the next
+    /// source.
+    #[inline]
+    pub fn decision(self) -> Option<Option<Value>> {
+        match self {
+            Answer::Value(v) => Some(Some(v)),
+            Answer::Deleted | Answer::Expired | Answer::RangeDeleted => Some(None),
+            Answer::Absent | Answer::Operand => None,
+        }
+    }
+
+    /// [`Answer::decision`], reading `key` through [`merged_get`] when this answer is a
+    /// merge operand.
+    #[inline]
+    pub fn decide(
+        self,
+        tree: &Tree,
+        key: &[u8],
+        seq: SeqNo,
+        clock: &dyn Clock,
+    ) -> Result<Option<Option<Value>>> {
+        match self {
+            Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
+            other => Ok(other.decision()),
+        }
+    }
+}
+
+/// The value of `key` in `tree` at `seq` when its newest visible version is a merge
+/// operand: read through a view of the one key, which gathers the operands across every
+/// source and combines them (`db::visible`), so point reads and scans combine the same way.
+#[cold]
+pub fn merged_get(tree: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Result<Option<Value>> {
+    use std::ops::Bound;
+    let (lo, hi) = (Bound::Included(key), Bound::Included(key));
+    let sources = super::sources::merged_sources(tree, lo, hi, None);
+    let own = || Bound::Included(key.to_vec());
+    let now = clock.now_millis();
+    let mut view =
+        super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
+            .with_merger(tree.merger());
+    view.seek_to_first()?;
+    Ok(view.valid().then(|| Value::from(view.value().to_vec())))
+}
+
+/// What a source's search found: [`resolve`]'s input.
+pub enum Found {
+    /// A memtable's.
+    Memtable(Option<MemGet>),
+    /// A table's, searched once its filter said "maybe".
+    Table(TableGet),
+}
+
+/// What `found`, a source's search for `key` in `tree` at `seq`, answers — a value found is
+/// checked against the range tombstones here, after the search, because filters cannot
+/// answer for ranges — and its counts in `tally`: a memtable hit, a table's block read or
+/// cache hit, a filter's false positive. `get`, `multi_get` and `trace` all decide here, so
+/// their answers and counters cannot drift apart. An expiring value is judged by `clock`,
+/// read only when one is found.
+#[inline]
+pub fn resolve(
+    tree: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    found: Found,
+    tally: &mut ReadTally,
+    clock: &dyn Clock,
+) -> Answer {
+    let (outcome, at) = match found {
+        Found::Memtable(None) => return Answer::Absent,
+        Found::Memtable(Some(got)) => {
+            tally.memtable_hits += 1;
+            match got {
+                MemGet::Found(v, at) => (GetOutcome::Found(v), at),
+                MemGet::Expiring(v, at, expiry) => (GetOutcome::Expiring(v, expiry), at),
+                MemGet::Deleted => (GetOutcome::Deleted, 0),
+                MemGet::Merge(at) => (GetOutcome::Merge, at),
+            }
+        }
+        Found::Table(got) => {
+            tally.block_reads += u64::from(got.block_read);
+            tally.block_cache_hits += u64::from(got.cache_hit);
+            (got.outcome, got.seq)
+        }
+    };
+    match outcome {
+        GetOutcome::Found(_) | GetOutcome::Expiring(..) | GetOutcome::Merge
+            if tree.range_deleted(key, at, seq) =>
+        {
+            Answer::RangeDeleted
+        }
+        GetOutcome::Merge => Answer::Operand,
+        GetOutcome::Found(v) => Answer::Value(v),
+        GetOutcome::Expiring(_, expiry) if expired(expiry, clock.now_millis()) => Answer::Expired,
+        GetOutcome::Expiring(v, _) => Answer::Value(v),
+        GetOutcome::Deleted => Answer::Deleted,
+        GetOutcome::Absent => {
+            // The table's filter said "maybe" and the table holds nothing for the key.
+            tally.filter_false_positives += 1;
+            Answer::Absent
+        }
+    }
+}
+
+/// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
+/// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
+/// far past its stop trigger; any candidates beyond it are found by a second walk.
+const REMEMBERED: usize = 16;
+
+pub fn search<O: ReadObserver>(
+    state: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    clock: &dyn Clock,
+    tally: &mut ReadTally,
+    observer: &mut O,
+) -> Result<Option<Value>> {
+    let hash = hash_key(key);
+    let version = &state.version;
+    let mut first: [Option<(&Arc<TableFile>, &Filter)>; REMEMBERED] = [None; REMEMBERED];
+    let mut n = 0;
+    let more = version
+        .for_each_candidate(key, |t, filter| {
+            if n == REMEMBERED {
+                return ControlFlow::Break(());
+            }
+            filter.prefetch(hash);
+            first[n] = Some((t, filter));
+            n += 1;
+            ControlFlow::Continue(())
+        })
+        .is_break();
+    // Only an exhaustive observer gets here with an answer already found: it is kept, and
+    // the walk goes on for the observer's sake.
+    let mut answer: Option<Option<Value>> = None;
+    for (i, mem) in state.mems().enumerate() {
+        if mem.table.is_empty() && !O::EXHAUSTIVE {
+            continue;
+        }
+        let found = match mem.table.may_contain_hash(hash) {
+            true => Found::Memtable(mem.table.get(key, seq)),
+            false => Found::Memtable(None),
+        };
+        let got = resolve(state, key, seq, found, tally, clock);
+        observer.memtable(i, &got);
+        if let Some(decided) = got.decide(state, key, seq, clock)? {
+            if !O::EXHAUSTIVE {
+                return Ok(decided);
+            }
+            answer.get_or_insert(decided);
+        }
+    }
+    let mut prefix = KeyPrefixHash::default();
+    let mut consult = |t: &Arc<TableFile>, filter: &Filter| {
+        tally.tables_consulted += 1;
+        if !filter.may_contain_hash(hash) || !t.table.may_hold_prefix_of(key, &mut prefix) {
+            tally.filter_negatives += 1;
+            observer.table(t, None);
+            return ControlFlow::Continue(());
+        }
+        let got = match t.table.get(key, seq) {
+            Ok(got) => resolve(state, key, seq, Found::Table(got), tally, clock),
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        observer.table(t, Some(&got));
+        let decided = match got.decide(state, key, seq, clock) {
+            Ok(decided) => decided,
+            Err(e) => return ControlFlow::Break(Err(e)),
+        };
+        match decided {
+            None => ControlFlow::Continue(()),
+            Some(decided) if O::EXHAUSTIVE => {
+                answer.get_or_insert(decided);
+                ControlFlow::Continue(())
+            }
+            Some(decided) => ControlFlow::Break(Ok(decided)),
+        }
+    };
+    for &(t, filter) in first.iter().flatten() {
+        if let ControlFlow::Break(answer) = consult(t, filter) {
+            return answer;
+        }
+    }
+    if more {
+        let mut skip = REMEMBERED;
+        let rest = version.for_each_candidate(key, |t, filter| {
+            if skip > 0 {
+                skip -= 1;
+                return ControlFlow::Continue(());
+            }
+            consult(t, filter)
+        });
+        if let ControlFlow::Break(answer) = rest {
+            return answer;
+        }
+    }
+    Ok(answer.unwrap_or(None))
+}

@@ -1,0 +1,223 @@
+//! The sources a scan merges: the memtables and tables of a [`Tree`] that can hold a key of
+//! its range. Only those whose key range meets it, less — when every key of the range has
+//! one prefix under the keyspace's extractor — those whose filter says they hold no key with
+//! that prefix; the memtables likewise, by their own filters. A skipped source's range
+//! tombstones still apply: they come from the version and from each memtable's set, not from
+//! the iterators. The prefix is hashed once per scan and every candidate's filter line is
+//! prefetched before any is probed, so the probes' cache misses overlap.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::ScanTally;
+use crate::filter::hash_prefix;
+use crate::iter::merge::MergingIterator;
+use crate::iter::BidirectionalIterator;
+use crate::prefix::PrefixExtractor;
+use crate::tree::Tree;
+use crate::version::level_iter::LevelIter;
+use crate::version::lookup::LookupKey;
+use crate::version::set::TableFile;
+
+pub fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+/// What a scan does with one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableChoice {
+    /// The table's key range does not meet the scan's.
+    OutOfRange,
+    /// The table's filter says it holds no key with the scan's prefix.
+    PrefixSkipped,
+    /// The table is read; `prefix_checked` if its prefix filter was asked (and said maybe).
+    Read { prefix_checked: bool },
+}
+
+/// The prefix every key of `(lower, upper)` has under the tree's extractor, with its hash:
+/// what the scan asks the tables' filters about.
+pub fn scan_prefix<'b>(
+    state: &Tree,
+    lower: Bound<&'b [u8]>,
+    upper: Bound<&[u8]>,
+) -> Option<(PrefixExtractor, &'b [u8])> {
+    let e = state.opts.prefix_extractor?;
+    e.common_prefix(lower, upper).map(|p| (e, p))
+}
+
+/// Calls `each(level, table, choice)` for the tables of `state` a scan of `(lower, upper)`
+/// might read — every L0 table, and on each deeper level the tables from the first whose
+/// range ends at or after `lower` (found by binary search) on — in read order, with what
+/// the scan does with it. Tables of a deeper level wholly outside the range are left out.
+/// (What `trace` reports; a scan itself goes through `choose_tables_hashed`.)
+pub fn choose_tables<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
+    choose_tables_hashed(state, lower, upper, prefix, each)
+}
+
+/// [`choose_tables`] for the prefix (extractor and hash) already computed, asking each
+/// table's filter.
+pub fn choose_tables_hashed<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    prefix: Option<(PrefixExtractor, u64)>,
+    each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    let prefetch = |t: &TableFile, h| t.table.filter().prefetch(h);
+    let may_hold = |t: &TableFile, e, h| t.table.may_hold_prefix(e, h);
+    choose_tables_by(state, lower, upper, prefix, prefetch, may_hold, each)
+}
+
+/// Tables [`choose_tables_by`] has found in range and not yet handed on, so that the filter
+/// lines of up to this many are loading at once before the first is probed.
+const PROBE_BATCH: usize = 16;
+
+/// A table [`choose_tables_by`] found and has not handed on yet: its level, and its choice
+/// unless its filter is still to be asked.
+type Waiting<'t> = Option<(usize, &'t Arc<TableFile>, Option<TableChoice>)>;
+
+/// [`choose_tables`] for the prefix (extractor and hash) given, asking `may_hold` whether a
+/// table built with that extractor may hold it. The tables are found in one walk; each one
+/// whose filter is to be asked is first `prefetch`ed, and its filter asked only once up to
+/// [`PROBE_BATCH`] tables are waiting (or the walk is over), so that the probes' cache misses
+/// overlap.
+pub fn choose_tables_by<'t>(
+    state: &'t Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    prefix: Option<(PrefixExtractor, u64)>,
+    prefetch: impl Fn(&TableFile, u64),
+    mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
+    mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
+) {
+    // The bounds against the version's fences: mostly integer comparisons in dense arrays,
+    // instead of two pointers chased to each table's key.
+    let v = &state.version;
+    let (lower, upper) = (lower.map(LookupKey::new), upper.map(LookupKey::new));
+    let (lower, upper) = (lower.as_ref(), upper.as_ref());
+    // The tables found and not yet handed on, in read order: with the choice, unless their
+    // filter is still to be asked (`None`).
+    let mut waiting: [Waiting<'t>; PROBE_BATCH] = [None; PROBE_BATCH];
+    let mut n = 0;
+    let mut hand_on = |waiting: &mut [Waiting<'t>]| {
+        for w in waiting {
+            let Some((level, t, choice)) = w.take() else { continue };
+            let choice = choice.unwrap_or_else(|| {
+                let (e, h) = prefix.expect("a table waits for its filter only with a prefix");
+                if may_hold(t, e, h) {
+                    TableChoice::Read { prefix_checked: true }
+                } else {
+                    TableChoice::PrefixSkipped
+                }
+            });
+            each(level, t, choice);
+        }
+    };
+    let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
+        let choice = match prefix {
+            _ if !in_range => Some(TableChoice::OutOfRange),
+            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+                prefetch(t, h);
+                None
+            }
+            _ => Some(TableChoice::Read { prefix_checked: false }),
+        };
+        waiting[n] = Some((level, t, choice));
+        n += 1;
+        if n == PROBE_BATCH {
+            hand_on(&mut waiting);
+            n = 0;
+        }
+    };
+    for (level, tables) in v.levels.iter().enumerate() {
+        if level == 0 {
+            for (i, t) in tables.iter().enumerate() {
+                found(0, t, !v.below(0, i, lower) && !v.above(0, i, upper));
+            }
+            continue;
+        }
+        for (i, t) in tables.iter().enumerate().skip(v.first_not_below(level, lower)) {
+            if v.above(level, i, upper) {
+                break;
+            }
+            found(level, t, true);
+        }
+    }
+    hand_on(&mut waiting[..n]);
+}
+
+/// Builds the merged view of the sources in `state` a scan of `(lower, upper)` reads,
+/// newest sources first: the memtables whose filter may hold the scan's prefix (all of them
+/// when it has none) and the tables [`choose_tables`] chooses. With `tally`, the prefix
+/// filters' answers are counted.
+pub fn merged_sources(
+    state: &Tree,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    tally: Option<&mut ScanTally>,
+) -> MergingIterator {
+    let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
+    if let Some((e, h)) = prefix {
+        state.mems().for_each(|m| m.table.prefetch_prefix(e, h));
+    }
+    merge_chosen(state, prefix, tally, |each| {
+        choose_tables_hashed(state, lower, upper, prefix, each)
+    })
+}
+
+/// The merged view of the memtables that may hold `prefix` (every one without a prefix) and
+/// of the tables `choose` chooses.
+pub fn merge_chosen<'t>(
+    state: &'t Tree,
+    prefix: Option<(PrefixExtractor, u64)>,
+    tally: Option<&mut ScanTally>,
+    choose: impl FnOnce(&mut dyn FnMut(usize, &'t Arc<TableFile>, TableChoice)),
+) -> MergingIterator {
+    let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
+    let mut mem_skips = 0u64;
+    for m in state.mems() {
+        if prefix.is_some_and(|(e, h)| !m.table.may_hold_prefix(e, h)) {
+            mem_skips += 1;
+            continue;
+        }
+        children.push(Box::new(m.table.iter()));
+    }
+    let mut levels: Vec<Vec<Arc<TableFile>>> = Vec::new();
+    let (mut checks, mut skips) = (0u64, 0u64);
+    choose(&mut |level, t, choice| {
+        match choice {
+            TableChoice::OutOfRange => return,
+            TableChoice::PrefixSkipped => {
+                checks += 1;
+                skips += 1;
+                return;
+            }
+            TableChoice::Read { prefix_checked } => checks += u64::from(prefix_checked),
+        }
+        if level == 0 {
+            children.push(Box::new(t.table.iter()));
+        } else {
+            if levels.len() < level {
+                levels.resize_with(level, Vec::new);
+            }
+            levels[level - 1].push(t.clone());
+        }
+    });
+    if let Some(t) = tally {
+        t.prefix_filter_checks += checks;
+        t.prefix_filter_skips += skips;
+        t.memtable_prefix_skips += mem_skips;
+    }
+    for tables in levels {
+        if !tables.is_empty() {
+            children.push(Box::new(LevelIter::new(tables)));
+        }
+    }
+    MergingIterator::new(children)
+}
