@@ -12,8 +12,8 @@
 //! ops    count times:
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
 //!                            2 = range delete, 3 = reserved, 4 = expiring put,
-//!                            6 = merge operand; plus 0x80
-//!                            if a keyspace id follows
+//!                            6 = merge operand, 7 = stamped merge
+//!                            operand; plus 0x80 if a keyspace id follows
 //!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
 //!                            the default keyspace (0)
 //!          klen  varint, key bytes          (a range delete's start; not for reserved)

@@ -8,7 +8,7 @@
 //! Readers never look for tombstones where they look for keys: the filters cannot answer
 //! for ranges, so a point lookup first finds the newest version of its key as it always
 //! has, and only then, if the version is a value and some tombstone exists at all, asks
-//! the in-RAM sets whether a newer tombstone covers it (see `db::read`). A database with no
+//! the in-RAM sets whether a newer tombstone covers it (see `read::search`). A database with no
 //! range tombstones pays one branch per found value.
 //!
 //! # Sets

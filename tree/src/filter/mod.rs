@@ -1,6 +1,6 @@
 //! Per-table filters over whole keys and, with a [`crate::PrefixExtractor`], key prefixes: the
 //! cache-line-blocked Bloom filter that is bloomkv's reason to exist, the Ribbon filter that
-//! holds the same false-positive rate in about 30% less memory (`ribbon.rs`), the classic Bloom
+//! holds the same false-positive rate in about a quarter less memory (`ribbon.rs`), the classic Bloom
 //! filter they are measured against, and "no filter"; and
 //! the budget allocator (`budget.rs`), which splits one filter memory budget across a
 //! tree's tables ([`FilterPolicy::Budgeted`]).

@@ -61,7 +61,7 @@ pub enum MemGet {
     /// The newest visible version is a tombstone; older sources must not be consulted.
     Deleted,
     /// The newest visible version is a merge operand, at this sequence number: the read
-    /// combines it with what lies beneath (`db::visible`).
+    /// combines it with what lies beneath (`read::visible`).
     Merge(SeqNo),
 }
 

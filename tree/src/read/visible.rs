@@ -22,7 +22,7 @@
 //! so the current key and value are copies, as backward; backward, each operand met piles
 //! onto the candidate, and a put or tombstone met later (newer) replaces the pile. This is
 //! the only place reads combine operands: a point read that meets one reads the key
-//! through a view of this kind (`db::read`).
+//! through a view of this kind (`read::search`).
 use std::ops::Bound;
 use std::sync::Arc;
 

@@ -24,7 +24,8 @@
 //! off  0: index handle       offset u64 LE, size u64 LE
 //! off 16: filter handle      offset u64 LE, size u64 LE
 //! off 32: properties handle  offset u64 LE, size u64 LE
-//! off 48: format version     u32 LE: 1, or 2 for a table with range tombstones
+//! off 48: format version     u32 LE: 1; 2 with a range-deletion block; 3 with expiring
+//!                            entries, 4 with merge operands (with or without the block)
 //! off 52: crc32              u32 LE over bytes 0..52
 //! off 56: magic              u64 LE whose bytes spell b"bloomkv1"
 //! ```

@@ -1,35 +1,24 @@
-//! On-disk sorted tables (SSTables): an immutable file of internal-key/value entries with an
-//! index, a whole-key filter and properties, written once by [`TableBuilder`] and read by
-//! [`Table`].
-//!
-//! # File layout
+//! On-disk sorted tables (SSTables): an immutable file of internal-key/value entries sorted by
+//! [`crate::key::compare_internal`], written once by [`TableBuilder`] and read by [`Table`].
+//! The bytes are specified in `docs/format/table.md`; in short:
 //!
 //! ```text
-//! data block 0 | … | data block n-1 | filter block | properties block | index block | footer
+//! data block 0 | … | data block n-1 | filter block | [range-deletion block] | properties block | index block | footer
 //! ```
 //!
-//! Every block is stored as `payload | kind u8 | crc32 u32 LE` (see [`mod@format`]); the CRC covers
-//! the stored payload and the kind byte, so every byte of the file except the footer is
-//! verified by a block checksum, and the footer carries its own.
+//! Every block is stored as `payload | kind u8 | crc32 u32 LE` (see [`mod@format`]), so every
+//! byte of the file but the footer's is covered by a block checksum, and the footer carries its
+//! own. Data and index blocks ([`block`]) are prefix-compressed with restart arrays, the index
+//! holding one separator and block handle per data block; the filter block is the bytes of
+//! [`crate::filter::Filter::encode`]; the range-deletion block exists only in a table with
+//! range tombstones, and the properties ([`properties`]), not the footer, name it. The 64-byte
+//! footer ([`format::Footer`]) holds the index, filter and properties handles and the format
+//! version: 1, 2 with a range-deletion block, 3 with expiring entries, 4 with merge operands
+//! ([`format::MERGE_FORMAT_VERSION`]); a build refuses a version it does not know.
 //!
-//! * **Data blocks** ([`block`]): prefix-compressed entries whose keys are internal keys
-//!   (`user_key | u64 LE (seq << 8 | kind)`), sorted by [`crate::key::compare_internal`], with
-//!   a restart array. A block is cut once its encoded size reaches
-//!   [`TableOptions::block_bytes`].
-//! * **Filter block**: exactly the bytes of [`crate::filter::Filter::encode`] over the table's
-//!   distinct user keys, stored uncompressed.
-//! * **Properties block** ([`properties`]): tagged fields, stored uncompressed.
-//! * **Index block**: the data-block format with one entry per data block: key = a separator
-//!   internal key `s` with `last key of block i <= s < first key of block i+1` (the last
-//!   block's is a short successor of its last key), value = the block's handle
-//!   (`offset varint | size varint`). Compressed like data blocks.
-//! * **Footer** ([`format::Footer`]): 64 bytes at the end of the file: the index, filter and
-//!   properties handles as fixed `u64` pairs, the format version (1), a CRC32 of those 52
-//!   bytes, and the magic `b"bloomkv1"`.
-//!
-//! The filter, properties and index are read once at open and held in RAM (the index decoded
-//! into a flat array), so a point lookup does range check → filter → binary search of the
-//! index → one data block, and the first two steps touch neither the disk nor the allocator.
+//! The filter, properties, index and range tombstones are read once at open and held in RAM,
+//! so a point lookup does range check → filter → index search → one data block, and the first
+//! two steps touch neither the disk nor the allocator.
 //!
 //! Everything read from disk is checked before use: handles against the file size and the
 //! region they belong to before any allocation, CRCs before decoding, restart arrays against

@@ -339,7 +339,7 @@ impl Table {
     /// index picks a block, [`Table::fetch`] brings it (from the cache, the mapping or the
     /// file), and the block is searched. Correct for any key. Whether a table needs searching
     /// at all — its key range, its filter — is decided by the read path (`version::lookup`
-    /// and `db::read`), once, not here.
+    /// and `read::search`), once, not here.
     #[inline(never)]
     pub fn get(&self, user_key: &[u8], seq: SeqNo) -> Result<TableGet> {
         let mut seek = SeekKey::default();

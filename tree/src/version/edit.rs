@@ -16,9 +16,11 @@
 //!                         (a table of the default keyspace, 0)
 //! tag 7  added table      keyspace u, then as tag 6 (a table of any other keyspace)
 //! tag 8  keyspace         id u, name bytes, options: filter kind u (0 none, 1 blocked,
-//!                         2 classic, 3 budgeted), bits per key u (f64 bits), compression
-//!                         u (0 none, 1 zstd), zstd level u (zigzag), block bytes u,
-//!                         target table bytes u — a keyspace created, or its options changed
+//!                         2 classic, 3 budgeted, 4 Ribbon, 5 budgeted Ribbon), bits per
+//!                         key u (f64 bits), for kinds 4 and 5 bloom_before_level u,
+//!                         compression u (0 none, 1 zstd), zstd level u (zigzag), block
+//!                         bytes u, target table bytes u — a keyspace created, or its
+//!                         options changed
 //! tag 9  keyspace dropped id u
 //! tag 10 next keyspace id u
 //! tag 11 keyspace prefix  id u, extractor name bytes (empty for none), whole keys in
