@@ -175,27 +175,8 @@ pub struct FlushInfo {
     pub duration: Duration,
 }
 
-/// Why a compaction runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub enum CompactionReason {
-    /// L0 holds `Options::l0_compaction_trigger` tables or more.
-    L0Tables,
-    /// L0 holds `Options::l0_compaction_trigger` tables or more, but L1 so many more bytes
-    /// that compacting L0 into it now would mostly rewrite L1: the newest L0 tables are
-    /// merged into one L0 table instead (`input_level` and `output_level` are both 0).
-    L0Merge,
-    /// A level below L0 holds more bytes than its target (`Options::level_base_bytes`
-    /// times `level_size_ratio` per level below L1).
-    LevelSize,
-    /// [`crate::Db::compact`].
-    Manual,
-    /// Enough of a table's expiring values have expired (see [`crate::Db::put_with_ttl`]):
-    /// the table is rewritten in place (an L0 table: L0 is compacted into L1) to free their
-    /// space.
-    Expiry,
-}
+/// Why a compaction runs (the tree's picker chooses it).
+pub use bloomkv_tree::compact::picker::CompactionReason;
 
 /// A compaction, for [`EventListener::on_compaction_begin`] and
 /// [`EventListener::on_compaction_end`]: the tables of `input_level` and the tables of

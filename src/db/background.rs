@@ -213,7 +213,7 @@ impl BgJob {
 /// whole compactions whenever the immutable memtables filled up behind one. The two only meet
 /// in `DbInner::install`, and a compaction's inputs stay valid while a flush adds L0 tables.
 /// How often an idle compaction thread checks whether tables hold enough expired values to
-/// be worth rewriting (see `ttl::worth_rewriting`). A flush, or [`crate::Db::compact`],
+/// be worth rewriting (see `picker::worth_rewriting` in the tree crate). A flush, or [`crate::Db::compact`],
 /// checks at once.
 const EXPIRY_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 

@@ -1,14 +1,7 @@
 //! Leveled compaction.
 //!
-//! Picking (in priority order):
-//! - L0 → L1 when L0 holds `l0_compaction_trigger` tables: every L0 table (they may overlap
-//!   each other) plus the L1 tables they overlap. Unless L1 holds so much more than L0 that
-//!   the merge would mostly rewrite L1: then the newest L0 tables are merged with each other
-//!   into one L0 table first ([`l0_merge`]), so that L0 → L1 later carries more per byte of
-//!   L1 it rewrites.
-//! - Ln → Ln+1 for the level most over its target size (`level_base_bytes` for L1, times
-//!   `level_size_ratio` per level below): one table, chosen round-robin after the last one
-//!   compacted on that level, plus the Ln+1 tables it overlaps.
+//! What to compact is the tree's picker's choice (`bloomkv_tree::compact::picker`); this runs
+//! it, under the compaction slot.
 //!
 //! Running: the inputs are merged; only the newest version of each key is kept (readers and
 //! snapshots that need older versions hold the input files alive themselves); a tombstone is
@@ -24,7 +17,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::ttl;
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
 use crate::events::{CompactionFilterErrorInfo, CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
@@ -39,204 +31,34 @@ use crate::Result;
 use bloomkv_tree::compact::filter_stage::FilterStage;
 use bloomkv_tree::compact::merge_stage::MergeStage;
 use bloomkv_tree::compact::newest::NewestVersions;
+use bloomkv_tree::compact::picker::{self, user_range, Policy};
 use bloomkv_tree::filter_budget::{table_filter, Placement};
 
-/// One compaction's inputs. Only built and run while holding `DbInner::compaction_slot`;
-/// flushes only ever add L0 tables, and an ingest adds tables only while holding the slot, so
-/// the inputs stay live, and the levels below them unchanged, until the compaction installs.
-#[derive(Debug)]
-pub(crate) struct Compaction {
-    /// The keyspace whose tables these are.
-    pub tree: Arc<Tree>,
-    pub level: usize,
-    /// `level + 1`; or `level` itself, for an L0 merge ([`l0_merge`]) and for the in-place
-    /// rewrite of the last level that [`compact_all`] does for a keyspace with a compaction
-    /// filter; [`compact_all`] also passes over empty levels.
-    pub out_level: usize,
-    pub inputs: Vec<Arc<TableFile>>,
-    pub next_inputs: Vec<Arc<TableFile>>,
-    pub reason: CompactionReason,
-}
+/// One compaction's inputs ([`picker::Task`]). Only built and run while holding
+/// `DbInner::compaction_slot`; flushes only ever add L0 tables, and an ingest adds tables
+/// only while holding the slot, so the inputs stay live, and the levels below them
+/// unchanged, until the compaction installs.
+pub(crate) type Compaction = picker::Task;
 
-fn level_target(inner: &DbInner, level: usize) -> u64 {
-    let mut t = inner.opts.level_base_bytes;
-    for _ in 1..level {
-        t = t.saturating_mul(inner.opts.level_size_ratio);
-    }
-    t
-}
-
-/// The first level from `from` on whose target `bytes` are under (the bottom level has none).
-fn fitting_level(inner: &DbInner, bytes: u64, from: usize) -> usize {
-    (from..NUM_LEVELS - 1).find(|&l| bytes < level_target(inner, l)).unwrap_or(NUM_LEVELS - 1)
-}
-
-/// The level most in need of compaction and how badly (≥ 1.0 means needed).
-fn score(inner: &DbInner, v: &Version) -> (usize, f64) {
-    let mut best = (0, v.levels[0].len() as f64 / inner.opts.l0_compaction_trigger as f64);
-    for level in 1..NUM_LEVELS - 1 {
-        let s = v.level_bytes(level) as f64 / level_target(inner, level) as f64;
-        if s > best.1 {
-            best = (level, s);
+impl DbInner {
+    /// What the picker follows, from the database's options.
+    pub(crate) fn picker_policy(&self) -> Policy {
+        Policy {
+            level_base_bytes: self.opts.level_base_bytes,
+            level_size_ratio: self.opts.level_size_ratio,
+            l0_compaction_trigger: self.opts.l0_compaction_trigger,
+            l0_slowdown_trigger: self.opts.l0_slowdown_trigger,
         }
     }
-    best
 }
 
 pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
-    state.trees.iter().any(|t| score(inner, &t.version).1 >= 1.0)
-        || pick_expired(inner, state).is_some()
+    picker::needs_compaction(&state.trees, &inner.picker_policy(), inner.clock.now())
 }
 
-/// A compaction that frees the space of expired values, if a table holds enough of them
-/// ([`ttl::worth_rewriting`]): the table itself, rewritten in place (`out_level == level`:
-/// its output cannot overlap its level's other tables), or for an L0 table, L0 into L1.
-fn pick_expired(inner: &DbInner, state: &DbState) -> Option<Compaction> {
-    let now = inner.clock.now();
-    for tree in &state.trees {
-        let v = &tree.version;
-        for (level, tables) in v.levels.iter().enumerate() {
-            let Some(t) = tables.iter().find(|t| ttl::worth_rewriting(t, now)) else { continue };
-            let (inputs, out_level, next_inputs) = if level == 0 {
-                let inputs = v.levels[0].clone();
-                let (lo, hi) = user_range(&inputs);
-                let next = v.overlapping(1, &lo, &hi);
-                (inputs, 1, next)
-            } else {
-                (vec![t.clone()], level, Vec::new())
-            };
-            let reason = CompactionReason::Expiry;
-            let tree = tree.clone();
-            return Some(Compaction { tree, level, out_level, inputs, next_inputs, reason });
-        }
-    }
-    None
-}
-
-fn user_range(tables: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
-    let smallest = tables.iter().map(|t| t.smallest_user_key()).min().unwrap_or_default().to_vec();
-    let largest = tables.iter().map(|t| t.largest_user_key()).max().unwrap_or_default().to_vec();
-    (smallest, largest)
-}
-
-/// The table of `level` that overlaps the fewest bytes of `next` per byte of its own, so
-/// that each compaction rewrites as little of the level below as it can (RocksDB's
-/// `kMinOverlappingRatio`, its default). Taking the tables in turn instead rewrote about
-/// the size ratio's worth of the level below per byte moved down; this measured lower (see
-/// `docs/results/`). Both levels are sorted and disjoint, so one pass finds every overlap.
-fn least_overlapping<'a>(
-    level: &'a [Arc<TableFile>],
-    next: &[Arc<TableFile>],
-) -> Option<&'a Arc<TableFile>> {
-    let mut first = 0; // the first table of `next` that can still overlap
-    let mut best: Option<(&Arc<TableFile>, u128)> = None;
-    for t in level {
-        while first < next.len() && next[first].largest_user_key() < t.smallest_user_key() {
-            first += 1;
-        }
-        let overlap: u64 = next[first..]
-            .iter()
-            .take_while(|n| n.smallest_user_key() <= t.largest_user_key())
-            .map(|n| n.meta.file_size)
-            .sum();
-        // Compared as overlap / size without dividing.
-        let ratio = (u128::from(overlap) << 32) / u128::from(t.meta.file_size.max(1));
-        if best.map_or(true, |(_, r)| ratio < r) {
-            best = Some((t, ratio));
-        }
-    }
-    best.map(|(t, _)| t)
-}
-
-/// The compaction the tree most in need of one needs, if any does.
-fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
-    let (tree, (level, s)) = state
-        .trees
-        .iter()
-        .map(|t| (t, score(inner, &t.version)))
-        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
-    if s < 1.0 {
-        return pick_expired(inner, state);
-    }
-    let v = &tree.version;
-    let inputs = if level == 0 {
-        if let Some(inputs) = l0_merge(inner, tree, v) {
-            return Some(Compaction {
-                tree: tree.clone(),
-                level: 0,
-                out_level: 0,
-                inputs,
-                next_inputs: Vec::new(),
-                reason: CompactionReason::L0Merge,
-            });
-        }
-        v.levels[0].clone()
-    } else {
-        vec![least_overlapping(&v.levels[level], &v.levels[level + 1])?.clone()]
-    };
-    let (lo, hi) = user_range(&inputs);
-    let next_inputs = v.overlapping(level + 1, &lo, &hi);
-    let reason = if level == 0 { CompactionReason::L0Tables } else { CompactionReason::LevelSize };
-    Some(Compaction {
-        tree: tree.clone(),
-        level,
-        out_level: level + 1,
-        inputs,
-        next_inputs,
-        reason,
-    })
-}
-
-/// How many times the bytes of L0 the L1 tables they overlap must hold for L0's tables to be
-/// merged with each other rather than into L1 ([`l0_merge`]).
-const L0_MERGE_RATIO: u64 = 2;
-
-/// The newest L0 tables, when merging them into one L0 table is cheaper than compacting L0
-/// into L1 now (RocksDB's intra-L0 compaction does the like when L1 is busy).
-///
-/// Why: L0 → L1 rewrites every L1 table L0 overlaps, and random keys overlap all of L1, so
-/// each byte it moves down costs `(L0 + L1) / L0` bytes written. With small memtables L0
-/// gathers a few MiB between compactions against an L1 of `level_base_bytes`, and L1 became
-/// the costliest level of a fill. Merging the small tables first costs about one more write
-/// of each byte and lets L0 gather several times as much before it goes down.
-///
-/// Only when L1 holds at least [`L0_MERGE_RATIO`] times L0's bytes; only the newest tables
-/// that together stay within `target_table_bytes` (so the output is one table, and a table
-/// is merged again only while it is small); at least two of them; and never once L0 is one
-/// table short of slowing writers down, when what L0 needs is to shrink. The tables taken
-/// are the newest ones, so the output sits in L0's order where they did: every L0 table left
-/// is older, every one flushed meanwhile newer (see `version::set::l0_newest_first`).
-fn l0_merge(inner: &DbInner, tree: &Tree, v: &Version) -> Option<Vec<Arc<TableFile>>> {
-    let l0 = &v.levels[0];
-    if l0.len() + 1 >= inner.opts.l0_slowdown_trigger {
-        return None;
-    }
-    let cap = tree.opts.target_table_bytes;
-    let mut bytes = 0u64;
-    let mut n = l0
-        .iter()
-        .take_while(|t| {
-            bytes = bytes.saturating_add(t.meta.file_size);
-            bytes <= cap
-        })
-        .count();
-    // Every table left must be older than everything merged, or the output would overlap
-    // it without holding only newer entries, which lookups and the manifest's check rely on.
-    // Only an ingest's tables share sequence numbers (all at one), and a merge may not take
-    // some of them and leave the rest.
-    while n >= 2
-        && l0.get(n).is_some_and(|next| {
-            l0[..n].iter().any(|t| t.meta.smallest_seq <= next.meta.largest_seq)
-        })
-    {
-        n -= 1;
-    }
-    if n < 2 {
-        return None;
-    }
-    let (lo, hi) = user_range(l0);
-    let l1: u64 = v.overlapping(1, &lo, &hi).iter().map(|t| t.meta.file_size).sum();
-    (l1 >= v.level_bytes(0).saturating_mul(L0_MERGE_RATIO)).then(|| l0[..n].to_vec())
+/// The compaction the picker chooses now, if any.
+pub(crate) fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
+    picker::pick(&state.trees, &inner.picker_policy(), inner.clock.now())
 }
 
 /// Runs one compaction if any level needs it. Background thread.
@@ -319,7 +141,9 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
             let v = &tree.version;
             let deepest = (0..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()).unwrap_or(0);
             let last = match deepest {
-                0 if !v.levels[0].is_empty() => fitting_level(inner, v.level_bytes(0), 1),
+                0 if !v.levels[0].is_empty() => {
+                    inner.picker_policy().fitting_level(v.level_bytes(0), 1)
+                }
                 _ => deepest,
             };
             for level in 0..NUM_LEVELS - 1 {
@@ -347,7 +171,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 let Some(tree) = inner.load_state().tree(id).cloned() else { break };
                 let v = &tree.version;
                 let bytes = v.level_bytes(last);
-                if bytes == 0 || fitting_level(inner, bytes, last) == last {
+                if bytes == 0 || inner.picker_policy().fitting_level(bytes, last) == last {
                     break;
                 }
                 compact_whole_level(inner, &tree, last, last + 1)?;

@@ -10,7 +10,6 @@ use super::{write, DbInner};
 use crate::batch::{check_entry_size, WriteBatch};
 use crate::clock::ttl_millis;
 use crate::version::edit::KeyspaceId;
-use crate::version::set::TableFile;
 use crate::Result;
 
 /// Turns the batch's puts with a time to live, and its plain puts into keyspaces with a
@@ -24,23 +23,6 @@ pub(crate) fn stamp(inner: &DbInner, batch: &mut WriteBatch) {
     if batch.needs_stamp(any_default_ttl, |id| ttl_of(id).is_some()) {
         *batch = batch.stamped(inner.clock.now(), ttl_of);
     }
-}
-
-/// Whether enough of `t`'s data has expired at `now` to rewrite it: its oldest expiry has
-/// passed, and the bytes of its expiring entries expired by now — estimated as spread evenly
-/// between its oldest and newest expiry — are at least a quarter of its entries' bytes.
-pub(crate) fn worth_rewriting(t: &TableFile, now: u64) -> bool {
-    let Some((oldest, newest, bytes)) = t.expiry() else { return false };
-    if oldest > now {
-        return false;
-    }
-    let expired = if newest <= now {
-        u128::from(bytes)
-    } else {
-        // The share of the span (oldest, newest] already past.
-        u128::from(bytes) * u128::from(now - oldest) / u128::from((newest - oldest).max(1))
-    };
-    expired * 4 >= u128::from(t.entry_bytes().max(1))
 }
 
 /// Writes `key → value` living `ttl` into `keyspace` with the database's default

@@ -1,0 +1,280 @@
+//! Choosing the next compaction: a pure function of the trees' shape, the options that
+//! govern it and the time, so that it can be tested on a described tree and run by the
+//! engine under its locks.
+//!
+//! In priority order:
+//! - L0 → L1 when L0 holds `l0_compaction_trigger` tables: every L0 table (they may overlap
+//!   each other) plus the L1 tables they overlap. Unless L1 holds so much more than L0 that
+//!   the merge would mostly rewrite L1: then the newest L0 tables are merged with each other
+//!   into one L0 table first ([`l0_merge`]), so that L0 → L1 later carries more per byte of
+//!   L1 it rewrites.
+//! - Ln → Ln+1 for the level most over its target size (`level_base_bytes` for L1, times
+//!   `level_size_ratio` per level below): the table that overlaps the least of the level
+//!   below per byte ([`least_overlapping`]), plus the Ln+1 tables it overlaps.
+//! - When no level is over its target: a table holding enough expired values
+//!   ([`worth_rewriting`]).
+//!
+//! Whether a chosen compaction merely moves its tables down a level is decided when it
+//! runs (the engine's `may_move`), not here.
+
+use std::sync::Arc;
+
+use crate::tree::Tree;
+use crate::version::set::{TableFile, Version, NUM_LEVELS};
+
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum CompactionReason {
+    /// L0 holds `Options::l0_compaction_trigger` tables or more.
+    L0Tables,
+    /// L0 holds `Options::l0_compaction_trigger` tables or more, but L1 so many more bytes
+    /// that compacting L0 into it now would mostly rewrite L1: the newest L0 tables are
+    /// merged into one L0 table instead (`input_level` and `output_level` are both 0).
+    L0Merge,
+    /// A level below L0 holds more bytes than its target (`Options::level_base_bytes`
+    /// times `level_size_ratio` per level below L1).
+    LevelSize,
+    /// `Db::compact`.
+    Manual,
+    /// Enough of a table's expiring values have expired (see `Db::put_with_ttl`):
+    /// the table is rewritten in place (an L0 table: L0 is compacted into L1) to free their
+    /// space.
+    Expiry,
+}
+
+/// The options picking follows.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// L1's target bytes.
+    pub level_base_bytes: u64,
+    /// Each level's target over the one above's.
+    pub level_size_ratio: u64,
+    /// L0 tables that make L0 due for compaction.
+    pub l0_compaction_trigger: usize,
+    /// L0 tables at which writers slow down: an L0 merge is not chosen one short of it.
+    pub l0_slowdown_trigger: usize,
+}
+
+/// One compaction's inputs: the tables of `level` and those of `out_level` they overlap.
+#[derive(Debug)]
+pub struct Task {
+    /// The keyspace whose tables these are.
+    pub tree: Arc<Tree>,
+    pub level: usize,
+    /// `level + 1`; or `level` itself, for an L0 merge ([`l0_merge`]), for an in-place
+    /// rewrite ([`CompactionReason::Expiry`]) and for the
+    /// in-place rewrite of the last level that a manual compaction does for a keyspace with
+    /// a compaction filter; a manual compaction also passes over empty levels.
+    pub out_level: usize,
+    pub inputs: Vec<Arc<TableFile>>,
+    pub next_inputs: Vec<Arc<TableFile>>,
+    pub reason: CompactionReason,
+}
+
+impl Policy {
+    /// `level`'s target bytes (L1 and below).
+    pub fn level_target(&self, level: usize) -> u64 {
+        let mut t = self.level_base_bytes;
+        for _ in 1..level {
+            t = t.saturating_mul(self.level_size_ratio);
+        }
+        t
+    }
+
+    /// The first level from `from` on whose target `bytes` are under (the bottom level has
+    /// none).
+    pub fn fitting_level(&self, bytes: u64, from: usize) -> usize {
+        (from..NUM_LEVELS - 1).find(|&l| bytes < self.level_target(l)).unwrap_or(NUM_LEVELS - 1)
+    }
+
+    /// The level most in need of compaction and how badly (≥ 1.0 means needed).
+    pub fn score(&self, v: &Version) -> (usize, f64) {
+        let mut best = (0, v.levels[0].len() as f64 / self.l0_compaction_trigger as f64);
+        for level in 1..NUM_LEVELS - 1 {
+            let s = v.level_bytes(level) as f64 / self.level_target(level) as f64;
+            if s > best.1 {
+                best = (level, s);
+            }
+        }
+        best
+    }
+}
+
+/// True when [`pick`] would choose a compaction at `now` (milliseconds since the epoch).
+pub fn needs_compaction(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> bool {
+    trees.iter().any(|t| policy.score(&t.version).1 >= 1.0)
+        || pick_rewrite(trees, policy, now).is_some()
+}
+
+/// The compaction the tree most in need of one needs at `now` (milliseconds since the
+/// epoch, the database's clock), if any does.
+pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
+    let (tree, (level, s)) = trees
+        .iter()
+        .map(|t| (t, policy.score(&t.version)))
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
+    if s < 1.0 {
+        return pick_rewrite(trees, policy, now);
+    }
+    let v = &tree.version;
+    let inputs = if level == 0 {
+        if let Some(inputs) = l0_merge(policy, tree, v) {
+            return Some(Task {
+                tree: tree.clone(),
+                level: 0,
+                out_level: 0,
+                inputs,
+                next_inputs: Vec::new(),
+                reason: CompactionReason::L0Merge,
+            });
+        }
+        v.levels[0].clone()
+    } else {
+        vec![least_overlapping(&v.levels[level], &v.levels[level + 1])?.clone()]
+    };
+    let (lo, hi) = user_range(&inputs);
+    let next_inputs = v.overlapping(level + 1, &lo, &hi);
+    let reason = if level == 0 { CompactionReason::L0Tables } else { CompactionReason::LevelSize };
+    Some(Task { tree: tree.clone(), level, out_level: level + 1, inputs, next_inputs, reason })
+}
+
+/// A compaction that frees the space of expired values ([`worth_rewriting`]): the table itself, rewritten in place
+/// (`out_level == level`: its output cannot overlap its level's other tables), or for an
+/// L0 table, L0 into L1.
+fn pick_rewrite(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
+    let _ = policy;
+    let expired = |_: &Tree, t: &TableFile| worth_rewriting(t, now);
+    pick_table(trees, expired, CompactionReason::Expiry)
+}
+
+/// The compaction for the first table `due` says is, as [`pick_rewrite`] describes.
+fn pick_table(
+    trees: &[Arc<Tree>],
+    due: impl Fn(&Tree, &TableFile) -> bool,
+    reason: CompactionReason,
+) -> Option<Task> {
+    for tree in trees {
+        let v = &tree.version;
+        for (level, tables) in v.levels.iter().enumerate() {
+            let Some(t) = tables.iter().find(|t| due(tree, t)) else { continue };
+            let (inputs, out_level, next_inputs) = if level == 0 {
+                let inputs = v.levels[0].clone();
+                let (lo, hi) = user_range(&inputs);
+                let next = v.overlapping(1, &lo, &hi);
+                (inputs, 1, next)
+            } else {
+                (vec![t.clone()], level, Vec::new())
+            };
+            let tree = tree.clone();
+            return Some(Task { tree, level, out_level, inputs, next_inputs, reason });
+        }
+    }
+    None
+}
+
+/// Whether enough of `t`'s data has expired at `now` to rewrite it: its oldest expiry has
+/// passed, and the bytes of its expiring entries expired by now — estimated as spread evenly
+/// between its oldest and newest expiry — are at least a quarter of its entries' bytes.
+pub fn worth_rewriting(t: &TableFile, now: u64) -> bool {
+    let Some((oldest, newest, bytes)) = t.expiry() else { return false };
+    if oldest > now {
+        return false;
+    }
+    let expired = if newest <= now {
+        u128::from(bytes)
+    } else {
+        // The share of the span (oldest, newest] already past.
+        u128::from(bytes) * u128::from(now - oldest) / u128::from((newest - oldest).max(1))
+    };
+    expired * 4 >= u128::from(t.entry_bytes().max(1))
+}
+
+/// The smallest and largest user keys of `tables`.
+pub fn user_range(tables: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
+    let smallest = tables.iter().map(|t| t.smallest_user_key()).min().unwrap_or_default().to_vec();
+    let largest = tables.iter().map(|t| t.largest_user_key()).max().unwrap_or_default().to_vec();
+    (smallest, largest)
+}
+
+/// The table of `level` that overlaps the fewest bytes of `next` per byte of its own, so
+/// that each compaction rewrites as little of the level below as it can (RocksDB's
+/// `kMinOverlappingRatio`, its default). Taking the tables in turn instead rewrote about
+/// the size ratio's worth of the level below per byte moved down; this measured lower (see
+/// `docs/results/`). Both levels are sorted and disjoint, so one pass finds every overlap.
+fn least_overlapping<'a>(
+    level: &'a [Arc<TableFile>],
+    next: &[Arc<TableFile>],
+) -> Option<&'a Arc<TableFile>> {
+    let mut first = 0; // the first table of `next` that can still overlap
+    let mut best: Option<(&Arc<TableFile>, u128)> = None;
+    for t in level {
+        while first < next.len() && next[first].largest_user_key() < t.smallest_user_key() {
+            first += 1;
+        }
+        let overlap: u64 = next[first..]
+            .iter()
+            .take_while(|n| n.smallest_user_key() <= t.largest_user_key())
+            .map(|n| n.meta.file_size)
+            .sum();
+        // Compared as overlap / size without dividing.
+        let ratio = (u128::from(overlap) << 32) / u128::from(t.meta.file_size.max(1));
+        if best.map_or(true, |(_, r)| ratio < r) {
+            best = Some((t, ratio));
+        }
+    }
+    best.map(|(t, _)| t)
+}
+
+/// How many times the bytes of L0 the L1 tables they overlap must hold for L0's tables to be
+/// merged with each other rather than into L1 ([`l0_merge`]).
+const L0_MERGE_RATIO: u64 = 2;
+
+/// The newest L0 tables, when merging them into one L0 table is cheaper than compacting L0
+/// into L1 now (RocksDB's intra-L0 compaction does the like when L1 is busy).
+///
+/// Why: L0 → L1 rewrites every L1 table L0 overlaps, and random keys overlap all of L1, so
+/// each byte it moves down costs `(L0 + L1) / L0` bytes written. With small memtables L0
+/// gathers a few MiB between compactions against an L1 of `level_base_bytes`, and L1 became
+/// the costliest level of a fill. Merging the small tables first costs about one more write
+/// of each byte and lets L0 gather several times as much before it goes down.
+///
+/// Only when L1 holds at least [`L0_MERGE_RATIO`] times L0's bytes; only the newest tables
+/// that together stay within `target_table_bytes` (so the output is one table, and a table
+/// is merged again only while it is small); at least two of them; and never once L0 is one
+/// table short of slowing writers down, when what L0 needs is to shrink. The tables taken
+/// are the newest ones, so the output sits in L0's order where they did: every L0 table left
+/// is older, every one flushed meanwhile newer (see `version::set::l0_newest_first`).
+fn l0_merge(policy: &Policy, tree: &Tree, v: &Version) -> Option<Vec<Arc<TableFile>>> {
+    let l0 = &v.levels[0];
+    if l0.len() + 1 >= policy.l0_slowdown_trigger {
+        return None;
+    }
+    let cap = tree.opts.target_table_bytes;
+    let mut bytes = 0u64;
+    let mut n = l0
+        .iter()
+        .take_while(|t| {
+            bytes = bytes.saturating_add(t.meta.file_size);
+            bytes <= cap
+        })
+        .count();
+    // Every table left must be older than everything merged, or the output would overlap
+    // it without holding only newer entries, which lookups and the manifest's check rely on.
+    // Only an ingest's tables share sequence numbers (all at one), and a merge may not take
+    // some of them and leave the rest.
+    while n >= 2
+        && l0.get(n).is_some_and(|next| {
+            l0[..n].iter().any(|t| t.meta.smallest_seq <= next.meta.largest_seq)
+        })
+    {
+        n -= 1;
+    }
+    if n < 2 {
+        return None;
+    }
+    let (lo, hi) = user_range(l0);
+    let l1: u64 = v.overlapping(1, &lo, &hi).iter().map(|t| t.meta.file_size).sum();
+    (l1 >= v.level_bytes(0).saturating_mul(L0_MERGE_RATIO)).then(|| l0[..n].to_vec())
+}
