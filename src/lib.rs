@@ -38,7 +38,9 @@ pub use db::{
 };
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub use db::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
+pub use db::{
+    FilterRun, PickedCompaction, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep,
+};
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;

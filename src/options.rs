@@ -56,6 +56,9 @@ pub struct Options {
     /// `clock` is the default [`crate::SystemClock`]: scans may read it only when they meet
     /// an expiring value (`ExpiryTime`).
     pub(crate) system_clock: bool,
+    /// Whether the background thread compacts (only scripts that step compactions
+    /// themselves turn it off).
+    pub(crate) background_compactions: bool,
 }
 
 impl Default for Options {
@@ -84,6 +87,7 @@ impl Default for Options {
             change_settings: false,
             clock: Arc::new(crate::SystemClock),
             system_clock: true,
+            background_compactions: true,
         }
     }
 }
@@ -467,6 +471,16 @@ impl Options {
     pub fn clock(mut self, clock: Arc<dyn crate::Clock>) -> Self {
         self.clock = clock;
         self.system_clock = false;
+        self
+    }
+
+    /// With `false`, the background thread never compacts: compactions run only when
+    /// asked for (`Db::compact`, `Db::compact_step`), at moments a test script can see.
+    /// Internals only: a database left so would grow L0 without bound.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn background_compactions(mut self, on: bool) -> Self {
+        self.background_compactions = on;
         self
     }
 

@@ -19,15 +19,21 @@
 //! `\x00` is one byte):
 //!
 //! - `open [filter=blocked:BITS|classic:BITS|budgeted:BITS|none] [block=BYTES] [table=BYTES]
-//!   [prefix=fixed:N|delimiter:0xHH] [whole-keys=false]`: a new database in a fresh directory
-//!   (see `script_options` for why nothing happens in the background), with a prefix
-//!   extractor if given.
+//!   [prefix=fixed:N|delimiter:0xHH] [whole-keys=false] [l0-trigger=N] [base=BYTES]`: a new
+//!   database in a fresh directory (see `script_options` for why nothing happens in the
+//!   background), with a prefix extractor if given, and the picker's L0 trigger and L1
+//!   target if given (else so high that nothing is ever due).
 //! - `reopen`: closes the database and opens it again with the same options (recovery).
 //! - `keyspace NAME`: creates (or opens) a keyspace with the database's table options.
 //! - `batch [keyspace=NAME]`: one atomic write of the input lines `put K V`, `del K`,
 //!   `delete-range A B` (from A up to, not including, B) and `delete-prefix P`.
 //! - `ingest [keyspace=NAME]`: bulk-loads the input lines `K V` (ascending keys).
 //! - `flush`, `compact`: `Db::flush` and `Db::compact` (the whole database).
+//! - `pick`: `Db::picked_compaction`, the compaction the background thread would choose now
+//!   (the reason, the levels, the input tables and those of the output level they overlap),
+//!   or `none`.
+//! - `compact-step`: `Db::compact_step`: runs that one compaction and prints it as `pick`
+//!   does.
 //! - `lsm`: every table, keyspace by keyspace and level by level (L0 newest first): file
 //!   number, key range, sequence range and entry counts. Not file sizes: they are
 //!   deterministic, but would make every case fail at any change of the table format.
@@ -281,6 +287,18 @@ fn unescape(s: &str) -> Vec<u8> {
     out
 }
 
+/// A picked compaction as `pick` and `compact-step` print it.
+fn show_picked(c: Option<bloomkv::PickedCompaction>) -> String {
+    let Some(c) = c else { return "none\n".into() };
+    let numbers = |ns: &[u64]| ns.iter().map(u64::to_string).collect::<Vec<_>>().join(" ");
+    let mut s = format!("{}: {:?}: L{} -> L{}\n", c.keyspace, c.reason, c.level, c.out_level);
+    let _ = writeln!(s, "  inputs: {}", numbers(&c.inputs));
+    if !c.overlapped.is_empty() {
+        let _ = writeln!(s, "  overlapped: {}", numbers(&c.overlapped));
+    }
+    s
+}
+
 fn show(b: &[u8]) -> String {
     bloomkv::check::escape(b)
 }
@@ -290,7 +308,9 @@ fn show(b: &[u8]) -> String {
 /// `compact`, `ingest` and recovery, each of which returns once its tables are installed; and
 /// compaction triggers are set so high that the background compaction thread never finds
 /// anything to do (it would otherwise run after a flush, at a moment the script cannot
-/// see). One compaction thread keeps the numbering of output tables in key order.
+/// see). The background thread is also told not to compact at all, so a script that sets
+/// triggers low (`l0-trigger`, `base`) steps the compactions itself (`compact-step`). One
+/// compaction thread keeps the numbering of output tables in key order.
 fn script_options(args: &Args) -> (Options, KeyspaceOptions) {
     let never = *Options::L0_TRIGGERS_RANGE.end();
     let mut o = Options::new()
@@ -298,7 +318,14 @@ fn script_options(args: &Args) -> (Options, KeyspaceOptions) {
         .l0_slowdown_trigger(never)
         .l0_stop_trigger(never)
         .level_base_bytes(*Options::LEVEL_BASE_BYTES_RANGE.end())
-        .max_subcompactions(1);
+        .max_subcompactions(1)
+        .background_compactions(false);
+    if let Some(n) = args.get("l0-trigger") {
+        o = o.l0_compaction_trigger(n.parse().expect("l0-trigger=N"));
+    }
+    if let Some(b) = args.get("base") {
+        o = o.level_base_bytes(b.parse().expect("base=BYTES"));
+    }
     // Keyspaces get the same table settings as the default keyspace.
     let mut k = KeyspaceOptions::new();
     if let Some(f) = args.get("filter") {
@@ -419,6 +446,8 @@ impl Script {
             }
             "flush" => self.db().flush()?,
             "compact" => self.db().compact()?,
+            "pick" => out = show_picked(self.db().picked_compaction()),
+            "compact-step" => out = show_picked(self.db().compact_step()?),
             "lsm" => out = self.lsm(),
             "snapshot" => {
                 let snap = self.db().snapshot();

@@ -233,7 +233,8 @@ fn background_loop(inner: &Arc<DbInner>, job: BgJob) {
                     let ready = match job {
                         BgJob::Flush => state.imm_len() > 0,
                         BgJob::Compact => {
-                            !bg.manual_compaction
+                            inner.opts.background_compactions
+                                && !bg.manual_compaction
                                 && bg.ingests == 0
                                 && compaction::needs_compaction(inner, &state)
                         }

@@ -80,6 +80,30 @@ pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
     }
 }
 
+/// What [`pick`] chooses now, run at once on the caller's thread (`Db::compact_step`); the
+/// chosen compaction, or `None` when nothing is due or a manual compaction or an ingest
+/// holds compactions off.
+#[cfg(feature = "internals")]
+pub(crate) fn step(inner: &DbInner) -> Result<Option<crate::db::PickedCompaction>> {
+    crate::events::refuse_in_callback()?;
+    let _slot = lock(&inner.compaction_slot);
+    {
+        let bg = lock(&inner.bg);
+        inner.check_bg_error_locked(&bg)?;
+        if bg.manual_compaction || bg.ingests > 0 {
+            return Ok(None);
+        }
+    }
+    let Some(c) = pick(inner, &inner.load_state()) else { return Ok(None) };
+    let picked = crate::db::PickedCompaction::of(&c);
+    if let Err(e) = run_locked(inner, c) {
+        inner.set_bg_error(e.clone());
+        inner.events.report_background_error();
+        return Err(e);
+    }
+    Ok(Some(picked))
+}
+
 /// Lets go of the compaction slot while an ingest is registered, and takes it back once none
 /// is: an ingest places its tables by what the levels hold when it installs, and newer
 /// writes flushed meanwhile must still be on L0 then (see `ingest.rs`). A step already

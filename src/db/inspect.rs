@@ -202,7 +202,52 @@ pub struct ScanStep {
     pub holds: bool,
 }
 
+/// A compaction the picker chose (`bloomkv_tree::compact::picker`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PickedCompaction {
+    /// The keyspace whose tables these are.
+    pub keyspace: String,
+    /// Why it runs.
+    pub reason: crate::events::CompactionReason,
+    /// The level compacted.
+    pub level: usize,
+    /// The level written: `level + 1`, or `level` for an L0 merge or an in-place rewrite.
+    pub out_level: usize,
+    /// File numbers of the tables of `level` compacted.
+    pub inputs: Vec<u64>,
+    /// File numbers of the tables of `out_level` they overlap, rewritten with them.
+    pub overlapped: Vec<u64>,
+}
+
+impl PickedCompaction {
+    pub(crate) fn of(c: &super::compaction::Compaction) -> Self {
+        let numbers = |ts: &[Arc<TableFile>]| ts.iter().map(|t| t.meta.number).collect();
+        PickedCompaction {
+            keyspace: c.tree.name.to_string(),
+            reason: c.reason,
+            level: c.level,
+            out_level: c.out_level,
+            inputs: numbers(&c.inputs),
+            overlapped: numbers(&c.next_inputs),
+        }
+    }
+}
+
 impl Db {
+    /// The compaction the background thread would choose now, if any is due.
+    pub fn picked_compaction(&self) -> Option<PickedCompaction> {
+        let inner = &self.inner;
+        super::compaction::pick(inner, &inner.load_state()).map(|c| PickedCompaction::of(&c))
+    }
+
+    /// Runs the compaction [`Db::picked_compaction`] chooses, on this thread, and returns
+    /// it; `None` if none is due (or a manual compaction or an ingest holds compactions
+    /// off). One step of what the background thread does, for tests that must see each.
+    pub fn compact_step(&self) -> Result<Option<PickedCompaction>> {
+        super::compaction::step(&self.inner)
+    }
+
     /// [`Keyspace::trace_prefix`] of the default keyspace.
     pub fn trace_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<ScanTrace> {
         trace_prefix(self.inner.load_state().default_tree(), prefix.as_ref())

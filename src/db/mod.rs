@@ -61,7 +61,9 @@ use arc_swap::ArcSwap;
 pub(crate) use crate::key_range::{half_open, prefix_bounds, KeyRange};
 pub use cursor::{Cursor, CursorEntries};
 #[cfg(feature = "internals")]
-pub use inspect::{FilterRun, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep};
+pub use inspect::{
+    FilterRun, PickedCompaction, Presence, ScanStep, ScanTrace, TableInfo, TraceSource, TraceStep,
+};
 pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;

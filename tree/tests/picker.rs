@@ -1,0 +1,326 @@
+//! The compaction picker on described trees: each file in `tests/testdata/picker/` defines a
+//! tree's levels and states what [`picker::pick`] chooses from it (Pebble's
+//! `compaction_picker` tests). The files are the specification; this runner only executes
+//! them.
+//!
+//! A file is a sequence of commands, each followed by its expected output (the format of the
+//! engine's `tests/shapes.rs`):
+//!
+//! ```text
+//! # A comment: lines starting with '#', and blank lines, between commands are kept as is.
+//! command key=value ...
+//! optional input lines
+//! ----
+//! expected output, up to the next blank line
+//! ```
+//!
+//! Commands:
+//!
+//! - `define [trigger=N] [slowdown=N] [base=BYTES] [ratio=N] [table=BYTES] [period=MS]
+//!   [filter]`: a tree, with the picker's options (the engine's defaults where not given:
+//!   L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables of 64 MiB, no periodic
+//!   compaction) and, with `filter`, a compaction filter on the keyspace. Input lines: `L<n>`
+//!   starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
+//!   [created=SECS]` is a table of that level. Each table is a real one: LO written at seq B
+//!   and HI at seq A (expiring at A and B of `expiry`, milliseconds, if given), and with
+//!   `plain` an older non-expiring version of LO holding that many value bytes, which keeps
+//!   a table's expired share small. `size` is what the manifest records (default 1000),
+//!   `created` the table's creation time (default 1). Prints the levels as defined.
+//! - `pick [now=MS]`: what the picker chooses at `now` (default 0): the reason, the levels,
+//!   the input tables and those of the output level they overlap; or `none`. The runner
+//!   also checks that `needs_compaction` agrees.
+//!
+//! `BLOOMKV_REWRITE=1 cargo test -p bloomkv-tree --test picker` fills the expectations in
+//! (review them with `git diff`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv_tree::compact::picker::{self, Policy};
+use bloomkv_tree::compaction_filter::{CompactionFilter, Decision};
+use bloomkv_tree::fs::{Deleter, MemFile, StdFs};
+use bloomkv_tree::key::{self, ValueKind};
+use bloomkv_tree::options::KeyspaceOptions;
+use bloomkv_tree::table::{Table, TableBuilder, TableOptions};
+use bloomkv_tree::tree::Tree;
+use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
+use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
+
+/// One command of a script, where it was, and the output the file expects of it.
+struct Case {
+    line: usize,
+    text: Vec<String>,
+    expected: String,
+    preamble: Vec<String>,
+}
+
+fn parse(path: &Path, content: &str) -> (Vec<Case>, Vec<String>) {
+    let lines: Vec<&str> = content.lines().collect();
+    let mut cases = Vec::new();
+    let mut preamble = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.trim().is_empty() || l.starts_with('#') {
+            preamble.push(l.to_string());
+            i += 1;
+            continue;
+        }
+        let line = i + 1;
+        let mut text = Vec::new();
+        while i < lines.len() && lines[i] != "----" {
+            text.push(lines[i].to_string());
+            i += 1;
+        }
+        assert!(i < lines.len(), "{}:{line}: command without a `----` line", path.display());
+        i += 1;
+        let mut expected = Vec::new();
+        while i < lines.len() && !lines[i].is_empty() {
+            expected.push(lines[i]);
+            i += 1;
+        }
+        let expected = expected.iter().map(|l| format!("{l}\n")).collect();
+        cases.push(Case { line, text, expected, preamble: std::mem::take(&mut preamble) });
+    }
+    (cases, preamble)
+}
+
+/// The file again, with `outputs` in place of the expectations.
+fn render(cases: &[Case], outputs: &[String], trailer: &[String]) -> String {
+    let mut s = String::new();
+    let next = cases.iter().skip(1).map(|c| c.preamble.iter().chain(&c.text).next());
+    for ((c, out), next) in cases.iter().zip(outputs).zip(next.chain([trailer.first()])) {
+        for l in c.preamble.iter().chain(&c.text) {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push_str("----\n");
+        s.push_str(out);
+        if next.is_some_and(|l| !l.trim().is_empty()) {
+            s.push('\n');
+        }
+    }
+    for l in trailer {
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn picker_scripts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/picker");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no cases in {}", dir.display());
+    let rewrite = std::env::var_os("BLOOMKV_REWRITE").is_some_and(|v| v != "0");
+    let mut failures = String::new();
+    for path in &files {
+        let content = std::fs::read_to_string(path).unwrap();
+        let (cases, trailer) = parse(path, &content);
+        let mut script = Script::default();
+        let mut outputs = Vec::new();
+        for c in &cases {
+            let got = script.run(&c.text);
+            if !rewrite && got != c.expected {
+                let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(path);
+                let _ = write!(
+                    failures,
+                    "\n{}:{}: {}\n--- expected\n{}+++ got\n{}",
+                    rel.display(),
+                    c.line,
+                    c.text[0],
+                    c.expected,
+                    got
+                );
+            }
+            outputs.push(got);
+        }
+        if rewrite {
+            let new = render(&cases, &outputs, &trailer);
+            if new != content {
+                std::fs::write(path, new).unwrap();
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "outputs differ (BLOOMKV_REWRITE=1 rewrites them; review the diff):{failures}"
+    );
+}
+
+/// A compaction filter that keeps everything: only its presence matters to the picker.
+struct KeepAll;
+
+impl CompactionFilter for KeepAll {
+    fn filter(&self, _: usize, _: &[u8], _: &[u8]) -> Decision {
+        Decision::Keep
+    }
+    fn name(&self) -> &str {
+        "keep-all"
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    tree: Option<(Arc<Tree>, Policy)>,
+}
+
+fn named(words: &[&str]) -> BTreeMap<String, String> {
+    words
+        .iter()
+        .map(|w| match w.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (w.to_string(), String::new()),
+        })
+        .collect()
+}
+
+fn num<T: std::str::FromStr>(args: &BTreeMap<String, String>, name: &str, default: T) -> T {
+    args.get(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("bad {name}={v}")))
+}
+
+fn pair(s: &str) -> (u64, u64) {
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    (a.parse().expect("A-B"), b.parse().expect("A-B"))
+}
+
+impl Script {
+    fn run(&mut self, text: &[String]) -> String {
+        let words: Vec<&str> = text[0].split_whitespace().collect();
+        let args = named(&words[1..]);
+        match words[0] {
+            "define" => self.define(&args, &text[1..]),
+            "pick" => self.pick(num(&args, "now", 0)),
+            other => panic!("unknown command {other}"),
+        }
+    }
+
+    fn define(&mut self, args: &BTreeMap<String, String>, lines: &[String]) -> String {
+        let policy = Policy {
+            level_base_bytes: num(args, "base", 64 << 20),
+            level_size_ratio: num(args, "ratio", 10),
+            l0_compaction_trigger: num(args, "trigger", 4),
+            l0_slowdown_trigger: num(args, "slowdown", 8),
+        };
+        let mut opts = KeyspaceOptions::new().target_table_bytes(num(args, "table", 64 << 20));
+        if args.contains_key("filter") {
+            opts = opts.compaction_filter(Arc::new(KeepAll));
+        }
+        let mut level = 0;
+        let mut edit = VersionEdit::default();
+        let mut opened = Vec::new();
+        for l in lines {
+            let l = l.trim();
+            if let Some(n) = l.strip_prefix('L') {
+                level = n.parse().expect("L<n>");
+                assert!(level < NUM_LEVELS, "no level {level}");
+                continue;
+            }
+            let t = table(l);
+            edit.added.push((level, t.meta.clone()));
+            opened.push(t);
+        }
+        let version = Version::empty().apply(&edit, 0, &opened);
+        let tree = Arc::new(Tree { opts, version: Arc::new(version), ..Tree::empty() });
+        let out = show_levels(&tree.version);
+        self.tree = Some((tree, policy));
+        out
+    }
+
+    fn pick(&self, now: u64) -> String {
+        let (tree, policy) = self.tree.as_ref().expect("define first");
+        let trees = [tree.clone()];
+        let task = picker::pick(&trees, policy, now);
+        assert_eq!(
+            picker::needs_compaction(&trees, policy, now),
+            task.is_some(),
+            "needs_compaction disagrees with pick"
+        );
+        let Some(t) = task else { return "none\n".into() };
+        let numbers = |ts: &[Arc<TableFile>]| {
+            ts.iter().map(|t| t.meta.number.to_string()).collect::<Vec<_>>()
+        };
+        let mut s = format!("{:?}: L{} -> L{}\n", t.reason, t.level, t.out_level);
+        let _ = writeln!(s, "  inputs: {}", numbers(&t.inputs).join(" "));
+        if !t.next_inputs.is_empty() {
+            let _ = writeln!(s, "  overlapped: {}", numbers(&t.next_inputs).join(" "));
+        }
+        s
+    }
+}
+
+fn show_levels(v: &Version) -> String {
+    let mut s = String::new();
+    for (level, tables) in v.levels.iter().enumerate().filter(|(_, ts)| !ts.is_empty()) {
+        let _ = writeln!(s, "L{level}: {} bytes", v.level_bytes(level));
+        for t in tables {
+            let _ = writeln!(
+                s,
+                "  {}: {}-{} size={} seq={}-{}",
+                t.meta.number,
+                String::from_utf8_lossy(t.smallest_user_key()),
+                String::from_utf8_lossy(t.largest_user_key()),
+                t.meta.file_size,
+                t.meta.smallest_seq,
+                t.meta.largest_seq
+            );
+        }
+    }
+    if s.is_empty() {
+        s.push_str("empty\n");
+    }
+    s
+}
+
+/// A table as a `define` line describes it, built for real into memory.
+fn table(line: &str) -> Arc<TableFile> {
+    let (number, rest) = line.split_once(':').expect("NUM: LO-HI ...");
+    let number: u64 = number.trim().parse().expect("table number");
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let (lo, hi) = words[0].split_once('-').expect("LO-HI");
+    let args = named(&words[1..]);
+    let (seq_lo, seq_hi) = args.get("seq").map_or((1, 1), |s| pair(s));
+    let expiry = args.get("expiry").map(|s| pair(s));
+    let plain: usize = num(&args, "plain", 0);
+    let entry = |k: &str, seq, exp: Option<u64>| match exp {
+        Some(e) => (
+            key::internal_key(k.as_bytes(), seq, ValueKind::PutExpiring),
+            key::expiring_value(e, b"v"),
+        ),
+        None => (key::internal_key(k.as_bytes(), seq, ValueKind::Put), b"v".to_vec()),
+    };
+    let mut entries = vec![entry(lo, seq_hi, expiry.map(|e| e.0))];
+    if plain > 0 {
+        assert!(seq_lo < seq_hi, "plain= needs a sequence range of two or more");
+        entries.push((key::internal_key(lo.as_bytes(), seq_lo, ValueKind::Put), vec![b'p'; plain]));
+    }
+    if hi != lo {
+        entries.push(entry(hi, seq_lo, expiry.map(|e| e.1)));
+    }
+    let sink = MemFile::new();
+    let mut b = TableBuilder::new(Box::new(sink.clone()), TableOptions::default());
+    for (k, v) in &entries {
+        b.add(k, v).unwrap();
+    }
+    b.finish().unwrap();
+    let path = PathBuf::from(format!("mem/{number:06}.sst"));
+    let meta = TableMeta {
+        keyspace: 0,
+        number,
+        file_size: num(&args, "size", 1000),
+        smallest: entries[0].0.clone(),
+        largest: entries[entries.len() - 1].0.clone(),
+        smallest_seq: seq_lo,
+        largest_seq: seq_hi,
+        num_entries: entries.len() as u64,
+    };
+    let table = Table::open(Arc::new(MemFile::from(sink.contents())), path.clone(), None).unwrap();
+    Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))
+}
