@@ -3,6 +3,7 @@
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::compaction_filter::{CompactionFilter, FilterSlot};
 use crate::filter::FilterPolicy;
@@ -59,6 +60,7 @@ pub struct Options {
     /// Whether the background thread compacts (only scripts that step compactions
     /// themselves turn it off).
     pub(crate) background_compactions: bool,
+    pub(crate) periodic_compaction: Option<Duration>,
 }
 
 impl Default for Options {
@@ -88,6 +90,9 @@ impl Default for Options {
             clock: Arc::new(crate::SystemClock),
             system_clock: true,
             background_compactions: true,
+            periodic_compaction: Some(Duration::from_secs(
+                Options::DEFAULT_PERIODIC_COMPACTION_SECS,
+            )),
         }
     }
 }
@@ -156,6 +161,11 @@ impl Options {
         KeyspaceOptions::TARGET_TABLE_BYTES_RANGE;
     /// [`Options::max_subcompactions`]: 1 to 64.
     pub const MAX_SUBCOMPACTIONS_RANGE: RangeInclusive<usize> = 1..=64;
+    /// [`Options::periodic_compaction`], in seconds: a minute (how often an idle database
+    /// looks) to ten years.
+    pub const PERIODIC_COMPACTION_RANGE: RangeInclusive<u64> = 60..=10 * 365 * 86_400;
+    /// [`Options::periodic_compaction`]'s default, in seconds: 30 days.
+    const DEFAULT_PERIODIC_COMPACTION_SECS: u64 = 30 * 86_400;
 }
 
 impl Options {
@@ -474,6 +484,41 @@ impl Options {
         self
     }
 
+    /// How old a table may grow before it is rewritten so that a compaction filter and
+    /// expiry run over it again (RocksDB's `periodic_compaction_seconds`); `None`: never.
+    /// Only tables whose rewrite may drop something are due: those of a keyspace with a
+    /// [`crate::CompactionFilter`], and those holding an expired value
+    /// ([`crate::Db::put_with_ttl`]). Compaction otherwise reaches a table only when
+    /// writes push data down onto it, so in a database that has gone quiet, expired values
+    /// and values a filter would drop stay on disk for good; a table with only a few
+    /// expired values is not worth rewriting for them alone (see
+    /// [`crate::events::CompactionReason::Expiry`]).
+    ///
+    /// 30 days by default, as RocksDB's default when a compaction filter is in use: such
+    /// leftovers are freed within a month, and a table is rewritten at most once a month
+    /// for it (the rewritten table is new), a small cost next to what writes compact. Between
+    /// a minute and ten years
+    /// ([`Options::PERIODIC_COMPACTION_RANGE`], whole seconds); an idle database looks once
+    /// a minute.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::time::Duration;
+    /// use bloomkv::{Db, Options};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let week = Options::new().periodic_compaction(Some(Duration::from_secs(7 * 86_400)));
+    /// let db = Db::open(dir.path(), week)?;
+    /// # drop(db);
+    /// let too_short = Options::new().periodic_compaction(Some(Duration::from_secs(1)));
+    /// assert!(Db::open(dir.path(), too_short).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn periodic_compaction(mut self, period: Option<Duration>) -> Self {
+        self.periodic_compaction = period;
+        self
+    }
+
     /// With `false`, the background thread never compacts: compactions run only when
     /// asked for (`Db::compact`, `Db::compact_step`), at moments a test script can see.
     /// Internals only: a database left so would grow L0 without bound.
@@ -492,6 +537,11 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<()> {
         self.keyspace_options().validate()?;
         use Unit::{Bytes, Count};
+        if let Some(p) = self.periodic_compaction {
+            let secs = p.as_secs();
+            let range = &Self::PERIODIC_COMPACTION_RANGE;
+            within("periodic_compaction", secs, range, Unit::Seconds)?;
+        }
         within("memtable_bytes", self.memtable_bytes, &Self::MEMTABLE_BYTES_RANGE, Bytes)?;
         within(
             "max_immutable_memtables",

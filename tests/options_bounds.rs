@@ -149,6 +149,13 @@ fn options_table() -> Vec<Bounded> {
             "between 1 and 64",
             true,
         ),
+        b(
+            "periodic_compaction",
+            |o: Options, v| o.periodic_compaction(Some(Duration::from_secs(v))),
+            span(&Options::PERIODIC_COMPACTION_RANGE),
+            "between 60 s and 315360000 s",
+            false,
+        ),
     ]
 }
 

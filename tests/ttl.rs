@@ -668,3 +668,40 @@ fn transactions_stamp_default_ttls_and_conflict_with_expiring_puts() {
         assert!(matches!(tx.commit(), Err(bloomkv::Error::Conflict)), "in a batch: {in_batch}");
     }
 }
+
+/// An idle database frees a few expired values once their table is older than
+/// `Options::periodic_compaction`: too few for an expiry pick, and no write pushes the table
+/// down. The table's age is judged by the database's clock.
+#[test]
+fn periodic_compaction_frees_expired_values_an_idle_database_keeps() {
+    let clock = Arc::new(ManualClock::new(START));
+    let day = Duration::from_secs(86_400);
+    let opts = Options::default()
+        .clock(clock.clone())
+        .periodic_compaction(Some(day))
+        .background_compactions(false);
+    let (dir, db) = common::db::open_temp(opts);
+    db.put_with_ttl("gone", "x", Duration::from_secs(3600)).unwrap();
+    for i in 0..20u16 {
+        db.put(key4(i), vec![b'v'; 1000]).unwrap();
+    }
+    db.flush().unwrap();
+    let entries = |db: &Db| db.tables().iter().map(|t| t.entries).sum::<u64>();
+    assert_eq!(entries(&db), 21);
+    clock.advance(Duration::from_secs(2 * 3600));
+    assert_eq!(db.get("gone").unwrap(), None);
+    // Expired, but a small share of its table: nothing is due yet.
+    assert_eq!(db.picked_compaction(), None);
+    assert_eq!(db.compact_step().unwrap(), None);
+    assert_eq!(entries(&db), 21, "the expired value is still on disk");
+    clock.advance(day);
+    let step = db.compact_step().unwrap().expect("a periodic compaction");
+    assert_eq!(step.reason, CompactionReason::Periodic);
+    assert_eq!((step.level, step.out_level), (0, 1));
+    assert_eq!(entries(&db), 20, "{:?}", db.tables());
+    assert_eq!(db.stats().compaction_expired_dropped, 1);
+    // The rewritten table is new: not due again for another period.
+    assert_eq!(db.compact_step().unwrap(), None);
+    drop(db);
+    verify(dir.path());
+}

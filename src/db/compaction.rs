@@ -48,6 +48,7 @@ impl DbInner {
             level_size_ratio: self.opts.level_size_ratio,
             l0_compaction_trigger: self.opts.l0_compaction_trigger,
             l0_slowdown_trigger: self.opts.l0_slowdown_trigger,
+            periodic_millis: self.opts.periodic_compaction.map(bloomkv_tree::clock::ttl_millis),
         }
     }
 }
@@ -314,6 +315,8 @@ fn may_move(c: &Compaction) -> bool {
         || !c.next_inputs.is_empty()
         || c.reason == CompactionReason::Manual
         || c.reason == CompactionReason::Expiry
+        // A moved table keeps its creation time, and would be due again at once.
+        || c.reason == CompactionReason::Periodic
         || filter_changes
     {
         return false;

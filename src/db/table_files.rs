@@ -37,7 +37,10 @@ impl DbInner {
         range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
     ) -> Result<Option<TableMeta>> {
-        let opts = table_options(&tree.opts, filter);
+        let opts = TableOptions {
+            creation_time: Some(self.clock.now() / 1000),
+            ..table_options(&tree.opts, filter)
+        };
         write_table(self.fs.as_ref(), &self.dir, opts, tree.id, number, iter, range_dels)
     }
 

@@ -309,6 +309,8 @@ pub enum Unit {
     Bytes,
     /// As a plain number.
     Count,
+    /// In seconds.
+    Seconds,
 }
 
 impl Unit {
@@ -320,6 +322,9 @@ impl Unit {
                 }
             }
             return format!("{n} byte{}", if n == 1 { "" } else { "s" });
+        }
+        if let Unit::Seconds = self {
+            return format!("{n} s");
         }
         n.to_string()
     }

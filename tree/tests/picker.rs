@@ -208,6 +208,7 @@ impl Script {
             level_size_ratio: num(args, "ratio", 10),
             l0_compaction_trigger: num(args, "trigger", 4),
             l0_slowdown_trigger: num(args, "slowdown", 8),
+            periodic_millis: args.get("period").map(|p| p.parse().expect("period=MS")),
         };
         let mut opts = KeyspaceOptions::new().target_table_bytes(num(args, "table", 64 << 20));
         if args.contains_key("filter") {
@@ -305,7 +306,9 @@ fn table(line: &str) -> Arc<TableFile> {
         entries.push(entry(hi, seq_lo, expiry.map(|e| e.1)));
     }
     let sink = MemFile::new();
-    let mut b = TableBuilder::new(Box::new(sink.clone()), TableOptions::default());
+    let created = Some(num(&args, "created", 1));
+    let opts = TableOptions { creation_time: created, ..TableOptions::default() };
+    let mut b = TableBuilder::new(Box::new(sink.clone()), opts);
     for (k, v) in &entries {
         b.add(k, v).unwrap();
     }

@@ -12,7 +12,8 @@
 //!   `level_size_ratio` per level below): the table that overlaps the least of the level
 //!   below per byte ([`least_overlapping`]), plus the Ln+1 tables it overlaps.
 //! - When no level is over its target: a table holding enough expired values
-//!   ([`worth_rewriting`]).
+//!   ([`worth_rewriting`]), then a table older than `Policy::periodic` that a compaction
+//!   filter or expiry may have something to drop from ([`due_periodic`]).
 //!
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
@@ -42,6 +43,10 @@ pub enum CompactionReason {
     /// the table is rewritten in place (an L0 table: L0 is compacted into L1) to free their
     /// space.
     Expiry,
+    /// A table was written longer ago than `Options::periodic_compaction` and a compaction
+    /// filter or expired values may drop some of it: rewritten in place (an L0 table: L0 is
+    /// compacted into L1) as for [`CompactionReason::Expiry`].
+    Periodic,
 }
 
 /// The options picking follows.
@@ -55,6 +60,9 @@ pub struct Policy {
     pub l0_compaction_trigger: usize,
     /// L0 tables at which writers slow down: an L0 merge is not chosen one short of it.
     pub l0_slowdown_trigger: usize,
+    /// Tables written longer ago than this, in milliseconds, are due a periodic compaction
+    /// (`None`: never).
+    pub periodic_millis: Option<u64>,
 }
 
 /// One compaction's inputs: the tables of `level` and those of `out_level` they overlap.
@@ -64,7 +72,7 @@ pub struct Task {
     pub tree: Arc<Tree>,
     pub level: usize,
     /// `level + 1`; or `level` itself, for an L0 merge ([`l0_merge`]), for an in-place
-    /// rewrite ([`CompactionReason::Expiry`]) and for the
+    /// rewrite ([`CompactionReason::Expiry`], [`CompactionReason::Periodic`]) and for the
     /// in-place rewrite of the last level that a manual compaction does for a keyspace with
     /// a compaction filter; a manual compaction also passes over empty levels.
     pub out_level: usize,
@@ -140,13 +148,15 @@ pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
     Some(Task { tree: tree.clone(), level, out_level: level + 1, inputs, next_inputs, reason })
 }
 
-/// A compaction that frees the space of expired values ([`worth_rewriting`]): the table itself, rewritten in place
+/// A compaction that frees the space of expired values ([`worth_rewriting`]) or, failing
+/// that, one due by age ([`due_periodic`]): the table itself, rewritten in place
 /// (`out_level == level`: its output cannot overlap its level's other tables), or for an
 /// L0 table, L0 into L1.
 fn pick_rewrite(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
-    let _ = policy;
     let expired = |_: &Tree, t: &TableFile| worth_rewriting(t, now);
+    let periodic = |tree: &Tree, t: &TableFile| due_periodic(tree, t, policy, now);
     pick_table(trees, expired, CompactionReason::Expiry)
+        .or_else(|| pick_table(trees, periodic, CompactionReason::Periodic))
 }
 
 /// The compaction for the first table `due` says is, as [`pick_rewrite`] describes.
@@ -189,6 +199,22 @@ pub fn worth_rewriting(t: &TableFile, now: u64) -> bool {
         u128::from(bytes) * u128::from(now - oldest) / u128::from((newest - oldest).max(1))
     };
     expired * 4 >= u128::from(t.entry_bytes().max(1))
+}
+
+/// Whether `t`, a table of `tree`, is due a periodic compaction at `now`: it was written
+/// longer ago than the period, and rewriting it may drop something — its keyspace has a
+/// compaction filter (whose verdicts may change with time), or a value in it has expired.
+/// Rewriting other tables would copy them byte for byte. A table whose creation time is
+/// unknown (0) is never due: it would be rewritten on every pass. The output is written
+/// now, so each table is rewritten at most once a period.
+pub fn due_periodic(tree: &Tree, t: &TableFile, policy: &Policy, now: u64) -> bool {
+    let Some(period) = policy.periodic_millis else { return false };
+    let created = t.table.properties().creation_time.saturating_mul(1000);
+    if created == 0 || now.saturating_sub(created) < period {
+        return false;
+    }
+    tree.opts.compaction_filter.0.is_some()
+        || t.expiry().is_some_and(|(oldest, ..)| crate::clock::expired(oldest, now))
 }
 
 /// The smallest and largest user keys of `tables`.

@@ -41,6 +41,10 @@ pub struct TableOptions {
     pub prefix_extractor: Option<PrefixExtractor>,
     /// Whether the filter holds whole keys (always, without an extractor).
     pub whole_key_filtering: bool,
+    /// The table's creation time (property #18), seconds since the Unix epoch: the engine
+    /// gives its clock's (`Options::clock`), which periodic compaction judges a table's age
+    /// by; `None` reads the system clock.
+    pub creation_time: Option<u64>,
 }
 
 impl Default for TableOptions {
@@ -52,6 +56,7 @@ impl Default for TableOptions {
             filter_policy: FilterPolicy::default(),
             prefix_extractor: None,
             whole_key_filtering: true,
+            creation_time: None,
         }
     }
 }
@@ -345,8 +350,9 @@ impl TableBuilder {
                 p.num_prefixes = prefixes;
             }
         }
-        p.creation_time =
-            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        p.creation_time = self.opts.creation_time.unwrap_or_else(|| {
+            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+        });
         if p.num_expiring > 0 {
             // Builds that do not know expiring entries refuse the table rather than return
             // expired values with their expiry as part of them.
