@@ -185,6 +185,9 @@ pub fn resolve(
 /// far past its stop trigger; any candidates beyond it are found by a second walk.
 const REMEMBERED: usize = 16;
 
+// Inlined into the engine's `ReadView::get`, as it was when both were one crate: the call
+// between them cost every lookup (callgrind: docs/results/).
+#[inline]
 pub fn search<O: ReadObserver>(
     state: &Tree,
     key: &[u8],
