@@ -186,7 +186,7 @@ pub fn resolve(
 const REMEMBERED: usize = 16;
 
 // Inlined into the engine's `ReadView::get`, as it was when both were one crate: the call
-// between them cost every lookup (callgrind: docs/results/).
+// between them cost every lookup (docs/results/2026-11-29-tree-crate-callgrind.md).
 #[inline]
 pub fn search<O: ReadObserver>(
     state: &Tree,
