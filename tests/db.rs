@@ -1317,3 +1317,26 @@ fn replaced_tables_are_removed_aside_and_gone_when_compact_returns() {
     assert!(names.iter().all(|n| n == "bloomkv-delete"), "{names:?}");
     db.close().unwrap();
 }
+
+/// A clone of a `Db` is the same database: writes through either are seen by both, dropping
+/// one leaves the other open, and `close` through one closes them all. A clone of a snapshot
+/// reads the same view, after the snapshot it came from is gone.
+#[test]
+fn clones_of_a_database_and_of_a_snapshot_are_the_same_database_and_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), quiet()).unwrap();
+    let other = db.clone();
+    other.put("k", "v1").unwrap();
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v1"[..]));
+    let snap = db.snapshot();
+    let snap_clone = snap.clone();
+    drop(snap);
+    db.put("k", "v2").unwrap();
+    assert_eq!(snap_clone.get("k").unwrap().as_deref(), Some(&b"v1"[..]));
+    drop(other);
+    db.put("k2", "v").unwrap();
+    let again = db.clone();
+    db.close().unwrap();
+    assert!(matches!(again.get("k"), Err(Error::Closed)));
+    assert!(matches!(snap_clone.get("k"), Err(Error::Closed)));
+}

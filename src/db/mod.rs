@@ -175,8 +175,10 @@ impl DbInner {
     }
 }
 
-/// An open database. Share one handle between threads (`Db` is `Send + Sync`; wrap it in an
-/// `Arc` or use scoped threads).
+/// An open database. Share one handle between threads (`Db` is `Send + Sync`), or clone it:
+/// a clone is the same database (two reference counts, as an `Arc`). The database closes when
+/// its last handle — clones and [`Keyspace`]s — is dropped, or for all of them at
+/// [`Db::close`].
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -190,6 +192,7 @@ impl DbInner {
 /// db.close()?;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct Db {
     inner: Arc<DbInner>,
     open: Arc<OpenDb>,

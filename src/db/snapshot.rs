@@ -18,8 +18,9 @@ use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, Value};
 
 /// A consistent read-only view, from [`crate::Db::snapshot`]. Later writes are invisible to
-/// it. Cheap to take; holds memtables and files alive until dropped. It does not keep the
-/// database open: after [`crate::Db::close`] its reads fail with [`crate::Error::Closed`].
+/// it. Cheap to take, and to clone (a clone reads the same view); holds memtables and files
+/// alive until the last clone is dropped. It does not keep the database open: after
+/// [`crate::Db::close`] its reads fail with [`crate::Error::Closed`].
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
@@ -32,6 +33,7 @@ use crate::{Error, Result, Value};
 /// assert_eq!(db.get(b"k")?.as_deref(), Some(&b"new"[..]));
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct Snapshot {
     inner: Arc<DbInner>,
     view: ReadView,
