@@ -54,12 +54,12 @@ impl DbInner {
 }
 
 pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
-    picker::needs_compaction(&state.trees, &inner.picker_policy(), inner.clock.now())
+    picker::needs_compaction(&state.trees, &inner.picker_policy(), inner.clock.peek())
 }
 
 /// The compaction the picker chooses now, if any.
 pub(crate) fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
-    picker::pick(&state.trees, &inner.picker_policy(), inner.clock.now())
+    picker::pick(&state.trees, &inner.picker_policy(), inner.clock.peek())
 }
 
 /// Runs one compaction if any level needs it. Background thread.

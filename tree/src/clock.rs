@@ -118,6 +118,13 @@ impl MarkedClock {
         self.raise(self.clock.now_millis())
     }
 
+    /// Now, held to the mark, without raising it: for choices that judge nothing themselves
+    /// (which compaction to run), so that looking records nothing a close must write.
+    #[inline]
+    pub fn peek(&self) -> u64 {
+        self.clock.now_millis().max(self.mark())
+    }
+
     /// The highest time read so far.
     pub fn mark(&self) -> u64 {
         self.mark.load(Ordering::Relaxed)
