@@ -33,6 +33,10 @@
 //! `BLOOMKV_REWRITE=1 cargo test -p bloomkv-tree --test picker` fills the expectations in
 //! (review them with `git diff`).
 
+// The script format, shared with the engine's shape scripts (`tests/shapes.rs`).
+#[allow(dead_code)] // `diff`: the shapes runner's
+mod script;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -47,67 +51,7 @@ use bloomkv_tree::table::{Table, TableBuilder, TableOptions};
 use bloomkv_tree::tree::Tree;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
-
-/// One command of a script, where it was, and the output the file expects of it.
-struct Case {
-    line: usize,
-    text: Vec<String>,
-    expected: String,
-    preamble: Vec<String>,
-}
-
-fn parse(path: &Path, content: &str) -> (Vec<Case>, Vec<String>) {
-    let lines: Vec<&str> = content.lines().collect();
-    let mut cases = Vec::new();
-    let mut preamble = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let l = lines[i];
-        if l.trim().is_empty() || l.starts_with('#') {
-            preamble.push(l.to_string());
-            i += 1;
-            continue;
-        }
-        let line = i + 1;
-        let mut text = Vec::new();
-        while i < lines.len() && lines[i] != "----" {
-            text.push(lines[i].to_string());
-            i += 1;
-        }
-        assert!(i < lines.len(), "{}:{line}: command without a `----` line", path.display());
-        i += 1;
-        let mut expected = Vec::new();
-        while i < lines.len() && !lines[i].is_empty() {
-            expected.push(lines[i]);
-            i += 1;
-        }
-        let expected = expected.iter().map(|l| format!("{l}\n")).collect();
-        cases.push(Case { line, text, expected, preamble: std::mem::take(&mut preamble) });
-    }
-    (cases, preamble)
-}
-
-/// The file again, with `outputs` in place of the expectations.
-fn render(cases: &[Case], outputs: &[String], trailer: &[String]) -> String {
-    let mut s = String::new();
-    let next = cases.iter().skip(1).map(|c| c.preamble.iter().chain(&c.text).next());
-    for ((c, out), next) in cases.iter().zip(outputs).zip(next.chain([trailer.first()])) {
-        for l in c.preamble.iter().chain(&c.text) {
-            s.push_str(l);
-            s.push('\n');
-        }
-        s.push_str("----\n");
-        s.push_str(out);
-        if next.is_some_and(|l| !l.trim().is_empty()) {
-            s.push('\n');
-        }
-    }
-    for l in trailer {
-        s.push_str(l);
-        s.push('\n');
-    }
-    s
-}
+use script::{parse, render};
 
 #[test]
 fn picker_scripts() {
