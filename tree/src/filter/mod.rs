@@ -190,7 +190,7 @@ pub enum FilterPolicy {
     /// slot at 1.05 slots per key, for a false-positive rate of `2^-r`: 7.35 bits per key give
     /// 0.78%, where a blocked Bloom filter needs about 10.6. A query reads three to four
     /// adjacent cache lines where a blocked Bloom filter reads one, and building one takes
-    /// about ten times as long, so tables written to levels below `bloom_before_level` (with
+    /// several times as long (DESIGN.md, "Ribbon for the levels below L0"), so tables written to levels below `bloom_before_level` (with
     /// 1, the flushes into L0: written often, read by every lookup, a small part of the
     /// memory) get a blocked Bloom filter with the same false-positive rate instead. A
     /// write-heavy tree does well with 2: compactions into L1 are the most frequent, and L1
