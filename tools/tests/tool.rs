@@ -1373,7 +1373,9 @@ fn db_lists_each_keyspaces_tables() {
 fn wal_and_manifest_dumps_show_keyspaces() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
-    let db = Db::open(&dir, Options::default()).unwrap();
+    // A fixed clock: the flush judges expiry, so the manifest records the clock's mark.
+    let clock = Arc::new(bloomkv::ManualClock::new(1_800_000_000_000));
+    let db = Db::open(&dir, Options::default().clock(clock)).unwrap();
     let logs = db
         .keyspace(
             "logs",
@@ -1678,6 +1680,21 @@ fn dump_and_inspect_show_expiry_times() {
     assert_eq!(r["expiring"]["newest_expiry_ms"], at + 3_600_000);
     let (_, out, _) = tool(&["inspect", s(&table[0])]);
     assert!(out.contains("expiring         2 entries in"), "{out}");
+    // A read judged expiry at `at`: the manifest records the clock's mark at close.
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"short"[..]));
+    db.close().unwrap();
+    let manifest = current_manifest(dir.path());
+    let edits = tool_json(&["dump", "--json", s(&manifest)])["edits"].clone();
+    let marks: Vec<&Json> = edits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["clock_mark"])
+        .filter(|m| !m.is_null())
+        .collect();
+    assert_eq!(marks.last().copied(), Some(&Json::from(at)), "{edits}");
+    let (_, out, _) = tool(&["dump", s(&manifest)]);
+    assert!(out.contains(&format!(", clock mark {at} ms")), "{out}");
 }
 
 #[test]

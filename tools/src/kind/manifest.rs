@@ -22,6 +22,8 @@ pub struct Edit {
     next_file_number: Option<u64>,
     last_seq: Option<u64>,
     next_keyspace_id: Option<u32>,
+    /// The clock's high-water mark (ms since the epoch) that expiry decisions have reached.
+    clock_mark: Option<u64>,
     /// Keyspaces created, or whose options changed.
     keyspaces: Vec<KeyspaceReport>,
     dropped_keyspaces: Vec<u32>,
@@ -217,6 +219,7 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             next_file_number: edit.next_file_number,
             last_seq: edit.last_seq,
             next_keyspace_id: edit.next_keyspace_id,
+            clock_mark: edit.clock_mark,
             keyspaces: edit.keyspaces.iter().map(KeyspaceReport::new).collect(),
             dropped_keyspaces: edit.dropped_keyspaces.clone(),
             added: edit
@@ -255,8 +258,12 @@ pub fn dump(sink: &mut Sink, path: &Path) -> Result<(), DumpError> {
             opt(e.last_seq)
         )?;
         // Only edits that create a keyspace carry it; most edits are flushes and compactions.
-        match e.next_keyspace_id {
-            Some(id) => writeln!(sink.out, ", next keyspace id {id}")?,
+        if let Some(id) = e.next_keyspace_id {
+            write!(sink.out, ", next keyspace id {id}")?;
+        }
+        // Only databases that judged expiry record a mark.
+        match e.clock_mark {
+            Some(mark) => writeln!(sink.out, ", clock mark {mark} ms")?,
             None => writeln!(sink.out)?,
         }
         for k in &e.keyspaces {
