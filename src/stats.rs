@@ -84,6 +84,7 @@ pub(crate) struct Counters {
     pub prefix_filter_skips: Counter,
     pub memtable_prefix_skips: Counter,
     pub user_bytes_written: Counter,
+    pub wal_bytes_written: Counter,
     pub flushes: Counter,
     pub flush_bytes_written: Counter,
     pub compactions: Counter,
@@ -295,6 +296,12 @@ pub struct Stats {
     pub wal_bytes: u64,
     /// Bytes of keys and values written by users through `put`, `delete` and `write`.
     pub user_bytes_written: u64,
+    /// Bytes appended to write-ahead log segments since the database was opened: every
+    /// write's record as the log stores it (batch header, fragment headers and page padding
+    /// included) and the header of each segment started since. With the table counters it
+    /// gives what reached the disk per user byte, where [`Stats::wal_bytes`] only tells what
+    /// the live segments hold now.
+    pub wal_bytes_written: u64,
     /// Completed [`crate::Db::ingest`] calls that added entries.
     pub ingests: u64,
     /// Bytes of keys and values added by ingests.

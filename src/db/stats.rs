@@ -59,6 +59,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),
+        wal_bytes_written: c.wal_bytes_written.get(),
         flushes: c.flushes.get(),
         flush_bytes_written: c.flush_bytes_written.get(),
         compactions: c.compactions.get(),

@@ -52,6 +52,7 @@ pub(crate) fn new_segment(
     next_seq: SeqNo,
 ) -> Result<LogWriter> {
     let writer = start_wal_segment(file, next_seq)?;
+    inner.counters.wal_bytes_written.add(writer.len());
     inner.fs.sync_dir(&inner.dir)?;
     Ok(writer)
 }

@@ -180,6 +180,7 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     if let Err(e) = writer.add_record(batch.data()).and_then(|()| writer.flush()) {
         return Some(Err(refuse_logged(inner, writer, start, e)));
     }
+    inner.counters.wal_bytes_written.add(writer.len() - start);
     let last = first + batch.len() as u64 - 1;
     wal.last_seq = last;
     if batch.is_single_overwrite() {
@@ -496,6 +497,7 @@ fn write_group(
     if let Err(e) = logged {
         return Err(refuse_logged(inner, writer, start, e));
     }
+    inner.counters.wal_bytes_written.add(writer.len() - start);
     wal.last_seq = seq - 1;
     apply_and_publish(inner, &mem, group.iter().map(|w| lock(&w.batch)), seq - 1);
     Ok(())
@@ -658,6 +660,7 @@ impl Exclusive<'_> {
                 inner.set_bg_error(e.clone());
                 return Err(e);
             }
+            inner.counters.wal_bytes_written.add(writer.len() - start);
             wal.last_seq = seq;
             (seq, wal.number)
         };
