@@ -636,3 +636,123 @@ fn prefix_workloads_skip_tables_by_prefix_filter() {
     }
     assert!(std::fs::metadata(dir.path().join("out.svg")).unwrap().len() > 0);
 }
+
+/// `--profile large-values` at a tiny size: each value size's database goes through the
+/// phases in order, and every row carries its write and space amplification, whose parts
+/// add up and match the data the run wrote.
+#[test]
+fn large_values_profile_reports_write_and_space_amplification() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &["--profile", "large-values", "--payload-bytes", "1000000", "--reads", "300"],
+    );
+    assert_eq!(json["config"]["profile"], "large-values");
+    assert_eq!(json["config"]["value_sizes"], serde_json::json!([4096, 16384, 262144]));
+    assert_eq!(json["config"]["memtable_bytes"], 4 << 20);
+    assert!(json["config"]["blob_threshold"].is_null());
+    let phases = ["fillrandom", "overwrite", "readrandom", "readmissing", "seekrandom"];
+    assert_eq!(json["config"]["workloads"], serde_json::json!(phases));
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3 * phases.len());
+    let u = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"));
+    for (r, (value_bytes, phase)) in results
+        .iter()
+        .zip([4096u64, 16384, 262144].iter().flat_map(|v| phases.iter().map(move |p| (*v, *p))))
+    {
+        assert_eq!(
+            (r["workload"].as_str().unwrap(), r["policy"].as_str().unwrap()),
+            (phase, "blocked")
+        );
+        let a = &r["amplification"];
+        assert_eq!(u(&a["value_bytes"]), value_bytes, "{r}");
+        // Keys: the payload over the value size (at least 2).
+        let keys = (1_000_000 / value_bytes).max(2);
+        assert_eq!(u(&a["keys"]), keys);
+        let entry = 16 + value_bytes;
+        assert_eq!(u(&a["live_payload_bytes"]), keys * entry);
+        let written = u(&a["payload_bytes_written"]);
+        let (wal, tables) = (u(&a["wal_bytes_written"]), u(&a["table_bytes_written"]));
+        assert_eq!(u(&a["blob_bytes_written"]), 0, "no blob files in this build");
+        assert_eq!(u(&a["disk_bytes_written"]), wal + tables);
+        match phase {
+            "fillrandom" | "overwrite" => {
+                let puts = if phase == "fillrandom" { keys } else { keys / 2 };
+                assert_eq!(written, puts * entry, "{phase} {value_bytes}");
+                // Each byte once into the WAL and at least once into a table (the phase
+                // ends flushed), plus framing.
+                assert!(wal >= written && wal < written + written / 50 + 4096, "{a}");
+                assert!(tables >= written, "{a}");
+                let w_amp = f(&a["write_amplification"]);
+                assert!((w_amp - (wal + tables) as f64 / written as f64).abs() < 1e-9, "{a}");
+                assert!(u(&r["flushes_during"]) >= 1, "{r}");
+            }
+            _ => {
+                assert_eq!((written, wal + tables), (0, 0), "a read phase writes nothing: {a}");
+                assert!(a["write_amplification"].is_null());
+                assert!(f(&r["ops_per_sec"]) > 0.0);
+            }
+        }
+        // Uncompressed, the directory holds at least the live data; the obsolete versions
+        // the overwrite left, the WAL's reserved MiB and the tables' indexes and filters
+        // add to it.
+        let disk = u(&a["disk"]["allocated_bytes"]);
+        assert!(disk >= keys * entry, "{a}");
+        let s_amp = f(&a["space_amplification"]);
+        assert!((s_amp - disk as f64 / (keys * entry) as f64).abs() < 1e-9, "{a}");
+        assert!(u(&a["disk"]["files"]) >= 3, "manifest, WAL, tables: {a}");
+    }
+    // Every phase after the writes sees the same directory: they settled, so nothing runs
+    // in the background while the reads are measured.
+    for w in results.chunks(phases.len()) {
+        let disks: Vec<&Value> = w[1..].iter().map(|r| &r["amplification"]["disk"]).collect();
+        assert!(disks.windows(2).all(|d| d[0] == d[1]), "{disks:?}");
+    }
+}
+
+/// One value size by `--value-bytes`, a subset of the phases by `--workloads` (the fill
+/// always runs: it builds the database), and what the profile refuses.
+#[test]
+fn large_values_profile_takes_one_size_and_refuses_what_it_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &["--profile", "large-values", "--value-bytes", "8192", "--keys", "40"],
+    );
+    assert_eq!(json["config"]["value_sizes"], serde_json::json!([8192]));
+    assert_eq!(json["config"]["keys"], 40);
+    assert_eq!(json["config"]["reads"], 10_000, "at least 10,000 reads by default");
+    assert_eq!(json["results"].as_array().unwrap().len(), 5);
+    let json = run_json(
+        dir.path(),
+        &["--profile", "large-values", "--keys", "20", "--workloads", "readmissing"],
+    );
+    let names: Vec<&str> = json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fillrandom", "readmissing"].repeat(3));
+
+    let refused = |args: &[&str], why: &str| {
+        Command::cargo_bin("bloomkv")
+            .unwrap()
+            .arg("bench")
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicates::str::contains(why.to_string()));
+    };
+    // The flag is there for blob files; until the engine has them it says so and runs nothing.
+    refused(
+        &["--profile", "large-values", "--blob-threshold", "1024"],
+        "blob files are not available in this build",
+    );
+    refused(&["--keys", "100", "--blob-threshold", "1024"], "blob files are not available");
+    refused(&["--keys", "100", "--workloads", "overwrite"], "large-values only");
+    refused(&["--profile", "large-values", "--workloads", "ycsb-a"], "not ycsb-a");
+    refused(&["--profile", "large-values", "--plot", "x.svg"], "--plot");
+    refused(&["--profile", "large-values", "--value-bytes", "0"], "--value-bytes");
+    refused(&["--profile", "large-values", "--keys", "1"], "at least 2 keys");
+}

@@ -29,7 +29,7 @@ pub(super) struct Loaded {
 /// Loads the keys `order[0..]` as `--load` says: the fill puts key `order[p]` with
 /// `value(p)`; the ingest writes the same keys with the same values, in key order.
 pub(super) fn load(ctx: &Ctx, db: &Db, order: &[u64], label: String) -> bloomkv::Result<Loaded> {
-    let bytes = order.len() as u64 * (keys::KEY_BYTES + ctx.args.value_bytes) as u64;
+    let bytes = order.len() as u64 * (keys::KEY_BYTES + ctx.plan.value_bytes) as u64;
     match ctx.plan.load {
         Load::Fill => {
             let t = fill(ctx, db, order, label)?;
@@ -224,9 +224,9 @@ pub(super) fn layer(ctx: &Ctx, db: &Db, order: &[u64]) -> bloomkv::Result<()> {
     // Half a memtable per table (at an estimated 32 bytes of overhead per entry), so the
     // memtable never switches on its own between the explicit flushes; at most a quarter of
     // the keys in all, so the last level keeps most of the data.
-    let per_entry = keys::KEY_BYTES + ctx.args.value_bytes + 32;
+    let per_entry = keys::KEY_BYTES + ctx.plan.value_bytes + 32;
     let per_table =
-        (ctx.args.memtable_bytes / 2 / per_entry).min(order.len() / 4 / l0_tables).max(1);
+        (ctx.plan.memtable_bytes / 2 / per_entry).min(order.len() / 4 / l0_tables).max(1);
     let start = order.len().saturating_sub(per_table * l0_tables);
     let mut key = [0u8; keys::KEY_BYTES];
     for (n, chunk) in order[start..].chunks(per_table).enumerate() {

@@ -18,11 +18,13 @@
 
 mod build;
 mod keys;
+mod large_values;
 mod measure;
 mod page_cache;
 mod plot;
 mod predict;
 mod report;
+mod space;
 mod workloads;
 
 use std::io::IsTerminal;
@@ -131,6 +133,11 @@ pub enum Workload {
     /// CPU-second of compaction. Not in the default run.
     #[value(name = "compact")]
     Compact,
+    /// `--profile large-values` only: overwrite half the keys, chosen at random, each with a
+    /// new value of the same size. (Last in this list: each workload's place seeds its
+    /// random choices, and the others' stay as they were.)
+    #[value(name = "overwrite")]
+    Overwrite,
 }
 
 impl Workload {
@@ -174,6 +181,7 @@ impl Workload {
             Workload::CounterRmw => "counter-rmw",
             Workload::Ttl => "ttl",
             Workload::Compact => "compact",
+            Workload::Overwrite => "overwrite",
         }
     }
 
@@ -209,6 +217,7 @@ impl Workload {
                 | Workload::CounterRmw
                 | Workload::Ttl
                 | Workload::Compact
+                | Workload::Overwrite
         )
     }
 }
@@ -361,6 +370,12 @@ pub enum Profile {
     /// readrandom,readmissing,multireadrandom,multireadmissing --page-cache warm` on every
     /// policy, and the sweep at 1M keys (ingested too).
     Large,
+    /// Values of 4, 16 and 256 KiB, a database of its own each (64 MiB of values, 4 MiB
+    /// memtables): `fillrandom`, `overwrite` of half the keys, `readrandom`, `readmissing` and
+    /// `seekrandom`, with each phase's write and space amplification. Only the
+    /// blocked filter unless `--policies` names others; no sweep.
+    #[value(name = "large-values")]
+    LargeValues,
 }
 
 impl Profile {
@@ -368,6 +383,7 @@ impl Profile {
         match self {
             Profile::Default => "default",
             Profile::Large => "large",
+            Profile::LargeValues => "large-values",
         }
     }
 }
@@ -400,6 +416,13 @@ struct Plan {
     page_cache: page_cache::PageCache,
     /// Keys per prefix (0: the flat key layout).
     keys_per_prefix: u64,
+    /// Bytes per value; the large-values profile plans each of `value_sizes` in turn.
+    value_bytes: usize,
+    /// The value sizes of the run, one database each (the large-values profile's).
+    value_sizes: Vec<usize>,
+    memtable_bytes: usize,
+    /// Operations per read workload.
+    reads: u64,
 }
 
 /// Keys per prefix when a prefix workload is asked for without `--keys-per-prefix`.
@@ -421,22 +444,42 @@ impl Plan {
     fn resolve(args: &Args) -> Plan {
         let profile = args.profile.unwrap_or(Profile::Default);
         let large = profile == Profile::Large;
-        let keys = args.keys.unwrap_or(if large { LARGE_KEYS } else { 1_000_000 });
+        let large_values = profile == Profile::LargeValues;
+        let value_sizes = match args.value_bytes {
+            Some(v) => vec![v],
+            None if large_values => large_values::VALUE_SIZES.to_vec(),
+            None => vec![DEFAULT_VALUE_BYTES],
+        };
+        let value_bytes = value_sizes[0];
+        let keys = match args.keys {
+            Some(keys) => keys,
+            None if large => LARGE_KEYS,
+            None if large_values => large_values::keys_for(args.payload_bytes, value_bytes),
+            None => 1_000_000,
+        };
         let load = args.load.unwrap_or(if large { Load::Ingest } else { Load::Fill });
         let mut workloads = if !args.workloads.is_empty() {
             args.workloads.clone()
         } else if large {
             LARGE_WORKLOADS.to_vec()
+        } else if large_values {
+            large_values::PHASES.to_vec()
         } else {
             Workload::ALL.to_vec()
         };
         workloads.sort();
         workloads.dedup();
+        if large_values {
+            // In the order they run: the writes first, each read after them.
+            workloads.sort_by_key(|w| large_values::PHASES.iter().position(|p| p == w));
+        }
         let by_prefix = workloads.iter().any(|w| w.by_prefix());
         let mut policies = if !args.policies.is_empty() {
             args.policies.clone()
         } else if by_prefix {
             PREFIX_POLICIES.to_vec()
+        } else if large_values {
+            vec![Policy::Blocked]
         } else {
             vec![
                 Policy::Blocked,
@@ -461,7 +504,30 @@ impl Plan {
         } else {
             page_cache::PageCache::AsIs
         });
-        Plan { profile, keys, load, workloads, policies, sweep_keys, page_cache, keys_per_prefix }
+        let memtable_bytes = args.memtable_bytes.unwrap_or(if large_values {
+            large_values::MEMTABLE_BYTES
+        } else {
+            DEFAULT_MEMTABLE_BYTES
+        });
+        let reads = args.reads.unwrap_or(if large_values {
+            large_values::reads_for(keys)
+        } else {
+            DEFAULT_READS
+        });
+        Plan {
+            profile,
+            keys,
+            load,
+            workloads,
+            policies,
+            sweep_keys,
+            page_cache,
+            keys_per_prefix,
+            value_bytes,
+            value_sizes,
+            memtable_bytes,
+            reads,
+        }
     }
 }
 
@@ -501,7 +567,9 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 pub struct Args {
     /// A preset: `large` is `--keys 50000000 --load ingest --workloads
     /// readrandom,readmissing,multireadrandom,multireadmissing --page-cache warm` with the
-    /// sweep at 1M keys; flags given explicitly override it.
+    /// sweep at 1M keys; `large-values` runs values of 4, 16 and 256 KiB through fill,
+    /// overwrite and reads, reporting write and space amplification (docs/bench.md); flags
+    /// given explicitly override either.
     #[arg(long, value_enum)]
     profile: Option<Profile>,
     /// Entries in each policy's database [default: 1000000, db_bench's (the whole default run
@@ -512,16 +580,27 @@ pub struct Args {
     /// `ingest` (one `Db::ingest`, same keys and values) [default: fill; large profile: ingest].
     #[arg(long, value_enum)]
     load: Option<Load>,
-    /// Bytes per value (keys are always 16 bytes).
-    #[arg(long, default_value_t = 100)]
-    value_bytes: usize,
+    /// Bytes per value (keys are always 16 bytes) [default: 100; large-values profile: 4096,
+    /// 16384 and 262144, a database each].
+    #[arg(long)]
+    value_bytes: Option<usize>,
+    /// Large-values profile: bytes of values each value size's database is filled with,
+    /// which makes its key count (this over the value size) unless `--keys` is given;
+    /// 1638400000 is 400,000 keys of 4 KiB and 100,000 of 16 KiB [default: 67108864].
+    #[arg(long)]
+    payload_bytes: Option<u64>,
+    /// Values of at least this many bytes go to blob files, apart from the keys
+    /// (`KeyspaceOptions::blob_threshold`) [default: none: every value in the tables].
+    #[arg(long)]
+    blob_threshold: Option<u64>,
     /// Bits per key of the blocked and classic filters, and the budgeted filters' average
     /// over the whole tree (at most 32 for those): every filtered policy gets the same memory.
     #[arg(long, default_value_t = 10.0)]
     bits_per_key: f64,
-    /// Memtable size in bytes (`Options::memtable_bytes`; the default is the library's).
-    #[arg(long, default_value_t = 16 << 20)]
-    memtable_bytes: usize,
+    /// Memtable size in bytes (`Options::memtable_bytes`) [default: 16777216, the library's;
+    /// large-values profile: 4194304].
+    #[arg(long)]
+    memtable_bytes: Option<usize>,
     /// Size at which tables are split (`Options::target_table_bytes`; default: the library's).
     #[arg(long)]
     target_table_bytes: Option<u64>,
@@ -575,8 +654,9 @@ pub struct Args {
     keys_per_prefix: Option<u64>,
     /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
-    #[arg(long, default_value_t = 100_000)]
-    reads: u64,
+    /// [default: 100000; large-values profile: the keys, at least 10000 (scans: a tenth)]
+    #[arg(long)]
+    reads: Option<u64>,
     /// Puts in all for `writers` (over `--threads` threads).
     #[arg(long, default_value_t = 400_000)]
     writes: u64,
@@ -655,7 +735,39 @@ struct Ctx<'a> {
     /// The random insertion order shared by every policy's `fillrandom`.
     order: Vec<u64>,
     show_progress: bool,
+    /// What every database's options start from ([`base_options`]).
+    base_options: Options,
 }
+
+/// The options every database of the run starts from: the library's defaults, with blob
+/// files for values of at least `blob_threshold` bytes when given.
+fn base_options(blob_threshold: Option<u64>) -> bloomkv::Result<Options> {
+    let opts = Options::default();
+    match blob_threshold {
+        None => Ok(opts),
+        // BLOB FILES: when `KeyspaceOptions::blob_threshold` lands, this arm becomes
+        // `Some(t) => Ok(opts.blob_threshold(t)),` and `blob_bytes_written` reads its counter.
+        Some(_) => Err(bloomkv::Error::InvalidArgument(
+            "--blob-threshold: blob files are not available in this build".into(),
+        )),
+    }
+}
+
+/// Bytes of blob files the engine has written, for write amplification.
+fn blob_bytes_written(_stats: &Stats) -> u64 {
+    // BLOB FILES: the engine's counter of blob bytes written, beside `base_options`' arm.
+    // Space amplification needs nothing: it measures the directory, blob files and all.
+    0
+}
+
+/// Bytes per value of the filter comparisons, db_bench's.
+const DEFAULT_VALUE_BYTES: usize = 100;
+
+/// The memtable outside the large-values profile: the library's default.
+const DEFAULT_MEMTABLE_BYTES: usize = 16 << 20;
+
+/// Operations per read workload outside the large-values profile.
+const DEFAULT_READS: u64 = 100_000;
 
 /// The bench's L0 compaction trigger (the engine's default), set explicitly because the
 /// layered shape depends on it.
@@ -663,7 +775,7 @@ const L0_COMPACTION_TRIGGER: usize = 4;
 
 impl Ctx<'_> {
     fn options(&self, policy: Policy, bits_per_key: f64) -> Options {
-        let mut opts = Options::default();
+        let mut opts = self.base_options.clone();
         if let Some(n) = self.args.target_table_bytes {
             opts = opts.target_table_bytes(n);
         }
@@ -676,7 +788,7 @@ impl Ctx<'_> {
         if let Some(n) = self.args.l0_stop_trigger {
             opts = opts.l0_stop_trigger(n);
         }
-        opts.memtable_bytes(self.args.memtable_bytes)
+        opts.memtable_bytes(self.plan.memtable_bytes)
             .max_open_files(self.args.max_open_files)
             .mmap_reads(self.args.mmap_reads)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)
@@ -705,7 +817,6 @@ impl Ctx<'_> {
     }
 }
 
-/// Runs `bloomkv bench`.
 /// Before `built[at]`'s workload, with `--page-cache warm` or `cold` on Linux: every other
 /// policy's database gives up its pages ([`Built::make_way`]), so the one measured has the
 /// memory to itself. Four 50M-key trees (22 GB) do not fit in this VM's 24 GiB together: with
@@ -724,16 +835,63 @@ fn make_way_for(ctx: &Ctx, built: &mut [build::Built], at: usize) -> bloomkv::Re
     Ok(())
 }
 
+/// The directory the databases go in: `--dir` (which must be empty or absent), or a new
+/// temporary directory, removed when the returned guard drops.
+fn bench_dir(args: &Args) -> bloomkv::Result<(Option<tempfile::TempDir>, PathBuf)> {
+    Ok(match &args.dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map_err(|e| bloomkv::Error::io(d.display().to_string(), e))?
+                    .next()
+                    .is_some()
+            {
+                return Err(bloomkv::Error::InvalidArgument(format!(
+                    "--dir {} is not empty; give an empty or new directory",
+                    d.display()
+                )));
+            }
+            std::fs::create_dir_all(d)
+                .map_err(|e| bloomkv::Error::io(format!("creating {}", d.display()), e))?;
+            (None, d.clone())
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("bloomkv-bench-")
+                .tempdir()
+                .map_err(|e| bloomkv::Error::io("creating a temporary directory", e))?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    })
+}
+
+/// Runs `bloomkv bench`.
 pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let started = Instant::now();
     let load_average_at_start = std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
     let plan = Plan::resolve(args);
-    if plan.keys == 0 || args.reads == 0 || args.threads == 0 {
+    if plan.keys == 0 || plan.reads == 0 || args.threads == 0 {
         return Err(bloomkv::Error::InvalidArgument(
             "--keys, --reads and --threads must be positive".into(),
         ));
+    }
+    let base_options = base_options(args.blob_threshold)?;
+    if plan.profile == Profile::LargeValues {
+        large_values::check(args, &plan)?;
+        for &p in &plan.policies {
+            p.filter(args.bits_per_key).validate()?;
+        }
+        let (_tmp, base) = bench_dir(args)?;
+        return large_values::run(args, &plan, &base, base_options, started, load_average_at_start);
+    }
+    if let Some(w) = plan.workloads.iter().find(|w| **w == Workload::Overwrite) {
+        return Err(bloomkv::Error::InvalidArgument(format!(
+            "{} runs in --profile large-values only",
+            w.name()
+        )));
     }
     if plan.load == Load::Ingest && plan.keys.max(plan.sweep_keys) > u64::from(u32::MAX) + 1 {
         // The ingest maps each key to its fill position in a u32.
@@ -765,32 +923,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     let sweep_keys = plan.sweep_keys;
 
     // The temporary directory (when no --dir) is removed when `_tmp` drops at the end.
-    let (_tmp, base) = match &args.dir {
-        Some(d) => {
-            if d.exists()
-                && std::fs::read_dir(d)
-                    .map_err(|e| bloomkv::Error::io(d.display().to_string(), e))?
-                    .next()
-                    .is_some()
-            {
-                return Err(bloomkv::Error::InvalidArgument(format!(
-                    "--dir {} is not empty; give an empty or new directory",
-                    d.display()
-                )));
-            }
-            std::fs::create_dir_all(d)
-                .map_err(|e| bloomkv::Error::io(format!("creating {}", d.display()), e))?;
-            (None, d.clone())
-        }
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("bloomkv-bench-")
-                .tempdir()
-                .map_err(|e| bloomkv::Error::io("creating a temporary directory", e))?;
-            let p = t.path().to_path_buf();
-            (Some(t), p)
-        }
-    };
+    let (_tmp, base) = bench_dir(args)?;
 
     let mut order: Vec<u64> = (0..plan.keys).collect();
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
@@ -798,10 +931,11 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         args,
         plan: &plan,
         base: &base,
-        values: ValuePool::new(args.value_bytes, args.seed),
+        values: ValuePool::new(plan.value_bytes, args.seed),
         zipf: Zipfian::new(plan.keys, Zipfian::YCSB_THETA),
         order,
         show_progress: !args.quiet && std::io::stdout().is_terminal(),
+        base_options,
     };
 
     let idle_pageout = page_cache::idle_pageout();
@@ -818,9 +952,9 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         plan.profile.name(),
         plan.keys,
         keys::KEY_BYTES,
-        args.value_bytes,
+        plan.value_bytes,
         plan.load.name(),
-        args.reads,
+        plan.reads,
         args.threads,
         args.bits_per_key,
         compression_name(args.compression),
@@ -960,36 +1094,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
 
     let report = Report {
         schema: report::SCHEMA,
-        config: report::Config {
-            profile: plan.profile.name().to_string(),
-            keys: plan.keys,
-            load: plan.load.name().to_string(),
-            key_bytes: keys::KEY_BYTES,
-            value_bytes: args.value_bytes,
-            bits_per_key: args.bits_per_key,
-            memtable_bytes: args.memtable_bytes,
-            target_table_bytes: args.target_table_bytes,
-            level_base_bytes: args.level_base_bytes,
-            max_open_files: args.max_open_files,
-            mmap_reads: args.mmap_reads,
-            compression: compression_name(args.compression),
-            page_cache: plan.page_cache.name().into(),
-            idle_pageout_secs: idle_pageout.map(|d| d.as_secs_f64()),
-            shape: match args.shape {
-                TreeShape::Layered => "layered".into(),
-                TreeShape::AsFilled => "as-filled".into(),
-            },
-            threads: args.threads,
-            reads: args.reads,
-            seed: args.seed,
-            workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
-            policies: policies.iter().map(|p| p.name().to_string()).collect(),
-            sweep_bits_per_key: args.sweep.0.clone(),
-            sweep_keys,
-            sweep_reads: args.reads,
-            rounds: args.rounds,
-            keys_per_prefix: plan.keys_per_prefix,
-        },
+        config: config(args, &plan, idle_pageout),
         machine: machine(load_average_at_start),
         shapes,
         results,
@@ -998,18 +1103,60 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         sweep,
         total_seconds: started.elapsed().as_secs_f64(),
     };
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| bench_error(e.to_string()))?;
-        std::fs::write(path, text)
-            .map_err(|e| bloomkv::Error::io(format!("writing {}", path.display()), e))?;
-        say(&format!("\nwrote {}\n", path.display()))?;
-    }
+    write_json(args, &report)?;
     if let Some(path) = &args.plot {
         plot::draw(&report, path).map_err(|e| bench_error(format!("plotting: {e}")))?;
         say(&format!("wrote {}\n", path.display()))?;
     }
     say(&format!("total {:.1} s\n", report.total_seconds))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's parameters as the JSON records them.
+fn config(args: &Args, plan: &Plan, idle_pageout: Option<std::time::Duration>) -> report::Config {
+    report::Config {
+        profile: plan.profile.name().to_string(),
+        keys: plan.keys,
+        load: plan.load.name().to_string(),
+        key_bytes: keys::KEY_BYTES,
+        value_bytes: plan.value_bytes,
+        value_sizes: plan.value_sizes.clone(),
+        blob_threshold: args.blob_threshold,
+        bits_per_key: args.bits_per_key,
+        memtable_bytes: plan.memtable_bytes,
+        target_table_bytes: args.target_table_bytes,
+        level_base_bytes: args.level_base_bytes,
+        max_open_files: args.max_open_files,
+        mmap_reads: args.mmap_reads,
+        compression: compression_name(args.compression),
+        page_cache: plan.page_cache.name().into(),
+        idle_pageout_secs: idle_pageout.map(|d| d.as_secs_f64()),
+        shape: match args.shape {
+            TreeShape::Layered => "layered".into(),
+            TreeShape::AsFilled => "as-filled".into(),
+        },
+        threads: args.threads,
+        reads: plan.reads,
+        seed: args.seed,
+        workloads: plan.workloads.iter().map(|w| w.name().to_string()).collect(),
+        policies: plan.policies.iter().map(|p| p.name().to_string()).collect(),
+        sweep_bits_per_key: args.sweep.0.clone(),
+        sweep_keys: plan.sweep_keys,
+        sweep_reads: plan.reads,
+        rounds: args.rounds,
+        keys_per_prefix: plan.keys_per_prefix,
+    }
+}
+
+/// Writes `report` to `--json`'s file, if asked.
+fn write_json(args: &Args, report: &Report) -> bloomkv::Result<()> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(report).map_err(|e| bench_error(e.to_string()))?;
+        std::fs::write(path, text)
+            .map_err(|e| bloomkv::Error::io(format!("writing {}", path.display()), e))?;
+        say(&format!("\nwrote {}\n", path.display()))?;
+    }
+    Ok(())
 }
 
 fn compression_name(c: Compression) -> String {
@@ -1083,6 +1230,7 @@ fn result_row(
         writer_ops_per_sec: None,
         prefix: None,
         space_over_time: None,
+        amplification: None,
     }
 }
 

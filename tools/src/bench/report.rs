@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::measure::PerOp;
+use super::space::Amplification;
 
 /// Version tag of the JSON layout; bumped when a field is renamed or removed.
 pub const SCHEMA: &str = "bloomkv-bench/1";
@@ -38,16 +39,24 @@ pub struct Report {
 /// The run's parameters.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
-    /// `default` or `large` (`--profile`): where the unset flags' values came from.
+    /// `default`, `large` or `large-values` (`--profile`): where the unset flags' values came
+    /// from.
     pub profile: String,
-    /// Entries in each policy's database.
+    /// Entries in each policy's database (large-values: of the first value size; each row's
+    /// `amplification.keys` gives its own).
     pub keys: u64,
     /// `fill` or `ingest` (`--load`): how each database got its entries.
     pub load: String,
     /// Bytes per key (always 16).
     pub key_bytes: usize,
-    /// Bytes per value.
+    /// Bytes per value (large-values: the first value size).
     pub value_bytes: usize,
+    /// Every value size of the run, a database each (one entry outside the large-values
+    /// profile).
+    pub value_sizes: Vec<usize>,
+    /// `--blob-threshold`: values of at least this many bytes went to blob files; null for
+    /// none.
+    pub blob_threshold: Option<u64>,
     /// Bits per key of the blocked and classic filters outside the sweep, and the budgeted
     /// filters' average over the tree.
     pub bits_per_key: f64,
@@ -251,6 +260,9 @@ pub struct WorkloadResult {
     pub prefix: Option<PrefixFigures>,
     /// `ttl`: the tables' bytes as the clock moves; null for the others.
     pub space_over_time: Option<Vec<SpacePoint>>,
+    /// The large-values profile: the phase's write and space amplification (WAL included)
+    /// and what they come from; null elsewhere.
+    pub amplification: Option<Amplification>,
 }
 
 /// The tables' size at one moment of the `ttl` workload.
@@ -778,4 +790,65 @@ pub fn write_prefix_scans(out: &mut String, results: &[WorkloadResult]) -> std::
         )?;
     }
     Ok(())
+}
+
+/// The large-values profile's table: per value size, policy and phase, throughput and
+/// latency, then write amplification split into its WAL, table and blob-file parts (each per
+/// byte of keys and values written), and the space amplification the phase left.
+pub fn write_large_values(out: &mut String, results: &[WorkloadResult]) -> std::fmt::Result {
+    writeln!(
+        out,
+        "{:>8} {:>7} {:<9} {:<11} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7} {:>9} {:>7}",
+        "value",
+        "keys",
+        "policy",
+        "phase",
+        "ops/s",
+        "p50 µs",
+        "p99 µs",
+        "w-amp",
+        "WAL",
+        "tables",
+        "blobs",
+        "s-amp",
+        "disk MiB",
+        "settle"
+    )?;
+    for r in results {
+        let Some(a) = &r.amplification else { continue };
+        let part = |bytes: u64| match a.write_amplification {
+            Some(_) => format!("{:.2}", bytes as f64 / a.payload_bytes_written as f64),
+            None => "-".to_string(),
+        };
+        let value = match a.value_bytes {
+            v if v >= 1 << 10 && v % (1 << 10) == 0 => format!("{} KiB", v >> 10),
+            v => format!("{v} B"),
+        };
+        writeln!(
+            out,
+            "{:>8} {:>7} {:<9} {:<11} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6} {:>6} {:>7.2} {:>9.1} {:>6.1}s",
+            value,
+            a.keys,
+            r.policy,
+            r.workload,
+            si(r.ops_per_sec),
+            us(r.latency_ns.p50),
+            us(r.latency_ns.p99),
+            a.write_amplification.map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
+            part(a.wal_bytes_written),
+            part(a.table_bytes_written),
+            part(a.blob_bytes_written),
+            a.space_amplification,
+            a.disk.allocated_bytes as f64 / (1 << 20) as f64,
+            a.settle_seconds
+        )?;
+    }
+    writeln!(
+        out,
+        "\nw-amp: bytes written to disk (WAL + tables + blob files) per byte of keys and values the \
+         phase wrote, split into those three\n(counted until the tree was at rest again: memtable \
+         flushed, no compaction due; `settle` is that wait, outside ops/s);\ns-amp: the database \
+         directory's blocks on disk (as du counts them) per byte of live keys and values; \
+         seekrandom: a seek and the next 10 entries"
+    )
 }

@@ -57,19 +57,20 @@ pub(super) fn run_reads(
         }
         page_cache::prepare(ctx.plan.page_cache, &b.dir)?;
         let db = b.open()?;
-        let pb = ctx.progress(args.reads, format!("{} {}{label}", workload.name(), policy.name()));
+        let pb =
+            ctx.progress(ctx.plan.reads, format!("{} {}{label}", workload.name(), policy.name()));
         let wseed = workload_seed(seed, workload, round);
         let before = db.stats();
         let mut writer = None;
         let t = match workload {
             Workload::ReadRandom => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     keys::present_key(w.rng.gen_range(0..n), &mut w.key);
                     expect_present(db.get(w.key)?, &w.key)
                 })?
             }
             Workload::ReadMissing => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     keys::absent_key(w.rng.gen_range(0..n), &mut w.key);
                     expect_absent(db.get(w.key)?, &w.key)
                 })?
@@ -77,7 +78,7 @@ pub(super) fn run_reads(
             Workload::MultiReadRandom | Workload::MultiReadMissing => {
                 let present = workload == Workload::MultiReadRandom;
                 let batch = args.batch as usize;
-                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
+                measure::run_batched(args.threads, ctx.plan.reads, args.batch, wseed, &pb, |w| {
                     w.batch.clear();
                     for _ in 0..batch {
                         let mut key = [0; keys::KEY_BYTES];
@@ -101,13 +102,13 @@ pub(super) fn run_reads(
                 })?
             }
             Workload::ReadZipfian => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
                     expect_present(db.get(w.key)?, &w.key)
                 })?
             }
             Workload::SeekRandom => {
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     keys::present_key(w.rng.gen_range(0..n), &mut w.key);
                     let mut seen = 0;
                     for kv in db.range(&w.key[..]..).take(10) {
@@ -128,7 +129,7 @@ pub(super) fn run_reads(
             }
             Workload::YcsbA | Workload::YcsbB => {
                 let read_share = if workload == Workload::YcsbA { 0.5 } else { 0.95 };
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     keys::present_key(ctx.zipf.item(w.rng.gen()), &mut w.key);
                     if w.rng.gen_bool(read_share) {
                         expect_present(db.get(w.key)?, &w.key)
@@ -139,7 +140,7 @@ pub(super) fn run_reads(
             }
             Workload::ScanMissing => {
                 let prefixes = keys::prefixes(n);
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     let mut p = [0u8; keys::PREFIX_BYTES];
                     keys::absent_prefix(w.rng.gen_range(0..prefixes), &mut p);
                     if let Some(kv) = db.prefix(p).next() {
@@ -155,7 +156,7 @@ pub(super) fn run_reads(
             }
             Workload::ScanRandom => {
                 let prefixes = keys::prefixes(n);
-                measure::run_timed(args.threads, args.reads, wseed, &pb, |w| {
+                measure::run_timed(args.threads, ctx.plan.reads, wseed, &pb, |w| {
                     let mut p = [0u8; keys::PREFIX_BYTES];
                     keys::present_prefix(w.rng.gen_range(0..prefixes), &mut p);
                     let mut seen = 0;
@@ -172,7 +173,7 @@ pub(super) fn run_reads(
             Workload::PrefixExists => {
                 let prefixes = keys::prefixes(n);
                 let batch = args.batch as usize;
-                measure::run_batched(args.threads, args.reads, args.batch, wseed, &pb, |w| {
+                measure::run_batched(args.threads, ctx.plan.reads, args.batch, wseed, &pb, |w| {
                     // Prefixes in the first half of each key buffer; the flag in its last byte.
                     w.batch.clear();
                     for _ in 0..batch {
@@ -212,7 +213,8 @@ pub(super) fn run_reads(
             | Workload::Counter
             | Workload::CounterRmw
             | Workload::Ttl
-            | Workload::Compact => unreachable!("filtered out above"),
+            | Workload::Compact
+            | Workload::Overwrite => unreachable!("filtered out above"),
         };
         pb.finish_and_clear();
         let after = db.stats();
@@ -311,7 +313,7 @@ pub(super) fn read_while_writing(
             }
             Ok((ops, start.elapsed().as_secs_f64()))
         });
-        let readers = measure::run_timed(ctx.args.threads, ctx.args.reads, seed, pb, |w| {
+        let readers = measure::run_timed(ctx.args.threads, ctx.plan.reads, seed, pb, |w| {
             keys::present_key(w.rng.gen_range(0..n), &mut w.key);
             expect_present(db.get(w.key)?, &w.key)
         });
@@ -503,7 +505,7 @@ pub(super) fn run_ttl(ctx: &Ctx, policy: Policy) -> bloomkv::Result<WorkloadResu
     let clock = Arc::new(bloomkv::ManualClock::new(1_700_000_000_000));
     let start = clock.now_millis();
     // A memtable small enough that the run makes tables for expiry to empty.
-    let memtable = args.memtable_bytes.min(TTL_MEMTABLE_BYTES);
+    let memtable = ctx.plan.memtable_bytes.min(TTL_MEMTABLE_BYTES);
     let opts = ctx.options(policy, args.bits_per_key).memtable_bytes(memtable);
     let db = open(&dir, opts.clock(clock.clone()))?;
     let total = args.writes.max(1);
@@ -575,13 +577,14 @@ pub(super) fn run_sweep_point(
     } else {
         db
     };
-    let pb =
-        ctx.progress(args.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
+    let pb = ctx
+        .progress(ctx.plan.reads, format!("sweep readmissing {} {}", policy.name(), bits_per_key));
     let before = db.stats();
-    let t = measure::run_timed(args.threads, args.reads, args.seed ^ 0x53_5745_4550, &pb, |w| {
-        keys::absent_key(w.rng.gen_range(0..keys), &mut w.key);
-        expect_absent(db.get(w.key)?, &w.key)
-    })?;
+    let t =
+        measure::run_timed(args.threads, ctx.plan.reads, args.seed ^ 0x53_5745_4550, &pb, |w| {
+            keys::absent_key(w.rng.gen_range(0..keys), &mut w.key);
+            expect_absent(db.get(w.key)?, &w.key)
+        })?;
     pb.finish_and_clear();
     let after = db.stats();
     let d = measure::delta(&before, &after, t.ops);
