@@ -65,6 +65,9 @@ impl Tree {
     }
 
     /// The memtables, newest first.
+    // Inline: every point read in the engine walks these (`read::search`, inlined there), and
+    // an out-of-line call across the crates cost a missing-key lookup 1% of its instructions.
+    #[inline]
     pub fn mems(&self) -> impl Iterator<Item = &Mem> {
         std::iter::once(&self.mem).chain(&self.imm)
     }

@@ -368,6 +368,7 @@ impl MemTable {
     }
 
     /// True when nothing has been inserted: no entry and no range tombstone.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         // The first link, one load, not the entry count, which sums the arena's shards: every
         // read asks this of every memtable.

@@ -643,6 +643,8 @@ impl SkipList {
     }
 
     /// The first node.
+    // Inline: `MemTable::is_empty`, inlined into the engine's point reads, calls this.
+    #[inline]
     pub(super) fn first(&self) -> Option<Node<'_>> {
         // SAFETY: the head has every level; a non-null link holds a published node of this
         // list.
