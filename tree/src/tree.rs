@@ -66,7 +66,7 @@ impl Tree {
 
     /// The memtables, newest first.
     // Inline: every point read in the engine walks these (`read::search`, inlined there), and
-    // an out-of-line call across the crates cost a missing-key lookup 1% of its instructions.
+    // an out-of-line call across the crates shows in a missing-key lookup's instruction count.
     #[inline]
     pub fn mems(&self) -> impl Iterator<Item = &Mem> {
         std::iter::once(&self.mem).chain(&self.imm)
