@@ -6,6 +6,7 @@
 //! MANIFEST-000005   log of version edits
 //! 000007.log        write-ahead log
 //! 000009.sst        table
+//! 000011.blob       blob file: large values a table references
 //! CURRENT.tmp       the next CURRENT, renamed into place when complete
 //! ```
 
@@ -21,6 +22,8 @@ pub enum FileKind {
     Wal(u64),
     /// A table.
     Table(u64),
+    /// A blob file.
+    Blob(u64),
     /// A manifest.
     Manifest(u64),
     /// The CURRENT pointer.
@@ -39,6 +42,11 @@ pub fn wal_path(dir: &Path, n: u64) -> PathBuf {
 /// Path of table `n`.
 pub fn table_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
+}
+
+/// Path of blob file `n`.
+pub fn blob_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.blob"))
 }
 
 /// Path of manifest `n`.
@@ -78,6 +86,9 @@ pub fn parse(name: &str) -> Option<FileKind> {
     if let Some(n) = name.strip_suffix(".sst") {
         return n.parse().ok().map(FileKind::Table);
     }
+    if let Some(n) = name.strip_suffix(".blob") {
+        return n.parse().ok().map(FileKind::Blob);
+    }
     None
 }
 
@@ -98,6 +109,7 @@ mod tests {
         for (p, k) in [
             (wal_path(d, 7), FileKind::Wal(7)),
             (table_path(d, 1234567), FileKind::Table(1234567)),
+            (blob_path(d, 12), FileKind::Blob(12)),
             (manifest_path(d, 3), FileKind::Manifest(3)),
             (current_path(d), FileKind::Current),
             (lock_path(d), FileKind::Lock),

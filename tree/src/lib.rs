@@ -10,6 +10,7 @@
 // they lean on.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod blob;
 pub mod clock;
 pub mod coding;
 pub mod compact;

@@ -1,0 +1,109 @@
+//! [`BlobFile`]: a live blob file, shared by the tables that reference it.
+//!
+//! Tables hold `Arc`s to the blob files they reference, as versions hold their tables, so a
+//! snapshot, an iterator or an old version that can reach a table can reach its values. A
+//! blob file the manifest dropped (no table of the current version references it) is marked
+//! obsolete and removed when the last `Arc` goes, like a table (`fs/deleter.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::{read_value, BlobFileMeta, BlobRef};
+use crate::fs::Deleter;
+use crate::table::{BlockCache, FileCache};
+use crate::{Error, Result, Value};
+
+/// A live blob file: what the manifest records of it, and reads through the engine's bounded
+/// set of open files.
+pub struct BlobFile {
+    /// What the manifest records about it.
+    pub meta: BlobFileMeta,
+    path: PathBuf,
+    /// Its key in `files` (process-wide, from the tables' id counter).
+    id: u64,
+    files: Arc<FileCache>,
+    deleter: Arc<Deleter>,
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for BlobFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobFile").field("meta", &self.meta).field("path", &self.path).finish()
+    }
+}
+
+impl BlobFile {
+    /// The blob file `meta` describes at `path`, read through `files`; removed by `deleter`
+    /// once obsolete and unreachable. Opens nothing yet.
+    pub fn new(
+        meta: BlobFileMeta,
+        path: PathBuf,
+        files: Arc<FileCache>,
+        deleter: Arc<Deleter>,
+    ) -> Self {
+        let id = BlockCache::next_table_id();
+        BlobFile { meta, path, id, files, deleter, obsolete: AtomicBool::new(false) }
+    }
+
+    /// The value `r` names (which must name this file).
+    pub fn read(&self, r: &BlobRef) -> Result<Value> {
+        let file = self.files.get(self.id, &self.path)?;
+        read_value(file.as_ref(), &self.path, self.meta.file_size, r).map(Value::from)
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Marks the file for removal once nothing refers to it any more.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for BlobFile {
+    fn drop(&mut self) {
+        self.files.remove(self.id);
+        if self.obsolete.load(Ordering::Acquire) {
+            self.deleter.remove(std::mem::take(&mut self.path));
+        }
+    }
+}
+
+/// The blob files a version's tables reference, by number: how a read turns a reference
+/// into its value.
+#[derive(Debug, Clone, Default)]
+pub struct BlobFiles(pub Arc<BTreeMap<u64, Arc<BlobFile>>>);
+
+impl BlobFiles {
+    /// The value `r` names. A reference to a file the version does not hold is corruption
+    /// (a table's manifest record lists every file it references).
+    pub fn read(&self, r: &BlobRef) -> Result<Value> {
+        match self.0.get(&r.file) {
+            Some(f) => f.read(r),
+            None => Err(Error::corruption(
+                crate::filename::blob_path(Path::new(""), r.file),
+                r.offset,
+                "reference to a blob file that is not live",
+            )),
+        }
+    }
+
+    /// The value a stored reference (a `BlobPut`'s stored value) names.
+    pub fn read_stored(&self, stored: &[u8]) -> Result<Value> {
+        self.read(&BlobRef::decode(stored)?)
+    }
+
+    /// The live file numbered `number`.
+    pub fn get(&self, number: u64) -> Option<&Arc<BlobFile>> {
+        self.0.get(&number)
+    }
+
+    /// True when the version references no blob file.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
