@@ -14,7 +14,7 @@
 pub mod batch;
 #[cfg(not(feature = "internals"))]
 mod batch;
-use bloomkv_tree::{coding, filename, iter, key, log, memtable, range_del, table, version};
+use bloomkv_tree::{blob, coding, filename, iter, key, log, memtable, range_del, table, version};
 
 // Offline checks for `bloomkv verify`: only built for the tool and tests, so the engine code
 // it alone would use is still reported as dead in the default build.

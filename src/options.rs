@@ -262,6 +262,11 @@ impl Options {
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);
     keyspace_setter!(
+        /// Keeps the default keyspace's values of at least this many bytes in blob files
+        /// (default `None`: none); see [`KeyspaceOptions::blob_threshold`]. 1 byte to 16 MiB
+        /// ([`KeyspaceOptions::BLOB_THRESHOLD_RANGE`]).
+        blob_threshold: Option<usize>);
+    keyspace_setter!(
         /// Target uncompressed size of a data block (default 4 KiB). 64 bytes to 16 MiB
         /// ([`Options::BLOCK_BYTES_RANGE`]): a block is read, checked and cached whole.
         block_bytes: usize);

@@ -73,6 +73,7 @@ fn manifest_edit_with_a_level_beyond_the_engine_is_corruption() {
             smallest_seq: 1,
             largest_seq: 1,
             num_entries: 2,
+            blob_refs: Vec::new(),
         };
         let edit = VersionEdit {
             log_number: Some(0),

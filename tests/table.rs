@@ -609,7 +609,9 @@ mod model_checks {
                             ValueKind::Delete => GetOutcome::Deleted,
                             ValueKind::PutExpiring
                             | ValueKind::Merge
-                            | ValueKind::MergeExpiring => unreachable!("not generated"),
+                            | ValueKind::MergeExpiring
+                            | ValueKind::BlobPut
+                            | ValueKind::BlobPutExpiring => unreachable!("not generated"),
                         }
                     }
                     _ => GetOutcome::Absent,

@@ -37,9 +37,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::table_files::{table_options, write_table};
+use super::table_files::{table_options, write_table, Separator};
 use super::{DbInner, DbState, Tree};
-use crate::filename::{current_path, table_path};
+use crate::filename::{blob_path, current_path, table_path};
 use crate::fs::FileSystem;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
@@ -122,6 +122,12 @@ impl DbInner {
                 link_or_copy(fs, &from, &to, t.meta.file_size)?;
                 edit.added.push((level, t.meta.clone()));
             }
+            // Blob files are immutable too: linked like tables.
+            for b in tree.version.blobs.0.values() {
+                let n = b.meta.number;
+                link_or_copy(fs, &blob_path(&self.dir, n), &blob_path(dest, n), b.meta.file_size)?;
+                edit.added_blobs.push(b.meta);
+            }
             number = self.memtables_to_table(tree, seq, dest, &mut edit)?;
         }
 
@@ -171,8 +177,11 @@ impl DbInner {
         let mut split = TombstoneSplit::of(range_dels.as_deref());
         let topts = table_options(&tree.opts, filter);
         let fs = self.fs.as_ref();
-        if let Some(meta) = write_table(fs, dest, topts, tree.id, number, &mut newest, &mut split)?
-        {
+        // The memtables' values stay inline in the copy: its tables are all it writes.
+        let mut inline = Separator::off(self.fs.clone());
+        let written =
+            write_table(fs, dest, topts, tree.id, number, &mut newest, &mut split, &mut inline)?;
+        if let Some(meta) = written {
             edit.added.push((0, meta));
         }
         Ok(number)

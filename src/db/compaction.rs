@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{lock_mutex as lock, DbInner, DbState, Tree};
+use crate::blob::BlobFileMeta;
 use crate::events::{CompactionFilterErrorInfo, CompactionInfo, CompactionReason};
 use crate::filter::FilterPolicy;
 use crate::iter::merge::MergingIterator;
@@ -427,7 +428,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let range_dels = compaction_range_tombstones(v, &replaced);
     let run =
         |&(after, upto): &PartRange| run_part(inner, &c, &deeper, &range_dels, filter, after, upto);
-    let results: Vec<Result<(Vec<TableMeta>, FilterCounts)>> = if parts.len() == 1 {
+    let results: Vec<Result<PartOutput>> = if parts.len() == 1 {
         vec![run(&parts[0])]
     } else {
         std::thread::scope(|scope| {
@@ -445,12 +446,14 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         })
     };
     let mut outputs: Vec<TableMeta> = Vec::new();
+    let mut blob_metas: Vec<BlobFileMeta> = Vec::new();
     let mut first_error = None;
     let mut filtered = FilterCounts::default();
     for r in results {
         match r {
-            Ok((mut metas, counts)) => {
+            Ok((mut metas, counts, mut blobs)) => {
                 outputs.append(&mut metas);
+                blob_metas.append(&mut blobs);
                 filtered.removed += counts.removed;
                 filtered.expired += counts.expired;
                 filtered.changed += counts.changed;
@@ -466,14 +469,19 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         }
     }
     if let Some(e) = first_error {
-        // Nothing refers to the tables the other parts wrote.
+        // Nothing refers to the tables and blob files the other parts wrote.
         inner.remove_tables(&outputs);
+        inner.remove_blob_files(&blob_metas);
         return Err(e);
     }
     inner.fs.sync_dir(&inner.dir)?;
-    let opened = outputs.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
+    let new_blobs = inner.open_blob_files(&blob_metas);
+    // References carried through point into the blob files the inputs hold.
+    let lookup = super::table_files::blobs_in([&**v], &new_blobs);
+    let opened =
+        outputs.iter().map(|m| inner.open_table(m.clone(), &lookup)).collect::<Result<Vec<_>>>()?;
 
-    let mut edit = VersionEdit::default();
+    let mut edit = VersionEdit { added_blobs: blob_metas, ..VersionEdit::default() };
     for t in &c.inputs {
         edit.deleted.push((c.level, t.meta.number));
     }
@@ -525,6 +533,9 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.events.compaction_end(&info);
     Ok(())
 }
+
+/// What one part wrote: its tables, what its filter stage did, and its blob files.
+type PartOutput = (Vec<TableMeta>, FilterCounts, Vec<BlobFileMeta>);
 
 /// A part's user keys: after the first bound (exclusive), up to the second (inclusive);
 /// `None` is unbounded.
@@ -583,7 +594,7 @@ fn run_part(
     filter: FilterPolicy,
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
-) -> Result<(Vec<TableMeta>, FilterCounts)> {
+) -> Result<PartOutput> {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     // L0 inputs newest first, then the older level: the merge prefers earlier children for
     // equal keys, though distinct sequence numbers make ties impossible.
@@ -606,19 +617,38 @@ fn run_part(
     let expiring = c.inputs.iter().chain(&c.next_inputs).any(|t| t.expiry().is_some());
     let nothing_below = move |uk: &[u8]| nothing_below(deeper, uk);
     let now = inner.clock.now();
-    let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below);
-    if user_filter.is_none() && !expiring {
-        merged.seek_to_first()?;
-        let tables = inner.write_tables(&c.tree, &mut merged, &mut split, filter)?;
-        return Ok((tables, FilterCounts::default()));
+    let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below)
+        .with_blobs(c.tree.version.blobs.clone());
+    let mut blobs = inner.separator(&c.tree);
+    let written = (|| {
+        if user_filter.is_none() && !expiring {
+            merged.seek_to_first()?;
+            let tables =
+                inner.write_tables(&c.tree, &mut merged, &mut split, filter, &mut blobs)?;
+            return Ok((tables, FilterCounts::default()));
+        }
+        let mut filtered =
+            FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
+        filtered.seek_to_first()?;
+        let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter, &mut blobs)?;
+        let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
+        let (failed, first_failure) = (filtered.failed, filtered.first_failure.take());
+        Ok((tables, FilterCounts { removed, changed, expired, failed, first_failure }))
+    })();
+    let (tables, counts) = match written {
+        Ok(w) => w,
+        Err(e) => {
+            blobs.abandon();
+            return Err(e);
+        }
+    };
+    match blobs.finish() {
+        Ok(blob_metas) => Ok((tables, counts, blob_metas)),
+        Err(e) => {
+            inner.remove_tables(&tables);
+            Err(e)
+        }
     }
-    let mut filtered =
-        FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
-    filtered.seek_to_first()?;
-    let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter)?;
-    let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
-    let (failed, first_failure) = (filtered.failed, filtered.first_failure.take());
-    Ok((tables, FilterCounts { removed, changed, expired, failed, first_failure }))
 }
 
 /// What a compaction's [`FilterStage`]s did, summed over its parts.

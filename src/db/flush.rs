@@ -61,6 +61,8 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let mut metas = Vec::new();
     // Which job each of `metas` belongs to.
     let mut owners = Vec::new();
+    // The blob files each keyspace's large values went to.
+    let mut separators = Vec::new();
     let written = (|| -> Result<()> {
         for (job, (id, _)) in jobs.iter().enumerate() {
             let Some(tree) = state.tree(*id) else { continue };
@@ -77,7 +79,11 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let mut it = MergeStage::new(newest, tree.merger(), now, &below);
             it.seek_to_first()?;
             let mut split = TombstoneSplit::of(range_dels.as_deref());
-            if let Some(meta) = inner.write_table(tree, number, &mut it, &mut split, filter)? {
+            separators.push(inner.separator(tree));
+            let Some(blobs) = separators.last_mut() else { continue };
+            if let Some(meta) =
+                inner.write_table(tree, number, &mut it, &mut split, filter, blobs)?
+            {
                 metas.push(meta);
                 owners.push(job);
             }
@@ -85,12 +91,33 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         Ok(())
     })();
     drop(state);
-    // Nothing refers to the tables written so far if one failed.
-    written.inspect_err(|_| inner.remove_tables(&metas))?;
+    let finished = written.and_then(|()| {
+        let mut all = Vec::new();
+        for s in separators.drain(..) {
+            all.extend(s.finish()?);
+        }
+        Ok(all)
+    });
+    let blob_metas = match finished {
+        Ok(b) => b,
+        Err(e) => {
+            // Nothing refers to the tables and blob files written so far if one failed.
+            inner.remove_tables(&metas);
+            separators.into_iter().for_each(|s| s.abandon());
+            return Err(e);
+        }
+    };
     inner.fs.sync_dir(&inner.dir)?;
-    let opened = metas.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
+    let new_blobs = inner.open_blob_files(&blob_metas);
+    let lookup = super::table_files::blobs_in([], &new_blobs);
+    let opened =
+        metas.iter().map(|m| inner.open_table(m.clone(), &lookup)).collect::<Result<Vec<_>>>()?;
 
-    let mut edit = VersionEdit { log_number: Some(next_wal), ..VersionEdit::default() };
+    let mut edit = VersionEdit {
+        log_number: Some(next_wal),
+        added_blobs: blob_metas,
+        ..VersionEdit::default()
+    };
     for m in &metas {
         edit.added.push((0, m.clone()));
     }

@@ -111,7 +111,7 @@ where
         // in it is the flush's own, reported as any failed flush is).
         let _ = flush::wait_for_flushes_through(inner, segment);
     }
-    let (metas, opened) = built.inspect_err(|_| registered.failed())?;
+    let (metas, opened, blob_metas) = built.inspect_err(|_| registered.failed())?;
     if let Some(last) = metas.last() {
         // Before the install: a commit checked from here on finds the range's true end.
         inner.ingest_log_lock().ends_at(registered.number, key::user_key(&last.largest));
@@ -121,6 +121,7 @@ where
     let mut edit = VersionEdit {
         last_seq: Some(seq),
         added: metas.iter().map(|m| (level, m.clone())).collect(),
+        added_blobs: blob_metas,
         ..VersionEdit::default()
     };
     // From here on a failure stops the database. The edit may be durable even if the
@@ -135,6 +136,9 @@ where
     Ok(source.entries)
 }
 
+/// An ingest's tables as the manifest records them, opened, and the blob files they reference.
+type Built = (Vec<TableMeta>, Vec<Arc<TableFile>>, Vec<crate::blob::BlobFileMeta>);
+
 /// Steps 3 and 4: writes the tables, opens them and waits for the flush that retires the
 /// reserved sequence number. On an error, no table is left behind.
 fn build<I, K, V>(
@@ -144,7 +148,7 @@ fn build<I, K, V>(
     source: &mut Source<'_, I, K, V>,
     expected_entries: usize,
     segment: u64,
-) -> Result<(Vec<TableMeta>, Vec<Arc<TableFile>>)>
+) -> Result<Built>
 where
     I: Iterator<Item = Result<(K, V)>>,
     K: AsRef<[u8]>,
@@ -163,11 +167,31 @@ where
         let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
         table_filter(&tree.opts, version, &placement)
     };
-    let metas = inner.write_tables(tree, source, &mut TombstoneSplit::default(), filter)?;
+    let mut blobs = inner.separator(tree);
+    let written =
+        inner.write_tables(tree, source, &mut TombstoneSplit::default(), filter, &mut blobs);
+    let metas = match written {
+        Ok(metas) => metas,
+        Err(e) => {
+            blobs.abandon();
+            return Err(e);
+        }
+    };
+    let blob_metas = match blobs.finish() {
+        Ok(b) => b,
+        Err(e) => {
+            inner.remove_tables(&metas);
+            return Err(e);
+        }
+    };
     let opened = (|| {
         inner.fs.sync_dir(&inner.dir)?;
-        let opened =
-            metas.iter().map(|m| inner.open_table(m.clone())).collect::<Result<Vec<_>>>()?;
+        let new_blobs = inner.open_blob_files(&blob_metas);
+        let lookup = super::table_files::blobs_in([], &new_blobs);
+        let opened = metas
+            .iter()
+            .map(|m| inner.open_table(m.clone(), &lookup))
+            .collect::<Result<Vec<_>>>()?;
         flush::wait_for_flushes_through(inner, segment)?;
         // Whatever stopped the database while the tables were written (a failed
         // compaction may have left the manifest unwritable) stops the ingest too.
@@ -180,8 +204,11 @@ where
         }
         Ok(opened)
     })()
-    .inspect_err(|_| inner.remove_tables(&metas))?;
-    Ok((metas, opened))
+    .inspect_err(|_| {
+        inner.remove_tables(&metas);
+        inner.remove_blob_files(&blob_metas);
+    })?;
+    Ok((metas, opened, blob_metas))
 }
 
 /// An ingest's registration in `BgState::ingests`, from before it reserves its sequence

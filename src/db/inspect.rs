@@ -516,7 +516,7 @@ impl Presence {
     /// A step's picture of what the read path answered for a source.
     fn of(answer: &Answer) -> Presence {
         match answer {
-            Answer::Value(_) => Presence::Value,
+            Answer::Value(_) | Answer::Blob(_) => Presence::Value,
             Answer::Deleted => Presence::Tombstone,
             Answer::Expired => Presence::Expired,
             Answer::RangeDeleted => Presence::RangeDeleted,

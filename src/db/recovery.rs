@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
-use super::table_files::{open_table, table_options, write_table, TableCaches};
+use super::table_files::{open_table, table_options, write_table, Separator, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
 use crate::clock::MarkedClock;
@@ -71,12 +71,14 @@ fn load(
 
     let mut manifest_number = None;
     let mut clock_mark = 0;
+    let mut blob_files = std::collections::BTreeMap::new();
     let (recovered, next_keyspace_id, log_number, next_file, manifest_seq, manifest) = if fs
         .exists(&current_path(dir))
     {
-        let m = read_manifest(fs.as_ref(), dir)?;
+        let mut m = read_manifest(fs.as_ref(), dir)?;
         manifest_number = Some(m.manifest_number);
         clock_mark = m.clock_mark;
+        blob_files = std::mem::take(&mut m.blob_files);
         let path = manifest_path(dir, m.manifest_number);
         let facts = ManifestFacts { path, valid_len: m.valid_len, torn: m.torn_tail };
         let added_at = Some((facts, m.added_at));
@@ -97,14 +99,41 @@ fn load(
         (vec![default], 1, 0, 1, 0, None)
     };
 
+    // Every blob file a table references must be there whole; those no table references
+    // are garbage, left out of the new manifest and removed as orphans.
+    let referenced: std::collections::BTreeSet<u64> = recovered
+        .iter()
+        .flat_map(|k| k.levels.iter().flatten())
+        .flat_map(|t| t.blob_refs.iter().map(|r| r.file))
+        .collect();
+    let mut blobs = std::collections::BTreeMap::new();
+    for n in referenced {
+        let Some(meta) = blob_files.get(&n) else { continue };
+        let path = filename::blob_path(dir, n);
+        let size = fs.open(&path).map(|f| f.size()).map_err(|e| match &e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::corruption(&path, 0, "blob file the manifest names is missing")
+            }
+            _ => e,
+        })?;
+        if size != meta.file_size {
+            return Err(Error::corruption(
+                &path,
+                size,
+                format!("blob file is {size} bytes but the manifest recorded {}", meta.file_size),
+            ));
+        }
+        blobs.insert(n, super::table_files::blob_file(dir, caches, *meta));
+    }
+    let lookup = |n: u64| blobs.get(&n).cloned();
     let mut keyspaces = Vec::with_capacity(recovered.len());
     for k in recovered {
         let mut version = Version::empty();
         for (level, tables) in k.levels.into_iter().enumerate() {
             for meta in tables {
                 let number = meta.number;
-                let table =
-                    open_table(&fs, dir, caches, meta).map_err(|e| match (&e, &manifest) {
+                let table = open_table(&fs, dir, caches, meta, &lookup).map_err(|e| {
+                    match (&e, &manifest) {
                         (Error::Io { source, .. }, Some((m, added_at)))
                             if source.kind() == std::io::ErrorKind::NotFound =>
                         {
@@ -115,7 +144,8 @@ fn load(
                             )
                         }
                         _ => e,
-                    })?;
+                    }
+                })?;
                 version.levels[level].push(table);
             }
         }
@@ -222,7 +252,7 @@ fn load(
         previous = Some((path, len));
     }
     let max_number = wals.iter().copied().chain(kinds.iter().filter_map(|k| match k {
-        FileKind::Table(n) | FileKind::Manifest(n) => Some(*n),
+        FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Blob(n) => Some(*n),
         _ => None,
     }));
     let next_file = max_number.map(|n| n + 1).max().unwrap_or(0).max(next_file);
@@ -497,9 +527,28 @@ fn recover(
         it.seek_to_first()?;
         let mut split = TombstoneSplit::of(range_dels.as_deref());
         let id = k.def.id;
-        if let Some(meta) = write_table(fs.as_ref(), dir, topts, id, number, &mut it, &mut split)? {
+        let numbers = versions.file_numbers();
+        let mut sep = Separator::new(fs.clone(), dir, numbers, k.def.opts.blob_threshold);
+        let written =
+            write_table(fs.as_ref(), dir, topts, id, number, &mut it, &mut split, &mut sep);
+        let written = match written {
+            Ok(w) => w,
+            Err(e) => {
+                sep.abandon();
+                return Err(e);
+            }
+        };
+        let new_blobs: Vec<_> = sep
+            .finish()?
+            .into_iter()
+            .map(|m| super::table_files::blob_file(dir, caches, m))
+            .collect();
+        if let Some(meta) = written {
             fs.sync_dir(dir)?;
-            let t = open_table(&fs, dir, caches, meta.clone())?;
+            let t = {
+                let lookup = super::table_files::blobs_in([&k.version], &new_blobs);
+                open_table(&fs, dir, caches, meta.clone(), &lookup)?
+            };
             let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
             k.version = k.version.apply(&edit, id, &[t]);
         }
@@ -517,10 +566,13 @@ fn recover(
     // temporary files.
     let live: std::collections::HashSet<u64> =
         keyspaces.iter().flat_map(|k| k.version.all_tables().map(|(_, t)| t.meta.number)).collect();
+    let live_blobs: std::collections::HashSet<u64> =
+        keyspaces.iter().flat_map(|k| k.version.blobs.0.keys().copied()).collect();
     for name in &names {
         let stale = match filename::parse(name) {
             Some(FileKind::Wal(n)) => n < new_wal,
             Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::Blob(n)) => !live_blobs.contains(&n),
             Some(FileKind::Manifest(n)) => n != versions.manifest_number(),
             Some(FileKind::Temp) => true,
             _ => false,

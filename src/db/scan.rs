@@ -54,6 +54,7 @@ pub(crate) fn visible(
     counters.record_scan(&tally);
     VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
         .with_merger(state.merger())
+        .with_blobs(state.version.blobs.clone())
 }
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
@@ -117,7 +118,8 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         });
         counters.record_scan(&tally);
         let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
-            .with_merger(state.merger());
+            .with_merger(state.merger())
+            .with_blobs(state.version.blobs.clone());
         v.seek_to_first()?;
         found.push(v.valid());
     }

@@ -49,6 +49,30 @@ impl DbState {
     }
 }
 
+/// The blob files that tables of `cur` reference and that none will once `edit` applies:
+/// the edit drops them from the manifest (tables carry their references in their records,
+/// so this needs no file read).
+fn unreferenced_blobs(cur: &DbState, edit: &VersionEdit) -> Vec<u64> {
+    let before: std::collections::BTreeSet<u64> =
+        cur.trees.iter().flat_map(|t| t.version.blobs.0.keys().copied()).collect();
+    if before.is_empty() {
+        return Vec::new();
+    }
+    let deleted = |level: usize, number: u64| edit.deleted.contains(&(level, number));
+    let mut after: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+    for tree in cur.trees.iter().filter(|t| !edit.dropped_keyspaces.contains(&t.id)) {
+        for (level, t) in tree.version.all_tables() {
+            if !deleted(level, t.meta.number) {
+                after.extend(t.meta.blob_refs.iter().map(|r| r.file));
+            }
+        }
+    }
+    for (_, m) in &edit.added {
+        after.extend(m.blob_refs.iter().map(|r| r.file));
+    }
+    before.difference(&after).copied().collect()
+}
+
 impl DbInner {
     pub(crate) fn load_state(&self) -> Arc<DbState> {
         self.state.load_full()
@@ -72,6 +96,8 @@ impl DbInner {
         // The manifest is written under the state lock, so the manifest and the in-memory
         // state change in the same order.
         let _g = lock(&self.state_lock);
+        let cur = self.state.load();
+        edit.dropped_blobs = unreferenced_blobs(&cur, edit);
         if let Err(e) = lock(&self.versions).log_and_apply(edit) {
             // Whether the edit reached the disk is unknown, and the manifest refuses further
             // edits: whatever asked for this one (a flush, a compaction, an ingest, a
@@ -90,7 +116,6 @@ impl DbInner {
         if let Some(seq) = edit.last_seq {
             self.visible_seq.fetch_max(seq, Ordering::AcqRel);
         }
-        let cur = self.state.load();
         // Held until the new state is stored: see `LiveTransactions::begin`.
         let (oldest_live, _live) = self.live_transactions.oldest();
         let history_from = match flushed {
@@ -105,6 +130,12 @@ impl DbInner {
                 if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
                     f.mark_obsolete();
                 }
+            }
+        }
+        // They go when the last table holding them does, in whatever version or view.
+        for number in &edit.dropped_blobs {
+            if let Some(b) = cur.trees.iter().find_map(|t| t.version.blobs.get(*number)) {
+                b.mark_obsolete();
             }
         }
         let mut trees = Vec::with_capacity(cur.trees.len() + edit.keyspaces.len());

@@ -59,10 +59,16 @@ pub(crate) fn collapse(
                 base = Some(it.value().to_vec());
                 break;
             }
-            ValueKind::PutExpiring => match key::split_expiring(it.value()) {
-                Some((expiry, _)) if !expired(expiry, clock.now_millis()) => return None,
-                _ => break,
-            },
+            ValueKind::BlobPut => {
+                base = Some(tree.version.blobs.read_stored(it.value()).ok()?.to_vec());
+                break;
+            }
+            ValueKind::PutExpiring | ValueKind::BlobPutExpiring => {
+                match key::split_expiring(it.value()) {
+                    Some((expiry, _)) if !expired(expiry, clock.now_millis()) => return None,
+                    _ => break,
+                }
+            }
             ValueKind::Delete => break,
             // Operands that expire with the key: a put of their combination would have to
             // carry their expiry rule too, so they stay operands.

@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DbInner, Tree};
-use crate::filename::table_path;
+use crate::blob::{BlobFile, BlobFileMeta, BlobWriter};
+use crate::filename::{blob_path, table_path};
 use crate::filter::FilterPolicy;
 use crate::fs::{Deleter, FileSystem};
 use crate::iter::InternalIterator;
@@ -18,12 +19,29 @@ use crate::range_del::{last_key_before, successor, TombstoneSplit};
 use crate::table::read_pool::ReadPool;
 use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
 use crate::version::edit::{KeyspaceId, TableMeta};
-use crate::version::set::TableFile;
+use crate::version::set::{TableFile, Version};
 use crate::{Error, Result};
 
 impl DbInner {
-    pub(crate) fn open_table(&self, meta: TableMeta) -> Result<Arc<TableFile>> {
-        open_table(&self.fs, &self.dir, &self.caches, meta)
+    /// Opens a table the engine just wrote; `blobs` has the blob files its references may
+    /// name (see [`open_table`]).
+    pub(crate) fn open_table(&self, meta: TableMeta, blobs: &BlobLookup) -> Result<Arc<TableFile>> {
+        open_table(&self.fs, &self.dir, &self.caches, meta, blobs)
+    }
+
+    /// The handles of blob files the engine just wrote.
+    pub(crate) fn open_blob_files(&self, metas: &[BlobFileMeta]) -> Vec<Arc<BlobFile>> {
+        metas.iter().map(|m| blob_file(&self.dir, &self.caches, *m)).collect()
+    }
+
+    /// A separator of `tree`'s large values into blob files (off without a threshold).
+    pub(crate) fn separator(&self, tree: &Tree) -> Separator {
+        Separator::new(
+            self.fs.clone(),
+            &self.dir,
+            self.file_numbers.clone(),
+            tree.opts.blob_threshold,
+        )
     }
 
     /// Writes the entries of `iter` and the range tombstones of `range_dels` into table
@@ -36,12 +54,13 @@ impl DbInner {
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
+        blobs: &mut Separator,
     ) -> Result<Option<TableMeta>> {
         let opts = TableOptions {
             creation_time: Some(self.clock.now() / 1000),
             ..table_options(&tree.opts, filter)
         };
-        write_table(self.fs.as_ref(), &self.dir, opts, tree.id, number, iter, range_dels)
+        write_table(self.fs.as_ref(), &self.dir, opts, tree.id, number, iter, range_dels, blobs)
     }
 
     /// Writes the entries of `iter` into tables of about `target_table_bytes` each (never
@@ -56,13 +75,16 @@ impl DbInner {
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
         filter: FilterPolicy,
+        blobs: &mut Separator,
     ) -> Result<Vec<TableMeta>> {
         let mut outputs: Vec<TableMeta> = Vec::new();
         let result = (|| {
             while iter.valid() || !range_dels.is_empty() {
                 let number = self.file_numbers.fetch_add(1, Ordering::SeqCst);
                 let mut part = SizeLimited::new(iter, tree.opts.target_table_bytes);
-                if let Some(meta) = self.write_table(tree, number, &mut part, range_dels, filter)? {
+                let written =
+                    self.write_table(tree, number, &mut part, range_dels, filter, blobs)?;
+                if let Some(meta) = written {
                     outputs.push(meta);
                 }
             }
@@ -74,6 +96,13 @@ impl DbInner {
                 self.remove_tables(&outputs);
                 Err(e)
             }
+        }
+    }
+
+    /// Removes blob files that no version names (outputs of a failed write).
+    pub(crate) fn remove_blob_files(&self, metas: &[BlobFileMeta]) {
+        for m in metas {
+            let _ = self.fs.remove(&blob_path(&self.dir, m.number));
         }
     }
 
@@ -247,14 +276,37 @@ pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> Tab
     }
 }
 
+/// Finds the live blob file of a number, for a table being opened.
+pub(crate) type BlobLookup<'a> = dyn Fn(u64) -> Option<Arc<BlobFile>> + 'a;
+
+/// A lookup that finds blob files in `version` and then in `new`.
+pub(crate) fn blobs_in<'a>(
+    versions: impl IntoIterator<Item = &'a Version> + Clone + 'a,
+    new: &'a [Arc<BlobFile>],
+) -> impl Fn(u64) -> Option<Arc<BlobFile>> + 'a {
+    move |n| {
+        let found = new.iter().find(|b| b.meta.number == n).cloned();
+        found.or_else(|| versions.clone().into_iter().find_map(|v| v.blobs.get(n).cloned()))
+    }
+}
+
+/// The handle of a live blob file (opened on its first read, through the engine's bounded
+/// set of open files).
+pub(crate) fn blob_file(dir: &Path, caches: &TableCaches, meta: BlobFileMeta) -> Arc<BlobFile> {
+    let path = blob_path(dir, meta.number);
+    Arc::new(BlobFile::new(meta, path, caches.files.clone(), caches.deleter.clone()))
+}
+
 /// Opens a table this process just wrote or found in the manifest, checking that the file
 /// has the size, key range, sequence numbers and entry count the manifest recorded. Its file
-/// joins the engine's bounded set of open files.
+/// joins the engine's bounded set of open files. It holds the blob files its references
+/// name, found through `blobs`: one that is not there is corruption.
 pub(crate) fn open_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     caches: &TableCaches,
     meta: TableMeta,
+    blobs: &BlobLookup,
 ) -> Result<Arc<TableFile>> {
     let path = table_path(dir, meta.number);
     let file = fs.open(&path)?;
@@ -277,13 +329,143 @@ pub(crate) fn open_table(
             table = table.map_for_lookups(mapped)?;
         }
     }
-    Ok(Arc::new(TableFile::new(meta, Arc::new(table), path, caches.deleter.clone())))
+    let mut held = Vec::with_capacity(meta.blob_refs.len());
+    for r in &meta.blob_refs {
+        held.push(blobs(r.file).ok_or_else(|| {
+            Error::corruption(
+                &path,
+                0,
+                format!("references blob file {}, which is not live", r.file),
+            )
+        })?);
+    }
+    let t = TableFile::new(meta, Arc::new(table), path, caches.deleter.clone());
+    Ok(Arc::new(t.with_blobs(held)))
+}
+
+/// Where a table writer puts large values: into blob files of its own, numbered from the
+/// engine's counter, once a value reaches the keyspace's threshold. Values already
+/// separated (references a compaction carries) pass through unchanged.
+///
+/// The seam for keeping write-ahead-log segments as blob files: a flush would hand the
+/// reference of each value's place in its segment instead of copying it here.
+pub(crate) struct Separator {
+    fs: Arc<dyn FileSystem>,
+    dir: std::path::PathBuf,
+    numbers: Arc<std::sync::atomic::AtomicU64>,
+    threshold: Option<usize>,
+    writer: Option<BlobWriter>,
+    finished: Vec<BlobFileMeta>,
+    /// The entry written in place of a separated one: internal key, stored value.
+    key: Vec<u8>,
+    stored: Vec<u8>,
+}
+
+/// A blob file is finished and the next one started past this size, so that garbage is
+/// collected in pieces of about this much (RocksDB's `blob_file_size` default).
+const BLOB_FILE_BYTES: u64 = 256 << 20;
+
+impl Separator {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        numbers: Arc<std::sync::atomic::AtomicU64>,
+        threshold: Option<usize>,
+    ) -> Separator {
+        Separator {
+            fs,
+            dir: dir.to_path_buf(),
+            numbers,
+            threshold,
+            writer: None,
+            finished: Vec::new(),
+            key: Vec::new(),
+            stored: Vec::new(),
+        }
+    }
+
+    /// A separator that keeps every value inline.
+    pub(crate) fn off(fs: Arc<dyn FileSystem>) -> Separator {
+        let numbers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        Separator::new(fs, Path::new(""), numbers, None)
+    }
+
+    /// The entry to write for `(ikey, value)`: itself, or a reference to the value, once
+    /// written to a blob file, when it is a put of at least the threshold.
+    fn separate<'a>(&'a mut self, ikey: &'a [u8], value: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
+        let Some(threshold) = self.threshold else { return Ok((ikey, value)) };
+        let Some(p) = key::parse_internal_key(ikey) else { return Ok((ikey, value)) };
+        let (kind, expiry, user_value) = match p.kind {
+            ValueKind::Put => (ValueKind::BlobPut, None, value),
+            ValueKind::PutExpiring => match key::split_expiring(value) {
+                Some((e, v)) => (ValueKind::BlobPutExpiring, Some(e), v),
+                None => return Ok((ikey, value)),
+            },
+            _ => return Ok((ikey, value)),
+        };
+        if user_value.len() < threshold {
+            return Ok((ikey, value));
+        }
+        if self.writer.as_ref().is_some_and(|w| w.len() >= BLOB_FILE_BYTES) {
+            self.finish_file()?;
+        }
+        let writer = match &mut self.writer {
+            Some(w) => w,
+            None => {
+                let number = self.numbers.fetch_add(1, Ordering::SeqCst);
+                let file = self.fs.create(&blob_path(&self.dir, number))?;
+                self.writer.insert(BlobWriter::new(file, number)?)
+            }
+        };
+        let r = writer.add(p.user_key, user_value)?;
+        self.key.clear();
+        key::append_internal_key(&mut self.key, p.user_key, p.seq, kind);
+        self.stored.clear();
+        if let Some(e) = expiry {
+            self.stored.extend_from_slice(&e.to_le_bytes());
+        }
+        r.encode_to(&mut self.stored);
+        Ok((&self.key, &self.stored))
+    }
+
+    fn finish_file(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            let number = w.number();
+            match w.finish() {
+                Ok(meta) => self.finished.push(meta),
+                Err(e) => {
+                    let _ = self.fs.remove(&blob_path(&self.dir, number));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Syncs the blob file being written and returns every blob file written, for the
+    /// manifest edit that adds the tables referencing them.
+    pub(crate) fn finish(mut self) -> Result<Vec<BlobFileMeta>> {
+        self.finish_file()?;
+        Ok(std::mem::take(&mut self.finished))
+    }
+
+    /// Removes every blob file written (the tables referencing them failed).
+    pub(crate) fn abandon(mut self) {
+        if let Some(w) = self.writer.take() {
+            let _ = self.fs.remove(&blob_path(&self.dir, w.number()));
+        }
+        for m in std::mem::take(&mut self.finished) {
+            let _ = self.fs.remove(&blob_path(&self.dir, m.number));
+        }
+    }
 }
 
 /// Writes the entries of `iter` (already filtered and in order) into table `number`, with
 /// the range tombstones of `range_dels` below the table's upper bound (all that are left,
 /// unless `iter` is cut short: then those below the key after its last entry); `None` if
 /// there were neither (no file is left behind).
+// Each argument is one thing a table write needs; bundling them would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_table(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -292,9 +474,10 @@ pub(crate) fn write_table(
     number: u64,
     iter: &mut dyn EntryStream,
     range_dels: &mut TombstoneSplit,
+    blobs: &mut Separator,
 ) -> Result<Option<TableMeta>> {
     let path = table_path(dir, number);
-    let written = build_table(fs, &path, table_options, number, iter, range_dels)
+    let written = build_table(fs, &path, table_options, number, iter, range_dels, blobs)
         .map(|m| m.map(|m| TableMeta { keyspace, ..m }));
     if !matches!(written, Ok(Some(_))) {
         // Nothing refers to a table that failed (or had no entries); leave no file behind.
@@ -310,6 +493,7 @@ fn build_table(
     number: u64,
     iter: &mut dyn EntryStream,
     range_dels: &mut TombstoneSplit,
+    blobs: &mut Separator,
 ) -> Result<Option<TableMeta>> {
     let mut builder = TableBuilder::new(fs.create(path)?, table_options);
     let mut smallest: Option<Vec<u8>> = None;
@@ -323,7 +507,8 @@ fn build_table(
         if smallest.is_none() {
             smallest = Some(k.to_vec());
         }
-        builder.add(k, iter.value())?;
+        let (k, v) = blobs.separate(k, iter.value())?;
+        builder.add(k, v)?;
         iter.next()?;
     }
     // The builder keeps the last key it took: no copy of each key here.
@@ -352,6 +537,7 @@ fn build_table(
     let Some(smallest) = smallest else {
         return Ok(None);
     };
+    let blob_refs = builder.blob_refs().to_vec();
     let props = builder.finish()?;
     let file_size = fs.open(path)?.size();
     Ok(Some(TableMeta {
@@ -363,6 +549,7 @@ fn build_table(
         smallest_seq,
         largest_seq,
         num_entries: props.num_entries,
+        blob_refs,
     }))
 }
 

@@ -318,6 +318,7 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
         smallest_seq: n,
         largest_seq: n + 5,
         num_entries: 10 * n,
+        blob_refs: Vec::new(),
     };
     VersionEdit {
         log_number: Some(3),
@@ -337,6 +338,8 @@ pub fn seed_edit(tables: u64) -> VersionEdit {
         dropped_keyspaces: vec![],
         next_keyspace_id: Some(2),
         clock_mark: None,
+        added_blobs: Vec::new(),
+        dropped_blobs: Vec::new(),
     }
 }
 

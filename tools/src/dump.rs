@@ -219,6 +219,8 @@ fn kind_name(k: ValueKind) -> &'static str {
         ValueKind::PutExpiring => "put-expiring",
         ValueKind::Merge => "merge",
         ValueKind::MergeExpiring => "merge-expiring",
+        ValueKind::BlobPut => "put-blob",
+        ValueKind::BlobPutExpiring => "put-blob-expiring",
     }
 }
 

@@ -55,6 +55,14 @@ pub enum ValueKind {
     /// newest such operand's expiry; an older version takes part only if it was live when
     /// the next newer operand was written (see [`MergeClock`]).
     MergeExpiring = 4,
+    /// A put whose value lives in a blob file: the stored value is a
+    /// [`crate::blob::BlobRef`]. Only tables hold it (a flush or compaction separates the
+    /// value); readers see a [`ValueKind::Put`] of the value it names.
+    BlobPut = 5,
+    /// An expiring put whose value lives in a blob file: the stored value is the expiry (as
+    /// [`ValueKind::PutExpiring`]'s), then a [`crate::blob::BlobRef`], so expiry is judged
+    /// without reading the blob file.
+    BlobPutExpiring = 6,
 }
 
 impl ValueKind {
@@ -66,6 +74,8 @@ impl ValueKind {
             2 => Some(ValueKind::PutExpiring),
             3 => Some(ValueKind::Merge),
             4 => Some(ValueKind::MergeExpiring),
+            5 => Some(ValueKind::BlobPut),
+            6 => Some(ValueKind::BlobPutExpiring),
             _ => None,
         }
     }
@@ -75,11 +85,38 @@ impl ValueKind {
     pub fn is_operand(self) -> bool {
         matches!(self, ValueKind::Merge | ValueKind::MergeExpiring)
     }
+
+    /// Whether an entry of this kind holds a blob reference rather than its value.
+    #[inline]
+    pub fn is_blob(self) -> bool {
+        matches!(self, ValueKind::BlobPut | ValueKind::BlobPutExpiring)
+    }
+
+    /// Whether an entry of this kind is a put (of an inline value or of a reference).
+    #[inline]
+    pub fn is_put(self) -> bool {
+        matches!(
+            self,
+            ValueKind::Put
+                | ValueKind::PutExpiring
+                | ValueKind::BlobPut
+                | ValueKind::BlobPutExpiring
+        )
+    }
+
+    /// Whether an entry of this kind stores an expiry before its value (or reference).
+    #[inline]
+    pub fn is_expiring(self) -> bool {
+        matches!(
+            self,
+            ValueKind::PutExpiring | ValueKind::MergeExpiring | ValueKind::BlobPutExpiring
+        )
+    }
 }
 
 /// The kind used when building a seek key: the largest kind code, so it sorts first among
 /// equal `(key, seqno)`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::MergeExpiring;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobPutExpiring;
 
 /// Length of the stamp (expiry, then time written) that prefixes the stored value of a
 /// [`ValueKind::MergeExpiring`].

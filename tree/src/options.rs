@@ -64,6 +64,8 @@ pub struct KeyspaceOptions {
     pub merge_operator: MergeSlot,
     /// For the one open it is given to: never recorded, nor kept in a keyspace's options.
     pub change_settings: bool,
+    /// Values of at least this many bytes go to blob files when their table is written.
+    pub blob_threshold: Option<usize>,
 }
 
 impl Default for KeyspaceOptions {
@@ -80,6 +82,7 @@ impl Default for KeyspaceOptions {
             stop_on_compaction_filter_error: false,
             merge_operator: MergeSlot::default(),
             change_settings: false,
+            blob_threshold: None,
         }
     }
 }
@@ -89,6 +92,32 @@ impl KeyspaceOptions {
     pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
     /// `target_table_bytes`: 1 KiB to 4 GiB.
     pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=4 << 30;
+    /// `blob_threshold`: 1 byte to 16 MiB (`MAX_VALUE_BYTES`).
+    pub const BLOB_THRESHOLD_RANGE: RangeInclusive<usize> = 1..=crate::MAX_VALUE_BYTES;
+
+    /// Keeps values of at least `threshold` bytes in blob files, the table holding a small
+    /// reference to each, so compactions move the reference and not the value
+    /// (`docs/format/blob.md`). `None` (the default): every value stays in its table. 1 byte
+    /// to 16 MiB ([`KeyspaceOptions::BLOB_THRESHOLD_RANGE`]). Values are separated when
+    /// their table is written (a flush, or a compaction or ingest meeting a value still
+    /// inline), so changing it at an open is safe: it applies to tables written from then
+    /// on, and is not recorded.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use bloomkv::{Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let images = db.keyspace("images", KeyspaceOptions::new().blob_threshold(Some(4096)))?;
+    /// images.put("logo", vec![7u8; 64 << 10])?;
+    /// db.flush()?; // the value now lives in a blob file
+    /// assert_eq!(images.get("logo")?.map(|v| v.len()), Some(64 << 10));
+    /// # Ok(()) }
+    /// ```
+    pub fn blob_threshold(mut self, threshold: Option<usize>) -> Self {
+        self.blob_threshold = threshold;
+        self
+    }
 
     /// The default options (those of a default `Options`), to chain setters on.
     pub fn new() -> Self {
@@ -292,6 +321,9 @@ impl KeyspaceOptions {
         within("target_table_bytes", self.target_table_bytes, tables, Unit::Bytes)?;
         if let Some(ttl) = self.default_ttl {
             crate::clock::check_ttl("default_ttl", ttl)?;
+        }
+        if let Some(t) = self.blob_threshold {
+            within("blob_threshold", t, &Self::BLOB_THRESHOLD_RANGE, Unit::Bytes)?;
         }
         if let Compression::Zstd { level } = self.compression {
             if !(-7..=22).contains(&level) {

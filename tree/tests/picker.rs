@@ -267,6 +267,7 @@ fn table(line: &str) -> Arc<TableFile> {
         smallest_seq: seq_lo,
         largest_seq: seq_hi,
         num_entries: entries.len() as u64,
+        blob_refs: Vec::new(),
     };
     let table = Table::open(Arc::new(MemFile::from(sink.contents())), path.clone(), None).unwrap();
     Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))

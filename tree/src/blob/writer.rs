@@ -52,6 +52,11 @@ impl BlobWriter {
         })
     }
 
+    /// The file's number.
+    pub fn number(&self) -> u64 {
+        self.meta.number
+    }
+
     /// Values added so far.
     pub fn values(&self) -> u64 {
         self.meta.values

@@ -113,11 +113,14 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
                 // Operands are not values: the filter sees what they combine into once a
                 // compaction combines them (`merge_stage`).
                 ValueKind::Delete | ValueKind::Merge | ValueKind::MergeExpiring => return Ok(()),
-                ValueKind::Put => (None, self.inner.value()),
-                ValueKind::PutExpiring => match key::split_expiring(self.inner.value()) {
-                    Some((expiry, value)) => (Some(expiry), value),
-                    None => return Ok(()),
-                },
+                // A reference stands for its value until the filter needs the value.
+                ValueKind::Put | ValueKind::BlobPut => (None, self.inner.value()),
+                ValueKind::PutExpiring | ValueKind::BlobPutExpiring => {
+                    match key::split_expiring(self.inner.value()) {
+                        Some((expiry, value)) => (Some(expiry), value),
+                        None => return Ok(()),
+                    }
+                }
             };
             let expired = expiry.is_some_and(|e| expired(e, self.now));
             if !expired && self.filter.is_none() {
@@ -128,6 +131,16 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
             if !expired && self.tree.range_deleted(p.user_key, p.seq, MAX_SEQNO) {
                 return Ok(());
             }
+            let separated;
+            let value = match p.kind.is_blob() && !expired {
+                // The filter sees the value, never the reference; kept, the reference is
+                // written on unchanged.
+                true => {
+                    separated = self.tree.version.blobs.read_stored(value)?;
+                    &separated[..]
+                }
+                false => value,
+            };
             let decision = match self.filter {
                 _ if expired => Decision::Remove,
                 Some(filter) => match self.ask(filter, p.user_key, value) {
@@ -148,11 +161,14 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
                 Decision::Keep => return Ok(()),
                 Decision::ChangeValue(value) => {
                     self.changed += 1;
-                    let value = match expiry {
-                        Some(e) => key::expiring_value(e, &value),
-                        None => value,
+                    let (kind, value) = match expiry {
+                        Some(e) => (ValueKind::PutExpiring, key::expiring_value(e, &value)),
+                        None => (ValueKind::Put, value),
                     };
-                    self.rewritten = Some((self.inner.key().to_vec(), value));
+                    // Inline now, whatever it was: the table writer separates it again if
+                    // it is large.
+                    let ikey = key::internal_key(p.user_key, p.seq, kind);
+                    self.rewritten = Some((ikey, value));
                     return Ok(());
                 }
                 Decision::Remove => {

@@ -31,6 +31,7 @@
 
 use std::collections::VecDeque;
 
+use crate::blob::BlobFiles;
 use crate::clock::expired;
 use crate::iter::InternalIterator;
 use crate::key::{self, MergeClock, ValueKind};
@@ -49,6 +50,8 @@ pub struct MergeStage<'a, I: InternalIterator> {
     /// The entries written in place of the current key's (internal key, value); empty when
     /// the current entry is `inner`'s.
     out: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// The blob files of the inputs' references, for a value beneath operands.
+    blobs: BlobFiles,
 }
 
 impl<'a, I: InternalIterator> MergeStage<'a, I> {
@@ -58,7 +61,20 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
         now: u64,
         nothing_below: &'a (dyn Fn(&[u8]) -> bool + Sync),
     ) -> Self {
-        MergeStage { inner, merger, now, nothing_below, out: VecDeque::new() }
+        MergeStage {
+            inner,
+            merger,
+            now,
+            nothing_below,
+            out: VecDeque::new(),
+            blobs: BlobFiles::default(),
+        }
+    }
+
+    /// The same stage, reading a separated value beneath operands from `blobs`.
+    pub fn with_blobs(mut self, blobs: BlobFiles) -> Self {
+        self.blobs = blobs;
+        self
     }
 
     /// From `inner`'s current entry: passes it through, or takes the key's operands and
@@ -80,7 +96,25 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
                 break;
             }
             let operand = p.kind.is_operand();
-            let entry = (self.inner.key().to_vec(), self.inner.value().to_vec());
+            let entry = match p.kind {
+                // The operands need the value beneath: it goes on inline (the table writer
+                // separates it again if it stays large).
+                ValueKind::BlobPut | ValueKind::BlobPutExpiring => {
+                    let stored = self.inner.value();
+                    let (kind, value) = match p.kind {
+                        ValueKind::BlobPut => {
+                            (ValueKind::Put, self.blobs.read_stored(stored)?.to_vec())
+                        }
+                        _ => {
+                            let (expiry, r) = key::split_expiring(stored).unwrap_or((0, &[]));
+                            let value = self.blobs.read_stored(r)?;
+                            (ValueKind::PutExpiring, key::expiring_value(expiry, &value))
+                        }
+                    };
+                    (key::internal_key(p.user_key, p.seq, kind), value)
+                }
+                _ => (self.inner.key().to_vec(), self.inner.value().to_vec()),
+            };
             self.inner.next()?;
             entries.push(entry);
             if !operand {
@@ -129,6 +163,11 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
                 }
                 ValueKind::Put => under = Some(Some(stored.as_slice())),
                 ValueKind::Delete => under = Some(None),
+                // Read into an inline value when the entries were gathered.
+                ValueKind::BlobPut | ValueKind::BlobPutExpiring => {
+                    self.out.extend(entries);
+                    return Ok(());
+                }
                 ValueKind::PutExpiring => match key::split_expiring(stored) {
                     Some((at, value)) if clock.live(at) => {
                         // Judged at a stamped operand's write time it is settled; at the

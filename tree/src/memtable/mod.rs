@@ -291,6 +291,8 @@ impl MemTable {
             }
             ValueKind::Delete => Some(MemGet::Deleted),
             ValueKind::Merge | ValueKind::MergeExpiring => Some(MemGet::Merge(trailer >> 8)),
+            // Only tables hold references: a write inserts values, never these kinds.
+            ValueKind::BlobPut | ValueKind::BlobPutExpiring => None,
         }
     }
 
@@ -958,9 +960,11 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring | ValueKind::Merge | ValueKind::MergeExpiring => {
-                            unreachable!("not generated")
-                        }
+                        ValueKind::PutExpiring
+                        | ValueKind::Merge
+                        | ValueKind::MergeExpiring
+                        | ValueKind::BlobPut
+                        | ValueKind::BlobPutExpiring => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);
@@ -1056,9 +1060,11 @@ mod tests {
                     (p.user_key == &k[..]).then(|| match p.kind {
                         ValueKind::Put => MemGet::Found(Value::copy_from_slice(wv), p.seq),
                         ValueKind::Delete => MemGet::Deleted,
-                        ValueKind::PutExpiring | ValueKind::Merge | ValueKind::MergeExpiring => {
-                            unreachable!("not generated")
-                        }
+                        ValueKind::PutExpiring
+                        | ValueKind::Merge
+                        | ValueKind::MergeExpiring
+                        | ValueKind::BlobPut
+                        | ValueKind::BlobPutExpiring => unreachable!("not generated"),
                     })
                 });
                 prop_assert_eq!(m.get(&k, seq), want_get);

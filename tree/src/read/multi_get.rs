@@ -60,6 +60,8 @@ struct Lookup {
     answer: Option<Option<Value>>,
     /// The answer is a merge operand: the key is read again with `read::merged_get`.
     operand: bool,
+    /// The answer is a value in a blob file, read once the window's searches are done.
+    blob: Option<crate::blob::BlobRef>,
     /// Its prefix hash, once a table that holds prefixes asked for it.
     prefix: KeyPrefixHash,
 }
@@ -109,9 +111,10 @@ pub fn lookup_all<K: AsRef<[u8]>>(
         let call = Call { state, keys: chunk, seq, clock, reads };
         window(&call, &mut scratch, tally)?;
         for (l, key) in scratch.lookups.drain(..).zip(chunk) {
-            out.push(match l.operand {
-                true => merged_get(state, key.as_ref(), seq, clock)?,
-                false => l.answer.unwrap_or(None),
+            out.push(match (l.operand, l.blob) {
+                (true, _) => merged_get(state, key.as_ref(), seq, clock)?,
+                (false, Some(r)) => Some(state.version.blobs.read(&r)?),
+                (false, None) => l.answer.unwrap_or(None),
             });
         }
     }
@@ -147,6 +150,7 @@ fn window<'s, K: AsRef<[u8]>>(
                 end: s.candidates.len(),
                 answer: None,
                 operand: false,
+                blob: None,
                 prefix: Default::default(),
             });
         }
@@ -256,6 +260,9 @@ fn settle<K: AsRef<[u8]>>(
     let answer = resolve(state, keys[i].as_ref(), seq, Found::Table(got), tally, clock);
     if let Answer::Operand = answer {
         lookups[i].operand = true;
+        lookups[i].answer = Some(None);
+    } else if let Answer::Blob(r) = answer {
+        lookups[i].blob = Some(r);
         lookups[i].answer = Some(None);
     } else if let Some(decided) = answer.decision() {
         lookups[i].answer = Some(decided);

@@ -73,17 +73,21 @@ pub enum Answer {
     /// A merge operand no range tombstone covers: the read combines the key's versions
     /// with [`merged_get`].
     Operand,
+    /// A value in a blob file no range tombstone covers (and, expiring, not expired): the
+    /// read's result once the reference is read ([`Answer::decide`]).
+    Blob(crate::blob::BlobRef),
 }
 
 impl Answer {
-    /// The read's result if this answer decides it; `None` sends the read on to the next
-    /// source.
+    /// The read's result if this answer decides it without reading more; `None` sends the
+    /// read on to the next source, or (for [`Answer::Operand`] and [`Answer::Blob`]) leaves
+    /// the caller to read what decides it.
     #[inline]
     pub fn decision(self) -> Option<Option<Value>> {
         match self {
             Answer::Value(v) => Some(Some(v)),
             Answer::Deleted | Answer::Expired | Answer::RangeDeleted => Some(None),
-            Answer::Absent | Answer::Operand => None,
+            Answer::Absent | Answer::Operand | Answer::Blob(_) => None,
         }
     }
 
@@ -99,6 +103,7 @@ impl Answer {
     ) -> Result<Option<Option<Value>>> {
         match self {
             Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
+            Answer::Blob(r) => tree.version.blobs.read(&r).map(|v| Some(Some(v))),
             other => Ok(other.decision()),
         }
     }
@@ -116,7 +121,8 @@ pub fn merged_get(tree: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Res
     let now = clock.now_millis();
     let mut view =
         super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
-            .with_merger(tree.merger());
+            .with_merger(tree.merger())
+            .with_blobs(tree.version.blobs.clone());
     view.seek_to_first()?;
     Ok(view.valid().then(|| Value::from(view.value().to_vec())))
 }
@@ -162,12 +168,21 @@ pub fn resolve(
         }
     };
     match outcome {
-        GetOutcome::Found(_) | GetOutcome::Expiring(..) | GetOutcome::Merge
+        GetOutcome::Found(_)
+        | GetOutcome::Expiring(..)
+        | GetOutcome::Merge
+        | GetOutcome::Blob(_)
+        | GetOutcome::BlobExpiring(..)
             if tree.range_deleted(key, at, seq) =>
         {
             Answer::RangeDeleted
         }
         GetOutcome::Merge => Answer::Operand,
+        GetOutcome::Blob(r) => Answer::Blob(r),
+        GetOutcome::BlobExpiring(_, expiry) if expired(expiry, clock.now_millis()) => {
+            Answer::Expired
+        }
+        GetOutcome::BlobExpiring(r, _) => Answer::Blob(r),
         GetOutcome::Found(v) => Answer::Value(v),
         GetOutcome::Expiring(_, expiry) if expired(expiry, clock.now_millis()) => Answer::Expired,
         GetOutcome::Expiring(v, _) => Answer::Value(v),

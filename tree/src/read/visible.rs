@@ -26,6 +26,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::blob::BlobFiles;
 use crate::clock::{expired, ExpiryTime};
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
@@ -61,6 +62,10 @@ pub struct VisibleIter {
     merged: bool,
     /// Combines merge operands.
     merger: Merger,
+    /// Forward: the current entry holds a blob reference, whose value `value` holds.
+    resolved: bool,
+    /// The blob files the sources' references name.
+    blobs: BlobFiles,
 }
 
 /// The keyspace name of a view without a merger.
@@ -96,7 +101,16 @@ impl VisibleIter {
             // A shared empty name, not a new allocation per scan: every scan of the engine
             // replaces it ([`VisibleIter::with_merger`]).
             merger: Merger { op: None, keyspace: no_keyspace() },
+            resolved: false,
+            blobs: BlobFiles::default(),
         }
+    }
+
+    /// The same view, reading the values its sources' blob references name from `blobs`
+    /// (without them, meeting a reference is corruption).
+    pub fn with_blobs(mut self, blobs: BlobFiles) -> Self {
+        self.blobs = blobs;
+        self
     }
 
     /// The same view, combining merge operands with `merger` (without one, meeting an
@@ -123,6 +137,7 @@ impl VisibleIter {
         // The twin judges expiry at the time this view does (read now if it was not yet).
         VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now.get())
             .with_merger(self.merger.clone())
+            .with_blobs(self.blobs.clone())
     }
 
     /// The kind a reader sees for a version of `user_key` at `seq` whose stored value is
@@ -137,7 +152,7 @@ impl VisibleIter {
         }
         // A stamped operand's expiry comes first, as a put's: once the newest has passed,
         // the key is gone.
-        if matches!(kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
+        if kind.is_expiring() {
             match key::split_expiring(stored) {
                 Some((expiry, _)) if !expired(expiry, self.now.get()) => {}
                 _ => return ValueKind::Delete,
@@ -174,6 +189,7 @@ impl VisibleIter {
         let mut clock = MergeClock::new(self.now.get());
         let mut operands: Vec<&[u8]> = Vec::new();
         let mut base = None;
+        let mut separated = None;
         for (kind, seq, stored) in versions {
             if self.range_deleted(user_key, seq) {
                 break;
@@ -193,10 +209,23 @@ impl VisibleIter {
                         .map(|(_, v)| v);
                     break;
                 }
+                ValueKind::BlobPut => {
+                    separated = Some(self.blobs.read_stored(stored)?);
+                    break;
+                }
+                ValueKind::BlobPutExpiring => {
+                    if let Some((_, r)) =
+                        key::split_expiring(stored).filter(|&(expiry, _)| clock.live(expiry))
+                    {
+                        separated = Some(self.blobs.read_stored(r)?);
+                    }
+                    break;
+                }
                 ValueKind::Delete => break,
             }
         }
         operands.reverse();
+        let base = separated.as_deref().or(base);
         self.merger.full(user_key, base, &operands)
     }
 
@@ -215,7 +244,7 @@ impl VisibleIter {
 
     /// The current value. Only meaningful while `valid()`.
     pub fn value(&self) -> &[u8] {
-        if self.backward || self.merged {
+        if self.backward || self.merged || self.resolved {
             &self.value
         } else if self.strip {
             self.iter.value().get(key::EXPIRY_LEN..).unwrap_or_default()
@@ -368,6 +397,7 @@ impl VisibleIter {
     /// first user key that has one and is not deleted. With `skipping`, user keys up to
     /// `self.key` are passed over (the current key, or an excluded lower bound).
     fn find_next(&mut self, mut skipping: bool) -> Result<()> {
+        self.resolved = false;
         while self.iter.valid() {
             let p = key::parse_internal_key(self.iter.key()).ok_or_else(malformed)?;
             if p.seq <= self.seq && !(skipping && p.user_key <= self.key.as_slice()) {
@@ -377,6 +407,19 @@ impl VisibleIter {
                 match self.seen_kind(p.kind, p.user_key, p.seq, self.iter.value()) {
                     kind @ (ValueKind::Put | ValueKind::PutExpiring) => {
                         self.strip = kind == ValueKind::PutExpiring;
+                        self.valid = true;
+                        return Ok(());
+                    }
+                    kind @ (ValueKind::BlobPut | ValueKind::BlobPutExpiring) => {
+                        let stored = self.iter.value();
+                        let r = match kind {
+                            ValueKind::BlobPut => stored,
+                            _ => stored.get(key::EXPIRY_LEN..).unwrap_or_default(),
+                        };
+                        let value = self.blobs.read_stored(r)?;
+                        self.value.clear();
+                        self.value.extend_from_slice(&value);
+                        self.resolved = true;
                         self.valid = true;
                         return Ok(());
                     }
@@ -461,8 +504,10 @@ impl VisibleIter {
                 };
                 let value = match kind {
                     ValueKind::Delete => None,
-                    ValueKind::Put => Some(stored),
-                    ValueKind::PutExpiring => stored.get(key::EXPIRY_LEN..),
+                    ValueKind::Put | ValueKind::BlobPut => Some(stored),
+                    ValueKind::PutExpiring | ValueKind::BlobPutExpiring => {
+                        stored.get(key::EXPIRY_LEN..)
+                    }
                     ValueKind::Merge | ValueKind::MergeExpiring => {
                         operands.push((p.kind, p.seq, stored.to_vec()));
                         self.iter.prev()?;
@@ -482,8 +527,20 @@ impl VisibleIter {
         if !self.operands_live(&operands) {
             // None, or the newest is a stamped operand that has expired: so has the key.
             self.valid = found == Some(true) && operands.is_empty();
-            if let Some((ValueKind::PutExpiring, _)) = base {
-                self.value.drain(..key::EXPIRY_LEN.min(self.value.len()));
+            match base {
+                Some((ValueKind::PutExpiring, _)) => {
+                    self.value.drain(..key::EXPIRY_LEN.min(self.value.len()));
+                }
+                // Read only now, for the version that decided: the older ones a backward
+                // walk meets first cost no blob read.
+                Some((kind @ (ValueKind::BlobPut | ValueKind::BlobPutExpiring), _))
+                    if self.valid =>
+                {
+                    let at = if kind == ValueKind::BlobPut { 0 } else { key::EXPIRY_LEN };
+                    let r = self.value.get(at..).unwrap_or_default();
+                    self.value = self.blobs.read_stored(r)?.to_vec();
+                }
+                _ => {}
             }
             return Ok(());
         }

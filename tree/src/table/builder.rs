@@ -10,8 +10,8 @@ use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::block::BlockBuilder;
 use crate::table::format::{
-    append_encoded, BlockEncoder, BlockHandle, Compression, Footer, EXPIRY_FORMAT_VERSION,
-    FORMAT_VERSION, MERGE_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
+    append_encoded, BlockEncoder, BlockHandle, Compression, Footer, BLOB_FORMAT_VERSION,
+    EXPIRY_FORMAT_VERSION, FORMAT_VERSION, MERGE_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
 use crate::{Error, Result};
@@ -127,6 +127,8 @@ pub struct TableBuilder {
     sep_buf: Vec<u8>,
     /// Range tombstones, sorted by start and disjoint.
     range_dels: Vec<RangeTombstone>,
+    /// Per blob file, the references added.
+    blob_refs: Vec<crate::blob::BlobRefs>,
 }
 
 impl std::fmt::Debug for TableBuilder {
@@ -159,6 +161,7 @@ impl TableBuilder {
             handle_buf: Vec::new(),
             sep_buf: Vec::new(),
             range_dels: Vec::new(),
+            blob_refs: Vec::new(),
         }
     }
 
@@ -229,7 +232,15 @@ impl TableBuilder {
         if parsed.kind.is_operand() {
             p.num_merge_operands += 1;
         }
-        if matches!(parsed.kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
+        if parsed.kind.is_blob() {
+            let at = if parsed.kind == ValueKind::BlobPut { 0 } else { crate::key::EXPIRY_LEN };
+            let r = value.get(at..).and_then(|r| crate::blob::BlobRef::decode(r).ok());
+            let r = r.ok_or_else(|| Error::InvalidArgument("malformed blob reference".into()))?;
+            crate::blob::count_ref(&mut self.blob_refs, &r);
+            p.num_blob_refs += 1;
+            p.blob_ref_bytes += r.len;
+        }
+        if parsed.kind.is_expiring() {
             // A stamped operand's expiry comes first too: once it passes, the key is gone
             // whatever lies beneath, so the table is worth rewriting as for a put.
             let (expiry, _) = crate::key::split_expiring(value).ok_or_else(|| {
@@ -258,6 +269,12 @@ impl TableBuilder {
     /// The last key added (empty before the first).
     pub fn last_key(&self) -> &[u8] {
         &self.last_key
+    }
+
+    /// Per blob file (ascending), the references added so far and their values' bytes:
+    /// what the manifest records of the table.
+    pub fn blob_refs(&self) -> &[crate::blob::BlobRefs] {
+        &self.blob_refs
     }
 
     fn add_index_entry(&mut self, handle: BlockHandle) {
@@ -362,6 +379,11 @@ impl TableBuilder {
             // Builds that do not know merge operands refuse the table rather than return an
             // operand as a value.
             version = MERGE_FORMAT_VERSION;
+        }
+        if p.num_blob_refs > 0 {
+            // Builds that do not know blob files refuse the table rather than return a
+            // reference as a value.
+            version = BLOB_FORMAT_VERSION;
         }
         p.format_version = version;
         self.raw_encoder.encode(&p.encode(), &mut self.scratch);

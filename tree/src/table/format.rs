@@ -62,13 +62,17 @@ pub const EXPIRY_FORMAT_VERSION: u32 = 3;
 /// without expiring entries and a range-deletion block (its properties say which). Older
 /// readers refuse it: they would return an operand as the key's value.
 pub const MERGE_FORMAT_VERSION: u32 = 4;
+/// The format version of a table holding blob references (`ValueKind::BlobPut`,
+/// `ValueKind::BlobPutExpiring`), with or without anything the lower versions mark. Older
+/// readers refuse it: they would return a reference as the key's value.
+pub const BLOB_FORMAT_VERSION: u32 = 5;
 
 /// Whether a table of format `version` has a range-deletion block: always for version 2,
 /// never for 1; for 3 and 4, as `has_range_dels` (its properties) says.
 pub fn range_dels_consistent(version: u32, has_range_dels: bool) -> bool {
     match version {
         RANGE_DEL_FORMAT_VERSION => has_range_dels,
-        EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION => true,
+        EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION | BLOB_FORMAT_VERSION => true,
         _ => !has_range_dels,
     }
 }
@@ -460,8 +464,13 @@ impl Footer {
             return Err(bad("footer checksum mismatch"));
         }
         let version = get_u32(bytes, 48).unwrap_or(0);
-        let known =
-            [FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, EXPIRY_FORMAT_VERSION, MERGE_FORMAT_VERSION];
+        let known = [
+            FORMAT_VERSION,
+            RANGE_DEL_FORMAT_VERSION,
+            EXPIRY_FORMAT_VERSION,
+            MERGE_FORMAT_VERSION,
+            BLOB_FORMAT_VERSION,
+        ];
         if !known.contains(&version) {
             return Err(bad(&format!("unsupported table format version {version}")));
         }
@@ -575,7 +584,7 @@ mod tests {
                 e => panic!("{e}"),
             }
         }
-        let mut v2 = Footer { version: 5, ..f }.encode();
+        let mut v2 = Footer { version: 6, ..f }.encode();
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("version"));
         v2[56] ^= 1;
         assert!(Footer::decode(&v2, &p, 0).unwrap_err().to_string().contains("magic"));

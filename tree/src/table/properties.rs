@@ -86,6 +86,10 @@ pub struct TableProperties {
     pub expiring_bytes: u64,
     /// #31: entries that are merge operands (`ValueKind::Merge`).
     pub num_merge_operands: u64,
+    /// #32: entries holding a blob reference (`ValueKind::BlobPut`, `BlobPutExpiring`).
+    pub num_blob_refs: u64,
+    /// #33: the bytes of the values those references name.
+    pub blob_ref_bytes: u64,
 }
 
 const VARINT: u64 = 0;
@@ -153,6 +157,10 @@ impl TableProperties {
         if self.num_merge_operands > 0 {
             put_field(&mut b, 31, self.num_merge_operands);
         }
+        if self.num_blob_refs > 0 {
+            put_field(&mut b, 32, self.num_blob_refs);
+            put_field(&mut b, 33, self.blob_ref_bytes);
+        }
         b
     }
 
@@ -216,6 +224,8 @@ impl TableProperties {
                 29 => p.newest_expiry = v,
                 30 => p.expiring_bytes = v,
                 31 => p.num_merge_operands = v,
+                32 => p.num_blob_refs = v,
+                33 => p.blob_ref_bytes = v,
                 _ => {}
             }
         }
@@ -224,6 +234,7 @@ impl TableProperties {
         })?;
         if p.num_expiring > p.num_entries
             || p.num_merge_operands > p.num_entries
+            || p.num_blob_refs > p.num_entries
             || (p.num_expiring > 0 && p.oldest_expiry > p.newest_expiry)
         {
             return Err(Error::bad_bytes(0, "properties: inconsistent expiring or merge entries"));
@@ -270,6 +281,8 @@ mod tests {
             newest_expiry: 1_800_000_500_000,
             expiring_bytes: 400,
             num_merge_operands: 7,
+            num_blob_refs: 3,
+            blob_ref_bytes: 300_000,
         }
     }
 

@@ -47,6 +47,11 @@ pub enum GetOutcome {
     /// The newest visible version is a merge operand: the read combines it with what lies
     /// beneath, through an iterator.
     Merge,
+    /// The newest visible version is a put whose value lives in a blob file: the read
+    /// resolves the reference once the range tombstones have had their say.
+    Blob(crate::blob::BlobRef),
+    /// As [`GetOutcome::Blob`], expiring at the second field.
+    BlobExpiring(crate::blob::BlobRef, u64),
 }
 
 /// One key's prefix hash under the extractor of the last table asked (`None` inside: the key
@@ -478,6 +483,24 @@ impl Table {
             }
             (true, ValueKind::Delete) => (GetOutcome::Deleted, parsed.seq),
             (true, ValueKind::Merge | ValueKind::MergeExpiring) => (GetOutcome::Merge, parsed.seq),
+            (true, kind @ (ValueKind::BlobPut | ValueKind::BlobPutExpiring)) => {
+                let bad =
+                    |_| Error::corruption(&self.path, handle.offset, "malformed blob reference");
+                if kind == ValueKind::BlobPut {
+                    let r = crate::blob::BlobRef::decode(it.value()).map_err(bad)?;
+                    (GetOutcome::Blob(r), parsed.seq)
+                } else {
+                    let (expiry, r) = crate::key::split_expiring(it.value()).ok_or_else(|| {
+                        Error::corruption(
+                            &self.path,
+                            handle.offset,
+                            "expiring entry without expiry",
+                        )
+                    })?;
+                    let r = crate::blob::BlobRef::decode(r).map_err(bad)?;
+                    (GetOutcome::BlobExpiring(r, expiry), parsed.seq)
+                }
+            }
         })
     }
 

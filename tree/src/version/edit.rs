@@ -34,6 +34,11 @@
 //!                         — after the tag 8 (11, 12) of the same keyspace; for the default
 //!                         keyspace (id 0, which has no tag 8) it stands first, and its tags
 //!                         11 and 12 follow it
+//! tag 14 table blob refs  count u, then count × (blob file number u, references u,
+//!                         value bytes u), files ascending — right after the tag 6 or 7 of
+//!                         the table that holds them; none: the table references no blob
+//! tag 15 blob file added  number u, value bytes u, values u, file size u
+//! tag 16 blob file dropped number u
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
 //!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
@@ -56,6 +61,7 @@
 //! keys; sequence numbers must fit in 56 bits. Decoding never panics and never sizes an
 //! allocation from an unchecked length.
 
+use crate::blob::{BlobFileMeta, BlobRefs};
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
 use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
@@ -94,6 +100,9 @@ const TAG_NEXT_KEYSPACE_ID: u64 = 10;
 const TAG_KEYSPACE_PREFIX: u64 = 11;
 const TAG_KEYSPACE_TTL: u64 = 12;
 const TAG_KEYSPACE_CALLBACKS: u64 = 13;
+const TAG_TABLE_BLOB_REFS: u64 = 14;
+const TAG_BLOB_ADDED: u64 = 15;
+const TAG_BLOB_DROPPED: u64 = 16;
 const TAG_CLOCK_MARK: u64 = 20;
 
 /// What the manifest records about one table.
@@ -115,6 +124,10 @@ pub struct TableMeta {
     pub largest_seq: SeqNo,
     /// Number of entries.
     pub num_entries: u64,
+    /// Per blob file it references (ascending by file): how many references and their
+    /// values' bytes. Empty for a table without references (and for every table recorded
+    /// before blob files existed).
+    pub blob_refs: Vec<BlobRefs>,
 }
 
 impl TableMeta {
@@ -172,6 +185,10 @@ pub struct VersionEdit {
     /// epoch: expiry is never judged at an earlier time, even after a reopen with the clock
     /// set back (`clock::MarkedClock`).
     pub clock_mark: Option<u64>,
+    /// Blob files added: each in the edit that adds the first table referencing it.
+    pub added_blobs: Vec<BlobFileMeta>,
+    /// Blob files dropped: no table of the current version references them any more.
+    pub dropped_blobs: Vec<u64>,
 }
 
 /// A keyspace as the manifest records it.
@@ -279,6 +296,16 @@ impl VersionEdit {
             put_varint(&mut buf, TAG_NEXT_KEYSPACE_ID);
             put_varint(&mut buf, id.into());
         }
+        for b in &self.added_blobs {
+            put_varint(&mut buf, TAG_BLOB_ADDED);
+            for v in [b.number, b.value_bytes, b.values, b.file_size] {
+                put_varint(&mut buf, v);
+            }
+        }
+        for &number in &self.dropped_blobs {
+            put_varint(&mut buf, TAG_BLOB_DROPPED);
+            put_varint(&mut buf, number);
+        }
         for (level, t) in &self.added {
             if t.keyspace == DEFAULT_KEYSPACE {
                 put_varint(&mut buf, TAG_ADDED);
@@ -294,6 +321,15 @@ impl VersionEdit {
             put_varint(&mut buf, t.smallest_seq);
             put_varint(&mut buf, t.largest_seq);
             put_varint(&mut buf, t.num_entries);
+            if !t.blob_refs.is_empty() {
+                put_varint(&mut buf, TAG_TABLE_BLOB_REFS);
+                put_varint(&mut buf, t.blob_refs.len() as u64);
+                for r in &t.blob_refs {
+                    for v in [r.file, r.count, r.bytes] {
+                        put_varint(&mut buf, v);
+                    }
+                }
+            }
         }
         put_varint(&mut buf, TAG_END);
         buf
@@ -455,6 +491,49 @@ impl VersionEdit {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     edit.dropped_keyspaces.push(id);
                 }
+                TAG_TABLE_BLOB_REFS => {
+                    let Some((_, table)) = edit
+                        .added
+                        .last_mut()
+                        .filter(|_| matches!(last_tag, TAG_ADDED | TAG_ADDED_IN))
+                    else {
+                        return Err(bad("blob references not after their table".into()));
+                    };
+                    let count = d.varint().ok_or_else(truncated)?;
+                    // Each entry takes at least 3 bytes: no allocation beyond the record.
+                    if count == 0 || count > d.remaining() as u64 / 3 {
+                        return Err(bad(format!("{count} blob files referenced")));
+                    }
+                    let mut refs = Vec::with_capacity(count as usize);
+                    for _ in 0..count {
+                        let mut v = [0; 3];
+                        for x in &mut v {
+                            *x = d.varint().ok_or_else(truncated)?;
+                        }
+                        let r = BlobRefs { file: v[0], count: v[1], bytes: v[2] };
+                        if r.count == 0 || refs.last().is_some_and(|p: &BlobRefs| p.file >= r.file)
+                        {
+                            return Err(bad(format!(
+                                "blob references of table {} not ascending and non-empty",
+                                table.number
+                            )));
+                        }
+                        refs.push(r);
+                    }
+                    table.blob_refs = refs;
+                }
+                TAG_BLOB_ADDED => {
+                    let mut v = [0; 4];
+                    for x in &mut v {
+                        *x = d.varint().ok_or_else(truncated)?;
+                    }
+                    let [number, value_bytes, values, file_size] = v;
+                    edit.added_blobs.push(BlobFileMeta { number, value_bytes, values, file_size });
+                }
+                TAG_BLOB_DROPPED => {
+                    let number = d.varint().ok_or_else(truncated)?;
+                    edit.dropped_blobs.push(number);
+                }
                 TAG_NEXT_KEYSPACE_ID => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     if edit.next_keyspace_id.replace(id).is_some() {
@@ -595,6 +674,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         stop_on_compaction_filter_error: false,
         merge_operator: Default::default(),
         change_settings: false,
+        blob_threshold: None,
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
     Ok(opts)
@@ -626,6 +706,7 @@ fn table_meta(d: &mut Decoder<'_>, keyspace: KeyspaceId) -> std::result::Result<
         smallest_seq,
         largest_seq,
         num_entries,
+        blob_refs: Vec::new(),
     })
 }
 
@@ -646,6 +727,7 @@ mod tests {
             smallest_seq: 3,
             largest_seq: 9,
             num_entries: 1000,
+            blob_refs: Vec::new(),
         }
     }
 
@@ -654,7 +736,27 @@ mod tests {
             log_number: Some(12),
             next_file_number: Some(40),
             last_seq: Some(MAX_SEQNO),
-            added: vec![(0, meta(38)), (15, TableMeta { keyspace: 3, ..meta(39) })],
+            added: vec![
+                (0, meta(38)),
+                (15, TableMeta { keyspace: 3, ..meta(39) }),
+                (
+                    1,
+                    TableMeta {
+                        blob_refs: vec![
+                            BlobRefs { file: 36, count: 2, bytes: 70_000 },
+                            BlobRefs { file: 37, count: 1, bytes: 5_000 },
+                        ],
+                        ..meta(41)
+                    },
+                ),
+            ],
+            added_blobs: vec![BlobFileMeta {
+                number: 37,
+                value_bytes: 9_000,
+                values: 2,
+                file_size: 9_100,
+            }],
+            dropped_blobs: vec![30, 31],
             deleted: vec![(1, 7), (2, 8)],
             keyspaces: vec![
                 KeyspaceDef {
@@ -701,6 +803,38 @@ mod tests {
         let empty = VersionEdit::default();
         assert_eq!(empty.encode(), vec![1, 1, 0]);
         assert_eq!(VersionEdit::decode(&empty.encode()).unwrap(), empty);
+    }
+
+    /// A table's blob references stand right after it, listed once per file, ascending,
+    /// each with a reference; a count the record cannot hold allocates nothing.
+    #[test]
+    fn blob_references_are_checked() {
+        let mut tail = vec![1, 1];
+        tail.extend([TAG_TABLE_BLOB_REFS as u8, 1, 3, 1, 10, 0]);
+        assert!(corrupt(&tail).contains("not after their table"));
+        let refs = |entries: &[[u8; 3]]| {
+            let table = VersionEdit { added: vec![(0, meta(5))], ..VersionEdit::default() };
+            let mut b = table.encode();
+            b.pop(); // the end tag
+            b.extend([TAG_TABLE_BLOB_REFS as u8, entries.len() as u8]);
+            entries.iter().for_each(|e| b.extend(e));
+            b.push(0);
+            b
+        };
+        let good = VersionEdit::decode(&refs(&[[3, 1, 10], [4, 2, 20]])).unwrap();
+        assert_eq!(good.added[0].1.blob_refs[1], BlobRefs { file: 4, count: 2, bytes: 20 });
+        assert!(corrupt(&refs(&[[4, 1, 10], [3, 1, 10]])).contains("not ascending"));
+        assert!(corrupt(&refs(&[[4, 1, 10], [4, 1, 10]])).contains("not ascending"));
+        assert!(corrupt(&refs(&[[4, 0, 10]])).contains("non-empty"));
+        assert!(corrupt(&refs(&[])).contains("0 blob files"));
+        let mut huge = refs(&[[4, 1, 10]]);
+        let at = huge.len() - 5;
+        huge[at] = 0x7f; // 127 files claimed, 3 bytes there
+        assert!(corrupt(&huge).contains("127 blob files"));
+        // Blob files added and dropped round-trip (in the sample).
+        let e = sample();
+        let back = VersionEdit::decode(&e.encode()).unwrap();
+        assert_eq!((back.added_blobs, back.dropped_blobs), (e.added_blobs, e.dropped_blobs));
     }
 
     /// A keyspace recorded with a table size above the bound (accepted before there was
@@ -869,6 +1003,13 @@ mod tests {
                         smallest_seq: s1.min(s2),
                         largest_seq: s1.max(s2),
                         num_entries,
+                        blob_refs: (0..num_entries % 3)
+                            .map(|i| BlobRefs {
+                                file: number.wrapping_add(i * 7) % 1000 + i * 1000,
+                                count: 1 + (num_entries >> 8) % 9,
+                                bytes: file_size >> i,
+                            })
+                            .collect(),
                     }
                 },
             )
@@ -944,6 +1085,16 @@ mod tests {
                         dropped_keyspaces: dropped,
                         next_keyspace_id: next,
                         clock_mark: log_number.map(|n| n * 1000),
+                        added_blobs: last_seq
+                            .map(|s| BlobFileMeta {
+                                number: s % 977,
+                                value_bytes: s,
+                                values: s % 13,
+                                file_size: s / 3,
+                            })
+                            .into_iter()
+                            .collect(),
+                        dropped_blobs: next_file_number.into_iter().collect(),
                     }
                 },
             )

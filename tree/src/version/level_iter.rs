@@ -174,6 +174,7 @@ mod tests {
             smallest_seq: 0,
             largest_seq: 0,
             num_entries: entries.len() as u64,
+            blob_refs: Vec::new(),
         };
         let table = Table::open(Arc::new(MemFile::from(bytes)), path.clone(), None).unwrap();
         Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))

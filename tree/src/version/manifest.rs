@@ -86,6 +86,8 @@ pub struct RecoveredManifest {
     pub torn_tail: bool,
     /// For each live table, the offset of the edit that added it (for errors).
     pub added_at: std::collections::HashMap<u64, u64>,
+    /// The live blob files, by number: those added and not dropped.
+    pub blob_files: std::collections::BTreeMap<u64, crate::blob::BlobFileMeta>,
 }
 
 /// The number of the manifest `CURRENT` names.
@@ -120,6 +122,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     let mut added_at = std::collections::HashMap::new();
     // Numbers of the tables live after the edits so far, across keyspaces and levels.
     let mut live = std::collections::HashSet::new();
+    let mut blob_files = std::collections::BTreeMap::new();
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
@@ -210,6 +213,19 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
                 }
             }
         }
+        for b in &edit.added_blobs {
+            if blob_files.insert(b.number, *b).is_some() {
+                return Err(bad(format!(
+                    "edit adds blob file {}, which is already live",
+                    b.number
+                )));
+            }
+        }
+        for number in &edit.dropped_blobs {
+            if blob_files.remove(number).is_none() {
+                return Err(bad(format!("edit drops blob file {number}, which is not live")));
+            }
+        }
         log_number = edit.log_number.or(log_number);
         next_file = edit.next_file_number.or(next_file);
         if let (Some(new), Some(old)) = (edit.last_seq, last_seq) {
@@ -230,7 +246,37 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     let next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
     let max_used =
         keyspaces.values().flat_map(|k| k.levels.iter().flatten()).map(|t| t.number).max();
-    let max_used = max_used.unwrap_or(0);
+    let max_used = max_used.unwrap_or(0).max(blob_files.keys().last().copied().unwrap_or(0));
+    // Every reference a table records names a live blob file, and no file is referenced for
+    // more than it holds: live bytes are derived from these, so they must add up.
+    let mut referenced: std::collections::BTreeMap<u64, u64> = Default::default();
+    for t in keyspaces.values().flat_map(|k| k.levels.iter().flatten()) {
+        for r in &t.blob_refs {
+            if !blob_files.contains_key(&r.file) {
+                return Err(Error::corruption(
+                    &path,
+                    added_at.get(&t.number).copied().unwrap_or(0),
+                    format!(
+                        "table {} references blob file {}, which is not live",
+                        t.number, r.file
+                    ),
+                ));
+            }
+            *referenced.entry(r.file).or_default() += r.bytes;
+        }
+    }
+    if let Some((n, bytes)) =
+        referenced.iter().find(|(n, bytes)| **bytes > blob_files[*n].value_bytes)
+    {
+        return Err(Error::corruption(
+            &path,
+            0,
+            format!(
+                "tables reference {bytes} bytes of blob file {n}, which holds {}",
+                blob_files[n].value_bytes
+            ),
+        ));
+    }
     if max_used >= next_file_number || manifest_number >= next_file_number {
         return Err(Error::corruption(&path, 0, "a file number is not below the next file number"));
     }
@@ -305,6 +351,7 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         valid_len: len - reader.dropped_tail_bytes(),
         torn_tail: reader.dropped_tail_bytes() > 0,
         added_at,
+        blob_files,
     })
 }
 

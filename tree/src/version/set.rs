@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::blob::{BlobFile, BlobFiles};
 use crate::filename::manifest_path;
 use crate::filter::Filter;
 use crate::fs::{Deleter, FileSystem};
@@ -41,6 +42,9 @@ pub struct TableFile {
     pub meta: TableMeta,
     /// The open table.
     pub table: Arc<Table>,
+    /// The blob files its references name (those `meta.blob_refs` lists): held, so that
+    /// whoever can reach the table can read its values.
+    pub blobs: Vec<Arc<BlobFile>>,
     path: PathBuf,
     deleter: Arc<Deleter>,
     obsolete: AtomicBool,
@@ -48,7 +52,14 @@ pub struct TableFile {
 
 impl TableFile {
     pub fn new(meta: TableMeta, table: Arc<Table>, path: PathBuf, deleter: Arc<Deleter>) -> Self {
-        TableFile { meta, table, path, deleter, obsolete: AtomicBool::new(false) }
+        let obsolete = AtomicBool::new(false);
+        TableFile { meta, table, blobs: Vec::new(), path, deleter, obsolete }
+    }
+
+    /// The same table, holding `blobs`, the blob files its references name.
+    pub fn with_blobs(mut self, blobs: Vec<Arc<BlobFile>>) -> Self {
+        self.blobs = blobs;
+        self
     }
 
     /// The table's expiring entries as its properties record them: (oldest expiry, newest
@@ -118,6 +129,8 @@ pub struct Version {
     /// searches. A tree filled over time has its tables on the last level or two, and
     /// skipping the empty ones spares each lookup a fence search's set-up per level.
     pub sorted_in_use: Vec<usize>,
+    /// The blob files the tables reference, for reads to resolve references with.
+    pub blobs: BlobFiles,
 }
 
 impl Version {
@@ -144,7 +157,14 @@ impl Version {
             levels.iter().flatten().flat_map(|t| t.table.range_tombstones()),
         ));
         let sorted_in_use = (1..levels.len()).filter(|&l| !levels[l].is_empty()).collect();
-        Version { levels, fences, upper_bounds, filters, range_dels, sorted_in_use }
+        let blobs = levels
+            .iter()
+            .flatten()
+            .flat_map(|t| &t.blobs)
+            .map(|b| (b.meta.number, b.clone()))
+            .collect();
+        let blobs = BlobFiles(Arc::new(blobs));
+        Version { levels, fences, upper_bounds, filters, range_dels, sorted_in_use, blobs }
     }
 
     /// True if `edit` changes the tables of keyspace `keyspace`, whose version this is.
@@ -196,6 +216,20 @@ impl Version {
             .filter(|t| t.largest_user_key() >= smallest && t.smallest_user_key() <= largest)
             .cloned()
             .collect()
+    }
+
+    /// Live bytes per blob file: the values the tables reference, summed from their
+    /// manifest records (`TableMeta::blob_refs`), so exact.
+    pub fn blob_live_bytes(&self) -> std::collections::BTreeMap<u64, (u64, u64)> {
+        let mut live = std::collections::BTreeMap::new();
+        for (_, t) in self.all_tables() {
+            for r in &t.meta.blob_refs {
+                let e: &mut (u64, u64) = live.entry(r.file).or_default();
+                e.0 += r.count;
+                e.1 += r.bytes;
+            }
+        }
+        live
     }
 
     /// Every live table.
@@ -351,6 +385,7 @@ impl VersionSet {
             for (level, t) in version.all_tables() {
                 edit.added.push((level, t.meta.clone()));
             }
+            edit.added_blobs.extend(version.blobs.0.values().map(|b| b.meta));
         }
         self.fill(&mut edit);
         let fs = self.fs.as_ref();

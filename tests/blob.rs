@@ -1,0 +1,409 @@
+//! Large values in blob files (`KeyspaceOptions::blob_threshold`): every read path resolves
+//! references against a model, compaction carries them, the manifest's accounting survives
+//! reopens, and a blob file goes only once nothing can reach it; merges, expiry, compaction
+//! filters, range deletes, dropped keyspaces and checkpoints see the real values.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bloomkv::{
+    Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, ManualClock, Options,
+    WriteBatch,
+};
+
+mod common;
+
+use common::files::files_ending;
+
+/// Values of at least this many bytes go to blob files in these tests.
+const THRESHOLD: usize = 1000;
+
+fn opts() -> Options {
+    Options::new()
+        .blob_threshold(Some(THRESHOLD))
+        .memtable_bytes(256 << 10)
+        .target_table_bytes(64 << 10)
+        .level_base_bytes(256 << 10)
+}
+
+fn blob_files(dir: &Path) -> Vec<PathBuf> {
+    files_ending(dir, "blob")
+}
+
+/// A value of `len` bytes, different for each `(seed, len)`.
+fn value(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A small deterministic generator (xorshift), so a failure replays.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Every read path agrees with the model: get, multi_get, forward and backward scans, a
+/// cursor paging both ways, and a transaction's reads.
+fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, probe: &[Vec<u8>]) {
+    for k in probe {
+        assert_eq!(db.get(k).unwrap().map(|v| v.to_vec()), model.get(k).cloned(), "get {k:?}");
+    }
+    let got = db.multi_get(probe).unwrap();
+    for (k, v) in probe.iter().zip(got) {
+        assert_eq!(v.map(|v| v.to_vec()), model.get(k).cloned(), "multi_get {k:?}");
+    }
+    let fwd: Vec<(Vec<u8>, Vec<u8>)> =
+        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(fwd, want, "forward scan");
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range(..)
+        .rev()
+        .map(|r| r.map(|(k, v)| (k, v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    back.reverse();
+    assert_eq!(back, want, "backward scan");
+    let mut c = db.cursor(..);
+    c.seek_to_last().unwrap();
+    let mut n = 0;
+    while let (Some(k), Some(v)) = (c.key(), c.value()) {
+        assert_eq!(Some(&v.to_vec()), model.get(&k.to_vec()), "cursor at {k:?}");
+        c.prev().unwrap();
+        n += 1;
+    }
+    assert_eq!(n, model.len());
+    let t = db.transaction();
+    for k in probe.iter().take(40) {
+        assert_eq!(t.get(k).unwrap().map(|v| v.to_vec()), model.get(k).cloned());
+    }
+}
+
+#[test]
+fn reads_match_a_model_across_flushes_compactions_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Db::open(dir.path(), opts()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut rng = Rng(0x5eed);
+    let key = |i: u64| format!("key{i:04}").into_bytes();
+    let probe: Vec<Vec<u8>> = (0..120).map(key).collect();
+    for round in 0..12 {
+        for _ in 0..150 {
+            let k = key(rng.below(120));
+            match rng.below(10) {
+                0 | 1 => {
+                    db.delete(&k).unwrap();
+                    model.remove(&k);
+                }
+                2 => {
+                    let start = key(rng.below(120));
+                    let end = key(rng.below(120));
+                    if start < end {
+                        db.delete_range(start.clone()..end.clone()).unwrap();
+                        let doomed: Vec<_> =
+                            model.range(start..end).map(|(k, _)| k.clone()).collect();
+                        doomed.iter().for_each(|k| {
+                            model.remove(k);
+                        });
+                    }
+                }
+                r => {
+                    // Small, at the threshold, and large enough to cross 32 KiB pages.
+                    let len = match r % 4 {
+                        0 => 20,
+                        1 => THRESHOLD,
+                        2 => 3000 + rng.below(3000) as usize,
+                        _ => 33_000 + rng.below(40_000) as usize,
+                    };
+                    let v = value(rng.next(), len);
+                    db.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+        }
+        match round % 4 {
+            0 => db.flush().unwrap(),
+            1 => db.compact().unwrap(),
+            2 => {
+                db.close().unwrap();
+                db = Db::open(dir.path(), opts()).unwrap();
+            }
+            _ => {}
+        }
+        check(&db, &model, &probe);
+    }
+    db.flush().unwrap();
+    assert!(!blob_files(dir.path()).is_empty(), "large values went to blob files");
+    db.compact().unwrap();
+    check(&db, &model, &probe);
+    // What the manifest records adds up after a reopen, and the files check out.
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, &model, &probe);
+    drop(db);
+    let report = bloomkv::check::database(Arc::new(bloomkv::fs::StdFs), dir.path());
+    assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);
+}
+
+#[test]
+fn small_values_and_thresholds_off_write_no_blob_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::new()).unwrap();
+    db.put("big", value(1, 50_000)).unwrap();
+    db.flush().unwrap();
+    assert!(blob_files(dir.path()).is_empty());
+    drop(db);
+    // Turned on at a reopen: the next table written separates, the old one stays readable.
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put("small", "tiny").unwrap();
+    db.flush().unwrap();
+    assert!(blob_files(dir.path()).is_empty());
+    db.compact().unwrap();
+    assert_eq!(blob_files(dir.path()).len(), 1, "compaction separated the inline value");
+    assert_eq!(db.get("big").unwrap().unwrap(), value(1, 50_000));
+    drop(db);
+    let refused = Db::open(dir.path(), Options::new().blob_threshold(Some(0)));
+    assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{:?}", refused.map(|_| ()));
+}
+
+#[test]
+fn a_blob_file_outlives_the_compaction_dropping_it_while_a_snapshot_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put("k", value(7, 20_000)).unwrap();
+    db.flush().unwrap();
+    let first = blob_files(dir.path());
+    assert_eq!(first.len(), 1);
+    let snap = db.snapshot();
+    db.put("k", "small now").unwrap();
+    db.flush().unwrap();
+    // The compaction drops the only reference to the first blob file.
+    db.compact().unwrap();
+    assert!(first[0].exists(), "a snapshot can still reach it");
+    assert_eq!(snap.get("k").unwrap().unwrap(), value(7, 20_000));
+    assert_eq!(db.get("k").unwrap().unwrap(), "small now");
+    drop(snap);
+    // The next manual compaction waits for the removals queued.
+    db.compact().unwrap();
+    assert!(!first[0].exists(), "no version or snapshot reaches it any more");
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap(), "small now");
+}
+
+#[test]
+fn merge_operands_combine_with_a_separated_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts().merge_operator(Arc::new(Append::new(",")))).unwrap();
+    let base = value(3, 5000);
+    db.put("k", &base).unwrap();
+    db.flush().unwrap();
+    assert_eq!(blob_files(dir.path()).len(), 1);
+    db.merge("k", "+tail").unwrap();
+    let want = [&base[..], b",+tail"].concat();
+    let got = db.get("k").unwrap().unwrap();
+    assert_eq!(got, want);
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(db.get("k").unwrap().unwrap(), got);
+    let scanned: Vec<_> = db.range(..).map(|r| r.unwrap().1).collect();
+    assert_eq!(scanned, vec![got]);
+}
+
+#[test]
+fn an_expired_blob_value_reads_as_absent_before_and_after_compaction() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts().clock(clock.clone())).unwrap();
+    db.put_with_ttl("t", value(5, 8000), Duration::from_secs(10)).unwrap();
+    db.put("keep", value(6, 8000)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get("t").unwrap().unwrap(), value(5, 8000));
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(db.get("t").unwrap(), None);
+    assert_eq!(db.multi_get(["t", "keep"]).unwrap()[0], None);
+    assert_eq!(db.range(..).count(), 1);
+    assert_eq!(db.range(..).rev().count(), 1);
+    db.compact().unwrap();
+    assert_eq!(db.get("t").unwrap(), None);
+    assert_eq!(db.get("keep").unwrap().unwrap(), value(6, 8000));
+}
+
+/// Records the values it is shown; changes values starting with `c`, removes those
+/// starting with `r`.
+#[derive(Default)]
+struct Seen(Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+impl CompactionFilter for Seen {
+    fn filter(&self, _level: usize, key: &[u8], value: &[u8]) -> Decision {
+        self.0.lock().unwrap().push((key.to_vec(), value.to_vec()));
+        match value.first() {
+            Some(b'c') => Decision::ChangeValue([b"C", &value[1..]].concat()),
+            Some(b'r') => Decision::Remove,
+            _ => Decision::Keep,
+        }
+    }
+    fn name(&self) -> &str {
+        "seen"
+    }
+}
+
+#[test]
+fn a_compaction_filter_sees_the_value_not_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Seen::default());
+    let db = Db::open(dir.path(), opts().compaction_filter(seen.clone())).unwrap();
+    let big = |first: u8| [&[first][..], &value(9, 6000)].concat();
+    db.put("change", big(b'c')).unwrap();
+    db.put("keep", big(b'k')).unwrap();
+    db.put("remove", big(b'r')).unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let shown = seen.0.lock().unwrap().clone();
+    assert_eq!(shown.len(), 3);
+    for (k, v) in &shown {
+        assert_eq!(v.len(), 6001, "{k:?} was shown its value");
+        assert_eq!(&v[1..], &value(9, 6000)[..]);
+    }
+    assert_eq!(db.get("change").unwrap().unwrap(), big(b'C'));
+    assert_eq!(db.get("keep").unwrap().unwrap(), big(b'k'));
+    assert_eq!(db.get("remove").unwrap(), None);
+    drop(db);
+    let db = Db::open(dir.path(), opts().compaction_filter(seen)).unwrap();
+    assert_eq!(db.get("change").unwrap().unwrap(), big(b'C'));
+}
+
+#[test]
+fn delete_range_hides_separated_values_and_compaction_drops_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for i in 0..20u64 {
+        db.put(format!("k{i:02}"), value(i, 4000)).unwrap();
+    }
+    db.flush().unwrap();
+    let before = blob_files(dir.path());
+    assert_eq!(before.len(), 1);
+    db.delete_range("k00".."k20").unwrap();
+    assert_eq!(db.get("k05").unwrap(), None);
+    assert_eq!(db.range(..).count(), 0);
+    db.put("other", "x").unwrap();
+    db.compact().unwrap();
+    assert!(blob_files(dir.path()).is_empty(), "nothing references the file");
+    assert_eq!(db.get("other").unwrap().unwrap(), "x");
+}
+
+#[test]
+fn dropping_a_keyspace_removes_its_blob_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let ks_opts = || KeyspaceOptions::new().blob_threshold(Some(THRESHOLD));
+    let images = db.keyspace("images", ks_opts()).unwrap();
+    images.put("a", value(1, 9000)).unwrap();
+    db.put("main", value(2, 9000)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(blob_files(dir.path()).len(), 2);
+    assert_eq!(images.get("a").unwrap().unwrap(), value(1, 9000));
+    drop(images);
+    db.drop_keyspace("images").unwrap();
+    db.compact().unwrap();
+    assert_eq!(blob_files(dir.path()).len(), 1);
+    assert_eq!(db.get("main").unwrap().unwrap(), value(2, 9000));
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get("main").unwrap().unwrap(), value(2, 9000));
+}
+
+#[cfg(unix)]
+#[test]
+fn checkpoints_link_blob_files() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put("flushed", value(1, 7000)).unwrap();
+    db.flush().unwrap();
+    db.put("in memtable", value(2, 7000)).unwrap();
+    let copy = dir
+        .path()
+        .join("..")
+        .join(format!("{}-copy", dir.path().file_name().unwrap().to_string_lossy()));
+    db.checkpoint(&copy).unwrap();
+    let ours = blob_files(dir.path());
+    let theirs = blob_files(&copy);
+    assert_eq!(ours.len(), 1);
+    assert_eq!(theirs.len(), 1);
+    let (a, b) = (std::fs::metadata(&ours[0]).unwrap(), std::fs::metadata(&theirs[0]).unwrap());
+    assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "a hard link, not a copy");
+    let c = Db::open(&copy, opts()).unwrap();
+    assert_eq!(c.get("flushed").unwrap().unwrap(), value(1, 7000));
+    assert_eq!(c.get("in memtable").unwrap().unwrap(), value(2, 7000));
+    drop(c);
+    let _ = std::fs::remove_dir_all(&copy);
+}
+
+#[test]
+fn transactions_and_batches_read_and_write_separated_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put("a", value(1, 3000));
+    b.put("b", "small");
+    db.write(&b, &Default::default()).unwrap();
+    db.flush().unwrap();
+    let mut t = db.transaction();
+    assert_eq!(t.get("a").unwrap().unwrap(), value(1, 3000));
+    let seen: Vec<_> = t.range(..).map(|r| r.unwrap().0).collect();
+    assert_eq!(seen, vec![b"a".to_vec(), b"b".to_vec()]);
+    t.put("a", value(2, 3000)).unwrap();
+    t.commit().unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(db.get("a").unwrap().unwrap(), value(2, 3000));
+}
+
+#[test]
+fn a_damaged_blob_file_is_corruption_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.put("k", value(4, 10_000)).unwrap();
+    db.flush().unwrap();
+    let blob = blob_files(dir.path()).remove(0);
+    drop(db);
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0xff;
+    std::fs::write(&blob, &bytes).unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for e in [
+        db.get("k").unwrap_err(),
+        db.multi_get(["k"]).unwrap_err(),
+        db.range(..).next().unwrap().unwrap_err(),
+    ] {
+        match e {
+            Error::Corruption { file, .. } => assert_eq!(file, blob),
+            other => panic!("expected corruption, got {other}"),
+        }
+    }
+    drop(db);
+    // A missing blob file stops the open, naming it.
+    std::fs::remove_file(&blob).unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, blob),
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+}
