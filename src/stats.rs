@@ -346,6 +346,39 @@ pub struct Stats {
     /// Each live keyspace's part of the figures above, the default keyspace first, then in
     /// creation order.
     pub keyspaces: Vec<KeyspaceStats>,
+    /// Every live blob file (see `KeyspaceOptions::blob_threshold`), by number.
+    pub blob_files: Vec<BlobFileStats>,
+    /// Bytes of values in blob files that tables of the current version reference.
+    pub blob_live_bytes: u64,
+    /// Bytes of values in blob files that no table of the current version references.
+    pub blob_garbage_bytes: u64,
+    /// The live blob files' sizes on disk (values, keys and framing).
+    pub blob_file_bytes: u64,
+}
+
+/// One live blob file, in [`Stats::blob_files`]: what it holds and how much of it the
+/// current version's tables still reference. Exact: live bytes are the sum of the tables'
+/// recorded references, garbage the rest of what the file was written with.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct BlobFileStats {
+    /// Its file number (`NNNNNN.blob`).
+    pub number: u64,
+    /// The keyspace whose tables reference it.
+    pub keyspace: String,
+    /// Values written into it.
+    pub values: u64,
+    /// Bytes of the values written into it.
+    pub value_bytes: u64,
+    /// References to it from the current version's tables.
+    pub live_values: u64,
+    /// Bytes of the values those references name.
+    pub live_bytes: u64,
+    /// Bytes of its values no current table references: `value_bytes - live_bytes`.
+    pub garbage_bytes: u64,
+    /// Its size on disk.
+    pub file_size: u64,
 }
 
 /// One keyspace's shape and background work, in [`Stats::keyspaces`]. Over all keyspaces,

@@ -107,6 +107,27 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
         .map(|f| f.size())
         .sum();
+    for tree in &state.trees {
+        let live = tree.version.blob_live_bytes();
+        for (number, b) in tree.version.blobs.0.iter() {
+            let (live_values, live_bytes) = live.get(number).copied().unwrap_or_default();
+            let garbage_bytes = b.meta.value_bytes.saturating_sub(live_bytes);
+            s.blob_live_bytes += live_bytes;
+            s.blob_garbage_bytes += garbage_bytes;
+            s.blob_file_bytes += b.meta.file_size;
+            s.blob_files.push(crate::stats::BlobFileStats {
+                number: *number,
+                keyspace: tree.name.to_string(),
+                values: b.meta.values,
+                value_bytes: b.meta.value_bytes,
+                live_values,
+                live_bytes,
+                garbage_bytes,
+                file_size: b.meta.file_size,
+            });
+        }
+    }
+    s.blob_files.sort_by_key(|b| b.number);
     s.keyspaces = keyspaces;
     s
 }
