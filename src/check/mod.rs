@@ -152,6 +152,41 @@ pub fn wal_file(fs: &dyn FileSystem, path: &Path) -> Report {
     r
 }
 
+/// Checks one blob file: its header, and every value record's framing and checksums. A
+/// blob file is written whole and synced before a manifest names it, so a torn tail is
+/// damage too.
+pub fn blob_file(fs: &dyn FileSystem, path: &Path) -> Report {
+    let mut r = Report::default();
+    guarded(&mut r, path, |r| {
+        let data = match fs.read_all(path) {
+            Ok(d) => d,
+            Err(e) => return r.error(path, e),
+        };
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let number = match crate::filename::parse(name) {
+            Some(crate::filename::FileKind::Blob(n)) => Some(n),
+            _ => None,
+        };
+        let mut records = match crate::blob::BlobRecords::new(path, data, number) {
+            Ok(records) => records,
+            Err(e) => return r.error(path, e),
+        };
+        loop {
+            match records.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(e) => return r.error(path, e),
+            }
+        }
+        if records.dropped_tail_bytes() > 0 {
+            let what =
+                format!("{} bytes at the end are a torn record", records.dropped_tail_bytes());
+            r.problem(path, None, what);
+        }
+    });
+    r
+}
+
 /// Checks one manifest file.
 pub fn manifest_file(fs: &dyn FileSystem, path: &Path) -> Report {
     let mut r = Report::default();

@@ -394,7 +394,9 @@ pub fn not_a_db_dir(path: &Path) -> Error {
             "{shown} is a table file, not a database directory; `bloomkv inspect {shown}` \
              shows what it holds, `bloomkv dump {shown}` its entries"
         ),
-        Ok(crate::kind::Target::Wal | crate::kind::Target::Manifest) => format!(
+        Ok(
+            crate::kind::Target::Wal | crate::kind::Target::Manifest | crate::kind::Target::Blob,
+        ) => format!(
             "{shown} is a database file, not a database directory; `bloomkv dump {shown}` \
              lists what it holds"
         ),

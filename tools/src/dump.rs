@@ -28,7 +28,7 @@ use bloomkv_tree::key::ValueKind;
 use serde::Serialize;
 
 use crate::common::{self, Bytes, KeyRange, RangeArgs};
-use crate::kind::{self, database, manifest, table, wal, Target};
+use crate::kind::{self, blob, database, manifest, table, wal, Target};
 
 /// Options of `dump`.
 #[derive(clap::Args)]
@@ -250,6 +250,7 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
         Target::Table => table::dump(&mut sink, &args.path, None).map(|_| ()),
         Target::Wal => wal::dump(&mut sink, &args.path, None).map(|_| ()),
         Target::Manifest => manifest::dump(&mut sink, &args.path),
+        Target::Blob => blob::dump(&mut sink, &args.path).map(|_| ()),
         Target::Db if args.internal => database::dump_internal(&mut sink, &args.path),
         Target::Db => database::dump(&mut sink, &args.path, &args.keyspace),
     };

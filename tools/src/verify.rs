@@ -17,7 +17,7 @@ use bloomkv::check::{self, Status};
 use serde::Serialize;
 
 use crate::common;
-use crate::kind::{self, database, manifest, table, wal, Target};
+use crate::kind::{self, blob, database, manifest, table, wal, Target};
 
 /// Options of `verify`.
 #[derive(clap::Args)]
@@ -79,6 +79,7 @@ fn verify(path: &Path, target: Target) -> Report {
         Target::Table => table::verify(path),
         Target::Wal => wal::verify(path),
         Target::Manifest => manifest::verify(path),
+        Target::Blob => blob::verify(path),
         Target::Db => database::verify(path),
     };
     let (status, exit_code) = match r.status() {

@@ -6,6 +6,7 @@
 //! The commands that work only on a database and take a key (`trace`, `get`, `scan`, `put`,
 //! `delete`) stay in their own files: they never dispatch on a kind.
 
+pub mod blob;
 pub mod database;
 pub mod manifest;
 pub mod table;
@@ -29,6 +30,8 @@ pub enum Target {
     Wal,
     /// A manifest.
     Manifest,
+    /// A blob file.
+    Blob,
 }
 
 impl Target {
@@ -38,6 +41,7 @@ impl Target {
             Target::Table => "table",
             Target::Wal => "wal",
             Target::Manifest => "manifest",
+            Target::Blob => "blob",
             Target::Db => "db",
         }
     }
@@ -56,6 +60,7 @@ pub fn classify(path: &Path) -> Result<Target> {
         Some(FileKind::Table(_)) => return Ok(Target::Table),
         Some(FileKind::Wal(_)) => return Ok(Target::Wal),
         Some(FileKind::Manifest(_)) => return Ok(Target::Manifest),
+        Some(FileKind::Blob(_)) => return Ok(Target::Blob),
         _ => {}
     }
     if name.ends_with(".sst") {
@@ -67,12 +72,15 @@ pub fn classify(path: &Path) -> Result<Target> {
     if name.starts_with("MANIFEST") {
         return Ok(Target::Manifest);
     }
+    if name.ends_with(".blob") {
+        return Ok(Target::Blob);
+    }
     if has_table_magic(path) {
         return Ok(Target::Table);
     }
     Err(Error::InvalidArgument(format!(
         "cannot tell what {} is: expected a database directory, a table (*.sst or ending in the \
-         table magic), a WAL segment (*.log) or a manifest (MANIFEST-*)",
+         table magic), a WAL segment (*.log), a manifest (MANIFEST-*) or a blob file (*.blob)",
         path.display()
     )))
 }
