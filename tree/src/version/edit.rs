@@ -1084,7 +1084,7 @@ mod tests {
                         keyspaces,
                         dropped_keyspaces: dropped,
                         next_keyspace_id: next,
-                        clock_mark: log_number.map(|n| n * 1000),
+                        clock_mark: log_number.map(|n| n.wrapping_mul(1000)),
                         added_blobs: last_seq
                             .map(|s| BlobFileMeta {
                                 number: s % 977,
