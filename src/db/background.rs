@@ -144,7 +144,11 @@ fn record_clock_mark(inner: &DbInner) -> Result<()> {
     if !versions.clock_mark_moved() {
         return Ok(());
     }
-    versions.log_and_apply(&mut crate::version::edit::VersionEdit::default())
+    let mut edit = crate::version::edit::VersionEdit::default();
+    let state = inner.state.load();
+    let applied =
+        versions.apply(&mut edit, state.trees.iter().map(|t| (t.id, &*t.version)), &[])?;
+    versions.log(&edit, &applied)
 }
 
 impl DbInner {

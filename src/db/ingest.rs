@@ -25,7 +25,7 @@
 //! after it places the whole ingest at one point of the history, as one atomic batch would be.
 //!
 //! Why every version of an ingested key lands on the right side of it, the reads consulting
-//! memtables, then L0 in descending sequence order (`Version::apply`), then the sorted levels:
+//! memtables, then L0 in descending sequence order (`builder::lookup_order`), then the sorted levels:
 //! - Writes before `N` are in tables by step 4, so no memtable holds them at the install, and
 //!   writes after `N` are newer: the memtables may hold them, above the ingest.
 //! - No compaction starts from step 2 to the install, so whatever writes after `N` were

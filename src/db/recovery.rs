@@ -128,7 +128,7 @@ fn load(
     let lookup = |n: u64| blobs.get(&n).cloned();
     let mut keyspaces = Vec::with_capacity(recovered.len());
     for k in recovered {
-        let mut version = Version::empty();
+        let mut levels = vec![Vec::new(); NUM_LEVELS];
         for (level, tables) in k.levels.into_iter().enumerate() {
             for meta in tables {
                 let number = meta.number;
@@ -146,11 +146,10 @@ fn load(
                         _ => e,
                     }
                 })?;
-                version.levels[level].push(table);
+                levels[level].push(table);
             }
         }
-        // Sorts the levels.
-        let version = version.apply(&VersionEdit::default(), k.def.id, &[]);
+        let version = Version::new(levels);
         let mut def = k.def;
         if def.id == DEFAULT_KEYSPACE {
             let given = opts.keyspace_options();
@@ -511,8 +510,12 @@ fn recover(
         loaded;
     let mut versions = VersionSet::new(dir, fs.clone(), next_file, log_number, last_seq);
     versions.record_clock_mark(clock.clone());
+    versions.set_keyspaces(keyspaces.iter().map(|k| k.def.clone()).collect(), next_keyspace_id);
     let new_wal = versions.new_file_number();
-    for k in &mut keyspaces {
+    // The replayed writes' tables, one L0 table per keyspace with any, as one edit.
+    let mut flushed = VersionEdit::default();
+    let mut opened = Vec::new();
+    for k in &keyspaces {
         let mem = &k.mem;
         if mem.is_empty() {
             continue;
@@ -549,14 +552,21 @@ fn recover(
                 let lookup = super::table_files::blobs_in([&k.version], &new_blobs);
                 open_table(&fs, dir, caches, meta.clone(), &lookup)?
             };
-            let edit = VersionEdit { added: vec![(0, meta)], ..VersionEdit::default() };
-            k.version = k.version.apply(&edit, id, &[t]);
+            opened.push(t);
+            flushed.added.push((0, meta));
         }
     }
-    // The new manifest records every keyspace and table, including those just written, and
-    // a log number that retires every replayed segment.
+    // Applied like any edit, though never logged on its own: the new manifest records every
+    // keyspace and table, including those just written, and a log number that retires every
+    // replayed segment.
+    let tables = keyspaces.iter().map(|k| (k.def.id, &k.version));
+    let applied = versions.apply(&mut flushed, tables, &opened)?;
+    for k in &mut keyspaces {
+        if let Some(built) = applied.keyspace(k.def.id).filter(|_| applied.changed(k.def.id)) {
+            k.version = Version::new(built.levels.clone());
+        }
+    }
     versions.set_log_number(new_wal);
-    versions.set_keyspaces(keyspaces.iter().map(|k| k.def.clone()).collect(), next_keyspace_id);
     versions.write_snapshot(keyspaces.iter().map(|k| &k.version))?;
     let wal_writer =
         super::wal::start_wal_segment(fs.create(&wal_path(dir, new_wal))?, last_seq + 1)?;

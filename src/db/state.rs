@@ -83,7 +83,8 @@ impl DbInner {
     /// tree. `opened` holds the readers of the tables the edit adds (to any keyspace);
     /// `flushed` is the WAL number of the immutable memtables the edit makes redundant,
     /// dropped from every keyspace in the same state swap, so a reader sees their writes in
-    /// exactly one of the two. Tables the edit deletes are marked obsolete: their files go
+    /// exactly one of the two. An edit the next open would refuse is refused, with nothing
+    /// written or changed. Tables the edit deletes are marked obsolete: their files go
     /// when the last version, snapshot or iterator using them does. (Recovery builds its first
     /// versions before the engine exists and records them in a new manifest's snapshot
     /// instead.)
@@ -98,7 +99,12 @@ impl DbInner {
         let _g = lock(&self.state_lock);
         let cur = self.state.load();
         edit.dropped_blobs = unreferenced_blobs(&cur, edit);
-        if let Err(e) = lock(&self.versions).log_and_apply(edit) {
+        let mut versions = lock(&self.versions);
+        let tables = cur.trees.iter().map(|t| (t.id, &*t.version));
+        // Refused (an edit the next open would refuse): nothing was written, and the state
+        // stays as it was.
+        let applied = versions.apply(edit, tables, opened)?;
+        if let Err(e) = versions.log(edit, &applied) {
             // Whether the edit reached the disk is unknown, and the manifest refuses further
             // edits: whatever asked for this one (a flush, a compaction, an ingest, a
             // keyspace's creation or drop) fails, and so does every write after it, until
@@ -107,6 +113,7 @@ impl DbInner {
             self.set_bg_error(e.clone());
             return Err(e);
         }
+        drop(versions);
         // A reader loads the state before the sequence number and relies on every table in
         // it holding nothing newer (DESIGN.md, "Reading at a sequence number"), so the edit's
         // last sequence is visible before its tables are. Flushes and compactions only hold
@@ -122,15 +129,8 @@ impl DbInner {
             Some(wal) => self.history_from(&cur, wal).max(oldest_live),
             None => oldest_live,
         };
-        // A table deleted from one level and added to another is moved, not obsolete.
-        let moved = |number: &u64| edit.added.iter().any(|(_, m)| m.number == *number);
-        for (level, number) in edit.deleted.iter().filter(|(_, n)| !moved(n)) {
-            for tree in &cur.trees {
-                let tables = &tree.version.levels[*level];
-                if let Some(f) = tables.iter().find(|f| f.meta.number == *number) {
-                    f.mark_obsolete();
-                }
-            }
+        for t in applied.retired() {
+            t.mark_obsolete();
         }
         // They go when the last table holding them does, in whatever version or view.
         for number in &edit.dropped_blobs {
@@ -138,12 +138,16 @@ impl DbInner {
                 b.mark_obsolete();
             }
         }
+        let version_of = |id| {
+            let levels = applied.keyspace(id).map(|k| k.levels.clone());
+            Arc::new(levels.map_or_else(Version::empty, Version::new))
+        };
         let mut trees = Vec::with_capacity(cur.trees.len() + edit.keyspaces.len());
         for tree in &cur.trees {
-            if edit.dropped_keyspaces.contains(&tree.id) {
+            if applied.keyspace(tree.id).is_none() {
                 continue;
             }
-            let touched = tree.version.touched_by(edit, tree.id);
+            let touched = applied.changed(tree.id);
             let redefined = edit.keyspaces.iter().find(|d| d.id == tree.id);
             // The last transaction that needed the oldest flushed memtables may have ended.
             let released = tree.history.last().is_some_and(|m| m.wal_number < history_from);
@@ -153,7 +157,7 @@ impl DbInner {
             }
             let mut t = Tree::clone(tree);
             if touched {
-                t.version = Arc::new(t.version.apply(edit, t.id, opened));
+                t.version = version_of(t.id);
             }
             let gone = flushed.and_then(|wal| {
                 let at = t.imm.iter().position(|m| m.wal_number == wal)?;
@@ -181,7 +185,7 @@ impl DbInner {
                     mem: empty(&cur.default_tree().mem),
                     imm: cur.default_tree().imm.iter().map(empty).collect(),
                     history: Vec::new(),
-                    version: Arc::new(Version::empty()),
+                    version: version_of(def.id),
                 }));
             }
         }

@@ -49,6 +49,7 @@ use bloomkv_tree::key::{self, ValueKind};
 use bloomkv_tree::options::KeyspaceOptions;
 use bloomkv_tree::table::{Table, TableBuilder, TableOptions};
 use bloomkv_tree::tree::Tree;
+use bloomkv_tree::version::builder::VersionBuilder;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
 use script::{parse, render};
@@ -172,7 +173,10 @@ impl Script {
             edit.added.push((level, t.meta.clone()));
             opened.push(t);
         }
-        let version = Version::empty().apply(&edit, 0, &opened);
+        let mut built = VersionBuilder::new();
+        let open = |m: &TableMeta| opened.iter().find(|t| t.meta.number == m.number).cloned();
+        built.apply(&edit, open).expect("a tree the manifest could record");
+        let version = Version::new(built.keyspace(0).unwrap().levels.clone());
         let tree = Arc::new(Tree { opts, version: Arc::new(version), ..Tree::empty() });
         let out = show_levels(&tree.version);
         self.tree = Some((tree, policy));

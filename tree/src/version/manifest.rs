@@ -1,5 +1,6 @@
 //! The manifest on disk: reading it back on open (`CURRENT` → `MANIFEST-n` → the replayed
-//! edits, checked for consistency) and starting a new one. Appending edits to the live
+//! edits, each applied by `super::builder`, then the whole checked for consistency) and
+//! starting a new one. Appending edits to the live
 //! manifest is [`super::set::VersionSet`]'s job; the record framing is `crate::log`'s and
 //! the edit encoding `super::edit`'s (both described in docs/format/).
 
@@ -9,19 +10,15 @@ use crate::filename::{self, current_path, manifest_path};
 use crate::fs::FileSystem;
 use crate::key::{self, SeqNo};
 use crate::log::{LogReader, LogWriter};
-use crate::version::edit::{KeyspaceDef, KeyspaceId, TableMeta, VersionEdit, DEFAULT_KEYSPACE};
-use crate::version::set::{default_keyspace_def, l0_newest_first, NUM_LEVELS};
+use crate::version::builder::{Counters, Keyspace, VersionBuilder};
+use crate::version::edit::{KeyspaceId, TableMeta, VersionEdit};
+use crate::version::set::l0_newest_first;
 use crate::{Error, Result};
 
-/// One keyspace as recovery found it in the manifest.
-#[derive(Debug)]
-pub struct RecoveredKeyspace {
-    /// Its id, name and options (the default keyspace's are placeholders: it takes its
-    /// options from `Options` at each open).
-    pub def: KeyspaceDef,
-    /// Its tables, per level.
-    pub levels: Vec<Vec<TableMeta>>,
-}
+/// One keyspace as recovery found it in the manifest: its definition (the default
+/// keyspace's are placeholders: it takes its options from `Options` at each open) and its
+/// tables, per level.
+pub type RecoveredKeyspace = Keyspace<TableMeta>;
 
 /// Two L0 tables, in L0's order ([`l0_newest_first`]), that overlap by user key while the
 /// first does not hold only entries newer than the other's. Lookups ask L0 tables in that
@@ -112,133 +109,26 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
     let data = fs.read_all(&path)?;
     let len = data.len() as u64;
     let mut reader = LogReader::new(path.clone(), data);
-    let mut keyspaces: std::collections::BTreeMap<KeyspaceId, RecoveredKeyspace> =
-        std::collections::BTreeMap::new();
-    keyspaces.insert(DEFAULT_KEYSPACE, RecoveredKeyspace::new(default_keyspace_def()));
-    let mut next_keyspace_id: KeyspaceId = 1;
-    let (mut log_number, mut next_file, mut last_seq) = (None, None, None);
-    let mut clock_mark = 0;
+    let mut builder = VersionBuilder::<TableMeta>::new();
     let mut records = 0;
     let mut added_at = std::collections::HashMap::new();
-    // Numbers of the tables live after the edits so far, across keyspaces and levels.
-    let mut live = std::collections::HashSet::new();
-    let mut blob_files = std::collections::BTreeMap::new();
     while let Some(record) = reader.next_record()? {
         let offset = reader.last_record_offset();
         let edit = VersionEdit::decode(&record).map_err(|e| e.in_file(&path, offset))?;
         records += 1;
-        // The edit format allows more levels than the engine has.
-        if let Some(&level) = edit
-            .deleted
-            .iter()
-            .map(|(l, _)| l)
-            .chain(edit.added.iter().map(|(l, _)| l))
-            .find(|&&l| l >= NUM_LEVELS)
-        {
-            return Err(Error::corruption(
-                &path,
-                offset,
-                format!("edit names level {level}; this engine has {NUM_LEVELS}"),
-            ));
-        }
-        let bad = |what: String| Error::corruption(&path, offset, what);
-        if let Some(next) = edit.next_keyspace_id {
-            // Ids are never reused: a counter that went back would hand out the id of a
-            // keyspace that exists, or of a dropped one whose writes a WAL may still hold.
-            if next < next_keyspace_id {
-                return Err(bad(format!(
-                    "next keyspace id goes back from {next_keyspace_id} to {next}"
-                )));
-            }
-            next_keyspace_id = next;
-        }
-        for def in &edit.keyspaces {
-            if def.id == DEFAULT_KEYSPACE {
-                // Its recorded settings; the decoder gives it its name.
-                if let Some(k) = keyspaces.get_mut(&DEFAULT_KEYSPACE) {
-                    k.def = def.clone();
-                }
-                continue;
-            }
-            if def.id >= next_keyspace_id {
-                return Err(bad(format!("edit defines keyspace {} out of range", def.id)));
-            }
-            if keyspaces.values().any(|k| k.def.name == def.name && k.def.id != def.id) {
-                return Err(bad(format!("two keyspaces are named {:?}", def.name)));
-            }
-            keyspaces
-                .entry(def.id)
-                .and_modify(|k| k.def = def.clone())
-                .or_insert_with(|| RecoveredKeyspace::new(def.clone()));
-        }
-        for (level, number) in &edit.deleted {
-            let found = keyspaces.values_mut().any(|k| {
-                let before = k.levels[*level].len();
-                k.levels[*level].retain(|t| t.number != *number);
-                k.levels[*level].len() != before
-            });
-            if !found {
-                return Err(bad(format!(
-                    "edit deletes table {number} which is not on level {level}"
-                )));
-            }
-            live.remove(number);
-        }
-        for (level, meta) in &edit.added {
-            let Some(k) = keyspaces.get_mut(&meta.keyspace) else {
-                return Err(bad(format!(
-                    "edit adds table {} to keyspace {}, which does not exist",
-                    meta.number, meta.keyspace
-                )));
-            };
-            // The engine never names one file twice. Deletions name a table by level and
-            // number only, so a later edit deleting one of two entries could not say which:
-            // a dropped keyspace's deletions, replayed, would strip the other keyspace.
-            if !live.insert(meta.number) {
-                return Err(bad(format!("edit adds table {}, which is already live", meta.number)));
-            }
-            k.levels[*level].push(meta.clone());
+        builder.apply(&edit, |meta| Some(meta.clone())).map_err(|e| e.in_file(&path, offset))?;
+        for (_, meta) in &edit.added {
             added_at.insert(meta.number, offset);
         }
-        for id in &edit.dropped_keyspaces {
-            match keyspaces.get(id) {
-                Some(k) if *id != DEFAULT_KEYSPACE && k.levels.iter().all(Vec::is_empty) => {
-                    keyspaces.remove(id);
-                }
-                _ => {
-                    return Err(bad(format!(
-                        "edit drops keyspace {id}, which is the default, does not exist, or \
-                         still has tables"
-                    )))
-                }
-            }
-        }
-        for b in &edit.added_blobs {
-            if blob_files.insert(b.number, *b).is_some() {
-                return Err(bad(format!(
-                    "edit adds blob file {}, which is already live",
-                    b.number
-                )));
-            }
-        }
-        for number in &edit.dropped_blobs {
-            if blob_files.remove(number).is_none() {
-                return Err(bad(format!("edit drops blob file {number}, which is not live")));
-            }
-        }
-        log_number = edit.log_number.or(log_number);
-        next_file = edit.next_file_number.or(next_file);
-        if let (Some(new), Some(old)) = (edit.last_seq, last_seq) {
-            // The engine never records a lower last sequence than before (`log_and_apply`
-            // keeps the maximum): writes after a lower one would be numbered below data
-            // already in the tables, and hidden by it.
-            if new < old {
-                return Err(bad(format!("last sequence goes back from {old} to {new}")));
-            }
-        }
-        last_seq = edit.last_seq.or(last_seq);
-        clock_mark = clock_mark.max(edit.clock_mark.unwrap_or(0));
     }
+    let (keyspaces, counters, blob_files) = builder.into_parts();
+    let Counters {
+        log_number,
+        next_file_number: next_file,
+        last_seq,
+        next_keyspace_id,
+        clock_mark,
+    } = counters;
     let missing = |what| Error::corruption(&path, 0, format!("manifest has no {what}"));
     if records == 0 {
         return Err(missing("records"));
@@ -353,12 +243,6 @@ pub fn read_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<RecoveredManifes
         added_at,
         blob_files,
     })
-}
-
-impl RecoveredKeyspace {
-    fn new(def: KeyspaceDef) -> Self {
-        RecoveredKeyspace { def, levels: vec![Vec::new(); NUM_LEVELS] }
-    }
 }
 
 /// Writes manifest `number` in `dir` with `edit` (which must describe the whole tree: every

@@ -4,6 +4,7 @@
 //! [`edit::VersionEdit`]s; replaying them in order rebuilds the current set of tables,
 //! the WAL number to recover from, the next file number and the last sequence number.
 
+pub mod builder;
 pub mod edit;
 pub mod level_iter;
 pub mod lookup;

@@ -27,6 +27,7 @@ use crate::key_head::SortedHeads;
 use crate::log::LogWriter;
 use crate::range_del::Fragments;
 use crate::table::Table;
+use crate::version::builder::{lookup_order, Counters, Keyspace, VersionBuilder};
 use crate::version::edit::{KeyspaceDef, KeyspaceId, TableMeta, VersionEdit, DEFAULT_KEYSPACE};
 use crate::version::lookup::Fence;
 use crate::version::manifest::{create_manifest, replace_current};
@@ -138,7 +139,12 @@ impl Version {
         Version::new(vec![Vec::new(); NUM_LEVELS])
     }
 
-    fn new(levels: Vec<Vec<Arc<TableFile>>>) -> Self {
+    /// The version of `levels`' tables (one list per level, [`NUM_LEVELS`] of them), each
+    /// level put in the order reads need ([`lookup_order`]).
+    pub fn new(mut levels: Vec<Vec<Arc<TableFile>>>) -> Self {
+        for (level, tables) in levels.iter_mut().enumerate() {
+            lookup_order(level, tables);
+        }
         let fences: Vec<Vec<Fence>> =
             levels.iter().map(|ts| ts.iter().map(|t| Fence::of(t)).collect()).collect();
         let upper_bounds = fences
@@ -165,38 +171,6 @@ impl Version {
             .collect();
         let blobs = BlobFiles(Arc::new(blobs));
         Version { levels, fences, upper_bounds, filters, range_dels, sorted_in_use, blobs }
-    }
-
-    /// True if `edit` changes the tables of keyspace `keyspace`, whose version this is.
-    pub fn touched_by(&self, edit: &VersionEdit, keyspace: KeyspaceId) -> bool {
-        edit.added.iter().any(|(_, m)| m.keyspace == keyspace)
-            || edit.deleted.iter().any(|&(level, number)| {
-                self.levels.get(level).is_some_and(|ts| ts.iter().any(|t| t.meta.number == number))
-            })
-    }
-
-    /// Returns a new version of keyspace `keyspace` with `edit` applied (the tables it adds
-    /// to other keyspaces are left out); `opened` supplies the reader of every added table.
-    pub fn apply(
-        &self,
-        edit: &VersionEdit,
-        keyspace: KeyspaceId,
-        opened: &[Arc<TableFile>],
-    ) -> Version {
-        let mut levels = self.levels.clone();
-        for (level, number) in &edit.deleted {
-            levels[*level].retain(|t| t.meta.number != *number);
-        }
-        for (level, meta) in edit.added.iter().filter(|(_, m)| m.keyspace == keyspace) {
-            if let Some(t) = opened.iter().find(|t| t.meta.number == meta.number) {
-                levels[*level].push(t.clone());
-            }
-        }
-        levels[0].sort_by(|a, b| l0_newest_first(&a.meta, &b.meta));
-        for level in levels.iter_mut().skip(1) {
-            level.sort_by(|a, b| key::compare_internal(&a.meta.smallest, &b.meta.smallest));
-        }
-        Version::new(levels)
     }
 
     /// Total bytes of the tables on `level`.
@@ -428,9 +402,65 @@ impl VersionSet {
         }
     }
 
-    /// Appends `edit` to the manifest and fsyncs it: when this returns, the edit is durable.
-    pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
+    /// Fills in `edit`'s counters and applies it to the live state: the set's keyspaces and
+    /// counters, with `versions`' tables (each keyspace's, by id), `opened` holding the
+    /// readers of the tables it adds. Writes nothing: [`VersionSet::log`] makes the result
+    /// durable and current. An edit the next open would refuse (see
+    /// [`VersionBuilder::apply`]) is refused here, as [`Error::Corruption`] at the offset
+    /// the record would have taken in the live manifest, so the engine never writes a
+    /// manifest it cannot open.
+    pub fn apply<'a>(
+        &self,
+        edit: &mut VersionEdit,
+        versions: impl IntoIterator<Item = (KeyspaceId, &'a Version)>,
+        opened: &[Arc<TableFile>],
+    ) -> Result<VersionBuilder<Arc<TableFile>>> {
         self.fill(edit);
+        let mut versions: std::collections::HashMap<KeyspaceId, &Version> =
+            versions.into_iter().collect();
+        let versions_blobs: std::collections::BTreeMap<u64, crate::blob::BlobFileMeta> = versions
+            .values()
+            .flat_map(|v| v.blobs.0.values().map(|b| (b.meta.number, b.meta)))
+            .collect();
+        let versions_blobs = versions_blobs.into_values();
+        let keyspaces = self.keyspaces.values().map(|def| {
+            let mut k = Keyspace::new(def.clone());
+            if let Some(v) = versions.remove(&def.id) {
+                k.levels.clone_from(&v.levels);
+            }
+            k
+        });
+        let counters = Counters {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number.load(Ordering::SeqCst)),
+            last_seq: Some(self.last_seq),
+            next_keyspace_id: self.next_keyspace_id,
+            clock_mark: self.clock.as_ref().map_or(0, |(_, recorded)| *recorded),
+        };
+        // Every live blob file is referenced by a table of the live versions (the edit that
+        // removes a file's last reference drops it).
+        let blobs: Vec<_> = versions_blobs.into_iter().collect();
+        let mut builder = VersionBuilder::from_parts(keyspaces, counters, blobs);
+        let open = |m: &TableMeta| opened.iter().find(|t| t.meta.number == m.number).cloned();
+        builder.apply(edit, open).map_err(|e| match e {
+            Error::Corruption { reason, .. } => Error::corruption(
+                manifest_path(&self.dir, self.manifest_number),
+                self.manifest.as_ref().map_or(0, LogWriter::len),
+                format!("{reason} (the edit was refused, not written)"),
+            ),
+            other => other,
+        })?;
+        Ok(builder)
+    }
+
+    /// Appends `edit` to the manifest and fsyncs it, then takes the keyspaces and counters
+    /// of `applied`, what [`VersionSet::apply`] made of it: when this returns, the edit is
+    /// durable.
+    pub fn log(
+        &mut self,
+        edit: &VersionEdit,
+        applied: &VersionBuilder<Arc<TableFile>>,
+    ) -> Result<()> {
         let writer = self.manifest.as_mut().ok_or(Error::Closed)?;
         let start = writer.len();
         if let Err(e) = writer.add_record(&edit.encode()).and_then(|()| writer.sync()) {
@@ -440,11 +470,10 @@ impl VersionSet {
             let _ = writer.cut_back_to(start);
             return Err(e);
         }
-        self.log_number = edit.log_number.unwrap_or(self.log_number);
-        self.last_seq = edit.last_seq.unwrap_or(self.last_seq);
-        for def in &edit.keyspaces {
-            self.keyspaces.insert(def.id, def.clone());
-        }
+        let c = applied.counters();
+        self.log_number = c.log_number.unwrap_or(self.log_number);
+        self.last_seq = c.last_seq.unwrap_or(self.last_seq);
+        self.next_keyspace_id = c.next_keyspace_id;
         for id in &edit.dropped_keyspaces {
             if let Some(def) = self.keyspaces.remove(id) {
                 self.dropped_names.insert(*id, def.name);
@@ -454,7 +483,7 @@ impl VersionSet {
                 }
             }
         }
-        self.next_keyspace_id = edit.next_keyspace_id.unwrap_or(self.next_keyspace_id);
+        self.keyspaces = applied.keyspaces().map(|k| (k.def.id, k.def.clone())).collect();
         if let (Some((_, recorded)), Some(mark)) = (&mut self.clock, edit.clock_mark) {
             *recorded = mark;
         }
