@@ -10,7 +10,7 @@ use bloomkv_tree::blob::BlobRecords;
 use bloomkv_tree::filename::{self, FileKind};
 use bloomkv_tree::key::ValueKind;
 
-use crate::dump::{DumpError, Sink};
+use super::sink::{DumpError, Sink};
 
 /// `dump`: the file's selected values in file order. Returns false if the limit stopped it.
 pub fn dump(sink: &mut Sink, path: &Path) -> Result<bool, DumpError> {

@@ -21,8 +21,8 @@ use bloomkv_tree::version::manifest::read_manifest;
 use bloomkv_tree::version::set::{DEFAULT_KEYSPACE_NAME, NUM_LEVELS};
 use serde::Serialize;
 
+use super::sink::{DumpError, Sink};
 use crate::common::{self, Bytes};
-use crate::dump::{DumpError, Sink};
 use crate::kind::{manifest, table, wal};
 
 /// What `db` prints; field names are part of the tool's interface (see docs/tool.md).

@@ -11,7 +11,7 @@ use bloomkv_tree::log::LogReader;
 use bloomkv_tree::version::edit::{KeyspaceDef, VersionEdit};
 use serde::Serialize;
 
-use crate::dump::{DumpError, Sink};
+use super::sink::{DumpError, Sink};
 
 /// One manifest record as `dump` shows it; field names are part of the tool's interface
 /// (see docs/tool.md).

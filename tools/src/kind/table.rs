@@ -19,8 +19,8 @@ use bloomkv_tree::table::format::{BLOCK_TRAILER_LEN, FOOTER_LEN};
 use bloomkv_tree::table::Compression;
 use serde::Serialize;
 
+use super::sink::{DumpError, Sink};
 use crate::common::{self, ratio, Bytes};
-use crate::dump::{DumpError, Sink};
 
 /// What `inspect` prints; field names are part of the tool's interface (see docs/tool.md).
 #[derive(Serialize)]

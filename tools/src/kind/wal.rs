@@ -11,7 +11,7 @@ use bloomkv::WriteBatch;
 use bloomkv_tree::key::ValueKind;
 use bloomkv_tree::log::LogReader;
 
-use crate::dump::{DumpError, Sink};
+use super::sink::{DumpError, Sink};
 
 /// `dump`: the segment's selected operations in log order; `file` labels them (database
 /// dumps). Returns false if the limit stopped it.
