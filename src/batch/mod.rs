@@ -19,7 +19,7 @@ use crate::coding::Decoder;
 use crate::key::SeqNo;
 use crate::key_range::{half_open, prefix_bounds};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
-use crate::{KeyRange, Keyspace, Result};
+use crate::{KeyRange, Result};
 
 // Named only by the rustdoc.
 #[cfg(doc)]
@@ -122,32 +122,6 @@ impl WriteBatch {
         self.put_to(DEFAULT_KEYSPACE, key.as_ref(), value.as_ref());
     }
 
-    /// Adds `key → value` in `keyspace`. A batch may write to any number of keyspaces of one
-    /// database, atomically; written to another database than the handles' own, it fails
-    /// with [`Error::ForeignKeyspace`] and writes nothing.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
-    /// let users = db.keyspace("users", bloomkv::KeyspaceOptions::default())?;
-    /// let by_email = db.keyspace("by_email", bloomkv::KeyspaceOptions::default())?;
-    /// let mut batch = bloomkv::WriteBatch::new();
-    /// batch.put_in(&users, "u1", "ada@example.com");
-    /// batch.put_in(&by_email, "ada@example.com", "u1");
-    /// db.write(&batch, &bloomkv::WriteOptions::default())?; // both or neither
-    /// assert_eq!(by_email.get("ada@example.com")?.as_deref(), Some(&b"u1"[..]));
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn put_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.note_handle(keyspace);
-        self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
-    }
-
     /// Adds `key → value` that expires `ttl` after the batch is written (by the clock of
     /// the database it is written to, [`crate::Options::clock`]): from then on reads do
     /// not find it, and compaction drops it. See [`crate::Db::put_with_ttl`], whose rounding
@@ -186,24 +160,6 @@ impl WriteBatch {
         self.put_ttl_to(DEFAULT_KEYSPACE, key.as_ref(), ttl, value.as_ref());
     }
 
-    /// Adds `key → value` in `keyspace` that expires `ttl` after the batch is written, as
-    /// [`WriteBatch::put_with_ttl`].
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn put_with_ttl_in(
-        &mut self,
-        keyspace: &Keyspace,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-        ttl: std::time::Duration,
-    ) {
-        self.note_handle(keyspace);
-        let ttl = crate::clock::ttl_millis(ttl);
-        self.put_ttl_to(keyspace.id(), key.as_ref(), ttl, value.as_ref());
-    }
-
     /// Adds a merge operand for `key` (see [`crate::Db::merge`]): the key's value becomes
     /// what the keyspace's [`crate::MergeOperator`] makes of the value beneath and the
     /// operands. Refused when the batch is written if the key or operand is over the
@@ -233,65 +189,21 @@ impl WriteBatch {
         self.merge_to(DEFAULT_KEYSPACE, key.as_ref(), operand.as_ref());
     }
 
-    /// Adds a merge operand for `key` in `keyspace`, as [`WriteBatch::merge`].
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn merge_in(
-        &mut self,
-        keyspace: &Keyspace,
-        key: impl AsRef<[u8]>,
-        operand: impl AsRef<[u8]>,
-    ) {
-        self.note_handle(keyspace);
-        self.merge_to(keyspace.id(), key.as_ref(), operand.as_ref());
-    }
-
-    /// Adds a deletion of `key` in `keyspace`, as [`WriteBatch::delete`].
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) {
-        self.note_handle(keyspace);
-        self.delete_to(keyspace.id(), key.as_ref());
-    }
-
-    /// Adds a deletion of every key in `range` in `keyspace`, as [`WriteBatch::delete_range`].
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn delete_range_in(&mut self, keyspace: &Keyspace, range: impl KeyRange) {
-        self.note_handle(keyspace);
-        let (start, end) = half_open(range);
-        self.delete_range_to(keyspace.id(), &start, &end);
-    }
-
-    /// Adds a deletion of every key that starts with `prefix` in `keyspace`, as
-    /// [`WriteBatch::delete_prefix`].
-    ///
-    /// # Panics
-    ///
-    /// If the batch already holds `u32::MAX` operations.
-    pub fn delete_prefix_in(&mut self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) {
-        self.delete_range_in(keyspace, prefix_bounds(prefix.as_ref()));
-    }
-
-    fn note_handle(&mut self, keyspace: &Keyspace) {
+    /// Notes that a handle of keyspace `id` named `name`, of the opening `instance` of its
+    /// database, wrote to the batch: for errors naming it, and to refuse the batch in
+    /// another database (see `Keyspace`'s methods on `WriteBatch`).
+    pub(crate) fn note_handle(&mut self, id: KeyspaceId, name: &str, instance: u64) {
         let h = &mut self.handles;
         // Batches touch few keyspaces, mostly the one of the op before.
-        if h.names.last().map_or(true, |(id, _)| *id != keyspace.id())
-            && !h.names.iter().any(|(id, _)| *id == keyspace.id())
+        if h.names.last().map_or(true, |(i, _)| *i != id) && !h.names.iter().any(|(i, _)| *i == id)
         {
-            h.names.push((keyspace.id(), keyspace.name().into()));
+            h.names.push((id, name.into()));
         }
         if h.instance == 0 {
-            h.instance = keyspace.instance();
-            h.first = Some(keyspace.name().into());
-        } else if h.instance != keyspace.instance() && h.mixed.is_none() {
-            h.mixed = Some(keyspace.name().into());
+            h.instance = instance;
+            h.first = Some(name.into());
+        } else if h.instance != instance && h.mixed.is_none() {
+            h.mixed = Some(name.into());
         }
     }
 

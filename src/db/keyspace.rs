@@ -23,13 +23,13 @@ use super::{
     flush, ingest, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
     Snapshot, Transaction, Tree,
 };
-use crate::key_range::prefix_bounds;
+use crate::key_range::{half_open, prefix_bounds};
 use crate::options::KeyspaceOptions;
 use crate::version::edit::{
     keyspace_name, CallbackNames, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE,
 };
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
-use crate::{Error, Result, Value};
+use crate::{Error, Result, Value, WriteBatch};
 
 /// A handle on one keyspace of a database, from [`crate::Db::keyspace`]: the same reads,
 /// writes and scans as [`crate::Db`] (which works on the default keyspace), confined to this
@@ -448,5 +448,99 @@ impl DbInner {
             };
             self.install(&mut edit, &[], None)
         })
+    }
+}
+
+/// A batch's writes to a keyspace other than the default, through its handle (the handle is
+/// the engine's; the batch's format knows keyspaces by id only).
+impl WriteBatch {
+    /// Adds `key → value` in `keyspace`. A batch may write to any number of keyspaces of one
+    /// database, atomically; written to another database than the handles' own, it fails
+    /// with [`Error::ForeignKeyspace`] and writes nothing.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// let users = db.keyspace("users", bloomkv::KeyspaceOptions::default())?;
+    /// let by_email = db.keyspace("by_email", bloomkv::KeyspaceOptions::default())?;
+    /// let mut batch = bloomkv::WriteBatch::new();
+    /// batch.put_in(&users, "u1", "ada@example.com");
+    /// batch.put_in(&by_email, "ada@example.com", "u1");
+    /// db.write(&batch, &bloomkv::WriteOptions::default())?; // both or neither
+    /// assert_eq!(by_email.get("ada@example.com")?.as_deref(), Some(&b"u1"[..]));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn put_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.note_handle(keyspace.id(), keyspace.name(), keyspace.instance());
+        self.put_to(keyspace.id(), key.as_ref(), value.as_ref());
+    }
+
+    /// Adds `key → value` in `keyspace` that expires `ttl` after the batch is written, as
+    /// [`WriteBatch::put_with_ttl`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn put_with_ttl_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) {
+        self.note_handle(keyspace.id(), keyspace.name(), keyspace.instance());
+        let ttl = crate::clock::ttl_millis(ttl);
+        self.put_ttl_to(keyspace.id(), key.as_ref(), ttl, value.as_ref());
+    }
+
+    /// Adds a merge operand for `key` in `keyspace`, as [`WriteBatch::merge`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn merge_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) {
+        self.note_handle(keyspace.id(), keyspace.name(), keyspace.instance());
+        self.merge_to(keyspace.id(), key.as_ref(), operand.as_ref());
+    }
+
+    /// Adds a deletion of `key` in `keyspace`, as [`WriteBatch::delete`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) {
+        self.note_handle(keyspace.id(), keyspace.name(), keyspace.instance());
+        self.delete_to(keyspace.id(), key.as_ref());
+    }
+
+    /// Adds a deletion of every key in `range` in `keyspace`, as [`WriteBatch::delete_range`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_range_in(&mut self, keyspace: &Keyspace, range: impl KeyRange) {
+        self.note_handle(keyspace.id(), keyspace.name(), keyspace.instance());
+        let (start, end) = half_open(range);
+        self.delete_range_to(keyspace.id(), &start, &end);
+    }
+
+    /// Adds a deletion of every key that starts with `prefix` in `keyspace`, as
+    /// [`WriteBatch::delete_prefix`].
+    ///
+    /// # Panics
+    ///
+    /// If the batch already holds `u32::MAX` operations.
+    pub fn delete_prefix_in(&mut self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) {
+        self.delete_range_in(keyspace, prefix_bounds(prefix.as_ref()));
     }
 }
