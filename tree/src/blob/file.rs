@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::{read_value, BlobFileMeta, BlobRef};
 use crate::fs::Deleter;
-use crate::table::{BlockCache, FileCache};
+use crate::fs::{next_file_id, FileCache};
 use crate::{Error, Result, Value};
 
 /// A live blob file: what the manifest records of it, and reads through the engine's bounded
@@ -21,7 +21,7 @@ pub struct BlobFile {
     /// What the manifest records about it.
     pub meta: BlobFileMeta,
     path: PathBuf,
-    /// Its key in `files` (process-wide, from the tables' id counter).
+    /// Its key in `files` (process-wide: `fs::next_file_id`).
     id: u64,
     files: Arc<FileCache>,
     deleter: Arc<Deleter>,
@@ -43,7 +43,7 @@ impl BlobFile {
         files: Arc<FileCache>,
         deleter: Arc<Deleter>,
     ) -> Self {
-        let id = BlockCache::next_table_id();
+        let id = next_file_id();
         BlobFile { meta, path, id, files, deleter, obsolete: AtomicBool::new(false) }
     }
 

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use crate::{Error, Result};
 
 mod deleter;
+mod file_cache;
 pub use deleter::Deleter;
+pub use file_cache::{next_file_id, FileCache};
 mod posix;
 pub use posix::StdFs;
 #[cfg(any(test, feature = "fault-injection"))]

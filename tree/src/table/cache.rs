@@ -7,8 +7,6 @@
 //! CLOCK-Pro-like policy with sharded locks); each entry is charged its payload size plus a
 //! fixed overhead for the key, the `Block` header and the map slot.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
@@ -16,8 +14,6 @@ use crate::table::block::Block;
 
 /// Bytes charged per entry on top of the payload.
 const ENTRY_OVERHEAD: u64 = 64;
-
-static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Clone, Copy, Debug)]
 struct BlockWeighter;
@@ -53,9 +49,10 @@ impl BlockCache {
         BlockCache { cache: Cache::with_weighter(items, capacity, BlockWeighter), capacity }
     }
 
-    /// A fresh id for a table opened in this process.
+    /// A fresh id for a table opened in this process (`fs::next_file_id`, which blob files
+    /// share: one file cache holds both).
     pub fn next_table_id() -> u64 {
-        NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
+        crate::fs::next_file_id()
     }
 
     /// The cached block at `offset` of table `table_id`, if present.

@@ -30,16 +30,15 @@ pub mod block;
 pub mod block_iter;
 pub mod builder;
 pub mod cache;
-pub mod file_cache;
 pub mod format;
 pub mod iter;
 pub mod properties;
 pub mod read_pool;
 pub mod reader;
 
+pub use crate::fs::FileCache;
 pub use builder::{TableBuilder, TableOptions};
 pub use cache::BlockCache;
-pub use file_cache::FileCache;
 pub use format::Compression;
 pub use reader::{GetOutcome, Table, TableGet};
 // Only the tool and tests (through the `internals` feature) name these by the short path.

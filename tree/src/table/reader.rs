@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::filter::Filter;
+use crate::fs::FileCache;
 use crate::fs::{MappedFile, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{
@@ -23,7 +24,6 @@ use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
 use crate::table::block::Block;
 use crate::table::cache::BlockCache;
-use crate::table::file_cache::FileCache;
 use crate::table::format::{
     read_block, read_block_from, read_block_if_cached, read_block_in, stored_range, BlockHandle,
     Footer, FOOTER_LEN,

@@ -1,4 +1,4 @@
-//! Open table files, bounded in number: the engine's `max_open_files`.
+//! Open table and blob files, bounded in number: the engine's `max_open_files`.
 //!
 //! A table's filter and index stay in RAM for as long as it is live (that is what makes a
 //! lookup's table choice and filter probe free of I/O), but its file descriptor need not: a
@@ -8,7 +8,8 @@
 //! table cache, minus the metadata, which here never leaves memory).
 //!
 //! An evicted file is closed when the last read holding it finishes (the cache hands out
-//! `Arc`s). Entries are keyed by the table's process-wide id, like the block cache.
+//! `Arc`s). Entries are keyed by the file's process-wide id ([`next_file_id`]), as the block
+//! cache keys its blocks.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,14 @@ use quick_cache::sync::Cache;
 
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::Result;
+
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id for a table or blob file opened in this process: ids, not file numbers, key the
+/// caches, so two databases sharing them never read each other's files or blocks.
+pub fn next_file_id() -> u64 {
+    NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Open table files, at most `capacity` of them.
 pub struct FileCache {
