@@ -30,6 +30,7 @@ pub mod options;
 pub mod prefetch;
 pub mod prefix;
 pub mod range_del;
+pub mod range_filter;
 pub mod read;
 pub mod sync;
 pub mod table;

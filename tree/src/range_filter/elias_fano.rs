@@ -1,0 +1,399 @@
+//! An Elias–Fano sequence: a sorted list of distinct integers below a universe `u` in about
+//! `2 + log₂(u/n)` bits each, answering "is any element in `[lo, hi]`?" with a handful of
+//! word reads.
+//!
+//! Each element is split into its `l` low bits, stored packed, and its high part `h`,
+//! stored in unary: element `i` sets bit `h + i` of the upper bit vector, so the zeros
+//! before that bit number exactly `h`, and the zero after bucket `h`'s elements closes the
+//! bucket. With `l = ⌊log₂(u/n)⌋` the vector holds `n` ones and `⌊(u−1)/2^l⌋ + 1` zeros, at
+//! most about `2n` bits. Finding where bucket `h` starts is a *select* of the `h`-th zero:
+//! the position of every [`SAMPLE`]-th zero is kept (rebuilt at decode, never stored), and a
+//! select scans words from the sample before it, 4 words on average.
+
+/// Zeros between two select samples.
+const SAMPLE: u64 = 256;
+
+/// A sorted sequence of distinct `u64`s below a universe, in Elias–Fano form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EliasFano {
+    n: u64,
+    universe: u64,
+    low_bits: u32,
+    /// `n` low parts of `low_bits` bits each, packed from bit 0 of word 0 on.
+    lows: Vec<u64>,
+    /// The upper bit vector, `upper_len` bits used; bits past it are zero.
+    upper: Vec<u64>,
+    upper_len: u64,
+    /// `zero_samples[k]` is the position of zero number `k · SAMPLE` in `upper`.
+    zero_samples: Vec<u64>,
+}
+
+/// The low-part width for `n` elements below `universe`: `⌊log₂(universe / n)⌋`, 0 when the
+/// universe is not larger than the count.
+pub fn low_bits_for(n: u64, universe: u64) -> u32 {
+    if n == 0 || universe <= n {
+        0
+    } else {
+        63 - (universe / n).leading_zeros()
+    }
+}
+
+/// Bits of the upper vector for `n` elements below `universe` with `low_bits`: the ones plus
+/// one closing zero per bucket (`None` on overflow).
+pub fn upper_len_for(n: u64, universe: u64, low_bits: u32) -> Option<u64> {
+    if universe == 0 {
+        return Some(0);
+    }
+    n.checked_add(((universe - 1) >> low_bits) + 1)
+}
+
+/// Words of `bits` bits.
+pub fn words_for(bits: u64) -> u64 {
+    bits.div_ceil(64)
+}
+
+impl EliasFano {
+    /// The sequence of `values`, which must be strictly increasing and below `universe`.
+    pub fn new(values: &[u64], universe: u64) -> EliasFano {
+        let n = values.len() as u64;
+        debug_assert!(values.windows(2).all(|w| w[0] < w[1]));
+        debug_assert!(values.last().map_or(true, |&v| v < universe));
+        let low_bits = low_bits_for(n, universe);
+        let upper_len = upper_len_for(n, universe, low_bits).expect("a universe below 2^63");
+        let mut lows = vec![0u64; words_for(n * u64::from(low_bits)) as usize];
+        let mut upper = vec![0u64; words_for(upper_len) as usize];
+        let mask = low_mask(low_bits);
+        for (i, &v) in values.iter().enumerate() {
+            put_bits(&mut lows, i as u64 * u64::from(low_bits), low_bits, v & mask);
+            let pos = (v >> low_bits) + i as u64;
+            upper[(pos / 64) as usize] |= 1 << (pos % 64);
+        }
+        EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len)
+    }
+
+    /// The sequence from its stored parts, whose sizes the caller has checked; the select
+    /// samples are derived here.
+    fn from_parts(
+        n: u64,
+        universe: u64,
+        low_bits: u32,
+        lows: Vec<u64>,
+        upper: Vec<u64>,
+        upper_len: u64,
+    ) -> EliasFano {
+        let mut zero_samples = Vec::new();
+        let mut zeros = 0u64;
+        for (w, &word) in upper.iter().enumerate() {
+            let base = w as u64 * 64;
+            let free = !word & low_mask((upper_len - base).min(64) as u32);
+            let count = u64::from(free.count_ones());
+            let mut next = zero_samples.len() as u64 * SAMPLE;
+            while next < zeros + count {
+                zero_samples.push(base + u64::from(nth_set_bit(free, (next - zeros) as u32)));
+                next += SAMPLE;
+            }
+            zeros += count;
+        }
+        EliasFano { n, universe, low_bits, lows, upper, upper_len, zero_samples }
+    }
+
+    /// The sequence from stored words, checked: `lows` and `upper` must have exactly the
+    /// sizes `n`, `universe` and `low_bits` imply (the caller compares byte counts before
+    /// allocating), the upper vector exactly `n` ones and nothing past its length, and the
+    /// elements strictly increasing below the universe. `Err` says what is wrong.
+    pub fn from_words(
+        n: u64,
+        universe: u64,
+        low_bits: u32,
+        lows: Vec<u64>,
+        upper: Vec<u64>,
+    ) -> Result<EliasFano, String> {
+        if n > universe {
+            return Err(format!("{n} elements in a universe of {universe}"));
+        }
+        if low_bits != low_bits_for(n, universe) {
+            return Err(format!("{low_bits} low bits for {n} elements below {universe}"));
+        }
+        let upper_len = upper_len_for(n, universe, low_bits).ok_or("upper length overflows")?;
+        let low_words = n.checked_mul(u64::from(low_bits)).map(words_for);
+        if low_words != Some(lows.len() as u64) || words_for(upper_len) != upper.len() as u64 {
+            return Err("word counts do not match the header".into());
+        }
+        let ones: u64 = upper.iter().map(|w| u64::from(w.count_ones())).sum();
+        let tail = upper_len % 64;
+        if tail != 0 && upper.last().is_some_and(|&w| w & !low_mask(tail as u32) != 0) {
+            return Err("bits set past the upper vector's end".into());
+        }
+        if ones != n {
+            return Err(format!("upper vector holds {ones} elements, header says {n}"));
+        }
+        let ef = EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len);
+        let mut prev: Option<u64> = None;
+        let mut bad = None;
+        ef.for_each(|v| {
+            if bad.is_none() && (v >= universe || prev.is_some_and(|p| p >= v)) {
+                bad = Some(format!("element {v} out of order or outside the universe"));
+            }
+            prev = Some(v);
+        });
+        bad.map_or(Ok(ef), Err)
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// True without elements.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The universe every element is below.
+    pub fn universe(&self) -> u64 {
+        self.universe
+    }
+
+    /// Bits of each low part.
+    pub fn low_bits(&self) -> u32 {
+        self.low_bits
+    }
+
+    /// The packed low parts, as stored.
+    pub fn low_words(&self) -> &[u64] {
+        &self.lows
+    }
+
+    /// The upper bit vector, as stored.
+    pub fn upper_words(&self) -> &[u64] {
+        &self.upper
+    }
+
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        (self.lows.capacity() + self.upper.capacity() + self.zero_samples.capacity()) * 8
+    }
+
+    /// Calls `f` with every element, in order.
+    pub fn for_each(&self, mut f: impl FnMut(u64)) {
+        let mut i = 0u64;
+        for (w, &word) in self.upper.iter().enumerate() {
+            let mut ones = word;
+            while ones != 0 {
+                let pos = w as u64 * 64 + u64::from(ones.trailing_zeros());
+                ones &= ones - 1;
+                f((pos - i) << self.low_bits | self.low(i));
+                i += 1;
+            }
+        }
+    }
+
+    /// The low part of element `i`.
+    #[inline]
+    fn low(&self, i: u64) -> u64 {
+        get_bits(&self.lows, i * u64::from(self.low_bits), self.low_bits)
+    }
+
+    /// The position in `upper` of zero number `k` (which must exist).
+    fn select_zero(&self, k: u64) -> u64 {
+        let s = (k / SAMPLE) as usize;
+        let start = self.zero_samples[s];
+        let mut left = k - s as u64 * SAMPLE;
+        let mut w = (start / 64) as usize;
+        let mut free = !self.upper[w] & !low_mask((start % 64) as u32);
+        loop {
+            let count = u64::from(free.count_ones());
+            if left < count {
+                return w as u64 * 64 + u64::from(nth_set_bit(free, left as u32));
+            }
+            left -= count;
+            w += 1;
+            // Zeros past the vector's end would be found only for a `k` beyond its zeros.
+            free = !self.upper[w];
+        }
+    }
+
+    /// The number of elements whose high part is below `h`, for `h` up to the bucket count.
+    #[inline]
+    fn before_bucket(&self, h: u64) -> u64 {
+        if h == 0 {
+            0
+        } else {
+            // The zero closing bucket h−1 has every element of buckets below h before it.
+            self.select_zero(h - 1) + 1 - h
+        }
+    }
+
+    /// True if some element lies in `[lo, hi]`.
+    pub fn any_in(&self, lo: u64, hi: u64) -> bool {
+        if self.n == 0 || lo > hi || lo >= self.universe {
+            return false;
+        }
+        let hi = hi.min(self.universe - 1);
+        let (h1, h2) = (lo >> self.low_bits, hi >> self.low_bits);
+        let mask = low_mask(self.low_bits);
+        let a = self.before_bucket(h1);
+        let b = self.before_bucket(h1 + 1);
+        // Bucket h1's elements are a..b, their low parts sorted: the first at or above lo's.
+        let (mut i, mut j) = (a, b);
+        while i < j {
+            let mid = i + (j - i) / 2;
+            if self.low(mid) < lo & mask {
+                i = mid + 1;
+            } else {
+                j = mid;
+            }
+        }
+        if i < b {
+            return h1 < h2 || self.low(i) <= hi & mask;
+        }
+        if h1 == h2 {
+            return false;
+        }
+        // Nothing in bucket h1 from lo on: any element of the buckets strictly between, or
+        // bucket h2's smallest at or below hi's low part.
+        let c = self.before_bucket(h2);
+        if c > b {
+            return true;
+        }
+        c < self.before_bucket(h2 + 1) && self.low(c) <= hi & mask
+    }
+}
+
+/// The `bits` lowest bits set (all 64 for 64 and more).
+#[inline]
+fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The position of set bit number `n` (from 0) of `x`, which has more than `n`.
+#[inline]
+fn nth_set_bit(mut x: u64, n: u32) -> u32 {
+    for _ in 0..n {
+        x &= x - 1;
+    }
+    x.trailing_zeros()
+}
+
+/// Writes the `bits`-bit `value` at bit `at` of `words`.
+fn put_bits(words: &mut [u64], at: u64, bits: u32, value: u64) {
+    if bits == 0 {
+        return;
+    }
+    let (w, off) = ((at / 64) as usize, (at % 64) as u32);
+    words[w] |= value << off;
+    if off + bits > 64 {
+        words[w + 1] |= value >> (64 - off);
+    }
+}
+
+/// Reads the `bits`-bit value at bit `at` of `words`.
+#[inline]
+fn get_bits(words: &[u64], at: u64, bits: u32) -> u64 {
+    if bits == 0 {
+        return 0;
+    }
+    let (w, off) = ((at / 64) as usize, (at % 64) as u32);
+    let mut v = words[w] >> off;
+    if off + bits > 64 {
+        v |= words[w + 1] << (64 - off);
+    }
+    v & low_mask(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn naive_any(values: &[u64], lo: u64, hi: u64) -> bool {
+        values.iter().any(|&v| lo <= v && v <= hi)
+    }
+
+    fn check(values: &[u64], universe: u64, rng: &mut impl Rng) {
+        let ef = EliasFano::new(values, universe);
+        let mut back = Vec::new();
+        ef.for_each(|v| back.push(v));
+        assert_eq!(back, values);
+        let again = EliasFano::from_words(
+            ef.len(),
+            universe,
+            ef.low_bits(),
+            ef.low_words().to_vec(),
+            ef.upper_words().to_vec(),
+        )
+        .unwrap();
+        assert_eq!(again, ef);
+        // Every element's own point, its neighbours, and random intervals.
+        for &v in values {
+            assert!(ef.any_in(v, v));
+            if v > 0 {
+                let lo = v.saturating_sub(3);
+                assert_eq!(ef.any_in(lo, v - 1), naive_any(values, lo, v - 1));
+            }
+            assert_eq!(ef.any_in(v + 1, v + 2), naive_any(values, v + 1, v + 2));
+        }
+        for _ in 0..2000 {
+            let lo = rng.gen_range(0..universe.max(1) + 5);
+            let width = match rng.gen_range(0..3) {
+                0 => rng.gen_range(0..4),
+                1 => rng.gen_range(0..1000),
+                _ => rng.gen_range(0..universe.max(1)),
+            };
+            let hi = lo.saturating_add(width);
+            assert_eq!(ef.any_in(lo, hi), naive_any(values, lo, hi), "[{lo}, {hi}]");
+        }
+    }
+
+    #[test]
+    fn answers_intervals_exactly_for_sparse_dense_and_clustered_sets() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        check(&[], 0, &mut rng);
+        check(&[], 100, &mut rng);
+        check(&[0], 1, &mut rng);
+        check(&[5], 6, &mut rng);
+        check(&(0..1000).collect::<Vec<_>>(), 1000, &mut rng);
+        for (n, universe) in [(10, 1 << 20), (1000, 1 << 24), (5000, 20_000), (3000, 1 << 40)] {
+            let mut v: Vec<u64> = (0..n).map(|_| rng.gen_range(0..universe)).collect();
+            v.sort_unstable();
+            v.dedup();
+            check(&v, universe, &mut rng);
+        }
+        // Runs of consecutive values (a dense key range hashed block by block): many
+        // elements per bucket, so the search inside a bucket matters.
+        let mut v = Vec::new();
+        for start in [100u64, 70_000, 1 << 30] {
+            v.extend(start..start + 3000);
+        }
+        check(&v, 1 << 32, &mut rng);
+        // Long runs of empty buckets, so selects cross many words and samples.
+        check(&[1, 1 << 35, (1 << 35) + 1, (1 << 36) - 1], 1 << 36, &mut rng);
+    }
+
+    #[test]
+    fn stored_words_are_checked() {
+        let ef = EliasFano::new(&[3, 9, 200, 201], 1024);
+        let (n, u, l) = (ef.len(), ef.universe(), ef.low_bits());
+        let (lows, upper) = (ef.low_words().to_vec(), ef.upper_words().to_vec());
+        assert!(EliasFano::from_words(n, u, l + 1, lows.clone(), upper.clone()).is_err());
+        assert!(EliasFano::from_words(n + 1, u, l, lows.clone(), upper.clone()).is_err());
+        assert!(EliasFano::from_words(n, u, l, vec![], upper.clone()).is_err());
+        let mut extra = upper.clone();
+        extra[0] |= 1 << 40;
+        assert!(EliasFano::from_words(n, u, l, lows.clone(), extra).is_err());
+        // Low parts out of order inside a bucket: 200 and 201 share one.
+        let mut swapped = lows.clone();
+        let (a, b) = (get_bits(&lows, 2 * u64::from(l), l), get_bits(&lows, 3 * u64::from(l), l));
+        swapped.iter_mut().for_each(|w| *w = 0);
+        for (i, v) in [3u64, 9, 201, 200].iter().enumerate() {
+            put_bits(&mut swapped, i as u64 * u64::from(l), l, v & low_mask(l));
+        }
+        assert_ne!(a, b);
+        assert!(EliasFano::from_words(n, u, l, swapped, upper.clone()).is_err());
+        assert!(EliasFano::from_words(n, u, l, lows, upper).is_ok());
+    }
+}

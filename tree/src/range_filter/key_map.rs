@@ -1,0 +1,205 @@
+//! The order-preserving map from keys into a range filter's integers.
+//!
+//! Every key a filter holds starts with the filter's *prefix* `P` (the longest one its keys
+//! share), and has at most `w` more bytes when `w < 8` (`w` is the longest key's length past
+//! the prefix, at most 8). A key `P ‖ s` maps to the first `w` bytes of `s`, zero-padded to
+//! `w`, as a big-endian integer: `x(k) = BE(s[0..w] ‖ 0…)`. For keys with the prefix,
+//! `a ≤ b ⇒ x(a) ≤ x(b)`: not one-to-one (keys equal in those bytes, or differing only by
+//! trailing zeros, share an integer), but monotone, which is all a filter that must never
+//! miss needs. Taking `w` bytes rather than always 8 keeps fixed-length keys (big-endian
+//! integers, say) at their own spacing: 8-byte keys sharing 5 bytes map to their last 3
+//! bytes' value, not that value times 2^40, so a range of width 3 is 3 integers wide.
+//!
+//! A query's bounds are mapped to the integers every key inside them maps into: a bound
+//! without the prefix lies below or above every key with it (or leaves nothing between),
+//! and an excluded upper bound steps one integer down where no key below it can share its
+//! integer.
+
+use std::ops::Bound;
+
+/// The 8 bytes of `key` after its first `prefix_len`, big-endian, zero-padded.
+#[inline]
+pub fn window(key: &[u8], prefix_len: usize) -> u64 {
+    let rest = &key[prefix_len.min(key.len())..];
+    let mut b = [0u8; 8];
+    let n = rest.len().min(8);
+    b[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// The integer of a key that starts with a prefix of `prefix_len` bytes, in a map of
+/// `width` bytes (0 to 8): its next `width` bytes, zero-padded, big-endian.
+#[inline]
+pub fn map_key(key: &[u8], prefix_len: usize, width: u32) -> u64 {
+    narrow(window(key, prefix_len), width)
+}
+
+/// An 8-byte window's integer in a map of `width` bytes: its first `width` bytes.
+#[inline]
+pub fn narrow(window: u64, width: u32) -> u64 {
+    match width {
+        0 => 0,
+        w => window >> (8 * (8 - w.min(8))),
+    }
+}
+
+/// Where a bound lies against the keys with `prefix`.
+enum Side {
+    /// Below every such key.
+    Below,
+    /// Above every such key.
+    Above,
+    /// Among them: its integer.
+    At(u64),
+}
+
+fn side(key: &[u8], prefix: &[u8], width: u32) -> Side {
+    if key.starts_with(prefix) {
+        Side::At(map_key(key, prefix.len(), width))
+    } else if key < prefix {
+        // A proper prefix of `prefix`, or smaller at the first byte that differs.
+        Side::Below
+    } else {
+        // Larger at a byte inside `prefix`: above every key that has it.
+        Side::Above
+    }
+}
+
+/// The integers `[lo, hi]` that every key with `prefix` and at most `width` bytes after it
+/// (any number if `width` is 8) inside `(start, end)` maps into, in the map of `width`
+/// bytes, or `None` when no such key can exist.
+pub fn map_range(
+    prefix: &[u8],
+    width: u32,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> Option<(u64, u64)> {
+    let lo = match start {
+        Bound::Unbounded => 0,
+        // A key above an excluded bound may share its integer (it may extend it by zeros),
+        // so both kinds of lower bound map to the bound's integer.
+        Bound::Included(k) | Bound::Excluded(k) => match side(k, prefix, width) {
+            Side::Below => 0,
+            Side::Above => return None,
+            Side::At(x) => x,
+        },
+    };
+    let hi = match end {
+        Bound::Unbounded => u64::MAX,
+        Bound::Included(k) => match side(k, prefix, width) {
+            Side::Below => return None,
+            Side::Above => u64::MAX,
+            Side::At(x) => x,
+        },
+        Bound::Excluded(k) => match side(k, prefix, width) {
+            Side::Below => return None,
+            Side::Above => u64::MAX,
+            Side::At(x) => {
+                let rest = &k[prefix.len()..];
+                match rest.last() {
+                    // No key with the prefix sorts below the prefix itself.
+                    None => return None,
+                    // A key below `k` with `k`'s integer would equal `k`'s bytes in the
+                    // window and be shorter: `k` less trailing zeros. With `k` ending in
+                    // a non-zero byte inside the window there is none.
+                    Some(&last) if rest.len() <= width as usize && last != 0 => x - 1,
+                    Some(_) => x,
+                }
+            }
+        },
+    };
+    // No key maps above the largest integer of `width` bytes: a bound past every key
+    // leaves a narrower range.
+    let hi = hi.min(narrow(u64::MAX, width));
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// The length of the longest prefix `a` and `b` share.
+#[inline]
+pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Bound::{Excluded, Included, Unbounded};
+
+    /// Whether `k` lies in `(lo, hi)`.
+    pub(crate) fn in_bounds(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let above = match lo {
+            Unbounded => true,
+            Included(b) => k >= b,
+            Excluded(b) => k > b,
+        };
+        above
+            && match hi {
+                Unbounded => true,
+                Included(b) => k <= b,
+                Excluded(b) => k < b,
+            }
+    }
+
+    /// Checks that `map_range` covers every key of `keys` (all with `prefix`, at most `width`
+    /// bytes past it unless `width` is 8) inside any pair of bounds made from `bounds`.
+    fn check_cover(prefix: &[u8], width: u32, keys: &[&[u8]], bounds: &[&[u8]]) {
+        let p = prefix.len();
+        for w in keys.windows(2) {
+            assert!(map_key(w[0], p, width) <= map_key(w[1], p, width));
+        }
+        let bounds: Vec<&[u8]> = [keys, bounds].concat();
+        let all: Vec<Bound<&[u8]>> = std::iter::once(Unbounded)
+            .chain(bounds.iter().flat_map(|&b| [Included(b), Excluded(b)]))
+            .collect();
+        for &lo in &all {
+            for &hi in &all {
+                let inside: Vec<u64> = keys
+                    .iter()
+                    .filter(|k| in_bounds(k, lo, hi))
+                    .map(|k| map_key(k, p, width))
+                    .collect();
+                match map_range(prefix, width, lo, hi) {
+                    None => assert!(inside.is_empty(), "{lo:?}..{hi:?}: {inside:?}"),
+                    Some((a, b)) => {
+                        assert!(inside.iter().all(|&x| a <= x && x <= b), "{lo:?}..{hi:?}")
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn keys_map_in_order_and_bounds_cover_their_keys() {
+        assert_eq!(window(b"user/", 5), 0);
+        assert_eq!(window(b"user/\x01", 5), 1 << 56);
+        assert_eq!(window(b"user/abcdefghij", 5), u64::from_be_bytes(*b"abcdefgh"));
+        assert_eq!(map_key(b"user/\x01\x02", 5, 2), 0x0102);
+        assert_eq!(map_key(b"user/\x01", 5, 2), 0x0100);
+        assert_eq!(map_key(b"user/\x01", 5, 0), 0);
+        let keys: Vec<&[u8]> = vec![
+            b"user/",
+            b"user/\x00",
+            b"user/\x00\x01",
+            b"user/a",
+            b"user/a\x00",
+            b"user/ab",
+            b"user/abcdefgh",
+            b"user/abcdefgh\xff",
+            b"user/abcdefgi",
+            b"user/\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        ];
+        let others: Vec<&[u8]> =
+            vec![b"a", b"user", b"user.", b"user0", b"v", b"", b"user/a\x00\x00", b"user/ac"];
+        check_cover(b"user/", 8, &keys, &others);
+        let short: Vec<&[u8]> =
+            vec![b"user/", b"user/\x00", b"user/\x00\x01", b"user/a", b"user/a\x00", b"user/ab"];
+        check_cover(b"user/", 2, &short, &others);
+        // Exactness where it is cheap: `..user/a` leaves out `user/a`'s integer.
+        let a = window(b"user/a", 5);
+        assert_eq!(map_range(b"user/", 8, Unbounded, Excluded(b"user/a")), Some((0, a - 1)));
+        assert_eq!(map_range(b"user/", 2, Unbounded, Excluded(b"user/a")), Some((0, 0x60ff)));
+        assert_eq!(map_range(b"user/", 8, Unbounded, Excluded(b"user/")), None);
+        assert_eq!(map_range(b"user/", 8, Included(b"user0"), Unbounded), None);
+        assert_eq!(map_range(b"user/", 8, Included(b"a"), Included(b"user")), None);
+    }
+}

@@ -1,0 +1,570 @@
+//! A range filter per table: "may the table hold a key in `[a, b]`?" answered in RAM, so a
+//! short scan skips the tables that hold nothing in its range instead of reading a block of
+//! each. Grafite (Costa, Ferragina and Vinciguerra, SIGMOD 2024):
+//!
+//! 1. Keys become integers by an order-preserving map ([`key_map`]): up to 8 bytes after
+//!    the filter's prefix, the longest its keys share.
+//! 2. Each integer `x` is hashed by a *locality-preserving* hash into a reduced universe
+//!    `r ≈ n · 2^(B−2)` (B bits per key): `code(x) = (q(⌊x / L⌋) + x) mod r`, `q` a random
+//!    hash of the block `⌊x / L⌋` onto `[0, r)`. Inside one block of `L` integers codes keep
+//!    their distances, so a query of width at most `L` meets at most two blocks and becomes
+//!    at most two code intervals (four where one wraps at `r`).
+//! 3. The sorted, distinct codes are stored as an Elias–Fano sequence ([`elias_fano`]), in
+//!    about `2 + log₂(r/n) = B` bits each, which answers "any code in `[c, d]`?" in a few
+//!    word reads.
+//!
+//! A query of width `w ≤ L` with no key inside is a false positive only if some key of
+//! another block lands in its code intervals: with `q` uniform, at most `n · w / r ≈ w /
+//! 2^(B−2)`, whatever the keys and the queries (keys of the query's own block keep their
+//! distances, so cannot land inside). Wider queries, and bounds the map cannot narrow,
+//! answer [`RangeProbe::TooWide`] without a probe: the caller reads the table.
+//!
+//! # Encoded form (all integers little-endian)
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "BKVR"
+//!      4     1  format version: 1
+//!      5     1  lg_width: L = 2^lg_width, 0..=62
+//!      6     1  low_bits l of the Elias–Fano sequence (must equal ⌊log₂(r/n)⌋, 0 if r ≤ n)
+//!      7     1  w, the bytes after the prefix each key maps by (0..=8; see `key_map`)
+//!      8     8  n, the distinct codes stored
+//!     16     8  r, the code universe (0 iff n = 0; else L ≤ r ≤ 2^62)
+//!     24     8  keys: distinct integers added (n ≤ keys)
+//!     32     8  requested bits per key, f64 bits
+//!     40     4  prefix length p
+//!     44     p  the prefix
+//!   44+p     8·⌈n·l/64⌉   the low parts, packed from bit 0 of the first word
+//!      …     8·⌈(n + ⌊(r−1)/2^l⌋ + 1)/64⌉   the upper bit vector (element i: bit (code >> l) + i)
+//!      …     4  CRC32 of every preceding byte
+//! ```
+//!
+//! Decoding checks the length, checksum, magic, version, the header's numbers against one
+//! another and the byte count against them before it allocates anything, then that the
+//! upper vector holds exactly `n` elements, strictly increasing below `r`. Every failure is
+//! [`Error::Corruption`].
+
+pub mod elias_fano;
+pub mod key_map;
+
+use std::ops::Bound;
+
+use crate::coding::{crc32, get_u32, get_u64, put_u32, put_u64};
+use crate::{Error, Result};
+use elias_fano::{low_bits_for, upper_len_for, words_for, EliasFano};
+use key_map::{common_prefix_len, map_key, map_range, narrow, window};
+
+const MAGIC: &[u8; 4] = b"BKVR";
+const VERSION: u8 = 1;
+const HEADER_LEN: usize = 44;
+/// The largest code universe: codes and their sums stay below 2^63.
+const MAX_UNIVERSE: u64 = 1 << 62;
+/// The seed of `q`, the block hash (part of the format).
+const BLOCK_SEED: u64 = 0x6772_6166_6974_6521; // "grafite!"
+
+/// What a range filter answers for a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeProbe {
+    /// The filter holds no key in the range: certain.
+    Absent,
+    /// The filter was probed and some code lies in the range: a key may be there.
+    Maybe,
+    /// The range is wider than the filter answers for (after mapping): not probed.
+    TooWide,
+}
+
+/// A range filter over a set of keys (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeFilter {
+    prefix: Vec<u8>,
+    /// Bytes after the prefix a key maps by.
+    width: u32,
+    lg_width: u32,
+    keys: u64,
+    bits_per_key: f64,
+    codes: EliasFano,
+}
+
+/// The widest query a filter at `bits_per_key` answers, as a power of two: where the bound
+/// `w / 2^(B−2)` reaches a half, past which a probe would mostly say "maybe" anyway.
+fn lg_width_for(bits_per_key: f64) -> u32 {
+    (bits_per_key.floor() as i64 - 3).clamp(0, 40) as u32
+}
+
+/// SplitMix64's finalizer.
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+impl RangeFilter {
+    /// Bits per key a filter may be built with: below 4 it answers for no useful width, above
+    /// 40 nothing is gained (the universe is capped at 2^62).
+    pub const BITS_PER_KEY_RANGE: std::ops::RangeInclusive<f64> = 4.0..=40.0;
+
+    /// The filter over `keys`, given in ascending order (repeats allowed), at
+    /// `bits_per_key` (clamped to [`RangeFilter::BITS_PER_KEY_RANGE`]).
+    ///
+    /// ```
+    /// use std::ops::Bound::{Excluded, Included};
+    /// use bloomkv_tree::range_filter::RangeFilter;
+    ///
+    /// let keys: [&[u8]; 3] = [b"user/0100", b"user/0200", b"user/0300"];
+    /// let f = RangeFilter::build(keys, 16.0);
+    /// assert!(f.may_contain_range(Included(b"user/0150"), Included(b"user/0250")));
+    /// // Never a false negative; this empty range is (with probability ~1 - 2^-12) a "no".
+    /// let empty = f.may_contain_range(Included(b"user/0201"), Excluded(b"user/0209"));
+    /// # let _ = empty;
+    /// ```
+    pub fn build<'a>(keys: impl IntoIterator<Item = &'a [u8]>, bits_per_key: f64) -> RangeFilter {
+        let mut b = RangeFilterBuilder::new(bits_per_key);
+        for k in keys {
+            b.add_key(k);
+        }
+        b.finish()
+    }
+
+    /// The largest query width (in mapped integers) the filter is probed for.
+    pub fn max_width(&self) -> u64 {
+        1 << self.lg_width
+    }
+
+    /// The prefix every key of the filter shares.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    /// Distinct mapped keys the filter was built over.
+    pub fn num_keys(&self) -> u64 {
+        self.keys
+    }
+
+    /// The bits per key asked for.
+    pub fn bits_per_key(&self) -> f64 {
+        self.bits_per_key
+    }
+
+    /// Heap bytes the filter holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.prefix.capacity() + self.codes.memory_bytes()
+    }
+
+    /// False only if no key of the filter lies in `(start, end)`.
+    pub fn may_contain_range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        self.probe(start, end) != RangeProbe::Absent
+    }
+
+    /// What the filter says of `(start, end)`: [`RangeProbe::Absent`] only if none of its
+    /// keys lies there.
+    pub fn probe(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> RangeProbe {
+        match map_range(&self.prefix, self.width, start, end) {
+            None => RangeProbe::Absent,
+            Some((lo, hi)) => self.probe_mapped(lo, hi),
+        }
+    }
+
+    /// [`RangeFilter::probe`] for the mapped integers `[lo, hi]`.
+    pub fn probe_mapped(&self, lo: u64, hi: u64) -> RangeProbe {
+        if self.codes.is_empty() {
+            return RangeProbe::Absent;
+        }
+        if hi - lo >= self.max_width() {
+            return RangeProbe::TooWide;
+        }
+        let lg = self.lg_width;
+        let (b1, b2) = (lo >> lg, hi >> lg);
+        let found = if b1 == b2 {
+            self.any_code(self.code(lo), hi - lo)
+        } else {
+            // Two blocks: the first from lo to its end, the second from its start to hi.
+            let second = b2 << lg;
+            self.any_code(self.code(lo), second - 1 - lo)
+                || self.any_code(self.code(second), hi - second)
+        };
+        if found {
+            RangeProbe::Maybe
+        } else {
+            RangeProbe::Absent
+        }
+    }
+
+    /// The code of the mapped integer `x`.
+    #[inline]
+    fn code(&self, x: u64) -> u64 {
+        code(x, self.lg_width, self.codes.universe())
+    }
+
+    /// True if a code lies in the `len + 1` codes from `c` on, wrapping at the universe.
+    fn any_code(&self, c: u64, len: u64) -> bool {
+        let r = self.codes.universe();
+        match c.checked_add(len).filter(|&end| end < r) {
+            Some(end) => self.codes.any_in(c, end),
+            None => self.codes.any_in(c, r - 1) || self.codes.any_in(0, c + len - r),
+        }
+    }
+
+    /// The encoded form (see the module documentation).
+    pub fn encode(&self) -> Vec<u8> {
+        let (lows, upper) = (self.codes.low_words(), self.codes.upper_words());
+        let mut b =
+            Vec::with_capacity(HEADER_LEN + self.prefix.len() + 8 * (lows.len() + upper.len()) + 4);
+        b.extend_from_slice(MAGIC);
+        let (lg, low) = (self.lg_width as u8, self.codes.low_bits() as u8);
+        b.extend_from_slice(&[VERSION, lg, low, self.width as u8]);
+        put_u64(&mut b, self.codes.len());
+        put_u64(&mut b, self.codes.universe());
+        put_u64(&mut b, self.keys);
+        put_u64(&mut b, self.bits_per_key.to_bits());
+        put_u32(&mut b, self.prefix.len() as u32);
+        b.extend_from_slice(&self.prefix);
+        for w in lows.iter().chain(upper) {
+            put_u64(&mut b, *w);
+        }
+        let crc = crc32(&[&b]);
+        put_u32(&mut b, crc);
+        b
+    }
+
+    /// Decodes [`RangeFilter::encode`]'s bytes, checking everything (see the module
+    /// documentation); offsets in errors are within `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<RangeFilter> {
+        let bad =
+            |at: usize, why: String| Error::bad_bytes(at as u64, format!("range filter: {why}"));
+        if bytes.len() < HEADER_LEN + 4 {
+            return Err(bad(0, format!("{} bytes is too short", bytes.len())));
+        }
+        let body = bytes.len() - 4;
+        let stored = get_u32(bytes, body).expect("length checked");
+        if crc32(&[&bytes[..body]]) != stored {
+            return Err(bad(body, "checksum mismatch".into()));
+        }
+        if &bytes[..4] != MAGIC {
+            return Err(bad(0, "bad magic".into()));
+        }
+        if bytes[4] != VERSION {
+            return Err(bad(4, format!("unknown version {}", bytes[4])));
+        }
+        let (lg_width, low_bits) = (u32::from(bytes[5]), u32::from(bytes[6]));
+        if lg_width > 62 {
+            return Err(bad(5, format!("width 2^{lg_width}")));
+        }
+        let width = u32::from(bytes[7]);
+        if width > 8 {
+            return Err(bad(7, format!("keys mapped by {width} bytes")));
+        }
+        let field = |at| get_u64(bytes, at).expect("length checked");
+        let (n, universe, keys) = (field(8), field(16), field(24));
+        let bits_per_key = f64::from_bits(field(32));
+        if (n == 0) != (universe == 0)
+            || universe > MAX_UNIVERSE
+            || (n > 0 && universe < 1 << lg_width)
+            || n > universe
+            || n > keys
+        {
+            return Err(bad(8, format!("{n} codes of {keys} keys in a universe of {universe}")));
+        }
+        if !bits_per_key.is_finite() || bits_per_key < 0.0 {
+            return Err(bad(32, format!("bits per key {bits_per_key}")));
+        }
+        if low_bits != low_bits_for(n, universe) {
+            return Err(bad(6, format!("{low_bits} low bits for {n} codes below {universe}")));
+        }
+        let prefix_len = get_u32(bytes, 40).expect("length checked") as usize;
+        let prefix_end = HEADER_LEN
+            .checked_add(prefix_len)
+            .filter(|&e| e <= body)
+            .ok_or_else(|| bad(40, format!("prefix of {prefix_len} bytes runs past the end")))?;
+        // Sizes from the header, with checked arithmetic, compared with the bytes present
+        // before anything is allocated.
+        let low_words = n.checked_mul(u64::from(low_bits)).map(words_for);
+        let upper_words = upper_len_for(n, universe, low_bits).map(words_for);
+        let want = low_words
+            .zip(upper_words)
+            .and_then(|(l, u)| l.checked_add(u))
+            .and_then(|w| w.checked_mul(8));
+        if want != Some((body - prefix_end) as u64) {
+            return Err(bad(
+                prefix_end,
+                format!("{} bytes of codes, header implies {want:?}", body - prefix_end),
+            ));
+        }
+        let low_words = low_words.expect("checked") as usize;
+        let mut words = bytes[prefix_end..body]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        let lows: Vec<u64> = words.by_ref().take(low_words).collect();
+        let upper: Vec<u64> = words.collect();
+        let codes = EliasFano::from_words(n, universe, low_bits, lows, upper)
+            .map_err(|why| bad(prefix_end, why))?;
+        let prefix = bytes[HEADER_LEN..prefix_end].to_vec();
+        Ok(RangeFilter { prefix, width, lg_width, keys, bits_per_key, codes })
+    }
+}
+
+/// `(q(⌊x / 2^lg⌋) + x) mod r`, with `q` the block's hash onto `[0, r)`.
+#[inline]
+fn code(x: u64, lg_width: u32, r: u64) -> u64 {
+    let q = ((u128::from(mix((x >> lg_width) ^ BLOCK_SEED)) * u128::from(r)) >> 64) as u64;
+    // Both below r ≤ 2^62: the sum cannot overflow.
+    (q + x % r) % r
+}
+
+/// Builds a [`RangeFilter`] from keys added in ascending order, and a few more in any order.
+///
+/// A key's integer depends on the prefix all keys share, which is known only at the end.
+/// Keys arrive sorted, so the prefix they share with the first one only shrinks: each key
+/// is kept as the 8 bytes after the prefix *so far*, which hold the 8 bytes after any
+/// shorter final prefix once the first key's bytes are put in front (8 bytes per key, not
+/// the key).
+#[derive(Debug)]
+pub struct RangeFilterBuilder {
+    bits_per_key: f64,
+    first: Option<Vec<u8>>,
+    /// The prefix all sorted keys so far share with the first.
+    shared: usize,
+    /// The longest key added.
+    longest: usize,
+    /// `(index of the first value kept with this prefix length, the length)`.
+    runs: Vec<(usize, usize)>,
+    values: Vec<u64>,
+    /// Keys added out of order (range tombstones' starts), kept whole.
+    extra: Vec<Vec<u8>>,
+}
+
+impl RangeFilterBuilder {
+    /// A builder at `bits_per_key` (clamped to [`RangeFilter::BITS_PER_KEY_RANGE`]).
+    pub fn new(bits_per_key: f64) -> Self {
+        let (lo, hi) =
+            (*RangeFilter::BITS_PER_KEY_RANGE.start(), *RangeFilter::BITS_PER_KEY_RANGE.end());
+        let bits_per_key = if bits_per_key.is_nan() { lo } else { bits_per_key.clamp(lo, hi) };
+        RangeFilterBuilder {
+            bits_per_key,
+            first: None,
+            shared: 0,
+            longest: 0,
+            runs: Vec::new(),
+            values: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Adds a key at or after every key added with this method before.
+    pub fn add_key(&mut self, key: &[u8]) {
+        self.longest = self.longest.max(key.len());
+        let Some(first) = &self.first else {
+            self.first = Some(key.to_vec());
+            self.shared = key.len();
+            self.runs.push((0, key.len()));
+            self.values.push(window(key, key.len()));
+            return;
+        };
+        let shared = self.shared.min(common_prefix_len(first, key));
+        if shared != self.shared {
+            self.shared = shared;
+            self.runs.push((self.values.len(), shared));
+        }
+        let x = window(key, shared);
+        // Versions and keys equal in the window map alike: keep one.
+        if self.runs.last().is_some_and(|&(i, _)| i < self.values.len())
+            && self.values.last() == Some(&x)
+        {
+            return;
+        }
+        self.values.push(x);
+    }
+
+    /// Adds a key in any order (a range tombstone's start).
+    pub fn add_unordered(&mut self, key: &[u8]) {
+        self.longest = self.longest.max(key.len());
+        self.extra.push(key.to_vec());
+    }
+
+    /// Keys added so far (sorted ones kept, and unordered ones).
+    pub fn len(&self) -> usize {
+        self.values.len() + self.extra.len()
+    }
+
+    /// True before any key is added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The filter over every key added.
+    pub fn finish(self) -> RangeFilter {
+        let lg_width = lg_width_for(self.bits_per_key);
+        // The prefix of everything: the sorted keys' with the first, cut by each extra key.
+        let anchor: Option<&[u8]> = self.first.as_deref().or(self.extra.first().map(|k| &k[..]));
+        let Some(anchor) = anchor else {
+            return RangeFilter {
+                prefix: Vec::new(),
+                width: 0,
+                lg_width,
+                keys: 0,
+                bits_per_key: self.bits_per_key,
+                codes: EliasFano::new(&[], 0),
+            };
+        };
+        let mut p = if self.first.is_some() { self.shared } else { anchor.len() };
+        for k in &self.extra {
+            p = p.min(common_prefix_len(anchor, k));
+        }
+        let prefix = anchor[..p].to_vec();
+        let width = (self.longest - p).min(8) as u32;
+        let mut xs: Vec<u64> = Vec::with_capacity(self.len());
+        for (r, &(start, kept)) in self.runs.iter().enumerate() {
+            let end = self.runs.get(r + 1).map_or(self.values.len(), |&(i, _)| i);
+            // Values kept after `kept` bytes; the final prefix is `p ≤ kept` bytes, and the
+            // key's bytes between are the anchor's.
+            let d = kept - p;
+            let head = window(&anchor[..kept], p);
+            for &v in &self.values[start..end] {
+                let x8 = if d >= 8 { head } else { head | v >> (8 * d) };
+                xs.push(narrow(x8, width));
+            }
+        }
+        xs.extend(self.extra.iter().map(|k| map_key(k, p, width)));
+        xs.sort_unstable();
+        xs.dedup();
+        let keys = xs.len() as u64;
+        let scaled = keys as f64 * (self.bits_per_key - 2.0).exp2();
+        let universe =
+            if scaled >= MAX_UNIVERSE as f64 { MAX_UNIVERSE } else { scaled.ceil() as u64 };
+        let universe = universe.max(1 << lg_width).min(MAX_UNIVERSE);
+        let mut codes: Vec<u64> = xs.iter().map(|&x| code(x, lg_width, universe)).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        RangeFilter {
+            prefix,
+            width,
+            lg_width,
+            keys,
+            bits_per_key: self.bits_per_key,
+            codes: EliasFano::new(&codes, universe),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+
+    fn be(i: u64) -> Vec<u8> {
+        i.to_be_bytes().to_vec()
+    }
+
+    /// The sorted keys' integers, rebuilt from the kept windows, are what mapping each key
+    /// with the final prefix gives, however the shared prefix shrank along the way.
+    #[test]
+    fn kept_windows_rebuild_each_keys_integer() {
+        let keys: Vec<&[u8]> = vec![
+            b"account/0001/a",
+            b"account/0001/b",
+            b"account/0001/b\x00",
+            b"account/0002",
+            b"account/01",
+            b"account/1",
+            b"accounts",
+            b"b",
+        ];
+        for end in 1..=keys.len() {
+            let mut b = RangeFilterBuilder::new(16.0);
+            keys[..end].iter().for_each(|k| b.add_key(k));
+            let f = b.finish();
+            let p = common_prefix_len(keys[0], keys[end - 1]);
+            assert_eq!(f.prefix(), &keys[0][..p]);
+            for k in &keys[..end] {
+                assert!(f.may_contain_range(Included(k), Included(k)), "{k:?}");
+            }
+        }
+        // Extra keys below and above the sorted ones cut the prefix further.
+        let mut b = RangeFilterBuilder::new(16.0);
+        b.add_key(b"m/1");
+        b.add_key(b"m/2");
+        b.add_unordered(b"m");
+        b.add_unordered(b"a");
+        let f = b.finish();
+        assert_eq!(f.prefix(), b"");
+        for k in [&b"m/1"[..], b"m/2", b"m", b"a"] {
+            assert!(f.may_contain_range(Included(k), Included(k)), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn empty_filters_and_bounds_outside_the_prefix_say_no() {
+        // Keys of 8 bytes past the prefix: a range over all of them is too wide.
+        let keys: [&[u8]; 2] = [b"k/12345678", b"k/99999999"];
+        assert_eq!(RangeFilter::build(keys, 16.0).probe(Unbounded, Unbounded), RangeProbe::TooWide);
+        let f = RangeFilterBuilder::new(16.0).finish();
+        assert_eq!(f.probe(Unbounded, Unbounded), RangeProbe::Absent);
+        let f = RangeFilter::decode(&f.encode()).unwrap();
+        assert_eq!(f.probe(Unbounded, Unbounded), RangeProbe::Absent);
+
+        let keys: [&[u8]; 2] = [b"k/1", b"k/9"];
+        let f = RangeFilter::build(keys, 16.0);
+        assert_eq!(f.probe(Included(b"l"), Unbounded), RangeProbe::Absent);
+        assert_eq!(f.probe(Unbounded, Excluded(b"k/")), RangeProbe::Absent);
+        assert_eq!(f.probe(Included(b"k/5"), Excluded(b"k/1")), RangeProbe::Absent);
+        // Keys of one byte past the prefix map to one byte's 256 values: every range is
+        // narrow enough to probe.
+        assert_eq!(f.probe(Unbounded, Unbounded), RangeProbe::Maybe);
+        assert_eq!(f.probe(Included(b"k/1"), Excluded(b"k/2")), RangeProbe::Maybe);
+        assert_eq!(f.probe(Excluded(b"k/0"), Included(b"k/1")), RangeProbe::Maybe);
+        assert_eq!(f.probe(Included(b"k/2"), Included(b"k/8")), RangeProbe::Absent);
+        // One byte's values are 256 integers: narrow enough to probe, whatever the bounds.
+        assert_eq!(f.probe(Included(b"k/2"), Unbounded), RangeProbe::Maybe);
+        assert_eq!(f.probe(Excluded(b"k/9"), Unbounded), RangeProbe::Maybe);
+        assert_eq!(f.probe(Included(b"k/\xfe"), Unbounded), RangeProbe::Absent);
+    }
+
+    #[test]
+    fn dense_integer_keys_answer_every_short_range_exactly_around_them() {
+        // Every 3rd integer from 10^6: ranges of width 1 between keys are empty; with dense
+        // keys each block holds many, so codes cluster and the bucket search is exercised.
+        let keys: Vec<Vec<u8>> = (0..30_000u64).map(|i| be(1_000_000 + 3 * i)).collect();
+        let f = RangeFilter::build(keys.iter().map(|k| &k[..]), 18.0);
+        let mut false_positives = 0;
+        for i in 0..30_000u64 {
+            let k = 1_000_000 + 3 * i;
+            assert!(f.may_contain_range(Included(&be(k)), Included(&be(k))));
+            assert!(f.may_contain_range(Included(&be(k - 1)), Included(&be(k + 1))));
+            false_positives +=
+                u32::from(f.may_contain_range(Included(&be(k + 1)), Included(&be(k + 2))));
+        }
+        // Width 2 at 18 bits per key: bound 2 / 2^16 per query.
+        assert!(false_positives < 30, "{false_positives}");
+    }
+
+    #[test]
+    fn round_trips_and_refuses_damage_without_panicking() {
+        let keys: Vec<Vec<u8>> =
+            (0..500u64).map(|i| format!("key{:05}", i * 7).into_bytes()).collect();
+        let f = RangeFilter::build(keys.iter().map(|k| &k[..]), 12.5);
+        let bytes = f.encode();
+        assert_eq!(RangeFilter::decode(&bytes).unwrap(), f);
+        for i in 0..bytes.len() {
+            for flip in [0x01u8, 0x80] {
+                let mut b = bytes.clone();
+                b[i] ^= flip;
+                let e = RangeFilter::decode(&b).unwrap_err();
+                assert!(e.is_corruption(), "{e:?}");
+            }
+        }
+        for len in 0..bytes.len() {
+            assert!(RangeFilter::decode(&bytes[..len]).unwrap_err().is_corruption());
+        }
+        // A header that claims huge sizes, with a valid checksum, allocates nothing.
+        let mut b = bytes[..bytes.len() - 4].to_vec();
+        b[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        b[16..24].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        b[24..32].copy_from_slice(&(1u64 << 41).to_le_bytes());
+        b[6] = 22;
+        let crc = crc32(&[&b]);
+        put_u32(&mut b, crc);
+        assert!(RangeFilter::decode(&b).unwrap_err().is_corruption());
+    }
+}
