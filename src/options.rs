@@ -259,6 +259,11 @@ impl Options {
         /// Without an extractor it has no effect.
         whole_key_filtering: bool);
     keyspace_setter!(
+        /// Bits per key of a range filter in each new table of the default keyspace (default
+        /// `None`, none), 4 to 40: short bounded scans skip the tables that hold nothing in
+        /// their range (see [`KeyspaceOptions::range_filter_bits_per_key`]).
+        range_filter_bits_per_key: Option<f64>);
+    keyspace_setter!(
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);
     keyspace_setter!(

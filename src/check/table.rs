@@ -19,9 +19,11 @@ use crate::table::format::{
 };
 use crate::table::properties::TableProperties;
 use crate::table::reader::{
-    filter_limit, load_block, read_filter, read_footer, read_properties, walk_index,
+    filter_limit, load_block, range_dels_limit, read_filter, read_footer, read_properties,
+    read_range_filter, walk_index,
 };
 use crate::table::Table;
+use bloomkv_tree::range_filter::{RangeFilter, RangeProbe};
 
 /// What the table's entries turned out to be, for comparing with the properties.
 #[derive(Debug, Default)]
@@ -96,9 +98,10 @@ pub(super) fn check_file(
         }
     };
 
-    // Regions, in file order: data | filter | range deletions | properties | index |
-    // footer, back to back. Only the properties say whether the range-deletion block exists
-    // and where, so they are read before the filter's end can be checked.
+    // Regions, in file order: data | filter | range deletions | range filter | properties |
+    // index | footer, back to back. Only the properties say whether the range-deletion and
+    // range-filter blocks exist and where, so they are read before the filter's end can be
+    // checked.
     let props_ok = check_region(
         r,
         path,
@@ -115,13 +118,13 @@ pub(super) fn check_file(
         (_, Some(h)) => {
             check_region(r, path, footer_offset, "footer's filter", footer.filter, h.offset)
         }
-        (Some(_), None) => check_region(
+        (Some(p), None) => check_region(
             r,
             path,
             footer_offset,
             "footer's filter",
             footer.filter,
-            footer.properties.offset,
+            filter_limit(&footer, p),
         ),
         // Without the properties, a gap after the filter may be a range-deletion block; only
         // an overlap is certain.
@@ -137,15 +140,26 @@ pub(super) fn check_file(
             ),
         },
     };
-    let range_del_ok = range_del.map(|h| {
+    let range_del_ok = range_del.zip(props.as_ref()).map(|(h, p)| {
         check_region(
             r,
             path,
             footer.properties.offset,
             "properties' range-deletion",
             h,
-            footer.properties.offset,
+            range_dels_limit(&footer, p),
         )
+    });
+    let range_filter = props.as_ref().filter(|p| p.range_filter.size > 0).and_then(|p| {
+        let ok = check_region(
+            r,
+            path,
+            footer.properties.offset,
+            "properties' range-filter",
+            p.range_filter,
+            footer.properties.offset,
+        );
+        part(r, path, ok, || read_range_filter(file.as_ref(), path, &footer, p)).flatten()
     });
     // Data blocks end where the filter starts; never look past the footer whatever it says.
     let data_end = footer.filter.offset.min(footer_offset);
@@ -175,9 +189,19 @@ pub(super) fn check_file(
             file.as_ref(),
             index,
             data_end,
-            (filter.as_ref(), extractor),
+            (filter.as_ref(), extractor, range_filter.as_ref()),
             &mut contents,
         );
+    }
+    if let (Some(f), Some(ts)) = (&range_filter, &range_dels) {
+        let missed = ts.iter().filter(|t| !may_hold_key(f, &t.start)).count();
+        if missed > 0 {
+            r.problem(
+                path,
+                props.as_ref().map(|p| p.range_filter.offset),
+                format!("range filter answers \"no\" for {missed} range tombstone start(s)"),
+            );
+        }
     }
 
     if let Some(p) = &props {
@@ -375,7 +399,11 @@ fn check_data_blocks(
     file: &dyn RandomAccessFile,
     index: &[IndexEntry],
     data_end: u64,
-    (filter, extractor): (Option<&Filter>, Option<crate::PrefixExtractor>),
+    (filter, extractor, range_filter): (
+        Option<&Filter>,
+        Option<crate::PrefixExtractor>,
+        Option<&RangeFilter>,
+    ),
     c: &mut Contents,
 ) -> bool {
     let whole_keys = filter.is_some_and(|f| f.contents().whole_keys);
@@ -386,6 +414,8 @@ fn check_data_blocks(
     let mut prev_sep: Option<&[u8]> = None;
     let mut filter_misses = 0u64;
     let mut first_filter_miss: Option<(u64, Vec<u8>)> = None;
+    let mut range_filter_misses = 0u64;
+    let mut first_range_filter_miss: Option<(u64, Vec<u8>)> = None;
     for (i, (sep, h)) in index.iter().enumerate() {
         r.checked.data_blocks += 1;
         let block = match load_block(file, path, *h, data_end) {
@@ -455,6 +485,10 @@ fn check_data_blocks(
                 .map_or(true, |p| p.user_key != parsed.user_key);
             if new_user_key {
                 c.distinct_keys += 1;
+                if range_filter.is_some_and(|f| !may_hold_key(f, parsed.user_key)) {
+                    range_filter_misses += 1;
+                    first_range_filter_miss.get_or_insert((h.offset, parsed.user_key.to_vec()));
+                }
                 if let Some(f) = filter.filter(|_| whole_keys) {
                     if !f.may_contain(parsed.user_key) {
                         filter_misses += 1;
@@ -534,7 +568,24 @@ fn check_data_blocks(
             ),
         );
     }
+    if let Some((offset, key)) = first_range_filter_miss {
+        r.problem(
+            path,
+            Some(offset),
+            format!(
+                "range filter answers \"no\" for {range_filter_misses} key(s) the table holds \
+                 (first: {})",
+                quoted(&key)
+            ),
+        );
+    }
     all_read
+}
+
+/// Whether the range filter may hold `key` (asked as the range of that key alone).
+fn may_hold_key(f: &RangeFilter, key: &[u8]) -> bool {
+    use std::ops::Bound::Included;
+    f.probe(Included(key), Included(key)) != RangeProbe::Absent
 }
 
 /// The properties must describe what is really in the file.

@@ -94,6 +94,89 @@ fn a_clean_table_with_range_tombstones_passes() {
     assert_eq!(r.checked.entries, ENTRIES);
 }
 
+/// [`build_table_with_range_dels`]'s table with a range filter.
+fn build_table_with_range_filter() -> Vec<u8> {
+    let file = MemFile::new();
+    let opts = TableOptions::default().block_bytes(256).range_filter(Some(16.0));
+    let mut b = TableBuilder::new(Box::new(file.clone()), opts);
+    let t =
+        |start: &str, end: &str, seq| RangeTombstone { start: start.into(), end: end.into(), seq };
+    for ts in [t("a", "b", 2000), t("key00010", "key00020", 5), t("zz", "zz\0", 1500)] {
+        b.add_range_tombstone(ts).unwrap();
+    }
+    for i in 0..ENTRIES {
+        let kind = if i % 7 == 0 { ValueKind::Delete } else { ValueKind::Put };
+        b.add(&internal_key(format!("key{i:05}").as_bytes(), 1000 - i, kind), b"v").unwrap();
+    }
+    b.finish().unwrap();
+    file.contents()
+}
+
+#[test]
+fn a_range_filter_is_checked_against_every_key_and_tombstone() {
+    let clean = build_table_with_range_filter();
+    let table = Table::open(as_file(&clean), "t.sst".into(), None).unwrap();
+    let props = table.properties().clone();
+    assert!(props.range_filter.size > 0 && table.range_filter().is_some());
+    // Every distinct user key and the tombstones' starts, of which "key00010" is a key too.
+    assert_eq!(props.range_filter_keys, ENTRIES + 2);
+    let r = check_bytes(&clean);
+    assert_eq!(r.status(), Status::Ok, "{r:?}");
+
+    // A filter over other keys, forged in with a valid checksum and the same size: it
+    // answers "no" for the table's keys, which the check finds (and the open refuses, as
+    // the properties' count no longer matches).
+    let h = props.range_filter;
+    // The same shape (no common prefix, 8-byte keys at most, as many keys): the same size.
+    let others: Vec<Vec<u8>> = std::iter::once(b"b".to_vec())
+        .chain((0..ENTRIES).map(|i| format!("key1{i:04}").into_bytes()))
+        .chain([b"zy".to_vec()])
+        .collect();
+    let forged =
+        bloomkv_tree::range_filter::RangeFilter::build(others.iter().map(|k| &k[..]), 16.0);
+    let mut bytes = clean.clone();
+    forge_block(&mut bytes, h, &forged.encode());
+    let r = check_bytes(&bytes);
+    let first = table.data_block_handles()[0].offset;
+    assert!(
+        r.problems.contains(&finding(
+            first,
+            &format!("range filter answers \"no\" for {ENTRIES} key(s) the table holds (first: \"key00000\")")
+        )),
+        "{r:?}"
+    );
+    assert!(
+        r.problems.contains(&finding(
+            h.offset,
+            "range filter answers \"no\" for 3 range tombstone start(s)"
+        )),
+        "{r:?}"
+    );
+
+    // A flipped byte in the block: its checksum.
+    let mut bytes = clean.clone();
+    bytes[h.offset as usize + 20] ^= 1;
+    let r = check_bytes(&bytes);
+    assert_eq!(r.problems, [finding(h.offset, "block checksum mismatch")], "{r:?}");
+    assert!(Table::open(as_file(&bytes), "t.sst".into(), None).unwrap_err().is_corruption());
+
+    // A gap before the block.
+    let moved = BlockHandle { offset: h.offset + 1, size: h.size - 1 };
+    let mut bytes = clean.clone();
+    let footer = read_footer(as_file(&clean).as_ref(), Path::new("t.sst")).unwrap().0;
+    forge_block(
+        &mut bytes,
+        footer.properties,
+        &TableProperties { range_filter: moved, ..props.clone() }.encode(),
+    );
+    let r = check_bytes(&bytes);
+    assert_eq!(
+        r.problems[0],
+        finding(h.offset, "1 unexplained bytes after the range-deletion block"),
+        "{r:?}"
+    );
+}
+
 /// Replaces the stored block at `h` with `payload` (same size) and a valid checksum: damage
 /// only the meaning checks can see.
 fn forge_block(bytes: &mut [u8], h: BlockHandle, payload: &[u8]) {

@@ -272,6 +272,7 @@ pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> Tab
         filter_policy: filter,
         prefix_extractor: opts.prefix_extractor,
         whole_key_filtering: opts.filters_whole_keys(),
+        range_filter_bits_per_key: opts.range_filter_bits_per_key,
         ..TableOptions::default()
     }
 }

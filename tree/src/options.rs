@@ -56,6 +56,9 @@ pub struct KeyspaceOptions {
     pub compression: Compression,
     pub block_bytes: usize,
     pub target_table_bytes: u64,
+    /// Not recorded in the manifest yet: background work after a reopen builds tables
+    /// without range filters until the keyspace is opened with it again.
+    pub range_filter_bits_per_key: Option<f64>,
     pub default_ttl: Option<std::time::Duration>,
     /// Held in memory only, as the merge operator: the manifest records the other fields.
     pub compaction_filter: FilterSlot,
@@ -77,6 +80,7 @@ impl Default for KeyspaceOptions {
             compression: Compression::None,
             block_bytes: 4096,
             target_table_bytes: 16 << 20,
+            range_filter_bits_per_key: None,
             default_ttl: None,
             compaction_filter: FilterSlot::default(),
             stop_on_compaction_filter_error: false,
@@ -92,6 +96,9 @@ impl KeyspaceOptions {
     pub const BLOCK_BYTES_RANGE: RangeInclusive<usize> = 64..=16 << 20;
     /// `target_table_bytes`: 1 KiB to 4 GiB.
     pub const TARGET_TABLE_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=4 << 30;
+    /// `range_filter_bits_per_key`: 4 to 40.
+    pub const RANGE_FILTER_BITS_PER_KEY_RANGE: RangeInclusive<f64> =
+        crate::range_filter::RangeFilter::BITS_PER_KEY_RANGE;
     /// `blob_threshold`: 1 byte to 16 MiB (`MAX_VALUE_BYTES`).
     pub const BLOB_THRESHOLD_RANGE: RangeInclusive<usize> = 1..=crate::MAX_VALUE_BYTES;
 
@@ -146,6 +153,32 @@ impl KeyspaceOptions {
         /// Size at which compaction output is split into a new table (see
         /// `Options::target_table_bytes`): 1 KiB to 4 GiB, as there.
         target_table_bytes: u64);
+
+    /// Bits per key of a range filter in each new table (default `None`: no range filter),
+    /// 4 to 40 ([`KeyspaceOptions::RANGE_FILTER_BITS_PER_KEY_RANGE`]). A short bounded scan
+    /// (a `range`, bounded cursor or transaction read over a few keys' worth of key space)
+    /// then skips each table whose filter says it holds nothing in the range, instead of
+    /// reading a block of it. A range of `w` integers (the key bytes past a table's common
+    /// prefix, as a number) is a false positive with probability at most `w / 2^(bits − 2)`:
+    /// 16 bits per key give 1.6% at width 256. Ranges wider than `2^(⌊bits⌋ − 3)` are not
+    /// asked. See DESIGN.md, "Range filters".
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use bloomkv::{Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// let events = db.keyspace("events", KeyspaceOptions::new().range_filter_bits_per_key(Some(16.0)))?;
+    /// events.put(7u64.to_be_bytes(), "seven")?;
+    /// db.flush()?;
+    /// // A scan of an empty window skips the table.
+    /// assert_eq!(events.range(10u64.to_be_bytes()..20u64.to_be_bytes()).count(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn range_filter_bits_per_key(mut self, bits_per_key: Option<f64>) -> Self {
+        self.range_filter_bits_per_key = bits_per_key;
+        self
+    }
 
     /// A time to live given to every plain put of the keyspace (`put`, `WriteBatch::put_in`):
     /// each then expires that long after it is written, as with
@@ -324,6 +357,11 @@ impl KeyspaceOptions {
         }
         if let Some(t) = self.blob_threshold {
             within("blob_threshold", t, &Self::BLOB_THRESHOLD_RANGE, Unit::Bytes)?;
+        }
+        if let Some(b) = self.range_filter_bits_per_key {
+            if !Self::RANGE_FILTER_BITS_PER_KEY_RANGE.contains(&b) {
+                return bad("range_filter_bits_per_key must be between 4 and 40");
+            }
         }
         if let Compression::Zstd { level } = self.compression {
             if !(-7..=22).contains(&level) {

@@ -8,6 +8,7 @@ use crate::fs::WritableFile;
 use crate::key::{compare_internal, pack_trailer, parse_internal_key, ValueKind, MAX_SEQNO};
 use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
+use crate::range_filter::RangeFilterBuilder;
 use crate::table::block::BlockBuilder;
 use crate::table::format::{
     append_encoded, BlockEncoder, BlockHandle, Compression, Footer, BLOB_FORMAT_VERSION,
@@ -45,6 +46,9 @@ pub struct TableOptions {
     /// gives its clock's (`Options::clock`), which periodic compaction judges a table's age
     /// by; `None` reads the system clock.
     pub creation_time: Option<u64>,
+    /// With bits per key, the table also carries a range filter ([`crate::range_filter`])
+    /// over its user keys and its range tombstones' starts.
+    pub range_filter_bits_per_key: Option<f64>,
 }
 
 impl Default for TableOptions {
@@ -57,6 +61,7 @@ impl Default for TableOptions {
             prefix_extractor: None,
             whole_key_filtering: true,
             creation_time: None,
+            range_filter_bits_per_key: None,
         }
     }
 }
@@ -83,6 +88,12 @@ impl TableOptions {
     /// Sets [`TableOptions::filter_policy`].
     pub fn filter_policy(mut self, p: FilterPolicy) -> Self {
         self.filter_policy = p;
+        self
+    }
+
+    /// Sets [`TableOptions::range_filter_bits_per_key`].
+    pub fn range_filter(mut self, bits_per_key: Option<f64>) -> Self {
+        self.range_filter_bits_per_key = bits_per_key;
         self
     }
 
@@ -129,6 +140,7 @@ pub struct TableBuilder {
     range_dels: Vec<RangeTombstone>,
     /// Per blob file, the references added.
     blob_refs: Vec<crate::blob::BlobRefs>,
+    range_filter: Option<RangeFilterBuilder>,
 }
 
 impl std::fmt::Debug for TableBuilder {
@@ -162,6 +174,7 @@ impl TableBuilder {
             sep_buf: Vec::new(),
             range_dels: Vec::new(),
             blob_refs: Vec::new(),
+            range_filter: opts.range_filter_bits_per_key.map(RangeFilterBuilder::new),
         }
     }
 
@@ -184,6 +197,12 @@ impl TableBuilder {
             return Err(Error::InvalidArgument(format!(
                 "range tombstone bound larger than {MAX_ENTRY_PART_BYTES} bytes"
             )));
+        }
+        // A scan that skips the table still applies its tombstones (they come from the
+        // version), but the filter holding their starts keeps its "no" meaning "nothing of
+        // this table is in the range", should any reader take tombstones from the table.
+        if let Some(f) = &mut self.range_filter {
+            f.add_unordered(&t.start);
         }
         self.range_dels.push(t);
         Ok(())
@@ -216,6 +235,9 @@ impl TableBuilder {
             // The filter covers user keys; versions of one key are adjacent, so comparing
             // with the previous key adds each user key exactly once.
             self.filter.add_key(user_key);
+            if let Some(f) = &mut self.range_filter {
+                f.add_key(user_key);
+            }
         }
         let p = &mut self.props;
         if first {
@@ -345,6 +367,16 @@ impl TableBuilder {
             p.largest_seq = p.largest_seq.max(hi);
             p.range_del = handle;
             p.num_range_deletions = self.range_dels.len() as u64;
+        }
+
+        // After the range deletions, before the properties: a build that does not know the
+        // block reads the table as before (readers allow room before the properties, and
+        // skip the properties' fields they do not know), so it needs no format version.
+        if let Some(f) = self.range_filter.take().filter(|f| !f.is_empty()) {
+            let f = f.finish();
+            self.raw_encoder.encode(&f.encode(), &mut self.scratch);
+            self.props.range_filter = append_encoded(self.file.as_mut(), &self.scratch)?;
+            self.props.range_filter_keys = f.num_keys();
         }
 
         // The index goes last but its size belongs in the properties, so encode it first.

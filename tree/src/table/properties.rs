@@ -18,7 +18,7 @@
 //! listed in [`TableProperties`]'s fields' docs as `#n` and never reused. Fields #22-#24
 //! (range deletions) are written only by tables that have some, #25-#26 (prefixes) only by
 //! tables whose filter holds prefixes, #27-#30 (expiring entries) and #31 (merge operands)
-//! only by tables that hold some.
+//! only by tables that hold some, #34-#36 (the range filter) only by tables that have one.
 
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::table::format::{BlockHandle, Compression};
@@ -90,6 +90,11 @@ pub struct TableProperties {
     pub num_blob_refs: u64,
     /// #33: the bytes of the values those references name.
     pub blob_ref_bytes: u64,
+    /// #34 (offset) and #35 (size): the range-filter block (see [`crate::range_filter`]);
+    /// size 0 when the table has none.
+    pub range_filter: BlockHandle,
+    /// #36: the distinct integers the range filter was built over.
+    pub range_filter_keys: u64,
 }
 
 const VARINT: u64 = 0;
@@ -161,6 +166,11 @@ impl TableProperties {
             put_field(&mut b, 32, self.num_blob_refs);
             put_field(&mut b, 33, self.blob_ref_bytes);
         }
+        if self.range_filter.size > 0 {
+            put_field(&mut b, 34, self.range_filter.offset);
+            put_field(&mut b, 35, self.range_filter.size);
+            put_field(&mut b, 36, self.range_filter_keys);
+        }
         b
     }
 
@@ -226,6 +236,9 @@ impl TableProperties {
                 31 => p.num_merge_operands = v,
                 32 => p.num_blob_refs = v,
                 33 => p.blob_ref_bytes = v,
+                34 => p.range_filter.offset = v,
+                35 => p.range_filter.size = v,
+                36 => p.range_filter_keys = v,
                 _ => {}
             }
         }
@@ -283,6 +296,8 @@ mod tests {
             num_merge_operands: 7,
             num_blob_refs: 3,
             blob_ref_bytes: 300_000,
+            range_filter: BlockHandle { offset: 6295, size: 120 },
+            range_filter_keys: 998,
         }
     }
 

@@ -5,6 +5,7 @@
 //! key is outside the table's key range or the filter rules it out.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::key_head::{key_head, SortedHeads};
 use crate::prefetch::prefetch_all;
 use crate::prefix::PrefixExtractor;
 use crate::range_del::{self, RangeTombstone};
+use crate::range_filter::{RangeFilter, RangeProbe};
 use crate::table::block::Block;
 use crate::table::cache::BlockCache;
 use crate::table::format::{
@@ -172,6 +174,8 @@ pub struct Table {
     prefix: Option<PrefixExtractor>,
     /// The range tombstones, sorted and disjoint (held in RAM, like the filter).
     range_dels: Vec<RangeTombstone>,
+    /// The range filter, if the table has one (held in RAM, like the filter).
+    range_filter: Option<RangeFilter>,
     /// The same file mapped into memory, which point lookups read their blocks from when
     /// present (see [`Table::map_for_lookups`]).
     mapped: Option<MappedFile>,
@@ -301,6 +305,7 @@ impl Table {
 
         let props = read_properties(file.as_ref(), &path, &footer)?;
         let range_dels = read_range_dels(file.as_ref(), &path, &footer, &props)?;
+        let range_filter = read_range_filter(file.as_ref(), &path, &footer, &props)?;
         let filter = read_filter(file.as_ref(), &path, &footer, filter_limit(&footer, &props))?;
         let block = load_block(file.as_ref(), &path, footer.index, footer_offset)?;
         let index = decode_index(&block, footer.filter.offset)
@@ -335,6 +340,7 @@ impl Table {
             filter,
             prefix,
             range_dels,
+            range_filter,
             mapped: None,
             lookups,
         })
@@ -653,6 +659,52 @@ impl Table {
         &self.range_dels
     }
 
+    /// The table's range filter, if it has one.
+    pub fn range_filter(&self) -> Option<&RangeFilter> {
+        self.range_filter.as_ref()
+    }
+
+    /// What the table may hold in `(start, end)`, for a scan choosing its tables:
+    /// [`RangeProbe::Absent`] only if its range filter holds no key there and none of its
+    /// range tombstones meets the range; [`RangeProbe::TooWide`] without a filter, or for a
+    /// range the filter does not answer for.
+    ///
+    /// Tombstones make it "maybe" although a skipped table's tombstones still apply to a
+    /// scan (it takes them from the version): so that "absent" means the table holds
+    /// nothing that bears on the range, whoever asks.
+    pub fn probe_range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> RangeProbe {
+        let Some(f) = &self.range_filter else { return RangeProbe::TooWide };
+        match f.probe(start, end) {
+            RangeProbe::Absent if self.tombstone_meets(start, end) => RangeProbe::Maybe,
+            other => other,
+        }
+    }
+
+    /// True if one of the table's range tombstones holds a key of `(start, end)`.
+    fn tombstone_meets(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        // Tombstones are sorted and disjoint: the first whose end lies past the range's
+        // start is the only candidate nearest it.
+        let i = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => self.range_dels.partition_point(|t| t.end.as_slice() <= k),
+            // `[s, e)` holds a key above `k` unless `e ≤ k ++ [0]`, its successor.
+            Bound::Excluded(k) => self.range_dels.partition_point(|t| {
+                t.end.as_slice() <= k
+                    || (t.end.len() == k.len() + 1 && t.end.starts_with(k) && t.end[k.len()] == 0)
+            }),
+        };
+        self.range_dels.get(i).is_some_and(|t| match end {
+            Bound::Unbounded => true,
+            Bound::Included(k) => t.start.as_slice() <= k,
+            Bound::Excluded(k) => t.start.as_slice() < k,
+        })
+    }
+
+    /// RAM held by the range filter (0 without one).
+    pub fn range_filter_memory_bytes(&self) -> usize {
+        self.range_filter.as_ref().map_or(0, RangeFilter::memory_bytes)
+    }
+
     /// The properties recorded when the table was built.
     pub fn properties(&self) -> &TableProperties {
         &self.props
@@ -796,14 +848,60 @@ pub fn read_filter(
 }
 
 /// Where the filter block must end: at the range-deletion block if there is one, else at
-/// the properties. (Regions in file order: data, filter, range deletions, properties,
-/// index, footer.)
+/// the range filter's, else at the properties. (Regions in file order: data, filter, range
+/// deletions, range filter, properties, index, footer.)
 pub fn filter_limit(footer: &Footer, props: &TableProperties) -> u64 {
     if props.num_range_deletions > 0 {
         props.range_del.offset
     } else {
+        range_dels_limit(footer, props)
+    }
+}
+
+/// Where the range-deletion block must end: at the range filter's if there is one, else at
+/// the properties.
+pub fn range_dels_limit(footer: &Footer, props: &TableProperties) -> u64 {
+    if props.range_filter.size > 0 {
+        props.range_filter.offset
+    } else {
         footer.properties.offset
     }
+}
+
+/// Reads and checks the range-filter block the properties name, if any: it lies after the
+/// filter and range-deletion blocks and before the properties.
+pub fn read_range_filter(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+    props: &TableProperties,
+) -> Result<Option<RangeFilter>> {
+    let h = props.range_filter;
+    if h.size == 0 {
+        return Ok(None);
+    }
+    let before = if props.num_range_deletions > 0 { props.range_del } else { footer.filter };
+    if before.end().map_or(true, |end| h.offset < end) {
+        return Err(Error::corruption(
+            path,
+            h.offset,
+            "range-filter block overlaps the block before it".to_string(),
+        ));
+    }
+    let raw = read_block(file, path, h, footer.properties.offset)?;
+    let f = RangeFilter::decode(&raw).map_err(|e| e.in_file(path, h.offset))?;
+    if f.num_keys() != props.range_filter_keys {
+        return Err(Error::corruption(
+            path,
+            h.offset,
+            format!(
+                "range filter holds {} keys, properties say {}",
+                f.num_keys(),
+                props.range_filter_keys
+            ),
+        ));
+    }
+    Ok(Some(f))
 }
 
 /// Reads and checks the range-deletion block the properties name, if any: it lies between
@@ -837,7 +935,7 @@ pub fn read_range_dels(
             "range-deletion block overlaps the filter block".to_string(),
         ));
     }
-    let raw = read_block(file, path, h, footer.properties.offset)?;
+    let raw = read_block(file, path, h, range_dels_limit(footer, props))?;
     let ts = range_del::decode_block(&raw).map_err(|e| e.in_file(path, h.offset))?;
     if ts.len() as u64 != props.num_range_deletions {
         return Err(Error::corruption(
@@ -994,6 +1092,63 @@ mod tests {
             let (lo, hi) = (*offset as usize, *offset as usize + 5_000);
             assert!(lo <= at && at < hi, "damage at {at}, error names block at {offset}");
         }
+    }
+
+    /// A table with a range filter answers for short ranges: "absent" between its keys, "maybe"
+    /// over a key, and "maybe" over a range only a range tombstone of it meets (inclusive and
+    /// exclusive bounds alike); one without the option carries no block and reads as before.
+    #[test]
+    fn range_filter_answers_for_keys_and_tombstones() {
+        use crate::range_filter::RangeProbe::{Absent, Maybe, TooWide};
+        use std::ops::Bound::{Excluded, Included};
+        let be = |i: u64| i.to_be_bytes().to_vec();
+        let build = |bits: Option<f64>| {
+            let sink = MemFile::new();
+            let opts = TableOptions::default().range_filter(bits);
+            let mut b = TableBuilder::new(Box::new(sink.clone()), opts);
+            // Range tombstone over [5500, 5600): no key inside it.
+            b.add_range_tombstone(RangeTombstone { start: be(5500), end: be(5600), seq: 9 })
+                .unwrap();
+            for i in 0..100u64 {
+                let kind = if i % 3 == 0 { ValueKind::Delete } else { ValueKind::Put };
+                b.add(&internal_key(&be(i * 1000), 1, kind), b"v").unwrap();
+            }
+            b.finish().unwrap();
+            let file = Arc::new(MemFile::from(sink.contents()));
+            Table::open(file, PathBuf::from("t/000009.sst"), None).unwrap()
+        };
+        let t = build(Some(16.0));
+        let incl = |a: u64, b: u64| t.probe_range(Included(&be(a)), Included(&be(b)));
+        assert_eq!(t.properties().range_filter_keys, 101);
+        for i in 0..100u64 {
+            assert_eq!(incl(i * 1000, i * 1000), Maybe, "{i}");
+            // Deletes count: a scan must see the tombstone that hides an older value.
+            assert_eq!(incl(i * 1000 - 10 * u64::from(i > 0), i * 1000 + 10), Maybe, "{i}");
+            if i != 5 {
+                assert_eq!(incl(i * 1000 + 1, i * 1000 + 999), Absent, "{i}");
+            }
+        }
+        // The tombstone's range holds no key; it still makes the table "maybe".
+        assert_eq!(incl(5550, 5560), Maybe);
+        assert_eq!(incl(5501, 5599), Maybe);
+        assert_eq!(incl(5600, 5999), Absent);
+        assert_eq!(incl(5001, 5499), Absent);
+        assert_eq!(t.probe_range(Included(&be(5001)), Excluded(&be(5500))), Absent);
+        assert_eq!(t.probe_range(Included(&be(5001)), Included(&be(5500))), Maybe);
+        // Keys above 5599's 8 bytes and below 5600's (5599 with bytes added) are in both.
+        assert_eq!(t.probe_range(Excluded(&be(5599)), Included(&be(5999))), Maybe);
+        let mut just_past = be(5599);
+        just_past.push(0);
+        assert_eq!(t.probe_range(Excluded(&just_past), Included(&be(5999))), Maybe);
+        let mut end = be(5600);
+        end.truncate(8);
+        assert_eq!(t.probe_range(Included(&end), Included(&be(5999))), Absent);
+        assert_eq!(incl(0, 1 << 40), TooWide);
+
+        let plain = build(None);
+        assert!(plain.range_filter().is_none());
+        assert_eq!(plain.properties().range_filter, BlockHandle::default());
+        assert_eq!(plain.probe_range(Included(&be(1)), Included(&be(2))), TooWide);
     }
 
     /// The stack-built seek key is byte for byte the one `internal_key` builds, on both sides

@@ -669,6 +669,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         compression,
         block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
         target_table_bytes,
+        range_filter_bits_per_key: None,
         default_ttl: None,
         compaction_filter: Default::default(),
         stop_on_compaction_filter_error: false,
