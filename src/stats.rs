@@ -83,6 +83,8 @@ pub(crate) struct Counters {
     pub prefix_filter_checks: Counter,
     pub prefix_filter_skips: Counter,
     pub memtable_prefix_skips: Counter,
+    pub range_filter_probes: Counter,
+    pub range_filter_skips: Counter,
     pub user_bytes_written: Counter,
     pub wal_bytes_written: Counter,
     pub flushes: Counter,
@@ -131,6 +133,10 @@ impl Counters {
         }
         if t.memtable_prefix_skips > 0 {
             self.memtable_prefix_skips.add(t.memtable_prefix_skips);
+        }
+        if t.range_filter_probes > 0 {
+            self.range_filter_probes.add(t.range_filter_probes);
+            self.range_filter_skips.add(t.range_filter_skips);
         }
     }
 
@@ -257,6 +263,15 @@ pub struct Stats {
     /// (the scan's range lay inside one prefix of the keyspace's extractor, the one the
     /// memtable was made with). Not counted in `prefix_filter_checks`, which is the tables'.
     pub memtable_prefix_skips: u64,
+    /// Tables whose range filter a scan asked
+    /// ([`crate::KeyspaceOptions::range_filter_bits_per_key`]): the scan was bounded at both
+    /// ends, the table's key range met it, and the range was narrow enough for the table's
+    /// filter.
+    pub range_filter_probes: u64,
+    /// Tables a scan skipped because their range filter said they hold no key in its range
+    /// (and none of their range tombstones meets it): no index or block work was done for
+    /// them.
+    pub range_filter_skips: u64,
     /// Number of tables on each level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.

@@ -379,7 +379,8 @@ fn trace_prefix(tree: &Tree, prefix: &[u8]) -> Result<ScanTrace> {
         let (in_range, prefix_filter_maybe, read) = match choice {
             None | Some(TableChoice::OutOfRange) => (false, None, false),
             Some(TableChoice::PrefixSkipped) => (true, Some(false), false),
-            Some(TableChoice::Read { prefix_checked }) => {
+            Some(TableChoice::RangeSkipped) => (true, None, false),
+            Some(TableChoice::Read { prefix_checked, .. }) => {
                 (true, prefix_checked.then_some(true), true)
             }
         };

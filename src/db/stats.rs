@@ -56,6 +56,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         prefix_filter_checks: c.prefix_filter_checks.get(),
         prefix_filter_skips: c.prefix_filter_skips.get(),
         memtable_prefix_skips: c.memtable_prefix_skips.get(),
+        range_filter_probes: c.range_filter_probes.get(),
+        range_filter_skips: c.range_filter_skips.get(),
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),

@@ -5,6 +5,12 @@
 //! tombstones still apply: they come from the version and from each memtable's set, not from
 //! the iterators. The prefix is hashed once per scan and every candidate's filter line is
 //! prefetched before any is probed, so the probes' cache misses overlap.
+//!
+//! A scan bounded at both ends also asks each table in range its range filter, if it has
+//! one, and leaves out the tables that hold nothing in the range (`Table::probe_range`):
+//! a short scan then reads no block of a table without a key of its range. A scan open at
+//! either end is long, and asks nothing; a bounded one too wide for a table's filter gets
+//! its answer from the key map alone (no probe).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -14,6 +20,7 @@ use crate::filter::hash_prefix;
 use crate::iter::merge::MergingIterator;
 use crate::iter::BidirectionalIterator;
 use crate::prefix::PrefixExtractor;
+use crate::range_filter::RangeProbe;
 use crate::tree::Tree;
 use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
@@ -30,8 +37,11 @@ pub enum TableChoice {
     OutOfRange,
     /// The table's filter says it holds no key with the scan's prefix.
     PrefixSkipped,
-    /// The table is read; `prefix_checked` if its prefix filter was asked (and said maybe).
-    Read { prefix_checked: bool },
+    /// The table's range filter says it holds nothing in the scan's range.
+    RangeSkipped,
+    /// The table is read; `prefix_checked` if its prefix filter was asked (and said maybe),
+    /// `range_checked` if its range filter was probed (and said maybe).
+    Read { prefix_checked: bool, range_checked: bool },
 }
 
 /// The prefix every key of `(lower, upper)` has under the tree's extractor, with its hash:
@@ -96,6 +106,10 @@ pub fn choose_tables_by<'t>(
     mut may_hold: impl FnMut(&TableFile, PrefixExtractor, u64) -> bool,
     mut each: impl FnMut(usize, &'t Arc<TableFile>, TableChoice),
 ) {
+    // Only a scan bounded at both ends may be short enough for a range filter; one open at
+    // an end reads to the end of the tree.
+    let ask_range = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
+    let bounds = (lower, upper);
     // The bounds against the version's fences: mostly integer comparisons in dense arrays,
     // instead of two pointers chased to each table's key.
     let v = &state.version;
@@ -111,7 +125,7 @@ pub fn choose_tables_by<'t>(
             let choice = choice.unwrap_or_else(|| {
                 let (e, h) = prefix.expect("a table waits for its filter only with a prefix");
                 if may_hold(t, e, h) {
-                    TableChoice::Read { prefix_checked: true }
+                    TableChoice::Read { prefix_checked: true, range_checked: false }
                 } else {
                     TableChoice::PrefixSkipped
                 }
@@ -120,13 +134,21 @@ pub fn choose_tables_by<'t>(
         }
     };
     let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
+        let range = match ask_range && in_range {
+            true => t.table.probe_range(bounds.0, bounds.1),
+            false => RangeProbe::TooWide,
+        };
         let choice = match prefix {
             _ if !in_range => Some(TableChoice::OutOfRange),
+            _ if range == RangeProbe::Absent => Some(TableChoice::RangeSkipped),
             Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
                 prefetch(t, h);
                 None
             }
-            _ => Some(TableChoice::Read { prefix_checked: false }),
+            _ => Some(TableChoice::Read {
+                prefix_checked: false,
+                range_checked: range == RangeProbe::Maybe,
+            }),
         };
         waiting[n] = Some((level, t, choice));
         n += 1;
@@ -190,6 +212,7 @@ pub fn merge_chosen<'t>(
     }
     let mut levels: Vec<Vec<Arc<TableFile>>> = Vec::new();
     let (mut checks, mut skips) = (0u64, 0u64);
+    let (mut range_probes, mut range_skips) = (0u64, 0u64);
     choose(&mut |level, t, choice| {
         match choice {
             TableChoice::OutOfRange => return,
@@ -198,7 +221,15 @@ pub fn merge_chosen<'t>(
                 skips += 1;
                 return;
             }
-            TableChoice::Read { prefix_checked } => checks += u64::from(prefix_checked),
+            TableChoice::RangeSkipped => {
+                range_probes += 1;
+                range_skips += 1;
+                return;
+            }
+            TableChoice::Read { prefix_checked, range_checked } => {
+                checks += u64::from(prefix_checked);
+                range_probes += u64::from(range_checked);
+            }
         }
         if level == 0 {
             children.push(Box::new(t.table.iter()));
@@ -213,6 +244,8 @@ pub fn merge_chosen<'t>(
         t.prefix_filter_checks += checks;
         t.prefix_filter_skips += skips;
         t.memtable_prefix_skips += mem_skips;
+        t.range_filter_probes += range_probes;
+        t.range_filter_skips += range_skips;
     }
     for tables in levels {
         if !tables.is_empty() {
