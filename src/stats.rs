@@ -103,6 +103,7 @@ pub(crate) struct Counters {
     pub ingests: Counter,
     pub ingested_bytes: Counter,
     pub ingest_bytes_written: Counter,
+    pub blob_bytes_written: Counter,
     /// Per keyspace, the counters of flushes and compactions: updated once per table or
     /// compaction, so a plain map under a lock costs nothing that matters.
     pub keyspaces: Mutex<HashMap<KeyspaceId, KeyspaceCounters>>,
@@ -321,18 +322,26 @@ pub struct Stats {
     pub ingests: u64,
     /// Bytes of keys and values added by ingests.
     pub ingested_bytes: u64,
-    /// Bytes of tables written by ingests.
+    /// Bytes of tables written by ingests (their tables' files alone: the blob files they
+    /// write count in [`Stats::blob_bytes_written`]).
     pub ingest_bytes_written: u64,
     /// Memtables flushed to L0 tables.
     pub flushes: u64,
-    /// Bytes of tables written by flushes.
+    /// Bytes of tables written by flushes (the table files alone: values separated into
+    /// blob files count in [`Stats::blob_bytes_written`], never in both).
     pub flush_bytes_written: u64,
     /// Compactions completed.
     pub compactions: u64,
-    /// Bytes of tables read by compactions.
+    /// Bytes of tables read by compactions (the table files: the blob files their
+    /// references name are read only for merges, compaction filters and relocation).
     pub compaction_bytes_read: u64,
-    /// Bytes of tables written by compactions.
+    /// Bytes of tables written by compactions (the table files alone, as for
+    /// [`Stats::flush_bytes_written`]).
     pub compaction_bytes_written: u64,
+    /// Bytes of blob files written since the database was opened (see
+    /// `KeyspaceOptions::blob_threshold`): the whole files, header and framing included, of
+    /// those that flushes, compactions and ingests wrote and installed. The table counters above do not include them.
+    pub blob_bytes_written: u64,
     /// Key ranges compactions were split into, summed (equal to `compactions` when none was
     /// split; see `Options::max_subcompactions`).
     pub compaction_parts: u64,
@@ -459,8 +468,8 @@ impl Stats {
         self.keyspaces.iter().find(|k| k.name == name)
     }
 
-    /// Bytes written to tables (flushes, compactions and ingests) per byte of keys and values
-    /// users wrote or ingested. An ingested byte is written into a table once, as a flushed
+    /// Bytes written to tables and blob files (flushes, compactions and ingests) per byte of
+    /// keys and values users wrote or ingested. An ingested byte is written into a table once, as a flushed
     /// one is; both sides count it, so an ingest moves the figure towards what its table
     /// write costs rather than charging its later compactions to the other writes.
     pub fn write_amplification(&self) -> f64 {
@@ -468,8 +477,10 @@ impl Stats {
         if user == 0 {
             return 0.0;
         }
-        (self.flush_bytes_written + self.compaction_bytes_written + self.ingest_bytes_written)
-            as f64
+        (self.flush_bytes_written
+            + self.compaction_bytes_written
+            + self.ingest_bytes_written
+            + self.blob_bytes_written) as f64
             / user as f64
     }
 
@@ -503,6 +514,8 @@ mod tests {
         assert!((s.write_amplification() - 4.0).abs() < 1e-12);
         let with_ingest = Stats { ingested_bytes: 100, ingest_bytes_written: 120, ..s.clone() };
         assert!((with_ingest.write_amplification() - 2.6).abs() < 1e-12);
+        let with_blobs = Stats { blob_bytes_written: 300, ..s.clone() };
+        assert!((with_blobs.write_amplification() - 7.0).abs() < 1e-12);
         assert_eq!(Stats::default().filter_false_positive_rate(), 0.0);
         assert_eq!(Stats::default().write_amplification(), 0.0);
     }

@@ -504,3 +504,59 @@ fn live_and_garbage_bytes_are_exact_and_fully_overwritten_files_go() {
     db.close().unwrap();
     assert_eq!(counted, recount(dir.path()));
 }
+
+/// The files ending in `ext` that are in `dir` now and not in `before`, with their sizes.
+fn new_files(dir: &Path, ext: &str, before: &[PathBuf]) -> u64 {
+    let now = files_ending(dir, ext);
+    now.iter().filter(|p| !before.contains(p)).map(|p| p.metadata().unwrap().len()).sum()
+}
+
+#[test]
+fn blob_bytes_written_counts_each_blob_file_once_and_the_table_counters_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    // Written with blob files off: the values stay inline.
+    let db = Db::open(path, Options::new()).unwrap();
+    for i in 0..10u64 {
+        db.put(format!("inline{i}"), value(i, 6000)).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().blob_bytes_written, 0);
+    drop(db);
+    let db = Db::open(path, opts()).unwrap();
+    // A flush: one blob file, counted whole; the tables' counter holds the tables alone.
+    let (ssts, blobs) = (files_ending(path, "sst"), blob_files(path));
+    for i in 0..10u64 {
+        db.put(format!("flushed{i}"), value(i + 100, 5000)).unwrap();
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    let flushed_blobs = new_files(path, "blob", &blobs);
+    assert!(flushed_blobs > 50_000, "{flushed_blobs}");
+    assert_eq!(s.blob_bytes_written, flushed_blobs);
+    assert_eq!(s.flush_bytes_written, new_files(path, "sst", &ssts));
+    assert!(s.flush_bytes_written < 10_000, "the values are not in the table");
+    // A compaction meeting the values still inline separates them into a file of its own.
+    let (ssts, blobs) = (files_ending(path, "sst"), blob_files(path));
+    db.compact().unwrap();
+    let s = db.stats();
+    let compacted_blobs = new_files(path, "blob", &blobs);
+    assert!(compacted_blobs > 60_000, "{compacted_blobs}");
+    assert_eq!(s.blob_bytes_written, flushed_blobs + compacted_blobs);
+    assert_eq!(s.compaction_bytes_written, new_files(path, "sst", &ssts));
+    // An ingest's separated values.
+    let (ssts, blobs) = (files_ending(path, "sst"), blob_files(path));
+    db.ingest((0..5u64).map(|i| (format!("ingested{i}"), value(i + 200, 4000)))).unwrap();
+    let s = db.stats();
+    let ingested_blobs = new_files(path, "blob", &blobs);
+    assert!(ingested_blobs > 20_000, "{ingested_blobs}");
+    assert_eq!(s.blob_bytes_written, flushed_blobs + compacted_blobs + ingested_blobs);
+    assert_eq!(s.ingest_bytes_written, new_files(path, "sst", &ssts));
+    // Write amplification counts every byte written once.
+    let disk = s.flush_bytes_written
+        + s.compaction_bytes_written
+        + s.ingest_bytes_written
+        + s.blob_bytes_written;
+    let user = (s.user_bytes_written + s.ingested_bytes) as f64;
+    assert!((s.write_amplification() - disk as f64 / user).abs() < 1e-9);
+}

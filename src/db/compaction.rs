@@ -475,6 +475,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         return Err(e);
     }
     inner.fs.sync_dir(&inner.dir)?;
+    let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
     let new_blobs = inner.open_blob_files(&blob_metas);
     // References carried through point into the blob files the inputs hold.
     let lookup = super::table_files::blobs_in([&**v], &new_blobs);
@@ -497,6 +498,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     inner.counters.compaction_parts.add(parts.len() as u64);
     inner.counters.compaction_bytes_read.add(input_bytes);
     inner.counters.compaction_bytes_written.add(written);
+    inner.counters.blob_bytes_written.add(blob_bytes);
     inner.counters.compaction_filter_removed.add(filtered.removed);
     inner.counters.compaction_filter_changed.add(filtered.changed);
     inner.counters.compaction_expired_dropped.add(filtered.expired);

@@ -108,6 +108,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         }
     };
     inner.fs.sync_dir(&inner.dir)?;
+    let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
     let new_blobs = inner.open_blob_files(&blob_metas);
     let lookup = super::table_files::blobs_in([], &new_blobs);
     let opened =
@@ -125,6 +126,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // a keyspace: the next segment continues from here.
     edit.last_seq = metas.iter().map(|m| m.largest_seq).chain([segment_last_seq]).max();
     inner.install(&mut edit, &opened, Some(oldest_wal))?;
+    inner.counters.blob_bytes_written.add(blob_bytes);
     for (m, &job) in metas.iter().zip(&owners) {
         inner.counters.flushes.incr();
         inner.counters.flush_bytes_written.add(m.file_size);

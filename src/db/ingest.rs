@@ -117,6 +117,7 @@ where
         inner.ingest_log_lock().ends_at(registered.number, key::user_key(&last.largest));
     }
 
+    let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
     let level = choose_level(inner, keyspace, &metas);
     let mut edit = VersionEdit {
         last_seq: Some(seq),
@@ -133,6 +134,7 @@ where
     c.ingests.incr();
     c.ingested_bytes.add(source.bytes);
     c.ingest_bytes_written.add(metas.iter().map(|m| m.file_size).sum());
+    c.blob_bytes_written.add(blob_bytes);
     Ok(source.entries)
 }
 

@@ -78,6 +78,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         ingests: c.ingests.get(),
         ingested_bytes: c.ingested_bytes.get(),
         ingest_bytes_written: c.ingest_bytes_written.get(),
+        blob_bytes_written: c.blob_bytes_written.get(),
         last_sequence: inner.visible_seq.load(Ordering::Acquire),
         open_table_files: inner.caches.files.open_files() as u64,
         open_table_files_limit: inner.caches.files.capacity() as u64,

@@ -673,7 +673,7 @@ fn large_values_profile_reports_write_and_space_amplification() {
         assert_eq!(u(&a["live_payload_bytes"]), keys * entry);
         let written = u(&a["payload_bytes_written"]);
         let (wal, tables) = (u(&a["wal_bytes_written"]), u(&a["table_bytes_written"]));
-        assert_eq!(u(&a["blob_bytes_written"]), 0, "no blob files in this build");
+        assert_eq!(u(&a["blob_bytes_written"]), 0, "blob files are off");
         assert_eq!(u(&a["disk_bytes_written"]), wal + tables);
         match phase {
             "fillrandom" | "overwrite" => {
@@ -744,15 +744,51 @@ fn large_values_profile_takes_one_size_and_refuses_what_it_cannot_run() {
             .failure()
             .stderr(predicates::str::contains(why.to_string()));
     };
-    // The flag is there for blob files; until the engine has them it says so and runs nothing.
+    // Out of the option's range: the open refuses it by name.
     refused(
-        &["--profile", "large-values", "--blob-threshold", "1024"],
-        "blob files are not available in this build",
+        &["--profile", "large-values", "--keys", "4", "--blob-threshold", "0"],
+        "blob_threshold must be between",
     );
-    refused(&["--keys", "100", "--blob-threshold", "1024"], "blob files are not available");
     refused(&["--keys", "100", "--workloads", "overwrite"], "large-values only");
     refused(&["--profile", "large-values", "--workloads", "ycsb-a"], "not ycsb-a");
     refused(&["--profile", "large-values", "--plot", "x.svg"], "--plot");
     refused(&["--profile", "large-values", "--value-bytes", "0"], "--value-bytes");
     refused(&["--profile", "large-values", "--keys", "1"], "at least 2 keys");
+}
+
+/// `--blob-threshold`: the values go to blob files, whose bytes written are their own part of
+/// the write amplification; the tables then hold little more than the keys.
+#[test]
+fn large_values_profile_with_blob_files_counts_their_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &[
+            "--profile",
+            "large-values",
+            "--value-bytes",
+            "16384",
+            "--keys",
+            "200",
+            "--reads",
+            "100",
+            "--blob-threshold",
+            "1024",
+        ],
+    );
+    assert_eq!(json["config"]["blob_threshold"], 1024);
+    let results = json["results"].as_array().unwrap();
+    let u = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"));
+    for r in
+        results.iter().filter(|r| r["workload"] == "fillrandom" || r["workload"] == "overwrite")
+    {
+        let a = &r["amplification"];
+        assert_eq!(u(&a["blob_threshold"]), 1024);
+        let (wal, tables, blobs) =
+            (u(&a["wal_bytes_written"]), u(&a["table_bytes_written"]), u(&a["blob_bytes_written"]));
+        let written = u(&a["payload_bytes_written"]);
+        assert!(blobs >= written - written / 50, "every value once into a blob file: {a}");
+        assert!(tables < written / 10, "the tables hold references: {a}");
+        assert_eq!(u(&a["disk_bytes_written"]), wal + tables + blobs);
+    }
 }

@@ -27,8 +27,8 @@ use super::report::{self, Report, WorkloadResult};
 use super::space::{self, Amplification, Written};
 use super::workloads::{expect_absent, expect_present, workload_seed};
 use super::{
-    bench_error, blob_bytes_written, config, machine, page_cache, result_row, say, write_json,
-    Args, Ctx, Load, Plan, Policy, Workload,
+    bench_error, config, machine, page_cache, result_row, say, write_json, Args, Ctx, Load, Plan,
+    Policy, Workload,
 };
 
 /// The value sizes run when `--value-bytes` does not name one.
@@ -300,8 +300,7 @@ impl Phase<'_> {
         let d = measure::delta(before, &after, t.ops);
         let theory = missing_key_theory(self.db, plan.keys, self.policy, args.bits_per_key);
         let mut row = result_row(workload, self.policy, theory, threads, t, before, &after, &d);
-        let blobs = blob_bytes_written(&after).saturating_sub(blob_bytes_written(before));
-        let written = Written::between(before, &after, blobs);
+        let written = Written::between(before, &after);
         let disk = space::dir_size(self.dir)
             .map_err(|e| bloomkv::Error::io(format!("measuring {}", self.dir.display()), e))?;
         // Every key is present once, with a value of the run's size.

@@ -297,12 +297,14 @@ pub fn delta(before: &Stats, after: &Stats, ops: u64) -> Delta {
     let cache_hits = d(after.block_cache_hits, before.block_cache_hits);
     let negatives = d(after.filter_negatives, before.filter_negatives);
     let fps = d(after.filter_false_positives, before.filter_false_positives);
-    // Ingested bytes count on both sides, as in `Stats::write_amplification`.
+    // Ingested bytes count on both sides, and blob files with the tables, as in
+    // `Stats::write_amplification`.
     let user = d(after.user_bytes_written, before.user_bytes_written)
         + d(after.ingested_bytes, before.ingested_bytes);
     let table_bytes = d(after.flush_bytes_written, before.flush_bytes_written)
         + d(after.compaction_bytes_written, before.compaction_bytes_written)
-        + d(after.ingest_bytes_written, before.ingest_bytes_written);
+        + d(after.ingest_bytes_written, before.ingest_bytes_written)
+        + d(after.blob_bytes_written, before.blob_bytes_written);
     Delta {
         gets: d(after.gets, before.gets),
         per_op: PerOp {

@@ -745,19 +745,9 @@ fn base_options(blob_threshold: Option<u64>) -> bloomkv::Result<Options> {
     let opts = Options::default();
     match blob_threshold {
         None => Ok(opts),
-        // BLOB FILES: when `KeyspaceOptions::blob_threshold` lands, this arm becomes
-        // `Some(t) => Ok(opts.blob_threshold(t)),` and `blob_bytes_written` reads its counter.
-        Some(_) => Err(bloomkv::Error::InvalidArgument(
-            "--blob-threshold: blob files are not available in this build".into(),
-        )),
+        // Out of `usize` is out of the option's range too, which the open refuses by name.
+        Some(t) => Ok(opts.blob_threshold(Some(usize::try_from(t).unwrap_or(usize::MAX)))),
     }
-}
-
-/// Bytes of blob files the engine has written, for write amplification.
-fn blob_bytes_written(_stats: &Stats) -> u64 {
-    // BLOB FILES: the engine's counter of blob bytes written, beside `base_options`' arm.
-    // Space amplification needs nothing: it measures the directory, blob files and all.
-    0
 }
 
 /// Bytes per value of the filter comparisons, db_bench's.

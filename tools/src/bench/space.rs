@@ -79,7 +79,7 @@ pub struct Amplification {
     pub wal_bytes_written: u64,
     /// Bytes of tables written by flushes and compactions.
     pub table_bytes_written: u64,
-    /// Bytes of blob files written (0 while the engine has none).
+    /// Bytes of blob files written (`Stats::blob_bytes_written`).
     pub blob_bytes_written: u64,
     /// `wal + table + blob` bytes written.
     pub disk_bytes_written: u64,
@@ -113,9 +113,8 @@ pub struct Written {
 }
 
 impl Written {
-    /// The counters' movement from `before` to `after`; `blobs` is passed in, the engine
-    /// having no blob counter yet (see `large_values::blob_bytes_written`).
-    pub fn between(before: &Stats, after: &Stats, blobs: u64) -> Written {
+    /// The counters' movement from `before` to `after`.
+    pub fn between(before: &Stats, after: &Stats) -> Written {
         let d = |a: u64, b: u64| a.saturating_sub(b);
         Written {
             payload: d(after.user_bytes_written, before.user_bytes_written)
@@ -124,7 +123,7 @@ impl Written {
             tables: d(after.flush_bytes_written, before.flush_bytes_written)
                 + d(after.compaction_bytes_written, before.compaction_bytes_written)
                 + d(after.ingest_bytes_written, before.ingest_bytes_written),
-            blobs,
+            blobs: d(after.blob_bytes_written, before.blob_bytes_written),
         }
     }
 
@@ -184,8 +183,9 @@ mod tests {
             s.wal_bytes_written = 3300;
             s.flush_bytes_written = 2100;
             s.compaction_bytes_written = 4000;
+            s.blob_bytes_written = 500;
         });
-        let w = Written::between(&before, &after, 500);
+        let w = Written::between(&before, &after);
         assert_eq!(w, Written { payload: 2000, wal: 2200, tables: 6100, blobs: 500 });
         let disk = DirSize { files: 3, apparent_bytes: 9000, allocated_bytes: 12_000 };
         let a = Amplification::of((4096, 10, None), w, 4000, disk, 0.5);
@@ -199,7 +199,7 @@ mod tests {
             s.ingested_bytes = 1000;
             s.ingest_bytes_written = 1200;
         });
-        let w = Written::between(&before, &ingested, 0);
+        let w = Written::between(&before, &ingested);
         assert_eq!(w, Written { payload: 1000, tables: 1200, ..Written::default() });
     }
 
@@ -209,7 +209,7 @@ mod tests {
             s.user_bytes_written = 10;
             s.wal_bytes_written = 20;
         });
-        let w = Written::between(&s, &s, 0);
+        let w = Written::between(&s, &s);
         assert_eq!(w, Written::default());
         let disk = DirSize { files: 1, apparent_bytes: 10, allocated_bytes: 4096 };
         let a = Amplification::of((100, 1, Some(64)), w, 0, disk, 0.0);
