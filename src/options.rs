@@ -272,6 +272,18 @@ impl Options {
         /// ([`KeyspaceOptions::BLOB_THRESHOLD_RANGE`]).
         blob_threshold: Option<usize>);
     keyspace_setter!(
+        /// The fraction of the default keyspace's blob files, oldest first, whose values
+        /// compactions relocate (default 0.25; 0: none); see
+        /// [`KeyspaceOptions::blob_gc_age_cutoff`]. 0 to 1
+        /// ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]).
+        blob_gc_age_cutoff: f64);
+    keyspace_setter!(
+        /// The garbage ratio of the default keyspace's blob files within the age cutoff at
+        /// which the tables referencing the oldest are compacted (default 0.5); see
+        /// [`KeyspaceOptions::blob_gc_force_threshold`]. 0 to 1
+        /// ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]).
+        blob_gc_force_threshold: f64);
+    keyspace_setter!(
         /// Target uncompressed size of a data block (default 4 KiB). 64 bytes to 16 MiB
         /// ([`Options::BLOCK_BYTES_RANGE`]): a block is read, checked and cached whole.
         block_bytes: usize);

@@ -340,7 +340,8 @@ pub struct Stats {
     pub compaction_bytes_written: u64,
     /// Bytes of blob files written since the database was opened (see
     /// `KeyspaceOptions::blob_threshold`): the whole files, header and framing included, of
-    /// those that flushes, compactions and ingests wrote and installed. The table counters above do not include them.
+    /// those that flushes, compactions (values still inline, and values relocated out of old
+    /// files: `KeyspaceOptions::blob_gc_age_cutoff`) and ingests wrote and installed. The table counters above do not include them.
     pub blob_bytes_written: u64,
     /// Key ranges compactions were split into, summed (equal to `compactions` when none was
     /// split; see `Options::max_subcompactions`).

@@ -560,3 +560,136 @@ fn blob_bytes_written_counts_each_blob_file_once_and_the_table_counters_none() {
     let user = (s.user_bytes_written + s.ingested_bytes) as f64;
     assert!((s.write_amplification() - disk as f64 / user).abs() < 1e-9);
 }
+
+/// Brings `db` to rest: the memtable flushed, every compaction the picker finds due run (a
+/// step waits for the background thread's compaction in progress, so when none is left to
+/// pick none is running either), the replaced files removed.
+fn settle(db: &Db) {
+    db.flush().unwrap();
+    while db.compact_step().unwrap().is_some() {}
+    db.wait_for_file_removals();
+}
+
+/// Bytes of every file in `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+}
+
+#[test]
+fn garbage_collection_removes_overwritten_blob_files_and_keeps_space_near_the_live_data() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small tables: an L0 table merged from newer ones is cut at the target size, so the
+    // versions it makes obsolete, which stay in L1 while the tree is at rest (and keep their
+    // values referenced), are few.
+    let opts =
+        || opts().memtable_bytes(128 << 10).target_table_bytes(4 << 10).blob_gc_age_cutoff(0.5);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let (keys, len) = (2400u64, 8000);
+    let key = |i: u64| format!("key{i:05}").into_bytes();
+    let mut rng = Rng(0x6c0b);
+    let mut old = Vec::new();
+    for round in 0..3u64 {
+        let mut order: Vec<u64> = (0..keys).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        for &i in &order {
+            db.put(key(i), value(round * keys + i, len)).unwrap();
+        }
+        if round < 2 {
+            // Every value in these files is overwritten by the next round.
+            settle(&db);
+            old.extend(blob_files(dir.path()));
+        }
+    }
+    settle(&db);
+    let now = blob_files(dir.path());
+    assert!(now.iter().all(|p| !old.contains(p)), "old files left: {now:?} of {old:?}");
+    let live = keys * (key(0).len() + len) as u64;
+    let space = dir_bytes(dir.path()) as f64 / live as f64;
+    assert!(space <= 1.3, "space amplification {space:.3}");
+    for i in (0..keys).step_by(7) {
+        assert_eq!(db.get(key(i)).unwrap().unwrap(), value(2 * keys + i, len), "key {i}");
+    }
+    let counted = accounting(&db);
+    db.close().unwrap();
+    assert_eq!(counted, recount(dir.path()), "the manifest's accounting is what the tables hold");
+}
+
+#[test]
+fn a_snapshot_held_across_garbage_collection_reads_the_old_values_until_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every blob file is old enough: each compaction relocates every value it meets.
+    let db = Db::open(dir.path(), opts().blob_gc_age_cutoff(1.0)).unwrap();
+    let key = |i: u64| format!("k{i:02}");
+    for i in 0..20 {
+        db.put(key(i), value(i, 5000)).unwrap();
+    }
+    db.flush().unwrap();
+    let first = blob_files(dir.path());
+    assert_eq!(first.len(), 1);
+    let snap = db.snapshot();
+    for i in (0..20).step_by(2) {
+        db.put(key(i), value(i + 100, 5000)).unwrap();
+    }
+    // The odd keys' values move out of the first file; the even keys' old ones are dropped.
+    db.compact().unwrap();
+    let live: Vec<u64> = db.stats().blob_files.iter().map(|b| b.number).collect();
+    assert!(first[0].exists(), "the snapshot can still reach it");
+    assert_eq!(live.len(), 1, "one file holds every live value: {live:?}");
+    assert!(!first.contains(&blob_files(dir.path()).into_iter().max().unwrap()));
+    for i in 0..20 {
+        assert_eq!(snap.get(key(i)).unwrap().unwrap(), value(i, 5000), "snapshot, key {i}");
+        let now = if i % 2 == 0 { i + 100 } else { i };
+        assert_eq!(db.get(key(i)).unwrap().unwrap(), value(now, 5000), "key {i}");
+    }
+    drop(snap);
+    db.wait_for_file_removals();
+    assert!(!first[0].exists(), "nothing reaches it any more");
+    let counted = accounting(&db);
+    db.close().unwrap();
+    assert_eq!(counted, recount(dir.path()));
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get(key(3)).unwrap().unwrap(), value(3, 5000));
+}
+
+#[test]
+fn garbage_collection_on_a_full_disk_loses_nothing_and_resume_recovers() {
+    use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
+    use common::options::OptionsExt;
+    let fs = FaultFs::new();
+    let dir = unique_dir("blob-gc");
+    let opts = || opts().blob_gc_age_cutoff(1.0).fault_fs(&fs);
+    let db = Db::open(&dir, opts()).unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..3u64 {
+        for i in 0..40u64 {
+            let (k, v) = (format!("k{i:02}").into_bytes(), value(round * 100 + i, 3000));
+            if round < 2 || i % 3 == 0 {
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        db.flush().unwrap();
+    }
+    let scan = |db: &Db| -> BTreeMap<Vec<u8>, Vec<u8>> {
+        db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec()))).collect::<Result<_, _>>().unwrap()
+    };
+    // Relocating a value into a new blob file finds the disk full.
+    let is_blob = |p: &Path| p.extension().is_some_and(|e| e == "blob");
+    fs.inject(Fault::on(OpKind::Append).matching(is_blob));
+    assert!(db.compact().is_err());
+    assert!(matches!(db.put("x", "y"), Err(Error::Background(_))), "the database stopped");
+    assert_eq!(scan(&db), model, "nothing lost");
+    fs.clear_faults();
+    db.resume().unwrap();
+    assert_eq!(scan(&db), model);
+    db.compact().unwrap();
+    assert_eq!(scan(&db), model);
+    let s = db.stats();
+    assert_eq!(s.blob_garbage_bytes, 0, "every file collected: {:?}", s.blob_files);
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts()).unwrap();
+    assert_eq!(scan(&db), model);
+}

@@ -315,6 +315,23 @@ fn the_other_numeric_settings_are_refused_outside_their_range() {
         let opts = Options::default().prefix_extractor(Some(PrefixExtractor::Fixed(n)));
         assert_eq!(opens(opts), ok, "fixed prefix of {n}");
     }
+    // Blob garbage collection's fractions, for the database and for a keyspace.
+    for (f, ok) in
+        [(-0.1, false), (0.0, true), (0.25, true), (1.0, true), (1.01, false), (f64::NAN, false)]
+    {
+        assert_eq!(opens(Options::default().blob_gc_age_cutoff(f)), ok, "age cutoff {f}");
+        assert_eq!(opens(Options::default().blob_gc_force_threshold(f)), ok, "force threshold {f}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    match db.keyspace("gc", KeyspaceOptions::new().blob_gc_age_cutoff(2.0)) {
+        Err(Error::InvalidArgument(m)) => {
+            assert_eq!(m, "blob_gc_age_cutoff must be between 0 and 1, got 2")
+        }
+        other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+    }
+    assert!(db.existing_keyspace("gc").is_none());
+    drop(db);
     // A time to live saturates: the longest never expires.
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();

@@ -318,6 +318,8 @@ fn may_move(c: &Compaction) -> bool {
         || c.reason == CompactionReason::Expiry
         // A moved table keeps its creation time, and would be due again at once.
         || c.reason == CompactionReason::Periodic
+        // Moved, a table keeps its references, and the blob file would still be due.
+        || c.reason == CompactionReason::BlobGarbage
         || filter_changes
     {
         return false;
@@ -621,7 +623,11 @@ fn run_part(
     let now = inner.clock.now();
     let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below)
         .with_blobs(c.tree.version.blobs.clone());
-    let mut blobs = inner.separator(&c.tree);
+    // Garbage collection: references into the oldest blob files are relocated, so that those
+    // files lose their references as compactions pass over their tables.
+    let live = &c.tree.version.blobs;
+    let limit = c.tree.opts.blob_gc_limit(live);
+    let mut blobs = inner.separator(&c.tree).relocating(limit, live.clone());
     let written = (|| {
         if user_filter.is_none() && !expiring {
             merged.seek_to_first()?;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DbInner, Tree};
-use crate::blob::{BlobFile, BlobFileMeta, BlobWriter};
+use crate::blob::{BlobFile, BlobFileMeta, BlobFiles, BlobRef, BlobWriter};
 use crate::filename::{blob_path, table_path};
 use crate::filter::FilterPolicy;
 use crate::fs::{Deleter, FileSystem};
@@ -346,7 +346,8 @@ pub(crate) fn open_table(
 
 /// Where a table writer puts large values: into blob files of its own, numbered from the
 /// engine's counter, once a value reaches the keyspace's threshold. Values already
-/// separated (references a compaction carries) pass through unchanged.
+/// separated (references a compaction carries) pass through unchanged, unless they are in a
+/// file being collected ([`Separator::relocating`]).
 ///
 /// The seam for keeping write-ahead-log segments as blob files: a flush would hand the
 /// reference of each value's place in its segment instead of copying it here.
@@ -357,6 +358,9 @@ pub(crate) struct Separator {
     threshold: Option<usize>,
     writer: Option<BlobWriter>,
     finished: Vec<BlobFileMeta>,
+    /// Garbage collection: references into files numbered below this are relocated, their
+    /// values read through these files.
+    gc: Option<(u64, BlobFiles)>,
     /// The entry written in place of a separated one: internal key, stored value.
     key: Vec<u8>,
     stored: Vec<u8>,
@@ -380,6 +384,7 @@ impl Separator {
             threshold,
             writer: None,
             finished: Vec::new(),
+            gc: None,
             key: Vec::new(),
             stored: Vec::new(),
         }
@@ -391,41 +396,82 @@ impl Separator {
         Separator::new(fs, Path::new(""), numbers, None)
     }
 
+    /// Relocates, as the entries pass, the values that references name in blob files
+    /// numbered below `limit` (`None`: none), read through `live` (the version the entries
+    /// come from): garbage collection, in a compaction (`KeyspaceOptions::blob_gc_age_cutoff`).
+    pub(crate) fn relocating(mut self, limit: Option<u64>, live: BlobFiles) -> Separator {
+        self.gc = limit.map(|limit| (limit, live));
+        self
+    }
+
     /// The entry to write for `(ikey, value)`: itself, or a reference to the value, once
-    /// written to a blob file, when it is a put of at least the threshold.
+    /// written to a blob file, when it is a put of at least the threshold. A reference into
+    /// a file being collected is a value read from there: written out again as a value is
+    /// (into this writer's file, or back inline if now under the threshold).
     fn separate<'a>(&'a mut self, ikey: &'a [u8], value: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
         let Some(threshold) = self.threshold else { return Ok((ikey, value)) };
         let Some(p) = key::parse_internal_key(ikey) else { return Ok((ikey, value)) };
-        let (kind, expiry, user_value) = match p.kind {
-            ValueKind::Put => (ValueKind::BlobPut, None, value),
+        let relocated: Option<crate::Value>;
+        let (expiring, expiry, user_value) = match p.kind {
+            ValueKind::Put => (false, 0, value),
             ValueKind::PutExpiring => match key::split_expiring(value) {
-                Some((e, v)) => (ValueKind::BlobPutExpiring, Some(e), v),
+                Some((e, v)) => (true, e, v),
                 None => return Ok((ikey, value)),
             },
+            ValueKind::BlobPut | ValueKind::BlobPutExpiring => {
+                let expiring = p.kind == ValueKind::BlobPutExpiring;
+                let (expiry, stored) = match expiring {
+                    true => key::split_expiring(value).ok_or_else(|| {
+                        Error::bad_bytes(0, "expiring blob reference without its expiry")
+                    })?,
+                    false => (0, value),
+                };
+                let Some((limit, live)) = &self.gc else { return Ok((ikey, value)) };
+                let r = BlobRef::decode(stored)?;
+                if r.file >= *limit {
+                    return Ok((ikey, value));
+                }
+                relocated = Some(live.read(&r)?);
+                (expiring, expiry, relocated.as_deref().unwrap_or_default())
+            }
             _ => return Ok((ikey, value)),
         };
-        if user_value.len() < threshold {
+        let inline = user_value.len() < threshold;
+        if inline && !matches!(p.kind, ValueKind::BlobPut | ValueKind::BlobPutExpiring) {
             return Ok((ikey, value));
         }
-        if self.writer.as_ref().is_some_and(|w| w.len() >= BLOB_FILE_BYTES) {
-            self.finish_file()?;
+        self.stored.clear();
+        if expiring {
+            self.stored.extend_from_slice(&expiry.to_le_bytes());
         }
-        let writer = match &mut self.writer {
-            Some(w) => w,
-            None => {
-                let number = self.numbers.fetch_add(1, Ordering::SeqCst);
-                let file = self.fs.create(&blob_path(&self.dir, number))?;
-                self.writer.insert(BlobWriter::new(file, number)?)
+        let kind = if inline {
+            self.stored.extend_from_slice(user_value);
+            if expiring {
+                ValueKind::PutExpiring
+            } else {
+                ValueKind::Put
+            }
+        } else {
+            if self.writer.as_ref().is_some_and(|w| w.len() >= BLOB_FILE_BYTES) {
+                self.finish_file()?;
+            }
+            let writer = match &mut self.writer {
+                Some(w) => w,
+                None => {
+                    let number = self.numbers.fetch_add(1, Ordering::SeqCst);
+                    let file = self.fs.create(&blob_path(&self.dir, number))?;
+                    self.writer.insert(BlobWriter::new(file, number)?)
+                }
+            };
+            writer.add(p.user_key, user_value)?.encode_to(&mut self.stored);
+            if expiring {
+                ValueKind::BlobPutExpiring
+            } else {
+                ValueKind::BlobPut
             }
         };
-        let r = writer.add(p.user_key, user_value)?;
         self.key.clear();
         key::append_internal_key(&mut self.key, p.user_key, p.seq, kind);
-        self.stored.clear();
-        if let Some(e) = expiry {
-            self.stored.extend_from_slice(&e.to_le_bytes());
-        }
-        r.encode_to(&mut self.stored);
         Ok((&self.key, &self.stored))
     }
 

@@ -69,6 +69,11 @@ pub struct KeyspaceOptions {
     pub change_settings: bool,
     /// Values of at least this many bytes go to blob files when their table is written.
     pub blob_threshold: Option<usize>,
+    /// The fraction of the keyspace's blob files, oldest first, whose values compactions
+    /// relocate.
+    pub blob_gc_age_cutoff: f64,
+    /// The garbage ratio of the files within the age cutoff at which they are compacted.
+    pub blob_gc_force_threshold: f64,
 }
 
 impl Default for KeyspaceOptions {
@@ -87,6 +92,8 @@ impl Default for KeyspaceOptions {
             merge_operator: MergeSlot::default(),
             change_settings: false,
             blob_threshold: None,
+            blob_gc_age_cutoff: KeyspaceOptions::DEFAULT_BLOB_GC_AGE_CUTOFF,
+            blob_gc_force_threshold: KeyspaceOptions::DEFAULT_BLOB_GC_FORCE_THRESHOLD,
         }
     }
 }
@@ -124,6 +131,70 @@ impl KeyspaceOptions {
     pub fn blob_threshold(mut self, threshold: Option<usize>) -> Self {
         self.blob_threshold = threshold;
         self
+    }
+
+    /// `blob_gc_age_cutoff` and `blob_gc_force_threshold`: 0 to 1.
+    pub const BLOB_GC_FRACTION_RANGE: RangeInclusive<f64> = 0.0..=1.0;
+    /// `blob_gc_age_cutoff` unless set (RocksDB's default).
+    pub const DEFAULT_BLOB_GC_AGE_CUTOFF: f64 = 0.25;
+    /// `blob_gc_force_threshold` unless set.
+    pub const DEFAULT_BLOB_GC_FORCE_THRESHOLD: f64 = 0.5;
+
+    /// Garbage collection of blob files (RocksDB's integrated BlobDB's scheme): the oldest
+    /// `cutoff` of the keyspace's blob files, by file number, are *eligible*, and every
+    /// compaction of the keyspace relocates the values its tables reference in them — reads
+    /// each and writes it into the compaction's own new blob file (or back into the table, if
+    /// it is now under the threshold) — so that an eligible file loses its references as
+    /// compactions pass over its tables, and goes once the last one is gone. Default 0.25
+    /// (of 8 files, the 2 oldest); 0 turns collection off. 0 to 1
+    /// ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]). Nothing is relocated in a keyspace
+    /// without a [`blob_threshold`](KeyspaceOptions::blob_threshold), nor is the option
+    /// recorded: a keyspace reopened without a threshold (or not opened since the database
+    /// was) leaves its blob files as they are.
+    ///
+    /// Compactions come by as the tree needs them; where the eligible files' garbage (the
+    /// bytes of their values no table references) reaches
+    /// [`blob_gc_force_threshold`](KeyspaceOptions::blob_gc_force_threshold) of their bytes,
+    /// the tables referencing the oldest of them are compacted for that alone.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use bloomkv::{Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// // Relocate out of the oldest half, and as soon as a fifth of it is garbage.
+    /// let gc = KeyspaceOptions::new().blob_threshold(Some(4096)).blob_gc_age_cutoff(0.5);
+    /// let images = db.keyspace("images", gc.blob_gc_force_threshold(0.2))?;
+    /// images.put("logo", vec![7u8; 64 << 10])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn blob_gc_age_cutoff(mut self, cutoff: f64) -> Self {
+        self.blob_gc_age_cutoff = cutoff;
+        self
+    }
+
+    /// The share of garbage in the blob files within the
+    /// [`blob_gc_age_cutoff`](KeyspaceOptions::blob_gc_age_cutoff) at which the tables
+    /// referencing the oldest of them are compacted even though the tree needs no compaction
+    /// (RocksDB's `blob_garbage_collection_force_threshold`). Default 0.5; 1 compacts for
+    /// garbage only once those files hold nothing else. 0 to 1
+    /// ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]).
+    pub fn blob_gc_force_threshold(mut self, threshold: f64) -> Self {
+        self.blob_gc_force_threshold = threshold;
+        self
+    }
+
+    /// The blob files a compaction of this keyspace's `version` relocates values out of:
+    /// those numbered below the returned number (`None`: none). The oldest
+    /// [`blob_gc_age_cutoff`](KeyspaceOptions::blob_gc_age_cutoff) of the live files,
+    /// rounded down, as RocksDB counts them.
+    pub fn blob_gc_limit(&self, live: &crate::blob::BlobFiles) -> Option<u64> {
+        self.blob_threshold?;
+        let eligible = (self.blob_gc_age_cutoff * live.0.len() as f64) as usize;
+        if eligible == 0 {
+            return None;
+        }
+        Some(live.0.keys().nth(eligible).copied().unwrap_or(u64::MAX))
     }
 
     /// The default options (those of a default `Options`), to chain setters on.
@@ -363,6 +434,9 @@ impl KeyspaceOptions {
                 return bad("range_filter_bits_per_key must be between 4 and 40");
             }
         }
+        let fractions = &Self::BLOB_GC_FRACTION_RANGE;
+        within_fraction("blob_gc_age_cutoff", self.blob_gc_age_cutoff, fractions)?;
+        within_fraction("blob_gc_force_threshold", self.blob_gc_force_threshold, fractions)?;
         if let Compression::Zstd { level } = self.compression {
             if !(-7..=22).contains(&level) {
                 return bad("zstd level must be in -7..=22");
@@ -370,6 +444,19 @@ impl KeyspaceOptions {
         }
         Ok(())
     }
+}
+
+/// Refuses the fraction `value` of the option `name` unless it is in `range` (NaN never is),
+/// naming both.
+pub fn within_fraction(name: &str, value: f64, range: &RangeInclusive<f64>) -> Result<()> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{name} must be between {} and {}, got {value}",
+        range.start(),
+        range.end()
+    )))
 }
 
 /// How a refusal shows an option's values.

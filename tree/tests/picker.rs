@@ -17,11 +17,15 @@
 //! Commands:
 //!
 //! - `define [trigger=N] [slowdown=N] [base=BYTES] [ratio=N] [table=BYTES] [period=MS]
-//!   [filter]`: a tree, with the picker's options (the engine's defaults where not given:
-//!   L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables of 64 MiB, no periodic
-//!   compaction) and, with `filter`, a compaction filter on the keyspace. Input lines: `L<n>`
-//!   starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
-//!   [created=SECS]` is a table of that level. Each table is a real one: LO written at seq B
+//!   [filter] [gc-cutoff=F] [gc-force=F]`: a tree, with the picker's options (the engine's
+//!   defaults where not given: L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables
+//!   of 64 MiB, no periodic compaction, blob garbage collection's age cutoff 0.25 and force
+//!   threshold 0.5) and, with `filter`, a compaction filter on the keyspace. Input lines:
+//!   `L<n>` starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
+//!   [created=SECS] [blobs=FILE:BYTES,...]` is a table of that level; `blob NUM
+//!   bytes=BYTES` a blob file holding that many bytes of values, which tables reference with
+//!   `blobs` (one reference per file, of those bytes; the keyspace then has a blob
+//!   threshold). Each table is a real one: LO written at seq B
 //!   and HI at seq A (expiring at A and B of `expiry`, milliseconds, if given), and with
 //!   `plain` an older non-expiring version of LO holding that many value bytes, which keeps
 //!   a table's expired share small. `size` is what the manifest records (default 1000),
@@ -42,12 +46,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bloomkv_tree::blob::{BlobFile, BlobFileMeta, BlobRefs};
 use bloomkv_tree::compact::picker::{self, Policy};
 use bloomkv_tree::compaction_filter::{CompactionFilter, Decision};
 use bloomkv_tree::fs::{Deleter, MemFile, StdFs};
 use bloomkv_tree::key::{self, ValueKind};
 use bloomkv_tree::options::KeyspaceOptions;
-use bloomkv_tree::table::{Table, TableBuilder, TableOptions};
+use bloomkv_tree::table::{FileCache, Table, TableBuilder, TableOptions};
 use bloomkv_tree::tree::Tree;
 use bloomkv_tree::version::builder::VersionBuilder;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
@@ -159,6 +164,15 @@ impl Script {
         if args.contains_key("filter") {
             opts = opts.compaction_filter(Arc::new(KeepAll));
         }
+        let fraction =
+            |name: &str, default: f64| args.get(name).map_or(default, |v| v.parse().expect(name));
+        opts = opts
+            .blob_gc_age_cutoff(fraction("gc-cutoff", KeyspaceOptions::DEFAULT_BLOB_GC_AGE_CUTOFF))
+            .blob_gc_force_threshold(fraction(
+                "gc-force",
+                KeyspaceOptions::DEFAULT_BLOB_GC_FORCE_THRESHOLD,
+            ));
+        let mut blobs: BTreeMap<u64, Arc<BlobFile>> = BTreeMap::new();
         let mut level = 0;
         let mut edit = VersionEdit::default();
         let mut opened = Vec::new();
@@ -169,7 +183,19 @@ impl Script {
                 assert!(level < NUM_LEVELS, "no level {level}");
                 continue;
             }
-            let t = table(l);
+            if let Some(rest) = l.strip_prefix("blob ") {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let number: u64 = words[0].parse().expect("blob NUM bytes=BYTES");
+                let value_bytes = num(&named(&words[1..]), "bytes", 0);
+                let meta = BlobFileMeta { number, value_bytes, values: 1, file_size: value_bytes };
+                let path = PathBuf::from(format!("mem/{number:06}.blob"));
+                let files = Arc::new(FileCache::new(Arc::new(StdFs), 1));
+                let deleter = Deleter::new(Arc::new(StdFs));
+                blobs.insert(number, Arc::new(BlobFile::new(meta, path, files, deleter)));
+                opts = opts.blob_threshold(Some(1));
+                continue;
+            }
+            let t = table(l, &blobs);
             edit.added.push((level, t.meta.clone()));
             opened.push(t);
         }
@@ -229,7 +255,7 @@ fn show_levels(v: &Version) -> String {
 }
 
 /// A table as a `define` line describes it, built for real into memory.
-fn table(line: &str) -> Arc<TableFile> {
+fn table(line: &str, blobs: &BTreeMap<u64, Arc<BlobFile>>) -> Arc<TableFile> {
     let (number, rest) = line.split_once(':').expect("NUM: LO-HI ...");
     let number: u64 = number.trim().parse().expect("table number");
     let words: Vec<&str> = rest.split_whitespace().collect();
@@ -273,6 +299,17 @@ fn table(line: &str) -> Arc<TableFile> {
         num_entries: entries.len() as u64,
         blob_refs: Vec::new(),
     };
+    let mut held = Vec::new();
+    let mut meta = meta;
+    for r in args.get("blobs").map_or("", String::as_str).split(',').filter(|r| !r.is_empty()) {
+        let (file, bytes) = r.split_once(':').expect("blobs=FILE:BYTES,...");
+        let file: u64 = file.parse().expect("blob file number");
+        held.push(blobs.get(&file).unwrap_or_else(|| panic!("no blob {file} defined")).clone());
+        let bytes = bytes.parse().expect("blob bytes");
+        meta.blob_refs.push(BlobRefs { file, count: 1, bytes });
+    }
+    meta.blob_refs.sort_by_key(|r| r.file);
     let table = Table::open(Arc::new(MemFile::from(sink.contents())), path.clone(), None).unwrap();
-    Arc::new(TableFile::new(meta, Arc::new(table), path, Deleter::new(Arc::new(StdFs))))
+    let deleter = Deleter::new(Arc::new(StdFs));
+    Arc::new(TableFile::new(meta, Arc::new(table), path, deleter).with_blobs(held))
 }

@@ -12,8 +12,10 @@
 //!   `level_size_ratio` per level below): the table that overlaps the least of the level
 //!   below per byte ([`least_overlapping`]), plus the Ln+1 tables it overlaps.
 //! - When no level is over its target: a table holding enough expired values
-//!   ([`worth_rewriting`]), then a table older than `Policy::periodic` that a compaction
-//!   filter or expiry may have something to drop from ([`due_periodic`]).
+//!   ([`worth_rewriting`]); then the tables referencing a keyspace's oldest blob file, when
+//!   the files within its `blob_gc_age_cutoff` hold enough garbage ([`blob_gc_due`]); then a
+//!   table older than `Policy::periodic` that a compaction filter or expiry may have
+//!   something to drop from ([`due_periodic`]).
 //!
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
@@ -47,6 +49,12 @@ pub enum CompactionReason {
     /// filter or expired values may drop some of it: rewritten in place (an L0 table: L0 is
     /// compacted into L1) as for [`CompactionReason::Expiry`].
     Periodic,
+    /// The blob files within a keyspace's `blob_gc_age_cutoff` hold at least
+    /// `blob_gc_force_threshold` of garbage: the tables referencing the oldest of them are
+    /// rewritten, which relocates their values out of it (as for
+    /// [`CompactionReason::Expiry`]: L0 is compacted into L1, another level's tables are
+    /// rewritten in place).
+    BlobGarbage,
 }
 
 /// The options picking follows.
@@ -156,7 +164,77 @@ fn pick_rewrite(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> 
     let expired = |_: &Tree, t: &TableFile| worth_rewriting(t, now);
     let periodic = |tree: &Tree, t: &TableFile| due_periodic(tree, t, policy, now);
     pick_table(trees, expired, CompactionReason::Expiry)
+        .or_else(|| pick_blob_garbage(trees))
         .or_else(|| pick_table(trees, periodic, CompactionReason::Periodic))
+}
+
+/// Input bytes a blob garbage collection takes at most on a level below L0, in tables of
+/// the keyspace's target size (RocksDB's `max_compaction_bytes` is 25 target files): one
+/// blob file's references may be spread over a whole level, which is then rewritten in
+/// steps rather than at once.
+const BLOB_GC_MAX_TABLES: u64 = 25;
+
+/// The compaction for a tree with a blob file due collection ([`blob_gc_due`]): on the
+/// smallest level holding tables that reference the file, L0 into L1 (L0's
+/// tables may overlap; also for L1's, while L0 holds tables), or else the first run of neighbouring such tables (rewritten in
+/// place, so the output cannot overlap the level's other tables), within
+/// [`BLOB_GC_MAX_TABLES`] tables' bytes. Each such compaction relocates the run's
+/// references out of the file, so the file goes after a pass over its tables.
+fn pick_blob_garbage(trees: &[Arc<Tree>]) -> Option<Task> {
+    for tree in trees {
+        let Some(due) = blob_gc_due(tree) else { continue };
+        let v = &tree.version;
+        let refers = |t: &&Arc<TableFile>| t.meta.blob_refs.iter().any(|r| r.file == due);
+        for (level, tables) in v.levels.iter().enumerate() {
+            let Some(start) = tables.iter().position(|t| refers(&t)) else { continue };
+            // L1's references may be to versions L0 holds newer ones of, which L0 into L1
+            // drops where a rewrite in place would relocate them.
+            let level = if level == 1 && !v.levels[0].is_empty() { 0 } else { level };
+            let (inputs, out_level, next_inputs) = if level == 0 {
+                let inputs = v.levels[0].clone();
+                let (lo, hi) = user_range(&inputs);
+                (inputs, 1, v.overlapping(1, &lo, &hi))
+            } else {
+                let cap = tree.opts.target_table_bytes.saturating_mul(BLOB_GC_MAX_TABLES);
+                let mut bytes = 0u64;
+                let run = tables[start..].iter().take_while(|t| {
+                    let first = bytes == 0;
+                    bytes = bytes.saturating_add(t.meta.file_size);
+                    refers(t) && (first || bytes <= cap)
+                });
+                (run.cloned().collect(), level, Vec::new())
+            };
+            let tree = tree.clone();
+            let reason = CompactionReason::BlobGarbage;
+            return Some(Task { tree, level, out_level, inputs, next_inputs, reason });
+        }
+    }
+    None
+}
+
+/// The oldest blob file of `tree` due collection (RocksDB's forced blob garbage collection),
+/// if any: of the files within the `blob_gc_age_cutoff` (see
+/// `KeyspaceOptions::blob_gc_limit`), the oldest whose garbage is at least
+/// `blob_gc_force_threshold` of its values' bytes (and not none). Exact: live bytes are the
+/// tables' recorded references.
+///
+/// Why file by file: RocksDB sums over its oldest *batch* (the oldest file and the next ones
+/// no table references first), and gives up when that batch reaches past the cutoff. Here one
+/// table often references every file (a tree at rest in L0 and L1), so the batch would be
+/// most files and the old files' garbage never judged; summing over every file within the
+/// cutoff instead lets fully live files dilute it. The compaction chosen rewrites every table
+/// referencing the file, which relocates its live values (it is within the cutoff), so it
+/// goes, and the next is judged.
+pub fn blob_gc_due(tree: &Tree) -> Option<u64> {
+    let v = &tree.version;
+    let limit = tree.opts.blob_gc_limit(&v.blobs)?;
+    let live = v.blob_live_bytes();
+    let threshold = tree.opts.blob_gc_force_threshold;
+    v.blobs.0.range(..limit).find_map(|(&number, file)| {
+        let total = file.meta.value_bytes;
+        let garbage = total.saturating_sub(live.get(&number).map_or(0, |&(_, bytes)| bytes));
+        (garbage > 0 && garbage as f64 >= threshold * total as f64).then_some(number)
+    })
 }
 
 /// The compaction for the first table `due` says is, as [`pick_rewrite`] describes.

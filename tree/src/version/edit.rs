@@ -676,6 +676,8 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         merge_operator: Default::default(),
         change_settings: false,
         blob_threshold: None,
+        blob_gc_age_cutoff: KeyspaceOptions::DEFAULT_BLOB_GC_AGE_CUTOFF,
+        blob_gc_force_threshold: KeyspaceOptions::DEFAULT_BLOB_GC_FORCE_THRESHOLD,
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
     Ok(opts)
