@@ -3,12 +3,15 @@
 //! would replay, and notes on files recovery ignores. (Overlapping tables on a sorted level
 //! are reported as the manifest's corruption: recovery refuses them.)
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
-use super::{guarded, log, table, Report};
+use super::table::FoundRef;
+use super::{check_blob_data, guarded, log, quoted, table, Report};
+use crate::blob::{read_value, BlobFileMeta, BlobRefs};
 use crate::filename::{self, FileKind};
-use crate::fs::FileSystem;
+use crate::fs::{FileSystem, RandomAccessFile};
 use crate::version::edit::TableMeta;
 use crate::version::manifest::read_manifest;
 use crate::Error;
@@ -60,11 +63,22 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
         .collect();
     match &manifest {
         Some(m) => {
+            // Blob files first, so that the tables' references into one that is missing or
+            // unreadable are counted against a problem already reported.
+            let blobs = open_live_blobs(fs, r, dir, &m.blob_files);
             // Each keyspace is a tree of its own: its levels are sorted on their own.
             for k in &m.keyspaces {
                 for (level, tables) in k.levels.iter().enumerate() {
                     for meta in tables {
-                        check_live_table(fs, r, dir, level, meta);
+                        let before = (r.problems.len(), r.errors.len());
+                        let refs = check_live_table(fs, r, dir, level, meta);
+                        // Only a table read without trouble can be held to the manifest's
+                        // counts of its references.
+                        let whole = before == (r.problems.len(), r.errors.len());
+                        let path = filename::table_path(dir, meta.number);
+                        guarded(r, &path, |r| {
+                            resolve_refs(r, dir, &path, (meta, whole), &refs, &blobs)
+                        });
                     }
                 }
             }
@@ -88,6 +102,11 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
                 None,
                 "table not in the manifest (left over; the next writable open deletes it)",
             ),
+            FileKind::Blob(n)
+                if manifest.as_ref().is_some_and(|m| !m.blob_files.contains_key(n)) =>
+            {
+                r.note(&dir.join(name), None, "blob file not in the manifest (left over)")
+            }
             FileKind::Temp => {
                 r.note(&dir.join(name), None, "temporary file (an interrupted write)")
             }
@@ -122,14 +141,14 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
 }
 
 /// A table the manifest lists: present, of the recorded size, intact, and matching the
-/// manifest's metadata.
+/// manifest's metadata. Returns the blob references its entries hold.
 fn check_live_table(
     fs: &dyn FileSystem,
     r: &mut Report,
     dir: &Path,
     level: usize,
     meta: &TableMeta,
-) {
+) -> Vec<FoundRef> {
     let path = filename::table_path(dir, meta.number);
     let file = match fs.open(&path) {
         Ok(f) => f,
@@ -152,11 +171,11 @@ fn check_live_table(
             } else {
                 r.note(&path, None, "table was removed by a concurrent compaction while verifying");
             }
-            return;
+            return Vec::new();
         }
         Err(e) => {
             r.error(&path, e);
-            return;
+            return Vec::new();
         }
     };
     let size = file.size();
@@ -168,9 +187,146 @@ fn check_live_table(
         );
     }
     let mut props = None;
-    guarded(r, &path, |r| props = table::check_file(r, &path, file));
-    let Some(p) = props else { return };
-    for d in meta.disagreements(&p) {
-        r.problem(&path, None, d);
+    let mut refs = Vec::new();
+    guarded(r, &path, |r| props = table::check_file(r, &path, file, &mut refs));
+    if let Some(p) = props {
+        for d in meta.disagreements(&p) {
+            r.problem(&path, None, d);
+        }
+    }
+    refs
+}
+
+/// Every blob file the manifest lists as live, opened (`None`: missing or unreadable, which
+/// is reported here), each checked whole and against the size the manifest recorded.
+fn open_live_blobs(
+    fs: &dyn FileSystem,
+    r: &mut Report,
+    dir: &Path,
+    live: &BTreeMap<u64, BlobFileMeta>,
+) -> BTreeMap<u64, Option<Arc<dyn RandomAccessFile>>> {
+    let mut open = BTreeMap::new();
+    for (&n, meta) in live {
+        let path = filename::blob_path(dir, n);
+        let file = match fs.open(&path) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                // An owner may have dropped it (no table of its version references it any
+                // more) since the manifest was read.
+                let still_live =
+                    read_manifest(fs, dir).map(|m| m.blob_files.contains_key(&n)).unwrap_or(true);
+                if still_live {
+                    r.problem(&path, None, "blob file listed by the manifest is missing");
+                } else {
+                    r.note(&path, None, "blob file was dropped by a concurrent compaction");
+                }
+                open.insert(n, None);
+                continue;
+            }
+            Err(e) => {
+                r.error(&path, e);
+                open.insert(n, None);
+                continue;
+            }
+        };
+        let size = file.size();
+        if size != meta.file_size {
+            r.problem(
+                &path,
+                Some(size.min(meta.file_size)),
+                format!("blob file is {size} bytes but the manifest recorded {}", meta.file_size),
+            );
+        }
+        guarded(r, &path, |r| {
+            let mut data = vec![0; size as usize];
+            match file.read_exact_at(&mut data, 0) {
+                Ok(()) => check_blob_data(r, &path, data),
+                Err(e) => r.error(&path, e),
+            }
+        });
+        open.insert(n, Some(file));
+    }
+    open
+}
+
+/// Resolves the blob references `refs` found in the table `meta` (at `path`): each names a
+/// live blob file, lies inside it, and reads back a value matching its checksum. Also, the
+/// manifest's per-file reference counts for the table (from which live and garbage bytes
+/// are derived) must be what the table holds, when the table could be read `whole`.
+fn resolve_refs(
+    r: &mut Report,
+    dir: &Path,
+    path: &Path,
+    (meta, whole): (&TableMeta, bool),
+    refs: &[FoundRef],
+    blobs: &BTreeMap<u64, Option<Arc<dyn RandomAccessFile>>>,
+) {
+    let table =
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+    let mut counted: Vec<BlobRefs> = Vec::new();
+    // Per blob file that is not live or could not be opened: references and the first one.
+    let mut unresolved: BTreeMap<u64, (u64, &FoundRef)> = BTreeMap::new();
+    for f in refs {
+        let rf = &f.reference;
+        crate::blob::count_ref(&mut counted, rf);
+        let Some(Some(file)) = blobs.get(&rf.file) else {
+            unresolved.entry(rf.file).or_insert((0, f)).0 += 1;
+            continue;
+        };
+        r.checked.blob_refs += 1;
+        let blob = filename::blob_path(dir, rf.file);
+        match read_value(file.as_ref(), &blob, file.size(), rf) {
+            Ok(_) => {}
+            Err(Error::Corruption { offset, reason, .. }) => r.problem(
+                &blob,
+                Some(offset),
+                format!(
+                    "{reason} (the value of key {} in table {table}, data block at {})",
+                    quoted(&f.key),
+                    f.block
+                ),
+            ),
+            Err(e) => r.error(&blob, e),
+        }
+    }
+    for (n, (count, first)) in unresolved {
+        let blob = filename::blob_path(dir, n);
+        let why = if blobs.contains_key(&n) {
+            "which is missing or unreadable"
+        } else {
+            "which the manifest does not list as live"
+        };
+        r.problem(
+            path,
+            Some(first.block),
+            format!(
+                "{count} blob reference(s) name {}, {why} (first: key {} at offset {})",
+                blob.display(),
+                quoted(&first.key),
+                first.reference.offset
+            ),
+        );
+    }
+    if whole && counted != meta.blob_refs {
+        let show = |v: &[BlobRefs]| {
+            let parts: Vec<String> = v
+                .iter()
+                .map(|b| format!("{} ref(s) of {} bytes into {:06}.blob", b.count, b.bytes, b.file))
+                .collect();
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        r.problem(
+            path,
+            None,
+            format!(
+                "manifest records blob references {} but the table holds {}",
+                show(&meta.blob_refs),
+                show(&counted)
+            ),
+        );
     }
 }

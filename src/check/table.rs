@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{quoted, Report};
+use crate::blob::BlobRef;
 use crate::filter::{Filter, FilterKind};
 use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iter::InternalIterator;
@@ -14,7 +15,7 @@ use crate::key::{compare_internal, parse_internal_key, ValueKind};
 use crate::range_del::{self, last_key_before, RangeTombstone};
 use crate::table::block::Block;
 use crate::table::format::{
-    read_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, EXPIRY_FORMAT_VERSION,
+    read_block, BlockHandle, Footer, BLOB_FORMAT_VERSION, BLOCK_TRAILER_LEN, EXPIRY_FORMAT_VERSION,
     MERGE_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION,
 };
 use crate::table::properties::TableProperties;
@@ -48,6 +49,19 @@ struct Contents {
     distinct_keys: u64,
     /// Distinct prefixes under the extractor the properties name (0 without one).
     distinct_prefixes: u64,
+    /// Every blob reference the entries hold, for the database check to resolve.
+    blob_refs: Vec<FoundRef>,
+    /// Bytes of the values those references name.
+    blob_ref_bytes: u64,
+}
+
+/// A blob reference found in a table: the entry's user key, the offset of the data block
+/// holding it, and the reference.
+#[derive(Debug, Clone)]
+pub(super) struct FoundRef {
+    pub key: Vec<u8>,
+    pub block: u64,
+    pub reference: BlobRef,
 }
 
 /// The parts of a table that could be read, for comparing with its properties (`None`: that
@@ -70,7 +84,7 @@ pub(super) fn check_path(
     path: &Path,
 ) -> Option<TableProperties> {
     match fs.open(path) {
-        Ok(file) => check_file(r, path, file),
+        Ok(file) => check_file(r, path, file, &mut Vec::new()),
         Err(e) => {
             r.checked.tables += 1;
             r.error(path, e);
@@ -80,12 +94,14 @@ pub(super) fn check_path(
 }
 
 /// Checks the table `file` (opened from `path`); returns its properties if they could be
-/// read. Working on an open file means a database owner deleting it meanwhile (after a
-/// compaction) cannot disturb the check.
+/// read, and appends the blob references its entries hold to `blob_refs`. Working on an open
+/// file means a database owner deleting it meanwhile (after a compaction) cannot disturb the
+/// check.
 pub(super) fn check_file(
     r: &mut Report,
     path: &Path,
     file: Arc<dyn RandomAccessFile>,
+    blob_refs: &mut Vec<FoundRef>,
 ) -> Option<TableProperties> {
     let problems_before = r.problems.len();
     r.checked.tables += 1;
@@ -213,6 +229,7 @@ pub(super) fn check_file(
         };
         check_properties(r, path, p, &footer, &found);
     }
+    blob_refs.append(&mut contents.blob_refs);
 
     // Never be laxer than the engine: if the checks above found nothing, the reader's own
     // open must agree.
@@ -514,7 +531,8 @@ fn check_data_blocks(
             if parsed.kind.is_operand() {
                 c.merges += 1;
             }
-            if matches!(parsed.kind, ValueKind::PutExpiring | ValueKind::MergeExpiring) {
+            // A blob reference's expiry stands before it, as an inline value's does.
+            if parsed.kind.is_expiring() {
                 match crate::key::split_expiring(it.value()) {
                     Some((at, _)) => {
                         if c.expiring == 0 {
@@ -526,6 +544,32 @@ fn check_data_blocks(
                         c.expiring_bytes += (key.len() + it.value().len()) as u64;
                     }
                     None => c.short_expiring += 1,
+                }
+            }
+            if parsed.kind.is_blob() {
+                let stored = it.value();
+                let encoded = if parsed.kind == ValueKind::BlobPutExpiring {
+                    crate::key::split_expiring(stored).map(|(_, v)| v)
+                } else {
+                    Some(stored)
+                };
+                match encoded.map(BlobRef::decode) {
+                    Some(Ok(reference)) => {
+                        c.blob_ref_bytes += reference.len;
+                        c.blob_refs.push(FoundRef {
+                            key: parsed.user_key.to_vec(),
+                            block: h.offset,
+                            reference,
+                        });
+                    }
+                    _ => r.problem(
+                        path,
+                        Some(h.offset),
+                        format!(
+                            "data block {i}: malformed blob reference for key {}",
+                            quoted(parsed.user_key)
+                        ),
+                    ),
                 }
             }
             if c.smallest_key.is_none() {
@@ -644,13 +688,20 @@ fn check_properties(
         mismatch("expiring bytes", p.expiring_bytes.to_string(), c.expiring_bytes.to_string());
     }
     mismatch("merge operands", p.num_merge_operands.to_string(), c.merges.to_string());
-    // Merge operands exactly in tables of format version 4, and expiring entries in tables
-    // of version 3 unless they also hold operands (the properties say whether the table has
-    // some: they were checked against the entries above).
+    let refs = c.blob_refs.len().to_string();
+    mismatch("blob references", p.num_blob_refs.to_string(), refs);
+    mismatch("blob reference bytes", p.blob_ref_bytes.to_string(), c.blob_ref_bytes.to_string());
+    // Blob references exactly in tables of format version 5, else merge operands exactly in
+    // tables of version 4, and expiring entries in tables of version 3 unless they also hold
+    // operands (the properties say whether the table has some: they were checked against the
+    // entries above).
     let want_version = match (p.num_merge_operands > 0, p.num_expiring > 0, footer.version) {
+        _ if p.num_blob_refs > 0 => BLOB_FORMAT_VERSION.to_string(),
         (true, _, _) => MERGE_FORMAT_VERSION.to_string(),
         (false, true, _) => EXPIRY_FORMAT_VERSION.to_string(),
-        (false, false, EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION) => "1 or 2".to_string(),
+        (false, false, EXPIRY_FORMAT_VERSION | MERGE_FORMAT_VERSION | BLOB_FORMAT_VERSION) => {
+            "1 or 2".to_string()
+        }
         (false, false, v) => v.to_string(),
     };
     let what = format!(

@@ -60,7 +60,7 @@ fn as_file(bytes: &[u8]) -> Arc<dyn RandomAccessFile> {
 
 fn check_bytes(bytes: &[u8]) -> Report {
     let mut r = Report::default();
-    table::check_file(&mut r, Path::new("t.sst"), as_file(bytes));
+    table::check_file(&mut r, Path::new("t.sst"), as_file(bytes), &mut Vec::new());
     r
 }
 

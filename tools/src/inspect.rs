@@ -1,16 +1,17 @@
-//! `bloomkv inspect <table-file>`: what one table holds and what its parts cost. The report
-//! is [`crate::kind::table::inspect`]'s; this file only reads the options and prints it.
+//! `bloomkv inspect <table-file | blob-file>`: what one table holds and what its parts cost, or
+//! a blob file's header and values. The reports are [`crate::kind::table::inspect`]'s and
+//! [`crate::kind::blob::inspect`]'s; this file only reads the options and prints them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::common;
-use crate::kind::table;
+use crate::kind::{blob, table, Target};
 
 /// Options of `inspect`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The table file (`*.sst`).
+    /// The table file (`*.sst`) or blob file (`*.blob`).
     table: PathBuf,
     #[command(flatten)]
     output: common::OutputArgs,
@@ -21,6 +22,12 @@ pub fn run(args: &Args) -> bloomkv::Result<ExitCode> {
     let fmt = args.output.bytes;
     if args.table.is_dir() {
         return Err(common::not_a_file(&args.table, "a table file"));
+    }
+    if matches!(common::classify(&args.table), Ok(Target::Blob)) {
+        let r = blob::inspect(&args.table)?;
+        let mut out = common::stdout();
+        let written = args.output.write(&mut out, &r, blob::print_inspect);
+        return common::finish_output(written, &mut out, ExitCode::SUCCESS);
     }
     let r = table::inspect(&args.table, fmt)?;
     let mut out = common::stdout();

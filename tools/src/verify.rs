@@ -47,6 +47,15 @@ struct Checked {
     wal_files: u64,
     wal_records: u64,
     manifest_edits: u64,
+    /// Left out when zero, as for a database without blob files.
+    #[serde(skip_serializing_if = "is_zero")]
+    blob_files: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    blob_refs: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The report; field names are part of the tool's interface (see docs/tool.md).
@@ -108,6 +117,8 @@ fn verify(path: &Path, target: Target) -> Report {
             wal_files: c.wal_files,
             wal_records: c.wal_records,
             manifest_edits: c.manifest_edits,
+            blob_files: c.blob_files,
+            blob_refs: c.blob_refs,
         },
         exit_code,
     }
@@ -128,10 +139,15 @@ fn print_text(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
         writeln!(out, "note     {}", line(f))?;
     }
     let c = &r.checked;
+    let blobs = if c.blob_files + c.blob_refs > 0 {
+        format!(", {} blob file(s), {} blob reference(s)", c.blob_files, c.blob_refs)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
         "{}: {} — {} problem(s), {} error(s); checked {} table(s), {} data block(s), {} entries, \
-         {} range tombstone(s), {} manifest edit(s), {} WAL file(s) with {} record(s)",
+         {} range tombstone(s), {} manifest edit(s), {} WAL file(s) with {} record(s){blobs}",
         r.path,
         r.status,
         r.problems.len(),

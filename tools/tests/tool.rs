@@ -1774,3 +1774,157 @@ fn dump_and_verify_a_blob_file() {
     flip(blob, len - 50);
     expect_corrupt(blob, blob, None);
 }
+
+/// A closed database with two blob files, one of them half garbage: 20 separated values
+/// flushed, then 10 of them overwritten and flushed. (No compaction: the overwritten values
+/// stay referenced by the older table, so the garbage comes from a full compaction below.)
+fn build_blob_db(dir: &Path) -> Vec<PathBuf> {
+    let opts = options().memtable_bytes(4 << 20).blob_threshold(Some(100));
+    let db = Db::open(dir, opts).unwrap();
+    for i in 0..20u32 {
+        db.put(key(i), vec![i as u8; 200 + 100 * i as usize]).unwrap();
+    }
+    db.put("small", "x").unwrap();
+    db.flush().unwrap();
+    for i in 0..10u32 {
+        db.put(key(i), vec![i as u8 + 1; 300]).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    db.close().unwrap();
+    let mut blobs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "blob"))
+        .collect();
+    blobs.sort();
+    blobs
+}
+
+/// `db` lists the live blob files with what `Stats::blob_files` says of each, and totals
+/// whose space amplification is file bytes per live value byte; text and JSON agree.
+#[test]
+fn db_lists_blob_files_with_live_and_garbage_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    build_blob_db(dir.path());
+    let stats = Db::open_read_only(dir.path(), options()).unwrap().stats();
+    assert!(!stats.blob_files.is_empty());
+    assert!(stats.blob_garbage_bytes > 0, "the overwrite left no garbage: {stats:?}");
+    let r = tool_json(&["db", "--json", s(dir.path())]);
+    let b = &r["blobs"];
+    let files = b["files"].as_array().unwrap();
+    assert_eq!(files.len(), stats.blob_files.len(), "{b}");
+    for (f, want) in files.iter().zip(&stats.blob_files) {
+        assert_eq!(f["number"].as_u64(), Some(want.number));
+        assert_eq!(f["file_size"].as_u64(), Some(want.file_size));
+        assert_eq!(f["values"].as_u64(), Some(want.values));
+        assert_eq!(f["value_bytes"].as_u64(), Some(want.value_bytes));
+        assert_eq!(f["live_values"].as_u64(), Some(want.live_values));
+        assert_eq!(f["live_bytes"].as_u64(), Some(want.live_bytes));
+        assert_eq!(f["garbage_bytes"].as_u64(), Some(want.garbage_bytes));
+        assert_eq!(f["keyspace"].as_str(), Some("default"));
+        let path = dir.path().join(format!("{:06}.blob", want.number));
+        assert_eq!(f["file"].as_str(), Some(s(&path)));
+    }
+    assert_eq!(b["total_files"].as_u64(), Some(files.len() as u64));
+    assert_eq!(b["total_file_bytes"].as_u64(), Some(stats.blob_file_bytes));
+    assert_eq!(b["total_live_bytes"].as_u64(), Some(stats.blob_live_bytes));
+    assert_eq!(b["total_garbage_bytes"].as_u64(), Some(stats.blob_garbage_bytes));
+    let amp = stats.blob_file_bytes as f64 / stats.blob_live_bytes as f64;
+    assert!((b["space_amplification"].as_f64().unwrap() - amp).abs() < 1e-9, "{b}");
+
+    let (code, text, err) = tool(&["db", s(dir.path())]);
+    assert_eq!(code, 0, "{err}");
+    for f in &stats.blob_files {
+        let line = format!(
+            "blob {:06}.blob {:>10} bytes  keyspace \"default\"  {} values ({} bytes), live {} ({} bytes), garbage {} bytes",
+            f.number, f.file_size, f.values, f.value_bytes, f.live_values, f.live_bytes, f.garbage_bytes
+        );
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+    assert!(text.contains(&format!("space amplification {amp:.2}")), "{text}");
+}
+
+/// `inspect` of a blob file shows its header and what its values add up to.
+#[test]
+fn inspect_shows_a_blob_files_header_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = build_blob_db(dir.path());
+    let blob = &blobs[0];
+    let number: u64 = blob.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let dumped = tool_json(&["dump", "--json", s(blob)]);
+    let entries = dumped["entries"].as_array().unwrap();
+    let r = tool_json(&["inspect", "--json", s(blob)]);
+    assert_eq!(r["format_version"].as_u64(), Some(1), "{r}");
+    assert_eq!(r["kind"].as_u64(), Some(1));
+    assert_eq!(r["number"].as_u64(), Some(number));
+    assert_eq!(r["values"].as_u64(), Some(entries.len() as u64));
+    let stats = Db::open_read_only(dir.path(), options()).unwrap().stats();
+    let meta = stats.blob_files.iter().find(|b| b.number == number).unwrap();
+    assert_eq!(r["value_bytes"].as_u64(), Some(meta.value_bytes));
+    assert_eq!(r["file_size"].as_u64(), Some(std::fs::metadata(blob).unwrap().len()));
+    let (code, text, err) = tool(&["inspect", s(blob)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("format version 1, kind 1 (separated"), "{text}");
+    assert!(text.contains(&format!("number {number}")), "{text}");
+    assert!(
+        text.contains(&format!("values   {} ({} bytes", entries.len(), meta.value_bytes)),
+        "{text}"
+    );
+}
+
+/// `verify` of a database reads every blob reference of every table: a clean database counts
+/// them; a byte damaged inside a value is found at the reference's offset in its blob file,
+/// naming the table and key; a deleted blob file is named missing.
+#[test]
+fn verify_resolves_every_blob_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    let blobs = build_blob_db(&clean);
+    let stats = Db::open_read_only(&clean, options()).unwrap().stats();
+    let live_refs: u64 = stats.blob_files.iter().map(|b| b.live_values).sum();
+    let r = tool_json(&["verify", "--json", s(&clean)]);
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["checked"]["blob_files"].as_u64(), Some(stats.blob_files.len() as u64));
+    assert_eq!(r["checked"]["blob_refs"].as_u64(), Some(live_refs));
+    let (code, text, _) = tool(&["verify", s(&clean)]);
+    assert_eq!(code, 0);
+    let counts = format!("{} blob file(s), {live_refs} blob reference(s)", stats.blob_files.len());
+    assert!(text.contains(&counts), "{text}");
+
+    // The value of a key written once is live wherever it is: in the first flush's blob
+    // file, or where a compaction relocated it.
+    let mut found = Vec::new();
+    for b in &blobs {
+        let dumped = tool_json(&["dump", "--json", s(b)]);
+        for e in dumped["entries"].as_array().unwrap() {
+            if e["key"].as_str() == Some("key000019") {
+                found.push((b.file_name().unwrap().to_owned(), e["offset"].as_u64().unwrap()));
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (live, offset) = found.pop().unwrap();
+
+    let damaged = tmp.path().join("damaged");
+    copy_db(&clean, &damaged);
+    let blob = damaged.join(&live);
+    flip(&blob, offset + 10);
+    let r = expect_corrupt(&damaged, &blob, Some(offset));
+    let hit = r["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["file"] == s(&blob) && p["offset"].as_u64() == Some(offset))
+        .unwrap();
+    let what = hit["what"].as_str().unwrap();
+    assert!(what.contains("checksum") && what.contains(".sst"), "{what}");
+
+    let missing = tmp.path().join("missing");
+    copy_db(&clean, &missing);
+    let blob = missing.join(&live);
+    std::fs::remove_file(&blob).unwrap();
+    let r = expect_corrupt(&missing, &blob, None);
+    let text = r["problems"].to_string();
+    assert!(text.contains("missing"), "{text}");
+}

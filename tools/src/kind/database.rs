@@ -45,6 +45,72 @@ pub struct Report {
     keyspaces: Vec<KeyspaceReport>,
     wal_files: Vec<Wal>,
     wal_bytes: u64,
+    /// The live blob files; left out for a database without any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blobs: Option<BlobsReport>,
+}
+
+/// The live blob files (see `KeyspaceOptions::blob_threshold`) and their totals, from
+/// `Stats::blob_files`: exact, since live bytes are what the current tables reference.
+#[derive(Serialize)]
+struct BlobsReport {
+    files: Vec<BlobFileReport>,
+    total_files: usize,
+    /// The files' sizes on disk (values, keys and framing).
+    total_file_bytes: u64,
+    total_values: u64,
+    total_value_bytes: u64,
+    total_live_bytes: u64,
+    total_garbage_bytes: u64,
+    /// Bytes on disk per byte of live value: `total_file_bytes / total_live_bytes` (null
+    /// when nothing is live).
+    space_amplification: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct BlobFileReport {
+    number: u64,
+    file: String,
+    keyspace: String,
+    file_size: u64,
+    values: u64,
+    value_bytes: u64,
+    live_values: u64,
+    live_bytes: u64,
+    garbage_bytes: u64,
+}
+
+fn blobs_report(dir: &Path, stats: &bloomkv::Stats) -> Option<BlobsReport> {
+    if stats.blob_files.is_empty() {
+        return None;
+    }
+    let files: Vec<BlobFileReport> = stats
+        .blob_files
+        .iter()
+        .map(|b| BlobFileReport {
+            number: b.number,
+            file: common::display(&filename::blob_path(dir, b.number)),
+            keyspace: b.keyspace.clone(),
+            file_size: b.file_size,
+            values: b.values,
+            value_bytes: b.value_bytes,
+            live_values: b.live_values,
+            live_bytes: b.live_bytes,
+            garbage_bytes: b.garbage_bytes,
+        })
+        .collect();
+    let live: u64 = files.iter().map(|b| b.live_bytes).sum();
+    let disk: u64 = files.iter().map(|b| b.file_size).sum();
+    Some(BlobsReport {
+        total_files: files.len(),
+        total_file_bytes: disk,
+        total_values: files.iter().map(|b| b.values).sum(),
+        total_value_bytes: files.iter().map(|b| b.value_bytes).sum(),
+        total_live_bytes: live,
+        total_garbage_bytes: files.iter().map(|b| b.garbage_bytes).sum(),
+        space_amplification: (live > 0).then(|| disk as f64 / live as f64),
+        files,
+    })
 }
 
 /// One keyspace's tree: the figures the report has for the whole database, for this
@@ -265,6 +331,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         keyspaces.push(keyspace_report(&ks, def, fmt)?);
     }
     let tables = db.tables();
+    let blobs = blobs_report(dir, &db.stats());
     let mut wal_files = Vec::new();
     for (name, kind) in filename::list(&StdFs, dir)? {
         if let FileKind::Wal(n) = kind {
@@ -295,6 +362,7 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
         keyspaces,
         wal_bytes: wal_files.iter().map(|w| w.size).sum(),
         wal_files,
+        blobs,
     })
 }
 
@@ -368,6 +436,9 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         r.tables.filter_memory_bytes,
         r.tables.index_memory_bytes
     )?;
+    if let Some(b) = &r.blobs {
+        print_blobs(out, b)?;
+    }
     for w in &r.wal_files {
         writeln!(
             out,
@@ -378,6 +449,37 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         )?;
     }
     writeln!(out, "WAL total: {} bytes", r.wal_bytes)
+}
+
+/// The live blob files, one line each, then their totals.
+fn print_blobs(out: &mut common::Out, b: &BlobsReport) -> std::io::Result<()> {
+    for f in &b.files {
+        writeln!(
+            out,
+            "blob {:06}.blob {:>10} bytes  keyspace {:?}  {} values ({} bytes), live {} ({} bytes), \
+             garbage {} bytes",
+            f.number,
+            f.file_size,
+            f.keyspace,
+            f.values,
+            f.value_bytes,
+            f.live_values,
+            f.live_bytes,
+            f.garbage_bytes
+        )?;
+    }
+    let amp = b.space_amplification.map_or("-".to_string(), |a| format!("{a:.2}"));
+    writeln!(
+        out,
+        "blob total: {} file(s), {} bytes, {} values ({} bytes), live {} bytes, garbage {} bytes; \
+         space amplification {amp} (file bytes per live value byte)",
+        b.total_files,
+        b.total_file_bytes,
+        b.total_values,
+        b.total_value_bytes,
+        b.total_live_bytes,
+        b.total_garbage_bytes
+    )
 }
 
 /// The runs a lookup for an absent key meets, each with its filter bits and expected rate now,
