@@ -1928,3 +1928,23 @@ fn verify_resolves_every_blob_reference() {
     let text = r["problems"].to_string();
     assert!(text.contains("missing"), "{text}");
 }
+
+/// A table whose references carry an expiry (`put_with_ttl` of a large value) is clean: its
+/// expiring references count as expiring entries, and its format version is the blob one.
+#[test]
+fn verify_accepts_expiring_blob_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let db =
+        Db::open(dir.path(), options().memtable_bytes(4 << 20).blob_threshold(Some(100))).unwrap();
+    for i in 0..10u32 {
+        let ttl = std::time::Duration::from_secs(3600 * 24 * 365);
+        db.put_with_ttl(key(i), vec![i as u8; 500], ttl).unwrap();
+    }
+    db.put_with_ttl("inline", "x", std::time::Duration::from_secs(3600)).unwrap();
+    db.put(key(100), vec![7u8; 500]).unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    let r = tool_json(&["verify", "--json", s(dir.path())]);
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["checked"]["blob_refs"].as_u64(), Some(11), "{r}");
+}
