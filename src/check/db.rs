@@ -197,14 +197,24 @@ fn check_live_table(
     refs
 }
 
-/// Every blob file the manifest lists as live, opened (`None`: missing or unreadable, which
-/// is reported here), each checked whole and against the size the manifest recorded.
+/// A blob file the manifest lists, as [`open_live_blobs`] found it.
+enum LiveBlob {
+    Open(Arc<dyn RandomAccessFile>),
+    /// Missing or unreadable: reported.
+    Unreadable,
+    /// Dropped and deleted by a live owner since the manifest was read: the tables that
+    /// referenced it have been rewritten too, so their references are not damage.
+    Dropped,
+}
+
+/// Every blob file the manifest lists as live, opened, each checked whole and against the
+/// size the manifest recorded.
 fn open_live_blobs(
     fs: &dyn FileSystem,
     r: &mut Report,
     dir: &Path,
     live: &BTreeMap<u64, BlobFileMeta>,
-) -> BTreeMap<u64, Option<Arc<dyn RandomAccessFile>>> {
+) -> BTreeMap<u64, LiveBlob> {
     let mut open = BTreeMap::new();
     for (&n, meta) in live {
         let path = filename::blob_path(dir, n);
@@ -217,15 +227,16 @@ fn open_live_blobs(
                     read_manifest(fs, dir).map(|m| m.blob_files.contains_key(&n)).unwrap_or(true);
                 if still_live {
                     r.problem(&path, None, "blob file listed by the manifest is missing");
+                    open.insert(n, LiveBlob::Unreadable);
                 } else {
                     r.note(&path, None, "blob file was dropped by a concurrent compaction");
+                    open.insert(n, LiveBlob::Dropped);
                 }
-                open.insert(n, None);
                 continue;
             }
             Err(e) => {
                 r.error(&path, e);
-                open.insert(n, None);
+                open.insert(n, LiveBlob::Unreadable);
                 continue;
             }
         };
@@ -244,7 +255,7 @@ fn open_live_blobs(
                 Err(e) => r.error(&path, e),
             }
         });
-        open.insert(n, Some(file));
+        open.insert(n, LiveBlob::Open(file));
     }
     open
 }
@@ -259,7 +270,7 @@ fn resolve_refs(
     path: &Path,
     (meta, whole): (&TableMeta, bool),
     refs: &[FoundRef],
-    blobs: &BTreeMap<u64, Option<Arc<dyn RandomAccessFile>>>,
+    blobs: &BTreeMap<u64, LiveBlob>,
 ) {
     let table =
         path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
@@ -269,9 +280,13 @@ fn resolve_refs(
     for f in refs {
         let rf = &f.reference;
         crate::blob::count_ref(&mut counted, rf);
-        let Some(Some(file)) = blobs.get(&rf.file) else {
-            unresolved.entry(rf.file).or_insert((0, f)).0 += 1;
-            continue;
+        let file = match blobs.get(&rf.file) {
+            Some(LiveBlob::Open(file)) => file,
+            Some(LiveBlob::Dropped) => continue,
+            Some(LiveBlob::Unreadable) | None => {
+                unresolved.entry(rf.file).or_insert((0, f)).0 += 1;
+                continue;
+            }
         };
         r.checked.blob_refs += 1;
         let blob = filename::blob_path(dir, rf.file);

@@ -1927,6 +1927,27 @@ fn verify_resolves_every_blob_reference() {
     let r = expect_corrupt(&missing, &blob, None);
     let text = r["problems"].to_string();
     assert!(text.contains("missing"), "{text}");
+
+    // Cut short: the size disagrees with the manifest, and the references past the new end
+    // are found as such.
+    let short = tmp.path().join("short");
+    copy_db(&clean, &short);
+    let blob = short.join(&live);
+    let len = std::fs::metadata(&blob).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&blob).unwrap().set_len(offset + 5).unwrap();
+    let r = expect_corrupt(&short, &blob, Some(offset));
+    let text = r["problems"].to_string();
+    assert!(text.contains(&format!("but the manifest recorded {len}")), "{text}");
+    assert!(text.contains("runs past the end of the file"), "{text}");
+
+    // A blob file the manifest does not list is a note, not damage.
+    let extra = tmp.path().join("extra");
+    copy_db(&clean, &extra);
+    std::fs::copy(extra.join(&live), extra.join("000999.blob")).unwrap();
+    let r = tool_json(&["verify", "--json", s(&extra)]);
+    assert_eq!(r["status"], "ok", "{r}");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("000999.blob") && notes.contains("not in the manifest"), "{notes}");
 }
 
 /// A table whose references carry an expiry (`put_with_ttl` of a large value) is clean: its
