@@ -295,7 +295,13 @@ pub(crate) fn blobs_in<'a>(
 /// set of open files).
 pub(crate) fn blob_file(dir: &Path, caches: &TableCaches, meta: BlobFileMeta) -> Arc<BlobFile> {
     let path = blob_path(dir, meta.number);
-    Arc::new(BlobFile::new(meta, path, caches.files.clone(), caches.deleter.clone()))
+    Arc::new(BlobFile::new(
+        meta,
+        path,
+        caches.files.clone(),
+        Some(caches.blocks.clone()),
+        caches.deleter.clone(),
+    ))
 }
 
 /// Opens a table this process just wrote or found in the manifest, checking that the file
@@ -431,7 +437,7 @@ impl Separator {
                 if r.file >= *limit {
                     return Ok((ikey, value));
                 }
-                relocated = Some(live.read(&r)?);
+                relocated = Some(live.read_with(&r, false)?);
                 (expiring, expiry, relocated.as_deref().unwrap_or_default())
             }
             _ => return Ok((ikey, value)),

@@ -191,7 +191,7 @@ impl Script {
                 let path = PathBuf::from(format!("mem/{number:06}.blob"));
                 let files = Arc::new(FileCache::new(Arc::new(StdFs), 1));
                 let deleter = Deleter::new(Arc::new(StdFs));
-                blobs.insert(number, Arc::new(BlobFile::new(meta, path, files, deleter)));
+                blobs.insert(number, Arc::new(BlobFile::new(meta, path, files, None, deleter)));
                 opts = opts.blob_threshold(Some(1));
                 continue;
             }

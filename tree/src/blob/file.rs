@@ -13,17 +13,24 @@ use std::sync::Arc;
 use super::{read_value, BlobFileMeta, BlobRef};
 use crate::fs::Deleter;
 use crate::fs::{next_file_id, FileCache};
+use crate::table::BlockCache;
 use crate::{Error, Result, Value};
 
 /// A live blob file: what the manifest records of it, and reads through the engine's bounded
-/// set of open files.
+/// set of open files and its block cache.
+///
+/// A value read from the file is checked against its reference's CRC before it is returned
+/// or cached; a value served from the cache is the one checked then. So damage to the file
+/// after a value was cached is found on the first read that misses the cache, as for a
+/// table's blocks, and a read never returns bytes that failed their check.
 pub struct BlobFile {
     /// What the manifest records about it.
     pub meta: BlobFileMeta,
     path: PathBuf,
-    /// Its key in `files` (process-wide: `fs::next_file_id`).
+    /// Its key in `files` and in `cache` (process-wide: `fs::next_file_id`).
     id: u64,
     files: Arc<FileCache>,
+    cache: Option<Arc<BlockCache>>,
     deleter: Arc<Deleter>,
     obsolete: AtomicBool,
 }
@@ -35,22 +42,43 @@ impl std::fmt::Debug for BlobFile {
 }
 
 impl BlobFile {
-    /// The blob file `meta` describes at `path`, read through `files`; removed by `deleter`
-    /// once obsolete and unreachable. Opens nothing yet.
+    /// The blob file `meta` describes at `path`, read through `files` and, if given, `cache`
+    /// (which caches its values beside the tables' blocks); removed by `deleter` once
+    /// obsolete and unreachable. Opens nothing yet.
     pub fn new(
         meta: BlobFileMeta,
         path: PathBuf,
         files: Arc<FileCache>,
+        cache: Option<Arc<BlockCache>>,
         deleter: Arc<Deleter>,
     ) -> Self {
         let id = next_file_id();
-        BlobFile { meta, path, id, files, deleter, obsolete: AtomicBool::new(false) }
+        BlobFile { meta, path, id, files, cache, deleter, obsolete: AtomicBool::new(false) }
     }
 
-    /// The value `r` names (which must name this file).
+    /// The value `r` names (which must name this file): from the cache, or read from the file,
+    /// checked, and cached.
     pub fn read(&self, r: &BlobRef) -> Result<Value> {
+        self.read_with(r, true)
+    }
+
+    /// Like [`BlobFile::read`]; with `fill_cache = false` a value read from the file is not
+    /// cached (compactions and garbage collection read each value once, and would otherwise
+    /// evict what reads need).
+    pub fn read_with(&self, r: &BlobRef, fill_cache: bool) -> Result<Value> {
+        if let Some(v) = self.cache.as_ref().and_then(|c| c.get_blob(self.id, r.offset)) {
+            // The offset alone keys it: a file's references to one offset are one value.
+            if v.len() as u64 == r.len {
+                return Ok(Value::from_bytes(v));
+            }
+        }
         let file = self.files.get(self.id, &self.path)?;
-        read_value(file.as_ref(), &self.path, self.meta.file_size, r).map(Value::from)
+        let value =
+            bytes::Bytes::from(read_value(file.as_ref(), &self.path, self.meta.file_size, r)?);
+        if let (Some(cache), true) = (&self.cache, fill_cache) {
+            cache.insert_blob(self.id, r.offset, value.clone());
+        }
+        Ok(Value::from_bytes(value))
     }
 
     /// The file.
@@ -82,8 +110,13 @@ impl BlobFiles {
     /// The value `r` names. A reference to a file the version does not hold is corruption
     /// (a table's manifest record lists every file it references).
     pub fn read(&self, r: &BlobRef) -> Result<Value> {
+        self.read_with(r, true)
+    }
+
+    /// Like [`BlobFiles::read`]; see [`BlobFile::read_with`] for `fill_cache`.
+    pub fn read_with(&self, r: &BlobRef, fill_cache: bool) -> Result<Value> {
         match self.0.get(&r.file) {
-            Some(f) => f.read(r),
+            Some(f) => f.read_with(r, fill_cache),
             None => Err(Error::corruption(
                 crate::filename::blob_path(Path::new(""), r.file),
                 r.offset,
@@ -95,6 +128,11 @@ impl BlobFiles {
     /// The value a stored reference (a `BlobPut`'s stored value) names.
     pub fn read_stored(&self, stored: &[u8]) -> Result<Value> {
         self.read(&BlobRef::decode(stored)?)
+    }
+
+    /// Like [`BlobFiles::read_stored`]; see [`BlobFile::read_with`] for `fill_cache`.
+    pub fn read_stored_with(&self, stored: &[u8], fill_cache: bool) -> Result<Value> {
+        self.read_with(&BlobRef::decode(stored)?, fill_cache)
     }
 
     /// The live file numbered `number`.

@@ -185,34 +185,37 @@ pub fn physical_span(offset: u64, len: u64) -> Option<(u64, u64)> {
     Some((offset, physical))
 }
 
-/// The value in `span`, the bytes [`physical_span`] gave for a value starting at `offset`:
-/// the fragment headers at page boundaries removed. `None` if `span` is not such a span or a
-/// header in it is not a continuation fragment's (a reference into the wrong place).
-pub fn strip_headers(offset: u64, span: &[u8]) -> Option<Vec<u8>> {
+/// Turns `span`, the bytes [`physical_span`] gave for a value starting at `offset`, into the
+/// value: the fragment headers at page boundaries removed in place, each page's bytes moved
+/// down over them (a value inside one page is left as it is), and `span` truncated. `None`
+/// if `span` is not such a span or a header in it is not a continuation fragment's (a
+/// reference into the wrong place); `span` is then unspecified.
+pub fn strip_headers(offset: u64, span: &mut Vec<u8>) -> Option<()> {
     let (page, header) = (PAGE_SIZE, HEADER_SIZE);
     let in_page = (offset % page as u64) as usize;
     if in_page < header {
         return None;
     }
-    let mut out = Vec::with_capacity(span.len());
-    let first = span.len().min(page - in_page);
-    out.extend_from_slice(&span[..first]);
-    let mut rest = &span[first..];
-    while !rest.is_empty() {
-        let h = rest.get(..header)?;
+    // `out` bytes of value are in place; the unread rest starts at `read`.
+    let mut out = span.len().min(page - in_page);
+    let mut read = out;
+    while read < span.len() {
+        let h = span.get(read..read + header)?;
         // Only MIDDLE (3) and LAST (4) fragments continue a record.
         if !matches!(h[6], 3 | 4) {
             return None;
         }
-        rest = &rest[header..];
-        let n = rest.len().min(page - header);
+        read += header;
+        let n = (span.len() - read).min(page - header);
         if n == 0 {
             return None;
         }
-        out.extend_from_slice(&rest[..n]);
-        rest = &rest[n..];
+        span.copy_within(read..read + n, out);
+        out += n;
+        read += n;
     }
-    Some(out)
+    span.truncate(out);
+    Some(())
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use crate::log::LogReader;
 use crate::{Error, Result};
 
 /// Reads the value `r` names from `file` (named `path` in errors), `file_size` bytes long:
-/// one positional read of its span, the page boundaries' fragment headers stripped, the CRC
-/// checked. A reference that does not fit in the file, or whose bytes do not match its CRC,
+/// one positional read of its span, the page boundaries' fragment headers stripped in place,
+/// the CRC checked. A reference that does not fit in the file, or whose bytes do not match its CRC,
 /// is [`Error::Corruption`] naming the file and the reference's offset; nothing is allocated
 /// before the span is known to lie inside the file.
 pub fn read_value(
@@ -32,9 +32,11 @@ pub fn read_value(
             r.len
         )));
     }
-    let mut span = vec![0; len as usize];
-    file.read_exact_at(&mut span, start)?;
-    let value = strip_headers(start, &span)
+    // One buffer throughout: the value is read into it and its page headers stripped in
+    // place, so a large value costs one allocation and no copy beyond the read's.
+    let mut value = vec![0; len as usize];
+    file.read_exact_at(&mut value, start)?;
+    strip_headers(start, &mut value)
         .ok_or_else(|| bad("blob reference does not cover one value's fragments".into()))?;
     if crc32(&[&value]) != r.crc {
         return Err(bad(format!("blob value of {} bytes fails its checksum", r.len)));

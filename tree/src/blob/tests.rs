@@ -3,8 +3,10 @@ use std::sync::Arc;
 
 use super::*;
 use crate::coding::crc32;
-use crate::fs::{FaultFs, FileSystem, RandomAccessFile};
+use crate::fs::{Deleter, FaultFs, FileSystem, RandomAccessFile};
 use crate::log::{HEADER_SIZE as H, PAGE_SIZE as P};
+use crate::table::cache::ENTRY_OVERHEAD;
+use crate::table::BlockCache;
 
 fn fs_with(name: &str) -> (FaultFs, PathBuf) {
     let fs = FaultFs::new();
@@ -219,4 +221,63 @@ fn refs_are_counted_per_file() {
         refs,
         [BlobRefs { file: 3, count: 1, bytes: 4 }, BlobRefs { file: 5, count: 2, bytes: 16 }]
     );
+}
+
+/// A blob file over `fs` reading through `cache`.
+fn blob_file(fs: &FaultFs, path: &Path, meta: BlobFileMeta, cache: &Arc<BlockCache>) -> BlobFile {
+    let shared: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    let files = Arc::new(crate::fs::FileCache::new(shared.clone(), 4));
+    BlobFile::new(meta, path.to_path_buf(), files, Some(cache.clone()), Deleter::new(shared))
+}
+
+#[test]
+fn reads_cache_values_charged_their_length_unless_told_not_to() {
+    let values = awkward_values();
+    let (fs, path, meta, refs) = write(&values);
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let blob = blob_file(&fs, &path, meta, &cache);
+    let charge = |i: usize| values[i].1.len() as u64 + ENTRY_OVERHEAD;
+    // Compactions' reads leave the cache as it was.
+    assert_eq!(blob.read_with(&refs[7], false).unwrap(), values[7].1);
+    assert_eq!(cache.usage_bytes(), 0);
+    assert_eq!(blob.read(&refs[7]).unwrap(), values[7].1);
+    assert_eq!(cache.usage_bytes(), charge(7));
+    let reads = fs.calls(crate::fs::OpKind::Read);
+    assert_eq!(blob.read(&refs[7]).unwrap(), values[7].1);
+    assert_eq!(fs.calls(crate::fs::OpKind::Read), reads, "a cached value reads no file");
+    assert_eq!(blob.read(&refs[2]).unwrap(), values[2].1);
+    assert_eq!(cache.usage_bytes(), charge(7) + charge(2));
+    // A value too large for the cache is read from the file every time and never charged.
+    let huge = vec![(b"big".to_vec(), vec![9u8; cache.max_blob_charge() as usize])];
+    let (fs, path, meta, refs) = write(&huge);
+    let big = blob_file(&fs, &path, meta, &cache);
+    assert_eq!(big.read(&refs[0]).unwrap(), huge[0].1);
+    assert_eq!(cache.usage_bytes(), charge(7) + charge(2));
+}
+
+#[test]
+fn a_cached_value_is_the_checked_one_and_damage_shows_on_the_next_file_read() {
+    let values = awkward_values();
+    let (fs, path, meta, refs) = write(&values);
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let blob = blob_file(&fs, &path, meta, &cache);
+    assert_eq!(blob.read(&refs[7]).unwrap(), values[7].1);
+    assert_eq!(blob.read_with(&refs[8], false).unwrap(), values[8].1);
+    // Damage both values' bytes after they were read.
+    let mut bytes = fs.contents(&path).unwrap();
+    for r in [refs[7], refs[8]] {
+        bytes[r.offset as usize + 10] ^= 0xff;
+    }
+    fs.set_contents(&path, bytes).unwrap();
+    // The cached one is served as it was checked; the other is read again and fails.
+    assert_eq!(blob.read(&refs[7]).unwrap(), values[7].1);
+    match blob.read(&refs[8]) {
+        Err(crate::Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (path.clone(), refs[8].offset));
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|v| v.len())),
+    }
+    // Once evicted, the damaged value is found too.
+    let fresh = blob_file(&fs, &path, meta, &Arc::new(BlockCache::new(1 << 20)));
+    assert!(matches!(fresh.read(&refs[7]), Err(crate::Error::Corruption { .. })));
 }

@@ -136,7 +136,7 @@ impl<'a, I: InternalIterator> FilterStage<'a, I> {
                 // The filter sees the value, never the reference; kept, the reference is
                 // written on unchanged.
                 true => {
-                    separated = self.tree.version.blobs.read_stored(value)?;
+                    separated = self.tree.version.blobs.read_stored_with(value, false)?;
                     &separated[..]
                 }
                 false => value,

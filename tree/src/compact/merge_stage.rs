@@ -103,11 +103,11 @@ impl<'a, I: InternalIterator> MergeStage<'a, I> {
                     let stored = self.inner.value();
                     let (kind, value) = match p.kind {
                         ValueKind::BlobPut => {
-                            (ValueKind::Put, self.blobs.read_stored(stored)?.to_vec())
+                            (ValueKind::Put, self.blobs.read_stored_with(stored, false)?.to_vec())
                         }
                         _ => {
                             let (expiry, r) = key::split_expiring(stored).unwrap_or((0, &[]));
-                            let value = self.blobs.read_stored(r)?;
+                            let value = self.blobs.read_stored_with(r, false)?;
                             (ValueKind::PutExpiring, key::expiring_value(expiry, &value))
                         }
                     };
