@@ -13,7 +13,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use bloomkv::{Db, FilterPolicy, Options};
+use bloomkv::{Db, FilterPolicy, Options, Readable};
 use criterion::{criterion_group, criterion_main, Criterion};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::thread;
 
-use bloomkv::{Db, KeyspaceOptions, MergeOperator, Options};
+use bloomkv::{Db, KeyspaceOptions, MergeOperator, Options, Readable};
 
 /// A signed 64-bit counter: values and operands are `i64` little-endian.
 struct Counter;

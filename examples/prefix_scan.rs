@@ -6,7 +6,7 @@
 //! cargo run --release --example prefix_scan
 //! ```
 
-use bloomkv::{Db, Options, PrefixExtractor};
+use bloomkv::{Db, Options, PrefixExtractor, Readable};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

@@ -8,7 +8,7 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
-use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, Options, Readable, WriteBatch, WriteOptions};
 
 /// What clients ask the service; each request carries the channel its answer goes back on.
 enum Request {

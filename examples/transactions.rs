@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
-use bloomkv::{Db, Options, Transaction};
+use bloomkv::{Db, Options, Readable, Transaction};
 
 /// The application's error: `transact` needs `From<bloomkv::Error>` so that `?` works on the
 /// transaction's own calls as well as on the application's checks.

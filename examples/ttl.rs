@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::{Db, KeyspaceOptions, ManualClock, Options};
+use bloomkv::{Db, KeyspaceOptions, ManualClock, Options, Readable};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

@@ -48,7 +48,7 @@ const TARGET: &str = "bloomkv";
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 /// use bloomkv::events::{EventListener, FlushInfo};
-/// use bloomkv::{Db, Error, Options};
+/// use bloomkv::{Db, Error, Options, Readable};
 ///
 /// /// Records in the database which keyspace it flushed last.
 /// struct LastFlush {

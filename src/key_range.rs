@@ -12,11 +12,12 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A range of keys for [`crate::Db::range`], [`crate::Snapshot::range`] and
+/// A range of keys for [`crate::Readable::range`] (and `prefix`, `cursor`) and
 /// [`crate::Db::delete_range`]: any of Rust's range expressions (`..`, `a..b`, `a..=b`, `a..`, `..b`, `..=b`) or a `(Bound, Bound)`
 /// pair, over anything that is bytes (`&[u8]`, `&[u8; N]`, `Vec<u8>`, `&str`, `String`).
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;

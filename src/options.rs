@@ -205,6 +205,7 @@ impl Options {
         /// 0 to 16 GiB ([`Options::MEMTABLE_HISTORY_BYTES_RANGE`]).
         ///
         /// ```
+        /// # use bloomkv::Readable;
         /// # fn main() -> bloomkv::Result<()> {
         /// let dir = tempfile::tempdir().unwrap();
         /// let opts = bloomkv::Options::new().memtable_bytes(64 << 10).memtable_history_bytes(1 << 20);
@@ -326,7 +327,7 @@ impl Options {
         ///
         /// ```
         /// # fn main() -> bloomkv::Result<()> {
-        /// use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+        /// use bloomkv::{Db, Error, Options, Readable, WriteBatch, WriteOptions};
         /// let dir = tempfile::tempdir().unwrap();
         /// let db = Db::open(dir.path(), Options::default().max_batch_bytes(4 << 10))?;
         /// let mut batch = WriteBatch::new();

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bloomkv::{
-    Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, ManualClock, Options,
+    Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, ManualClock, Options, Readable,
     WriteBatch,
 };
 

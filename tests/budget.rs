@@ -4,7 +4,7 @@
 
 use bloomkv::filter::budget::allocate;
 use bloomkv::filter::FilterKind;
-use bloomkv::{Db, FilterPolicy, Options, TableInfo};
+use bloomkv::{Db, FilterPolicy, Options, Readable, TableInfo};
 
 mod common;
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bloomkv::fs::fault::{CrashMode, Fault, FaultFs, OpKind};
 use bloomkv::fs::FileSystem;
-use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, Options, Readable, WriteBatch, WriteOptions};
 
 mod common;
 

@@ -13,7 +13,9 @@ use std::time::Duration;
 use bloomkv::events::{
     BackgroundErrorInfo, CompactionFilterErrorInfo, CompactionInfo, EventListener,
 };
-use bloomkv::{CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options, Snapshot};
+use bloomkv::{
+    CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options, Readable, Snapshot,
+};
 use proptest::prelude::*;
 
 mod common;

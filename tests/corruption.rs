@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv::fs::{fault::unique_dir, FaultFs, FileSystem};
-use bloomkv::{Db, Error, Options};
+use bloomkv::{Db, Error, Options, Readable};
 use bloomkv_tree::key::{internal_key, ValueKind};
 use bloomkv_tree::log::LogWriter;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};

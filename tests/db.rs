@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use bloomkv::{Db, Error, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, Options, Readable, WriteBatch, WriteOptions};
 
 mod common;
 

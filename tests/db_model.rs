@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv::{Cursor, Db, DbIterator, Options, WriteBatch, WriteOptions};
+use bloomkv::{Cursor, Db, DbIterator, Options, Readable, WriteBatch, WriteOptions};
 use proptest::prelude::*;
 
 mod common;

@@ -4,6 +4,7 @@
 //! false-positive rate times the tables consulted predicts.
 
 use bloomkv::Options;
+use bloomkv::Readable;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 

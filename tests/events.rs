@@ -12,7 +12,7 @@ use bloomkv::events::{
     StallInfo, StallReason,
 };
 use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
-use bloomkv::{Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options};
+use bloomkv::{Append, CompactionFilter, Db, Decision, Error, KeyspaceOptions, Options, Readable};
 
 mod common;
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, FileSystem, OpKind};
-use bloomkv::{Db, Error, Keyspace, KeyspaceOptions, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, Keyspace, KeyspaceOptions, Options, Readable, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -3,6 +3,7 @@
 
 use bloomkv::filter::{hash_key, math, Filter, FilterContents, FilterKind, FilterPolicy};
 use bloomkv::PrefixExtractor;
+use bloomkv::Readable;
 use proptest::prelude::*;
 
 mod common;

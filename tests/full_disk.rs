@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, OpKind};
-use bloomkv::{Db, Error, KeyspaceOptions, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Error, KeyspaceOptions, Options, Readable, WriteBatch, WriteOptions};
 
 mod common;
 

@@ -6,7 +6,7 @@
 //! The observable is the value's own `Bytes`: whether anything else (the block cache's
 //! block, the memtable) shares its allocation, and how large that allocation is.
 
-use bloomkv::{Db, Options, Value};
+use bloomkv::{Db, Options, Readable, Value};
 use bytes::BytesMut;
 
 mod common;

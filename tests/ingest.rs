@@ -6,7 +6,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bloomkv::{Db, Error, Options, WriteOptions};
+use bloomkv::{Db, Error, Options, Readable, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

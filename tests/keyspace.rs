@@ -3,7 +3,8 @@
 
 use bloomkv::filter::FilterKind;
 use bloomkv::{
-    Compression, Db, Error, FilterPolicy, KeyspaceOptions, Options, WriteBatch, WriteOptions,
+    Compression, Db, Error, FilterPolicy, KeyspaceOptions, Options, Readable, WriteBatch,
+    WriteOptions,
 };
 
 mod common;

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use bloomkv::fs::fault::unique_dir;
 use bloomkv::fs::{CrashMode, FaultFs};
-use bloomkv::{Db, Keyspace, KeyspaceOptions, Options, Snapshot, WriteBatch, WriteOptions};
+use bloomkv::{
+    Db, Keyspace, KeyspaceOptions, Options, Readable, Snapshot, WriteBatch, WriteOptions,
+};
 use proptest::prelude::*;
 
 mod common;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use bloomkv::fs::FaultFs;
 use bloomkv::{
-    Append, Db, Error, KeyspaceOptions, MergeOperator, Options, U64Add, WriteBatch, WriteOptions,
+    Append, Db, Error, KeyspaceOptions, MergeOperator, Options, Readable, U64Add, WriteBatch,
+    WriteOptions,
 };
 use proptest::prelude::*;
 

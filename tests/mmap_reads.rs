@@ -6,7 +6,7 @@
 #![cfg(unix)]
 
 use bloomkv::fs::{FileSystem, MappedFile, RandomAccessFile, StdFs};
-use bloomkv::{Db, Options};
+use bloomkv::{Db, Options, Readable};
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! `Db::multi_get` and `Snapshot::multi_get`: the answers of a loop of `get`, in input order,
 //! with each shared data block fetched once.
 
-use bloomkv::{Db, FilterPolicy, Options, Value};
+use bloomkv::{Db, FilterPolicy, Options, Readable, Value};
 
 mod common;
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use bloomkv::{Db, Options};
+use bloomkv::{Db, Options, Readable};
 
 mod common;
 

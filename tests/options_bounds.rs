@@ -5,7 +5,9 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use bloomkv::{Compression, Db, Error, FilterPolicy, KeyspaceOptions, Options, PrefixExtractor};
+use bloomkv::{
+    Compression, Db, Error, FilterPolicy, KeyspaceOptions, Options, PrefixExtractor, Readable,
+};
 
 /// `v` as a `usize`, the largest one if it does not fit.
 fn size(v: u64) -> usize {

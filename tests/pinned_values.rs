@@ -3,6 +3,7 @@
 //! its own.
 
 use bloomkv::Options;
+use bloomkv::Readable;
 
 mod common;
 

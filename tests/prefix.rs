@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, PrefixExtractor, Snapshot};
+use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, PrefixExtractor, Readable, Snapshot};
 use proptest::prelude::*;
 
 mod common;

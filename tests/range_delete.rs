@@ -2,7 +2,7 @@
 //! them wherever the tombstone and the keys it covers live (memtable, L0, deeper levels),
 //! they are durable like any write, and compaction reclaims what they cover.
 
-use bloomkv::{Db, Options, WriteBatch, WriteOptions};
+use bloomkv::{Db, Options, Readable, WriteBatch, WriteOptions};
 
 mod common;
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::{self, Excluded, Included};
 
-use bloomkv::{Db, KeyspaceOptions, Options, Snapshot, Stats};
+use bloomkv::{Db, KeyspaceOptions, Options, Readable, Snapshot, Stats};
 use proptest::prelude::*;
 
 mod common;

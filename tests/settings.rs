@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bloomkv::{
     Append, CompactionFilter, Compression, Db, Decision, Error, FilterPolicy, KeyspaceOptions,
-    Options, PrefixExtractor, U64Add, WriteBatch, WriteOptions,
+    Options, PrefixExtractor, Readable, U64Add, WriteBatch, WriteOptions,
 };
 use bloomkv_tree::log::LogWriter;
 use bloomkv_tree::version::edit::{KeyspaceDef, VersionEdit};

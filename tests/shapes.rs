@@ -74,8 +74,8 @@ use std::path::{Path, PathBuf};
 use script::{diff, parse, render};
 
 use bloomkv::{
-    Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, PrefixExtractor, Presence, Snapshot,
-    TraceSource, WriteBatch, WriteOptions,
+    Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, PrefixExtractor, Presence, Readable,
+    Snapshot, TraceSource, WriteBatch, WriteOptions,
 };
 
 #[test]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bloomkv::{Db, Options};
+use bloomkv::{Db, Options, Readable};
 
 mod common;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bloomkv::{
-    Append, Db, Error, KeyspaceOptions, ManualClock, MergeOperator, Options, U64Add, WriteBatch,
-    WriteOptions,
+    Append, Db, Error, KeyspaceOptions, ManualClock, MergeOperator, Options, Readable, U64Add,
+    WriteBatch, WriteOptions,
 };
 use bloomkv_tree::key::ValueKind;
 

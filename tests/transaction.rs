@@ -6,7 +6,9 @@
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use bloomkv::{Db, Error, KeyspaceOptions, Options, Transaction, WriteBatch, WriteOptions};
+use bloomkv::{
+    Db, Error, KeyspaceOptions, Options, Readable, Transaction, WriteBatch, WriteOptions,
+};
 use proptest::prelude::*;
 
 mod common;
@@ -225,8 +227,8 @@ fn transactions_span_keyspaces() {
     two.put("k", "2").unwrap();
 
     let mut tx = db.transaction();
-    assert_eq!(tx.get_in(&one, "k").unwrap().as_deref(), Some(&b"1"[..]));
-    assert_eq!(pairs(tx.prefix_in(&two, "k")), [(b"k".to_vec(), b"2".to_vec())]);
+    assert_eq!(tx.keyspace(&one).unwrap().get("k").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(pairs(tx.keyspace(&two).unwrap().prefix("k")), [(b"k".to_vec(), b"2".to_vec())]);
     db.put("k", "default keyspace").unwrap();
     tx.put_in(&one, "k", "one").unwrap();
     tx.delete_in(&two, "k").unwrap();
@@ -239,12 +241,12 @@ fn transactions_span_keyspaces() {
     assert_eq!(snap.keyspace(&two).unwrap().get("k").unwrap().as_deref(), Some(&b"2"[..]));
 
     let mut tx = db.transaction();
-    drop(tx.multi_get_in(&two, ["k", "l"]).unwrap());
+    drop(tx.keyspace(&two).unwrap().multi_get(["k", "l"]).unwrap());
     one.put("l", "other keyspace").unwrap();
     tx.put_in(&one, "out", "1").unwrap();
     tx.commit().unwrap();
     let mut tx = db.transaction();
-    drop(pairs(tx.range_in(&two, ..)));
+    drop(pairs(tx.keyspace(&two).unwrap().range(..)));
     two.put("l", "scanned keyspace").unwrap();
     tx.put_in(&one, "out", "2").unwrap();
     assert!(matches!(tx.commit(), Err(Error::Conflict)));
@@ -259,26 +261,26 @@ fn misuse_is_reported() {
     let (_other_dir, other) = open_temp(Options::default());
     let foreign = other.keyspace("x", KeyspaceOptions::default()).unwrap();
     let mut tx = db.transaction();
-    assert!(matches!(tx.get_in(&foreign, "k"), Err(Error::ForeignKeyspace { .. })));
+    assert!(matches!(tx.keyspace(&foreign), Err(Error::ForeignKeyspace { .. })));
     assert!(matches!(tx.put_in(&foreign, "k", "v"), Err(Error::ForeignKeyspace { .. })));
-    // Scans report theirs from the iterator, as the database's do.
-    let mut it = tx.range_in(&foreign, ..);
-    assert!(matches!(it.next(), Some(Err(Error::ForeignKeyspace { .. }))));
-    assert!(it.next().is_none());
-    let mut it = tx.prefix_in(&foreign, "k").rev();
-    assert!(matches!(it.next(), Some(Err(Error::ForeignKeyspace { .. }))));
-    assert!(it.next().is_none());
-    let mut cursor = tx.cursor_in(&foreign, ..);
-    assert!(matches!(cursor.seek_to_first(), Err(Error::ForeignKeyspace { .. })));
-    assert!(matches!(cursor.next(), Ok(())) && !cursor.valid());
     assert!(matches!(
         tx.put(vec![0; bloomkv::MAX_KEY_BYTES + 1], ""),
         Err(Error::KeyTooLarge { .. })
     ));
 
     let later = db.keyspace("later", KeyspaceOptions::default()).unwrap();
-    assert!(matches!(tx.get_in(&later, "k"), Err(Error::KeyspaceDropped { .. })));
-    assert!(matches!(tx.range_in(&later, ..).next(), Some(Err(Error::KeyspaceDropped { .. }))));
+    let in_later = tx.keyspace(&later).unwrap();
+    assert!(matches!(in_later.get("k"), Err(Error::KeyspaceDropped { .. })));
+    // Scans report theirs from the iterator, as the database's do; cursors from every move.
+    let mut it = in_later.range(..);
+    assert!(matches!(it.next(), Some(Err(Error::KeyspaceDropped { .. }))));
+    assert!(it.next().is_none());
+    let mut it = in_later.prefix("k").rev();
+    assert!(matches!(it.next(), Some(Err(Error::KeyspaceDropped { .. }))));
+    assert!(it.next().is_none());
+    let mut cursor = in_later.cursor(..);
+    assert!(matches!(cursor.seek_to_first(), Err(Error::KeyspaceDropped { .. })));
+    assert!(matches!(cursor.next(), Ok(())) && !cursor.valid());
     tx.put_in(&later, "k", "v").unwrap();
     db.drop_keyspace("later").unwrap();
     assert!(matches!(tx.commit(), Err(Error::KeyspaceDropped { .. })));
@@ -997,8 +999,8 @@ fn bank_transfers_keep_the_total() {
                         let want = next() % 50 + 1;
                         loop {
                             let got = db.transact(|tx| {
-                                let have = amount(tx.get_in(src, account(from))?);
-                                let sum = amount(tx.get_in(dst, account(to))?);
+                                let have = amount(tx.keyspace(src)?.get(account(from))?);
+                                let sum = amount(tx.keyspace(dst)?.get(account(to))?);
                                 let amt = want.min(have);
                                 tx.put_in(src, account(from), (have - amt).to_le_bytes())?;
                                 tx.put_in(dst, account(to), (sum + amt).to_le_bytes())?;
@@ -1080,7 +1082,7 @@ fn power_loss_keeps_synced_commits_and_no_part_of_any_other() {
         let two = db.keyspace("two", KeyspaceOptions::default()).unwrap();
         let commit = |name: &str, sync: bool| {
             let mut tx = db.transaction();
-            drop(tx.get_in(&one, name).unwrap());
+            drop(tx.keyspace(&one).unwrap().get(name).unwrap());
             tx.put_in(&one, name, "1").unwrap();
             tx.put_in(&two, name, "2").unwrap();
             tx.commit_with(&WriteOptions::default().sync(sync)).unwrap();

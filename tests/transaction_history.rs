@@ -2,7 +2,7 @@
 //! open: flushes and ingests of keys it did not read refuse nothing, and a write to a key or
 //! range it read is found however the write reached the tables.
 
-use bloomkv::{Db, Error, KeyspaceOptions, Options, Transaction};
+use bloomkv::{Db, Error, KeyspaceOptions, Options, Readable, Transaction};
 
 mod common;
 

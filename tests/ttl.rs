@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use bloomkv::events::{CompactionInfo, CompactionReason};
 use bloomkv::{
-    Db, EventListener, KeyspaceOptions, ManualClock, Options, Snapshot, WriteBatch, WriteOptions,
+    Db, EventListener, KeyspaceOptions, ManualClock, Options, Readable, Snapshot, WriteBatch,
+    WriteOptions,
 };
 use proptest::prelude::*;
 

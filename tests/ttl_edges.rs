@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::{Db, Error, KeyspaceOptions, ManualClock, Options, WriteBatch, WriteOptions};
+use bloomkv::{
+    Db, Error, KeyspaceOptions, ManualClock, Options, Readable, WriteBatch, WriteOptions,
+};
 
 mod common;
 

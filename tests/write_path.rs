@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bloomkv::{Db, Options, U64Add, WriteBatch, WriteOptions};
+use bloomkv::{Db, Options, Readable, U64Add, WriteBatch, WriteOptions};
 
 mod common;
 

@@ -49,7 +49,7 @@ mod state_machine;
 use std::path::Path;
 use std::sync::Arc;
 
-use bloomkv::{Db, Options, Value, WriteBatch, WriteOptions};
+use bloomkv::{Db, Options, Readable, Value, WriteBatch, WriteOptions};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 
-use bloomkv::{Db, WriteBatch, WriteOptions};
+use bloomkv::{Db, Readable, WriteBatch, WriteOptions};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
     AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, StorageIOError,

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use bloomkv::Readable;
 use openraft::{AnyError, BasicNode, LogId, SnapshotMeta, StoredMembership};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};

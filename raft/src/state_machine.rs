@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bloomkv::{Db, WriteBatch, WriteOptions};
+use bloomkv::{Db, Readable, WriteBatch, WriteOptions};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder,

@@ -132,7 +132,7 @@ impl WriteBatch {
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bloomkv::{Db, ManualClock, Options, WriteBatch, WriteOptions};
+    /// use bloomkv::{Db, ManualClock, Options, Readable, WriteBatch, WriteOptions};
     ///
     /// let clock = Arc::new(ManualClock::new(0));
     /// let dir = tempfile::tempdir().unwrap();
@@ -170,7 +170,7 @@ impl WriteBatch {
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
-    /// use bloomkv::{Db, Options, U64Add, WriteBatch, WriteOptions};
+    /// use bloomkv::{Db, Options, Readable, U64Add, WriteBatch, WriteOptions};
     ///
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;

@@ -10,8 +10,8 @@ use crate::key::SeqNo;
 use crate::Result;
 use bloomkv_tree::read::visible::VisibleIter;
 
-/// A cursor over the keys of a range, from [`crate::Db::cursor`] or
-/// [`crate::Snapshot::cursor`], that seeks and steps both ways.
+/// A cursor over the keys of a range, from [`crate::Readable::cursor`] of a
+/// `Db`, a `Keyspace` or a `Snapshot`, that seeks and steps both ways.
 ///
 /// Where a [`crate::DbIterator`] runs through a range once, a cursor is positioned and moved:
 /// [`seek`](Cursor::seek) to the first key at or after a key, [`seek_for_prev`](Cursor::seek_for_prev)
@@ -35,6 +35,7 @@ use bloomkv_tree::read::visible::VisibleIter;
 /// copied. Changing direction repositions every source once.
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
@@ -175,6 +176,7 @@ impl Cursor {
     /// yields nothing, and one name with two meanings would mislead.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;

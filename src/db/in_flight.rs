@@ -101,7 +101,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::{Db, Options, U64Add};
+    use crate::{Db, Options, Readable, U64Add};
 
     /// A write numbered and claimed but not yet applied, as `write_direct` leaves one
     /// between releasing the WAL's lock and finishing its insert.

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use super::write::SingleWrite;
 use super::{
-    flush, ingest, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, OpenDb,
-    Snapshot, Transaction, Tree,
+    flush, ingest, lock_mutex as lock, write, DbInner, KeyRange, OpenDb, Snapshot, Transaction,
+    Tree,
 };
 use crate::key_range::{half_open, prefix_bounds};
 use crate::options::KeyspaceOptions;
@@ -29,7 +29,7 @@ use crate::version::edit::{
     keyspace_name, CallbackNames, KeyspaceDef, KeyspaceId, VersionEdit, DEFAULT_KEYSPACE,
 };
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
-use crate::{Error, Result, Value, WriteBatch};
+use crate::{Error, Result, WriteBatch};
 
 /// A handle on one keyspace of a database, from [`crate::Db::keyspace`]: the same reads,
 /// writes and scans as [`crate::Db`] (which works on the default keyspace), confined to this
@@ -44,6 +44,7 @@ use crate::{Error, Result, Value, WriteBatch};
 /// every handle's operations then fail with [`Error::Closed`].
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// struct App {
 ///     users: bloomkv::Keyspace,
@@ -66,7 +67,7 @@ use crate::{Error, Result, Value, WriteBatch};
 ///
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
-/// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options};
+/// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, Readable};
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = Db::open(dir.path(), Options::default())?;
 /// let sessions = db.keyspace("sessions", KeyspaceOptions::default())?;
@@ -176,53 +177,20 @@ impl Keyspace {
         self.delete_range(prefix_bounds(prefix.as_ref()))
     }
 
-    /// The newest value of `key` in this keyspace, as [`crate::Db::get`].
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.inner.check_open()?;
-        let view = self.inner.read_view();
-        let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
-        view.get(&self.inner, tree, key.as_ref())
+    /// What its reads ([`crate::Readable`]) read: this keyspace, as it is now.
+    #[inline]
+    pub(super) fn source(&self) -> super::read::ReadSource<'_> {
+        let (inner, keyspace, name) = (&self.inner, self.id, &*self.name);
+        super::read::ReadSource { inner, keyspace, name, kept: None }
     }
 
-    /// The newest value of each of `keys` in this keyspace, as [`crate::Db::multi_get`].
-    pub fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<Option<Value>>> {
-        self.inner.check_open()?;
-        let keys: Vec<K> = keys.into_iter().collect();
-        let view = self.inner.read_view_of_many();
-        let tree = view.state().tree(self.id).ok_or_else(|| self.dropped())?;
-        view.multi_get(&self.inner, tree, &keys)
-    }
-
-    /// Iterates over this keyspace's keys in `range`, as [`crate::Db::range`].
-    pub fn range(&self, range: impl KeyRange) -> DbIterator {
-        super::snapshot::iter_now(&self.inner, self.id, &self.name, range.into_bounds())
-    }
-
-    /// Iterates over this keyspace's keys that start with `prefix`, as [`crate::Db::prefix`].
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        let bounds = prefix_bounds(prefix.as_ref());
-        super::snapshot::iter_now(&self.inner, self.id, &self.name, bounds)
-    }
-
-    /// For each of `prefixes`, whether a live key of this keyspace starts with it, as
-    /// [`crate::Db::prefixes_exist`].
-    pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
-        self.snapshot().prefixes_exist(prefixes)
-    }
-
-    /// A [`Cursor`] over this keyspace's keys in `range`, as [`crate::Db::cursor`].
-    pub fn cursor(&self, range: impl KeyRange) -> Cursor {
-        super::snapshot::cursor_now(&self.inner, self.id, &self.name, range.into_bounds())
-    }
-
-    /// Begins a [`Transaction`] like [`crate::Db::transaction`] whose methods without `_in`
-    /// (`get`, `put`, `range`, ...) work on this keyspace; its `_in` methods still reach
-    /// every keyspace, all in one atomic commit.
+    /// Begins a [`Transaction`] like [`crate::Db::transaction`] whose reads and whose writes
+    /// without `_in` (`get`, `put`, `range`, ...) work on this keyspace; it still reaches
+    /// every keyspace ([`Transaction::keyspace`] to read, the `_in` methods to write), all in
+    /// one atomic commit.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -242,6 +210,7 @@ impl Keyspace {
     /// [`crate::Db::transact`] with the transactions of [`Keyspace::transaction`].
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -267,6 +236,7 @@ impl Keyspace {
     /// and `new` take).
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -459,6 +429,7 @@ impl WriteBatch {
     /// with [`Error::ForeignKeyspace`] and writes nothing.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;

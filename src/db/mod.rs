@@ -68,7 +68,8 @@ pub use keyspace::Keyspace;
 pub use scan::DbIterator;
 pub use snapshot::Snapshot;
 pub use transaction::{
-    Transaction, TransactionCursor, TransactionCursorEntries, TransactionIter, TRANSACT_ATTEMPTS,
+    Transaction, TransactionCursor, TransactionCursorEntries, TransactionIter, TransactionKeyspace,
+    TRANSACT_ATTEMPTS,
 };
 
 pub(crate) use background::{BgState, OpenDb};
@@ -82,7 +83,7 @@ use crate::stats::{Counters, Stats};
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::VersionSet;
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
-use crate::{Error, Result, Value, WriteBatch};
+use crate::{Error, Result, WriteBatch};
 
 pub(crate) struct DbInner {
     /// Unique to this opening in this process, so that handles and batches that name a
@@ -178,9 +179,11 @@ impl DbInner {
 /// An open database. Share one handle between threads (`Db` is `Send + Sync`), or clone it:
 /// a clone is the same database (two reference counts, as an `Arc`). The database closes when
 /// its last handle — clones and [`Keyspace`]s — is dropped, or for all of them at
-/// [`Db::close`].
+/// [`Db::close`]. Its reads ([`crate::Readable`]: `get`, `range`, `cursor`, ...) read the
+/// default keyspace.
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -238,6 +241,13 @@ impl Db {
         Keyspace::new(self.open.clone(), self.inner.clone(), id, name)
     }
 
+    /// What its reads ([`crate::Readable`]) read: the default keyspace, as it is now.
+    #[inline]
+    fn source(&self) -> read::ReadSource<'_> {
+        let (keyspace, name) = (DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME);
+        read::ReadSource { inner: &self.inner, keyspace, name, kept: None }
+    }
+
     /// The directory the database lives in.
     pub fn path(&self) -> &Path {
         &self.inner.dir
@@ -270,7 +280,7 @@ impl Db {
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bloomkv::{Db, ManualClock, Options};
+    /// use bloomkv::{Db, ManualClock, Options, Readable};
     ///
     /// let clock = Arc::new(ManualClock::new(0));
     /// let dir = tempfile::tempdir().unwrap();
@@ -328,7 +338,7 @@ impl Db {
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
-    /// use bloomkv::{Append, Db, Options};
+    /// use bloomkv::{Append, Db, Options, Readable};
     ///
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(Append::new("\n"))))?;
@@ -358,6 +368,7 @@ impl Db {
     /// still see the keys.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
@@ -384,6 +395,7 @@ impl Db {
     /// write: a range delete, as cheap whatever it covers.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
@@ -476,6 +488,7 @@ impl Db {
     /// none of it. An empty `entries` changes nothing.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -510,6 +523,7 @@ impl Db {
     /// `Err` stops the ingest, which then changes nothing and returns that error.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -530,105 +544,6 @@ impl Db {
     {
         self.inner.check_writable()?;
         ingest::ingest(&self.inner, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, entries.into_iter())
-    }
-
-    /// The newest value of `key`, or `None` if it is absent or deleted.
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.inner.check_open()?;
-        let view = self.inner.read_view();
-        view.get(&self.inner, view.state().default_tree(), key.as_ref())
-    }
-
-    /// The newest value of each of `keys`, in the order given (repeats allowed), all read at
-    /// one sequence number: the same answers as calling [`Db::get`] for each key with no
-    /// write in between, but faster for many keys. The keys are looked up in batches whose
-    /// filter probes overlap their cache misses, and a data block several keys need is read
-    /// once. Blocks that are in neither the block cache nor the operating system's page
-    /// cache are read several at a time, on up to 16 threads of the handle's own
-    /// (`bloomkv-read-N`, started the first time a call needs them, ended by
-    /// [`Db::close`]), so their waits for the disk overlap; the calling thread waits for them.
-    ///
-    /// Takes any iterator of keys: a slice or array of them, a `Vec`, or a `map` over
-    /// something else. Fails (for the whole call) if any table read fails.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
-    /// db.put("apple", "red")?;
-    /// db.put("cherry", "dark red")?;
-    /// let got = db.multi_get(&["cherry", "banana", "apple"])?;
-    /// let got: Vec<_> = got.iter().map(|v| v.as_ref().map(|v| v.as_ref())).collect();
-    /// assert_eq!(got, [Some(&b"dark red"[..]), None, Some(&b"red"[..])]);
-    /// let ids = [7u32, 8, 9];
-    /// let got = db.multi_get(ids.iter().map(|id| format!("user:{id}")))?;
-    /// assert_eq!(got, [None, None, None]);
-    /// # Ok(()) }
-    /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<Option<Value>>> {
-        self.inner.check_open()?;
-        let keys: Vec<K> = keys.into_iter().collect();
-        let view = self.inner.read_view_of_many();
-        view.multi_get(&self.inner, view.state().default_tree(), &keys)
-    }
-
-    /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or
-    /// strings: see [`KeyRange`]) in ascending order, seeing the database as it was when the
-    /// iterator was created. The iterator is double-ended: `.rev()` gives descending order.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
-    /// for k in ["a", "b", "c"] {
-    ///     db.put(k, "v")?;
-    /// }
-    /// let keys: Vec<_> = db.range("a"..="b").map(|r| r.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
-    /// assert_eq!(keys, [b"a", b"b"]);
-    /// let newest: Vec<_> = db.range(..).rev().map(|r| r.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
-    /// assert_eq!(newest, [b"c", b"b", b"a"]);
-    /// # Ok(()) }
-    /// ```
-    pub fn range(&self, range: impl KeyRange) -> DbIterator {
-        let name = DEFAULT_KEYSPACE_NAME;
-        snapshot::iter_now(&self.inner, DEFAULT_KEYSPACE, name, range.into_bounds())
-    }
-
-    /// Iterates over the keys that start with `prefix`, in ascending order (double-ended,
-    /// like [`Db::range`]). With a [`crate::PrefixExtractor`] under which every key starting
-    /// with `prefix` has one prefix (`prefix` is at least as long as the extractor's), the
-    /// scan skips the tables whose filter says they hold none.
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
-        let bounds = prefix_bounds(prefix.as_ref());
-        snapshot::iter_now(&self.inner, DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, bounds)
-    }
-
-    /// For each of `prefixes`, whether a live key starts with it, as one consistent read:
-    /// the answers of `db.prefix(p).next().is_some()` for each, found together. A prefix
-    /// that some table's filter rules out costs nothing in that table; one it lets through
-    /// costs the scan's first step (a deleted or range-deleted key does not count). The
-    /// filters are probed as a batch, table by table, so their memory misses overlap.
-    ///
-    /// ```
-    /// use bloomkv::{Options, PrefixExtractor};
-    /// # fn main() -> bloomkv::Result<()> {
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let opts = Options::new().prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')));
-    /// let db = bloomkv::Db::open(dir.path(), opts)?;
-    /// db.put("user:1/order:9", "shoes")?;
-    /// db.put("user:2/order:4", "hat")?;
-    /// db.delete("user:2/order:4")?;
-    /// db.flush()?;
-    /// // Which of these users have any orders?
-    /// let users = ["user:1/", "user:2/", "user:3/"];
-    /// assert_eq!(db.prefixes_exist(&users)?, [true, false, false]);
-    /// # Ok(()) }
-    /// ```
-    pub fn prefixes_exist<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Result<Vec<bool>> {
-        self.snapshot().prefixes_exist(prefixes)
     }
 
     /// Writes an openable copy of the database as it is now into `dir` (which must not exist,
@@ -653,6 +568,7 @@ impl Db {
     /// before comparing.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path().join("live"), bloomkv::Options::default())?;
@@ -667,28 +583,6 @@ impl Db {
         let snapshot = self.snapshot();
         snapshot.checkpoint(dir)?;
         Ok(snapshot.sequence())
-    }
-
-    /// A [`Cursor`] over the keys in `range` (`..` for all of them), seeing the database as
-    /// it is now: seek to a key, then step forward or backward.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
-    /// for k in ["a", "b", "c"] {
-    ///     db.put(k, "v")?;
-    /// }
-    /// let mut cursor = db.cursor("a".."c");
-    /// cursor.seek_to_last()?;
-    /// assert_eq!(cursor.key(), Some(&b"b"[..]));
-    /// cursor.next()?; // "c" is outside the range
-    /// assert!(!cursor.valid());
-    /// # Ok(()) }
-    /// ```
-    pub fn cursor(&self, range: impl KeyRange) -> Cursor {
-        let name = DEFAULT_KEYSPACE_NAME;
-        snapshot::cursor_now(&self.inner, DEFAULT_KEYSPACE, name, range.into_bounds())
     }
 
     /// Begins an optimistic [`Transaction`] reading the database as it is now, in every
@@ -710,6 +604,7 @@ impl Db {
     /// the type of the result.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -732,6 +627,7 @@ impl Db {
     /// With an application error:
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// #[derive(Debug)]
     /// enum AppError {
     ///     Db(bloomkv::Error),
@@ -774,6 +670,7 @@ impl Db {
     /// [`Error::Conflict`]. The write has the database's default durability.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -863,6 +760,7 @@ impl Db {
     /// with [`Error::MergeOperatorMissing`] (see [`Db::keyspace_options`]).
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -925,6 +823,7 @@ impl Db {
     /// dropped; a name that does not exist gives [`Error::KeyspaceDropped`].
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -953,6 +852,7 @@ impl Db {
     /// [`Db::compact`], [`Db::sync`] and synced writes).
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -1013,6 +913,7 @@ impl Db {
     /// call it again later. A no-op on a running database.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -1047,6 +948,7 @@ impl Db {
     /// and every [`Keyspace`] handle taken from it closes it too, ignoring errors.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
     /// let dir = tempfile::tempdir().unwrap();

@@ -1,17 +1,19 @@
 //! [`ReadView`]: what a read reads (the state, then the sequence number) and the engine's
 //! entry to the tree's point-read walk (`bloomkv_tree::read::search`), which it times by
-//! the database's clock and counts in the shared statistics.
+//! the database's clock and counts in the shared statistics; and [`ReadSource`], the reads
+//! of [`crate::Readable`] for `Db`, `Keyspace` and `Snapshot`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use arc_swap::Guard;
 
-use super::{DbInner, DbState, Tree};
+use super::{Cursor, DbInner, DbIterator, DbState, Tree};
 use crate::clock::{Clock, FixedClock};
 use crate::key::SeqNo;
-use crate::version::edit::KeyspaceId;
-use crate::{Result, Value};
+use crate::readable::Bounds;
+use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
+use crate::{Error, Result, Value};
 use bloomkv_tree::read::search::{search, Unobserved};
 use bloomkv_tree::read::{multi_get, ReadTally};
 
@@ -163,3 +165,139 @@ impl ReadView {
         result
     }
 }
+
+/// What the reads of a `Db`, a `Keyspace` or a `Snapshot` read: one keyspace of one
+/// database, through a view taken for each read (`kept: None`) or the snapshot's. The three
+/// differ in nothing else, so their [`crate::Readable`] primitives are these.
+#[derive(Clone, Copy)]
+pub(crate) struct ReadSource<'a> {
+    pub inner: &'a Arc<DbInner>,
+    pub keyspace: KeyspaceId,
+    /// The keyspace's name, for [`Error::KeyspaceDropped`].
+    pub name: &'a str,
+    pub kept: Option<&'a ReadView>,
+}
+
+impl ReadSource<'_> {
+    fn dropped(&self) -> Error {
+        Error::KeyspaceDropped { name: self.name.to_string() }
+    }
+
+    /// The keyspace's tree in `state`. The default keyspace is always there, first: a
+    /// constant for `Db`, so its reads skip the search.
+    #[inline]
+    fn tree<'s>(&self, state: &'s DbState) -> Result<&'s Arc<Tree>> {
+        match self.keyspace {
+            DEFAULT_KEYSPACE => Ok(state.default_tree()),
+            id => state.tree(id).ok_or_else(|| self.dropped()),
+        }
+    }
+
+    #[inline]
+    pub fn get(self, key: &[u8]) -> Result<Option<Value>> {
+        self.inner.check_open()?;
+        match self.kept {
+            Some(view) => view.get(self.inner, self.tree(view.state())?, key),
+            None => {
+                let view = self.inner.read_view();
+                view.get(self.inner, self.tree(view.state())?, key)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn multi_get<K: AsRef<[u8]>>(self, keys: &[K]) -> Result<Vec<Option<Value>>> {
+        self.inner.check_open()?;
+        match self.kept {
+            Some(view) => view.multi_get(self.inner, self.tree(view.state())?, keys),
+            None => {
+                let view = self.inner.read_view_of_many();
+                view.multi_get(self.inner, self.tree(view.state())?, keys)
+            }
+        }
+    }
+
+    /// The tree an iterator or cursor reads (its failure to report at the first step), the
+    /// sequence number, and the time to judge expiry at (`None`: the clock's when it is
+    /// made). Made now, it reads what a snapshot taken now would, without making one (the
+    /// iterator keeps the tree alive itself).
+    fn scan_view(self) -> (Result<Arc<Tree>>, SeqNo, Option<u64>) {
+        match self.kept {
+            Some(view) => (self.tree(view.state()).cloned(), view.seq(), view.time()),
+            None => {
+                let (tree, seq) = self.inner.stable_tree(self.keyspace);
+                (tree.ok_or_else(|| self.dropped()), seq, None)
+            }
+        }
+    }
+
+    pub fn iter(self, (start, end): Bounds) -> DbIterator {
+        let (tree, seq, time) = self.scan_view();
+        DbIterator::new(self.inner.clone(), tree, seq, start, end).judged_at(time)
+    }
+
+    pub fn cursor(self, (start, end): Bounds) -> Cursor {
+        let (tree, seq, time) = self.scan_view();
+        Cursor::new(self.inner.clone(), tree, seq, start, end).judged_at(time)
+    }
+
+    /// Answered as of one view: a snapshot's, or one taken now as a snapshot would be.
+    pub fn prefixes_exist<P: AsRef<[u8]>>(self, prefixes: &[P]) -> Result<Vec<bool>> {
+        let Some(view) = self.kept else {
+            let view = self.inner.stable_read_view();
+            return ReadSource { kept: Some(&view), ..self }.prefixes_exist(prefixes);
+        };
+        self.inner.check_open()?;
+        let now = view.time().unwrap_or_else(|| self.inner.clock.now());
+        let (tree, counters) = (self.tree(view.state())?, &self.inner.counters);
+        super::scan::prefixes_exist(tree, view.seq(), prefixes, counters, now)
+    }
+}
+
+/// [`crate::Readable`] for types with a `source(&self) -> ReadSource<'_>`.
+macro_rules! readable_by_source {
+    ($($ty:ty),*) => {$(
+        impl crate::readable::sealed::Sealed for $ty {
+            #[inline]
+            fn read_one(
+                &self,
+                _: crate::readable::sealed::Token,
+                key: &[u8],
+            ) -> Result<Option<Value>> {
+                self.source().get(key)
+            }
+
+            #[inline]
+            fn read_many<K: AsRef<[u8]>>(
+                &self,
+                _: crate::readable::sealed::Token,
+                keys: &[K],
+            ) -> Result<Vec<Option<Value>>> {
+                self.source().multi_get(keys)
+            }
+
+            fn open_iter(&self, _: crate::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Iter {
+                self.source().iter(bounds)
+            }
+
+            fn open_cursor(&self, _: crate::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Cursor {
+                self.source().cursor(bounds)
+            }
+
+            fn probe_prefixes<P: AsRef<[u8]>>(
+                &self,
+                _: crate::readable::sealed::Token,
+                prefixes: &[P],
+            ) -> Result<Vec<bool>> {
+                self.source().prefixes_exist(prefixes)
+            }
+        }
+
+        impl crate::Readable for $ty {
+            type Iter = DbIterator;
+            type Cursor = Cursor;
+        }
+    )*};
+}
+
+readable_by_source!(super::Db, super::Keyspace, super::Snapshot);

@@ -126,8 +126,8 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
     Ok(found)
 }
 
-/// An iterator over `(key, value)` pairs in ascending key order, from [`crate::Db::range`],
-/// [`crate::Db::prefix`] or a [`crate::Snapshot`]. It sees the database as of its creation
+/// An iterator over `(key, value)` pairs in ascending key order, from [`crate::Readable::range`] or
+/// [`crate::Readable::prefix`] of a `Db`, a `Keyspace` or a `Snapshot`. It sees the database as of its creation
 /// and keeps the files it reads alive until dropped. It does not keep the database open:
 /// after [`crate::Db::close`] it yields one [`crate::Error::Closed`] and ends.
 ///
@@ -139,6 +139,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
 /// snapshots"); for paging back and forth, see [`crate::Cursor`].
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use bloomkv::{Db, Value};
+use bloomkv::{Db, Readable, Value};
 
 /// A key and its value.
 pub type Pair = (Vec<u8>, Vec<u8>);

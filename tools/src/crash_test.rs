@@ -44,7 +44,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bloomkv::{
-    Compression, Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, WriteBatch, WriteOptions,
+    Compression, Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, Readable, WriteBatch,
+    WriteOptions,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bloomkv::Readable;
 use serde::Serialize;
 
 use crate::common;

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bloomkv::Readable;
 use serde::Serialize;
 
 use crate::common::{self, Bytes, KeyRange, RangeArgs};

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bloomkv::{PrefixExtractor, Presence, TraceSource};
+use bloomkv::{PrefixExtractor, Presence, Readable, TraceSource};
 use serde::Serialize;
 
 use crate::common::{self, Bytes};

@@ -4,6 +4,7 @@
 //! to test.
 
 use assert_cmd::Command;
+use bloomkv::Readable;
 use serde_json::Value;
 
 const WORKLOADS: [&str; 11] = [

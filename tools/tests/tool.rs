@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv::fs::{FileSystem, StdFs};
-use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options};
+use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, Readable};
 use bloomkv_tree::table::format::FOOTER_LEN;
 use bloomkv_tree::table::{Footer, Table};
 use rand::{Rng, RngCore, SeedableRng};

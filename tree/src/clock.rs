@@ -39,7 +39,7 @@ impl Clock for SystemClock {
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use bloomkv::{Db, ManualClock, Options};
+/// use bloomkv::{Db, ManualClock, Options, Readable};
 ///
 /// let clock = Arc::new(ManualClock::new(1_000));
 /// let dir = tempfile::tempdir().unwrap();

@@ -82,7 +82,7 @@ pub enum Decision {
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
-/// use bloomkv::{CompactionFilter, Db, Decision, Options};
+/// use bloomkv::{CompactionFilter, Db, Decision, Options, Readable};
 ///
 /// /// Drops the keys of purged tenants, whose keys start with "purged/".
 /// struct Purge;

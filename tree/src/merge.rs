@@ -49,7 +49,7 @@ use crate::{Error, Result};
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
-/// use bloomkv::{Db, MergeOperator, Options};
+/// use bloomkv::{Db, MergeOperator, Options, Readable};
 ///
 /// /// Keeps the largest byte string written.
 /// struct Max;
@@ -121,7 +121,7 @@ pub trait MergeOperator: Send + Sync {
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
-/// use bloomkv::{Db, Options, U64Add};
+/// use bloomkv::{Db, Options, Readable, U64Add};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;
@@ -188,7 +188,7 @@ impl MergeOperator for U64Add {
 /// ```
 /// # fn main() -> bloomkv::Result<()> {
 /// use std::sync::Arc;
-/// use bloomkv::{Append, Db, Options};
+/// use bloomkv::{Append, Db, Options, Readable};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(Append::new(","))))?;

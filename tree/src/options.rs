@@ -119,7 +119,7 @@ impl KeyspaceOptions {
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
-    /// use bloomkv::{Db, KeyspaceOptions, Options};
+    /// use bloomkv::{Db, KeyspaceOptions, Options, Readable};
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new())?;
     /// let images = db.keyspace("images", KeyspaceOptions::new().blob_threshold(Some(4096)))?;
@@ -236,7 +236,7 @@ impl KeyspaceOptions {
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
-    /// use bloomkv::{Db, KeyspaceOptions, Options};
+    /// use bloomkv::{Db, KeyspaceOptions, Options, Readable};
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new())?;
     /// let events = db.keyspace("events", KeyspaceOptions::new().range_filter_bits_per_key(Some(16.0)))?;
@@ -267,7 +267,7 @@ impl KeyspaceOptions {
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bloomkv::{Db, KeyspaceOptions, ManualClock, Options};
+    /// use bloomkv::{Db, KeyspaceOptions, ManualClock, Options, Readable};
     ///
     /// let clock = Arc::new(ManualClock::new(0));
     /// let dir = tempfile::tempdir().unwrap();
@@ -293,7 +293,7 @@ impl KeyspaceOptions {
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
-    /// use bloomkv::{CompactionFilter, Db, Decision, KeyspaceOptions, Options};
+    /// use bloomkv::{CompactionFilter, Db, Decision, KeyspaceOptions, Options, Readable};
     ///
     /// /// Keeps only the first 4 bytes of each value.
     /// struct Truncate;
@@ -336,7 +336,7 @@ impl KeyspaceOptions {
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
-    /// use bloomkv::{Db, KeyspaceOptions, Options, U64Add};
+    /// use bloomkv::{Db, KeyspaceOptions, Options, Readable, U64Add};
     ///
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new())?;

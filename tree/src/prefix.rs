@@ -32,7 +32,7 @@ pub const MAX_FIXED_PREFIX_BYTES: usize = 1024;
 /// never changes an answer; compaction brings old tables along.
 ///
 /// ```
-/// use bloomkv::{Options, PrefixExtractor};
+/// use bloomkv::{Options, PrefixExtractor, Readable};
 /// # fn main() -> bloomkv::Result<()> {
 /// let user = PrefixExtractor::UpToDelimiter(b'/');
 /// assert_eq!(user.prefix(b"user:42/orders/7"), Some(&b"user:42/"[..]));

@@ -18,6 +18,7 @@ use bytes::Bytes;
 /// `String::from_utf8_lossy(&value)` is there for whoever wants the replacement.
 ///
 /// ```
+/// # use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
@@ -48,6 +49,7 @@ use bytes::Bytes;
 /// is reported by `Stats::pinned_value_bytes`.
 ///
 /// ```
+/// # use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;
@@ -159,6 +161,7 @@ impl Value {
 /// with `into_bytes`.
 ///
 /// ```
+/// # use bloomkv::Readable;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir()?;
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;

@@ -11,7 +11,8 @@ use crate::{Error, Result, Value};
 #[cfg(doc)]
 use super::{Transaction, TransactionIter};
 
-/// A positionable view of a transaction's range, from [`Transaction::cursor`]: the snapshot
+/// A positionable view of a transaction's range, from a [`Transaction`]'s
+/// [`crate::Readable::cursor`]: the snapshot
 /// (a [`Cursor`]) merged with the transaction's writes as they were when it was made. Each
 /// move seeks the snapshot's cursor by key (a step costs a seek, not a link); after an error
 /// the cursor is invalid until the next successful move.
@@ -198,6 +199,7 @@ impl TransactionCursor {
     /// as the last item.
     ///
     /// ```
+    /// # use bloomkv::Readable;
     /// # fn main() -> bloomkv::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::new())?;

@@ -10,8 +10,8 @@ use crate::{Result, Value};
 #[cfg(doc)]
 use super::Transaction;
 
-/// An iterator over a transaction's view of a range, from [`Transaction::range`] and
-/// [`Transaction::prefix`]: the snapshot merged with the transaction's writes. Double-ended,
+/// An iterator over a transaction's view of a range, from a [`Transaction`]'s (or a
+/// [`crate::TransactionKeyspace`]'s) [`crate::Readable::range`] and `prefix`: the snapshot merged with the transaction's writes. Double-ended,
 /// like [`DbIterator`]; after an error it yields nothing more.
 pub struct TransactionIter {
     pub(super) base: DbIterator,

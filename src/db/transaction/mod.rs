@@ -45,6 +45,7 @@ mod iter;
 mod live;
 mod read_set;
 mod transact;
+mod view;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -59,6 +60,7 @@ use crate::batch::{check_entry_size, check_range_bound};
 use crate::key::SeqNo;
 use crate::key_range::prefix_bounds;
 use crate::options::WriteOptions;
+use crate::readable::Bounds;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
 use crate::{Error, Result, Value, WriteBatch};
@@ -72,6 +74,7 @@ pub(crate) use read_set::ReadSet;
 use read_set::Reads;
 pub use transact::TRANSACT_ATTEMPTS;
 pub(crate) use transact::{compare_and_swap, transact};
+pub use view::TransactionKeyspace;
 
 /// An optimistic transaction, from [`crate::Db::transaction`]: it reads the database as of
 /// the moment it began, buffers its writes (in any keyspaces) and reads them back, and
@@ -81,11 +84,13 @@ pub(crate) use transact::{compare_and_swap, transact};
 ///
 /// # Isolation
 ///
-/// Reads see a snapshot taken when the transaction began, with the transaction's own writes
-/// over it. The commit checks every key read (by `get` and `multi_get`) and every range
-/// scanned (by `range`, `prefix` and `cursor`, the whole range asked for, however far the
-/// iterator or cursor went) against every write made since the snapshot by anyone — puts, deletes, range
-/// deletes, ingests and other transactions — and commits only if none touched them. So a
+/// Reads ([`crate::Readable`]) see a snapshot taken when the transaction began, with the
+/// transaction's own writes over it. The commit checks every key read (by `get`,
+/// `multi_get` and `contains_key`) and every range scanned (by `range`, `prefix`, `cursor`,
+/// `prefixes_exist`, `first_key_value` and `last_key_value`, the whole range asked for,
+/// however far the iterator or cursor went) against every write made since the snapshot by
+/// anyone — puts, deletes, range deletes, ingests and other transactions — and commits
+/// only if none touched them. So a
 /// committed transaction behaves as if it ran alone at the moment of its commit, for
 /// everything it read: it is serializable with respect to the keys and ranges it read,
 /// phantoms included (a key inserted into a scanned range is a conflict). Reads answered
@@ -104,14 +109,16 @@ pub(crate) use transact::{compare_and_swap, transact};
 /// its tables), even where the ingest holds no key read. Retry ([`crate::Db::transact`]
 /// does).
 ///
-/// The methods without `_in` (`get`, `put`, `range`, ...) work on the transaction's
+/// Its reads and its writes without `_in` (`put`, `delete`, ...) work on the transaction's
 /// keyspace: the default one for [`crate::Db::transaction`], the handle's for
-/// [`Keyspace::transaction`]; the `_in` methods reach any keyspace.
+/// [`Keyspace::transaction`]. It reads any other keyspace through
+/// [`Transaction::keyspace`], and writes it with the `_in` methods (`put_in`, ...).
 ///
 /// The transaction holds the memtables and tables of its snapshot alive until it is
 /// committed or dropped. Dropping it discards its writes.
 ///
 /// ```
+/// use bloomkv::Readable;
 /// # fn main() -> bloomkv::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
@@ -122,18 +129,18 @@ pub(crate) use transact::{compare_and_swap, transact};
 /// };
 ///
 /// let mut tx = db.transaction();
-/// let alice = balance(tx.get_in(&accounts, "alice")?);
+/// let alice = balance(tx.keyspace(&accounts)?.get("alice")?);
 /// tx.put_in(&accounts, "alice", (alice - 30).to_le_bytes())?;
 /// tx.put_in(&accounts, "bob", 30u64.to_le_bytes())?;
 /// tx.put("log:1", "alice->bob 30")?; // the default keyspace, in the same batch
-/// assert_eq!(balance(tx.get_in(&accounts, "alice")?), 70); // its own write
+/// assert_eq!(balance(tx.keyspace(&accounts)?.get("alice")?), 70); // its own write
 /// assert_eq!(balance(accounts.get("alice")?), 100); // not written yet
 /// tx.commit()?;
 /// assert_eq!(balance(accounts.get("bob")?), 30);
 ///
 /// // A write to a key it read, after it began, makes the commit fail.
 /// let mut tx = db.transaction();
-/// let alice = balance(tx.get_in(&accounts, "alice")?);
+/// let alice = balance(tx.keyspace(&accounts)?.get("alice")?);
 /// accounts.put("alice", 0u64.to_le_bytes())?;
 /// tx.put_in(&accounts, "alice", (alice + 1).to_le_bytes())?;
 /// assert!(matches!(tx.commit(), Err(bloomkv::Error::Conflict)));
@@ -358,10 +365,9 @@ impl Transaction {
         &self,
         id: KeyspaceId,
         ks: Option<&Keyspace>,
-        keys: impl IntoIterator<Item = K>,
+        keys: &[K],
     ) -> Result<Vec<Option<Value>>> {
         self.inner.check_open()?;
-        let keys: Vec<K> = keys.into_iter().collect();
         let pending = self.writes.get(id);
         if pending.is_some_and(|p| keys.iter().any(|k| p.merges.contains_key(k.as_ref()))) {
             // Rare enough to read key by key.
@@ -392,7 +398,7 @@ impl Transaction {
         &self,
         id: KeyspaceId,
         ks: Option<&Keyspace>,
-        bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+        bounds: &Bounds,
     ) -> Result<(Arc<super::Tree>, Vec<(Vec<u8>, Option<Value>)>, Vec<(Vec<u8>, Vec<u8>)>)> {
         self.inner.check_open()?;
         let tree = self.tree(id, ks)?.clone();
@@ -421,17 +427,11 @@ impl Transaction {
         Ok((tree, own, ranges))
     }
 
-    /// The iterator over `bounds` in keyspace `id`; a failure to begin (a foreign or dropped
-    /// keyspace, a closed database, a merge of the transaction's operands) is its first item,
+    /// The iterator over `bounds` in keyspace `id`; a failure to begin (a dropped keyspace, a
+    /// closed database, a merge of the transaction's operands) is its first item,
     /// as [`DbIterator`] reports its own.
-    fn range_at(
-        &self,
-        id: Result<KeyspaceId>,
-        ks: Option<&Keyspace>,
-        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    ) -> TransactionIter {
-        let scan = id.and_then(|id| self.scan_at(id, ks, &bounds));
-        let (tree, own, ranges) = match scan {
+    fn range_at(&self, id: KeyspaceId, ks: Option<&Keyspace>, bounds: Bounds) -> TransactionIter {
+        let (tree, own, ranges) = match self.scan_at(id, ks, &bounds) {
             Ok((tree, own, ranges)) => (Ok(tree), own, ranges),
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
@@ -452,12 +452,11 @@ impl Transaction {
     /// with [`Cursor`].
     fn cursor_at(
         &self,
-        id: Result<KeyspaceId>,
+        id: KeyspaceId,
         ks: Option<&Keyspace>,
-        bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        bounds: Bounds,
     ) -> TransactionCursor {
-        let scan = id.and_then(|id| self.scan_at(id, ks, &bounds));
-        let (tree, own, ranges) = match scan {
+        let (tree, own, ranges) = match self.scan_at(id, ks, &bounds) {
             Ok((tree, own, ranges)) => (Ok(tree), own, ranges),
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
@@ -465,6 +464,34 @@ impl Transaction {
         let base = Cursor::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
             .judged_at(self.view.time());
         TransactionCursor { base, own: own.into_iter().collect(), ranges, current: None }
+    }
+
+    /// For each of `prefixes`, whether a key of keyspace `id` starting with it is visible to
+    /// the transaction; each prefix's range counts as read, as a scan of it would.
+    fn prefixes_exist_at<P: AsRef<[u8]>>(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        prefixes: &[P],
+    ) -> Result<Vec<bool>> {
+        self.inner.check_open()?;
+        if self.writes.get(id).is_some() {
+            // Its own writes may add or hide keys: the merged scan decides, prefix by prefix.
+            let first = |p: &P| self.range_at(id, ks, prefix_bounds(p.as_ref())).next();
+            return prefixes.iter().map(|p| first(p).transpose().map(|kv| kv.is_some())).collect();
+        }
+        let tree = self.tree(id, ks)?;
+        self.record(id, ks, |r| {
+            for p in prefixes {
+                let (start, end) = half_open(prefix_bounds(p.as_ref()));
+                if start < end {
+                    r.ranges.push((start, end));
+                }
+            }
+        });
+        let (seq, now) =
+            (self.view.seq(), self.view.time().unwrap_or_else(|| self.inner.clock.now()));
+        super::scan::prefixes_exist(tree, seq, prefixes, &self.inner.counters, now)
     }
 
     fn pending(&mut self, id: KeyspaceId, ks: Option<&Keyspace>) -> &mut Pending {
@@ -536,136 +563,6 @@ impl Transaction {
         Ok(())
     }
 
-    /// The value of `key` in the transaction's keyspace: the transaction's own write of it if it
-    /// made one, else the snapshot's. A key read from the snapshot is checked at commit.
-    ///
-    /// Fails with [`Error::Closed`] once the database is closed.
-    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.get_at(self.home_id(), self.home.as_ref(), key.as_ref())
-    }
-
-    /// [`Transaction::get`] in `keyspace`. Fails with [`Error::ForeignKeyspace`] for a handle
-    /// of another database, and with [`Error::KeyspaceDropped`] for a keyspace the snapshot
-    /// does not have (dropped before, or created after, the transaction began).
-    pub fn get_in(&self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Value>> {
-        self.get_at(self.id_of(keyspace)?, Some(keyspace), key.as_ref())
-    }
-
-    /// The values of `keys` in the transaction's keyspace, in order, as [`Transaction::get`] gives
-    /// them, the ones not written by the transaction read together (see
-    /// [`crate::Db::multi_get`]).
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
-    /// db.put("a", "1")?;
-    /// db.put("b", "2")?;
-    /// let mut tx = db.transaction();
-    /// tx.delete("a")?;
-    /// tx.put("c", "3")?;
-    /// let got = tx.multi_get(["a", "b", "c"])?;
-    /// let got: Vec<_> = got.iter().map(|v| v.as_deref()).collect();
-    /// assert_eq!(got, [None, Some(&b"2"[..]), Some(&b"3"[..])]);
-    /// # Ok(()) }
-    /// ```
-    pub fn multi_get<K: AsRef<[u8]>>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<Option<Value>>> {
-        self.multi_get_at(self.home_id(), self.home.as_ref(), keys)
-    }
-
-    /// [`Transaction::multi_get`] in `keyspace` (errors as for [`Transaction::get_in`]).
-    pub fn multi_get_in<K: AsRef<[u8]>>(
-        &self,
-        keyspace: &Keyspace,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<Option<Value>>> {
-        self.multi_get_at(self.id_of(keyspace)?, Some(keyspace), keys)
-    }
-
-    /// Iterates over the keys of the transaction's keyspace in `range`, both ways: the snapshot
-    /// with the transaction's writes, as they are now, over it (its puts added or replacing
-    /// values, its deletes and range deletes hiding keys). The whole range counts as read:
-    /// a write into it after the snapshot, even of a key the iterator never reached, makes
-    /// the commit fail. Writes the transaction makes after this call are not seen by the
-    /// iterator. Errors come from the items, as with [`crate::Db::range`]: one that keeps
-    /// the scan from beginning ([`Error::Closed`], or those of [`Transaction::get_in`]) is
-    /// the first and only item.
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
-    /// for k in ["a", "b", "c", "d"] {
-    ///     db.put(k, "db")?;
-    /// }
-    /// let mut tx = db.transaction();
-    /// tx.delete_range("b".."d")?;
-    /// tx.put("bb", "tx")?;
-    /// let keys: Vec<_> = tx.range(..).map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
-    /// assert_eq!(keys, [&b"a"[..], b"bb", b"d"]);
-    /// let newest_first: Vec<_> = tx.range(..).rev().map(|kv| kv.map(|(k, _)| k)).collect::<bloomkv::Result<_>>()?;
-    /// assert_eq!(newest_first, [&b"d"[..], b"bb", b"a"]);
-    /// # Ok(()) }
-    /// ```
-    pub fn range(&self, range: impl KeyRange) -> TransactionIter {
-        self.range_at(Ok(self.home_id()), self.home.as_ref(), range.into_bounds())
-    }
-
-    /// [`Transaction::range`] in `keyspace` (errors as for [`Transaction::get_in`], as the
-    /// iterator's first item).
-    pub fn range_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> TransactionIter {
-        self.range_at(self.id_of(keyspace), Some(keyspace), range.into_bounds())
-    }
-
-    /// [`Transaction::range`] over the keys starting with `prefix`.
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> TransactionIter {
-        self.range_at(Ok(self.home_id()), self.home.as_ref(), prefix_bounds(prefix.as_ref()))
-    }
-
-    /// [`Transaction::prefix`] in `keyspace` (errors as for [`Transaction::get_in`], as the
-    /// iterator's first item).
-    pub fn prefix_in(&self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) -> TransactionIter {
-        self.range_at(self.id_of(keyspace), Some(keyspace), prefix_bounds(prefix.as_ref()))
-    }
-
-    /// A cursor over the keys of the transaction's keyspace in `range`: what
-    /// [`Transaction::range`] yields, positioned at will. The whole range counts as read.
-    /// An error that keeps the scan from beginning fails every move, as with
-    /// [`crate::Db::cursor`].
-    ///
-    /// ```
-    /// # fn main() -> bloomkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
-    /// db.put("a", "1")?;
-    /// db.put("c", "3")?;
-    /// let mut tx = db.transaction();
-    /// tx.put("b", "2")?;
-    /// tx.delete("c")?;
-    /// let mut cursor = tx.cursor(..);
-    /// cursor.seek_to_last()?;
-    /// assert_eq!(cursor.key(), Some(&b"b"[..]));
-    /// cursor.prev()?;
-    /// assert_eq!(cursor.key(), Some(&b"a"[..]));
-    /// cursor.seek("aa")?;
-    /// assert_eq!(cursor.value(), Some(&b"2"[..]));
-    /// cursor.next()?;
-    /// assert!(!cursor.valid());
-    /// # Ok(()) }
-    /// ```
-    pub fn cursor(&self, range: impl KeyRange) -> TransactionCursor {
-        self.cursor_at(Ok(self.home_id()), self.home.as_ref(), range.into_bounds())
-    }
-
-    /// [`Transaction::cursor`] in `keyspace` (errors as for [`Transaction::get_in`], from
-    /// every move).
-    pub fn cursor_in(&self, keyspace: &Keyspace, range: impl KeyRange) -> TransactionCursor {
-        self.cursor_at(self.id_of(keyspace), Some(keyspace), range.into_bounds())
-    }
-
     /// Buffers a put of `key` in the transaction's keyspace. Fails with [`Error::KeyTooLarge`] or
     /// [`Error::ValueTooLarge`] (buffering nothing) over the limits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
@@ -693,7 +590,7 @@ impl Transaction {
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bloomkv::{Db, ManualClock, Options};
+    /// use bloomkv::{Db, ManualClock, Options, Readable};
     ///
     /// let clock = Arc::new(ManualClock::new(0));
     /// let dir = tempfile::tempdir().unwrap();
@@ -745,7 +642,7 @@ impl Transaction {
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
     /// use std::sync::Arc;
-    /// use bloomkv::{Db, Options, U64Add};
+    /// use bloomkv::{Db, Options, Readable, U64Add};
     ///
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new().merge_operator(Arc::new(U64Add)))?;

@@ -246,6 +246,7 @@ mod tests {
     use super::*;
     use crate::bench::page_cache::tests::{cached, in_memory_fs};
     use crate::bench::page_cache::{prepare, PageCache};
+    use bloomkv::Readable;
 
     /// A small database's table files, warmed, with `b` open over them.
     fn warmed(mapped: bool) -> (tempfile::TempDir, Built, Vec<PathBuf>) {

@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use bloomkv::{Db, Options};
+use bloomkv::{Db, Options, Readable};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bloomkv::{Clock, Db};
+use bloomkv::{Clock, Db, Readable};
 use indicatif::ProgressBar;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use bloomkv::check;
 use bloomkv::fs::StdFs;
-use bloomkv::{Error, TableInfo};
+use bloomkv::{Error, Readable, TableInfo};
 use bloomkv_tree::filename::{self, FileKind};
 use bloomkv_tree::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
 use bloomkv_tree::version::manifest::read_manifest;

@@ -168,7 +168,7 @@ pub enum FilterPolicy {
     /// no tree to share: the filter is a blocked Bloom filter at `bits_per_key`.
     ///
     /// ```
-    /// use bloomkv::{FilterPolicy, Options};
+    /// use bloomkv::{FilterPolicy, Options, Readable};
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let policy = FilterPolicy::Budgeted { bits_per_key: 10.0 };
@@ -223,7 +223,7 @@ pub enum FilterPolicy {
     /// equal size. Outside a database, a Ribbon filter at `bits_per_key`.
     ///
     /// ```
-    /// use bloomkv::{FilterPolicy, Options};
+    /// use bloomkv::{FilterPolicy, Options, Readable};
     /// # fn main() -> bloomkv::Result<()> {
     /// let dir = tempfile::tempdir().unwrap();
     /// let policy = FilterPolicy::BudgetedRibbon { bits_per_key: 10.0, bloom_before_level: 1 };
