@@ -25,7 +25,6 @@ mod db;
 pub mod events;
 mod key_range;
 mod options;
-mod readable;
 mod stats;
 use bloomkv_tree::{clock, compaction_filter, error, merge, prefix, sync, value};
 pub use bloomkv_tree::{filter, fs};
@@ -33,6 +32,7 @@ pub use bloomkv_tree::{filter, fs};
 pub use batch::WriteBatch;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction_filter::{CompactionFilter, Decision};
+pub use db::readable::{ReadCursor, Readable};
 pub use db::{
     Cursor, CursorEntries, Db, DbIterator, Keyspace, Snapshot, Transaction, TransactionCursor,
     TransactionCursorEntries, TransactionIter, TransactionKeyspace, TRANSACT_ATTEMPTS,
@@ -50,7 +50,6 @@ pub use key_range::KeyRange;
 pub use merge::{Append, MergeOperator, U64Add};
 pub use options::{KeyspaceOptions, Options, WriteOptions};
 pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
-pub use readable::{ReadCursor, Readable};
 pub use stats::{BlobFileStats, KeyspaceStats, LevelCompactionStats, Stats};
 pub use table::Compression;
 pub use value::Value;

@@ -37,6 +37,7 @@ mod ingest;
 mod inspect;
 mod keyspace;
 mod read;
+pub(crate) mod readable;
 mod recovery;
 mod resume;
 mod scan;

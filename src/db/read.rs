@@ -10,8 +10,8 @@ use arc_swap::Guard;
 
 use super::{Cursor, DbInner, DbIterator, DbState, Tree};
 use crate::clock::{Clock, FixedClock};
+use crate::db::readable::Bounds;
 use crate::key::SeqNo;
-use crate::readable::Bounds;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::{Error, Result, Value};
 use bloomkv_tree::read::search::{search, Unobserved};
@@ -257,11 +257,11 @@ impl ReadSource<'_> {
 /// [`crate::Readable`] for types with a `source(&self) -> ReadSource<'_>`.
 macro_rules! readable_by_source {
     ($($ty:ty),*) => {$(
-        impl crate::readable::sealed::Sealed for $ty {
+        impl crate::db::readable::sealed::Sealed for $ty {
             #[inline]
             fn read_one(
                 &self,
-                _: crate::readable::sealed::Token,
+                _: crate::db::readable::sealed::Token,
                 key: &[u8],
             ) -> Result<Option<Value>> {
                 self.source().get(key)
@@ -270,23 +270,23 @@ macro_rules! readable_by_source {
             #[inline]
             fn read_many<K: AsRef<[u8]>>(
                 &self,
-                _: crate::readable::sealed::Token,
+                _: crate::db::readable::sealed::Token,
                 keys: &[K],
             ) -> Result<Vec<Option<Value>>> {
                 self.source().multi_get(keys)
             }
 
-            fn open_iter(&self, _: crate::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Iter {
+            fn open_iter(&self, _: crate::db::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Iter {
                 self.source().iter(bounds)
             }
 
-            fn open_cursor(&self, _: crate::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Cursor {
+            fn open_cursor(&self, _: crate::db::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Cursor {
                 self.source().cursor(bounds)
             }
 
             fn probe_prefixes<P: AsRef<[u8]>>(
                 &self,
-                _: crate::readable::sealed::Token,
+                _: crate::db::readable::sealed::Token,
                 prefixes: &[P],
             ) -> Result<Vec<bool>> {
                 self.source().prefixes_exist(prefixes)

@@ -299,7 +299,7 @@ pub(crate) fn blob_file(dir: &Path, caches: &TableCaches, meta: BlobFileMeta) ->
         meta,
         path,
         caches.files.clone(),
-        Some(caches.blocks.clone()),
+        Some(caches.blocks.clone() as Arc<dyn bloomkv_tree::blob::ValueCache>),
         caches.deleter.clone(),
     ))
 }

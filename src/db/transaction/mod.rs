@@ -57,10 +57,10 @@ use super::{
     half_open, lock_mutex as lock, write, Cursor, DbInner, DbIterator, KeyRange, Keyspace,
 };
 use crate::batch::{check_entry_size, check_range_bound};
+use crate::db::readable::Bounds;
 use crate::key::SeqNo;
 use crate::key_range::prefix_bounds;
 use crate::options::WriteOptions;
-use crate::readable::Bounds;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::version::set::DEFAULT_KEYSPACE_NAME;
 use crate::{Error, Result, Value, WriteBatch};

@@ -2,9 +2,9 @@
 //! [`TransactionKeyspace`] in any other.
 
 use super::{Transaction, TransactionCursor, TransactionIter};
+use crate::db::readable::sealed::{Sealed, Token};
+use crate::db::readable::Bounds;
 use crate::db::Keyspace;
-use crate::readable::sealed::{Sealed, Token};
-use crate::readable::Bounds;
 use crate::version::edit::KeyspaceId;
 use crate::{Readable, Result, Value};
 

@@ -13,8 +13,18 @@ use std::sync::Arc;
 use super::{read_value, BlobFileMeta, BlobRef};
 use crate::fs::Deleter;
 use crate::fs::{next_file_id, FileCache};
-use crate::table::BlockCache;
 use crate::{Error, Result, Value};
+
+/// Where checked values are kept for their next read: the tables' block cache
+/// (`table::BlockCache`), handed in so that blob files need not know tables.
+pub trait ValueCache: Send + Sync {
+    /// The value cached at `offset` of the blob file whose process-wide id is `file_id`: its
+    /// bytes were checked against the reference's CRC when they were read from the file.
+    fn get_value(&self, file_id: u64, offset: u64) -> Option<bytes::Bytes>;
+
+    /// Keeps a checked value for the next read of it (the cache may decline one too large).
+    fn insert_value(&self, file_id: u64, offset: u64, value: bytes::Bytes);
+}
 
 /// A live blob file: what the manifest records of it, and reads through the engine's bounded
 /// set of open files and its block cache.
@@ -30,7 +40,7 @@ pub struct BlobFile {
     /// Its key in `files` and in `cache` (process-wide: `fs::next_file_id`).
     id: u64,
     files: Arc<FileCache>,
-    cache: Option<Arc<BlockCache>>,
+    cache: Option<Arc<dyn ValueCache>>,
     deleter: Arc<Deleter>,
     obsolete: AtomicBool,
 }
@@ -49,7 +59,7 @@ impl BlobFile {
         meta: BlobFileMeta,
         path: PathBuf,
         files: Arc<FileCache>,
-        cache: Option<Arc<BlockCache>>,
+        cache: Option<Arc<dyn ValueCache>>,
         deleter: Arc<Deleter>,
     ) -> Self {
         let id = next_file_id();
@@ -66,7 +76,7 @@ impl BlobFile {
     /// cached (compactions and garbage collection read each value once, and would otherwise
     /// evict what reads need).
     pub fn read_with(&self, r: &BlobRef, fill_cache: bool) -> Result<Value> {
-        if let Some(v) = self.cache.as_ref().and_then(|c| c.get_blob(self.id, r.offset)) {
+        if let Some(v) = self.cache.as_ref().and_then(|c| c.get_value(self.id, r.offset)) {
             // The offset alone keys it: a file's references to one offset are one value.
             if v.len() as u64 == r.len {
                 return Ok(Value::from_bytes(v));
@@ -76,7 +86,7 @@ impl BlobFile {
         let value =
             bytes::Bytes::from(read_value(file.as_ref(), &self.path, self.meta.file_size, r)?);
         if let (Some(cache), true) = (&self.cache, fill_cache) {
-            cache.insert_blob(self.id, r.offset, value.clone());
+            cache.insert_value(self.id, r.offset, value.clone());
         }
         Ok(Value::from_bytes(value))
     }

@@ -22,7 +22,7 @@ mod file;
 mod reader;
 mod writer;
 
-pub use file::{BlobFile, BlobFiles};
+pub use file::{BlobFile, BlobFiles, ValueCache};
 pub use reader::{read_header, read_value, BlobRecord, BlobRecords};
 pub use writer::BlobWriter;
 

@@ -227,7 +227,8 @@ fn refs_are_counted_per_file() {
 fn blob_file(fs: &FaultFs, path: &Path, meta: BlobFileMeta, cache: &Arc<BlockCache>) -> BlobFile {
     let shared: Arc<dyn FileSystem> = Arc::new(fs.clone());
     let files = Arc::new(crate::fs::FileCache::new(shared.clone(), 4));
-    BlobFile::new(meta, path.to_path_buf(), files, Some(cache.clone()), Deleter::new(shared))
+    let cache: Arc<dyn super::ValueCache> = cache.clone();
+    BlobFile::new(meta, path.to_path_buf(), files, Some(cache), Deleter::new(shared))
 }
 
 #[test]

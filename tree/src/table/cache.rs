@@ -153,6 +153,16 @@ impl BlockCache {
     }
 }
 
+impl crate::blob::ValueCache for BlockCache {
+    fn get_value(&self, file_id: u64, offset: u64) -> Option<Bytes> {
+        self.get_blob(file_id, offset)
+    }
+
+    fn insert_value(&self, file_id: u64, offset: u64, value: Bytes) {
+        self.insert_blob(file_id, offset, value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
