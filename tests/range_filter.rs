@@ -138,6 +138,50 @@ fn cursors_snapshots_keyspaces_and_transactions_skip_too() {
     assert_eq!(delta(&db, &s), (2, 2));
 }
 
+/// A named keyspace's range filter setting is recorded with its options: after a reopen,
+/// background work (here a full compaction, before the keyspace is opened again) builds its
+/// tables with the filter, and `keyspace_options` gives the setting back. Opening it with
+/// another setting records that one (it only shapes tables written later).
+#[test]
+fn a_keyspace_keeps_its_range_filter_setting_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let rf = KeyspaceOptions::new().range_filter_bits_per_key(Some(20.0));
+    let db = Db::open(dir.path(), Options::default().l0_triggers(64)).unwrap();
+    let ks = db.keyspace("k", rf.clone()).unwrap();
+    for t in 0..3u64 {
+        for i in 0..50 {
+            ks.put(be(100 * (t + 3 * i)), b"v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    drop(ks);
+    db.close().unwrap();
+
+    let db = Db::open(dir.path(), Options::default().l0_triggers(64)).unwrap();
+    assert_eq!(db.keyspace_options("k").unwrap().range_filter_bits_per_key, Some(20.0));
+    db.compact().unwrap();
+    // The recorded options, as `keyspace_options` gives them back, keep the filter on.
+    let ks = db.keyspace("k", db.keyspace_options("k").unwrap()).unwrap();
+    let s = db.stats();
+    assert!(keys_of(ks.range(be(101)..=be(199))).is_empty());
+    assert_eq!(delta(&db, &s), (1, 1), "the compacted table has a range filter");
+    drop(ks);
+    db.close().unwrap();
+
+    // Turned off at an open: recorded, so the next reopen's compaction builds none.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.keyspace("k", rf.range_filter_bits_per_key(None)).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.keyspace_options("k").unwrap().range_filter_bits_per_key, None);
+    let ks = db.keyspace("k", KeyspaceOptions::new()).unwrap();
+    ks.put(be(1), b"v").unwrap();
+    db.compact().unwrap();
+    let s = db.stats();
+    assert!(keys_of(ks.range(be(101)..=be(199))).is_empty());
+    assert_eq!(delta(&db, &s), (0, 0));
+}
+
 /// A table whose range tombstone covers part of the range is read (its tombstone hides the
 /// older table's key either way: the version applies every table's tombstones).
 #[test]

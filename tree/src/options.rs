@@ -26,9 +26,10 @@ macro_rules! setter {
 ///
 /// A keyspace's options are recorded in the manifest, so its background work uses them after
 /// a reopen even before the keyspace is opened again. Those that only shape new tables —
-/// filter policy, whole-key filtering, compression, block and table sizes — may differ at
-/// each open: the new ones are recorded and apply to tables written from then on (existing
-/// tables keep what they were built with, and compaction brings them along). Those that
+/// filter policy, whole-key filtering, compression, block and table sizes, range filter —
+/// may differ at each open: the new ones are recorded and apply to tables written from then
+/// on (existing tables keep what they were built with, and compaction brings them along).
+/// Those that
 /// change what the keyspace's data means or how it is read — the
 /// [`default_ttl`](KeyspaceOptions::default_ttl), the
 /// [`prefix_extractor`](KeyspaceOptions::prefix_extractor), and the names of the
@@ -56,8 +57,6 @@ pub struct KeyspaceOptions {
     pub compression: Compression,
     pub block_bytes: usize,
     pub target_table_bytes: u64,
-    /// Not recorded in the manifest yet: background work after a reopen builds tables
-    /// without range filters until the keyspace is opened with it again.
     pub range_filter_bits_per_key: Option<f64>,
     pub default_ttl: Option<std::time::Duration>,
     /// Held in memory only, as the merge operator: the manifest records the other fields.
@@ -232,7 +231,9 @@ impl KeyspaceOptions {
     /// reading a block of it. A range of `w` integers (the key bytes past a table's common
     /// prefix, as a number) is a false positive with probability at most `w / 2^(bits − 2)`:
     /// 16 bits per key give 1.6% at width 256. Ranges wider than `2^(⌊bits⌋ − 3)` are not
-    /// asked. See DESIGN.md, "Range filters".
+    /// asked. Recorded in the manifest, so background work keeps building filters after a
+    /// reopen; it may change at any open (existing tables keep what they were built with).
+    /// See DESIGN.md, "Range filters".
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {

@@ -110,6 +110,9 @@ pub struct OptionsReport {
     /// The default time to live of plain puts, in milliseconds; left out without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_ttl_ms: Option<u64>,
+    /// Bits per key of new tables' range filters; left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_filter_bits_per_key: Option<f64>,
 }
 
 impl std::fmt::Display for OptionsReport {
@@ -134,6 +137,9 @@ impl std::fmt::Display for OptionsReport {
         }
         if let Some(ms) = self.default_ttl_ms {
             write!(f, ", default ttl {ms} ms")?;
+        }
+        if let Some(b) = self.range_filter_bits_per_key {
+            write!(f, ", range filter {b} bits/key")?;
         }
         Ok(())
     }
@@ -182,6 +188,7 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         prefix_extractor: opts.prefix_parts().0.map(|e| e.name()),
         without_whole_keys: !opts.prefix_parts().1,
         default_ttl_ms: opts.ttl_part().map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        range_filter_bits_per_key: opts.range_filter_bits_per_key,
     })
 }
 
@@ -327,7 +334,8 @@ mod tests {
             .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 7.5 })
             .compression(Compression::Zstd { level: -3 })
             .block_bytes(2048)
-            .target_table_bytes(1 << 20);
+            .target_table_bytes(1 << 20)
+            .range_filter_bits_per_key(Some(16.0));
         let def = KeyspaceDef { id: 3, name: "k".into(), opts, callbacks: None };
         let want = OptionsReport {
             filter: "classic",
@@ -340,6 +348,7 @@ mod tests {
             prefix_extractor: None,
             without_whole_keys: false,
             default_ttl_ms: None,
+            range_filter_bits_per_key: Some(16.0),
         };
         assert_eq!(options_report(&def), Some(want));
         let def =

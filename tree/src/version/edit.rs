@@ -39,6 +39,9 @@
 //!                         the table that holds them; none: the table references no blob
 //! tag 15 blob file added  number u, value bytes u, values u, file size u
 //! tag 16 blob file dropped number u
+//! tag 17 keyspace range filter id u, bits per key u (f64 bits, 4 to 40) — after the
+//!                         keyspace's other fields (tag 8, 11, 12 or 13 of the same named
+//!                         keyspace), written only when its tables get a range filter
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
 //!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
@@ -103,6 +106,7 @@ const TAG_KEYSPACE_CALLBACKS: u64 = 13;
 const TAG_TABLE_BLOB_REFS: u64 = 14;
 const TAG_BLOB_ADDED: u64 = 15;
 const TAG_BLOB_DROPPED: u64 = 16;
+const TAG_KEYSPACE_RANGE_FILTER: u64 = 17;
 const TAG_CLOCK_MARK: u64 = 20;
 
 /// What the manifest records about one table.
@@ -286,6 +290,12 @@ impl VersionEdit {
             }
             if def.id != DEFAULT_KEYSPACE {
                 encode_callbacks(&mut buf, def);
+                // The default keyspace's comes from `Options` at each open.
+                if let Some(bits) = o.range_filter_bits_per_key {
+                    put_varint(&mut buf, TAG_KEYSPACE_RANGE_FILTER);
+                    put_varint(&mut buf, def.id.into());
+                    put_varint(&mut buf, bits.to_bits());
+                }
             }
         }
         for &id in &self.dropped_keyspaces {
@@ -486,6 +496,29 @@ impl VersionEdit {
                         };
                         def.callbacks = Some(names);
                     }
+                }
+                TAG_KEYSPACE_RANGE_FILTER => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let bits = f64::from_bits(d.varint().ok_or_else(truncated)?);
+                    let follows = [
+                        TAG_KEYSPACE,
+                        TAG_KEYSPACE_PREFIX,
+                        TAG_KEYSPACE_TTL,
+                        TAG_KEYSPACE_CALLBACKS,
+                    ];
+                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
+                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
+                    }) else {
+                        return Err(bad(format!(
+                            "range filter of keyspace {id} not after its definition"
+                        )));
+                    };
+                    if !KeyspaceOptions::RANGE_FILTER_BITS_PER_KEY_RANGE.contains(&bits) {
+                        return Err(bad(format!(
+                            "keyspace {id} has a range filter of {bits} bits per key"
+                        )));
+                    }
+                    def.opts.range_filter_bits_per_key = Some(bits);
                 }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
@@ -770,7 +803,8 @@ mod tests {
                         .prefix_extractor(Some(PrefixExtractor::UpToDelimiter(b'/')))
                         .whole_key_filtering(false)
                         .compression(Compression::Zstd { level: -3 })
-                        .default_ttl(Some(std::time::Duration::from_millis(90_000))),
+                        .default_ttl(Some(std::time::Duration::from_millis(90_000)))
+                        .range_filter_bits_per_key(Some(14.5)),
                     callbacks: Some(CallbackNames {
                         merge_operator: Some("u64add".into()),
                         compaction_filter: Some(String::new()),
@@ -971,6 +1005,55 @@ mod tests {
         assert!(!zero.encode().windows(2).any(|w| w == [8, 0]));
     }
 
+    /// Tag 17: a named keyspace's range filter, last among its fields; an edit without it
+    /// (as an older build wrote it) decodes with no range filter.
+    #[test]
+    fn keyspace_range_filter() {
+        let mut e = VersionEdit::default();
+        e.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().range_filter_bits_per_key(Some(16.0)),
+            callbacks: None,
+        });
+        let enc = e.encode();
+        let mut tail = vec![17, 3];
+        put_varint(&mut tail, 16f64.to_bits());
+        tail.push(0);
+        assert_eq!(enc[enc.len() - tail.len()..], tail);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        // With callbacks, after their tag 13.
+        e.keyspaces[0].callbacks = Some(CallbackNames::default());
+        assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
+        let without = &[&enc[..enc.len() - tail.len()], &[0][..]].concat();
+        assert_eq!(VersionEdit::decode(without).unwrap().keyspaces[0].opts, KeyspaceOptions::new());
+        // Out of place, for the default keyspace, or out of the option's range.
+        let mut alone = vec![1, 1];
+        alone.extend(&tail);
+        assert!(corrupt(&alone).contains("not after its definition"));
+        let mut default = vec![1, 1, 13, 0, 0, 0, 17, 0];
+        put_varint(&mut default, 16f64.to_bits());
+        default.push(0);
+        assert!(corrupt(&default).contains("not after its definition"));
+        let mut twice = enc.clone();
+        twice.pop();
+        twice.extend(&tail);
+        assert!(corrupt(&twice).contains("not after its definition"));
+        for bits in [3.5, 40.5, f64::NAN, f64::INFINITY] {
+            let mut bad = enc[..enc.len() - tail.len()].to_vec();
+            bad.extend([17, 3]);
+            put_varint(&mut bad, bits.to_bits());
+            bad.push(0);
+            assert!(corrupt(&bad).contains("bits per key"), "{bits}");
+        }
+        // The default keyspace's setting comes from `Options`: never written.
+        let mut d = crate::version::set::default_keyspace_def();
+        d.opts.range_filter_bits_per_key = Some(16.0);
+        d.callbacks = Some(CallbackNames::default());
+        let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
+        assert!(!only.encode().contains(&17));
+    }
+
     #[test]
     fn error_offset_points_at_the_bad_field() {
         let e = VersionEdit::decode(&[1, 1, 2, 5, 77, 0]).unwrap_err();
@@ -1070,7 +1153,10 @@ mod tests {
                                 .filter_policy(filter_policy)
                                 .prefix_extractor(extractor)
                                 .whole_key_filtering(level % 2 == 0)
-                                .compression(Compression::Zstd { level });
+                                .compression(Compression::Zstd { level })
+                                .range_filter_bits_per_key(
+                                    (bits % 5 != 0).then_some(4.0 + f64::from(bits % 73) / 2.0),
+                                );
                             let callbacks = (bits % 4 != 0).then(|| CallbackNames {
                                 merge_operator: (bits % 2 == 0).then(|| format!("m{bits}")),
                                 compaction_filter: (bits % 3 == 0).then(String::new),
