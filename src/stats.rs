@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crossbeam::utils::CachePadded;
 
@@ -85,6 +85,9 @@ pub(crate) struct Counters {
     pub memtable_prefix_skips: Counter,
     pub range_filter_probes: Counter,
     pub range_filter_skips: Counter,
+    /// Shared with the scans that judge their tables (`RangeChecks`): added to only when a
+    /// range filter let a table through that held nothing in range, so one cell suffices.
+    pub range_filter_false_positives: Arc<AtomicU64>,
     pub user_bytes_written: Counter,
     pub wal_bytes_written: Counter,
     pub flushes: Counter,
@@ -273,6 +276,12 @@ pub struct Stats {
     /// (and none of their range tombstones meets it): no index or block work was done for
     /// them.
     pub range_filter_skips: u64,
+    /// Tables a scan read because their range filter said they may hold a key in its range,
+    /// and that held none (nor a range tombstone meeting it): the filters' false positives.
+    /// Judged where the scan first positions the table from an end of
+    /// its range (a table it never reaches, or only from inside the range, is not judged), and
+    /// counted once per scan and table.
+    pub range_filter_false_positives: u64,
     /// Number of tables on each level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.

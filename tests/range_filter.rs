@@ -138,6 +138,90 @@ fn cursors_snapshots_keyspaces_and_transactions_skip_too() {
     assert_eq!(delta(&db, &s), (2, 2));
 }
 
+/// (probes, skips, false positives) since `before`.
+fn delta3(db: &Db, before: &Stats) -> (u64, u64, u64) {
+    let (p, s) = delta(db, before);
+    (p, s, db.stats().range_filter_false_positives - before.range_filter_false_positives)
+}
+
+/// Every table a filter lets through for a range that holds no key is a false positive; one
+/// holding a key in range is not; a table is counted once however the scan moves, and a
+/// table read for its range tombstone is not counted. At 8 bits per key (ranges up to 32
+/// integers asked) a range of 20 is let through by a table about a quarter of the time, so
+/// the counts below are large, and exact: probes less skips.
+#[test]
+fn false_positives_are_the_tables_let_through_that_held_nothing() {
+    let few_bits = Options::default().range_filter_bits_per_key(Some(8.0));
+    let (_dir, db) = interleaved(few_bits.clone());
+    let empty = |k: u64| be(100 * k + 1)..=be(100 * k + 20);
+    let s = db.stats();
+    for k in 0..600 {
+        assert!(keys_of(db.range(empty(k))).is_empty());
+    }
+    let (probes, skips, fps) = delta3(&db, &s);
+    // Near the ends some tables' key ranges miss the range.
+    assert!(probes > 580 * 12, "{probes}");
+    assert_eq!(fps, probes - skips);
+    assert!(fps > 600, "{fps} false positives: the case proves little");
+    // Backward, alike; and a scan read from both ends counts each table once.
+    let s = db.stats();
+    for k in 0..600 {
+        assert!(keys_of(db.range(empty(k)).rev()).is_empty());
+    }
+    assert_eq!(delta3(&db, &s), (probes, skips, fps));
+    let s = db.stats();
+    for k in 0..600 {
+        let mut it = db.range(empty(k));
+        assert!(it.next().is_none());
+        assert!(it.next_back().is_none());
+        let mut it = db.range(empty(k));
+        assert!(it.next_back().is_none());
+        assert!(it.next().is_none());
+    }
+    assert_eq!(delta3(&db, &s), (2 * probes, 2 * skips, 2 * fps));
+    // A range holding one key (in table k % 12): that table is read rightly.
+    let s = db.stats();
+    for k in 0..600 {
+        assert_eq!(keys_of(db.range(be(100 * k)..=be(100 * k + 20))), [be(100 * k)]);
+    }
+    let (p, s2, f) = delta3(&db, &s);
+    assert_eq!(f, p - s2 - 600);
+    // Bounded cursors, positioned from the range's ends.
+    let s = db.stats();
+    for k in 0..600 {
+        let mut c = db.cursor(empty(k));
+        c.seek_to_first().unwrap();
+        assert!(!c.valid());
+    }
+    assert_eq!(delta3(&db, &s), (probes, skips, fps));
+
+    // Below L0: the same keys compacted into a level of several tables.
+    let (_dir, db) = interleaved(few_bits.target_table_bytes(8 << 10));
+    db.compact().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.tables_per_level[0], 0);
+    assert!(stats.tables_per_level.iter().max().unwrap() > &1, "{:?}", stats.tables_per_level);
+    let s = db.stats();
+    for k in 0..600 {
+        assert!(keys_of(db.range(empty(k))).is_empty());
+        assert!(keys_of(db.range(empty(k)).rev()).is_empty());
+    }
+    let (p, s2, f) = delta3(&db, &s);
+    assert_eq!(f, p - s2);
+    assert!(f > 0);
+
+    // A table read for its range tombstone is no false positive.
+    let (_dir, db) = common::db::open_temp(with_range_filters().l0_triggers(64));
+    db.put(be(5_000), b"old").unwrap();
+    db.flush().unwrap();
+    db.delete_range(be(4_000)..be(6_000)).unwrap();
+    db.put(be(1_000), b"new").unwrap();
+    db.flush().unwrap();
+    let s = db.stats();
+    assert!(keys_of(db.range(be(4_990)..be(5_010))).is_empty());
+    assert_eq!(delta3(&db, &s), (2, 0, 0));
+}
+
 /// A named keyspace's range filter setting is recorded with its options: after a reopen,
 /// background work (here a full compaction, before the keyspace is opened again) builds its
 /// tables with the filter, and `keyspace_options` gives the setting back. Opening it with
@@ -364,6 +448,9 @@ fn run(ops: Vec<Op>) {
         }
     }
     assert_eq!(keys_of(db.range(..)), model.keys().cloned().collect::<Vec<_>>());
+    // Only tables a filter let through are ever false positives.
+    let s = db.stats();
+    assert!(s.range_filter_false_positives <= s.range_filter_probes - s.range_filter_skips);
     db.close().unwrap();
     let report = bloomkv::check::database(std::sync::Arc::new(bloomkv::fs::StdFs), dir.path());
     assert_eq!(report.status(), bloomkv::check::Status::Ok, "{:?}", report.problems);

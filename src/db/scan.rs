@@ -33,7 +33,7 @@ use crate::stats::Counters;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
 use bloomkv_tree::read::sources::{
-    as_slices, choose_tables_by, merge_chosen, merged_sources, scan_prefix,
+    as_slices, choose_tables_by, merge_chosen, merged_sources, scan_prefix, Judge,
 };
 use bloomkv_tree::read::visible::VisibleIter;
 use bloomkv_tree::read::ScanTally;
@@ -50,11 +50,15 @@ pub(crate) fn visible(
 ) -> VisibleIter {
     counters.scans.incr();
     let mut tally = ScanTally::default();
-    let sources = merged_sources(state, as_slices(&start), as_slices(&end), Some(&mut tally));
+    let mut checks = None;
+    let judge = Judge::Count { sink: &counters.range_filter_false_positives, checks: &mut checks };
+    let sources =
+        merged_sources(state, as_slices(&start), as_slices(&end), Some(&mut tally), judge);
     counters.record_scan(&tally);
     VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
         .with_merger(state.merger())
         .with_blobs(state.version.blobs.clone())
+        .with_range_checks(checks)
 }
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
@@ -113,9 +117,13 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         let (l, h) = (as_slices(&lo), as_slices(&hi));
         let may_hold = |t: &TableFile, _, _| answers.get(&t.meta.number).map_or(true, |a| a[i]);
         let mut tally = ScanTally::default();
-        let sources = merge_chosen(state, scan_prefixes[i], Some(&mut tally), |each| {
-            choose_tables_by(state, l, h, scan_prefixes[i], |_, _| {}, may_hold, each)
-        });
+        let mut checks = None;
+        let sink = &counters.range_filter_false_positives;
+        let judge = Judge::Count { sink, checks: &mut checks };
+        let sources =
+            merge_chosen(state, scan_prefixes[i], Some(&mut tally), (l, h), judge, |each| {
+                choose_tables_by(state, l, h, scan_prefixes[i], |_, _| {}, may_hold, each)
+            });
         counters.record_scan(&tally);
         let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
             .with_merger(state.merger())
@@ -260,7 +268,9 @@ impl DoubleEndedIterator for DbIterator {
             Some(back) => back.prev(),
             None => {
                 let (lower, upper) = self.front.bounds();
-                let sources = merged_sources(&self.state, lower, upper, None);
+                // Counted once, whichever end positions a table from the range's end first.
+                let judge = self.front.range_checks().map_or(Judge::Off, Judge::Shared);
+                let sources = merged_sources(&self.state, lower, upper, None, judge);
                 let back = self.back.insert(self.front.twin(sources));
                 back.seek_to_last()
             }

@@ -58,6 +58,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         memtable_prefix_skips: c.memtable_prefix_skips.get(),
         range_filter_probes: c.range_filter_probes.get(),
         range_filter_skips: c.range_filter_skips.get(),
+        range_filter_false_positives: c
+            .range_filter_false_positives
+            .load(std::sync::atomic::Ordering::Relaxed),
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),

@@ -43,6 +43,7 @@ pub(crate) fn collapse(
         Bound::Included(key),
         Bound::Included(key),
         None,
+        bloomkv_tree::read::sources::Judge::Off,
     );
     it.seek(&key::internal_key(key, before, KIND_FOR_SEEK)).ok()?;
     // Newest first.

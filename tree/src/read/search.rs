@@ -116,7 +116,7 @@ impl Answer {
 pub fn merged_get(tree: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Result<Option<Value>> {
     use std::ops::Bound;
     let (lo, hi) = (Bound::Included(key), Bound::Included(key));
-    let sources = super::sources::merged_sources(tree, lo, hi, None);
+    let sources = super::sources::merged_sources(tree, lo, hi, None, super::sources::Judge::Off);
     let own = || Bound::Included(key.to_vec());
     let now = clock.now_millis();
     let mut view =

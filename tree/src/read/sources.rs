@@ -10,20 +10,24 @@
 //! one, and leaves out the tables that hold nothing in the range (`Table::probe_range`):
 //! a short scan then reads no block of a table without a key of its range. A scan open at
 //! either end is long, and asks nothing; a bounded one too wide for a table's filter gets
-//! its answer from the key map alone (no probe).
+//! its answer from the key map alone (no probe). The tables a filter lets through are
+//! judged as the scan positions them ([`RangeChecks`]): one that held nothing in the range
+//! is a false positive.
 
 use std::ops::Bound;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::ScanTally;
 use crate::filter::hash_prefix;
 use crate::iter::merge::MergingIterator;
-use crate::iter::BidirectionalIterator;
+use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::prefix::PrefixExtractor;
 use crate::range_filter::RangeProbe;
 use crate::tree::Tree;
 use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
+use crate::version::range_checks::{Direction, RangeChecks};
 use crate::version::set::TableFile;
 
 pub fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -174,31 +178,46 @@ pub fn choose_tables_by<'t>(
     hand_on(&mut waiting[..n]);
 }
 
+/// Whether a scan judges the tables its range filters let through (see [`RangeChecks`]).
+pub enum Judge<'a> {
+    /// No: a read that counts nothing (a point read's view, the other end of a scan whose
+    /// first end judges none).
+    Off,
+    /// Into `sink`; `checks` receives the record, made at the first table a filter lets
+    /// through, for the scan's other end to share.
+    Count { sink: &'a Arc<AtomicU64>, checks: &'a mut Option<Arc<RangeChecks>> },
+    /// Into the record the scan's other end made.
+    Shared(&'a Arc<RangeChecks>),
+}
+
 /// Builds the merged view of the sources in `state` a scan of `(lower, upper)` reads,
 /// newest sources first: the memtables whose filter may hold the scan's prefix (all of them
 /// when it has none) and the tables [`choose_tables`] chooses. With `tally`, the prefix
-/// filters' answers are counted.
+/// filters' answers are counted; `judge` says whether range filters' false positives are.
 pub fn merged_sources(
     state: &Tree,
     lower: Bound<&[u8]>,
     upper: Bound<&[u8]>,
     tally: Option<&mut ScanTally>,
+    judge: Judge<'_>,
 ) -> MergingIterator {
     let prefix = scan_prefix(state, lower, upper).map(|(e, p)| (e, hash_prefix(p)));
     if let Some((e, h)) = prefix {
         state.mems().for_each(|m| m.table.prefetch_prefix(e, h));
     }
-    merge_chosen(state, prefix, tally, |each| {
+    merge_chosen(state, prefix, tally, (lower, upper), judge, |each| {
         choose_tables_hashed(state, lower, upper, prefix, each)
     })
 }
 
 /// The merged view of the memtables that may hold `prefix` (every one without a prefix) and
-/// of the tables `choose` chooses.
+/// of the tables `choose` chooses for a scan of `bounds`.
 pub fn merge_chosen<'t>(
     state: &'t Tree,
     prefix: Option<(PrefixExtractor, u64)>,
     tally: Option<&mut ScanTally>,
+    bounds: (Bound<&[u8]>, Bound<&[u8]>),
+    judge: Judge<'_>,
     choose: impl FnOnce(&mut dyn FnMut(usize, &'t Arc<TableFile>, TableChoice)),
 ) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
@@ -210,11 +229,16 @@ pub fn merge_chosen<'t>(
         }
         children.push(Box::new(m.table.iter()));
     }
-    let mut levels: Vec<Vec<Arc<TableFile>>> = Vec::new();
+    let mut levels: Vec<LevelChoice> = Vec::new();
     let (mut checks, mut skips) = (0u64, 0u64);
     let (mut range_probes, mut range_skips) = (0u64, 0u64);
+    let (mut sink, mut shared) = match judge {
+        Judge::Off => (None, None),
+        Judge::Count { sink, checks } => (Some((sink, checks)), None),
+        Judge::Shared(c) => (None, Some(c.clone())),
+    };
     choose(&mut |level, t, choice| {
-        match choice {
+        let range_checked = match choice {
             TableChoice::OutOfRange => return,
             TableChoice::PrefixSkipped => {
                 checks += 1;
@@ -229,15 +253,37 @@ pub fn merge_chosen<'t>(
             TableChoice::Read { prefix_checked, range_checked } => {
                 checks += u64::from(prefix_checked);
                 range_probes += u64::from(range_checked);
+                range_checked
             }
-        }
+        };
+        // The record, made at the first table a filter let through.
+        let judged = match (range_checked, &shared, &mut sink) {
+            (false, _, _) => None,
+            (true, Some(c), _) => Some(c.clone()),
+            (true, None, Some((sink, out))) => {
+                shared = RangeChecks::new(bounds.0, bounds.1, sink).map(Arc::new);
+                **out = shared.clone();
+                shared.clone()
+            }
+            (true, None, None) => None,
+        };
         if level == 0 {
-            children.push(Box::new(t.table.iter()));
+            match judged {
+                Some(c) => children.push(Box::new(JudgedTable::new(t, c))),
+                None => children.push(Box::new(t.table.iter())),
+            }
         } else {
             if levels.len() < level {
-                levels.resize_with(level, Vec::new);
+                levels.resize_with(level, Default::default);
             }
-            levels[level - 1].push(t.clone());
+            let (tables, pending) = &mut levels[level - 1];
+            if judged.is_some() && pending.is_none() {
+                *pending = Some(vec![false; tables.len()]);
+            }
+            if let Some(p) = pending {
+                p.push(judged.is_some());
+            }
+            tables.push(t.clone());
         }
     });
     if let Some(t) = tally {
@@ -247,10 +293,82 @@ pub fn merge_chosen<'t>(
         t.range_filter_probes += range_probes;
         t.range_filter_skips += range_skips;
     }
-    for tables in levels {
-        if !tables.is_empty() {
-            children.push(Box::new(LevelIter::new(tables)));
+    for (tables, pending) in levels {
+        if tables.is_empty() {
+            continue;
+        }
+        match (&shared, pending) {
+            (Some(c), Some(p)) => {
+                children.push(Box::new(LevelIter::with_checks(tables, c.clone(), p)))
+            }
+            _ => children.push(Box::new(LevelIter::new(tables))),
         }
     }
     MergingIterator::new(children)
+}
+
+/// A level's tables a scan reads, and (once a range filter let one through) which were.
+type LevelChoice = (Vec<Arc<TableFile>>, Option<Vec<bool>>);
+
+/// An L0 table's iterator in a scan that its range filter let through: judged by the scan's
+/// [`RangeChecks`] at each positioning until its answer is settled.
+struct JudgedTable {
+    iter: crate::table::iter::TableIter,
+    table: Arc<TableFile>,
+    checks: Option<Arc<RangeChecks>>,
+}
+
+impl JudgedTable {
+    fn new(table: &Arc<TableFile>, checks: Arc<RangeChecks>) -> Self {
+        JudgedTable { iter: table.table.iter(), table: table.clone(), checks: Some(checks) }
+    }
+
+    fn judge(&mut self, direction: Direction, from: Option<&[u8]>) {
+        let Some(c) = &self.checks else { return };
+        let at = self.iter.valid().then(|| self.iter.key());
+        if c.judge(&self.table, direction, from, at) {
+            self.checks = None;
+        }
+    }
+}
+
+impl InternalIterator for JudgedTable {
+    fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.iter.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.iter.value()
+    }
+    fn next(&mut self) -> crate::Result<()> {
+        self.iter.next()
+    }
+    fn seek(&mut self, target: &[u8]) -> crate::Result<()> {
+        self.iter.seek(target)?;
+        self.judge(Direction::Forward, Some(target));
+        Ok(())
+    }
+    fn seek_to_first(&mut self) -> crate::Result<()> {
+        self.iter.seek_to_first()?;
+        self.judge(Direction::Forward, None);
+        Ok(())
+    }
+}
+
+impl BidirectionalIterator for JudgedTable {
+    fn prev(&mut self) -> crate::Result<()> {
+        self.iter.prev()
+    }
+    fn seek_to_last(&mut self) -> crate::Result<()> {
+        self.iter.seek_to_last()?;
+        self.judge(Direction::Backward, None);
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> crate::Result<()> {
+        self.iter.seek_for_prev(target)?;
+        self.judge(Direction::Backward, Some(target));
+        Ok(())
+    }
 }

@@ -33,6 +33,7 @@ use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key::{self, MergeClock, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::merge::Merger;
 use crate::range_del::Fragments;
+use crate::version::range_checks::RangeChecks;
 use crate::{Error, Result};
 
 /// The newest visible version of each user key in a range, both ways. See the module
@@ -66,6 +67,9 @@ pub struct VisibleIter {
     resolved: bool,
     /// The blob files the sources' references name.
     blobs: BlobFiles,
+    /// The record of the range filters' false positives its sources report to, for a twin
+    /// over other sources to share.
+    range_checks: Option<Arc<RangeChecks>>,
 }
 
 /// The keyspace name of a view without a merger.
@@ -103,7 +107,19 @@ impl VisibleIter {
             merger: Merger { op: None, keyspace: no_keyspace() },
             resolved: false,
             blobs: BlobFiles::default(),
+            range_checks: None,
         }
+    }
+
+    /// The same view, its sources reporting to `checks` (see [`RangeChecks`]).
+    pub fn with_range_checks(mut self, checks: Option<Arc<RangeChecks>>) -> Self {
+        self.range_checks = checks;
+        self
+    }
+
+    /// The record its sources report their range filters' false positives to, if any.
+    pub fn range_checks(&self) -> Option<&Arc<RangeChecks>> {
+        self.range_checks.as_ref()
     }
 
     /// The same view, reading the values its sources' blob references name from `blobs`
@@ -138,6 +154,7 @@ impl VisibleIter {
         VisibleIter::new(iter, self.seq, lower, upper, self.range_dels.clone(), self.now.get())
             .with_merger(self.merger.clone())
             .with_blobs(self.blobs.clone())
+            .with_range_checks(self.range_checks.clone())
     }
 
     /// The kind a reader sees for a version of `user_key` at `seq` whose stored value is

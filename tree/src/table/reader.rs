@@ -681,7 +681,7 @@ impl Table {
     }
 
     /// True if one of the table's range tombstones holds a key of `(start, end)`.
-    fn tombstone_meets(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    pub fn tombstone_meets(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
         // Tombstones are sorted and disjoint: the first whose end lies past the range's
         // start is the only candidate nearest it.
         let i = match start {

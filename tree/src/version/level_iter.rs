@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::key;
 use crate::table::iter::TableIter;
+use crate::version::range_checks::{Direction, RangeChecks};
 use crate::version::set::TableFile;
 use crate::Result;
 
@@ -17,17 +18,45 @@ pub struct LevelIter {
     current: Option<TableIter>,
     /// A compaction's one pass: each table read ahead, past the block cache.
     for_compaction: bool,
+    /// A short scan's record of its range filters' false positives, and which tables (by
+    /// index) their filter let through and are still to be judged.
+    checks: Option<(Arc<RangeChecks>, Vec<bool>)>,
 }
 
 impl LevelIter {
     pub fn new(tables: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { tables, index: 0, current: None, for_compaction: false }
+        LevelIter { tables, index: 0, current: None, for_compaction: false, checks: None }
+    }
+
+    /// A scan's level iterator that judges the tables marked in `pending` (their range filter
+    /// let them through) by `checks` as it enters them.
+    pub fn with_checks(
+        tables: Vec<Arc<TableFile>>,
+        checks: Arc<RangeChecks>,
+        pending: Vec<bool>,
+    ) -> Self {
+        debug_assert_eq!(tables.len(), pending.len());
+        LevelIter { checks: Some((checks, pending)), ..LevelIter::new(tables) }
     }
 
     /// A level's tables as a compaction reads them: once, front to back, past the block
     /// cache (see `Table::iter_ahead`).
     pub fn for_compaction(tables: Vec<Arc<TableFile>>) -> Self {
-        LevelIter { tables, index: 0, current: None, for_compaction: true }
+        LevelIter { tables, index: 0, current: None, for_compaction: true, checks: None }
+    }
+
+    /// Judges the current table, if it is still to be, from where a positioning toward
+    /// `from` left it.
+    #[inline]
+    fn judge(&mut self, direction: Direction, from: Option<&[u8]>) {
+        let Some((checks, pending)) = &mut self.checks else { return };
+        if !pending.get(self.index).copied().unwrap_or(false) {
+            return;
+        }
+        let at = self.current.as_ref().filter(|c| c.valid()).map(|c| c.key());
+        if checks.judge(&self.tables[self.index], direction, from, at) {
+            pending[self.index] = false;
+        }
     }
 
     fn open(&mut self, index: usize) {
@@ -47,6 +76,7 @@ impl LevelIter {
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_first()?;
             }
+            self.judge(Direction::Forward, None);
         }
         Ok(())
     }
@@ -58,6 +88,7 @@ impl LevelIter {
             if let Some(c) = self.current.as_mut() {
                 c.seek_to_last()?;
             }
+            self.judge(Direction::Backward, None);
         }
         Ok(())
     }
@@ -91,6 +122,7 @@ impl InternalIterator for LevelIter {
         if let Some(c) = self.current.as_mut() {
             c.seek(target)?;
         }
+        self.judge(Direction::Forward, Some(target));
         self.skip_forward()
     }
     fn seek_to_first(&mut self) -> Result<()> {
@@ -98,6 +130,7 @@ impl InternalIterator for LevelIter {
         if let Some(c) = self.current.as_mut() {
             c.seek_to_first()?;
         }
+        self.judge(Direction::Forward, None);
         self.skip_forward()
     }
 }
@@ -119,6 +152,7 @@ impl BidirectionalIterator for LevelIter {
                 if let Some(c) = self.current.as_mut() {
                     c.seek_to_last()?;
                 }
+                self.judge(Direction::Backward, None);
             }
             None => self.current = None,
         }
@@ -136,6 +170,7 @@ impl BidirectionalIterator for LevelIter {
         if let Some(c) = self.current.as_mut() {
             c.seek_for_prev(target)?;
         }
+        self.judge(Direction::Backward, Some(target));
         self.skip_backward()
     }
 }

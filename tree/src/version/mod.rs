@@ -9,4 +9,5 @@ pub mod edit;
 pub mod level_iter;
 pub mod lookup;
 pub mod manifest;
+pub mod range_checks;
 pub mod set;
