@@ -793,3 +793,61 @@ fn large_values_profile_with_blob_files_counts_their_bytes() {
         assert_eq!(u(&a["disk_bytes_written"]), wal + tables + blobs);
     }
 }
+
+/// `--profile range` at a tiny size: both databases run every operation; empty ranges find
+/// nothing (the run checks), every table a filter let through for one is a false positive,
+/// and without range filters nothing is asked.
+#[test]
+fn range_profile_compares_range_filters_on_and_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = run_json(
+        dir.path(),
+        &[
+            "--profile",
+            "range",
+            "--keys",
+            "60000",
+            "--reads",
+            "2000",
+            "--memtable-bytes",
+            "1048576",
+        ],
+    );
+    assert_eq!(json["profile"], "range");
+    assert_eq!(json["keys"], 60000);
+    assert_eq!(f(&json["range_filter_bits_per_key"]), 16.0);
+    let results = json["results"].as_array().unwrap();
+    // fill, 2 × 4 empty-range kinds, short, long, readrandom, readmissing: on and off.
+    assert_eq!(results.len(), 2 * 13);
+    let u = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"));
+    for r in results {
+        assert!(f(&r["ops_per_sec"]) > 0.0, "{r}");
+        let on = !r["range_filter_bits_per_key"].is_null();
+        let (probes, skips) = (u(&r["range_filter_probes"]), u(&r["range_filter_skips"]));
+        if !on {
+            assert_eq!(probes, 0, "{r}");
+        }
+        let workload = r["workload"].as_str().unwrap();
+        if workload.starts_with("emptyrange") {
+            let in_range = f(&r["tables_in_range_per_op"]);
+            assert!(in_range >= 1.0, "several flushed tables: {r}");
+            if on {
+                // Every table in range is asked (16 bits: up to 8192 integers), and each
+                // one let through is a false positive.
+                assert_eq!(probes as f64, (in_range * 2000.0).round(), "{r}");
+                assert_eq!(u(&r["range_filter_false_positives"]), probes - skips, "{r}");
+                let w = u(&r["width"]) as f64;
+                assert_eq!(f(&r["false_positive_bound"]), w / 16384.0);
+                assert!(f(&r["tables_read_per_op"]) < in_range / 2.0, "{r}");
+            } else {
+                assert_eq!(f(&r["tables_read_per_op"]), in_range, "{r}");
+            }
+        }
+    }
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--profile", "range", "--range-bits-per-key", "2"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--range-bits-per-key"));
+}

@@ -23,6 +23,7 @@ mod measure;
 mod page_cache;
 mod plot;
 mod predict;
+mod range_filters;
 mod report;
 mod space;
 mod workloads;
@@ -376,6 +377,11 @@ pub enum Profile {
     /// blocked filter unless `--policies` names others; no sweep.
     #[value(name = "large-values")]
     LargeValues,
+    /// Range filters on and off over one dataset of integer keys (2M, 4 MiB memtables):
+    /// empty ranges of 2 to 1024 integers (at random in a gap, and just past a key), short
+    /// and long scans, point reads and the fill, with tables read per scan and the measured
+    /// false-positive rate beside its bound (docs/bench.md).
+    Range,
 }
 
 impl Profile {
@@ -384,6 +390,7 @@ impl Profile {
             Profile::Default => "default",
             Profile::Large => "large",
             Profile::LargeValues => "large-values",
+            Profile::Range => "range",
         }
     }
 }
@@ -445,6 +452,7 @@ impl Plan {
         let profile = args.profile.unwrap_or(Profile::Default);
         let large = profile == Profile::Large;
         let large_values = profile == Profile::LargeValues;
+        let range = profile == Profile::Range;
         let value_sizes = match args.value_bytes {
             Some(v) => vec![v],
             None if large_values => large_values::VALUE_SIZES.to_vec(),
@@ -455,6 +463,7 @@ impl Plan {
             Some(keys) => keys,
             None if large => LARGE_KEYS,
             None if large_values => large_values::keys_for(args.payload_bytes, value_bytes),
+            None if range => range_filters::KEYS,
             None => 1_000_000,
         };
         let load = args.load.unwrap_or(if large { Load::Ingest } else { Load::Fill });
@@ -506,11 +515,15 @@ impl Plan {
         });
         let memtable_bytes = args.memtable_bytes.unwrap_or(if large_values {
             large_values::MEMTABLE_BYTES
+        } else if range {
+            range_filters::MEMTABLE_BYTES
         } else {
             DEFAULT_MEMTABLE_BYTES
         });
         let reads = args.reads.unwrap_or(if large_values {
             large_values::reads_for(keys)
+        } else if range {
+            range_filters::READS
         } else {
             DEFAULT_READS
         });
@@ -593,6 +606,10 @@ pub struct Args {
     /// (`KeyspaceOptions::blob_threshold`) [default: none: every value in the tables].
     #[arg(long)]
     blob_threshold: Option<u64>,
+    /// Range profile: bits per key of the range filters (`Options::range_filter_bits_per_key`),
+    /// 4 to 40.
+    #[arg(long, default_value_t = 16.0)]
+    range_bits_per_key: f64,
     /// Bits per key of the blocked and classic filters, and the budgeted filters' average
     /// over the whole tree (at most 32 for those): every filtered policy gets the same memory.
     #[arg(long, default_value_t = 10.0)]
@@ -876,6 +893,12 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
         }
         let (_tmp, base) = bench_dir(args)?;
         return large_values::run(args, &plan, &base, base_options, started, load_average_at_start);
+    }
+    if plan.profile == Profile::Range {
+        range_filters::check(args, &plan)?;
+        let (_tmp, base) = bench_dir(args)?;
+        let avg = load_average_at_start;
+        return range_filters::run(args, &plan, &base, base_options, started, avg);
     }
     if let Some(w) = plan.workloads.iter().find(|w| **w == Workload::Overwrite) {
         return Err(bloomkv::Error::InvalidArgument(format!(

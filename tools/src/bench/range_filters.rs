@@ -1,0 +1,449 @@
+//! `--profile range`: what range filters (`Options::range_filter_bits_per_key`) do for short
+//! scans, and what they cost everything else. One dataset — 8-byte big-endian integer keys
+//! spaced 1,000 apart, every 16th left out so that gaps of 1,999 integers hold the widest
+//! empty ranges — is filled in random order into two databases, one with range filters and
+//! one without, each brought to rest (flushed, no compaction due). Then the same operations
+//! run on both:
+//!
+//! - `emptyrange` at widths 2, 16, 256 and 1024: a range of that many integers inside a gap,
+//!   at a random place in it; and `emptyrange-next` the same starting just past a present
+//!   key (the correlated case, where a table's filter holds the key right below the range);
+//! - `shortrange`: 3,000 integers from a present key (three keys);
+//! - `longscan`: 100 keys' worth (100,000 integers, wider than any filter answers for);
+//! - `readrandom` and `readmissing` (a key between two present ones).
+//!
+//! Per operation it reports the tables whose key range met the range (counted from
+//! `Db::tables` outside the timing), the tables the scan read (with filters: those a filter
+//! let through), and for empty ranges the measured false-positive rate — tables let through
+//! over tables asked, all of which held nothing in range — beside the filters' bound
+//! `w / 2^(B − 2)`.
+
+use std::ops::RangeInclusive;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use bloomkv::{Db, Options, TableInfo};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::keys::ValuePool;
+use super::{bench_error, machine, say, Args, Plan};
+
+/// Keys unless `--keys` says otherwise: a run of well under a minute on 2 cores.
+pub(super) const KEYS: u64 = 2_000_000;
+
+/// The memtable unless `--memtable-bytes` says otherwise: the issue's 4 MiB.
+pub(super) const MEMTABLE_BYTES: usize = 4 << 20;
+
+/// Operations per phase unless `--reads` says otherwise (long scans run a tenth).
+pub(super) const READS: u64 = 50_000;
+
+/// The widths of the empty ranges, in integers.
+const WIDTHS: [u64; 4] = [2, 16, 256, 1024];
+
+/// Integers between neighbouring keys.
+const SPACING: u64 = 1_000;
+
+/// Every `HOLE`-th position holds no key, so the gap around it is `2 · SPACING − 1` wide.
+const HOLE: u64 = 16;
+
+/// Integers a `shortrange` covers from a present key: it holds three keys.
+const SHORT: u64 = 3 * SPACING;
+
+/// Keys a `longscan` covers.
+const LONG_KEYS: u64 = 100;
+
+/// Refuses the flags this profile does not take.
+pub(super) fn check(args: &Args, plan: &Plan) -> bloomkv::Result<()> {
+    let refuse = |why: &str| Err(bloomkv::Error::InvalidArgument(why.into()));
+    if !args.workloads.is_empty() || !args.policies.is_empty() {
+        return refuse(
+            "--profile range runs its own workloads on one policy: no --workloads or --policies",
+        );
+    }
+    if args.rounds > 1 || args.plot.is_some() || args.keys_per_prefix.is_some() {
+        return refuse("--profile range takes none of --rounds, --plot and --keys-per-prefix");
+    }
+    if plan.load != super::Load::Fill {
+        return refuse("--profile range fills its databases: --load fill only");
+    }
+    if plan.keys < HOLE {
+        return refuse("--profile range needs at least 16 keys");
+    }
+    let range = bloomkv::KeyspaceOptions::RANGE_FILTER_BITS_PER_KEY_RANGE;
+    if !range.contains(&args.range_bits_per_key) {
+        return refuse("--range-bits-per-key must be between 4 and 40");
+    }
+    Ok(())
+}
+
+/// The key of position `j`: its integer, 8 bytes big-endian.
+fn key(x: u64) -> [u8; 8] {
+    x.to_be_bytes()
+}
+
+/// Whether position `j` holds a key.
+fn present(j: u64) -> bool {
+    j % HOLE != HOLE - 1
+}
+
+/// The dataset: positions `0..positions`, `keys` of them present.
+#[derive(Clone, Copy)]
+struct Dataset {
+    positions: u64,
+}
+
+impl Dataset {
+    fn new(keys: u64) -> Self {
+        // `keys` present positions: HOLE − 1 of every HOLE.
+        let full = keys / (HOLE - 1);
+        let rest = keys % (HOLE - 1);
+        Dataset { positions: full * HOLE + rest }
+    }
+
+    /// A present position drawn at random, whose next one is a hole when `before_hole`.
+    fn draw(&self, rng: &mut impl Rng, before_hole: bool) -> u64 {
+        if before_hole {
+            let blocks = self.positions / HOLE;
+            return rng.gen_range(0..blocks.max(1)) * HOLE + HOLE - 2;
+        }
+        loop {
+            let j = rng.gen_range(0..self.positions);
+            if present(j) {
+                return j;
+            }
+        }
+    }
+
+    /// An empty range of `w` integers: after position `j`'s key, at offset `1 + r` (`r`
+    /// random, or 0 when `next`).
+    fn empty(&self, rng: &mut impl Rng, w: u64, next: bool) -> RangeInclusive<u64> {
+        let wide = w >= SPACING;
+        let j = self.draw(rng, wide);
+        let gap = if wide { 2 * SPACING - 1 } else { SPACING - 1 };
+        let r = if next { 0 } else { rng.gen_range(0..=gap - w) };
+        let lo = j * SPACING + 1 + r;
+        lo..=lo + w - 1
+    }
+}
+
+/// One operation kind's figures on one database.
+#[derive(Debug, Serialize)]
+pub(super) struct RangeRow {
+    /// `fill`, `emptyrange`, `emptyrange-next`, `shortrange`, `longscan`, `readrandom`
+    /// or `readmissing`.
+    workload: &'static str,
+    /// Integers the range covers (scans only).
+    width: Option<u64>,
+    /// Range filters' bits per key, `None` without.
+    range_filter_bits_per_key: Option<f64>,
+    ops: u64,
+    seconds: f64,
+    ops_per_sec: f64,
+    /// Tables whose key range met the operation's range, per operation.
+    tables_in_range_per_op: Option<f64>,
+    /// Tables the scan read, per operation (without filters: those in range).
+    tables_read_per_op: Option<f64>,
+    range_filter_probes: u64,
+    range_filter_skips: u64,
+    range_filter_false_positives: u64,
+    /// Empty ranges: tables let through over tables asked.
+    false_positive_rate: Option<f64>,
+    /// Empty ranges: `width / 2^(bits − 2)`.
+    false_positive_bound: Option<f64>,
+    /// `fill`: seconds to bring the tree to rest after the puts.
+    settle_seconds: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct RangeReport {
+    schema: &'static str,
+    profile: &'static str,
+    keys: u64,
+    value_bytes: usize,
+    memtable_bytes: usize,
+    bits_per_key: f64,
+    range_filter_bits_per_key: f64,
+    reads: u64,
+    seed: u64,
+    machine: super::report::Machine,
+    results: Vec<RangeRow>,
+    total_seconds: f64,
+}
+
+/// Runs the profile.
+pub(super) fn run(
+    args: &Args,
+    plan: &Plan,
+    base: &Path,
+    base_options: Options,
+    started: Instant,
+    load_average_at_start: String,
+) -> bloomkv::Result<ExitCode> {
+    let reads = args.reads.unwrap_or(READS);
+    let b = args.range_bits_per_key;
+    say(&format!(
+        "bloomkv bench (range profile): {} keys (8-byte big-endian, {SPACING} apart, every \
+         {HOLE}th left out), {} B values, {} MiB memtables, blocked filter {} bits/key, range \
+         filters {b} bits/key vs none, {reads} operations per phase, dbs in {} (load average \
+         {load_average_at_start})\n",
+        plan.keys,
+        plan.value_bytes,
+        plan.memtable_bytes >> 20,
+        args.bits_per_key,
+        base.display(),
+    ))?;
+    let data = Dataset::new(plan.keys);
+    let mut order: Vec<u64> = (0..data.positions).filter(|&j| present(j)).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
+    let values = ValuePool::new(plan.value_bytes, args.seed);
+    let mut results = Vec::new();
+    for bits in [Some(b), None] {
+        let opts = base_options
+            .clone()
+            .memtable_bytes(plan.memtable_bytes)
+            .filter_policy(super::Policy::Blocked.filter(args.bits_per_key))
+            .compression(args.compression)
+            .range_filter_bits_per_key(bits);
+        let dir = base.join(match bits {
+            Some(_) => "range-filters",
+            None => "no-range-filters",
+        });
+        let db = Db::open(&dir, opts)?;
+        let run = Run { db: &db, data, reads, seed: args.seed, bits };
+        results.push(run.fill(&order, &values)?);
+        let tables = db.tables();
+        for next in [false, true] {
+            for w in WIDTHS {
+                results.push(run.scans(&tables, Scan::Empty { w, next })?);
+            }
+        }
+        results.push(run.scans(&tables, Scan::Short)?);
+        results.push(run.scans(&tables, Scan::Long)?);
+        results.push(run.points(true)?);
+        results.push(run.points(false)?);
+        db.close()?;
+        drop(db);
+        if args.dir.is_none() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| bloomkv::Error::io(format!("removing {}", dir.display()), e))?;
+        }
+    }
+    say(&format!("\n{}", table(&results)))?;
+    let report = RangeReport {
+        schema: "bloomkv-bench-range/1",
+        profile: "range",
+        keys: plan.keys,
+        value_bytes: plan.value_bytes,
+        memtable_bytes: plan.memtable_bytes,
+        bits_per_key: args.bits_per_key,
+        range_filter_bits_per_key: b,
+        reads,
+        seed: args.seed,
+        machine: machine(load_average_at_start),
+        results,
+        total_seconds: started.elapsed().as_secs_f64(),
+    };
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| bench_error(e.to_string()))?;
+        std::fs::write(path, text)
+            .map_err(|e| bloomkv::Error::io(format!("writing {}", path.display()), e))?;
+    }
+    say(&format!("total {:.1} s\n", report.total_seconds))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Clone, Copy)]
+enum Scan {
+    Empty { w: u64, next: bool },
+    Short,
+    Long,
+}
+
+struct Run<'a> {
+    db: &'a Db,
+    data: Dataset,
+    reads: u64,
+    seed: u64,
+    bits: Option<f64>,
+}
+
+impl Run<'_> {
+    fn row(&self, workload: &'static str, width: Option<u64>, ops: u64, seconds: f64) -> RangeRow {
+        RangeRow {
+            workload,
+            width,
+            range_filter_bits_per_key: self.bits,
+            ops,
+            seconds,
+            ops_per_sec: ops as f64 / seconds.max(1e-9),
+            tables_in_range_per_op: None,
+            tables_read_per_op: None,
+            range_filter_probes: 0,
+            range_filter_skips: 0,
+            range_filter_false_positives: 0,
+            false_positive_rate: None,
+            false_positive_bound: None,
+            settle_seconds: None,
+        }
+    }
+
+    /// Puts every present key in `order`, then brings the tree to rest.
+    fn fill(&self, order: &[u64], values: &ValuePool) -> bloomkv::Result<RangeRow> {
+        let start = Instant::now();
+        for (n, &j) in order.iter().enumerate() {
+            self.db.put(key(j * SPACING), values.value(n as u64))?;
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let settle = Instant::now();
+        self.db.flush()?;
+        while self.db.compact_step()?.is_some() {}
+        self.db.wait_for_file_removals();
+        let mut row = self.row("fill", None, order.len() as u64, seconds);
+        row.settle_seconds = Some(settle.elapsed().as_secs_f64());
+        Ok(row)
+    }
+
+    fn ranges(&self, scan: Scan, ops: u64) -> Vec<RangeInclusive<u64>> {
+        let salt = match scan {
+            Scan::Empty { w, next } => w * 2 + u64::from(next),
+            Scan::Short => 1,
+            Scan::Long => 3,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ salt.wrapping_mul(0x9e37));
+        (0..ops)
+            .map(|_| match scan {
+                Scan::Empty { w, next } => self.data.empty(&mut rng, w, next),
+                Scan::Short => {
+                    let lo = self.data.draw(&mut rng, false) * SPACING;
+                    lo..=lo + SHORT - 1
+                }
+                Scan::Long => {
+                    let lo = self.data.draw(&mut rng, false) * SPACING;
+                    lo..=lo + LONG_KEYS * SPACING - 1
+                }
+            })
+            .collect()
+    }
+
+    fn scans(&self, tables: &[TableInfo], scan: Scan) -> bloomkv::Result<RangeRow> {
+        let ops = match scan {
+            Scan::Long => (self.reads / 10).max(1),
+            _ => self.reads,
+        };
+        let ranges = self.ranges(scan, ops);
+        let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r)).sum();
+        let before = self.db.stats();
+        let start = Instant::now();
+        let mut found = 0u64;
+        for r in &ranges {
+            for kv in self.db.range(key(*r.start())..=key(*r.end())) {
+                std::hint::black_box(kv?);
+                found += 1;
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let after = self.db.stats();
+        let (name, width) = match scan {
+            Scan::Empty { w, next: false } => ("emptyrange", w),
+            Scan::Empty { w, next: true } => ("emptyrange-next", w),
+            Scan::Short => ("shortrange", SHORT),
+            Scan::Long => ("longscan", LONG_KEYS * SPACING),
+        };
+        if matches!(scan, Scan::Empty { .. }) && found != 0 {
+            return Err(bench_error(format!("{name} {width}: found {found} keys in empty ranges")));
+        }
+        if !matches!(scan, Scan::Empty { .. }) && found == 0 {
+            return Err(bench_error(format!("{name}: found nothing from present keys")));
+        }
+        let mut row = self.row(name, Some(width), ops, seconds);
+        let probes = after.range_filter_probes - before.range_filter_probes;
+        let skips = after.range_filter_skips - before.range_filter_skips;
+        row.range_filter_probes = probes;
+        row.range_filter_skips = skips;
+        row.range_filter_false_positives =
+            after.range_filter_false_positives - before.range_filter_false_positives;
+        row.tables_in_range_per_op = Some(in_range as f64 / ops as f64);
+        // Every table in range is asked when the range is narrow enough for its filter.
+        let read = in_range - skips;
+        row.tables_read_per_op = Some(read as f64 / ops as f64);
+        if let (Scan::Empty { .. }, Some(b)) = (scan, self.bits) {
+            row.false_positive_rate = Some((probes - skips) as f64 / probes.max(1) as f64);
+            row.false_positive_bound = Some(width as f64 / 2f64.powf(b - 2.0));
+        }
+        Ok(row)
+    }
+
+    /// `readrandom` (`present`) or `readmissing`: point lookups of present keys, or of
+    /// integers halfway between two.
+    fn points(&self, present: bool) -> bloomkv::Result<RangeRow> {
+        let salt = if present { 5 } else { 7 };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ salt);
+        let keys: Vec<[u8; 8]> = (0..self.reads)
+            .map(|_| {
+                let j = self.data.draw(&mut rng, false) * SPACING;
+                key(if present { j } else { j + SPACING / 2 })
+            })
+            .collect();
+        let start = Instant::now();
+        for k in &keys {
+            let got = self.db.get(k)?;
+            if got.is_some() != present {
+                return Err(bench_error(format!("key {k:?}: present {}", got.is_some())));
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let name = if present { "readrandom" } else { "readmissing" };
+        Ok(self.row(name, None, self.reads, seconds))
+    }
+}
+
+/// Tables whose key range meets `r`.
+fn tables_meeting(tables: &[TableInfo], r: &RangeInclusive<u64>) -> u64 {
+    let (lo, hi) = (key(*r.start()), key(*r.end()));
+    tables
+        .iter()
+        .filter(|t| t.smallest_key.as_slice() <= &hi[..] && t.largest_key.as_slice() >= &lo[..])
+        .count() as u64
+}
+
+/// The text report: each operation with range filters beside without, and their ratio.
+fn table(rows: &[RangeRow]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<16} {:>7} | {:>11} {:>7} {:>9} {:>9} | {:>11} {:>7} | {:>6}",
+        "workload", "width", "on ops/s", "tables", "FPR", "bound", "off ops/s", "tables", "on/off"
+    );
+    let (on, off): (Vec<&RangeRow>, Vec<&RangeRow>) =
+        rows.iter().partition(|r| r.range_filter_bits_per_key.is_some());
+    for a in on {
+        let Some(b) = off.iter().find(|b| b.workload == a.workload && b.width == a.width) else {
+            continue;
+        };
+        let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+        let width = a.width.map_or("-".to_string(), |w| w.to_string());
+        let ratio = a.ops_per_sec / b.ops_per_sec.max(1e-9);
+        let _ = writeln!(
+            out,
+            "{:<16} {:>7} | {:>11.0} {:>7} {:>9} {:>9} | {:>11.0} {:>7} | {:>6.2}",
+            a.workload,
+            width,
+            a.ops_per_sec,
+            opt(a.tables_read_per_op, 3),
+            opt(a.false_positive_rate, 5),
+            opt(a.false_positive_bound, 5),
+            b.ops_per_sec,
+            opt(b.tables_read_per_op, 3),
+            ratio
+        );
+        if let (Some(x), Some(y)) = (a.settle_seconds, b.settle_seconds) {
+            let _ =
+                writeln!(out, "  (then to rest: {x:.2} s with range filters, {y:.2} s without)");
+        }
+    }
+    out
+}
