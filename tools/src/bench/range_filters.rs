@@ -200,6 +200,10 @@ pub(super) fn run(
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
     let values = ValuePool::new(plan.value_bytes, args.seed);
     let mut results = Vec::new();
+    // Both databases are built first and every phase then runs on one right after the
+    // other (which goes first alternating), so a change in the machine's load between
+    // phases falls on both alike.
+    let mut dbs = Vec::new();
     for bits in [Some(b), None] {
         let opts = base_options
             .clone()
@@ -214,16 +218,30 @@ pub(super) fn run(
         let db = Db::open(&dir, opts)?;
         let run = Run { db: &db, data, reads, seed: args.seed, bits };
         results.push(run.fill(&order, &values)?);
-        let tables = db.tables();
-        for next in [false, true] {
-            for w in WIDTHS {
-                results.push(run.scans(&tables, Scan::Empty { w, next })?);
-            }
+        let shape = db.stats().tables_per_level;
+        say(&format!(
+            "{}: tables per level {:?}\n",
+            if bits.is_some() { "range filters" } else { "no range filters" },
+            &shape[..shape.iter().rposition(|&n| n > 0).map_or(0, |l| l + 1)]
+        ))?;
+        dbs.push((db, dir, bits));
+    }
+    let mut phases: Vec<Scan> = Vec::new();
+    for next in [false, true] {
+        phases.extend(WIDTHS.map(|w| Scan::Empty { w, next }));
+    }
+    phases.extend([Scan::Short, Scan::Long, Scan::Point(true), Scan::Point(false)]);
+    for (i, &scan) in phases.iter().enumerate() {
+        for k in 0..dbs.len() {
+            let (db, _, bits) = &dbs[(i + k) % dbs.len()];
+            let run = Run { db, data, reads, seed: args.seed, bits: *bits };
+            results.push(match scan {
+                Scan::Point(present) => run.points(present)?,
+                _ => run.scans(&db.tables(), scan)?,
+            });
         }
-        results.push(run.scans(&tables, Scan::Short)?);
-        results.push(run.scans(&tables, Scan::Long)?);
-        results.push(run.points(true)?);
-        results.push(run.points(false)?);
+    }
+    for (db, dir, _) in dbs {
         db.close()?;
         drop(db);
         if args.dir.is_none() {
@@ -257,9 +275,14 @@ pub(super) fn run(
 
 #[derive(Clone, Copy)]
 enum Scan {
-    Empty { w: u64, next: bool },
+    Empty {
+        w: u64,
+        next: bool,
+    },
     Short,
     Long,
+    /// `readrandom` (true) or `readmissing`.
+    Point(bool),
 }
 
 struct Run<'a> {
@@ -310,7 +333,7 @@ impl Run<'_> {
         let salt = match scan {
             Scan::Empty { w, next } => w * 2 + u64::from(next),
             Scan::Short => 1,
-            Scan::Long => 3,
+            Scan::Long | Scan::Point(_) => 3,
         };
         let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ salt.wrapping_mul(0x9e37));
         (0..ops)
@@ -320,7 +343,7 @@ impl Run<'_> {
                     let lo = self.data.draw(&mut rng, false) * SPACING;
                     lo..=lo + SHORT - 1
                 }
-                Scan::Long => {
+                Scan::Long | Scan::Point(_) => {
                     let lo = self.data.draw(&mut rng, false) * SPACING;
                     lo..=lo + LONG_KEYS * SPACING - 1
                 }
@@ -350,7 +373,7 @@ impl Run<'_> {
             Scan::Empty { w, next: false } => ("emptyrange", w),
             Scan::Empty { w, next: true } => ("emptyrange-next", w),
             Scan::Short => ("shortrange", SHORT),
-            Scan::Long => ("longscan", LONG_KEYS * SPACING),
+            Scan::Long | Scan::Point(_) => ("longscan", LONG_KEYS * SPACING),
         };
         if matches!(scan, Scan::Empty { .. }) && found != 0 {
             return Err(bench_error(format!("{name} {width}: found {found} keys in empty ranges")));
