@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use bloomkv::{Db, Options, TableInfo};
+use bloomkv::{Db, Options, Readable, TableInfo};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
