@@ -66,12 +66,11 @@ mod common;
 // The script format's reader and writer, shared with the tree crate's picker scripts.
 #[path = "../tree/tests/script/mod.rs"]
 mod script;
+use script::{parse, render};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-
-use script::{diff, parse, render};
+use std::path::Path;
 
 use bloomkv::{
     Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, PrefixExtractor, Presence, Readable,
@@ -80,47 +79,7 @@ use bloomkv::{
 
 #[test]
 fn shapes() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/shapes");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no cases in {}", dir.display());
-    let rewrite = std::env::var_os("BLOOMKV_REWRITE").is_some_and(|v| v != "0");
-    let mut failures = String::new();
-    for path in &files {
-        let content = std::fs::read_to_string(path).unwrap();
-        let (cases, trailer) = parse(path, &content);
-        let mut script = Script::default();
-        let mut outputs = Vec::new();
-        for c in &cases {
-            let got = script.run(&c.text);
-            if !rewrite && got != c.expected {
-                let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(path);
-                let _ = write!(
-                    failures,
-                    "\n{}:{}: {}\n--- expected, +++ got\n{}",
-                    rel.display(),
-                    c.line,
-                    c.text[0],
-                    diff(&c.expected, &got)
-                );
-            }
-            outputs.push(got);
-        }
-        if rewrite {
-            let new = render(&cases, &outputs, &trailer);
-            if new != content {
-                std::fs::write(path, new).unwrap();
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "outputs differ (BLOOMKV_REWRITE=1 rewrites them; review the diff):{failures}"
-    );
+    script::run_dir("tests/testdata/shapes", Script::default, |s, text| s.run(text));
 }
 
 /// The state a script builds up.

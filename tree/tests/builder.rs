@@ -19,63 +19,19 @@
 //! `BLOOMKV_REWRITE=1 cargo test -p bloomkv-tree --test builder` fills the expectations in
 //! (review them with `git diff`).
 
-#[allow(dead_code)] // `diff`: the shapes runner's
 mod script;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use bloomkv_tree::key::{internal_key, user_key, ValueKind};
 use bloomkv_tree::options::KeyspaceOptions;
 use bloomkv_tree::version::builder::{lookup_order, VersionBuilder};
 use bloomkv_tree::version::edit::{KeyspaceDef, TableMeta, VersionEdit};
 use bloomkv_tree::Error;
-use script::{parse, render};
 
 #[test]
 fn builder_scripts() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/builder");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no cases in {}", dir.display());
-    let rewrite = std::env::var_os("BLOOMKV_REWRITE").is_some_and(|v| v != "0");
-    let mut failures = String::new();
-    for path in &files {
-        let content = std::fs::read_to_string(path).unwrap();
-        let (cases, trailer) = parse(path, &content);
-        let mut builder = VersionBuilder::new();
-        let mut outputs = Vec::new();
-        for c in &cases {
-            let got = run(&mut builder, &c.text);
-            if !rewrite && got != c.expected {
-                let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(path);
-                let _ = write!(
-                    failures,
-                    "\n{}:{}: {}\n--- expected\n{}+++ got\n{}",
-                    rel.display(),
-                    c.line,
-                    c.text[0],
-                    c.expected,
-                    got
-                );
-            }
-            outputs.push(got);
-        }
-        if rewrite {
-            let new = render(&cases, &outputs, &trailer);
-            if new != content {
-                std::fs::write(path, new).unwrap();
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "outputs differ (BLOOMKV_REWRITE=1 rewrites them; review the diff):{failures}"
-    );
+    script::run_dir("tests/testdata/builder", VersionBuilder::new, run);
 }
 
 fn run(builder: &mut VersionBuilder<TableMeta>, text: &[String]) -> String {

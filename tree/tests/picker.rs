@@ -38,12 +38,11 @@
 //! (review them with `git diff`).
 
 // The script format, shared with the engine's shape scripts (`tests/shapes.rs`).
-#[allow(dead_code)] // `diff`: the shapes runner's
 mod script;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bloomkv_tree::blob::{BlobFile, BlobFileMeta, BlobRefs};
@@ -57,52 +56,10 @@ use bloomkv_tree::tree::Tree;
 use bloomkv_tree::version::builder::VersionBuilder;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
-use script::{parse, render};
 
 #[test]
 fn picker_scripts() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/picker");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no cases in {}", dir.display());
-    let rewrite = std::env::var_os("BLOOMKV_REWRITE").is_some_and(|v| v != "0");
-    let mut failures = String::new();
-    for path in &files {
-        let content = std::fs::read_to_string(path).unwrap();
-        let (cases, trailer) = parse(path, &content);
-        let mut script = Script::default();
-        let mut outputs = Vec::new();
-        for c in &cases {
-            let got = script.run(&c.text);
-            if !rewrite && got != c.expected {
-                let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(path);
-                let _ = write!(
-                    failures,
-                    "\n{}:{}: {}\n--- expected\n{}+++ got\n{}",
-                    rel.display(),
-                    c.line,
-                    c.text[0],
-                    c.expected,
-                    got
-                );
-            }
-            outputs.push(got);
-        }
-        if rewrite {
-            let new = render(&cases, &outputs, &trailer);
-            if new != content {
-                std::fs::write(path, new).unwrap();
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "outputs differ (BLOOMKV_REWRITE=1 rewrites them; review the diff):{failures}"
-    );
+    script::run_dir("tests/testdata/picker", Script::default, |s, text| s.run(text));
 }
 
 /// A compaction filter that keeps everything: only its presence matters to the picker.

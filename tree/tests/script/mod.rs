@@ -1,10 +1,64 @@
 //! The command scripts' file format, read and written back: a sequence of commands, each
 //! followed by `----` and its expected output (up to a blank line, or between two `----` line
 //! pairs when the output holds blank lines), comments and blank lines between them kept.
-//! Shared by the tree crate's picker scripts and the engine's shape scripts.
+//! Shared by the tree crate's picker and builder scripts and the engine's shape scripts, with
+//! the loop that runs a directory of them ([`run_dir`]).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Runs every `*.txt` script in `dir` (relative to the crate): each file's commands in order on
+/// one state from `new_state`, each command's output from `run`. Fails listing every output
+/// that differs from the file's; with `BLOOMKV_REWRITE=1` writes the outputs into the files
+/// instead (review them with `git diff`).
+pub fn run_dir<S>(
+    dir: &str,
+    mut new_state: impl FnMut() -> S,
+    mut run: impl FnMut(&mut S, &[String]) -> String,
+) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no cases in {}", dir.display());
+    let rewrite = std::env::var_os("BLOOMKV_REWRITE").is_some_and(|v| v != "0");
+    let mut failures = String::new();
+    for path in &files {
+        let content = std::fs::read_to_string(path).unwrap();
+        let (cases, trailer) = parse(path, &content);
+        let mut state = new_state();
+        let mut outputs = Vec::new();
+        for c in &cases {
+            let got = run(&mut state, &c.text);
+            if !rewrite && got != c.expected {
+                let rel = path.strip_prefix(root).unwrap_or(path);
+                let _ = write!(
+                    failures,
+                    "\n{}:{}: {}\n--- expected, +++ got\n{}",
+                    rel.display(),
+                    c.line,
+                    c.text[0],
+                    diff(&c.expected, &got)
+                );
+            }
+            outputs.push(got);
+        }
+        if rewrite {
+            let new = render(&cases, &outputs, &trailer);
+            if new != content {
+                std::fs::write(path, new).unwrap();
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "outputs differ (BLOOMKV_REWRITE=1 rewrites them; review the diff):{failures}"
+    );
+}
 
 /// One command of a script, where it was, and the output the file expects of it.
 pub struct Case {
