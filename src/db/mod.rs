@@ -36,6 +36,9 @@ mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
 mod keyspace;
+// The flush uses it from the commit that keeps segments.
+#[allow(dead_code)]
+mod kept_wal;
 mod read;
 mod recovery;
 mod resume;

@@ -609,7 +609,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
                 id: k.def.id,
                 name: k.def.name.into(),
                 opts: k.def.opts,
-                mem: Mem { table, wal_number, last_seq: 0 },
+                mem: Mem { table, wal_number, last_seq: 0, sealed: false },
                 imm: Vec::new(),
                 history: Vec::new(),
                 version: Arc::new(k.version),
