@@ -26,7 +26,6 @@ use crate::{KeyRange, Result};
 use crate::{Error, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 pub(crate) use check::{check_entry_size, check_range_bound, BadOp};
-#[allow(unused_imports)]
 pub(crate) use wire::PutValue;
 use wire::HEADER_LEN;
 pub use wire::{BatchOp, WriteBatchIter};

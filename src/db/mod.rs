@@ -35,10 +35,8 @@ mod in_flight;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
-mod keyspace;
-// The flush uses it from the commit that keeps segments.
-#[allow(dead_code)]
 mod kept_wal;
+mod keyspace;
 mod read;
 mod recovery;
 mod resume;
