@@ -351,6 +351,8 @@ pub struct Stats {
     /// `KeyspaceOptions::blob_threshold`): the whole files, header and framing included, of
     /// those that flushes, compactions (values still inline, and values relocated out of old
     /// files: `KeyspaceOptions::blob_gc_age_cutoff`) and ingests wrote and installed. The table counters above do not include them.
+    /// A WAL segment a flush kept as a blob file adds nothing: its bytes are in
+    /// [`Stats::wal_bytes_written`].
     pub blob_bytes_written: u64,
     /// Key ranges compactions were split into, summed (equal to `compactions` when none was
     /// split; see `Options::max_subcompactions`).
@@ -397,22 +399,28 @@ pub struct Stats {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BlobFileStats {
-    /// Its file number (`NNNNNN.blob`).
+    /// Its file number (`NNNNNN.blob`, or `NNNNNN.log` for a kept WAL segment).
     pub number: u64,
-    /// The keyspace whose tables reference it.
+    /// The keyspace whose tables reference it (of a kept WAL segment several keyspaces'
+    /// tables may reference: the first of them, by creation).
     pub keyspace: String,
-    /// Values written into it.
+    /// Values written into it (a kept WAL segment: the values referenced when it was kept).
     pub values: u64,
-    /// Bytes of the values written into it.
+    /// Bytes of the values written into it; for a kept WAL segment its size, since nothing
+    /// in it but the live values is worth keeping.
     pub value_bytes: u64,
     /// References to it from the current version's tables.
     pub live_values: u64,
     /// Bytes of the values those references name.
     pub live_bytes: u64,
-    /// Bytes of its values no current table references: `value_bytes - live_bytes`.
+    /// Bytes of its values no current table references: `value_bytes - live_bytes` (for a
+    /// kept WAL segment: its framing, small values and overwritten values too).
     pub garbage_bytes: u64,
     /// Its size on disk.
     pub file_size: u64,
+    /// A write-ahead-log segment kept as a blob file: the values a flush found in it were
+    /// referenced where they lay instead of being written again.
+    pub wal_segment: bool,
 }
 
 /// One keyspace's shape and background work, in [`Stats::keyspaces`]. Over all keyspaces,

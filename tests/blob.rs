@@ -15,6 +15,7 @@ use bloomkv::{
 
 mod common;
 
+use bloomkv_tree::blob::BlobFileKind;
 use common::files::files_ending;
 
 /// Values of at least this many bytes go to blob files in these tests.
@@ -28,8 +29,29 @@ fn opts() -> Options {
         .level_base_bytes(256 << 10)
 }
 
+/// The blob files in `dir`: separated ones (`.blob`, named by the manifest or not yet
+/// removed) and WAL segments the manifest names as kept blob files (`.log`).
 fn blob_files(dir: &Path) -> Vec<PathBuf> {
-    files_ending(dir, "blob")
+    let mut files = files_ending(dir, "blob");
+    files.extend(kept_segments(dir));
+    files.sort();
+    files
+}
+
+/// The WAL segments in `dir` that the manifest names as blob files.
+fn kept_segments(dir: &Path) -> Vec<PathBuf> {
+    let m = bloomkv_tree::version::manifest::read_manifest(&bloomkv::fs::StdFs, dir).unwrap();
+    let kept = m.blob_files.values().filter(|b| b.kind == BlobFileKind::WalSegment);
+    kept.map(|b| b.path(dir)).filter(|p| p.exists()).collect()
+}
+
+/// Writes at least `bytes` bytes of values below the threshold (keys `pad/...`): a WAL
+/// segment holding them beside fewer bytes of large values is not worth keeping as a blob
+/// file, so its flush copies the large values into a blob file of their own.
+fn pad(db: &Db, bytes: usize) {
+    for i in 0..bytes.div_ceil(900) {
+        db.put(format!("pad/{i:05}"), value(i as u64, 900)).unwrap();
+    }
 }
 
 /// A value of `len` bytes, different for each `(seed, len)`.
@@ -98,8 +120,29 @@ fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, probe: &[Vec<u8>]) {
 
 #[test]
 fn reads_match_a_model_across_flushes_compactions_and_reopens() {
+    model_test(false);
+}
+
+#[test]
+fn reads_match_a_model_with_large_values_copied_out_of_their_segments() {
+    model_test(true);
+}
+
+/// Random writes checked against a model across flushes, compactions and reopens; with
+/// `copied`, each large value is followed by twice its bytes of small values in a keyspace
+/// that separates none, so that most WAL segments are not worth keeping and their large
+/// values are copied into blob files.
+fn model_test(copied: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut db = Db::open(dir.path(), opts()).unwrap();
+    let padding = |db: &Db, bytes: usize| {
+        if copied {
+            let ks = db.keyspace("padding", KeyspaceOptions::new()).unwrap();
+            for i in 0..(2 * bytes).div_ceil(900) {
+                ks.put(format!("{i:05}"), value(i as u64, 900)).unwrap();
+            }
+        }
+    };
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut rng = Rng(0x5eed);
     let key = |i: u64| format!("key{i:04}").into_bytes();
@@ -135,6 +178,9 @@ fn reads_match_a_model_across_flushes_compactions_and_reopens() {
                     let v = value(rng.next(), len);
                     db.put(&k, &v).unwrap();
                     model.insert(k, v);
+                    if len >= THRESHOLD {
+                        padding(&db, len);
+                    }
                 }
             }
         }
@@ -151,6 +197,14 @@ fn reads_match_a_model_across_flushes_compactions_and_reopens() {
     }
     db.flush().unwrap();
     assert!(!blob_files(dir.path()).is_empty(), "large values went to blob files");
+    let kept = kept_segments(dir.path()).len();
+    let separated = files_ending(dir.path(), "blob").len();
+    // (Garbage collection relocates values out of the oldest files, kept segments or not.)
+    if copied {
+        assert!(separated > 2 * kept, "mostly copied: {separated} blob files, {kept} segments");
+    } else {
+        assert!(kept > 0, "kept: {separated} blob files, {kept} segments");
+    }
     db.compact().unwrap();
     check(&db, &model, &probe);
     // What the manifest records adds up after a reopen, and the files check out.
@@ -316,7 +370,10 @@ fn dropping_a_keyspace_removes_its_blob_files() {
     let images = db.keyspace("images", ks_opts()).unwrap();
     images.put("a", value(1, 9000)).unwrap();
     db.put("main", value(2, 9000)).unwrap();
+    // Copied, into a blob file per keyspace.
+    pad(&db, 20_000);
     db.flush().unwrap();
+    assert!(kept_segments(dir.path()).is_empty());
     assert_eq!(blob_files(dir.path()).len(), 2);
     assert_eq!(images.get("a").unwrap().unwrap(), value(1, 9000));
     drop(images);
@@ -327,6 +384,53 @@ fn dropping_a_keyspace_removes_its_blob_files() {
     drop(db);
     let db = Db::open(dir.path(), opts()).unwrap();
     assert_eq!(db.get("main").unwrap().unwrap(), value(2, 9000));
+}
+
+#[test]
+fn two_keyspaces_share_a_kept_segment_until_neither_references_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let ks_opts = || KeyspaceOptions::new().blob_threshold(Some(THRESHOLD));
+    let images = db.keyspace("images", ks_opts()).unwrap();
+    let logs = db.keyspace("logs", KeyspaceOptions::new()).unwrap();
+    images.put("a", value(1, 9000)).unwrap();
+    logs.put("l", value(3, 9000)).unwrap(); // inline: its keyspace separates nothing
+    db.put("main", value(2, 9000)).unwrap();
+    images.put("b", value(4, 9000)).unwrap();
+    db.flush().unwrap();
+    let kept = kept_segments(dir.path());
+    assert_eq!(blob_files(dir.path()), kept, "one segment holds both keyspaces' values");
+    let shared = |db: &Db| {
+        let s = db.stats();
+        assert_eq!(s.blob_files.len(), 1, "{:?}", s.blob_files);
+        let f = s.blob_files[0].clone();
+        assert!(f.wal_segment);
+        assert_eq!(f.keyspace, "default");
+        assert_eq!(f.file_size, kept[0].metadata().unwrap().len());
+        assert_eq!(f.live_bytes + f.garbage_bytes, f.file_size);
+        (f.live_values, f.live_bytes)
+    };
+    assert_eq!(shared(&db), (3, 27_000));
+    drop((images, logs));
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(shared(&db), (3, 27_000), "after a reopen");
+    let images = db.keyspace("images", ks_opts()).unwrap();
+    assert_eq!(images.get("b").unwrap().unwrap(), value(4, 9000));
+    drop(images);
+    db.drop_keyspace("images").unwrap();
+    db.compact().unwrap();
+    assert_eq!(shared(&db), (1, 9000), "the dropped keyspace's references are gone");
+    assert_eq!(db.get("main").unwrap().unwrap(), value(2, 9000));
+    let logs = db.keyspace("logs", KeyspaceOptions::new()).unwrap();
+    assert_eq!(logs.get("l").unwrap().unwrap(), value(3, 9000));
+    // The last reference overwritten: the segment goes.
+    db.put("main", "small").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    db.compact().unwrap();
+    assert!(!kept[0].exists(), "no table references the kept segment");
+    assert!(db.stats().blob_files.is_empty());
 }
 
 #[cfg(unix)]
@@ -487,29 +591,53 @@ fn accounting(db: &Db) -> BTreeMap<u64, (u64, u64)> {
 
 #[test]
 fn live_and_garbage_bytes_are_exact_and_fully_overwritten_files_go() {
+    exact_accounting(false);
+}
+
+#[test]
+fn a_kept_segments_garbage_is_all_but_its_live_values() {
+    exact_accounting(true);
+}
+
+/// Live and garbage bytes through a fill, half of it overwritten, and all of it, with the
+/// large values in blob files of their own or (`kept`) in the WAL segments kept as such.
+fn exact_accounting(kept: bool) {
     let dir = tempfile::tempdir().unwrap();
     // Room for all the values in one memtable, so one flush writes them.
     let opts = || opts().memtable_bytes(4 << 20);
     let mut db = Db::open(dir.path(), opts()).unwrap();
+    let fill = |db: &Db, bytes: usize| {
+        if !kept {
+            pad(db, bytes);
+        }
+    };
     let keys = 200u64;
     for i in 0..keys {
         db.put(format!("k{i:03}"), value(i, 2000 + i as usize)).unwrap();
     }
+    fill(&db, 500_000);
     db.flush().unwrap();
     let first = blob_files(dir.path());
     assert_eq!(first.len(), 1);
+    assert_eq!(kept_segments(dir.path()).len(), usize::from(kept));
     let s = db.stats();
-    assert_eq!(s.blob_garbage_bytes, 0);
-    assert_eq!(s.blob_live_bytes, (0..keys).map(|i| 2000 + i).sum::<u64>());
+    let live = (0..keys).map(|i| 2000 + i).sum::<u64>();
+    assert_eq!(s.blob_live_bytes, live);
+    // A kept segment's framing and small values are garbage from the start.
+    let base = if kept { s.blob_files[0].file_size - live } else { 0 };
+    assert_eq!(s.blob_garbage_bytes, base);
+    assert_eq!(s.blob_files[0].wal_segment, kept);
+    let number = s.blob_files[0].number;
     // Half overwritten: the first file is part garbage, exactly the overwritten values.
     for i in (0..keys).step_by(2) {
         db.put(format!("k{i:03}"), value(i + 1000, 1500)).unwrap();
     }
+    fill(&db, 300_000);
     db.flush().unwrap();
     db.compact().unwrap();
     let s = db.stats();
-    let old = s.blob_files.iter().find(|b| b.number == s.blob_files[0].number).unwrap();
-    assert_eq!(old.garbage_bytes, (0..keys).step_by(2).map(|i| 2000 + i).sum::<u64>());
+    let old = s.blob_files.iter().find(|b| b.number == number).unwrap();
+    assert_eq!(old.garbage_bytes, base + (0..keys).step_by(2).map(|i| 2000 + i).sum::<u64>());
     let counted = accounting(&db);
     db.close().unwrap();
     assert_eq!(counted, recount(dir.path()), "the manifest's accounting is what the tables hold");
@@ -520,12 +648,16 @@ fn live_and_garbage_bytes_are_exact_and_fully_overwritten_files_go() {
     for i in 0..keys {
         db.put(format!("k{i:03}"), value(i + 5000, 1200)).unwrap();
     }
+    fill(&db, 400_000);
     db.flush().unwrap();
     db.compact().unwrap();
     let now = blob_files(dir.path());
     assert!(now.iter().all(|p| !first.contains(p)), "{now:?}");
+    assert!(first.iter().all(|p| !p.exists()), "{first:?}");
     let s = db.stats();
-    assert_eq!(s.blob_garbage_bytes, 0, "{:?}", s.blob_files);
+    assert_eq!(s.blob_files.len(), 1, "{:?}", s.blob_files);
+    let base = if kept { s.blob_files[0].file_size - keys * 1200 } else { 0 };
+    assert_eq!(s.blob_garbage_bytes, base, "{:?}", s.blob_files);
     assert_eq!(s.blob_live_bytes, keys * 1200);
     assert_eq!(s.blob_file_bytes, now.iter().map(|p| p.metadata().unwrap().len()).sum::<u64>());
     let counted = accounting(&db);
@@ -553,12 +685,17 @@ fn blob_bytes_written_counts_each_blob_file_once_and_the_table_counters_none() {
     drop(db);
     let db = Db::open(path, opts()).unwrap();
     // A flush: one blob file, counted whole; the tables' counter holds the tables alone.
+    // Each key is written three times: with two of its versions overwritten, the WAL segment
+    // is not worth keeping, and the flush copies the values.
     let (ssts, blobs) = (files_ending(path, "sst"), blob_files(path));
-    for i in 0..10u64 {
-        db.put(format!("flushed{i}"), value(i + 100, 5000)).unwrap();
+    for round in 0..3 {
+        for i in 0..10u64 {
+            db.put(format!("flushed{i}"), value(i + 100 + round * 1000, 5000)).unwrap();
+        }
     }
     db.flush().unwrap();
     let s = db.stats();
+    assert!(kept_segments(path).is_empty());
     let flushed_blobs = new_files(path, "blob", &blobs);
     assert!(flushed_blobs > 50_000, "{flushed_blobs}");
     assert_eq!(s.blob_bytes_written, flushed_blobs);
@@ -720,4 +857,145 @@ fn garbage_collection_on_a_full_disk_loses_nothing_and_resume_recovers() {
     drop(db);
     let db = Db::open(&dir, opts()).unwrap();
     assert_eq!(scan(&db), model);
+}
+
+/// A fill of 16 KiB values, flushed and at rest: `Stats`' bytes written (WAL, tables, blob
+/// files) over the keys and values written. Without garbage collection, which relocates
+/// values out of the oldest blob files (kept segments among them) whatever their garbage.
+fn fill_write_amplification(dir: &Path, pad_bytes: usize) -> f64 {
+    let opts = || opts().blob_gc_age_cutoff(0.0);
+    let db = Db::open(dir, opts().memtable_bytes(1 << 20)).unwrap();
+    let key = |i: u64| format!("key{:013}", i.wrapping_mul(0x9e37_79b9) % 1_000_003).into_bytes();
+    for i in 0..640u64 {
+        db.put(key(i), value(i, 16 << 10)).unwrap();
+        if pad_bytes > 0 {
+            pad(&db, pad_bytes);
+        }
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let s = db.stats();
+    let written = s.wal_bytes_written
+        + s.flush_bytes_written
+        + s.compaction_bytes_written
+        + s.ingest_bytes_written
+        + s.blob_bytes_written;
+    drop(db);
+    let db = Db::open(dir, opts()).unwrap();
+    for i in (0..640u64).step_by(7) {
+        assert_eq!(db.get(key(i)).unwrap().unwrap(), value(i, 16 << 10), "after a reopen");
+    }
+    written as f64 / s.user_bytes_written as f64
+}
+
+#[test]
+fn a_large_value_reaches_the_disk_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let amp = fill_write_amplification(dir.path(), 0);
+    assert!(amp <= 1.1, "{amp:.3} bytes written per byte of keys and values");
+    assert!(files_ending(dir.path(), "blob").is_empty(), "nothing was copied");
+    assert!(!kept_segments(dir.path()).is_empty());
+    // Mostly small values: the segments are not kept, the large values are copied and
+    // counted in `blob_bytes_written`.
+    let dir = tempfile::tempdir().unwrap();
+    let amp = fill_write_amplification(dir.path(), 24 << 10);
+    assert!(amp > 1.3, "{amp:.3}: the copies count");
+    assert!(kept_segments(dir.path()).is_empty());
+    assert!(!files_ending(dir.path(), "blob").is_empty());
+}
+
+/// Power lost at each call of the kinds a flush makes, while 16 KiB values are written and
+/// flushed (the flush keeping their WAL segments): every acknowledged write is there after
+/// recovery, exactly, and again after a second open.
+#[test]
+fn power_loss_around_flushes_keeping_segments_loses_no_acknowledged_write() {
+    use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, OpKind};
+    use bloomkv::WriteOptions;
+    use common::options::OptionsExt;
+    let kinds = [
+        (OpKind::ReadAll, 1),
+        (OpKind::Create, 1),
+        (OpKind::Sync, 1),
+        (OpKind::SyncDir, 1),
+        (OpKind::Remove, 1),
+        (OpKind::Truncate, 1),
+        (OpKind::Append, 7),
+    ];
+    let mut rounds = 0;
+    for (kind, step) in kinds {
+        for nth in (1..).step_by(step) {
+            let fs = FaultFs::new();
+            let dir = unique_dir("kept-wal");
+            let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+            fs.inject(Fault::on(kind).nth(nth).power_off());
+            let mut acked = BTreeMap::new();
+            for i in 0..40u64 {
+                let (k, v) = (format!("k{i:02}"), value(i, 16 << 10));
+                let mut b = WriteBatch::new();
+                b.put(&k, &v);
+                if db.write(&b, &WriteOptions::default().sync(true)).is_err() {
+                    break;
+                }
+                acked.insert(k, v);
+            }
+            let _ = db.flush();
+            let fired = fs.faults_fired() > 0;
+            drop(db);
+            let mode = if nth % 2 == 0 {
+                CrashMode::DropUnsynced
+            } else {
+                CrashMode::TornTails { seed: nth }
+            };
+            let fs = fs.crash(mode);
+            for open in 0..2 {
+                let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+                for (k, v) in &acked {
+                    let got = db.get(k).unwrap();
+                    assert_eq!(got.as_deref(), Some(&v[..]), "{kind:?} #{nth}, open {open}: {k}");
+                }
+                db.close().unwrap();
+            }
+            rounds += 1;
+            if !fired {
+                break;
+            }
+        }
+    }
+    assert!(rounds > 40, "{rounds} crash points");
+}
+
+/// A transaction open across flushes that keep their segments: the flushed memtables stay in
+/// the history its commit checks, its snapshot reads the values in the kept segments, and a
+/// write to what it read, flushed meanwhile, is a conflict.
+#[test]
+fn a_transactions_memtable_history_spans_kept_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts().memtable_history_bytes(1 << 20)).unwrap();
+    db.put("read", value(1, 20_000)).unwrap();
+    db.put("other", value(2, 20_000)).unwrap();
+    db.flush().unwrap();
+    let mut reader = db.transaction();
+    let mut bystander = db.transaction();
+    assert_eq!(reader.get("read").unwrap().unwrap(), value(1, 20_000));
+    assert_eq!(bystander.get("other").unwrap().unwrap(), value(2, 20_000));
+    db.put("read", value(3, 20_000)).unwrap();
+    db.flush().unwrap();
+    assert_eq!(kept_segments(dir.path()).len(), 2);
+    assert!(db.stats().memtable_history_bytes > 0, "the flushed memtable stays for the commits");
+    // Its snapshot reads the first kept segment's value, not the newer one.
+    assert_eq!(reader.get("read").unwrap().unwrap(), value(1, 20_000));
+    reader.put("out", value(4, 20_000)).unwrap();
+    assert!(matches!(reader.commit(), Err(Error::Conflict)));
+    bystander.put("mine", value(5, 20_000)).unwrap();
+    bystander.commit().unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    assert_eq!(db.get("read").unwrap().unwrap(), value(3, 20_000));
+    assert_eq!(db.get("mine").unwrap().unwrap(), value(5, 20_000));
+    assert_eq!(db.get("out").unwrap(), None);
+    assert_eq!(db.stats().memtable_history_bytes, 0, "released with the transactions");
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get("mine").unwrap().unwrap(), value(5, 20_000));
+    assert_eq!(db.get("read").unwrap().unwrap(), value(3, 20_000));
 }

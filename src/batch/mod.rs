@@ -26,6 +26,7 @@ use crate::{KeyRange, Result};
 use crate::{Error, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 pub(crate) use check::{check_entry_size, check_range_bound, BadOp};
+pub(crate) use wire::PutValue;
 use wire::HEADER_LEN;
 pub use wire::{BatchOp, WriteBatchIter};
 

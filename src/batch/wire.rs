@@ -298,6 +298,24 @@ impl WriteBatch {
         Ok(WriteBatch { data, handles: Handles::default(), relative_ttls: false })
     }
 
+    /// Every put's value (plain or expiring) as it lies in the batch's bytes: its sequence
+    /// number (the batch's first plus the op's index), keyspace, and the user value's offset
+    /// in [`WriteBatch::data`] and length (an expiring put's expiry is not part of it). What
+    /// a flush needs to find a logged value in its WAL segment.
+    pub(crate) fn put_values(&self) -> impl Iterator<Item = PutValue> + '_ {
+        let base = self.data.as_ptr() as usize;
+        (self.sequence()..).zip(self.iter()).filter_map(move |(seq, (keyspace, op))| {
+            let (value, skip) = match op {
+                BatchOp::Put { value, .. } => (value, 0),
+                BatchOp::PutExpiring { stored, .. } => (stored, crate::key::EXPIRY_LEN),
+                _ => return None,
+            };
+            // The op borrows from `data`, so its value lies inside it.
+            let offset = value.as_ptr() as usize - base + skip;
+            Some(PutValue { seq, keyspace, offset, len: value.len().saturating_sub(skip) })
+        })
+    }
+
     pub(super) fn count(&self) -> u32 {
         crate::coding::get_u32(&self.data, 8).unwrap_or(0)
     }
@@ -310,6 +328,16 @@ impl WriteBatch {
         let count = self.count().checked_add(1).expect("write batch op count overflow");
         self.set_count(count);
     }
+}
+
+/// A put's value as it lies in its batch's bytes ([`WriteBatch::put_values`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PutValue {
+    pub seq: SeqNo,
+    pub keyspace: KeyspaceId,
+    /// Offset of the user value's first byte in the batch's bytes.
+    pub offset: usize,
+    pub len: usize,
 }
 
 /// Iterator over a batch's operations, from [`WriteBatch::iter`].

@@ -4,7 +4,7 @@
 //! are reported as the manifest's corruption: recovery refuses them.)
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::table::FoundRef;
@@ -126,8 +126,16 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
         .collect();
     wals.sort_unstable();
     let newest = wals.last().copied();
+    let kept = |n: u64| {
+        let meta = manifest.as_ref().and_then(|m| m.blob_files.get(&n));
+        meta.is_some_and(|b| b.kind == crate::blob::BlobFileKind::WalSegment)
+    };
     for n in wals {
         let path = filename::wal_path(dir, n);
+        if kept(n) {
+            r.note(&path, None, "WAL segment kept as a blob file: tables reference its values");
+            continue;
+        }
         if n < log_number {
             r.note(
                 &path,
@@ -199,7 +207,7 @@ fn check_live_table(
 
 /// A blob file the manifest lists, as [`open_live_blobs`] found it.
 enum LiveBlob {
-    Open(Arc<dyn RandomAccessFile>),
+    Open(Arc<dyn RandomAccessFile>, PathBuf),
     /// Missing or unreadable: reported.
     Unreadable,
     /// Dropped and deleted by a live owner since the manifest was read: the tables that
@@ -217,7 +225,9 @@ fn open_live_blobs(
 ) -> BTreeMap<u64, LiveBlob> {
     let mut open = BTreeMap::new();
     for (&n, meta) in live {
-        let path = filename::blob_path(dir, n);
+        // A kept WAL segment is `NNNNNN.log`.
+        let path = meta.path(dir);
+        let kept = meta.kind == crate::blob::BlobFileKind::WalSegment;
         let file = match fs.open(&path) {
             Ok(f) => f,
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -241,21 +251,28 @@ fn open_live_blobs(
             }
         };
         let size = file.size();
-        if size != meta.file_size {
+        // A kept segment may end in zeros past its records (its reserved space, whose cut a
+        // power loss undid): no reference reaches them.
+        if size != meta.file_size && !(kept && size > meta.file_size) {
             r.problem(
                 &path,
                 Some(size.min(meta.file_size)),
                 format!("blob file is {size} bytes but the manifest recorded {}", meta.file_size),
             );
         }
-        guarded(r, &path, |r| {
-            let mut data = vec![0; size as usize];
-            match file.read_exact_at(&mut data, 0) {
-                Ok(()) => check_blob_data(r, &path, data),
-                Err(e) => r.error(&path, e),
-            }
-        });
-        open.insert(n, LiveBlob::Open(file));
+        if kept {
+            // Its records are write batches: checked as the WAL segment it still is.
+            guarded(r, &path, |r| log::check_wal(fs, r, &path, false, true));
+        } else {
+            guarded(r, &path, |r| {
+                let mut data = vec![0; size as usize];
+                match file.read_exact_at(&mut data, 0) {
+                    Ok(()) => check_blob_data(r, &path, data),
+                    Err(e) => r.error(&path, e),
+                }
+            });
+        }
+        open.insert(n, LiveBlob::Open(file, path));
     }
     open
 }
@@ -281,19 +298,19 @@ fn resolve_refs(
         let rf = &f.reference;
         crate::blob::count_ref(&mut counted, rf);
         let file = match blobs.get(&rf.file) {
-            Some(LiveBlob::Open(file)) => file,
+            Some(LiveBlob::Open(file, blob)) => (file, blob),
             Some(LiveBlob::Dropped) => continue,
             Some(LiveBlob::Unreadable) | None => {
                 unresolved.entry(rf.file).or_insert((0, f)).0 += 1;
                 continue;
             }
         };
+        let (file, blob) = file;
         r.checked.blob_refs += 1;
-        let blob = filename::blob_path(dir, rf.file);
-        match read_value(file.as_ref(), &blob, file.size(), rf) {
+        match read_value(file.as_ref(), blob, file.size(), rf) {
             Ok(_) => {}
             Err(Error::Corruption { offset, reason, .. }) => r.problem(
-                &blob,
+                blob,
                 Some(offset),
                 format!(
                     "{reason} (the value of key {} in table {table}, data block at {})",
@@ -301,7 +318,7 @@ fn resolve_refs(
                     f.block
                 ),
             ),
-            Err(e) => r.error(&blob, e),
+            Err(e) => r.error(blob, e),
         }
     }
     for (n, (count, first)) in unresolved {

@@ -39,7 +39,8 @@ use std::sync::Arc;
 
 use super::table_files::{table_options, write_table, Separator};
 use super::{DbInner, DbState, Tree};
-use crate::filename::{blob_path, current_path, table_path};
+use crate::blob::BlobFileKind;
+use crate::filename::{current_path, table_path};
 use crate::fs::FileSystem;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
@@ -122,10 +123,16 @@ impl DbInner {
                 link_or_copy(fs, &from, &to, t.meta.file_size)?;
                 edit.added.push((level, t.meta.clone()));
             }
-            // Blob files are immutable too: linked like tables.
+            // Blob files are immutable too: linked like tables. A kept WAL segment keeps its
+            // name (below the copy's log number, it is never replayed there) and may hold
+            // several keyspaces' values: each file is linked once.
             for b in tree.version.blobs.0.values() {
-                let n = b.meta.number;
-                link_or_copy(fs, &blob_path(&self.dir, n), &blob_path(dest, n), b.meta.file_size)?;
+                if edit.added_blobs.iter().any(|a| a.number == b.meta.number) {
+                    continue;
+                }
+                let (from, to) = (b.meta.path(&self.dir), b.meta.path(dest));
+                let exact = b.meta.kind == BlobFileKind::Separated;
+                link_or_copy_part(fs, &from, &to, b.meta.file_size, exact)?;
                 edit.added_blobs.push(b.meta);
             }
             number = self.memtables_to_table(tree, seq, dest, &mut edit)?;
@@ -309,11 +316,23 @@ impl Target {
 }
 
 fn link_or_copy(fs: &dyn crate::fs::FileSystem, from: &Path, to: &Path, size: u64) -> Result<()> {
+    link_or_copy_part(fs, from, to, size, true)
+}
+
+/// [`link_or_copy`], where a copy takes the first `size` bytes of a file that may be longer
+/// unless `exact` (a kept WAL segment may end in zeros reserved beyond its records).
+fn link_or_copy_part(
+    fs: &dyn crate::fs::FileSystem,
+    from: &Path,
+    to: &Path,
+    size: u64,
+    exact: bool,
+) -> Result<()> {
     if fs.hard_link(from, to).is_ok() {
         return Ok(());
     }
     let src = fs.open(from)?;
-    if src.size() != size {
+    if src.size() < size || (exact && src.size() != size) {
         return Err(Error::corruption(
             from,
             src.size(),

@@ -9,14 +9,23 @@
 //!    holds these writes.
 //! 3. Swap in a state without the memtable and with the table, then delete the WAL segments
 //!    below the new log number.
+//!
+//! When the memtables' large values make up at least half of their WAL segment, the segment
+//! is kept as a blob file instead of deleted, and the tables reference the values where it
+//! holds them (`kept_wal.rs`): the values are not written a second time. The manifest edit
+//! of step 2 records it (tag 18); until then it is an ordinary segment recovery replays.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lock_mutex as lock, DbInner};
+use super::kept_wal::{worth_keeping, SegmentIndex};
+use super::{lock_mutex as lock, DbInner, DbState};
+use crate::blob::{BlobFileKind, BlobFileMeta};
 use crate::events::FlushInfo;
 use crate::filename::wal_path;
 use crate::iter::InternalIterator;
+use crate::key::{self, ValueKind, EXPIRY_LEN};
 use crate::range_del::TombstoneSplit;
 use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::Result;
@@ -30,8 +39,8 @@ use bloomkv_tree::filter_budget::{table_filter, Placement};
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let state = inner.load_state();
     let default = state.default_tree();
-    let Some((oldest_wal, segment_last_seq)) =
-        default.imm.last().map(|m| (m.wal_number, m.last_seq))
+    let Some((oldest_wal, segment_last_seq, sealed)) =
+        default.imm.last().map(|m| (m.wal_number, m.last_seq, m.sealed))
     else {
         return Ok(());
     };
@@ -58,6 +67,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         }
     }
 
+    // Decided here, once for the segment: every keyspace's memtable of it is flushed below,
+    // into the one manifest edit that keeps the segment or retires it.
+    let segment = if sealed { segment_to_keep(inner, &state, oldest_wal) } else { None };
     let mut metas = Vec::new();
     // Which job each of `metas` belongs to.
     let mut owners = Vec::new();
@@ -79,7 +91,10 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let mut it = MergeStage::new(newest, tree.merger(), now, &below);
             it.seek_to_first()?;
             let mut split = TombstoneSplit::of(range_dels.as_deref());
-            separators.push(inner.separator(tree));
+            separators.push(match &segment {
+                Some(s) => inner.separator(tree).in_segment(s.clone(), tree.id),
+                None => inner.separator(tree),
+            });
             let Some(blobs) = separators.last_mut() else { continue };
             if let Some(meta) =
                 inner.write_table(tree, number, &mut it, &mut split, filter, blobs)?
@@ -98,7 +113,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         }
         Ok(all)
     });
-    let blob_metas = match finished {
+    let mut blob_metas = match finished {
         Ok(b) => b,
         Err(e) => {
             // Nothing refers to the tables and blob files written so far if one failed.
@@ -107,8 +122,22 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             return Err(e);
         }
     };
-    inner.fs.sync_dir(&inner.dir)?;
+    // The values copied; a kept segment's bytes were counted as the WAL's.
     let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
+    // Kept only if a table references it after all (a merge may have folded every value).
+    let kept = segment.and_then(|s| {
+        let refs = metas.iter().flat_map(|m| &m.blob_refs).filter(|r| r.file == s.number);
+        let values: u64 = refs.map(|r| r.count).sum();
+        (values > 0).then_some(BlobFileMeta {
+            number: s.number,
+            value_bytes: s.len,
+            values,
+            file_size: s.len,
+            kind: BlobFileKind::WalSegment,
+        })
+    });
+    blob_metas.extend(kept);
+    inner.fs.sync_dir(&inner.dir)?;
     let new_blobs = inner.open_blob_files(&blob_metas);
     let lookup = super::table_files::blobs_in([], &new_blobs);
     let opened =
@@ -138,8 +167,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         info.tables += 1;
         info.table_bytes += m.file_size;
     }
-    // Segments below the new log number hold nothing the tables do not.
+    // Segments below the new log number hold nothing the tables do not (a kept one is a
+    // blob file now, which goes once nothing references it).
     for n in (oldest_wal..next_wal).rev() {
+        if kept.is_some_and(|k| k.number == n) {
+            continue;
+        }
         let p = wal_path(&inner.dir, n);
         if inner.fs.exists(&p) {
             let _ = inner.fs.remove(&p);
@@ -156,6 +189,59 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         inner.events.flush_end(&info);
     }
     Ok(())
+}
+
+/// WAL segment `number`, indexed, if it is worth keeping as a blob file for the large values
+/// of the memtables flushed from it (the oldest immutable ones of `state`): if the values
+/// their tables would reference in it are at least half of it (`kept_wal::worth_keeping`).
+/// `None` if no keyspace separates values, or the segment cannot be read whole: its values
+/// are copied then, as without keeping.
+fn segment_to_keep(inner: &DbInner, state: &DbState, number: u64) -> Option<Arc<SegmentIndex>> {
+    let flushed = |t: &&Arc<super::Tree>| t.imm.last().is_some_and(|m| !m.table.is_empty());
+    let thresholds: Vec<_> = state
+        .trees
+        .iter()
+        .filter(flushed)
+        .filter_map(|t| Some((t.id, t.opts.blob_threshold?)))
+        .collect();
+    if thresholds.is_empty() {
+        return None;
+    }
+    let path = wal_path(&inner.dir, number);
+    let data = inner.fs.read_all(&path).ok()?;
+    let threshold = |k| thresholds.iter().find(|(id, _)| *id == k).map(|(_, t)| *t);
+    let index = SegmentIndex::build(&path, number, data, threshold).ok()?;
+    // The values indexed bound what the tables can reference: often that settles it.
+    if !worth_keeping(index.indexed_bytes(), index.len) {
+        return None;
+    }
+    // What the tables would reference: the newest version of each key the memtable holds,
+    // unless its range tombstones delete it (as the flush writes them; a value a merge
+    // folds is counted though copied, which the rule's margin absorbs).
+    let mut referenced = 0;
+    for tree in state.trees.iter().filter(flushed) {
+        let (Some(min), Some(mem)) = (tree.opts.blob_threshold, tree.imm.last()) else { continue };
+        let range_dels = mem.table.range_tombstones();
+        let mut it = NewestVersions::new(mem.table.iter(), Box::new(|_| false))
+            .with_range_tombstones(range_dels);
+        it.seek_to_first().ok()?;
+        while it.valid() {
+            if let Some(p) = key::parse_internal_key(it.key()) {
+                let len = match p.kind {
+                    ValueKind::Put => Some(it.value().len()),
+                    ValueKind::PutExpiring => it.value().len().checked_sub(EXPIRY_LEN),
+                    _ => None,
+                };
+                if let Some(len) = len.filter(|&len| len >= min) {
+                    if index.holds(tree.id, p.seq, len) {
+                        referenced += len as u64;
+                    }
+                }
+            }
+            it.next().ok()?;
+        }
+    }
+    worth_keeping(referenced, index.len).then(|| Arc::new(index))
 }
 
 /// Waits until every memtable frozen so far has been flushed (or background work failed).

@@ -35,6 +35,7 @@ mod in_flight;
 mod ingest;
 #[cfg(feature = "internals")]
 mod inspect;
+mod kept_wal;
 mod keyspace;
 mod read;
 pub(crate) mod readable;

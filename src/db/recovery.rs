@@ -16,6 +16,7 @@ use arc_swap::ArcSwap;
 use super::table_files::{open_table, table_options, write_table, Separator, TableCaches};
 use super::{BgState, DbInner, DbState, Mem, Tree, WalState};
 use crate::batch::BadOp;
+use crate::blob::BlobFileKind;
 use crate::clock::MarkedClock;
 use crate::filename::{self, current_path, lock_path, manifest_path, wal_path, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -109,14 +110,18 @@ fn load(
     let mut blobs = std::collections::BTreeMap::new();
     for n in referenced {
         let Some(meta) = blob_files.get(&n) else { continue };
-        let path = filename::blob_path(dir, n);
+        let path = meta.path(dir);
         let size = fs.open(&path).map(|f| f.size()).map_err(|e| match &e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Error::corruption(&path, 0, "blob file the manifest names is missing")
             }
             _ => e,
         })?;
-        if size != meta.file_size {
+        // A kept WAL segment's records end at its recorded size; beyond it there may be
+        // zeros: space the segment reserved, whose cut at its switch (not synced on its own)
+        // a power loss undid. No reference reaches past the recorded size.
+        let kept_segment = meta.kind == BlobFileKind::WalSegment;
+        if size != meta.file_size && !(kept_segment && size > meta.file_size) {
             return Err(Error::corruption(
                 &path,
                 size,
@@ -168,7 +173,8 @@ fn load(
     // holds.
     for k in &kinds {
         if let FileKind::Wal(n) = k {
-            if *n < log_number {
+            // A segment kept as a blob file is not retired: it holds values tables reference.
+            if *n < log_number && !blob_files.contains_key(n) {
                 check_retired_wal(fs.as_ref(), dir, *n, manifest_seq)?;
             }
         }
@@ -580,7 +586,8 @@ fn recover(
         keyspaces.iter().flat_map(|k| k.version.blobs.0.keys().copied()).collect();
     for name in &names {
         let stale = match filename::parse(name) {
-            Some(FileKind::Wal(n)) => n < new_wal,
+            // A segment kept as a blob file goes as one: when no table references it.
+            Some(FileKind::Wal(n)) => n < new_wal && !live_blobs.contains(&n),
             Some(FileKind::Table(n)) => !live.contains(&n),
             Some(FileKind::Blob(n)) => !live_blobs.contains(&n),
             Some(FileKind::Manifest(n)) => n != versions.manifest_number(),
@@ -609,7 +616,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
                 id: k.def.id,
                 name: k.def.name.into(),
                 opts: k.def.opts,
-                mem: Mem { table, wal_number, last_seq: 0 },
+                mem: Mem { table, wal_number, last_seq: 0, sealed: false },
                 imm: Vec::new(),
                 history: Vec::new(),
                 version: Arc::new(k.version),

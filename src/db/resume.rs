@@ -92,7 +92,8 @@ impl DbInner {
                 return Err(e);
             }
         };
-        switch_to(self, wal, writer, number);
+        // What reached the device of the failed segment is unknown: it is never kept.
+        switch_to(self, wal, writer, number, false);
         Ok(())
     }
 }

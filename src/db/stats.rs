@@ -113,27 +113,35 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         .filter_map(|&n| inner.fs.open(&crate::filename::wal_path(&inner.dir, n)).ok())
         .map(|f| f.size())
         .sum();
+    // A kept WAL segment can hold several keyspaces' values: its live values are summed
+    // over them, and it is listed once, under the first.
+    let mut blobs = std::collections::BTreeMap::new();
     for tree in &state.trees {
         let live = tree.version.blob_live_bytes();
         for (number, b) in tree.version.blobs.0.iter() {
-            let (live_values, live_bytes) = live.get(number).copied().unwrap_or_default();
-            let garbage_bytes = b.meta.value_bytes.saturating_sub(live_bytes);
-            s.blob_live_bytes += live_bytes;
-            s.blob_garbage_bytes += garbage_bytes;
-            s.blob_file_bytes += b.meta.file_size;
-            s.blob_files.push(crate::stats::BlobFileStats {
+            let (values, bytes) = live.get(number).copied().unwrap_or_default();
+            let f = blobs.entry(*number).or_insert_with(|| crate::stats::BlobFileStats {
                 number: *number,
                 keyspace: tree.name.to_string(),
                 values: b.meta.values,
                 value_bytes: b.meta.value_bytes,
-                live_values,
-                live_bytes,
-                garbage_bytes,
+                live_values: 0,
+                live_bytes: 0,
+                garbage_bytes: 0,
                 file_size: b.meta.file_size,
+                wal_segment: b.meta.kind == crate::blob::BlobFileKind::WalSegment,
             });
+            f.live_values += values;
+            f.live_bytes += bytes;
         }
     }
-    s.blob_files.sort_by_key(|b| b.number);
+    for mut f in blobs.into_values() {
+        f.garbage_bytes = f.value_bytes.saturating_sub(f.live_bytes);
+        s.blob_live_bytes += f.live_bytes;
+        s.blob_garbage_bytes += f.garbage_bytes;
+        s.blob_file_bytes += f.file_size;
+        s.blob_files.push(f);
+    }
     s.keyspaces = keyspaces;
     s
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::kept_wal::SegmentIndex;
 use super::{DbInner, Tree};
 use crate::blob::{BlobFile, BlobFileMeta, BlobFiles, BlobRef, BlobWriter};
 use crate::filename::{blob_path, table_path};
@@ -294,7 +295,7 @@ pub(crate) fn blobs_in<'a>(
 /// The handle of a live blob file (opened on its first read, through the engine's bounded
 /// set of open files).
 pub(crate) fn blob_file(dir: &Path, caches: &TableCaches, meta: BlobFileMeta) -> Arc<BlobFile> {
-    let path = blob_path(dir, meta.number);
+    let path = meta.path(dir);
     Arc::new(BlobFile::new(
         meta,
         path,
@@ -355,13 +356,15 @@ pub(crate) fn open_table(
 /// separated (references a compaction carries) pass through unchanged, unless they are in a
 /// file being collected ([`Separator::relocating`]).
 ///
-/// The seam for keeping write-ahead-log segments as blob files: a flush would hand the
-/// reference of each value's place in its segment instead of copying it here.
+/// A flush that keeps its WAL segment as a blob file ([`Separator::in_segment`]) references
+/// each value where the segment holds it instead, and copies only those it does not.
 pub(crate) struct Separator {
     fs: Arc<dyn FileSystem>,
     dir: std::path::PathBuf,
     numbers: Arc<std::sync::atomic::AtomicU64>,
     threshold: Option<usize>,
+    /// The WAL segment kept as a blob file, and the keyspace whose entries these are.
+    segment: Option<(Arc<SegmentIndex>, KeyspaceId)>,
     writer: Option<BlobWriter>,
     finished: Vec<BlobFileMeta>,
     /// Garbage collection: references into files numbered below this are relocated, their
@@ -388,12 +391,20 @@ impl Separator {
             dir: dir.to_path_buf(),
             numbers,
             threshold,
+            segment: None,
             writer: None,
             finished: Vec::new(),
             gc: None,
             key: Vec::new(),
             stored: Vec::new(),
         }
+    }
+
+    /// This separator, referencing the values WAL segment `segment` holds for `keyspace`
+    /// where they lie in it.
+    pub(crate) fn in_segment(mut self, segment: Arc<SegmentIndex>, keyspace: KeyspaceId) -> Self {
+        self.segment = Some((segment, keyspace));
+        self
     }
 
     /// A separator that keeps every value inline.
@@ -461,15 +472,23 @@ impl Separator {
             if self.writer.as_ref().is_some_and(|w| w.len() >= BLOB_FILE_BYTES) {
                 self.finish_file()?;
             }
-            let writer = match &mut self.writer {
-                Some(w) => w,
+            // A flush keeping its WAL segment references the value where it was logged.
+            let found = self.segment.as_ref().and_then(|(s, k)| s.find(*k, p.seq, user_value));
+            let r = match found {
+                Some(r) => r,
                 None => {
-                    let number = self.numbers.fetch_add(1, Ordering::SeqCst);
-                    let file = self.fs.create(&blob_path(&self.dir, number))?;
-                    self.writer.insert(BlobWriter::new(file, number)?)
+                    let writer = match &mut self.writer {
+                        Some(w) => w,
+                        None => {
+                            let number = self.numbers.fetch_add(1, Ordering::SeqCst);
+                            let file = self.fs.create(&blob_path(&self.dir, number))?;
+                            self.writer.insert(BlobWriter::new(file, number)?)
+                        }
+                    };
+                    writer.add(p.user_key, user_value)?
                 }
             };
-            writer.add(p.user_key, user_value)?.encode_to(&mut self.stored);
+            r.encode_to(&mut self.stored);
             if expiring {
                 ValueKind::BlobPutExpiring
             } else {

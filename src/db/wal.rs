@@ -39,7 +39,7 @@ pub(super) fn switch_memtable(inner: &DbInner) -> Result<()> {
     let file = inner.fs.create(&wal_path(&inner.dir, number))?;
     let writer = new_segment(inner, file, wal.last_seq + 1)
         .inspect_err(|e| inner.set_bg_error(e.clone()))?;
-    switch_to(inner, wal, writer, number);
+    switch_to(inner, wal, writer, number, true);
     inner.wake_background();
     Ok(())
 }
@@ -58,19 +58,21 @@ pub(crate) fn new_segment(
 }
 
 /// Makes `writer`, segment `number`, the one writes go to, and freezes the memtables whose
-/// writes the previous segment holds. Only a leader writes, and this one has not yet: the
-/// previous segment ends at the last sequence assigned.
+/// writes the previous segment holds; `sealed` if that segment was synced whole (see
+/// `Mem::sealed`). Only a leader writes, and this one has not yet: the previous segment
+/// ends at the last sequence assigned.
 pub(crate) fn switch_to(
     inner: &DbInner,
     mut wal: MutexGuard<'_, WalState>,
     writer: LogWriter,
     number: u64,
+    sealed: bool,
 ) {
     let old = wal.writer.replace(writer);
     wal.number = number;
     let last_seq = wal.last_seq;
     drop(wal);
-    freeze_memtables(inner, number, last_seq);
+    freeze_memtables(inner, number, last_seq, sealed);
     // The previous segment was synced before the new one started; what is left is the
     // space reserved beyond its records.
     if let Some(mut old) = old {
@@ -80,17 +82,18 @@ pub(crate) fn switch_to(
 
 /// Makes every keyspace's active memtable immutable, its WAL segment ending at `last_seq`,
 /// and starts empty ones whose writes go to segment `number`.
-fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo) {
+fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo, sealed: bool) {
     inner.swap_state(|cur| {
         cur.map_trees(|t| {
             let mut imm = Vec::with_capacity(t.imm.len() + 1);
-            imm.push(Mem { last_seq, ..t.mem.clone() });
+            imm.push(Mem { last_seq, sealed, ..t.mem.clone() });
             imm.extend(t.imm.iter().cloned());
             Tree {
                 mem: Mem {
                     table: Arc::new(t.mem.table.successor(t.opts.prefix_extractor)),
                     wal_number: number,
                     last_seq: 0,
+                    sealed: false,
                 },
                 imm,
                 ..t.clone()

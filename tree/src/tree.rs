@@ -19,6 +19,10 @@ pub struct Mem {
     /// a keyspace dropped meanwhile are in the segment but in no table, and the manifest must
     /// still reach the next segment's first sequence number without a gap.
     pub last_seq: SeqNo,
+    /// Once frozen: its WAL segment was synced whole when it was switched out, so its bytes
+    /// are durable and final, and a flush may keep it as a blob file. False for a segment
+    /// whose writer failed (what reached the device is unknown) and while active.
+    pub sealed: bool,
 }
 
 /// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
@@ -57,7 +61,12 @@ impl Tree {
             id: crate::version::edit::DEFAULT_KEYSPACE,
             name: "".into(),
             opts: KeyspaceOptions::default(),
-            mem: Mem { table: Arc::new(MemTable::new()), wal_number: 0, last_seq: 0 },
+            mem: Mem {
+                table: Arc::new(MemTable::new()),
+                wal_number: 0,
+                last_seq: 0,
+                sealed: false,
+            },
             imm: Vec::new(),
             history: Vec::new(),
             version: Arc::new(Version::empty()),

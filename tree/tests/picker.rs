@@ -144,7 +144,9 @@ impl Script {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let number: u64 = words[0].parse().expect("blob NUM bytes=BYTES");
                 let value_bytes = num(&named(&words[1..]), "bytes", 0);
-                let meta = BlobFileMeta { number, value_bytes, values: 1, file_size: value_bytes };
+                let kind = Default::default();
+                let meta =
+                    BlobFileMeta { number, value_bytes, values: 1, file_size: value_bytes, kind };
                 let path = PathBuf::from(format!("mem/{number:06}.blob"));
                 let files = Arc::new(FileCache::new(Arc::new(StdFs), 1));
                 let deleter = Deleter::new(Arc::new(StdFs));

@@ -36,8 +36,8 @@ pub const MAGIC: [u8; 8] = *b"bloomkvb";
 /// The blob format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// The header's kind of a blob file written by a flush or a compaction (the one kind so far;
-/// a write-ahead-log segment kept as a blob file would be another).
+/// The header's kind of a blob file written by a flush or a compaction. (A write-ahead-log
+/// segment kept as a blob file has no blob header: its first record is the segment's.)
 pub const KIND_SEPARATED: u8 = 1;
 
 /// The record kind of a value record (the byte before its key length).
@@ -46,18 +46,44 @@ pub const RECORD_VALUE: u8 = 1;
 /// Length of the header record's payload.
 pub const HEADER_LEN: usize = 8 + 4 + 1 + 8;
 
+/// What a blob file is: which file it lives in, and what counts as its garbage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BlobFileKind {
+    /// Values a flush, a compaction or an ingest copied into `<number>.blob`.
+    #[default]
+    Separated,
+    /// A write-ahead-log segment, `<number>.log`, kept as the blob file its large values
+    /// already sat in, so that they reached the disk once. Everything in it that no table
+    /// references is garbage: framing, small values, overwritten values.
+    WalSegment,
+}
+
 /// What the manifest records about one blob file: what it holds when written, from which
 /// (with the tables' references) its live and garbage bytes are derived exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BlobFileMeta {
-    /// File number; the file is `<number>.blob`.
+    /// File number; the file is `<number>.blob`, or `<number>.log` for a kept segment.
     pub number: u64,
-    /// Bytes of the values it holds (the values alone: no keys, headers or framing).
+    /// Bytes the file holds for values: its garbage is this less its live bytes. The values
+    /// alone (no keys, headers or framing) for a separated file; the whole file for a kept
+    /// segment, where nothing but the live values is worth keeping.
     pub value_bytes: u64,
-    /// Values it holds.
+    /// Values it holds (a kept segment: the values tables referenced when it was kept).
     pub values: u64,
-    /// The file's size in bytes.
+    /// The file's size in bytes (a kept segment: the end of its last record).
     pub file_size: u64,
+    /// Separated values, or a kept write-ahead-log segment.
+    pub kind: BlobFileKind,
+}
+
+impl BlobFileMeta {
+    /// The file in database directory `dir`.
+    pub fn path(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        match self.kind {
+            BlobFileKind::Separated => crate::filename::blob_path(dir, self.number),
+            BlobFileKind::WalSegment => crate::filename::wal_path(dir, self.number),
+        }
+    }
 }
 
 /// What one table references in one blob file: the manifest records these per table, and a
@@ -154,6 +180,30 @@ pub fn payload_position(record_start: u64, logical: u64) -> u64 {
         left -= room;
         pos += room;
     }
+}
+
+/// The inverse of [`payload_position`]: which byte of the payload of the record starting at
+/// `record_start` sits at physical offset `physical`. `None` for a position that holds no
+/// payload byte of a record starting there: before its payload, or in a page's fragment
+/// header. (Whether the record reaches that far is the caller's to know.)
+pub fn payload_offset(record_start: u64, physical: u64) -> Option<u64> {
+    let (page, header) = (PAGE_SIZE as u64, HEADER_SIZE as u64);
+    let mut first = record_start.checked_add(header)?;
+    // A first fragment with no room for payload: the payload starts after the next header.
+    if first % page == 0 {
+        first += header;
+    }
+    if physical < first || physical % page < header {
+        return None;
+    }
+    // Payload bytes before the page `physical` lies in, then those before it in its page.
+    let (start_page, at_page) = (first / page, physical / page);
+    if at_page == start_page {
+        return Some(physical - first);
+    }
+    let in_first = page - first % page;
+    let whole = (at_page - start_page - 1) * (page - header);
+    Some(in_first + whole + (physical % page - header))
 }
 
 /// Where a record appended to a log now `len` bytes long starts: at `len`, or at the next

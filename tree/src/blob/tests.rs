@@ -67,6 +67,25 @@ fn positions_follow_the_page_grid() {
 }
 
 #[test]
+fn payload_offsets_invert_payload_positions() {
+    let (p, h) = (P as u64, H as u64);
+    // Records starting at the file's start, mid-page, with exactly a header's room left, and
+    // right after a page boundary; payload bytes in the first, a later and a far page.
+    for start in [0, 100, p - h - 1, p - h, p, 3 * p + 5000] {
+        for logical in [0, 1, p - 2 * h, p - h - 1, p - h, p, 2 * (p - h) + 3, 5 * p + 17] {
+            let physical = payload_position(start, logical);
+            assert_eq!(payload_offset(start, physical), Some(logical), "{start} {logical}");
+        }
+        // No payload byte sits before the payload or in a page's header.
+        assert_eq!(payload_offset(start, start), None);
+        assert_eq!(payload_offset(start, start + h - 1), None);
+        let next_page = (start / p + 1) * p;
+        assert_eq!(payload_offset(start, next_page + 3), None);
+    }
+    assert_eq!(payload_offset(u64::MAX, u64::MAX), None);
+}
+
+#[test]
 fn spans_count_the_headers_they_cross() {
     let (p, h) = (P as u64, H as u64);
     assert_eq!(physical_span(h, 0), Some((h, 0)));

@@ -58,6 +58,7 @@ pub struct LogReader {
     data: Vec<u8>,
     pos: usize,
     last_record_offset: u64,
+    last_record_end: u64,
     dropped_tail: u64,
     done: bool,
     error: Option<Error>,
@@ -83,6 +84,7 @@ impl LogReader {
             data,
             pos: 0,
             last_record_offset: 0,
+            last_record_end: 0,
             dropped_tail: 0,
             done: false,
             error: None,
@@ -124,6 +126,7 @@ impl LogReader {
                     match (kind, open.as_mut()) {
                         (FragmentType::Full, None) => {
                             self.last_record_offset = at as u64;
+                            self.last_record_end = next as u64;
                             return Ok(Some(bytes.to_vec()));
                         }
                         (FragmentType::First, None) => open = Some((at, bytes.to_vec())),
@@ -131,6 +134,7 @@ impl LogReader {
                         (FragmentType::Last, Some((start, buf))) => {
                             buf.extend_from_slice(bytes);
                             self.last_record_offset = *start as u64;
+                            self.last_record_end = next as u64;
                             let record = std::mem::take(buf);
                             return Ok(Some(record));
                         }
@@ -153,6 +157,13 @@ impl LogReader {
     /// [`LogReader::next_record`] (0 before any).
     pub fn last_record_offset(&self) -> u64 {
         self.last_record_offset
+    }
+
+    /// File offset just past the last fragment of the record last returned by
+    /// [`LogReader::next_record`] (0 before any): after the last record, where the log's
+    /// records end, without any zeros reserved or padded beyond them.
+    pub fn last_record_end(&self) -> u64 {
+        self.last_record_end
     }
 
     /// How many bytes at the end of the file were ignored as a torn tail (0 if none, or

@@ -158,15 +158,22 @@ fn last_record_offset_points_at_first_fragment() {
     let big = pattern(PAGE_SIZE * 2, 3);
     let records = vec![b"a".to_vec(), big, b"b".to_vec()];
     let ends = record_ends(&records);
-    let mut r = LogReader::new(path(), write_log(&records));
+    let mut data = write_log(&records);
+    let len = data.len() as u64;
+    // Zeros reserved beyond the records are not part of them.
+    data.resize(data.len() + 3 * PAGE_SIZE, 0);
+    let mut r = LogReader::new(path(), data);
     r.next_record().unwrap().unwrap();
     assert_eq!(r.last_record_offset(), 0);
+    assert_eq!(r.last_record_end(), ends[0]);
     r.next_record().unwrap().unwrap();
     assert_eq!(r.last_record_offset(), ends[0]);
+    assert_eq!(r.last_record_end(), ends[1]);
     r.next_record().unwrap().unwrap();
     // The 3rd record starts right where the 2nd ended (its LAST leaves room).
     assert_eq!(r.last_record_offset(), ends[1]);
     assert_eq!(r.next_record().unwrap(), None);
+    assert_eq!(r.last_record_end(), len);
 }
 
 #[test]

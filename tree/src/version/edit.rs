@@ -42,6 +42,9 @@
 //! tag 17 keyspace range filter id u, bits per key u (f64 bits, 4 to 40) — after the
 //!                         keyspace's other fields (tag 8, 11, 12 or 13 of the same named
 //!                         keyspace), written only when its tables get a range filter
+//! tag 18 kept WAL segment number u, values u, file size u: WAL segment `number` kept as a
+//!                         blob file (its bytes for values are its size), in the edit whose
+//!                         log number retires it
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
 //!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
@@ -64,7 +67,7 @@
 //! keys; sequence numbers must fit in 56 bits. Decoding never panics and never sizes an
 //! allocation from an unchecked length.
 
-use crate::blob::{BlobFileMeta, BlobRefs};
+use crate::blob::{BlobFileKind, BlobFileMeta, BlobRefs};
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
 use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
@@ -107,6 +110,7 @@ const TAG_TABLE_BLOB_REFS: u64 = 14;
 const TAG_BLOB_ADDED: u64 = 15;
 const TAG_BLOB_DROPPED: u64 = 16;
 const TAG_KEYSPACE_RANGE_FILTER: u64 = 17;
+const TAG_KEPT_WAL: u64 = 18;
 const TAG_CLOCK_MARK: u64 = 20;
 
 /// What the manifest records about one table.
@@ -307,8 +311,19 @@ impl VersionEdit {
             put_varint(&mut buf, id.into());
         }
         for b in &self.added_blobs {
-            put_varint(&mut buf, TAG_BLOB_ADDED);
-            for v in [b.number, b.value_bytes, b.values, b.file_size] {
+            // A tag of its own rather than a field of tag 15: a build that does not know kept
+            // segments refuses the manifest instead of looking for `<number>.blob`.
+            let fields = match b.kind {
+                BlobFileKind::Separated => {
+                    put_varint(&mut buf, TAG_BLOB_ADDED);
+                    vec![b.number, b.value_bytes, b.values, b.file_size]
+                }
+                BlobFileKind::WalSegment => {
+                    put_varint(&mut buf, TAG_KEPT_WAL);
+                    vec![b.number, b.values, b.file_size]
+                }
+            };
+            for v in fields {
                 put_varint(&mut buf, v);
             }
         }
@@ -561,7 +576,20 @@ impl VersionEdit {
                         *x = d.varint().ok_or_else(truncated)?;
                     }
                     let [number, value_bytes, values, file_size] = v;
-                    edit.added_blobs.push(BlobFileMeta { number, value_bytes, values, file_size });
+                    let kind = BlobFileKind::Separated;
+                    let meta = BlobFileMeta { number, value_bytes, values, file_size, kind };
+                    edit.added_blobs.push(meta);
+                }
+                TAG_KEPT_WAL => {
+                    let mut v = [0; 3];
+                    for x in &mut v {
+                        *x = d.varint().ok_or_else(truncated)?;
+                    }
+                    let [number, values, file_size] = v;
+                    let kind = BlobFileKind::WalSegment;
+                    let value_bytes = file_size;
+                    let meta = BlobFileMeta { number, value_bytes, values, file_size, kind };
+                    edit.added_blobs.push(meta);
                 }
                 TAG_BLOB_DROPPED => {
                     let number = d.varint().ok_or_else(truncated)?;
@@ -786,12 +814,22 @@ mod tests {
                     },
                 ),
             ],
-            added_blobs: vec![BlobFileMeta {
-                number: 37,
-                value_bytes: 9_000,
-                values: 2,
-                file_size: 9_100,
-            }],
+            added_blobs: vec![
+                BlobFileMeta {
+                    number: 37,
+                    value_bytes: 9_000,
+                    values: 2,
+                    file_size: 9_100,
+                    kind: BlobFileKind::Separated,
+                },
+                BlobFileMeta {
+                    number: 36,
+                    value_bytes: 80_000,
+                    values: 3,
+                    file_size: 80_000,
+                    kind: BlobFileKind::WalSegment,
+                },
+            ],
             dropped_blobs: vec![30, 31],
             deleted: vec![(1, 7), (2, 8)],
             keyspaces: vec![
@@ -1175,11 +1213,19 @@ mod tests {
                         next_keyspace_id: next,
                         clock_mark: log_number.map(|n| n.wrapping_mul(1000)),
                         added_blobs: last_seq
-                            .map(|s| BlobFileMeta {
-                                number: s % 977,
-                                value_bytes: s,
-                                values: s % 13,
-                                file_size: s / 3,
+                            .map(|s| {
+                                let kept = s % 2 == 1;
+                                BlobFileMeta {
+                                    number: s % 977,
+                                    value_bytes: if kept { s / 3 } else { s },
+                                    values: s % 13,
+                                    file_size: s / 3,
+                                    kind: if kept {
+                                        BlobFileKind::WalSegment
+                                    } else {
+                                        BlobFileKind::Separated
+                                    },
+                                }
                             })
                             .into_iter()
                             .collect(),

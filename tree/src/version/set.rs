@@ -355,12 +355,15 @@ impl VersionSet {
             next_keyspace_id: Some(self.next_keyspace_id),
             ..VersionEdit::default()
         };
+        // A kept WAL segment can hold several keyspaces' values: each file is added once.
+        let mut blobs = std::collections::BTreeMap::new();
         for version in versions {
             for (level, t) in version.all_tables() {
                 edit.added.push((level, t.meta.clone()));
             }
-            edit.added_blobs.extend(version.blobs.0.values().map(|b| b.meta));
+            blobs.extend(version.blobs.0.values().map(|b| (b.meta.number, b.meta)));
         }
+        edit.added_blobs.extend(blobs.into_values());
         self.fill(&mut edit);
         let fs = self.fs.as_ref();
         let started = create_manifest(fs, &self.dir, number, &edit)
