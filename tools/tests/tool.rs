@@ -1754,6 +1754,7 @@ fn dump_and_verify_a_blob_file() {
         db.put(key(i), vec![i as u8; 100 + 1000 * i as usize]).unwrap();
     }
     db.put("small", "x").unwrap();
+    pad_segment(&db, 400_000);
     db.flush().unwrap();
     db.close().unwrap();
     let blobs: Vec<PathBuf> = std::fs::read_dir(dir.path())
@@ -1775,6 +1776,14 @@ fn dump_and_verify_a_blob_file() {
     expect_corrupt(blob, blob, None);
 }
 
+/// Small values, kept inline, so that the large ones are under half of the WAL segment: the
+/// flush then copies them into a blob file (`*.blob`) rather than keeping the segment.
+fn pad_segment(db: &Db, bytes: usize) {
+    for j in 0..bytes / 50 {
+        db.put(format!("~pad{j:06}"), [0u8; 40]).unwrap();
+    }
+}
+
 /// A closed database with two blob files, one of them half garbage: 20 separated values
 /// flushed, then 10 of them overwritten and flushed. (No compaction: the overwritten values
 /// stay referenced by the older table, so the garbage comes from a full compaction below.)
@@ -1785,10 +1794,12 @@ fn build_blob_db(dir: &Path) -> Vec<PathBuf> {
         db.put(key(i), vec![i as u8; 200 + 100 * i as usize]).unwrap();
     }
     db.put("small", "x").unwrap();
+    pad_segment(&db, 60_000);
     db.flush().unwrap();
     for i in 0..10u32 {
         db.put(key(i), vec![i as u8 + 1; 300]).unwrap();
     }
+    pad_segment(&db, 10_000);
     db.flush().unwrap();
     db.compact().unwrap();
     db.close().unwrap();
@@ -1968,4 +1979,25 @@ fn verify_accepts_expiring_blob_references() {
     let r = tool_json(&["verify", "--json", s(dir.path())]);
     assert_eq!(r["status"], "ok", "{r}");
     assert_eq!(r["checked"]["blob_refs"].as_u64(), Some(11), "{r}");
+}
+
+/// A WAL segment kept as the blob file of its large values (no `*.blob` written) passes
+/// `verify`, which resolves the tables' references into it.
+#[test]
+fn verify_accepts_a_kept_wal_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db =
+        Db::open(dir.path(), options().memtable_bytes(4 << 20).blob_threshold(Some(100))).unwrap();
+    for i in 0..20u32 {
+        db.put(key(i), vec![i as u8; 16 << 10]).unwrap();
+    }
+    db.flush().unwrap();
+    let stats = db.stats();
+    assert!(stats.blob_files.iter().any(|b| b.wal_segment), "{:?}", stats.blob_files);
+    db.close().unwrap();
+    let blobs = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path());
+    assert_eq!(blobs.filter(|p| p.extension().is_some_and(|x| x == "blob")).count(), 0);
+    let r = tool_json(&["verify", "--json", s(dir.path())]);
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["checked"]["blob_refs"].as_u64(), Some(20), "{r}");
 }
