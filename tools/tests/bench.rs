@@ -788,7 +788,10 @@ fn large_values_profile_with_blob_files_counts_their_bytes() {
         let (wal, tables, blobs) =
             (u(&a["wal_bytes_written"]), u(&a["table_bytes_written"]), u(&a["blob_bytes_written"]));
         let written = u(&a["payload_bytes_written"]);
-        assert!(blobs >= written - written / 50, "every value once into a blob file: {a}");
+        // Each value reaches the disk once at least: in the WAL, whose segments flushes keep
+        // as blob files, or copied into a blob file (garbage collection's relocations).
+        assert!(wal >= written, "every value logged: {a}");
+        assert!(wal + blobs < 3 * written, "{a}");
         assert!(tables < written / 10, "the tables hold references: {a}");
         assert_eq!(u(&a["disk_bytes_written"]), wal + tables + blobs);
     }
