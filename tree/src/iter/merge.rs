@@ -194,15 +194,20 @@ fn head(ikey: &[u8]) -> u128 {
     key_head(user_key(ikey))
 }
 
+// The three accessors are `#[inline]` because the engine's compaction stream calls them once
+// per entry from the other crate, where a function without it is never inlined.
 impl InternalIterator for MergingIterator {
+    #[inline]
     fn valid(&self) -> bool {
         !self.heap.is_empty()
     }
 
+    #[inline]
     fn key(&self) -> &[u8] {
         self.heap.first().map_or(&[], |&i| self.children[i].key())
     }
 
+    #[inline]
     fn value(&self) -> &[u8] {
         self.heap.first().map_or(&[], |&i| self.children[i].value())
     }
