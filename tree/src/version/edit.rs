@@ -45,6 +45,10 @@
 //! tag 18 kept WAL segment number u, values u, file size u: WAL segment `number` kept as a
 //!                         blob file (its bytes for values are its size), in the edit whose
 //!                         log number retires it
+//! tag 19 keyspace blobs   id u, blob threshold u (0: none), GC age cutoff u and force
+//!                         threshold u (f64 bits, 0 to 1) — after the keyspace's other
+//!                         fields (tag 8, 11, 12, 13 or 17 of the same named keyspace),
+//!                         written only when one of them is not the default
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
 //!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
@@ -111,6 +115,7 @@ const TAG_BLOB_ADDED: u64 = 15;
 const TAG_BLOB_DROPPED: u64 = 16;
 const TAG_KEYSPACE_RANGE_FILTER: u64 = 17;
 const TAG_KEPT_WAL: u64 = 18;
+const TAG_KEYSPACE_BLOBS: u64 = 19;
 const TAG_CLOCK_MARK: u64 = 20;
 
 /// What the manifest records about one table.
@@ -299,6 +304,16 @@ impl VersionEdit {
                     put_varint(&mut buf, TAG_KEYSPACE_RANGE_FILTER);
                     put_varint(&mut buf, def.id.into());
                     put_varint(&mut buf, bits.to_bits());
+                }
+                let defaults = KeyspaceOptions::default();
+                let gc = (o.blob_gc_age_cutoff, o.blob_gc_force_threshold);
+                let default_gc = (defaults.blob_gc_age_cutoff, defaults.blob_gc_force_threshold);
+                if o.blob_threshold.is_some() || gc != default_gc {
+                    put_varint(&mut buf, TAG_KEYSPACE_BLOBS);
+                    put_varint(&mut buf, def.id.into());
+                    put_varint(&mut buf, o.blob_threshold.map_or(0, |t| t as u64));
+                    put_varint(&mut buf, gc.0.to_bits());
+                    put_varint(&mut buf, gc.1.to_bits());
                 }
             }
         }
@@ -534,6 +549,46 @@ impl VersionEdit {
                         )));
                     }
                     def.opts.range_filter_bits_per_key = Some(bits);
+                }
+                TAG_KEYSPACE_BLOBS => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let mut v = [0; 3];
+                    for x in &mut v {
+                        *x = d.varint().ok_or_else(truncated)?;
+                    }
+                    let follows = [
+                        TAG_KEYSPACE,
+                        TAG_KEYSPACE_PREFIX,
+                        TAG_KEYSPACE_TTL,
+                        TAG_KEYSPACE_CALLBACKS,
+                        TAG_KEYSPACE_RANGE_FILTER,
+                    ];
+                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
+                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
+                    }) else {
+                        return Err(bad(format!(
+                            "blob settings of keyspace {id} not after its definition"
+                        )));
+                    };
+                    let threshold = match v[0] {
+                        0 => None,
+                        t => Some(usize::try_from(t).unwrap_or(usize::MAX)),
+                    };
+                    if threshold
+                        .is_some_and(|t| !KeyspaceOptions::BLOB_THRESHOLD_RANGE.contains(&t))
+                    {
+                        return Err(bad(format!("keyspace {id} has a blob threshold of {}", v[0])));
+                    }
+                    let (cutoff, force) = (f64::from_bits(v[1]), f64::from_bits(v[2]));
+                    let range = KeyspaceOptions::BLOB_GC_FRACTION_RANGE;
+                    if !range.contains(&cutoff) || !range.contains(&force) {
+                        return Err(bad(format!(
+                            "keyspace {id} has blob collection fractions {cutoff} and {force}"
+                        )));
+                    }
+                    def.opts.blob_threshold = threshold;
+                    def.opts.blob_gc_age_cutoff = cutoff;
+                    def.opts.blob_gc_force_threshold = force;
                 }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
@@ -1090,6 +1145,58 @@ mod tests {
         d.callbacks = Some(CallbackNames::default());
         let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
         assert!(!only.encode().contains(&17));
+    }
+
+    /// Tag 19: a named keyspace's blob settings, last among its fields (after a tag 17); an
+    /// edit without it (as an older build wrote it) decodes with none.
+    #[test]
+    fn keyspace_blob_settings() {
+        let opts = KeyspaceOptions::new().blob_threshold(Some(4096)).blob_gc_age_cutoff(0.5);
+        let def = |opts| KeyspaceDef { id: 3, name: "k".into(), opts, callbacks: None };
+        let e = VersionEdit { keyspaces: vec![def(opts.clone())], ..VersionEdit::default() };
+        let enc = e.encode();
+        let mut tail = vec![19, 3];
+        put_varint(&mut tail, 4096);
+        put_varint(&mut tail, 0.5f64.to_bits());
+        put_varint(&mut tail, 0.5f64.to_bits());
+        tail.push(0);
+        assert_eq!(enc[enc.len() - tail.len()..], tail);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        let without = &[&enc[..enc.len() - tail.len()], &[0][..]].concat();
+        assert_eq!(VersionEdit::decode(without).unwrap().keyspaces[0].opts, KeyspaceOptions::new());
+        // After a range filter and callbacks; GC settings alone; nothing at the defaults.
+        let mut both = e.clone();
+        both.keyspaces[0].opts = opts.clone().range_filter_bits_per_key(Some(10.0));
+        both.keyspaces[0].callbacks = Some(CallbackNames::default());
+        assert_eq!(VersionEdit::decode(&both.encode()).unwrap(), both);
+        let gc_only = KeyspaceOptions::new().blob_gc_force_threshold(0.2);
+        let gc = VersionEdit { keyspaces: vec![def(gc_only)], ..VersionEdit::default() };
+        assert_eq!(VersionEdit::decode(&gc.encode()).unwrap(), gc);
+        let plain = VersionEdit { keyspaces: vec![def(KeyspaceOptions::new())], ..e.clone() };
+        assert!(!plain.encode().contains(&19));
+        // Out of place, or out of the options' ranges.
+        let mut alone = vec![1, 1];
+        alone.extend(&tail);
+        assert!(corrupt(&alone).contains("not after its definition"));
+        let head = &enc[..enc.len() - tail.len()];
+        for (threshold, cutoff, force) in
+            [(17 << 20, 0.5, 0.5), (4096, 1.5, 0.5), (4096, 0.5, -0.1), (4096, f64::NAN, 0.5)]
+        {
+            let mut bad = head.to_vec();
+            bad.extend([19, 3]);
+            put_varint(&mut bad, threshold);
+            put_varint(&mut bad, f64::to_bits(cutoff));
+            put_varint(&mut bad, f64::to_bits(force));
+            bad.push(0);
+            let err = corrupt(&bad);
+            assert!(err.contains("blob threshold") || err.contains("fractions"), "{err}");
+        }
+        // The default keyspace's settings come from `Options`: never written.
+        let mut d = crate::version::set::default_keyspace_def();
+        d.opts = opts;
+        d.callbacks = Some(CallbackNames::default());
+        let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
+        assert!(!only.encode().contains(&19));
     }
 
     #[test]
