@@ -204,7 +204,8 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                 last += 1;
             }
             // The merge rewrote only the last level's tables the levels above overlap: the
-            // filter must see the rest too, and their expired values must go.
+            // filter must see the rest too, their expired values must go, and the values they
+            // reference in blob files holding garbage must move out, so those files can go.
             let now = inner.clock.now();
             let expired = |t: &Arc<TableFile>| t.expiry().is_some_and(|(oldest, ..)| oldest <= now);
             let last_level = inner.load_state().tree(id).map_or(Vec::new(), |t| {
@@ -214,8 +215,15 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
                     .find(|&l| !v.levels[l].is_empty())
                     .map_or(Vec::new(), |l| v.levels[l].clone())
             });
-            if tree.opts.compaction_filter.0.is_some() || last_level.iter().any(expired) {
-                slot = rewrite_last_level(inner, id, first_new, slot)?;
+            let whole = tree.opts.compaction_filter.0.is_some() || last_level.iter().any(expired);
+            let state = inner.load_state();
+            let gc =
+                state.tree(id).map_or(Vec::new(), |t| picker::blob_gc_files(&state.trees, t, true));
+            let collects = |t: &Arc<TableFile>| {
+                t.meta.blob_refs.iter().any(|r| gc.binary_search(&r.file).is_ok())
+            };
+            if whole || last_level.iter().any(collects) {
+                slot = rewrite_last_level(inner, id, first_new, whole, slot)?;
             }
         }
         Ok(())
@@ -247,21 +255,24 @@ fn compact_whole_level(
     let (lo, hi) = user_range(&inputs);
     let next_inputs = v.overlapping(out_level, &lo, &hi);
     let reason = CompactionReason::Manual;
-    run_locked(
-        inner,
-        Compaction { tree: tree.clone(), level, out_level, inputs, next_inputs, reason },
-    )
+    let relocate = picker::blob_gc_files(&inner.load_state().trees, tree, true);
+    let tree = tree.clone();
+    run_locked(inner, Compaction { tree, level, out_level, inputs, next_inputs, reason, relocate })
 }
 
 /// Rewrites, in place, the tables of keyspace `id`'s last level that `compact_all` (which
 /// began when file number `first_new` was next) has not written: the merge into the last
 /// level rewrites only the tables the level above overlaps, and a compaction filter must
-/// see the rest too. Each step takes a run of neighbouring such tables, so its output
-/// cannot overlap a table of the level it leaves alone.
+/// see the rest too (`whole`). And every table, written by this call or not, referencing a
+/// blob file that holds garbage: the merge is what made most of it garbage (it dropped the
+/// overwritten versions' references), so only now can the rest of its values move out. Each
+/// step takes a run of neighbouring such tables, so its output cannot overlap a table of the
+/// level it leaves alone; an output references no file it collected, so the steps end.
 fn rewrite_last_level<'a>(
     inner: &'a DbInner,
     id: crate::version::edit::KeyspaceId,
     first_new: u64,
+    whole: bool,
     mut slot: std::sync::MutexGuard<'a, ()>,
 ) -> Result<std::sync::MutexGuard<'a, ()>> {
     loop {
@@ -274,7 +285,11 @@ fn rewrite_last_level<'a>(
         let Some(last) = (1..NUM_LEVELS).rev().find(|&l| !v.levels[l].is_empty()) else {
             return Ok(slot);
         };
-        let old = |t: &&Arc<TableFile>| t.meta.number < first_new;
+        let relocate = picker::blob_gc_files(&inner.load_state().trees, &tree, true);
+        let collects = |t: &TableFile| {
+            t.meta.blob_refs.iter().any(|r| relocate.binary_search(&r.file).is_ok())
+        };
+        let old = |t: &&Arc<TableFile>| (whole && t.meta.number < first_new) || collects(t);
         let level = &v.levels[last];
         let Some(start) = level.iter().position(|t| old(&t)) else { return Ok(slot) };
         let inputs: Vec<Arc<TableFile>> = level[start..].iter().take_while(old).cloned().collect();
@@ -286,6 +301,7 @@ fn rewrite_last_level<'a>(
             inputs,
             next_inputs: Vec::new(),
             reason,
+            relocate,
         };
         run_locked(inner, c)?;
     }
@@ -623,11 +639,10 @@ fn run_part(
     let now = inner.clock.now();
     let mut merged = MergeStage::new(merged, c.tree.merger(), now, &nothing_below)
         .with_blobs(c.tree.version.blobs.clone());
-    // Garbage collection: references into the oldest blob files are relocated, so that those
-    // files lose their references as compactions pass over their tables.
-    let live = &c.tree.version.blobs;
-    let limit = c.tree.opts.blob_gc_limit(live);
-    let mut blobs = inner.separator(&c.tree).relocating(limit, live.clone());
+    // Garbage collection: references into the files the picker chose are relocated, so that
+    // those files lose their references as compactions pass over their tables.
+    let live = c.tree.version.blobs.clone();
+    let mut blobs = inner.separator(&c.tree).relocating(c.relocate.clone(), live);
     let written = (|| {
         if user_filter.is_none() && !expiring {
             merged.seek_to_first()?;

@@ -367,9 +367,9 @@ pub(crate) struct Separator {
     segment: Option<(Arc<SegmentIndex>, KeyspaceId)>,
     writer: Option<BlobWriter>,
     finished: Vec<BlobFileMeta>,
-    /// Garbage collection: references into files numbered below this are relocated, their
-    /// values read through these files.
-    gc: Option<(u64, BlobFiles)>,
+    /// Garbage collection: references into these files (sorted) are relocated, their values
+    /// read through the version's files.
+    gc: Option<(Vec<u64>, BlobFiles)>,
     /// The entry written in place of a separated one: internal key, stored value.
     key: Vec<u8>,
     stored: Vec<u8>,
@@ -414,10 +414,10 @@ impl Separator {
     }
 
     /// Relocates, as the entries pass, the values that references name in blob files
-    /// numbered below `limit` (`None`: none), read through `live` (the version the entries
-    /// come from): garbage collection, in a compaction (`KeyspaceOptions::blob_gc_age_cutoff`).
-    pub(crate) fn relocating(mut self, limit: Option<u64>, live: BlobFiles) -> Separator {
-        self.gc = limit.map(|limit| (limit, live));
+    /// `files` (sorted), read through `live` (the version the entries come from): garbage
+    /// collection, in a compaction (`KeyspaceOptions::blob_gc_age_cutoff`).
+    pub(crate) fn relocating(mut self, files: Vec<u64>, live: BlobFiles) -> Separator {
+        self.gc = (!files.is_empty()).then_some((files, live));
         self
     }
 
@@ -443,9 +443,9 @@ impl Separator {
                     })?,
                     false => (0, value),
                 };
-                let Some((limit, live)) = &self.gc else { return Ok((ikey, value)) };
+                let Some((files, live)) = &self.gc else { return Ok((ikey, value)) };
                 let r = BlobRef::decode(stored)?;
-                if r.file >= *limit {
+                if files.binary_search(&r.file).is_err() {
                     return Ok((ikey, value));
                 }
                 relocated = Some(live.read_with(&r, false)?);

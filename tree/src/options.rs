@@ -114,7 +114,9 @@ impl KeyspaceOptions {
     /// to 16 MiB ([`KeyspaceOptions::BLOB_THRESHOLD_RANGE`]). Values are separated when
     /// their table is written (a flush, or a compaction or ingest meeting a value still
     /// inline), so changing it at an open is safe: it applies to tables written from then
-    /// on, and is not recorded.
+    /// on. A named keyspace's is recorded in the manifest with the garbage collection
+    /// options (as its other options are): background work after a reopen follows it before
+    /// the keyspace is opened again, and an open giving another value records that one.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -139,22 +141,23 @@ impl KeyspaceOptions {
     /// `blob_gc_force_threshold` unless set.
     pub const DEFAULT_BLOB_GC_FORCE_THRESHOLD: f64 = 0.5;
 
-    /// Garbage collection of blob files (RocksDB's integrated BlobDB's scheme): the oldest
-    /// `cutoff` of the keyspace's blob files, by file number, are *eligible*, and every
+    /// Garbage collection of blob files (RocksDB's integrated BlobDB's scheme): of the
+    /// keyspace's blob files holding garbage (values no table references any more), the
+    /// oldest by file number, as many as `cutoff` of all its files, are *eligible*, and every
     /// compaction of the keyspace relocates the values its tables reference in them — reads
     /// each and writes it into the compaction's own new blob file (or back into the table, if
-    /// it is now under the threshold) — so that an eligible file loses its references as
-    /// compactions pass over its tables, and goes once the last one is gone. Default 0.25
-    /// (of 8 files, the 2 oldest); 0 turns collection off. 0 to 1
-    /// ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]). Nothing is relocated in a keyspace
-    /// without a [`blob_threshold`](KeyspaceOptions::blob_threshold), nor is the option
-    /// recorded: a keyspace reopened without a threshold (or not opened since the database
-    /// was) leaves its blob files as they are.
+    /// it is now under the threshold) — so that such a file loses its references as
+    /// compactions pass over its tables, and goes once the last one is gone. A file that has
+    /// lost nothing is never copied (that would free nothing), nor counted among the oldest.
+    /// Default 0.25 (of 8 files, the 2 oldest holding garbage); 0 turns collection off. 0 to 1 ([`KeyspaceOptions::BLOB_GC_FRACTION_RANGE`]). Nothing is
+    /// relocated in a keyspace without a [`blob_threshold`](KeyspaceOptions::blob_threshold).
     ///
     /// Compactions come by as the tree needs them; where the eligible files' garbage (the
     /// bytes of their values no table references) reaches
     /// [`blob_gc_force_threshold`](KeyspaceOptions::blob_gc_force_threshold) of their bytes,
-    /// the tables referencing the oldest of them are compacted for that alone.
+    /// the tables referencing the oldest of them are compacted for that alone. `Db::compact`
+    /// relocates out of every file holding garbage, whatever its age (unless the cutoff is 0),
+    /// so that every value the files left hold is live.
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
@@ -181,19 +184,6 @@ impl KeyspaceOptions {
     pub fn blob_gc_force_threshold(mut self, threshold: f64) -> Self {
         self.blob_gc_force_threshold = threshold;
         self
-    }
-
-    /// The blob files a compaction of this keyspace's `version` relocates values out of:
-    /// those numbered below the returned number (`None`: none). The oldest
-    /// [`blob_gc_age_cutoff`](KeyspaceOptions::blob_gc_age_cutoff) of the live files,
-    /// rounded down, as RocksDB counts them.
-    pub fn blob_gc_limit(&self, live: &crate::blob::BlobFiles) -> Option<u64> {
-        self.blob_threshold?;
-        let eligible = (self.blob_gc_age_cutoff * live.0.len() as f64) as usize;
-        if eligible == 0 {
-            return None;
-        }
-        Some(live.0.keys().nth(eligible).copied().unwrap_or(u64::MAX))
     }
 
     /// The default options (those of a default `Options`), to chain setters on.

@@ -23,15 +23,17 @@
 //!   threshold 0.5) and, with `filter`, a compaction filter on the keyspace. Input lines:
 //!   `L<n>` starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
 //!   [created=SECS] [blobs=FILE:BYTES,...]` is a table of that level; `blob NUM
-//!   bytes=BYTES` a blob file holding that many bytes of values, which tables reference with
-//!   `blobs` (one reference per file, of those bytes; the keyspace then has a blob
-//!   threshold). Each table is a real one: LO written at seq B
+//!   bytes=BYTES [segment values=N]` a blob file holding that many bytes of values (with
+//!   `segment`, a kept WAL segment of that many bytes whose N values tables referenced when
+//!   it was kept), which tables reference with `blobs` (one reference per file, of those
+//!   bytes; the keyspace then has a blob threshold). Each table is a real one: LO written at seq B
 //!   and HI at seq A (expiring at A and B of `expiry`, milliseconds, if given), and with
 //!   `plain` an older non-expiring version of LO holding that many value bytes, which keeps
 //!   a table's expired share small. `size` is what the manifest records (default 1000),
 //!   `created` the table's creation time (default 1). Prints the levels as defined.
 //! - `pick [now=MS]`: what the picker chooses at `now` (default 0): the reason, the levels,
-//!   the input tables and those of the output level they overlap; or `none`. The runner
+//!   the input tables and those of the output level they overlap, and the blob files whose
+//!   values it relocates; or `none`. The runner
 //!   also checks that `needs_compaction` agrees.
 //!
 //! `BLOOMKV_REWRITE=1 cargo test -p bloomkv-tree --test picker` fills the expectations in
@@ -45,7 +47,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bloomkv_tree::blob::{BlobFile, BlobFileMeta, BlobRefs};
+use bloomkv_tree::blob::{BlobFile, BlobFileKind, BlobFileMeta, BlobRefs};
 use bloomkv_tree::compact::picker::{self, Policy};
 use bloomkv_tree::compaction_filter::{CompactionFilter, Decision};
 use bloomkv_tree::fs::{Deleter, MemFile, StdFs};
@@ -143,10 +145,15 @@ impl Script {
             if let Some(rest) = l.strip_prefix("blob ") {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let number: u64 = words[0].parse().expect("blob NUM bytes=BYTES");
-                let value_bytes = num(&named(&words[1..]), "bytes", 0);
-                let kind = Default::default();
-                let meta =
-                    BlobFileMeta { number, value_bytes, values: 1, file_size: value_bytes, kind };
+                let blob_args = named(&words[1..]);
+                let value_bytes = num(&blob_args, "bytes", 0);
+                let values = num(&blob_args, "values", 1);
+                let kind = match blob_args.contains_key("segment") {
+                    true => BlobFileKind::WalSegment,
+                    false => BlobFileKind::Separated,
+                };
+                let file_size = value_bytes;
+                let meta = BlobFileMeta { number, value_bytes, values, file_size, kind };
                 let path = PathBuf::from(format!("mem/{number:06}.blob"));
                 let files = Arc::new(FileCache::new(Arc::new(StdFs), 1));
                 let deleter = Deleter::new(Arc::new(StdFs));
@@ -185,6 +192,10 @@ impl Script {
         let _ = writeln!(s, "  inputs: {}", numbers(&t.inputs).join(" "));
         if !t.next_inputs.is_empty() {
             let _ = writeln!(s, "  overlapped: {}", numbers(&t.next_inputs).join(" "));
+        }
+        if !t.relocate.is_empty() {
+            let files: Vec<String> = t.relocate.iter().map(u64::to_string).collect();
+            let _ = writeln!(s, "  relocates: {}", files.join(" "));
         }
         s
     }

@@ -13,15 +13,19 @@
 //!   below per byte ([`least_overlapping`]), plus the Ln+1 tables it overlaps.
 //! - When no level is over its target: a table holding enough expired values
 //!   ([`worth_rewriting`]); then the tables referencing a keyspace's oldest blob file, when
-//!   the files within its `blob_gc_age_cutoff` hold enough garbage ([`blob_gc_due`]); then a
+//!   the files within its `blob_gc_age_cutoff` hold enough garbage ([`blob_gc_due`]); then
+//!   such a keyspace's L0 into the level below, if it references values worth many times the
+//!   tables' bytes, whose older versions it may shadow ([`pick_blob_shadowed`]); then a
 //!   table older than `Policy::periodic` that a compaction filter or expiry may have
 //!   something to drop from ([`due_periodic`]).
 //!
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::blob::{BlobFileKind, BlobFileMeta};
 use crate::tree::Tree;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 
@@ -53,7 +57,9 @@ pub enum CompactionReason {
     /// `blob_gc_force_threshold` of garbage: the tables referencing the oldest of them are
     /// rewritten, which relocates their values out of it (as for
     /// [`CompactionReason::Expiry`]: L0 is compacted into L1, another level's tables are
-    /// rewritten in place).
+    /// rewritten in place). Or, at rest, L0 referencing many times its and the overlapped
+    /// tables' bytes of values is merged down, dropping the older versions it shadows, whose
+    /// values only then become garbage.
     BlobGarbage,
 }
 
@@ -87,6 +93,9 @@ pub struct Task {
     pub inputs: Vec<Arc<TableFile>>,
     pub next_inputs: Vec<Arc<TableFile>>,
     pub reason: CompactionReason,
+    /// The blob files whose values the compaction relocates as it meets references to them
+    /// (garbage collection, [`blob_gc_files`]), sorted.
+    pub relocate: Vec<u64>,
 }
 
 impl Policy {
@@ -144,6 +153,7 @@ pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
                 inputs,
                 next_inputs: Vec::new(),
                 reason: CompactionReason::L0Merge,
+                relocate: blob_gc_files(trees, tree, false),
             });
         }
         v.levels[0].clone()
@@ -153,7 +163,9 @@ pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
     let (lo, hi) = user_range(&inputs);
     let next_inputs = v.overlapping(level + 1, &lo, &hi);
     let reason = if level == 0 { CompactionReason::L0Tables } else { CompactionReason::LevelSize };
-    Some(Task { tree: tree.clone(), level, out_level: level + 1, inputs, next_inputs, reason })
+    let relocate = blob_gc_files(trees, tree, false);
+    let out_level = level + 1;
+    Some(Task { tree: tree.clone(), level, out_level, inputs, next_inputs, reason, relocate })
 }
 
 /// A compaction that frees the space of expired values ([`worth_rewriting`]) or, failing
@@ -165,6 +177,7 @@ fn pick_rewrite(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> 
     let periodic = |tree: &Tree, t: &TableFile| due_periodic(tree, t, policy, now);
     pick_table(trees, expired, CompactionReason::Expiry)
         .or_else(|| pick_blob_garbage(trees))
+        .or_else(|| pick_blob_shadowed(trees))
         .or_else(|| pick_table(trees, periodic, CompactionReason::Periodic))
 }
 
@@ -181,8 +194,9 @@ const BLOB_GC_MAX_TABLES: u64 = 25;
 /// [`BLOB_GC_MAX_TABLES`] tables' bytes. Each such compaction relocates the run's
 /// references out of the file, so the file goes after a pass over its tables.
 fn pick_blob_garbage(trees: &[Arc<Tree>]) -> Option<Task> {
+    let live = live_blob_refs(trees);
     for tree in trees {
-        let Some(due) = blob_gc_due(tree) else { continue };
+        let Some(due) = blob_gc_due(tree, &live) else { continue };
         let v = &tree.version;
         let refers = |t: &&Arc<TableFile>| t.meta.blob_refs.iter().any(|r| r.file == due);
         for (level, tables) in v.levels.iter().enumerate() {
@@ -204,37 +218,133 @@ fn pick_blob_garbage(trees: &[Arc<Tree>]) -> Option<Task> {
                 });
                 (run.cloned().collect(), level, Vec::new())
             };
+            let relocate = blob_gc_files(trees, tree, false);
             let tree = tree.clone();
             let reason = CompactionReason::BlobGarbage;
-            return Some(Task { tree, level, out_level, inputs, next_inputs, reason });
+            return Some(Task { tree, level, out_level, inputs, next_inputs, reason, relocate });
         }
     }
     None
 }
 
+/// How many times the bytes of L0 and of the tables below it overlaps must the values L0's
+/// tables reference be for [`pick_blob_shadowed`] to merge them.
+const SHADOWED_RATIO: u64 = 8;
+
+/// At rest, in a keyspace collecting blob garbage, L0 merged into the first level below it
+/// holding tables, for the older versions there that L0's shadow: an overwritten value is
+/// garbage only once no table references it, and a tree at rest keeps L0 — merged flushes
+/// that can hold the newer versions of half the keys (see [`l0_merge`]), pinning as many old
+/// values. Only when the values L0's tables reference are at least [`SHADOWED_RATIO`] times
+/// the bytes of the tables the merge rewrites: a reference is small beside its value, so this
+/// costs at most an eighth of a byte written per byte it may free, and a tree whose tables
+/// are large beside what L0 holds (where L0 pins a small part of the values) is left alone.
+/// Deeper levels are not merged so: at rest, what L0 holds is what was written last.
+fn pick_blob_shadowed(trees: &[Arc<Tree>]) -> Option<Task> {
+    for tree in trees {
+        let v = &tree.version;
+        if blob_gc_files_off(tree) || v.levels[0].is_empty() {
+            continue;
+        }
+        let Some(out_level) = (1..NUM_LEVELS).find(|&l| !v.levels[l].is_empty()) else {
+            continue;
+        };
+        let inputs = v.levels[0].clone();
+        let referenced: u64 = inputs.iter().flat_map(|t| &t.meta.blob_refs).map(|r| r.bytes).sum();
+        let (lo, hi) = user_range(&inputs);
+        let next_inputs = v.overlapping(out_level, &lo, &hi);
+        let rewritten: u64 = inputs.iter().chain(&next_inputs).map(|t| t.meta.file_size).sum();
+        if next_inputs.is_empty() || referenced < rewritten.saturating_mul(SHADOWED_RATIO) {
+            continue;
+        }
+        let relocate = blob_gc_files(trees, tree, false);
+        let (tree, reason) = (tree.clone(), CompactionReason::BlobGarbage);
+        return Some(Task { tree, level: 0, out_level, inputs, next_inputs, reason, relocate });
+    }
+    None
+}
+
+/// Whether `tree` collects no blob garbage: no threshold, or an age cutoff of 0.
+fn blob_gc_files_off(tree: &Tree) -> bool {
+    tree.opts.blob_threshold.is_none() || tree.opts.blob_gc_age_cutoff <= 0.0
+}
+
 /// The oldest blob file of `tree` due collection (RocksDB's forced blob garbage collection),
-/// if any: of the files within the `blob_gc_age_cutoff` (see
-/// `KeyspaceOptions::blob_gc_limit`), the oldest whose garbage is at least
-/// `blob_gc_force_threshold` of its values' bytes (and not none). Exact: live bytes are the
-/// tables' recorded references.
+/// if any: of the files eligible ([`blob_gc_eligible`]), the oldest whose garbage is at least
+/// `blob_gc_force_threshold` of its bytes. Exact: `live` ([`live_blob_refs`]) sums every
+/// keyspace's recorded references.
 ///
 /// Why file by file: RocksDB sums over its oldest *batch* (the oldest file and the next ones
 /// no table references first), and gives up when that batch reaches past the cutoff. Here one
 /// table often references every file (a tree at rest in L0 and L1), so the batch would be
-/// most files and the old files' garbage never judged; summing over every file within the
-/// cutoff instead lets fully live files dilute it. The compaction chosen rewrites every table
-/// referencing the file, which relocates its live values (it is within the cutoff), so it
-/// goes, and the next is judged.
-pub fn blob_gc_due(tree: &Tree) -> Option<u64> {
-    let v = &tree.version;
-    let limit = tree.opts.blob_gc_limit(&v.blobs)?;
-    let live = v.blob_live_bytes();
+/// most files and the old files' garbage never judged; summing over every eligible file
+/// instead lets the less collectable ones dilute it. The compaction chosen rewrites every
+/// table referencing the file, which relocates its live values (it is eligible), so it goes,
+/// and the next is judged.
+pub fn blob_gc_due(tree: &Tree, live: &BTreeMap<u64, (u64, u64)>) -> Option<u64> {
     let threshold = tree.opts.blob_gc_force_threshold;
-    v.blobs.0.range(..limit).find_map(|(&number, file)| {
+    blob_gc_eligible(tree, live, false).into_iter().find(|number| {
+        let file = &tree.version.blobs.0[number];
         let total = file.meta.value_bytes;
-        let garbage = total.saturating_sub(live.get(&number).map_or(0, |&(_, bytes)| bytes));
-        (garbage > 0 && garbage as f64 >= threshold * total as f64).then_some(number)
+        let garbage = total.saturating_sub(live.get(number).map_or(0, |r| r.1));
+        garbage as f64 >= threshold * total as f64
     })
+}
+
+/// The blob files of `tree` eligible for collection, oldest first: those that
+/// [`holds_garbage`] (by `live`), and of them the oldest `blob_gc_age_cutoff` of the
+/// keyspace's live files, rounded down (of 8 files, 2), as RocksDB counts its cutoff; with
+/// `all` (a manual compaction, which promises to drop what is obsolete), all of them. None in
+/// a keyspace without a `blob_threshold`, or with a cutoff of 0.
+///
+/// Files that have lost nothing take no place in the count: a fully live file is never
+/// relocated, so old cold files would otherwise hold the window for good, and the garbage of
+/// every newer file (relocation's own outputs among them) would never be collected.
+pub fn blob_gc_eligible(tree: &Tree, live: &BTreeMap<u64, (u64, u64)>, all: bool) -> Vec<u64> {
+    let blobs = &tree.version.blobs.0;
+    let cutoff = tree.opts.blob_gc_age_cutoff;
+    if tree.opts.blob_threshold.is_none() || cutoff <= 0.0 {
+        return Vec::new();
+    }
+    let count = if all { usize::MAX } else { (cutoff * blobs.len() as f64) as usize };
+    let refs = |n: &u64| live.get(n).copied().unwrap_or_default();
+    let garbage = blobs.iter().filter(|(n, f)| holds_garbage(&f.meta, refs(n)));
+    garbage.map(|(&n, _)| n).take(count).collect()
+}
+
+/// References into each blob file from every keyspace's tables: their count and bytes. A
+/// kept WAL segment may hold several keyspaces' values, so one keyspace's tables alone
+/// would take the others' values for its garbage.
+pub fn live_blob_refs(trees: &[Arc<Tree>]) -> BTreeMap<u64, (u64, u64)> {
+    let mut live = BTreeMap::new();
+    for tree in trees {
+        for (number, (count, bytes)) in tree.version.blob_live_bytes() {
+            let e: &mut (u64, u64) = live.entry(number).or_default();
+            e.0 += count;
+            e.1 += bytes;
+        }
+    }
+    live
+}
+
+/// Whether a blob file has lost any of its values: a compaction that relocated the values of
+/// one that has not would copy it whole to free nothing. A separated file holds its values
+/// alone, so any byte of them unreferenced is garbage; a kept WAL segment also holds framing
+/// and small values, which were there when it was kept, so it counts references instead.
+pub fn holds_garbage(meta: &BlobFileMeta, (count, bytes): (u64, u64)) -> bool {
+    match meta.kind {
+        BlobFileKind::Separated => bytes < meta.value_bytes,
+        BlobFileKind::WalSegment => count < meta.values,
+    }
+}
+
+/// The blob files of `tree` whose values a compaction of it relocates (garbage collection):
+/// those [`blob_gc_eligible`], judged over every keyspace of `trees`.
+pub fn blob_gc_files(trees: &[Arc<Tree>], tree: &Tree, all: bool) -> Vec<u64> {
+    if tree.version.blobs.0.is_empty() {
+        return Vec::new();
+    }
+    blob_gc_eligible(tree, &live_blob_refs(trees), all)
 }
 
 /// The compaction for the first table `due` says is, as [`pick_rewrite`] describes.
@@ -255,8 +365,9 @@ fn pick_table(
             } else {
                 (vec![t.clone()], level, Vec::new())
             };
+            let relocate = blob_gc_files(trees, tree, false);
             let tree = tree.clone();
-            return Some(Task { tree, level, out_level, inputs, next_inputs, reason });
+            return Some(Task { tree, level, out_level, inputs, next_inputs, reason, relocate });
         }
     }
     None
