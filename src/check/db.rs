@@ -208,8 +208,8 @@ fn check_live_table(
 /// A blob file the manifest lists, as [`open_live_blobs`] found it.
 enum LiveBlob {
     Open(Arc<dyn RandomAccessFile>, PathBuf),
-    /// Missing or unreadable: reported.
-    Unreadable,
+    /// Missing or unreadable (the file it is, `NNNNNN.log` for a kept segment): reported.
+    Unreadable(PathBuf),
     /// Dropped and deleted by a live owner since the manifest was read: the tables that
     /// referenced it have been rewritten too, so their references are not damage.
     Dropped,
@@ -237,7 +237,7 @@ fn open_live_blobs(
                     read_manifest(fs, dir).map(|m| m.blob_files.contains_key(&n)).unwrap_or(true);
                 if still_live {
                     r.problem(&path, None, "blob file listed by the manifest is missing");
-                    open.insert(n, LiveBlob::Unreadable);
+                    open.insert(n, LiveBlob::Unreadable(path));
                 } else {
                     r.note(&path, None, "blob file was dropped by a concurrent compaction");
                     open.insert(n, LiveBlob::Dropped);
@@ -246,7 +246,7 @@ fn open_live_blobs(
             }
             Err(e) => {
                 r.error(&path, e);
-                open.insert(n, LiveBlob::Unreadable);
+                open.insert(n, LiveBlob::Unreadable(path));
                 continue;
             }
         };
@@ -300,7 +300,7 @@ fn resolve_refs(
         let file = match blobs.get(&rf.file) {
             Some(LiveBlob::Open(file, blob)) => (file, blob),
             Some(LiveBlob::Dropped) => continue,
-            Some(LiveBlob::Unreadable) | None => {
+            Some(LiveBlob::Unreadable(_)) | None => {
                 unresolved.entry(rf.file).or_insert((0, f)).0 += 1;
                 continue;
             }
@@ -322,11 +322,9 @@ fn resolve_refs(
         }
     }
     for (n, (count, first)) in unresolved {
-        let blob = filename::blob_path(dir, n);
-        let why = if blobs.contains_key(&n) {
-            "which is missing or unreadable"
-        } else {
-            "which the manifest does not list as live"
+        let (blob, why) = match blobs.get(&n) {
+            Some(LiveBlob::Unreadable(path)) => (path.clone(), "which is missing or unreadable"),
+            _ => (filename::blob_path(dir, n), "which the manifest does not list as live"),
         };
         r.problem(
             path,

@@ -1788,7 +1788,8 @@ fn pad_segment(db: &Db, bytes: usize) {
 /// flushed, then 10 of them overwritten and flushed. (No compaction: the overwritten values
 /// stay referenced by the older table, so the garbage comes from a full compaction below.)
 fn build_blob_db(dir: &Path) -> Vec<PathBuf> {
-    let opts = options().memtable_bytes(4 << 20).blob_threshold(Some(100));
+    // No garbage collection: the compaction leaves the first file's garbage in place.
+    let opts = options().memtable_bytes(4 << 20).blob_threshold(Some(100)).blob_gc_age_cutoff(0.0);
     let db = Db::open(dir, opts).unwrap();
     for i in 0..20u32 {
         db.put(key(i), vec![i as u8; 200 + 100 * i as usize]).unwrap();
@@ -2000,4 +2001,65 @@ fn verify_accepts_a_kept_wal_segment() {
     let r = tool_json(&["verify", "--json", s(dir.path())]);
     assert_eq!(r["status"], "ok", "{r}");
     assert_eq!(r["checked"]["blob_refs"].as_u64(), Some(20), "{r}");
+}
+
+/// A WAL segment kept as a blob file is handled under its real name, `NNNNNN.log`: `db`
+/// lists it so (text and JSON) and not as an obsolete segment, `inspect` and `dump` read it,
+/// and `verify` of a database whose kept segment is gone names that file.
+#[test]
+fn the_tool_names_and_reads_a_kept_wal_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, options().memtable_bytes(4 << 20).blob_threshold(Some(100))).unwrap();
+    for i in 0..20u32 {
+        db.put(key(i), vec![i as u8; 16 << 10]).unwrap();
+    }
+    db.flush().unwrap();
+    let stats = db.stats();
+    db.close().unwrap();
+    let kept: Vec<_> = stats.blob_files.iter().filter(|b| b.wal_segment).collect();
+    assert_eq!(kept.len(), 1, "{:?}", stats.blob_files);
+    let segment = dir.join(format!("{:06}.log", kept[0].number));
+    assert!(segment.exists());
+
+    let r = tool_json(&["db", "--json", s(&dir)]);
+    let files = r["blobs"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{r}");
+    assert_eq!(files[0]["file"].as_str(), Some(s(&segment)), "{r}");
+    assert_eq!(files[0]["wal_segment"].as_bool(), Some(true));
+    let wal = r["wal_files"].as_array().unwrap();
+    let listed = wal.iter().find(|w| w["number"].as_u64() == Some(kept[0].number)).unwrap();
+    assert_eq!((listed["live"].as_bool(), listed["kept"].as_bool()), (Some(false), Some(true)));
+    let (code, text, err) = tool(&["db", s(&dir)]);
+    assert_eq!(code, 0, "{err}");
+    let name = format!("{:06}.log", kept[0].number);
+    assert!(text.contains(&format!("blob {name} ")), "{text}");
+    assert!(text.contains("(kept WAL segment)"), "{text}");
+    assert!(!text.contains(&format!("{:06}.blob", kept[0].number)), "{text}");
+    assert!(
+        text.contains(&format!("WAL {name} ")) && text.contains("(kept as a blob file)"),
+        "{text}"
+    );
+
+    let r = tool_json(&["inspect", "--json", s(&segment)]);
+    assert_eq!(r["puts"].as_u64(), Some(20), "{r}");
+    assert_eq!(r["put_value_bytes"].as_u64(), Some(20 * (16 << 10)));
+    assert_eq!(r["kept"]["values"].as_u64(), Some(20), "{r}");
+    assert_eq!(r["kept"]["file_size"].as_u64(), Some(kept[0].file_size));
+    let (code, text, err) = tool(&["inspect", s(&segment)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("kept as a blob file: tables referenced 20"), "{text}");
+    let dumped = tool_json(&["dump", "--json", s(&segment)]);
+    let entries = dumped["entries"].as_array().unwrap();
+    assert_eq!(
+        entries.iter().filter(|e| e["key"].as_str().is_some_and(|k| k.starts_with("key"))).count(),
+        20,
+        "{dumped}"
+    );
+
+    std::fs::remove_file(&segment).unwrap();
+    let r = expect_corrupt(&dir, &segment, None);
+    let text = r["problems"].to_string();
+    assert!(text.contains("missing") && text.contains(&name), "{text}");
+    assert!(!text.contains(&format!("{:06}.blob", kept[0].number)), "{text}");
 }

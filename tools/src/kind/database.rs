@@ -15,6 +15,7 @@ use std::path::Path;
 use bloomkv::check;
 use bloomkv::fs::StdFs;
 use bloomkv::{Error, Readable, TableInfo};
+use bloomkv_tree::blob::BlobFileKind;
 use bloomkv_tree::filename::{self, FileKind};
 use bloomkv_tree::version::edit::{KeyspaceDef, DEFAULT_KEYSPACE};
 use bloomkv_tree::version::manifest::read_manifest;
@@ -78,6 +79,8 @@ struct BlobFileReport {
     live_values: u64,
     live_bytes: u64,
     garbage_bytes: u64,
+    /// A WAL segment kept as a blob file (`NNNNNN.log`), not a `NNNNNN.blob`.
+    wal_segment: bool,
 }
 
 fn blobs_report(dir: &Path, stats: &bloomkv::Stats) -> Option<BlobsReport> {
@@ -89,7 +92,10 @@ fn blobs_report(dir: &Path, stats: &bloomkv::Stats) -> Option<BlobsReport> {
         .iter()
         .map(|b| BlobFileReport {
             number: b.number,
-            file: common::display(&filename::blob_path(dir, b.number)),
+            file: common::display(&match b.wal_segment {
+                true => filename::wal_path(dir, b.number),
+                false => filename::blob_path(dir, b.number),
+            }),
             keyspace: b.keyspace.clone(),
             file_size: b.file_size,
             values: b.values,
@@ -97,6 +103,7 @@ fn blobs_report(dir: &Path, stats: &bloomkv::Stats) -> Option<BlobsReport> {
             live_values: b.live_values,
             live_bytes: b.live_bytes,
             garbage_bytes: b.garbage_bytes,
+            wal_segment: b.wal_segment,
         })
         .collect();
     let live: u64 = files.iter().map(|b| b.live_bytes).sum();
@@ -230,6 +237,8 @@ struct Wal {
     size: u64,
     /// At or above the manifest's log number: holds writes not yet in a table.
     live: bool,
+    /// Below it, but kept as a blob file: tables reference values in it.
+    kept: bool,
 }
 
 /// `tables` by level: every level below NUM_LEVELS, and any deeper one a table is on.
@@ -342,6 +351,10 @@ pub fn inspect(dir: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
                     file: common::display(&filename::wal_path(dir, n)),
                     size: m.len(),
                     live: n >= manifest.log_number,
+                    kept: manifest
+                        .blob_files
+                        .get(&n)
+                        .is_some_and(|b| b.kind == BlobFileKind::WalSegment),
                 });
             }
         }
@@ -445,7 +458,11 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             "WAL {:06}.log {} bytes{}",
             w.number,
             w.size,
-            if w.live { "" } else { " (obsolete)" }
+            match (w.live, w.kept) {
+                (true, _) => "",
+                (false, true) => " (kept as a blob file)",
+                (false, false) => " (obsolete)",
+            }
         )?;
     }
     writeln!(out, "WAL total: {} bytes", r.wal_bytes)
@@ -456,16 +473,18 @@ fn print_blobs(out: &mut common::Out, b: &BlobsReport) -> std::io::Result<()> {
     for f in &b.files {
         writeln!(
             out,
-            "blob {:06}.blob {:>10} bytes  keyspace {:?}  {} values ({} bytes), live {} ({} bytes), \
-             garbage {} bytes",
+            "blob {:06}.{} {:>10} bytes  keyspace {:?}  {} values ({} bytes), live {} ({} bytes), \
+             garbage {} bytes{}",
             f.number,
+            if f.wal_segment { "log" } else { "blob" },
             f.file_size,
             f.keyspace,
             f.values,
             f.value_bytes,
             f.live_values,
             f.live_bytes,
-            f.garbage_bytes
+            f.garbage_bytes,
+            if f.wal_segment { " (kept WAL segment)" } else { "" }
         )?;
     }
     let amp = b.space_amplification.map_or("-".to_string(), |a| format!("{a:.2}"));
