@@ -1070,6 +1070,80 @@ mod tests {
         assert_eq!(applied, Some(log_id(1, 1, 2)));
     }
 
+    /// Large values a node keeps in blob files (a kept WAL segment, a blob file a flush
+    /// copied them into, one a compaction relocated them into) travel in a snapshot as the
+    /// values they are: a node installing it, with blob files or without, reads each one, and
+    /// again after a reopen.
+    #[tokio::test]
+    async fn a_snapshot_of_blob_values_installs_with_every_value_readable() {
+        let blobs = || bloomkv::Options::default().blob_threshold(Some(1024));
+        let big =
+            |i: u64| -> Vec<u8> { (0..(4096 + i * 97)).map(|b| (b * 31 + i) as u8).collect() };
+        let (dirs, dirt, diru) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let (_l1, mut source) = crate::open(dirs.path(), blobs()).unwrap();
+        let entry = |index: u64, key: String, value: Vec<u8>| Entry {
+            log_id: log_id(1, 1, index),
+            payload: EntryPayload::Normal(Command::put(key, value)),
+        };
+        let mut index = 0;
+        for round in 0..3u64 {
+            let mut batch = Vec::new();
+            for i in 0..40 {
+                index += 1;
+                batch.push(entry(index, format!("k{i:03}"), big(round * 100 + i)));
+                // Small values too: the last round's segment is not worth keeping, so its
+                // large values are copied into a blob file.
+                if round == 2 {
+                    index += 1;
+                    batch.push(entry(index, format!("small{i:03}"), vec![b's'; 900]));
+                    index += 1;
+                    batch.push(entry(index, format!("small{i:03}b"), vec![b't'; 900 * 8]));
+                }
+            }
+            source.apply(batch).await.unwrap();
+            source.shared.db.flush().unwrap();
+        }
+        // Half overwritten, then compacted: the survivors are relocated.
+        let mut batch = Vec::new();
+        for i in (0..40).step_by(2) {
+            index += 1;
+            batch.push(entry(index, format!("k{i:03}"), big(1000 + i)));
+        }
+        source.apply(batch).await.unwrap();
+        source.shared.db.compact().unwrap();
+        let s = source.shared.db.stats();
+        assert!(s.blob_files.iter().any(|b| b.wal_segment), "{:?}", s.blob_files);
+        assert!(s.blob_files.iter().any(|b| !b.wal_segment), "{:?}", s.blob_files);
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            source.reader().scan().map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+        assert_eq!(want.len(), 40 + 80);
+        assert_eq!(want[1], (b"k001".to_vec(), big(201)));
+        assert_eq!(want[2], (b"k002".to_vec(), big(1002)));
+
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        for (dir, opts) in [(&dirt, blobs()), (&diru, bloomkv::Options::default())] {
+            let (log, mut target) = crate::open(dir.path(), opts.clone()).unwrap();
+            target.apply([put(1, "stale")]).await.unwrap();
+            let file = std::fs::File::open(&snapshot.snapshot.path).unwrap();
+            let copy = Box::new(SnapshotFile::reading(file, snapshot.snapshot.path.clone()));
+            target.install_snapshot(&snapshot.meta, copy).await.unwrap();
+            let read = |sm: &StateMachine| -> Vec<(Vec<u8>, Vec<u8>)> {
+                sm.reader().scan().map(|r| r.map(|(k, v)| (k, v.to_vec())).unwrap()).collect()
+            };
+            assert_eq!(read(&target), want);
+            target.shared.db.compact().unwrap();
+            assert_eq!(read(&target), want);
+            target.shared.db.close().unwrap();
+            drop((log, target));
+            let (_log, target) = crate::open(dir.path(), opts).unwrap();
+            assert_eq!(read(&target), want, "after a reopen");
+        }
+    }
+
     /// A source with a snapshot of many pairs (so the file spans several receive chunks),
     /// and its bytes.
     async fn source_snapshot(dir: &Path) -> (StateMachine, Snapshot<TypeConfig>, Vec<u8>) {
