@@ -41,20 +41,24 @@
 mod client;
 #[cfg(test)]
 mod crash_tests;
+mod groups;
 mod keys;
 mod log_store;
 mod snapshot;
 mod state_machine;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use bloomkv::{Db, Options, Readable, Value, WriteBatch, WriteOptions};
+#[cfg(test)]
+use bloomkv::Db;
+use bloomkv::{Options, Readable, Value};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+use groups::{Batch, Store};
 
 #[cfg(feature = "client")]
 pub use client::{Client, ClientError};
+pub use groups::{GroupId, NodeStore};
 pub use log_store::{LogStore, DEFAULT_MAX_APPEND_BYTES};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
@@ -203,7 +207,7 @@ impl Command {
     }
 
     /// Adds the command's writes to `batch`.
-    fn stage(&self, batch: &mut WriteBatch) {
+    fn stage(&self, batch: &mut Batch) {
         match self {
             Command::Put { key, value } => batch.put(keys::data(key), value),
             Command::Delete { key } => batch.delete(keys::data(key)),
@@ -263,19 +267,17 @@ pub enum Outcome {
 /// appends its clients' writes one at a time, and an `apply` gets the entries a commit made
 /// committed, which arrived in such appends (or, after a crash, the few applied after the
 /// last fsync).
+///
+/// This is group 0 of a [`NodeStore`], the only group of a node that runs one.
 pub fn open(
     dir: impl AsRef<Path>,
     options: Options,
 ) -> Result<(LogStore, StateMachine), bloomkv::Error> {
-    let largest_batch = *Options::MAX_BATCH_BYTES_RANGE.end();
-    let db = Arc::new(Db::open(dir, options.max_batch_bytes(largest_batch))?);
-    check_format(&db)?;
-    let sm = StateMachine::new(db.clone());
-    sm.recover()?;
-    Ok((LogStore::new(db), sm))
+    NodeStore::open(dir, options)?.group(0)
 }
 
-fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
+/// Checks the layout version of a group's keys, marks a new group's, converts an older one.
+fn check_format(db: &Store) -> Result<(), bloomkv::Error> {
     let want = keys::FORMAT_VERSION.to_le_bytes();
     match db.get(keys::FORMAT)? {
         Some(v) if v[..] == want => Ok(()),
@@ -283,13 +285,13 @@ fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
         // Version 3 added client sessions and snapshot files of version 2, which version 2
         // cannot read: the store says so, so an older build refuses it.
         Some(v) if v[..] == 2u32.to_le_bytes() => {
-            let mut batch = WriteBatch::new();
+            let mut batch = db.batch();
             batch.put(keys::FORMAT, want);
-            db.write(&batch, &WriteOptions::new().sync(true))
+            db.commit(&batch, true)
         }
         Some(v) => Err(bloomkv::Error::InvalidArgument(format!(
             "{}: raft storage format {:?}, this build reads {:?}",
-            db.path().display(),
+            db.db().path().display(),
             &v[..],
             want
         ))),
@@ -297,28 +299,24 @@ fn check_format(db: &Db) -> Result<(), bloomkv::Error> {
         // read its keys as raft state.
         None => match db.range(..).next() {
             None => {
-                let mut batch = WriteBatch::new();
+                let mut batch = db.batch();
                 batch.put(keys::FORMAT, want);
-                db.write(&batch, &WriteOptions::new().sync(true))
+                db.commit(&batch, true)
             }
             Some(Err(e)) => Err(e),
-            Some(Ok(_)) => Err(bloomkv::Error::InvalidArgument(format!(
-                "{}: not a bloomkv-raft store (no {})",
-                db.path().display(),
-                String::from_utf8_lossy(keys::FORMAT)
-            ))),
+            Some(Ok(_)) => Err(groups::not_a_store(db.db())),
         },
     }
 }
 
-/// Reads the replicated data of one node, locally.
+/// Reads the replicated data of one raft group on one node, locally.
 ///
 /// A local read sees what this node has applied. For a linearizable read, call
 /// [`openraft::Raft::ensure_linearizable`] on the leader first and read after it returns.
 /// Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct KvReader {
-    db: Arc<Db>,
+    db: Store,
 }
 
 impl KvReader {
@@ -379,7 +377,8 @@ impl KvReader {
         })
     }
 
-    /// Writes a copy of the node's whole store (log, vote, applied state, data) as it is at
+    /// Writes a copy of the node's whole store (log, vote, applied state, data; of every
+    /// group) as it is at
     /// one moment to `dir`, which must not exist or be empty: a backup that
     /// [`open`] opens, and whose data [`KvReader::scan`] reads. Returns the database sequence
     /// number the copy was taken at. See [`bloomkv::Db::checkpoint`] for its guarantees.
@@ -392,20 +391,22 @@ impl KvReader {
     /// assert_eq!(copy.reader().scan().count(), 0);
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> bloomkv::Result<u64> {
-        self.db.checkpoint(dir)
+        self.db.db().checkpoint(dir)
     }
 
-    /// The statistics of the node's database (log, state machine and data together).
+    /// The statistics of the node's database (log, state machine and data together, of every
+    /// group).
     pub fn stats(&self) -> bloomkv::Stats {
-        self.db.stats()
+        self.db.db().stats()
     }
 
-    /// Closes the node's database (the log's and the state machine's too): call it after
+    /// Closes the node's database (the log's and the state machine's too, every group's): call
+    /// it after
     /// [`openraft::Raft::shutdown`], to release the directory at once instead of when the last
     /// handle is dropped. Every later call through any handle fails with
     /// [`bloomkv::Error::Closed`].
     pub fn close(&self) -> bloomkv::Result<()> {
-        self.db.close()
+        self.db.db().close()
     }
 }
 

@@ -5,13 +5,14 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
 
-use bloomkv::{Db, Readable, WriteBatch, WriteOptions};
+use bloomkv::Readable;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
     AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, StorageIOError,
     Vote,
 };
 
+use crate::groups::{Batch, Store};
 use crate::{
     blocking, decode, encode, keys, storage_error, NodeId, OrStorage, StorageError, TypeConfig,
 };
@@ -19,7 +20,8 @@ use crate::{
 /// The end of the log's key range: the first key after every `log/...` key.
 const LOG_END: &[u8] = b"log0";
 
-/// The raft log, the vote and the committed log id of one node, in its bloomkv database.
+/// The raft log, the vote and the committed log id of one raft group on one node, in the
+/// node's bloomkv database.
 ///
 /// Entries are keyed by index (see DESIGN.md, "Replication (raft/)"); every change is one
 /// atomic, fsynced bloomkv batch: `append` writes all its entries in one, `truncate` and `purge`
@@ -29,7 +31,7 @@ const LOG_END: &[u8] = b"log0";
 /// Cloning is cheap; a clone is also the log reader openraft's replication tasks use.
 #[derive(Debug, Clone)]
 pub struct LogStore {
-    db: Arc<Db>,
+    db: Store,
     max_append_bytes: usize,
     /// Encoded size by index of the entries in the log, as far as known (entries written
     /// before this process are filled in when first asked for): what a follower's lag is in
@@ -55,12 +57,8 @@ fn delete_logs(e: AnyError) -> StorageError {
     storage_error(ErrorSubject::Logs, ErrorVerb::Delete, e)
 }
 
-fn synced() -> WriteOptions {
-    WriteOptions::new().sync(true)
-}
-
 impl LogStore {
-    pub(crate) fn new(db: Arc<Db>) -> LogStore {
+    pub(crate) fn new(db: Store) -> LogStore {
         LogStore { db, max_append_bytes: DEFAULT_MAX_APPEND_BYTES, sizes: Default::default() }
     }
 
@@ -92,7 +90,7 @@ impl LogStore {
         &self,
         entries: impl IntoIterator<Item = Entry<TypeConfig>>,
     ) -> Result<(), StorageError> {
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         let mut sizes = Vec::new();
         for entry in entries {
             let encoded = encode(&entry).map_err(write_logs)?;
@@ -103,7 +101,7 @@ impl LogStore {
             return Ok(());
         }
         let db = self.db.clone();
-        blocking(move || db.write(&batch, &synced()))
+        blocking(move || db.commit(&batch, true))
             .await
             .map_err(write_logs)?
             .or_storage(write_logs)?;
@@ -151,11 +149,11 @@ impl LogStore {
 
     async fn write_synced(
         &self,
-        batch: WriteBatch,
+        batch: Batch,
         err: fn(AnyError) -> StorageError,
     ) -> Result<(), StorageError> {
         let db = self.db.clone();
-        blocking(move || db.write(&batch, &synced())).await.map_err(err)?.or_storage(err)
+        blocking(move || db.commit(&batch, true)).await.map_err(err)?.or_storage(err)
     }
 }
 
@@ -250,7 +248,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
         let write_vote = |e: AnyError| StorageIOError::write_vote(e).into();
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.put(keys::VOTE, encode(vote).map_err(write_vote)?);
         self.write_synced(batch, write_vote).await
     }
@@ -264,7 +262,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError> {
         let write = |e: AnyError| storage_error(ErrorSubject::Store, ErrorVerb::Write, e);
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         match committed {
             Some(id) => batch.put(keys::COMMITTED, encode(&id).map_err(write)?),
             None => batch.delete(keys::COMMITTED),
@@ -295,7 +293,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
         // One range tombstone for the whole tail, however long.
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.delete_range(keys::log(log_id.index).to_vec()..LOG_END.to_vec());
         self.write_synced(batch, delete_logs).await?;
         self.sizes.lock().unwrap().split_off(&log_id.index);
@@ -313,7 +311,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // new purged id, so that a crash leaves either the old log or the new one, never a
         // hole.
         let end = log_id.index.checked_add(1).map_or(LOG_END.to_vec(), |i| keys::log(i).to_vec());
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.delete_range(keys::log(from).to_vec()..end);
         batch.put(keys::PURGED, encode(&log_id).map_err(delete_logs)?);
         self.write_synced(batch, delete_logs).await?;

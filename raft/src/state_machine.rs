@@ -7,21 +7,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bloomkv::{Db, Readable, WriteBatch, WriteOptions};
+use bloomkv::Readable;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder,
     SnapshotMeta, StorageIOError, StoredMembership,
 };
 
+use crate::groups::{Batch, Store};
 use crate::snapshot::{self, Header, Receipt, SnapshotFile, Stored};
 use crate::{
     blocking, decode, encode, keys, Command, KvReader, NodeId, OrStorage, Outcome, StorageError,
     TypeConfig, SESSION_WINDOW,
 };
 
-/// The replicated key-value data of one node (keys under `data/`, client sessions under
-/// `client/`, see [`crate::Command::Once`]), its last applied log id and
+/// The replicated key-value data of one raft group on one node (keys under `data/`, client
+/// sessions under `client/`, see [`crate::Command::Once`]), its last applied log id and
 /// membership in the node's bloomkv database, and its current snapshot, a file beside it.
 ///
 /// Each `apply` is one bloomkv batch holding the commands' writes together with the new
@@ -36,7 +37,7 @@ pub struct StateMachine {
 /// What the state machine and its snapshot builders share.
 #[derive(Debug)]
 struct Shared {
-    db: Arc<Db>,
+    db: Store,
     /// The directory of snapshot files.
     dir: PathBuf,
     /// Held while the current snapshot is read or replaced: a snapshot build runs in a task
@@ -80,10 +81,16 @@ fn remove(path: &Path) -> io::Result<()> {
 }
 
 impl StateMachine {
-    pub(crate) fn new(db: Arc<Db>) -> StateMachine {
-        let dir = db.path().join(snapshot::DIR);
+    pub(crate) fn new(db: Store) -> StateMachine {
+        let dir = db.snapshot_dir().to_path_buf();
         let shared = Shared { db, dir, lock: Mutex::new(()), next_file: AtomicU64::new(0) };
         StateMachine { shared: Arc::new(shared) }
+    }
+
+    /// Alive while this state machine (or a snapshot builder of it) is.
+    pub(crate) fn liveness(&self) -> std::sync::Weak<dyn std::any::Any + Send + Sync> {
+        let shared: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
+        Arc::downgrade(&shared)
     }
 
     /// A reader of the data, for the application's reads.
@@ -122,14 +129,14 @@ impl StateMachine {
 /// file chunk by chunk and checked, then one fsynced batch records it, removes the old keys
 /// and sets the version. A crash before that batch leaves version 1 (and a stray file the
 /// next open removes); after it, version 2.
-pub(crate) fn migrate_v1(db: &Db) -> bloomkv::Result<()> {
+pub(crate) fn migrate_v1(db: &Store) -> bloomkv::Result<()> {
     const META_V1: &[u8] = b"snapshot/meta";
     const CHUNKS_V1: &[u8] = b"snapshot/chunk/";
     let invalid = |e: AnyError| bloomkv::Error::InvalidArgument(format!("layout 1: {e}"));
     let view = db.snapshot();
-    let mut batch = WriteBatch::new();
+    let mut batch = db.batch();
     if let Some(old) = decode::<StoredV1>(view.get(META_V1)).map_err(invalid)? {
-        let dir = db.path().join(snapshot::DIR);
+        let dir = db.snapshot_dir().to_path_buf();
         snapshot::ensure_dir(&dir).map_err(|e| io_error("creating", &dir, e))?;
         let stem = format!("{}-v1", view.sequence());
         let part = dir.join(snapshot::part_name(&stem));
@@ -139,7 +146,7 @@ pub(crate) fn migrate_v1(db: &Db) -> bloomkv::Result<()> {
                 let mut key = CHUNKS_V1.to_vec();
                 key.extend_from_slice(&n.to_be_bytes());
                 let chunk = view.get(&key)?.ok_or_else(|| bloomkv::Error::Corruption {
-                    file: db.path().to_path_buf(),
+                    file: db.db().path().to_path_buf(),
                     offset: 0,
                     reason: format!("layout 1: snapshot chunk {n} is missing"),
                 })?;
@@ -163,7 +170,7 @@ pub(crate) fn migrate_v1(db: &Db) -> bloomkv::Result<()> {
         batch.delete_range(CHUNKS_V1.to_vec()..b"snapshot/chunk0".to_vec());
     }
     batch.put(keys::FORMAT, keys::FORMAT_VERSION.to_le_bytes());
-    db.write(&batch, &WriteOptions::new().sync(true))
+    db.commit(&batch, true)
 }
 
 /// The current snapshot's record in layout version 1.
@@ -190,23 +197,23 @@ impl Shared {
     /// crash anywhere in it, it does the same again: the install is redone, never half kept.
     fn load_current(&self, current: &Stored) -> bloomkv::Result<()> {
         let path = self.dir.join(&current.file);
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.delete_range(keys::CLIENT.to_vec()..keys::DATA_END.to_vec());
-        self.db.write(&batch, &WriteOptions::new().sync(false))?;
+        self.db.commit(&batch, false)?;
         let pairs = snapshot::Reader::open(&path)?;
         // The reader checks the checksum when it reaches the end, before the ingest installs
         // anything: a file damaged since it was verified leaves the data empty and the install
         // marked unfinished, an error rather than half a state.
         self.db.try_ingest(pairs)?;
         let invalid = |e: AnyError| bloomkv::Error::InvalidArgument(e.to_string());
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         match &current.meta.last_log_id {
             Some(id) => batch.put(keys::APPLIED, encode(id).map_err(invalid)?),
             None => batch.delete(keys::APPLIED),
         }
         batch.put(keys::MEMBERSHIP, encode(&current.meta.last_membership).map_err(invalid)?);
         batch.delete(keys::INSTALLING);
-        self.db.write(&batch, &WriteOptions::new().sync(true))
+        self.db.commit(&batch, true)
     }
 
     /// Opens the current snapshot.
@@ -274,9 +281,9 @@ impl Shared {
         std::fs::rename(&part, &path).map_err(any)?;
         snapshot::sync_dir(&self.dir).map_err(any)?;
         let stored = Stored { meta: meta.clone(), file: name, len };
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.put(keys::SNAPSHOT_CURRENT, encode(&stored)?);
-        self.db.write(&batch, &WriteOptions::new().sync(true)).map_err(|e| AnyError::new(&e))?;
+        self.db.commit(&batch, true).map_err(|e| AnyError::new(&e))?;
         // A leader may still be sending the old file: its open handle keeps reading it, as
         // removing a file only unlinks its name.
         if let Some(previous) = previous.filter(|p| p.file != stored.file) {
@@ -340,10 +347,10 @@ impl Shared {
         let stored = Stored { meta: meta.clone(), file: name.clone(), len };
         // The new snapshot becomes the current one and the install is marked unfinished in
         // one fsynced batch: from here a crash redoes the install at the next open.
-        let mut batch = WriteBatch::new();
+        let mut batch = self.db.batch();
         batch.put(keys::SNAPSHOT_CURRENT, encode(&stored).map_err(write)?);
         batch.put(keys::INSTALLING, name.as_bytes());
-        self.db.write(&batch, &WriteOptions::new().sync(true)).or_storage(write)?;
+        self.db.commit(&batch, true).or_storage(write)?;
         self.load_current(&stored).or_storage(write)?;
         if let Some(previous) = previous.filter(|p| p.file != stored.file) {
             remove(&self.dir.join(previous.file)).map_err(io)?;
@@ -429,7 +436,7 @@ fn digest(write: &Command) -> Result<u64, AnyError> {
 struct Sessions(HashMap<u64, Option<Session>>);
 
 impl Sessions {
-    fn get(&self, db: &Db, client: u64) -> Result<Option<Session>, AnyError> {
+    fn get(&self, db: &Store, client: u64) -> Result<Option<Session>, AnyError> {
         match self.0.get(&client) {
             Some(staged) => Ok(staged.clone()),
             None => match db.get(keys::client(client)).map_err(|e| AnyError::new(&e))? {
@@ -444,12 +451,12 @@ impl Sessions {
     /// sessions, which every node changes alike, so every node answers alike.
     fn apply(
         &mut self,
-        db: &Db,
+        db: &Store,
         command: Command,
         index: u64,
-        batch: &mut WriteBatch,
+        batch: &mut Batch,
     ) -> Result<Outcome, AnyError> {
-        let run = |command: &Command, batch: &mut WriteBatch| match command.validate() {
+        let run = |command: &Command, batch: &mut Batch| match command.validate() {
             Ok(()) => {
                 command.stage(batch);
                 Outcome::Applied
@@ -480,7 +487,7 @@ impl Sessions {
 
     /// Stages the removal of every session with no write in the [`SESSION_WINDOW`] entries
     /// before `index`.
-    fn prune(&mut self, db: &Db, index: u64, batch: &mut WriteBatch) -> bloomkv::Result<()> {
+    fn prune(&mut self, db: &Store, index: u64, batch: &mut Batch) -> bloomkv::Result<()> {
         for item in db.prefix(keys::CLIENT) {
             let (key, value) = item?;
             let Ok(id) = key[keys::CLIENT.len()..].try_into().map(u64::from_be_bytes) else {
@@ -503,8 +510,11 @@ impl Sessions {
 }
 
 /// Applies `entries` in one batch; see [`StateMachine`].
-fn apply_entries(db: &Db, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<Outcome>, StorageError> {
-    let mut batch = WriteBatch::new();
+fn apply_entries(
+    db: &Store,
+    entries: Vec<Entry<TypeConfig>>,
+) -> Result<Vec<Outcome>, StorageError> {
+    let mut batch = db.batch();
     let mut outcomes = Vec::new();
     let mut last = None;
     let mut membership = None;
@@ -538,7 +548,7 @@ fn apply_entries(db: &Db, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<Outcome
     // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
     // state machine may be a few entries behind, never torn, and openraft applies the rest
     // again from the log up to the saved committed id.
-    db.write(&batch, &WriteOptions::new().sync(false)).or_storage(apply_err)?;
+    db.commit(&batch, false).or_storage(apply_err)?;
     Ok(outcomes)
 }
 
@@ -645,6 +655,7 @@ mod tests {
 
     use super::*;
     use crate::{Command, TypeConfig};
+    use bloomkv::{WriteBatch, WriteOptions};
 
     fn files(dir: &Path) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(dir.join(snapshot::DIR)) else { return Vec::new() };
@@ -989,7 +1000,7 @@ mod tests {
         }
         // Sessions with no digest lapse like any other.
         let mut sessions = Sessions::default();
-        let mut batch = WriteBatch::new();
+        let mut batch = sm.shared.db.batch();
         sessions.prune(&sm.shared.db, 2 + SESSION_WINDOW, &mut batch).unwrap();
         assert_eq!(sessions.0.get(&8), Some(&None));
         assert!(!sessions.0.contains_key(&7));

@@ -1,0 +1,290 @@
+//! Many raft groups in one database: [`NodeStore`], and [`Store`], one group's part of it.
+//!
+//! Each group has a keyspace of its own, holding the same keys a single-group store holds
+//! (see `keys`), and a directory of snapshot files of its own. Group 0 is the default keyspace
+//! and the `snapshots/` directory: the store [`crate::open`] opens, laid out as before groups
+//! existed. Group `g` is the keyspace `raft-group-<g>` and `snapshots/group-<g>/`.
+//!
+//! The keyspaces share the database's WAL, so the appends of several groups that reach it at
+//! once go out in one group commit and share one fsync. A bloomkv batch could span keyspaces,
+//! but nothing here writes one that does: each group's writes are its own, atomic within the
+//! group, and a group's state never depends on another's.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use bloomkv::{Db, KeyRange, Keyspace, Options, Readable, WriteBatch, WriteOptions};
+
+use crate::{keys, snapshot, LogStore, StateMachine};
+
+/// A raft group's id on a node. Group 0 is the one [`crate::open`] opens.
+pub type GroupId = u64;
+
+/// The name of group `id`'s keyspace.
+fn keyspace_name(id: GroupId) -> String {
+    match id {
+        0 => "default".to_string(),
+        id => format!("{GROUP_KEYSPACE}{id}"),
+    }
+}
+
+const GROUP_KEYSPACE: &str = "raft-group-";
+
+/// The bloomkv database of a node that hosts any number of raft groups: each group's
+/// [`LogStore`] and [`StateMachine`] come from [`NodeStore::group`], all in this one database.
+///
+/// A write to one group is atomic within that group only. The groups share the database's
+/// write-ahead log, so the fsyncs of appends that several groups make at once are shared.
+/// Group 0 is the store [`crate::open`] opens: a single-group store is a `NodeStore` whose only
+/// group is 0, and opens here unchanged.
+///
+/// ```
+/// use bloomkv::Options;
+/// use bloomkv_raft::NodeStore;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let node = NodeStore::open(dir.path(), Options::default()).unwrap();
+/// let (_log_7, sm_7) = node.group(7).unwrap(); // a Raft::new(..) each, sharing the database
+/// let (_log_8, _sm_8) = node.group(8).unwrap();
+/// assert_eq!(node.group_ids(), [7, 8]);
+/// assert!(node.group(7).is_err(), "group 7 is open already");
+/// drop(sm_7);
+/// node.close().unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct NodeStore {
+    db: Arc<Db>,
+    /// The groups whose state machine is open: two state machines of one group would each
+    /// think the group's snapshot files theirs.
+    open: Arc<Mutex<HashMap<GroupId, Weak<dyn Any + Send + Sync>>>>,
+}
+
+impl NodeStore {
+    /// Opens the node's database in `dir`, creating it if new. A database holding keys that
+    /// are not a bloomkv-raft store's is refused. `options` are treated as [`crate::open`]
+    /// treats them; each group's keyspace takes the default keyspace's table options.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<NodeStore, bloomkv::Error> {
+        let largest_batch = *Options::MAX_BATCH_BYTES_RANGE.end();
+        let db = Arc::new(Db::open(dir, options.max_batch_bytes(largest_batch))?);
+        if db.get(keys::FORMAT)?.is_none() {
+            if let Some(first) = db.range(..).next() {
+                first?;
+                return Err(not_a_store(&db));
+            }
+        }
+        Ok(NodeStore { db, open: Default::default() })
+    }
+
+    /// The log and state machine of group `id`, created empty if the database has none yet,
+    /// for one `openraft::Raft` of this node. Fails if the group is already open (its
+    /// [`StateMachine`] not yet dropped), or if its stored layout is of another version (as
+    /// [`crate::open`] says); an install a crash interrupted is finished here.
+    pub fn group(&self, id: GroupId) -> Result<(LogStore, StateMachine), bloomkv::Error> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, alive| alive.strong_count() > 0);
+        if open.contains_key(&id) {
+            return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
+        }
+        let store = Store::open(&self.db, id)?;
+        crate::check_format(&store)?;
+        let sm = StateMachine::new(store.clone());
+        sm.recover()?;
+        open.insert(id, sm.liveness());
+        Ok((LogStore::new(store), sm))
+    }
+
+    /// The groups the database holds, in ascending order.
+    pub fn group_ids(&self) -> Vec<GroupId> {
+        let mut ids: Vec<GroupId> = self
+            .db
+            .keyspace_names()
+            .iter()
+            .filter_map(|name| name.strip_prefix(GROUP_KEYSPACE)?.parse().ok())
+            .collect();
+        if matches!(self.db.get(keys::FORMAT), Ok(Some(_))) {
+            ids.push(0);
+        }
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Closes the database, every group's: as [`crate::KvReader::close`].
+    pub fn close(&self) -> bloomkv::Result<()> {
+        self.db.close()
+    }
+}
+
+pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {
+    bloomkv::Error::InvalidArgument(format!(
+        "{}: not a bloomkv-raft store (no {})",
+        db.path().display(),
+        String::from_utf8_lossy(keys::FORMAT)
+    ))
+}
+
+/// One group's part of the node's database: its keyspace (which it reads through, as
+/// `Deref`), and the directory of its snapshot files. Its writes go through [`Batch`], which
+/// cannot reach another group's keys.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    db: Arc<Db>,
+    keyspace: Keyspace,
+    snapshot_dir: PathBuf,
+}
+
+impl Store {
+    fn open(db: &Arc<Db>, id: GroupId) -> bloomkv::Result<Store> {
+        let name = keyspace_name(id);
+        let keyspace = match db.existing_keyspace(&name) {
+            Some(keyspace) => keyspace,
+            None => {
+                let options = db.keyspace_options("default").unwrap_or_default();
+                db.keyspace(&name, options)?
+            }
+        };
+        let snapshot_dir = match id {
+            0 => db.path().join(snapshot::DIR),
+            id => db.path().join(snapshot::DIR).join(format!("group-{id}")),
+        };
+        Ok(Store { db: db.clone(), keyspace, snapshot_dir })
+    }
+
+    pub(crate) fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    pub(crate) fn snapshot_dir(&self) -> &Path {
+        &self.snapshot_dir
+    }
+
+    /// An empty batch of writes to this group.
+    pub(crate) fn batch(&self) -> Batch {
+        Batch { keyspace: self.keyspace.clone(), inner: WriteBatch::new() }
+    }
+
+    /// Writes `batch` atomically, durably before this returns if `sync`.
+    pub(crate) fn commit(&self, batch: &Batch, sync: bool) -> bloomkv::Result<()> {
+        self.db.write(&batch.inner, &WriteOptions::new().sync(sync))
+    }
+
+    /// Writes a batch of the default keyspace: for tests that put group 0 in a given state.
+    #[cfg(test)]
+    pub(crate) fn write(&self, batch: &WriteBatch, options: &WriteOptions) -> bloomkv::Result<()> {
+        self.db.write(batch, options)
+    }
+}
+
+impl Deref for Store {
+    type Target = Keyspace;
+
+    fn deref(&self) -> &Keyspace {
+        &self.keyspace
+    }
+}
+
+/// A batch of writes to one group's keys.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    keyspace: Keyspace,
+    inner: WriteBatch,
+}
+
+impl Batch {
+    pub(crate) fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.inner.put_in(&self.keyspace, key, value);
+    }
+
+    pub(crate) fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.delete_in(&self.keyspace, key);
+    }
+
+    pub(crate) fn delete_range(&mut self, range: impl KeyRange) {
+        self.inner.delete_range_in(&self.keyspace, range);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::storage::{RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload, RaftLogReader};
+
+    use super::*;
+    use crate::{Command, KvReader, TypeConfig};
+
+    fn put(index: u64, key: &str) -> Entry<TypeConfig> {
+        let command = Command::put(key, format!("v{index}"));
+        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
+    }
+
+    fn keys(kv: &KvReader) -> Vec<Vec<u8>> {
+        kv.scan().map(|r| r.unwrap().0).collect()
+    }
+
+    #[tokio::test]
+    async fn groups_keep_their_logs_data_and_snapshots_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), Options::default()).unwrap();
+        let (mut log0, mut sm0) = node.group(0).unwrap();
+        let (mut log5, mut sm5) = node.group(5).unwrap();
+        let err = node.group(5).unwrap_err().to_string();
+        assert!(err.contains("raft group 5 is open"), "{err}");
+
+        // The same indexes in two logs, each its own.
+        log0.write_entries([put(1, "a")]).await.unwrap();
+        log5.write_entries([put(1, "b"), put(2, "c")]).await.unwrap();
+        let log0_got = log0.try_get_log_entries(..).await.unwrap();
+        assert_eq!(log0_got, [put(1, "a")]);
+        assert_eq!(log5.try_get_log_entries(..).await.unwrap(), [put(1, "b"), put(2, "c")]);
+        log5.purge(log_id(1, 1, 1)).await.unwrap();
+        assert_eq!(log0.get_log_state().await.unwrap().last_purged_log_id, None);
+
+        sm0.apply([put(1, "a")]).await.unwrap();
+        sm5.apply([put(1, "b"), put(2, "c")]).await.unwrap();
+        assert_eq!(keys(&sm0.reader()), [b"a".to_vec()]);
+        assert_eq!(keys(&sm5.reader()), [b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(sm0.applied_state().await.unwrap().0, Some(log_id(1, 1, 1)));
+
+        // Group 5's snapshot is its own file, in its own directory; installed in group 7 it
+        // brings group 5's data and nothing of group 0's.
+        let snapshot = sm5.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let group_dir = dir.path().join("snapshots").join("group-5");
+        assert_eq!(snapshot.snapshot.path.parent(), Some(group_dir.as_path()));
+        let (_log7, mut sm7) = node.group(7).unwrap();
+        sm7.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+        assert_eq!(keys(&sm7.reader()), [b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(keys(&sm0.reader()), [b"a".to_vec()]);
+        assert!(sm0.get_current_snapshot().await.unwrap().is_none());
+
+        // Reopened, a group dropped here can be opened again; a single-group open is group 0.
+        drop(sm5);
+        node.group(5).unwrap();
+        node.close().unwrap();
+        drop((log0, sm0, log5, sm7));
+        let (_log, sm) = crate::open(dir.path(), Options::default()).unwrap();
+        assert_eq!(keys(&sm.reader()), [b"a".to_vec()]);
+        sm.reader().close().unwrap();
+        drop(sm);
+        let node = NodeStore::open(dir.path(), Options::default()).unwrap();
+        assert_eq!(node.group_ids(), [0, 5, 7]);
+        let (_log, sm7) = node.group(7).unwrap();
+        assert_eq!(keys(&sm7.reader()), [b"b".to_vec(), b"c".to_vec()]);
+    }
+
+    #[test]
+    fn a_database_that_is_not_a_raft_store_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put("user:1", "x").unwrap();
+        db.close().unwrap();
+        let err = NodeStore::open(dir.path(), Options::default()).unwrap_err();
+        assert!(err.to_string().contains("not a bloomkv-raft store"), "{err}");
+    }
+}
