@@ -44,6 +44,7 @@ mod crash_tests;
 mod groups;
 mod keys;
 mod log_store;
+pub mod shard;
 mod snapshot;
 mod state_machine;
 
