@@ -370,3 +370,61 @@ async fn many_groups_share_a_database_and_survive_a_restart() {
         kill(id, node, &rafts).await;
     }
 }
+
+/// Hands openraft's storage suite group 7 of a node whose groups 0 and 3 hold a vote, a
+/// committed id, an applied state and data of their own: the suite's checks of an empty or a written store hold only if nothing of the
+/// other groups leaks into group 7, nor anything of group 7 into them.
+struct GroupSevenStores;
+
+/// What the suite keeps while it tests a store: the directory, and the other groups.
+type Guard = (tempfile::TempDir, Vec<bloomkv_raft::StateMachine>);
+
+impl
+    openraft::testing::StoreBuilder<
+        TypeConfig,
+        bloomkv_raft::LogStore,
+        bloomkv_raft::StateMachine,
+        Guard,
+    > for GroupSevenStores
+{
+    async fn build(
+        &self,
+    ) -> Result<
+        (Guard, bloomkv_raft::LogStore, bloomkv_raft::StateMachine),
+        bloomkv_raft::StorageError,
+    > {
+        use openraft::storage::{RaftLogStorage, RaftStateMachine};
+        use openraft::testing::log_id;
+        use openraft::{Entry, EntryPayload};
+        let io = |e: &dyn std::fmt::Display| {
+            openraft::StorageIOError::new(
+                openraft::ErrorSubject::Store,
+                openraft::ErrorVerb::Write,
+                openraft::AnyError::error(e),
+            )
+        };
+        let dir = tempfile::tempdir().map_err(|e| io(&e))?;
+        let node = NodeStore::open(dir.path(), bloomkv::Options::default()).map_err(|e| io(&e))?;
+        let mut others = Vec::new();
+        for group in [0, 3] {
+            let (mut log, mut sm) = node.group(group).map_err(|e| io(&e))?;
+            let entries: Vec<Entry<TypeConfig>> = (1..=5)
+                .map(|i| Entry {
+                    log_id: log_id(2, 2, i),
+                    payload: EntryPayload::Normal(Command::put(format!("other-{i}"), "x")),
+                })
+                .collect();
+            log.save_vote(&openraft::Vote::new(2, 2)).await?;
+            log.save_committed(Some(log_id(2, 2, 5))).await?;
+            sm.apply(entries).await?;
+            others.push(sm);
+        }
+        let (log, sm) = node.group(7).map_err(|e| io(&e))?;
+        Ok(((dir, others), log, sm))
+    }
+}
+
+#[test]
+fn openraft_storage_suite_on_a_group_beside_others() {
+    openraft::testing::Suite::test_all(GroupSevenStores).expect("openraft's storage suite");
+}
