@@ -7,6 +7,10 @@
 //! [`KvReader`] reads them back. [`Client`] (feature `client`, on by default) is a client of the
 //! `kv_node` example's HTTP service, over HTTPS too, whose retried writes are applied once.
 //!
+//! A node may run many raft groups (one `Raft` each) in that one database: [`NodeStore::group`]
+//! gives each its own log store and state machine, and the groups share the database's
+//! write-ahead log and its fsyncs. [`shard::ShardMap`] says which group serves which keys.
+//!
 //! ```no_run
 //! use bloomkv_raft::{Command, Raft, TypeConfig};
 //!
