@@ -32,6 +32,20 @@ fn keyspace_name(id: GroupId) -> String {
 }
 
 const GROUP_KEYSPACE: &str = "raft-group-";
+/// The prefix of a group's snapshot directory's name, in `snapshots/`.
+const GROUP_DIR: &str = "group-";
+
+/// The directory of group `id`'s snapshot files.
+fn snapshot_dir(db: &Db, id: GroupId) -> PathBuf {
+    match id {
+        0 => db.path().join(snapshot::DIR),
+        id => db.path().join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
+    }
+}
+
+fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error {
+    bloomkv::Error::Io { context: format!("{doing} {}", path.display()), source: Arc::new(source) }
+}
 
 /// The bloomkv database of a node that hosts any number of raft groups: each group's
 /// [`LogStore`] and [`StateMachine`] come from [`NodeStore::group`], all in this one database.
@@ -75,7 +89,67 @@ impl NodeStore {
                 return Err(not_a_store(&db));
             }
         }
-        Ok(NodeStore { db, open: Default::default() })
+        let node = NodeStore { db, open: Default::default() };
+        node.remove_stray_snapshot_dirs()?;
+        Ok(node)
+    }
+
+    /// Removes the snapshot directories of groups the database no longer has: what a crash
+    /// in [`NodeStore::remove_group`] leaves, after the keyspace's drop and before the files'.
+    fn remove_stray_snapshot_dirs(&self) -> bloomkv::Result<()> {
+        let dir = self.db.path().join(snapshot::DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("reading", &dir, e)),
+        };
+        let held = self.group_ids();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("reading", &dir, e))?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_prefix(GROUP_DIR)) else { continue };
+            if id.parse().is_ok_and(|id: GroupId| !held.contains(&id)) {
+                let path = entry.path();
+                std::fs::remove_dir_all(&path).map_err(|e| io_error("removing", &path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes group `id` from the database: its log, state, data and snapshots. For a replica
+    /// that has left the group (moved to another node); the group must not be open here.
+    /// Group 0, the default keyspace, cannot be removed. Durable when this returns: the
+    /// keyspace is dropped first, then the snapshot files (which the next open removes if a
+    /// crash came between).
+    ///
+    /// ```
+    /// use bloomkv_raft::NodeStore;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let node = NodeStore::open(dir.path(), bloomkv::Options::default()).unwrap();
+    /// drop(node.group(3).unwrap());
+    /// node.remove_group(3).unwrap();
+    /// assert!(node.group_ids().is_empty());
+    /// ```
+    pub fn remove_group(&self, id: GroupId) -> Result<(), bloomkv::Error> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, alive| alive.strong_count() > 0);
+        if open.contains_key(&id) {
+            return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
+        }
+        if id == 0 {
+            return Err(bloomkv::Error::InvalidArgument(
+                "raft group 0 is the default keyspace, which cannot be removed".into(),
+            ));
+        }
+        self.db.drop_keyspace(keyspace_name(id))?;
+        let dir = snapshot_dir(&self.db, id);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io_error("removing", &dir, e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The log and state machine of group `id`, created empty if the database has none yet,
@@ -145,11 +219,7 @@ impl Store {
                 db.keyspace(&name, options)?
             }
         };
-        let snapshot_dir = match id {
-            0 => db.path().join(snapshot::DIR),
-            id => db.path().join(snapshot::DIR).join(format!("group-{id}")),
-        };
-        Ok(Store { db: db.clone(), keyspace, snapshot_dir })
+        Ok(Store { db: db.clone(), keyspace, snapshot_dir: snapshot_dir(db, id) })
     }
 
     pub(crate) fn db(&self) -> &Arc<Db> {
@@ -276,6 +346,44 @@ mod tests {
         assert_eq!(node.group_ids(), [0, 5, 7]);
         let (_log, sm7) = node.group(7).unwrap();
         assert_eq!(keys(&sm7.reader()), [b"b".to_vec(), b"c".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn a_removed_group_is_gone_with_its_snapshots_and_others_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), Options::default()).unwrap();
+        let (_log0, mut sm0) = node.group(0).unwrap();
+        let (_log4, mut sm4) = node.group(4).unwrap();
+        sm0.apply([put(1, "a")]).await.unwrap();
+        sm4.apply([put(1, "b")]).await.unwrap();
+        sm4.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let group_dir = dir.path().join("snapshots").join("group-4");
+        assert!(group_dir.is_dir());
+
+        assert!(node.remove_group(4).unwrap_err().to_string().contains("is open"));
+        assert!(node.remove_group(0).is_err());
+        drop(sm4);
+        node.remove_group(4).unwrap();
+        assert!(!group_dir.exists());
+        assert_eq!(node.group_ids(), [0]);
+        assert_eq!(keys(&sm0.reader()), [b"a".to_vec()]);
+        // Opened again, the group starts empty.
+        let (_log4, sm4) = node.group(4).unwrap();
+        assert!(keys(&sm4.reader()).is_empty());
+        drop(sm4);
+        node.remove_group(4).unwrap();
+
+        // A crash between the keyspace's drop and the files' leaves the directory: the next
+        // open removes it, and nothing of a group that still exists.
+        std::fs::create_dir_all(&group_dir).unwrap();
+        std::fs::write(group_dir.join("1-0.snap"), b"stale").unwrap();
+        let (_log5, sm5) = node.group(5).unwrap();
+        std::fs::create_dir_all(dir.path().join("snapshots").join("group-5")).unwrap();
+        drop((sm0, sm5));
+        node.close().unwrap();
+        let _node = NodeStore::open(dir.path(), Options::default()).unwrap();
+        assert!(!group_dir.exists());
+        assert!(dir.path().join("snapshots").join("group-5").is_dir());
     }
 
     #[test]

@@ -52,12 +52,13 @@ pub mod shard;
 mod snapshot;
 mod state_machine;
 
+use std::path::Path;
+
 #[cfg(test)]
 use bloomkv::Db;
 use bloomkv::{Options, Readable, Value};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 use groups::{Batch, Store};
 
@@ -383,8 +384,7 @@ impl KvReader {
     }
 
     /// Writes a copy of the node's whole store (log, vote, applied state, data; of every
-    /// group) as it is at
-    /// one moment to `dir`, which must not exist or be empty: a backup that
+    /// group) as it is at one moment to `dir`, which must not exist or be empty: a backup that
     /// [`open`] opens, and whose data [`KvReader::scan`] reads. Returns the database sequence
     /// number the copy was taken at. See [`bloomkv::Db::checkpoint`] for its guarantees.
     ///
