@@ -245,6 +245,27 @@ impl Store {
     pub(crate) fn write(&self, batch: &WriteBatch, options: &WriteOptions) -> bloomkv::Result<()> {
         self.db.write(batch, options)
     }
+
+    /// The whole database's: for tests that drive its background work.
+    #[cfg(test)]
+    pub(crate) fn flush(&self) -> bloomkv::Result<()> {
+        self.db.flush()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn compact(&self) -> bloomkv::Result<()> {
+        self.db.compact()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> bloomkv::Stats {
+        self.db.stats()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn close(&self) -> bloomkv::Result<()> {
+        self.db.close()
+    }
 }
 
 impl Deref for Store {
