@@ -148,6 +148,29 @@ impl RangeFilter {
         self.bits_per_key
     }
 
+    /// Bytes after the prefix each key maps by (0 to 8).
+    pub fn mapped_bytes(&self) -> u32 {
+        self.width
+    }
+
+    /// Bits the stored codes take (low parts and upper vector), header and prefix aside.
+    pub fn num_bits(&self) -> u64 {
+        64 * (self.codes.low_words().len() + self.codes.upper_words().len()) as u64
+    }
+
+    /// The bound on the chance that a query of `width` integers holding none of the keys
+    /// says "maybe": `width · n / r` for `n` codes in a universe of `r`; 1 for a query wider
+    /// than [`RangeFilter::max_width`], which is not probed.
+    pub fn fpr_bound(&self, width: u64) -> f64 {
+        if width > self.max_width() {
+            return 1.0;
+        }
+        match self.codes.universe() {
+            0 => 0.0,
+            r => (width as f64 * self.codes.len() as f64 / r as f64).min(1.0),
+        }
+    }
+
     /// Heap bytes the filter holds.
     pub fn memory_bytes(&self) -> usize {
         self.prefix.capacity() + self.codes.memory_bytes()
