@@ -48,6 +48,8 @@ pub struct Checked {
     pub entries: u64,
     /// Range tombstones of those tables' range-deletion blocks.
     pub range_tombstones: u64,
+    /// Range filters of those tables, each asked for every key and tombstone start.
+    pub range_filters: u64,
     /// WAL segments.
     pub wal_files: u64,
     /// Records of those segments.
@@ -66,6 +68,7 @@ impl Checked {
         self.data_blocks += o.data_blocks;
         self.entries += o.entries;
         self.range_tombstones += o.range_tombstones;
+        self.range_filters += o.range_filters;
         self.wal_files += o.wal_files;
         self.wal_records += o.wal_records;
         self.manifest_edits += o.manifest_edits;

@@ -209,6 +209,9 @@ pub(super) fn check_file(
             &mut contents,
         );
     }
+    if range_filter.is_some() {
+        r.checked.range_filters += 1;
+    }
     if let (Some(f), Some(ts)) = (&range_filter, &range_dels) {
         let missed = ts.iter().filter(|t| !may_hold_key(f, &t.start)).count();
         if missed > 0 {

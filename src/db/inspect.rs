@@ -73,6 +73,17 @@ pub struct TableInfo {
     pub prefixes: u64,
     /// Whether the filter holds whole keys (point lookups use it only then).
     pub filter_whole_keys: bool,
+    /// The range filter's bits per key as asked when the table was written; `None`: the
+    /// table has no range filter ([`crate::KeyspaceOptions::range_filter_bits_per_key`]).
+    pub range_filter_requested_bits_per_key: Option<f64>,
+    /// Bits of the range filter's codes per key it holds (0 without one).
+    pub range_filter_bits_per_key: f64,
+    /// Distinct mapped keys the range filter holds (0 without one).
+    pub range_filter_keys: u64,
+    /// Bytes of the range-filter block on disk, trailer included (0 without one).
+    pub range_filter_bytes: u64,
+    /// RAM held by the range filter (0 without one).
+    pub range_filter_memory_bytes: usize,
 }
 
 /// One sorted run of the tree as an absent-key lookup meets it — an L0 table, or a whole
@@ -400,6 +411,7 @@ fn tables(tree: &Tree) -> Vec<TableInfo> {
         .map(|(level, t)| {
             let p = t.table.properties();
             let f = t.table.filter();
+            let rf = t.table.range_filter();
             TableInfo {
                 keyspace: tree.name.to_string(),
                 level,
@@ -424,6 +436,14 @@ fn tables(tree: &Tree) -> Vec<TableInfo> {
                 prefix_extractor: t.table.prefix_extractor().map(|e| e.name()),
                 prefixes: p.num_prefixes,
                 filter_whole_keys: f.contents().whole_keys,
+                range_filter_requested_bits_per_key: rf.map(|f| f.bits_per_key()),
+                range_filter_bits_per_key: rf
+                    .map_or(0.0, |f| f.num_bits() as f64 / f.num_keys().max(1) as f64),
+                range_filter_keys: rf.map_or(0, |f| f.num_keys()),
+                range_filter_bytes: rf.map_or(0, |_| {
+                    p.range_filter.size + crate::table::format::BLOCK_TRAILER_LEN as u64
+                }),
+                range_filter_memory_bytes: t.table.range_filter_memory_bytes(),
             }
         })
         .collect()

@@ -44,6 +44,9 @@ struct Checked {
     data_blocks: u64,
     entries: u64,
     range_tombstones: u64,
+    /// Left out when zero, as for tables without range filters.
+    #[serde(skip_serializing_if = "is_zero")]
+    range_filters: u64,
     wal_files: u64,
     wal_records: u64,
     manifest_edits: u64,
@@ -114,6 +117,7 @@ fn verify(path: &Path, target: Target) -> Report {
             data_blocks: c.data_blocks,
             entries: c.entries,
             range_tombstones: c.range_tombstones,
+            range_filters: c.range_filters,
             wal_files: c.wal_files,
             wal_records: c.wal_records,
             manifest_edits: c.manifest_edits,
@@ -144,10 +148,15 @@ fn print_text(out: &mut common::Out, r: &Report) -> std::io::Result<()> {
     } else {
         String::new()
     };
+    let range_filters = match c.range_filters {
+        0 => String::new(),
+        n => format!(", {n} range filter(s)"),
+    };
     writeln!(
         out,
         "{}: {} — {} problem(s), {} error(s); checked {} table(s), {} data block(s), {} entries, \
-         {} range tombstone(s), {} manifest edit(s), {} WAL file(s) with {} record(s){blobs}",
+         {} range tombstone(s){range_filters}, {} manifest edit(s), {} WAL file(s) with {} \
+         record(s){blobs}",
         r.path,
         r.status,
         r.problems.len(),

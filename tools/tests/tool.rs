@@ -2063,3 +2063,79 @@ fn the_tool_names_and_reads_a_kept_wal_segment() {
     assert!(text.contains("missing") && text.contains(&name), "{text}");
     assert!(!text.contains(&format!("{:06}.blob", kept[0].number)), "{text}");
 }
+
+/// A table's range filter shows in `inspect` and `db` (keys, bits per key, bytes), not at
+/// all for a table without one, and `verify` counts it and finds its block damaged.
+#[test]
+fn range_filters_show_in_inspect_and_db_and_verify_checks_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, options().range_filter_bits_per_key(Some(16.0))).unwrap();
+    for i in 0..2000 {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let tables = db.tables();
+    db.close().unwrap();
+    assert!(tables.len() >= 2, "{}", tables.len());
+
+    let mut ram = 0;
+    for t in &tables {
+        let r = tool_json(&["inspect", "--json", s(&t.path)]);
+        let f = &r["range_filter"];
+        assert_eq!(f["keys"], t.entries, "{r}");
+        assert_eq!(f["requested_bits_per_key"], 16.0);
+        let bits = f["bits_per_key"].as_f64().unwrap();
+        assert!((14.0..=18.0).contains(&bits), "{bits}");
+        assert_eq!(f["bytes"], f["size"].as_u64().unwrap() + 5);
+        let shared = t.smallest_key.iter().zip(&t.largest_key).take_while(|(a, b)| a == b).count();
+        assert_eq!(f["prefix"], String::from_utf8(t.smallest_key[..shared].to_vec()).unwrap());
+        assert!(f["max_width"].as_u64().unwrap() >= 1 << 12);
+        let text = tool(&["inspect", s(&t.path)]).1;
+        assert!(text.contains(&format!("range filter     {} keys", t.entries)), "{text}");
+        ram += f["memory_bytes"].as_u64().unwrap();
+    }
+    let r = tool_json(&["db", "--json", s(&dir)]);
+    assert_eq!(r["range_filter_memory_bytes"], ram, "{r}");
+    let listed: Vec<&Json> = r["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["tables"].as_array().unwrap())
+        .collect();
+    assert_eq!(listed.len(), tables.len());
+    for t in listed {
+        assert_eq!(t["range_filter"]["keys"], t["entries"], "{t}");
+        assert_eq!(t["range_filter"]["requested_bits_per_key"], 16.0);
+    }
+    let text = tool(&["db", s(&dir)]).1;
+    assert!(
+        text.contains(", range filter ") && text.contains(&format!("range filters {ram} bytes"))
+    );
+
+    let r = tool_json(&["verify", "--json", s(&dir)]);
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["checked"]["range_filters"], tables.len());
+    assert!(tool(&["verify", s(&dir)]).1.contains(&format!("{} range filter(s)", tables.len())));
+
+    // A flipped byte inside the block: its checksum, at the block's offset.
+    let name = tables[0].path.file_name().unwrap().to_owned();
+    let h = open_table(&tables[0].path).properties().range_filter;
+    let d = tmp.path().join("flipped");
+    copy_db(&dir, &d);
+    flip(&d.join(&name), h.offset + h.size / 2);
+    expect_corrupt(&d, &d.join(&name), Some(h.offset));
+
+    // Without range filters nothing of them shows.
+    let plain = tmp.path().join("plain");
+    let db = Db::open(&plain, options()).unwrap();
+    db.put(key(1), value(1, 0)).unwrap();
+    db.flush().unwrap();
+    let t = db.tables().remove(0);
+    db.close().unwrap();
+    assert!(tool_json(&["inspect", "--json", s(&t.path)]).get("range_filter").is_none());
+    let r = tool_json(&["db", "--json", s(&plain)]);
+    assert!(r.get("range_filter_memory_bytes").is_none(), "{r}");
+    assert!(!tool(&["db", s(&plain)]).1.contains("range filter"));
+    assert!(tool_json(&["verify", "--json", s(&plain)])["checked"].get("range_filters").is_none());
+}

@@ -149,6 +149,13 @@ struct TableTotals {
     total_entries: u64,
     filter_memory_bytes: u64,
     index_memory_bytes: u64,
+    /// RAM the tables' range filters hold; left out when none has one.
+    #[serde(skip_serializing_if = "is_zero")]
+    range_filter_memory_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TableTotals {
@@ -160,6 +167,10 @@ impl TableTotals {
             total_entries: tables.iter().map(|t| t.entries).sum(),
             filter_memory_bytes: tables.iter().map(|t| t.filter_memory_bytes as u64).sum(),
             index_memory_bytes: tables.iter().map(|t| t.index_memory_bytes as u64).sum(),
+            range_filter_memory_bytes: tables
+                .iter()
+                .map(|t| t.range_filter_memory_bytes as u64)
+                .sum(),
         }
     }
 }
@@ -228,6 +239,21 @@ struct TableReport {
     filter_memory_bytes: usize,
     index_memory_bytes: usize,
     expected_fpr: f64,
+    /// The range filter; left out when the table has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range_filter: Option<TableRangeFilter>,
+}
+
+/// A table's range filter in the `db` report.
+#[derive(Serialize)]
+struct TableRangeFilter {
+    keys: u64,
+    /// Bits of its codes per key.
+    bits_per_key: f64,
+    requested_bits_per_key: f64,
+    /// On disk, trailer included.
+    bytes: u64,
+    memory_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -275,6 +301,13 @@ fn levels(tables: &[TableInfo], fmt: Bytes) -> Vec<Level> {
             filter_memory_bytes: t.filter_memory_bytes,
             index_memory_bytes: t.index_memory_bytes,
             expected_fpr: t.expected_fpr,
+            range_filter: t.range_filter_requested_bits_per_key.map(|requested| TableRangeFilter {
+                keys: t.range_filter_keys,
+                bits_per_key: t.range_filter_bits_per_key,
+                requested_bits_per_key: requested,
+                bytes: t.range_filter_bytes,
+                memory_bytes: t.range_filter_memory_bytes,
+            }),
         });
     }
     levels
@@ -410,7 +443,7 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
                 writeln!(
                     out,
                     "    {:06}.sst {:>10} bytes  keys {} .. {}  seq {} .. {}  {} entries ({} tombstones), \
-                     {} range tombstones, {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes",
+                     {} range tombstones, {} blocks, filter {} {:.1} bits/key (asked {:.1}) {} bytes, index {} bytes{}",
                     t.number,
                     t.file_size,
                     q(&t.smallest_key),
@@ -425,29 +458,35 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
                     t.filter_bits_per_key,
                     t.filter_requested_bits_per_key,
                     t.filter_memory_bytes,
-                    t.index_memory_bytes
+                    t.index_memory_bytes,
+                    t.range_filter.as_ref().map_or(String::new(), |f| format!(
+                        ", range filter {:.1} bits/key (asked {:.1}) {} keys {} bytes",
+                        f.bits_per_key, f.requested_bits_per_key, f.keys, f.memory_bytes
+                    ))
                 )?;
             }
         }
         print_filter_runs(out, &k.filters)?;
         writeln!(
             out,
-            "  keyspace total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
+            "  keyspace total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes{}",
             k.tables.total_tables,
             k.tables.total_table_bytes,
             k.tables.total_entries,
             k.tables.filter_memory_bytes,
-            k.tables.index_memory_bytes
+            k.tables.index_memory_bytes,
+            range_filter_ram(&k.tables)
         )?;
     }
     writeln!(
         out,
-        "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes",
+        "total: {} table(s), {} bytes, {} entries; RAM: filters {} bytes, indexes {} bytes{}",
         r.tables.total_tables,
         r.tables.total_table_bytes,
         r.tables.total_entries,
         r.tables.filter_memory_bytes,
-        r.tables.index_memory_bytes
+        r.tables.index_memory_bytes,
+        range_filter_ram(&r.tables)
     )?;
     if let Some(b) = &r.blobs {
         print_blobs(out, b)?;
@@ -466,6 +505,14 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
         )?;
     }
     writeln!(out, "WAL total: {} bytes", r.wal_bytes)
+}
+
+/// The totals' range-filter RAM, for a tree with any.
+fn range_filter_ram(t: &TableTotals) -> String {
+    match t.range_filter_memory_bytes {
+        0 => String::new(),
+        n => format!(", range filters {n} bytes"),
+    }
 }
 
 /// The live blob files, one line each, then their totals.

@@ -59,6 +59,9 @@ pub struct Report {
     range_deletion_block: Option<BlockReport>,
     /// The expiring entries (format version 3), or null when the table has none.
     expiring: Option<ExpiryReport>,
+    /// The range filter; left out when the table has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range_filter: Option<RangeFilterReport>,
     /// Merge operands (format version 4); left out when the table has none.
     #[serde(skip_serializing_if = "is_zero")]
     merge_operands: u64,
@@ -80,6 +83,30 @@ struct ExpiryReport {
     oldest_expiry: String,
     newest_expiry_ms: u64,
     newest_expiry: String,
+}
+
+/// A table's range filter: where its block is, what it holds, and what it answers.
+#[derive(Serialize)]
+struct RangeFilterReport {
+    offset: u64,
+    size: u64,
+    /// On disk, trailer included.
+    bytes: u64,
+    keys: u64,
+    /// Bits of its codes per key (header and prefix aside).
+    bits_per_key: f64,
+    requested_bits_per_key: f64,
+    memory_bytes: usize,
+    /// The prefix its keys share, shown as keys are.
+    prefix: String,
+    /// Bytes after the prefix each key maps to an integer by.
+    mapped_bytes: u32,
+    /// The widest range, in those integers, the filter is asked about; wider ones read the
+    /// table.
+    max_width: u64,
+    /// A range of width w ≤ `max_width` holding none of its keys is let through with a
+    /// chance of at most w times this.
+    fpr_bound_per_integer: f64,
 }
 
 /// Where a block is: its handle, and its bytes on disk (trailer included).
@@ -233,6 +260,19 @@ pub fn inspect(path: &Path, fmt: Bytes) -> bloomkv::Result<Report> {
             newest_expiry_ms: p.newest_expiry,
             newest_expiry: common::utc_date_time(p.newest_expiry / 1000),
         }),
+        range_filter: table.range_filter().map(|rf| RangeFilterReport {
+            offset: p.range_filter.offset,
+            size: p.range_filter.size,
+            bytes: disk(p.range_filter),
+            keys: rf.num_keys(),
+            bits_per_key: ratio(rf.num_bits(), rf.num_keys()),
+            requested_bits_per_key: rf.bits_per_key(),
+            memory_bytes: rf.memory_bytes(),
+            prefix: fmt.show(rf.prefix()),
+            mapped_bytes: rf.mapped_bytes(),
+            max_width: rf.max_width(),
+            fpr_bound_per_integer: rf.fpr_bound(1),
+        }),
         merge_operands: p.num_merge_operands,
     })
 }
@@ -305,6 +345,30 @@ pub fn print_inspect(out: &mut common::Out, r: &Report, fmt: Bytes) -> std::io::
             e.newest_expiry_ms
         )?,
         None => writeln!(out, "expiring         none")?,
+    }
+    if let Some(rf) = &r.range_filter {
+        writeln!(
+            out,
+            "range filter     {} keys in {} bytes on disk at offset {} (size {}), {} bytes in RAM",
+            rf.keys, rf.bytes, rf.offset, rf.size, rf.memory_bytes
+        )?;
+        writeln!(
+            out,
+            "  bits per key   {:.2} (requested {:.2})",
+            rf.bits_per_key, rf.requested_bits_per_key
+        )?;
+        writeln!(
+            out,
+            "  keys map by    {} byte(s) after the prefix {}",
+            rf.mapped_bytes,
+            key_text(fmt, &rf.prefix)
+        )?;
+        writeln!(
+            out,
+            "  answers        ranges up to {} integers wide; an empty one of width w passes \
+             with at most w x {:.6}",
+            rf.max_width, rf.fpr_bound_per_integer
+        )?;
     }
     if r.merge_operands > 0 {
         writeln!(out, "merge operands   {} (format version 4)", r.merge_operands)?;

@@ -213,18 +213,24 @@ impl EliasFano {
         }
     }
 
-    /// The number of elements whose high part is below `h`, for `h` up to the bucket count.
+    /// The position in `upper` of the first zero at or after `pos` (which must exist: a
+    /// bucket's closing zero).
     #[inline]
-    fn before_bucket(&self, h: u64) -> u64 {
-        if h == 0 {
-            0
-        } else {
-            // The zero closing bucket h−1 has every element of buckets below h before it.
-            self.select_zero(h - 1) + 1 - h
+    fn next_zero(&self, pos: u64) -> u64 {
+        let mut w = (pos / 64) as usize;
+        let mut free = !self.upper[w] & !low_mask((pos % 64) as u32);
+        while free == 0 {
+            w += 1;
+            free = !self.upper[w];
         }
+        w as u64 * 64 + u64::from(free.trailing_zeros())
     }
 
     /// True if some element lies in `[lo, hi]`.
+    ///
+    /// One select finds where bucket `h1` starts; its end, and bucket `h2`'s when it is the
+    /// next, are the zeros that follow, mostly in the same word. A short range mostly lies in
+    /// one bucket, so it costs one select, not the four of asking each bucket boundary.
     pub fn any_in(&self, lo: u64, hi: u64) -> bool {
         if self.n == 0 || lo > hi || lo >= self.universe {
             return false;
@@ -232,8 +238,11 @@ impl EliasFano {
         let hi = hi.min(self.universe - 1);
         let (h1, h2) = (lo >> self.low_bits, hi >> self.low_bits);
         let mask = low_mask(self.low_bits);
-        let a = self.before_bucket(h1);
-        let b = self.before_bucket(h1 + 1);
+        // Elements before bucket h are the ones before its first position, where h zeros
+        // (those closing buckets 0..h) come before.
+        let first = if h1 == 0 { 0 } else { self.select_zero(h1 - 1) + 1 };
+        let closing = self.next_zero(first);
+        let (a, b) = (first - h1, closing - h1);
         // Bucket h1's elements are a..b, their low parts sorted: the first at or above lo's.
         let (mut i, mut j) = (a, b);
         while i < j {
@@ -252,11 +261,13 @@ impl EliasFano {
         }
         // Nothing in bucket h1 from lo on: any element of the buckets strictly between, or
         // bucket h2's smallest at or below hi's low part.
-        let c = self.before_bucket(h2);
+        let before_h2 = if h2 == h1 + 1 { closing } else { self.select_zero(h2 - 1) };
+        let c = before_h2 + 1 - h2;
         if c > b {
             return true;
         }
-        c < self.before_bucket(h2 + 1) && self.low(c) <= hi & mask
+        let d = self.next_zero(before_h2 + 1) - h2;
+        c < d && self.low(c) <= hi & mask
     }
 }
 
@@ -270,13 +281,26 @@ fn low_mask(bits: u32) -> u64 {
     }
 }
 
-/// The position of set bit number `n` (from 0) of `x`, which has more than `n`.
+/// The position of set bit number `n` (from 0) of `x`, which has more than `n`: the byte
+/// holding it from the bytes' running counts (no loop over up to 63 bits), then within it.
 #[inline]
-fn nth_set_bit(mut x: u64, n: u32) -> u32 {
-    for _ in 0..n {
-        x &= x - 1;
+fn nth_set_bit(x: u64, n: u32) -> u32 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut c = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    c = (c & 0x3333_3333_3333_3333) + ((c >> 2) & 0x3333_3333_3333_3333);
+    c = (c + (c >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    // Byte i: the set bits of bytes 0..=i (at most 64, so no byte overflows).
+    let running = c.wrapping_mul(ONES);
+    // High bit of byte i set where that count is at most n: the bytes wholly before the bit.
+    let at_most = (((u64::from(n) * ONES) | HIGH) - running) & HIGH;
+    let byte = ((at_most >> 7).wrapping_mul(ONES) >> 56) as u32;
+    let before = if byte == 0 { 0 } else { ((running >> (8 * (byte - 1))) & 0xff) as u32 };
+    let mut b = (x >> (8 * byte)) & 0xff;
+    for _ in 0..n - before {
+        b &= b - 1;
     }
-    x.trailing_zeros()
+    8 * byte + b.trailing_zeros()
 }
 
 /// Writes the `bits`-bit `value` at bit `at` of `words`.
@@ -372,6 +396,18 @@ mod tests {
         check(&v, 1 << 32, &mut rng);
         // Long runs of empty buckets, so selects cross many words and samples.
         check(&[1, 1 << 35, (1 << 35) + 1, (1 << 36) - 1], 1 << 36, &mut rng);
+    }
+
+    #[test]
+    fn nth_set_bit_finds_each_set_bit() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let words = [1u64, u64::MAX, 1 << 63, 0x8000_0000_0000_0001, 0x00ff_0000_ff00_00f0];
+        for x in words.into_iter().chain((0..2000).map(|_| rng.gen::<u64>() & rng.gen::<u64>())) {
+            let positions: Vec<u32> = (0..64).filter(|&i| x >> i & 1 == 1).collect();
+            for (n, &p) in positions.iter().enumerate() {
+                assert_eq!(nth_set_bit(x, n as u32), p, "{x:#x} bit {n}");
+            }
+        }
     }
 
     #[test]

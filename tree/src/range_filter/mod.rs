@@ -148,6 +148,29 @@ impl RangeFilter {
         self.bits_per_key
     }
 
+    /// Bytes after the prefix each key maps by (0 to 8).
+    pub fn mapped_bytes(&self) -> u32 {
+        self.width
+    }
+
+    /// Bits the stored codes take (low parts and upper vector), header and prefix aside.
+    pub fn num_bits(&self) -> u64 {
+        64 * (self.codes.low_words().len() + self.codes.upper_words().len()) as u64
+    }
+
+    /// The bound on the chance that a query of `width` integers holding none of the keys
+    /// says "maybe": `width · n / r` for `n` codes in a universe of `r`; 1 for a query wider
+    /// than [`RangeFilter::max_width`], which is not probed.
+    pub fn fpr_bound(&self, width: u64) -> f64 {
+        if width > self.max_width() {
+            return 1.0;
+        }
+        match self.codes.universe() {
+            0 => 0.0,
+            r => (width as f64 * self.codes.len() as f64 / r as f64).min(1.0),
+        }
+    }
+
     /// Heap bytes the filter holds.
     pub fn memory_bytes(&self) -> usize {
         self.prefix.capacity() + self.codes.memory_bytes()
@@ -309,8 +332,69 @@ impl RangeFilter {
 #[inline]
 fn code(x: u64, lg_width: u32, r: u64) -> u64 {
     let q = ((u128::from(mix((x >> lg_width) ^ BLOCK_SEED)) * u128::from(r)) >> 64) as u64;
-    // Both below r ≤ 2^62: the sum cannot overflow.
-    (q + x % r) % r
+    // Both below r ≤ 2^62: the sum cannot overflow, and is below 2r.
+    let c = q + x % r;
+    if c >= r {
+        c - r
+    } else {
+        c
+    }
+}
+
+/// Replaces each integer of `xs`, ascending, by its [`code`]. The codes of one block are
+/// its first's plus the distance, wrapping at `r`: a block's hash and remainder are computed
+/// once, not per key (their divisions were most of a build's cost).
+fn codes_in_place(xs: &mut [u64], lg_width: u32, r: u64) {
+    let mut block = None;
+    let (mut base, mut base_code) = (0, 0);
+    for x in xs.iter_mut() {
+        let b = *x >> lg_width;
+        if block != Some(b) {
+            block = Some(b);
+            base = b << lg_width;
+            base_code = code(base, lg_width, r);
+        }
+        // `x − base < 2^lg_width ≤ r` and `base_code < r`: one subtraction wraps the sum.
+        let c = base_code + (*x - base);
+        *x = if c >= r { c - r } else { c };
+    }
+}
+
+/// Sorts codes below `universe`: counted into about `n` buckets by their high bits (the
+/// Elias–Fano split), then each bucket sorted, mostly of one code. Linear where a
+/// comparison sort of hashed codes was a third of a build.
+fn sort_codes(codes: &mut Vec<u64>, universe: u64) {
+    let n = codes.len();
+    if n < 64 || n >= u32::MAX as usize {
+        codes.sort_unstable();
+        return;
+    }
+    let shift = low_bits_for(n as u64, universe);
+    let buckets = ((universe - 1) >> shift) as usize + 1;
+    // `ends[h]` counts bucket h−1, then after the sums is where bucket h starts, then after
+    // the scatter where it ends.
+    let mut ends = vec![0u32; buckets + 1];
+    for &c in codes.iter() {
+        ends[(c >> shift) as usize + 1] += 1;
+    }
+    for h in 1..=buckets {
+        ends[h] += ends[h - 1];
+    }
+    let mut sorted = vec![0u64; n];
+    for &c in codes.iter() {
+        let at = &mut ends[(c >> shift) as usize];
+        sorted[*at as usize] = c;
+        *at += 1;
+    }
+    let mut start = 0;
+    for &end in &ends[..buckets] {
+        let end = end as usize;
+        if end - start > 1 {
+            sorted[start..end].sort_unstable();
+        }
+        start = end;
+    }
+    *codes = sorted;
 }
 
 /// Builds a [`RangeFilter`] from keys added in ascending order, and a few more in any order.
@@ -362,7 +446,8 @@ impl RangeFilterBuilder {
             self.values.push(window(key, key.len()));
             return;
         };
-        let shared = self.shared.min(common_prefix_len(first, key));
+        // Only the bytes still shared can shrink the prefix.
+        let shared = common_prefix_len(&first[..self.shared], key);
         if shared != self.shared {
             self.shared = shared;
             self.runs.push((self.values.len(), shared));
@@ -414,19 +499,23 @@ impl RangeFilterBuilder {
         }
         let prefix = anchor[..p].to_vec();
         let width = (self.longest - p).min(8) as u32;
-        let mut xs: Vec<u64> = Vec::with_capacity(self.len());
+        // The kept windows become the keys' integers in place, then their codes: a table
+        // build pays for one array of 8 bytes per key, not three.
+        let mut xs = self.values;
         for (r, &(start, kept)) in self.runs.iter().enumerate() {
-            let end = self.runs.get(r + 1).map_or(self.values.len(), |&(i, _)| i);
+            let end = self.runs.get(r + 1).map_or(xs.len(), |&(i, _)| i);
             // Values kept after `kept` bytes; the final prefix is `p ≤ kept` bytes, and the
             // key's bytes between are the anchor's.
             let d = kept - p;
             let head = window(&anchor[..kept], p);
-            for &v in &self.values[start..end] {
-                let x8 = if d >= 8 { head } else { head | v >> (8 * d) };
-                xs.push(narrow(x8, width));
+            for v in &mut xs[start..end] {
+                let x8 = if d >= 8 { head } else { head | *v >> (8 * d) };
+                *v = narrow(x8, width);
             }
         }
         xs.extend(self.extra.iter().map(|k| map_key(k, p, width)));
+        // Ascending already (sorted keys, a monotone map) unless range tombstones' starts
+        // were added, so the sort is one pass.
         xs.sort_unstable();
         xs.dedup();
         let keys = xs.len() as u64;
@@ -434,8 +523,9 @@ impl RangeFilterBuilder {
         let universe =
             if scaled >= MAX_UNIVERSE as f64 { MAX_UNIVERSE } else { scaled.ceil() as u64 };
         let universe = universe.max(1 << lg_width).min(MAX_UNIVERSE);
-        let mut codes: Vec<u64> = xs.iter().map(|&x| code(x, lg_width, universe)).collect();
-        codes.sort_unstable();
+        let mut codes = xs;
+        codes_in_place(&mut codes, lg_width, universe);
+        sort_codes(&mut codes, universe);
         codes.dedup();
         RangeFilter {
             prefix,
@@ -491,6 +581,39 @@ mod tests {
         assert_eq!(f.prefix(), b"");
         for k in [&b"m/1"[..], b"m/2", b"m", b"a"] {
             assert!(f.may_contain_range(Included(k), Included(k)), "{k:?}");
+        }
+    }
+
+    /// The build's shortcuts (codes block by block, a counting sort) store exactly the codes
+    /// the definition gives: each distinct integer's `code`, sorted, repeats dropped.
+    #[test]
+    fn the_build_stores_the_defined_codes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut random: Vec<u64> = (0..20_000).map(|_| rng.gen()).collect();
+        random.sort_unstable();
+        let sets: Vec<Vec<Vec<u8>>> = vec![
+            (0..5_000u64).map(|i| be(1_000_000 + i)).collect(),
+            (0..20_000u64).map(|i| be(i * 1_000)).collect(),
+            random.iter().map(|&x| be(x)).collect(),
+            (0..3_000u64).map(|i| format!("user/{:09}/x", i * 37).into_bytes()).collect(),
+            (0..40u64).map(be).collect(),
+        ];
+        for bits in [4.0, 10.0, 16.0, 23.5, 40.0] {
+            for keys in &sets {
+                let f = RangeFilter::build(keys.iter().map(|k| &k[..]), bits);
+                let p = f.prefix().len();
+                let mut xs: Vec<u64> = keys.iter().map(|k| map_key(k, p, f.width)).collect();
+                xs.dedup();
+                let r = f.codes.universe();
+                let mut want: Vec<u64> = xs.iter().map(|&x| code(x, f.lg_width, r)).collect();
+                want.sort_unstable();
+                want.dedup();
+                let mut got = Vec::new();
+                f.codes.for_each(|c| got.push(c));
+                assert_eq!(f.num_keys(), xs.len() as u64);
+                assert!(got == want, "{bits} bits, {} keys", keys.len());
+            }
         }
     }
 
