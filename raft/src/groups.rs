@@ -1,4 +1,5 @@
-//! Many raft groups in one database: [`NodeStore`], and [`Store`], one group's part of it.
+//! Many raft groups in one database: [`NodeStore`], which hands out each group's log store
+//! and state machine over its part of the database (`group_store`).
 //!
 //! Each group has a keyspace of its own, holding the same keys a single-group store holds
 //! (see `keys`), and a directory of snapshot files of its own. Group 0 is the default keyspace
@@ -12,36 +13,15 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::ops::Deref;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
-use bloomkv::{Db, KeyRange, Keyspace, Options, Readable, WriteBatch, WriteOptions};
+use bloomkv::{Db, Options, Readable};
 
-use crate::{keys, snapshot, LogStore, StateMachine};
-
-/// A raft group's id on a node. Group 0 is the one [`crate::open`] opens.
-pub type GroupId = u64;
-
-/// The name of group `id`'s keyspace.
-fn keyspace_name(id: GroupId) -> String {
-    match id {
-        0 => "default".to_string(),
-        id => format!("{GROUP_KEYSPACE}{id}"),
-    }
-}
-
-const GROUP_KEYSPACE: &str = "raft-group-";
-/// The prefix of a group's snapshot directory's name, in `snapshots/`.
-const GROUP_DIR: &str = "group-";
-
-/// The directory of group `id`'s snapshot files.
-fn snapshot_dir(db: &Db, id: GroupId) -> PathBuf {
-    match id {
-        0 => db.path().join(snapshot::DIR),
-        id => db.path().join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
-    }
-}
+use crate::group_store::{
+    keyspace_name, not_a_store, snapshot_dir, Store, GROUP_DIR, GROUP_KEYSPACE,
+};
+use crate::{keys, snapshot, GroupId, LogStore, StateMachine};
 
 fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error {
     bloomkv::Error::Io { context: format!("{doing} {}", path.display()), source: Arc::new(source) }
@@ -188,116 +168,6 @@ impl NodeStore {
     /// Closes the database, every group's: as [`crate::KvReader::close`].
     pub fn close(&self) -> bloomkv::Result<()> {
         self.db.close()
-    }
-}
-
-pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {
-    bloomkv::Error::InvalidArgument(format!(
-        "{}: not a bloomkv-raft store (no {})",
-        db.path().display(),
-        String::from_utf8_lossy(keys::FORMAT)
-    ))
-}
-
-/// One group's part of the node's database: its keyspace (which it reads through, as
-/// `Deref`), and the directory of its snapshot files. Its writes go through [`Batch`], which
-/// cannot reach another group's keys.
-#[derive(Debug, Clone)]
-pub(crate) struct Store {
-    db: Arc<Db>,
-    keyspace: Keyspace,
-    snapshot_dir: PathBuf,
-}
-
-impl Store {
-    fn open(db: &Arc<Db>, id: GroupId) -> bloomkv::Result<Store> {
-        let name = keyspace_name(id);
-        let keyspace = match db.existing_keyspace(&name) {
-            Some(keyspace) => keyspace,
-            None => {
-                let options = db.keyspace_options("default").unwrap_or_default();
-                db.keyspace(&name, options)?
-            }
-        };
-        Ok(Store { db: db.clone(), keyspace, snapshot_dir: snapshot_dir(db, id) })
-    }
-
-    pub(crate) fn db(&self) -> &Arc<Db> {
-        &self.db
-    }
-
-    pub(crate) fn snapshot_dir(&self) -> &Path {
-        &self.snapshot_dir
-    }
-
-    /// An empty batch of writes to this group.
-    pub(crate) fn batch(&self) -> Batch {
-        Batch { keyspace: self.keyspace.clone(), inner: WriteBatch::new() }
-    }
-
-    /// Writes `batch` atomically, durably before this returns if `sync`.
-    pub(crate) fn commit(&self, batch: &Batch, sync: bool) -> bloomkv::Result<()> {
-        self.db.write(&batch.inner, &WriteOptions::new().sync(sync))
-    }
-
-    /// Writes a batch of the default keyspace: for tests that put group 0 in a given state.
-    #[cfg(test)]
-    pub(crate) fn write(&self, batch: &WriteBatch, options: &WriteOptions) -> bloomkv::Result<()> {
-        self.db.write(batch, options)
-    }
-
-    /// The whole database's: for tests that drive its background work.
-    #[cfg(test)]
-    pub(crate) fn flush(&self) -> bloomkv::Result<()> {
-        self.db.flush()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn compact(&self) -> bloomkv::Result<()> {
-        self.db.compact()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn stats(&self) -> bloomkv::Stats {
-        self.db.stats()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn close(&self) -> bloomkv::Result<()> {
-        self.db.close()
-    }
-}
-
-impl Deref for Store {
-    type Target = Keyspace;
-
-    fn deref(&self) -> &Keyspace {
-        &self.keyspace
-    }
-}
-
-/// A batch of writes to one group's keys.
-#[derive(Debug)]
-pub(crate) struct Batch {
-    keyspace: Keyspace,
-    inner: WriteBatch,
-}
-
-impl Batch {
-    pub(crate) fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.inner.put_in(&self.keyspace, key, value);
-    }
-
-    pub(crate) fn delete(&mut self, key: impl AsRef<[u8]>) {
-        self.inner.delete_in(&self.keyspace, key);
-    }
-
-    pub(crate) fn delete_range(&mut self, range: impl KeyRange) {
-        self.inner.delete_range_in(&self.keyspace, range);
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.inner.is_empty()
     }
 }
 

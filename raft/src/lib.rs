@@ -45,6 +45,7 @@
 mod client;
 #[cfg(test)]
 mod crash_tests;
+mod group_store;
 mod groups;
 mod keys;
 mod log_store;
@@ -60,11 +61,12 @@ use bloomkv::{Options, Readable, Value};
 use openraft::{AnyError, ErrorSubject, ErrorVerb, StorageIOError};
 use serde::{Deserialize, Serialize};
 
-use groups::{Batch, Store};
+use group_store::{Batch, Store};
 
 #[cfg(feature = "client")]
 pub use client::{Client, ClientError};
-pub use groups::{GroupId, NodeStore};
+pub use group_store::GroupId;
+pub use groups::NodeStore;
 pub use log_store::{LogStore, DEFAULT_MAX_APPEND_BYTES};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
@@ -310,7 +312,7 @@ fn check_format(db: &Store) -> Result<(), bloomkv::Error> {
                 db.commit(&batch, true)
             }
             Some(Err(e)) => Err(e),
-            Some(Ok(_)) => Err(groups::not_a_store(db.db())),
+            Some(Ok(_)) => Err(group_store::not_a_store(db.db())),
         },
     }
 }

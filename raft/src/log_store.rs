@@ -12,7 +12,7 @@ use openraft::{
     Vote,
 };
 
-use crate::groups::{Batch, Store};
+use crate::group_store::{Batch, Store};
 use crate::{
     blocking, decode, encode, keys, storage_error, NodeId, OrStorage, StorageError, TypeConfig,
 };

@@ -14,7 +14,7 @@ use openraft::{
     SnapshotMeta, StorageIOError, StoredMembership,
 };
 
-use crate::groups::{Batch, Store};
+use crate::group_store::{Batch, Store};
 use crate::snapshot::{self, Header, Receipt, SnapshotFile, Stored};
 use crate::{
     blocking, decode, encode, keys, Command, KvReader, NodeId, OrStorage, Outcome, StorageError,

@@ -1,0 +1,145 @@
+//! One raft group's part of a node's database: [`Store`], its keyspace and snapshot
+//! directory, and [`Batch`], the writes that cannot reach another group's keys. Below the
+//! log store and the state machine, which keep their state through it; `groups` above them
+//! hands each group's pair out.
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv::{Db, KeyRange, Keyspace, WriteBatch, WriteOptions};
+
+use crate::{keys, snapshot};
+
+/// A raft group's id on a node. Group 0 is the one [`crate::open`] opens.
+pub type GroupId = u64;
+
+/// The name of group `id`'s keyspace.
+pub(crate) fn keyspace_name(id: GroupId) -> String {
+    match id {
+        0 => "default".to_string(),
+        id => format!("{GROUP_KEYSPACE}{id}"),
+    }
+}
+
+pub(crate) const GROUP_KEYSPACE: &str = "raft-group-";
+/// The prefix of a group's snapshot directory's name, in `snapshots/`.
+pub(crate) const GROUP_DIR: &str = "group-";
+
+/// The directory of group `id`'s snapshot files.
+pub(crate) fn snapshot_dir(db: &Db, id: GroupId) -> PathBuf {
+    match id {
+        0 => db.path().join(snapshot::DIR),
+        id => db.path().join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
+    }
+}
+
+pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {
+    bloomkv::Error::InvalidArgument(format!(
+        "{}: not a bloomkv-raft store (no {})",
+        db.path().display(),
+        String::from_utf8_lossy(keys::FORMAT)
+    ))
+}
+
+/// One group's part of the node's database: its keyspace (which it reads through, as
+/// `Deref`), and the directory of its snapshot files. Its writes go through [`Batch`], which
+/// cannot reach another group's keys.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    db: Arc<Db>,
+    keyspace: Keyspace,
+    snapshot_dir: PathBuf,
+}
+
+impl Store {
+    pub(crate) fn open(db: &Arc<Db>, id: GroupId) -> bloomkv::Result<Store> {
+        let name = keyspace_name(id);
+        let keyspace = match db.existing_keyspace(&name) {
+            Some(keyspace) => keyspace,
+            None => {
+                let options = db.keyspace_options("default").unwrap_or_default();
+                db.keyspace(&name, options)?
+            }
+        };
+        Ok(Store { db: db.clone(), keyspace, snapshot_dir: snapshot_dir(db, id) })
+    }
+
+    pub(crate) fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    pub(crate) fn snapshot_dir(&self) -> &Path {
+        &self.snapshot_dir
+    }
+
+    /// An empty batch of writes to this group.
+    pub(crate) fn batch(&self) -> Batch {
+        Batch { keyspace: self.keyspace.clone(), inner: WriteBatch::new() }
+    }
+
+    /// Writes `batch` atomically, durably before this returns if `sync`.
+    pub(crate) fn commit(&self, batch: &Batch, sync: bool) -> bloomkv::Result<()> {
+        self.db.write(&batch.inner, &WriteOptions::new().sync(sync))
+    }
+
+    /// Writes a batch of the default keyspace: for tests that put group 0 in a given state.
+    #[cfg(test)]
+    pub(crate) fn write(&self, batch: &WriteBatch, options: &WriteOptions) -> bloomkv::Result<()> {
+        self.db.write(batch, options)
+    }
+
+    /// The whole database's: for tests that drive its background work.
+    #[cfg(test)]
+    pub(crate) fn flush(&self) -> bloomkv::Result<()> {
+        self.db.flush()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn compact(&self) -> bloomkv::Result<()> {
+        self.db.compact()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> bloomkv::Stats {
+        self.db.stats()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn close(&self) -> bloomkv::Result<()> {
+        self.db.close()
+    }
+}
+
+impl Deref for Store {
+    type Target = Keyspace;
+
+    fn deref(&self) -> &Keyspace {
+        &self.keyspace
+    }
+}
+
+/// A batch of writes to one group's keys.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    keyspace: Keyspace,
+    inner: WriteBatch,
+}
+
+impl Batch {
+    pub(crate) fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.inner.put_in(&self.keyspace, key, value);
+    }
+
+    pub(crate) fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.inner.delete_in(&self.keyspace, key);
+    }
+
+    pub(crate) fn delete_range(&mut self, range: impl KeyRange) {
+        self.inner.delete_range_in(&self.keyspace, range);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+}
