@@ -1,10 +1,13 @@
-//! Parts of values (`Readable::get_range`, `Readable::value_len`): the same answers from every
-//! reader, for values in memtables, tables and blob files; clamped bounds; a part of a value
-//! in a blob file read and checked without the rest of it.
+//! Values over `MAX_VALUE_BYTES`, written straight to blob files of their own: read back by
+//! every reader, across flushes, compactions and reopens, never logged, refused where they
+//! would be held whole, and crash safe (a put refused or cut short leaves nothing visible and
+//! no file). Parts of values (`Readable::get_range`, `Readable::value_len`): the same answers
+//! from every reader, for values in memtables, tables and blob files; clamped bounds; a part
+//! of a value in a blob file read and checked without the rest of it.
 
 use std::path::Path;
 
-use bloomkv::{Db, Error, KeyspaceOptions, Options, Readable};
+use bloomkv::{Db, Error, KeyspaceOptions, Options, Readable, WriteBatch, MAX_VALUE_BYTES};
 
 mod common;
 
@@ -174,4 +177,197 @@ fn a_part_of_a_damaged_blob_value_fails_only_where_the_damage_is() {
     }
     // Its length is in the reference: no read of the file at all.
     assert_eq!(db.value_len("k").unwrap(), Some(300_000));
+}
+
+/// A large value quickly: `len` bytes, different for each seed, eight at a time.
+fn big_value(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn total_bytes(dir: &Path, ext: &str) -> u64 {
+    files_ending(dir, ext).iter().map(|p| std::fs::metadata(p).unwrap().len()).sum()
+}
+
+#[test]
+fn a_value_over_max_value_bytes_goes_to_a_file_of_its_own_and_is_never_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    // 64 MiB: four times the limit on values held whole.
+    let big = big_value(1, 64 << 20);
+    db.put("big", &big).unwrap();
+    db.put("small", "beside it").unwrap();
+    // One blob file holds it; the WAL holds its reference, not its bytes.
+    assert_eq!(files_ending(dir.path(), "blob").len(), 1);
+    assert!(total_bytes(dir.path(), "blob") > big.len() as u64);
+    // (A segment reserves its space a MiB at a time.)
+    assert!(total_bytes(dir.path(), "log") <= 1 << 20, "{}", total_bytes(dir.path(), "log"));
+
+    let check = |db: &Db, when: &str| {
+        assert_eq!(db.get("big").unwrap().as_deref(), Some(&big[..]), "{when}");
+        assert_eq!(db.value_len("big").unwrap(), Some(big.len() as u64), "{when}");
+        for (offset, n) in [(0, 10), (40 << 20, 1 << 20), (big.len() as u64 - 5, 100)] {
+            let got = db.get_range("big", offset, n).unwrap();
+            assert_eq!(got.as_deref(), Some(part(&big, offset, n)), "{when}: {offset}+{n}");
+        }
+        assert_eq!(db.get("small").unwrap().as_deref(), Some(&b"beside it"[..]), "{when}");
+    };
+    check(&db, "in the memtable");
+    let snap = db.snapshot();
+    let mut it = db.range(..);
+    db.flush().unwrap();
+    check(&db, "flushed");
+    // Views taken before the flush read it from the memtable they hold.
+    assert_eq!(snap.get_range("big", 7, 3).unwrap().as_deref(), Some(&big[7..10]));
+    let (k, v) = it.next().unwrap().unwrap();
+    assert_eq!((&k[..], v.len()), (&b"big"[..], big.len()));
+    drop((snap, it));
+    db.compact().unwrap();
+    check(&db, "compacted");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, "reopened");
+    // Still one file, the one written by the put: never copied.
+    assert_eq!(files_ending(dir.path(), "blob").len(), 1);
+}
+
+#[test]
+fn unflushed_large_values_survive_a_reopen_and_an_overwritten_ones_file_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let (a, b) = (big_value(2, MAX_VALUE_BYTES + 1), big_value(3, MAX_VALUE_BYTES + 70_000));
+    db.put("a", &a).unwrap();
+    db.put("b", &b).unwrap();
+    db.put("b", "overwritten").unwrap();
+    assert_eq!(files_ending(dir.path(), "blob").len(), 2);
+    db.close().unwrap();
+    // Replayed from the WAL: `a`'s file is adopted, `b`'s, which nothing references, removed.
+    let db = Db::open(dir.path(), opts()).unwrap();
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&a[..]));
+    assert_eq!(db.get("b").unwrap().as_deref(), Some(&b"overwritten"[..]));
+    assert_eq!(files_ending(dir.path(), "blob").len(), 1);
+    // A checkpoint taken while one sits in the memtable links its file.
+    db.put("c", &b).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy");
+    db.checkpoint(&copy).unwrap();
+    drop(db);
+    let copied = Db::open(&copy, opts()).unwrap();
+    assert_eq!(copied.get("a").unwrap().as_deref(), Some(&a[..]));
+    assert_eq!(copied.get("c").unwrap().as_deref(), Some(&b[..]));
+}
+
+#[test]
+fn a_value_over_max_value_bytes_is_refused_where_it_would_be_held_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let big = big_value(4, MAX_VALUE_BYTES + 1);
+    let too_large = |r: bloomkv::Result<()>| match r {
+        Err(Error::ValueTooLarge { len }) => assert_eq!(len, big.len()),
+        other => panic!("expected ValueTooLarge, got {other:?}"),
+    };
+    // A batch and a transaction hold their values whole: refused, at once or at commit.
+    let mut batch = WriteBatch::new();
+    batch.put("k", &big);
+    too_large(db.write(&batch, &Default::default()));
+    let mut tx = db.transaction();
+    too_large(tx.put("k", &big).and_then(|()| tx.commit()));
+    // A time to live, or a keyspace without a blob threshold, cannot take a reference.
+    too_large(db.put_with_ttl("k", &big, std::time::Duration::from_secs(60)));
+    let plain = db.keyspace("plain", KeyspaceOptions::default()).unwrap();
+    too_large(plain.put("k", &big));
+    let ttl = KeyspaceOptions::default()
+        .blob_threshold(Some(THRESHOLD))
+        .default_ttl(Some(std::time::Duration::from_secs(60)));
+    too_large(db.keyspace("ttl", ttl).unwrap().put("k", &big));
+    // Nothing was written.
+    assert!(files_ending(dir.path(), "blob").is_empty());
+    assert_eq!(db.get("k").unwrap(), None);
+    // The message says which limit, and where larger values go.
+    let msg = Error::ValueTooLarge { len: big.len() }.to_string();
+    assert!(msg.contains("MAX_VALUE_BYTES") && msg.contains("blob_threshold"), "{msg}");
+}
+
+#[test]
+fn a_large_put_whose_wal_record_never_lands_leaves_nothing_visible_and_no_file() {
+    use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, OpKind};
+    use common::options::OptionsExt;
+    let fs = FaultFs::new();
+    let dir = unique_dir("large-orphan");
+    let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+    db.put("before", "kept").unwrap();
+    db.sync().unwrap();
+    // The blob file is written and synced; the append of its WAL record fails.
+    let wal = |p: &Path| p.extension().is_some_and(|e| e == "log");
+    fs.inject(Fault::on(OpKind::Append).matching(wal).power_off());
+    let err = db.put("big", big_value(5, MAX_VALUE_BYTES + 5)).unwrap_err();
+    assert!(!matches!(err, Error::ValueTooLarge { .. }), "{err}");
+    let blobs = |fs: &FaultFs| {
+        let files = fs.files();
+        files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "blob")).count()
+    };
+    assert_eq!(blobs(&fs), 1, "the value's file was written before its record");
+    drop(db);
+    let fs = fs.crash(CrashMode::DropUnsynced);
+    let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+    assert_eq!(db.get("big").unwrap(), None);
+    assert_eq!(db.get("before").unwrap().as_deref(), Some(&b"kept"[..]));
+    assert_eq!(blobs(&fs), 0, "the orphan is removed at open");
+}
+
+/// Power lost at each step of a large put (the blob file's creation, appends, sync, the
+/// directory's sync, the WAL record's append and sync): after recovery the value is there
+/// whole if the put was acknowledged (synced writes), or else absent, and no file is left
+/// that nothing references.
+#[test]
+fn power_loss_during_a_large_put_keeps_it_whole_or_leaves_nothing() {
+    use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, OpKind};
+    use common::options::OptionsExt;
+    let big = big_value(6, MAX_VALUE_BYTES + 100_000);
+    let points = [
+        (OpKind::Create, 1),
+        (OpKind::Create, 2),
+        (OpKind::Append, 1),
+        (OpKind::Append, 700),
+        (OpKind::Append, 1700),
+        (OpKind::Sync, 1),
+        (OpKind::Sync, 2),
+        (OpKind::SyncDir, 1),
+        (OpKind::SyncDir, 2),
+    ];
+    let mut acked_rounds = 0;
+    for (i, (kind, nth)) in points.into_iter().enumerate() {
+        let fs = FaultFs::new();
+        let dir = unique_dir("large-power");
+        let db = Db::open(&dir, opts().sync_writes(true).fault_fs(&fs)).unwrap();
+        fs.inject(Fault::on(kind).nth(nth).power_off());
+        let acked = db.put("big", &big).is_ok();
+        acked_rounds += u32::from(acked);
+        drop(db);
+        let mode = match i % 2 {
+            0 => CrashMode::DropUnsynced,
+            _ => CrashMode::TornTails { seed: i as u64 },
+        };
+        let fs = fs.crash(mode);
+        let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+        let got = db.get("big").unwrap();
+        match (acked, &got) {
+            (true, _) => assert_eq!(got.as_deref(), Some(&big[..]), "{kind:?} #{nth}"),
+            (false, Some(v)) => assert_eq!(&v[..], &big[..], "{kind:?} #{nth}"),
+            (false, None) => {}
+        }
+        let blobs: Vec<_> =
+            fs.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == "blob")).collect();
+        assert_eq!(blobs.len(), usize::from(got.is_some()), "{kind:?} #{nth}: {blobs:?}");
+        db.close().unwrap();
+    }
+    assert!(acked_rounds > 0 && acked_rounds < points.len() as u32, "{acked_rounds}");
 }

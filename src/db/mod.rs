@@ -37,6 +37,7 @@ mod ingest;
 mod inspect;
 mod kept_wal;
 mod keyspace;
+mod large_value;
 mod read;
 pub(crate) mod readable;
 mod recovery;
@@ -110,6 +111,10 @@ pub(crate) struct DbInner {
     pub ingest_order: Mutex<()>,
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
+    /// Blob files of values over `MAX_VALUE_BYTES`, each written and synced, whose put is
+    /// being logged: the write applying the put moves the file into its memtable
+    /// (`db/large_value.rs`).
+    pub staged_blobs: Mutex<std::collections::HashMap<u64, Arc<crate::blob::BlobFile>>>,
     pub wal: Mutex<WalState>,
     pub write_queue: Mutex<WriteQueue>,
     /// True while anyone is in the write queue: unsynced writes then queue too, instead of

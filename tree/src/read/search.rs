@@ -110,7 +110,7 @@ impl Answer {
     ) -> Result<Option<Option<Value>>> {
         match self {
             Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
-            Answer::Blob(r) => tree.version.blobs.read(&r).map(|v| Some(Some(v))),
+            Answer::Blob(r) => tree.blobs().read(&r).map(|v| Some(Some(v))),
             other => Ok(other.decision()),
         }
     }
@@ -129,7 +129,7 @@ pub fn merged_get(tree: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Res
     let mut view =
         super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
             .with_merger(tree.merger())
-            .with_blobs(tree.version.blobs.clone());
+            .with_blobs(tree.blobs());
     view.seek_to_first()?;
     Ok(view.valid().then(|| Value::from(view.value().to_vec())))
 }
@@ -227,7 +227,7 @@ pub fn search_stored(
     let found = search(state, key, seq, clock, tally, &mut deferred)?;
     Ok(match (found, deferred.0) {
         (None, _) => None,
-        (Some(_), Some(r)) => Some(Stored::Blob(state.version.blobs.clone(), r)),
+        (Some(_), Some(r)) => Some(Stored::Blob(state.blobs(), r)),
         (Some(v), None) => Some(Stored::Value(v)),
     })
 }
@@ -264,6 +264,7 @@ pub fn resolve(
                 MemGet::Expiring(v, at, expiry) => (GetOutcome::Expiring(v, expiry), at),
                 MemGet::Deleted => (GetOutcome::Deleted, 0),
                 MemGet::Merge(at) => (GetOutcome::Merge, at),
+                MemGet::Blob(r, at) => (GetOutcome::Blob(r), at),
             }
         }
         Found::Table(got) => {
