@@ -264,7 +264,23 @@ impl Db {
     ///
     /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], writing nothing, if the
     /// key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
-    /// [`crate::MAX_VALUE_BYTES`].
+    /// [`crate::MAX_VALUE_BYTES`] — unless the keyspace separates values
+    /// ([`crate::KeyspaceOptions::blob_threshold`], with no default time to live): there a
+    /// value up to [`crate::MAX_LARGE_VALUE_BYTES`] is written straight from `value` to a blob
+    /// file of its own, synced, and only its reference is logged, so the database never holds
+    /// a copy of it. Read such a value in parts with [`crate::Readable::get_range`].
+    ///
+    /// ```
+    /// use bloomkv::{Db, Options, Readable, MAX_VALUE_BYTES};
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().blob_threshold(Some(64 << 10)))?;
+    /// let video = vec![7u8; MAX_VALUE_BYTES + 1];
+    /// db.put("video", &video)?;
+    /// assert_eq!(db.value_len("video")?, Some(video.len() as u64));
+    /// assert_eq!(db.get_range("video", 1 << 20, 4)?.as_deref(), Some(&[7u8; 4][..]));
+    /// # Ok(()) }
+    /// ```
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let op = write::SingleWrite::Put(key.as_ref(), value.as_ref());
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))
