@@ -45,7 +45,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use events::EventListener;
 pub use filter::FilterPolicy;
-pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use key::{MAX_KEY_BYTES, MAX_LARGE_VALUE_BYTES, MAX_VALUE_BYTES};
 pub use key_range::KeyRange;
 pub use merge::{Append, MergeOperator, U64Add};
 pub use options::{KeyspaceOptions, Options, WriteOptions};

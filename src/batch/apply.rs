@@ -1,6 +1,9 @@
 //! Applying a written batch to the memtables.
 
+use std::sync::Arc;
+
 use super::{BatchOp, WriteBatch};
+use crate::blob::{BlobFile, BlobRef};
 use crate::key::{SeqNo, ValueKind};
 use crate::version::edit::KeyspaceId;
 
@@ -9,11 +12,16 @@ impl WriteBatch {
     /// memtable `mem_of` gives for its keyspace; an op whose keyspace has none (dropped
     /// meanwhile) is skipped, as the drop would have removed it. Returns the bytes of keys
     /// and values written.
+    ///
+    /// A put of a value in a blob file of its own holds the file `blob_of` gives for its
+    /// number in the memtable before its entry goes in; one it gives none for is skipped
+    /// (the write path stages every file it references, and recovery checks each is there).
     pub(crate) fn insert_into<'m>(
         &self,
         mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+        blob_of: impl Fn(u64) -> Option<Arc<BlobFile>>,
     ) -> u64 {
-        self.insert_collapsing(mem_of, |_, _, _, _, _| None)
+        self.insert_collapsing(mem_of, blob_of, |_, _, _, _, _| None)
     }
 
     /// [`WriteBatch::insert_into`], asking `collapse` of each merge operand (keyspace,
@@ -22,6 +30,7 @@ impl WriteBatch {
     pub(crate) fn insert_collapsing<'m>(
         &self,
         mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
+        blob_of: impl Fn(u64) -> Option<Arc<BlobFile>>,
         mut collapse: impl FnMut(
             KeyspaceId,
             &crate::memtable::MemTable,
@@ -71,6 +80,13 @@ impl WriteBatch {
                 BatchOp::DeleteRange { start, end } => {
                     mem.delete_range(start, end, seq);
                     (start, end)
+                }
+                BatchOp::BlobPut { key, reference } => {
+                    let file = BlobRef::decode(reference).ok().and_then(|r| blob_of(r.file));
+                    let Some(file) = file else { continue };
+                    mem.hold_blob(file);
+                    mem.insert(key, seq, ValueKind::BlobPut, reference);
+                    (key, reference)
                 }
                 // The ingest's tables hold what was written at `seq`.
                 BatchOp::Reserved => continue,

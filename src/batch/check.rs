@@ -54,7 +54,10 @@ impl WriteBatch {
                 BatchOp::PutExpiring { key, stored } | BatchOp::PutTtl { key, stored } => {
                     check_entry_size(key, stored.get(crate::key::EXPIRY_LEN..).unwrap_or(&[]))
                 }
-                BatchOp::Delete { key } => check_entry_size(key, &[]),
+                // The value is in its blob file, checked against its own limit when written.
+                BatchOp::Delete { key } | BatchOp::BlobPut { key, .. } => {
+                    check_entry_size(key, &[])
+                }
                 BatchOp::DeleteRange { start, end } => {
                     check_range_bound(start).and_then(|()| check_range_bound(end))
                 }

@@ -42,6 +42,8 @@ impl WriteBatch {
                     let (ttl, value) = crate::key::split_expiring(stored).unwrap_or((0, &[]));
                     out.put_expiring_to(ks, key, now.saturating_add(ttl), value);
                 }
+                // Never in a keyspace with a default time to live (refused when written).
+                BatchOp::BlobPut { key, reference } => out.put_blob_ref_to(ks, key, reference),
                 BatchOp::PutExpiring { key, stored } => {
                     out.op_header(OP_PUT_EXPIRING, ks);
                     put_bytes(&mut out.data, key);

@@ -47,6 +47,9 @@ fn ops_of(b: &WriteBatch) -> Vec<Op> {
                 (ks, OP_PUT_EXPIRING, key.to_vec(), stored.to_vec())
             }
             BatchOp::PutTtl { key, stored } => (ks, OP_PUT_TTL, key.to_vec(), stored.to_vec()),
+            BatchOp::BlobPut { key, reference } => {
+                (ks, OP_BLOB_PUT, key.to_vec(), reference.to_vec())
+            }
         })
         .collect()
 }
@@ -235,7 +238,7 @@ fn reserved_op_takes_a_sequence_number_and_changes_nothing() {
     assert_eq!(decoded.iter().collect::<Vec<_>>(), vec![(0, BatchOp::Reserved)]);
     assert!(decoded.check(|_| false).is_ok());
     let mem = crate::memtable::MemTable::new();
-    assert_eq!(decoded.insert_into(|_| Some(&mem)), 0);
+    assert_eq!(decoded.insert_into(|_| Some(&mem), |_| None), 0);
     assert!(mem.is_empty());
 
     let mut trailing = want.clone();
@@ -315,4 +318,26 @@ proptest! {
             prop_assert!(e.is_corruption());
         }
     }
+}
+
+#[test]
+fn a_blob_put_carries_its_reference_and_a_malformed_one_is_refused() {
+    let r = crate::blob::BlobRef { file: 12, offset: 40, len: 20 << 20, crc: 7 };
+    let mut b = WriteBatch::new();
+    b.put_blob_ref_to(3, b"big", &r.encode());
+    b.set_sequence(5);
+    let decoded = WriteBatch::from_record(b.data().to_vec()).unwrap();
+    let ops: Vec<_> = decoded.iter().collect();
+    assert_eq!(ops, vec![(3, BatchOp::BlobPut { key: b"big", reference: &r.encode() })]);
+    // Its value is in the file: only the key counts against the limits.
+    assert!(decoded.check(|_| true).is_ok());
+    // Without its file the op is skipped, never inserted as a reference nothing can read.
+    let mem = crate::memtable::MemTable::new();
+    decoded.insert_into(|_| Some(&mem), |_| None);
+    assert!(mem.is_empty());
+
+    let mut bad = WriteBatch::new();
+    bad.put_blob_ref_to(0, b"big", b"not a reference");
+    let e = WriteBatch::from_record(bad.data().to_vec()).unwrap_err();
+    assert!(e.to_string().contains("malformed blob reference"), "{e}");
 }

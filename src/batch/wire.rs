@@ -13,7 +13,8 @@
 //!          kind  u8          0 = delete, 1 = put (the values of `ValueKind`),
 //!                            2 = range delete, 3 = reserved, 4 = expiring put,
 //!                            6 = merge operand, 7 = stamped merge
-//!                            operand; plus 0x80 if a keyspace id follows
+//!                            operand, 8 = put of a value in a blob file of
+//!                            its own; plus 0x80 if a keyspace id follows
 //!          keyspace varint   (only with 0x80) the keyspace the op writes to; without it,
 //!                            the default keyspace (0)
 //!          klen  varint, key bytes          (a range delete's start; not for reserved)
@@ -70,6 +71,10 @@ pub(super) const OP_MERGE: u8 = 6;
 
 /// The kind byte of a merge operand stamped with an expiry and its write time.
 pub(super) const OP_MERGE_EXPIRING: u8 = 7;
+
+/// The kind byte of a put whose value was written straight to a blob file of its own (one
+/// over `MAX_VALUE_BYTES`): the value bytes are the `BlobRef` naming it.
+pub(super) const OP_BLOB_PUT: u8 = 8;
 
 /// Set in the kind byte of an op on a keyspace other than the default one: the keyspace id
 /// follows as a varint. Ops on the default keyspace are encoded as before keyspaces existed.
@@ -129,6 +134,15 @@ pub enum BatchOp<'a> {
         /// First key kept after the range (exclusive).
         end: &'a [u8],
     },
+    /// `key → ` the value in a blob file of its own that `reference` (an encoded
+    /// `BlobRef`) names: a value larger than `MAX_VALUE_BYTES`, written there, and synced,
+    /// before this op was logged.
+    BlobPut {
+        /// The key.
+        key: &'a [u8],
+        /// The encoded reference.
+        reference: &'a [u8],
+    },
     /// A sequence number taken by an ingest, whose tables hold the entries written at it;
     /// it changes nothing here. Always the only op of its batch, on no keyspace.
     Reserved,
@@ -148,6 +162,13 @@ impl WriteBatch {
         self.op_header(ValueKind::Put as u8, keyspace);
         put_bytes(&mut self.data, key);
         put_bytes(&mut self.data, value);
+    }
+
+    /// Adds `key →` the value blob reference `reference` names.
+    pub(crate) fn put_blob_ref_to(&mut self, keyspace: KeyspaceId, key: &[u8], reference: &[u8]) {
+        self.op_header(OP_BLOB_PUT, keyspace);
+        put_bytes(&mut self.data, key);
+        put_bytes(&mut self.data, reference);
     }
 
     /// Adds `key → value` expiring at `expiry` (milliseconds since the Unix epoch).
@@ -272,7 +293,9 @@ impl WriteBatch {
             let has_value = match kind {
                 k if k == ValueKind::Put as u8 => true,
                 k if k == ValueKind::Delete as u8 => false,
-                OP_DELETE_RANGE | OP_PUT_EXPIRING | OP_MERGE | OP_MERGE_EXPIRING => true,
+                OP_DELETE_RANGE | OP_PUT_EXPIRING | OP_MERGE | OP_MERGE_EXPIRING | OP_BLOB_PUT => {
+                    true
+                }
                 OP_PUT_TTL => return Err(bad("put with a time to live (never logged)")),
                 _ => return Err(bad("unknown kind")),
             };
@@ -288,6 +311,9 @@ impl WriteBatch {
                 }
                 if kind == OP_MERGE_EXPIRING && value.len() < crate::key::MERGE_STAMP_LEN {
                     return Err(bad("expiring merge operand without its 16-byte stamp"));
+                }
+                if kind == OP_BLOB_PUT && crate::blob::BlobRef::decode(value).is_err() {
+                    return Err(bad("malformed blob reference"));
                 }
             }
         }
@@ -377,6 +403,7 @@ impl<'a> Iterator for WriteBatchIter<'a> {
             OP_MERGE => BatchOp::Merge { key, operand: self.d.length_prefixed()? },
             OP_MERGE_EXPIRING => BatchOp::MergeExpiring { key, stored: self.d.length_prefixed()? },
             OP_DELETE_RANGE => BatchOp::DeleteRange { start: key, end: self.d.length_prefixed()? },
+            OP_BLOB_PUT => BatchOp::BlobPut { key, reference: self.d.length_prefixed()? },
             _ => return None,
         };
         Some((keyspace, op))

@@ -105,7 +105,11 @@ pub(super) fn check(fs: &dyn FileSystem, r: &mut Report, dir: &Path) {
             FileKind::Blob(n)
                 if manifest.as_ref().is_some_and(|m| !m.blob_files.contains_key(n)) =>
             {
-                r.note(&dir.join(name), None, "blob file not in the manifest (left over)")
+                let why =
+                    "blob file not in the manifest (a value over MAX_VALUE_BYTES a WAL record \
+                           puts, which the next flush adopts, or left over, which the next \
+                           writable open deletes)";
+                r.note(&dir.join(name), None, why)
             }
             FileKind::Temp => {
                 r.note(&dir.join(name), None, "temporary file (an interrupted write)")

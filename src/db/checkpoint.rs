@@ -126,7 +126,10 @@ impl DbInner {
             // Blob files are immutable too: linked like tables. A kept WAL segment keeps its
             // name (below the copy's log number, it is never replayed there) and may hold
             // several keyspaces' values: each file is linked once.
-            for b in tree.version.blobs.0.values() {
+            // With them, the files the memtables hold for values over `MAX_VALUE_BYTES`,
+            // which the memtables' table below may reference (one it does not, the copy's
+            // open removes).
+            for b in tree.blobs().0.values() {
                 if edit.added_blobs.iter().any(|a| a.number == b.meta.number) {
                     continue;
                 }

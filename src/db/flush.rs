@@ -105,6 +105,13 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         }
         Ok(())
     })();
+    // Values over `MAX_VALUE_BYTES` written straight to files of their own: each is adopted
+    // below if a table references it, and otherwise goes with the memtable.
+    let held: Vec<_> = jobs
+        .iter()
+        .filter_map(|(id, _)| state.tree(*id)?.imm.last())
+        .flat_map(|m| m.table.held_blobs())
+        .collect();
     drop(state);
     let finished = written.and_then(|()| {
         let mut all = Vec::new();
@@ -138,7 +145,14 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     });
     blob_metas.extend(kept);
     inner.fs.sync_dir(&inner.dir)?;
-    let new_blobs = inner.open_blob_files(&blob_metas);
+    let mut new_blobs = inner.open_blob_files(&blob_metas);
+    let referenced = |n: u64| metas.iter().flat_map(|m| &m.blob_refs).any(|r| r.file == n);
+    let (adopted, unreferenced): (Vec<_>, Vec<_>) =
+        held.into_iter().partition(|b| referenced(b.meta.number));
+    // The memtable's handle itself, so that the file goes once neither it nor a version can
+    // reach it.
+    blob_metas.extend(adopted.iter().map(|b| b.meta));
+    new_blobs.extend(adopted);
     let lookup = super::table_files::blobs_in([], &new_blobs);
     let opened =
         metas.iter().map(|m| inner.open_table(m.clone(), &lookup)).collect::<Result<Vec<_>>>()?;
@@ -155,6 +169,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // a keyspace: the next segment continues from here.
     edit.last_seq = metas.iter().map(|m| m.largest_seq).chain([segment_last_seq]).max();
     inner.install(&mut edit, &opened, Some(oldest_wal))?;
+    unreferenced.iter().for_each(|b| b.mark_obsolete());
     inner.counters.blob_bytes_written.add(blob_bytes);
     for (m, &job) in metas.iter().zip(&owners) {
         inner.counters.flushes.incr();

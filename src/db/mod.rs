@@ -37,6 +37,7 @@ mod ingest;
 mod inspect;
 mod kept_wal;
 mod keyspace;
+mod large_value;
 mod read;
 pub(crate) mod readable;
 mod recovery;
@@ -110,6 +111,10 @@ pub(crate) struct DbInner {
     pub ingest_order: Mutex<()>,
     pub versions: Mutex<VersionSet>,
     pub file_numbers: Arc<AtomicU64>,
+    /// Blob files of values over `MAX_VALUE_BYTES`, each written and synced, whose put is
+    /// being logged: the write applying the put moves the file into its memtable
+    /// (`db/large_value.rs`).
+    pub staged_blobs: Mutex<std::collections::HashMap<u64, Arc<crate::blob::BlobFile>>>,
     pub wal: Mutex<WalState>,
     pub write_queue: Mutex<WriteQueue>,
     /// True while anyone is in the write queue: unsynced writes then queue too, instead of
@@ -259,7 +264,23 @@ impl Db {
     ///
     /// Fails with [`Error::KeyTooLarge`] or [`Error::ValueTooLarge`], writing nothing, if the
     /// key is longer than [`crate::MAX_KEY_BYTES`] or the value larger than
-    /// [`crate::MAX_VALUE_BYTES`].
+    /// [`crate::MAX_VALUE_BYTES`] — unless the keyspace separates values
+    /// ([`crate::KeyspaceOptions::blob_threshold`], with no default time to live): there a
+    /// value up to [`crate::MAX_LARGE_VALUE_BYTES`] is written straight from `value` to a blob
+    /// file of its own, synced, and only its reference is logged, so the database never holds
+    /// a copy of it. Read such a value in parts with [`crate::Readable::get_range`].
+    ///
+    /// ```
+    /// use bloomkv::{Db, Options, Readable, MAX_VALUE_BYTES};
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new().blob_threshold(Some(64 << 10)))?;
+    /// let video = vec![7u8; MAX_VALUE_BYTES + 1];
+    /// db.put("video", &video)?;
+    /// assert_eq!(db.value_len("video")?, Some(video.len() as u64));
+    /// assert_eq!(db.get_range("video", 1 << 20, 4)?.as_deref(), Some(&[7u8; 4][..]));
+    /// # Ok(()) }
+    /// ```
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let op = write::SingleWrite::Put(key.as_ref(), value.as_ref());
         write::write_one(&self.inner, DEFAULT_KEYSPACE, op, || Ok(()))

@@ -14,7 +14,7 @@ use crate::db::readable::Bounds;
 use crate::key::SeqNo;
 use crate::version::edit::{KeyspaceId, DEFAULT_KEYSPACE};
 use crate::{Error, Result, Value};
-use bloomkv_tree::read::search::{search, Unobserved};
+use bloomkv_tree::read::search::{search, search_stored, Stored, Unobserved};
 use bloomkv_tree::read::{multi_get, ReadTally};
 
 /// What a read reads: the engine state and the sequence number, loaded in that order by
@@ -148,6 +148,21 @@ impl ReadView {
         result
     }
 
+    /// [`ReadView::get`], a value in a blob file left unread (`Readable::get_range`).
+    pub(crate) fn get_stored(
+        &self,
+        inner: &DbInner,
+        tree: &Tree,
+        key: &[u8],
+    ) -> Result<Option<Stored>> {
+        let mut tally = ReadTally { lookups: 1, ..ReadTally::default() };
+        let mut fixed = FixedClock(0);
+        let clock = self.clock(inner, &mut fixed);
+        let result = search_stored(tree, key, self.seq, clock, &mut tally);
+        inner.counters.record_gets(&tally);
+        result
+    }
+
     /// The newest value of each of `keys` in `tree` (one of this view's trees), in order:
     /// the answers of [`ReadView::get`] for each, found together (see `db::multi_get`).
     pub(crate) fn multi_get<K: AsRef<[u8]>>(
@@ -201,6 +216,17 @@ impl ReadSource<'_> {
             None => {
                 let view = self.inner.read_view();
                 view.get(self.inner, self.tree(view.state())?, key)
+            }
+        }
+    }
+
+    pub fn get_stored(self, key: &[u8]) -> Result<Option<Stored>> {
+        self.inner.check_open()?;
+        match self.kept {
+            Some(view) => view.get_stored(self.inner, self.tree(view.state())?, key),
+            None => {
+                let view = self.inner.read_view();
+                view.get_stored(self.inner, self.tree(view.state())?, key)
             }
         }
     }
@@ -265,6 +291,14 @@ macro_rules! readable_by_source {
                 key: &[u8],
             ) -> Result<Option<Value>> {
                 self.source().get(key)
+            }
+
+            fn read_stored(
+                &self,
+                _: crate::db::readable::sealed::Token,
+                key: &[u8],
+            ) -> Result<Option<Stored>> {
+                self.source().get_stored(key)
             }
 
             #[inline]

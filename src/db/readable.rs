@@ -26,6 +26,7 @@ pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 pub(crate) mod sealed {
     use super::Bounds;
     use crate::{Readable, Result, Value};
+    use bloomkv_tree::read::search::Stored;
 
     /// Proof that a call to a primitive comes from inside the crate.
     #[derive(Clone, Copy)]
@@ -36,6 +37,9 @@ pub(crate) mod sealed {
     pub trait Sealed {
         /// The newest visible value of `key`.
         fn read_one(&self, _: Token, key: &[u8]) -> Result<Option<Value>>;
+
+        /// [`Sealed::read_one`], leaving a value in a blob file unread.
+        fn read_stored(&self, _: Token, key: &[u8]) -> Result<Option<Stored>>;
 
         /// The newest visible value of each of `keys`, in order, at one sequence number.
         fn read_many<K: AsRef<[u8]>>(&self, _: Token, keys: &[K]) -> Result<Vec<Option<Value>>>;
@@ -205,6 +209,61 @@ pub trait Readable: Sealed {
     #[inline]
     fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.read_one(TOKEN, key.as_ref())?.is_some())
+    }
+
+    /// Bytes `offset..offset + len` of the newest value of `key`, or `None` if it is absent,
+    /// deleted or expired: a part of a large value without reading the rest of it.
+    ///
+    /// The range is clamped to the value as a file read is: from `offset` on, at most `len`
+    /// bytes, fewer where the value ends first, and an empty value (not `None`, not an error)
+    /// when `offset` is at or past its end or `len` is 0. So reading a value in pieces stops at
+    /// the first piece shorter than asked.
+    ///
+    /// What it reads: a value held in a memtable or a table is read whole and sliced (it is at
+    /// most [`crate::MAX_VALUE_BYTES`]); a value in a blob file (a keyspace's
+    /// [`crate::KeyspaceOptions::blob_threshold`]) is sliced from the block cache when cached,
+    /// and otherwise only the 32 KiB pages of the file holding the part are read, each
+    /// checked by its own CRC, so damage elsewhere in the value does not fail the read, and
+    /// damage in them is [`Error::Corruption`] naming the file and offset. In a transaction
+    /// the key counts as read, as for [`Readable::get`].
+    ///
+    /// ```
+    /// use bloomkv::Readable;
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("greeting", "hello, world")?;
+    /// assert_eq!(db.get_range("greeting", 7, 5)?.as_deref(), Some(&b"world"[..]));
+    /// assert_eq!(db.get_range("greeting", 7, 100)?.as_deref(), Some(&b"world"[..])); // clamped
+    /// assert_eq!(db.get_range("greeting", 50, 5)?.as_deref(), Some(&b""[..])); // past the end
+    /// assert_eq!(db.get_range("nobody", 0, 5)?, None);
+    /// # Ok(()) }
+    /// ```
+    #[inline]
+    fn get_range(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Option<Value>> {
+        match self.read_stored(TOKEN, key.as_ref())? {
+            Some(stored) => stored.read_part(offset, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The length in bytes of the newest value of `key`, or `None` if it is absent, deleted
+    /// or expired. A value in a blob file is not read: its length is in its reference. In a
+    /// transaction the key counts as read.
+    ///
+    /// ```
+    /// use bloomkv::Readable;
+    /// # fn main() -> bloomkv::Result<()> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = bloomkv::Db::open(dir.path(), bloomkv::Options::default())?;
+    /// db.put("k", "four")?;
+    /// assert_eq!(db.value_len("k")?, Some(4));
+    /// assert_eq!(db.value_len("other")?, None);
+    /// # Ok(()) }
+    /// ```
+    #[inline]
+    fn value_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        Ok(self.read_stored(TOKEN, key.as_ref())?.map(|s| s.len()))
     }
 
     /// Iterates over the keys in `range` (`..`, `a..b`, `a..=b`, `a..`, ... over bytes or

@@ -196,6 +196,8 @@ fn load(
     // means records are missing: a segment that is not the newest was cut at a record
     // boundary or emptied, which the torn-tail rule alone cannot see.
     let mut expected = manifest_seq + 1;
+    // The blob files of values over `MAX_VALUE_BYTES` the replayed records put.
+    let mut replayed_blobs = std::collections::BTreeMap::new();
     let mut previous: Option<(std::path::PathBuf, u64)> = None;
     for (i, &n) in wals.iter().enumerate() {
         let path = wal_path(dir, n);
@@ -244,7 +246,13 @@ fn load(
                 };
                 Error::corruption(&path, reader.last_record_offset(), reason)
             })?;
-            batch.insert_into(|id| keyspaces.iter().find(|k| k.def.id == id).map(|k| &*k.mem));
+            let at = reader.last_record_offset();
+            stage_blobs(&fs, dir, caches, &batch, &blob_files, &mut replayed_blobs)
+                .map_err(|reason| Error::corruption(&path, at, reason))?;
+            batch.insert_into(
+                |id| keyspaces.iter().find(|k| k.def.id == id).map(|k| &*k.mem),
+                |n| replayed_blobs.get(&n).cloned(),
+            );
             last_seq = last_seq.max((first + batch.len() as u64).saturating_sub(1));
         }
         if reader.dropped_tail_bytes() > 0 && i + 1 < wals.len() {
@@ -271,6 +279,56 @@ fn load(
         manifest_number,
         clock_mark,
     })
+}
+
+/// Opens, into `staged`, the blob file of each put in `batch` of a value over
+/// `MAX_VALUE_BYTES` (written straight to a file of its own, synced before its record was
+/// logged): the file must be there, not already a blob file of the manifest's (`known`), and
+/// long enough for the reference. Otherwise the reason the record is corrupt.
+fn stage_blobs(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    caches: &TableCaches,
+    batch: &WriteBatch,
+    known: &std::collections::BTreeMap<u64, crate::blob::BlobFileMeta>,
+    staged: &mut std::collections::BTreeMap<u64, Arc<crate::blob::BlobFile>>,
+) -> std::result::Result<(), String> {
+    use crate::batch::BatchOp;
+    use crate::blob::{physical_span, BlobFileMeta, BlobRef};
+    for (_, op) in batch.iter() {
+        let BatchOp::BlobPut { reference, .. } = op else { continue };
+        let r = BlobRef::decode(reference).map_err(|e| e.to_string())?;
+        if staged.contains_key(&r.file) {
+            continue;
+        }
+        let path = filename::blob_path(dir, r.file);
+        if known.contains_key(&r.file) {
+            return Err(format!(
+                "WAL record puts a value in {}, already a blob file",
+                path.display()
+            ));
+        }
+        let size = fs.open(&path).map(|f| f.size()).map_err(|e| {
+            format!("WAL record puts a value in {}, which cannot be opened: {e}", path.display())
+        })?;
+        let end = physical_span(r.offset, r.len).and_then(|(o, l)| o.checked_add(l));
+        if end.map_or(true, |end| end > size) {
+            return Err(format!(
+                "WAL record puts a value of {} bytes in {}, which is {size} bytes long",
+                r.len,
+                path.display()
+            ));
+        }
+        let meta = BlobFileMeta {
+            number: r.file,
+            value_bytes: r.len,
+            values: 1,
+            file_size: size,
+            ..BlobFileMeta::default()
+        };
+        staged.insert(r.file, super::table_files::blob_file(dir, caches, meta));
+    }
+    Ok(())
 }
 
 /// The names in the database directory `dir`, with the two mistakes a caller can make in
@@ -547,11 +605,14 @@ fn recover(
                 return Err(e);
             }
         };
-        let new_blobs: Vec<_> = sep
+        let mut new_blobs: Vec<_> = sep
             .finish()?
             .into_iter()
             .map(|m| super::table_files::blob_file(dir, caches, m))
             .collect();
+        // Files of values over `MAX_VALUE_BYTES` the replayed writes put: adopted by the
+        // table if it references them (one it does not is removed below, as an orphan).
+        new_blobs.extend(mem.held_blobs());
         if let Some(meta) = written {
             fs.sync_dir(dir)?;
             let t = {
@@ -654,6 +715,7 @@ fn assemble(
         compaction_slot: Mutex::new(()),
         ingest_order: Mutex::new(()),
         file_numbers: versions.file_numbers(),
+        staged_blobs: Mutex::default(),
         versions: Mutex::new(versions),
         wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),

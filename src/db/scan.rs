@@ -57,7 +57,7 @@ pub(crate) fn visible(
     counters.record_scan(&tally);
     VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
         .with_merger(state.merger())
-        .with_blobs(state.version.blobs.clone())
+        .with_blobs(state.blobs())
         .with_range_checks(checks)
 }
 
@@ -127,7 +127,7 @@ pub(crate) fn prefixes_exist<P: AsRef<[u8]>>(
         counters.record_scan(&tally);
         let mut v = VisibleIter::new(sources, seq, lo, hi, range_dels.clone(), now)
             .with_merger(state.merger())
-            .with_blobs(state.version.blobs.clone());
+            .with_blobs(state.blobs());
         v.seek_to_first()?;
         found.push(v.valid());
     }

@@ -61,7 +61,12 @@ pub(crate) fn collapse(
                 break;
             }
             ValueKind::BlobPut => {
-                base = Some(tree.version.blobs.read_stored(it.value()).ok()?.to_vec());
+                let r = crate::blob::BlobRef::decode(it.value()).ok()?;
+                // No result over a base this large fits the limit: leave the operand be.
+                if r.len > crate::MAX_VALUE_BYTES as u64 {
+                    return None;
+                }
+                base = Some(tree.blobs().read(&r).ok()?.to_vec());
                 break;
             }
             ValueKind::PutExpiring | ValueKind::BlobPutExpiring => {

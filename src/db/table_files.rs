@@ -445,7 +445,8 @@ impl Separator {
                 };
                 let Some((files, live)) = &self.gc else { return Ok((ikey, value)) };
                 let r = BlobRef::decode(stored)?;
-                if files.binary_search(&r.file).is_err() {
+                // A value over `MAX_VALUE_BYTES` has a file of its own: nothing to collect.
+                if files.binary_search(&r.file).is_err() || r.len > crate::MAX_VALUE_BYTES as u64 {
                     return Ok((ikey, value));
                 }
                 relocated = Some(live.read_with(&r, false)?);

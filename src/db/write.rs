@@ -260,9 +260,10 @@ fn apply<B: std::ops::Deref<Target = WriteBatch>>(
         let tree = state.tree(id)?;
         super::successive_merges::collapse(tree, mem, key, seq, operand, limit, clock)
     };
+    let staged = |n| lock(&inner.staged_blobs).get(&n).cloned();
     let user_bytes: u64 = batches
         .into_iter()
-        .map(|b| b.insert_collapsing(|id| state.tree(id).map(|t| &*t.mem.table), collapse))
+        .map(|b| b.insert_collapsing(|id| state.tree(id).map(|t| &*t.mem.table), staged, collapse))
         .sum();
     inner.counters.user_bytes_written.add(user_bytes);
 }
@@ -524,6 +525,9 @@ pub(crate) fn write_one(
 ) -> Result<()> {
     inner.check_writable()?;
     match op {
+        SingleWrite::Put(key, value) if value.len() > crate::MAX_VALUE_BYTES => {
+            return super::large_value::put(inner, keyspace, key, value, live);
+        }
         SingleWrite::Put(key, value) | SingleWrite::Merge(key, value) => {
             check_entry_size(key, value)?
         }

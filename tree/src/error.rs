@@ -64,7 +64,9 @@ pub enum Error {
         /// The key's length.
         len: usize,
     },
-    /// A value larger than [`crate::MAX_VALUE_BYTES`]; nothing of the write was applied.
+    /// A value larger than [`crate::MAX_VALUE_BYTES`] where it must be held whole (a batch,
+    /// a transaction, a merge, a keyspace without a `blob_threshold`), or larger than
+    /// [`crate::MAX_LARGE_VALUE_BYTES`]; nothing of the write was applied.
     ValueTooLarge {
         /// The value's length.
         len: usize,
@@ -230,9 +232,16 @@ impl fmt::Display for Error {
                 "key of {len} bytes is longer than MAX_KEY_BYTES ({})",
                 crate::MAX_KEY_BYTES
             ),
+            Error::ValueTooLarge { len } if *len as u64 > crate::MAX_LARGE_VALUE_BYTES => write!(
+                f,
+                "value of {len} bytes is larger than MAX_LARGE_VALUE_BYTES ({})",
+                crate::MAX_LARGE_VALUE_BYTES
+            ),
             Error::ValueTooLarge { len } => write!(
                 f,
-                "value of {len} bytes is larger than MAX_VALUE_BYTES ({})",
+                "value of {len} bytes is larger than MAX_VALUE_BYTES ({}); only a single put \
+                 into a keyspace with a blob_threshold (no default_ttl) takes values up to \
+                 MAX_LARGE_VALUE_BYTES",
                 crate::MAX_VALUE_BYTES
             ),
             Error::BatchTooLarge { bytes, limit } => write!(

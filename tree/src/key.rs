@@ -17,13 +17,23 @@ use std::cmp::Ordering;
 /// repeated in index blocks and key ranges that stay in memory, so they are kept short.
 pub const MAX_KEY_BYTES: usize = 64 << 10;
 
-/// Largest value a write accepts, in bytes (16 MiB). A larger value makes `put` and `write`
-/// fail with [`crate::Error::ValueTooLarge`] before anything reaches the WAL.
+/// Largest value a write batch, a transaction, a merge or a keyspace without a
+/// `blob_threshold` accepts, in bytes (16 MiB): such a value is held whole in the WAL's
+/// record and in the memtable (whose entries have 32-bit lengths). A larger value makes
+/// `write` fail with [`crate::Error::ValueTooLarge`] before anything reaches the WAL.
 ///
-/// A value is stored inside one data block, so reading it reads the whole block; values
-/// much larger than this belong out of line (split them over several keys written in one
-/// `WriteBatch`, or keep them in files and store their names).
+/// A single `put` into a keyspace that separates values (`blob_threshold`) takes values up
+/// to [`MAX_LARGE_VALUE_BYTES`]: one over this limit is written straight to a blob file of
+/// its own, and only a reference to it is logged and held in the memtable.
 pub const MAX_VALUE_BYTES: usize = 16 << 20;
+
+/// Largest value a single `put` into a keyspace that separates values accepts, in bytes
+/// (4 GiB). Nothing in the format bounds it (a blob reference's lengths are 64-bit and a
+/// blob file's records any number of 32 KiB fragments): the bound is a `get`, which reads a
+/// value whole into one allocation (its part, `get_range`, does not), and the writer, who
+/// hands it over as one slice. A larger value fails with [`crate::Error::ValueTooLarge`]
+/// before anything is written.
+pub const MAX_LARGE_VALUE_BYTES: u64 = 4 << 30;
 
 /// A sequence number: every write gets the next one; 56 bits are available.
 pub type SeqNo = u64;

@@ -39,7 +39,7 @@ pub mod value;
 pub mod version;
 
 pub use error::{Error, Result};
-pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use key::{MAX_KEY_BYTES, MAX_LARGE_VALUE_BYTES, MAX_VALUE_BYTES};
 pub use prefix::PrefixExtractor;
 pub use table::Compression;
 pub use value::Value;

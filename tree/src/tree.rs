@@ -73,6 +73,20 @@ impl Tree {
         }
     }
 
+    /// The blob files this tree's values may lie in: its version's, and those its memtables
+    /// hold for values written straight to a file of their own, not yet in a version.
+    pub fn blobs(&self) -> crate::blob::BlobFiles {
+        let mut held = self.mems().flat_map(|m| m.table.held_blobs()).peekable();
+        if held.peek().is_none() {
+            return self.version.blobs.clone();
+        }
+        let mut all = (*self.version.blobs.0).clone();
+        for b in held {
+            all.entry(b.meta.number).or_insert(b);
+        }
+        crate::blob::BlobFiles(Arc::new(all))
+    }
+
     /// The memtables, newest first.
     // Inline: every point read in the engine walks these (`read::search`, inlined there), and
     // an out-of-line call across the crates shows in a missing-key lookup's instruction count.

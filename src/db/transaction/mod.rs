@@ -337,6 +337,28 @@ impl Transaction {
         self.view.get(&self.inner, tree, key)
     }
 
+    /// [`Transaction::get_at`], a value of the snapshot's in a blob file left unread.
+    fn get_stored_at(
+        &self,
+        id: KeyspaceId,
+        ks: Option<&Keyspace>,
+        key: &[u8],
+    ) -> Result<Option<bloomkv_tree::read::search::Stored>> {
+        use bloomkv_tree::read::search::Stored;
+        self.inner.check_open()?;
+        let own = self.writes.get(id).is_some_and(|p| {
+            p.merges.contains_key(key) || p.points.contains_key(key) || p.hides(key)
+        });
+        if own {
+            return Ok(self.get_at(id, ks, key)?.map(Stored::Value));
+        }
+        let tree = self.tree(id, ks)?;
+        self.record(id, ks, |r| {
+            r.keys.push(key.to_vec());
+        });
+        self.view.get_stored(&self.inner, tree, key)
+    }
+
     /// The value of `key` with the transaction's operands `ops` over its own write of the
     /// key, or else over the snapshot's value (a read, checked at commit).
     fn merged_at(

@@ -57,6 +57,7 @@ impl Reads {
             | BatchOp::PutTtl { key, .. }
             | BatchOp::Merge { key, .. }
             | BatchOp::MergeExpiring { key, .. }
+            | BatchOp::BlobPut { key, .. }
             | BatchOp::Delete { key } => self.holds_key(key) || hidden(&self.ranges, key),
             BatchOp::DeleteRange { start, end } => {
                 start < end

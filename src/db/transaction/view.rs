@@ -7,6 +7,7 @@ use crate::db::readable::Bounds;
 use crate::db::Keyspace;
 use crate::version::edit::KeyspaceId;
 use crate::{Readable, Result, Value};
+use bloomkv_tree::read::search::Stored;
 
 // Named only by the rustdoc.
 #[cfg(doc)]
@@ -81,6 +82,10 @@ impl Sealed for TransactionKeyspace<'_> {
         self.tx.get_at(self.id, self.keyspace, key)
     }
 
+    fn read_stored(&self, _: Token, key: &[u8]) -> Result<Option<Stored>> {
+        self.tx.get_stored_at(self.id, self.keyspace, key)
+    }
+
     #[inline]
     fn read_many<K: AsRef<[u8]>>(&self, _: Token, keys: &[K]) -> Result<Vec<Option<Value>>> {
         self.tx.multi_get_at(self.id, self.keyspace, keys)
@@ -108,6 +113,10 @@ impl Sealed for Transaction {
     #[inline]
     fn read_one(&self, t: Token, key: &[u8]) -> Result<Option<Value>> {
         self.home().read_one(t, key)
+    }
+
+    fn read_stored(&self, t: Token, key: &[u8]) -> Result<Option<Stored>> {
+        self.home().read_stored(t, key)
     }
 
     #[inline]

@@ -146,6 +146,8 @@ pub fn dump(sink: &mut Sink, path: &Path, file: Option<&str>) -> Result<bool, Du
                     (key, Some(ValueKind::MergeExpiring), stored)
                 }
                 BatchOp::Delete { key } => (key, Some(ValueKind::Delete), &[][..]),
+                // Listed as a table lists a separated value: its reference.
+                BatchOp::BlobPut { key, reference } => (key, Some(ValueKind::BlobPut), reference),
                 BatchOp::DeleteRange { start, end } => (start, None, end),
                 BatchOp::Reserved => continue,
             };

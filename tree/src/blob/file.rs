@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::{read_value, BlobFileMeta, BlobRef};
+use super::{read_value, read_value_part, BlobFileMeta, BlobRef};
 use crate::fs::Deleter;
 use crate::fs::{next_file_id, FileCache};
 use crate::{Error, Result, Value};
@@ -91,6 +91,34 @@ impl BlobFile {
         Ok(Value::from_bytes(value))
     }
 
+    /// Bytes `from..from + n` of the value `r` names, clamped to its end: sliced from the
+    /// cached value if it is cached, else read whole (and cached) when all of it is asked
+    /// for, else only the pages holding those bytes, checked by their fragments' CRCs
+    /// ([`read_value_part`]) and not cached.
+    pub fn read_part(&self, r: &BlobRef, from: u64, n: u64) -> Result<Value> {
+        let from = from.min(r.len);
+        let n = n.min(r.len - from);
+        if n == r.len {
+            return self.read(r);
+        }
+        if let Some(v) = self.cache.as_ref().and_then(|c| c.get_value(self.id, r.offset)) {
+            if v.len() as u64 == r.len {
+                let part = v.slice(from as usize..(from + n) as usize);
+                // As every read: a small part is a copy, so it keeps no large value alive.
+                return Ok(match n as usize * crate::value::MAX_PIN_RATIO >= v.len() {
+                    true => Value::from_bytes(part),
+                    false => Value::copy_from_slice(&part),
+                });
+            }
+        }
+        if n == 0 {
+            return Ok(Value::default());
+        }
+        let file = self.files.get(self.id, &self.path)?;
+        let part = read_value_part(file.as_ref(), &self.path, self.meta.file_size, r, from, n)?;
+        Ok(Value::from(part))
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -127,6 +155,18 @@ impl BlobFiles {
     pub fn read_with(&self, r: &BlobRef, fill_cache: bool) -> Result<Value> {
         match self.0.get(&r.file) {
             Some(f) => f.read_with(r, fill_cache),
+            None => Err(Error::corruption(
+                crate::filename::blob_path(Path::new(""), r.file),
+                r.offset,
+                "reference to a blob file that is not live",
+            )),
+        }
+    }
+
+    /// Bytes `from..from + n` of the value `r` names: see [`BlobFile::read_part`].
+    pub fn read_part(&self, r: &BlobRef, from: u64, n: u64) -> Result<Value> {
+        match self.0.get(&r.file) {
+            Some(f) => f.read_part(r, from, n),
             None => Err(Error::corruption(
                 crate::filename::blob_path(Path::new(""), r.file),
                 r.offset,

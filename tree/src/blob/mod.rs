@@ -23,7 +23,7 @@ mod reader;
 mod writer;
 
 pub use file::{BlobFile, BlobFiles, ValueCache};
-pub use reader::{read_header, read_value, BlobRecord, BlobRecords};
+pub use reader::{read_header, read_value, read_value_part, BlobRecord, BlobRecords};
 pub use writer::BlobWriter;
 
 use crate::coding::{put_u32, put_varint, Decoder};
@@ -204,6 +204,21 @@ pub fn payload_offset(record_start: u64, physical: u64) -> Option<u64> {
     let in_first = page - first % page;
     let whole = (at_page - start_page - 1) * (page - header);
     Some(in_first + whole + (physical % page - header))
+}
+
+/// The physical position of the payload byte `n` bytes after the one at `physical` (which
+/// must hold a payload byte) in the same record: every fragment but a record's last fills its
+/// page, so the payload runs on after each page's fragment header. `None` on overflow.
+pub fn advance(physical: u64, n: u64) -> Option<u64> {
+    let (page, header) = (PAGE_SIZE as u64, HEADER_SIZE as u64);
+    let room = page - physical % page;
+    if n < room {
+        return physical.checked_add(n);
+    }
+    let rest = n - room;
+    let pages = rest / (page - header);
+    let at = rest % (page - header);
+    (physical - physical % page).checked_add(page.checked_mul(pages + 1)?)?.checked_add(header + at)
 }
 
 /// Where a record appended to a log now `len` bytes long starts: at `len`, or at the next

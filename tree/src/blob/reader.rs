@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    payload_position, physical_span, strip_headers, BlobRef, FORMAT_VERSION, HEADER_LEN,
+    advance, payload_position, physical_span, strip_headers, BlobRef, FORMAT_VERSION, HEADER_LEN,
     KIND_SEPARATED, MAGIC, RECORD_VALUE,
 };
 use crate::coding::{crc32, Decoder};
 use crate::fs::RandomAccessFile;
-use crate::log::LogReader;
+use crate::log::{fragment_crc, LogReader, HEADER_SIZE, PAGE_SIZE};
 use crate::{Error, Result};
 
 /// Reads the value `r` names from `file` (named `path` in errors), `file_size` bytes long:
@@ -42,6 +42,88 @@ pub fn read_value(
         return Err(bad(format!("blob value of {} bytes fails its checksum", r.len)));
     }
     Ok(value)
+}
+
+/// Reads bytes `from..from + n` of the value `r` names (`from + n` at most its length) from
+/// `file` (named `path` in errors), `file_size` bytes long, without reading the rest of it:
+/// the value's own CRC covers all of it, so what is checked instead is each log fragment the
+/// bytes lie in (its header holds the CRC of its payload: `docs/format/log.md`). So the read covers the
+/// whole pages those bytes lie in (at most a page, 32 KiB, more than asked at each end), and
+/// damage elsewhere in the value does not fail it. Each page is walked from its first header
+/// to the fragment holding the wanted bytes; a fragment that fails its CRC, runs past its page
+/// or the file, or does not continue the record where the reference says the value lies is
+/// [`Error::Corruption`] naming the file and that fragment's offset.
+pub fn read_value_part(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    file_size: u64,
+    r: &BlobRef,
+    from: u64,
+    n: u64,
+) -> Result<Vec<u8>> {
+    let (page, header) = (PAGE_SIZE as u64, HEADER_SIZE as u64);
+    let n = n.min(r.len.saturating_sub(from));
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let bad_ref = |reason: String| Error::corruption(path, r.offset, reason);
+    if physical_span(r.offset, r.len).is_none() {
+        return Err(bad_ref(format!("blob reference of {} bytes cannot start here", r.len)));
+    }
+    let (first, last) = advance(r.offset, from)
+        .zip(advance(r.offset, from + n - 1))
+        .ok_or_else(|| bad_ref("blob reference overflows".into()))?;
+    if last >= file_size {
+        return Err(bad_ref(format!(
+            "blob reference of {} bytes runs past the end of the file ({file_size} bytes)",
+            r.len
+        )));
+    }
+    let start = first - first % page;
+    let end = (last - last % page + page).min(file_size);
+    let mut pages = vec![0; (end - start) as usize];
+    file.read_exact_at(&mut pages, start)?;
+    let mut out = Vec::with_capacity(n as usize);
+    let mut page_start = start;
+    while page_start < end {
+        let page_end = (page_start + page).min(end);
+        let mut pos = page_start;
+        while pos + header <= page_end && pos <= last {
+            let h = &pages[(pos - start) as usize..(pos - start + header) as usize];
+            let crc = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = u64::from(u16::from_le_bytes([h[4], h[5]]));
+            let kind = h[6];
+            let bad = |reason: &str| {
+                Error::corruption(
+                    path,
+                    pos,
+                    format!("{reason} (reading the blob value at offset {})", r.offset),
+                )
+            };
+            let data_end = pos + header + len;
+            if !(1..=4).contains(&kind) || data_end > page_end {
+                return Err(bad("not a log fragment where the blob value lies"));
+            }
+            let (lo, hi) = (first.max(pos + header), (last + 1).min(data_end));
+            if lo < hi {
+                // Past the value's first page its bytes are a MIDDLE or LAST fragment's.
+                if pos == page_start && page_start > r.offset && !matches!(kind, 3 | 4) {
+                    return Err(bad("a blob value's page does not continue its record"));
+                }
+                let data = &pages[(pos + header - start) as usize..(data_end - start) as usize];
+                if fragment_crc(kind, data) != crc {
+                    return Err(bad("log fragment fails its checksum"));
+                }
+                out.extend_from_slice(&pages[(lo - start) as usize..(hi - start) as usize]);
+            }
+            pos = data_end;
+        }
+        page_start = page_end;
+    }
+    if out.len() as u64 != n {
+        return Err(bad_ref("blob reference does not cover one value's fragments".into()));
+    }
+    Ok(out)
 }
 
 /// Checks a header record's payload: magic, format version, kind and the file number

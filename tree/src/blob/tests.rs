@@ -301,3 +301,79 @@ fn a_cached_value_is_the_checked_one_and_damage_shows_on_the_next_file_read() {
     let fresh = blob_file(&fs, &path, meta, &Arc::new(BlockCache::new(1 << 20)));
     assert!(matches!(fresh.read(&refs[7]), Err(crate::Error::Corruption { .. })));
 }
+
+#[test]
+fn advance_follows_the_payload_across_pages() {
+    for start in [0u64, 100, (P - H) as u64, (P - H - 1) as u64, 3 * P as u64 + 500] {
+        let start = next_record_start(start);
+        for a in [0u64, 1, 5000, (P - 2 * H) as u64, (P - H) as u64, 70_000] {
+            for k in [0u64, 1, (P - H - 1) as u64, (P - H) as u64, (P - H + 1) as u64, 200_000] {
+                assert_eq!(
+                    advance(payload_position(start, a), k),
+                    Some(payload_position(start, a + k)),
+                    "record at {start}, byte {a}, {k} on"
+                );
+            }
+        }
+    }
+    assert_eq!(advance(u64::MAX - 100, 1 << 20), None);
+}
+
+#[test]
+fn parts_of_values_read_only_their_pages_and_match_the_value() {
+    let values = awkward_values();
+    let (fs, path, meta, refs) = write(&values);
+    let file = open(&fs, &path);
+    for ((_, v), r) in values.iter().zip(&refs) {
+        let len = v.len() as u64;
+        let cuts = [0, 1, 7, 100, (P - H) as u64, P as u64, (P + 1) as u64, 2 * P as u64, len];
+        for from in cuts.into_iter().filter(|&c| c <= len) {
+            for n in [0u64, 1, 13, (P - H) as u64, P as u64 + 9, len, u64::MAX] {
+                let got = read_value_part(file.as_ref(), &path, meta.file_size, r, from, n)
+                    .unwrap_or_else(|e| panic!("{len}-byte value, {n} from {from}: {e}"));
+                let to = from.saturating_add(n).min(len) as usize;
+                assert_eq!(got, v[from as usize..to], "{len}-byte value, {n} from {from}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_page_fails_only_the_parts_read_from_it() {
+    // One value over five pages in a file of its own.
+    let v: Vec<u8> = (0..5 * P as u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let (fs, path, meta, refs) = write(&[(b"big".to_vec(), v.clone())]);
+    let r = refs[0];
+    let mut bytes = fs.read_all(&path).unwrap();
+    // Damage one byte of the value inside the third page.
+    let third = 2 * P;
+    bytes[third + 1000] ^= 0x10;
+    fs.set_contents(&path, bytes.clone()).unwrap();
+    let file = open(&fs, &path);
+    let part =
+        |from: u64, n: u64| read_value_part(file.as_ref(), &path, meta.file_size, &r, from, n);
+    // The value's byte 10 bytes into page `k` (k > 0: the value starts in page 0).
+    let in_page = |k: u64| (P as u64 - r.offset % P as u64) + (k - 1) * (P - H) as u64 + 10;
+    // Parts in the other pages are unaffected.
+    for from in [0, 4000, in_page(1) + 100, in_page(3) + 100, in_page(4) + 100] {
+        assert_eq!(part(from, 1000).unwrap(), v[from as usize..from as usize + 1000]);
+    }
+    // A part in the damaged page names the file and that page's fragment.
+    for (from, n) in [(in_page(2) + 500, 100), (0, 4 * P as u64), (in_page(1), P as u64)] {
+        match part(from, n) {
+            Err(Error::Corruption { file, offset, reason }) => {
+                assert_eq!((file, offset), (path.clone(), third as u64), "{reason}");
+            }
+            other => panic!("expected corruption, got {:?}", other.map(|v| v.len())),
+        }
+    }
+    // The whole value fails its checksum, at the reference.
+    assert!(read_value(file.as_ref(), &path, meta.file_size, &r).unwrap_err().is_corruption());
+    // A damaged fragment header is damage to its page too.
+    bytes[third + 1000] ^= 0x10;
+    bytes[third + 4] ^= 0x01; // the length
+    fs.set_contents(&path, bytes).unwrap();
+    let file = open(&fs, &path);
+    let e = read_value_part(file.as_ref(), &path, meta.file_size, &r, in_page(2), 10).unwrap_err();
+    assert!(matches!(e, Error::Corruption { offset, .. } if offset == third as u64), "{e}");
+}

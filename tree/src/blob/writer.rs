@@ -39,9 +39,9 @@ impl BlobWriter {
         put_varint(&mut self.record, key.len() as u64);
         self.record.extend_from_slice(key);
         let at = self.record.len() as u64;
-        self.record.extend_from_slice(value);
         let start = next_record_start(self.log.len());
-        self.log.add_record(&self.record)?;
+        // The value is written from where it lies: never copied, whatever its size.
+        self.log.add_record_parts(&self.record, value)?;
         self.meta.values += 1;
         self.meta.value_bytes += value.len() as u64;
         Ok(BlobRef {

@@ -66,7 +66,7 @@ impl FragmentType {
 }
 
 /// The CRC stored in a fragment header.
-fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
+pub(crate) fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
     crate::coding::crc32(&[&[kind], payload])
 }
 

@@ -61,6 +61,17 @@ impl LogWriter {
         self.note(r)
     }
 
+    /// Appends one record whose payload is `head` followed by `tail`, as
+    /// [`LogWriter::add_record`] would the two joined, without joining them: a blob file's
+    /// value record is its key's few bytes and then a value of up to gigabytes, which is
+    /// written from where it lies.
+    pub fn add_record_parts(&mut self, head: &[u8], tail: &[u8]) -> Result<()> {
+        self.check()?;
+        self.reserve_for(head.len() + tail.len());
+        let r = self.emit_parts(head, tail);
+        self.note(r)
+    }
+
     /// Makes sure space is reserved for a record of `len` bytes (its fragment headers and a
     /// page's padding included), when the writer reserves space.
     fn reserve_for(&mut self, len: usize) {
@@ -166,6 +177,47 @@ impl LogWriter {
             };
             self.emit_fragment(kind, &rest[..n])?;
             rest = &rest[n..];
+            first = false;
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    fn emit_parts(&mut self, head: &[u8], tail: &[u8]) -> Result<()> {
+        let total = head.len() + tail.len();
+        let mut done = 0;
+        let mut first = true;
+        loop {
+            let leftover = PAGE_SIZE - self.page_offset;
+            if leftover < HEADER_SIZE {
+                const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
+                self.file.append(&ZEROS[..leftover])?;
+                self.page_offset = 0;
+            }
+            let avail = PAGE_SIZE - self.page_offset - HEADER_SIZE;
+            let n = (total - done).min(avail);
+            let last = done + n == total;
+            let kind = match (first, last) {
+                (true, true) => FragmentType::Full,
+                (true, false) => FragmentType::First,
+                (false, false) => FragmentType::Middle,
+                (false, true) => FragmentType::Last,
+            };
+            // Bytes `done..done + n` of `head ++ tail`.
+            let h = head.len();
+            let a = &head[done.min(h)..(done + n).min(h)];
+            let b = &tail[done.saturating_sub(h)..(done + n).saturating_sub(h)];
+            let mut header = [0u8; HEADER_SIZE];
+            let crc = crate::coding::crc32(&[&[kind as u8], a, b]);
+            header[..4].copy_from_slice(&crc.to_le_bytes());
+            header[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+            header[6] = kind as u8;
+            self.file.append(&header)?;
+            self.file.append(a)?;
+            self.file.append(b)?;
+            self.page_offset += HEADER_SIZE + n;
+            done += n;
             first = false;
             if last {
                 return Ok(());

@@ -63,6 +63,10 @@ pub enum MemGet {
     /// The newest visible version is a merge operand, at this sequence number: the read
     /// combines it with what lies beneath (`read::visible`).
     Merge(SeqNo),
+    /// The newest visible version is a put of the value this reference names, at this
+    /// sequence number: a value too large to hold here, written straight to a blob file
+    /// the memtable holds ([`MemTable::hold_blob`]).
+    Blob(crate::blob::BlobRef, SeqNo),
 }
 
 /// Sorted in-memory buffer of recent writes. See the module documentation.
@@ -76,6 +80,10 @@ pub struct MemTable {
     /// Bytes of the range tombstones (the skip list counts its own).
     range_del_bytes: AtomicUsize,
     range_dels: RangeDels,
+    /// The blob files its `BlobPut` entries reference: values written straight to a file
+    /// of their own, which no version holds until this memtable's flush adopts them. Held
+    /// here so that whoever can read the entries can read their values.
+    blobs: Mutex<Vec<Arc<crate::blob::BlobFile>>>,
 }
 
 /// The memtable's range tombstones (see the module documentation).
@@ -151,7 +159,28 @@ impl MemTable {
             prefix: extractor,
             range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
+            blobs: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Holds blob file `file` for this memtable's `BlobPut` entries that reference it:
+    /// called before the first such entry is inserted, so a reader finding the entry finds
+    /// the file.
+    pub fn hold_blob(&self, file: Arc<crate::blob::BlobFile>) {
+        let mut blobs = self.blobs.lock().unwrap_or_else(|p| p.into_inner());
+        if !blobs.iter().any(|b| b.meta.number == file.meta.number) {
+            blobs.push(file);
+        }
+    }
+
+    /// The blob files held for this memtable's entries ([`MemTable::hold_blob`]).
+    pub fn held_blobs(&self) -> Vec<Arc<crate::blob::BlobFile>> {
+        self.blobs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// True when the memtable holds a blob file for its entries.
+    pub fn holds_blobs(&self) -> bool {
+        !self.blobs.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
     }
 
     /// Records the deletion of every key in `start..end` at `seq`. Like [`MemTable::insert`],
@@ -291,8 +320,13 @@ impl MemTable {
             }
             ValueKind::Delete => Some(MemGet::Deleted),
             ValueKind::Merge | ValueKind::MergeExpiring => Some(MemGet::Merge(trailer >> 8)),
-            // Only tables hold references: a write inserts values, never these kinds.
-            ValueKind::BlobPut | ValueKind::BlobPutExpiring => None,
+            // Written only by the engine, which encoded the reference.
+            ValueKind::BlobPut => {
+                let r = crate::blob::BlobRef::decode(found.value()).ok()?;
+                Some(MemGet::Blob(r, trailer >> 8))
+            }
+            // Never inserted: a value written straight to a blob file has no time to live.
+            ValueKind::BlobPutExpiring => None,
         }
     }
 

@@ -113,7 +113,7 @@ pub fn lookup_all<K: AsRef<[u8]>>(
         for (l, key) in scratch.lookups.drain(..).zip(chunk) {
             out.push(match (l.operand, l.blob) {
                 (true, _) => merged_get(state, key.as_ref(), seq, clock)?,
-                (false, Some(r)) => Some(state.version.blobs.read(&r)?),
+                (false, Some(r)) => Some(state.blobs().read(&r)?),
                 (false, None) => l.answer.unwrap_or(None),
             });
         }

@@ -26,6 +26,7 @@
 //! shared statistics once, at the end.
 
 use super::ReadTally;
+use crate::blob::{BlobFiles, BlobRef};
 use crate::clock::{expired, Clock};
 use crate::filter::{hash_key, Filter};
 use crate::key::SeqNo;
@@ -50,6 +51,12 @@ pub trait ReadObserver {
     /// A candidate table's filter was asked; `searched` is the table's answer when the
     /// filter said "maybe" and the table was searched.
     fn table(&mut self, _t: &Arc<TableFile>, _searched: Option<&Answer>) {}
+    /// Leave a value in a blob file unread: the read's answer is then an empty value, and
+    /// the reference is handed to [`ReadObserver::blob`] (how [`search_stored`] reads no
+    /// more of a value than it needs).
+    const DEFER_BLOBS: bool = false;
+    /// The reference of the deciding value, with [`ReadObserver::DEFER_BLOBS`].
+    fn blob(&mut self, _r: BlobRef) {}
 }
 
 /// The observer of ordinary reads: sees nothing.
@@ -103,7 +110,7 @@ impl Answer {
     ) -> Result<Option<Option<Value>>> {
         match self {
             Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
-            Answer::Blob(r) => tree.version.blobs.read(&r).map(|v| Some(Some(v))),
+            Answer::Blob(r) => tree.blobs().read(&r).map(|v| Some(Some(v))),
             other => Ok(other.decision()),
         }
     }
@@ -122,9 +129,107 @@ pub fn merged_get(tree: &Tree, key: &[u8], seq: SeqNo, clock: &dyn Clock) -> Res
     let mut view =
         super::visible::VisibleIter::new(sources, seq, own(), own(), tree.range_tombstones(), now)
             .with_merger(tree.merger())
-            .with_blobs(tree.version.blobs.clone());
+            .with_blobs(tree.blobs());
     view.seek_to_first()?;
     Ok(view.valid().then(|| Value::from(view.value().to_vec())))
+}
+
+/// [`Answer::decide`], or with [`ReadObserver::DEFER_BLOBS`] a blob's reference handed to
+/// `observer` unread.
+#[inline]
+fn decide<O: ReadObserver>(
+    got: Answer,
+    observer: &mut O,
+    tree: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    clock: &dyn Clock,
+) -> Result<Option<Option<Value>>> {
+    match got {
+        Answer::Blob(r) if O::DEFER_BLOBS => {
+            observer.blob(r);
+            Ok(Some(Some(Value::default())))
+        }
+        got => got.decide(tree, key, seq, clock),
+    }
+}
+
+/// What a point read found, a value in a blob file not read yet: how a read of part of a
+/// value, or of its length, reads no more of it than it needs.
+#[derive(Debug, Clone)]
+pub enum Stored {
+    /// A value held in a memtable or a table (or a merge's result): already read whole.
+    Value(Value),
+    /// A value in one of `BlobFiles`, at the reference.
+    Blob(BlobFiles, BlobRef),
+}
+
+impl Stored {
+    /// The value's length in bytes (a blob's from its reference, reading nothing).
+    pub fn len(&self) -> u64 {
+        match self {
+            Stored::Value(v) => v.len() as u64,
+            Stored::Blob(_, r) => r.len,
+        }
+    }
+
+    /// True for an empty value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `from..from + n` of the value, clamped to its end (empty from its end on): a
+    /// slice of a value already read, or a blob's read of those bytes alone
+    /// ([`BlobFiles::read_part`]).
+    pub fn read_part(&self, from: u64, n: u64) -> Result<Value> {
+        match self {
+            Stored::Value(v) => {
+                let from = from.min(v.len() as u64) as usize;
+                let to = from + (n.min((v.len() - from) as u64) as usize);
+                // A small part is a copy, as every read's: it keeps no large buffer alive.
+                Ok(match (to - from) * crate::value::MAX_PIN_RATIO >= v.len() {
+                    true => Value::from_bytes(v.clone().into_bytes().slice(from..to)),
+                    false => Value::copy_from_slice(&v[from..to]),
+                })
+            }
+            Stored::Blob(files, r) => files.read_part(r, from, n),
+        }
+    }
+
+    /// The whole value.
+    pub fn into_value(self) -> Result<Value> {
+        match self {
+            Stored::Value(v) => Ok(v),
+            Stored::Blob(files, r) => files.read(&r),
+        }
+    }
+}
+
+/// Defers the deciding blob's read ([`search_stored`]).
+struct DeferBlobs(Option<BlobRef>);
+
+impl ReadObserver for DeferBlobs {
+    const DEFER_BLOBS: bool = true;
+    fn blob(&mut self, r: BlobRef) {
+        self.0 = Some(r);
+    }
+}
+
+/// [`search`], leaving a value in a blob file unread: [`Stored`] reads the part wanted.
+pub fn search_stored(
+    state: &Tree,
+    key: &[u8],
+    seq: SeqNo,
+    clock: &dyn Clock,
+    tally: &mut ReadTally,
+) -> Result<Option<Stored>> {
+    let mut deferred = DeferBlobs(None);
+    let found = search(state, key, seq, clock, tally, &mut deferred)?;
+    Ok(match (found, deferred.0) {
+        (None, _) => None,
+        (Some(_), Some(r)) => Some(Stored::Blob(state.blobs(), r)),
+        (Some(v), None) => Some(Stored::Value(v)),
+    })
 }
 
 /// What a source's search found: [`resolve`]'s input.
@@ -159,6 +264,7 @@ pub fn resolve(
                 MemGet::Expiring(v, at, expiry) => (GetOutcome::Expiring(v, expiry), at),
                 MemGet::Deleted => (GetOutcome::Deleted, 0),
                 MemGet::Merge(at) => (GetOutcome::Merge, at),
+                MemGet::Blob(r, at) => (GetOutcome::Blob(r), at),
             }
         }
         Found::Table(got) => {
@@ -239,7 +345,7 @@ pub fn search<O: ReadObserver>(
         };
         let got = resolve(state, key, seq, found, tally, clock);
         observer.memtable(i, &got);
-        if let Some(decided) = got.decide(state, key, seq, clock)? {
+        if let Some(decided) = decide(got, observer, state, key, seq, clock)? {
             if !O::EXHAUSTIVE {
                 return Ok(decided);
             }
@@ -259,7 +365,7 @@ pub fn search<O: ReadObserver>(
             Err(e) => return ControlFlow::Break(Err(e)),
         };
         observer.table(t, Some(&got));
-        let decided = match got.decide(state, key, seq, clock) {
+        let decided = match decide(got, observer, state, key, seq, clock) {
             Ok(decided) => decided,
             Err(e) => return ControlFlow::Break(Err(e)),
         };
