@@ -35,16 +35,17 @@ use openraft::{BasicNode, Config};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-struct Args {
-    groups: Vec<usize>,
-    idle_secs: u64,
-    writes: usize,
-    clients: usize,
-    value_bytes: usize,
+/// What to measure (the flags above); `tests/groups_cost.rs` runs it small.
+pub struct Args {
+    pub groups: Vec<usize>,
+    pub idle_secs: u64,
+    pub writes: usize,
+    pub clients: usize,
+    pub value_bytes: usize,
     /// The database's memtable size (every keyspace's), 0 for bloomkv's default.
-    memtable_bytes: usize,
+    pub memtable_bytes: usize,
     /// openraft's heartbeat interval; elections time out after 5–10 of them, as the examples'.
-    heartbeat_ms: u64,
+    pub heartbeat_ms: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -165,18 +166,18 @@ fn clock_ticks() -> u64 {
 }
 
 /// Starts groups `ids` on `node`, one single-voter raft each, and waits until each leads.
-/// Returns them, a reader of the database, and the resident memory (kB) once every group's
+/// Returns them, a reader of each, and the resident memory (kB) once every group's
 /// store was open and before any raft started: the database's part of a group's cost.
 async fn start_groups(
     args: &Args,
     node: &NodeStore,
     ids: impl Iterator<Item = GroupId>,
-) -> BoxResult<(BTreeMap<GroupId, Raft>, Option<KvReader>, u64)> {
+) -> BoxResult<(BTreeMap<GroupId, Raft>, BTreeMap<GroupId, KvReader>, u64)> {
     let config = config(args.heartbeat_ms);
     let members = BTreeMap::from([(1, BasicNode::new("local"))]);
     let stores: Vec<_> = ids.map(|id| Ok((id, node.group(id)?))).collect::<BoxResult<_>>()?;
     let rss_stores = status("VmRSS");
-    let reader = stores.first().map(|(_, (_, sm))| sm.reader());
+    let readers = stores.iter().map(|(id, (_, sm))| (*id, sm.reader())).collect();
     let mut rafts = BTreeMap::new();
     for (id, (log, sm)) in stores {
         let raft = Raft::new(1, config.clone(), NoPeers, log, sm).await?;
@@ -187,7 +188,7 @@ async fn start_groups(
         let patience = Some(Duration::from_secs(60));
         raft.wait(patience).metrics(|m| m.current_leader == Some(1), "leads").await?;
     }
-    Ok((rafts, reader, rss_stores))
+    Ok((rafts, readers, rss_stores))
 }
 
 async fn stop(rafts: BTreeMap<GroupId, Raft>, node: NodeStore) -> BoxResult<()> {
@@ -206,14 +207,14 @@ fn options(args: &Args) -> bloomkv::Options {
     }
 }
 
-async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
+pub async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
     let idle = Duration::from_secs(args.idle_secs);
     let dir = tempfile::tempdir()?;
     let (rss_before, threads_before) = (status("VmRSS"), status("Threads"));
     let node = NodeStore::open(dir.path(), options(args))?;
     let (rss_open, threads_open) = (status("VmRSS"), status("Threads"));
     let started = Instant::now();
-    let (rafts, reader, rss_stores) = start_groups(args, &node, 1..=groups as GroupId).await?;
+    let (rafts, readers, rss_stores) = start_groups(args, &node, 1..=groups as GroupId).await?;
     let start_time = started.elapsed();
     let (rss_after, threads_after) = (status("VmRSS"), status("Threads"));
     let (cpu_before, wall) = (cpu_time(), Instant::now());
@@ -222,7 +223,7 @@ async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
     let (cpu, wall) = (cpu_time() - cpu_before, wall.elapsed());
     let rss_idle = status("VmRSS");
     // What the groups hold in the database's memory: their memtables (every keyspace's).
-    let memtables = reader.map_or(0, |r| r.stats().memtable_bytes);
+    let memtables = readers.values().next().map_or(0, |r| r.stats().memtable_bytes);
     let per_group = |from: u64, to: u64| to.saturating_sub(from) as f64 / groups as f64;
     println!(
         "{groups:>5} groups: started in {:.2} s; RSS {rss_before} kB, {rss_open} kB with the \
@@ -243,10 +244,10 @@ async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
 
 /// `writes` puts by `clients` concurrent callers, client `c` writing to group
 /// `1 + c % groups`; returns puts per second.
-async fn throughput(groups: usize, args: &Args) -> BoxResult<f64> {
+pub async fn throughput(groups: usize, args: &Args) -> BoxResult<f64> {
     let dir = tempfile::tempdir()?;
     let node = NodeStore::open(dir.path(), options(args))?;
-    let (rafts, ..) = start_groups(args, &node, 1..=8).await?;
+    let (rafts, readers, _) = start_groups(args, &node, 1..=8).await?;
     let value = vec![b'v'; args.value_bytes];
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -266,6 +267,14 @@ async fn throughput(groups: usize, args: &Args) -> BoxResult<f64> {
     }
     let elapsed = started.elapsed();
     let done = args.writes / args.clients * args.clients;
+    // Every acknowledged put is in the group it was written to, and there only.
+    for (id, reader) in &readers {
+        let writers = (0..args.clients).filter(|c| 1 + (c % groups) as GroupId == *id).count();
+        let held = reader.scan().count();
+        if held != writers * (args.writes / args.clients) {
+            return Err(format!("group {id} holds {held} keys after its clients' puts").into());
+        }
+    }
     let rate = done as f64 / elapsed.as_secs_f64();
     println!(
         "{done} puts of {} B by {} clients over {groups} group(s): {:.2} s, {rate:.0} puts/s",
