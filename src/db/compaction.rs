@@ -160,7 +160,16 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         // dropped while the slot is let go for an ingest is skipped).
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
         for id in ids {
-            let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
+            let Some(mut tree) = inner.load_state().tree(id).cloned() else { continue };
+            if tree.opts.compaction_style.is_fifo() {
+                // Nothing is merged: what its bounds drop now goes.
+                while let Some(c) = picker::pick_fifo(&[tree.clone()], inner.clock.peek()) {
+                    run_locked(inner, c)?;
+                    let Some(t) = inner.load_state().tree(id).cloned() else { break };
+                    tree = t;
+                }
+                continue;
+            }
             // Into the deepest level in use; for a tree held in L0 alone, the first level
             // whose target its bytes are under. Left on a level it overfills, the data would be
             // compacted again by the background as soon as this returns (see the end).
@@ -384,6 +393,20 @@ fn move_down(
     Ok(())
 }
 
+/// Drops a FIFO keyspace's tables: one manifest edit deleting them, nothing read or
+/// written. Their files go when the last reader lets go of them, as a compaction's inputs.
+fn drop_tables(inner: &DbInner, c: &Compaction, mut info: CompactionInfo) -> Result<()> {
+    let started = Instant::now();
+    inner.events.compaction_begin(&info);
+    let mut edit = VersionEdit::default();
+    edit.deleted.extend(c.inputs.iter().map(|t| (c.level, t.meta.number)));
+    inner.install(&mut edit, &[], None)?;
+    inner.counters.keyspace(c.tree.id, |k| k.fifo_tables_dropped += c.inputs.len() as u64);
+    info.duration = started.elapsed();
+    inner.events.compaction_end(&info);
+    Ok(())
+}
+
 fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let tree = c.tree.clone();
     let v = &tree.version;
@@ -410,6 +433,9 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         duration: Duration::ZERO,
         moved: false,
     };
+    if matches!(c.reason, CompactionReason::FifoBytes | CompactionReason::FifoAge) {
+        return drop_tables(inner, &c, info);
+    }
     if may_move(&c) {
         info.moved = true;
         inner.events.compaction_begin(&info);

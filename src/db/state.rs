@@ -38,9 +38,10 @@ impl DbState {
         self.default_tree().imm.len()
     }
 
-    /// The most L0 tables any keyspace has: what write stalls go by.
+    /// The most L0 tables any keyspace has: what write stalls go by. Not a FIFO keyspace's,
+    /// which are never merged (a stall would wait for nothing): their bound is its own.
     pub(crate) fn max_l0_tables(&self) -> usize {
-        self.trees.iter().map(|t| t.version.levels[0].len()).max().unwrap_or(0)
+        self.trees.iter().map(|t| t.stall_tables()).max().unwrap_or(0)
     }
 
     /// This state with `f` applied to every tree.

@@ -50,6 +50,15 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// The tables whose count write stalls bound: L0's, which compaction must merge down;
+    /// none for a FIFO keyspace, whose tables are dropped at its own bound instead.
+    pub fn stall_tables(&self) -> usize {
+        match self.opts.compaction_style.is_fifo() {
+            true => 0,
+            false => self.version.levels[0].len(),
+        }
+    }
+
     /// What combines this keyspace's merge operands.
     pub fn merger(&self) -> crate::merge::Merger {
         crate::merge::Merger::new(&self.opts.merge_operator, self.name.clone())

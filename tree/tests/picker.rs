@@ -17,10 +17,12 @@
 //! Commands:
 //!
 //! - `define [trigger=N] [slowdown=N] [base=BYTES] [ratio=N] [table=BYTES] [period=MS]
-//!   [filter] [gc-cutoff=F] [gc-force=F]`: a tree, with the picker's options (the engine's
+//!   [filter] [gc-cutoff=F] [gc-force=F] [style=leveled|fifo] [max-bytes=BYTES]
+//!   [max-age=MS]`: a tree, with the picker's options (the engine's
 //!   defaults where not given: L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables
 //!   of 64 MiB, no periodic compaction, blob garbage collection's age cutoff 0.25 and force
-//!   threshold 0.5) and, with `filter`, a compaction filter on the keyspace. Input lines:
+//!   threshold 0.5, leveled; FIFO with `max-bytes`, default unbounded, and `max-age`, default
+//!   none) and, with `filter`, a compaction filter on the keyspace. Input lines:
 //!   `L<n>` starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
 //!   [created=SECS] [blobs=FILE:BYTES,...]` is a table of that level; `blob NUM
 //!   bytes=BYTES [segment values=N]` a blob file holding that many bytes of values (with
@@ -52,12 +54,13 @@ use bloomkv_tree::compact::picker::{self, Policy};
 use bloomkv_tree::compaction_filter::{CompactionFilter, Decision};
 use bloomkv_tree::fs::{Deleter, MemFile, StdFs};
 use bloomkv_tree::key::{self, ValueKind};
-use bloomkv_tree::options::KeyspaceOptions;
+use bloomkv_tree::options::{CompactionStyle, KeyspaceOptions};
 use bloomkv_tree::table::{FileCache, Table, TableBuilder, TableOptions};
 use bloomkv_tree::tree::Tree;
 use bloomkv_tree::version::builder::VersionBuilder;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
+use std::time::Duration;
 
 #[test]
 fn picker_scripts() {
@@ -123,6 +126,7 @@ impl Script {
         if args.contains_key("filter") {
             opts = opts.compaction_filter(Arc::new(KeepAll));
         }
+        opts = opts.compaction_style(style(args));
         let fraction =
             |name: &str, default: f64| args.get(name).map_or(default, |v| v.parse().expect(name));
         opts = opts
@@ -222,6 +226,19 @@ fn show_levels(v: &Version) -> String {
         s.push_str("empty\n");
     }
     s
+}
+
+/// The compaction style `style=` names: `fifo` with `max-bytes=BYTES` (default unbounded)
+/// and `max-age=MS` (default none); leveled when not given.
+fn style(args: &BTreeMap<String, String>) -> CompactionStyle {
+    match args.get("style").map(String::as_str) {
+        None | Some("leveled") => CompactionStyle::Leveled,
+        Some("fifo") => CompactionStyle::Fifo {
+            max_bytes: num(args, "max-bytes", u64::MAX),
+            max_age: args.get("max-age").map(|a| Duration::from_millis(a.parse().expect("MS"))),
+        },
+        Some(other) => panic!("unknown style {other}"),
+    }
 }
 
 /// A table as a `define` line describes it, built for real into memory.

@@ -19,6 +19,10 @@
 //!   table older than `Policy::periodic` that a compaction filter or expiry may have
 //!   something to drop from ([`due_periodic`]).
 //!
+//! A keyspace of [`CompactionStyle::Fifo`] takes no part in any of that: its tables are only
+//! ever dropped ([`pick_fifo`]), before any other keyspace's compaction, as dropping costs a
+//! manifest edit and nothing else.
+//!
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
 
@@ -26,6 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::blob::{BlobFileKind, BlobFileMeta};
+use crate::options::CompactionStyle;
 use crate::tree::Tree;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 
@@ -61,6 +66,12 @@ pub enum CompactionReason {
     /// tables' bytes of values is merged down, dropping the older versions it shadows, whose
     /// values only then become garbage.
     BlobGarbage,
+    /// A FIFO keyspace holds more than its `max_bytes`: its oldest tables are dropped,
+    /// whole, with nothing written (`input_level` and `output_level` are the tables' level).
+    FifoBytes,
+    /// A FIFO keyspace's oldest tables were written longer ago than its `max_age`: dropped,
+    /// as for [`CompactionReason::FifoBytes`].
+    FifoAge,
 }
 
 /// The options picking follows.
@@ -129,13 +140,26 @@ impl Policy {
 
 /// True when [`pick`] would choose a compaction at `now` (milliseconds since the epoch).
 pub fn needs_compaction(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> bool {
+    if pick_fifo(trees, now).is_some() {
+        return true;
+    }
+    let trees = &merging(trees);
     trees.iter().any(|t| policy.score(&t.version).1 >= 1.0)
         || pick_rewrite(trees, policy, now).is_some()
+}
+
+/// The trees whose tables compactions merge: all but FIFO ones.
+fn merging(trees: &[Arc<Tree>]) -> Vec<Arc<Tree>> {
+    trees.iter().filter(|t| !t.opts.compaction_style.is_fifo()).cloned().collect()
 }
 
 /// The compaction the tree most in need of one needs at `now` (milliseconds since the
 /// epoch, the database's clock), if any does.
 pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
+    if let Some(task) = pick_fifo(trees, now) {
+        return Some(task);
+    }
+    let trees = &merging(trees);
     let (tree, (level, s)) = trees
         .iter()
         .map(|t| (t, policy.score(&t.version)))
@@ -166,6 +190,75 @@ pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
     let relocate = blob_gc_files(trees, tree, false);
     let out_level = level + 1;
     Some(Task { tree: tree.clone(), level, out_level, inputs, next_inputs, reason, relocate })
+}
+
+/// The tables a FIFO keyspace drops at `now`, if it is over a bound: of the level
+/// [`fifo_order`] takes first, those whose drop brings the keyspace's bytes (its tables' and
+/// the blob values they reference) within `max_bytes`, or else those, in that order, written
+/// longer ago than `max_age` (by their creation time; one of unknown time, 0, never is).
+/// One level at a time, so that the task's tables are all of its `level`; the next pick
+/// takes the next level's.
+pub fn pick_fifo(trees: &[Arc<Tree>], now: u64) -> Option<Task> {
+    trees.iter().find_map(|tree| {
+        let CompactionStyle::Fifo { max_bytes, max_age } = tree.opts.compaction_style else {
+            return None;
+        };
+        let v = &tree.version;
+        let order = fifo_order(v);
+        let (level, _) = *order.first()?;
+        let mut over =
+            v.all_tables().map(|(_, t)| fifo_bytes(t)).sum::<u64>().saturating_sub(max_bytes);
+        let by_bytes: Vec<Arc<TableFile>> = order
+            .iter()
+            .take_while(|&&(l, t)| {
+                let take = over > 0 && l == level;
+                over = over.saturating_sub(fifo_bytes(t));
+                take
+            })
+            .map(|&(_, t)| t.clone())
+            .collect();
+        let (inputs, reason) = if !by_bytes.is_empty() {
+            (by_bytes, CompactionReason::FifoBytes)
+        } else {
+            let age = crate::clock::ttl_millis(max_age?);
+            let old = |t: &TableFile| {
+                let created = t.table.properties().creation_time.saturating_mul(1000);
+                created > 0 && now.saturating_sub(created) >= age
+            };
+            let inputs: Vec<Arc<TableFile>> = order
+                .iter()
+                .take_while(|&&(l, t)| l == level && old(t))
+                .map(|&(_, t)| t.clone())
+                .collect();
+            if inputs.is_empty() {
+                return None;
+            }
+            (inputs, CompactionReason::FifoAge)
+        };
+        let (tree, next_inputs) = (tree.clone(), Vec::new());
+        Some(Task { tree, level, out_level: level, inputs, next_inputs, reason })
+    })
+}
+
+/// The order in which FIFO drops a tree's tables: the deepest sorted level's first (left by
+/// another style: nothing lies beneath them, so dropping one uncovers no older version of a
+/// key), oldest first; then L0's, oldest first. Dropping in this order, a table goes only once
+/// everything older that overlaps it is gone.
+pub fn fifo_order(v: &Version) -> Vec<(usize, &Arc<TableFile>)> {
+    let mut order = Vec::new();
+    for level in (1..NUM_LEVELS).rev() {
+        let mut tables: Vec<&Arc<TableFile>> = v.levels[level].iter().collect();
+        tables.sort_by_key(|t| (t.meta.largest_seq, t.meta.number));
+        order.extend(tables.into_iter().map(|t| (level, t)));
+    }
+    // L0 is newest first.
+    order.extend(v.levels[0].iter().rev().map(|t| (0, t)));
+    order
+}
+
+/// The bytes a FIFO keyspace counts for a table: its file and the blob values it references.
+fn fifo_bytes(t: &TableFile) -> u64 {
+    t.meta.blob_refs.iter().map(|r| r.bytes).fold(t.meta.file_size, u64::saturating_add)
 }
 
 /// A compaction that frees the space of expired values ([`worth_rewriting`]) or, failing
