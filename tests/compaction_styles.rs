@@ -205,3 +205,121 @@ fn fifo_ingests_into_l0() {
     assert_eq!(levels[0], 2, "{levels:?}");
     assert_eq!(ks.get("b042").unwrap().as_deref(), Some(&b"x"[..]));
 }
+
+/// The same random writes into a keyspace of each style, every compaction the picker wants
+/// run after each flush: the styles that gather runs write fewer compaction bytes than
+/// leveled (tiered fewest), and every keyspace reads the same, before and after a reopen
+/// that keeps each style.
+#[test]
+fn tiered_and_lazy_leveling_write_less_than_leveled_and_read_the_same() {
+    use rand::{Rng, SeedableRng};
+    let clock = Arc::new(ManualClock::new(START));
+    let dir = tempfile::tempdir().unwrap();
+    let styles = [
+        ("leveled", CompactionStyle::Leveled),
+        ("lazy", CompactionStyle::LazyLeveling),
+        ("tiered", CompactionStyle::Tiered),
+        ("fluid", CompactionStyle::Fluid { k: 3, z: 1 }),
+    ];
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    {
+        let db = Db::open(dir.path(), options(&clock).memtable_bytes(16 << 10)).unwrap();
+        let handles: Vec<_> = styles
+            .iter()
+            .map(|(name, s)| {
+                db.keyspace(name, KeyspaceOptions::new().compaction_style(*s)).unwrap()
+            })
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for i in 0..20_000u32 {
+            // Mostly new keys, as a fill: the cost leveling pays for sorted levels shows.
+            let key = format!("{:07}", rng.gen_range(0..1_000_000u32)).into_bytes();
+            if i % 10 == 9 {
+                for ks in &handles {
+                    ks.delete(&key).unwrap();
+                }
+                model.remove(&key);
+            } else {
+                let value = format!("{i}-{}", "v".repeat(60)).into_bytes();
+                for ks in &handles {
+                    ks.put(&key, &value).unwrap();
+                }
+                model.insert(key, value);
+            }
+            if i % 500 == 499 {
+                db.flush().unwrap();
+                compact_until_done(&db);
+            }
+        }
+        let stats = db.stats();
+        let written = |name| stats.keyspace(name).unwrap().compaction_bytes_written;
+        let (leveled, lazy, tiered) = (written("leveled"), written("lazy"), written("tiered"));
+        let shown = format!("leveled {leveled}, lazy {lazy}, tiered {tiered}");
+        assert!(lazy * 10 < leveled * 8, "{shown}");
+        assert!(tiered < lazy, "{shown}");
+        println!("compaction bytes written: {shown}");
+        // Runs merged in L0 into one table each (written unsplit), and the last level.
+        for (name, _) in &styles[1..] {
+            let ks = stats.keyspace(name).unwrap();
+            assert!(ks.tables_per_level[6] > 0, "{name}: {:?}", ks.tables_per_level);
+        }
+        for ks in &handles {
+            let got: Vec<_> = ks.range(..).map(|r| r.unwrap()).collect();
+            assert_eq!(got.len(), model.len());
+            assert!(got.iter().all(|(k, v)| model.get(&k[..]) == Some(&v.to_vec())));
+        }
+    }
+    let db = Db::open(dir.path(), options(&clock)).unwrap();
+    for (name, style) in &styles {
+        assert_eq!(db.keyspace_options(name).unwrap().compaction_style, *style);
+        let ks = db.keyspace(name, db.keyspace_options(name).unwrap()).unwrap();
+        for (k, v) in model.iter().step_by(37) {
+            assert_eq!(ks.get(k).unwrap().as_deref(), Some(&v[..]), "{name}");
+        }
+        assert_eq!(ks.range(..).count(), model.len(), "{name}");
+    }
+}
+
+/// Write stalls bound a tiered keyspace's runs beyond what its style allows, not its L0
+/// tables (most of which its style keeps), and the stall's event counts those runs.
+#[test]
+fn stalls_bound_the_runs_a_style_does_not_allow() {
+    use bloomkv::events::{EventListener, StallInfo};
+    struct Stalls(std::sync::Mutex<Vec<StallInfo>>);
+    impl EventListener for Stalls {
+        fn on_write_stall_begin(&self, info: &StallInfo) {
+            self.0.lock().unwrap().push(info.clone());
+        }
+    }
+    let clock = Arc::new(ManualClock::new(START));
+    let stalls = Arc::new(Stalls(Default::default()));
+    let opts = options(&clock)
+        .l0_compaction_trigger(2)
+        .l0_slowdown_trigger(3)
+        .event_listener(stalls.clone());
+    let (_dir, db) = common::db::open_temp(opts.compaction_style(CompactionStyle::Tiered));
+    // Ratio 10: nine flushed runs are within the style; no slowdown, though L0 holds nine.
+    for i in 0..9u32 {
+        db.put(i.to_be_bytes(), "v").unwrap();
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().tables_per_level[0], 9);
+    assert_eq!(db.stats().write_slowdowns, 0);
+    // Three more (compactions held off) are beyond it: writes slow down, and say why.
+    for i in 9..12u32 {
+        db.put(i.to_be_bytes(), "v").unwrap();
+        db.flush().unwrap();
+    }
+    db.put("next", "v").unwrap();
+    assert!(db.stats().write_slowdowns > 0);
+    let seen = stalls.0.lock().unwrap().clone();
+    let last = seen.last().expect("a stall");
+    assert_eq!(last.keyspace.as_deref(), Some("default"));
+    assert_eq!(last.l0_tables, 3, "runs beyond the style");
+    // The picker merges them: nothing is beyond the style any more.
+    compact_until_done(&db);
+    db.put("after", "v").unwrap();
+    let before = db.stats().write_slowdowns;
+    db.put("after2", "v").unwrap();
+    assert_eq!(db.stats().write_slowdowns, before);
+}

@@ -50,6 +50,7 @@ impl DbInner {
             l0_compaction_trigger: self.opts.l0_compaction_trigger,
             l0_slowdown_trigger: self.opts.l0_slowdown_trigger,
             periodic_millis: self.opts.periodic_compaction.map(bloomkv_tree::clock::ttl_millis),
+            run_base_bytes: self.opts.memtable_bytes as u64,
         }
     }
 }
@@ -457,7 +458,11 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
     let filter = table_filter(&tree.opts, v, &placement);
-    let bounds = split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes);
+    // An L0 output is one table, one run (see `picker::pick_runs`): not split.
+    let bounds = match out_level {
+        0 => Vec::new(),
+        _ => split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes),
+    };
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and
     // filters, checksums — and a single thread for it left the second core idle whenever the
@@ -669,17 +674,28 @@ fn run_part(
     // those files lose their references as compactions pass over their tables.
     let live = c.tree.version.blobs.clone();
     let mut blobs = inner.separator(&c.tree).relocating(c.relocate.clone(), live);
+    // An L0 output is one table, however large (see `picker::pick_runs`).
+    let unsplit;
+    let out_tree = match c.out_level {
+        0 => {
+            let mut t = (*c.tree).clone();
+            t.opts.target_table_bytes = u64::MAX;
+            unsplit = Arc::new(t);
+            &unsplit
+        }
+        _ => &c.tree,
+    };
     let written = (|| {
         if user_filter.is_none() && !expiring {
             merged.seek_to_first()?;
             let tables =
-                inner.write_tables(&c.tree, &mut merged, &mut split, filter, &mut blobs)?;
+                inner.write_tables(out_tree, &mut merged, &mut split, filter, &mut blobs)?;
             return Ok((tables, FilterCounts::default()));
         }
         let mut filtered =
             FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
         filtered.seek_to_first()?;
-        let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter, &mut blobs)?;
+        let tables = inner.write_tables(out_tree, &mut filtered, &mut split, filter, &mut blobs)?;
         let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
         let (failed, first_failure) = (filtered.failed, filtered.first_failure.take());
         Ok((tables, FilterCounts { removed, changed, expired, failed, first_failure }))

@@ -98,14 +98,54 @@ pub enum CompactionStyle {
         /// The age past which a table is dropped, `None` for no age bound (at least 1 ms).
         max_age: Option<std::time::Duration>,
     },
+    /// Tiering at every level: each level gathers up to `level_size_ratio − 1` sorted runs,
+    /// merged into one run of the next level when one more arrives; the last level likewise.
+    /// Each entry is written about once per level (leveling writes it about ratio/2 times per
+    /// level), while a point lookup meets up to `ratio − 1` runs per level (their filters
+    /// answer it; see `FilterPolicy::Budgeted`) and obsolete versions wait longer to go.
+    /// [`CompactionStyle::Fluid`] with K = Z = ratio − 1.
+    Tiered,
+    /// Dostoevsky's lazy leveling: tiering at every level but the last, leveling at the last
+    /// (one run). Most of the data, and so most of the space and of a lookup's cost, is in
+    /// the last level, kept as leveling keeps it; the smaller levels above are written once
+    /// each. [`CompactionStyle::Fluid`] with K = ratio − 1, Z = 1.
+    LazyLeveling,
+    /// Dostoevsky's fluid LSM-tree: up to `k` runs at each level but the last, up to `z` at
+    /// the last (each 1 to 64).
+    Fluid {
+        /// Runs a level above the last may hold.
+        k: u32,
+        /// Runs the last level may hold.
+        z: u32,
+    },
 }
 
 impl CompactionStyle {
     /// `CompactionStyle::Fifo`'s `max_bytes`: 1 KiB up.
     pub const FIFO_MAX_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=u64::MAX;
 
+    /// `CompactionStyle::Fluid`'s `k` and `z`: 1 to 64.
+    pub const FLUID_RUNS_RANGE: RangeInclusive<u32> = 1..=64;
+
+    /// For the styles that gather sorted runs (tiered, lazy leveling, fluid), the runs a
+    /// level above the last may hold and the runs the last may hold (K and Z), with
+    /// `ratio` the size ratio between levels; `None` for leveled and FIFO.
+    pub fn runs_per_level(&self, ratio: u64) -> Option<(usize, usize)> {
+        let k = usize::try_from(ratio.saturating_sub(1)).unwrap_or(usize::MAX).max(1);
+        match *self {
+            CompactionStyle::Tiered => Some((k, k)),
+            CompactionStyle::LazyLeveling => Some((k, 1)),
+            CompactionStyle::Fluid { k, z } => Some((k as usize, z as usize)),
+            CompactionStyle::Leveled | CompactionStyle::Fifo { .. } => None,
+        }
+    }
+
     /// Refuses bounds out of their ranges.
     pub fn validate(&self) -> Result<()> {
+        if let CompactionStyle::Fluid { k, z } = *self {
+            within("fluid k", k, &Self::FLUID_RUNS_RANGE, Unit::Count)?;
+            within("fluid z", z, &Self::FLUID_RUNS_RANGE, Unit::Count)?;
+        }
         if let CompactionStyle::Fifo { max_bytes, max_age } = *self {
             within("FIFO max_bytes", max_bytes, &Self::FIFO_MAX_BYTES_RANGE, Unit::Bytes)?;
             if let Some(age) = max_age {

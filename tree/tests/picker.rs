@@ -17,12 +17,13 @@
 //! Commands:
 //!
 //! - `define [trigger=N] [slowdown=N] [base=BYTES] [ratio=N] [table=BYTES] [period=MS]
-//!   [filter] [gc-cutoff=F] [gc-force=F] [style=leveled|fifo] [max-bytes=BYTES]
-//!   [max-age=MS]`: a tree, with the picker's options (the engine's
+//!   [filter] [gc-cutoff=F] [gc-force=F] [style=leveled|fifo|tiered|lazy|fluid]
+//!   [max-bytes=BYTES] [max-age=MS] [k=N] [z=N] [flush=BYTES]`: a tree, with the picker's options (the engine's
 //!   defaults where not given: L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables
 //!   of 64 MiB, no periodic compaction, blob garbage collection's age cutoff 0.25 and force
 //!   threshold 0.5, leveled; FIFO with `max-bytes`, default unbounded, and `max-age`, default
-//!   none) and, with `filter`, a compaction filter on the keyspace. Input lines:
+//!   none; fluid's `k` and `z` default 1; a flushed run, `flush`, of 1000 bytes, the default
+//!   table size) and, with `filter`, a compaction filter on the keyspace. Input lines:
 //!   `L<n>` starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
 //!   [created=SECS] [blobs=FILE:BYTES,...]` is a table of that level; `blob NUM
 //!   bytes=BYTES [segment values=N]` a blob file holding that many bytes of values (with
@@ -121,6 +122,7 @@ impl Script {
             l0_compaction_trigger: num(args, "trigger", 4),
             l0_slowdown_trigger: num(args, "slowdown", 8),
             periodic_millis: args.get("period").map(|p| p.parse().expect("period=MS")),
+            run_base_bytes: num(args, "flush", 1000),
         };
         let mut opts = KeyspaceOptions::new().target_table_bytes(num(args, "table", 64 << 20));
         if args.contains_key("filter") {
@@ -201,6 +203,10 @@ impl Script {
             let files: Vec<String> = t.relocate.iter().map(u64::to_string).collect();
             let _ = writeln!(s, "  relocates: {}", files.join(" "));
         }
+        let excess = picker::excess_runs(tree, policy);
+        if excess > 0 {
+            let _ = writeln!(s, "  runs beyond the style: {excess}");
+        }
         s
     }
 }
@@ -229,7 +235,8 @@ fn show_levels(v: &Version) -> String {
 }
 
 /// The compaction style `style=` names: `fifo` with `max-bytes=BYTES` (default unbounded)
-/// and `max-age=MS` (default none); leveled when not given.
+/// and `max-age=MS` (default none); `tiered`; `lazy`; `fluid` with `k=N` and `z=N`
+/// (default 1); leveled when not given.
 fn style(args: &BTreeMap<String, String>) -> CompactionStyle {
     match args.get("style").map(String::as_str) {
         None | Some("leveled") => CompactionStyle::Leveled,
@@ -237,6 +244,9 @@ fn style(args: &BTreeMap<String, String>) -> CompactionStyle {
             max_bytes: num(args, "max-bytes", u64::MAX),
             max_age: args.get("max-age").map(|a| Duration::from_millis(a.parse().expect("MS"))),
         },
+        Some("tiered") => CompactionStyle::Tiered,
+        Some("lazy") => CompactionStyle::LazyLeveling,
+        Some("fluid") => CompactionStyle::Fluid { k: num(args, "k", 1), z: num(args, "z", 1) },
         Some(other) => panic!("unknown style {other}"),
     }
 }

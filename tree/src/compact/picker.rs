@@ -72,6 +72,9 @@ pub enum CompactionReason {
     /// A FIFO keyspace's oldest tables were written longer ago than its `max_age`: dropped,
     /// as for [`CompactionReason::FifoBytes`].
     FifoAge,
+    /// A level of a keyspace that gathers sorted runs (tiered, lazy leveling, fluid) holds
+    /// more runs than its style allows: they are merged into one ([`pick_runs`]).
+    Runs,
 }
 
 /// The options picking follows.
@@ -88,6 +91,9 @@ pub struct Policy {
     /// Tables written longer ago than this, in milliseconds, are due a periodic compaction
     /// (`None`: never).
     pub periodic_millis: Option<u64>,
+    /// The size of a flushed run, about: a keyspace that gathers runs places a run of this
+    /// size on its first level, `level_size_ratio` times it on the second, and so on.
+    pub run_base_bytes: u64,
 }
 
 /// One compaction's inputs: the tables of `level` and those of `out_level` they overlap.
@@ -140,11 +146,11 @@ impl Policy {
 
 /// True when [`pick`] would choose a compaction at `now` (milliseconds since the epoch).
 pub fn needs_compaction(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> bool {
-    if pick_fifo(trees, now).is_some() {
+    if pick_fifo(trees, now).is_some() || pick_runs(trees, policy).is_some() {
         return true;
     }
     let trees = &merging(trees);
-    trees.iter().any(|t| policy.score(&t.version).1 >= 1.0)
+    leveled(trees).any(|t| policy.score(&t.version).1 >= 1.0)
         || pick_rewrite(trees, policy, now).is_some()
 }
 
@@ -153,17 +159,22 @@ fn merging(trees: &[Arc<Tree>]) -> Vec<Arc<Tree>> {
     trees.iter().filter(|t| !t.opts.compaction_style.is_fifo()).cloned().collect()
 }
 
+/// The trees compacted by level sizes.
+fn leveled(trees: &[Arc<Tree>]) -> impl Iterator<Item = &Arc<Tree>> {
+    trees.iter().filter(|t| t.opts.compaction_style == CompactionStyle::Leveled)
+}
+
 /// The compaction the tree most in need of one needs at `now` (milliseconds since the
 /// epoch, the database's clock), if any does.
 pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
-    if let Some(task) = pick_fifo(trees, now) {
+    if let Some(task) = pick_fifo(trees, now).or_else(|| pick_runs(trees, policy)) {
         return Some(task);
     }
     let trees = &merging(trees);
-    let (tree, (level, s)) = trees
-        .iter()
+    let best = leveled(trees)
         .map(|t| (t, policy.score(&t.version)))
-        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1));
+    let Some((tree, (level, s))) = best else { return pick_rewrite(trees, policy, now) };
     if s < 1.0 {
         return pick_rewrite(trees, policy, now);
     }
@@ -237,6 +248,133 @@ pub fn pick_fifo(trees: &[Arc<Tree>], now: u64) -> Option<Task> {
         };
         let (tree, next_inputs) = (tree.clone(), Vec::new());
         Some(Task { tree, level, out_level: level, inputs, next_inputs, reason })
+    })
+}
+
+/// One sorted run of a tree, in [`sorted_runs`]' order: an L0 table, or a sorted level.
+#[derive(Debug)]
+pub struct SortedRun<'v> {
+    /// 0 for an L0 table.
+    pub level: usize,
+    pub tables: &'v [Arc<TableFile>],
+    pub bytes: u64,
+}
+
+/// A tree's sorted runs from newest to oldest, as a tiered keyspace sees them (RocksDB's
+/// universal compaction does likewise): each L0 table (newest first), then each non-empty
+/// sorted level (shallower ones newer).
+pub fn sorted_runs(v: &Version) -> Vec<SortedRun<'_>> {
+    let l0 = v.levels[0].iter().enumerate().map(|(i, t)| SortedRun {
+        level: 0,
+        tables: &v.levels[0][i..=i],
+        bytes: t.meta.file_size,
+    });
+    let sorted = (1..NUM_LEVELS).filter(|&l| !v.levels[l].is_empty()).map(|l| SortedRun {
+        level: l,
+        tables: &v.levels[l],
+        bytes: v.level_bytes(l),
+    });
+    l0.chain(sorted).collect()
+}
+
+/// The level of the fluid LSM-tree a run of `bytes` belongs to: 1 for runs about
+/// `base` (a flush), 2 for runs about `ratio` times that, and so on; the bounds lie midway
+/// between, geometrically, so that `ratio` runs of one level merged (somewhat less, once
+/// overwrites are dropped) make a run of the next.
+pub fn run_level(bytes: u64, base: u64, ratio: u64) -> usize {
+    let ratio = ratio.max(2) as f64;
+    let mut bound = base.max(1) as f64 * ratio.sqrt();
+    let mut level = 1;
+    while bytes as f64 > bound && level < 64 {
+        level += 1;
+        bound *= ratio;
+    }
+    level
+}
+
+/// For a keyspace that gathers runs, the runs it holds beyond what its style allows the
+/// levels they make up (K per level above the last, Z at the last; 0 for other styles):
+/// what write stalls bound for it, as they bound L0's tables for a leveled one.
+pub fn excess_runs(tree: &Tree, policy: &Policy) -> usize {
+    let Some((k, z)) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio) else {
+        return 0;
+    };
+    let runs = sorted_runs(&tree.version);
+    let level = |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
+    let last = runs.iter().map(level).max().unwrap_or(1);
+    let mut per_level = vec![0usize; last + 1];
+    runs.iter().for_each(|r| per_level[level(r)] += 1);
+    let allowed = |l: usize| if l == last { z } else { k };
+    (1..=last).map(|l| per_level[l].saturating_sub(allowed(l))).sum()
+}
+
+/// The merge a keyspace that gathers runs (tiered, lazy leveling, fluid) needs, if any: for
+/// the first level, from the top, holding more runs than its style allows (K above the last
+/// level, Z at the last), all of its runs — with any run between them in age order, so the
+/// merged run takes their place in it — merged into one.
+///
+/// Runs live in the levels as [`sorted_runs`] describes, so reads, scans, budgets and stats
+/// need nothing new: the merged run goes where its oldest input was. Where that is L0, it is
+/// one L0 table, however large (written unsplit: its tables would otherwise be runs of their
+/// own, and L0's order would no longer hold their age), unless it takes in L0's oldest table
+/// and no run is older: then it goes to the last level, as a sorted level of tables. Where
+/// the runs span L0 tables and more than one sorted level, or two sorted levels, the merge is
+/// taken a step at a time, the L0 tables (or the shallower level) into the first sorted
+/// level, which is each time the run just older, so age order holds throughout.
+pub fn pick_runs(trees: &[Arc<Tree>], policy: &Policy) -> Option<Task> {
+    trees.iter().find_map(|tree| {
+        let (k, z) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio)?;
+        let v = &tree.version;
+        let runs = sorted_runs(v);
+        let level =
+            |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
+        let levels: Vec<usize> = runs.iter().map(level).collect();
+        let last = *levels.iter().max()?;
+        let (mut first, mut end) = (1..=last).find_map(|l| {
+            let at: Vec<usize> = (0..runs.len()).filter(|&i| levels[i] == l).collect();
+            let allowed = if l == last { z } else { k };
+            (at.len() > allowed).then(|| (at[0], at[at.len() - 1]))
+        })?;
+        // An ingest's L0 tables share one sequence number: the span takes all of them or
+        // none, or L0's order would no longer hold the merged run's age.
+        let l0_all = &v.levels[0];
+        let seqs = |ts: &[Arc<TableFile>]| {
+            let lo = ts.iter().map(|t| t.meta.smallest_seq).min().unwrap_or(0);
+            (lo, ts.iter().map(|t| t.meta.largest_seq).max().unwrap_or(0))
+        };
+        while first < end.min(l0_all.len()) {
+            let (lo, hi) = seqs(&l0_all[first..=end.min(l0_all.len() - 1)]);
+            if first > 0 && l0_all[first - 1].meta.smallest_seq <= hi {
+                first -= 1;
+            } else if end + 1 < l0_all.len() && l0_all[end + 1].meta.largest_seq >= lo {
+                end += 1;
+            } else {
+                break;
+            }
+        }
+        let span = &runs[first..=end];
+        let l0: Vec<Arc<TableFile>> =
+            span.iter().filter(|r| r.level == 0).flat_map(|r| r.tables.iter().cloned()).collect();
+        let sorted: Vec<usize> = span.iter().filter(|r| r.level > 0).map(|r| r.level).collect();
+        let task = |level, out_level, inputs, next_inputs| Task {
+            tree: tree.clone(),
+            level,
+            out_level,
+            inputs,
+            next_inputs,
+            reason: CompactionReason::Runs,
+        };
+        Some(match (l0.is_empty(), sorted.first()) {
+            (false, Some(&d)) => task(0, d, l0, v.levels[d].clone()),
+            (true, Some(&a)) => {
+                let b = *sorted.get(1)?;
+                task(a, b, v.levels[a].clone(), v.levels[b].clone())
+            }
+            // The oldest run of all: to the last level; otherwise one L0 table.
+            (false, None) if end == runs.len() - 1 => task(0, NUM_LEVELS - 1, l0, Vec::new()),
+            (false, None) => task(0, 0, l0, Vec::new()),
+            (true, None) => return None,
+        })
     })
 }
 

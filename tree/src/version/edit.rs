@@ -49,8 +49,9 @@
 //!                         threshold u (f64 bits, 0 to 1) — after the keyspace's other
 //!                         fields (tag 8, 11, 12, 13 or 17 of the same named keyspace),
 //!                         written only when one of them is not the default
-//! tag 21 keyspace compaction style id u, style u (1 FIFO), for FIFO max bytes u and max
-//!                         age in milliseconds u (0: none) — after the keyspace's other
+//! tag 21 keyspace compaction style id u, style u (1 FIFO, 2 tiered, 3 lazy leveling,
+//!                         4 fluid), for FIFO max bytes u and max age in milliseconds u
+//!                         (0: none), for fluid k u and z u — after the keyspace's other
 //!                         fields (tag 8, 11, 12, 13, 17 or 19 of the same named keyspace),
 //!                         written only when the style is not leveled
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
@@ -781,11 +782,27 @@ fn encode_style(buf: &mut Vec<u8>, id: KeyspaceId, style: CompactionStyle) {
             put_varint(buf, max_bytes);
             put_varint(buf, max_age.map_or(0, crate::clock::ttl_millis));
         }
+        CompactionStyle::Tiered | CompactionStyle::LazyLeveling => {
+            put_varint(buf, TAG_KEYSPACE_COMPACTION_STYLE);
+            put_varint(buf, id.into());
+            let kind = if style == CompactionStyle::Tiered { STYLE_TIERED } else { STYLE_LAZY };
+            put_varint(buf, kind);
+        }
+        CompactionStyle::Fluid { k, z } => {
+            put_varint(buf, TAG_KEYSPACE_COMPACTION_STYLE);
+            put_varint(buf, id.into());
+            put_varint(buf, STYLE_FLUID);
+            put_varint(buf, k.into());
+            put_varint(buf, z.into());
+        }
     }
 }
 
 /// Tag 21's style kinds (0 is leveled, which is never written).
 const STYLE_FIFO: u64 = 1;
+const STYLE_TIERED: u64 = 2;
+const STYLE_LAZY: u64 = 3;
+const STYLE_FLUID: u64 = 4;
 
 fn decode_style(d: &mut Decoder<'_>) -> std::result::Result<CompactionStyle, String> {
     let truncated = "compaction style is truncated";
@@ -795,6 +812,16 @@ fn decode_style(d: &mut Decoder<'_>) -> std::result::Result<CompactionStyle, Str
             let age = d.varint().ok_or(truncated)?;
             let max_age = (age > 0).then(|| std::time::Duration::from_millis(age));
             CompactionStyle::Fifo { max_bytes, max_age }
+        }
+        STYLE_TIERED => CompactionStyle::Tiered,
+        STYLE_LAZY => CompactionStyle::LazyLeveling,
+        STYLE_FLUID => {
+            let mut runs = [0u32; 2];
+            for r in &mut runs {
+                let n = d.varint().ok_or(truncated)?;
+                *r = u32::try_from(n).map_err(|_| format!("fluid runs {n} out of range"))?;
+            }
+            CompactionStyle::Fluid { k: runs[0], z: runs[1] }
         }
         other => return Err(format!("unknown compaction style {other}")),
     };
@@ -1309,6 +1336,20 @@ mod tests {
         assert!(corrupt(&small).contains("FIFO max_bytes"));
         let cut = [head, &[21, 3, 1]].concat();
         assert!(corrupt(&cut).contains("truncated"));
+        // The styles that gather runs.
+        for (style, bytes) in [
+            (CompactionStyle::Tiered, &[21, 3, 2][..]),
+            (CompactionStyle::LazyLeveling, &[21, 3, 3]),
+            (CompactionStyle::Fluid { k: 3, z: 2 }, &[21, 3, 4, 3, 2]),
+        ] {
+            e.keyspaces[0].opts.compaction_style = style;
+            let enc = e.encode();
+            assert!(enc.windows(bytes.len()).any(|w| w == bytes), "{style:?}");
+            assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        }
+        let zero_k = [head, &[21, 3, 4, 0, 1, 0]].concat();
+        assert!(corrupt(&zero_k).contains("fluid k"));
+        e.keyspaces[0].opts.compaction_style = CompactionStyle::Leveled;
         // The default keyspace's style comes from `Options`: never written.
         let mut d = crate::version::set::default_keyspace_def();
         d.opts.compaction_style = fifo;
