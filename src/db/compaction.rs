@@ -1,4 +1,5 @@
-//! Leveled compaction.
+//! Compaction: leveled, or a keyspace's other style (`CompactionStyle`: its sorted runs
+//! merged into one, or a FIFO keyspace's oldest tables dropped by a deletion edit).
 //!
 //! What to compact is the tree's picker's choice (`bloomkv_tree::compact::picker`); this runs
 //! it, under the compaction slot.
