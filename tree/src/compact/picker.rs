@@ -247,7 +247,8 @@ pub fn pick_fifo(trees: &[Arc<Tree>], now: u64) -> Option<Task> {
             (inputs, CompactionReason::FifoAge)
         };
         let (tree, next_inputs) = (tree.clone(), Vec::new());
-        Some(Task { tree, level, out_level: level, inputs, next_inputs, reason })
+        let relocate = Vec::new(); // nothing is written
+        Some(Task { tree, level, out_level: level, inputs, next_inputs, reason, relocate })
     })
 }
 
@@ -363,6 +364,7 @@ pub fn pick_runs(trees: &[Arc<Tree>], policy: &Policy) -> Option<Task> {
             inputs,
             next_inputs,
             reason: CompactionReason::Runs,
+            relocate: blob_gc_files(trees, tree, false),
         };
         Some(match (l0.is_empty(), sorted.first()) {
             (false, Some(&d)) => task(0, d, l0, v.levels[d].clone()),

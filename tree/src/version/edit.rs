@@ -596,6 +596,7 @@ impl VersionEdit {
                     def.opts.blob_threshold = threshold;
                     def.opts.blob_gc_age_cutoff = cutoff;
                     def.opts.blob_gc_force_threshold = force;
+                }
                 TAG_KEYSPACE_COMPACTION_STYLE => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     let style =
