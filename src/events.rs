@@ -267,7 +267,10 @@ pub struct StallInfo {
     pub keyspace: Option<String>,
     /// Immutable memtables waiting to be flushed.
     pub immutable_memtables: usize,
-    /// Tables in the L0 of `keyspace` (the most L0 tables any keyspace has).
+    /// Tables in the L0 of `keyspace` (the most L0 tables any keyspace has); for a keyspace
+    /// that gathers sorted runs (`CompactionStyle::Tiered`, `LazyLeveling`, `Fluid`), the
+    /// runs it holds beyond what its style allows, which the L0 triggers bound for it. A FIFO
+    /// keyspace's tables do not count.
     pub l0_tables: usize,
     /// How long the stall lasted. Zero at the begin (serialised in seconds).
     #[cfg_attr(feature = "serde", serde(serialize_with = "as_secs_f64"))]

@@ -11,8 +11,8 @@ use crate::merge::{MergeOperator, MergeSlot};
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 use crate::{Error, Result};
-pub use bloomkv_tree::options::KeyspaceOptions;
 use bloomkv_tree::options::{within, Unit};
+pub use bloomkv_tree::options::{CompactionStyle, KeyspaceOptions};
 
 /// How a database is configured. Builder-style: start from `Options::default()` and chain
 /// setters.
@@ -264,6 +264,13 @@ impl Options {
         /// `None`, none), 4 to 40: short bounded scans skip the tables that hold nothing in
         /// their range (see [`KeyspaceOptions::range_filter_bits_per_key`]).
         range_filter_bits_per_key: Option<f64>);
+    /// How the default keyspace's tables are compacted (default
+    /// [`CompactionStyle::Leveled`]); see [`KeyspaceOptions::compaction_style`]. Taken from
+    /// these options at every open, as the default keyspace's other settings.
+    pub fn compaction_style(mut self, style: CompactionStyle) -> Self {
+        self.keyspace = self.keyspace.compaction_style(style);
+        self
+    }
     keyspace_setter!(
         /// Data block compression (default none: point reads are the priority).
         compression: Compression);

@@ -126,6 +126,7 @@ pub(crate) struct KeyspaceCounters {
     pub compaction_filter_changed: u64,
     pub compaction_filter_failed: u64,
     pub compaction_expired_dropped: u64,
+    pub fifo_tables_dropped: u64,
 }
 
 impl Counters {
@@ -477,6 +478,8 @@ pub struct KeyspaceStats {
     pub compaction_filter_failed: u64,
     /// Expired values compaction dropped from the keyspace.
     pub compaction_expired_dropped: u64,
+    /// Tables a FIFO keyspace dropped at its bounds (see `CompactionStyle::Fifo`).
+    pub fifo_tables_dropped: u64,
 }
 
 impl Stats {

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv::{Cursor, Db, DbIterator, Options, Readable, WriteBatch, WriteOptions};
+use bloomkv::{
+    CompactionStyle, Cursor, Db, DbIterator, Options, Readable, WriteBatch, WriteOptions,
+};
 use proptest::prelude::*;
 
 mod common;
@@ -100,8 +102,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn options(mapped: bool) -> Options {
+fn options(mapped: bool, style: CompactionStyle) -> Options {
     Options::default()
+        .compaction_style(style)
         .mmap_reads(mapped)
         .memtable_bytes(8 << 10)
         .block_bytes(256)
@@ -315,10 +318,15 @@ fn assert_levels_well_formed(db: &Db) {
 
 /// Runs `ops` against a model, the database's point lookups starting with or without
 /// mappings (`Options::mmap_reads`) as `mapped` says; every reopen switches.
-fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
+fn run(ops: Vec<Op>, mapped: bool) -> Work {
+    run_styled(ops, mapped, CompactionStyle::Leveled)
+}
+
+/// [`run`], the default keyspace compacted in `style`.
+fn run_styled(ops: Vec<Op>, mut mapped: bool, style: CompactionStyle) -> Work {
     let mut work = Work::default();
     let dir = tempfile::tempdir().unwrap();
-    let mut db = Some(Db::open(dir.path(), options(mapped)).unwrap());
+    let mut db = Some(Db::open(dir.path(), options(mapped, style)).unwrap());
     let mut model: Model = BTreeMap::new();
     let mut snap: Option<(bloomkv::Snapshot, Model)> = None;
     for op in ops {
@@ -502,19 +510,22 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
                 assert_levels_well_formed(d);
                 let s = d.stats();
                 let nonempty = s.tables_per_level.iter().filter(|&&n| n > 0).count();
-                assert!(
-                    nonempty <= 1,
-                    "after a full compaction all tables share one level: {:?}",
-                    s.tables_per_level
-                );
-                assert_eq!(s.tables_per_level[0], 0);
+                // FIFO merges nothing: `compact` only applies its bounds.
+                if !style.is_fifo() {
+                    assert!(
+                        nonempty <= 1,
+                        "after a full compaction all tables share one level: {:?}",
+                        s.tables_per_level
+                    );
+                    assert_eq!(s.tables_per_level[0], 0);
+                }
             }
             Op::Reopen => {
                 snap = None;
                 work.add(d);
                 db.take().unwrap().close().unwrap();
                 mapped = !mapped;
-                db = Some(Db::open(dir.path(), options(mapped)).unwrap());
+                db = Some(Db::open(dir.path(), options(mapped, style)).unwrap());
             }
         }
     }
@@ -529,7 +540,7 @@ fn run(ops: Vec<Op>, mut mapped: bool) -> Work {
     drop(snap);
     work.add(d);
     db.take().unwrap().close().unwrap();
-    let d = Db::open(dir.path(), options(!mapped)).unwrap();
+    let d = Db::open(dir.path(), options(!mapped, style)).unwrap();
     assert_eq!(pairs(d.range(..)), want, "final scan after reopen");
     let mut back = pairs(d.range(..).rev());
     back.reverse();
@@ -549,12 +560,58 @@ proptest! {
     }
 }
 
+/// The styles besides leveled, FIFO without bounds (so that it drops nothing the model
+/// holds): each reads right through its own shape.
+fn other_styles() -> [CompactionStyle; 4] {
+    [
+        CompactionStyle::Tiered,
+        CompactionStyle::LazyLeveling,
+        CompactionStyle::Fluid { k: 2, z: 2 },
+        CompactionStyle::Fifo { max_bytes: u64::MAX, max_age: None },
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_btreemap_in_each_style(
+        ops in prop::collection::vec(op(), 200..1500),
+        mapped in any::<bool>(),
+        style in 0..4usize,
+    ) {
+        run_styled(ops, mapped, other_styles()[style]);
+    }
+}
+
+/// [`long_sequence_reaches_deeper_levels`] in each style besides leveled: the styles that
+/// gather runs merge them (into the last level too), FIFO merges nothing.
+#[test]
+fn long_sequence_in_each_style() {
+    for style in other_styles() {
+        let work = run_styled(long_sequence(), true, style);
+        assert!(work.flushes >= 20, "{style:?}: {work:?}");
+        if style.is_fifo() {
+            assert_eq!(work.deepest_level, 0, "{style:?}: {work:?}");
+        } else {
+            assert!(work.compactions >= 5, "{style:?}: {work:?}");
+            assert_eq!(work.deepest_level, 6, "{style:?}: {work:?}");
+        }
+    }
+}
+
 /// A long deterministic run that certainly drives several levels.
 #[test]
 fn long_sequence_reaches_deeper_levels() {
+    let work = run(long_sequence(), true);
+    assert!(work.flushes >= 20 && work.compactions >= 10, "{work:?}");
+    assert!(work.deepest_level >= 2, "{work:?}");
+}
+
+fn long_sequence() -> Vec<Op> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let ops: Vec<Op> = (0..20_000)
+    (0..20_000)
         .map(|i| match rng.gen_range(0..100) {
             0..=69 => Op::Put(rng.gen_range(0..5000), rng.gen()),
             70..=84 => Op::Delete(rng.gen_range(0..5000)),
@@ -601,10 +658,7 @@ fn long_sequence_reaches_deeper_levels() {
             }
             _ => Op::Range(rng.gen_range(0..2500), rng.gen_range(2500..5000)),
         })
-        .collect();
-    let work = run(ops, true);
-    assert!(work.flushes >= 20 && work.compactions >= 10, "{work:?}");
-    assert!(work.deepest_level >= 2, "{work:?}");
+        .collect()
 }
 
 /// A cursor's entries are the cursor's keys from where it stands, each direction; a step

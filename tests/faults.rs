@@ -22,7 +22,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, FileSystem, OpKind};
-use bloomkv::{Db, Error, Keyspace, KeyspaceOptions, Options, Readable, WriteBatch, WriteOptions};
+use bloomkv::{
+    CompactionStyle, Db, Error, Keyspace, KeyspaceOptions, Options, Readable, WriteBatch,
+    WriteOptions,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -467,9 +470,33 @@ fn run_until_crash(
 
 #[test]
 fn power_loss_recovers_a_prefix_holding_every_synced_write() {
+    power_loss(CompactionStyle::Leveled, 0..seeds());
+}
+
+/// The same through each other style that merges (FIFO drops data by design, and without a
+/// bound merges nothing): both keyspaces in it, a quarter of the seeds each.
+#[test]
+fn power_loss_in_each_compaction_style() {
+    let styles = [
+        CompactionStyle::Tiered,
+        CompactionStyle::LazyLeveling,
+        CompactionStyle::Fluid { k: 2, z: 1 },
+    ];
+    for (i, style) in styles.into_iter().enumerate() {
+        let from = 10_000 * (i as u64 + 1);
+        power_loss(style, from..from + seeds().div_ceil(4));
+    }
+}
+
+fn power_loss(style: CompactionStyle, seeds: std::ops::Range<u64>) {
     let mut faults = 0;
     let mut rounds = 0;
-    for seed in 0..seeds() {
+    let options = |fs: &FaultFs| options(fs).compaction_style(style);
+    let side = |db: &Db| {
+        let opts = KeyspaceOptions::new().compression(bloomkv::Compression::Zstd { level: 1 });
+        db.keyspace("side", opts.compaction_style(style)).unwrap()
+    };
+    for seed in seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut fs = FaultFs::new();
         let dir = unique_dir("power");
@@ -529,7 +556,9 @@ fn power_loss_recovers_a_prefix_holding_every_synced_write() {
             drop(db);
         }
     }
-    eprintln!("power loss: {rounds} crash/recover rounds, {faults} at an injected call");
+    eprintln!(
+        "power loss ({style:?}): {rounds} crash/recover rounds, {faults} at an injected call"
+    );
     assert!(faults > 0);
 }
 

@@ -1,4 +1,5 @@
-//! Leveled compaction.
+//! Compaction: leveled, or a keyspace's other style (`CompactionStyle`: its sorted runs
+//! merged into one, or a FIFO keyspace's oldest tables dropped by a deletion edit).
 //!
 //! What to compact is the tree's picker's choice (`bloomkv_tree::compact::picker`); this runs
 //! it, under the compaction slot.
@@ -50,6 +51,7 @@ impl DbInner {
             l0_compaction_trigger: self.opts.l0_compaction_trigger,
             l0_slowdown_trigger: self.opts.l0_slowdown_trigger,
             periodic_millis: self.opts.periodic_compaction.map(bloomkv_tree::clock::ttl_millis),
+            run_base_bytes: self.opts.memtable_bytes as u64,
         }
     }
 }
@@ -160,7 +162,16 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
         // dropped while the slot is let go for an ingest is skipped).
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
         for id in ids {
-            let Some(tree) = inner.load_state().tree(id).cloned() else { continue };
+            let Some(mut tree) = inner.load_state().tree(id).cloned() else { continue };
+            if tree.opts.compaction_style.is_fifo() {
+                // Nothing is merged: what its bounds drop now goes.
+                while let Some(c) = picker::pick_fifo(&[tree.clone()], inner.clock.peek()) {
+                    run_locked(inner, c)?;
+                    let Some(t) = inner.load_state().tree(id).cloned() else { break };
+                    tree = t;
+                }
+                continue;
+            }
             // Into the deepest level in use; for a tree held in L0 alone, the first level
             // whose target its bytes are under. Left on a level it overfills, the data would be
             // compacted again by the background as soon as this returns (see the end).
@@ -384,6 +395,20 @@ fn move_down(
     Ok(())
 }
 
+/// Drops a FIFO keyspace's tables: one manifest edit deleting them, nothing read or
+/// written. Their files go when the last reader lets go of them, as a compaction's inputs.
+fn drop_tables(inner: &DbInner, c: &Compaction, mut info: CompactionInfo) -> Result<()> {
+    let started = Instant::now();
+    inner.events.compaction_begin(&info);
+    let mut edit = VersionEdit::default();
+    edit.deleted.extend(c.inputs.iter().map(|t| (c.level, t.meta.number)));
+    inner.install(&mut edit, &[], None)?;
+    inner.counters.keyspace(c.tree.id, |k| k.fifo_tables_dropped += c.inputs.len() as u64);
+    info.duration = started.elapsed();
+    inner.events.compaction_end(&info);
+    Ok(())
+}
+
 fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let tree = c.tree.clone();
     let v = &tree.version;
@@ -410,6 +435,9 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         duration: Duration::ZERO,
         moved: false,
     };
+    if matches!(c.reason, CompactionReason::FifoBytes | CompactionReason::FifoAge) {
+        return drop_tables(inner, &c, info);
+    }
     if may_move(&c) {
         info.moved = true;
         inner.events.compaction_begin(&info);
@@ -431,7 +459,11 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
     let filter = table_filter(&tree.opts, v, &placement);
-    let bounds = split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes);
+    // An L0 output is one table, one run (see `picker::pick_runs`): not split.
+    let bounds = match out_level {
+        0 => Vec::new(),
+        _ => split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes),
+    };
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and
     // filters, checksums — and a single thread for it left the second core idle whenever the
@@ -643,17 +675,28 @@ fn run_part(
     // those files lose their references as compactions pass over their tables.
     let live = c.tree.version.blobs.clone();
     let mut blobs = inner.separator(&c.tree).relocating(c.relocate.clone(), live);
+    // An L0 output is one table, however large (see `picker::pick_runs`).
+    let unsplit;
+    let out_tree = match c.out_level {
+        0 => {
+            let mut t = (*c.tree).clone();
+            t.opts.target_table_bytes = u64::MAX;
+            unsplit = Arc::new(t);
+            &unsplit
+        }
+        _ => &c.tree,
+    };
     let written = (|| {
         if user_filter.is_none() && !expiring {
             merged.seek_to_first()?;
             let tables =
-                inner.write_tables(&c.tree, &mut merged, &mut split, filter, &mut blobs)?;
+                inner.write_tables(out_tree, &mut merged, &mut split, filter, &mut blobs)?;
             return Ok((tables, FilterCounts::default()));
         }
         let mut filtered =
             FilterStage::new(merged, user_filter, now, c.out_level, &c.tree, &nothing_below);
         filtered.seek_to_first()?;
-        let tables = inner.write_tables(&c.tree, &mut filtered, &mut split, filter, &mut blobs)?;
+        let tables = inner.write_tables(out_tree, &mut filtered, &mut split, filter, &mut blobs)?;
         let (removed, changed, expired) = (filtered.removed, filtered.changed, filtered.expired);
         let (failed, first_failure) = (filtered.failed, filtered.first_failure.take());
         Ok((tables, FilterCounts { removed, changed, expired, failed, first_failure }))

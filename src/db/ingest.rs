@@ -165,7 +165,10 @@ where
         let first = key::user_key(source.key());
         let state = inner.load_state();
         let version = state.tree(keyspace).map_or(&tree.version, |t| &t.version);
-        let level = deepest_free_level(version, first, first);
+        let level = match tree.opts.compaction_style.is_fifo() {
+            true => 0,
+            false => deepest_free_level(version, first, first),
+        };
         let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
         table_filter(&tree.opts, version, &placement)
     };
@@ -256,7 +259,17 @@ fn choose_level(inner: &DbInner, keyspace: KeyspaceId, metas: &[TableMeta]) -> u
     let (Some(first), Some(last)) = (metas.first(), metas.last()) else { return 0 };
     let (lo, hi) = (key::user_key(&first.smallest), key::user_key(&last.largest));
     let state = inner.load_state();
-    state.tree(keyspace).map_or(0, |t| deepest_free_level(&t.version, lo, hi))
+    state.tree(keyspace).map_or(0, |t| ingest_level(t, lo, hi))
+}
+
+/// The level for an ingest into `tree` of `[lo, hi]`: [`deepest_free_level`], or L0 for a
+/// FIFO keyspace, whose L0 holds its tables in the order they are dropped (a sorted level's
+/// go first, as older).
+fn ingest_level(tree: &super::Tree, lo: &[u8], hi: &[u8]) -> usize {
+    match tree.opts.compaction_style.is_fifo() {
+        true => 0,
+        false => deepest_free_level(&tree.version, lo, hi),
+    }
 }
 
 /// The deepest level `L` such that no table on levels `0..=L` overlaps `[lo, hi]`; 0 if L0

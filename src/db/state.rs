@@ -11,6 +11,7 @@ use super::{lock_mutex as lock, DbInner};
 use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::version::set::{TableFile, Version};
 use crate::Result;
+use bloomkv_tree::compact::picker::Policy;
 pub(crate) use bloomkv_tree::tree::{Mem, Tree};
 
 /// The engine's state at one moment: one [`Tree`] per live keyspace, the default keyspace
@@ -38,9 +39,10 @@ impl DbState {
         self.default_tree().imm.len()
     }
 
-    /// The most L0 tables any keyspace has: what write stalls go by.
-    pub(crate) fn max_l0_tables(&self) -> usize {
-        self.trees.iter().map(|t| t.version.levels[0].len()).max().unwrap_or(0)
+    /// The most L0 tables any keyspace has: what write stalls go by (see
+    /// `Tree::stall_tables`).
+    pub(crate) fn max_l0_tables(&self, policy: &Policy) -> usize {
+        self.trees.iter().map(|t| t.stall_tables(policy)).max().unwrap_or(0)
     }
 
     /// This state with `f` applied to every tree.

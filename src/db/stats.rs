@@ -35,6 +35,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
                 compaction_filter_changed: k.compaction_filter_changed,
                 compaction_filter_failed: k.compaction_filter_failed,
                 compaction_expired_dropped: k.compaction_expired_dropped,
+                fifo_tables_dropped: k.fifo_tables_dropped,
                 ..KeyspaceStats::default()
             };
             for (_, t) in v.all_tables() {

@@ -273,7 +273,7 @@ fn apply<B: std::ops::Deref<Target = WriteBatch>>(
 fn has_room(inner: &DbInner, state: &DbState) -> bool {
     let opts = &inner.opts;
     active_memtables(state).0 < opts.memtable_bytes
-        && state.max_l0_tables() < opts.l0_slowdown_trigger
+        && state.max_l0_tables(&inner.picker_policy()) < opts.l0_slowdown_trigger
 }
 
 /// The bytes the active memtables (every keyspace's) hold together, and whether all are empty.
@@ -704,7 +704,7 @@ fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<
     loop {
         // A guard, not a clone of the state: it is dropped before any wait below.
         let state = inner.state.load();
-        let l0 = state.max_l0_tables();
+        let l0 = state.max_l0_tables(&inner.picker_policy());
         if !*slowed && l0 >= opts.l0_slowdown_trigger && l0 < opts.l0_stop_trigger {
             // Give compaction a head start without stopping writes outright (LevelDB's 1 ms).
             *slowed = true;
@@ -741,7 +741,7 @@ fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<
                 }
                 let s = inner.load_state();
                 if s.imm_len() < opts.max_immutable_memtables
-                    && s.max_l0_tables() < opts.l0_stop_trigger
+                    && s.max_l0_tables(&inner.picker_policy()) < opts.l0_stop_trigger
                 {
                     break;
                 }
@@ -759,7 +759,7 @@ fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<
 /// What the listeners are told of a stall for `reason` beginning now.
 fn stall_info(inner: &DbInner, reason: StallReason) -> StallInfo {
     let state = inner.load_state();
-    let fullest = state.trees.iter().max_by_key(|t| t.version.levels[0].len());
+    let fullest = state.trees.iter().max_by_key(|t| t.stall_tables(&inner.picker_policy()));
     let keyspace = match reason {
         StallReason::ImmutableMemtables => None,
         _ => fullest.map(|t| t.name.to_string()),
@@ -768,7 +768,7 @@ fn stall_info(inner: &DbInner, reason: StallReason) -> StallInfo {
         reason,
         keyspace,
         immutable_memtables: state.imm_len(),
-        l0_tables: state.max_l0_tables(),
+        l0_tables: state.max_l0_tables(&inner.picker_policy()),
         duration: Duration::ZERO,
     }
 }

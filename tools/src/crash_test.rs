@@ -4,8 +4,8 @@
 //! The parent runs cycles. Each cycle starts a child (`bloomkv crash-worker`, hidden) on the
 //! same database directory. The child opens the database (recovering whatever the previous
 //! child left) with small memtables, so flushes and compactions run all the time, creates or
-//! opens two more keyspaces with other table options (`ks1` with a classic Bloom filter,
-//! `ks2` zstd-compressed), and writes from several threads: puts, deletes, range deletes and
+//! opens two more keyspaces with other table options and compaction styles (`ks1` with a
+//! classic Bloom filter and lazy leveling, `ks2` zstd-compressed and tiered), and writes from several threads: puts, deletes, range deletes and
 //! multi-key batches, some with `sync: true`. Each write of an operation goes to one of the
 //! three keyspaces, so a multi-key batch usually spans keyspaces. Every
 //! operation is derived from `(seed, op id)`, so the parent can regenerate it; the child
@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bloomkv::{
-    Compression, Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, Readable, WriteBatch,
-    WriteOptions,
+    CompactionStyle, Compression, Db, FilterPolicy, Keyspace, KeyspaceOptions, Options, Readable,
+    WriteBatch, WriteOptions,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -109,13 +109,17 @@ fn options() -> Options {
 
 /// The options of the extra keyspaces. They differ from the default keyspace's (and from
 /// each other) so that tables of every filter and compression kind are flushed and compacted
-/// side by side; the sizes stay as small as `options()`'s so that they flush and compact as
+/// side by side, leveled, lazily leveled and tiered; the sizes stay as small as `options()`'s so that they flush and compact as
 /// often.
 fn keyspace_options(ks: usize) -> KeyspaceOptions {
     let small = KeyspaceOptions::new().block_bytes(512).target_table_bytes(16 << 10);
     match ks {
-        1 => small.filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 10.0 }),
-        _ => small.compression(Compression::Zstd { level: 1 }),
+        1 => small
+            .filter_policy(FilterPolicy::ClassicBloom { bits_per_key: 10.0 })
+            .compaction_style(CompactionStyle::LazyLeveling),
+        _ => small
+            .compression(Compression::Zstd { level: 1 })
+            .compaction_style(CompactionStyle::Tiered),
     }
 }
 

@@ -73,6 +73,92 @@ pub struct KeyspaceOptions {
     pub blob_gc_age_cutoff: f64,
     /// The garbage ratio of the files within the age cutoff at which they are compacted.
     pub blob_gc_force_threshold: f64,
+    /// How the keyspace's tables are compacted.
+    pub compaction_style: CompactionStyle,
+}
+
+/// How a keyspace's tables are compacted (see DESIGN.md, "Compaction styles"). Recorded in
+/// the manifest; it may change at any open, and the tree then takes the new shape as
+/// compactions come by (see [`KeyspaceOptions::compaction_style`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub enum CompactionStyle {
+    /// L0 for flushes, then sorted levels each `level_size_ratio` times the one above, every
+    /// level one sorted run (the default): reads and space cost least, writes most.
+    #[default]
+    Leveled,
+    /// No merging at all: flushes stay in L0, and the oldest tables are dropped, whole,
+    /// once the keyspace's tables hold more than `max_bytes`, or once the newest of a
+    /// table's entries is older than `max_age` (by the database's clock; a table's age is
+    /// that of its writing). For caches and logs, where old data may go unasked: each byte
+    /// is written once (WAL aside), and what is dropped is gone for snapshots too.
+    Fifo {
+        /// Bytes of tables the keyspace keeps at most (at least 1 KiB).
+        max_bytes: u64,
+        /// The age past which a table is dropped, `None` for no age bound (at least 1 ms).
+        max_age: Option<std::time::Duration>,
+    },
+    /// Tiering at every level: each level gathers up to `level_size_ratio − 1` sorted runs,
+    /// merged into one run of the next level when one more arrives; the last level likewise.
+    /// Each entry is written about once per level (leveling writes it about ratio/2 times per
+    /// level), while a point lookup meets up to `ratio − 1` runs per level (their filters
+    /// answer it; see `FilterPolicy::Budgeted`) and obsolete versions wait longer to go.
+    /// [`CompactionStyle::Fluid`] with K = Z = ratio − 1.
+    Tiered,
+    /// Dostoevsky's lazy leveling: tiering at every level but the last, leveling at the last
+    /// (one run). Most of the data, and so most of the space and of a lookup's cost, is in
+    /// the last level, kept as leveling keeps it; the smaller levels above are written once
+    /// each. [`CompactionStyle::Fluid`] with K = ratio − 1, Z = 1.
+    LazyLeveling,
+    /// Dostoevsky's fluid LSM-tree: up to `k` runs at each level but the last, up to `z` at
+    /// the last (each 1 to 64).
+    Fluid {
+        /// Runs a level above the last may hold.
+        k: u32,
+        /// Runs the last level may hold.
+        z: u32,
+    },
+}
+
+impl CompactionStyle {
+    /// `CompactionStyle::Fifo`'s `max_bytes`: 1 KiB up.
+    pub const FIFO_MAX_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=u64::MAX;
+
+    /// `CompactionStyle::Fluid`'s `k` and `z`: 1 to 64.
+    pub const FLUID_RUNS_RANGE: RangeInclusive<u32> = 1..=64;
+
+    /// For the styles that gather sorted runs (tiered, lazy leveling, fluid), the runs a
+    /// level above the last may hold and the runs the last may hold (K and Z), with
+    /// `ratio` the size ratio between levels; `None` for leveled and FIFO.
+    pub fn runs_per_level(&self, ratio: u64) -> Option<(usize, usize)> {
+        let k = usize::try_from(ratio.saturating_sub(1)).unwrap_or(usize::MAX).max(1);
+        match *self {
+            CompactionStyle::Tiered => Some((k, k)),
+            CompactionStyle::LazyLeveling => Some((k, 1)),
+            CompactionStyle::Fluid { k, z } => Some((k as usize, z as usize)),
+            CompactionStyle::Leveled | CompactionStyle::Fifo { .. } => None,
+        }
+    }
+
+    /// Refuses bounds out of their ranges.
+    pub fn validate(&self) -> Result<()> {
+        if let CompactionStyle::Fluid { k, z } = *self {
+            within("fluid k", k, &Self::FLUID_RUNS_RANGE, Unit::Count)?;
+            within("fluid z", z, &Self::FLUID_RUNS_RANGE, Unit::Count)?;
+        }
+        if let CompactionStyle::Fifo { max_bytes, max_age } = *self {
+            within("FIFO max_bytes", max_bytes, &Self::FIFO_MAX_BYTES_RANGE, Unit::Bytes)?;
+            if let Some(age) = max_age {
+                crate::clock::check_ttl("FIFO max_age", age)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this is [`CompactionStyle::Fifo`].
+    pub fn is_fifo(&self) -> bool {
+        matches!(self, CompactionStyle::Fifo { .. })
+    }
 }
 
 impl Default for KeyspaceOptions {
@@ -93,6 +179,7 @@ impl Default for KeyspaceOptions {
             blob_threshold: None,
             blob_gc_age_cutoff: KeyspaceOptions::DEFAULT_BLOB_GC_AGE_CUTOFF,
             blob_gc_force_threshold: KeyspaceOptions::DEFAULT_BLOB_GC_FORCE_THRESHOLD,
+            compaction_style: CompactionStyle::Leveled,
         }
     }
 }
@@ -239,6 +326,39 @@ impl KeyspaceOptions {
     /// ```
     pub fn range_filter_bits_per_key(mut self, bits_per_key: Option<f64>) -> Self {
         self.range_filter_bits_per_key = bits_per_key;
+        self
+    }
+
+    /// How the keyspace's tables are compacted (default [`CompactionStyle::Leveled`]).
+    /// Recorded in the manifest, so background work follows it after a reopen; it may
+    /// change at any open, the new style is recorded and the tree converges to its shape as
+    /// compactions come by: from FIFO, the tables FIFO kept in L0 are compacted down as
+    /// leveled compaction would any L0; to FIFO, the sorted levels' tables are kept until the
+    /// bound drops them, the deepest level first (nothing older lies beneath them, so no
+    /// dropped version uncovers an older one), as RocksDB's FIFO treats a leveled tree.
+    /// See DESIGN.md, "Compaction styles".
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use std::time::Duration;
+    /// use bloomkv::{CompactionStyle, Db, KeyspaceOptions, Options};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// // A log keyspace: at most 64 MiB of tables, none kept past a day.
+    /// let fifo = CompactionStyle::Fifo {
+    ///     max_bytes: 64 << 20,
+    ///     max_age: Some(Duration::from_secs(86400)),
+    /// };
+    /// let logs = db.keyspace("logs", KeyspaceOptions::new().compaction_style(fifo))?;
+    /// logs.put("2026-11-29T10:00:00 started", "")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn compaction_style(mut self, mut style: CompactionStyle) -> Self {
+        // The manifest records whole milliseconds, as for `default_ttl`.
+        if let CompactionStyle::Fifo { max_age: Some(age), .. } = &mut style {
+            *age = std::time::Duration::from_millis(crate::clock::ttl_millis(*age));
+        }
+        self.compaction_style = style;
         self
     }
 
@@ -407,6 +527,7 @@ impl KeyspaceOptions {
 
     pub fn validate(&self) -> Result<()> {
         self.filter_policy.validate()?;
+        self.compaction_style.validate()?;
         if let Some(e) = self.prefix_extractor {
             e.validate()?;
         }

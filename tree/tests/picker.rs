@@ -17,10 +17,13 @@
 //! Commands:
 //!
 //! - `define [trigger=N] [slowdown=N] [base=BYTES] [ratio=N] [table=BYTES] [period=MS]
-//!   [filter] [gc-cutoff=F] [gc-force=F]`: a tree, with the picker's options (the engine's
+//!   [filter] [gc-cutoff=F] [gc-force=F] [style=leveled|fifo|tiered|lazy|fluid]
+//!   [max-bytes=BYTES] [max-age=MS] [k=N] [z=N] [flush=BYTES]`: a tree, with the picker's options (the engine's
 //!   defaults where not given: L0 trigger 4, slowdown 8, L1 target 64 MiB, ratio 10, tables
 //!   of 64 MiB, no periodic compaction, blob garbage collection's age cutoff 0.25 and force
-//!   threshold 0.5) and, with `filter`, a compaction filter on the keyspace. Input lines:
+//!   threshold 0.5, leveled; FIFO with `max-bytes`, default unbounded, and `max-age`, default
+//!   none; fluid's `k` and `z` default 1; a flushed run, `flush`, of 1000 bytes, the default
+//!   table size) and, with `filter`, a compaction filter on the keyspace. Input lines:
 //!   `L<n>` starts a level; `NUM: LO-HI [size=BYTES] [seq=A-B] [expiry=A-B] [plain=BYTES]
 //!   [created=SECS] [blobs=FILE:BYTES,...]` is a table of that level; `blob NUM
 //!   bytes=BYTES [segment values=N]` a blob file holding that many bytes of values (with
@@ -52,12 +55,13 @@ use bloomkv_tree::compact::picker::{self, Policy};
 use bloomkv_tree::compaction_filter::{CompactionFilter, Decision};
 use bloomkv_tree::fs::{Deleter, MemFile, StdFs};
 use bloomkv_tree::key::{self, ValueKind};
-use bloomkv_tree::options::KeyspaceOptions;
+use bloomkv_tree::options::{CompactionStyle, KeyspaceOptions};
 use bloomkv_tree::table::{FileCache, Table, TableBuilder, TableOptions};
 use bloomkv_tree::tree::Tree;
 use bloomkv_tree::version::builder::VersionBuilder;
 use bloomkv_tree::version::edit::{TableMeta, VersionEdit};
 use bloomkv_tree::version::set::{TableFile, Version, NUM_LEVELS};
+use std::time::Duration;
 
 #[test]
 fn picker_scripts() {
@@ -118,11 +122,13 @@ impl Script {
             l0_compaction_trigger: num(args, "trigger", 4),
             l0_slowdown_trigger: num(args, "slowdown", 8),
             periodic_millis: args.get("period").map(|p| p.parse().expect("period=MS")),
+            run_base_bytes: num(args, "flush", 1000),
         };
         let mut opts = KeyspaceOptions::new().target_table_bytes(num(args, "table", 64 << 20));
         if args.contains_key("filter") {
             opts = opts.compaction_filter(Arc::new(KeepAll));
         }
+        opts = opts.compaction_style(style(args));
         let fraction =
             |name: &str, default: f64| args.get(name).map_or(default, |v| v.parse().expect(name));
         opts = opts
@@ -197,6 +203,10 @@ impl Script {
             let files: Vec<String> = t.relocate.iter().map(u64::to_string).collect();
             let _ = writeln!(s, "  relocates: {}", files.join(" "));
         }
+        let excess = picker::excess_runs(tree, policy);
+        if excess > 0 {
+            let _ = writeln!(s, "  runs beyond the style: {excess}");
+        }
         s
     }
 }
@@ -222,6 +232,23 @@ fn show_levels(v: &Version) -> String {
         s.push_str("empty\n");
     }
     s
+}
+
+/// The compaction style `style=` names: `fifo` with `max-bytes=BYTES` (default unbounded)
+/// and `max-age=MS` (default none); `tiered`; `lazy`; `fluid` with `k=N` and `z=N`
+/// (default 1); leveled when not given.
+fn style(args: &BTreeMap<String, String>) -> CompactionStyle {
+    match args.get("style").map(String::as_str) {
+        None | Some("leveled") => CompactionStyle::Leveled,
+        Some("fifo") => CompactionStyle::Fifo {
+            max_bytes: num(args, "max-bytes", u64::MAX),
+            max_age: args.get("max-age").map(|a| Duration::from_millis(a.parse().expect("MS"))),
+        },
+        Some("tiered") => CompactionStyle::Tiered,
+        Some("lazy") => CompactionStyle::LazyLeveling,
+        Some("fluid") => CompactionStyle::Fluid { k: num(args, "k", 1), z: num(args, "z", 1) },
+        Some(other) => panic!("unknown style {other}"),
+    }
 }
 
 /// A table as a `define` line describes it, built for real into memory.

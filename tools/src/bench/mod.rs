@@ -327,6 +327,19 @@ impl Policy {
     }
 }
 
+/// The compaction style of every database of a run (`KeyspaceOptions::compaction_style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compaction {
+    /// Leveled compaction, the library's default.
+    Leveled,
+    /// Tiering at every level: `level_size_ratio − 1` runs per level.
+    Tiered,
+    /// Lazy leveling: tiering at every level but the last, one run there.
+    Lazy,
+    /// FIFO: nothing merged, the oldest tables dropped past `--fifo-max-bytes`.
+    Fifo,
+}
+
 /// How the tree is arranged before the read workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TreeShape {
@@ -632,6 +645,16 @@ pub struct Args {
     /// L0 tables at which writes stop (`Options::l0_stop_trigger`; default: the library's).
     #[arg(long)]
     l0_stop_trigger: Option<usize>,
+    /// Compaction style of every database: leveled, tiered, lazy (lazy leveling) or fifo.
+    /// The report's write amplification, tables per level after each workload (for the
+    /// styles that gather runs, each L0 table is a run and each sorted level one), and
+    /// blocks per lookup compare them; with `--shape as-filled` the reads see the style's
+    /// own shape.
+    #[arg(long, value_enum, default_value = "leveled")]
+    compaction: Compaction,
+    /// The FIFO style's bound on each database's table bytes [default: none].
+    #[arg(long)]
+    fifo_max_bytes: Option<u64>,
     /// Table files kept open at once (`Options::max_open_files`); below the table count,
     /// reads reopen files the bound closed.
     #[arg(long, default_value_t = 4096)]
@@ -795,7 +818,17 @@ impl Ctx<'_> {
         if let Some(n) = self.args.l0_stop_trigger {
             opts = opts.l0_stop_trigger(n);
         }
-        opts.memtable_bytes(self.plan.memtable_bytes)
+        let style = match self.args.compaction {
+            Compaction::Leveled => bloomkv::CompactionStyle::Leveled,
+            Compaction::Tiered => bloomkv::CompactionStyle::Tiered,
+            Compaction::Lazy => bloomkv::CompactionStyle::LazyLeveling,
+            Compaction::Fifo => bloomkv::CompactionStyle::Fifo {
+                max_bytes: self.args.fifo_max_bytes.unwrap_or(u64::MAX),
+                max_age: None,
+            },
+        };
+        opts.compaction_style(style)
+            .memtable_bytes(self.plan.memtable_bytes)
             .max_open_files(self.args.max_open_files)
             .mmap_reads(self.args.mmap_reads)
             .l0_compaction_trigger(L0_COMPACTION_TRIGGER)

@@ -19,6 +19,10 @@
 //!   table older than `Policy::periodic` that a compaction filter or expiry may have
 //!   something to drop from ([`due_periodic`]).
 //!
+//! A keyspace of [`CompactionStyle::Fifo`] takes no part in any of that: its tables are only
+//! ever dropped ([`pick_fifo`]), before any other keyspace's compaction, as dropping costs a
+//! manifest edit and nothing else.
+//!
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
 
@@ -26,6 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::blob::{BlobFileKind, BlobFileMeta};
+use crate::options::CompactionStyle;
 use crate::tree::Tree;
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 
@@ -61,6 +66,15 @@ pub enum CompactionReason {
     /// tables' bytes of values is merged down, dropping the older versions it shadows, whose
     /// values only then become garbage.
     BlobGarbage,
+    /// A FIFO keyspace holds more than its `max_bytes`: its oldest tables are dropped,
+    /// whole, with nothing written (`input_level` and `output_level` are the tables' level).
+    FifoBytes,
+    /// A FIFO keyspace's oldest tables were written longer ago than its `max_age`: dropped,
+    /// as for [`CompactionReason::FifoBytes`].
+    FifoAge,
+    /// A level of a keyspace that gathers sorted runs (tiered, lazy leveling, fluid) holds
+    /// more runs than its style allows: they are merged into one ([`pick_runs`]).
+    Runs,
 }
 
 /// The options picking follows.
@@ -77,6 +91,9 @@ pub struct Policy {
     /// Tables written longer ago than this, in milliseconds, are due a periodic compaction
     /// (`None`: never).
     pub periodic_millis: Option<u64>,
+    /// The size of a flushed run, about: a keyspace that gathers runs places a run of this
+    /// size on its first level, `level_size_ratio` times it on the second, and so on.
+    pub run_base_bytes: u64,
 }
 
 /// One compaction's inputs: the tables of `level` and those of `out_level` they overlap.
@@ -129,17 +146,35 @@ impl Policy {
 
 /// True when [`pick`] would choose a compaction at `now` (milliseconds since the epoch).
 pub fn needs_compaction(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> bool {
-    trees.iter().any(|t| policy.score(&t.version).1 >= 1.0)
+    if pick_fifo(trees, now).is_some() || pick_runs(trees, policy).is_some() {
+        return true;
+    }
+    let trees = &merging(trees);
+    leveled(trees).any(|t| policy.score(&t.version).1 >= 1.0)
         || pick_rewrite(trees, policy, now).is_some()
+}
+
+/// The trees whose tables compactions merge: all but FIFO ones.
+fn merging(trees: &[Arc<Tree>]) -> Vec<Arc<Tree>> {
+    trees.iter().filter(|t| !t.opts.compaction_style.is_fifo()).cloned().collect()
+}
+
+/// The trees compacted by level sizes.
+fn leveled(trees: &[Arc<Tree>]) -> impl Iterator<Item = &Arc<Tree>> {
+    trees.iter().filter(|t| t.opts.compaction_style == CompactionStyle::Leveled)
 }
 
 /// The compaction the tree most in need of one needs at `now` (milliseconds since the
 /// epoch, the database's clock), if any does.
 pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
-    let (tree, (level, s)) = trees
-        .iter()
+    if let Some(task) = pick_fifo(trees, now).or_else(|| pick_runs(trees, policy)) {
+        return Some(task);
+    }
+    let trees = &merging(trees);
+    let best = leveled(trees)
         .map(|t| (t, policy.score(&t.version)))
-        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))?;
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1));
+    let Some((tree, (level, s))) = best else { return pick_rewrite(trees, policy, now) };
     if s < 1.0 {
         return pick_rewrite(trees, policy, now);
     }
@@ -166,6 +201,204 @@ pub fn pick(trees: &[Arc<Tree>], policy: &Policy, now: u64) -> Option<Task> {
     let relocate = blob_gc_files(trees, tree, false);
     let out_level = level + 1;
     Some(Task { tree: tree.clone(), level, out_level, inputs, next_inputs, reason, relocate })
+}
+
+/// The tables a FIFO keyspace drops at `now`, if it is over a bound: of the level
+/// [`fifo_order`] takes first, those whose drop brings the keyspace's bytes (its tables' and
+/// the blob values they reference) within `max_bytes`, or else those, in that order, written
+/// longer ago than `max_age` (by their creation time; one of unknown time, 0, never is).
+/// One level at a time, so that the task's tables are all of its `level`; the next pick
+/// takes the next level's.
+pub fn pick_fifo(trees: &[Arc<Tree>], now: u64) -> Option<Task> {
+    trees.iter().find_map(|tree| {
+        let CompactionStyle::Fifo { max_bytes, max_age } = tree.opts.compaction_style else {
+            return None;
+        };
+        let v = &tree.version;
+        let order = fifo_order(v);
+        let (level, _) = *order.first()?;
+        let mut over =
+            v.all_tables().map(|(_, t)| fifo_bytes(t)).sum::<u64>().saturating_sub(max_bytes);
+        let by_bytes: Vec<Arc<TableFile>> = order
+            .iter()
+            .take_while(|&&(l, t)| {
+                let take = over > 0 && l == level;
+                over = over.saturating_sub(fifo_bytes(t));
+                take
+            })
+            .map(|&(_, t)| t.clone())
+            .collect();
+        let (inputs, reason) = if !by_bytes.is_empty() {
+            (by_bytes, CompactionReason::FifoBytes)
+        } else {
+            let age = crate::clock::ttl_millis(max_age?);
+            let old = |t: &TableFile| {
+                let created = t.table.properties().creation_time.saturating_mul(1000);
+                created > 0 && now.saturating_sub(created) >= age
+            };
+            let inputs: Vec<Arc<TableFile>> = order
+                .iter()
+                .take_while(|&&(l, t)| l == level && old(t))
+                .map(|&(_, t)| t.clone())
+                .collect();
+            if inputs.is_empty() {
+                return None;
+            }
+            (inputs, CompactionReason::FifoAge)
+        };
+        let (tree, next_inputs) = (tree.clone(), Vec::new());
+        let relocate = Vec::new(); // nothing is written
+        Some(Task { tree, level, out_level: level, inputs, next_inputs, reason, relocate })
+    })
+}
+
+/// One sorted run of a tree, in [`sorted_runs`]' order: an L0 table, or a sorted level.
+#[derive(Debug)]
+pub struct SortedRun<'v> {
+    /// 0 for an L0 table.
+    pub level: usize,
+    pub tables: &'v [Arc<TableFile>],
+    pub bytes: u64,
+}
+
+/// A tree's sorted runs from newest to oldest, as a tiered keyspace sees them (RocksDB's
+/// universal compaction does likewise): each L0 table (newest first), then each non-empty
+/// sorted level (shallower ones newer).
+pub fn sorted_runs(v: &Version) -> Vec<SortedRun<'_>> {
+    let l0 = v.levels[0].iter().enumerate().map(|(i, t)| SortedRun {
+        level: 0,
+        tables: &v.levels[0][i..=i],
+        bytes: t.meta.file_size,
+    });
+    let sorted = (1..NUM_LEVELS).filter(|&l| !v.levels[l].is_empty()).map(|l| SortedRun {
+        level: l,
+        tables: &v.levels[l],
+        bytes: v.level_bytes(l),
+    });
+    l0.chain(sorted).collect()
+}
+
+/// The level of the fluid LSM-tree a run of `bytes` belongs to: 1 for runs about
+/// `base` (a flush), 2 for runs about `ratio` times that, and so on; the bounds lie midway
+/// between, geometrically, so that `ratio` runs of one level merged (somewhat less, once
+/// overwrites are dropped) make a run of the next.
+pub fn run_level(bytes: u64, base: u64, ratio: u64) -> usize {
+    let ratio = ratio.max(2) as f64;
+    let mut bound = base.max(1) as f64 * ratio.sqrt();
+    let mut level = 1;
+    while bytes as f64 > bound && level < 64 {
+        level += 1;
+        bound *= ratio;
+    }
+    level
+}
+
+/// For a keyspace that gathers runs, the runs it holds beyond what its style allows the
+/// levels they make up (K per level above the last, Z at the last; 0 for other styles):
+/// what write stalls bound for it, as they bound L0's tables for a leveled one.
+pub fn excess_runs(tree: &Tree, policy: &Policy) -> usize {
+    let Some((k, z)) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio) else {
+        return 0;
+    };
+    let runs = sorted_runs(&tree.version);
+    let level = |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
+    let last = runs.iter().map(level).max().unwrap_or(1);
+    let mut per_level = vec![0usize; last + 1];
+    runs.iter().for_each(|r| per_level[level(r)] += 1);
+    let allowed = |l: usize| if l == last { z } else { k };
+    (1..=last).map(|l| per_level[l].saturating_sub(allowed(l))).sum()
+}
+
+/// The merge a keyspace that gathers runs (tiered, lazy leveling, fluid) needs, if any: for
+/// the first level, from the top, holding more runs than its style allows (K above the last
+/// level, Z at the last), all of its runs — with any run between them in age order, so the
+/// merged run takes their place in it — merged into one.
+///
+/// Runs live in the levels as [`sorted_runs`] describes, so reads, scans, budgets and stats
+/// need nothing new: the merged run goes where its oldest input was. Where that is L0, it is
+/// one L0 table, however large (written unsplit: its tables would otherwise be runs of their
+/// own, and L0's order would no longer hold their age), unless it takes in L0's oldest table
+/// and no run is older: then it goes to the last level, as a sorted level of tables. Where
+/// the runs span L0 tables and more than one sorted level, or two sorted levels, the merge is
+/// taken a step at a time, the L0 tables (or the shallower level) into the first sorted
+/// level, which is each time the run just older, so age order holds throughout.
+pub fn pick_runs(trees: &[Arc<Tree>], policy: &Policy) -> Option<Task> {
+    trees.iter().find_map(|tree| {
+        let (k, z) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio)?;
+        let v = &tree.version;
+        let runs = sorted_runs(v);
+        let level =
+            |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
+        let levels: Vec<usize> = runs.iter().map(level).collect();
+        let last = *levels.iter().max()?;
+        let (mut first, mut end) = (1..=last).find_map(|l| {
+            let at: Vec<usize> = (0..runs.len()).filter(|&i| levels[i] == l).collect();
+            let allowed = if l == last { z } else { k };
+            (at.len() > allowed).then(|| (at[0], at[at.len() - 1]))
+        })?;
+        // An ingest's L0 tables share one sequence number: the span takes all of them or
+        // none, or L0's order would no longer hold the merged run's age.
+        let l0_all = &v.levels[0];
+        let seqs = |ts: &[Arc<TableFile>]| {
+            let lo = ts.iter().map(|t| t.meta.smallest_seq).min().unwrap_or(0);
+            (lo, ts.iter().map(|t| t.meta.largest_seq).max().unwrap_or(0))
+        };
+        while first < end.min(l0_all.len()) {
+            let (lo, hi) = seqs(&l0_all[first..=end.min(l0_all.len() - 1)]);
+            if first > 0 && l0_all[first - 1].meta.smallest_seq <= hi {
+                first -= 1;
+            } else if end + 1 < l0_all.len() && l0_all[end + 1].meta.largest_seq >= lo {
+                end += 1;
+            } else {
+                break;
+            }
+        }
+        let span = &runs[first..=end];
+        let l0: Vec<Arc<TableFile>> =
+            span.iter().filter(|r| r.level == 0).flat_map(|r| r.tables.iter().cloned()).collect();
+        let sorted: Vec<usize> = span.iter().filter(|r| r.level > 0).map(|r| r.level).collect();
+        let task = |level, out_level, inputs, next_inputs| Task {
+            tree: tree.clone(),
+            level,
+            out_level,
+            inputs,
+            next_inputs,
+            reason: CompactionReason::Runs,
+            relocate: blob_gc_files(trees, tree, false),
+        };
+        Some(match (l0.is_empty(), sorted.first()) {
+            (false, Some(&d)) => task(0, d, l0, v.levels[d].clone()),
+            (true, Some(&a)) => {
+                let b = *sorted.get(1)?;
+                task(a, b, v.levels[a].clone(), v.levels[b].clone())
+            }
+            // The oldest run of all: to the last level; otherwise one L0 table.
+            (false, None) if end == runs.len() - 1 => task(0, NUM_LEVELS - 1, l0, Vec::new()),
+            (false, None) => task(0, 0, l0, Vec::new()),
+            (true, None) => return None,
+        })
+    })
+}
+
+/// The order in which FIFO drops a tree's tables: the deepest sorted level's first (left by
+/// another style: nothing lies beneath them, so dropping one uncovers no older version of a
+/// key), oldest first; then L0's, oldest first. Dropping in this order, a table goes only once
+/// everything older that overlaps it is gone.
+pub fn fifo_order(v: &Version) -> Vec<(usize, &Arc<TableFile>)> {
+    let mut order = Vec::new();
+    for level in (1..NUM_LEVELS).rev() {
+        let mut tables: Vec<&Arc<TableFile>> = v.levels[level].iter().collect();
+        tables.sort_by_key(|t| (t.meta.largest_seq, t.meta.number));
+        order.extend(tables.into_iter().map(|t| (level, t)));
+    }
+    // L0 is newest first.
+    order.extend(v.levels[0].iter().rev().map(|t| (0, t)));
+    order
+}
+
+/// The bytes a FIFO keyspace counts for a table: its file and the blob values it references.
+fn fifo_bytes(t: &TableFile) -> u64 {
+    t.meta.blob_refs.iter().map(|r| r.bytes).fold(t.meta.file_size, u64::saturating_add)
 }
 
 /// A compaction that frees the space of expired values ([`worth_rewriting`]) or, failing

@@ -49,6 +49,11 @@
 //!                         threshold u (f64 bits, 0 to 1) — after the keyspace's other
 //!                         fields (tag 8, 11, 12, 13 or 17 of the same named keyspace),
 //!                         written only when one of them is not the default
+//! tag 21 keyspace compaction style id u, style u (1 FIFO, 2 tiered, 3 lazy leveling,
+//!                         4 fluid), for FIFO max bytes u and max age in milliseconds u
+//!                         (0: none), for fluid k u and z u — after the keyspace's other
+//!                         fields (tag 8, 11, 12, 13, 17 or 19 of the same named keyspace),
+//!                         written only when the style is not leveled
 //! tag 20 clock mark       u: the clock's high-water mark, milliseconds since the Unix
 //!                         epoch — at most once; the highest over the manifest is kept
 //! tag 0  end              must come last, with nothing after it
@@ -75,7 +80,7 @@ use crate::blob::{BlobFileKind, BlobFileMeta, BlobRefs};
 use crate::coding::{put_bytes, put_varint, Decoder};
 use crate::filter::FilterPolicy;
 use crate::key::{self, parse_internal_key, SeqNo, MAX_SEQNO};
-use crate::options::KeyspaceOptions;
+use crate::options::{CompactionStyle, KeyspaceOptions};
 use crate::prefix::PrefixExtractor;
 use crate::table::properties::TableProperties;
 use crate::table::Compression;
@@ -117,6 +122,7 @@ const TAG_KEYSPACE_RANGE_FILTER: u64 = 17;
 const TAG_KEPT_WAL: u64 = 18;
 const TAG_KEYSPACE_BLOBS: u64 = 19;
 const TAG_CLOCK_MARK: u64 = 20;
+const TAG_KEYSPACE_COMPACTION_STYLE: u64 = 21;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -315,6 +321,7 @@ impl VersionEdit {
                     put_varint(&mut buf, gc.0.to_bits());
                     put_varint(&mut buf, gc.1.to_bits());
                 }
+                encode_style(&mut buf, def.id, o.compaction_style);
             }
         }
         for &id in &self.dropped_keyspaces {
@@ -590,6 +597,27 @@ impl VersionEdit {
                     def.opts.blob_gc_age_cutoff = cutoff;
                     def.opts.blob_gc_force_threshold = force;
                 }
+                TAG_KEYSPACE_COMPACTION_STYLE => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let style =
+                        decode_style(&mut d).map_err(|e| bad(format!("keyspace {id}: {e}")))?;
+                    let follows = [
+                        TAG_KEYSPACE,
+                        TAG_KEYSPACE_PREFIX,
+                        TAG_KEYSPACE_TTL,
+                        TAG_KEYSPACE_CALLBACKS,
+                        TAG_KEYSPACE_RANGE_FILTER,
+                        TAG_KEYSPACE_BLOBS,
+                    ];
+                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
+                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
+                    }) else {
+                        return Err(bad(format!(
+                            "compaction style of keyspace {id} not after its definition"
+                        )));
+                    };
+                    def.opts.compaction_style = style;
+                }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     edit.dropped_keyspaces.push(id);
@@ -743,6 +771,65 @@ fn encode_options(buf: &mut Vec<u8>, o: &KeyspaceOptions) {
     put_varint(buf, o.target_table_bytes);
 }
 
+/// Tag 21, for a style other than the default: an old build refuses it (unknown tag), and
+/// a leveled keyspace's record stays as older builds wrote it.
+fn encode_style(buf: &mut Vec<u8>, id: KeyspaceId, style: CompactionStyle) {
+    match style {
+        CompactionStyle::Leveled => {}
+        CompactionStyle::Fifo { max_bytes, max_age } => {
+            put_varint(buf, TAG_KEYSPACE_COMPACTION_STYLE);
+            put_varint(buf, id.into());
+            put_varint(buf, STYLE_FIFO);
+            put_varint(buf, max_bytes);
+            put_varint(buf, max_age.map_or(0, crate::clock::ttl_millis));
+        }
+        CompactionStyle::Tiered | CompactionStyle::LazyLeveling => {
+            put_varint(buf, TAG_KEYSPACE_COMPACTION_STYLE);
+            put_varint(buf, id.into());
+            let kind = if style == CompactionStyle::Tiered { STYLE_TIERED } else { STYLE_LAZY };
+            put_varint(buf, kind);
+        }
+        CompactionStyle::Fluid { k, z } => {
+            put_varint(buf, TAG_KEYSPACE_COMPACTION_STYLE);
+            put_varint(buf, id.into());
+            put_varint(buf, STYLE_FLUID);
+            put_varint(buf, k.into());
+            put_varint(buf, z.into());
+        }
+    }
+}
+
+/// Tag 21's style kinds (0 is leveled, which is never written).
+const STYLE_FIFO: u64 = 1;
+const STYLE_TIERED: u64 = 2;
+const STYLE_LAZY: u64 = 3;
+const STYLE_FLUID: u64 = 4;
+
+fn decode_style(d: &mut Decoder<'_>) -> std::result::Result<CompactionStyle, String> {
+    let truncated = "compaction style is truncated";
+    let style = match d.varint().ok_or(truncated)? {
+        STYLE_FIFO => {
+            let max_bytes = d.varint().ok_or(truncated)?;
+            let age = d.varint().ok_or(truncated)?;
+            let max_age = (age > 0).then(|| std::time::Duration::from_millis(age));
+            CompactionStyle::Fifo { max_bytes, max_age }
+        }
+        STYLE_TIERED => CompactionStyle::Tiered,
+        STYLE_LAZY => CompactionStyle::LazyLeveling,
+        STYLE_FLUID => {
+            let mut runs = [0u32; 2];
+            for r in &mut runs {
+                let n = d.varint().ok_or(truncated)?;
+                *r = u32::try_from(n).map_err(|_| format!("fluid runs {n} out of range"))?;
+            }
+            CompactionStyle::Fluid { k: runs[0], z: runs[1] }
+        }
+        other => return Err(format!("unknown compaction style {other}")),
+    };
+    style.validate().map_err(|e| e.to_string())?;
+    Ok(style)
+}
+
 fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, String> {
     let truncated = "keyspace options are truncated";
     let kind = d.varint().ok_or(truncated)?;
@@ -794,6 +881,8 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         blob_threshold: None,
         blob_gc_age_cutoff: KeyspaceOptions::DEFAULT_BLOB_GC_AGE_CUTOFF,
         blob_gc_force_threshold: KeyspaceOptions::DEFAULT_BLOB_GC_FORCE_THRESHOLD,
+        // Tag 21, if any, comes after.
+        compaction_style: CompactionStyle::Leveled,
     };
     opts.validate().map_err(|e| format!("keyspace options: {e}"))?;
     Ok(opts)
@@ -1197,6 +1286,77 @@ mod tests {
         d.callbacks = Some(CallbackNames::default());
         let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
         assert!(!only.encode().contains(&19));
+    }
+
+    /// Tag 21: a named keyspace's compaction style other than leveled, after its other
+    /// fields; an edit without it (as an older build wrote it) decodes as leveled.
+    #[test]
+    fn keyspace_compaction_style() {
+        let fifo = CompactionStyle::Fifo {
+            max_bytes: 1 << 20,
+            max_age: Some(std::time::Duration::from_millis(1500)),
+        };
+        let mut e = VersionEdit::default();
+        e.keyspaces.push(KeyspaceDef {
+            id: 3,
+            name: "k".into(),
+            opts: KeyspaceOptions::new().compaction_style(fifo),
+            callbacks: None,
+        });
+        let enc = e.encode();
+        let mut tail = vec![21, 3, 1];
+        put_varint(&mut tail, 1 << 20);
+        put_varint(&mut tail, 1500);
+        tail.push(0);
+        assert_eq!(enc[enc.len() - tail.len()..], tail);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        // After a range filter (tag 17) and callbacks (tag 13); no age bound is 0.
+        e.keyspaces[0].callbacks = Some(CallbackNames::default());
+        e.keyspaces[0].opts.range_filter_bits_per_key = Some(16.0);
+        e.keyspaces[0].opts.compaction_style =
+            CompactionStyle::Fifo { max_bytes: 4096, max_age: None };
+        assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
+        let without = &[&enc[..enc.len() - tail.len()], &[0][..]].concat();
+        let leveled = &VersionEdit::decode(without).unwrap().keyspaces[0].opts;
+        assert_eq!(leveled.compaction_style, CompactionStyle::Leveled);
+        // Leveled is never written: the record is as before.
+        e.keyspaces[0].opts.compaction_style = CompactionStyle::Leveled;
+        assert!(!e.encode().windows(2).any(|w| w == [21, 3]));
+        // Out of place, unknown, or out of the option's range.
+        let mut alone = vec![1, 1];
+        alone.extend(&tail);
+        assert!(corrupt(&alone).contains("not after its definition"));
+        let head = &enc[..enc.len() - tail.len()];
+        let mut twice = enc.clone();
+        twice.pop();
+        twice.extend(&tail);
+        assert!(corrupt(&twice).contains("not after its definition"));
+        let unknown = [head, &[21, 3, 9, 0]].concat();
+        assert!(corrupt(&unknown).contains("unknown compaction style 9"));
+        let small = [head, &[21, 3, 1, 100, 0, 0]].concat();
+        assert!(corrupt(&small).contains("FIFO max_bytes"));
+        let cut = [head, &[21, 3, 1]].concat();
+        assert!(corrupt(&cut).contains("truncated"));
+        // The styles that gather runs.
+        for (style, bytes) in [
+            (CompactionStyle::Tiered, &[21, 3, 2][..]),
+            (CompactionStyle::LazyLeveling, &[21, 3, 3]),
+            (CompactionStyle::Fluid { k: 3, z: 2 }, &[21, 3, 4, 3, 2]),
+        ] {
+            e.keyspaces[0].opts.compaction_style = style;
+            let enc = e.encode();
+            assert!(enc.windows(bytes.len()).any(|w| w == bytes), "{style:?}");
+            assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        }
+        let zero_k = [head, &[21, 3, 4, 0, 1, 0]].concat();
+        assert!(corrupt(&zero_k).contains("fluid k"));
+        e.keyspaces[0].opts.compaction_style = CompactionStyle::Leveled;
+        // The default keyspace's style comes from `Options`: never written.
+        let mut d = crate::version::set::default_keyspace_def();
+        d.opts.compaction_style = fifo;
+        d.callbacks = Some(CallbackNames::default());
+        let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
+        assert!(!only.encode().contains(&21));
     }
 
     #[test]
