@@ -11,7 +11,7 @@ use super::{lock_mutex as lock, DbInner};
 use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::version::set::{TableFile, Version};
 use crate::Result;
-use bloomkv_tree::compact::picker::Policy;
+use bloomkv_tree::compact::picker::{stall_tables, Policy};
 pub(crate) use bloomkv_tree::tree::{Mem, Tree};
 
 /// The engine's state at one moment: one [`Tree`] per live keyspace, the default keyspace
@@ -40,9 +40,9 @@ impl DbState {
     }
 
     /// The most L0 tables any keyspace has: what write stalls go by (see
-    /// `Tree::stall_tables`).
+    /// `picker::stall_tables`).
     pub(crate) fn max_l0_tables(&self, policy: &Policy) -> usize {
-        self.trees.iter().map(|t| t.stall_tables(policy)).max().unwrap_or(0)
+        self.trees.iter().map(|t| stall_tables(t, policy)).max().unwrap_or(0)
     }
 
     /// This state with `f` applied to every tree.

@@ -759,7 +759,10 @@ fn make_room_or_wait(inner: &DbInner, force: bool, slowed: &mut bool) -> Result<
 /// What the listeners are told of a stall for `reason` beginning now.
 fn stall_info(inner: &DbInner, reason: StallReason) -> StallInfo {
     let state = inner.load_state();
-    let fullest = state.trees.iter().max_by_key(|t| t.stall_tables(&inner.picker_policy()));
+    let fullest = state
+        .trees
+        .iter()
+        .max_by_key(|t| bloomkv_tree::compact::picker::stall_tables(t, &inner.picker_policy()));
     let keyspace = match reason {
         StallReason::ImmutableMemtables => None,
         _ => fullest.map(|t| t.name.to_string()),

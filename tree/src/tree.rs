@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
-use crate::options::{CompactionStyle, KeyspaceOptions};
+use crate::options::KeyspaceOptions;
 use crate::version::edit::KeyspaceId;
 use crate::version::set::Version;
 
@@ -50,18 +50,6 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// What write stalls bound, compared with the L0 triggers: for a leveled keyspace its
-    /// L0 tables, which compaction must merge down; for one that gathers runs, the runs
-    /// beyond what its style allows ([`excess_runs`](crate::compact::picker::excess_runs));
-    /// none for a FIFO keyspace, whose tables are dropped at its own bound instead.
-    pub fn stall_tables(&self, policy: &crate::compact::picker::Policy) -> usize {
-        match self.opts.compaction_style {
-            CompactionStyle::Leveled => self.version.levels[0].len(),
-            CompactionStyle::Fifo { .. } => 0,
-            _ => crate::compact::picker::excess_runs(self, policy),
-        }
-    }
-
     /// What combines this keyspace's merge operands.
     pub fn merger(&self) -> crate::merge::Merger {
         crate::merge::Merger::new(&self.opts.merge_operator, self.name.clone())

@@ -293,6 +293,18 @@ pub fn run_level(bytes: u64, base: u64, ratio: u64) -> usize {
     level
 }
 
+/// What write stalls bound for `tree`, compared with the L0 triggers: for a leveled keyspace
+/// its L0 tables, which compaction must merge down; for one that gathers runs, the runs
+/// beyond what its style allows ([`excess_runs`]); none for a FIFO keyspace, whose tables are
+/// dropped at its own bound instead.
+pub fn stall_tables(tree: &Tree, policy: &Policy) -> usize {
+    match tree.opts.compaction_style {
+        CompactionStyle::Leveled => tree.version.levels[0].len(),
+        CompactionStyle::Fifo { .. } => 0,
+        _ => excess_runs(tree, policy),
+    }
+}
+
 /// For a keyspace that gathers runs, the runs it holds beyond what its style allows the
 /// levels they make up (K per level above the last, Z at the last; 0 for other styles):
 /// what write stalls bound for it, as they bound L0's tables for a leveled one.
