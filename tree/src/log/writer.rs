@@ -1,6 +1,6 @@
 //! Appending records to a log file.
 
-use super::{fragment_crc, FragmentType, HEADER_SIZE, PAGE_SIZE};
+use super::{FragmentType, HEADER_SIZE, PAGE_SIZE};
 use crate::fs::WritableFile;
 use crate::{Error, Result};
 
@@ -57,7 +57,7 @@ impl LogWriter {
     pub fn add_record(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
         self.reserve_for(data.len());
-        let r = self.emit_record(data);
+        let r = self.emit_parts(data, &[]);
         self.note(r)
     }
 
@@ -155,35 +155,8 @@ impl LogWriter {
         r
     }
 
-    fn emit_record(&mut self, data: &[u8]) -> Result<()> {
-        let mut rest = data;
-        let mut first = true;
-        // Runs at least once so that an empty record is written as an empty FULL fragment.
-        loop {
-            let leftover = PAGE_SIZE - self.page_offset;
-            if leftover < HEADER_SIZE {
-                const ZEROS: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
-                self.file.append(&ZEROS[..leftover])?;
-                self.page_offset = 0;
-            }
-            let avail = PAGE_SIZE - self.page_offset - HEADER_SIZE;
-            let n = rest.len().min(avail);
-            let last = n == rest.len();
-            let kind = match (first, last) {
-                (true, true) => FragmentType::Full,
-                (true, false) => FragmentType::First,
-                (false, false) => FragmentType::Middle,
-                (false, true) => FragmentType::Last,
-            };
-            self.emit_fragment(kind, &rest[..n])?;
-            rest = &rest[n..];
-            first = false;
-            if last {
-                return Ok(());
-            }
-        }
-    }
-
+    /// Writes `head ++ tail` as one record. Runs at least once, so that an empty record is
+    /// written as an empty FULL fragment.
     fn emit_parts(&mut self, head: &[u8], tail: &[u8]) -> Result<()> {
         let total = head.len() + tail.len();
         let mut done = 0;
@@ -215,7 +188,9 @@ impl LogWriter {
             header[6] = kind as u8;
             self.file.append(&header)?;
             self.file.append(a)?;
-            self.file.append(b)?;
+            if !b.is_empty() {
+                self.file.append(b)?;
+            }
             self.page_offset += HEADER_SIZE + n;
             done += n;
             first = false;
@@ -223,18 +198,6 @@ impl LogWriter {
                 return Ok(());
             }
         }
-    }
-
-    fn emit_fragment(&mut self, kind: FragmentType, payload: &[u8]) -> Result<()> {
-        debug_assert!(payload.len() <= PAGE_SIZE - HEADER_SIZE);
-        let mut header = [0u8; HEADER_SIZE];
-        header[..4].copy_from_slice(&fragment_crc(kind as u8, payload).to_le_bytes());
-        header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
-        header[6] = kind as u8;
-        self.file.append(&header)?;
-        self.file.append(payload)?;
-        self.page_offset += HEADER_SIZE + payload.len();
-        Ok(())
     }
 }
 
