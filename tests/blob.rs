@@ -14,6 +14,7 @@ use bloomkv::{
 };
 
 mod common;
+use common::values::{pad, value};
 
 use bloomkv_tree::blob::BlobFileKind;
 use common::files::files_ending;
@@ -43,28 +44,6 @@ fn kept_segments(dir: &Path) -> Vec<PathBuf> {
     let m = bloomkv_tree::version::manifest::read_manifest(&bloomkv::fs::StdFs, dir).unwrap();
     let kept = m.blob_files.values().filter(|b| b.kind == BlobFileKind::WalSegment);
     kept.map(|b| b.path(dir)).filter(|p| p.exists()).collect()
-}
-
-/// Writes at least `bytes` bytes of values below the threshold (keys `pad/...`): a WAL
-/// segment holding them beside fewer bytes of large values is not worth keeping as a blob
-/// file, so its flush copies the large values into a blob file of their own.
-fn pad(db: &Db, bytes: usize) {
-    for i in 0..bytes.div_ceil(900) {
-        db.put(format!("pad/{i:05}"), value(i as u64, 900)).unwrap();
-    }
-}
-
-/// A value of `len` bytes, different for each `(seed, len)`.
-fn value(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// A small deterministic generator (xorshift), so a failure replays.

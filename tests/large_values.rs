@@ -10,6 +10,7 @@ use std::path::Path;
 use bloomkv::{Db, Error, KeyspaceOptions, Options, Readable, WriteBatch, MAX_VALUE_BYTES};
 
 mod common;
+use common::values::{pad, value};
 
 use common::files::files_ending;
 
@@ -18,27 +19,6 @@ const THRESHOLD: usize = 1000;
 
 fn opts() -> Options {
     Options::new().blob_threshold(Some(THRESHOLD)).memtable_bytes(8 << 20)
-}
-
-/// A value of `len` bytes, different for each `(seed, len)`.
-fn value(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-/// Values below the threshold (keys `pad/...`), at least `bytes` of them: a WAL segment
-/// mostly of these is not kept as a blob file, so its large values are copied into a `.blob`.
-fn pad(db: &Db, bytes: usize) {
-    for i in 0..bytes.div_ceil(900) {
-        db.put(format!("pad/{i:05}"), value(i as u64, 900)).unwrap();
-    }
 }
 
 /// What `get_range` should answer: the slice clamped to the value.

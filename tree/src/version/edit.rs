@@ -543,9 +543,7 @@ impl VersionEdit {
                         TAG_KEYSPACE_TTL,
                         TAG_KEYSPACE_CALLBACKS,
                     ];
-                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
-                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
-                    }) else {
+                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
                         return Err(bad(format!(
                             "range filter of keyspace {id} not after its definition"
                         )));
@@ -570,9 +568,7 @@ impl VersionEdit {
                         TAG_KEYSPACE_CALLBACKS,
                         TAG_KEYSPACE_RANGE_FILTER,
                     ];
-                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
-                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
-                    }) else {
+                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
                         return Err(bad(format!(
                             "blob settings of keyspace {id} not after its definition"
                         )));
@@ -609,9 +605,7 @@ impl VersionEdit {
                         TAG_KEYSPACE_RANGE_FILTER,
                         TAG_KEYSPACE_BLOBS,
                     ];
-                    let Some(def) = edit.keyspaces.last_mut().filter(|k| {
-                        k.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)
-                    }) else {
+                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
                         return Err(bad(format!(
                             "compaction style of keyspace {id} not after its definition"
                         )));
@@ -729,6 +723,18 @@ fn level(d: &mut Decoder<'_>) -> std::result::Result<usize, String> {
     Ok(level as usize)
 }
 
+/// The definition a named keyspace's setting tag refines: the edit's last keyspace, if it is
+/// `id`, not the default one (whose settings are the open's), and the tag read before this one
+/// is one of `follows` (its definition or a setting written before this one).
+fn named_setting_target<'e>(
+    edit: &'e mut VersionEdit,
+    id: KeyspaceId,
+    last_tag: u64,
+    follows: &[u64],
+) -> Option<&'e mut KeyspaceDef> {
+    let def = edit.keyspaces.last_mut()?;
+    (def.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)).then_some(def)
+}
 fn keyspace_id(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceId, String> {
     let id = d.varint().ok_or("truncated keyspace id")?;
     KeyspaceId::try_from(id).map_err(|_| format!("keyspace id {id} is above 32 bits"))
