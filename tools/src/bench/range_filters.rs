@@ -34,7 +34,8 @@ use super::{bench_error, machine, say, Args, Plan};
 /// Keys unless `--keys` says otherwise: a run of well under a minute on 2 cores.
 pub(super) const KEYS: u64 = 2_000_000;
 
-/// The memtable unless `--memtable-bytes` says otherwise: 4 MiB, the size the range filters' targets are set at.
+/// The memtable unless `--memtable-bytes` says otherwise: 4 MiB, the size the range
+/// filters' targets are set at.
 pub(super) const MEMTABLE_BYTES: usize = 4 << 20;
 
 /// Operations per phase unless `--reads` says otherwise (long scans run a tenth).
