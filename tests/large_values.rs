@@ -303,6 +303,78 @@ fn a_large_put_whose_wal_record_never_lands_leaves_nothing_visible_and_no_file()
     assert_eq!(blobs(&fs), 0, "the orphan is removed at open");
 }
 
+/// A large put whose WAL record is refused (its append or its sync fails, as on a full
+/// disk), or which finds the database already stopped, fails with that error and removes the
+/// blob file it wrote at once, not at the next open: a database kept running (resumed) does
+/// not collect a 16 MiB orphan per failed put. The put never appears, not after the resume,
+/// nor after a reopen.
+#[test]
+fn a_failed_large_put_removes_its_file_at_once() {
+    use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
+    use common::options::OptionsExt;
+    let wal = |p: &Path| p.extension().is_some_and(|e| e == "log");
+    let blobs = |fs: &FaultFs| {
+        let files = fs.files();
+        files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "blob")).count()
+    };
+    let cases: [(&str, Option<Fault>); 4] = [
+        ("append", Some(Fault::on(OpKind::Append).matching(wal).nth(1))),
+        ("short append", Some(Fault::on(OpKind::Append).matching(wal).nth(1).short_write(400))),
+        ("sync", Some(Fault::on(OpKind::Sync).matching(wal).nth(1))),
+        ("already stopped", None),
+    ];
+    for (what, fault) in cases {
+        let fs = FaultFs::new();
+        let dir = unique_dir("large-failed");
+        let opts = || opts().sync_writes(true).fault_fs(&fs);
+        let db = Db::open(&dir, opts()).unwrap();
+        db.put("before", "kept").unwrap();
+        match fault {
+            Some(fault) => fs.inject(fault),
+            None => {
+                // A failed synced write stops the database before the large put.
+                fs.inject(Fault::on(OpKind::Sync).matching(wal).nth(1));
+                assert!(db.put("small", "refused").is_err(), "{what}");
+                fs.clear_faults();
+            }
+        }
+        let err = db.put("big", big_value(7, MAX_VALUE_BYTES + 3)).unwrap_err();
+        assert!(!matches!(err, Error::ValueTooLarge { .. }), "{what}: {err}");
+        assert_eq!(blobs(&fs), 0, "{what}: the refused put's file is removed at once");
+        fs.clear_faults();
+        db.resume().unwrap();
+        assert_eq!(db.get("big").unwrap(), None, "{what}");
+        // The database goes on, large puts included.
+        let v = big_value(8, MAX_VALUE_BYTES + 9);
+        db.put("big2", &v).unwrap();
+        db.close().unwrap();
+        drop(db);
+        let db = Db::open(&dir, opts()).unwrap();
+        assert_eq!(db.get("big").unwrap(), None, "{what}");
+        assert_eq!(db.get("big2").unwrap().as_deref(), Some(&v[..]), "{what}");
+        assert_eq!(db.get("before").unwrap().as_deref(), Some(&b"kept"[..]), "{what}");
+        assert_eq!(blobs(&fs), 1, "{what}");
+    }
+    // When the refused record cannot be cut back off the WAL (its truncation fails too), the
+    // next open may replay it: the file stays for that open to adopt or remove, and the put,
+    // refused, still never appears.
+    let fs = FaultFs::new();
+    let dir = unique_dir("large-failed-cut");
+    let opts = || opts().fault_fs(&fs);
+    let db = Db::open(&dir, opts()).unwrap();
+    fs.inject(Fault::on(OpKind::Append).matching(wal).nth(1));
+    fs.inject(Fault::on(OpKind::Truncate).matching(wal).nth(1));
+    assert!(db.put("big", big_value(9, MAX_VALUE_BYTES + 1)).is_err());
+    assert_eq!(blobs(&fs), 1, "kept while its record may be replayed");
+    fs.clear_faults();
+    db.resume().unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(&dir, opts()).unwrap();
+    assert_eq!(db.get("big").unwrap(), None);
+    assert_eq!(blobs(&fs), 0, "the open removed it");
+}
+
 /// Power lost at each step of a large put (the blob file's creation, appends, sync, the
 /// directory's sync, the WAL record's append and sync): after recovery the value is there
 /// whole if the put was acknowledged (synced writes), or else absent, and no file is left

@@ -15,7 +15,9 @@
 //! which the next open removes with the other orphans; after, the record is replayed and
 //! adopts it (recovery checks it is there, long enough for the reference). The file is
 //! synced before the record is logged, so a record that survives finds its value. A write
-//! that fails after the file was written leaves it for the next open to remove or adopt.
+//! that fails after the file was written removes it at once, unless the WAL could not cut
+//! its refused record back off: then the next open may replay the record, and removes or
+//! adopts the file as after a crash.
 
 use std::sync::atomic::Ordering;
 
@@ -42,6 +44,8 @@ pub(crate) fn put(
         return Err(too_large);
     }
     live()?;
+    // A stopped database would refuse the record: no point writing the file first.
+    inner.check_bg_error()?;
     {
         // Only a keyspace separating values reads references, and a time to live would
         // need an expiry beside the reference, which a plain put does not carry.
@@ -79,5 +83,16 @@ pub(crate) fn put(
     });
     // Held by the memtable now if the put was applied.
     lock(&inner.staged_blobs).remove(&number);
+    if result.is_err() && !refused_record_may_remain(inner) {
+        // Refused: nothing will ever reference the file, and a database resumed rather
+        // than reopened would otherwise keep it (16 MiB or more) until its next open.
+        let _ = inner.fs.remove(&path);
+    }
     result
+}
+
+/// Whether a record the WAL refused may still be in its segment, for the next open to
+/// replay: its cut back off failed, and is retried by a resume.
+fn refused_record_may_remain(inner: &DbInner) -> bool {
+    lock(&inner.wal).writer.as_ref().is_some_and(|w| w.cut_pending())
 }

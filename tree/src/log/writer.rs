@@ -126,6 +126,12 @@ impl LogWriter {
         }
     }
 
+    /// True while a cut [`LogWriter::cut_back_to`] could not make is pending: refused
+    /// records may still be in the file, for the next open to replay.
+    pub fn cut_pending(&self) -> bool {
+        self.cut_pending.is_some()
+    }
+
     /// True once a write or sync has failed: the writer refuses everything from then on.
     pub fn has_failed(&self) -> bool {
         self.failed.is_some()
