@@ -472,33 +472,69 @@ fn transactions_and_batches_read_and_write_separated_values() {
 
 #[test]
 fn a_damaged_blob_file_is_corruption_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
-    db.put("k", value(4, 10_000)).unwrap();
-    db.flush().unwrap();
-    let blob = blob_files(dir.path()).remove(0);
-    drop(db);
-    let mut bytes = std::fs::read(&blob).unwrap();
-    let at = bytes.len() - 100;
-    bytes[at] ^= 0xff;
-    std::fs::write(&blob, &bytes).unwrap();
-    let db = Db::open(dir.path(), opts()).unwrap();
-    for e in [
-        db.get("k").unwrap_err(),
-        db.multi_get(["k"]).unwrap_err(),
-        db.range(..).next().unwrap().unwrap_err(),
-    ] {
-        match e {
-            Error::Corruption { file, .. } => assert_eq!(file, blob),
-            other => panic!("expected corruption, got {other}"),
+    // The three kinds of file a value can live in: a WAL segment kept as a blob file (the
+    // value outweighs the rest of its segment), a blob file the flush copied it into (small
+    // values fill the segment), and the file of its own of a value over `MAX_VALUE_BYTES`.
+    let big = value(5, bloomkv::MAX_VALUE_BYTES + 10);
+    for (kind, v) in
+        [("kept segment", value(4, 10_000)), ("copied", value(4, 10_000)), ("own", big)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
+        db.put("k", &v).unwrap();
+        if kind == "copied" {
+            pad(&db, 30_000);
         }
-    }
-    drop(db);
-    // A missing blob file stops the open, naming it.
-    std::fs::remove_file(&blob).unwrap();
-    match Db::open(dir.path(), opts()) {
-        Err(Error::Corruption { file, .. }) => assert_eq!(file, blob),
-        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+        db.flush().unwrap();
+        let blob = blob_files(dir.path()).remove(0);
+        let ext = if kind == "kept segment" { "log" } else { "blob" };
+        assert!(blob.extension().is_some_and(|e| e == ext), "{kind}: {}", blob.display());
+        drop(db);
+        let mut bytes = std::fs::read(&blob).unwrap();
+        let at = bytes.len() - 100;
+        bytes[at] ^= 0xff;
+        std::fs::write(&blob, &bytes).unwrap();
+        let db = Db::open(dir.path(), opts()).unwrap();
+        // Every reader names the file and an offset in it past its header, at or before the
+        // damaged byte (the value's record, or for a part, its page).
+        let in_record = |offset: u64| offset > 0 && offset <= at as u64;
+        let tail = v.len() as u64 - 1000;
+        for (how, e) in [
+            ("get", db.get("k").unwrap_err()),
+            ("multi_get", db.multi_get(["k"]).unwrap_err()),
+            ("get_range", db.get_range("k", tail, 1000).unwrap_err()),
+            ("scan", db.range(.."l").next().unwrap().unwrap_err()),
+            ("reverse scan", db.range(.."l").next_back().unwrap().unwrap_err()),
+        ] {
+            match &e {
+                Error::Corruption { file, offset, .. } => {
+                    assert_eq!(*file, blob, "{kind}: {how}");
+                    assert!(in_record(*offset), "{kind}: {how}: offset {offset}, damage at {at}");
+                    let msg = e.to_string();
+                    assert!(msg.contains(&format!("offset {offset}")), "{kind}: {how}: {msg}");
+                }
+                other => panic!("{kind}: {how}: expected corruption, got {other}"),
+            }
+        }
+        if kind == "own" {
+            // A part pages away from the damage still reads.
+            assert_eq!(db.get_range("k", 0, 10).unwrap().as_deref(), Some(&v[..10]));
+        }
+        drop(db);
+        // `verify` (the library's check of a database directory) reports the same place.
+        let r = bloomkv::check::database(std::sync::Arc::new(bloomkv::fs::StdFs), dir.path());
+        assert_eq!(r.status(), bloomkv::check::Status::Corrupt, "{kind}: {:?}", r.problems);
+        let here = |p: &&bloomkv::check::Finding| p.file == blob && p.offset.is_some_and(in_record);
+        assert!(r.problems.iter().any(|p| here(&p)), "{kind}: {:?}", r.problems);
+        if kind != "own" {
+            continue;
+        }
+        // A missing blob file stops the open, naming it.
+        std::fs::remove_file(&blob).unwrap();
+        match Db::open(dir.path(), opts()) {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, blob),
+            other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+        }
     }
 }
 
