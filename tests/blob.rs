@@ -893,6 +893,97 @@ fn garbage_collection_on_a_full_disk_loses_nothing_and_resume_recovers() {
     assert_eq!(scan(&db), model);
 }
 
+/// Background collection (picked for garbage, not asked for) that finds the disk full while
+/// relocating (a failed or short append to its new blob file, or a failed sync of it): the
+/// database stops, the error reaches listeners once and every later write, nothing is lost,
+/// the half-written blob file does not stay behind, and once space is back `resume` goes on
+/// and the collection completes, across a reopen.
+#[test]
+fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
+    use bloomkv::events::{BackgroundErrorInfo, EventListener, ResumeInfo};
+    use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
+    use common::options::OptionsExt;
+    use std::sync::mpsc;
+
+    /// Sends what it hears: an error's message, or "resumed".
+    struct Heard(Mutex<mpsc::Sender<String>>);
+    impl EventListener for Heard {
+        fn on_background_error(&self, info: &BackgroundErrorInfo) {
+            let _ = self.0.lock().unwrap().send(info.error.to_string());
+        }
+        fn on_resumed(&self, _info: &ResumeInfo) {
+            let _ = self.0.lock().unwrap().send("resumed".into());
+        }
+    }
+    let is_blob = |p: &Path| p.extension().is_some_and(|e| e == "blob");
+    let faults: [(&str, Fault); 3] = [
+        ("append", Fault::on(OpKind::Append).matching(is_blob)),
+        ("short append", Fault::on(OpKind::Append).matching(is_blob).nth(2).short_write(300)),
+        ("sync", Fault::on(OpKind::Sync).matching(is_blob)),
+    ];
+    for (what, fault) in faults {
+        let fs = FaultFs::new();
+        let dir = unique_dir("blob-gc-bg");
+        let (tx, rx) = mpsc::channel();
+        let heard = Arc::new(Heard(Mutex::new(tx)));
+        let opts = || {
+            let gc = opts().blob_gc_age_cutoff(1.0).blob_gc_force_threshold(0.2);
+            gc.l0_compaction_trigger(2).fault_fs(&fs)
+        };
+        let db = Db::open(&dir, opts().event_listener(heard.clone())).unwrap();
+        let mut model = BTreeMap::new();
+        // Two flushes, each keeping its WAL segment as the blob file of its values (every
+        // value is large); the second overwrites half the first's keys. The two L0 tables
+        // are compacted, which drops the older versions: the first file is then half
+        // garbage, and due for collection.
+        for round in 0..2u64 {
+            if round == 1 {
+                // Only collection writes `.blob` files here: flushes keep their segments.
+                fs.inject(fault.clone());
+            }
+            for i in 0..40u64 {
+                if round == 0 || i % 2 == 0 {
+                    let (k, v) = (format!("k{i:02}").into_bytes(), value(round * 100 + i, 3000));
+                    db.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            // The flush itself succeeds, but the collection it leads to may already have
+            // stopped the database when it returns.
+            match db.flush() {
+                Ok(()) | Err(Error::Background(_)) => {}
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+        let scan = |db: &Db| -> BTreeMap<Vec<u8>, Vec<u8>> {
+            let all = db.range(..).map(|r| r.map(|(k, v)| (k, v.to_vec())));
+            all.collect::<Result<_, _>>().unwrap()
+        };
+        let error = rx.recv_timeout(Duration::from_secs(120)).expect("no background error");
+        assert!(error.contains(".blob"), "{what}: {error}");
+        match db.put("x", "y") {
+            Err(Error::Background(cause)) => assert_eq!(cause.to_string(), error, "{what}"),
+            other => panic!("{what}: the database did not stop: {other:?}"),
+        }
+        assert_eq!(scan(&db), model, "{what}: nothing lost");
+        db.wait_for_file_removals();
+        let blobs = fs.files().into_iter().filter(|p| is_blob(p)).collect::<Vec<_>>();
+        assert!(blobs.is_empty(), "{what}: the failed relocation's file stayed: {blobs:?}");
+        fs.clear_faults();
+        db.resume().unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(120)).as_deref(), Ok("resumed"));
+        assert!(rx.try_recv().is_err(), "{what}: one error per stop");
+        settle(&db);
+        assert_eq!(scan(&db), model, "{what}");
+        let s = db.stats();
+        assert!(s.blob_files.iter().all(|b| b.live_values == b.values), "{what}: {s:?}");
+        db.close().unwrap();
+        drop(db);
+        let db = Db::open(&dir, opts()).unwrap();
+        assert_eq!(scan(&db), model, "{what}");
+    }
+}
+
 /// A fill of 16 KiB values, flushed and fully compacted: `Stats`' bytes written (WAL,
 /// tables, blob files) over the keys and values written. Garbage collection on, every file
 /// old enough for it (age cutoff 1): a fill overwrites nothing, so no file holds garbage and

@@ -482,8 +482,17 @@ impl Separator {
                         Some(w) => w,
                         None => {
                             let number = self.numbers.fetch_add(1, Ordering::SeqCst);
-                            let file = self.fs.create(&blob_path(&self.dir, number))?;
-                            self.writer.insert(BlobWriter::new(file, number)?)
+                            let path = blob_path(&self.dir, number);
+                            let file = self.fs.create(&path)?;
+                            match BlobWriter::new(file, number) {
+                                Ok(w) => self.writer.insert(w),
+                                Err(e) => {
+                                    // Not yet the writer `abandon` removes: a disk too
+                                    // full for its header would keep it until the next open.
+                                    let _ = self.fs.remove(&path);
+                                    return Err(e);
+                                }
+                            }
                         }
                     };
                     writer.add(p.user_key, user_value)?
