@@ -893,54 +893,76 @@ fn garbage_collection_on_a_full_disk_loses_nothing_and_resume_recovers() {
     assert_eq!(scan(&db), model);
 }
 
-/// Background collection (picked for garbage, not asked for) that finds the disk full while
-/// relocating (a failed or short append to its new blob file, or a failed sync of it): the
-/// database stops, the error reaches listeners once and every later write, nothing is lost,
-/// the half-written blob file does not stay behind, and once space is back `resume` goes on
-/// and the collection completes, across a reopen.
+/// Background collection (picked for garbage, not asked for) that finds the disk full at a
+/// call it makes — the append of its new blob file (failed or short) or its sync, its
+/// table's append, the directory's sync: the database stops, the error
+/// reaches listeners once and every later write, nothing is lost, no file it wrote stays
+/// behind, and once space is back `resume` goes on and the collection completes, across a
+/// reopen.
 #[test]
 fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
-    use bloomkv::events::{BackgroundErrorInfo, EventListener, ResumeInfo};
+    use bloomkv::events::{
+        BackgroundErrorInfo, CompactionInfo, CompactionReason, EventListener, ResumeInfo,
+    };
     use bloomkv::fs::{fault::unique_dir, Fault, FaultFs, OpKind};
     use common::options::OptionsExt;
     use std::sync::mpsc;
 
-    /// Sends what it hears: an error's message, or "resumed".
-    struct Heard(Mutex<mpsc::Sender<String>>);
-    impl EventListener for Heard {
+    /// Injects its fault when the first collection begins; sends what it hears after: an
+    /// error's message, or "resumed".
+    struct Listener {
+        fs: FaultFs,
+        fault: Mutex<Option<Fault>>,
+        heard: Mutex<mpsc::Sender<String>>,
+    }
+    impl EventListener for Listener {
+        fn on_compaction_begin(&self, info: &CompactionInfo) {
+            if info.reason == CompactionReason::BlobGarbage {
+                if let Some(fault) = self.fault.lock().unwrap().take() {
+                    self.fs.inject(fault);
+                }
+            }
+        }
         fn on_background_error(&self, info: &BackgroundErrorInfo) {
-            let _ = self.0.lock().unwrap().send(info.error.to_string());
+            let _ = self.heard.lock().unwrap().send(info.error.to_string());
         }
         fn on_resumed(&self, _info: &ResumeInfo) {
-            let _ = self.0.lock().unwrap().send("resumed".into());
+            let _ = self.heard.lock().unwrap().send("resumed".into());
         }
     }
-    let is_blob = |p: &Path| p.extension().is_some_and(|e| e == "blob");
-    let faults: [(&str, Fault); 3] = [
-        ("append", Fault::on(OpKind::Append).matching(is_blob)),
-        ("short append", Fault::on(OpKind::Append).matching(is_blob).nth(2).short_write(300)),
-        ("sync", Fault::on(OpKind::Sync).matching(is_blob)),
+    let ends = |ext: &'static str| move |p: &Path| p.extension().is_some_and(|e| e == ext);
+    let manifest =
+        |p: &Path| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST"));
+    let faults: [(&str, Fault); 5] = [
+        ("blob append", Fault::on(OpKind::Append).matching(ends("blob"))),
+        (
+            "short blob append",
+            Fault::on(OpKind::Append).matching(ends("blob")).nth(2).short_write(300),
+        ),
+        ("blob sync", Fault::on(OpKind::Sync).matching(ends("blob"))),
+        ("table append", Fault::on(OpKind::Append).matching(ends("sst"))),
+        ("directory sync", Fault::on(OpKind::SyncDir)),
     ];
     for (what, fault) in faults {
         let fs = FaultFs::new();
         let dir = unique_dir("blob-gc-bg");
         let (tx, rx) = mpsc::channel();
-        let heard = Arc::new(Heard(Mutex::new(tx)));
+        let listener = Arc::new(Listener {
+            fs: fs.clone(),
+            fault: Mutex::new(Some(fault)),
+            heard: Mutex::new(tx),
+        });
         let opts = || {
             let gc = opts().blob_gc_age_cutoff(1.0).blob_gc_force_threshold(0.2);
             gc.l0_compaction_trigger(2).fault_fs(&fs)
         };
-        let db = Db::open(&dir, opts().event_listener(heard.clone())).unwrap();
+        let db = Db::open(&dir, opts().event_listener(listener.clone())).unwrap();
         let mut model = BTreeMap::new();
         // Two flushes, each keeping its WAL segment as the blob file of its values (every
         // value is large); the second overwrites half the first's keys. The two L0 tables
         // are compacted, which drops the older versions: the first file is then half
         // garbage, and due for collection.
         for round in 0..2u64 {
-            if round == 1 {
-                // Only collection writes `.blob` files here: flushes keep their segments.
-                fs.inject(fault.clone());
-            }
             for i in 0..40u64 {
                 if round == 0 || i % 2 == 0 {
                     let (k, v) = (format!("k{i:02}").into_bytes(), value(round * 100 + i, 3000));
@@ -948,8 +970,8 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
                     model.insert(k, v);
                 }
             }
-            // The flush itself succeeds, but the collection it leads to may already have
-            // stopped the database when it returns.
+            // The collection the flush leads to may already have stopped the database when
+            // it returns.
             match db.flush() {
                 Ok(()) | Err(Error::Background(_)) => {}
                 Err(e) => panic!("{what}: {e}"),
@@ -960,15 +982,25 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
             all.collect::<Result<_, _>>().unwrap()
         };
         let error = rx.recv_timeout(Duration::from_secs(120)).expect("no background error");
-        assert!(error.contains(".blob"), "{what}: {error}");
+        assert_eq!(fs.faults_fired(), 1, "{what}: {error}");
         match db.put("x", "y") {
             Err(Error::Background(cause)) => assert_eq!(cause.to_string(), error, "{what}"),
             other => panic!("{what}: the database did not stop: {other:?}"),
         }
         assert_eq!(scan(&db), model, "{what}: nothing lost");
-        db.wait_for_file_removals();
-        let blobs = fs.files().into_iter().filter(|p| is_blob(p)).collect::<Vec<_>>();
-        assert!(blobs.is_empty(), "{what}: the failed relocation's file stayed: {blobs:?}");
+        // Tables and blob files no manifest names: those of the failed collection.
+        let stray = |db: &Db| -> Vec<PathBuf> {
+            db.wait_for_file_removals();
+            let m = bloomkv_tree::version::manifest::read_manifest(&fs, &dir).unwrap();
+            let number = |p: &Path| p.file_stem().and_then(|s| s.to_str()?.parse::<u64>().ok());
+            let named = |p: &PathBuf| match number(p) {
+                Some(n) if ends("blob")(p) => m.blob_files.contains_key(&n),
+                Some(n) if ends("sst")(p) => m.added_at.contains_key(&n),
+                _ => true,
+            };
+            fs.files().into_iter().filter(|p| !named(p)).collect()
+        };
+        assert_eq!(stray(&db), Vec::<PathBuf>::new(), "{what}: the failed collection's files");
         fs.clear_faults();
         db.resume().unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(120)).as_deref(), Ok("resumed"));
@@ -977,6 +1009,7 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
         assert_eq!(scan(&db), model, "{what}");
         let s = db.stats();
         assert!(s.blob_files.iter().all(|b| b.live_values == b.values), "{what}: {s:?}");
+        assert_eq!(stray(&db), Vec::<PathBuf>::new(), "{what}: after the resume");
         db.close().unwrap();
         drop(db);
         let db = Db::open(&dir, opts()).unwrap();

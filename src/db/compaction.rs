@@ -524,13 +524,22 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
         inner.remove_blob_files(&blob_metas);
         return Err(e);
     }
-    inner.fs.sync_dir(&inner.dir)?;
     let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
-    let new_blobs = inner.open_blob_files(&blob_metas);
-    // References carried through point into the blob files the inputs hold.
-    let lookup = super::table_files::blobs_in([&**v], &new_blobs);
-    let opened =
-        outputs.iter().map(|m| inner.open_table(m.clone(), &lookup)).collect::<Result<Vec<_>>>()?;
+    let opened = inner.fs.sync_dir(&inner.dir).and_then(|()| {
+        let new_blobs = inner.open_blob_files(&blob_metas);
+        // References carried through point into the blob files the inputs hold.
+        let lookup = super::table_files::blobs_in([&**v], &new_blobs);
+        outputs.iter().map(|m| inner.open_table(m.clone(), &lookup)).collect::<Result<Vec<_>>>()
+    });
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            // No edit names them yet: on a full disk, a resume would go on beside them.
+            inner.remove_tables(&outputs);
+            inner.remove_blob_files(&blob_metas);
+            return Err(e);
+        }
+    };
 
     let mut edit = VersionEdit { added_blobs: blob_metas, ..VersionEdit::default() };
     for t in &c.inputs {
