@@ -130,8 +130,8 @@ const REFUSED_CHANCE: f64 = 1.0 / 3000.0;
 
 /// With `--blobs`, thread 0 compacts the database every this many of its ops, and makes a
 /// checkpoint every `CHECKPOINT_EVERY` (both offset so as not to coincide).
-const COMPACT_EVERY: u64 = 250;
-const CHECKPOINT_EVERY: u64 = 180;
+const COMPACT_EVERY: u64 = 80;
+const CHECKPOINT_EVERY: u64 = 50;
 
 fn options(blobs: bool) -> Options {
     let opts = Options::default()
