@@ -895,7 +895,7 @@ fn garbage_collection_on_a_full_disk_loses_nothing_and_resume_recovers() {
 
 /// Background collection (picked for garbage, not asked for) that finds the disk full at a
 /// call it makes — the append of its new blob file (failed or short) or its sync, its
-/// table's append, the directory's sync: the database stops, the error
+/// table's append, the directory's sync, the manifest edit: the database stops, the error
 /// reaches listeners once and every later write, nothing is lost, no file it wrote stays
 /// behind, and once space is back `resume` goes on and the collection completes, across a
 /// reopen.
@@ -933,7 +933,7 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
     let ends = |ext: &'static str| move |p: &Path| p.extension().is_some_and(|e| e == ext);
     let manifest =
         |p: &Path| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST"));
-    let faults: [(&str, Fault); 5] = [
+    let faults: [(&str, Fault); 6] = [
         ("blob append", Fault::on(OpKind::Append).matching(ends("blob"))),
         (
             "short blob append",
@@ -942,6 +942,7 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
         ("blob sync", Fault::on(OpKind::Sync).matching(ends("blob"))),
         ("table append", Fault::on(OpKind::Append).matching(ends("sst"))),
         ("directory sync", Fault::on(OpKind::SyncDir)),
+        ("manifest append", Fault::on(OpKind::Append).matching(manifest)),
     ];
     for (what, fault) in faults {
         let fs = FaultFs::new();
@@ -1000,7 +1001,11 @@ fn background_garbage_collection_on_a_full_disk_is_reported_and_resumes() {
             };
             fs.files().into_iter().filter(|p| !named(p)).collect()
         };
-        assert_eq!(stray(&db), Vec::<PathBuf>::new(), "{what}: the failed collection's files");
+        // Removed at once, except after a failed manifest append: whether the edit naming
+        // them reached the disk is unknown until a resume writes a manifest of its own.
+        if what != "manifest append" {
+            assert_eq!(stray(&db), Vec::<PathBuf>::new(), "{what}: the failed collection's files");
+        }
         fs.clear_faults();
         db.resume().unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(120)).as_deref(), Ok("resumed"));

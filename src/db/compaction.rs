@@ -551,7 +551,13 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     for m in &outputs {
         edit.added.push((out_level, m.clone()));
     }
-    inner.install(&mut edit, &opened, None)?;
+    if let Err(e) = inner.install(&mut edit, &opened, None) {
+        let tables = outputs.iter().map(|m| crate::filename::table_path(&inner.dir, m.number));
+        let blobs =
+            edit.added_blobs.iter().map(|m| crate::filename::blob_path(&inner.dir, m.number));
+        lock(&inner.unsettled_outputs).extend(tables.chain(blobs));
+        return Err(e);
+    }
     let written: u64 = outputs.iter().map(|m| m.file_size).sum();
     inner.counters.compactions.incr();
     inner.counters.compaction_parts.add(parts.len() as u64);

@@ -115,6 +115,9 @@ pub(crate) struct DbInner {
     /// being logged: the write applying the put moves the file into its memtable
     /// (`db/large_value.rs`).
     pub staged_blobs: Mutex<std::collections::HashMap<u64, Arc<crate::blob::BlobFile>>>,
+    /// The tables and blob files a compaction wrote whose manifest edit failed: the edit may
+    /// be on disk, so they stay until a resume's manifest, which never names them, is.
+    pub unsettled_outputs: Mutex<Vec<std::path::PathBuf>>,
     pub wal: Mutex<WalState>,
     pub write_queue: Mutex<WriteQueue>,
     /// True while anyone is in the write queue: unsynced writes then queue too, instead of

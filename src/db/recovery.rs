@@ -716,6 +716,7 @@ fn assemble(
         ingest_order: Mutex::new(()),
         file_numbers: versions.file_numbers(),
         staged_blobs: Mutex::default(),
+        unsettled_outputs: Mutex::default(),
         versions: Mutex::new(versions),
         wal: Mutex::new(wal),
         write_queue: Mutex::new(Default::default()),

@@ -23,7 +23,8 @@
 //! up. Two kinds stay: a manifest CURRENT was renamed to when the directory fsync after it
 //! failed (a power loss could bring back the CURRENT naming the one before, so both stay
 //! until a resume gets through), and the tables of a flush whose manifest edit failed (the
-//! edit may be on disk; the next open removes them).
+//! edit may be on disk; the next open removes them). A compaction's tables and blob files
+//! whose edit failed go once step 2 is done: its manifest names none of them.
 
 use std::sync::atomic::Ordering;
 
@@ -54,6 +55,10 @@ impl DbInner {
                 let _g = lock(&self.state_lock);
                 let state = self.state.load();
                 lock(&self.versions).write_snapshot(state.trees.iter().map(|t| &*t.version))?;
+            }
+            // The manifest now on disk is the one just written, which names none of them.
+            for path in std::mem::take(&mut *lock(&self.unsettled_outputs)) {
+                let _ = self.fs.remove(&path);
             }
             self.roll_failed_wal()?;
             {
