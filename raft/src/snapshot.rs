@@ -671,6 +671,7 @@ mod tests {
         let (_, pairs) = read_all(&file(MAGIC_V1, b"client/x")).unwrap();
         assert_eq!(pairs, vec![(b"data/client/x".to_vec(), b"v".to_vec())]);
         read_all(&file(MAGIC, b"data/k")).unwrap();
+        read_all(&file(MAGIC, b"cluster/range")).unwrap();
         let err = read_all(&file(MAGIC, b"meta/vote")).unwrap_err().to_string();
         assert!(err.contains("outside client/, cluster/ and data/"), "{err}");
         drop(db);

@@ -341,3 +341,185 @@ pub(crate) fn split(
     state.set_range(batch, kept)?;
     Ok(Outcome::Applied)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload, Membership};
+
+    use super::*;
+    use crate::{Command, KvReader, NodeStore, StateMachine, TypeConfig};
+
+    fn entry(index: u64, command: Command) -> Entry<TypeConfig> {
+        Entry { log_id: log_id(2, 1, index), payload: EntryPayload::Normal(command) }
+    }
+
+    fn members(index: u64, learners: bool) -> Entry<TypeConfig> {
+        let voters = BTreeSet::from([1, 2, 3]);
+        let mut m = Membership::new(vec![voters], None);
+        if learners {
+            m = Membership::new(vec![BTreeSet::from([1, 2, 3])], BTreeSet::from([4]));
+        }
+        Entry { log_id: log_id(2, 1, index), payload: EntryPayload::Membership(m) }
+    }
+
+    fn shard(index: u64, command: ShardCommand) -> Entry<TypeConfig> {
+        entry(index, Command::Shard(command))
+    }
+
+    fn keys(kv: &KvReader) -> Vec<String> {
+        kv.scan().map(|r| String::from_utf8(r.unwrap().0).unwrap()).collect()
+    }
+
+    fn split(at: &str, new_group: GroupId) -> ShardCommand {
+        ShardCommand::Split { at: at.into(), new_group }
+    }
+
+    fn once(client: u64, seq: u64, key: &str) -> Command {
+        Command::Once { client, seq, command: Box::new(Command::put(key, "v")) }
+    }
+
+    #[tokio::test]
+    async fn a_split_moves_the_keys_from_its_key_on_in_one_batch_with_the_log_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let (_log, mut g) = node.group(3).unwrap();
+        let assign = ShardCommand::Assign { start: b"b".to_vec(), end: None };
+        g.apply([members(1, false), shard(2, assign)]).await.unwrap();
+        // Written in the same call as the split, before it: the split must see them.
+        let outcomes = g
+            .apply([
+                entry(3, Command::put("c", "1")),
+                entry(4, Command::put("m", "2")),
+                entry(5, once(7, 1, "z")),
+                shard(6, split("m", 9)),
+                entry(7, Command::put("n", "3")),
+                entry(8, Command::Batch(vec![Command::put("d", "4"), Command::put("x", "5")])),
+                entry(9, Command::put("d", "6")),
+                entry(10, Command::put("a", "7")),
+            ])
+            .await
+            .unwrap();
+        let moved = Some(Some(9));
+        assert_eq!(outcomes[3], Outcome::Applied);
+        assert_eq!(refused_range(&outcomes[4]), moved, "{:?}", outcomes[4]);
+        assert_eq!(refused_range(&outcomes[5]), moved, "a batch with one key moved");
+        assert_eq!(outcomes[6], Outcome::Applied);
+        assert_eq!(refused_range(&outcomes[7]), Some(None), "below the range: ask the map");
+        assert_eq!(keys(&g.reader()), ["c", "d"]);
+        let range = g.reader().range().unwrap().unwrap();
+        assert_eq!((range.start, range.end), (b"b".to_vec(), Some(b"m".to_vec())));
+        assert_eq!(range.splits, [(b"m".to_vec(), 9)]);
+
+        // Group 9 starts where the split was applied: its data, the sessions, its range and a
+        // raft state at the split's log id, its log purged up to it.
+        let (mut log9, mut h) = node.group(9).unwrap();
+        assert_eq!(keys(&h.reader()), ["m", "z"]);
+        let (applied, membership) = h.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(2, 1, 6)));
+        assert_eq!(membership.voter_ids().collect::<Vec<_>>(), [1, 2, 3]);
+        use openraft::storage::RaftLogStorage;
+        let state = log9.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(2, 1, 6)));
+        assert_eq!(log9.read_vote().await.unwrap(), Some(openraft::Vote::new(2, 1)));
+        let made = h.reader().range().unwrap().unwrap();
+        assert_eq!((made.start, made.end), (b"m".to_vec(), None));
+        // The client's session came along: its retry is answered, not applied again.
+        let retry = h.apply([entry(7, once(7, 1, "z"))]).await.unwrap();
+        assert_eq!(retry, [Outcome::Applied]);
+        let lower = h.apply([entry(8, once(7, 0, "z"))]).await.unwrap();
+        assert!(matches!(lower[0], Outcome::OutOfOrder { .. }), "{lower:?}");
+
+        // A snapshot of group 9 carries its range: a new replica of it serves the same keys.
+        let snapshot = h.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let (_log, mut copy) = node.group(10).unwrap();
+        copy.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+        assert_eq!(copy.reader().range().unwrap(), h.reader().range().unwrap());
+        assert_eq!(keys(&copy.reader()), ["m", "z"]);
+    }
+
+    #[tokio::test]
+    async fn a_split_that_cannot_apply_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let (_log, mut g) = node.group(3).unwrap();
+        let assign = ShardCommand::Assign { start: b"b".to_vec(), end: Some(b"k".to_vec()) };
+        g.apply([members(1, false), shard(2, assign), entry(3, Command::put("c", "1"))])
+            .await
+            .unwrap();
+        let refused = g
+            .apply([
+                shard(4, split("b", 9)),
+                shard(5, split("k", 9)),
+                shard(6, split("a", 9)),
+                shard(7, split("c", 3)),
+                shard(8, split("c", crate::shard::META_GROUP)),
+                members(9, true),
+                shard(10, split("c", 9)),
+            ])
+            .await
+            .unwrap();
+        for outcome in refused.iter().filter(|o| **o != Outcome::Applied) {
+            assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
+        }
+        assert_eq!(refused.iter().filter(|o| **o == Outcome::Applied).count(), 1, "{refused:?}");
+        assert_eq!(keys(&g.reader()), ["c"]);
+        assert!(g.reader().range().unwrap().unwrap().splits.is_empty());
+        assert_eq!(node.group_ids(), [3], "no group made");
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_got_the_new_group_by_snapshot_keeps_it_when_its_split_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let (_log, mut g) = node.group(3).unwrap();
+        g.apply([members(1, false), entry(2, Command::put("x", "old"))]).await.unwrap();
+        // Group 9 here already runs, ahead: a later value of x.
+        let (_log9, mut h) = node.group(9).unwrap();
+        h.apply([members(7, false), entry(8, Command::put("x", "new"))]).await.unwrap();
+        g.apply([shard(3, split("m", 9))]).await.unwrap();
+        assert!(keys(&g.reader()).is_empty());
+        assert_eq!(h.reader().get(b"x").unwrap().as_deref(), Some(&b"new"[..]));
+        assert_eq!(h.applied_state().await.unwrap().0, Some(log_id(2, 1, 8)));
+    }
+
+    fn map_of(sm: &StateMachine) -> ShardMap {
+        sm.reader().shard_map().unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_metadata_group_applies_each_change_of_the_map_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), bloomkv::Options::default()).unwrap();
+        let (_log, mut meta) = node.group(crate::shard::META_GROUP).unwrap();
+        let map = ShardMap::new(1, [1, 2, 3]).unwrap();
+        let record = ShardCommand::RecordSplit { group: 1, at: b"m".to_vec(), new_group: 9 };
+        let moved = ShardCommand::RecordMembers { group: 9, members: vec![1, 2, 4] };
+        let outcomes = meta
+            .apply([
+                shard(1, ShardCommand::InitMap(map.encode())),
+                shard(2, ShardCommand::InitMap(map.encode())),
+                shard(3, record.clone()),
+                shard(4, record),
+                shard(5, moved.clone()),
+                shard(6, moved),
+                shard(7, ShardCommand::RecordSplit { group: 1, at: b"q".to_vec(), new_group: 10 }),
+                shard(8, ShardCommand::InitMap(ShardMap::new(2, [1]).unwrap().encode())),
+                shard(
+                    9,
+                    ShardCommand::InitMap(ShardMap::new(SPLIT_GROUP_BASE, [1]).unwrap().encode()),
+                ),
+            ])
+            .await
+            .unwrap();
+        assert!(outcomes[..6].iter().all(|o| *o == Outcome::Applied), "{outcomes:?}");
+        assert!(outcomes[6..].iter().all(|o| matches!(o, Outcome::Rejected { .. })));
+        let map = map_of(&meta);
+        assert_eq!(map.version(), 3, "a split and a move, each recorded once");
+        assert_eq!(map.group_of(b"m"), 9);
+        assert_eq!(map.group(9).unwrap().members, &BTreeSet::from([1, 2, 4]));
+    }
+}
