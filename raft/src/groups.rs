@@ -27,6 +27,9 @@ fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error 
     bloomkv::Error::Io { context: format!("{doing} {}", path.display()), source: Arc::new(source) }
 }
 
+/// An open group's state machine, and what tells when it is dropped.
+type Open = (Weak<dyn Any + Send + Sync>, tokio::sync::watch::Receiver<()>);
+
 /// The bloomkv database of a node that hosts any number of raft groups: each group's
 /// [`LogStore`] and [`StateMachine`] come from [`NodeStore::group`], all in this one database.
 ///
@@ -53,7 +56,7 @@ pub struct NodeStore {
     db: Arc<Db>,
     /// The groups whose state machine is open: two state machines of one group would each
     /// think the group's snapshot files theirs.
-    open: Arc<Mutex<HashMap<GroupId, Weak<dyn Any + Send + Sync>>>>,
+    open: Arc<Mutex<HashMap<GroupId, Open>>>,
     shard_changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
@@ -115,7 +118,7 @@ impl NodeStore {
     /// ```
     pub fn remove_group(&self, id: GroupId) -> Result<(), bloomkv::Error> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, alive| alive.strong_count() > 0);
+        open.retain(|_, (alive, _)| alive.strong_count() > 0);
         if open.contains_key(&id) {
             return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
         }
@@ -140,7 +143,7 @@ impl NodeStore {
     /// [`crate::open`] says); an install a crash interrupted is finished here.
     pub fn group(&self, id: GroupId) -> Result<(LogStore, StateMachine), bloomkv::Error> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, alive| alive.strong_count() > 0);
+        open.retain(|_, (alive, _)| alive.strong_count() > 0);
         if open.contains_key(&id) {
             return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
         }
@@ -148,7 +151,7 @@ impl NodeStore {
         crate::check_format(&store)?;
         let sm = StateMachine::new(store.clone());
         sm.recover()?;
-        open.insert(id, sm.liveness());
+        open.insert(id, (sm.liveness(), sm.closed()));
         Ok((LogStore::new(store), sm))
     }
 
@@ -165,6 +168,18 @@ impl NodeStore {
         }
         ids.sort_unstable();
         ids
+    }
+
+    /// Returns once group `id`'s state machine is dropped (at once if it is not open): after
+    /// its raft's shutdown, which may leave it to a task that ends a little later.
+    pub(crate) async fn closed(&self, id: GroupId) {
+        let closed = {
+            let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.get(&id).map(|(_, closed)| closed.clone())
+        };
+        if let Some(mut closed) = closed {
+            while closed.changed().await.is_ok() {}
+        }
     }
 
     /// Changes whenever a group's shard state changes here (a split applied, a snapshot

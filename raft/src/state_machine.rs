@@ -49,6 +49,9 @@ struct Shared {
     /// Makes file names unique within this process (with the database's sequence number,
     /// across restarts too).
     next_file: AtomicU64,
+    /// Dropped with the state machine (and its last snapshot builder): its receivers then
+    /// learn the group is closed.
+    alive: tokio::sync::watch::Sender<()>,
 }
 
 /// Builds a snapshot from the state machine as it was when openraft asked for the builder.
@@ -85,7 +88,9 @@ fn remove(path: &Path) -> io::Result<()> {
 impl StateMachine {
     pub(crate) fn new(db: Store) -> StateMachine {
         let dir = db.snapshot_dir().to_path_buf();
-        let shared = Shared { db, dir, lock: Mutex::new(()), next_file: AtomicU64::new(0) };
+        let (lock, next_file) = (Mutex::new(()), AtomicU64::new(0));
+        let alive = tokio::sync::watch::Sender::new(());
+        let shared = Shared { db, dir, lock, next_file, alive };
         StateMachine { shared: Arc::new(shared) }
     }
 
@@ -93,6 +98,11 @@ impl StateMachine {
     pub(crate) fn liveness(&self) -> std::sync::Weak<dyn std::any::Any + Send + Sync> {
         let shared: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         Arc::downgrade(&shared)
+    }
+
+    /// Ends (with an error) once this state machine and its snapshot builders are dropped.
+    pub(crate) fn closed(&self) -> tokio::sync::watch::Receiver<()> {
+        self.shared.alive.subscribe()
     }
 
     /// A reader of the data, for the application's reads.

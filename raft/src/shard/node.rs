@@ -595,6 +595,10 @@ impl<T: Transport> ShardNode<T> {
             voters.remove(&from);
             raft.change_membership(voters.clone(), false).await.map_err(not_leader)?;
         }
+        // The metadata group's own members are its raft membership, not in the map.
+        if group == META_GROUP {
+            return Ok(());
+        }
         let record = ShardCommand::RecordMembers { group, members: voters.into_iter().collect() };
         expect_applied(self.propose(META_GROUP, Command::Shard(record)).await?.data)
     }
@@ -613,6 +617,7 @@ impl<T: Transport> ShardNode<T> {
         if let Some((raft, _)) = removed {
             raft.shutdown().await.map_err(raft_error)?;
         }
+        self.inner.store.closed(group).await;
         self.inner.store.remove_group(group)?;
         Ok(())
     }
