@@ -47,13 +47,21 @@ pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {
 /// cannot reach another group's keys.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
+    id: GroupId,
     db: Arc<Db>,
+    /// Bumped after a change of any group's shard state (a split applied, a snapshot
+    /// installed): what `shard::ShardNode` watches to start the groups splits made.
+    shard_changes: Arc<tokio::sync::watch::Sender<u64>>,
     keyspace: Keyspace,
     snapshot_dir: PathBuf,
 }
 
 impl Store {
-    pub(crate) fn open(db: &Arc<Db>, id: GroupId) -> bloomkv::Result<Store> {
+    pub(crate) fn open(
+        db: &Arc<Db>,
+        id: GroupId,
+        shard_changes: &Arc<tokio::sync::watch::Sender<u64>>,
+    ) -> bloomkv::Result<Store> {
         let name = keyspace_name(id);
         let keyspace = match db.existing_keyspace(&name) {
             Some(keyspace) => keyspace,
@@ -62,7 +70,28 @@ impl Store {
                 db.keyspace(&name, options)?
             }
         };
-        Ok(Store { db: db.clone(), keyspace, snapshot_dir: snapshot_dir(db, id) })
+        let shard_changes = shard_changes.clone();
+        Ok(Store {
+            id,
+            db: db.clone(),
+            shard_changes,
+            keyspace,
+            snapshot_dir: snapshot_dir(db, id),
+        })
+    }
+
+    /// Group `id`'s store in the same database.
+    pub(crate) fn sibling(&self, id: GroupId) -> bloomkv::Result<Store> {
+        Store::open(&self.db, id, &self.shard_changes)
+    }
+
+    /// Tells whoever watches that a group's shard state changed.
+    pub(crate) fn shard_changed(&self) {
+        self.shard_changes.send_modify(|n| *n += 1);
+    }
+
+    pub(crate) fn id(&self) -> GroupId {
+        self.id
     }
 
     pub(crate) fn db(&self) -> &Arc<Db> {
@@ -129,6 +158,12 @@ pub(crate) struct Batch {
 impl Batch {
     pub(crate) fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         self.inner.put_in(&self.keyspace, key, value);
+    }
+
+    /// A write to another group's keys, in the same atomic batch: only a split makes one,
+    /// which moves keys from the group to the one it makes.
+    pub(crate) fn put_to(&mut self, other: &Store, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.inner.put_in(&other.keyspace, key, value);
     }
 
     pub(crate) fn delete(&mut self, key: impl AsRef<[u8]>) {

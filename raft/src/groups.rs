@@ -7,9 +7,9 @@
 //! existed. Group `g` is the keyspace `raft-group-<g>` and `snapshots/group-<g>/`.
 //!
 //! The keyspaces share the database's WAL, so the appends of several groups that reach it at
-//! once go out in one group commit and share one fsync. A bloomkv batch could span keyspaces,
-//! but nothing here writes one that does: each group's writes are its own, atomic within the
-//! group, and a group's state never depends on another's.
+//! once go out in one group commit and share one fsync. Each group's writes are its own,
+//! atomic within the group, with one exception: a split's batch moves keys from the group
+//! that splits to the group it makes (`shard::apply::split`), atomically in both.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -26,6 +26,9 @@ use crate::{keys, snapshot, GroupId, LogStore, StateMachine};
 fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error {
     bloomkv::Error::Io { context: format!("{doing} {}", path.display()), source: Arc::new(source) }
 }
+
+/// An open group's state machine, and what tells when it is dropped.
+type Open = (Weak<dyn Any + Send + Sync>, tokio::sync::watch::Receiver<()>);
 
 /// The bloomkv database of a node that hosts any number of raft groups: each group's
 /// [`LogStore`] and [`StateMachine`] come from [`NodeStore::group`], all in this one database.
@@ -53,7 +56,8 @@ pub struct NodeStore {
     db: Arc<Db>,
     /// The groups whose state machine is open: two state machines of one group would each
     /// think the group's snapshot files theirs.
-    open: Arc<Mutex<HashMap<GroupId, Weak<dyn Any + Send + Sync>>>>,
+    open: Arc<Mutex<HashMap<GroupId, Open>>>,
+    shard_changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl NodeStore {
@@ -69,7 +73,8 @@ impl NodeStore {
                 return Err(not_a_store(&db));
             }
         }
-        let node = NodeStore { db, open: Default::default() };
+        let shard_changes = Arc::new(tokio::sync::watch::Sender::new(0));
+        let node = NodeStore { db, open: Default::default(), shard_changes };
         node.remove_stray_snapshot_dirs()?;
         Ok(node)
     }
@@ -113,7 +118,7 @@ impl NodeStore {
     /// ```
     pub fn remove_group(&self, id: GroupId) -> Result<(), bloomkv::Error> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, alive| alive.strong_count() > 0);
+        open.retain(|_, (alive, _)| alive.strong_count() > 0);
         if open.contains_key(&id) {
             return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
         }
@@ -138,15 +143,15 @@ impl NodeStore {
     /// [`crate::open`] says); an install a crash interrupted is finished here.
     pub fn group(&self, id: GroupId) -> Result<(LogStore, StateMachine), bloomkv::Error> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, alive| alive.strong_count() > 0);
+        open.retain(|_, (alive, _)| alive.strong_count() > 0);
         if open.contains_key(&id) {
             return Err(bloomkv::Error::InvalidArgument(format!("raft group {id} is open")));
         }
-        let store = Store::open(&self.db, id)?;
+        let store = Store::open(&self.db, id, &self.shard_changes)?;
         crate::check_format(&store)?;
         let sm = StateMachine::new(store.clone());
         sm.recover()?;
-        open.insert(id, sm.liveness());
+        open.insert(id, (sm.liveness(), sm.closed()));
         Ok((LogStore::new(store), sm))
     }
 
@@ -163,6 +168,47 @@ impl NodeStore {
         }
         ids.sort_unstable();
         ids
+    }
+
+    /// Returns once group `id`'s state machine is dropped (at once if it is not open): after
+    /// its raft's shutdown, which may leave it to a task that ends a little later.
+    pub(crate) async fn closed(&self, id: GroupId) {
+        let closed = {
+            let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.get(&id).map(|(_, closed)| closed.clone())
+        };
+        if let Some(mut closed) = closed {
+            while closed.changed().await.is_ok() {}
+        }
+    }
+
+    /// Changes whenever a group's shard state changes here (a split applied, a snapshot
+    /// installed).
+    pub(crate) fn shard_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shard_changes.subscribe()
+    }
+
+    /// The range of group `id` as its state machine here holds it, if it has one; `None` too
+    /// if the group is not here.
+    pub(crate) fn range(&self, id: GroupId) -> bloomkv::Result<Option<crate::shard::GroupRange>> {
+        if id != 0 && self.db.existing_keyspace(keyspace_name(id)).is_none() {
+            return Ok(None);
+        }
+        let store = Store::open(&self.db, id, &self.shard_changes)?;
+        crate::decode(store.get(keys::RANGE))
+            .map_err(|e| bloomkv::Error::InvalidArgument(e.to_string()))
+    }
+
+    /// Whether group `id` holds raft state here (a vote, an applied log id or log entries):
+    /// it has run here, or a split made it here.
+    pub(crate) fn has_state(&self, id: GroupId) -> bloomkv::Result<bool> {
+        if id != 0 && self.db.existing_keyspace(keyspace_name(id)).is_none() {
+            return Ok(false);
+        }
+        let store = Store::open(&self.db, id, &self.shard_changes)?;
+        Ok(store.get(keys::APPLIED)?.is_some()
+            || store.get(keys::VOTE)?.is_some()
+            || store.range(keys::LOG.to_vec()..keys::LOG_END.to_vec()).next().is_some())
     }
 
     /// Closes the database, every group's: as [`crate::KvReader::close`].

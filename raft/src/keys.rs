@@ -12,6 +12,9 @@
 //! client/<id: u64 BE>        the last write applied for a client id: its seq, log index and
 //!                            outcome (postcard), then a digest of it (u64 LE; absent in older
 //!                            records), for exactly-once retries (`Session`)
+//! cluster/range              a data group's key range and the groups its splits made
+//!                            (postcard `shard::RangeRecord`; absent: every key)
+//! cluster/map                the metadata group's shard map (`ShardMap::encode`)
 //! data/<user key>            the replicated key-value data, values as written
 //! snapshot/current           the current snapshot: its meta, file name and length
 //!                            (postcard `snapshot::Stored`); the file is in `snapshots/`
@@ -22,6 +25,8 @@
 
 /// The prefix of log entries.
 pub(crate) const LOG: &[u8] = b"log/";
+/// The end of the log's key range: the first key after every `log/...` key.
+pub(crate) const LOG_END: &[u8] = b"log0";
 /// The version of this layout; a store written by another version is refused at open.
 pub(crate) const FORMAT: &[u8] = b"meta/format";
 pub(crate) const FORMAT_VERSION: u32 = 3;
@@ -34,6 +39,13 @@ pub(crate) const INSTALLING: &[u8] = b"sm/installing";
 /// The prefix of the client sessions. It sorts just before `data/`, so the replicated state
 /// (sessions and data) is the one range `[client/, data0)`, which a snapshot carries whole.
 pub(crate) const CLIENT: &[u8] = b"client/";
+/// The prefix of a group's shard state, replicated (snapshots carry it) like the sessions
+/// and the data, between which it sorts.
+pub(crate) const CLUSTER: &[u8] = b"cluster/";
+/// A data group's range (`shard::RangeRecord`).
+pub(crate) const RANGE: &[u8] = b"cluster/range";
+/// The metadata group's map (`ShardMap::encode`).
+pub(crate) const MAP: &[u8] = b"cluster/map";
 /// The prefix of the replicated data.
 pub(crate) const DATA: &[u8] = b"data/";
 /// The first key after every data key (`/` + 1 is `0`).
@@ -88,8 +100,9 @@ mod tests {
         // Every data key, and nothing after them, lies below DATA_END.
         assert!(data(&[0xff; 64]).as_slice() < DATA_END && DATA < DATA_END);
         assert!(SNAPSHOT_CURRENT > DATA_END && INSTALLING > DATA_END);
-        // Sessions sit just below the data, with nothing else between.
-        assert!(client(u64::MAX).as_slice() < DATA && client(0).as_slice() > CLIENT);
+        // Sessions, then the shard state, then the data: one replicated range.
+        assert!(client(u64::MAX).as_slice() < CLUSTER && client(0).as_slice() > CLIENT);
+        assert!(CLUSTER > CLIENT && RANGE < DATA && MAP < DATA && MAP > CLUSTER);
         assert!([MEMBERSHIP, APPLIED, FORMAT, VOTE, LOG].iter().all(|k| *k > DATA_END));
     }
 }

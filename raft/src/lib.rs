@@ -146,6 +146,10 @@ pub enum Command {
         /// The write; not itself a [`Command::Once`].
         command: Box<Command>,
     },
+    /// A change to the shards: to a data group's range (a split) or to the metadata group's
+    /// [`shard::ShardMap`]. See [`shard::ShardCommand`]. Never inside a [`Command::Batch`] or a
+    /// [`Command::Once`]: each is idempotent on its own.
+    Shard(shard::ShardCommand),
 }
 
 /// Log entries after a client's last write for which its record is kept: a retry that
@@ -184,6 +188,7 @@ impl Command {
         }
         match self {
             Command::Once { command, .. } => command.validate_entries(),
+            Command::Shard(command) => command.validate(),
             other => other.validate_entries(),
         }
     }
@@ -211,6 +216,7 @@ impl Command {
             Command::Delete { key } => check_key(key),
             Command::Batch(commands) => commands.iter().try_for_each(Command::validate_entries),
             Command::Once { .. } => Err("a Once command inside another command".into()),
+            Command::Shard(_) => Err("a shard command inside another command".into()),
         }
     }
 
@@ -221,6 +227,8 @@ impl Command {
             Command::Delete { key } => batch.delete(keys::data(key)),
             Command::Batch(commands) => commands.iter().for_each(|c| c.stage(batch)),
             Command::Once { command, .. } => command.stage(batch),
+            // Applied on their own, never staged with data (see `shard::apply`).
+            Command::Shard(_) => {}
         }
     }
 }
@@ -383,6 +391,17 @@ impl KvReader {
                 (key, value)
             })
         })
+    }
+
+    /// The group's range, if it has one (see [`shard::ShardCommand::Assign`]): the keys it
+    /// serves, and the groups its splits made. `None`: it serves every key.
+    pub fn range(&self) -> bloomkv::Result<Option<shard::GroupRange>> {
+        decode(self.db.get(keys::RANGE)).map_err(|e| bloomkv::Error::InvalidArgument(e.to_string()))
+    }
+
+    /// The metadata group's map, if this is its replica and it has one.
+    pub(crate) fn shard_map(&self) -> bloomkv::Result<Option<shard::ShardMap>> {
+        self.db.get(keys::MAP)?.map(|bytes| shard::ShardMap::decode(&bytes)).transpose()
     }
 
     /// Writes a copy of the node's whole store (log, vote, applied state, data; of every

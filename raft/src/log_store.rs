@@ -17,9 +17,6 @@ use crate::{
     blocking, decode, encode, keys, storage_error, NodeId, OrStorage, StorageError, TypeConfig,
 };
 
-/// The end of the log's key range: the first key after every `log/...` key.
-const LOG_END: &[u8] = b"log0";
-
 /// The raft log, the vote and the committed log id of one raft group on one node, in the
 /// node's bloomkv database.
 ///
@@ -193,7 +190,7 @@ impl LogStore {
         let end = match range.end_bound() {
             Bound::Included(&i) => Bound::Included(keys::log(i).to_vec()),
             Bound::Excluded(&i) => Bound::Excluded(keys::log(i).to_vec()),
-            Bound::Unbounded => Bound::Excluded(LOG_END.to_vec()),
+            Bound::Unbounded => Bound::Excluded(keys::LOG_END.to_vec()),
         };
         let mut entries = Vec::new();
         let mut bytes = 0usize;
@@ -229,7 +226,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             decode(view.get(keys::PURGED)).map_err(read_logs)?;
         let from = last_purged_log_id.map_or(0, |p| p.index + 1);
         // The last entry is the last key of the log's range: one step back from its end.
-        let last = view.range(keys::log(from).to_vec()..LOG_END.to_vec()).next_back();
+        let last = view.range(keys::log(from).to_vec()..keys::LOG_END.to_vec()).next_back();
         let Some(last) = last else {
             return Ok(LogState { last_purged_log_id, last_log_id: last_purged_log_id });
         };
@@ -294,7 +291,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
         // One range tombstone for the whole tail, however long.
         let mut batch = self.db.batch();
-        batch.delete_range(keys::log(log_id.index).to_vec()..LOG_END.to_vec());
+        batch.delete_range(keys::log(log_id.index).to_vec()..keys::LOG_END.to_vec());
         self.write_synced(batch, delete_logs).await?;
         self.sizes.lock().unwrap().split_off(&log_id.index);
         Ok(())
@@ -310,7 +307,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // may be covered: a snapshot can move the log past them), in the same batch as the
         // new purged id, so that a crash leaves either the old log or the new one, never a
         // hole.
-        let end = log_id.index.checked_add(1).map_or(LOG_END.to_vec(), |i| keys::log(i).to_vec());
+        let end =
+            log_id.index.checked_add(1).map_or(keys::LOG_END.to_vec(), |i| keys::log(i).to_vec());
         let mut batch = self.db.batch();
         batch.delete_range(keys::log(from).to_vec()..end);
         batch.put(keys::PURGED, encode(&log_id).map_err(delete_logs)?);

@@ -191,8 +191,8 @@ impl<R: Read> Reader<R> {
         let mut key = self.key_prefix.to_vec();
         key.extend(self.take(key_len as usize, true, "key")?);
         // Only the replicated range: an install must never overwrite the log or the vote.
-        if !(key.starts_with(keys::CLIENT) || key.starts_with(keys::DATA)) {
-            return Err(self.bad(at, "a key outside client/ and data/"));
+        if ![keys::CLIENT, keys::CLUSTER, keys::DATA].iter().any(|p| key.starts_with(p)) {
+            return Err(self.bad(at, "a key outside client/, cluster/ and data/"));
         }
         let at = self.offset;
         let value_len = self.u32("value length")? as usize;
@@ -671,8 +671,9 @@ mod tests {
         let (_, pairs) = read_all(&file(MAGIC_V1, b"client/x")).unwrap();
         assert_eq!(pairs, vec![(b"data/client/x".to_vec(), b"v".to_vec())]);
         read_all(&file(MAGIC, b"data/k")).unwrap();
+        read_all(&file(MAGIC, b"cluster/range")).unwrap();
         let err = read_all(&file(MAGIC, b"meta/vote")).unwrap_err().to_string();
-        assert!(err.contains("outside client/ and data/"), "{err}");
+        assert!(err.contains("outside client/, cluster/ and data/"), "{err}");
         drop(db);
     }
 

@@ -15,6 +15,8 @@ use openraft::{
 };
 
 use crate::group_store::{Batch, Store};
+use crate::shard::apply::ShardState;
+use crate::shard::ShardCommand;
 use crate::snapshot::{self, Header, Receipt, SnapshotFile, Stored};
 use crate::{
     blocking, decode, encode, keys, Command, KvReader, NodeId, OrStorage, Outcome, StorageError,
@@ -47,6 +49,9 @@ struct Shared {
     /// Makes file names unique within this process (with the database's sequence number,
     /// across restarts too).
     next_file: AtomicU64,
+    /// Dropped with the state machine (and its last snapshot builder): its receivers then
+    /// learn the group is closed.
+    alive: tokio::sync::watch::Sender<()>,
 }
 
 /// Builds a snapshot from the state machine as it was when openraft asked for the builder.
@@ -83,7 +88,9 @@ fn remove(path: &Path) -> io::Result<()> {
 impl StateMachine {
     pub(crate) fn new(db: Store) -> StateMachine {
         let dir = db.snapshot_dir().to_path_buf();
-        let shared = Shared { db, dir, lock: Mutex::new(()), next_file: AtomicU64::new(0) };
+        let (lock, next_file) = (Mutex::new(()), AtomicU64::new(0));
+        let alive = tokio::sync::watch::Sender::new(());
+        let shared = Shared { db, dir, lock, next_file, alive };
         StateMachine { shared: Arc::new(shared) }
     }
 
@@ -91,6 +98,11 @@ impl StateMachine {
     pub(crate) fn liveness(&self) -> std::sync::Weak<dyn std::any::Any + Send + Sync> {
         let shared: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
         Arc::downgrade(&shared)
+    }
+
+    /// Ends (with an error) once this state machine and its snapshot builders are dropped.
+    pub(crate) fn closed(&self) -> tokio::sync::watch::Receiver<()> {
+        self.shared.alive.subscribe()
     }
 
     /// A reader of the data, for the application's reads.
@@ -509,47 +521,84 @@ impl Sessions {
     }
 }
 
-/// Applies `entries` in one batch; see [`StateMachine`].
+/// Applies `entries` in one batch; see [`StateMachine`]. A split is applied on a database that
+/// holds every earlier entry's writes: the batch so far is written first, then the split's.
+/// Returns the outcomes, and whether the group's shard state changed by a split.
 fn apply_entries(
     db: &Store,
     entries: Vec<Entry<TypeConfig>>,
-) -> Result<Vec<Outcome>, StorageError> {
+) -> Result<(Vec<Outcome>, bool), StorageError> {
     let mut batch = db.batch();
     let mut outcomes = Vec::new();
-    let mut last = None;
+    let mut last: Option<LogId<NodeId>> = None;
     let mut membership = None;
     let mut sessions = Sessions::default();
+    let mut shard = ShardState::default();
+    let mut split = false;
+    // Writes the batch so far with the applied id and membership it brings.
+    let commit = |batch: Batch, last: Option<LogId<NodeId>>, membership: &Option<_>| {
+        let Some(last) = last else { return Ok(()) };
+        let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
+        let mut batch = batch;
+        batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
+        if let Some(m) = membership {
+            batch.put(keys::MEMBERSHIP, encode::<StoredMembership<_, _>>(m).map_err(apply_err)?);
+        }
+        // Not fsynced: the entries are already durable in the log, which every later fsync of
+        // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
+        // state machine may be a few entries behind, never torn, and openraft applies the rest
+        // again from the log up to the saved committed id.
+        db.commit(&batch, false).or_storage(apply_err)
+    };
     for entry in entries {
-        last = Some(entry.log_id);
         let index = entry.log_id.index;
-        let apply_err = |e: AnyError| StorageError::from(StorageIOError::apply(entry.log_id, e));
+        let log_id = entry.log_id;
+        let apply_err = |e: AnyError| StorageError::from(StorageIOError::apply(log_id, e));
         if index % PRUNE_EVERY == 0 {
             sessions.prune(db, index, &mut batch).map_err(|e| apply_err(AnyError::new(&e)))?;
         }
         let outcome = match entry.payload {
             EntryPayload::Blank => Outcome::Applied,
+            EntryPayload::Normal(Command::Shard(ShardCommand::Split { at, new_group })) => {
+                commit(std::mem::replace(&mut batch, db.batch()), last, &membership)?;
+                let outcome =
+                    crate::shard::apply::split(db, &mut shard, log_id, at, new_group, &mut batch)
+                        .map_err(apply_err)?;
+                split |= outcome == Outcome::Applied;
+                outcome
+            }
+            EntryPayload::Normal(Command::Shard(command)) => {
+                shard.apply(db, command, &mut batch).map_err(apply_err)?
+            }
             EntryPayload::Normal(command) => {
-                sessions.apply(db, command, index, &mut batch).map_err(apply_err)?
+                let range = shard.range(db).map_err(apply_err)?;
+                match range.and_then(|r| command_keys(&command).find(|k| !r.contains(k))) {
+                    // Refused before the session is looked at: nothing happened here, and the
+                    // client's retry goes to the group that has the key now.
+                    Some(key) => crate::shard::apply::not_in_range(range.unwrap(), key),
+                    None => sessions.apply(db, command, index, &mut batch).map_err(apply_err)?,
+                }
             }
             EntryPayload::Membership(m) => {
-                membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                membership = Some(StoredMembership::new(Some(log_id), m));
                 Outcome::Applied
             }
         };
+        last = Some(log_id);
         outcomes.push(outcome);
     }
-    let Some(last) = last else { return Ok(outcomes) };
-    let apply_err = |e: AnyError| -> StorageError { StorageIOError::apply(last, e).into() };
-    batch.put(keys::APPLIED, encode(&last).map_err(apply_err)?);
-    if let Some(m) = &membership {
-        batch.put(keys::MEMBERSHIP, encode(m).map_err(apply_err)?);
+    commit(batch, last, &membership)?;
+    Ok((outcomes, split))
+}
+
+/// The keys `command` writes.
+fn command_keys(command: &Command) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+    match command {
+        Command::Put { key, .. } | Command::Delete { key } => Box::new(std::iter::once(&key[..])),
+        Command::Batch(commands) => Box::new(commands.iter().flat_map(command_keys)),
+        Command::Once { command, .. } => command_keys(command),
+        Command::Shard(_) => Box::new(std::iter::empty()),
     }
-    // Not fsynced: the entries are already durable in the log, which every later fsync of
-    // this database covers too (bloomkv recovers a prefix of its writes). After a crash the
-    // state machine may be a few entries behind, never torn, and openraft applies the rest
-    // again from the log up to the saved committed id.
-    db.commit(&batch, false).or_storage(apply_err)?;
-    Ok(outcomes)
 }
 
 /// The prefix of the names of files being received.
@@ -589,9 +638,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
         let Some(last) = entries.last().map(|e| e.log_id) else { return Ok(Vec::new()) };
         let db = self.shared.db.clone();
-        blocking(move || apply_entries(&db, entries))
+        let (outcomes, split) = blocking(move || apply_entries(&db, entries))
             .await
-            .map_err(|e| StorageError::from(StorageIOError::apply(last, e)))?
+            .map_err(|e| StorageError::from(StorageIOError::apply(last, e)))??;
+        if split {
+            self.shared.db.shard_changed();
+        }
+        Ok(outcomes)
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
@@ -626,9 +679,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         };
         let (file, path, receipt) = snapshot.into_std().await.map_err(write)?;
         let (shared, meta) = (self.shared.clone(), meta.clone());
-        blocking(move || shared.install(&meta, file, path, receipt))
-            .await
-            .map_err(|e| StorageError::from(StorageIOError::write_snapshot(Some(signature), e)))?
+        blocking(move || shared.install(&meta, file, path, receipt)).await.map_err(|e| {
+            StorageError::from(StorageIOError::write_snapshot(Some(signature), e))
+        })??;
+        // The snapshot may bring a range whose splits made groups this node does not run.
+        self.shared.db.shard_changed();
+        Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {

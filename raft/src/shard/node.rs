@@ -1,0 +1,661 @@
+//! [`ShardNode`]: one node's raft groups, its copy of the shard map (replicated by the
+//! metadata group), and the operations that change the shards: splits and replica moves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bloomkv::Options;
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::raft::ClientWriteResponse;
+use openraft::{BasicNode, Config, RaftMetrics, RaftNetworkFactory};
+use tokio::sync::watch;
+
+use super::{refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE};
+use crate::{Command, GroupId, KvReader, NodeId, NodeStore, Outcome, Raft, TypeConfig};
+
+/// What a [`ShardNode`] operation failed with.
+#[derive(Debug, Clone)]
+pub enum ShardError {
+    /// This node runs no replica of `group`.
+    NotHere {
+        /// The group.
+        group: GroupId,
+    },
+    /// This node's replica of `group` does not lead it; `leader` does, if known.
+    NotLeader {
+        /// The group.
+        group: GroupId,
+        /// The leader this node knows of.
+        leader: Option<NodeId>,
+    },
+    /// The key is not `group`'s (it split away): the map of `version` says `owner` has it.
+    WrongShard {
+        /// The group the write went to.
+        group: GroupId,
+        /// The map's version.
+        version: u64,
+        /// The group serving the key in it.
+        owner: GroupId,
+    },
+    /// The group refused the command, changing nothing: why.
+    Rejected(String),
+    /// Raft could not do it (no leader within the wait, shut down, a membership change
+    /// refused): openraft's error.
+    Raft(String),
+    /// The node's storage failed.
+    Storage(bloomkv::Error),
+}
+
+impl std::fmt::Display for ShardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShardError::NotHere { group } => write!(f, "no replica of group {group} here"),
+            ShardError::NotLeader { group, leader: Some(l) } => {
+                write!(f, "node {l} leads group {group}, not this one")
+            }
+            ShardError::NotLeader { group, leader: None } => {
+                write!(f, "group {group} has no known leader")
+            }
+            ShardError::WrongShard { group, version, owner } => {
+                write!(f, "group {group} does not serve the key: map {version} gives it to {owner}")
+            }
+            ShardError::Rejected(reason) => write!(f, "rejected: {reason}"),
+            ShardError::Raft(e) => write!(f, "raft: {e}"),
+            ShardError::Storage(e) => write!(f, "storage: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ShardError {}
+
+impl From<bloomkv::Error> for ShardError {
+    fn from(e: bloomkv::Error) -> ShardError {
+        ShardError::Storage(e)
+    }
+}
+
+/// How a [`ShardNode`] reaches the other nodes: the raft network of each of its groups, and
+/// the forwarding of a command to the node leading a group.
+pub trait Transport: Send + Sync + 'static {
+    /// The network of one group's raft.
+    type Network: RaftNetworkFactory<TypeConfig>;
+
+    /// The network through which group `group`'s raft on this node reaches the same group
+    /// on other nodes (whose [`ShardNode::raft`] answers the RPCs).
+    fn network(&self, group: GroupId) -> Self::Network;
+
+    /// Submits `command` to `group` on node `node`: that node's
+    /// [`ShardNode::propose_local`].
+    fn forward(
+        &self,
+        node: NodeId,
+        group: GroupId,
+        command: Command,
+    ) -> impl Future<Output = Result<ClientWriteResponse<TypeConfig>, ShardError>> + Send;
+}
+
+/// How long an operation waits for a group to have a leader, or a learner to catch up.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// Forwards and retries an operation makes before giving up on a group.
+const ATTEMPTS: usize = 50;
+
+/// A node of a sharded cluster: every raft group it holds a replica of (all in one
+/// [`NodeStore`]), among them the metadata group ([`META_GROUP`]), whose state machine holds
+/// the [`ShardMap`]; this node's cached copy of the map; and the operations that change the
+/// shards (see [`ShardNode::split`], [`ShardNode::move_replica`]).
+///
+/// A node starts, besides the metadata group, every group it holds state of, and any group a
+/// split applied here (or a snapshot installed here) made. It re-drives at start and after
+/// every split what a crash may have left half done: a split its groups applied that the map
+/// does not show yet is recorded there.
+///
+/// ```no_run
+/// use bloomkv_raft::shard::{ShardMap, ShardNode, Transport};
+///
+/// async fn run<T: Transport>(transport: T) -> Result<(), Box<dyn std::error::Error>> {
+///     let config = std::sync::Arc::new(openraft::Config::default().validate()?);
+///     let node = ShardNode::open(1, "node-1", bloomkv::Options::default(), config, transport)
+///         .await?;
+///     // Once, on one node holding every first group: the metadata group and the groups.
+///     let members = [(1, openraft::BasicNode::new("node-1"))].into();
+///     node.bootstrap(ShardMap::new(1, [1])?, members).await?;
+///     node.write(bloomkv_raft::Command::put("apple", "red")).await?;
+///     let made = node.split(1, b"m").await?; // keys from "m" on now in group `made`
+///     assert_eq!(node.read_map().await?.group_of(b"melon"), made);
+///     node.shutdown().await?;
+///     Ok(())
+/// }
+/// ```
+pub struct ShardNode<T: Transport> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T: Transport> Clone for ShardNode<T> {
+    fn clone(&self) -> Self {
+        ShardNode { inner: self.inner.clone() }
+    }
+}
+
+struct Inner<T: Transport> {
+    id: NodeId,
+    store: NodeStore,
+    config: Arc<Config>,
+    transport: T,
+    groups: Mutex<BTreeMap<GroupId, (Raft, KvReader)>>,
+    map: watch::Sender<Option<ShardMap>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Held while a group starts: two tasks may ask for the same group at once.
+    starting: tokio::sync::Mutex<()>,
+}
+
+fn raft_error(e: impl std::fmt::Display) -> ShardError {
+    ShardError::Raft(e.to_string())
+}
+
+impl<T: Transport> ShardNode<T> {
+    /// Opens the node's database in `dir` and starts its groups (see [`ShardNode`]).
+    /// `config` is every group's raft configuration.
+    pub async fn open(
+        id: NodeId,
+        dir: impl AsRef<Path>,
+        options: Options,
+        config: Arc<Config>,
+        transport: T,
+    ) -> Result<ShardNode<T>, ShardError> {
+        let store = NodeStore::open(dir, options)?;
+        let inner = Inner {
+            id,
+            store,
+            config,
+            transport,
+            groups: Mutex::new(BTreeMap::new()),
+            map: watch::Sender::new(None),
+            tasks: Mutex::new(Vec::new()),
+            starting: tokio::sync::Mutex::new(()),
+        };
+        let node = ShardNode { inner: Arc::new(inner) };
+        let _ = node.start_group(META_GROUP).await?;
+        for group in node.inner.store.group_ids() {
+            if group != META_GROUP && node.inner.store.has_state(group)? {
+                let _ = node.start_group(group).await?;
+            }
+        }
+        node.refresh_map()?;
+        let tasks = vec![
+            tokio::spawn(node.clone().follow_map()),
+            tokio::spawn(node.clone().follow_splits()),
+        ];
+        *node.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.id
+    }
+
+    /// The raft of this node's replica of `group`, if it runs one: what answers the group's
+    /// RPCs to this node.
+    pub fn raft(&self, group: GroupId) -> Option<Raft> {
+        self.lock_groups().get(&group).map(|(raft, _)| raft.clone())
+    }
+
+    /// A reader of this node's replica of `group`, if it runs one.
+    pub fn reader(&self, group: GroupId) -> Option<KvReader> {
+        self.lock_groups().get(&group).map(|(_, kv)| kv.clone())
+    }
+
+    /// The groups this node runs a replica of, the metadata group among them.
+    pub fn groups(&self) -> Vec<GroupId> {
+        self.lock_groups().keys().copied().collect()
+    }
+
+    /// This node's copy of the map: as its replica of the metadata group last applied it
+    /// (`None` before the cluster's bootstrap reached it). Its version says how recent it is.
+    pub fn map(&self) -> Option<ShardMap> {
+        self.inner.map.borrow().clone()
+    }
+
+    /// This node's copy of the map, as it changes.
+    pub fn watch_map(&self) -> watch::Receiver<Option<ShardMap>> {
+        self.inner.map.subscribe()
+    }
+
+    /// The current map, linearizably: an entry passes through the metadata group's leader,
+    /// and the map is read once this node's replica has applied it. Needs a replica of the
+    /// metadata group here.
+    pub async fn read_map(&self) -> Result<ShardMap, ShardError> {
+        let resp = self.propose(META_GROUP, Command::Batch(Vec::new())).await?;
+        let meta = self.raft(META_GROUP).ok_or(ShardError::NotHere { group: META_GROUP })?;
+        meta.wait(Some(PATIENCE))
+            .applied_index_at_least(Some(resp.log_id.index), "the read's entry")
+            .await
+            .map_err(raft_error)?;
+        self.refresh_map()?;
+        self.map().ok_or_else(|| ShardError::Rejected("the cluster has no map yet".into()))
+    }
+
+    fn lock_groups(&self) -> std::sync::MutexGuard<'_, BTreeMap<GroupId, (Raft, KvReader)>> {
+        self.inner.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts this node's replica of `group` if it does not run one: from its state here,
+    /// or empty (to be filled by a snapshot from the group's leader).
+    /// Returns whether it started it.
+    async fn start_group(&self, group: GroupId) -> Result<bool, ShardError> {
+        let _starting = self.inner.starting.lock().await;
+        if self.lock_groups().contains_key(&group) {
+            return Ok(false);
+        }
+        let (log, sm) = self.inner.store.group(group)?;
+        let kv = sm.reader();
+        let network = self.inner.transport.network(group);
+        let raft = Raft::new(self.inner.id, self.inner.config.clone(), network, log, sm)
+            .await
+            .map_err(raft_error)?;
+        self.lock_groups().insert(group, (raft, kv));
+        Ok(true)
+    }
+
+    /// Reads the map from this node's replica of the metadata group into the cached copy.
+    fn refresh_map(&self) -> Result<(), ShardError> {
+        let Some(kv) = self.reader(META_GROUP) else { return Ok(()) };
+        let Some(map) = kv.shard_map()? else { return Ok(()) };
+        self.inner.map.send_if_modified(|cached| match cached {
+            Some(c) if c.version() >= map.version() => false,
+            _ => {
+                *cached = Some(map);
+                true
+            }
+        });
+        Ok(())
+    }
+
+    /// Keeps the cached map that of the metadata group's replica here.
+    async fn follow_map(self) {
+        let Some(meta) = self.raft(META_GROUP) else { return };
+        let mut metrics = meta.metrics();
+        let mut applied = None;
+        while metrics.changed().await.is_ok() {
+            let now = metrics.borrow().last_applied;
+            if now != applied {
+                applied = now;
+                if self.refresh_map().is_err() || self.start_listed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Starts the cluster's first groups (made at bootstrap) that the map puts on this node:
+    /// their replicas here get their state from the group. A group a split made is started
+    /// once this node's replica of the group that split holds the split (see
+    /// [`ShardNode::follow_splits`]): started earlier, it would get the data both from its
+    /// leader and from that split. A replica a move brings is started by [`ShardNode::host`].
+    async fn start_listed(&self) -> Result<(), ShardError> {
+        let Some(map) = self.map() else { return Ok(()) };
+        let me = self.inner.id;
+        for shard in map.shards() {
+            if shard.group < SPLIT_GROUP_BASE && shard.members.contains(&me) {
+                let _ = self.start_group(shard.group).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the groups the splits applied here made, and records in the map each split it
+    /// does not show yet: at start (a crash may have come between a split and its record),
+    /// then after every split applied or snapshot installed here.
+    async fn follow_splits(self) {
+        let mut changes = self.inner.store.shard_changes();
+        loop {
+            match self.redrive_splits().await {
+                Ok(()) => {}
+                // Closed, or storage failed: the next start re-drives.
+                Err(ShardError::Storage(_)) => return,
+                // The metadata group had no leader through every attempt: again once it
+                // changes (and never if it stopped: the next start re-drives).
+                Err(_) => {
+                    let Some(meta) = self.raft(META_GROUP) else { return };
+                    if meta.metrics().changed().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn redrive_splits(&self) -> Result<(), ShardError> {
+        let groups: Vec<GroupId> = self.groups().into_iter().filter(|&g| g != META_GROUP).collect();
+        let mut splits = Vec::new();
+        for group in groups {
+            if let Some(range) = self.inner.store.range(group)? {
+                splits.extend(range.splits.iter().map(|(at, made)| (group, at.clone(), *made)));
+            }
+        }
+        for (group, at, made) in splits {
+            let leads = |g| {
+                self.raft(g)
+                    .is_some_and(|r| r.metrics().borrow().current_leader == Some(self.inner.id))
+            };
+            if self.start_group(made).await? && leads(group) {
+                // The group's leader campaigns at once in the group it made, rather than
+                // every member waiting out an election timeout: the new group's keys are
+                // unavailable until it has a leader.
+                if let Some(raft) = self.raft(made) {
+                    let _ = raft.trigger().elect().await;
+                }
+            }
+            let recorded = self.map().and_then(|m| m.group(made).map(|s| s.start == at.as_slice()));
+            if recorded != Some(true) {
+                let record = ShardCommand::RecordSplit { group, at, new_group: made };
+                self.propose(META_GROUP, Command::Shard(record)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits `command` to this node's replica of `group`, which must lead it. What
+    /// [`Transport::forward`] calls on the node it forwards to.
+    pub async fn propose_local(
+        &self,
+        group: GroupId,
+        command: Command,
+    ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
+        let raft = self.raft(group).ok_or(ShardError::NotHere { group })?;
+        command.validate().map_err(ShardError::Rejected)?;
+        match raft.client_write(command).await {
+            Ok(resp) => Ok(resp),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(ShardError::NotLeader { group, leader: f.leader_id })
+            }
+            Err(e) => Err(raft_error(e)),
+        }
+    }
+
+    /// Submits `command` to `group` through its leader, wherever it is: this node's replica
+    /// if it leads, else forwarded to the leader this node (or the replica it asks) knows.
+    /// Retries while the group elects a leader.
+    pub async fn propose(
+        &self,
+        group: GroupId,
+        command: Command,
+    ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
+        let members: Vec<NodeId> = self
+            .map()
+            .and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
+            .unwrap_or_default();
+        let mut target = match self.raft(group) {
+            Some(raft) => raft.metrics().borrow().current_leader.unwrap_or(self.inner.id),
+            None => *members.first().ok_or(ShardError::NotHere { group })?,
+        };
+        let mut last = ShardError::NotHere { group };
+        for attempt in 0..ATTEMPTS {
+            let result = match target == self.inner.id {
+                true => self.propose_local(group, command.clone()).await,
+                false => self.inner.transport.forward(target, group, command.clone()).await,
+            };
+            match result {
+                Err(ShardError::NotLeader { leader: Some(l), .. }) if l != target => target = l,
+                Err(e @ (ShardError::NotLeader { .. } | ShardError::NotHere { .. })) => {
+                    last = e;
+                    target = self.await_leader(group, target, &members, attempt).await;
+                }
+                // Unreachable, or the leader went away mid-write: a put applied twice is the
+                // same put, and a shard command is idempotent.
+                Err(e @ ShardError::Raft(_)) => {
+                    last = e;
+                    target = self.await_leader(group, target, &members, attempt).await;
+                }
+                other => return other,
+            }
+        }
+        Err(last)
+    }
+
+    /// The node to try next for `group` after `failed` did not take a command: the leader
+    /// this node's replica knows once it knows one other than `failed`, else the next member.
+    async fn await_leader(
+        &self,
+        group: GroupId,
+        failed: NodeId,
+        members: &[NodeId],
+        attempt: usize,
+    ) -> NodeId {
+        if let Some(raft) = self.raft(group) {
+            let other =
+                |m: &RaftMetrics<NodeId, BasicNode>| m.current_leader.is_some_and(|l| l != failed);
+            // Waits for the election (or a heartbeat naming the leader), bounded by the
+            // election timeout: a leader that stays the same is tried again after it.
+            let wait = Duration::from_millis(self.inner.config.election_timeout_max);
+            if let Ok(m) = raft.wait(Some(wait)).metrics(other, "another leader").await {
+                return m.current_leader.unwrap_or(failed);
+            }
+            return raft.metrics().borrow().current_leader.unwrap_or(failed);
+        }
+        match members.is_empty() {
+            true => failed,
+            false => members[attempt % members.len()],
+        }
+    }
+
+    /// Writes `command` (a put, a delete, or a batch whose keys one group serves) to the
+    /// group the map gives its first key to, following the group's answer when a split moved
+    /// the key. A batch whose keys span groups is refused by each: batches are atomic within
+    /// one group only.
+    pub async fn write(&self, command: Command) -> Result<Outcome, ShardError> {
+        let key = first_key(&command)
+            .ok_or_else(|| ShardError::Rejected("a write with no key".into()))?
+            .to_vec();
+        let map = self.map().ok_or_else(|| ShardError::Rejected("no map yet".into()))?;
+        let mut group = map.group_of(&key);
+        for _ in 0..ATTEMPTS {
+            let resp = self.propose(group, command.clone()).await?;
+            match refused_range(&resp.data) {
+                None => return Ok(resp.data),
+                Some(Some(moved_to)) => group = moved_to,
+                Some(None) => {
+                    let map = self.read_map().await?;
+                    let owner = map.group_of(&key);
+                    if owner == group {
+                        return Err(ShardError::WrongShard {
+                            group,
+                            version: map.version(),
+                            owner,
+                        });
+                    }
+                    group = owner;
+                }
+            }
+        }
+        Err(ShardError::Rejected("the key's group kept moving".into()))
+    }
+
+    /// Creates the cluster's shards, once, from this node, which must be a member of every
+    /// group of `map` and of `meta_members`: starts the metadata group on `meta_members`
+    /// (addressed as given) with `map` as its state, then each group of `map` on its members,
+    /// given its range. Group ids must be below [`SPLIT_GROUP_BASE`]. Run again (after a
+    /// crash part way), it does what is left.
+    pub async fn bootstrap(
+        &self,
+        map: ShardMap,
+        meta_members: BTreeMap<NodeId, BasicNode>,
+    ) -> Result<(), ShardError> {
+        let me = self.inner.id;
+        if !meta_members.contains_key(&me) || map.shards().any(|s| !s.members.contains(&me)) {
+            return Err(ShardError::Rejected(format!(
+                "node {me} must be a member of the metadata group and of every group"
+            )));
+        }
+        self.initialize(META_GROUP, meta_members.clone()).await?;
+        let init = Command::Shard(ShardCommand::InitMap(map.encode()));
+        expect_applied(self.propose(META_GROUP, init).await?.data)?;
+        for shard in map.shards() {
+            let _ = self.start_group(shard.group).await?;
+            let members = shard
+                .members
+                .iter()
+                .map(|n| (*n, meta_members.get(n).cloned().unwrap_or_default()))
+                .collect();
+            self.initialize(shard.group, members).await?;
+            let assign = ShardCommand::Assign {
+                start: shard.start.to_vec(),
+                end: shard.end.map(<[u8]>::to_vec),
+            };
+            expect_applied(self.propose(shard.group, Command::Shard(assign)).await?.data)?;
+        }
+        self.refresh_map()
+    }
+
+    async fn initialize(
+        &self,
+        group: GroupId,
+        members: BTreeMap<NodeId, BasicNode>,
+    ) -> Result<(), ShardError> {
+        let raft = self.raft(group).ok_or(ShardError::NotHere { group })?;
+        match raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(raft_error(e)),
+        }
+    }
+
+    /// Splits `group` at key `at`: the keys from `at` to the group's end go to a new group,
+    /// on the same members, whose id this returns. Three steps, each idempotent:
+    ///
+    /// 1. the metadata group reserves the new group's id ([`ShardCommand::Reserve`]);
+    /// 2. the split goes through `group`'s log ([`ShardCommand::Split`]): every replica
+    ///    applies it at the same index, in one batch moving the keys to the new group's
+    ///    keyspace, ending the group's range at `at`, and starting the new group's raft state
+    ///    at that index; each node then starts the new group's raft;
+    /// 3. the metadata group records the split ([`ShardCommand::RecordSplit`]), a new map
+    ///    version. Every node whose replica applied step 2 re-drives this step (after a crash,
+    ///    at its next start), so a split applied is recorded.
+    ///
+    /// From step 2 on, the group refuses writes at or after `at` (see
+    /// [`crate::shard::refused_range`]), naming the new group. Fails if `at` is not inside
+    /// the group's range after its start, or while the group's membership changes.
+    pub async fn split(&self, group: GroupId, at: &[u8]) -> Result<GroupId, ShardError> {
+        let reserved = self.propose(META_GROUP, Command::Shard(ShardCommand::Reserve)).await?;
+        let made = SPLIT_GROUP_BASE + reserved.log_id.index;
+        let split = ShardCommand::Split { at: at.to_vec(), new_group: made };
+        expect_applied(self.propose(group, Command::Shard(split)).await?.data)?;
+        let record = ShardCommand::RecordSplit { group, at: at.to_vec(), new_group: made };
+        expect_applied(self.propose(META_GROUP, Command::Shard(record)).await?.data)?;
+        Ok(made)
+    }
+
+    /// Starts an empty replica of `group` here, to be made a member by
+    /// [`ShardNode::move_replica`] on the group's leader: the leader's snapshot fills it.
+    pub async fn host(&self, group: GroupId) -> Result<(), ShardError> {
+        self.start_group(group).await.map(|_| ())
+    }
+
+    /// Moves `group`'s replica from node `from` to node `to`, from this node, which must lead
+    /// the group; `to` must run an empty replica ([`ShardNode::host`]). `to` joins as a
+    /// learner and catches up (by snapshot, streamed as for any learner), is made a voter in
+    /// `from`'s place, and the metadata group records the group's new members. Then `from`
+    /// removes its copy ([`ShardNode::remove_replica`]).
+    pub async fn move_replica(
+        &self,
+        group: GroupId,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<(), ShardError> {
+        let raft = self.raft(group).ok_or(ShardError::NotHere { group })?;
+        let membership = raft.metrics().borrow().membership_config.clone();
+        let mut voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
+        if !voters.contains(&from) {
+            return Err(ShardError::Rejected(format!("node {from} is not in group {group}")));
+        }
+        let address = self
+            .raft(META_GROUP)
+            .and_then(|m| {
+                m.metrics().borrow().membership_config.membership().get_node(&to).cloned()
+            })
+            .unwrap_or_default();
+        let not_leader = |e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>| match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                ShardError::NotLeader { group, leader: f.leader_id }
+            }
+            e => raft_error(e),
+        };
+        if !voters.contains(&to) {
+            raft.add_learner(to, address, true).await.map_err(not_leader)?;
+            voters.remove(&from);
+            voters.insert(to);
+            raft.change_membership(voters.clone(), false).await.map_err(not_leader)?;
+        } else {
+            voters.remove(&from);
+            raft.change_membership(voters.clone(), false).await.map_err(not_leader)?;
+        }
+        // The metadata group's own members are its raft membership, not in the map.
+        if group == META_GROUP {
+            return Ok(());
+        }
+        let record = ShardCommand::RecordMembers { group, members: voters.into_iter().collect() };
+        expect_applied(self.propose(META_GROUP, Command::Shard(record)).await?.data)
+    }
+
+    /// Stops this node's replica of `group` and removes its copy: after a move took it
+    /// away. Refused while the current map still lists this node among the group's members.
+    pub async fn remove_replica(&self, group: GroupId) -> Result<(), ShardError> {
+        let map = self.read_map().await?;
+        if map.group(group).is_some_and(|s| s.members.contains(&self.inner.id)) {
+            return Err(ShardError::Rejected(format!(
+                "the map still has group {group} on node {}",
+                self.inner.id
+            )));
+        }
+        let removed = self.lock_groups().remove(&group);
+        if let Some((raft, _)) = removed {
+            raft.shutdown().await.map_err(raft_error)?;
+        }
+        self.inner.store.closed(group).await;
+        self.inner.store.remove_group(group)?;
+        Ok(())
+    }
+
+    /// The range this node's replica of `group` holds, if it has one.
+    pub fn range(&self, group: GroupId) -> Result<Option<GroupRange>, ShardError> {
+        Ok(self.inner.store.range(group)?)
+    }
+
+    /// Stops every group and the node's background tasks, and closes its database.
+    pub async fn shutdown(&self) -> Result<(), ShardError> {
+        for task in self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+        let groups = std::mem::take(&mut *self.lock_groups());
+        for (raft, _) in groups.values() {
+            // An error is a raft stopped already.
+            let _ = raft.shutdown().await;
+        }
+        self.inner.store.close()?;
+        Ok(())
+    }
+}
+
+fn expect_applied(outcome: Outcome) -> Result<(), ShardError> {
+    match outcome {
+        Outcome::Applied => Ok(()),
+        Outcome::Rejected { reason } => Err(ShardError::Rejected(reason)),
+        other => Err(ShardError::Rejected(format!("{other:?}"))),
+    }
+}
+
+/// The first key a write names.
+fn first_key(command: &Command) -> Option<&[u8]> {
+    match command {
+        Command::Put { key, .. } | Command::Delete { key } => Some(key),
+        Command::Batch(commands) => commands.iter().find_map(first_key),
+        Command::Once { command, .. } => first_key(command),
+        Command::Shard(_) => None,
+    }
+}

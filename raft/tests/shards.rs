@@ -1,0 +1,449 @@
+//! Shards in process: four nodes (`ShardNode`s talking through direct calls), eight groups
+//! on three of them, writers running throughout. A group splits under load, a node is stopped
+//! and started again over its directory, and a replica moves to the fourth node under load.
+//! Afterwards every acknowledged write is present once, in the group the map gives it to, on
+//! every member of that group, and nowhere else; the longest wait of a write is printed per
+//! operation. And a split applied by its group but not yet recorded in the map (a crash
+//! between the two) is recorded when a node starts again.
+// The errors are openraft's network errors, returned by value as its traits want them.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bloomkv_raft::shard::{ShardCommand, ShardError, ShardMap, ShardNode, Transport, META_GROUP};
+use bloomkv_raft::{Command, GroupId, NodeId, Outcome, TypeConfig};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
+    InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Config};
+
+const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
+
+type Nodes = Arc<Mutex<BTreeMap<NodeId, ShardNode<Net>>>>;
+
+/// The running nodes; one that is down is absent, and RPCs to it fail as unreachable.
+#[derive(Clone, Default)]
+struct Net {
+    nodes: Nodes,
+}
+
+impl Net {
+    fn node(&self, id: NodeId) -> Option<ShardNode<Net>> {
+        self.nodes.lock().unwrap().get(&id).cloned()
+    }
+}
+
+struct GroupNet {
+    group: GroupId,
+    net: Net,
+}
+
+struct Connection {
+    group: GroupId,
+    target: NodeId,
+    net: Net,
+}
+
+impl RaftNetworkFactory<TypeConfig> for GroupNet {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Connection {
+        Connection { group: self.group, target, net: self.net.clone() }
+    }
+}
+
+impl Transport for Net {
+    type Network = GroupNet;
+
+    fn network(&self, group: GroupId) -> GroupNet {
+        GroupNet { group, net: self.clone() }
+    }
+
+    async fn forward(
+        &self,
+        node: NodeId,
+        group: GroupId,
+        command: Command,
+    ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
+        let target = self.node(node).ok_or_else(|| ShardError::Raft("node is down".into()))?;
+        target.propose_local(group, command).await
+    }
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl Connection {
+    fn target<E: std::error::Error>(&self) -> RpcResult<bloomkv_raft::Raft, E> {
+        let down = || std::io::Error::new(std::io::ErrorKind::NotConnected, "node is down");
+        self.net
+            .node(self.target)
+            .and_then(|n| n.raft(self.group))
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&down())))
+    }
+
+    /// Passes each request through its wire encoding, as a real network would.
+    fn wire<T: serde::Serialize + serde::de::DeserializeOwned, E: std::error::Error>(
+        value: T,
+    ) -> RpcResult<T, E> {
+        let bytes =
+            serde_json::to_vec(&value).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        req: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let raft = self.target()?;
+        let resp = raft.append_entries(Self::wire(req)?).await;
+        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        req: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        let raft = self.target()?;
+        let resp = raft.install_snapshot(Self::wire(req)?).await;
+        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+
+    async fn vote(
+        &mut self,
+        req: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        let raft = self.target()?;
+        let resp = raft.vote(Self::wire(req)?).await;
+        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+fn config() -> Arc<Config> {
+    let config = Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        ..Default::default()
+    };
+    Arc::new(config.validate().unwrap())
+}
+
+struct Cluster {
+    net: Net,
+    dirs: tempfile::TempDir,
+    config: Arc<Config>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        Cluster { net: Net::default(), dirs: tempfile::tempdir().unwrap(), config: config() }
+    }
+
+    fn dir(&self, id: NodeId) -> PathBuf {
+        self.dirs.path().join(format!("node-{id}"))
+    }
+
+    async fn start(&self, id: NodeId) -> ShardNode<Net> {
+        let node = open(id, &self.dir(id), &self.config, &self.net).await;
+        self.net.nodes.lock().unwrap().insert(id, node.clone());
+        node
+    }
+
+    /// Takes the node off the network and stops it.
+    async fn stop(&self, id: NodeId) {
+        let node = self.net.nodes.lock().unwrap().remove(&id).unwrap();
+        node.shutdown().await.unwrap();
+    }
+
+    fn node(&self, id: NodeId) -> ShardNode<Net> {
+        self.net.node(id).unwrap()
+    }
+
+    fn live(&self) -> Vec<ShardNode<Net>> {
+        self.net.nodes.lock().unwrap().values().cloned().collect()
+    }
+
+    /// The node leading `group`, once one does.
+    async fn leader(&self, group: GroupId) -> ShardNode<Net> {
+        let any = self.live().into_iter().find_map(|n| n.raft(group)).unwrap();
+        let up: BTreeSet<NodeId> = self.net.nodes.lock().unwrap().keys().copied().collect();
+        let m = any
+            .wait(PATIENCE)
+            .metrics(|m| m.current_leader.is_some_and(|l| up.contains(&l)), "a live leader")
+            .await
+            .unwrap();
+        self.node(m.current_leader.unwrap())
+    }
+}
+
+async fn open(id: NodeId, dir: &Path, config: &Arc<Config>, net: &Net) -> ShardNode<Net> {
+    let options = bloomkv::Options::default();
+    ShardNode::open(id, dir, options, config.clone(), net.clone()).await.unwrap()
+}
+
+fn members(ids: impl IntoIterator<Item = NodeId>) -> BTreeMap<NodeId, BasicNode> {
+    ids.into_iter().map(|id| (id, BasicNode::new(format!("node-{id}")))).collect()
+}
+
+/// Eight groups, 1 to 8, on nodes 1-3: group `g` serves the keys from `k<g-1>` to `k<g>`.
+fn first_map() -> ShardMap {
+    let mut map = ShardMap::new(1, [1, 2, 3]).unwrap();
+    for g in 2..=8u64 {
+        map.split(format!("k{}", g - 1).as_bytes(), g).unwrap();
+    }
+    map
+}
+
+/// A write: the key, its value, and when it was first tried and acknowledged.
+struct Acked {
+    key: String,
+    value: String,
+    started: Instant,
+    done: Instant,
+}
+
+#[derive(Clone, Default)]
+struct Log {
+    acked: Arc<Mutex<Vec<Acked>>>,
+    /// Every key a writer tried, acknowledged or not.
+    tried: Arc<Mutex<BTreeSet<String>>>,
+    changed: Arc<tokio::sync::Notify>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Log {
+    fn count(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Waits until `n` more writes than now are acknowledged.
+    async fn more(&self, n: usize) {
+        let target = self.count() + n;
+        loop {
+            let notified = self.changed.notified();
+            if self.count() >= target {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Writes keys spread over every range, each through a live node (another one after a
+/// failure), until told to stop. Each key is written once: present twice would mean a copy.
+async fn writer(net: Net, w: u64, log: Log) {
+    for n in 0u64.. {
+        if log.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let key = format!("k{}/{:03}/w{w}-{n}", (n * 3 + w) % 8, (n * 37 + w * 11) % 1000);
+        let value = format!("value of {key}");
+        log.tried.lock().unwrap().insert(key.clone());
+        let started = Instant::now();
+        for attempt in 0.. {
+            let nodes: Vec<_> = net.nodes.lock().unwrap().values().cloned().collect();
+            let node = &nodes[(attempt + n as usize) % nodes.len()];
+            match node.write(Command::put(&key, &value)).await {
+                Ok(outcome) => {
+                    assert_eq!(outcome, Outcome::Applied, "{key}");
+                    break;
+                }
+                Err(e) => assert!(attempt < 20, "{key}: {e}"),
+            }
+        }
+        let done = Instant::now();
+        log.acked.lock().unwrap().push(Acked { key, value, started, done });
+        log.changed.notify_waiters();
+    }
+}
+
+/// The longest a write that was waiting at some moment in `during` took.
+fn longest_wait(log: &Log, during: std::ops::Range<Instant>) -> Duration {
+    let acked = log.acked.lock().unwrap();
+    acked
+        .iter()
+        .filter(|a| a.started < during.end && a.done > during.start)
+        .map(|a| a.done - a.started)
+        .max()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
+    let cluster = Cluster::new();
+    for id in 1..=4 {
+        cluster.start(id).await;
+    }
+    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let map = cluster.node(1).read_map().await.unwrap();
+    assert_eq!(map.len(), 8);
+
+    let log = Log::default();
+    let writers: Vec<_> =
+        (0..4).map(|w| tokio::spawn(writer(cluster.net.clone(), w, log.clone()))).collect();
+    log.more(200).await;
+
+    // A split under load: group 3 (keys k2 to k3) at k2/500.
+    let started = Instant::now();
+    let made = cluster.leader(3).await.split(3, b"k2/500").await.unwrap();
+    let split_time = started..Instant::now();
+    let map = cluster.node(2).read_map().await.unwrap();
+    assert_eq!(map.group_of(b"k2/499"), 3);
+    assert_eq!(map.group_of(b"k2/500"), made);
+    assert_eq!(map.group(made).unwrap().members, &BTreeSet::from([1, 2, 3]));
+    log.more(100).await;
+
+    // Node 3 stops, writes go on, node 3 starts again over its directory.
+    cluster.stop(3).await;
+    log.more(100).await;
+    cluster.start(3).await;
+    log.more(100).await;
+
+    // A move under load: group 5's replica on node 2 goes to node 4.
+    let started = Instant::now();
+    cluster.node(4).host(5).await.unwrap();
+    cluster.leader(5).await.move_replica(5, 2, 4).await.unwrap();
+    let move_time = started..Instant::now();
+    cluster.node(2).remove_replica(5).await.unwrap();
+    assert!(!cluster.node(2).groups().contains(&5));
+    log.more(100).await;
+
+    log.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    eprintln!(
+        "longest write wait: split {:?} (took {:?}), move {:?} (took {:?}); {} writes",
+        longest_wait(&log, split_time.clone()),
+        split_time.end - split_time.start,
+        longest_wait(&log, move_time.clone()),
+        move_time.end - move_time.start,
+        log.count()
+    );
+
+    // Every member of every group caught up with its leader.
+    let map = cluster.node(1).read_map().await.unwrap();
+    assert_eq!(map.group(5).unwrap().members, &BTreeSet::from([1, 3, 4]));
+    for shard in map.shards() {
+        let leader = cluster.leader(shard.group).await.raft(shard.group).unwrap();
+        let resp = leader.client_write(Command::Batch(Vec::new())).await.unwrap();
+        for member in shard.members {
+            let raft = cluster.node(*member).raft(shard.group).unwrap();
+            raft.wait(PATIENCE)
+                .applied_index_at_least(Some(resp.log_id.index), "caught up")
+                .await
+                .unwrap();
+        }
+    }
+
+    // Where each key is: (node, group) for every copy.
+    let mut copies: BTreeMap<String, Vec<(NodeId, GroupId, Vec<u8>)>> = BTreeMap::new();
+    for node in cluster.live() {
+        for group in node.groups().into_iter().filter(|&g| g != META_GROUP) {
+            for item in node.reader(group).unwrap().scan() {
+                let (key, value) = item.unwrap();
+                let key = String::from_utf8(key).unwrap();
+                copies.entry(key).or_default().push((node.id(), group, value.to_vec()));
+            }
+        }
+    }
+    let tried = log.tried.lock().unwrap().clone();
+    for (key, held) in &copies {
+        assert!(tried.contains(key), "{key} was never written");
+        let owner = map.shard_of(key.as_bytes());
+        let on: BTreeSet<NodeId> = held.iter().map(|&(node, _, _)| node).collect();
+        assert!(held.iter().all(|(_, g, _)| *g == owner.group), "{key} is in {held:?}");
+        assert_eq!(&on, owner.members, "{key}: one copy per member of group {}", owner.group);
+        assert_eq!(held.len(), owner.members.len(), "{key}: {held:?}");
+    }
+    for acked in log.acked.lock().unwrap().iter() {
+        let held = copies.get(&acked.key).unwrap_or_else(|| panic!("{} is lost", acked.key));
+        assert!(held.iter().all(|(_, _, v)| v == acked.value.as_bytes()), "{}", acked.key);
+    }
+    // The split is in the groups' own state too: group 3 ends where the new group starts.
+    for node in cluster.live().iter().filter(|n| n.id() != 4) {
+        let range = node.range(3).unwrap().unwrap();
+        assert_eq!(range.end.as_deref(), Some(&b"k2/500"[..]));
+        assert_eq!(range.splits, [(b"k2/500".to_vec(), made)]);
+        assert_eq!(node.range(made).unwrap().unwrap().end.as_deref(), Some(&b"k3"[..]));
+    }
+
+    for node in cluster.live() {
+        cluster.stop(node.id()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
+    let cluster = Cluster::new();
+    for id in 1..=3 {
+        cluster.start(id).await;
+    }
+    let map = ShardMap::new(1, [1, 2, 3]).unwrap();
+    cluster.node(1).bootstrap(map, members(1..=3)).await.unwrap();
+    for key in ["a", "m", "z"] {
+        cluster.node(2).write(Command::put(key, "v")).await.unwrap();
+    }
+
+    // The split's first two steps with the metadata group stopped on every node, so that
+    // neither the split nor the nodes' own re-drive can record it: as if every node had
+    // crashed between the steps.
+    let node = cluster.node(1);
+    let reserved = node.propose(META_GROUP, Command::Shard(ShardCommand::Reserve)).await.unwrap();
+    let made = bloomkv_raft::shard::SPLIT_GROUP_BASE + reserved.log_id.index;
+    for id in 1..=3 {
+        cluster.node(id).raft(META_GROUP).unwrap().shutdown().await.unwrap();
+    }
+    let split = ShardCommand::Split { at: b"m".to_vec(), new_group: made };
+    let resp = node.propose(1, Command::Shard(split)).await.unwrap();
+    assert_eq!(resp.data, Outcome::Applied);
+    assert_eq!(node.map().unwrap().len(), 1, "not recorded");
+    let range = node.range(1).unwrap().unwrap();
+    assert_eq!(range.splits, [(b"m".to_vec(), made)]);
+    // Group 1 refuses the keys it gave away, naming the group it gave them to.
+    let resp = node.propose(1, Command::put("q", "v")).await.unwrap();
+    assert_eq!(bloomkv_raft::shard::refused_range(&resp.data), Some(Some(made)));
+
+    // Restarted, the nodes record it.
+    for id in 1..=3 {
+        cluster.stop(id).await;
+    }
+    for id in 1..=3 {
+        cluster.start(id).await;
+    }
+    let mut watch = cluster.node(3).watch_map();
+    let map = watch
+        .wait_for(|m| m.as_ref().is_some_and(|m| m.len() == 2))
+        .await
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(map.group_of(b"m"), made);
+    assert_eq!(map.group_of(b"l"), 1);
+    assert_eq!(cluster.node(1).write(Command::put("n", "v")).await.unwrap(), Outcome::Applied);
+    let leader = cluster.leader(made).await;
+    let kv = leader.reader(made).unwrap();
+    let keys: Vec<Vec<u8>> = kv.scan().map(|r| r.unwrap().0).collect();
+    assert_eq!(keys, [b"m".to_vec(), b"n".to_vec(), b"z".to_vec()]);
+    let kv = leader.reader(1).unwrap();
+    let keys: Vec<Vec<u8>> = kv.scan().map(|r| r.unwrap().0).collect();
+    assert_eq!(keys, [b"a".to_vec()]);
+
+    for id in 1..=3 {
+        cluster.stop(id).await;
+    }
+}
