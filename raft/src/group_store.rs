@@ -50,7 +50,7 @@ pub(crate) struct Store {
     id: GroupId,
     db: Arc<Db>,
     /// Bumped after a change of any group's shard state (a split applied, a snapshot
-    /// installed): what `shard::ShardNode` watches to start the groups splits made.
+    /// installed): what `ShardNode` watches to start the groups splits made.
     shard_changes: Arc<tokio::sync::watch::Sender<u64>>,
     keyspace: Keyspace,
     snapshot_dir: PathBuf,

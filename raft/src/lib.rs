@@ -50,6 +50,7 @@ mod groups;
 mod keys;
 mod log_store;
 pub mod shard;
+mod shard_node;
 mod snapshot;
 mod state_machine;
 
@@ -68,6 +69,7 @@ pub use client::{Client, ClientError};
 pub use group_store::GroupId;
 pub use groups::NodeStore;
 pub use log_store::{LogStore, DEFAULT_MAX_APPEND_BYTES};
+pub use shard_node::{ShardError, ShardNode, Transport};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{SnapshotBuilder, StateMachine};
 

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bloomkv_raft::shard::{ShardCommand, ShardError, ShardMap, ShardNode, Transport, META_GROUP};
+use bloomkv_raft::shard::{ShardCommand, ShardMap, META_GROUP};
 use bloomkv_raft::{Command, GroupId, NodeId, Outcome, TypeConfig};
+use bloomkv_raft::{ShardError, ShardNode, Transport};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };

@@ -24,7 +24,7 @@ pub enum ShardCommand {
         /// The first key after it; `None`: to the end of the key space.
         end: Option<Vec<u8>>,
     },
-    /// Splits a data group at `at`: see [`crate::shard::ShardNode::split`].
+    /// Splits a data group at `at`: see [`crate::ShardNode::split`].
     Split {
         /// The first key the new group serves.
         at: Vec<u8>,
@@ -276,7 +276,7 @@ impl ShardState {
     }
 }
 
-/// Applies a split of the group at `log_id` (see [`crate::shard::ShardNode::split`]): in
+/// Applies a split of the group at `log_id` (see [`crate::ShardNode::split`]): in
 /// `batch`, the keys from `at` to the group's end leave the group, its range ends at `at`, and
 /// the new group's keyspace gets those keys, the group's sessions, and a raft state that
 /// starts at `log_id` (applied, purged up to it, the group's membership, a vote of its term),

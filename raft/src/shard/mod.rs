@@ -1,14 +1,13 @@
 //! Range shards over many raft groups: the [`ShardMap`] that says which group serves which
-//! keys, and on which nodes; the [`ShardCommand`]s that change it and split groups; and
-//! [`ShardNode`], a node's groups and its copy of the map, replicated by the metadata group.
+//! keys, and on which nodes; and the [`ShardCommand`]s that change it and split groups, as a
+//! group's state machine applies them. [`crate::ShardNode`], which runs a node's groups and
+//! keeps its copy of the map, sits above the group storage, in `shard_node.rs`.
 
 pub(crate) mod apply;
 mod map;
-mod node;
 
 pub use apply::{refused_range, GroupRange, ShardCommand, NOT_IN_RANGE};
 pub use map::{Piece, Route, Shard, ShardMap, MAX_SPLIT_KEY_BYTES};
-pub use node::{ShardError, ShardNode, Transport};
 
 use crate::GroupId;
 

@@ -13,7 +13,9 @@ use openraft::raft::ClientWriteResponse;
 use openraft::{BasicNode, Config, RaftMetrics, RaftNetworkFactory};
 use tokio::sync::watch;
 
-use super::{refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE};
+use crate::shard::{
+    refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE,
+};
 use crate::{Command, GroupId, KvReader, NodeId, NodeStore, Outcome, Raft, TypeConfig};
 
 /// What a [`ShardNode`] operation failed with.
