@@ -4,6 +4,7 @@
 //! kv_node <id> <listen address> <data directory> [--log-level LEVEL] [--admin-timeout SECS]
 //!         [--token-file PATH] [--token-for-clients] [--write-budget BYTES]
 //!         [--request-timeout SECS] [--tls-cert PATH --tls-key PATH --tls-ca PATH]
+//!         [--groups N]
 //! ```
 //!
 //! `--log-level` (off, error, warn, info, debug or trace; default info) sets what openraft and the
@@ -16,7 +17,10 @@
 //! PEM, naming the host or IP address of its listen address), `--tls-key` (its private key,
 //! PEM) and `--tls-ca` (the CA certificates, PEM, that peers' certificates chain to), given
 //! together, make the node serve only HTTPS and call its peers over HTTPS; every node of the
-//! cluster needs them. raft/README.md is the operator's guide.
+//! cluster needs them. `--groups N` (1 to 95, default 1) makes the node host N raft groups,
+//! each serving one range of the key space (cut by the key's first byte: `common::cut`), all
+//! in its one database; every node of the cluster takes the same N, from its first start on.
+//! raft/README.md is the operator's guide.
 //!
 //! The HTTP API is in `common/mod.rs`. A three-node cluster:
 //!
@@ -60,7 +64,7 @@ async fn main() -> BoxResult<()> {
     let usage = "usage: kv_node <id> <listen address> <data directory> [--log-level LEVEL] \
                  [--admin-timeout SECS] [--token-file PATH] [--token-for-clients] \
                  [--write-budget BYTES] [--request-timeout SECS] \
-                 [--tls-cert PATH --tls-key PATH --tls-ca PATH]";
+                 [--tls-cert PATH --tls-key PATH --tls-ca PATH] [--groups N]";
     let (Some([id, addr, dir]), flags) = (args.get(..3), args.get(3..).unwrap_or_default()) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -92,6 +96,9 @@ async fn main() -> BoxResult<()> {
                 let text = std::fs::read_to_string(value)
                     .map_err(|e| format!("--token-file {value}: {e}"))?;
                 config.token = Some(text.trim().to_string());
+            }
+            "--groups" => {
+                config.groups = value.parse().map_err(|e| format!("--groups {value}: {e}"))?;
             }
             "--tls-cert" => tls_cert = Some(value),
             "--tls-key" => tls_key = Some(value),

@@ -1,12 +1,17 @@
-//! [`Client`]: the `kv_node` HTTP service's client, whose retried writes are applied once.
+//! [`Client`]: the `kv_node` HTTP service's client, whose retried writes are applied once,
+//! and which routes each key to the leader of the raft group that serves it.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode, Url};
 
-use crate::{CLIENT_HEADER, SEQ_HEADER};
+use crate::shard::ShardMap;
+use crate::{
+    Command, GroupId, CLIENT_HEADER, SEQ_HEADER, SHARD_GROUP_HEADER, SHARD_VERSION_HEADER,
+};
 
 /// Why a call failed.
 #[derive(Debug)]
@@ -64,6 +69,21 @@ impl std::error::Error for ClientError {}
 ///
 /// Calls go over plain HTTP, or over HTTPS with [`Client::with_tls_ca`].
 ///
+/// **Shards.** A cluster may split its keys over several raft groups (`kv_node --groups N`).
+/// The client fetches the cluster's shard map (`GET /shard/map`) on its first call and keeps
+/// it, sends each key to the leader of the group that serves it (remembering a leader per
+/// group), and names the map version and group in the request: a node whose map has moved the
+/// key answers so, and the client fetches the map again and resends. What is atomic:
+///
+/// - a single put or delete, and a [`Client::batch`] whose keys are all in one group: applied
+///   whole or not at all, once;
+/// - a batch whose keys span groups is split into one batch per group, sent one after the
+///   other: each part is atomic and applied once, the whole is not. Readers may see one
+///   part before the next is applied, and a failed call may leave the parts before the
+///   failing one applied (the error says which part failed);
+/// - [`Client::scan`] reads each group in turn, in key order: each group's part is as of one
+///   moment of that group, the whole is not one snapshot of the cluster.
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), bloomkv_raft::ClientError> {
 /// use bloomkv_raft::Client;
@@ -80,8 +100,11 @@ impl std::error::Error for ClientError {}
 pub struct Client {
     http: reqwest::Client,
     nodes: Vec<Url>,
-    /// The node to try first: the last that answered as leader, or was named as one.
-    leader: Mutex<Option<Url>>,
+    /// By group, the node to try first: the last that answered as its leader, or was named
+    /// as one.
+    leaders: Mutex<HashMap<GroupId, Url>>,
+    /// The cluster's shard map, as far as the client knows it.
+    map: Mutex<MapState>,
     id: u64,
     /// The last sequence number used; held for a whole write, so writes go one at a time.
     seq: tokio::sync::Mutex<u64>,
@@ -116,7 +139,8 @@ impl Client {
         Ok(Client {
             http: reqwest::Client::new(),
             nodes,
-            leader: Mutex::new(None),
+            leaders: Mutex::default(),
+            map: Mutex::new(MapState::Unknown),
             id: random_id(),
             seq: tokio::sync::Mutex::new(0),
             deadline: Duration::from_secs(10),
@@ -188,7 +212,7 @@ impl Client {
         for node in &mut self.nodes {
             node.set_scheme("https").expect("http and https are interchangeable");
         }
-        self.set_leader(None);
+        self.leaders.lock().unwrap_or_else(|p| p.into_inner()).clear();
         Ok(self)
     }
 
@@ -210,15 +234,197 @@ impl Client {
     /// The value of `key` through the leader, linearizable: it reflects every write
     /// acknowledged before the call.
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ClientError> {
-        let call = Call { method: Method::GET, key, body: Vec::new(), once: None, stale: false };
-        self.call(&call).await
+        let call = Call::new(Method::GET, Kind::Key(key));
+        self.call(&call).await.map_err(Failure::into_error)
     }
 
     /// The value of `key` as the first node that answers has applied it: possibly behind
     /// the leader, never ahead of what a majority holds.
     pub async fn get_stale(&self, key: &str) -> Result<Option<Vec<u8>>, ClientError> {
-        let call = Call { method: Method::GET, key, body: Vec::new(), once: None, stale: true };
-        self.call(&call).await
+        let call = Call { stale: true, ..Call::new(Method::GET, Kind::Key(key)) };
+        self.call(&call).await.map_err(Failure::into_error)
+    }
+
+    /// Applies `commands`, [`Command::Put`]s and [`Command::Delete`]s (later ones win on the
+    /// same key), once each committed by a majority. Keys of one group are applied as one
+    /// atomic write; keys of several groups as one atomic write per group, one group after
+    /// the other, in the order of the groups' ranges: see the type's documentation on
+    /// shards. Each part counts as one write of the client's (its own sequence number), and
+    /// takes at most the service's entry size (1 MiB of keys and values).
+    ///
+    /// A call that fails on a part returns the error of that part, with the parts before it
+    /// applied and the parts after it not sent.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), bloomkv_raft::ClientError> {
+    /// use bloomkv_raft::{Client, Command};
+    ///
+    /// let client = Client::new(["127.0.0.1:21001", "127.0.0.1:21002"])?;
+    /// // Atomic if "user/1" and "user/2" are in one group; else atomic per group.
+    /// client.batch(vec![Command::put("user/1", "ann"), Command::delete("user/2")]).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn batch(&self, commands: Vec<Command>) -> Result<(), ClientError> {
+        let keys = commands.iter().map(|command| match command {
+            Command::Put { key, .. } | Command::Delete { key } => Ok(key.as_slice()),
+            other => Err(ClientError::Refused {
+                status: 400,
+                reason: format!("not sent: a batch holds only puts and deletes, not {other:?}"),
+            }),
+        });
+        keys.collect::<Result<Vec<_>, _>>()?;
+        if commands.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.deadline;
+        let mut left = commands;
+        // Parts not yet acknowledged: split again whenever a node says the map has moved.
+        'split: loop {
+            let parts: Vec<(Option<GroupId>, Vec<Command>)> = match self.map_now(deadline).await? {
+                None => vec![(None, std::mem::take(&mut left))],
+                Some(map) => {
+                    let mut parts: std::collections::BTreeMap<usize, (GroupId, Vec<Command>)> =
+                        Default::default();
+                    // By the position of each group's range, so parts go in key order.
+                    let order: HashMap<GroupId, usize> =
+                        map.shards().enumerate().map(|(i, s)| (s.group, i)).collect();
+                    for command in std::mem::take(&mut left) {
+                        let group = map.group_of(command_key(&command));
+                        let part = parts.entry(order[&group]).or_insert((group, Vec::new()));
+                        part.1.push(command);
+                    }
+                    parts.into_values().map(|(g, c)| (Some(g), c)).collect()
+                }
+            };
+            let mut parts = parts.into_iter();
+            while let Some((group, commands)) = parts.next() {
+                let body = postcard::to_allocvec(&commands).map_err(|e| ClientError::Refused {
+                    status: 400,
+                    reason: format!("not sent: {e}"),
+                })?;
+                let mut seq = self.seq.lock().await;
+                // Spent whatever happens, as a single write's.
+                *seq += 1;
+                let call = Call {
+                    body,
+                    once: Some(*seq),
+                    group,
+                    deadline: Some(deadline),
+                    ..Call::new(Method::POST, Kind::Batch)
+                };
+                match self.call(&call).await {
+                    Ok(_) => {}
+                    Err(Failure::Client(e)) => return Err(e),
+                    Err(Failure::Stale) => {
+                        left = commands;
+                        left.extend(parts.flat_map(|(_, c)| c));
+                        continue 'split;
+                    }
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// At most `limit` keys starting with `prefix`, with their values, in key order, each
+    /// group's read through its leader (linearizable within the group): one group after
+    /// another, so not one snapshot of the whole cluster (see the type's documentation).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), bloomkv_raft::ClientError> {
+    /// let client = bloomkv_raft::Client::new(["127.0.0.1:21001"])?;
+    /// for (key, value) in client.scan("user/", 100).await? {
+    ///     println!("{} = {} bytes", String::from_utf8_lossy(&key), value.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn scan(&self, prefix: &str, limit: usize) -> Result<Items, ClientError> {
+        self.scan_with(prefix, limit, false).await
+    }
+
+    /// [`Client::scan`] from whichever node answers, each group as that node has applied it:
+    /// possibly behind its leader.
+    pub async fn scan_stale(&self, prefix: &str, limit: usize) -> Result<Items, ClientError> {
+        self.scan_with(prefix, limit, true).await
+    }
+
+    async fn scan_with(
+        &self,
+        prefix: &str,
+        limit: usize,
+        stale: bool,
+    ) -> Result<Items, ClientError> {
+        let deadline = Instant::now() + self.deadline;
+        let mut items = Vec::new();
+        // What is left to read: the prefix's keys from `from` on, after `after`.
+        let mut from = prefix.as_bytes().to_vec();
+        let mut after: Option<Vec<u8>> = None;
+        while items.len() < limit {
+            let map = self.map_now(deadline).await?;
+            let piece = match &map {
+                None => None,
+                Some(map) => {
+                    let mut pieces = map.prefix_pieces(prefix.as_bytes()).into_iter();
+                    match pieces.find(|p| p.end.as_ref().is_none_or(|end| *end > from)) {
+                        Some(piece) => Some(piece),
+                        None => break,
+                    }
+                }
+            };
+            let call = Call {
+                group: piece.as_ref().map(|p| p.group),
+                stale,
+                deadline: Some(deadline),
+                ..Call::new(
+                    Method::GET,
+                    Kind::Scan { prefix, after: after.as_deref(), limit: limit - items.len() },
+                )
+            };
+            let body = match self.call(&call).await {
+                Ok(body) => body.unwrap_or_default(),
+                Err(Failure::Client(e)) => return Err(e),
+                Err(Failure::Stale) => continue,
+            };
+            let (page, more) = parse_page(&body)?;
+            if let Some((last, _)) = page.last() {
+                after = Some(last.clone());
+            }
+            let inside = |key: &[u8]| {
+                piece.as_ref().is_none_or(|p| {
+                    key >= p.start.as_slice() && p.end.as_ref().is_none_or(|e| key < e.as_slice())
+                })
+            };
+            items.extend(page.into_iter().filter(|(key, _)| inside(key)));
+            if !more {
+                match piece.and_then(|p| p.end) {
+                    Some(end) => from = end,
+                    None => break,
+                }
+            }
+        }
+        items.truncate(limit);
+        Ok(items)
+    }
+
+    /// The shard map, fetched first if the client has none yet; `None` for a service that
+    /// has none (a node older than shards: one group).
+    async fn map_now(&self, deadline: Instant) -> Result<Option<Arc<ShardMap>>, ClientError> {
+        let call = Call { deadline: Some(deadline), ..Call::new(Method::GET, Kind::Map) };
+        self.call(&call).await.map_err(Failure::into_error)?;
+        match &*self.map.lock().unwrap_or_else(|p| p.into_inner()) {
+            MapState::Known(map) => Ok(Some(map.clone())),
+            _ => Ok(None),
+        }
+    }
+
+    fn map_state(&self) -> MapState {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_map(&self, state: MapState) {
+        *self.map.lock().unwrap_or_else(|p| p.into_inner()) = state;
     }
 
     async fn write(&self, method: Method, key: &str, body: Vec<u8>) -> Result<(), ClientError> {
@@ -226,34 +432,73 @@ impl Client {
         // Spent whatever happens: a write given up on may still be applied later, and a new
         // write under its number would then be refused as a reuse of it.
         *seq += 1;
-        let call = Call { method, key, body, once: Some(*seq), stale: false };
-        self.call(&call).await.map(|_| ())
+        let call = Call { body, once: Some(*seq), ..Call::new(method, Kind::Key(key)) };
+        self.call(&call).await.map(|_| ()).map_err(Failure::into_error)
     }
 
-    async fn call(&self, call: &Call<'_>) -> Result<Option<Vec<u8>>, ClientError> {
-        let deadline = Instant::now() + self.deadline;
+    /// Makes `call` until it is answered, or its deadline: fetching the shard map first if
+    /// it is unknown, following redirects, backing off from failures. A call routed to a
+    /// fixed group (`call.group`) that meets a moved map returns [`Failure::Stale`], for its
+    /// caller to split again.
+    async fn call(&self, call: &Call<'_>) -> Result<Option<Vec<u8>>, Failure> {
+        let deadline = call.deadline.unwrap_or_else(|| Instant::now() + self.deadline);
         let mut backoff = FIRST_BACKOFF;
         let mut next = 0usize;
         let mut attempts = 0u32;
         let mut redirected = false;
         loop {
-            let hinted = self.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let map = self.map_state();
+            if matches!(call.kind, Kind::Map) && !matches!(map, MapState::Unknown) {
+                return Ok(None);
+            }
+            let group = match (&map, call.group, &call.kind) {
+                (_, Some(group), _) => group,
+                (MapState::Known(map), None, Kind::Key(key)) => map.group_of(key.as_bytes()),
+                _ => 0,
+            };
+            let hinted =
+                self.leaders.lock().unwrap_or_else(|p| p.into_inner()).get(&group).cloned();
             let node = hinted.unwrap_or_else(|| {
                 next += 1;
                 self.nodes[(next - 1) % self.nodes.len()].clone()
             });
             attempts += 1;
             let left = deadline.saturating_duration_since(Instant::now());
-            let last = match self.attempt(&node, call, left.min(self.attempt_timeout)).await {
+            let timeout = left.min(self.attempt_timeout);
+            let answer = match &map {
+                MapState::Unknown => match self.fetch_map(&node, timeout).await {
+                    Ok(state) => {
+                        self.set_map(state);
+                        continue;
+                    }
+                    Err(answer) => answer,
+                },
+                MapState::Known(map) => {
+                    self.attempt(&node, call, Some((map.version(), group)), timeout).await
+                }
+                MapState::Unsharded => self.attempt(&node, call, None, timeout).await,
+            };
+            let last = match answer {
                 Answer::Done(result) => {
                     // Only the leader answers these: the next call starts there.
                     if result.is_ok() && !call.stale {
-                        self.set_leader(Some(node));
+                        self.set_leader(group, Some(node));
                     }
-                    return result;
+                    return result.map_err(Failure::Client);
+                }
+                Answer::Stale(why) => {
+                    self.set_map(MapState::Unknown);
+                    if call.group.is_some() {
+                        return Err(Failure::Stale);
+                    }
+                    // Fetched again and resent at once the first time, as a redirect is.
+                    if !std::mem::replace(&mut redirected, true) {
+                        continue;
+                    }
+                    why
                 }
                 Answer::Redirect(leader) => {
-                    self.set_leader(Some(leader));
+                    self.set_leader(group, Some(leader));
                     // The first redirect is followed at once; nodes that keep sending the
                     // client round (their views of the leader lag an election) are waited for.
                     if !std::mem::replace(&mut redirected, true) {
@@ -262,7 +507,7 @@ impl Client {
                     format!("{node}: redirected again")
                 }
                 Answer::Retry(why) => {
-                    self.set_leader(None);
+                    self.set_leader(group, None);
                     redirected = false;
                     why
                 }
@@ -277,78 +522,286 @@ impl Client {
             // the client does not trust, say).
             let left = deadline.saturating_duration_since(Instant::now());
             if left <= backoff {
-                return Err(ClientError::GaveUp { attempts, last });
+                return Err(Failure::Client(ClientError::GaveUp { attempts, last }));
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
-    fn set_leader(&self, leader: Option<Url>) {
-        *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = leader;
+    fn set_leader(&self, group: GroupId, leader: Option<Url>) {
+        let mut leaders = self.leaders.lock().unwrap_or_else(|p| p.into_inner());
+        match leader {
+            Some(leader) => leaders.insert(group, leader),
+            None => leaders.remove(&group),
+        };
     }
 
-    async fn attempt(&self, node: &Url, call: &Call<'_>, timeout: Duration) -> Answer {
-        let mut url = node.clone();
-        url.path_segments_mut().expect("an http URL").clear().push("kv").push(call.key);
-        if call.stale {
-            url.set_query(Some("consistency=stale"));
-        }
-        let mut request = self.http.request(call.method.clone(), url).timeout(timeout);
-        if let Some(seq) = call.once {
-            request = request.header(CLIENT_HEADER, self.id).header(SEQ_HEADER, seq);
-        }
+    fn request(&self, method: Method, url: Url, timeout: Duration) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, url).timeout(timeout);
         if let Some(token) = &self.token {
             request = request.header(reqwest::header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        if call.method == Method::PUT {
+        request
+    }
+
+    /// The shard map `node` serves: `MapState::Unsharded` if it serves none (an older node).
+    async fn fetch_map(&self, node: &Url, timeout: Duration) -> Result<MapState, Answer> {
+        let mut url = node.clone();
+        url.path_segments_mut().expect("an http URL").clear().push("shard").push("map");
+        let (status, has_retry_after, body) =
+            send(node, self.request(Method::GET, url, timeout)).await?;
+        match status {
+            StatusCode::OK => match ShardMap::decode(&body) {
+                Ok(map) => Ok(MapState::Known(Arc::new(map))),
+                Err(e) => Err(Answer::Retry(format!("{node}: its shard map: {e}"))),
+            },
+            StatusCode::NOT_FOUND => Ok(MapState::Unsharded),
+            status => Err(classify(node, status, has_retry_after, &body, false)),
+        }
+    }
+
+    async fn attempt(
+        &self,
+        node: &Url,
+        call: &Call<'_>,
+        route: Option<(u64, GroupId)>,
+        timeout: Duration,
+    ) -> Answer {
+        let mut url = node.clone();
+        let mut path = url.path_segments_mut().expect("an http URL");
+        path.clear().push("kv");
+        if let Kind::Key(key) = call.kind {
+            path.push(key);
+        }
+        drop(path);
+        {
+            let mut query = url.query_pairs_mut();
+            if let Kind::Scan { prefix, after, limit } = &call.kind {
+                query.append_pair("prefix", prefix).append_pair("limit", &limit.to_string());
+                if let Some(after) = after {
+                    query.append_pair("cursor", &hex(after));
+                }
+            }
+            if call.stale {
+                query.append_pair("consistency", "stale");
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        let mut request = self.request(call.method.clone(), url, timeout);
+        if let Some(seq) = call.once {
+            request = request.header(CLIENT_HEADER, self.id).header(SEQ_HEADER, seq);
+        }
+        if let Some((version, group)) = route {
+            request =
+                request.header(SHARD_VERSION_HEADER, version).header(SHARD_GROUP_HEADER, group);
+        }
+        if call.method != Method::GET && call.method != Method::DELETE {
             request = request.body(call.body.clone());
         }
-        let response = match request.send().await {
-            Ok(r) => r,
+        let (status, has_retry_after, body, version) = match request.send().await {
+            Ok(response) => {
+                let version = response
+                    .headers()
+                    .get(SHARD_VERSION_HEADER)
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                match read(node, response).await {
+                    Ok((status, retry, body)) => (status, retry, body, version),
+                    Err(answer) => return answer,
+                }
+            }
             // reqwest's message alone does not say why a handshake failed.
             Err(e) => return Answer::Retry(format!("{node}: {}", with_causes(&e))),
         };
-        let status = response.status();
-        let has_retry_after = response.headers().contains_key(reqwest::header::RETRY_AFTER);
-        let body = match response.bytes().await {
-            Ok(b) => b.to_vec(),
-            Err(e) => return Answer::Retry(format!("{node}: reading the answer: {e}")),
-        };
-        let text = || String::from_utf8_lossy(&body).trim().to_string();
-        match status {
-            StatusCode::OK if call.method == Method::GET => Answer::Done(Ok(Some(body))),
-            StatusCode::OK => Answer::Done(Ok(None)),
-            StatusCode::NOT_FOUND if call.method == Method::GET => Answer::Done(Ok(None)),
-            StatusCode::MISDIRECTED_REQUEST => match leader_of(&body, node.scheme()) {
-                Some(leader) if &leader != node => Answer::Redirect(leader),
-                // No leader known (an election is on), or one that says it is not: wait.
-                _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
-            },
-            StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
-            // Up, but at its bound on requests in progress (it says when to come back): the
-            // leader is still the leader.
-            StatusCode::SERVICE_UNAVAILABLE if has_retry_after => {
-                Answer::Busy(format!("{node}: busy: {}", text()))
+        // A node with a newer map than the one routed by: fetched again before the next call.
+        if let (Some((mine, _)), Some(theirs)) = (route, version) {
+            if theirs > mine {
+                self.set_map(MapState::Unknown);
             }
-            s if s.is_server_error() => Answer::Retry(format!("{node}: {s}: {}", text())),
-            s => Answer::Done(Err(ClientError::Refused { status: s.as_u16(), reason: text() })),
         }
+        classify(node, status, has_retry_after, &body, call.method == Method::GET)
+    }
+}
+
+/// Sends `request`: its status, whether it says when to retry, and its body.
+async fn send(
+    node: &Url,
+    request: reqwest::RequestBuilder,
+) -> Result<(StatusCode, bool, Vec<u8>), Answer> {
+    match request.send().await {
+        Ok(response) => read(node, response).await,
+        Err(e) => Err(Answer::Retry(format!("{node}: {}", with_causes(&e)))),
+    }
+}
+
+async fn read(
+    node: &Url,
+    response: reqwest::Response,
+) -> Result<(StatusCode, bool, Vec<u8>), Answer> {
+    let status = response.status();
+    let has_retry_after = response.headers().contains_key(reqwest::header::RETRY_AFTER);
+    match response.bytes().await {
+        Ok(b) => Ok((status, has_retry_after, b.to_vec())),
+        Err(e) => Err(Answer::Retry(format!("{node}: reading the answer: {e}"))),
+    }
+}
+
+/// What an answer means for the call: `read` for a GET (whose 404 is an absent key).
+fn classify(
+    node: &Url,
+    status: StatusCode,
+    has_retry_after: bool,
+    body: &[u8],
+    read: bool,
+) -> Answer {
+    let text = || String::from_utf8_lossy(body).trim().to_string();
+    match status {
+        StatusCode::OK if read => Answer::Done(Ok(Some(body.to_vec()))),
+        StatusCode::OK => Answer::Done(Ok(None)),
+        StatusCode::NOT_FOUND if read => Answer::Done(Ok(None)),
+        StatusCode::MISDIRECTED_REQUEST if is_stale(body) => {
+            Answer::Stale(format!("{node}: {}", text()))
+        }
+        StatusCode::MISDIRECTED_REQUEST => match leader_of(body, node.scheme()) {
+            Some(leader) if leader != *node => Answer::Redirect(leader),
+            // No leader known (an election is on), or one that says it is not: wait.
+            _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
+        },
+        StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
+        // Up, but at its bound on requests in progress (it says when to come back): the
+        // leader is still the leader.
+        StatusCode::SERVICE_UNAVAILABLE if has_retry_after => {
+            Answer::Busy(format!("{node}: busy: {}", text()))
+        }
+        s if s.is_server_error() => Answer::Retry(format!("{node}: {s}: {}", text())),
+        s => Answer::Done(Err(ClientError::Refused { status: s.as_u16(), reason: text() })),
     }
 }
 
 /// One call, as every attempt at it sends it.
 struct Call<'a> {
     method: Method,
-    key: &'a str,
+    kind: Kind<'a>,
     body: Vec<u8>,
     /// The write's sequence number; `None` for a read.
     once: Option<u64>,
     stale: bool,
+    /// The group the call is for, if fixed by its caller (a batch's part, a scan's piece);
+    /// `None`: the group of its key.
+    group: Option<GroupId>,
+    /// The call's deadline, if its caller's (a scan or batch of several calls) sets it.
+    deadline: Option<Instant>,
+}
+
+impl<'a> Call<'a> {
+    fn new(method: Method, kind: Kind<'a>) -> Call<'a> {
+        Call {
+            method,
+            kind,
+            body: Vec::new(),
+            once: None,
+            stale: false,
+            group: None,
+            deadline: None,
+        }
+    }
+}
+
+/// What a call asks for.
+enum Kind<'a> {
+    /// `/kv/{key}`.
+    Key(&'a str),
+    /// `POST /kv`: a batch of one group.
+    Batch,
+    /// `GET /kv?prefix=..`: a page of one group's keys.
+    Scan { prefix: &'a str, after: Option<&'a [u8]>, limit: usize },
+    /// Nothing but the shard map, if the client has none.
+    Map,
+}
+
+/// What the client knows of the cluster's shard map.
+#[derive(Debug, Clone)]
+enum MapState {
+    /// Not fetched yet, or a node said it has moved on.
+    Unknown,
+    /// The service has none: one group, requests sent without shard headers.
+    Unsharded,
+    Known(Arc<ShardMap>),
+}
+
+/// Why an internal call failed.
+enum Failure {
+    Client(ClientError),
+    /// The call's fixed group no longer serves its keys: the map has been fetched again.
+    Stale,
+}
+
+impl Failure {
+    /// For calls whose group is not fixed, which never end stale.
+    fn into_error(self) -> ClientError {
+        match self {
+            Failure::Client(e) => e,
+            Failure::Stale => ClientError::GaveUp { attempts: 1, last: "stale shard map".into() },
+        }
+    }
+}
+
+fn command_key(command: &Command) -> &[u8] {
+    match command {
+        Command::Put { key, .. } | Command::Delete { key } => key,
+        _ => b"",
+    }
+}
+
+/// A node's answer that the request was routed by an older shard map than its own.
+fn is_stale(body: &[u8]) -> bool {
+    const MARK: &[u8] = b"\"error\":\"stale shard map\"";
+    body.windows(MARK.len()).any(|w| w == MARK)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| text.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect()
+}
+
+/// Keys and their values, in key order.
+type Items = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A scan page's keys and values, and whether more follow.
+fn parse_page(body: &[u8]) -> Result<(Items, bool), ClientError> {
+    let bad = |why: &str| ClientError::GaveUp { attempts: 1, last: format!("a scan page {why}") };
+    let page: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| bad(&format!("is not JSON: {e}")))?;
+    let items = page["items"].as_array().ok_or_else(|| bad("has no items"))?;
+    let field = |item: &serde_json::Value, text: &str, hexed: &str| match item[text].as_str() {
+        Some(t) => Some(t.as_bytes().to_vec()),
+        None => unhex(item[hexed].as_str()?),
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let key = field(item, "key", "key_hex").ok_or_else(|| bad("has an item without a key"))?;
+        let value =
+            field(item, "value", "value_hex").ok_or_else(|| bad("has an item without a value"))?;
+        out.push((key, value));
+    }
+    Ok((out, page["more"].as_bool().unwrap_or(false)))
 }
 
 enum Answer {
     Done(Result<Option<Vec<u8>>, ClientError>),
+    /// The request was routed by an older shard map than the node's.
+    Stale(String),
     Redirect(Url),
     /// The node may be down or not leading: back off, then try the next.
     Retry(String),
@@ -421,7 +874,10 @@ mod tests {
             let status = statuses[n.min(statuses.len() - 1)];
             async move { (axum::http::StatusCode::from_u16(status).unwrap(), format!("{status}\n")) }
         };
-        let app = axum::Router::new().fallback(answer);
+        // No shard map: a service of one group, as before shards.
+        let app = axum::Router::new()
+            .route("/shard/map", axum::routing::get(|| async { axum::http::StatusCode::NOT_FOUND }))
+            .fallback(answer);
         tokio::spawn(async move { axum::serve(listener, app).await });
         (addr, count)
     }
@@ -459,5 +915,104 @@ mod tests {
         assert!(matches!(&err, ClientError::GaveUp { .. }), "{err}");
         let attempts = count.load(Ordering::SeqCst);
         assert!((2..=10).contains(&attempts), "{attempts} attempts in 1 s");
+    }
+
+    /// A service whose map is version 1 (group 0 serves every key) until its first write,
+    /// which it applies and then splits the keys from "m" on off to group 1 (version 2): what
+    /// it applies, by group, with the request's sequence number and keys.
+    struct Splitting {
+        map: Mutex<ShardMap>,
+        fetches: std::sync::atomic::AtomicUsize,
+        applied: Mutex<Vec<(GroupId, u64, Vec<String>)>>,
+    }
+
+    impl Splitting {
+        fn answer(&self, headers: &axum::http::HeaderMap, keys: Vec<Vec<u8>>) -> (u16, String) {
+            let number = |name: &str| headers[name].to_str().unwrap().parse::<u64>().unwrap();
+            let (version, group) = (number(SHARD_VERSION_HEADER), number(SHARD_GROUP_HEADER));
+            let mut map = self.map.lock().unwrap();
+            for key in &keys {
+                if let crate::shard::Route::Stale { version, group } =
+                    map.check_route(key, version, group)
+                {
+                    let body = format!(
+                        r#"{{"error":"stale shard map","version":{version},"group":{group}}}"#
+                    );
+                    return (421, body);
+                }
+            }
+            let keys = keys.into_iter().map(|k| String::from_utf8(k).unwrap()).collect();
+            self.applied.lock().unwrap().push((group, number(SEQ_HEADER), keys));
+            if map.version() == 1 {
+                map.split(b"m", 1).unwrap();
+            }
+            (200, "ok".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stale_route_fetches_the_map_again_and_a_batch_is_split_per_group() {
+        use std::sync::atomic::Ordering;
+
+        use axum::extract::{Path, State};
+        use axum::http::{HeaderMap, StatusCode as Status};
+        use axum::routing::{get, post, put};
+
+        let service = Arc::new(Splitting {
+            map: Mutex::new(ShardMap::new(0, [1]).unwrap()),
+            fetches: Default::default(),
+            applied: Default::default(),
+        });
+        type Shared = State<Arc<Splitting>>;
+        let map = |State(s): Shared| async move {
+            s.fetches.fetch_add(1, Ordering::SeqCst);
+            s.map.lock().unwrap().encode()
+        };
+        let one = |State(s): Shared, Path(key): Path<String>, headers: HeaderMap| async move {
+            let (status, body) = s.answer(&headers, vec![key.into_bytes()]);
+            (Status::from_u16(status).unwrap(), body)
+        };
+        let batch = |State(s): Shared, headers: HeaderMap, body: axum::body::Bytes| async move {
+            let commands: Vec<Command> = postcard::from_bytes(&body).unwrap();
+            let keys = commands.iter().map(|c| command_key(c).to_vec()).collect();
+            let (status, body) = s.answer(&headers, keys);
+            (Status::from_u16(status).unwrap(), body)
+        };
+        let app = axum::Router::new()
+            .route("/shard/map", get(map))
+            .route("/kv/{key}", put(one))
+            .route("/kv", post(batch))
+            .with_state(service.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = Client::new([&addr]).unwrap().with_id(9, 0);
+
+        // Routed by version 1, then (the map split under it) "melon" is stale: the client
+        // fetches version 2 and sends the same write, seq 2, to group 1.
+        client.put("apple", "a").await.unwrap();
+        client.put("melon", "m").await.unwrap();
+        assert_eq!(service.fetches.load(Ordering::SeqCst), 2);
+        // A batch over both groups: one part per group, in key order, each its own write.
+        let batch = vec![
+            Command::put("zucchini", "z"),
+            Command::put("kiwi", "k"),
+            Command::delete("apple"),
+        ];
+        client.batch(batch).await.unwrap();
+        let applied = service.applied.lock().unwrap().clone();
+        let strings = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            applied,
+            [
+                (0, 1, strings(&["apple"])),
+                (1, 2, strings(&["melon"])),
+                (0, 3, strings(&["kiwi", "apple"])),
+                (1, 4, strings(&["zucchini"])),
+            ]
+        );
+        assert_eq!(service.fetches.load(Ordering::SeqCst), 2, "the map is fetched once a version");
+        let nested = client.batch(vec![Command::Batch(vec![])]).await.unwrap_err();
+        assert!(matches!(nested, ClientError::Refused { status: 400, .. }), "{nested}");
     }
 }

@@ -80,6 +80,13 @@ pub const CLIENT_HEADER: &str = "x-client-id";
 /// The header numbering a write among its client's (decimal `u64`).
 pub const SEQ_HEADER: &str = "x-request-seq";
 
+/// The header naming the version of the shard map a key-value request was routed by (decimal
+/// `u64`), and on every key-value answer the version of the answering node's map. With
+/// [`SHARD_GROUP_HEADER`], the node checks the route ([`shard::ShardMap::check_route`]).
+pub const SHARD_VERSION_HEADER: &str = "x-shard-version";
+/// The header naming the raft group a key-value request was routed to (decimal `u64`).
+pub const SHARD_GROUP_HEADER: &str = "x-shard-group";
+
 /// A node's id in the cluster.
 pub type NodeId = u64;
 

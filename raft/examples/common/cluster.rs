@@ -1,6 +1,7 @@
 //! Cluster management: forming a cluster, adding a learner and waiting until it has caught up,
 //! changing and removing members, snapshots, and what the node reports of itself (status,
-//! health, metrics).
+//! health, metrics). On a node hosting several raft groups a call acts on every group in turn
+//! (or, with `?group=G`, on group G alone), so every group has the same members.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -12,22 +13,57 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bloomkv_raft::NodeId;
-use openraft::error::{ClientWriteError, RaftError};
+use bloomkv_raft::{GroupId, NodeId};
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde_json::json;
 
-use super::{json_line, not_leader, App};
+use super::{json_line, not_group_leader, App, Group};
 
 type AppState = State<Arc<App>>;
 type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
 
+/// A cluster call's `?group=G`: act on group G alone (none: on every group).
+#[derive(serde::Deserialize)]
+pub struct GroupParam {
+    group: Option<GroupId>,
+}
+
+/// The groups a cluster call acts on, or 404 for a group this node does not host.
+fn targets(app: &App, group: Option<GroupId>) -> Result<Vec<(GroupId, &Group)>, Response> {
+    match group {
+        None => Ok(app.groups.iter().map(|(id, g)| (*id, g)).collect()),
+        Some(id) => {
+            match app.groups.get(&id) {
+                Some(g) => Ok(vec![(id, g)]),
+                None => Err((StatusCode::NOT_FOUND, format!("no group {id} on this node\n"))
+                    .into_response()),
+            }
+        }
+    }
+}
+
+/// Makes this node the one voter of every group that has no members yet. A node whose groups
+/// all have members answers 409; one that has some (an init cut short) initializes the rest.
 pub async fn init(State(app): AppState) -> Response {
     let me = BTreeMap::from([(app.id, BasicNode::new(&app.addr))]);
     admin(&app, "init", async {
-        match app.raft.initialize(me).await {
-            Ok(()) => (StatusCode::OK, "initialized\n").into_response(),
-            Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+        let mut refused = None;
+        let mut initialized = 0;
+        for group in app.groups.values() {
+            match group.raft.initialize(me.clone()).await {
+                Ok(()) => initialized += 1,
+                Err(RaftError::APIError(e @ InitializeError::NotAllowed(_))) => {
+                    refused.get_or_insert(e.to_string());
+                }
+                Err(e) => {
+                    return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+                }
+            }
+        }
+        match (initialized, refused) {
+            (0, Some(e)) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+            _ => (StatusCode::OK, "initialized\n").into_response(),
         }
     })
     .await
@@ -37,6 +73,7 @@ pub async fn init(State(app): AppState) -> Response {
 pub struct LearnerParams {
     /// `false`: answer once the learner is added, without waiting for it to catch up.
     wait: Option<bool>,
+    group: Option<GroupId>,
 }
 
 /// Adds a learner, then waits until it has matched everything the leader's log held when it
@@ -49,26 +86,46 @@ pub async fn add_learner(
     Json((id, addr)): Json<(NodeId, String)>,
 ) -> Response {
     let started = Instant::now();
+    let groups = match targets(&app, params.group) {
+        Ok(groups) => groups,
+        Err(absent) => return absent,
+    };
     admin(&app, "add learner", async {
-        let target = app.raft.metrics().borrow().last_log_index;
-        let added = match app.raft.add_learner(id, BasicNode::new(addr), false).await {
-            Ok(resp) => resp.log_id.index,
-            Err(e) => return change_failed(e),
+        // Every group first, then the waits: the groups catch up at once, not in turn.
+        let mut added = Vec::new();
+        for (group, g) in &groups {
+            let target = g.raft.metrics().borrow().last_log_index;
+            match g.raft.add_learner(id, BasicNode::new(addr.clone()), false).await {
+                Ok(resp) => added.push((g, resp.log_id.index, target.unwrap_or(0))),
+                Err(e) => return change_failed(e, app.named(*group)),
+            }
+        }
+        let in_groups = match groups.len() {
+            1 => String::new(),
+            n => format!(" in {n} groups"),
         };
+        let (_, first, _) = added[0];
         if params.wait == Some(false) {
-            return format!("learner {id} added at log index {added}; not waiting for it\n")
-                .into_response();
-        }
-        let target = target.unwrap_or(0).max(added);
-        let caught_up = move |m: &Metrics| matched(m, id).is_some_and(|matched| matched >= target);
-        match app.raft.wait(None).metrics(caught_up, "learner caught up").await {
-            Ok(_) => format!(
-                "learner {id} added at log index {added}, caught up to {target} in {:.1} s\n",
-                started.elapsed().as_secs_f64()
+            return format!(
+                "learner {id} added{in_groups} at log index {first}; not waiting for it\n"
             )
-            .into_response(),
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+            .into_response();
         }
+        let mut reached = 0;
+        for (g, index, target) in added {
+            let target = target.max(index);
+            let caught_up =
+                move |m: &Metrics| matched(m, id).is_some_and(|matched| matched >= target);
+            if let Err(e) = g.raft.wait(None).metrics(caught_up, "learner caught up").await {
+                return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response();
+            }
+            reached = reached.max(target);
+        }
+        format!(
+            "learner {id} added{in_groups} at log index {first}, caught up to {reached} in {:.1} s\n",
+            started.elapsed().as_secs_f64()
+        )
+        .into_response()
     })
     .await
 }
@@ -76,9 +133,12 @@ pub async fn add_learner(
 /// A membership call's failure: the redirect, 409 for a change the cluster's state refuses
 /// (another change in progress, a voter that is not a learner yet: retrying as is will not
 /// help until that changes), 503 for the rest.
-fn change_failed(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Response {
+fn change_failed(
+    e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+    group: Option<GroupId>,
+) -> Response {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => not_leader(f),
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => not_group_leader(f, group),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
             (StatusCode::CONFLICT, format!("{e}\n")).into_response()
         }
@@ -95,50 +155,45 @@ fn matched(m: &Metrics, id: NodeId) -> Option<u64> {
 /// not in `ids` leaves the cluster.
 pub async fn change_membership(
     State(app): AppState,
+    Query(param): Query<GroupParam>,
     Json(ids): Json<BTreeSet<NodeId>>,
 ) -> Response {
+    let groups = match targets(&app, param.group) {
+        Ok(groups) => groups,
+        Err(absent) => return absent,
+    };
     admin(&app, "change members", async {
-        match app.raft.change_membership(ids.clone(), false).await {
-            Ok(resp) => {
-                format!("voters now {ids:?}, at log index {}\n", resp.log_id.index).into_response()
+        let mut first = None;
+        for (group, g) in &groups {
+            match g.raft.change_membership(ids.clone(), false).await {
+                Ok(resp) => _ = first.get_or_insert(resp.log_id.index),
+                Err(e) => return change_failed(e, app.named(*group)),
             }
-            Err(e) => change_failed(e),
         }
+        let index = first.unwrap_or(0);
+        format!("voters now {ids:?}, at log index {index}\n").into_response()
     })
     .await
 }
 
 /// Removes members, voters or learners: voters first leave the voters (a joint change), then
 /// every named node leaves the cluster, and the leader stops replicating to it.
-pub async fn remove(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> Response {
+pub async fn remove(
+    State(app): AppState,
+    Query(param): Query<GroupParam>,
+    Json(ids): Json<BTreeSet<NodeId>>,
+) -> Response {
+    let groups = match targets(&app, param.group) {
+        Ok(groups) => groups,
+        Err(absent) => return absent,
+    };
     admin(&app, "remove members", async {
-        let membership = app.raft.metrics().borrow().membership_config.membership().clone();
-        let unknown: Vec<_> = ids.iter().filter(|id| membership.get_node(id).is_none()).collect();
-        if !unknown.is_empty() {
-            let body = format!("not members: {unknown:?}; nothing changed\n");
-            return (StatusCode::NOT_FOUND, body).into_response();
-        }
-        let voters: BTreeSet<NodeId> =
-            membership.voter_ids().filter(|id| ids.contains(id)).collect();
-        if !voters.is_empty() && voters.len() == membership.voter_ids().count() {
-            let body = "refusing to remove every voter; nothing changed\n";
-            return (StatusCode::CONFLICT, body).into_response();
-        }
-        // Voters leave in one change, which also drops them as nodes (`retain` false): the
-        // leader may be among them and step down once it commits. Learners leave in another.
-        let learners: BTreeSet<NodeId> = ids.difference(&voters).copied().collect();
         let mut index = 0;
-        for change in [ChangeMembers::RemoveVoters(voters), ChangeMembers::RemoveNodes(learners)] {
-            let empty = match &change {
-                ChangeMembers::RemoveVoters(v) | ChangeMembers::RemoveNodes(v) => v.is_empty(),
-                _ => false,
-            };
-            if empty {
-                continue;
-            }
-            match app.raft.change_membership(change, false).await {
-                Ok(resp) => index = resp.log_id.index,
-                Err(e) => return change_failed(e),
+        for (group, g) in &groups {
+            match remove_from(&g.raft, &ids).await {
+                Ok(at) => index = index.max(at),
+                Err(RemoveFailed::Answer(answer)) => return answer,
+                Err(RemoveFailed::Change(e)) => return change_failed(e, app.named(*group)),
             }
         }
         format!("removed {ids:?}, at log index {index}\n").into_response()
@@ -146,32 +201,93 @@ pub async fn remove(State(app): AppState, Json(ids): Json<BTreeSet<NodeId>>) -> 
     .await
 }
 
-pub async fn take_snapshot(State(app): AppState) -> Response {
+enum RemoveFailed {
+    Answer(Response),
+    Change(RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>),
+}
+
+/// Removes `ids` from one group's membership; the log index of the last change.
+async fn remove_from(
+    raft: &bloomkv_raft::Raft,
+    ids: &BTreeSet<NodeId>,
+) -> Result<u64, RemoveFailed> {
+    let membership = raft.metrics().borrow().membership_config.membership().clone();
+    let unknown: Vec<_> = ids.iter().filter(|id| membership.get_node(id).is_none()).collect();
+    if !unknown.is_empty() {
+        let body = format!("not members: {unknown:?}; nothing changed\n");
+        return Err(RemoveFailed::Answer((StatusCode::NOT_FOUND, body).into_response()));
+    }
+    let voters: BTreeSet<NodeId> = membership.voter_ids().filter(|id| ids.contains(id)).collect();
+    if !voters.is_empty() && voters.len() == membership.voter_ids().count() {
+        let body = "refusing to remove every voter; nothing changed\n";
+        return Err(RemoveFailed::Answer((StatusCode::CONFLICT, body).into_response()));
+    }
+    // Voters leave in one change, which also drops them as nodes (`retain` false): the
+    // leader may be among them and step down once it commits. Learners leave in another.
+    let learners: BTreeSet<NodeId> = ids.difference(&voters).copied().collect();
+    let mut index = 0;
+    for change in [ChangeMembers::RemoveVoters(voters), ChangeMembers::RemoveNodes(learners)] {
+        let empty = match &change {
+            ChangeMembers::RemoveVoters(v) | ChangeMembers::RemoveNodes(v) => v.is_empty(),
+            _ => false,
+        };
+        if empty {
+            continue;
+        }
+        match raft.change_membership(change, false).await {
+            Ok(resp) => index = resp.log_id.index,
+            Err(e) => return Err(RemoveFailed::Change(e)),
+        }
+    }
+    Ok(index)
+}
+
+pub async fn take_snapshot(State(app): AppState, Query(param): Query<GroupParam>) -> Response {
+    let groups = match targets(&app, param.group) {
+        Ok(groups) => groups,
+        Err(absent) => return absent,
+    };
     admin(&app, "snapshot", async {
-        let applied = app.raft.metrics().borrow().last_applied.map(|l| l.index);
-        let Some(upto) = applied else {
-            return (StatusCode::CONFLICT, "nothing applied yet\n").into_response();
-        };
-        let failed = |e: &dyn std::fmt::Display| {
-            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
-        };
-        if let Err(e) = app.raft.trigger().snapshot().await {
-            return failed(&e);
+        let mut taken = Vec::new();
+        for (_, g) in &groups {
+            match snapshot_of(&g.raft).await {
+                Ok(upto) => taken.push(upto),
+                Err(answer) => return answer,
+            }
         }
-        let taken = |m: &Metrics| m.snapshot.is_some_and(|s| s.index >= upto);
-        if let Err(e) = app.raft.wait(None).metrics(taken, "snapshot taken").await {
-            return failed(&e);
+        match taken.as_slice() {
+            [upto] => format!("snapshot at index {upto}, log purged up to it\n").into_response(),
+            all => format!("snapshots at indexes {all:?} (by group), logs purged up to them\n")
+                .into_response(),
         }
-        if let Err(e) = app.raft.trigger().purge_log(upto).await {
-            return failed(&e);
-        }
-        let purged = |m: &Metrics| m.purged.is_some_and(|p| p.index >= upto);
-        if let Err(e) = app.raft.wait(None).metrics(purged, "log purged").await {
-            return failed(&e);
-        }
-        format!("snapshot at index {upto}, log purged up to it\n").into_response()
     })
     .await
+}
+
+/// Takes a snapshot of one group, then purges its log up to it: the index it covers.
+async fn snapshot_of(raft: &bloomkv_raft::Raft) -> Result<u64, Response> {
+    let applied = raft.metrics().borrow().last_applied.map(|l| l.index);
+    let Some(upto) = applied else {
+        return Err((StatusCode::CONFLICT, "nothing applied yet\n").into_response());
+    };
+    let failed = |e: &dyn std::fmt::Display| {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+    };
+    if let Err(e) = raft.trigger().snapshot().await {
+        return Err(failed(&e));
+    }
+    let taken = |m: &Metrics| m.snapshot.is_some_and(|s| s.index >= upto);
+    if let Err(e) = raft.wait(None).metrics(taken, "snapshot taken").await {
+        return Err(failed(&e));
+    }
+    if let Err(e) = raft.trigger().purge_log(upto).await {
+        return Err(failed(&e));
+    }
+    let purged = |m: &Metrics| m.purged.is_some_and(|p| p.index >= upto);
+    if let Err(e) = raft.wait(None).metrics(purged, "log purged").await {
+        return Err(failed(&e));
+    }
+    Ok(upto)
 }
 
 /// `{"dir": "/path"}`: a directory on the node's machine.
@@ -212,6 +328,11 @@ const RESTORE_BATCH_BYTES: usize = 512 << 10;
 /// back (on the same one; keys written since the backup and absent from it stay). Answers 202
 /// at once; `/cluster/status` shows the restore's progress under `restore`.
 pub async fn restore(State(app): AppState, Json(DirParam { dir }): Json<DirParam>) -> Response {
+    if app.sharded() {
+        // Each key would have to go to its own group's leader: not done here.
+        let body = "a restore writes through group 0 alone: not on a node of several groups\n";
+        return (StatusCode::BAD_REQUEST, body).into_response();
+    }
     if let Some(redirect) = super::kv::forward(&app) {
         return redirect;
     }
@@ -313,6 +434,16 @@ async fn admin(
 /// restarted or replaced.
 pub async fn health(State(app): AppState) -> Response {
     let m = app.raft.metrics().borrow().clone();
+    // A node serves only while every group's core runs.
+    for (id, group) in app.groups.iter().filter(|(id, _)| **id != 0) {
+        if let Err(fatal) = &group.raft.metrics().borrow().running_state {
+            let error = format!("group {id}: {fatal}");
+            return json_line(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "healthy": false, "error": error }),
+            );
+        }
+    }
     match &m.running_state {
         Ok(()) => {
             json_line(StatusCode::OK, json!({ "healthy": true, "state": format!("{:?}", m.state) }))
@@ -397,9 +528,12 @@ pub async fn status(State(app): AppState) -> Response {
     let membership = m.membership_config.membership();
     let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
     let learners: Vec<NodeId> = membership.learner_ids().collect();
+    let groups = app.sharded().then(|| group_status(&app));
     json_line(
         StatusCode::OK,
         json!({
+            "groups": groups,
+            "shard_map_version": app.shards.version(),
             "id": app.id,
             "healthy": m.running_state.is_ok(),
             "error": m.running_state.as_ref().err().map(|e| e.to_string()),
@@ -420,6 +554,37 @@ pub async fn status(State(app): AppState) -> Response {
             "restore": app.restore.lock().unwrap().clone(),
         }),
     )
+}
+
+/// Each group's raft state, by group id, with the range of keys it serves (hex; `end` null for
+/// the last).
+fn group_status(app: &App) -> BTreeMap<String, serde_json::Value> {
+    let hex = super::kv::hex;
+    app.shards
+        .shards()
+        .map(|shard| {
+            let m = app.groups[&shard.group].raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership();
+            let leader_addr =
+                m.current_leader.and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()));
+            let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+            let learners: Vec<NodeId> = membership.learner_ids().collect();
+            let status = json!({
+                "start": hex(shard.start),
+                "end": shard.end.map(hex),
+                "healthy": m.running_state.is_ok(),
+                "state": format!("{:?}", m.state),
+                "leader": m.current_leader,
+                "leader_addr": leader_addr,
+                "term": m.current_term,
+                "last_log_index": m.last_log_index,
+                "last_applied": m.last_applied.map(|l| l.index),
+                "voters": voters,
+                "learners": learners,
+            });
+            (shard.group.to_string(), status)
+        })
+        .collect()
 }
 
 /// The node's figures in Prometheus' text format.
@@ -468,6 +633,28 @@ pub async fn metrics(State(app): AppState) -> Response {
         "Bytes of client writes proposed on this node and not yet answered.",
         Some(app.writes.in_flight()),
     );
+    if app.sharded() {
+        let mut series = |name: &str, help: &str, value: &dyn Fn(&Metrics) -> Option<u64>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (id, group) in &app.groups {
+                if let Some(v) = value(&group.raft.metrics().borrow()) {
+                    let _ = writeln!(out, "{name}{{group=\"{id}\"}} {v}");
+                }
+            }
+        };
+        series("raft_group_up", "1 while the group's raft core runs, 0 once it stopped.", &|m| {
+            Some(m.running_state.is_ok().into())
+        });
+        series(
+            "raft_group_is_leader",
+            "1 if this node leads the group, 0 if another does.",
+            &|m| m.current_leader.map(|l| u64::from(l == app.id)),
+        );
+        series("raft_group_term", "The group's current term.", &|m| Some(m.current_term));
+        series("raft_group_last_applied_index", "Index of the group's last entry applied.", &|m| {
+            m.last_applied.map(|l| l.index)
+        });
+    }
     let followers = followers(&app, &m).unwrap_or_default();
     let mut series =
         |name: &str, help: &str, kind: &str, value: &dyn Fn(&Follower) -> Option<u64>| {

@@ -1,33 +1,150 @@
 //! The key-value API: replicated writes admitted by their bytes, linearizable or stale reads,
-//! and scans answered a bounded page at a time.
+//! and scans answered a bounded page at a time, each in the raft group that serves its key
+//! (checked against the shard map the client routed by, if it says).
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bloomkv_raft::{Command, Outcome, CLIENT_HEADER, SEQ_HEADER};
+use bloomkv_raft::shard::{Route, ShardMap};
+use bloomkv_raft::{
+    Command, GroupId, Outcome, Raft, CLIENT_HEADER, SEQ_HEADER, SHARD_GROUP_HEADER,
+    SHARD_VERSION_HEADER,
+};
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use serde_json::json;
 
-use super::{json_line, not_leader, App, MAX_ENTRY_BYTES};
+use super::{json_line, not_group_leader, App, Group, MAX_ENTRY_BYTES};
 
 type AppState = State<Arc<App>>;
 
-async fn write(app: &App, command: Command, bytes: usize) -> Response {
+/// Every key-value answer names the version of the node's shard map: a client holding an
+/// older one knows to fetch it again.
+pub async fn tag_version(State(app): AppState, request: Request, next: Next) -> Response {
+    let mut answer = next.run(request).await;
+    answer.headers_mut().insert(SHARD_VERSION_HEADER, HeaderValue::from(app.shards.version()));
+    answer
+}
+
+/// The node's shard map, encoded ([`ShardMap::encode`]), each group's members its voters as
+/// this node knows them; 503 until every group has members (the cluster is initialized).
+pub async fn shard_map(State(app): AppState) -> Response {
+    let mut ranges = Vec::new();
+    for shard in app.shards.shards() {
+        let raft = &app.groups[&shard.group].raft;
+        let voters = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        ranges.push((shard.start.to_vec(), shard.group, voters));
+    }
+    match ShardMap::from_ranges(app.shards.version(), ranges) {
+        Ok(map) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], map.encode()).into_response()
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "the cluster is not initialized: its groups have no members yet\n",
+        )
+            .into_response(),
+    }
+}
+
+/// A number from a request header, `None` if absent, or why it is not one.
+fn header_number(headers: &HeaderMap, name: &str) -> Result<Option<u64>, Response> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => match v.to_str().ok().and_then(|v| v.parse().ok()) {
+            Some(n) => Ok(Some(n)),
+            None => Err(bad(format!("{name}: expected a decimal u64\n"))),
+        },
+    }
+}
+
+fn bad(reason: String) -> Response {
+    (StatusCode::BAD_REQUEST, reason).into_response()
+}
+
+/// The answer to a request routed by a map older than this node's: where the key is now.
+fn stale(version: u64, group: GroupId) -> Response {
+    let body = json!({ "error": "stale shard map", "version": version, "group": group });
+    json_line(StatusCode::MISDIRECTED_REQUEST, body)
+}
+
+/// The answer to a request routed by a map newer than this node's, which must catch up
+/// before it can say where the key is.
+fn behind(mine: u64, theirs: u64) -> Response {
+    let body = format!(
+        "shard map behind: this node has version {mine}, the request was routed by {theirs}\n"
+    );
+    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], body).into_response()
+}
+
+/// The group whose range holds every one of `keys` and that the request may be served by:
+/// the one its shard headers name, if this node's map gives it the keys, else the one this
+/// node's map gives them. Fails with the answer to send: a stale or early route, keys of
+/// several groups, a group this node does not host.
+fn route<'a>(
+    app: &'a App,
+    headers: &HeaderMap,
+    keys: &[&[u8]],
+) -> Result<(GroupId, &'a Group), Response> {
+    let version = header_number(headers, SHARD_VERSION_HEADER)?;
+    let group = match header_number(headers, SHARD_GROUP_HEADER)? {
+        Some(group) => {
+            // A request that names its group but no version was routed by this node's map.
+            let version = version.unwrap_or(app.shards.version());
+            for key in keys {
+                match app.shards.check_route(key, version, group) {
+                    Route::Serve => {}
+                    Route::Stale { version, group } => return Err(stale(version, group)),
+                    Route::Behind { version: mine } => return Err(behind(mine, version)),
+                }
+            }
+            group
+        }
+        None if version.is_some() => {
+            return Err(bad(format!("{SHARD_VERSION_HEADER} needs {SHARD_GROUP_HEADER}\n")))
+        }
+        None => {
+            let by_group = app.shards.by_group(keys.iter().copied());
+            let mut groups = by_group.keys();
+            let first = groups.next().copied().unwrap_or(0);
+            if let Some(second) = groups.next() {
+                return Err(bad(format!(
+                    "the keys belong to groups {first} and {second} (at least): a batch is atomic \
+                     within one group; send each group its part\n"
+                )));
+            }
+            first
+        }
+    };
+    match app.groups.get(&group) {
+        Some(g) => Ok((group, g)),
+        // In the map, yet not here: the client tries another node.
+        None => Err(json_line(
+            StatusCode::MISDIRECTED_REQUEST,
+            json!({ "error": format!("no replica of group {group} on this node"), "leader": null,
+                    "leader_addr": null, "group": group }),
+        )),
+    }
+}
+
+async fn write(app: &App, group: (GroupId, &Group), command: Command, bytes: usize) -> Response {
+    let (id, group) = group;
     if let Err(reason) = command.validate() {
         return (StatusCode::PAYLOAD_TOO_LARGE, format!("{reason}\n")).into_response();
     }
     // Only a leader proposes; elsewhere the answer is the redirect, not a wait for room.
-    if let Some(f) = forward(app) {
+    if let Some(f) = forward_group(app, &group.raft, app.named(id)) {
         return f;
     }
     let _room = match app.writes.admit(bytes).await {
         Ok(permit) => permit,
         Err(busy) => return busy,
     };
-    match app.raft.client_write(command).await {
+    match group.raft.client_write(command).await {
         Ok(resp) => match resp.data {
             Outcome::Applied => format!("ok, log index {}\n", resp.log_id.index).into_response(),
             Outcome::Rejected { reason } => {
@@ -51,15 +168,22 @@ async fn write(app: &App, command: Command, bytes: usize) -> Response {
             )
                 .into_response(),
         },
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => not_leader(f),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            not_group_leader(f, app.named(id))
+        }
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
 
-/// The redirect to the leader, if this node knows it does not lead.
+/// The redirect to group 0's leader, if this node knows it does not lead.
 pub(super) fn forward(app: &App) -> Option<Response> {
+    forward_group(app, &app.raft, None)
+}
+
+/// The redirect to the leader of the group `raft` runs, if this node knows it does not lead.
+fn forward_group(app: &App, raft: &Raft, group: Option<GroupId>) -> Option<Response> {
     // Read in place: this runs before every write, and the metrics are not small to clone.
-    let metrics = app.raft.metrics();
+    let metrics = raft.metrics();
     let m = metrics.borrow();
     match m.current_leader {
         Some(leader) if leader == app.id => None,
@@ -68,10 +192,8 @@ pub(super) fn forward(app: &App) -> Option<Response> {
         None => None,
         Some(leader) => {
             let leader_node = m.membership_config.membership().get_node(&leader).cloned();
-            Some(not_leader(openraft::error::ForwardToLeader {
-                leader_id: Some(leader),
-                leader_node,
-            }))
+            let f = openraft::error::ForwardToLeader { leader_id: Some(leader), leader_node };
+            Some(not_group_leader(f, group))
         }
     }
 }
@@ -99,12 +221,16 @@ pub async fn put(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
+    let group = match route(&app, &headers, &[key.as_bytes()]) {
+        Ok(group) => group,
+        Err(answer) => return answer,
+    };
     let room = MAX_ENTRY_BYTES.saturating_sub(key.len());
     match read_capped(body, room).await {
         Ok(Some(value)) => {
             let bytes = key.len() + value.len();
             match once(&headers, Command::put(key, value)) {
-                Ok(command) => write(&app, command, bytes).await,
+                Ok(command) => write(&app, group, command, bytes).await,
                 Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
             }
         }
@@ -150,9 +276,63 @@ pub async fn delete(
     UrlPath(key): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
+    let group = match route(&app, &headers, &[key.as_bytes()]) {
+        Ok(group) => group,
+        Err(answer) => return answer,
+    };
     let bytes = key.len();
     match once(&headers, Command::delete(key)) {
-        Ok(command) => write(&app, command, bytes).await,
+        Ok(command) => write(&app, group, command, bytes).await,
+        Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+    }
+}
+
+/// The largest batch body: a batch is one log entry, so at most the entry cap, with room for
+/// its encoding.
+const MAX_BATCH_BODY: usize = MAX_ENTRY_BYTES + (4 << 10);
+
+/// Puts and deletes of one group, as one atomic write: the body is a postcard `Vec<Command>`
+/// of [`Command::Put`]s and [`Command::Delete`]s (later ones win on the same key), every key
+/// in the group the shard headers name (or, without them, in one group). Exactly once with
+/// the client headers, as a single write.
+pub async fn batch(State(app): AppState, headers: HeaderMap, body: axum::body::Body) -> Response {
+    let body = match read_capped(body, MAX_BATCH_BODY).await {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            let reason =
+                format!("a batch may be at most {MAX_ENTRY_BYTES} bytes; nothing was written\n");
+            return (StatusCode::PAYLOAD_TOO_LARGE, reason).into_response();
+        }
+        Err(e) => return bad(format!("{e}\n")),
+    };
+    let commands: Vec<Command> = match postcard::from_bytes(&body) {
+        Ok(commands) => commands,
+        Err(e) => return bad(format!("a batch is a postcard list of puts and deletes: {e}\n")),
+    };
+    let mut keys = Vec::with_capacity(commands.len());
+    let mut bytes = 0;
+    for command in &commands {
+        match command {
+            Command::Put { key, value } => {
+                keys.push(key.as_slice());
+                bytes += key.len() + value.len();
+            }
+            Command::Delete { key } => {
+                keys.push(key.as_slice());
+                bytes += key.len();
+            }
+            _ => return bad("a batch holds only puts and deletes\n".into()),
+        }
+    }
+    if keys.is_empty() {
+        return bad("an empty batch\n".into());
+    }
+    let group = match route(&app, &headers, &keys) {
+        Ok(group) => group,
+        Err(answer) => return answer,
+    };
+    match once(&headers, Command::Batch(commands)) {
+        Ok(command) => write(&app, group, command, bytes).await,
         Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
     }
 }
@@ -170,21 +350,34 @@ pub struct ReadParams {
 pub async fn get(
     State(app): AppState,
     UrlPath(key): UrlPath<String>,
+    headers: HeaderMap,
     Query(params): Query<ReadParams>,
 ) -> Response {
-    read(&app, &params, || local_get(&app, &key)).await
+    let (id, group) = match route(&app, &headers, &[key.as_bytes()]) {
+        Ok(group) => group,
+        Err(answer) => return answer,
+    };
+    read(&app, (id, &group.raft), &params, || local_get(group, &key)).await
 }
 
-/// Answers with `local` once the read's consistency allows reading this node's state.
-async fn read(app: &App, params: &ReadParams, local: impl FnOnce() -> Response) -> Response {
+/// Answers with `local` once the read's consistency allows reading this node's state of the
+/// group `raft` runs.
+async fn read(
+    app: &App,
+    (id, raft): (GroupId, &Raft),
+    params: &ReadParams,
+    local: impl FnOnce() -> Response,
+) -> Response {
     match params.consistency.as_deref() {
         None | Some("linearizable") => {
             // Confirms with a quorum that this node still leads, and waits until it has
             // applied everything committed before the read: only then is the local read
             // linearizable.
-            match app.raft.ensure_linearizable().await {
+            match raft.ensure_linearizable().await {
                 Ok(_) => local(),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => not_leader(f),
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    not_group_leader(f, app.named(id))
+                }
                 Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
             }
         }
@@ -207,7 +400,11 @@ const DEFAULT_SCAN_LIMIT: usize = 1000;
 /// UTF-8. A page holds at most `limit` keys (capped by the node's `scan_keys`) and about
 /// `scan_bytes` of keys and values; `more` says it was cut, and then `cursor` (opaque) asks for
 /// the next page.
-pub async fn scan(State(app): AppState, Query(params): Query<ReadParams>) -> Response {
+pub async fn scan(
+    State(app): AppState,
+    headers: HeaderMap,
+    Query(params): Query<ReadParams>,
+) -> Response {
     let after = match params.cursor.as_deref().map(unhex) {
         None => None,
         Some(Some(after)) => Some(after),
@@ -218,9 +415,13 @@ pub async fn scan(State(app): AppState, Query(params): Query<ReadParams>) -> Res
     };
     let limit = params.limit.unwrap_or(DEFAULT_SCAN_LIMIT).min(app.limits.scan_keys);
     let byte_cap = app.limits.scan_bytes;
-    let reader = app.kv.clone();
     let prefix = params.prefix.clone().unwrap_or_default();
-    read(&app, &params, || {
+    let (id, group) = match scan_group(&app, &headers, prefix.as_bytes()) {
+        Ok(group) => group,
+        Err(answer) => return answer,
+    };
+    let reader = group.kv.clone();
+    read(&app, (id, &group.raft), &params, || {
         // A page reads up to a few MiB from the store: off the async workers.
         let page = tokio::task::block_in_place(|| {
             let mut items = Vec::new();
@@ -255,6 +456,44 @@ pub async fn scan(State(app): AppState, Query(params): Query<ReadParams>) -> Res
     .await
 }
 
+/// The group a scan reads: the one its shard headers name, if they were routed by this node's
+/// map version (a scan covers a range, so another version may cut it elsewhere), else the
+/// one group whose range holds every key with the prefix.
+fn scan_group<'a>(
+    app: &'a App,
+    headers: &HeaderMap,
+    prefix: &[u8],
+) -> Result<(GroupId, &'a Group), Response> {
+    let version = header_number(headers, SHARD_VERSION_HEADER)?;
+    let group = match header_number(headers, SHARD_GROUP_HEADER)? {
+        Some(group) => {
+            let mine = app.shards.version();
+            match version {
+                Some(v) if v < mine => return Err(stale(mine, app.shards.group_of(prefix))),
+                Some(v) if v > mine => return Err(behind(mine, v)),
+                _ => group,
+            }
+        }
+        None if version.is_some() => {
+            return Err(bad(format!("{SHARD_VERSION_HEADER} needs {SHARD_GROUP_HEADER}\n")))
+        }
+        None => match app.shards.prefix_pieces(prefix).as_slice() {
+            [one] => one.group,
+            pieces => {
+                let groups: Vec<GroupId> = pieces.iter().map(|p| p.group).collect();
+                return Err(bad(format!(
+                    "the keys with this prefix are in groups {groups:?}: scan each with \
+                     {SHARD_GROUP_HEADER} (bloomkv_raft::Client::scan does)\n"
+                )));
+            }
+        },
+    };
+    match app.groups.get(&group) {
+        Some(g) => Ok((group, g)),
+        None => Err(bad(format!("no group {group} on this node\n"))),
+    }
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -269,8 +508,8 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-fn local_get(app: &App, key: &str) -> Response {
-    match app.kv.get(key.as_bytes()) {
+fn local_get(group: &Group, key: &str) -> Response {
+    match group.kv.get(key.as_bytes()) {
         Ok(Some(value)) => {
             ([(header::CONTENT_TYPE, "application/octet-stream")], value.to_vec()).into_response()
         }

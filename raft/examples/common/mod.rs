@@ -3,7 +3,8 @@
 //! openraft's network. raft/README.md is the operator's guide.
 //!
 //! ```text
-//! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (postcard)
+//! POST   /raft/append  /raft/vote  /raft/snapshot   raft RPCs between nodes (postcard);
+//!                                           ?group=G for group G (none: group 0)
 //! POST   /cluster/init                      make this node a one-node cluster
 //! POST   /cluster/learner   [id, "addr"]    add a learner; returns once it has matched the
 //!                                           leader's log as it was (?wait=false: at once)
@@ -35,7 +36,22 @@
 //!                                           JSON (at most N, default 1000, and the node's
 //!                                           byte and key caps); `cursor` from the previous
 //!                                           page continues it; &consistency=stale too
+//! POST   /kv                body = batch    a postcard `Vec<Command>` of puts and deletes,
+//!                                           applied atomically (all keys in one group)
+//! GET    /shard/map                         the node's shard map (`ShardMap::encode`)
 //! ```
+//!
+//! **Shards.** A node started with `--groups N` ([`NodeConfig::groups`]) hosts raft groups 0 to
+//! N - 1 in one database, each serving one contiguous range of keys (see [`cut`]); every node
+//! of the cluster must be started with the same N. The cluster calls act on every group; the
+//! key-value calls on the group a key belongs to. A key-value request may carry
+//! `x-shard-version: V` and `x-shard-group: G`, the map version its client routed by and the
+//! group it chose: a key that is not G's in this node's map answers 421
+//! `{"error":"stale shard map","version":W,"group":H}` (fetch the map and resend), and one
+//! routed by a newer map than this node's 503 with `Retry-After`. Without them the node routes
+//! the request by its own map (a scan whose prefix spans groups, or a batch whose keys do, is
+//! refused with 400). Every key-value answer carries `x-shard-version`. With one group (the
+//! default) the node is laid out and behaves as before groups existed.
 //!
 //! With a TLS setting ([`NodeConfig::tls`]) a node serves only HTTPS on its address (a plain
 //! HTTP request there gets no HTTP answer), and calls its peers' raft endpoints over HTTPS,
@@ -57,6 +73,10 @@
 //! refused with 413 before it reaches the log, so an append, or a snapshot chunk, always fits
 //! [`raft_body_limit`].
 
+// Request helpers fail with the answer to send (an axum `Response`, 128 bytes), once per
+// request: boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
 mod cluster;
 mod kv;
 mod limits;
@@ -75,7 +95,12 @@ use axum::middleware::from_fn_with_state;
 use axum::response::Response;
 use axum::routing::{get, post, put};
 use axum::Router;
-use bloomkv_raft::{KvReader, LogStore, NodeId, Raft, DEFAULT_MAX_APPEND_BYTES};
+use std::collections::BTreeMap;
+
+use bloomkv_raft::shard::ShardMap;
+use bloomkv_raft::{
+    GroupId, KvReader, LogStore, NodeId, NodeStore, Raft, DEFAULT_MAX_APPEND_BYTES,
+};
 use openraft::error::ForwardToLeader;
 use openraft::{BasicNode, Config};
 use serde_json::json;
@@ -153,6 +178,26 @@ pub struct NodeConfig {
     /// Serve only TLS, and call peers over https trusting its CA. `None`: plain HTTP.
     pub tls: Option<TlsConfig>,
     pub limits: Limits,
+    /// Raft groups hosted, each serving one range of the key space ([`cut`]); the same on
+    /// every node of a cluster.
+    pub groups: usize,
+}
+
+/// The most groups [`cut`] makes: one per printable ASCII character.
+pub const MAX_GROUPS: usize = 95;
+
+/// The first keys of `groups` contiguous ranges over the key space, for groups 0 to
+/// `groups - 1` in order: group 0's starts at the empty key, group `i`'s at the one-byte key
+/// `0x20 + 95 * i / groups`. Keys are URL path segments, mostly printable ASCII (0x20 to
+/// 0x7e), so keys whose first characters spread over it spread over the groups; a key
+/// before the first cut (a control character) is group 0's, and one that is not ASCII the
+/// last group's.
+pub fn cut(groups: usize) -> Result<Vec<Vec<u8>>, String> {
+    if !(1..=MAX_GROUPS).contains(&groups) {
+        return Err(format!("--groups {groups}: expected 1 to {MAX_GROUPS}"));
+    }
+    let start = |i: usize| if i == 0 { Vec::new() } else { vec![(0x20 + 95 * i / groups) as u8] };
+    Ok((0..groups).map(start).collect())
 }
 
 impl Default for NodeConfig {
@@ -163,8 +208,18 @@ impl Default for NodeConfig {
             token_for_clients: false,
             tls: None,
             limits: Limits::default(),
+            groups: 1,
         }
     }
+}
+
+/// One raft group on this node.
+#[derive(Clone)]
+pub struct Group {
+    pub raft: Raft,
+    pub kv: KvReader,
+    /// The group's log (for the followers' lag in bytes).
+    pub log: LogStore,
 }
 
 /// What the HTTP handlers share.
@@ -173,10 +228,15 @@ pub struct App {
     pub addr: String,
     /// How long a cluster call waits before answering 504.
     pub admin_timeout: Duration,
+    /// Group 0's: the whole node's when it hosts one group.
     pub raft: Raft,
     pub kv: KvReader,
-    /// The node's log (for the followers' lag in bytes).
     pub log: LogStore,
+    /// Every group the node hosts, group 0 among them.
+    pub groups: BTreeMap<GroupId, Group>,
+    /// Which group serves which keys. Its members are placeholders: `/shard/map` fills in
+    /// each group's voters.
+    pub shards: ShardMap,
     pub network: Network,
     pub token: Option<String>,
     pub limits: Limits,
@@ -232,10 +292,32 @@ impl Node {
             Some(tls) => (tls.peer_client()?, Some(tls.acceptor()?)),
             None => (reqwest::Client::builder().build()?, None),
         };
-        let (log, sm) = bloomkv_raft::open(dir, bloomkv::Options::default())?;
-        let kv = sm.reader();
+        let starts = cut(config.groups)?;
+        let store = NodeStore::open(dir, bloomkv::Options::default())?;
+        let want: Vec<GroupId> = (0..starts.len() as GroupId).collect();
+        let held = store.group_ids();
+        if !held.is_empty() && held != want {
+            return Err(format!(
+                "{}: the store holds raft groups {held:?}; start the node with --groups {} \
+                 as before (every node of a cluster has the same groups)",
+                dir.display(),
+                held.len()
+            )
+            .into());
+        }
         let network = Network::new(http, config.token.clone(), acceptor.is_some());
-        let raft = Raft::new(id, self::config(), network.clone(), log.clone(), sm).await?;
+        let mut groups = BTreeMap::new();
+        let mut ranges = Vec::new();
+        for (group, start) in want.iter().zip(starts) {
+            let (log, sm) = store.group(*group)?;
+            let kv = sm.reader();
+            let network = network.for_group(*group);
+            let raft = Raft::new(id, self::config(), network, log.clone(), sm).await?;
+            groups.insert(*group, Group { raft, kv, log });
+            ranges.push((start, *group, [id].into()));
+        }
+        let shards = ShardMap::from_ranges(1, ranges)?;
+        let Group { raft, kv, log } = groups[&0].clone();
         let limits = config.limits;
         let app = Arc::new(App {
             id,
@@ -244,6 +326,8 @@ impl Node {
             raft,
             kv,
             log,
+            groups,
+            shards,
             network,
             token: config.token,
             writes: limits::WriteBudget::new(&limits),
@@ -266,7 +350,10 @@ impl Node {
     pub async fn stop(self) -> BoxResult<()> {
         let _ = self.stop.send(true);
         self.server.await??;
-        self.app.raft.shutdown().await?;
+        for group in self.app.groups.values() {
+            group.raft.shutdown().await?;
+        }
+        // One database holds every group: closing it through one reader closes it.
         self.app.kv.close()?;
         Ok(())
     }
@@ -292,7 +379,9 @@ fn routes(app: &Arc<App>, token_for_clients: bool) -> Router {
         .route("/metrics", get(cluster::metrics));
     let mut kv = Router::new()
         .route("/kv/{key}", put(kv::put).delete(kv::delete).get(kv::get))
-        .route("/kv", get(kv::scan))
+        .route("/kv", get(kv::scan).post(kv::batch))
+        .route("/shard/map", get(kv::shard_map))
+        .layer(from_fn_with_state(state(), kv::tag_version))
         .layer(from_fn_with_state(state(), limits::client_requests));
     if token_for_clients {
         kv = kv.layer(from_fn_with_state(state(), limits::require_token));
@@ -316,13 +405,29 @@ fn json_line(status: StatusCode, value: serde_json::Value) -> Response {
     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn not_leader(f: ForwardToLeader<NodeId, BasicNode>) -> Response {
-    let body = json!({
+/// The redirect to a group's leader; `group` is named on a node that hosts several.
+fn not_group_leader(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId>) -> Response {
+    let mut body = json!({
         "error": "not the leader",
         "leader": f.leader_id,
         "leader_addr": f.leader_node.map(|n| n.addr),
     });
+    if let Some(group) = group {
+        body["group"] = json!(group);
+    }
     json_line(StatusCode::MISDIRECTED_REQUEST, body)
+}
+
+impl App {
+    /// Whether the node hosts more than one group (and so names groups in its answers).
+    pub fn sharded(&self) -> bool {
+        self.groups.len() > 1
+    }
+
+    /// `id` as a node hosting several groups names it in its answers.
+    pub fn named(&self, id: GroupId) -> Option<GroupId> {
+        self.sharded().then_some(id)
+    }
 }
 
 mod serve;

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bloomkv_raft::{NodeId, TypeConfig};
+use bloomkv_raft::{GroupId, NodeId, Raft, TypeConfig};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -45,16 +45,51 @@ fn encode<T: Serialize>(answer: Result<T, postcard::Error>) -> Response {
     }
 }
 
-pub async fn append(State(app): AppState, body: Bytes) -> Response {
+/// A raft RPC's `?group=G`: the group it is for (none: group 0, as before groups existed).
+#[derive(serde::Deserialize)]
+pub struct GroupParam {
+    group: Option<GroupId>,
+}
+
+/// The raft of the group an RPC is for, or 404 if this node does not host it (a peer started
+/// with more groups than this node).
+fn raft_of(app: &App, param: &GroupParam) -> Result<Raft, Response> {
+    let group = param.group.unwrap_or(0);
+    match app.groups.get(&group) {
+        Some(g) => Ok(g.raft.clone()),
+        None => {
+            let reason = format!(
+                "no raft group {group} on this node (it hosts {}): start every node with the \
+                 same --groups\n",
+                app.groups.len()
+            );
+            Err((StatusCode::NOT_FOUND, reason).into_response())
+        }
+    }
+}
+
+pub async fn append(
+    State(app): AppState,
+    Query(group): Query<GroupParam>,
+    body: Bytes,
+) -> Response {
+    let raft = match raft_of(&app, &group) {
+        Ok(raft) => raft,
+        Err(absent) => return absent,
+    };
     let req = postcard::from_bytes::<AppendEntriesRequest<TypeConfig>>(&body);
     drop(body);
     encode(match req {
-        Ok(req) => Ok(app.raft.append_entries(req).await),
+        Ok(req) => Ok(raft.append_entries(req).await),
         Err(e) => Err(e),
     })
 }
 
-pub async fn vote(State(app): AppState, body: Bytes) -> Response {
+pub async fn vote(State(app): AppState, Query(group): Query<GroupParam>, body: Bytes) -> Response {
+    let raft = match raft_of(&app, &group) {
+        Ok(raft) => raft,
+        Err(absent) => return absent,
+    };
     let req = match postcard::from_bytes::<VoteRequest<NodeId>>(&body) {
         Ok(req) => req,
         Err(e) => return encode::<()>(Err(e)),
@@ -65,7 +100,7 @@ pub async fn vote(State(app): AppState, body: Bytes) -> Response {
     // missing entries the lost log helped commit. It votes again once a leader has given it
     // the log (or a snapshot).
     let empty = {
-        let m = app.raft.metrics();
+        let m = raft.metrics();
         let m = m.borrow();
         m.last_log_index.is_none() && m.snapshot.is_none()
     };
@@ -75,10 +110,18 @@ pub async fn vote(State(app): AppState, body: Bytes) -> Response {
                       leader has replicated to it\n";
         return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
     }
-    encode(Ok(app.raft.vote(req).await))
+    encode(Ok(raft.vote(req).await))
 }
 
-pub async fn snapshot(State(app): AppState, body: Bytes) -> Response {
+pub async fn snapshot(
+    State(app): AppState,
+    Query(group): Query<GroupParam>,
+    body: Bytes,
+) -> Response {
+    let raft = match raft_of(&app, &group) {
+        Ok(raft) => raft,
+        Err(absent) => return absent,
+    };
     let req = postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&body);
     if let Ok(req) = &req {
         app.snapshot_chunks.fetch_add(1, Ordering::Relaxed);
@@ -86,24 +129,31 @@ pub async fn snapshot(State(app): AppState, body: Bytes) -> Response {
     }
     drop(body);
     encode(match req {
-        Ok(req) => Ok(app.raft.install_snapshot(req).await),
+        Ok(req) => Ok(raft.install_snapshot(req).await),
         Err(e) => Err(e),
     })
 }
 
-/// openraft's network: one HTTP client (keeping connections alive) for every peer.
+/// openraft's network: one HTTP client (keeping connections alive) for every peer, and every
+/// group; each group's `Raft` has its own copy, naming the group in its RPCs.
 #[derive(Clone)]
 pub struct Network {
     client: reqwest::Client,
     token: Option<String>,
     scheme: &'static str,
+    group: GroupId,
     pub peers: Peers,
 }
 
 impl Network {
     pub fn new(client: reqwest::Client, token: Option<String>, tls: bool) -> Network {
         let scheme = if tls { "https" } else { "http" };
-        Network { client, token, scheme, peers: Peers::default() }
+        Network { client, token, scheme, group: 0, peers: Peers::default() }
+    }
+
+    /// The network of group `group`'s `Raft`: the same connections and peer records.
+    pub fn for_group(&self, group: GroupId) -> Network {
+        Network { group, ..self.clone() }
     }
 }
 
@@ -116,6 +166,12 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             token: self.token.clone(),
             target,
             url: format!("{}://{}", self.scheme, node.addr),
+            // Group 0's RPCs go as they did before groups existed, so a node that hosts one
+            // group talks to an older build.
+            query: match self.group {
+                0 => String::new(),
+                group => format!("?group={group}"),
+            },
             peers: self.peers.clone(),
         }
     }
@@ -126,6 +182,8 @@ pub struct Connection {
     token: Option<String>,
     target: NodeId,
     url: String,
+    /// The group's query string, appended to every RPC's path.
+    query: String,
     peers: Peers,
 }
 
@@ -148,7 +206,7 @@ impl Connection {
         let sent_bytes = body.len() as u64;
         let mut request = self
             .client
-            .post(format!("{}{path}", self.url))
+            .post(format!("{}{path}{}", self.url, self.query))
             .timeout(option.hard_ttl())
             .header(header::CONTENT_TYPE, POSTCARD)
             .body(body);

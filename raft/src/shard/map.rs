@@ -126,6 +126,42 @@ impl ShardMap {
         Ok(ShardMap { version: 1, ranges: vec![Range { start: Vec::new(), group, members }] })
     }
 
+    /// A map of `version` with the given ranges, each `(start, group, members)`, in key order:
+    /// how a node that cuts the key space itself (say into N ranges at its first start)
+    /// states its map without N - 1 splits. Fails, as [`ShardMap::validate`] does, if the
+    /// ranges break a rule (the first must start at the empty key).
+    ///
+    /// ```
+    /// use bloomkv_raft::shard::ShardMap;
+    ///
+    /// let map = ShardMap::from_ranges(1, [(vec![], 0, [1].into()), (b"m".to_vec(), 1, [1].into())])
+    ///     .unwrap();
+    /// assert_eq!((map.group_of(b"apple"), map.group_of(b"melon"), map.version()), (0, 1, 1));
+    /// assert!(ShardMap::from_ranges(1, [(b"m".to_vec(), 1, [1].into())]).is_err());
+    /// ```
+    pub fn from_ranges(
+        version: u64,
+        ranges: impl IntoIterator<Item = (Vec<u8>, GroupId, BTreeSet<NodeId>)>,
+    ) -> Result<ShardMap, Error> {
+        let ranges =
+            ranges.into_iter().map(|(start, group, members)| Range { start, group, members });
+        let map = ShardMap { version, ranges: ranges.collect() };
+        map.validate()?;
+        Ok(map)
+    }
+
+    /// [`ShardMap::pieces`] of the keys that start with `prefix`.
+    pub fn prefix_pieces(&self, prefix: &[u8]) -> Vec<Piece> {
+        // The first key after every key with the prefix: its last byte below 0xff raised by
+        // one; none (the end of the key space) if every byte is 0xff.
+        let mut end = prefix.to_vec();
+        while end.last() == Some(&0xff) {
+            end.pop();
+        }
+        let end = end.last_mut().map(|last| *last += 1).map(|()| end);
+        self.pieces(prefix, end.as_deref())
+    }
+
     /// The map's version: 1 when made, one more at every change.
     pub fn version(&self) -> u64 {
         self.version
