@@ -312,7 +312,13 @@ pub fn excess_runs(tree: &Tree, policy: &Policy) -> usize {
     let Some((k, z)) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio) else {
         return 0;
     };
-    let runs = sorted_runs(&tree.version);
+    let key = (k, z, policy.run_base_bytes, policy.level_size_ratio);
+    tree.version.excess_runs.get(key, || count_excess_runs(&tree.version, policy, k, z))
+}
+
+/// [`excess_runs`], counted.
+fn count_excess_runs(v: &Version, policy: &Policy, k: usize, z: usize) -> usize {
+    let runs = sorted_runs(v);
     let level = |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
     let last = runs.iter().map(level).max().unwrap_or(1);
     let mut per_level = vec![0usize; last + 1];
