@@ -399,11 +399,12 @@ impl Options {
         /// leaves everything in L1.
         level_base_bytes: u64);
     keyspace_setter!(
-        /// Size at which compaction output is split into a new table (default 16 MiB: a
-        /// 50M-key database is then about 400 tables, within the default `max_open_files`).
+        /// Size at which compaction output on L1 is split into a new table (default 16 MiB);
+        /// L2's tables are twice it, those of L3 and below four times
+        /// (`KeyspaceOptions::table_bytes_at`: the deep levels hold nearly all the data).
         /// 1 KiB to 4 GiB ([`Options::TARGET_TABLE_BYTES_RANGE`]; RocksDB's
         /// `target_file_size_base` is 64 MiB by default): a table's filter and index are
-        /// built in memory, and a compaction may read ten times this of the level below.
+        /// built in memory, and a compaction may read ten times a table of the level below.
         target_table_bytes: u64);
     setter!(
         /// Threads one compaction may use (default: the machine's cores, at most 4). A large

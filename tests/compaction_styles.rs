@@ -323,3 +323,36 @@ fn stalls_bound_the_runs_a_style_does_not_allow() {
     db.put("after2", "v").unwrap();
     assert_eq!(db.stats().write_slowdowns, before);
 }
+
+/// Leveled compaction's output tables grow with the level: `target_table_bytes` on L1, twice
+/// that on L2, four times on L3 and below, so the deep levels, which hold nearly all the
+/// data, take few tables.
+#[test]
+fn leveled_tables_grow_with_the_level() {
+    let clock = Arc::new(ManualClock::new(START));
+    let (_dir, db) = common::db::open_temp(options(&clock));
+    let target = 8u64 << 10;
+    // Compacted as it fills, as the background would: compacted only at the end, L0 would go
+    // to L1 whole and then move down table by table, never merged into the deeper levels.
+    for i in 0..20_000u32 {
+        db.put(format!("k{:08}", i.wrapping_mul(2_654_435_761) % 1_000_000), [i as u8; 100])
+            .unwrap();
+        if i % 500 == 499 {
+            compact_until_done(&db);
+        }
+    }
+    db.flush().unwrap();
+    compact_until_done(&db);
+    let tables = db.tables();
+    let on = |l: usize| tables.iter().filter(move |t| t.level == l).map(|t| t.file_size);
+    let deep: Vec<u64> = (3..7).flat_map(on).collect();
+    assert!(
+        deep.len() >= 4,
+        "the tree reached no level below L2: {:?}",
+        db.stats().tables_per_level
+    );
+    let average = deep.iter().sum::<u64>() / deep.len() as u64;
+    assert!(average > 2 * target, "L3 and below: {average} bytes a table on average");
+    assert!(on(1).all(|s| s < 2 * target), "L1 keeps tables of the target size");
+    assert!(on(2).all(|s| s < 3 * target), "L2's are twice it");
+}

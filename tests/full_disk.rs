@@ -147,6 +147,73 @@ fn a_failed_flush_resumes_with_everything_acknowledged() {
     assert_eq!(scan(&Db::open(&dir, options(&fs)).unwrap()), model);
 }
 
+/// Under every compaction style, a disk that fills while flushes and compactions write
+/// tables stops writes, a resume on it still full fails, and once space is back a resume
+/// continues: the style's compactions pick up where they stopped, and everything
+/// acknowledged is there, also after a reopen.
+#[test]
+fn every_style_resumes_after_a_full_disk() {
+    use bloomkv::CompactionStyle;
+    let styles = [
+        CompactionStyle::Leveled,
+        CompactionStyle::Tiered,
+        CompactionStyle::LazyLeveling,
+        CompactionStyle::Fluid { k: 2, z: 2 },
+        CompactionStyle::Fifo { max_bytes: u64::MAX, max_age: None },
+    ];
+    for style in styles {
+        let fs = FaultFs::new();
+        let dir = unique_dir("full-style");
+        let opts = || {
+            options(&fs)
+                .target_table_bytes(4 << 10)
+                .level_base_bytes(16 << 10)
+                .level_size_ratio(4)
+                .compaction_style(style)
+        };
+        let db = Db::open(&dir, opts()).unwrap();
+        let mut model = BTreeMap::new();
+        let mut put = |db: &Db, i: u32| {
+            let (k, v) = (format!("k{:05}", i * 7919 % 10_000), vec![i as u8; 100]);
+            db.put(&k, &v)?;
+            model.insert(k.into_bytes(), v);
+            Ok::<(), Error>(())
+        };
+        for i in 0..1500 {
+            put(&db, i).unwrap();
+        }
+        fs.inject(Fault::on(OpKind::Append).matching(is_table));
+        let mut i = 1500;
+        loop {
+            match put(&db, i) {
+                Ok(()) => i += 1,
+                Err(e) => {
+                    assert!(matches!(e, Error::Background(_)), "{style:?}: {e}");
+                    break;
+                }
+            }
+            assert!(i < 100_000, "{style:?}: writes never stopped on the full disk");
+        }
+        assert!(db.resume().is_err(), "{style:?}: resumed on a full disk");
+        assert!(stopped(db.put("x", "y")), "{style:?}");
+        fs.clear_faults();
+        db.resume().unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        for i in i..i + 1500 {
+            put(&db, i).unwrap();
+        }
+        db.flush().unwrap();
+        let mut steps = 0;
+        while db.compact_step().unwrap().is_some() {
+            steps += 1;
+            assert!(steps < 1000, "{style:?}: compactions never settle");
+        }
+        assert_eq!(scan(&db), model, "{style:?}");
+        db.close().unwrap();
+        drop(db);
+        assert_eq!(scan(&Db::open(&dir, opts()).unwrap()), model, "{style:?} after a reopen");
+    }
+}
+
 /// A database stopped by a failed synced write, holding acknowledged writes in two
 /// keyspaces (some flushed, some only in the WAL), about to be resumed.
 fn stopped_database(fs: &FaultFs) -> (PathBuf, Db) {

@@ -27,11 +27,12 @@ fn set_nofile(soft: u64) {
     }
 }
 
-/// Small memtables and tables, so a test makes many tables; `max_open_files` left default.
+/// Small memtables and tables (8 KiB on L3 and below, where a full compaction leaves them),
+/// so a test makes many tables; `max_open_files` left default.
 fn small() -> Options {
     Options::new()
         .memtable_bytes(64 << 10)
-        .target_table_bytes(8 << 10)
+        .target_table_bytes(2 << 10)
         .level_base_bytes(64 << 10)
         .block_bytes(1024)
 }

@@ -462,7 +462,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     // An L0 output is one table, one run (see `picker::pick_runs`): not split.
     let bounds = match out_level {
         0 => Vec::new(),
-        _ => split_points(&c, inner.opts.max_subcompactions, tree.opts.target_table_bytes),
+        l => split_points(&c, inner.opts.max_subcompactions, tree.opts.table_bytes_at(l)),
     };
     // One part per key range between split points, each merged and written by its own thread
     // (the first on this one): a compaction is CPU-bound — merging, building blocks and
@@ -690,16 +690,20 @@ fn run_part(
     // those files lose their references as compactions pass over their tables.
     let live = c.tree.version.blobs.clone();
     let mut blobs = inner.separator(&c.tree).relocating(c.relocate.clone(), live);
-    // An L0 output is one table, however large (see `picker::pick_runs`).
-    let unsplit;
+    // An L0 output is one table, however large (see `picker::pick_runs`); deeper levels'
+    // tables grow with the level.
+    let sized;
     let out_tree = match c.out_level {
-        0 => {
+        1 => &c.tree,
+        level => {
             let mut t = (*c.tree).clone();
-            t.opts.target_table_bytes = u64::MAX;
-            unsplit = Arc::new(t);
-            &unsplit
+            t.opts.target_table_bytes = match level {
+                0 => u64::MAX,
+                _ => t.opts.table_bytes_at(level),
+            };
+            sized = Arc::new(t);
+            &sized
         }
-        _ => &c.tree,
     };
     let written = (|| {
         if user_filter.is_none() && !expiring {

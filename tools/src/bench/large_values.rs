@@ -1,7 +1,7 @@
 //! `--profile large-values`: what values of 4, 16 and 256 KiB cost the write path and the
 //! disk. Each value size gets a database of its own, which goes through the phases in order:
-//! `fillrandom` (every key once, in random order), `overwrite` (half the keys, chosen at
-//! random, each with a new value of the same size), then `readrandom`, `readmissing` and
+//! `fillrandom` (every key once, in random order), `overwrite` (half the keys, or
+//! `--overwrite-keys`, chosen at random, each with a new value of the same size), then `readrandom`, `readmissing` and
 //! `seekrandom` (a seek and the next 10 entries) as the filter comparisons run them.
 //!
 //! Each phase that writes ends by letting the tree come to rest — the memtable flushed, every
@@ -210,7 +210,7 @@ fn run_one(ctx: &Ctx, policy: Policy) -> bloomkv::Result<Vec<WorkloadResult>> {
         let mut order: Vec<u64> = (0..n).collect();
         let seed = workload_seed(args.seed, Workload::Overwrite, 0);
         order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-        order.truncate((n / 2) as usize);
+        order.truncate(args.overwrite_keys.unwrap_or(n / 2).min(n) as usize);
         let pb = ctx.progress(order.len() as u64, label(Workload::Overwrite));
         let before = db.stats();
         let t = measure::run_timed(1, order.len() as u64, seed, &pb, |w| {

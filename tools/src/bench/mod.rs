@@ -615,6 +615,11 @@ pub struct Args {
     /// 1638400000 is 400,000 keys of 4 KiB and 100,000 of 16 KiB [default: 67108864].
     #[arg(long)]
     payload_bytes: Option<u64>,
+    /// Large-values profile: keys the `overwrite` phase rewrites, chosen at random, each
+    /// once; as many as `--keys` overwrites every key, for the space a style leaves after
+    /// that [default: half the keys].
+    #[arg(long)]
+    overwrite_keys: Option<u64>,
     /// Values of at least this many bytes go to blob files, apart from the keys
     /// (`KeyspaceOptions::blob_threshold`) [default: none: every value in the tables].
     #[arg(long)]

@@ -101,6 +101,9 @@ pub struct OptionsReport {
     pub zstd_level: Option<i32>,
     pub block_bytes: u64,
     pub target_table_bytes: u64,
+    /// The compaction style: "leveled", "tiered", "lazy leveling", "fluid k=K z=Z" or
+    /// "fifo" with its bounds.
+    pub compaction: String,
     /// The prefix extractor's name; left out without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_extractor: Option<String>,
@@ -129,6 +132,7 @@ impl std::fmt::Display for OptionsReport {
             write!(f, " level {l}")?;
         }
         write!(f, ", blocks {} bytes, tables {} bytes", self.block_bytes, self.target_table_bytes)?;
+        write!(f, ", compaction {}", self.compaction)?;
         if let Some(e) = &self.prefix_extractor {
             write!(f, ", prefix {e}")?;
         }
@@ -143,6 +147,27 @@ impl std::fmt::Display for OptionsReport {
         }
         Ok(())
     }
+}
+
+/// A compaction style as `db` and `dump` print it. (`None` only for a style this tool does
+/// not know.)
+fn style_name(style: bloomkv::CompactionStyle) -> Option<String> {
+    use bloomkv::CompactionStyle;
+    Some(match style {
+        CompactionStyle::Leveled => "leveled".into(),
+        CompactionStyle::Tiered => "tiered".into(),
+        CompactionStyle::LazyLeveling => "lazy leveling".into(),
+        CompactionStyle::Fluid { k, z } => format!("fluid k={k} z={z}"),
+        CompactionStyle::Fifo { max_bytes, max_age } => {
+            let age = max_age.map_or(String::new(), |a| format!(", max age {} ms", a.as_millis()));
+            match max_bytes {
+                u64::MAX => format!("fifo{}", age.replacen(',', "", 1)),
+                n => format!("fifo max {n} bytes{age}"),
+            }
+        }
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
 }
 
 /// `def`'s options field by field. (`None` only for a policy this tool does not know.)
@@ -185,6 +210,7 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         zstd_level,
         block_bytes: block_bytes as u64,
         target_table_bytes,
+        compaction: style_name(opts.compaction_style)?,
         prefix_extractor: opts.prefix_parts().0.map(|e| e.name()),
         without_whole_keys: !opts.prefix_parts().1,
         default_ttl_ms: opts.ttl_part().map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
@@ -326,7 +352,8 @@ pub fn verify(path: &Path) -> check::Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomkv::{Compression, FilterPolicy, KeyspaceOptions};
+    use bloomkv::{CompactionStyle, Compression, FilterPolicy, KeyspaceOptions};
+    use std::time::Duration;
 
     #[test]
     fn options_report_reads_every_option() {
@@ -345,6 +372,7 @@ mod tests {
             zstd_level: Some(-3),
             block_bytes: 2048,
             target_table_bytes: 1 << 20,
+            compaction: "leveled".into(),
             prefix_extractor: None,
             without_whole_keys: false,
             default_ttl_ms: None,
@@ -368,6 +396,19 @@ mod tests {
         assert!(r
             .to_string()
             .starts_with("filter ribbon 7.35 bits/key (blocked Bloom below level 2)"));
+        let named = |style| {
+            let def =
+                KeyspaceDef { opts: KeyspaceOptions::new().compaction_style(style), ..def.clone() };
+            options_report(&def).unwrap().to_string()
+        };
+        assert!(named(CompactionStyle::LazyLeveling).contains(", compaction lazy leveling"));
+        assert!(named(CompactionStyle::Fluid { k: 3, z: 1 }).contains(", compaction fluid k=3 z=1"));
+        let fifo =
+            CompactionStyle::Fifo { max_bytes: 1 << 20, max_age: Some(Duration::from_secs(60)) };
+        assert!(named(fifo).contains(", compaction fifo max 1048576 bytes, max age 60000 ms"));
+        let fifo =
+            CompactionStyle::Fifo { max_bytes: u64::MAX, max_age: Some(Duration::from_secs(1)) };
+        assert!(named(fifo).contains(", compaction fifo max age 1000 ms"));
         let opts = KeyspaceOptions::new()
             .prefix_extractor(Some(bloomkv::PrefixExtractor::UpToDelimiter(b'/')))
             .whole_key_filtering(false);

@@ -312,7 +312,13 @@ pub fn excess_runs(tree: &Tree, policy: &Policy) -> usize {
     let Some((k, z)) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio) else {
         return 0;
     };
-    let runs = sorted_runs(&tree.version);
+    let key = (k, z, policy.run_base_bytes, policy.level_size_ratio);
+    tree.version.excess_runs.get(key, || count_excess_runs(&tree.version, policy, k, z))
+}
+
+/// [`excess_runs`], counted.
+fn count_excess_runs(v: &Version, policy: &Policy, k: usize, z: usize) -> usize {
+    let runs = sorted_runs(v);
     let level = |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
     let last = runs.iter().map(level).max().unwrap_or(1);
     let mut per_level = vec![0usize; last + 1];
@@ -324,7 +330,9 @@ pub fn excess_runs(tree: &Tree, policy: &Policy) -> usize {
 /// The merge a keyspace that gathers runs (tiered, lazy leveling, fluid) needs, if any: for
 /// the first level, from the top, holding more runs than its style allows (K above the last
 /// level, Z at the last), all of its runs — with any run between them in age order, so the
-/// merged run takes their place in it — merged into one.
+/// merged run takes their place in it — merged into one. When that level is the one above
+/// the last and the last holds its Z runs already, the last level's runs join the merge,
+/// which the next pick would otherwise make, writing the level's runs a second time.
 ///
 /// Runs live in the levels as [`sorted_runs`] describes, so reads, scans, budgets and stats
 /// need nothing new: the merged run goes where its oldest input was. Where that is L0, it is
@@ -343,10 +351,21 @@ pub fn pick_runs(trees: &[Arc<Tree>], policy: &Policy) -> Option<Task> {
             |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
         let levels: Vec<usize> = runs.iter().map(level).collect();
         let last = *levels.iter().max()?;
+        let at = |l: usize| (0..runs.len()).filter(|&i| levels[i] == l).collect::<Vec<usize>>();
         let (mut first, mut end) = (1..=last).find_map(|l| {
-            let at: Vec<usize> = (0..runs.len()).filter(|&i| levels[i] == l).collect();
-            let allowed = if l == last { z } else { k };
-            (at.len() > allowed).then(|| (at[0], at[at.len() - 1]))
+            let (here, allowed) = (at(l), if l == last { z } else { k });
+            if here.len() <= allowed {
+                return None;
+            }
+            // The level above the last merges into it when the last holds all it may: one
+            // write of those runs instead of two (Dostoevsky's lazy leveling), which a fill
+            // otherwise paid for every byte reaching the last level.
+            let below = at(last);
+            let end = match below.last() {
+                Some(&e) if l + 1 == last && below.len() >= z => e,
+                _ => here[here.len() - 1],
+            };
+            Some((here[0], end))
         })?;
         // An ingest's L0 tables share one sequence number: the span takes all of them or
         // none, or L0's order would no longer hold the merged run's age.

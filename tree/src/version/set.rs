@@ -132,6 +132,37 @@ pub struct Version {
     pub sorted_in_use: Vec<usize>,
     /// The blob files the tables reference, for reads to resolve references with.
     pub blobs: BlobFiles,
+    /// The runs beyond its style's shape (`compact::picker::excess_runs`), worked out once
+    /// per version: every write group's stall check asks for it, and counting the runs
+    /// each time built a list of them.
+    pub excess_runs: ExcessRunsCache,
+}
+
+/// [`Version::excess_runs`]: the count, with the shape (K, Z, the flushed run's bytes, the
+/// size ratio) it was counted for. A clone starts empty, so that a version built from
+/// another's parts never carries a count of other tables.
+#[derive(Debug, Default)]
+pub struct ExcessRunsCache(std::sync::OnceLock<(ExcessRunsKey, usize)>);
+
+/// What [`ExcessRunsCache`] counts by: K, Z, the flushed run's bytes and the size ratio.
+pub type ExcessRunsKey = (usize, usize, u64, u64);
+
+impl Clone for ExcessRunsCache {
+    fn clone(&self) -> Self {
+        ExcessRunsCache::default()
+    }
+}
+
+impl ExcessRunsCache {
+    /// The count for `key`: the one cached if it was counted for `key`, else `count()`'s,
+    /// cached when nothing is yet (a version is counted for one shape in practice).
+    pub fn get(&self, key: ExcessRunsKey, count: impl FnOnce() -> usize) -> usize {
+        match self.0.get() {
+            Some(&(k, n)) if k == key => n,
+            Some(_) => count(),
+            None => self.0.get_or_init(|| (key, count())).1,
+        }
+    }
 }
 
 impl Version {
@@ -170,7 +201,17 @@ impl Version {
             .map(|b| (b.meta.number, b.clone()))
             .collect();
         let blobs = BlobFiles(Arc::new(blobs));
-        Version { levels, fences, upper_bounds, filters, range_dels, sorted_in_use, blobs }
+        let excess_runs = ExcessRunsCache::default();
+        Version {
+            levels,
+            fences,
+            upper_bounds,
+            filters,
+            range_dels,
+            sorted_in_use,
+            blobs,
+            excess_runs,
+        }
     }
 
     /// Total bytes of the tables on `level`.
