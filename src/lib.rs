@@ -50,7 +50,7 @@ pub use key_range::KeyRange;
 pub use merge::{Append, MergeOperator, U64Add};
 pub use options::{CompactionStyle, KeyspaceOptions, Options, WriteOptions};
 pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
-pub use stats::{BlobFileStats, KeyspaceStats, LevelCompactionStats, Stats};
+pub use stats::{BlobFileStats, KeyspaceStats, LevelCompactionStats, RangeFilterLevelStats, Stats};
 pub use table::Compression;
 pub use value::Value;
 

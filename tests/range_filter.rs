@@ -266,6 +266,46 @@ fn a_keyspace_keeps_its_range_filter_setting_across_a_reopen() {
     assert_eq!(delta(&db, &s), (0, 0));
 }
 
+/// `Stats` count range-filter probes, skips and false positives by level, the totals their
+/// sums: twelve L0 tables are asked on L0, and after a full compaction the one table asked is
+/// on the last level.
+#[test]
+fn range_filter_stats_are_kept_per_level() {
+    // Few bits: a range of 99 integers is a false positive about once in ten.
+    let (_dir, db) = interleaved(Options::default().range_filter_bits_per_key(Some(12.0)));
+    let level = |s: &Stats, l: usize| s.range_filter_per_level[l];
+    let sums = |s: &Stats| {
+        let l = &s.range_filter_per_level;
+        assert_eq!(s.range_filter_probes, l.iter().map(|l| l.probes).sum::<u64>());
+        assert_eq!(s.range_filter_skips, l.iter().map(|l| l.skips).sum::<u64>());
+        let fp = l.iter().map(|l| l.false_positives).sum::<u64>();
+        assert_eq!(s.range_filter_false_positives, fp);
+    };
+    let before = db.stats();
+    assert!(keys_of(db.range(be(1_201)..be(1_299))).is_empty());
+    // Ranges inside gaps of every table: false positives among them, on L0.
+    for i in 12..512u64 {
+        assert!(keys_of(db.range(be(i * 100 + 1)..=be(i * 100 + 99))).is_empty());
+    }
+    let s = db.stats();
+    sums(&s);
+    let l0 = (level(&s, 0).probes - level(&before, 0).probes, level(&s, 0).skips);
+    assert_eq!(l0.0, 12 * 501);
+    let fp = level(&s, 0).false_positives;
+    assert!(fp > 0 && fp < l0.0 / 4 && fp == l0.0 - (l0.1 - level(&before, 0).skips), "{s:?}");
+    assert!(s.range_filter_per_level[1..].iter().all(|l| l.probes == 0));
+
+    db.compact().unwrap();
+    let deepest = db.stats().tables_per_level.iter().rposition(|&n| n > 0).unwrap();
+    assert!(deepest > 0);
+    let before = db.stats();
+    assert!(keys_of(db.range(be(1_201)..be(1_299))).is_empty());
+    let s = db.stats();
+    sums(&s);
+    assert_eq!(level(&s, deepest).probes - level(&before, deepest).probes, 1);
+    assert_eq!(level(&s, 0), level(&before, 0));
+}
+
 /// A table whose range tombstone covers part of the range is read (its tombstone hides the
 /// older table's key either way: the version applies every table's tombstones).
 #[test]
