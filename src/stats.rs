@@ -226,7 +226,9 @@ impl LevelCompactionStats {
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = Db::open(dir.path(), Options::new().range_filter_bits_per_key(Some(16.0)))?;
 /// db.put(7u64.to_be_bytes(), "seven")?;
+/// db.put(30u64.to_be_bytes(), "thirty")?;
 /// db.flush()?;
+/// // The table's key range meets 10..20, its range filter says it holds nothing there.
 /// assert_eq!(db.range(10u64.to_be_bytes()..20u64.to_be_bytes()).count(), 0);
 /// let l0 = db.stats().range_filter_per_level[0];
 /// assert_eq!((l0.probes, l0.skips), (1, 1));

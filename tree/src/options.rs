@@ -376,7 +376,7 @@ impl KeyspaceOptions {
     ///
     /// ```
     /// # fn main() -> bloomkv::Result<()> {
-    /// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, ReadMix};
+    /// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, ReadMix, Readable};
     /// let dir = tempfile::tempdir().unwrap();
     /// let db = Db::open(dir.path(), Options::new())?;
     /// // 26 bits per key in all; a third of the reads are windows of 64 timestamps.
@@ -385,8 +385,11 @@ impl KeyspaceOptions {
     ///     .read_mix(Some(ReadMix::new(1.0 / 3.0, 64)));
     /// let events = db.keyspace("events", opts)?;
     /// events.put(7u64.to_be_bytes(), "seven")?;
+    /// events.put(30u64.to_be_bytes(), "thirty")?;
     /// db.flush()?;
+    /// // The table got a range filter out of the budget: the empty window skips it.
     /// assert_eq!(events.range(10u64.to_be_bytes()..20u64.to_be_bytes()).count(), 0);
+    /// assert_eq!(db.stats().range_filter_skips, 1);
     /// # Ok(()) }
     /// ```
     pub fn read_mix(mut self, mix: Option<ReadMix>) -> Self {
