@@ -48,9 +48,9 @@ pub use filter::FilterPolicy;
 pub use key::{MAX_KEY_BYTES, MAX_LARGE_VALUE_BYTES, MAX_VALUE_BYTES};
 pub use key_range::KeyRange;
 pub use merge::{Append, MergeOperator, U64Add};
-pub use options::{CompactionStyle, KeyspaceOptions, Options, WriteOptions};
+pub use options::{CompactionStyle, KeyspaceOptions, Options, ReadMix, WriteOptions};
 pub use prefix::{PrefixExtractor, MAX_FIXED_PREFIX_BYTES};
-pub use stats::{BlobFileStats, KeyspaceStats, LevelCompactionStats, Stats};
+pub use stats::{BlobFileStats, KeyspaceStats, LevelCompactionStats, RangeFilterLevelStats, Stats};
 pub use table::Compression;
 pub use value::Value;
 

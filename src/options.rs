@@ -12,7 +12,7 @@ use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 use crate::{Error, Result};
 use bloomkv_tree::options::{within, Unit};
-pub use bloomkv_tree::options::{CompactionStyle, KeyspaceOptions};
+pub use bloomkv_tree::options::{CompactionStyle, KeyspaceOptions, ReadMix};
 
 /// How a database is configured. Builder-style: start from `Options::default()` and chain
 /// setters.
@@ -264,6 +264,11 @@ impl Options {
         /// `None`, none), 4 to 40: short bounded scans skip the tables that hold nothing in
         /// their range (see [`KeyspaceOptions::range_filter_bits_per_key`]).
         range_filter_bits_per_key: Option<f64>);
+    keyspace_setter!(
+        /// Under a budgeted filter policy, the default keyspace's reads the budget is split
+        /// for between point and range filters (default `None`: point filters only); see
+        /// [`KeyspaceOptions::read_mix`].
+        read_mix: Option<ReadMix>);
     /// How the default keyspace's tables are compacted (default
     /// [`CompactionStyle::Leveled`]); see [`KeyspaceOptions::compaction_style`]. Taken from
     /// these options at every open, as the default keyspace's other settings.

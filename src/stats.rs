@@ -83,11 +83,13 @@ pub(crate) struct Counters {
     pub prefix_filter_checks: Counter,
     pub prefix_filter_skips: Counter,
     pub memtable_prefix_skips: Counter,
-    pub range_filter_probes: Counter,
-    pub range_filter_skips: Counter,
-    /// Shared with the scans that judge their tables (`RangeChecks`): added to only when a
-    /// range filter let a table through that held nothing in range, so one cell suffices.
-    pub range_filter_false_positives: Arc<AtomicU64>,
+    /// Per level, L0 first.
+    pub range_filter_probes: [Counter; NUM_LEVELS],
+    pub range_filter_skips: [Counter; NUM_LEVELS],
+    /// Per level, shared with the scans that judge their tables (`RangeChecks`): added to
+    /// only when a range filter let a table through that held nothing in range, so one cell
+    /// per level suffices.
+    pub range_filter_false_positives: Arc<bloomkv_tree::version::range_checks::LevelCounts>,
     pub user_bytes_written: Counter,
     pub wal_bytes_written: Counter,
     pub flushes: Counter,
@@ -139,9 +141,11 @@ impl Counters {
         if t.memtable_prefix_skips > 0 {
             self.memtable_prefix_skips.add(t.memtable_prefix_skips);
         }
-        if t.range_filter_probes > 0 {
-            self.range_filter_probes.add(t.range_filter_probes);
-            self.range_filter_skips.add(t.range_filter_skips);
+        for level in 0..NUM_LEVELS {
+            if t.range_filter_probes[level] > 0 {
+                self.range_filter_probes[level].add(t.range_filter_probes[level]);
+                self.range_filter_skips[level].add(t.range_filter_skips[level]);
+            }
         }
     }
 
@@ -211,6 +215,35 @@ impl LevelCompactionStats {
         }
         self.bytes_written as f64 / self.bytes_read_from_above as f64
     }
+}
+
+/// What the range filters of one level's tables did for scans, in
+/// [`Stats::range_filter_per_level`] (see [`Stats::range_filter_probes`] for what each counts).
+///
+/// ```
+/// # fn main() -> bloomkv::Result<()> {
+/// use bloomkv::{Db, Options, Readable};
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().range_filter_bits_per_key(Some(16.0)))?;
+/// db.put(7u64.to_be_bytes(), "seven")?;
+/// db.put(30u64.to_be_bytes(), "thirty")?;
+/// db.flush()?;
+/// // The table's key range meets 10..20, its range filter says it holds nothing there.
+/// assert_eq!(db.range(10u64.to_be_bytes()..20u64.to_be_bytes()).count(), 0);
+/// let l0 = db.stats().range_filter_per_level[0];
+/// assert_eq!((l0.probes, l0.skips), (1, 1));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct RangeFilterLevelStats {
+    /// Tables of the level whose range filter a scan asked.
+    pub probes: u64,
+    /// Of those, tables skipped: their filter said they hold nothing in the range.
+    pub skips: u64,
+    /// Tables let through that held nothing in the range: false positives.
+    pub false_positives: u64,
 }
 
 impl Counters {
@@ -283,6 +316,8 @@ pub struct Stats {
     /// its range (a table it never reaches, or only from inside the range, is not judged), and
     /// counted once per scan and table.
     pub range_filter_false_positives: u64,
+    /// The three counts above per level, L0 first: where the range filters' memory pays.
+    pub range_filter_per_level: Vec<RangeFilterLevelStats>,
     /// Number of tables on each level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of tables on each level, L0 first.

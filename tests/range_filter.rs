@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::{self, Excluded, Included};
 
-use bloomkv::{Db, KeyspaceOptions, Options, Readable, Snapshot, Stats};
+use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, ReadMix, Readable, Snapshot, Stats};
 use proptest::prelude::*;
 
 mod common;
@@ -266,6 +266,156 @@ fn a_keyspace_keeps_its_range_filter_setting_across_a_reopen() {
     assert_eq!(delta(&db, &s), (0, 0));
 }
 
+/// `Stats` count range-filter probes, skips and false positives by level, the totals their
+/// sums: twelve L0 tables are asked on L0, and after a full compaction the one table asked is
+/// on the last level.
+#[test]
+fn range_filter_stats_are_kept_per_level() {
+    // Few bits: a range of 99 integers is a false positive about once in ten.
+    let (_dir, db) = interleaved(Options::default().range_filter_bits_per_key(Some(12.0)));
+    let level = |s: &Stats, l: usize| s.range_filter_per_level[l];
+    let sums = |s: &Stats| {
+        let l = &s.range_filter_per_level;
+        assert_eq!(s.range_filter_probes, l.iter().map(|l| l.probes).sum::<u64>());
+        assert_eq!(s.range_filter_skips, l.iter().map(|l| l.skips).sum::<u64>());
+        let fp = l.iter().map(|l| l.false_positives).sum::<u64>();
+        assert_eq!(s.range_filter_false_positives, fp);
+    };
+    let before = db.stats();
+    assert!(keys_of(db.range(be(1_201)..be(1_299))).is_empty());
+    // Ranges inside gaps of every table: false positives among them, on L0.
+    for i in 12..512u64 {
+        assert!(keys_of(db.range(be(i * 100 + 1)..=be(i * 100 + 99))).is_empty());
+    }
+    let s = db.stats();
+    sums(&s);
+    let l0 = (level(&s, 0).probes - level(&before, 0).probes, level(&s, 0).skips);
+    assert_eq!(l0.0, 12 * 501);
+    let fp = level(&s, 0).false_positives;
+    assert!(fp > 0 && fp < l0.0 / 4 && fp == l0.0 - (l0.1 - level(&before, 0).skips), "{s:?}");
+    assert!(s.range_filter_per_level[1..].iter().all(|l| l.probes == 0));
+
+    db.compact().unwrap();
+    let deepest = db.stats().tables_per_level.iter().rposition(|&n| n > 0).unwrap();
+    assert!(deepest > 0);
+    let before = db.stats();
+    assert!(keys_of(db.range(be(1_201)..be(1_299))).is_empty());
+    let s = db.stats();
+    sums(&s);
+    assert_eq!(level(&s, deepest).probes - level(&before, deepest).probes, 1);
+    assert_eq!(level(&s, 0), level(&before, 0));
+}
+
+/// Bits per key of the live tables' point filters and range filters, as RAM holds them.
+fn filter_bits(tables: &[bloomkv::TableInfo]) -> (f64, f64) {
+    let keys = tables.iter().map(|t| t.entries).sum::<u64>() as f64;
+    let point = tables.iter().map(|t| t.filter_memory_bytes).sum::<usize>() as f64;
+    let range = tables.iter().map(|t| t.range_filter_memory_bytes).sum::<usize>() as f64;
+    (8.0 * point / keys, 8.0 * range / keys)
+}
+
+fn budgeted(share: f64, width: u64) -> Options {
+    Options::default()
+        .l0_triggers(64)
+        .filter_policy(FilterPolicy::Budgeted { bits_per_key: 20.0 })
+        .read_mix(Some(ReadMix::new(share, width)))
+}
+
+/// Under a budget with a read mix, the tables' point and range filters share the budget's
+/// memory: the larger the share of range reads, the more of it goes to range filters, the
+/// total staying within the budget; the small runs (L0 tables over a large level) get more
+/// range bits per key than the large one, as they get more point bits.
+#[test]
+fn a_budget_splits_its_memory_between_point_and_range_filters_by_the_read_mix() {
+    let mut last = (f64::MAX, -1.0);
+    for share in [0.0, 0.1, 0.5, 0.9] {
+        let (_dir, db) = common::db::open_temp(budgeted(share, 64));
+        for i in 0..40_000u64 {
+            db.put(be(i * 100), b"v").unwrap();
+        }
+        db.compact().unwrap();
+        // One run: the whole budget is its two filters'.
+        let (point, range) = filter_bits(&db.tables());
+        assert!((19.0..=20.5).contains(&(point + range)), "{share}: {point} + {range}");
+        assert!(point < last.0 && range > last.1, "{share}: {point}, {range} after {last:?}");
+        last = (point, range);
+        if share == 0.0 {
+            assert_eq!(range, 0.0);
+            continue;
+        }
+        // Four small runs above the level.
+        for t in 0..4u64 {
+            for i in 0..2_000u64 {
+                db.put(be(i * 2_000 + t * 10 + 5), b"v").unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let tables = db.tables();
+        let bits = |level: usize| {
+            let t = tables.iter().find(|t| t.level == level).unwrap();
+            (t.filter_requested_bits_per_key, t.range_filter_requested_bits_per_key.unwrap_or(0.0))
+        };
+        let (l0, deep) = (bits(0), bits(tables.iter().map(|t| t.level).max().unwrap()));
+        assert!(l0.1 > deep.1 && l0.0 >= deep.0, "{share}: L0 {l0:?}, last level {deep:?}");
+    }
+}
+
+/// A named keyspace's read mix is recorded with its options: after a reopen, background work
+/// (here a full compaction, before the keyspace is opened again) splits the budget as it did,
+/// and `keyspace_options` gives the mix back.
+#[test]
+fn a_keyspace_keeps_its_read_mix_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = KeyspaceOptions::new()
+        .filter_policy(FilterPolicy::Budgeted { bits_per_key: 20.0 })
+        .read_mix(Some(ReadMix::new(0.7, 64)));
+    let db = Db::open(dir.path(), Options::default().l0_triggers(64)).unwrap();
+    let ks = db.keyspace("k", opts.clone()).unwrap();
+    for t in 0..3u64 {
+        for i in 0..2_000u64 {
+            ks.put(be(100 * (t + 3 * i)), b"v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    drop(ks);
+    db.close().unwrap();
+
+    let db = Db::open(dir.path(), Options::default().l0_triggers(64)).unwrap();
+    assert_eq!(db.keyspace_options("k").unwrap().read_mix, Some(ReadMix::new(0.7, 64)));
+    db.compact().unwrap();
+    let ks = db.keyspace("k", db.keyspace_options("k").unwrap()).unwrap();
+    let tables = ks.tables().unwrap();
+    assert_eq!(tables.len(), 1);
+    // One run: its point and range filters (and the range filter's select samples, 0.35 bit
+    // per key) take the whole budget.
+    let point = tables[0].filter_requested_bits_per_key;
+    let range = tables[0].range_filter_requested_bits_per_key.expect("a range filter");
+    assert!((point + range + 0.35 - 20.0).abs() < 0.01, "{point} + {range}");
+    assert!(range > 10.0 && point > 3.0, "{point} + {range}");
+    let s = db.stats();
+    assert!(keys_of(ks.range(be(101)..=be(199))).is_empty());
+    assert_eq!(delta(&db, &s), (1, 1), "the compacted table has a range filter");
+}
+
+/// A read mix needs a budget to split, and replaces a fixed range filter.
+#[test]
+fn a_read_mix_without_a_budget_or_with_a_fixed_range_filter_is_refused() {
+    let mix = Some(ReadMix::new(0.5, 16));
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |o: Options| match Db::open(dir.path(), o) {
+        Err(bloomkv::Error::InvalidArgument(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(refused(Options::default().read_mix(mix)).contains("budget"));
+    let both = budgeted(0.5, 16).range_filter_bits_per_key(Some(16.0));
+    assert!(refused(both).contains("range_filter_bits_per_key"));
+    assert!(refused(budgeted(1.5, 16)).contains("range_share"));
+    assert!(refused(budgeted(0.5, 0)).contains("range_width"));
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let ks = db.keyspace("k", KeyspaceOptions::new().read_mix(mix));
+    assert!(matches!(ks, Err(bloomkv::Error::InvalidArgument(_))));
+}
+
 /// A table whose range tombstone covers part of the range is read (its tombstone hides the
 /// older table's key either way: the version applies every table's tombstones).
 #[test]
@@ -296,7 +446,7 @@ enum Op {
     DeleteRange(u16, u8),
     Flush,
     Compact,
-    Reopen(bool),
+    Reopen(u8),
     Snapshot,
     /// A range from key `k`'s integer plus `a` (−1 to 1) to key `k + j`'s plus `b`, inclusive
     /// or not at each end: its ends on, just before or just after keys, where a filter that
@@ -330,22 +480,32 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (k.clone(), 1..20u8).prop_map(|(k, n)| Op::DeleteRange(k, n)),
         5 => Just(Op::Flush),
         1 => Just(Op::Compact),
-        1 => any::<bool>().prop_map(Op::Reopen),
+        1 => (0..3u8).prop_map(Op::Reopen),
         2 => Just(Op::Snapshot),
         30 => (k, 0..5u8, -1..=1i8, -1..=1i8, any::<(bool, bool)>(), 0..4u8)
             .prop_map(|(k, j, a, b, incl, how)| Op::Read { k, j, a, b, incl, how }),
     ]
 }
 
-fn options(range_filters: bool) -> Options {
-    Options::default()
+/// The options of range-filter mode `mode`: 0 none, 1 a fixed range filter, 2 a budget split
+/// between point and range filters for a read mix.
+fn options(mode: u8) -> Options {
+    let o = Options::default()
         .memtable_bytes(2 << 10)
         .target_table_bytes(2 << 10)
         .block_bytes(256)
         .level_base_bytes(8 << 10)
-        .l0_triggers(4)
+        .l0_triggers(4);
+    match mode {
+        0 => o,
         // Few bits (ranges up to 128 integers asked): false positives as well as skips.
-        .range_filter_bits_per_key(range_filters.then_some(10.0))
+        1 => o.range_filter_bits_per_key(Some(10.0)),
+        // Tables of each level get their own split, some of them (the small runs) range
+        // filters of many bits, the large ones few or none.
+        _ => o
+            .filter_policy(FilterPolicy::Budgeted { bits_per_key: 12.0 })
+            .read_mix(Some(ReadMix::new(0.5, 32))),
+    }
 }
 
 fn read(
@@ -386,9 +546,9 @@ fn read(
     }
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, mode: u8) {
     let dir = tempfile::tempdir().unwrap();
-    let mut db = Db::open(dir.path(), options(true)).unwrap();
+    let mut db = Db::open(dir.path(), options(mode)).unwrap();
     let mut model: Model = BTreeMap::new();
     let mut snapshot: Option<(Snapshot, Model)> = None;
     for op in ops {
@@ -408,10 +568,10 @@ fn run(ops: Vec<Op>) {
             }
             Op::Flush => db.flush().unwrap(),
             Op::Compact => db.compact().unwrap(),
-            Op::Reopen(on) => {
+            Op::Reopen(mode) => {
                 snapshot = None;
                 db.close().unwrap();
-                db = Db::open(dir.path(), options(on)).unwrap();
+                db = Db::open(dir.path(), options(mode)).unwrap();
             }
             Op::Snapshot => snapshot = Some((db.snapshot(), model.clone())),
             Op::Read { k, j, a, b, incl: (incl_lo, incl_hi), how } => {
@@ -464,7 +624,13 @@ proptest! {
 
     #[test]
     fn prop_range_reads_never_miss_a_key(ops in prop::collection::vec(op(), 1..300)) {
-        run(ops);
+        run(ops, 1);
+    }
+
+    /// The same under a budget split between point and range filters.
+    #[test]
+    fn prop_budgeted_range_reads_never_miss_a_key(ops in prop::collection::vec(op(), 1..300)) {
+        run(ops, 2);
     }
 }
 
@@ -472,7 +638,7 @@ proptest! {
 #[test]
 fn the_model_runs_skip_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), options(true)).unwrap();
+    let db = Db::open(dir.path(), options(1)).unwrap();
     for k in 0..400u16 {
         db.put(key(k * 3 % 400, false), b"v").unwrap();
     }

@@ -50,7 +50,7 @@ use crate::version::edit::{KeyspaceDef, VersionEdit};
 use crate::version::manifest::{create_manifest, set_current};
 use crate::{Error, Result};
 use bloomkv_tree::compact::newest::NewestVersions;
-use bloomkv_tree::filter_budget::{table_filter, Placement};
+use bloomkv_tree::filter_budget::{table_filters, Placement};
 
 /// Copies through this many bytes at a time where a table cannot be linked.
 const COPY_CHUNK: usize = 1 << 20;
@@ -170,7 +170,7 @@ impl DbInner {
         // share, as a flush would give it.
         let keys = tree.mems().map(|m| m.table.len() as u64).sum();
         let placement = Placement { level: 0, keys, replaces: &[] };
-        let filter = table_filter(&tree.opts, &tree.version, &placement);
+        let filter = table_filters(&tree.opts, &tree.version, &placement);
         let children: Vec<Box<dyn BidirectionalIterator>> = tree
             .mems()
             .map(|m| Box::new(m.table.iter()) as Box<dyn BidirectionalIterator>)

@@ -34,7 +34,7 @@ use bloomkv_tree::compact::filter_stage::FilterStage;
 use bloomkv_tree::compact::merge_stage::MergeStage;
 use bloomkv_tree::compact::newest::NewestVersions;
 use bloomkv_tree::compact::picker::{self, user_range, Policy};
-use bloomkv_tree::filter_budget::{table_filter, Placement};
+use bloomkv_tree::filter_budget::{table_filters, Placement, TableFilters};
 
 /// One compaction's inputs ([`picker::Task`]). Only built and run while holding
 /// `DbInner::compaction_slot`; flushes only ever add L0 tables, and an ingest adds tables
@@ -458,7 +458,7 @@ fn run_locked(inner: &DbInner, c: Compaction) -> Result<()> {
     let replaced: Vec<Arc<TableFile>> = c.inputs.iter().chain(&c.next_inputs).cloned().collect();
     let keys = replaced.iter().fold(0u64, |a, t| a.saturating_add(t.meta.num_entries));
     let placement = Placement { level: out_level, keys, replaces: &replaced };
-    let filter = table_filter(&tree.opts, v, &placement);
+    let filter = table_filters(&tree.opts, v, &placement);
     // An L0 output is one table, one run (see `picker::pick_runs`): not split.
     let bounds = match out_level {
         0 => Vec::new(),
@@ -658,7 +658,7 @@ fn run_part(
     c: &Compaction,
     deeper: &[Vec<Arc<TableFile>>],
     range_dels: &CompactionTombstones,
-    filter: FilterPolicy,
+    filter: TableFilters,
     after: Option<&[u8]>,
     upto: Option<&[u8]>,
 ) -> Result<PartOutput> {

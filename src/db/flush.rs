@@ -31,7 +31,7 @@ use crate::version::edit::{KeyspaceId, VersionEdit};
 use crate::Result;
 use bloomkv_tree::compact::merge_stage::MergeStage;
 use bloomkv_tree::compact::newest::NewestVersions;
-use bloomkv_tree::filter_budget::{table_filter, Placement};
+use bloomkv_tree::filter_budget::{table_filters, Placement};
 
 /// Flushes the oldest immutable memtables: one per keyspace, all holding the writes of the
 /// same WAL segment, into one L0 table per keyspace that has data, recorded in one manifest
@@ -80,7 +80,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let Some(tree) = state.tree(*id) else { continue };
             let Some(oldest) = tree.imm.last() else { continue };
             let placement = Placement { level: 0, keys: oldest.table.len() as u64, replaces: &[] };
-            let filter = table_filter(&tree.opts, &tree.version, &placement);
+            let filter = table_filters(&tree.opts, &tree.version, &placement);
             let number = inner.file_numbers.fetch_add(1, Ordering::SeqCst);
             let range_dels = oldest.table.range_tombstones();
             let newest = NewestVersions::new(oldest.table.iter(), Box::new(|_| false))

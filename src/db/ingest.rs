@@ -61,7 +61,7 @@ use crate::range_del::TombstoneSplit;
 use crate::version::edit::{KeyspaceId, TableMeta, VersionEdit};
 use crate::version::set::{TableFile, Version, NUM_LEVELS};
 use crate::{Error, Result};
-use bloomkv_tree::filter_budget::{table_filter, Placement};
+use bloomkv_tree::filter_budget::{table_filters, Placement};
 
 /// Ingests `entries`; returns how many there were. See the module documentation.
 pub(crate) fn ingest<K, V>(
@@ -170,7 +170,7 @@ where
             false => deepest_free_level(version, first, first),
         };
         let placement = Placement { level, keys: expected_entries as u64, replaces: &[] };
-        table_filter(&tree.opts, version, &placement)
+        table_filters(&tree.opts, version, &placement)
     };
     let mut blobs = inner.separator(tree);
     let written =

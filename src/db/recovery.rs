@@ -34,7 +34,7 @@ use crate::version::set::{
 };
 use crate::{Error, Result, WriteBatch};
 use bloomkv_tree::compact::newest::NewestVersions;
-use bloomkv_tree::filter_budget::{table_filter, Placement};
+use bloomkv_tree::filter_budget::{table_filters, Placement};
 
 /// One keyspace as found on disk: what the manifest says of it, its tables, and its writes
 /// replayed from the WAL.
@@ -586,7 +586,7 @@ fn recover(
         }
         let number = versions.new_file_number();
         let placement = Placement { level: 0, keys: mem.len() as u64, replaces: &[] };
-        let filter = table_filter(&k.def.opts, &k.version, &placement);
+        let filter = table_filters(&k.def.opts, &k.version, &placement);
         let topts = table_options(&k.def.opts, filter);
         let range_dels = mem.range_tombstones();
         let mut it = NewestVersions::new(mem.iter(), Box::new(|_| false))

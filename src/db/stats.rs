@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use super::DbInner;
-use crate::stats::{KeyspaceStats, Stats};
+use crate::stats::{KeyspaceStats, RangeFilterLevelStats, Stats};
 use crate::sync::lock;
 use crate::version::set::NUM_LEVELS;
 
@@ -45,6 +45,14 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
             ks
         })
         .collect();
+    let range_levels: Vec<RangeFilterLevelStats> = (0..NUM_LEVELS)
+        .map(|l| RangeFilterLevelStats {
+            probes: c.range_filter_probes[l].get(),
+            skips: c.range_filter_skips[l].get(),
+            false_positives: c.range_filter_false_positives[l]
+                .load(std::sync::atomic::Ordering::Relaxed),
+        })
+        .collect();
     let mut s = Stats {
         gets: c.gets.get(),
         memtable_hits: c.memtable_hits.get(),
@@ -57,11 +65,10 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         prefix_filter_checks: c.prefix_filter_checks.get(),
         prefix_filter_skips: c.prefix_filter_skips.get(),
         memtable_prefix_skips: c.memtable_prefix_skips.get(),
-        range_filter_probes: c.range_filter_probes.get(),
-        range_filter_skips: c.range_filter_skips.get(),
-        range_filter_false_positives: c
-            .range_filter_false_positives
-            .load(std::sync::atomic::Ordering::Relaxed),
+        range_filter_probes: range_levels.iter().map(|l| l.probes).sum(),
+        range_filter_skips: range_levels.iter().map(|l| l.skips).sum(),
+        range_filter_false_positives: range_levels.iter().map(|l| l.false_positives).sum(),
+        range_filter_per_level: range_levels,
         tables_per_level: vec![0; NUM_LEVELS],
         bytes_per_level: vec![0; NUM_LEVELS],
         user_bytes_written: c.user_bytes_written.get(),

@@ -11,7 +11,6 @@ use super::kept_wal::SegmentIndex;
 use super::{DbInner, Tree};
 use crate::blob::{BlobFile, BlobFileMeta, BlobFiles, BlobRef, BlobWriter};
 use crate::filename::{blob_path, table_path};
-use crate::filter::FilterPolicy;
 use crate::fs::{Deleter, FileSystem};
 use crate::iter::InternalIterator;
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
@@ -22,6 +21,7 @@ use crate::table::{BlockCache, FileCache, Table, TableBuilder, TableOptions};
 use crate::version::edit::{KeyspaceId, TableMeta};
 use crate::version::set::{TableFile, Version};
 use crate::{Error, Result};
+use bloomkv_tree::filter_budget::TableFilters;
 
 impl DbInner {
     /// Opens a table the engine just wrote; `blobs` has the blob files its references may
@@ -47,14 +47,15 @@ impl DbInner {
 
     /// Writes the entries of `iter` and the range tombstones of `range_dels` into table
     /// `number` of `tree`'s keyspace, with the keyspace's options and the filter `filter`
-    /// (its policy as `filter_budget::table_filter` resolves it for the table's level).
+    /// (its policy and range filter as `filter_budget::table_filters` resolves them for the
+    /// table's level).
     pub(crate) fn write_table(
         &self,
         tree: &Tree,
         number: u64,
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
-        filter: FilterPolicy,
+        filter: TableFilters,
         blobs: &mut Separator,
     ) -> Result<Option<TableMeta>> {
         let opts = TableOptions {
@@ -75,7 +76,7 @@ impl DbInner {
         tree: &Tree,
         iter: &mut dyn EntryStream,
         range_dels: &mut TombstoneSplit,
-        filter: FilterPolicy,
+        filter: TableFilters,
         blobs: &mut Separator,
     ) -> Result<Vec<TableMeta>> {
         let mut outputs: Vec<TableMeta> = Vec::new();
@@ -266,14 +267,14 @@ fn descriptor_limit() -> Option<u64> {
 /// How a keyspace's options build a table (flushes, compactions and recovery alike), with
 /// the filter chosen for it: a [`FilterPolicy::Budgeted`] table's depends on where it goes,
 /// which the options alone do not know.
-pub(crate) fn table_options(opts: &KeyspaceOptions, filter: FilterPolicy) -> TableOptions {
+pub(crate) fn table_options(opts: &KeyspaceOptions, filter: TableFilters) -> TableOptions {
     TableOptions {
         block_bytes: opts.block_bytes,
         compression: opts.compression,
-        filter_policy: filter,
+        filter_policy: filter.point,
         prefix_extractor: opts.prefix_extractor,
         whole_key_filtering: opts.filters_whole_keys(),
-        range_filter_bits_per_key: opts.range_filter_bits_per_key,
+        range_filter_bits_per_key: filter.range_bits_per_key,
         ..TableOptions::default()
     }
 }

@@ -847,6 +847,43 @@ fn range_profile_compares_range_filters_on_and_off() {
             }
         }
     }
+    // At equal memory: both under one budget, the one with range filters splitting it.
+    let json = run_json(
+        dir.path(),
+        &[
+            "--profile",
+            "range",
+            "--keys",
+            "60000",
+            "--reads",
+            "500",
+            "--memtable-bytes",
+            "1048576",
+            "--bits-per-key",
+            "26",
+            "--range-share",
+            "0.5",
+        ],
+    );
+    assert_eq!((f(&json["range_share"]), u(&json["range_width"])), (0.5, 256));
+    let results = json["results"].as_array().unwrap();
+    let fills: Vec<&Value> = results.iter().filter(|r| r["workload"] == "fill").collect();
+    let memory = |r: &Value| {
+        f(&r["point_filter_memory_bits_per_key"]) + f(&r["range_filter_memory_bits_per_key"])
+    };
+    let (on, off) = (fills[0], fills[1]);
+    assert!(on["range_filters"].as_bool().unwrap() && !off["range_filters"].as_bool().unwrap());
+    assert!((memory(on) / memory(off) - 1.0).abs() < 0.05, "{on} {off}");
+    assert!(f(&on["range_filter_memory_bits_per_key"]) > 8.0, "{on}");
+    assert_eq!(f(&off["range_filter_memory_bits_per_key"]), 0.0);
+    for r in results.iter().filter(|r| r["workload"] == "emptyrange" && r["width"] == 16) {
+        let on = r["range_filters"].as_bool().unwrap();
+        assert_eq!(u(&r["range_filter_probes"]) > 0, on, "{r}");
+        if on {
+            let bound = f(&r["false_positive_bound"]);
+            assert!(bound > 0.0 && bound < 0.01, "{r}");
+        }
+    }
     Command::cargo_bin("bloomkv")
         .unwrap()
         .args(["bench", "--profile", "range", "--range-bits-per-key", "2"])

@@ -106,6 +106,47 @@ pub fn table_filter(
     version: &Version,
     placement: &Placement,
 ) -> FilterPolicy {
+    table_filters(opts, version, placement).point
+}
+
+/// The filters a new table gets: its point filter, and the bits per key of its range filter
+/// (`None`: none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TableFilters {
+    pub point: FilterPolicy,
+    pub range_bits_per_key: Option<f64>,
+}
+
+impl TableFilters {
+    /// A point filter of `policy` and the keyspace's fixed range filter, if it has one.
+    pub fn fixed(opts: &KeyspaceOptions, policy: FilterPolicy) -> Self {
+        TableFilters { point: policy, range_bits_per_key: opts.range_filter_bits_per_key }
+    }
+}
+
+/// [`table_filter`], and the range filter the tables of `placement` get: the keyspace's
+/// [`KeyspaceOptions::range_filter_bits_per_key`], unless a budgeted policy splits its
+/// memory for a [`KeyspaceOptions::read_mix`]. Then each run has two filters to pay for, a
+/// point filter weighing the share of point lookups and a range filter weighing that of range
+/// reads, and [`budget::allocate_weighted`] minimises the blocks read in vain per read,
+/// `(1 − s) · Σ fpr(bᵢ) + s · Σ range_fpr(cᵢ, w)`, under `Σ nᵢ · (bᵢ + cᵢ) = b · Σ nᵢ`.
+pub fn table_filters(
+    opts: &KeyspaceOptions,
+    version: &Version,
+    placement: &Placement,
+) -> TableFilters {
+    let mix = opts.read_mix.filter(|_| {
+        matches!(
+            opts.filter_policy,
+            FilterPolicy::Budgeted { .. } | FilterPolicy::BudgetedRibbon { .. }
+        )
+    });
+    // Weights of a run's point and range filters.
+    let costs = mix.map(|m| {
+        let s = m.range_share.clamp(0.0, 1.0);
+        (1.0 - s, s, CurveKind::Range { width: m.range_width.max(1) })
+    });
+    let fixed = |point| TableFilters::fixed(opts, point);
     let prefixed = weighs_entries(opts);
     let share = || if prefixed { key_share(version, placement) } else { 1.0 };
     // Which filter a table on `level` gets, and so the curve its run's share is worked on.
@@ -114,15 +155,15 @@ pub fn table_filter(
             let bits_per_key = bits_per_key * share();
             if placement.level < usize::from(bloom_before_level) {
                 let bits_per_key = budget::bits_for_fpr(ribbon::fpr_at(bits_per_key));
-                return FilterPolicy::BlockedBloom { bits_per_key };
+                return fixed(FilterPolicy::BlockedBloom { bits_per_key });
             }
-            return FilterPolicy::Ribbon { bits_per_key, bloom_before_level };
+            return fixed(FilterPolicy::Ribbon { bits_per_key, bloom_before_level });
         }
         FilterPolicy::Budgeted { bits_per_key } => (bits_per_key, usize::MAX),
         FilterPolicy::BudgetedRibbon { bits_per_key, bloom_before_level } => {
             (bits_per_key, usize::from(bloom_before_level))
         }
-        policy => return per_entry(policy, share()),
+        policy => return fixed(per_entry(policy, share())),
     };
     let kind_at = |level: usize| match level < bloom_before_level {
         true => CurveKind::Blocked,
@@ -131,10 +172,24 @@ pub fn table_filter(
     let filter_at = |bits_per_key: f64| match (bits_per_key > 0.0, kind_at(placement.level)) {
         (false, _) => FilterPolicy::None,
         (true, CurveKind::Blocked) => FilterPolicy::BlockedBloom { bits_per_key },
-        (true, CurveKind::Ribbon) => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 0 },
+        // `kind_at` gives point filters' curves only.
+        (true, _) => FilterPolicy::Ribbon { bits_per_key, bloom_before_level: 0 },
+    };
+    // A range filter's share is memory per key, its select samples included.
+    let range_at = |memory: f64| {
+        (memory > 0.0).then(|| {
+            let range = crate::range_filter::RangeFilter::BITS_PER_KEY_RANGE;
+            (memory - budget::RANGE_OVERHEAD_BITS).clamp(*range.start(), *range.end())
+        })
     };
     if placement.keys == 0 {
-        return filter_at(bits_per_key * share());
+        let Some((point, ranged, kind)) = costs else {
+            return fixed(filter_at(bits_per_key * share()));
+        };
+        // Unknown size: the split of a tree of one run.
+        let kinds = [kind_at(placement.level), kind];
+        let bits = budget::allocate_weighted(&[1, 1], &kinds, &[point, ranged], bits_per_key);
+        return TableFilters { point: filter_at(bits[0]), range_bits_per_key: range_at(bits[1]) };
     }
     let runs = runs(version, placement.replaces);
     // With prefixes, each run weighs its filter entries (keys and prefixes): an L0 table of
@@ -164,7 +219,27 @@ pub fn table_filter(
     } else {
         bits_per_key
     };
-    filter_at(budget::allocate_for(&weights, &kinds, average)[target])
+    let Some((point, ranged, kind)) = costs else {
+        return fixed(filter_at(budget::allocate_for(&weights, &kinds, average)[target]));
+    };
+    // The runs' range filters hold their keys (not prefixes): the same budget, `b · Σn`
+    // bits, now spread over the point filters' entries and the range filters' keys.
+    let mut keys: Vec<u64> = runs.iter().map(Run::keys).collect();
+    keys.resize(weights.len(), 0);
+    keys[target] = keys[target].saturating_add(placement.keys);
+    let total_keys = keys.iter().fold(0u64, |a, &k| a.saturating_add(k));
+    let spread = weights.iter().chain(&keys).fold(0u64, |a, &k| a.saturating_add(k)).max(1);
+    let average = bits_per_key * total_keys as f64 / spread as f64;
+    let runs_n = weights.len();
+    let sizes: Vec<u64> = weights.iter().chain(&keys).copied().collect();
+    kinds.extend(std::iter::repeat(kind).take(runs_n));
+    let mut costs = vec![point; runs_n];
+    costs.resize(2 * runs_n, ranged);
+    let bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);
+    TableFilters {
+        point: filter_at(bits[target]),
+        range_bits_per_key: range_at(bits[runs_n + target]),
+    }
 }
 
 /// About how many distinct prefixes the tables of `placement` will hold, were keys spread

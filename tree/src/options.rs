@@ -58,6 +58,8 @@ pub struct KeyspaceOptions {
     pub block_bytes: usize,
     pub target_table_bytes: u64,
     pub range_filter_bits_per_key: Option<f64>,
+    /// Under a budgeted filter policy, the reads the budget is split for.
+    pub read_mix: Option<ReadMix>,
     pub default_ttl: Option<std::time::Duration>,
     /// Held in memory only, as the merge operator: the manifest records the other fields.
     pub compaction_filter: FilterSlot,
@@ -75,6 +77,35 @@ pub struct KeyspaceOptions {
     pub blob_gc_force_threshold: f64,
     /// How the keyspace's tables are compacted.
     pub compaction_style: CompactionStyle,
+}
+
+/// What a keyspace's reads are, for a [`FilterPolicy::Budgeted`] (or
+/// [`FilterPolicy::BudgetedRibbon`]) budget to split its memory between point filters and
+/// range filters (see [`KeyspaceOptions::read_mix`]): the share of lookups that are short
+/// range reads, and how wide those ranges are, in integers of the key bytes past a table's
+/// common prefix (a range of 16 consecutive 8-byte big-endian integers is 16 wide).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadMix {
+    /// Of the reads that may find nothing (absent point keys, short ranges), the share that
+    /// are range reads, 0 to 1.
+    pub range_share: f64,
+    /// The ranges' width, 1 to 2^37 ([`ReadMix::RANGE_WIDTH_RANGE`]).
+    pub range_width: u64,
+}
+
+impl ReadMix {
+    /// `range_width`: 1 to 2^37, the widest a range filter (at 40 bits per key) answers for.
+    pub const RANGE_WIDTH_RANGE: RangeInclusive<u64> = 1..=1 << 37;
+
+    /// A share `range_share` of range reads `range_width` wide.
+    pub fn new(range_share: f64, range_width: u64) -> Self {
+        ReadMix { range_share, range_width }
+    }
+
+    fn validate(&self) -> Result<()> {
+        within_fraction("read_mix.range_share", self.range_share, &(0.0..=1.0))?;
+        within("read_mix.range_width", self.range_width, &Self::RANGE_WIDTH_RANGE, Unit::Count)
+    }
 }
 
 /// How a keyspace's tables are compacted (see DESIGN.md, "Compaction styles"). Recorded in
@@ -171,6 +202,7 @@ impl Default for KeyspaceOptions {
             block_bytes: 4096,
             target_table_bytes: 16 << 20,
             range_filter_bits_per_key: None,
+            read_mix: None,
             default_ttl: None,
             compaction_filter: FilterSlot::default(),
             stop_on_compaction_filter_error: false,
@@ -326,6 +358,42 @@ impl KeyspaceOptions {
     /// ```
     pub fn range_filter_bits_per_key(mut self, bits_per_key: Option<f64>) -> Self {
         self.range_filter_bits_per_key = bits_per_key;
+        self
+    }
+
+    /// The reads a budgeted filter policy splits its memory for (default `None`: the budget
+    /// is the point filters', and range filters, if any, are
+    /// [`range_filter_bits_per_key`](KeyspaceOptions::range_filter_bits_per_key) on top).
+    /// With a [`ReadMix`] under [`FilterPolicy::Budgeted`] or
+    /// [`FilterPolicy::BudgetedRibbon`], the budget's bits per key pay for both kinds of
+    /// filter: each new table gets a point filter and a range filter sized so that the
+    /// expected blocks read in vain per read — absent keys asking point filters, empty
+    /// ranges of `range_width` asking range filters, in the proportion `range_share` — are
+    /// as few as the budget allows across the tree (DESIGN.md, "Range filters"). A table whose
+    /// range filter's share could not answer for ranges that wide gets none. It requires a
+    /// budgeted policy and no `range_filter_bits_per_key` (which it replaces). Recorded in the
+    /// manifest; it may change at any open, and applies to tables written from then on.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv::Result<()> {
+    /// use bloomkv::{Db, FilterPolicy, KeyspaceOptions, Options, ReadMix, Readable};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open(dir.path(), Options::new())?;
+    /// // 26 bits per key in all; a third of the reads are windows of 64 timestamps.
+    /// let opts = KeyspaceOptions::new()
+    ///     .filter_policy(FilterPolicy::Budgeted { bits_per_key: 26.0 })
+    ///     .read_mix(Some(ReadMix::new(1.0 / 3.0, 64)));
+    /// let events = db.keyspace("events", opts)?;
+    /// events.put(7u64.to_be_bytes(), "seven")?;
+    /// events.put(30u64.to_be_bytes(), "thirty")?;
+    /// db.flush()?;
+    /// // The table got a range filter out of the budget: the empty window skips it.
+    /// assert_eq!(events.range(10u64.to_be_bytes()..20u64.to_be_bytes()).count(), 0);
+    /// assert_eq!(db.stats().range_filter_skips, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn read_mix(mut self, mix: Option<ReadMix>) -> Self {
+        self.read_mix = mix;
         self
     }
 
@@ -559,6 +627,18 @@ impl KeyspaceOptions {
         if let Some(b) = self.range_filter_bits_per_key {
             if !Self::RANGE_FILTER_BITS_PER_KEY_RANGE.contains(&b) {
                 return bad("range_filter_bits_per_key must be between 4 and 40");
+            }
+        }
+        if let Some(mix) = self.read_mix {
+            mix.validate()?;
+            if !matches!(
+                self.filter_policy,
+                FilterPolicy::Budgeted { .. } | FilterPolicy::BudgetedRibbon { .. }
+            ) {
+                return bad("read_mix splits a budgeted filter policy's memory: it needs FilterPolicy::Budgeted or BudgetedRibbon");
+            }
+            if self.range_filter_bits_per_key.is_some() {
+                return bad("read_mix sizes the range filters from the budget: leave range_filter_bits_per_key unset");
             }
         }
         let fractions = &Self::BLOB_GC_FRACTION_RANGE;

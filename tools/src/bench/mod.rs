@@ -628,6 +628,16 @@ pub struct Args {
     /// 4 to 40.
     #[arg(long, default_value_t = 16.0)]
     range_bits_per_key: f64,
+    /// Range profile: compare at equal memory instead. Both databases get
+    /// `FilterPolicy::Budgeted` at `--bits-per-key`; the one with range filters splits it
+    /// between point and range filters for this share of range reads
+    /// (`KeyspaceOptions::read_mix`, 0 to 1), and `--range-bits-per-key` is not used.
+    #[arg(long)]
+    range_share: Option<f64>,
+    /// Range profile with `--range-share`: the width of the range reads the budget is split
+    /// for, in integers.
+    #[arg(long, default_value_t = 256)]
+    range_width: u64,
     /// Bits per key of the blocked and classic filters, and the budgeted filters' average
     /// over the whole tree (at most 32 for those): every filtered policy gets the same memory.
     #[arg(long, default_value_t = 10.0)]

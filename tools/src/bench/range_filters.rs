@@ -16,14 +16,18 @@
 //! `Db::tables` outside the timing), the tables the scan read (with filters: those a filter
 //! let through), and for empty ranges the measured false-positive rate — tables let through
 //! over tables asked, all of which held nothing in range — beside the filters' bound
-//! `w / 2^(B − 2)`.
+//! `w / 2^(B − 2)` (averaged over the tables asked, where their B differs).
+//!
+//! With `--range-share`, the two databases hold the same filter memory: both are
+//! `Budgeted` at `--bits-per-key`, the one with range filters splitting it for that share of
+//! range reads of `--range-width` integers.
 
 use std::ops::RangeInclusive;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use bloomkv::{Db, Options, Readable, TableInfo};
+use bloomkv::{Db, FilterPolicy, Options, ReadMix, Readable, TableInfo};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -76,6 +80,12 @@ pub(super) fn check(args: &Args, plan: &Plan) -> bloomkv::Result<()> {
     let range = bloomkv::KeyspaceOptions::RANGE_FILTER_BITS_PER_KEY_RANGE;
     if !range.contains(&args.range_bits_per_key) {
         return refuse("--range-bits-per-key must be between 4 and 40");
+    }
+    if args.range_share.is_some_and(|s| !(0.0..=1.0).contains(&s)) {
+        return refuse("--range-share must be between 0 and 1");
+    }
+    if !ReadMix::RANGE_WIDTH_RANGE.contains(&args.range_width) {
+        return refuse("--range-width must be between 1 and 2^37");
     }
     Ok(())
 }
@@ -136,9 +146,12 @@ pub(super) struct RangeRow {
     /// `fill`, `emptyrange`, `emptyrange-next`, `shortrange`, `longscan`, `readrandom`
     /// or `readmissing`.
     workload: &'static str,
+    /// Whether the database has range filters.
+    range_filters: bool,
     /// Integers the range covers (scans only).
     width: Option<u64>,
-    /// Range filters' bits per key, `None` without.
+    /// Range filters' bits per key (under a budget, their average over the tables' keys
+    /// once filled), `None` without.
     range_filter_bits_per_key: Option<f64>,
     ops: u64,
     seconds: f64,
@@ -156,6 +169,13 @@ pub(super) struct RangeRow {
     false_positive_bound: Option<f64>,
     /// `fill`: seconds to bring the tree to rest after the puts.
     settle_seconds: Option<f64>,
+    /// `fill`: bits per key the tables' point filters hold in RAM once at rest.
+    point_filter_memory_bits_per_key: Option<f64>,
+    /// `fill`: bits per key the tables' range filters hold in RAM once at rest.
+    range_filter_memory_bits_per_key: Option<f64>,
+    /// Point lookups: tables whose point filter let a key through that they did not hold,
+    /// per lookup.
+    filter_false_positives_per_op: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -167,6 +187,10 @@ struct RangeReport {
     memtable_bytes: usize,
     bits_per_key: f64,
     range_filter_bits_per_key: f64,
+    /// With `--range-share`: both databases `Budgeted` at `bits_per_key`, the one with range
+    /// filters split for this share of range reads.
+    range_share: Option<f64>,
+    range_width: Option<u64>,
     reads: u64,
     seed: u64,
     machine: super::report::Machine,
@@ -185,15 +209,24 @@ pub(super) fn run(
 ) -> bloomkv::Result<ExitCode> {
     let reads = args.reads.unwrap_or(READS);
     let b = args.range_bits_per_key;
+    let mix = args.range_share.map(|s| ReadMix::new(s, args.range_width));
+    let filters = match mix {
+        None => format!(
+            "blocked filter {} bits/key, range filters {b} bits/key vs none",
+            args.bits_per_key
+        ),
+        Some(m) => format!(
+            "a budget of {} bits/key split for {} range reads {} wide vs point filters only",
+            args.bits_per_key, m.range_share, m.range_width
+        ),
+    };
     say(&format!(
         "bloomkv bench (range profile): {} keys (8-byte big-endian, {SPACING} apart, every \
-         {HOLE}th left out), {} B values, {} MiB memtables, blocked filter {} bits/key, range \
-         filters {b} bits/key vs none, {reads} operations per phase, dbs in {} (load average \
-         {load_average_at_start})\n",
+         {HOLE}th left out), {} B values, {} MiB memtables, {filters}, {reads} operations per \
+         phase, dbs in {} (load average {load_average_at_start})\n",
         plan.keys,
         plan.value_bytes,
         plan.memtable_bytes >> 20,
-        args.bits_per_key,
         base.display(),
     ))?;
     let data = Dataset::new(plan.keys);
@@ -205,27 +238,39 @@ pub(super) fn run(
     // other (which goes first alternating), so a change in the machine's load between
     // phases falls on both alike.
     let mut dbs = Vec::new();
-    for bits in [Some(b), None] {
-        let opts = base_options
-            .clone()
-            .memtable_bytes(plan.memtable_bytes)
-            .filter_policy(super::Policy::Blocked.filter(args.bits_per_key))
-            .compression(args.compression)
-            .range_filter_bits_per_key(bits);
-        let dir = base.join(match bits {
-            Some(_) => "range-filters",
-            None => "no-range-filters",
-        });
+    for on in [true, false] {
+        let opts =
+            base_options.clone().memtable_bytes(plan.memtable_bytes).compression(args.compression);
+        let (opts, bits) = match (mix, on) {
+            (None, on) => {
+                let bits = on.then_some(b);
+                let point = super::Policy::Blocked.filter(args.bits_per_key);
+                (opts.filter_policy(point).range_filter_bits_per_key(bits), bits)
+            }
+            (Some(m), on) => {
+                let point = FilterPolicy::Budgeted { bits_per_key: args.bits_per_key };
+                (opts.filter_policy(point).read_mix(on.then_some(m)), None)
+            }
+        };
+        let dir = base.join(if on { "range-filters" } else { "no-range-filters" });
         let db = Db::open(&dir, opts)?;
-        let run = Run { db: &db, data, reads, seed: args.seed, bits };
-        results.push(run.fill(&order, &values)?);
+        let budgeted = mix.is_some();
+        let mut run = Run { db: &db, data, reads, seed: args.seed, bits, on, budgeted };
+        let mut row = run.fill(&order, &values)?;
+        if mix.is_some() && on {
+            // Under the budget each table got its own share: their mean over the keys.
+            run.bits = Some(mean_range_bits(&db.tables()));
+            row.range_filter_bits_per_key = run.bits;
+        }
+        let bits = run.bits;
+        results.push(row);
         let shape = db.stats().tables_per_level;
         say(&format!(
             "{}: tables per level {:?}\n",
             if bits.is_some() { "range filters" } else { "no range filters" },
             &shape[..shape.iter().rposition(|&n| n > 0).map_or(0, |l| l + 1)]
         ))?;
-        dbs.push((db, dir, bits));
+        dbs.push((db, dir, bits, on));
     }
     let mut phases: Vec<Scan> = Vec::new();
     for next in [false, true] {
@@ -234,15 +279,16 @@ pub(super) fn run(
     phases.extend([Scan::Short, Scan::Long, Scan::Point(true), Scan::Point(false)]);
     for (i, &scan) in phases.iter().enumerate() {
         for k in 0..dbs.len() {
-            let (db, _, bits) = &dbs[(i + k) % dbs.len()];
-            let run = Run { db, data, reads, seed: args.seed, bits: *bits };
+            let (db, _, bits, on) = &dbs[(i + k) % dbs.len()];
+            let budgeted = mix.is_some();
+            let run = Run { db, data, reads, seed: args.seed, bits: *bits, on: *on, budgeted };
             results.push(match scan {
                 Scan::Point(present) => run.points(present)?,
                 _ => run.scans(&db.tables(), scan)?,
             });
         }
     }
-    for (db, dir, _) in dbs {
+    for (db, dir, _, _) in dbs {
         db.close()?;
         drop(db);
         if args.dir.is_none() {
@@ -259,6 +305,8 @@ pub(super) fn run(
         memtable_bytes: plan.memtable_bytes,
         bits_per_key: args.bits_per_key,
         range_filter_bits_per_key: b,
+        range_share: args.range_share,
+        range_width: mix.map(|m| m.range_width),
         reads,
         seed: args.seed,
         machine: machine(load_average_at_start),
@@ -292,12 +340,17 @@ struct Run<'a> {
     reads: u64,
     seed: u64,
     bits: Option<f64>,
+    /// The database with range filters.
+    on: bool,
+    /// Both databases under one budget (`--range-share`).
+    budgeted: bool,
 }
 
 impl Run<'_> {
     fn row(&self, workload: &'static str, width: Option<u64>, ops: u64, seconds: f64) -> RangeRow {
         RangeRow {
             workload,
+            range_filters: self.on,
             width,
             range_filter_bits_per_key: self.bits,
             ops,
@@ -311,6 +364,9 @@ impl Run<'_> {
             false_positive_rate: None,
             false_positive_bound: None,
             settle_seconds: None,
+            point_filter_memory_bits_per_key: None,
+            range_filter_memory_bits_per_key: None,
+            filter_false_positives_per_op: None,
         }
     }
 
@@ -327,6 +383,13 @@ impl Run<'_> {
         self.db.wait_for_file_removals();
         let mut row = self.row("fill", None, order.len() as u64, seconds);
         row.settle_seconds = Some(settle.elapsed().as_secs_f64());
+        let tables = self.db.tables();
+        let keys = tables.iter().map(|t| t.entries).sum::<u64>().max(1) as f64;
+        let bits = |f: &dyn Fn(&TableInfo) -> usize| {
+            8.0 * tables.iter().map(f).sum::<usize>() as f64 / keys
+        };
+        row.point_filter_memory_bits_per_key = Some(bits(&|t| t.filter_memory_bytes));
+        row.range_filter_memory_bits_per_key = Some(bits(&|t| t.range_filter_memory_bytes));
         Ok(row)
     }
 
@@ -358,7 +421,7 @@ impl Run<'_> {
             _ => self.reads,
         };
         let ranges = self.ranges(scan, ops);
-        let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r)).sum();
+        let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r).count() as u64).sum();
         let before = self.db.stats();
         let start = Instant::now();
         let mut found = 0u64;
@@ -393,9 +456,12 @@ impl Run<'_> {
         // Every table in range is asked when the range is narrow enough for its filter.
         let read = in_range - skips;
         row.tables_read_per_op = Some(read as f64 / ops as f64);
-        if let (Scan::Empty { .. }, Some(b)) = (scan, self.bits) {
+        if let (Scan::Empty { .. }, Some(b), true) = (scan, self.bits, self.on) {
             row.false_positive_rate = Some((probes - skips) as f64 / probes.max(1) as f64);
-            row.false_positive_bound = Some(width as f64 / 2f64.powf(b - 2.0));
+            row.false_positive_bound = Some(match self.budgeted {
+                false => width as f64 / 2f64.powf(b - 2.0),
+                true => mean_bound(tables, &ranges, width),
+            });
         }
         Ok(row)
     }
@@ -411,6 +477,7 @@ impl Run<'_> {
                 key(if present { j } else { j + SPACING / 2 })
             })
             .collect();
+        let before = self.db.stats();
         let start = Instant::now();
         for k in &keys {
             let got = self.db.get(k)?;
@@ -420,17 +487,49 @@ impl Run<'_> {
         }
         let seconds = start.elapsed().as_secs_f64();
         let name = if present { "readrandom" } else { "readmissing" };
-        Ok(self.row(name, None, self.reads, seconds))
+        let fp = self.db.stats().filter_false_positives - before.filter_false_positives;
+        let mut row = self.row(name, None, self.reads, seconds);
+        row.filter_false_positives_per_op = Some(fp as f64 / self.reads.max(1) as f64);
+        Ok(row)
     }
 }
 
 /// Tables whose key range meets `r`.
-fn tables_meeting(tables: &[TableInfo], r: &RangeInclusive<u64>) -> u64 {
+fn tables_meeting<'t>(
+    tables: &'t [TableInfo],
+    r: &RangeInclusive<u64>,
+) -> impl Iterator<Item = &'t TableInfo> {
     let (lo, hi) = (key(*r.start()), key(*r.end()));
-    tables
+    tables.iter().filter(move |t| {
+        t.smallest_key.as_slice() <= &hi[..] && t.largest_key.as_slice() >= &lo[..]
+    })
+}
+
+/// The tables' range filters' requested bits per key, averaged over their keys (0 without).
+fn mean_range_bits(tables: &[TableInfo]) -> f64 {
+    let with: Vec<(f64, f64)> = tables
         .iter()
-        .filter(|t| t.smallest_key.as_slice() <= &hi[..] && t.largest_key.as_slice() >= &lo[..])
-        .count() as u64
+        .filter_map(|t| t.range_filter_requested_bits_per_key.map(|b| (b, t.entries as f64)))
+        .collect();
+    let keys: f64 = with.iter().map(|&(_, n)| n).sum();
+    with.iter().map(|&(b, n)| b * n).sum::<f64>() / keys.max(1.0)
+}
+
+/// The bound `w / 2^(B − 2)` averaged over the tables `ranges` ask: those meeting a range
+/// whose range filter answers for `w` (where tables hold filters of different B).
+fn mean_bound(tables: &[TableInfo], ranges: &[RangeInclusive<u64>], w: u64) -> f64 {
+    let (mut sum, mut asked) = (0.0, 0u64);
+    for r in ranges {
+        for t in tables_meeting(tables, r) {
+            let Some(b) = t.range_filter_requested_bits_per_key else { continue };
+            // A filter answers for `2^(⌊B⌋ − 3)` integers at most; wider is not asked.
+            if 1u64 << (b.floor() as u32).saturating_sub(3) >= w {
+                sum += bloomkv::filter::budget::range_fpr(b, w);
+                asked += 1;
+            }
+        }
+    }
+    sum / asked.max(1) as f64
 }
 
 /// The text report: each operation with range filters beside without, and their ratio.
@@ -442,8 +541,7 @@ fn table(rows: &[RangeRow]) -> String {
         "{:<16} {:>7} | {:>11} {:>7} {:>9} {:>9} | {:>11} {:>7} | {:>6}",
         "workload", "width", "on ops/s", "tables", "FPR", "bound", "off ops/s", "tables", "on/off"
     );
-    let (on, off): (Vec<&RangeRow>, Vec<&RangeRow>) =
-        rows.iter().partition(|r| r.range_filter_bits_per_key.is_some());
+    let (on, off): (Vec<&RangeRow>, Vec<&RangeRow>) = rows.iter().partition(|r| r.range_filters);
     for a in on {
         let Some(b) = off.iter().find(|b| b.workload == a.workload && b.width == a.width) else {
             continue;

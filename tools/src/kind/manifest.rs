@@ -116,6 +116,13 @@ pub struct OptionsReport {
     /// Bits per key of new tables' range filters; left out without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_filter_bits_per_key: Option<f64>,
+    /// Under a budgeted policy, the share of range reads the budget is split for; left out
+    /// without a read mix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_read_share: Option<f64>,
+    /// Their width; left out without a read mix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_read_width: Option<u64>,
 }
 
 impl std::fmt::Display for OptionsReport {
@@ -144,6 +151,9 @@ impl std::fmt::Display for OptionsReport {
         }
         if let Some(b) = self.range_filter_bits_per_key {
             write!(f, ", range filter {b} bits/key")?;
+        }
+        if let (Some(s), Some(w)) = (self.range_read_share, self.range_read_width) {
+            write!(f, ", read mix {s} ranges {w} wide")?;
         }
         Ok(())
     }
@@ -215,6 +225,8 @@ pub fn options_report_of(opts: &bloomkv::KeyspaceOptions) -> Option<OptionsRepor
         without_whole_keys: !opts.prefix_parts().1,
         default_ttl_ms: opts.ttl_part().map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         range_filter_bits_per_key: opts.range_filter_bits_per_key,
+        range_read_share: opts.read_mix.map(|m| m.range_share),
+        range_read_width: opts.read_mix.map(|m| m.range_width),
     })
 }
 
@@ -377,6 +389,8 @@ mod tests {
             without_whole_keys: false,
             default_ttl_ms: None,
             range_filter_bits_per_key: Some(16.0),
+            range_read_share: None,
+            range_read_width: None,
         };
         assert_eq!(options_report(&def), Some(want));
         let def =
@@ -412,8 +426,14 @@ mod tests {
         let opts = KeyspaceOptions::new()
             .prefix_extractor(Some(bloomkv::PrefixExtractor::UpToDelimiter(b'/')))
             .whole_key_filtering(false);
-        let r = options_report(&KeyspaceDef { opts, ..def }).unwrap();
+        let r = options_report(&KeyspaceDef { opts, ..def.clone() }).unwrap();
         assert_eq!(r.prefix_extractor.as_deref(), Some("delimiter:0x2f"));
         assert!(r.to_string().ends_with(", prefix delimiter:0x2f, filters without whole keys"));
+        let opts = KeyspaceOptions::new()
+            .filter_policy(FilterPolicy::Budgeted { bits_per_key: 20.0 })
+            .read_mix(Some(bloomkv::ReadMix::new(0.25, 64)));
+        let r = options_report(&KeyspaceDef { opts, ..def }).unwrap();
+        assert_eq!((r.range_read_share, r.range_read_width), (Some(0.25), Some(64)));
+        assert!(r.to_string().ends_with(", read mix 0.25 ranges 64 wide"));
     }
 }

@@ -128,6 +128,40 @@ pub enum CurveKind {
     Blocked,
     /// A Ribbon filter: rate `2^-r` at `1.05 · r` bits per key.
     Ribbon,
+    /// A range filter asked about empty ranges of `width` mapped integers: [`range_fpr`], at
+    /// [`RANGE_OVERHEAD_BITS`] more bits per key of memory than it is built with.
+    Range {
+        /// The ranges' width (at least 1).
+        width: u64,
+    },
+}
+
+/// Bits per key a range filter holds in RAM beyond the bits per key it is built with: its
+/// Elias–Fano select samples (a word per 256 zeros of the upper vector, one to two zeros per
+/// key), a quarter to a half bit.
+pub const RANGE_OVERHEAD_BITS: f64 = 0.35;
+
+/// The bound on a range filter's false-positive rate at `bits_per_key` for an empty range of
+/// `width` mapped integers: `width / 2^(bits − 2)`, or 1 where the filter does not answer for
+/// ranges that wide (wider than `2^(⌊bits⌋ − 3)`) or there is no filter (fewer than 4 bits).
+///
+/// ```
+/// use bloomkv::filter::budget::range_fpr;
+/// assert_eq!(range_fpr(16.0, 256), 256.0 / 16384.0);
+/// assert_eq!(range_fpr(10.0, 256), 1.0); // answers for 128 integers at most
+/// assert_eq!(range_fpr(0.0, 2), 1.0);
+/// ```
+pub fn range_fpr(bits_per_key: f64, width: u64) -> f64 {
+    let range = crate::range_filter::RangeFilter::BITS_PER_KEY_RANGE;
+    if bits_per_key.is_nan() || bits_per_key < *range.start() {
+        return 1.0;
+    }
+    let bits = bits_per_key.min(*range.end());
+    let answers = 1u64 << (bits.floor() as u32 - 3);
+    if width > answers {
+        return 1.0;
+    }
+    (width.max(1) as f64 * (2.0 - bits).exp2()).min(1.0)
 }
 
 /// [`allocate`] for runs with filters of different kinds: run `i`'s share is worked out on the
@@ -149,7 +183,40 @@ pub enum CurveKind {
 /// # Panics
 /// If `kinds` and `run_keys` differ in length.
 pub fn allocate_for(run_keys: &[u64], kinds: &[CurveKind], bits_per_key: f64) -> Vec<f64> {
-    assert_eq!(run_keys.len(), kinds.len(), "one curve per run");
+    allocate_weighted(run_keys, kinds, &vec![1.0; run_keys.len()], bits_per_key)
+}
+
+/// [`allocate_for`] where a "maybe" of filter `i` costs `weights[i]`: the sum minimised is
+/// `Σ weights[i] · fpr_i(bits[i])`. Filter `i` holds `sizes[i]` keys, and the filters
+/// together get `bits_per_key · Σ sizes` bits. How a budget is split between point and range
+/// filters: each run has one of each, the point filter weighing the share of point lookups
+/// and the range filter that of range reads (see `filter_budget::table_filters`). A
+/// [`CurveKind::Range`] share is bits per key of memory, [`RANGE_OVERHEAD_BITS`] more than
+/// the filter is built with; 0.0 when the filter would not answer for its width. A filter of
+/// weight 0 gets nothing.
+///
+/// ```
+/// use bloomkv::filter::budget::{allocate_weighted, CurveKind};
+/// // One run, point and range filter, a quarter of the reads ranges of 16 integers.
+/// let kinds = [CurveKind::Blocked, CurveKind::Range { width: 16 }];
+/// let bits = allocate_weighted(&[1_000_000; 2], &kinds, &[0.75, 0.25], 10.0);
+/// assert!((bits[0] + bits[1] - 20.0).abs() < 1e-6);
+/// assert!(bits[1] > 7.0); // enough to answer for 16
+/// ```
+///
+/// # Panics
+/// If `kinds` or `weights` differ from `sizes` in length.
+pub fn allocate_weighted(
+    sizes: &[u64],
+    kinds: &[CurveKind],
+    weights: &[f64],
+    bits_per_key: f64,
+) -> Vec<f64> {
+    assert_eq!(sizes.len(), kinds.len(), "one curve per filter");
+    assert_eq!(sizes.len(), weights.len(), "one weight per filter");
+    let run_keys = sizes;
+    let weights: Vec<f64> =
+        weights.iter().map(|&w| if w.is_finite() && w > 0.0 { w } else { 0.0 }).collect();
     let average =
         if bits_per_key.is_nan() { 0.0 } else { bits_per_key.clamp(0.0, MAX_AVERAGE_BITS_PER_KEY) };
     // Key counts come from the manifest: saturate rather than overflow on absurd ones.
@@ -159,9 +226,23 @@ pub fn allocate_for(run_keys: &[u64], kinds: &[CurveKind], bits_per_key: f64) ->
     if total == 0 {
         return vec![average; run_keys.len()];
     }
+    for (b, &w) in bits.iter_mut().zip(&weights) {
+        if w == 0.0 {
+            *b = Some(0.0);
+        }
+    }
     let budget = average * total as f64;
-    // The optimum on the hull may leave a few runs (those of one size) with less than the
-    // smallest filter a policy builds; they get none, and the rest share the budget again.
+    // Range curves depend on their width: made once per call.
+    let owned: Vec<Option<Curve>> = kinds
+        .iter()
+        .map(|k| match *k {
+            CurveKind::Range { width } => Some(range_curve(width)),
+            _ => None,
+        })
+        .collect();
+    let curve_of = |i: usize| owned[i].as_ref().unwrap_or_else(|| curve(kinds[i]));
+    // The optimum on the hull may leave a few filters (those of one size) with less than the
+    // smallest a policy builds; they get none, and the rest share the budget again.
     loop {
         let open: Vec<usize> = (0..run_keys.len()).filter(|&i| bits[i].is_none()).collect();
         if open.is_empty() {
@@ -171,10 +252,12 @@ pub fn allocate_for(run_keys: &[u64], kinds: &[CurveKind], bits_per_key: f64) ->
             (0..run_keys.len()).filter_map(|i| bits[i].map(|b| run_keys[i] as f64 * b)).sum();
         let left = budget - settled;
         let keys: Vec<u64> = open.iter().map(|&i| run_keys[i]).collect();
-        let curves: Vec<&Curve> = open.iter().map(|&i| curve(kinds[i])).collect();
-        let solved = solve(&keys, &curves, left);
-        let stranded: Vec<usize> =
-            (0..open.len()).filter(|&j| solved[j] > 0.0 && solved[j] < LOWEST).collect();
+        let curves: Vec<&Curve> = open.iter().map(|&i| curve_of(i)).collect();
+        let costs: Vec<f64> = open.iter().map(|&i| weights[i]).collect();
+        let solved = solve(&keys, &curves, &costs, left);
+        let stranded: Vec<usize> = (0..open.len())
+            .filter(|&j| solved[j] > 0.0 && solved[j] < least(kinds[open[j]]))
+            .collect();
         if stranded.is_empty() {
             for (&i, b) in open.iter().zip(solved) {
                 bits[i] = Some(b);
@@ -188,16 +271,33 @@ pub fn allocate_for(run_keys: &[u64], kinds: &[CurveKind], bits_per_key: f64) ->
     bits.into_iter().map(|b| b.unwrap_or(average)).collect()
 }
 
+/// The least share worth building a filter of `kind` with: half a bit per key for a point
+/// filter (a real filter of that size beats none), and for a range filter the memory of the
+/// least bits per key that answer for its width.
+fn least(kind: CurveKind) -> f64 {
+    match kind {
+        CurveKind::Blocked | CurveKind::Ribbon => LOWEST,
+        CurveKind::Range { width } => range_bits_for_width(width) + RANGE_OVERHEAD_BITS,
+    }
+}
+
+/// The fewest bits per key (at least 4) at which a range filter answers for `width`.
+fn range_bits_for_width(width: u64) -> f64 {
+    let lg = 64 - width.max(1).saturating_sub(1).leading_zeros();
+    f64::from(lg + 3).max(*crate::range_filter::RangeFilter::BITS_PER_KEY_RANGE.start())
+}
+
 /// The optimum on the convex hulls of the runs' curves: bits per key for runs of `run_keys`
 /// keys spending `budget` bits in all, or each run's top vertex if that is less.
-fn solve(run_keys: &[u64], curves: &[&Curve], budget: f64) -> Vec<f64> {
+fn solve(run_keys: &[u64], curves: &[&Curve], costs: &[f64], budget: f64) -> Vec<f64> {
     // Run i's bits at multiplier mu: the hull vertex after which a further bit per key would
-    // lower its rate by less than it costs (mu · n_i per bit per key).
+    // lower its weighted rate by less than it costs (mu · n_i per bit per key).
     let at = |mu: f64| -> Vec<f64> {
         run_keys
             .iter()
             .zip(curves)
-            .map(|(&n, c)| c.hull[c.slopes.partition_point(|&s| s < -mu * n as f64)].0)
+            .zip(costs)
+            .map(|((&n, c), &w)| c.hull[c.slopes.partition_point(|&s| s * w < -mu * n as f64)].0)
             .collect()
     };
     let spent =
@@ -206,11 +306,17 @@ fn solve(run_keys: &[u64], curves: &[&Curve], budget: f64) -> Vec<f64> {
         return vec![0.0; run_keys.len()];
     }
     // Bracket mu: at `lo` every run is at the top vertex, at `hi` every run is at "no filter".
-    let smallest = run_keys.iter().copied().min().unwrap_or(1).max(1) as f64;
-    let largest = run_keys.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let steepest = curves.iter().map(|c| -c.slopes[0]).fold(0.0, f64::max);
-    let flattest = curves.iter().map(|c| -c.slopes[c.slopes.len() - 1]).fold(f64::MAX, f64::min);
-    let (mut lo, mut hi) = (flattest / largest / 2.0, steepest / smallest * 2.0);
+    // The multiplier at which run i leaves its first vertex, and its last.
+    let price = |i: usize, slope: f64| -slope * costs[i] / run_keys[i].max(1) as f64;
+    let steepest = (0..run_keys.len()).map(|i| price(i, curves[i].slopes[0])).fold(0.0, f64::max);
+    let flattest = (0..run_keys.len())
+        .filter(|&i| costs[i] > 0.0)
+        .map(|i| price(i, curves[i].slopes[curves[i].slopes.len() - 1]))
+        .fold(f64::MAX, f64::min);
+    if steepest <= 0.0 {
+        return vec![0.0; run_keys.len()];
+    }
+    let (mut lo, mut hi) = (flattest / 2.0, steepest * 2.0);
     let (mut bits_lo, mut bits_hi) = (at(lo), at(hi));
     if spent(&bits_lo) <= budget {
         return bits_lo;
@@ -261,7 +367,20 @@ fn curve(kind: CurveKind) -> &'static Curve {
             let top = ((MAX_RUN_BITS_PER_KEY / slots_per_key) as u32).min(ribbon::MAX_RESULT_BITS);
             hull_of((1..=top).map(|r| (f64::from(r) * slots_per_key, 0.5f64.powi(r as i32))))
         }),
+        CurveKind::Range { .. } => unreachable!("range curves depend on their width: range_curve"),
     }
+}
+
+/// The hull of a range filter's curve for ranges of `width`, over its memory per key: every
+/// 1/8 bit from the fewest bits that answer for `width` to the most a filter takes.
+fn range_curve(width: u64) -> Curve {
+    let top = *crate::range_filter::RangeFilter::BITS_PER_KEY_RANGE.end();
+    let first = range_bits_for_width(width);
+    let steps = ((top - first).max(0.0) / STEP).round() as usize;
+    hull_of((0..=steps).map(|j| {
+        let b = first + j as f64 * STEP;
+        (b + RANGE_OVERHEAD_BITS, range_fpr(b, width))
+    }))
 }
 
 /// The lower convex hull of "no filter" (0 bits, rate 1) followed by `points`, bits ascending.
@@ -416,6 +535,76 @@ mod tests {
         }
     }
 
+    /// A run's point and range filters under one budget: the more of the reads are ranges,
+    /// the more of the memory goes to range filters, always all of it; at the two ends one
+    /// kind gets everything; and the split beats a fixed one for its mix.
+    #[test]
+    fn a_read_mix_moves_bits_from_point_to_range_filters_as_its_range_share_grows() {
+        let runs = [56_700u64, 56_700, 56_700, 1_000_000, 10_000_000];
+        let n = runs.len();
+        let sizes: Vec<u64> = runs.iter().chain(&runs).copied().collect();
+        let total = sizes.iter().sum::<u64>() as f64;
+        for width in [2u64, 16, 256] {
+            let mut kinds = vec![CurveKind::Blocked; n];
+            kinds.extend(vec![CurveKind::Range { width }; n]);
+            let cost = |bits: &[f64], s: f64| -> f64 {
+                (0..n).map(|i| (1.0 - s) * fpr(bits[i]) + s * range_fpr(bits[n + i], width)).sum()
+            };
+            let mut last = (f64::MAX, -1.0);
+            for share in [0.0, 0.05, 0.2, 0.5, 0.8, 0.95, 1.0] {
+                let mut weights = vec![1.0 - share; n];
+                weights.extend(vec![share; n]);
+                // 13 bits per key for the two filters of each run.
+                let bits = allocate_weighted(&sizes, &kinds, &weights, 6.5);
+                assert!((spent(&sizes, &bits) - 6.5 * total).abs() < 1e-6 * total, "{bits:?}");
+                let point = spent(&runs, &bits[..n]);
+                let range = spent(&runs, &bits[n..]);
+                assert!(point <= last.0 + 1e-6 && range >= last.1 - 1e-6, "{share}: {bits:?}");
+                last = (point, range);
+                if share == 0.0 {
+                    assert_eq!(range, 0.0, "{bits:?}");
+                }
+                if share == 1.0 {
+                    assert_eq!(point, 0.0, "{bits:?}");
+                }
+                for &b in &bits[n..] {
+                    assert!(b == 0.0 || range_fpr(b - RANGE_OVERHEAD_BITS, width) < 1.0, "{b}");
+                }
+                // A fixed split, 9 bits of point filter and 4 of range filter (at width 2,
+                // the filter's least) everywhere, or all to one kind, is never better.
+                let mut fixed = vec![9.0; n];
+                fixed.extend(vec![4.0 + RANGE_OVERHEAD_BITS; n]);
+                let mut point_only = vec![13.0; n];
+                point_only.extend(vec![0.0; n]);
+                for other in [fixed, point_only] {
+                    assert!(cost(&bits, share) <= cost(&other, share) * 1.0001, "{share} {width}");
+                }
+            }
+        }
+        // Weights of 0 get nothing, and a run's range share is worth a filter or nothing.
+        let kinds = [CurveKind::Blocked, CurveKind::Range { width: 1024 }];
+        assert_eq!(allocate_weighted(&[100, 100], &kinds, &[1.0, 0.0], 10.0), [20.0, 0.0]);
+        let tiny = allocate_weighted(&[100, 100], &kinds, &[0.99, 0.01], 5.0);
+        assert!(tiny[1] == 0.0 || tiny[1] >= 13.0 + RANGE_OVERHEAD_BITS, "{tiny:?}");
+    }
+
+    #[test]
+    fn the_range_bound_halves_per_bit_and_answers_only_its_widths() {
+        assert_eq!(range_fpr(12.0, 1), 2f64.powi(-10));
+        assert_eq!(range_fpr(13.0, 1), 2f64.powi(-11));
+        // 12 bits answer for 512 integers, not 513.
+        assert_eq!(range_fpr(12.0, 512), 0.5);
+        assert_eq!(range_fpr(12.0, 513), 1.0);
+        assert_eq!(range_fpr(3.9, 1), 1.0);
+        assert_eq!(range_fpr(f64::NAN, 1), 1.0);
+        assert_eq!(range_bits_for_width(1), 4.0);
+        assert_eq!(range_bits_for_width(16), 7.0);
+        assert_eq!(range_bits_for_width(17), 8.0);
+        let c = range_curve(16);
+        assert_eq!(c.hull[0], (0.0, 1.0));
+        assert!(c.slopes.windows(2).all(|w| w[0] < w[1] && w[1] < 0.0));
+    }
+
     /// Ribbon runs under one budget: the budget is spent, each run's share is where the last
     /// bit buys the same as anywhere else, and the expected block reads beat both Ribbon
     /// filters of equal size and the budget over blocked Bloom filters alone.
@@ -436,6 +625,7 @@ mod tests {
                     .map(|(&b, k)| match k {
                         CurveKind::Blocked => fpr(b),
                         CurveKind::Ribbon => ribbon_fpr(b),
+                        CurveKind::Range { width } => range_fpr(b, *width),
                     })
                     .sum()
             };

@@ -31,9 +31,9 @@ pub struct ScanTally {
     /// Memtables skipped by their prefix filter.
     pub memtable_prefix_skips: u64,
     /// Tables whose range filter answered for the scan's range (probed, or ruled out by
-    /// its key map).
-    pub range_filter_probes: u64,
+    /// its key map), per level.
+    pub range_filter_probes: [u64; crate::version::set::NUM_LEVELS],
     /// Of those, tables skipped: the filter (and the table's range tombstones) say it holds
     /// nothing in the range.
-    pub range_filter_skips: u64,
+    pub range_filter_skips: [u64; crate::version::set::NUM_LEVELS],
 }

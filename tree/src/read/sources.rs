@@ -15,7 +15,6 @@
 //! is a false positive.
 
 use std::ops::Bound;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::ScanTally;
@@ -27,8 +26,8 @@ use crate::range_filter::RangeProbe;
 use crate::tree::Tree;
 use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
-use crate::version::range_checks::{Direction, RangeChecks};
-use crate::version::set::TableFile;
+use crate::version::range_checks::{Direction, LevelCounts, RangeChecks};
+use crate::version::set::{TableFile, NUM_LEVELS};
 
 pub fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(Vec::as_slice)
@@ -185,7 +184,7 @@ pub enum Judge<'a> {
     Off,
     /// Into `sink`; `checks` receives the record, made at the first table a filter lets
     /// through, for the scan's other end to share.
-    Count { sink: &'a Arc<AtomicU64>, checks: &'a mut Option<Arc<RangeChecks>> },
+    Count { sink: &'a Arc<LevelCounts>, checks: &'a mut Option<Arc<RangeChecks>> },
     /// Into the record the scan's other end made.
     Shared(&'a Arc<RangeChecks>),
 }
@@ -231,7 +230,7 @@ pub fn merge_chosen<'t>(
     }
     let mut levels: Vec<LevelChoice> = Vec::new();
     let (mut checks, mut skips) = (0u64, 0u64);
-    let (mut range_probes, mut range_skips) = (0u64, 0u64);
+    let (mut range_probes, mut range_skips) = ([0u64; NUM_LEVELS], [0u64; NUM_LEVELS]);
     let (mut sink, mut shared) = match judge {
         Judge::Off => (None, None),
         Judge::Count { sink, checks } => (Some((sink, checks)), None),
@@ -246,13 +245,13 @@ pub fn merge_chosen<'t>(
                 return;
             }
             TableChoice::RangeSkipped => {
-                range_probes += 1;
-                range_skips += 1;
+                range_probes[level.min(NUM_LEVELS - 1)] += 1;
+                range_skips[level.min(NUM_LEVELS - 1)] += 1;
                 return;
             }
             TableChoice::Read { prefix_checked, range_checked } => {
                 checks += u64::from(prefix_checked);
-                range_probes += u64::from(range_checked);
+                range_probes[level.min(NUM_LEVELS - 1)] += u64::from(range_checked);
                 range_checked
             }
         };
@@ -290,16 +289,18 @@ pub fn merge_chosen<'t>(
         t.prefix_filter_checks += checks;
         t.prefix_filter_skips += skips;
         t.memtable_prefix_skips += mem_skips;
-        t.range_filter_probes += range_probes;
-        t.range_filter_skips += range_skips;
+        for l in 0..NUM_LEVELS {
+            t.range_filter_probes[l] += range_probes[l];
+            t.range_filter_skips[l] += range_skips[l];
+        }
     }
-    for (tables, pending) in levels {
+    for (i, (tables, pending)) in levels.into_iter().enumerate() {
         if tables.is_empty() {
             continue;
         }
         match (&shared, pending) {
             (Some(c), Some(p)) => {
-                children.push(Box::new(LevelIter::with_checks(tables, c.clone(), p)))
+                children.push(Box::new(LevelIter::with_checks(i + 1, tables, c.clone(), p)))
             }
             _ => children.push(Box::new(LevelIter::new(tables))),
         }
@@ -326,7 +327,7 @@ impl JudgedTable {
     fn judge(&mut self, direction: Direction, from: Option<&[u8]>) {
         let Some(c) = &self.checks else { return };
         let at = self.iter.valid().then(|| self.iter.key());
-        if c.judge(&self.table, direction, from, at) {
+        if c.judge(0, &self.table, direction, from, at) {
             self.checks = None;
         }
     }

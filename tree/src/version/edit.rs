@@ -123,6 +123,7 @@ const TAG_KEPT_WAL: u64 = 18;
 const TAG_KEYSPACE_BLOBS: u64 = 19;
 const TAG_CLOCK_MARK: u64 = 20;
 const TAG_KEYSPACE_COMPACTION_STYLE: u64 = 21;
+const TAG_KEYSPACE_READ_MIX: u64 = 23;
 
 /// What the manifest records about one table.
 #[derive(Clone, Debug, PartialEq)]
@@ -322,6 +323,12 @@ impl VersionEdit {
                     put_varint(&mut buf, gc.1.to_bits());
                 }
                 encode_style(&mut buf, def.id, o.compaction_style);
+                if let Some(mix) = o.read_mix {
+                    put_varint(&mut buf, TAG_KEYSPACE_READ_MIX);
+                    put_varint(&mut buf, def.id.into());
+                    put_varint(&mut buf, mix.range_share.to_bits());
+                    put_varint(&mut buf, mix.range_width);
+                }
             }
         }
         for &id in &self.dropped_keyspaces {
@@ -612,6 +619,33 @@ impl VersionEdit {
                     };
                     def.opts.compaction_style = style;
                 }
+                TAG_KEYSPACE_READ_MIX => {
+                    let id = keyspace_id(&mut d).map_err(&bad)?;
+                    let share = f64::from_bits(d.varint().ok_or_else(truncated)?);
+                    let width = d.varint().ok_or_else(truncated)?;
+                    let follows = [
+                        TAG_KEYSPACE,
+                        TAG_KEYSPACE_PREFIX,
+                        TAG_KEYSPACE_TTL,
+                        TAG_KEYSPACE_CALLBACKS,
+                        TAG_KEYSPACE_RANGE_FILTER,
+                        TAG_KEYSPACE_BLOBS,
+                        TAG_KEYSPACE_COMPACTION_STYLE,
+                    ];
+                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
+                        return Err(bad(format!(
+                            "read mix of keyspace {id} not after its definition"
+                        )));
+                    };
+                    if !(0.0..=1.0).contains(&share)
+                        || !crate::options::ReadMix::RANGE_WIDTH_RANGE.contains(&width)
+                    {
+                        return Err(bad(format!(
+                            "keyspace {id} has a read mix of {share} ranges {width} wide"
+                        )));
+                    }
+                    def.opts.read_mix = Some(crate::options::ReadMix::new(share, width));
+                }
                 TAG_KEYSPACE_DROPPED => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     edit.dropped_keyspaces.push(id);
@@ -879,6 +913,7 @@ fn decode_options(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceOptions, S
         block_bytes: usize::try_from(block_bytes).unwrap_or(usize::MAX),
         target_table_bytes,
         range_filter_bits_per_key: None,
+        read_mix: None,
         default_ttl: None,
         compaction_filter: Default::default(),
         stop_on_compaction_filter_error: false,
@@ -1240,6 +1275,55 @@ mod tests {
         d.callbacks = Some(CallbackNames::default());
         let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
         assert!(!only.encode().contains(&17));
+    }
+
+    /// Tag 23: a named keyspace's read mix, last among its fields (after a tag 21); an edit
+    /// without it (as an older build wrote it) decodes with none.
+    #[test]
+    fn keyspace_read_mix() {
+        use crate::options::ReadMix;
+        let budgeted = KeyspaceOptions::new()
+            .filter_policy(FilterPolicy::Budgeted { bits_per_key: 20.0 })
+            .read_mix(Some(ReadMix::new(0.25, 64)));
+        let def = |opts| KeyspaceDef { id: 3, name: "k".into(), opts, callbacks: None };
+        let e = VersionEdit { keyspaces: vec![def(budgeted.clone())], ..VersionEdit::default() };
+        let enc = e.encode();
+        let mut tail = vec![23, 3];
+        put_varint(&mut tail, 0.25f64.to_bits());
+        put_varint(&mut tail, 64);
+        tail.push(0);
+        assert_eq!(enc[enc.len() - tail.len()..], tail);
+        assert_eq!(VersionEdit::decode(&enc).unwrap(), e);
+        let without = &[&enc[..enc.len() - tail.len()], &[0][..]].concat();
+        assert_eq!(VersionEdit::decode(without).unwrap().keyspaces[0].opts.read_mix, None);
+        // After a compaction style and callbacks.
+        let mut both = e.clone();
+        both.keyspaces[0].opts = budgeted.clone().compaction_style(CompactionStyle::Tiered);
+        both.keyspaces[0].callbacks = Some(CallbackNames::default());
+        assert_eq!(VersionEdit::decode(&both.encode()).unwrap(), both);
+        // Out of place, twice, or out of range.
+        let mut alone = vec![1, 1];
+        alone.extend(&tail);
+        assert!(corrupt(&alone).contains("not after its definition"));
+        let mut twice = enc.clone();
+        twice.pop();
+        twice.extend(&tail);
+        assert!(corrupt(&twice).contains("not after its definition"));
+        let head = &enc[..enc.len() - tail.len()];
+        for (share, width) in [(1.5, 64), (-0.1, 64), (f64::NAN, 64), (0.5, 0), (0.5, 1 << 40)] {
+            let mut bad = head.to_vec();
+            bad.extend([23, 3]);
+            put_varint(&mut bad, f64::to_bits(share));
+            put_varint(&mut bad, width);
+            bad.push(0);
+            assert!(corrupt(&bad).contains("read mix"), "{share} {width}");
+        }
+        // The default keyspace's comes from `Options`: never written.
+        let mut d = crate::version::set::default_keyspace_def();
+        d.opts = budgeted;
+        d.callbacks = Some(CallbackNames::default());
+        let only = VersionEdit { keyspaces: vec![d], ..VersionEdit::default() };
+        assert!(!only.encode().contains(&23));
     }
 
     /// Tag 19: a named keyspace's blob settings, last among its fields (after a tag 17); an

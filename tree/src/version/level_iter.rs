@@ -18,9 +18,9 @@ pub struct LevelIter {
     current: Option<TableIter>,
     /// A compaction's one pass: each table read ahead, past the block cache.
     for_compaction: bool,
-    /// A short scan's record of its range filters' false positives, and which tables (by
-    /// index) their filter let through and are still to be judged.
-    checks: Option<(Arc<RangeChecks>, Vec<bool>)>,
+    /// A short scan's record of its range filters' false positives, the level's number, and
+    /// which tables (by index) their filter let through and are still to be judged.
+    checks: Option<(Arc<RangeChecks>, usize, Vec<bool>)>,
 }
 
 impl LevelIter {
@@ -28,15 +28,16 @@ impl LevelIter {
         LevelIter { tables, index: 0, current: None, for_compaction: false, checks: None }
     }
 
-    /// A scan's level iterator that judges the tables marked in `pending` (their range filter
-    /// let them through) by `checks` as it enters them.
+    /// A scan's iterator of `level` that judges the tables marked in `pending` (their range
+    /// filter let them through) by `checks` as it enters them.
     pub fn with_checks(
+        level: usize,
         tables: Vec<Arc<TableFile>>,
         checks: Arc<RangeChecks>,
         pending: Vec<bool>,
     ) -> Self {
         debug_assert_eq!(tables.len(), pending.len());
-        LevelIter { checks: Some((checks, pending)), ..LevelIter::new(tables) }
+        LevelIter { checks: Some((checks, level, pending)), ..LevelIter::new(tables) }
     }
 
     /// A level's tables as a compaction reads them: once, front to back, past the block
@@ -49,12 +50,12 @@ impl LevelIter {
     /// `from` left it.
     #[inline]
     fn judge(&mut self, direction: Direction, from: Option<&[u8]>) {
-        let Some((checks, pending)) = &mut self.checks else { return };
+        let Some((checks, level, pending)) = &mut self.checks else { return };
         if !pending.get(self.index).copied().unwrap_or(false) {
             return;
         }
         let at = self.current.as_ref().filter(|c| c.valid()).map(|c| c.key());
-        if checks.judge(&self.tables[self.index], direction, from, at) {
+        if checks.judge(*level, &self.tables[self.index], direction, from, at) {
             pending[self.index] = false;
         }
     }

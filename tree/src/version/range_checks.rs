@@ -15,17 +15,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::key::{self, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
-use crate::version::set::TableFile;
+use crate::version::set::{TableFile, NUM_LEVELS};
+
+/// A count per level (L0 first), shared by the scans that add to it.
+pub type LevelCounts = [AtomicU64; NUM_LEVELS];
 
 /// Which tables of one scan (bounded at both ends) were let through by their range filter
-/// and turned out to hold nothing in its range; each counted once into `sink`.
+/// and turned out to hold nothing in its range; each counted once into `sink`, at its level.
 pub struct RangeChecks {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     /// The first internal key the range can hold an entry at or after, and the last.
     first: Vec<u8>,
     last: Vec<u8>,
-    sink: Arc<AtomicU64>,
+    sink: Arc<LevelCounts>,
     /// File numbers of the tables found empty in range: at most a few per scan.
     empty: Mutex<Vec<u64>>,
 }
@@ -41,7 +44,7 @@ pub enum Direction {
 impl RangeChecks {
     /// The checks of a scan of `(lower, upper)`, counting false positives into `sink`; `None`
     /// for a scan open at an end (no range filter is asked for it).
-    pub fn new(lower: Bound<&[u8]>, upper: Bound<&[u8]>, sink: &Arc<AtomicU64>) -> Option<Self> {
+    pub fn new(lower: Bound<&[u8]>, upper: Bound<&[u8]>, sink: &Arc<LevelCounts>) -> Option<Self> {
         let first = match lower {
             Bound::Included(k) | Bound::Excluded(k) => {
                 key::internal_key(k, MAX_SEQNO, KIND_FOR_SEEK)
@@ -63,11 +66,12 @@ impl RangeChecks {
         })
     }
 
-    /// Judges `table` from where a positioning toward `from` (`None`: the table's first or
+    /// Judges `table`, on `level`, from where a positioning toward `from` (`None`: the table's first or
     /// last entry) left its iterator: `at`, the internal key it stands on, `None` when it ran
     /// off the end. True once the table's answer is settled, so its iterator stops asking.
     pub fn judge(
         &self,
+        level: usize,
         table: &TableFile,
         direction: Direction,
         from: Option<&[u8]>,
@@ -97,7 +101,7 @@ impl RangeChecks {
             let mut empty = crate::sync::lock(&self.empty);
             if !empty.contains(&table.meta.number) {
                 empty.push(table.meta.number);
-                self.sink.fetch_add(1, Ordering::Relaxed);
+                self.sink[level.min(NUM_LEVELS - 1)].fetch_add(1, Ordering::Relaxed);
             }
         }
         true
