@@ -21,12 +21,14 @@ impl WriteBatch {
         mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
         blob_of: impl Fn(u64) -> Option<Arc<BlobFile>>,
     ) -> u64 {
-        self.insert_collapsing(mem_of, blob_of, |_, _, _, _, _| None)
+        self.insert_collapsing(mem_of, blob_of, |_, _, _, _, _| None, |_, _, _, _, _| false)
     }
 
     /// [`WriteBatch::insert_into`], asking `collapse` of each merge operand (keyspace,
     /// memtable, key, sequence number, operand) for a value to insert as a put in its place
-    /// (`Options::max_successive_merges`).
+    /// (`Options::max_successive_merges`), and offering each plain put (keyspace, memtable,
+    /// key, sequence number, value, which lies in [`WriteBatch::data`]) to `by_ref`, which
+    /// returns true if it inserted the put itself (as a reference to where it was logged).
     pub(crate) fn insert_collapsing<'m>(
         &self,
         mem_of: impl Fn(KeyspaceId) -> Option<&'m crate::memtable::MemTable>,
@@ -38,6 +40,7 @@ impl WriteBatch {
             SeqNo,
             &[u8],
         ) -> Option<Vec<u8>>,
+        mut by_ref: impl FnMut(KeyspaceId, &crate::memtable::MemTable, &[u8], SeqNo, &[u8]) -> bool,
     ) -> u64 {
         let mut bytes = 0;
         let mut last: Option<(KeyspaceId, Option<&crate::memtable::MemTable>)> = None;
@@ -53,7 +56,9 @@ impl WriteBatch {
             let Some(mem) = mem else { continue };
             let (a, b) = match op {
                 BatchOp::Put { key, value } => {
-                    mem.insert(key, seq, ValueKind::Put, value);
+                    if !by_ref(keyspace, mem, key, seq, value) {
+                        mem.insert(key, seq, ValueKind::Put, value);
+                    }
                     (key, value)
                 }
                 BatchOp::PutExpiring { key, stored } => {

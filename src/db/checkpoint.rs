@@ -129,8 +129,13 @@ impl DbInner {
             // With them, the files the memtables hold for values over `MAX_VALUE_BYTES`,
             // which the memtables' table below may reference (one it does not, the copy's
             // open removes).
+            // Not the WAL segments memtables read their values from as they are written: the
+            // memtables' table below holds those values inline.
+            let logging = logging_segments(tree);
             for b in tree.blobs().0.values() {
-                if edit.added_blobs.iter().any(|a| a.number == b.meta.number) {
+                if edit.added_blobs.iter().any(|a| a.number == b.meta.number)
+                    || logging.contains(&b.meta.number)
+                {
                     continue;
                 }
                 let (from, to) = (b.meta.path(&self.dir), b.meta.path(dest));
@@ -187,8 +192,10 @@ impl DbInner {
         let mut split = TombstoneSplit::of(range_dels.as_deref());
         let topts = table_options(&tree.opts, filter);
         let fs = self.fs.as_ref();
-        // The memtables' values stay inline in the copy: its tables are all it writes.
-        let mut inline = Separator::off(self.fs.clone());
+        // The memtables' values stay inline in the copy: its tables are all it writes. Those
+        // they hold as references into WAL segments are read back: the copy has no WAL.
+        let mut inline =
+            Separator::off(self.fs.clone()).relocating(logging_segments(tree), tree.blobs());
         let written =
             write_table(fs, dest, topts, tree.id, number, &mut newest, &mut split, &mut inline)?;
         if let Some(meta) = written {
@@ -196,6 +203,19 @@ impl DbInner {
         }
         Ok(number)
     }
+}
+
+/// The WAL segments `tree`'s memtables hold values in by reference (`write::LoggedValues`),
+/// sorted.
+fn logging_segments(tree: &Tree) -> Vec<u64> {
+    let mut numbers: Vec<u64> = tree
+        .mems()
+        .filter(|m| m.table.held_blob(m.wal_number).is_some())
+        .map(|m| m.wal_number)
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    numbers
 }
 
 /// Takes away what a failed checkpoint wrote to its temporary directory, and the directory.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::kept_wal::{worth_keeping, SegmentIndex};
 use super::{lock_mutex as lock, DbInner, DbState};
-use crate::blob::{BlobFileKind, BlobFileMeta};
+use crate::blob::{BlobFile, BlobFileKind, BlobFileMeta, BlobRef};
 use crate::events::FlushInfo;
 use crate::filename::wal_path;
 use crate::iter::InternalIterator;
@@ -39,8 +39,8 @@ use bloomkv_tree::filter_budget::{table_filters, Placement};
 pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     let state = inner.load_state();
     let default = state.default_tree();
-    let Some((oldest_wal, segment_last_seq, sealed)) =
-        default.imm.last().map(|m| (m.wal_number, m.last_seq, m.sealed))
+    let Some((oldest_wal, segment_last_seq, sealed, wal_len)) =
+        default.imm.last().map(|m| (m.wal_number, m.last_seq, m.sealed, m.wal_len))
     else {
         return Ok(());
     };
@@ -68,8 +68,18 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     }
 
     // Decided here, once for the segment: every keyspace's memtable of it is flushed below,
-    // into the one manifest edit that keeps the segment or retires it.
-    let segment = if sealed { segment_to_keep(inner, &state, oldest_wal) } else { None };
+    // into the one manifest edit that keeps the segment or retires it. Memtables that hold
+    // their large values as references into it (`write::LoggedValues`) tell what their
+    // tables would reference without reading it; their values are relocated (copied out,
+    // read from it) if it is not kept.
+    let logged = held_segment(&state, oldest_wal);
+    let keep_logged =
+        logged.is_some() && sealed && worth_keeping(referenced_in(&state, oldest_wal), wal_len);
+    let relocate = logged.as_ref().filter(|_| !keep_logged).map(|_| vec![oldest_wal]);
+    let segment = match (&logged, sealed) {
+        (None, true) => segment_to_keep(inner, &state, oldest_wal),
+        _ => None,
+    };
     let mut metas = Vec::new();
     // Which job each of `metas` belongs to.
     let mut owners = Vec::new();
@@ -91,9 +101,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
             let mut it = MergeStage::new(newest, tree.merger(), now, &below);
             it.seek_to_first()?;
             let mut split = TombstoneSplit::of(range_dels.as_deref());
-            separators.push(match &segment {
-                Some(s) => inner.separator(tree).in_segment(s.clone(), tree.id),
-                None => inner.separator(tree),
+            separators.push(match (&segment, &relocate) {
+                (Some(s), _) => inner.separator(tree).in_segment(s.clone(), tree.id),
+                (None, Some(files)) => {
+                    inner.separator(tree).relocating(files.clone(), tree.blobs())
+                }
+                (None, None) => inner.separator(tree),
             });
             let Some(blobs) = separators.last_mut() else { continue };
             if let Some(meta) =
@@ -111,6 +124,7 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
         .iter()
         .filter_map(|(id, _)| state.tree(*id)?.imm.last())
         .flat_map(|m| m.table.held_blobs())
+        .filter(|b| b.meta.kind != BlobFileKind::WalSegment)
         .collect();
     drop(state);
     let finished = written.and_then(|()| {
@@ -132,20 +146,31 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // The values copied; a kept segment's bytes were counted as the WAL's.
     let blob_bytes: u64 = blob_metas.iter().map(|m| m.file_size).sum();
     // Kept only if a table references it after all (a merge may have folded every value).
-    let kept = segment.and_then(|s| {
-        let refs = metas.iter().flat_map(|m| &m.blob_refs).filter(|r| r.file == s.number);
+    let kept_len = match (&segment, keep_logged) {
+        (Some(s), _) => Some(s.len),
+        (None, true) => Some(wal_len),
+        (None, false) => None,
+    };
+    let kept = kept_len.and_then(|len| {
+        let refs = metas.iter().flat_map(|m| &m.blob_refs).filter(|r| r.file == oldest_wal);
         let values: u64 = refs.map(|r| r.count).sum();
         (values > 0).then_some(BlobFileMeta {
-            number: s.number,
-            value_bytes: s.len,
+            number: oldest_wal,
+            value_bytes: len,
             values,
-            file_size: s.len,
+            file_size: len,
             kind: BlobFileKind::WalSegment,
         })
     });
     blob_metas.extend(kept);
     inner.fs.sync_dir(&inner.dir)?;
     let mut new_blobs = inner.open_blob_files(&blob_metas);
+    // The file the memtables read the segment through, under the record kept: the file
+    // goes once neither a version nor a memtable still read can reach it.
+    if let (Some(meta), Some(file)) = (kept, &logged) {
+        new_blobs.retain(|b| b.meta.number != meta.number);
+        new_blobs.push(Arc::new(BlobFile::alias(meta, file.clone())));
+    }
     let referenced = |n: u64| metas.iter().flat_map(|m| &m.blob_refs).any(|r| r.file == n);
     let (adopted, unreferenced): (Vec<_>, Vec<_>) =
         held.into_iter().partition(|b| referenced(b.meta.number));
@@ -170,6 +195,12 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     edit.last_seq = metas.iter().map(|m| m.largest_seq).chain([segment_last_seq]).max();
     inner.install(&mut edit, &opened, Some(oldest_wal))?;
     unreferenced.iter().for_each(|b| b.mark_obsolete());
+    // A segment not kept that memtables read values from goes once none can be read:
+    // a snapshot or iterator may still hold them.
+    let logged = logged.filter(|_| kept.is_none());
+    if let Some(file) = &logged {
+        file.mark_obsolete();
+    }
     inner.counters.blob_bytes_written.add(blob_bytes);
     for (m, &job) in metas.iter().zip(&owners) {
         inner.counters.flushes.incr();
@@ -185,7 +216,9 @@ pub(crate) fn flush_oldest(inner: &DbInner) -> Result<()> {
     // Segments below the new log number hold nothing the tables do not (a kept one is a
     // blob file now, which goes once nothing references it).
     for n in (oldest_wal..next_wal).rev() {
-        if kept.is_some_and(|k| k.number == n) {
+        if kept.is_some_and(|k| k.number == n)
+            || logged.as_ref().is_some_and(|f| f.meta.number == n)
+        {
             continue;
         }
         let p = wal_path(&inner.dir, n);
@@ -257,6 +290,42 @@ fn segment_to_keep(inner: &DbInner, state: &DbState, number: u64) -> Option<Arc<
         }
     }
     worth_keeping(referenced, index.len).then(|| Arc::new(index))
+}
+
+/// The blob file through which the oldest immutable memtables of `state` read the values
+/// they hold by reference into their WAL segment `number`, if any does.
+fn held_segment(state: &DbState, number: u64) -> Option<Arc<BlobFile>> {
+    state.trees.iter().filter_map(|t| t.imm.last()?.table.held_blob(number)).next()
+}
+
+/// Bytes of the values the tables flushed from the oldest immutable memtables of `state`
+/// would reference in WAL segment `number`: the newest version of each key that is a
+/// reference into it, unless a range tombstone of the memtable deletes it. (A value a merge
+/// folds onto one is counted though copied, which `worth_keeping`'s margin absorbs.)
+fn referenced_in(state: &DbState, number: u64) -> u64 {
+    let mut referenced = 0;
+    for tree in &state.trees {
+        let Some(mem) = tree.imm.last().filter(|m| !m.table.is_empty()) else { continue };
+        let range_dels = mem.table.range_tombstones();
+        let mut it = NewestVersions::new(mem.table.iter(), Box::new(|_| false))
+            .with_range_tombstones(range_dels);
+        if it.seek_to_first().is_err() {
+            return 0;
+        }
+        while it.valid() {
+            let blob =
+                key::parse_internal_key(it.key()).is_some_and(|p| p.kind == ValueKind::BlobPut);
+            if let Some(r) = blob.then(|| BlobRef::decode(it.value()).ok()).flatten() {
+                if r.file == number {
+                    referenced += r.len;
+                }
+            }
+            if it.next().is_err() {
+                return 0;
+            }
+        }
+    }
+    referenced
 }
 
 /// Waits until every memtable frozen so far has been flushed (or background work failed).

@@ -661,7 +661,7 @@ fn recover(
     }
 
     let state = state_of(keyspaces, new_wal, true);
-    let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq };
+    let wal = WalState { writer: Some(wal_writer), number: new_wal, last_seq, segment_file: None };
     Ok((state, versions, wal))
 }
 
@@ -677,7 +677,7 @@ fn state_of(keyspaces: Vec<LoadedKeyspace>, wal_number: u64, fresh: bool) -> DbS
                 id: k.def.id,
                 name: k.def.name.into(),
                 opts: k.def.opts,
-                mem: Mem { table, wal_number, last_seq: 0, sealed: false },
+                mem: Mem { table, wal_number, last_seq: 0, sealed: false, wal_len: 0 },
                 imm: Vec::new(),
                 history: Vec::new(),
                 version: Arc::new(k.version),
@@ -765,6 +765,6 @@ pub(crate) fn open_read_only(dir: &Path, opts: Options) -> Result<DbInner> {
     let clock =
         Arc::new(MarkedClock::new(opts.clock.clone(), opts.system_clock, loaded.clock_mark));
     let state = state_of(loaded.keyspaces, 0, false);
-    let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq };
+    let wal = WalState { writer: None, number: 0, last_seq: loaded.last_seq, segment_file: None };
     Ok(assemble(dir, opts, clock, None, state, versions, wal, caches))
 }

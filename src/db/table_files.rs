@@ -427,7 +427,12 @@ impl Separator {
     /// a file being collected is a value read from there: written out again as a value is
     /// (into this writer's file, or back inline if now under the threshold).
     fn separate<'a>(&'a mut self, ikey: &'a [u8], value: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
-        let Some(threshold) = self.threshold else { return Ok((ikey, value)) };
+        let threshold = match (self.threshold, &self.gc) {
+            (Some(t), _) => t,
+            // Only relocating: a value read back goes inline.
+            (None, Some(_)) => usize::MAX,
+            (None, None) => return Ok((ikey, value)),
+        };
         let Some(p) = key::parse_internal_key(ikey) else { return Ok((ikey, value)) };
         let relocated: Option<crate::Value>;
         let (expiring, expiry, user_value) = match p.kind {

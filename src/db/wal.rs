@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use super::{lock_mutex as lock, DbInner, Mem, Tree};
+use crate::blob::BlobFile;
 use crate::filename::wal_path;
 use crate::fs::WritableFile;
 use crate::key::SeqNo;
@@ -20,6 +21,9 @@ pub(crate) struct WalState {
     pub number: u64,
     /// Last sequence number assigned (published or not).
     pub last_seq: SeqNo,
+    /// The segment as a blob file the active memtables read values from, made at the first
+    /// value one holds by reference into it (`write::LoggedValues`).
+    pub segment_file: Option<Arc<BlobFile>>,
 }
 
 /// Freezes the active memtables (every keyspace's) and starts new ones with a new WAL
@@ -70,9 +74,11 @@ pub(crate) fn switch_to(
 ) {
     let old = wal.writer.replace(writer);
     wal.number = number;
+    wal.segment_file = None;
     let last_seq = wal.last_seq;
     drop(wal);
-    freeze_memtables(inner, number, last_seq, sealed);
+    let wal_len = old.as_ref().map_or(0, |w| w.len());
+    freeze_memtables(inner, number, last_seq, sealed, wal_len);
     // The previous segment was synced before the new one started; what is left is the
     // space reserved beyond its records.
     if let Some(mut old) = old {
@@ -81,12 +87,12 @@ pub(crate) fn switch_to(
 }
 
 /// Makes every keyspace's active memtable immutable, its WAL segment ending at `last_seq`,
-/// and starts empty ones whose writes go to segment `number`.
-fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo, sealed: bool) {
+/// and `wal_len` bytes long, and starts empty ones whose writes go to segment `number`.
+fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo, sealed: bool, wal_len: u64) {
     inner.swap_state(|cur| {
         cur.map_trees(|t| {
             let mut imm = Vec::with_capacity(t.imm.len() + 1);
-            imm.push(Mem { last_seq, sealed, ..t.mem.clone() });
+            imm.push(Mem { last_seq, sealed, wal_len, ..t.mem.clone() });
             imm.extend(t.imm.iter().cloned());
             Tree {
                 mem: Mem {
@@ -94,6 +100,7 @@ fn freeze_memtables(inner: &DbInner, number: u64, last_seq: SeqNo, sealed: bool)
                     wal_number: number,
                     last_seq: 0,
                     sealed: false,
+                    wal_len: 0,
                 },
                 imm,
                 ..t.clone()

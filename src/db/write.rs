@@ -26,11 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::transaction::ReadSet;
+use super::wal::WalState;
 use super::{lock_mutex as lock, wal, DbInner, DbState};
 use crate::batch::{check_entry_size, check_range_bound};
+use crate::blob::{payload_position, BlobFile, BlobFileKind, BlobFileMeta, BlobRef};
 use crate::events::{StallInfo, StallReason};
 use crate::key::SeqNo;
 use crate::log::LogWriter;
+use crate::log::{HEADER_SIZE, PAGE_SIZE};
+use crate::memtable::MemTable;
 use crate::version::edit::KeyspaceId;
 use crate::{Error, Result, WriteBatch};
 
@@ -183,10 +187,11 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
     inner.counters.wal_bytes_written.add(writer.len() - start);
     let last = first + batch.len() as u64 - 1;
     wal.last_seq = last;
+    let logged = LoggedValues::of(inner, &state, wal);
     if batch.is_single_overwrite() {
         if let Some(claim) = inner.in_flight.claim(first) {
             drop(guard);
-            apply(inner, &state, [&*batch]);
+            apply(inner, &state, [(&*batch, start)], logged.as_ref());
             // Out of order: a writer numbered later may have published already.
             inner.visible_seq.fetch_max(first, Ordering::Release);
             drop(claim);
@@ -197,7 +202,7 @@ fn write_direct(inner: &DbInner, batch: &mut WriteBatch) -> Option<Result<()>> {
         // must be in place before the operand is visible.
         inner.in_flight.wait_all();
     }
-    apply_and_publish(inner, &state, [&*batch], last);
+    apply_and_publish(inner, &state, [(&*batch, start)], logged.as_ref(), last);
     drop(guard);
     Some(Ok(()))
 }
@@ -239,20 +244,24 @@ fn refuse_logged(inner: &DbInner, writer: &mut LogWriter, start: u64, e: Error) 
 fn apply_and_publish<B: std::ops::Deref<Target = WriteBatch>>(
     inner: &DbInner,
     state: &DbState,
-    batches: impl IntoIterator<Item = B>,
+    batches: impl IntoIterator<Item = (B, u64)>,
+    logged: Option<&LoggedValues>,
     last: SeqNo,
 ) {
-    apply(inner, state, batches);
+    apply(inner, state, batches, logged);
     inner.visible_seq.store(last, Ordering::Release);
 }
 
-/// Applies logged batches, in sequence order, to `state`'s memtables, a merge as a put of
-/// its result where the key has `max_successive_merges` operands on top already
-/// (`db/successive_merges.rs`).
+/// Applies logged batches, each with where its record starts in the WAL segment, in
+/// sequence order, to `state`'s memtables: a merge as a put of its result where the key
+/// has `max_successive_merges` operands on top already (`db/successive_merges.rs`), and
+/// with `logged`, a put of at least its keyspace's blob threshold as a reference to where
+/// the segment holds it ([`LoggedValues`]).
 fn apply<B: std::ops::Deref<Target = WriteBatch>>(
     inner: &DbInner,
     state: &DbState,
-    batches: impl IntoIterator<Item = B>,
+    batches: impl IntoIterator<Item = (B, u64)>,
+    logged: Option<&LoggedValues>,
 ) {
     let limit = inner.opts.max_successive_merges;
     let clock = &*inner.opts.clock;
@@ -263,9 +272,92 @@ fn apply<B: std::ops::Deref<Target = WriteBatch>>(
     let staged = |n| lock(&inner.staged_blobs).get(&n).cloned();
     let user_bytes: u64 = batches
         .into_iter()
-        .map(|b| b.insert_collapsing(|id| state.tree(id).map(|t| &*t.mem.table), staged, collapse))
+        .map(|(b, start)| {
+            let by_ref = |id, mem: &_, key: &_, seq, value: &_| {
+                logged.is_some_and(|l| l.insert(state, &b, start, id, mem, key, seq, value))
+            };
+            let mem_of = |id| state.tree(id).map(|t| &*t.mem.table);
+            b.insert_collapsing(mem_of, staged, collapse, by_ref)
+        })
         .sum();
     inner.counters.user_bytes_written.add(user_bytes);
+}
+
+/// The WAL segment being written, as the blob file the active memtables read their large
+/// values from: a put of at least its keyspace's blob threshold goes into the memtable as
+/// a reference to where its record holds the value (`MemTable::insert_referenced`), not as
+/// a copy. The memtable is charged a share of the value, so a memtable switch, with its
+/// fsyncs and flush, comes once per many values; the flush keeps the segment as their blob
+/// file (`flush.rs`) without reading it. The value reaches memory and the disk once.
+pub(crate) struct LoggedValues {
+    file: Arc<BlobFile>,
+}
+
+impl LoggedValues {
+    /// For the segment `wal` writes, if a keyspace of `state` separates large values.
+    fn of(inner: &DbInner, state: &DbState, wal: &mut WalState) -> Option<LoggedValues> {
+        if !state.trees.iter().any(|t| t.opts.blob_threshold.is_some()) {
+            return None;
+        }
+        let number = wal.number;
+        let file = wal.segment_file.get_or_insert_with(|| {
+            // Read while it grows: a reference never reaches past the records handed to
+            // the OS before its entry was inserted, so no bound is needed beyond the read.
+            let meta = BlobFileMeta {
+                number,
+                file_size: u64::MAX,
+                kind: BlobFileKind::WalSegment,
+                ..BlobFileMeta::default()
+            };
+            super::table_files::blob_file(&inner.dir, &inner.caches, meta)
+        });
+        Some(LoggedValues { file: file.clone() })
+    }
+
+    /// Inserts the put of `value` (which lies in `batch`, whose record starts at `start`)
+    /// at `seq` into `mem`, the memtable of keyspace `id`, as a reference, if the value is
+    /// at least the keyspace's blob threshold; false if it is not (the caller copies it).
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &self,
+        state: &DbState,
+        batch: &WriteBatch,
+        start: u64,
+        id: KeyspaceId,
+        mem: &MemTable,
+        key: &[u8],
+        seq: SeqNo,
+        value: &[u8],
+    ) -> bool {
+        let threshold = state.tree(id).and_then(|t| t.opts.blob_threshold);
+        if threshold.map_or(true, |t| value.len() < t) {
+            return false;
+        }
+        // The op borrows from the batch's bytes, which are the record's payload.
+        let logical = value.as_ptr() as usize - batch.data().as_ptr() as usize;
+        let r = BlobRef {
+            file: self.file.meta.number,
+            offset: payload_position(record_start(start), logical as u64),
+            len: value.len() as u64,
+            crc: crate::coding::crc32(&[value]),
+        };
+        let mut stored = Vec::with_capacity(32);
+        r.encode_to(&mut stored);
+        mem.hold_blob(self.file.clone());
+        mem.insert_referenced(key, seq, &stored, value.len());
+        true
+    }
+}
+
+/// Where a record appended at `end`, the log's length before it, starts: past the padding
+/// the writer adds when too little of the page is left for a fragment header.
+fn record_start(end: u64) -> u64 {
+    let left = PAGE_SIZE as u64 - end % PAGE_SIZE as u64;
+    if left < HEADER_SIZE as u64 {
+        end + left
+    } else {
+        end
+    }
 }
 
 /// Whether a write may go into `state`'s memtables without the leader's `make_room`: they
@@ -280,9 +372,9 @@ fn has_room(inner: &DbInner, state: &DbState) -> bool {
 fn active_memtables(state: &DbState) -> (usize, bool) {
     match &state.trees[..] {
         // The common case, kept to one memtable's counters.
-        [only] => (only.mem.table.approximate_bytes(), only.mem.table.is_empty()),
+        [only] => (only.mem.table.charged_bytes(), only.mem.table.is_empty()),
         trees => trees.iter().fold((0, true), |(b, e), t| {
-            (b + t.mem.table.approximate_bytes(), e && t.mem.table.is_empty())
+            (b + t.mem.table.charged_bytes(), e && t.mem.table.is_empty())
         }),
     }
 }
@@ -474,12 +566,19 @@ fn write_group(
     }
     let wal = &mut *wal;
     let first_seq = wal.last_seq + 1;
+    // Where each batch's record starts, for values the memtables hold by reference; no
+    // list (and no allocation) when no keyspace separates values.
+    let values = LoggedValues::of(inner, &mem, wal);
+    let mut starts = Vec::new();
     let writer = wal.writer.as_mut().ok_or(Error::Closed)?;
     let start = writer.len();
     let mut seq = first_seq;
     let logged = (|| -> Result<()> {
         for w in group {
             let mut b = lock(&w.batch);
+            if values.is_some() {
+                starts.push(writer.len());
+            }
             if b.is_empty() {
                 continue;
             }
@@ -500,7 +599,11 @@ fn write_group(
     }
     inner.counters.wal_bytes_written.add(writer.len() - start);
     wal.last_seq = seq - 1;
-    apply_and_publish(inner, &mem, group.iter().map(|w| lock(&w.batch)), seq - 1);
+    let batches = group
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (lock(&w.batch), starts.get(i).copied().unwrap_or(0)));
+    apply_and_publish(inner, &mem, batches, values.as_ref(), seq - 1);
     Ok(())
 }
 

@@ -23,6 +23,9 @@ pub struct Mem {
     /// are durable and final, and a flush may keep it as a blob file. False for a segment
     /// whose writer failed (what reached the device is unknown) and while active.
     pub sealed: bool,
+    /// Once frozen: where its WAL segment's records end (0 while active), the size of the
+    /// blob file the segment becomes if a flush keeps it.
+    pub wal_len: u64,
 }
 
 /// One keyspace's part of the engine state: its memtables and its tables. Never mutated:
@@ -66,6 +69,7 @@ impl Tree {
                 wal_number: 0,
                 last_seq: 0,
                 sealed: false,
+                wal_len: 0,
             },
             imm: Vec::new(),
             history: Vec::new(),
@@ -85,6 +89,19 @@ impl Tree {
             all.entry(b.meta.number).or_insert(b);
         }
         crate::blob::BlobFiles(Arc::new(all))
+    }
+
+    /// The value `r` names, read as through [`Tree::blobs`] without gathering the files:
+    /// from the version's blob files, else from those a memtable holds.
+    pub fn read_blob(&self, r: &crate::blob::BlobRef) -> crate::Result<crate::Value> {
+        if let Some(f) = self.version.blobs.get(r.file) {
+            return f.read(r);
+        }
+        match self.mems().find_map(|m| m.table.held_blob(r.file)) {
+            Some(f) => f.read(r),
+            // Not live: the set's error names the reference.
+            None => self.version.blobs.read(r),
+        }
     }
 
     /// The memtables, newest first.

@@ -43,6 +43,9 @@ pub struct BlobFile {
     cache: Option<Arc<dyn ValueCache>>,
     deleter: Arc<Deleter>,
     obsolete: AtomicBool,
+    /// The handle whose file this one reads under another record ([`BlobFile::alias`]):
+    /// that one removes the file, once it too is obsolete and unreachable.
+    origin: Option<Arc<BlobFile>>,
 }
 
 impl std::fmt::Debug for BlobFile {
@@ -63,7 +66,26 @@ impl BlobFile {
         deleter: Arc<Deleter>,
     ) -> Self {
         let id = next_file_id();
-        BlobFile { meta, path, id, files, cache, deleter, obsolete: AtomicBool::new(false) }
+        let obsolete = AtomicBool::new(false);
+        BlobFile { meta, path, id, files, cache, deleter, obsolete, origin: None }
+    }
+
+    /// The file `origin` reads, recorded as `meta` (same number): how a WAL segment that
+    /// memtables read their values from while it was written becomes the blob file a
+    /// version holds. The file goes once both are obsolete and unreachable: marking this
+    /// one marks `origin`, which removes it.
+    pub fn alias(meta: BlobFileMeta, origin: Arc<BlobFile>) -> Self {
+        debug_assert_eq!(meta.number, origin.meta.number);
+        BlobFile {
+            meta,
+            path: origin.path.clone(),
+            id: next_file_id(),
+            files: origin.files.clone(),
+            cache: origin.cache.clone(),
+            deleter: origin.deleter.clone(),
+            obsolete: AtomicBool::new(false),
+            origin: Some(origin),
+        }
     }
 
     /// The value `r` names (which must name this file): from the cache, or read from the file,
@@ -126,7 +148,10 @@ impl BlobFile {
 
     /// Marks the file for removal once nothing refers to it any more.
     pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+        match &self.origin {
+            Some(origin) => origin.mark_obsolete(),
+            None => self.obsolete.store(true, Ordering::Release),
+        }
     }
 }
 

@@ -71,6 +71,12 @@ fn copy_in_order(dst: &mut [u8], src: &[u8]) {
 /// it and flush it from every core's TLB: pages behind the current window are unmapped.
 const MAP_WINDOW_BYTES: u64 = 1 << 20;
 
+/// Hand-overs of at least this many bytes go with `write(2)` even where the file maps its
+/// appends: a copy filling whole pages gains nothing from the mapping, whose every page is
+/// first faulted in (read or zeroed, then made writable), costing more than writing it
+/// (16 KiB values: the faults were half a fill's CPU time).
+const MAP_MAX_BYTES: usize = 4096;
+
 /// The user-space buffer of a [`StdWritable`].
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
@@ -133,7 +139,7 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
     /// which a log synced after every write would pay every time.
     fn hand_over(&mut self, data: &[u8], at: u64, map: bool) -> Result<()> {
         let end = at + data.len() as u64;
-        if map && self.map_appends && end <= self.reserved {
+        if map && self.map_appends && end <= self.reserved && data.len() < MAP_MAX_BYTES {
             match self.copy_mapped(data, at) {
                 Ok(()) => return Ok(()),
                 // Mapping failed (address space, limits): this file writes from now on.
@@ -144,7 +150,17 @@ impl<W: Write + std::fmt::Debug + SyncData> StdWritable<W> {
             self.out.seek_to(at).map_err(|e| self.poison(e))?;
             self.position_stale = false;
         }
-        self.out.write_all(data).map_err(|e| self.poison(e))
+        self.out.write_all(data).map_err(|e| self.poison(e))?;
+        if map && self.map_appends {
+            // As the mapped copies do for each window they leave: the sync that ends the
+            // file finds the last stretch alone to write.
+            let whole = end - end % MAP_WINDOW_BYTES;
+            if whole > self.written_back {
+                let _ = self.out.start_writeback(self.written_back, whole - self.written_back);
+                self.written_back = whole;
+            }
+        }
+        Ok(())
     }
 
     /// Copies `data` into the file at `at` through mappings of `MAP_WINDOW_BYTES`, all

@@ -84,7 +84,16 @@ pub struct MemTable {
     /// of their own, which no version holds until this memtable's flush adopts them. Held
     /// here so that whoever can read the entries can read their values.
     blobs: Mutex<Vec<Arc<crate::blob::BlobFile>>>,
+    /// Bytes of the values its entries hold by reference into the WAL segment that logged
+    /// them ([`MemTable::insert_referenced`]): charged a share, not all, of the budget.
+    referenced_bytes: AtomicUsize,
 }
+
+/// A value the memtable holds as a reference into its WAL segment is charged this fraction
+/// of its bytes ([`MemTable::charged_bytes`]). Not nothing: the segment, which becomes a
+/// blob file at the flush and is replayed whole by recovery, stays bounded at about this
+/// many memtables' worth of values (256 MiB at the default 16 MiB, RocksDB's blob file size).
+pub const REFERENCED_VALUE_SHARE: usize = 16;
 
 /// The memtable's range tombstones (see the module documentation).
 ///
@@ -160,6 +169,7 @@ impl MemTable {
             range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
             blobs: Mutex::new(Vec::new()),
+            referenced_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -176,6 +186,35 @@ impl MemTable {
     /// The blob files held for this memtable's entries ([`MemTable::hold_blob`]).
     pub fn held_blobs(&self) -> Vec<Arc<crate::blob::BlobFile>> {
         self.blobs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The blob file numbered `number` held for this memtable's entries, if it holds one.
+    pub fn held_blob(&self, number: u64) -> Option<Arc<crate::blob::BlobFile>> {
+        let blobs = self.blobs.lock().unwrap_or_else(|p| p.into_inner());
+        blobs.iter().find(|b| b.meta.number == number).cloned()
+    }
+
+    /// Records a put of a value of `value_len` bytes at `seq` held as `reference` (an
+    /// encoded [`crate::blob::BlobRef`]) to where the WAL segment logged it, rather than
+    /// copied: a `BlobPut` entry, charged the reference and a share of the value
+    /// ([`REFERENCED_VALUE_SHARE`]). The file must be held ([`MemTable::hold_blob`]) first.
+    pub fn insert_referenced(
+        &self,
+        user_key: &[u8],
+        seq: SeqNo,
+        reference: &[u8],
+        value_len: usize,
+    ) {
+        self.insert(user_key, seq, ValueKind::BlobPut, reference);
+        self.referenced_bytes.fetch_add(value_len, AtomicOrdering::Relaxed);
+    }
+
+    /// What the memtable counts against `memtable_bytes`: [`MemTable::approximate_bytes`]
+    /// and a share of the values it holds by reference ([`MemTable::insert_referenced`]).
+    #[inline]
+    pub fn charged_bytes(&self) -> usize {
+        let referenced = self.referenced_bytes.load(AtomicOrdering::Relaxed);
+        self.approximate_bytes() + referenced / REFERENCED_VALUE_SHARE
     }
 
     /// True when the memtable holds a blob file for its entries.

@@ -113,7 +113,7 @@ pub fn lookup_all<K: AsRef<[u8]>>(
         for (l, key) in scratch.lookups.drain(..).zip(chunk) {
             out.push(match (l.operand, l.blob) {
                 (true, _) => merged_get(state, key.as_ref(), seq, clock)?,
-                (false, Some(r)) => Some(state.blobs().read(&r)?),
+                (false, Some(r)) => Some(state.read_blob(&r)?),
                 (false, None) => l.answer.unwrap_or(None),
             });
         }
@@ -177,6 +177,12 @@ fn window<'s, K: AsRef<[u8]>>(
                 let found = Found::Memtable(mem.table.get(key.as_ref(), seq));
                 let answer = resolve(state, key.as_ref(), seq, found, tally, clock);
                 lookup.operand = matches!(answer, Answer::Operand);
+                // A value the memtable holds by reference decides too: read after the window.
+                if let Answer::Blob(r) = answer {
+                    lookup.blob = Some(r);
+                    lookup.answer = Some(None);
+                    break;
+                }
                 if let Some(decided) = answer.decision().or(lookup.operand.then_some(None)) {
                     lookup.answer = Some(decided);
                     break;

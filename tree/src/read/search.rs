@@ -110,7 +110,7 @@ impl Answer {
     ) -> Result<Option<Option<Value>>> {
         match self {
             Answer::Operand => merged_get(tree, key, seq, clock).map(Some),
-            Answer::Blob(r) => tree.blobs().read(&r).map(|v| Some(Some(v))),
+            Answer::Blob(r) => tree.read_blob(&r).map(|v| Some(Some(v))),
             other => Ok(other.decision()),
         }
     }
