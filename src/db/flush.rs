@@ -12,8 +12,11 @@
 //!
 //! When the memtables' large values make up at least half of their WAL segment, the segment
 //! is kept as a blob file instead of deleted, and the tables reference the values where it
-//! holds them (`kept_wal.rs`): the values are not written a second time. The manifest edit
-//! of step 2 records it (tag 18); until then it is an ordinary segment recovery replays.
+//! holds them: the values are not written a second time. The manifest edit of step 2 records
+//! it (tag 18); until then it is an ordinary segment recovery replays. Memtables that hold
+//! their large values as references into the segment (`write::LoggedValues`) say where
+//! they lie; only for values held inline (expiring puts) is the segment read and indexed
+//! (`kept_wal.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
