@@ -548,6 +548,27 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_over_of_a_page_or_more_is_written_not_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path);
+        let mut f = StdWritable::new(path.clone(), file.unwrap());
+        f.map_appends();
+        let mapped = f.out.reserved_space_is_allocated();
+        f.preallocate(64 << 10).unwrap();
+        let large = vec![7u8; MAP_MAX_BYTES];
+        f.append(&large).unwrap();
+        f.flush().unwrap();
+        assert!(f.window.is_none(), "a whole page is written, not mapped");
+        f.append(b"small").unwrap();
+        f.flush().unwrap();
+        assert_eq!(f.window.is_some(), mapped, "a small hand-over is mapped");
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(&on_disk[..MAP_MAX_BYTES], &large[..]);
+        assert_eq!(&on_disk[MAP_MAX_BYTES..MAP_MAX_BYTES + 5], b"small");
+    }
+
+    #[test]
     fn mapped_appends_reach_the_file_at_once_and_write_on_past_the_reserved_space() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal");
@@ -559,7 +580,7 @@ mod tests {
             eprintln!("the temporary directory's file system is not one appends are mapped on");
         }
         f.preallocate(8192).unwrap();
-        let first: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+        let first: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
         f.append(&first).unwrap();
         f.flush().unwrap();
         assert_eq!(f.window.is_some(), mapped, "handed over through a mapping");
@@ -567,11 +588,11 @@ mod tests {
         // the file sees the bytes, followed by the reserved space's zeros.
         let on_disk = std::fs::read(&path).unwrap();
         assert_eq!(on_disk.len(), 8192);
-        assert_eq!(&on_disk[..6000], &first[..]);
-        assert!(on_disk[6000..].iter().all(|&b| b == 0));
+        assert_eq!(&on_disk[..3000], &first[..]);
+        assert!(on_disk[3000..].iter().all(|&b| b == 0));
         // Past the reserved space, `write(2)` takes over where the mapped bytes ended, and a
         // large append crosses from the mapping into it.
-        let second: Vec<u8> = (0..5000u32).map(|i| (i % 241) as u8).collect();
+        let second: Vec<u8> = (0..6000u32).map(|i| (i % 241) as u8).collect();
         f.append(&second).unwrap();
         f.flush().unwrap();
         let big = vec![9u8; WRITE_BUFFER_BYTES + 10];
@@ -581,10 +602,10 @@ mod tests {
         f.truncate(f.len()).unwrap();
         drop(f);
         let on_disk = std::fs::read(&path).unwrap();
-        assert_eq!(on_disk.len(), 6000 + 5000 + big.len());
-        assert_eq!(&on_disk[..6000], &first[..]);
-        assert_eq!(&on_disk[6000..11000], &second[..]);
-        assert_eq!(&on_disk[11000..], &big[..]);
+        assert_eq!(on_disk.len(), 3000 + 6000 + big.len());
+        assert_eq!(&on_disk[..3000], &first[..]);
+        assert_eq!(&on_disk[3000..9000], &second[..]);
+        assert_eq!(&on_disk[9000..], &big[..]);
     }
 
     #[test]
