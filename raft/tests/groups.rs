@@ -3,8 +3,8 @@
 //! the new leaders, snapshots and a purged log, and the killed node restarted from its
 //! directory, catching up every group by snapshot. Every acknowledged write is then in its
 //! group exactly once, on every node, and in no other group.
-// The errors are openraft's network errors, returned by value as its traits want them.
-#![allow(clippy::result_large_err)]
+
+mod direct;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -12,14 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bloomkv_raft::{Command, GroupId, KvReader, NodeId, NodeStore, Outcome, Raft, TypeConfig};
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
-};
+use direct::GroupNetwork;
 use openraft::{BasicNode, Config, RaftMetrics};
 
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(30));
@@ -28,80 +21,9 @@ const GROUPS: std::ops::Range<GroupId> = 0..8;
 
 type Rafts = Arc<Mutex<BTreeMap<(GroupId, NodeId), Raft>>>;
 
-/// The running groups by (group, node); one that is down is absent, and RPCs to it fail as
-/// unreachable. Each group's rafts reach only the same group on other nodes.
-#[derive(Clone)]
-struct GroupNetwork {
-    group: GroupId,
-    rafts: Rafts,
-}
-
-struct Connection {
-    group: GroupId,
-    target: NodeId,
-    rafts: Rafts,
-}
-
-impl RaftNetworkFactory<TypeConfig> for GroupNetwork {
-    type Network = Connection;
-
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Connection {
-        Connection { group: self.group, target, rafts: self.rafts.clone() }
-    }
-}
-
-type RpcResult<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
-impl Connection {
-    fn target<E: std::error::Error>(&self) -> RpcResult<Raft, E> {
-        let down = || std::io::Error::new(std::io::ErrorKind::NotConnected, "node is down");
-        let rafts = self.rafts.lock().unwrap();
-        rafts
-            .get(&(self.group, self.target))
-            .cloned()
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&down())))
-    }
-
-    /// Passes each request through its wire encoding, as a real network would.
-    fn wire<T: serde::Serialize + serde::de::DeserializeOwned, E: std::error::Error>(
-        value: T,
-    ) -> RpcResult<T, E> {
-        let bytes =
-            serde_json::to_vec(&value).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-}
-
-impl RaftNetwork<TypeConfig> for Connection {
-    async fn append_entries(
-        &mut self,
-        req: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        let raft = self.target()?;
-        let resp = raft.append_entries(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        req: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let raft = self.target()?;
-        let resp = raft.install_snapshot(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
-    }
-
-    async fn vote(
-        &mut self,
-        req: VoteRequest<NodeId>,
-        _option: RPCOption,
-    ) -> RpcResult<VoteResponse<NodeId>> {
-        let raft = self.target()?;
-        let resp = raft.vote(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+impl direct::Lookup for Rafts {
+    fn raft(&self, group: GroupId, node: NodeId) -> Option<Raft> {
+        self.lock().unwrap().get(&(group, node)).cloned()
     }
 }
 

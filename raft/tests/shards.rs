@@ -5,8 +5,8 @@
 //! every member of that group, and nowhere else; the longest wait of a write is printed per
 //! operation. And a split applied by its group but not yet recorded in the map (a crash
 //! between the two) is recorded when a node starts again.
-// The errors are openraft's network errors, returned by value as its traits want them.
-#![allow(clippy::result_large_err)]
+
+mod direct;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,14 +16,8 @@ use std::time::{Duration, Instant};
 use bloomkv_raft::shard::{ShardCommand, ShardMap, META_GROUP};
 use bloomkv_raft::{Command, GroupId, NodeId, Outcome, TypeConfig};
 use bloomkv_raft::{ShardError, ShardNode, Transport};
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
-};
+use direct::GroupNetwork;
+use openraft::raft::ClientWriteResponse;
 use openraft::{BasicNode, Config};
 
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
@@ -42,30 +36,17 @@ impl Net {
     }
 }
 
-struct GroupNet {
-    group: GroupId,
-    net: Net,
-}
-
-struct Connection {
-    group: GroupId,
-    target: NodeId,
-    net: Net,
-}
-
-impl RaftNetworkFactory<TypeConfig> for GroupNet {
-    type Network = Connection;
-
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Connection {
-        Connection { group: self.group, target, net: self.net.clone() }
+impl direct::Lookup for Net {
+    fn raft(&self, group: GroupId, node: NodeId) -> Option<bloomkv_raft::Raft> {
+        self.node(node).and_then(|n| n.raft(group))
     }
 }
 
 impl Transport for Net {
-    type Network = GroupNet;
+    type Network = GroupNetwork<Net>;
 
-    fn network(&self, group: GroupId) -> GroupNet {
-        GroupNet { group, net: self.clone() }
+    fn network(&self, group: GroupId) -> GroupNetwork<Net> {
+        GroupNetwork { group, rafts: self.clone() }
     }
 
     async fn forward(
@@ -76,60 +57,6 @@ impl Transport for Net {
     ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
         let target = self.node(node).ok_or_else(|| ShardError::Raft("node is down".into()))?;
         target.propose_local(group, command).await
-    }
-}
-
-type RpcResult<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
-impl Connection {
-    fn target<E: std::error::Error>(&self) -> RpcResult<bloomkv_raft::Raft, E> {
-        let down = || std::io::Error::new(std::io::ErrorKind::NotConnected, "node is down");
-        self.net
-            .node(self.target)
-            .and_then(|n| n.raft(self.group))
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&down())))
-    }
-
-    /// Passes each request through its wire encoding, as a real network would.
-    fn wire<T: serde::Serialize + serde::de::DeserializeOwned, E: std::error::Error>(
-        value: T,
-    ) -> RpcResult<T, E> {
-        let bytes =
-            serde_json::to_vec(&value).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-}
-
-impl RaftNetwork<TypeConfig> for Connection {
-    async fn append_entries(
-        &mut self,
-        req: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        let raft = self.target()?;
-        let resp = raft.append_entries(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        req: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let raft = self.target()?;
-        let resp = raft.install_snapshot(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
-    }
-
-    async fn vote(
-        &mut self,
-        req: VoteRequest<NodeId>,
-        _option: RPCOption,
-    ) -> RpcResult<VoteResponse<NodeId>> {
-        let raft = self.target()?;
-        let resp = raft.vote(Self::wire(req)?).await;
-        resp.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
 
