@@ -1351,3 +1351,98 @@ fn a_snapshot_reads_values_held_by_reference_after_their_segment_is_flushed_and_
         assert_eq!(db.get(format!("large{i}")).unwrap().unwrap(), value(i, 5000));
     }
 }
+
+/// Power lost at every file-system call of maintenance over blob files — a `compact` that
+/// collects garbage (relocating the live values of files that lost some), dropping a keyspace
+/// that separates values, and a checkpoint — loses nothing acknowledged: after recovery (twice)
+/// every value is there exactly, an acknowledged drop stays done (and one in flight is done or
+/// not, never half), and a checkpoint is whole or absent.
+#[test]
+fn power_loss_during_blob_gc_a_drop_and_a_checkpoint_loses_nothing() {
+    use bloomkv::fs::{fault::unique_dir, CrashMode, Fault, FaultFs, FileSystem, OpKind};
+    use common::options::OptionsExt;
+    let ks = || KeyspaceOptions::new().blob_threshold(Some(THRESHOLD));
+    let want = |i: u64| if i < 10 { value(100 + i, 3000) } else { value(i, 3000) };
+    // A database whose "images" keyspace has blob files holding garbage (half its values
+    // overwritten), beside a "scratch" keyspace of blob values; all of it flushed.
+    let setup = || {
+        let fs = FaultFs::new();
+        let dir = unique_dir("blob-gc");
+        let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+        let images = db.keyspace("images", ks()).unwrap();
+        let scratch = db.keyspace("scratch", ks()).unwrap();
+        for i in 0..20u64 {
+            images.put(format!("k{i:02}"), value(i, 3000)).unwrap();
+            scratch.put(format!("s{i:02}"), value(200 + i, 3000)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 0..10u64 {
+            images.put(format!("k{i:02}"), want(i)).unwrap();
+        }
+        db.flush().unwrap();
+        (fs, dir, db)
+    };
+    let maintain = |db: &Db, copy: &Path| -> [bool; 3] {
+        let compacted = db.compact().is_ok();
+        let dropped = compacted && db.drop_keyspace("scratch").is_ok();
+        let copied = dropped && db.checkpoint(copy).is_ok();
+        [compacted, dropped, copied]
+    };
+    let counts: Vec<u64> = {
+        let (fs, _dir, db) = setup();
+        let before: Vec<u64> = OpKind::ALL.iter().map(|&k| fs.calls(k)).collect();
+        assert_eq!(maintain(&db, &unique_dir("blob-gc-copy")), [true; 3]);
+        OpKind::ALL.iter().zip(before).map(|(&k, b)| fs.calls(k) - b).collect()
+    };
+    let check = |db: &Db, what: &str| {
+        let images = db.keyspace("images", ks()).unwrap();
+        for i in 0..20u64 {
+            let got = images.get(format!("k{i:02}")).unwrap();
+            assert_eq!(got.as_deref(), Some(&want(i)[..]), "{what}: k{i:02}");
+        }
+    };
+    let mut runs = 0;
+    let mut failed = [0u32; 4];
+    for (&kind, &n) in OpKind::ALL.iter().zip(&counts) {
+        // Every call of the rarer kinds; about 25 spread over the many appends and reads.
+        let step = (n / 25).max(1) as usize;
+        for nth in (1..=n).step_by(step) {
+            let (fs, dir, db) = setup();
+            let copy = unique_dir("blob-gc-copy");
+            fs.inject(Fault::on(kind).nth(nth).power_off());
+            let [compacted, dropped, copied] = maintain(&db, &copy);
+            failed[usize::from(compacted) + usize::from(dropped) + usize::from(copied)] += 1;
+            let mode = if nth % 2 == 0 {
+                CrashMode::DropUnsynced
+            } else {
+                CrashMode::TornTails { seed: nth }
+            };
+            let fs = fs.crash(mode);
+            drop(db);
+            let what = format!("{kind:?} #{nth}");
+            for open in 0..2 {
+                let db = Db::open(&dir, opts().fault_fs(&fs)).unwrap();
+                check(&db, &format!("{what}, open {open}"));
+                if db.keyspace_names().iter().any(|k| k == "scratch") {
+                    assert!(!dropped, "{what}: an acknowledged drop came back");
+                    let scratch = db.keyspace("scratch", ks()).unwrap();
+                    for i in 0..20u64 {
+                        let got = scratch.get(format!("s{i:02}")).unwrap();
+                        assert_eq!(got.as_deref(), Some(&value(200 + i, 3000)[..]), "{what}");
+                    }
+                }
+                db.close().unwrap();
+            }
+            if FileSystem::exists(&fs, &copy) {
+                let db = Db::open(&copy, opts().fault_fs(&fs)).unwrap();
+                check(&db, &format!("{what}, the checkpoint"));
+            } else {
+                assert!(!copied, "{what}: the acknowledged checkpoint is gone");
+            }
+            runs += 1;
+        }
+    }
+    assert!(runs > 100, "{runs} crash points");
+    // Cut in the compaction, in the drop and in the checkpoint (by how many succeeded).
+    assert!(failed[..3].iter().all(|&n| n > 0), "cuts by stage: {failed:?}");
+}

@@ -115,7 +115,8 @@ const ATTEMPTS: usize = 50;
 /// does not show yet is recorded there.
 ///
 /// ```no_run
-/// use bloomkv_raft::shard::{ShardMap, ShardNode, Transport};
+/// use bloomkv_raft::shard::ShardMap;
+/// use bloomkv_raft::{ShardNode, Transport};
 ///
 /// async fn run<T: Transport>(transport: T) -> Result<(), Box<dyn std::error::Error>> {
 ///     let config = std::sync::Arc::new(openraft::Config::default().validate()?);
