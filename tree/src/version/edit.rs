@@ -528,7 +528,7 @@ impl VersionEdit {
                         def.callbacks = Some(names);
                         edit.keyspaces.push(def);
                     } else {
-                        let follows = [TAG_KEYSPACE, TAG_KEYSPACE_PREFIX, TAG_KEYSPACE_TTL];
+                        let follows = settings_before(TAG_KEYSPACE_CALLBACKS);
                         let Some(def) = edit
                             .keyspaces
                             .last_mut()
@@ -544,13 +544,9 @@ impl VersionEdit {
                 TAG_KEYSPACE_RANGE_FILTER => {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     let bits = f64::from_bits(d.varint().ok_or_else(truncated)?);
-                    let follows = [
-                        TAG_KEYSPACE,
-                        TAG_KEYSPACE_PREFIX,
-                        TAG_KEYSPACE_TTL,
-                        TAG_KEYSPACE_CALLBACKS,
-                    ];
-                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
+                    let Some(def) =
+                        named_setting_target(&mut edit, id, last_tag, TAG_KEYSPACE_RANGE_FILTER)
+                    else {
                         return Err(bad(format!(
                             "range filter of keyspace {id} not after its definition"
                         )));
@@ -568,14 +564,9 @@ impl VersionEdit {
                     for x in &mut v {
                         *x = d.varint().ok_or_else(truncated)?;
                     }
-                    let follows = [
-                        TAG_KEYSPACE,
-                        TAG_KEYSPACE_PREFIX,
-                        TAG_KEYSPACE_TTL,
-                        TAG_KEYSPACE_CALLBACKS,
-                        TAG_KEYSPACE_RANGE_FILTER,
-                    ];
-                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
+                    let Some(def) =
+                        named_setting_target(&mut edit, id, last_tag, TAG_KEYSPACE_BLOBS)
+                    else {
                         return Err(bad(format!(
                             "blob settings of keyspace {id} not after its definition"
                         )));
@@ -604,15 +595,12 @@ impl VersionEdit {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     let style =
                         decode_style(&mut d).map_err(|e| bad(format!("keyspace {id}: {e}")))?;
-                    let follows = [
-                        TAG_KEYSPACE,
-                        TAG_KEYSPACE_PREFIX,
-                        TAG_KEYSPACE_TTL,
-                        TAG_KEYSPACE_CALLBACKS,
-                        TAG_KEYSPACE_RANGE_FILTER,
-                        TAG_KEYSPACE_BLOBS,
-                    ];
-                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
+                    let Some(def) = named_setting_target(
+                        &mut edit,
+                        id,
+                        last_tag,
+                        TAG_KEYSPACE_COMPACTION_STYLE,
+                    ) else {
                         return Err(bad(format!(
                             "compaction style of keyspace {id} not after its definition"
                         )));
@@ -623,16 +611,9 @@ impl VersionEdit {
                     let id = keyspace_id(&mut d).map_err(&bad)?;
                     let share = f64::from_bits(d.varint().ok_or_else(truncated)?);
                     let width = d.varint().ok_or_else(truncated)?;
-                    let follows = [
-                        TAG_KEYSPACE,
-                        TAG_KEYSPACE_PREFIX,
-                        TAG_KEYSPACE_TTL,
-                        TAG_KEYSPACE_CALLBACKS,
-                        TAG_KEYSPACE_RANGE_FILTER,
-                        TAG_KEYSPACE_BLOBS,
-                        TAG_KEYSPACE_COMPACTION_STYLE,
-                    ];
-                    let Some(def) = named_setting_target(&mut edit, id, last_tag, &follows) else {
+                    let Some(def) =
+                        named_setting_target(&mut edit, id, last_tag, TAG_KEYSPACE_READ_MIX)
+                    else {
                         return Err(bad(format!(
                             "read mix of keyspace {id} not after its definition"
                         )));
@@ -759,15 +740,35 @@ fn level(d: &mut Decoder<'_>) -> std::result::Result<usize, String> {
 
 /// The definition a named keyspace's setting tag refines: the edit's last keyspace, if it is
 /// `id`, not the default one (whose settings are the open's), and the tag read before this one
-/// is one of `follows` (its definition or a setting written before this one).
-fn named_setting_target<'e>(
-    edit: &'e mut VersionEdit,
+/// its definition or a setting written before `tag` ([`KEYSPACE_SETTING_ORDER`]).
+fn named_setting_target(
+    edit: &mut VersionEdit,
     id: KeyspaceId,
     last_tag: u64,
-    follows: &[u64],
-) -> Option<&'e mut KeyspaceDef> {
+    tag: u64,
+) -> Option<&mut KeyspaceDef> {
     let def = edit.keyspaces.last_mut()?;
-    (def.id == id && id != DEFAULT_KEYSPACE && follows.contains(&last_tag)).then_some(def)
+    let after_its_definition = settings_before(tag).contains(&last_tag);
+    (def.id == id && id != DEFAULT_KEYSPACE && after_its_definition).then_some(def)
+}
+
+/// A named keyspace's definition and its settings, in the order an edit writes them: each
+/// setting follows its definition or a setting before it in this list.
+const KEYSPACE_SETTING_ORDER: [u64; 8] = [
+    TAG_KEYSPACE,
+    TAG_KEYSPACE_PREFIX,
+    TAG_KEYSPACE_TTL,
+    TAG_KEYSPACE_CALLBACKS,
+    TAG_KEYSPACE_RANGE_FILTER,
+    TAG_KEYSPACE_BLOBS,
+    TAG_KEYSPACE_COMPACTION_STYLE,
+    TAG_KEYSPACE_READ_MIX,
+];
+
+/// The tags a setting with `tag` may follow in an edit.
+fn settings_before(tag: u64) -> &'static [u64] {
+    let at = KEYSPACE_SETTING_ORDER.iter().position(|&t| t == tag);
+    &KEYSPACE_SETTING_ORDER[..at.unwrap_or(0)]
 }
 fn keyspace_id(d: &mut Decoder<'_>) -> std::result::Result<KeyspaceId, String> {
     let id = d.varint().ok_or("truncated keyspace id")?;
