@@ -28,9 +28,14 @@ pub(crate) const GROUP_DIR: &str = "group-";
 
 /// The directory of group `id`'s snapshot files.
 pub(crate) fn snapshot_dir(db: &Db, id: GroupId) -> PathBuf {
+    snapshot_dir_in(db.path(), id)
+}
+
+/// The directory of group `id`'s snapshot files in a store whose database is in `root`.
+pub(crate) fn snapshot_dir_in(root: &Path, id: GroupId) -> PathBuf {
     match id {
-        0 => db.path().join(snapshot::DIR),
-        id => db.path().join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
+        0 => root.join(snapshot::DIR),
+        id => root.join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
     }
 }
 

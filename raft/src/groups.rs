@@ -79,8 +79,9 @@ impl NodeStore {
         Ok(node)
     }
 
-    /// Removes the snapshot directories of groups the database no longer has: what a crash
-    /// in [`NodeStore::remove_group`] leaves, after the keyspace's drop and before the files'.
+    /// Removes the snapshot directories of groups the database no longer has (what a crash
+    /// in [`NodeStore::remove_group`] leaves, after the keyspace's drop and before the files')
+    /// and the files a backup cut short had set aside.
     fn remove_stray_snapshot_dirs(&self) -> bloomkv::Result<()> {
         let dir = self.db.path().join(snapshot::DIR);
         let entries = match std::fs::read_dir(&dir) {
@@ -92,6 +93,12 @@ impl NodeStore {
         for entry in entries {
             let entry = entry.map_err(|e| io_error("reading", &dir, e))?;
             let name = entry.file_name();
+            if name.to_str().is_some_and(|n| n.starts_with(crate::checkpoint::PINS)) {
+                // Files a backup set aside, left by a crash during it.
+                let path = entry.path();
+                std::fs::remove_dir_all(&path).map_err(|e| io_error("removing", &path, e))?;
+                continue;
+            }
             let Some(id) = name.to_str().and_then(|n| n.strip_prefix(GROUP_DIR)) else { continue };
             if id.parse().is_ok_and(|id: GroupId| !held.contains(&id)) {
                 let path = entry.path();

@@ -41,6 +41,7 @@
 // along unchanged rather than box it only to unbox it at the trait boundary.
 #![allow(clippy::result_large_err)]
 
+mod checkpoint;
 #[cfg(feature = "client")]
 mod client;
 #[cfg(test)]
@@ -413,10 +414,11 @@ impl KvReader {
         self.db.get(keys::MAP)?.map(|bytes| shard::ShardMap::decode(&bytes)).transpose()
     }
 
-    /// Writes a copy of the node's whole store (log, vote, applied state, data; of every
-    /// group) as it is at one moment to `dir`, which must not exist or be empty: a backup that
-    /// [`open`] opens, and whose data [`KvReader::scan`] reads. Returns the database sequence
-    /// number the copy was taken at. See [`bloomkv::Db::checkpoint`] for its guarantees.
+    /// Writes a copy of the node's whole store (log, vote, applied state, data, and the
+    /// current snapshot file; of every group) as it is at one moment to `dir`, which must not
+    /// exist or be empty: a backup that [`open`] and [`NodeStore::open`] open as a node, and
+    /// whose data [`KvReader::scan`] reads. Returns the database sequence number the copy was
+    /// taken at. `dir` appears whole or not at all (see [`bloomkv::Db::checkpoint`]).
     ///
     /// ```
     /// let dir = tempfile::tempdir().unwrap();
@@ -426,7 +428,7 @@ impl KvReader {
     /// assert_eq!(copy.reader().scan().count(), 0);
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> bloomkv::Result<u64> {
-        self.db.db().checkpoint(dir)
+        checkpoint::checkpoint(self.db.db(), dir.as_ref())
     }
 
     /// The statistics of the node's database (log, state machine and data together, of every
