@@ -5,22 +5,29 @@
 
 use assert_cmd::Command;
 
-#[test]
-fn sigkilled_writers_lose_nothing_acknowledged() {
+/// Runs `bloomkv crash-test` with `args` in a new directory (seed `BLOOMKV_CRASH_SEED`, else
+/// 7), asserts it succeeded, and returns its report.
+fn crash_test(args: &[&str]) -> String {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
     let seed = std::env::var("BLOOMKV_CRASH_SEED").unwrap_or_else(|_| "7".into());
     let out = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
-        .args(["crash-test", "--cycles", "90", "--seconds", "50", "--max-delay-ms", "1000"])
+        .arg("crash-test")
+        .args(args)
         .arg("--dir")
-        .arg(&dir)
+        .arg(tmp.path().join("db"))
         .args(["--seed", &seed])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "crash-test failed:\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "crash-test {args:?} failed:\n{stdout}\n{stderr}");
     eprintln!("{stdout}");
+    stdout
+}
+
+#[test]
+fn sigkilled_writers_lose_nothing_acknowledged() {
+    let stdout = crash_test(&["--cycles", "90", "--seconds", "50", "--max-delay-ms", "1000"]);
     // The run did real work: some cycles, and acknowledged writes to check.
     let cycles: u64 = stdout
         .split_whitespace()
@@ -39,20 +46,8 @@ fn sigkilled_writers_lose_nothing_acknowledged() {
 /// writer is live, and checkpoints are removed after each cycle.
 #[test]
 fn sigkilled_writers_through_blob_files_lose_nothing_acknowledged() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db");
-    let seed = std::env::var("BLOOMKV_CRASH_SEED").unwrap_or_else(|_| "7".into());
-    let out = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
-        .args(["crash-test", "--blobs", "--cycles", "60", "--seconds", "40"])
-        .args(["--max-delay-ms", "1500", "--dir"])
-        .arg(&dir)
-        .args(["--seed", &seed])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "crash-test --blobs failed:\n{stdout}\n{stderr}");
-    eprintln!("{stdout}");
+    let stdout =
+        crash_test(&["--blobs", "--cycles", "60", "--seconds", "40", "--max-delay-ms", "1500"]);
     let count = |after: &str| -> u64 {
         let at = stdout.find(after).unwrap_or_else(|| panic!("no {after:?} in {stdout}"));
         let n = stdout[..at].split_whitespace().last().and_then(|n| n.parse().ok());
