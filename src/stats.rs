@@ -75,6 +75,7 @@ pub(crate) struct Counters {
     pub memtable_hits: Counter,
     pub filter_negatives: Counter,
     pub filter_false_positives: Counter,
+    pub range_filter_point_negatives: Counter,
     /// Also the number of filter checks: every consulted table's filter is asked.
     pub tables_consulted: Counter,
     pub block_reads: Counter,
@@ -261,6 +262,7 @@ impl Counters {
         self.tables_consulted.add_at(s, t.tables_consulted);
         self.filter_negatives.add_at(s, t.filter_negatives);
         self.filter_false_positives.add_at(s, t.filter_false_positives);
+        self.range_filter_point_negatives.add_at(s, t.range_filter_point_negatives);
         self.block_reads.add_at(s, t.block_reads);
         self.block_cache_hits.add_at(s, t.block_cache_hits);
     }
@@ -281,6 +283,10 @@ pub struct Stats {
     pub filter_negatives: u64,
     /// Filter said "maybe", a block was searched, and the key was not there.
     pub filter_false_positives: u64,
+    /// Of `filter_negatives`, tables whose point filter said "maybe" and whose range filter
+    /// ([`crate::KeyspaceOptions::range_filter_bits_per_key`]), asked for the key alone,
+    /// said it holds no entry of it: the point reads range filters saved a block search.
+    pub range_filter_point_negatives: u64,
     /// Tables consulted by lookups: their key range covered the key, so their filter (if
     /// any) was asked.
     pub tables_consulted: u64,

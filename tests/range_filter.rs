@@ -437,6 +437,135 @@ fn a_range_tombstone_keeps_its_table_and_hides_older_keys() {
     assert_eq!(delta(&db, &s), (1, 1));
 }
 
+/// (lookups' range-filter negatives, point filters' false positives, block reads) since
+/// `before`.
+fn point_delta(db: &Db, before: &Stats) -> (u64, u64, u64) {
+    let s = db.stats();
+    (
+        s.range_filter_point_negatives - before.range_filter_point_negatives,
+        s.filter_false_positives - before.filter_false_positives,
+        s.block_reads + s.block_cache_hits - before.block_reads - before.block_cache_hits,
+    )
+}
+
+/// With no point filter every table in a lookup's path says "maybe", so each is asked its
+/// range filter for the key alone: an absent key between two present ones is turned away by
+/// all twelve (about 2^-18 each to let it through at 20 bits per key), with no block read,
+/// by `get` and `multi_get` alike; a present key is found, the tables before its own turned
+/// away.
+#[test]
+fn point_reads_ask_the_range_filter_after_a_point_filter_maybe() {
+    let (_dir, db) = interleaved(with_range_filters().filter_policy(FilterPolicy::None));
+    // Inside every table's key range: table t holds 100·t to 100·(t + 588).
+    let absent: Vec<Vec<u8>> = (11..587).map(|i| be(100 * i + 50)).collect();
+    let s = db.stats();
+    for k in &absent {
+        assert_eq!(db.get(k).unwrap(), None);
+    }
+    let (negatives, false_positives, blocks) = point_delta(&db, &s);
+    assert_eq!(negatives + false_positives, 576 * 12);
+    assert!(false_positives <= 2, "{false_positives}");
+    assert_eq!(blocks, false_positives);
+    let s = db.stats();
+    assert!(db.multi_get(&absent).unwrap().iter().all(Option::is_none));
+    assert_eq!(point_delta(&db, &s), (negatives, false_positives, false_positives));
+    // Key 100·(t + 12·i) is in table t, the 12 − t − 1 newer tables before it turned away.
+    let s = db.stats();
+    for t in 0..12u64 {
+        assert_eq!(db.get(be(100 * (t + 12 * 7))).unwrap().as_deref(), Some(&[t as u8][..]));
+    }
+    let (negatives, false_positives, blocks) = point_delta(&db, &s);
+    assert_eq!(negatives + false_positives, (0..12).sum::<u64>());
+    assert_eq!(blocks, 12 + false_positives);
+}
+
+/// Keys that share the 8 bytes past the filter's prefix all map to one integer: the range
+/// filter cannot tell them apart, so it answers "maybe" for each and a point read never loses
+/// one, whatever kind of entry decides it — a put, a delete, a merge operand, a value held in
+/// a blob file, an expiring value (live or expired) — through `get` and `multi_get`. Keys
+/// whose integer no table holds are turned away.
+#[test]
+fn point_reads_never_lose_a_key_the_map_cannot_separate() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let clock = Arc::new(bloomkv::ManualClock::new(1_700_000_000_000));
+    let opts = with_range_filters()
+        .filter_policy(FilterPolicy::None)
+        .merge_operator(Arc::new(bloomkv::Append::new(",")))
+        .blob_threshold(Some(1000))
+        .clock(clock.clone())
+        .l0_triggers(64);
+    let (_dir, db) = common::db::open_temp(opts);
+    // `a` or `b`, the shared 7 bytes, then the key's number: the window is `[g] ++ "shared!"`.
+    let long = |g: u8, i: u64| [&[g][..], b"shared!", &i.to_be_bytes()].concat();
+    let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    for g in [b'a', b'b'] {
+        for i in 0..200u64 {
+            let v = format!("v{i}").into_bytes();
+            db.put(long(g, i), &v).unwrap();
+            model.insert(long(g, i), Some(v));
+        }
+    }
+    db.flush().unwrap();
+    let big = vec![7u8; 2000];
+    for (round, g) in [b'a', b'b'].into_iter().enumerate() {
+        for i in (0..200u64).filter(|i| i % 7 == round as u64) {
+            let k = long(g, i);
+            let v = model.get_mut(&k).unwrap();
+            match i % 5 {
+                0 => {
+                    db.delete(&k).unwrap();
+                    *v = None;
+                }
+                1 => {
+                    db.put_with_ttl(&k, b"short", Duration::from_secs(10)).unwrap();
+                    *v = None;
+                }
+                2 => {
+                    db.merge(&k, b"m").unwrap();
+                    v.as_mut().unwrap().extend_from_slice(b",m");
+                }
+                3 => {
+                    db.put(&k, &big).unwrap();
+                    *v = Some(big.clone());
+                }
+                _ => {
+                    db.put_with_ttl(&k, b"long", Duration::from_secs(1_000)).unwrap();
+                    *v = Some(b"long".to_vec());
+                }
+            }
+        }
+        db.flush().unwrap();
+    }
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(db.stats().tables_per_level[0], 3);
+    // Absent keys of both integers, and of an integer between them (inside the oldest
+    // table's key range only) that no table holds.
+    for i in 200..260u64 {
+        for g in [b'a', b'b'] {
+            model.insert(long(g, i), None);
+        }
+        model.insert([&b"ashares!"[..], &i.to_be_bytes()].concat(), None);
+    }
+    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    let want: Vec<Option<Vec<u8>>> = model.values().cloned().collect();
+    let s = db.stats();
+    let got: Vec<Option<Vec<u8>>> =
+        keys.iter().map(|k| db.get(k).unwrap().map(|v| v.to_vec())).collect();
+    assert!(got == want, "get disagrees with the model");
+    let got: Vec<Option<Vec<u8>>> =
+        db.multi_get(&keys).unwrap().into_iter().map(|v| v.map(|v| v.to_vec())).collect();
+    assert!(got == want, "multi_get disagrees with the model");
+    // The oldest table holds both groups, so its filter maps by `[g] ++ "shared!"` and
+    // cannot tell a group's keys apart: the absent `a` ones past the newer tables' ranges
+    // (and inside its own) are searched there (60 keys × 2 reads). The newer tables hold one
+    // group each, map by the keys' numbers, and turn away what they lack, as the oldest
+    // turns away every `ashares!` key.
+    let (negatives, false_positives, _) = point_delta(&db, &s);
+    assert!(false_positives >= 2 * 60, "{false_positives}");
+    assert!(negatives >= 2 * 60, "{negatives}");
+}
+
 // The model test.
 
 #[derive(Debug, Clone)]

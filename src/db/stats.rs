@@ -58,6 +58,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         memtable_hits: c.memtable_hits.get(),
         filter_negatives: c.filter_negatives.get(),
         filter_false_positives: c.filter_false_positives.get(),
+        range_filter_point_negatives: c.range_filter_point_negatives.get(),
         tables_consulted: c.tables_consulted.get(),
         block_reads: c.block_reads.get(),
         block_cache_hits: c.block_cache_hits.get(),

@@ -194,6 +194,49 @@ impl EliasFano {
         get_bits(&self.lows, i * u64::from(self.low_bits), self.low_bits)
     }
 
+    /// Starts loading the select sample a query from `lo` ([`EliasFano::any_in`]) reads
+    /// first. Nothing waits for it.
+    #[inline]
+    pub fn prefetch_sample(&self, lo: u64) {
+        let h = lo >> self.low_bits;
+        if h > 0 && lo < self.universe {
+            if let Some(s) = self.zero_samples.get(((h - 1) / SAMPLE) as usize) {
+                crate::prefetch::prefetch(s);
+            }
+        }
+    }
+
+    /// Starts loading the upper-vector and low-part words a query from `lo` most likely
+    /// reads, from its select sample (read here, so best once
+    /// [`EliasFano::prefetch_sample`] had time to bring it): the bucket's start is about as
+    /// many ones past the sample as zeros, in the ratio of elements to buckets, within a few
+    /// words for codes spread by a hash. A wrong guess costs only a wasted line.
+    #[inline]
+    pub fn prefetch_words(&self, lo: u64) {
+        let h = lo >> self.low_bits;
+        if self.n == 0 || lo >= self.universe {
+            return;
+        }
+        let (start, past) = match h {
+            0 => (0, 0),
+            h => {
+                let s = (h - 1) / SAMPLE;
+                let Some(&start) = self.zero_samples.get(s as usize) else { return };
+                (start, h - 1 - s * SAMPLE)
+            }
+        };
+        let buckets = (self.upper_len - self.n).max(1);
+        // Zero number h − 1, then the bucket's first element just past it.
+        let pos = start + past + past * self.n / buckets + 1;
+        let last = self.upper.len().saturating_sub(1);
+        crate::prefetch::prefetch(&self.upper[((pos / 64) as usize).min(last)]);
+        if self.low_bits > 0 && !self.lows.is_empty() {
+            let bit = pos.saturating_sub(h) * u64::from(self.low_bits);
+            let last = self.lows.len() - 1;
+            crate::prefetch::prefetch(&self.lows[((bit / 64) as usize).min(last)]);
+        }
+    }
+
     /// The position in `upper` of zero number `k` (which must exist).
     fn select_zero(&self, k: u64) -> u64 {
         let s = (k / SAMPLE) as usize;

@@ -73,6 +73,14 @@ pub enum RangeProbe {
     TooWide,
 }
 
+/// A query [`RangeFilter::prepare`]d: its mapped integers and the code of the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreparedProbe {
+    lo: u64,
+    hi: u64,
+    code: u64,
+}
+
 /// A range filter over a set of keys (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RangeFilter {
@@ -181,6 +189,29 @@ impl RangeFilter {
         self.probe(start, end) != RangeProbe::Absent
     }
 
+    /// False only if no key of the filter equals `key`: the range `[key, key]`, one integer
+    /// wide, so a "maybe" for a key absent from the filter comes at about `1 / 2^(B−2)`.
+    /// A key sharing its integer with one of the filter's (equal to it in the mapped bytes)
+    /// always answers "maybe": the map is monotone, never one-to-one.
+    ///
+    /// ```
+    /// use bloomkv_tree::range_filter::RangeFilter;
+    ///
+    /// let keys: [&[u8]; 2] = [b"user/0100", b"user/0200"];
+    /// let f = RangeFilter::build(keys, 16.0);
+    /// assert!(f.may_contain_key(b"user/0100"));
+    /// assert!(!f.may_contain_key(b"group/0100")); // outside the keys' prefix: certain
+    /// ```
+    #[inline]
+    pub fn may_contain_key(&self, key: &[u8]) -> bool {
+        // Every key of the filter starts with its prefix.
+        if !key.starts_with(&self.prefix) {
+            return false;
+        }
+        let x = map_key(key, self.prefix.len(), self.width);
+        self.probe_mapped(x, x) != RangeProbe::Absent
+    }
+
     /// What the filter says of `(start, end)`: [`RangeProbe::Absent`] only if none of its
     /// keys lies there.
     pub fn probe(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> RangeProbe {
@@ -188,6 +219,48 @@ impl RangeFilter {
             None => RangeProbe::Absent,
             Some((lo, hi)) => self.probe_mapped(lo, hi),
         }
+    }
+
+    /// The first half of [`RangeFilter::probe`], for a caller that probes many filters and
+    /// wants their cache misses to overlap: `Err` with the answer when the key map alone
+    /// gives it, else the query, for [`RangeFilter::prefetch_sample`],
+    /// [`RangeFilter::prefetch_words`] (each called on every filter before the next) and
+    /// then [`RangeFilter::probe_prepared`].
+    #[inline]
+    pub fn prepare(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> std::result::Result<PreparedProbe, RangeProbe> {
+        let Some((lo, hi)) = map_range(&self.prefix, self.width, start, end) else {
+            return Err(RangeProbe::Absent);
+        };
+        if self.codes.is_empty() {
+            return Err(RangeProbe::Absent);
+        }
+        if hi - lo >= self.max_width() {
+            return Err(RangeProbe::TooWide);
+        }
+        Ok(PreparedProbe { lo, hi, code: self.code(lo) })
+    }
+
+    /// Starts loading the first line a probe of `p` reads (a select sample).
+    #[inline]
+    pub fn prefetch_sample(&self, p: &PreparedProbe) {
+        self.codes.prefetch_sample(p.code);
+    }
+
+    /// Starts loading the lines a probe of `p` most likely reads next (the bucket's words),
+    /// guessed from its select sample.
+    #[inline]
+    pub fn prefetch_words(&self, p: &PreparedProbe) {
+        self.codes.prefetch_words(p.code);
+    }
+
+    /// The answer for a query [`RangeFilter::prepare`]d.
+    #[inline]
+    pub fn probe_prepared(&self, p: &PreparedProbe) -> RangeProbe {
+        self.probe_from(p.lo, p.hi, p.code)
     }
 
     /// [`RangeFilter::probe`] for the mapped integers `[lo, hi]`.
@@ -198,15 +271,21 @@ impl RangeFilter {
         if hi - lo >= self.max_width() {
             return RangeProbe::TooWide;
         }
+        self.probe_from(lo, hi, self.code(lo))
+    }
+
+    /// [`RangeFilter::probe_mapped`] of a narrow enough `[lo, hi]` on a filter with codes,
+    /// `first` being `lo`'s code.
+    #[inline]
+    fn probe_from(&self, lo: u64, hi: u64, first: u64) -> RangeProbe {
         let lg = self.lg_width;
         let (b1, b2) = (lo >> lg, hi >> lg);
         let found = if b1 == b2 {
-            self.any_code(self.code(lo), hi - lo)
+            self.any_code(first, hi - lo)
         } else {
             // Two blocks: the first from lo to its end, the second from its start to hi.
             let second = b2 << lg;
-            self.any_code(self.code(lo), second - 1 - lo)
-                || self.any_code(self.code(second), hi - second)
+            self.any_code(first, second - 1 - lo) || self.any_code(self.code(second), hi - second)
         };
         if found {
             RangeProbe::Maybe
@@ -613,6 +692,44 @@ mod tests {
                 f.codes.for_each(|c| got.push(c));
                 assert_eq!(f.num_keys(), xs.len() as u64);
                 assert!(got == want, "{bits} bits, {} keys", keys.len());
+            }
+        }
+    }
+
+    /// A key alone is the range `[key, key]`: every key of the filter answers "maybe",
+    /// keys of any length and bytes answer as that range does, and the prepared probe (with
+    /// its prefetches) answers as the plain one.
+    #[test]
+    fn a_key_alone_answers_as_its_one_key_range() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let gen = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let len = rng.gen_range(0..14);
+            let mut k = b"ev/".to_vec();
+            k.extend(
+                (0..len).map(|_| *[0u8, 1, 7, 0xff].get(rng.gen_range(0..6)).unwrap_or(&rng.gen())),
+            );
+            k
+        };
+        let mut keys: Vec<Vec<u8>> = (0..2_000).map(|_| gen(&mut rng)).collect();
+        keys.sort();
+        for bits in [4.0, 9.0, 18.0] {
+            let f = RangeFilter::build(keys.iter().map(|k| &k[..]), bits);
+            assert!(keys.iter().all(|k| f.may_contain_key(k)));
+            for _ in 0..5_000 {
+                let mut q = gen(&mut rng);
+                if rng.gen_bool(0.1) {
+                    q[0] = b'a';
+                }
+                let range = f.probe(Included(&q), Included(&q));
+                assert_eq!(f.may_contain_key(&q), range != RangeProbe::Absent, "{q:?}");
+                let hi = [&q[..], &[rng.gen::<u8>()]].concat();
+                let prepared = f.prepare(Included(&q), Included(&hi)).map(|p| {
+                    f.prefetch_sample(&p);
+                    f.prefetch_words(&p);
+                    f.probe_prepared(&p)
+                });
+                assert_eq!(prepared.unwrap_or_else(|a| a), f.probe(Included(&q), Included(&hi)));
             }
         }
     }

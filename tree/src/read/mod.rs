@@ -17,6 +17,9 @@ pub struct ReadTally {
     pub tables_consulted: u64,
     pub filter_negatives: u64,
     pub filter_false_positives: u64,
+    /// Of `filter_negatives`, the tables whose point filter said "maybe" and whose range
+    /// filter, asked for the key alone, said "absent".
+    pub range_filter_point_negatives: u64,
     pub block_reads: u64,
     pub block_cache_hits: u64,
 }

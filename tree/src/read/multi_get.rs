@@ -242,9 +242,13 @@ fn advance<K: AsRef<[u8]>>(s: &mut Scratch<'_>, keys: &[K], from: usize, tally: 
             if filter.may_contain_hash(lookup.hash)
                 && t.table.may_hold_prefix_of(keys[i].as_ref(), &mut lookup.prefix)
             {
-                s.searches.push((t, i));
-                searching = true;
-                break;
+                // As `get`: the range filter only after the point filters' "maybe".
+                if t.table.range_filter_may_hold(keys[i].as_ref()) {
+                    s.searches.push((t, i));
+                    searching = true;
+                    break;
+                }
+                tally.range_filter_point_negatives += 1;
             }
             tally.filter_negatives += 1;
         }

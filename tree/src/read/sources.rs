@@ -22,7 +22,7 @@ use crate::filter::hash_prefix;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::prefix::PrefixExtractor;
-use crate::range_filter::RangeProbe;
+use crate::range_filter::{PreparedProbe, RangeProbe};
 use crate::tree::Tree;
 use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
@@ -91,15 +91,19 @@ pub fn choose_tables_hashed<'t>(
 /// lines of up to this many are loading at once before the first is probed.
 const PROBE_BATCH: usize = 16;
 
-/// A table [`choose_tables_by`] found and has not handed on yet: its level, and its choice
-/// unless its filter is still to be asked.
-type Waiting<'t> = Option<(usize, &'t Arc<TableFile>, Option<TableChoice>)>;
+/// A table [`choose_tables_by`] found and has not handed on yet: its level, its choice
+/// unless a filter is still to be asked, and its range filter's query while that is still to
+/// be probed.
+type Waiting<'t> = Option<(usize, &'t Arc<TableFile>, Option<TableChoice>, Option<PreparedProbe>)>;
 
 /// [`choose_tables`] for the prefix (extractor and hash) given, asking `may_hold` whether a
-/// table built with that extractor may hold it. The tables are found in one walk; each one
-/// whose filter is to be asked is first `prefetch`ed, and its filter asked only once up to
-/// [`PROBE_BATCH`] tables are waiting (or the walk is over), so that the probes' cache misses
-/// overlap.
+/// table built with that extractor may hold it. The tables are found in one walk and handed
+/// on in batches of up to [`PROBE_BATCH`], so that the probes' cache misses overlap instead
+/// of coming one after another: as each is found, the first line its range filter's probe
+/// reads starts loading; once the batch is full (or the walk over), the lines each probe
+/// most likely reads next (guessed from the first), for every table; then the range
+/// filters are probed, and each table still to be read whose prefix filter is to be asked
+/// has its filter line prefetched, and is asked last.
 pub fn choose_tables_by<'t>(
     state: &'t Tree,
     lower: Bound<&[u8]>,
@@ -118,13 +122,36 @@ pub fn choose_tables_by<'t>(
     let v = &state.version;
     let (lower, upper) = (lower.map(LookupKey::new), upper.map(LookupKey::new));
     let (lower, upper) = (lower.as_ref(), upper.as_ref());
-    // The tables found and not yet handed on, in read order: with the choice, unless their
-    // filter is still to be asked (`None`).
+    // What a table in range is chosen for once its range filter answered: `None` while its
+    // prefix filter is still to be asked (its line then starts loading).
+    let after_range = |t: &TableFile, range: RangeProbe| match prefix {
+        _ if range == RangeProbe::Absent => Some(TableChoice::RangeSkipped),
+        Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
+            prefetch(t, h);
+            None
+        }
+        _ => Some(TableChoice::Read {
+            prefix_checked: false,
+            range_checked: range == RangeProbe::Maybe,
+        }),
+    };
+    // The tables found and not yet handed on, in read order.
     let mut waiting: [Waiting<'t>; PROBE_BATCH] = [None; PROBE_BATCH];
     let mut n = 0;
     let mut hand_on = |waiting: &mut [Waiting<'t>]| {
+        for (_, t, _, query) in waiting.iter().flatten() {
+            if let (Some(q), Some(f)) = (query, t.table.range_filter()) {
+                f.prefetch_words(q);
+            }
+        }
+        for (_, t, choice, query) in waiting.iter_mut().flatten() {
+            let Some(q) = query.take() else { continue };
+            let f = t.table.range_filter().expect("a query is prepared by the table's filter");
+            let range = t.table.with_tombstones(f.probe_prepared(&q), bounds.0, bounds.1);
+            *choice = after_range(t, range);
+        }
         for w in waiting {
-            let Some((level, t, choice)) = w.take() else { continue };
+            let Some((level, t, choice, _)) = w.take() else { continue };
             let choice = choice.unwrap_or_else(|| {
                 let (e, h) = prefix.expect("a table waits for its filter only with a prefix");
                 if may_hold(t, e, h) {
@@ -137,23 +164,20 @@ pub fn choose_tables_by<'t>(
         }
     };
     let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
-        let range = match ask_range && in_range {
-            true => t.table.probe_range(bounds.0, bounds.1),
-            false => RangeProbe::TooWide,
+        let (choice, query) = match t.table.range_filter() {
+            _ if !in_range => (Some(TableChoice::OutOfRange), None),
+            Some(f) if ask_range => match f.prepare(bounds.0, bounds.1) {
+                Ok(q) => {
+                    f.prefetch_sample(&q);
+                    (None, Some(q))
+                }
+                Err(answer) => {
+                    (after_range(t, t.table.with_tombstones(answer, bounds.0, bounds.1)), None)
+                }
+            },
+            _ => (after_range(t, RangeProbe::TooWide), None),
         };
-        let choice = match prefix {
-            _ if !in_range => Some(TableChoice::OutOfRange),
-            _ if range == RangeProbe::Absent => Some(TableChoice::RangeSkipped),
-            Some((e, h)) if t.table.prefix_extractor() == Some(e) => {
-                prefetch(t, h);
-                None
-            }
-            _ => Some(TableChoice::Read {
-                prefix_checked: false,
-                range_checked: range == RangeProbe::Maybe,
-            }),
-        };
-        waiting[n] = Some((level, t, choice));
+        waiting[n] = Some((level, t, choice, query));
         n += 1;
         if n == PROBE_BATCH {
             hand_on(&mut waiting);

@@ -674,10 +674,32 @@ impl Table {
     /// nothing that bears on the range, whoever asks.
     pub fn probe_range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> RangeProbe {
         let Some(f) = &self.range_filter else { return RangeProbe::TooWide };
-        match f.probe(start, end) {
+        self.with_tombstones(f.probe(start, end), start, end)
+    }
+
+    /// The range filter's answer `probe` for `(start, end)` made the table's, as
+    /// [`Table::probe_range`] gives it: "maybe" where one of its range tombstones meets the
+    /// range.
+    #[inline]
+    pub fn with_tombstones(
+        &self,
+        probe: RangeProbe,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> RangeProbe {
+        match probe {
             RangeProbe::Absent if self.tombstone_meets(start, end) => RangeProbe::Maybe,
             other => other,
         }
+    }
+
+    /// False only if the table's range filter says it holds no entry of `key` (of any kind:
+    /// the filter holds every user key the table has an entry for); true without a filter.
+    /// A point read's third chance to skip the table after its point filter said "maybe".
+    /// The table's range tombstones play no part: a point read takes them from the version.
+    #[inline]
+    pub fn range_filter_may_hold(&self, key: &[u8]) -> bool {
+        self.range_filter.as_ref().map_or(true, |f| f.may_contain_key(key))
     }
 
     /// True if one of the table's range tombstones holds a key of `(start, end)`.
