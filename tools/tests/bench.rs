@@ -847,6 +847,19 @@ fn range_profile_compares_range_filters_on_and_off() {
             }
         }
     }
+    // Both read at one shape in L0, saying what was done and each one's tables per level.
+    assert!(json["shape"].as_str().is_some_and(|s| !s.is_empty()), "{}", json["shape"]);
+    let fills: Vec<&Value> = results.iter().filter(|r| r["workload"] == "fill").collect();
+    let l0 = |r: &Value| u(&r["tables_per_level"][0]);
+    assert_eq!(l0(fills[0]), l0(fills[1]), "{fills:?}");
+    assert!(fills.iter().all(|r| r["tables_per_level_at_rest"].is_array()));
+    // Point lookups: blocks searched per lookup, and with range filters the point filters'
+    // "maybe"s they turned away (at 10 bits, about 1% of the tables consulted).
+    for r in results.iter().filter(|r| r["workload"] == "readmissing") {
+        assert!(f(&r["blocks_per_op"]) < 0.05, "{r}");
+        let on = !r["range_filter_bits_per_key"].is_null();
+        assert_eq!(f(&r["range_filter_point_negatives_per_op"]) > 0.0, on, "{r}");
+    }
     // At equal memory: both under one budget, the one with range filters splitting it.
     let json = run_json(
         dir.path(),

@@ -18,6 +18,9 @@
 //! over tables asked, all of which held nothing in range — beside the filters' bound
 //! `w / 2^(B − 2)` (averaged over the tables asked, where their B differs).
 //!
+//! Before anything is read both databases are brought to the same shape ([`align_shapes`]):
+//! the tables per level each held at rest and as read are printed and in the JSON.
+//!
 //! With `--range-share`, the two databases hold the same filter memory: both are
 //! `Budgeted` at `--bits-per-key`, the one with range filters splitting it for that share of
 //! range reads of `--range-width` integers.
@@ -174,8 +177,17 @@ pub(super) struct RangeRow {
     /// `fill`: bits per key the tables' range filters hold in RAM once at rest.
     range_filter_memory_bits_per_key: Option<f64>,
     /// Point lookups: tables whose point filter let a key through that they did not hold,
-    /// per lookup.
+    /// per lookup (the range filter, asked next, turned most of those away: below).
     filter_false_positives_per_op: Option<f64>,
+    /// Point lookups: tables whose point filter said "maybe" and whose range filter, asked
+    /// for the key alone, said "absent", per lookup.
+    range_filter_point_negatives_per_op: Option<f64>,
+    /// Point lookups: data blocks searched (read or found in the block cache), per lookup.
+    blocks_per_op: Option<f64>,
+    /// `fill`: tables per level (L0 first) once at rest, and after the shapes were aligned
+    /// (see `RangeReport::shape`), as the reads found them.
+    tables_per_level_at_rest: Option<Vec<usize>>,
+    tables_per_level: Option<Vec<usize>>,
 }
 
 #[derive(Serialize)]
@@ -193,6 +205,9 @@ struct RangeReport {
     range_width: Option<u64>,
     reads: u64,
     seed: u64,
+    /// What was done so that both databases are read in the same shape (see
+    /// [`align_shapes`]).
+    shape: String,
     machine: super::report::Machine,
     results: Vec<RangeRow>,
     total_seconds: f64,
@@ -253,7 +268,7 @@ pub(super) fn run(
             }
         };
         let dir = base.join(if on { "range-filters" } else { "no-range-filters" });
-        let db = Db::open(&dir, opts)?;
+        let db = Db::open(&dir, opts.clone())?;
         let budgeted = mix.is_some();
         let mut run = Run { db: &db, data, reads, seed: args.seed, bits, on, budgeted };
         let mut row = run.fill(&order, &values)?;
@@ -263,15 +278,21 @@ pub(super) fn run(
             row.range_filter_bits_per_key = run.bits;
         }
         let bits = run.bits;
+        row.tables_per_level_at_rest = Some(levels_in_use(&db));
         results.push(row);
-        let shape = db.stats().tables_per_level;
-        say(&format!(
-            "{}: tables per level {:?}\n",
-            if bits.is_some() { "range filters" } else { "no range filters" },
-            &shape[..shape.iter().rposition(|&n| n > 0).map_or(0, |l| l + 1)]
-        ))?;
-        dbs.push((db, dir, bits, on));
+        dbs.push((db, dir, bits, on, opts));
     }
+    let (dbs, shape) = align_shapes(dbs)?;
+    for ((db, _, _, on, _), row) in dbs.iter().zip(results.iter_mut()) {
+        let (at_rest, now) = (row.tables_per_level_at_rest.clone(), levels_in_use(db));
+        say(&format!(
+            "{}: tables per level {:?} at rest, {now:?} read\n",
+            if *on { "range filters" } else { "no range filters" },
+            at_rest.unwrap_or_default(),
+        ))?;
+        row.tables_per_level = Some(now);
+    }
+    say(&format!("shapes: {shape}\n"))?;
     let mut phases: Vec<Scan> = Vec::new();
     for next in [false, true] {
         phases.extend(WIDTHS.map(|w| Scan::Empty { w, next }));
@@ -279,7 +300,7 @@ pub(super) fn run(
     phases.extend([Scan::Short, Scan::Long, Scan::Point(true), Scan::Point(false)]);
     for (i, &scan) in phases.iter().enumerate() {
         for k in 0..dbs.len() {
-            let (db, _, bits, on) = &dbs[(i + k) % dbs.len()];
+            let (db, _, bits, on, _) = &dbs[(i + k) % dbs.len()];
             let budgeted = mix.is_some();
             let run = Run { db, data, reads, seed: args.seed, bits: *bits, on: *on, budgeted };
             results.push(match scan {
@@ -288,7 +309,7 @@ pub(super) fn run(
             });
         }
     }
-    for (db, dir, _, _) in dbs {
+    for (db, dir, _, _, _) in dbs {
         db.close()?;
         drop(db);
         if args.dir.is_none() {
@@ -309,6 +330,7 @@ pub(super) fn run(
         range_width: mix.map(|m| m.range_width),
         reads,
         seed: args.seed,
+        shape,
         machine: machine(load_average_at_start),
         results,
         total_seconds: started.elapsed().as_secs_f64(),
@@ -367,6 +389,10 @@ impl Run<'_> {
             point_filter_memory_bits_per_key: None,
             range_filter_memory_bits_per_key: None,
             filter_false_positives_per_op: None,
+            range_filter_point_negatives_per_op: None,
+            blocks_per_op: None,
+            tables_per_level_at_rest: None,
+            tables_per_level: None,
         }
     }
 
@@ -487,11 +513,84 @@ impl Run<'_> {
         }
         let seconds = start.elapsed().as_secs_f64();
         let name = if present { "readrandom" } else { "readmissing" };
-        let fp = self.db.stats().filter_false_positives - before.filter_false_positives;
+        let after = self.db.stats();
+        let per_op = |n: u64| Some(n as f64 / self.reads.max(1) as f64);
         let mut row = self.row(name, None, self.reads, seconds);
-        row.filter_false_positives_per_op = Some(fp as f64 / self.reads.max(1) as f64);
+        row.filter_false_positives_per_op =
+            per_op(after.filter_false_positives - before.filter_false_positives);
+        row.range_filter_point_negatives_per_op =
+            per_op(after.range_filter_point_negatives - before.range_filter_point_negatives);
+        row.blocks_per_op = per_op(
+            after.block_reads + after.block_cache_hits
+                - before.block_reads
+                - before.block_cache_hits,
+        );
         Ok(row)
     }
+}
+
+/// A database of the profile: the database, its directory, its range filters' bits per key,
+/// whether it has range filters, and the options it was opened with.
+type Opened = (Db, std::path::PathBuf, Option<f64>, bool, Options);
+
+/// Tables per level, L0 first, up to the deepest level in use.
+fn levels_in_use(db: &Db) -> Vec<usize> {
+    let shape = db.stats().tables_per_level;
+    shape[..shape.iter().rposition(|&n| n > 0).map_or(0, |l| l + 1)].to_vec()
+}
+
+/// Brings the databases, each at rest, to the same shape before anything is read, so a
+/// difference in what they read is the filters' and not where each one's compaction cycle
+/// stopped: at rest, one may hold a few L0 tables that the other has just compacted, which
+/// every scan then merges. When their L0 table counts differ, each is reopened with an L0
+/// compaction trigger of 1 and compacted until its L0 is empty; if they still differ at L0,
+/// both are compacted whole ([`Db::compact`]). Deeper levels are left as they are: their
+/// table counts differ by a few percent with the filters' sizes, and a read consults one
+/// table per level there whatever the count. Returns the databases, reopened or not, and
+/// what was done.
+fn align_shapes(dbs: Vec<Opened>) -> bloomkv::Result<(Vec<Opened>, String)> {
+    let l0 = |dbs: &[Opened]| -> Vec<usize> {
+        dbs.iter().map(|d| d.0.stats().tables_per_level[0]).collect()
+    };
+    let at_rest = l0(&dbs);
+    if at_rest.windows(2).all(|w| w[0] == w[1]) {
+        return Ok((dbs, format!("as at rest: both with {} L0 tables", at_rest[0])));
+    }
+    let mut reopened = Vec::new();
+    for (db, dir, bits, on, opts) in dbs {
+        db.close()?;
+        drop(db);
+        let db = Db::open(&dir, opts.clone().l0_compaction_trigger(1))?;
+        // An L0 merge may precede the move into L1: a few steps, bounded.
+        for _ in 0..64 {
+            if db.stats().tables_per_level[0] == 0 || db.compact_step()?.is_none() {
+                break;
+            }
+        }
+        db.wait_for_file_removals();
+        reopened.push((db, dir, bits, on, opts));
+    }
+    let emptied = l0(&reopened);
+    if emptied.windows(2).all(|w| w[0] == w[1]) {
+        return Ok((
+            reopened,
+            format!(
+                "L0 tables at rest {at_rest:?} (with range filters first); both reopened \
+                 with l0_compaction_trigger 1 and compacted to {} L0 tables",
+                emptied[0]
+            ),
+        ));
+    }
+    for d in &reopened {
+        d.0.compact()?;
+    }
+    Ok((
+        reopened,
+        format!(
+            "L0 tables at rest {at_rest:?} (with range filters first), {emptied:?} after \
+             emptying L0 failed to agree: both compacted whole (Db::compact)"
+        ),
+    ))
 }
 
 /// Tables whose key range meets `r`.
@@ -562,6 +661,14 @@ fn table(rows: &[RangeRow]) -> String {
             opt(b.tables_read_per_op, 3),
             ratio
         );
+        if let (Some(x), Some(y)) = (a.blocks_per_op, b.blocks_per_op) {
+            let _ = writeln!(
+                out,
+                "  (blocks searched per lookup: {x:.5} with range filters, {y:.5} without; \
+                 point-filter maybes the range filter turned away per lookup: {})",
+                opt(a.range_filter_point_negatives_per_op, 5)
+            );
+        }
         if let (Some(x), Some(y)) = (a.settle_seconds, b.settle_seconds) {
             let _ =
                 writeln!(out, "  (then to rest: {x:.2} s with range filters, {y:.2} s without)");
