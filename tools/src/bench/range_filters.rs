@@ -669,6 +669,17 @@ fn table(rows: &[RangeRow]) -> String {
                 opt(a.range_filter_point_negatives_per_op, 5)
             );
         }
+        if let (Some(p), Some(r), Some(q)) = (
+            a.point_filter_memory_bits_per_key,
+            a.range_filter_memory_bits_per_key,
+            b.point_filter_memory_bits_per_key,
+        ) {
+            let _ = writeln!(
+                out,
+                "  (filters in RAM, bits/key: {p:.2} point + {r:.2} range with range filters, \
+                 {q:.2} point without)"
+            );
+        }
         if let (Some(x), Some(y)) = (a.settle_seconds, b.settle_seconds) {
             let _ =
                 writeln!(out, "  (then to rest: {x:.2} s with range filters, {y:.2} s without)");
