@@ -657,15 +657,16 @@ fn lookups_are_exact_when_keys_share_their_first_16_bytes() {
     }
 }
 
-/// A lookup remembers (and prefetches) its first 16 candidate tables and finds any further
-/// ones with a second walk; with 24 overlapping L0 tables, keys in the oldest tables and absent
-/// keys must still be answered exactly, consulting every covering table once.
+/// A lookup remembers (and prefetches) its candidate tables 16 at a time, walking again for
+/// each further chunk; with 40 overlapping L0 tables (three chunks, the last one partial),
+/// keys in the oldest tables and absent keys must still be answered exactly, consulting every
+/// covering table once.
 #[test]
 fn lookups_are_exact_past_sixteen_overlapping_tables() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::default().l0_triggers(100);
     let db = Db::open(dir.path(), opts).unwrap();
-    const ROUNDS: u64 = 24;
+    const ROUNDS: u64 = 40;
     for round in 0..ROUNDS {
         // Every table spans nearly the whole key range, so they all overlap.
         for i in (round..2400).step_by(ROUNDS as usize) {

@@ -35,7 +35,7 @@ use crate::memtable::MemGet;
 use crate::table::reader::KeyPrefixHash;
 use crate::table::{GetOutcome, TableGet};
 use crate::tree::Tree;
-use crate::version::set::TableFile;
+use crate::version::set::{TableFile, Version};
 use crate::{Result, Value};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -302,10 +302,44 @@ pub fn resolve(
     }
 }
 
-/// Candidates remembered (and prefetched) by the first walk. A lookup consults the L0 tables
-/// plus at most one table per sorted level, so this covers every lookup unless L0 has grown
-/// far past its stop trigger; any candidates beyond it are found by a second walk.
+/// Candidates remembered (and prefetched) by one walk. A lookup consults the L0 tables plus
+/// at most one table per sorted level; a keyspace that gathers runs keeps up to K of them per
+/// level in L0 (lazy leveling at ratio 10: 9 per level above the last, so 19 at four levels,
+/// 28 at five). Beyond this many, the walk is taken again for the next ones, each time
+/// prefetching all of them before any is probed: the cache misses still overlap, a chunk at a
+/// time, where a candidate past the first chunk used to wait for its own.
 const REMEMBERED: usize = 16;
+
+/// Candidate tables with their filters, remembered by one walk.
+type Chunk<'v> = [Option<(&'v Arc<TableFile>, &'v Filter)>; REMEMBERED];
+
+/// Remembers the candidates for `key` after the first `skip` in `chunk`, up to
+/// [`REMEMBERED`] of them, and starts loading each one's filter line; true if more follow.
+#[inline]
+fn remember<'v>(
+    version: &'v Version,
+    key: &[u8],
+    hash: u64,
+    chunk: &mut Chunk<'v>,
+    mut skip: usize,
+) -> bool {
+    let mut n = 0;
+    let more = version.for_each_candidate(key, |t, filter| {
+        if skip > 0 {
+            skip -= 1;
+            return ControlFlow::Continue(());
+        }
+        if n == REMEMBERED {
+            return ControlFlow::Break(());
+        }
+        filter.prefetch(hash);
+        chunk[n] = Some((t, filter));
+        n += 1;
+        ControlFlow::Continue(())
+    });
+    chunk[n..].fill(None);
+    more.is_break()
+}
 
 // Inlined into the engine's `ReadView::get`, as it was when both were one crate: the call
 // between them cost every lookup (docs/results/2026-11-29-tree-crate-callgrind.md).
@@ -320,19 +354,8 @@ pub fn search<O: ReadObserver>(
 ) -> Result<Option<Value>> {
     let hash = hash_key(key);
     let version = &state.version;
-    let mut first: [Option<(&Arc<TableFile>, &Filter)>; REMEMBERED] = [None; REMEMBERED];
-    let mut n = 0;
-    let more = version
-        .for_each_candidate(key, |t, filter| {
-            if n == REMEMBERED {
-                return ControlFlow::Break(());
-            }
-            filter.prefetch(hash);
-            first[n] = Some((t, filter));
-            n += 1;
-            ControlFlow::Continue(())
-        })
-        .is_break();
+    let mut chunk: Chunk<'_> = [None; REMEMBERED];
+    let mut more = remember(version, key, hash, &mut chunk, 0);
     // Only an exhaustive observer gets here with an answer already found: it is kept, and
     // the walk goes on for the observer's sake.
     let mut answer: Option<Option<Value>> = None;
@@ -387,23 +410,18 @@ pub fn search<O: ReadObserver>(
             Some(decided) => ControlFlow::Break(Ok(decided)),
         }
     };
-    for &(t, filter) in first.iter().flatten() {
-        if let ControlFlow::Break(answer) = consult(t, filter) {
-            return answer;
-        }
-    }
-    if more {
-        let mut skip = REMEMBERED;
-        let rest = version.for_each_candidate(key, |t, filter| {
-            if skip > 0 {
-                skip -= 1;
-                return ControlFlow::Continue(());
+    let mut walked = 0;
+    loop {
+        for &(t, filter) in chunk.iter().flatten() {
+            if let ControlFlow::Break(answer) = consult(t, filter) {
+                return answer;
             }
-            consult(t, filter)
-        });
-        if let ControlFlow::Break(answer) = rest {
-            return answer;
         }
+        if !more {
+            break;
+        }
+        walked += REMEMBERED;
+        more = remember(version, key, hash, &mut chunk, walked);
     }
     Ok(answer.unwrap_or(None))
 }
