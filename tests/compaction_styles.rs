@@ -356,3 +356,62 @@ fn leveled_tables_grow_with_the_level() {
     assert!(on(1).all(|s| s < 2 * target), "L1 keeps tables of the target size");
     assert!(on(2).all(|s| s < 3 * target), "L2's are twice it");
 }
+
+/// While a lazy-leveling keyspace merges runs into its last level, the flushed runs arriving
+/// meanwhile are merged beside it, on the second compaction thread, so writers are not held
+/// behind the long merge. A listener holds the first merge into the last level until a merge
+/// of L0 runs into one L0 table begins beside it (giving up after a while, so that without
+/// one the test fails rather than hangs); the contents stay exact throughout.
+#[test]
+fn runs_merge_beside_a_merge_into_the_last_level() {
+    use bloomkv::events::{CompactionInfo, EventListener};
+    use std::sync::{Condvar, Mutex};
+    #[derive(Default)]
+    struct Progress {
+        holding: bool,
+        beside: Option<CompactionInfo>,
+        released: bool,
+    }
+    #[derive(Default)]
+    struct Hold(Mutex<Progress>, Condvar);
+    impl EventListener for Hold {
+        fn on_compaction_begin(&self, info: &CompactionInfo) {
+            let mut p = self.0.lock().unwrap();
+            if info.output_level == 6 && !p.holding {
+                p.holding = true;
+                let give_up = Duration::from_secs(60);
+                p = self.1.wait_timeout_while(p, give_up, |p| p.beside.is_none()).unwrap().0;
+                p.released = true;
+            } else if p.holding && !p.released && info.output_level == 0 {
+                p.beside = Some(info.clone());
+                self.1.notify_all();
+            }
+        }
+    }
+    let clock = Arc::new(ManualClock::new(START));
+    let hold = Arc::new(Hold::default());
+    let opts = options(&clock)
+        .background_compactions(true)
+        .event_listener(hold.clone())
+        .compaction_style(CompactionStyle::LazyLeveling);
+    let (_dir, db) = common::db::open_temp(opts);
+    let mut model = BTreeMap::new();
+    for round in 0..400u32 {
+        if hold.0.lock().unwrap().beside.is_some() {
+            break;
+        }
+        for i in 0..40u32 {
+            let key = (i * 7919 + round).to_be_bytes();
+            let value = format!("{round}-{i}").repeat(8);
+            db.put(key, &value).unwrap();
+            model.insert(key, value);
+        }
+        db.flush().unwrap();
+    }
+    let beside = hold.0.lock().unwrap().beside.clone();
+    let beside = beside.expect("a merge of L0 runs began beside the merge into the last level");
+    assert_eq!((beside.reason, beside.input_level), (CompactionReason::Runs, 0));
+    for (key, value) in &model {
+        assert_eq!(db.get(key).unwrap().unwrap(), value.as_bytes());
+    }
+}

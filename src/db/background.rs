@@ -1,5 +1,5 @@
-//! Background work: the flush thread and the compaction thread, the error that stops the
-//! database when one of them (or a write) fails, and shutdown.
+//! Background work: the flush thread and the two compaction threads, the error that stops
+//! the database when one of them (or a write) fails, and shutdown.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -27,7 +27,7 @@ pub(crate) struct BgState {
 /// kept the LOCK would make the next open fail, and they are meant to be short-lived.
 pub(crate) struct OpenDb {
     inner: Arc<DbInner>,
-    /// The flush thread and the compaction thread (none for a read-only handle).
+    /// The flush thread and the compaction threads (none for a read-only handle).
     bg_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -46,9 +46,11 @@ impl OpenDb {
         OpenDb { inner, bg_threads: Mutex::new(Vec::new()) }
     }
 
-    /// Starts the flush thread and the compaction thread.
+    /// Starts the flush thread and the compaction threads: the second runs only merges that
+    /// may go on beside the first's (`compaction::needs_compaction`), so a keyspace that
+    /// gathers runs merges its newest ones while a long merge into its last level runs.
     pub(crate) fn start_background(&self) -> Result<()> {
-        for job in [BgJob::Flush, BgJob::Compact] {
+        for job in [BgJob::Flush, BgJob::Compact, BgJob::Compact] {
             let inner = self.inner.clone();
             let handle = std::thread::Builder::new()
                 .name(job.thread_name().into())
@@ -113,7 +115,7 @@ fn finish_shutdown(inner: &DbInner, threads: Vec<JoinHandle<()>>) -> Result<()> 
     inner.caches.reads.close();
     // A manual compaction or an ingest runs on its caller's thread and stops soon once it
     // sees `closed`; wait for it, so no file is written after the LOCK is released.
-    let _slot = lock(&inner.compaction_slot);
+    let _slot = inner.slot_alone();
     // Nor is one removed after it: the tables let go so far are removed now.
     inner.caches.deleter.close();
     let marked = record_clock_mark(inner);

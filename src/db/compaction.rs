@@ -38,11 +38,17 @@ use bloomkv_tree::filter_budget::{table_filters, Placement, TableFilters};
 
 /// One compaction's inputs ([`picker::Task`]). Only built and run while holding
 /// `DbInner::compaction_slot`; flushes only ever add L0 tables, and an ingest adds tables
-/// only while holding the slot, so the inputs stay live, and the levels below them
-/// unchanged, until the compaction installs.
+/// only while holding the slot alone, so the inputs stay live until the compaction installs.
+/// Two background compactions share the slot only as `picker::pick_beside` allows: disjoint
+/// inputs, the second a merge of L0 runs into one L0 table.
 pub(crate) type Compaction = picker::Task;
 
 impl DbInner {
+    /// The compaction slot, held alone: no background compaction runs meanwhile, nor starts.
+    pub(crate) fn slot_alone(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.compaction_slot.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// What the picker follows, from the database's options.
     pub(crate) fn picker_policy(&self) -> Policy {
         Policy {
@@ -56,8 +62,15 @@ impl DbInner {
     }
 }
 
+/// Whether a background compaction is due that may start now: any, while none runs; one
+/// that may run beside those running ([`picker::pick_beside`]) otherwise.
 pub(crate) fn needs_compaction(inner: &DbInner, state: &DbState) -> bool {
-    picker::needs_compaction(&state.trees, &inner.picker_policy(), inner.clock.peek())
+    let busy = lock(&inner.compacting);
+    if busy.is_empty() {
+        picker::needs_compaction(&state.trees, &inner.picker_policy(), inner.clock.peek())
+    } else {
+        picker::pick_beside(&state.trees, &inner.picker_policy(), &busy).is_some()
+    }
 }
 
 /// The compaction the picker chooses now, if any.
@@ -65,11 +78,12 @@ pub(crate) fn pick(inner: &DbInner, state: &DbState) -> Option<Compaction> {
     picker::pick(&state.trees, &inner.picker_policy(), inner.clock.peek())
 }
 
-/// Runs one compaction if any level needs it. Background thread.
+/// Runs one compaction if any level needs it. Background threads, two of them: while one
+/// runs a long merge, the other may run one beside it ([`needs_compaction`]).
 pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
     // Pick under the slot: a manual compaction that ran while we waited for it may have
     // replaced any table we would otherwise have chosen.
-    let _slot = lock(&inner.compaction_slot);
+    let _slot = inner.compaction_slot.read().unwrap_or_else(|p| p.into_inner());
     {
         let bg = lock(&inner.bg);
         // An ingest that reserved its sequence number meanwhile holds compactions off.
@@ -77,11 +91,29 @@ pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
             return Ok(());
         }
     }
-    let state = inner.load_state();
-    match pick(inner, &state) {
-        Some(c) => run_locked(inner, c),
-        None => Ok(()),
-    }
+    // Picked and registered under one lock, so the other thread's pick sees these inputs
+    // taken; the state is loaded under it too, so it holds every table a running
+    // compaction has not yet replaced.
+    let picked = {
+        let mut busy = lock(&inner.compacting);
+        let state = inner.load_state();
+        let c = match busy.is_empty() {
+            true => pick(inner, &state),
+            false => picker::pick_beside(&state.trees, &inner.picker_policy(), &busy),
+        };
+        if let Some(c) = &c {
+            busy.extend(c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.number));
+        }
+        c
+    };
+    let Some(c) = picked else { return Ok(()) };
+    let numbers: Vec<u64> = c.inputs.iter().chain(&c.next_inputs).map(|t| t.meta.number).collect();
+    let result = run_locked(inner, c);
+    let mut busy = lock(&inner.compacting);
+    numbers.iter().for_each(|n| {
+        busy.remove(n);
+    });
+    result
 }
 
 /// What [`pick`] chooses now, run at once on the caller's thread (`Db::compact_step`); the
@@ -90,7 +122,7 @@ pub(crate) fn maybe_compact(inner: &DbInner) -> Result<()> {
 #[cfg(feature = "internals")]
 pub(crate) fn step(inner: &DbInner) -> Result<Option<crate::db::PickedCompaction>> {
     crate::events::refuse_in_callback()?;
-    let _slot = lock(&inner.compaction_slot);
+    let _slot = inner.slot_alone();
     {
         let bg = lock(&inner.bg);
         inner.check_bg_error_locked(&bg)?;
@@ -115,8 +147,8 @@ pub(crate) fn step(inner: &DbInner) -> Result<Option<crate::db::PickedCompaction
 /// number.
 fn pause_for_ingests<'a>(
     inner: &'a DbInner,
-    mut slot: std::sync::MutexGuard<'a, ()>,
-) -> Result<std::sync::MutexGuard<'a, ()>> {
+    mut slot: std::sync::RwLockWriteGuard<'a, ()>,
+) -> Result<std::sync::RwLockWriteGuard<'a, ()>> {
     loop {
         let mut bg = lock(&inner.bg);
         if bg.ingests == 0 {
@@ -132,7 +164,7 @@ fn pause_for_ingests<'a>(
             bg = inner.bg_done_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
         }
         drop(bg);
-        slot = lock(&inner.compaction_slot);
+        slot = inner.slot_alone();
     }
 }
 
@@ -157,7 +189,7 @@ pub(crate) fn compact_all(inner: &DbInner) -> Result<()> {
     // The compaction thread may be mid-compaction; it checks `manual_compaction` only between
     // steps, so wait for it by taking the compaction slot it holds while running.
     let result = (|| -> Result<()> {
-        let mut slot = lock(&inner.compaction_slot);
+        let mut slot = inner.slot_alone();
         // Keyspaces are dropped only while holding the slot, so every tree stays (a tree
         // dropped while the slot is let go for an ingest is skipped).
         let ids: Vec<_> = inner.load_state().trees.iter().map(|t| t.id).collect();
@@ -284,8 +316,8 @@ fn rewrite_last_level<'a>(
     id: crate::version::edit::KeyspaceId,
     first_new: u64,
     whole: bool,
-    mut slot: std::sync::MutexGuard<'a, ()>,
-) -> Result<std::sync::MutexGuard<'a, ()>> {
+    mut slot: std::sync::RwLockWriteGuard<'a, ()>,
+) -> Result<std::sync::RwLockWriteGuard<'a, ()>> {
     loop {
         if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(crate::Error::Closed);

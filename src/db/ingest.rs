@@ -103,7 +103,7 @@ where
         Ok((seq, segment, tree, registered))
     })?;
     source.set_seq(seq);
-    let _slot = lock(&inner.compaction_slot);
+    let _slot = inner.slot_alone();
     let built = build(inner, keyspace, &tree, &mut source, expected_entries, segment);
     if built.is_err() {
         // The memtable switch is the one change a refused ingest makes; its flush is

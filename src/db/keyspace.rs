@@ -409,7 +409,7 @@ impl DbInner {
             // while this task leads the write queue, so once the immutable memtables are
             // flushed no flush runs; the compaction slot holds off compactions.
             flush::wait_for_flushes(self)?;
-            let _slot = lock(&self.compaction_slot);
+            let _slot = self.slot_alone();
             let tree = self.state.load().tree(tree.id).cloned().unwrap_or(tree);
             let mut edit = VersionEdit {
                 dropped_keyspaces: vec![tree.id],

@@ -103,9 +103,13 @@ pub(crate) struct DbInner {
     pub read_only: bool,
     pub state: ArcSwap<DbState>,
     pub state_lock: Mutex<()>,
-    /// Held by whichever compaction (background or manual) is running, and by an ingest from
-    /// its first table to its install.
-    pub compaction_slot: Mutex<()>,
+    /// Shared by the background compactions running (`compaction::maybe_compact`), whose
+    /// inputs are then in `compacting`; held alone by a manual compaction, a compaction step,
+    /// a keyspace's drop, `resume`, and an ingest from its first table to its install.
+    pub compaction_slot: std::sync::RwLock<()>,
+    /// The tables the background compactions running now read: what a second one must leave
+    /// alone (`picker::pick_beside`).
+    pub compacting: Mutex<std::collections::BTreeSet<u64>>,
     /// Held by an ingest from before it reserves its sequence number to its install, so
     /// ingests install in the order of their sequence numbers.
     pub ingest_order: Mutex<()>,

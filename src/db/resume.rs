@@ -50,7 +50,7 @@ impl DbInner {
                 }
             }
             // Manual compactions and ingests hold this while they run.
-            let _slot = lock(&self.compaction_slot);
+            let _slot = self.slot_alone();
             {
                 let _g = lock(&self.state_lock);
                 let state = self.state.load();

@@ -38,6 +38,8 @@
 //!   the input tables and those of the output level they overlap, and the blob files whose
 //!   values it relocates; or `none`. The runner
 //!   also checks that `needs_compaction` agrees.
+//! - `beside busy=NUM,NUM,...`: what [`picker::pick_beside`] chooses to run beside compactions
+//!   reading the tables numbered, in the same form as `pick`; or `none`.
 //!
 //! `BLOOMKV_REWRITE=1 cargo test -p bloomkv-tree --test picker` fills the expectations in
 //! (review them with `git diff`).
@@ -111,6 +113,7 @@ impl Script {
         match words[0] {
             "define" => self.define(&args, &text[1..]),
             "pick" => self.pick(num(&args, "now", 0)),
+            "beside" => self.beside(args.get("busy").map_or("", String::as_str)),
             other => panic!("unknown command {other}"),
         }
     }
@@ -190,6 +193,17 @@ impl Script {
             task.is_some(),
             "needs_compaction disagrees with pick"
         );
+        self.show(task)
+    }
+
+    fn beside(&self, busy: &str) -> String {
+        let (tree, policy) = self.tree.as_ref().expect("define first");
+        let busy = busy.split(',').filter(|n| !n.is_empty()).map(|n| n.parse().expect("NUM"));
+        self.show(picker::pick_beside(std::slice::from_ref(tree), policy, &busy.collect()))
+    }
+
+    fn show(&self, task: Option<picker::Task>) -> String {
+        let (tree, policy) = self.tree.as_ref().expect("define first");
         let Some(t) = task else { return "none\n".into() };
         let numbers = |ts: &[Arc<TableFile>]| {
             ts.iter().map(|t| t.meta.number.to_string()).collect::<Vec<_>>()

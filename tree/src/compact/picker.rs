@@ -26,7 +26,7 @@
 //! Whether a chosen compaction merely moves its tables down a level is decided when it
 //! runs (the engine's `may_move`), not here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::blob::{BlobFileKind, BlobFileMeta};
@@ -344,70 +344,124 @@ fn count_excess_runs(v: &Version, policy: &Policy, k: usize, z: usize) -> usize 
 /// level, which is each time the run just older, so age order holds throughout.
 pub fn pick_runs(trees: &[Arc<Tree>], policy: &Policy) -> Option<Task> {
     trees.iter().find_map(|tree| {
-        let (k, z) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio)?;
-        let v = &tree.version;
-        let runs = sorted_runs(v);
-        let level =
-            |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
-        let levels: Vec<usize> = runs.iter().map(level).collect();
-        let last = *levels.iter().max()?;
-        let at = |l: usize| (0..runs.len()).filter(|&i| levels[i] == l).collect::<Vec<usize>>();
-        let (mut first, mut end) = (1..=last).find_map(|l| {
-            let (here, allowed) = (at(l), if l == last { z } else { k });
-            if here.len() <= allowed {
-                return None;
-            }
-            // The level above the last merges into it when the last holds all it may: one
-            // write of those runs instead of two (Dostoevsky's lazy leveling), which a fill
-            // otherwise paid for every byte reaching the last level.
-            let below = at(last);
-            let end = match below.last() {
-                Some(&e) if l + 1 == last && below.len() >= z => e,
-                _ => here[here.len() - 1],
-            };
-            Some((here[0], end))
-        })?;
-        // An ingest's L0 tables share one sequence number: the span takes all of them or
-        // none, or L0's order would no longer hold the merged run's age.
-        let l0_all = &v.levels[0];
-        let seqs = |ts: &[Arc<TableFile>]| {
-            let lo = ts.iter().map(|t| t.meta.smallest_seq).min().unwrap_or(0);
-            (lo, ts.iter().map(|t| t.meta.largest_seq).max().unwrap_or(0))
-        };
-        while first < end.min(l0_all.len()) {
-            let (lo, hi) = seqs(&l0_all[first..=end.min(l0_all.len() - 1)]);
-            if first > 0 && l0_all[first - 1].meta.smallest_seq <= hi {
-                first -= 1;
-            } else if end + 1 < l0_all.len() && l0_all[end + 1].meta.largest_seq >= lo {
-                end += 1;
-            } else {
-                break;
-            }
-        }
-        let span = &runs[first..=end];
-        let l0: Vec<Arc<TableFile>> =
-            span.iter().filter(|r| r.level == 0).flat_map(|r| r.tables.iter().cloned()).collect();
-        let sorted: Vec<usize> = span.iter().filter(|r| r.level > 0).map(|r| r.level).collect();
-        let task = |level, out_level, inputs, next_inputs| Task {
-            tree: tree.clone(),
-            level,
-            out_level,
-            inputs,
-            next_inputs,
-            reason: CompactionReason::Runs,
-            relocate: blob_gc_files(trees, tree, false),
-        };
-        Some(match (l0.is_empty(), sorted.first()) {
-            (false, Some(&d)) => task(0, d, l0, v.levels[d].clone()),
-            (true, Some(&a)) => {
-                let b = *sorted.get(1)?;
-                task(a, b, v.levels[a].clone(), v.levels[b].clone())
-            }
-            // The oldest run of all: to the last level; otherwise one L0 table.
-            (false, None) if end == runs.len() - 1 => task(0, NUM_LEVELS - 1, l0, Vec::new()),
-            (false, None) => task(0, 0, l0, Vec::new()),
-            (true, None) => return None,
+        let none = BTreeSet::new();
+        let level = crowded_levels(tree, policy, &none).into_iter().next()?;
+        runs_merge(trees, tree, policy, level, &none)
+    })
+}
+
+/// A merge of sorted runs that may run beside the compactions already running, whose inputs
+/// are the tables numbered in `busy`: the first [`pick_runs`] would choose at any level of
+/// any keyspace that gathers runs, from the top, counting only the runs none of them reads,
+/// when its tables are all L0 tables none of them reads, merged into one L0 table. RocksDB runs compactions of disjoint inputs at once in the
+/// same way; here only this kind, which is what a keyspace that gathers runs needs beside a
+/// long merge into its last level (flush-sized runs arrive meanwhile, and left waiting they
+/// bound the writers: `excess_runs`). Any such merge is safe beside another: its inputs are
+/// a span of L0 adjacent in age, its output takes their place in L0's order, and what lies
+/// beneath it (older L0 tables, deeper levels) can only lose versions, never gain them, from
+/// the other merge, so its tombstones and filters judge it no less safely. It relocates no
+/// blob values: two merges relocating one file's values at once could each leave the other's
+/// references behind.
+pub fn pick_beside(trees: &[Arc<Tree>], policy: &Policy, busy: &BTreeSet<u64>) -> Option<Task> {
+    trees.iter().find_map(|tree| {
+        crowded_levels(tree, policy, busy).into_iter().find_map(|level| {
+            let task = runs_merge(trees, tree, policy, level, busy)?;
+            let free = |ts: &[Arc<TableFile>]| ts.iter().all(|t| !busy.contains(&t.meta.number));
+            let beside = task.level == 0
+                && task.out_level == 0
+                && free(&task.inputs)
+                && free(&task.next_inputs);
+            beside.then(|| Task { relocate: Vec::new(), ..task })
         })
+    })
+}
+
+/// The levels of `tree`'s fluid LSM-tree holding more runs than its style allows (K above
+/// the last level, Z at the last), from the top, counting no run with a table in `busy`;
+/// none for a keyspace that does not gather runs.
+fn crowded_levels(tree: &Tree, policy: &Policy, busy: &BTreeSet<u64>) -> Vec<usize> {
+    let Some((k, z)) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio) else {
+        return Vec::new();
+    };
+    let (levels, last) = run_levels(&sorted_runs(&tree.version), policy, busy);
+    let count = |l: usize| levels.iter().filter(|&&x| x == l).count();
+    (1..=last).filter(|&l| count(l) > if l == last { z } else { k }).collect()
+}
+
+/// Each run's level in the fluid LSM-tree ([`run_level`]), 0 for a run with a table in
+/// `busy` (which a running compaction replaces: no level counts it); and the last level, of
+/// all runs, busy or not, so that runs do not take the last level's allowance while the
+/// runs that make it are being merged.
+fn run_levels(runs: &[SortedRun], policy: &Policy, busy: &BTreeSet<u64>) -> (Vec<usize>, usize) {
+    let level = |r: &SortedRun| run_level(r.bytes, policy.run_base_bytes, policy.level_size_ratio);
+    let last = runs.iter().map(level).max().unwrap_or(0);
+    let taken = |r: &SortedRun| r.tables.iter().any(|t| busy.contains(&t.meta.number));
+    (runs.iter().map(|r| if taken(r) { 0 } else { level(r) }).collect(), last)
+}
+
+/// The merge [`pick_runs`] describes for `level` of `tree`, one of its [`crowded_levels`].
+fn runs_merge(
+    trees: &[Arc<Tree>],
+    tree: &Arc<Tree>,
+    policy: &Policy,
+    l: usize,
+    busy: &BTreeSet<u64>,
+) -> Option<Task> {
+    let (_, z) = tree.opts.compaction_style.runs_per_level(policy.level_size_ratio)?;
+    let v = &tree.version;
+    let runs = sorted_runs(v);
+    let (levels, last) = run_levels(&runs, policy, busy);
+    let at = |l: usize| (0..runs.len()).filter(|&i| levels[i] == l).collect::<Vec<usize>>();
+    let here = at(l);
+    // The level above the last merges into it when the last holds all it may: one write of
+    // those runs instead of two (Dostoevsky's lazy leveling), which a fill otherwise paid for
+    // every byte reaching the last level.
+    let below = at(last);
+    let end = match below.last() {
+        Some(&e) if l + 1 == last && below.len() >= z => e,
+        _ => *here.last()?,
+    };
+    let (mut first, mut end) = (*here.first()?, end);
+    // An ingest's L0 tables share one sequence number: the span takes all of them or
+    // none, or L0's order would no longer hold the merged run's age.
+    let l0_all = &v.levels[0];
+    let seqs = |ts: &[Arc<TableFile>]| {
+        let lo = ts.iter().map(|t| t.meta.smallest_seq).min().unwrap_or(0);
+        (lo, ts.iter().map(|t| t.meta.largest_seq).max().unwrap_or(0))
+    };
+    while first < end.min(l0_all.len()) {
+        let (lo, hi) = seqs(&l0_all[first..=end.min(l0_all.len() - 1)]);
+        if first > 0 && l0_all[first - 1].meta.smallest_seq <= hi {
+            first -= 1;
+        } else if end + 1 < l0_all.len() && l0_all[end + 1].meta.largest_seq >= lo {
+            end += 1;
+        } else {
+            break;
+        }
+    }
+    let span = &runs[first..=end];
+    let l0: Vec<Arc<TableFile>> =
+        span.iter().filter(|r| r.level == 0).flat_map(|r| r.tables.iter().cloned()).collect();
+    let sorted: Vec<usize> = span.iter().filter(|r| r.level > 0).map(|r| r.level).collect();
+    let task = |level, out_level, inputs, next_inputs| Task {
+        tree: tree.clone(),
+        level,
+        out_level,
+        inputs,
+        next_inputs,
+        reason: CompactionReason::Runs,
+        relocate: blob_gc_files(trees, tree, false),
+    };
+    Some(match (l0.is_empty(), sorted.first()) {
+        (false, Some(&d)) => task(0, d, l0, v.levels[d].clone()),
+        (true, Some(&a)) => {
+            let b = *sorted.get(1)?;
+            task(a, b, v.levels[a].clone(), v.levels[b].clone())
+        }
+        // The oldest run of all: to the last level; otherwise one L0 table.
+        (false, None) if end == runs.len() - 1 => task(0, NUM_LEVELS - 1, l0, Vec::new()),
+        (false, None) => task(0, 0, l0, Vec::new()),
+        (true, None) => return None,
     })
 }
 
