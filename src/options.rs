@@ -405,7 +405,7 @@ impl Options {
         level_base_bytes: u64);
     keyspace_setter!(
         /// Size at which compaction output on L1 is split into a new table (default 16 MiB);
-        /// L2's tables are twice it, those of L3 and below four times
+        /// L2's tables are twice it, those of L3 and below five times
         /// (`KeyspaceOptions::table_bytes_at`: the deep levels hold nearly all the data).
         /// 1 KiB to 4 GiB ([`Options::TARGET_TABLE_BYTES_RANGE`]; RocksDB's
         /// `target_file_size_base` is 64 MiB by default): a table's filter and index are

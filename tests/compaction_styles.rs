@@ -325,7 +325,7 @@ fn stalls_bound_the_runs_a_style_does_not_allow() {
 }
 
 /// Leveled compaction's output tables grow with the level: `target_table_bytes` on L1, twice
-/// that on L2, four times on L3 and below, so the deep levels, which hold nearly all the
+/// that on L2, five times on L3 and below, so the deep levels, which hold nearly all the
 /// data, take few tables.
 #[test]
 fn leveled_tables_grow_with_the_level() {
