@@ -17,6 +17,7 @@ use crate::shard::{
     refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE,
 };
 use crate::{Command, GroupId, KvReader, NodeId, NodeStore, Outcome, Raft, TypeConfig};
+use crate::{Ping, Pong, Quiet, QuietStats};
 
 /// What a [`ShardNode`] operation failed with.
 #[derive(Debug, Clone)]
@@ -97,6 +98,19 @@ pub trait Transport: Send + Sync + 'static {
         group: GroupId,
         command: Command,
     ) -> impl Future<Output = Result<ClientWriteResponse<TypeConfig>, ShardError>> + Send;
+
+    /// Sends `ping` to node `node`: that node's [`ShardNode::answer_ping`]. Once a heartbeat
+    /// interval to each node leading a group here, whatever the number of groups (see
+    /// [`Quiet`]). The default carries none: then only groups whose sole member is this node
+    /// stop ticking.
+    fn ping(
+        &self,
+        node: NodeId,
+        ping: Ping,
+    ) -> impl Future<Output = Result<Pong, ShardError>> + Send {
+        let _ = (node, ping);
+        async { Err(ShardError::Rejected("this transport carries no pings".into())) }
+    }
 }
 
 /// How long an operation waits for a group to have a leader, or a learner to catch up.
@@ -152,6 +166,7 @@ struct Inner<T: Transport> {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Held while a group starts: two tasks may ask for the same group at once.
     starting: tokio::sync::Mutex<()>,
+    quiet: Quiet,
 }
 
 fn raft_error(e: impl std::fmt::Display) -> ShardError {
@@ -169,6 +184,7 @@ impl<T: Transport> ShardNode<T> {
         transport: T,
     ) -> Result<ShardNode<T>, ShardError> {
         let store = NodeStore::open(dir, options)?;
+        let quiet = Quiet::new(id, config.election_timeout_min);
         let inner = Inner {
             id,
             store,
@@ -178,6 +194,7 @@ impl<T: Transport> ShardNode<T> {
             map: watch::Sender::new(None),
             tasks: Mutex::new(Vec::new()),
             starting: tokio::sync::Mutex::new(()),
+            quiet,
         };
         let node = ShardNode { inner: Arc::new(inner) };
         let _ = node.start_group(META_GROUP).await?;
@@ -190,6 +207,7 @@ impl<T: Transport> ShardNode<T> {
         let tasks = vec![
             tokio::spawn(node.clone().follow_map()),
             tokio::spawn(node.clone().follow_splits()),
+            tokio::spawn(node.clone().keep_quiet()),
         ];
         *node.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
         Ok(node)
@@ -239,6 +257,41 @@ impl<T: Transport> ShardNode<T> {
             .map_err(raft_error)?;
         self.refresh_map()?;
         self.map().ok_or_else(|| ShardError::Rejected("the cluster has no map yet".into()))
+    }
+
+    /// Answers a peer's [`Ping`] (see [`Quiet`]): what [`Transport::ping`] calls on the node it
+    /// pings.
+    pub fn answer_ping(&self, ping: &Ping) -> Pong {
+        self.inner.quiet.answer(ping, |group| self.raft(group))
+    }
+
+    /// How many of this node's groups are quiet (not ticking), as of the last round; it
+    /// changes after every round.
+    pub fn watch_quiet(&self) -> watch::Receiver<QuietStats> {
+        self.inner.quiet.watch()
+    }
+
+    /// Once a heartbeat interval: sets each group's ticker (see [`Quiet`]) and pings the
+    /// nodes leading groups here. A ping waits at most an interval; a round never waits for
+    /// one, so a peer that does not answer delays nothing.
+    async fn keep_quiet(self) {
+        let period = Duration::from_millis(self.inner.config.heartbeat_interval);
+        let mut every = tokio::time::interval(period);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let groups: Vec<(GroupId, Raft)> =
+                self.lock_groups().iter().map(|(g, (raft, _))| (*g, raft.clone())).collect();
+            let pings = self.inner.quiet.round(groups.iter().map(|(g, raft)| (*g, raft)));
+            for (leader, ping) in pings {
+                let node = self.clone();
+                tokio::spawn(async move {
+                    let sent = node.inner.transport.ping(leader, ping.clone());
+                    let answer = tokio::time::timeout(period, sent).await.ok().and_then(Result::ok);
+                    node.inner.quiet.vouched(leader, &ping, answer.as_ref());
+                });
+            }
+        }
     }
 
     fn lock_groups(&self) -> std::sync::MutexGuard<'_, BTreeMap<GroupId, (Raft, KvReader)>> {

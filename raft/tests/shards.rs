@@ -4,7 +4,8 @@
 //! Afterwards every acknowledged write is present once, in the group the map gives it to, on
 //! every member of that group, and nowhere else; the longest wait of a write is printed per
 //! operation. And a split applied by its group but not yet recorded in the map (a crash
-//! between the two) is recorded when a node starts again.
+//! between the two) is recorded when a node starts again. The nodes exchange pings, so idle
+//! groups go quiet (stop ticking) throughout.
 
 mod direct;
 
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bloomkv_raft::shard::{ShardCommand, ShardMap, META_GROUP};
-use bloomkv_raft::{Command, GroupId, NodeId, Outcome, TypeConfig};
+use bloomkv_raft::{Command, GroupId, NodeId, Outcome, Ping, Pong, TypeConfig};
 use bloomkv_raft::{ShardError, ShardNode, Transport};
 use direct::GroupNetwork;
 use openraft::raft::ClientWriteResponse;
@@ -57,6 +58,11 @@ impl Transport for Net {
     ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
         let target = self.node(node).ok_or_else(|| ShardError::Raft("node is down".into()))?;
         target.propose_local(group, command).await
+    }
+
+    async fn ping(&self, node: NodeId, ping: Ping) -> Result<Pong, ShardError> {
+        let target = self.node(node).ok_or_else(|| ShardError::Raft("node is down".into()))?;
+        Ok(target.answer_ping(&ping))
     }
 }
 
