@@ -4,33 +4,31 @@
 //! ```text
 //! cargo run --release -p bloomkv-raft --example groups_cost -- [--groups 1,64,1024] \
 //!     [--idle-secs 10] [--writes 4000] [--clients 16] [--value-bytes 100] [--memtable-bytes B]
-//!     [--heartbeat-ms 100]
+//!     [--heartbeat-ms 100] [--voters 1] [--quiet 1]
 //! ```
 //!
 //! For each N in `--groups`, in a new temporary directory: opens a [`NodeStore`], starts N
 //! single-voter `Raft`s on it (one per group, each initialised and leading), and reports the
 //! process's resident memory (`VmRSS`) before and after, its threads, and the CPU time it
-//! spends over `--idle-secs` of wall-clock with no writes. Then, on a new store with 8 groups,
+//! spends over `--idle-secs` of wall-clock with no writes. With `--voters 3`, three nodes
+//! in this process (three databases), every group a voter on each, talking by direct calls
+//! (each RPC through its JSON encoding); the CPU is the three nodes'. With `--quiet 1` (the
+//! default) each node runs [`Quiet`] as `ShardNode` does, and the idle window starts once
+//! every group is quiet (or after 30 s); `--quiet 0` leaves every group ticking. Then, on a
+//! new store with 8 groups,
 //! `--writes` puts by `--clients` concurrent callers of `client_write`: all to one group, then
 //! spread round-robin over the 8, and the ratio of their throughputs. Every put is
 //! acknowledged once its log entry is fsynced, so the groups' appends share the WAL's fsyncs.
 //!
 //! The raft timing is the examples' (`kv_node`'s): heartbeat 100 ms, elections 500–1000 ms.
 //! Count the fsyncs by running the binary under `strace -f -c -e trace=fsync,fdatasync`.
-// The errors are openraft's network errors, returned by value as its traits want them.
-#![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use bloomkv_raft::{Command, GroupId, KvReader, NodeId, NodeStore, Raft, TypeConfig};
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
-};
+use bloomkv_raft::{Command, GroupId, KvReader, NodeId, NodeStore, Quiet, Raft};
 use openraft::{BasicNode, Config};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -46,6 +44,10 @@ pub struct Args {
     pub memtable_bytes: usize,
     /// openraft's heartbeat interval; elections time out after 5–10 of them, as the examples'.
     pub heartbeat_ms: u64,
+    /// Voters a group has, each on a node of its own (1 or 3).
+    pub voters: usize,
+    /// Whether idle groups stop ticking ([`Quiet`]).
+    pub quiet: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -57,6 +59,8 @@ fn parse_args() -> Result<Args, String> {
         value_bytes: 100,
         memtable_bytes: 0,
         heartbeat_ms: 100,
+        voters: 1,
+        quiet: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,56 +74,32 @@ fn parse_args() -> Result<Args, String> {
             "--value-bytes" => args.value_bytes = number(&value)?,
             "--memtable-bytes" => args.memtable_bytes = number(&value)?,
             "--heartbeat-ms" => args.heartbeat_ms = number(&value)?.max(1) as u64,
+            "--voters" => args.voters = number(&value)?.clamp(1, 3),
+            "--quiet" => args.quiet = number(&value)? != 0,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
     Ok(args)
 }
 
-/// Every group here has one voter, so no RPC is ever sent; one that were would find no peer.
-#[derive(Clone)]
-struct NoPeers;
+#[path = "../tests/direct/mod.rs"]
+mod direct;
 
-impl RaftNetworkFactory<TypeConfig> for NoPeers {
-    type Network = NoPeers;
+/// Every raft of the process, by group and node: what the direct network delivers to.
+#[derive(Clone, Default)]
+struct Rafts(Arc<RwLock<HashMap<(GroupId, NodeId), Raft>>>);
 
-    async fn new_client(&mut self, _target: NodeId, _node: &BasicNode) -> NoPeers {
-        NoPeers
+impl direct::Lookup for Rafts {
+    fn raft(&self, group: GroupId, node: NodeId) -> Option<Raft> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).get(&(group, node)).cloned()
     }
 }
 
-type RpcResult<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
-fn unreachable<T, E: std::error::Error>() -> RpcResult<T, E> {
-    let none = std::io::Error::new(std::io::ErrorKind::NotConnected, "single-voter group");
-    Err(RPCError::Unreachable(Unreachable::new(&none)))
-}
-
-impl RaftNetwork<TypeConfig> for NoPeers {
-    async fn append_entries(
-        &mut self,
-        _req: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        unreachable()
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        _req: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        unreachable()
-    }
-
-    async fn vote(
-        &mut self,
-        _req: VoteRequest<NodeId>,
-        _option: RPCOption,
-    ) -> RpcResult<VoteResponse<NodeId>> {
-        unreachable()
-    }
+/// One node of the process: its database, its groups and its [`Quiet`].
+struct Node {
+    store: NodeStore,
+    rafts: BTreeMap<GroupId, Raft>,
+    quiet: Arc<Quiet>,
 }
 
 /// The examples' raft timing (see `common::config`) at the default 100 ms: what a node runs
@@ -165,39 +145,101 @@ fn clock_ticks() -> u64 {
         .unwrap_or(100)
 }
 
-/// Starts groups `ids` on `node`, one single-voter raft each, and waits until each leads.
-/// Returns them, a reader of each, and the resident memory (kB) once every group's
-/// store was open and before any raft started: the database's part of a group's cost.
+/// Starts groups `ids` on `args.voters` nodes, one database each (node 1's in `dir`, the
+/// others' in subdirectories), each group a voter on every node, and waits until node 1 leads
+/// each. Returns the nodes, a reader of each group on node 1, and the resident memory (kB)
+/// once every group's store was open and before any raft started: the database's part of a
+/// group's cost.
 async fn start_groups(
     args: &Args,
-    node: &NodeStore,
-    ids: impl Iterator<Item = GroupId>,
-) -> BoxResult<(BTreeMap<GroupId, Raft>, BTreeMap<GroupId, KvReader>, u64)> {
+    dir: &Path,
+    ids: impl Iterator<Item = GroupId> + Clone,
+) -> BoxResult<(Vec<Node>, BTreeMap<GroupId, KvReader>, u64)> {
     let config = config(args.heartbeat_ms);
-    let members = BTreeMap::from([(1, BasicNode::new("local"))]);
-    let stores: Vec<_> = ids.map(|id| Ok((id, node.group(id)?))).collect::<BoxResult<_>>()?;
-    let rss_stores = status("VmRSS");
-    let readers = stores.iter().map(|(id, (_, sm))| (*id, sm.reader())).collect();
-    let mut rafts = BTreeMap::new();
-    for (id, (log, sm)) in stores {
-        let raft = Raft::new(1, config.clone(), NoPeers, log, sm).await?;
-        raft.initialize(members.clone()).await?;
-        rafts.insert(id, raft);
+    let ids: Vec<GroupId> = ids.collect();
+    let node_ids: Vec<NodeId> = (1..=args.voters as NodeId).collect();
+    let members: BTreeMap<NodeId, BasicNode> =
+        node_ids.iter().map(|&n| (n, BasicNode::new(format!("node-{n}")))).collect();
+    let mut stores = Vec::new();
+    for &n in &node_ids {
+        let node_dir = match n {
+            1 => dir.to_path_buf(),
+            n => dir.join(format!("node-{n}")),
+        };
+        let store = NodeStore::open(node_dir, options(args))?;
+        let groups: Vec<_> =
+            ids.iter().map(|&g| Ok((g, store.group(g)?))).collect::<BoxResult<_>>()?;
+        stores.push((n, store, groups));
     }
-    for raft in rafts.values() {
+    let rss_stores = status("VmRSS");
+    let readers = stores[0].2.iter().map(|(id, (_, sm))| (*id, sm.reader())).collect();
+    let all = Rafts::default();
+    let mut nodes = Vec::new();
+    for (n, store, groups) in stores {
+        let mut rafts = BTreeMap::new();
+        for (id, (log, sm)) in groups {
+            let network = direct::GroupNetwork { group: id, rafts: all.clone() };
+            let raft = Raft::new(n, config.clone(), network, log, sm).await?;
+            all.0.write().unwrap_or_else(|p| p.into_inner()).insert((id, n), raft.clone());
+            rafts.insert(id, raft);
+        }
+        let quiet = Arc::new(Quiet::new(n, config.election_timeout_min));
+        nodes.push(Node { store, rafts, quiet });
+    }
+    for raft in nodes[0].rafts.values() {
+        raft.initialize(members.clone()).await?;
+    }
+    for raft in nodes[0].rafts.values() {
         let patience = Some(Duration::from_secs(60));
         raft.wait(patience).metrics(|m| m.current_leader == Some(1), "leads").await?;
     }
-    Ok((rafts, readers, rss_stores))
+    if args.quiet {
+        let quiets: Vec<Arc<Quiet>> = nodes.iter().map(|n| n.quiet.clone()).collect();
+        for node in &nodes {
+            let rafts = node.rafts.clone();
+            let (quiets, all, period) = (quiets.clone(), all.clone(), config.heartbeat_interval);
+            let me = node.quiet.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_millis(period));
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    for (leader, ping) in me.round(rafts.iter().map(|(g, r)| (*g, r))) {
+                        // The leader's node answers in place: a direct call, as the rafts'.
+                        let them = &quiets[leader as usize - 1];
+                        let answer = them.answer(&ping, |g| direct::Lookup::raft(&all, g, leader));
+                        me.vouched(leader, &ping, Some(&answer));
+                    }
+                }
+            });
+        }
+    }
+    Ok((nodes, readers, rss_stores))
 }
 
-async fn stop(rafts: BTreeMap<GroupId, Raft>, node: NodeStore) -> BoxResult<()> {
-    for raft in rafts.values() {
-        raft.shutdown().await?;
+async fn stop(nodes: Vec<Node>) -> BoxResult<()> {
+    for node in nodes {
+        for raft in node.rafts.values() {
+            raft.shutdown().await?;
+        }
+        drop(node.rafts);
+        node.store.close()?;
     }
-    drop(rafts);
-    node.close()?;
     Ok(())
+}
+
+/// Waits until every group on every node is quiet, at most 30 s; returns how long it took,
+/// `None` if they were not all quiet by then.
+async fn settle(nodes: &[Node]) -> Option<Duration> {
+    let started = Instant::now();
+    for node in nodes {
+        let mut stats = node.quiet.watch();
+        let all =
+            |s: &bloomkv_raft::QuietStats| s.groups == node.rafts.len() && s.quiet == s.groups;
+        let left = Duration::from_secs(30).saturating_sub(started.elapsed());
+        tokio::time::timeout(left, stats.wait_for(all)).await.ok()?.ok()?;
+    }
+    Some(started.elapsed())
 }
 
 fn options(args: &Args) -> bloomkv::Options {
@@ -213,23 +255,39 @@ pub async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
     let (rss_before, threads_before) = (status("VmRSS"), status("Threads"));
     let node = NodeStore::open(dir.path(), options(args))?;
     let (rss_open, threads_open) = (status("VmRSS"), status("Threads"));
+    // Opened above only for the database's own cost; `start_groups` opens it again.
+    node.close()?;
+    drop(node);
     let started = Instant::now();
-    let (rafts, readers, rss_stores) = start_groups(args, &node, 1..=groups as GroupId).await?;
+    let (nodes, readers, rss_stores) =
+        start_groups(args, dir.path(), 1..=groups as GroupId).await?;
     let start_time = started.elapsed();
+    let settled = match args.quiet {
+        true => match settle(&nodes).await {
+            Some(t) => format!("every group quiet {:.2} s after", t.as_secs_f64()),
+            None => "NOT every group quiet 30 s after".into(),
+        },
+        false => "quiet off".into(),
+    };
     let (rss_after, threads_after) = (status("VmRSS"), status("Threads"));
     let (cpu_before, wall) = (cpu_time(), Instant::now());
     // The measurement window itself: nothing is written while it runs.
     tokio::time::sleep(idle).await;
     let (cpu, wall) = (cpu_time() - cpu_before, wall.elapsed());
     let rss_idle = status("VmRSS");
+    let quiet: usize = nodes.iter().map(|n| n.quiet.stats().quiet).sum();
     // What the groups hold in the database's memory: their memtables (every keyspace's).
     let memtables = readers.values().next().map_or(0, |r| r.stats().memtable_bytes);
-    let per_group = |from: u64, to: u64| to.saturating_sub(from) as f64 / groups as f64;
+    let replicas = groups * args.voters;
+    let per_group = |from: u64, to: u64| to.saturating_sub(from) as f64 / replicas as f64;
     println!(
-        "{groups:>5} groups: started in {:.2} s; RSS {rss_before} kB, {rss_open} kB with the \
-         database open, {rss_stores} kB with the groups' stores ({:.1} KiB/group), {rss_after} kB \
-         with their rafts ({:.1} KiB/group; {:.1} KiB/group in all), {rss_idle} kB after idling; memtables {} KiB; threads {threads_before}, {threads_open}, \
-         {threads_after}; idle CPU {:.2}% of one core ({:.3} s over {:.1} s)",
+        "{groups:>5} groups x {} voters: started in {:.2} s, {settled}; RSS {rss_before} kB, \
+         {rss_open} kB with a database open, {rss_stores} kB with the groups' stores ({:.1} \
+         KiB/replica), {rss_after} kB with their rafts ({:.1} KiB/replica; {:.1} KiB/replica in \
+         all), {rss_idle} kB after idling; memtables {} KiB; threads {threads_before}, \
+         {threads_open}, {threads_after}; idle CPU {:.2}% of one core ({:.3} s over {:.1} s), \
+         {quiet} of {replicas} replicas quiet at its end",
+        args.voters,
         start_time.as_secs_f64(),
         per_group(rss_open, rss_stores),
         per_group(rss_stores, rss_after),
@@ -239,15 +297,15 @@ pub async fn idle_cost(groups: usize, args: &Args) -> BoxResult<()> {
         cpu.as_secs_f64(),
         wall.as_secs_f64(),
     );
-    stop(rafts, node).await
+    stop(nodes).await
 }
 
 /// `writes` puts by `clients` concurrent callers, client `c` writing to group
 /// `1 + c % groups`; returns puts per second.
 pub async fn throughput(groups: usize, args: &Args) -> BoxResult<f64> {
     let dir = tempfile::tempdir()?;
-    let node = NodeStore::open(dir.path(), options(args))?;
-    let (rafts, readers, _) = start_groups(args, &node, 1..=8).await?;
+    let (nodes, readers, _) = start_groups(args, dir.path(), 1..=8).await?;
+    let rafts = &nodes[0].rafts;
     let value = vec![b'v'; args.value_bytes];
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -282,7 +340,7 @@ pub async fn throughput(groups: usize, args: &Args) -> BoxResult<f64> {
         args.clients,
         elapsed.as_secs_f64()
     );
-    stop(rafts, node).await?;
+    stop(nodes).await?;
     Ok(rate)
 }
 
@@ -308,6 +366,8 @@ async fn main() -> BoxResult<()> {
                 .args(["--idle-secs", &args.idle_secs.to_string()])
                 .args(["--memtable-bytes", &args.memtable_bytes.to_string()])
                 .args(["--heartbeat-ms", &args.heartbeat_ms.to_string()])
+                .args(["--voters", &args.voters.to_string()])
+                .args(["--quiet", &(args.quiet as u8).to_string()])
                 .status()?;
             if !status.success() {
                 return Err(format!("groups_cost --groups {groups}: {status}").into());

@@ -16,6 +16,8 @@ async fn eight_groups_start_idle_and_hold_their_writes() {
         value_bytes: 100,
         memtable_bytes: 0,
         heartbeat_ms: 100,
+        voters: 1,
+        quiet: true,
     };
     groups_cost::idle_cost(8, &args).await.unwrap();
     for groups in [1, 8] {
