@@ -132,10 +132,12 @@ fn members(ids: impl IntoIterator<Item = NodeId>) -> BTreeMap<NodeId, BasicNode>
     ids.into_iter().map(|id| (id, BasicNode::new(format!("node-{id}")))).collect()
 }
 
-/// Waits until `node`'s loop has run a round after which `done` holds.
+/// Waits until `node`'s loop has run a round, begun after this call, after which `done` holds:
+/// a round reads its groups' state as it begins.
 async fn until(node: &ShardNode<Net>, done: impl Fn(&QuietStats) -> bool) -> QuietStats {
     let mut stats = node.watch_quiet();
-    let wait = stats.wait_for(|s| s.rounds > 0 && done(s));
+    let from = stats.borrow().rounds;
+    let wait = stats.wait_for(|s| s.rounds > from + 1 && done(s));
     let got = *tokio::time::timeout(PATIENCE, wait).await.expect("in time").unwrap();
     got
 }
@@ -144,7 +146,7 @@ async fn until(node: &ShardNode<Net>, done: impl Fn(&QuietStats) -> bool) -> Qui
 async fn rounds(cluster: &Cluster, rounds: u64) {
     for node in cluster.live() {
         let now = node.watch_quiet().borrow().rounds;
-        until(&node, |s| s.rounds >= now + rounds).await;
+        until(&node, |s| s.rounds >= now + 1 + rounds).await;
     }
 }
 
