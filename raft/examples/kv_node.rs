@@ -4,7 +4,7 @@
 //! kv_node <id> <listen address> <data directory> [--log-level LEVEL] [--admin-timeout SECS]
 //!         [--token-file PATH] [--token-for-clients] [--write-budget BYTES]
 //!         [--request-timeout SECS] [--tls-cert PATH --tls-key PATH --tls-ca PATH]
-//!         [--groups N]
+//!         [--groups N | --shards N]
 //! ```
 //!
 //! `--log-level` (off, error, warn, info, debug or trace; default info) sets what openraft and the
@@ -20,6 +20,9 @@
 //! cluster needs them. `--groups N` (1 to 95, default 1) makes the node host N raft groups,
 //! each serving one range of the key space (cut by the key's first byte: `common::cut`), all
 //! in its one database; every node of the cluster takes the same N, from its first start on.
+//! `--shards N` instead runs the node's groups on a `ShardNode`: the shard map is replicated
+//! (a metadata group), `/cluster/init` cuts it into N ranges, and groups split and move
+//! (`/cluster/split`, `/cluster/move`).
 //! raft/README.md is the operator's guide.
 //!
 //! The HTTP API is in `common/mod.rs`. A three-node cluster:
@@ -64,7 +67,7 @@ async fn main() -> BoxResult<()> {
     let usage = "usage: kv_node <id> <listen address> <data directory> [--log-level LEVEL] \
                  [--admin-timeout SECS] [--token-file PATH] [--token-for-clients] \
                  [--write-budget BYTES] [--request-timeout SECS] \
-                 [--tls-cert PATH --tls-key PATH --tls-ca PATH] [--groups N]";
+                 [--tls-cert PATH --tls-key PATH --tls-ca PATH] [--groups N | --shards N]";
     let (Some([id, addr, dir]), flags) = (args.get(..3), args.get(3..).unwrap_or_default()) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -99,6 +102,9 @@ async fn main() -> BoxResult<()> {
             }
             "--groups" => {
                 config.groups = value.parse().map_err(|e| format!("--groups {value}: {e}"))?;
+            }
+            "--shards" => {
+                config.shards = value.parse().map_err(|e| format!("--shards {value}: {e}"))?;
             }
             "--tls-cert" => tls_cert = Some(value),
             "--tls-key" => tls_key = Some(value),

@@ -13,6 +13,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bloomkv_raft::shard::META_GROUP;
 use bloomkv_raft::{GroupId, NodeId};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
@@ -26,15 +27,18 @@ type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
 /// A cluster call's `?group=G`: act on group G alone (none: on every group).
 #[derive(serde::Deserialize)]
 pub struct GroupParam {
-    group: Option<GroupId>,
+    pub group: Option<GroupId>,
 }
 
-/// The groups a cluster call acts on, or 404 for a group this node does not host.
-fn targets(app: &App, group: Option<GroupId>) -> Result<Vec<(GroupId, &Group)>, Response> {
+/// The groups a cluster call acts on, or 404 for a group this node does not host. On a
+/// shard node a call that names no group acts on the metadata group alone: the data groups'
+/// members change by moves, which keep the map in step.
+fn targets(app: &App, group: Option<GroupId>) -> Result<Vec<(GroupId, Group)>, Response> {
+    let group = group.or(app.node.as_ref().map(|_| META_GROUP));
     match group {
-        None => Ok(app.groups.iter().map(|(id, g)| (*id, g)).collect()),
+        None => Ok(app.groups.iter().map(|(id, g)| (*id, g.clone())).collect()),
         Some(id) => {
-            match app.groups.get(&id) {
+            match app.group(id) {
                 Some(g) => Ok(vec![(id, g)]),
                 None => Err((StatusCode::NOT_FOUND, format!("no group {id} on this node\n"))
                     .into_response()),
@@ -45,7 +49,10 @@ fn targets(app: &App, group: Option<GroupId>) -> Result<Vec<(GroupId, &Group)>, 
 
 /// Makes this node the one voter of every group that has no members yet. A node whose groups
 /// all have members answers 409; one that has some (an init cut short) initializes the rest.
-pub async fn init(State(app): AppState) -> Response {
+pub async fn init(State(app): AppState, body: axum::body::Bytes) -> Response {
+    if app.node.is_some() {
+        return super::shards::init(app, body).await;
+    }
     let me = BTreeMap::from([(app.id, BasicNode::new(&app.addr))]);
     admin(&app, "init", async {
         let mut refused = None;
@@ -96,7 +103,7 @@ pub async fn add_learner(
         for (group, g) in &groups {
             let target = g.raft.metrics().borrow().last_log_index;
             match g.raft.add_learner(id, BasicNode::new(addr.clone()), false).await {
-                Ok(resp) => added.push((g, resp.log_id.index, target.unwrap_or(0))),
+                Ok(resp) => added.push((g.clone(), resp.log_id.index, target.unwrap_or(0))),
                 Err(e) => return change_failed(e, app.named(*group)),
             }
         }
@@ -133,7 +140,7 @@ pub async fn add_learner(
 /// A membership call's failure: the redirect, 409 for a change the cluster's state refuses
 /// (another change in progress, a voter that is not a learner yet: retrying as is will not
 /// help until that changes), 503 for the rest.
-fn change_failed(
+pub(super) fn change_failed(
     e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
     group: Option<GroupId>,
 ) -> Response {
@@ -201,13 +208,13 @@ pub async fn remove(
     .await
 }
 
-enum RemoveFailed {
+pub(super) enum RemoveFailed {
     Answer(Response),
     Change(RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>),
 }
 
 /// Removes `ids` from one group's membership; the log index of the last change.
-async fn remove_from(
+pub(super) async fn remove_from(
     raft: &bloomkv_raft::Raft,
     ids: &BTreeSet<NodeId>,
 ) -> Result<u64, RemoveFailed> {
@@ -412,7 +419,7 @@ async fn run_restore(app: &App, dir: &std::path::Path) -> super::BoxResult<()> {
 }
 
 /// Runs a cluster call for at most the node's admin timeout.
-async fn admin(
+pub(super) async fn admin(
     app: &App,
     what: &str,
     call: impl std::future::Future<Output = Response>,
@@ -435,7 +442,8 @@ async fn admin(
 pub async fn health(State(app): AppState) -> Response {
     let m = app.raft.metrics().borrow().clone();
     // A node serves only while every group's core runs.
-    for (id, group) in app.groups.iter().filter(|(id, _)| **id != 0) {
+    for id in app.group_ids().into_iter().filter(|id| *id != 0) {
+        let Some(group) = app.group(id) else { continue };
         if let Err(fatal) = &group.raft.metrics().borrow().running_state {
             let error = format!("group {id}: {fatal}");
             return json_line(
@@ -489,7 +497,7 @@ fn followers(app: &App, m: &Metrics) -> Option<Vec<Follower>> {
                         Some(i) => last.saturating_sub(i),
                         None => m.last_log_index.map_or(0, |l| l + 1),
                     },
-                    lag_bytes: app.log.bytes_between(matched, last).ok(),
+                    lag_bytes: app.log.as_ref().and_then(|l| l.bytes_between(matched, last).ok()),
                     last_contact_ms: peer
                         .and_then(|p| p.last_ok)
                         .map(|t| t.elapsed().as_millis() as u64),
@@ -533,7 +541,7 @@ pub async fn status(State(app): AppState) -> Response {
         StatusCode::OK,
         json!({
             "groups": groups,
-            "shard_map_version": app.shards.version(),
+            "shard_map_version": app.map().map(|m| m.version()),
             "id": app.id,
             "healthy": m.running_state.is_ok(),
             "error": m.running_state.as_ref().err().map(|e| e.to_string()),
@@ -560,18 +568,24 @@ pub async fn status(State(app): AppState) -> Response {
 /// the last).
 fn group_status(app: &App) -> BTreeMap<String, serde_json::Value> {
     let hex = super::kv::hex;
-    app.shards
-        .shards()
-        .map(|shard| {
-            let m = app.groups[&shard.group].raft.metrics().borrow().clone();
+    let map = app.map();
+    // Every group this node runs (on a shard node, the metadata group and groups the map
+    // does not show yet among them), with its range in the map, if it has one.
+    app.group_ids()
+        .into_iter()
+        .filter_map(|id| {
+            let group = app.group(id)?;
+            let shard = map.as_ref().and_then(|m| m.group(id));
+            let m = group.raft.metrics().borrow().clone();
             let membership = m.membership_config.membership();
             let leader_addr =
                 m.current_leader.and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()));
             let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
             let learners: Vec<NodeId> = membership.learner_ids().collect();
             let status = json!({
-                "start": hex(shard.start),
-                "end": shard.end.map(hex),
+                "start": shard.map(|s| hex(s.start)),
+                "end": shard.and_then(|s| s.end.map(hex)),
+                "members": shard.map(|s| s.members.clone()),
                 "healthy": m.running_state.is_ok(),
                 "state": format!("{:?}", m.state),
                 "leader": m.current_leader,
@@ -582,7 +596,7 @@ fn group_status(app: &App) -> BTreeMap<String, serde_json::Value> {
                 "voters": voters,
                 "learners": learners,
             });
-            (shard.group.to_string(), status)
+            Some((id.to_string(), status))
         })
         .collect()
 }
@@ -636,7 +650,8 @@ pub async fn metrics(State(app): AppState) -> Response {
     if app.sharded() {
         let mut series = |name: &str, help: &str, value: &dyn Fn(&Metrics) -> Option<u64>| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for (id, group) in &app.groups {
+            for id in app.group_ids() {
+                let Some(group) = app.group(id) else { continue };
                 if let Some(v) = value(&group.raft.metrics().borrow()) {
                     let _ = writeln!(out, "{name}{{group=\"{id}\"}} {v}");
                 }
@@ -654,6 +669,34 @@ pub async fn metrics(State(app): AppState) -> Response {
         series("raft_group_last_applied_index", "Index of the group's last entry applied.", &|m| {
             m.last_applied.map(|l| l.index)
         });
+    }
+    if app.node.is_some() {
+        let mut gauge = |name: &str, help: &str, kind: &str, value: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        };
+        let version = app.map().map_or(0, |m| m.version());
+        gauge(
+            "shard_map_version",
+            "The version of this node's shard map (0: none yet).",
+            "gauge",
+            version,
+        );
+        let hosted = app.group_ids().into_iter().filter(|&g| g != META_GROUP).count() as u64;
+        gauge("shard_groups_hosted", "Data groups this node runs a replica of.", "gauge", hosted);
+        let splits = app.splits.load(Ordering::Relaxed);
+        gauge(
+            "shard_splits_total",
+            "Splits cluster calls to this node completed.",
+            "counter",
+            splits,
+        );
+        let moves = app.moves.load(Ordering::Relaxed);
+        gauge(
+            "shard_moves_total",
+            "Replica moves cluster calls to this node completed.",
+            "counter",
+            moves,
+        );
     }
     let followers = followers(&app, &m).unwrap_or_default();
     let mut series =

@@ -9,7 +9,7 @@ use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bloomkv_raft::shard::{Route, ShardMap};
+use bloomkv_raft::shard::{refused_range, Route, ShardMap};
 use bloomkv_raft::{
     Command, GroupId, Outcome, Raft, CLIENT_HEADER, SEQ_HEADER, SHARD_GROUP_HEADER,
     SHARD_VERSION_HEADER,
@@ -25,20 +25,39 @@ type AppState = State<Arc<App>>;
 /// older one knows to fetch it again.
 pub async fn tag_version(State(app): AppState, request: Request, next: Next) -> Response {
     let mut answer = next.run(request).await;
-    answer.headers_mut().insert(SHARD_VERSION_HEADER, HeaderValue::from(app.shards.version()));
+    let version = app.map().map_or(0, |map| map.version());
+    answer.headers_mut().insert(SHARD_VERSION_HEADER, HeaderValue::from(version));
     answer
+}
+
+fn not_initialized() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        "the cluster is not initialized: no shard map yet\n",
+    )
+        .into_response()
 }
 
 /// The node's shard map, encoded ([`ShardMap::encode`]), each group's members its voters as
 /// this node knows them; 503 until every group has members (the cluster is initialized).
 pub async fn shard_map(State(app): AppState) -> Response {
+    let octets = [(header::CONTENT_TYPE, "application/octet-stream")];
+    if let Some(node) = &app.node {
+        // The replicated map: its members are the groups' own.
+        return match node.map() {
+            Some(map) => (octets, map.encode()).into_response(),
+            None => not_initialized(),
+        };
+    }
+    let Some(shards) = &app.shards else { return not_initialized() };
     let mut ranges = Vec::new();
-    for shard in app.shards.shards() {
+    for shard in shards.shards() {
         let raft = &app.groups[&shard.group].raft;
         let voters = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
         ranges.push((shard.start.to_vec(), shard.group, voters));
     }
-    match ShardMap::from_ranges(app.shards.version(), ranges) {
+    match ShardMap::from_ranges(shards.version(), ranges) {
         Ok(map) => {
             ([(header::CONTENT_TYPE, "application/octet-stream")], map.encode()).into_response()
         }
@@ -85,18 +104,15 @@ fn behind(mine: u64, theirs: u64) -> Response {
 /// the one its shard headers name, if this node's map gives it the keys, else the one this
 /// node's map gives them. Fails with the answer to send: a stale or early route, keys of
 /// several groups, a group this node does not host.
-fn route<'a>(
-    app: &'a App,
-    headers: &HeaderMap,
-    keys: &[&[u8]],
-) -> Result<(GroupId, &'a Group), Response> {
+fn route(app: &App, headers: &HeaderMap, keys: &[&[u8]]) -> Result<(GroupId, Group), Response> {
     let version = header_number(headers, SHARD_VERSION_HEADER)?;
+    let Some(map) = app.map() else { return Err(not_initialized()) };
     let group = match header_number(headers, SHARD_GROUP_HEADER)? {
         Some(group) => {
             // A request that names its group but no version was routed by this node's map.
-            let version = version.unwrap_or(app.shards.version());
+            let version = version.unwrap_or(map.version());
             for key in keys {
-                match app.shards.check_route(key, version, group) {
+                match map.check_route(key, version, group) {
                     Route::Serve => {}
                     Route::Stale { version, group } => return Err(stale(version, group)),
                     Route::Behind { version: mine } => return Err(behind(mine, version)),
@@ -108,7 +124,7 @@ fn route<'a>(
             return Err(bad(format!("{SHARD_VERSION_HEADER} needs {SHARD_GROUP_HEADER}\n")))
         }
         None => {
-            let by_group = app.shards.by_group(keys.iter().copied());
+            let by_group = map.by_group(keys.iter().copied());
             let mut groups = by_group.keys();
             let first = groups.next().copied().unwrap_or(0);
             if let Some(second) = groups.next() {
@@ -120,19 +136,65 @@ fn route<'a>(
             first
         }
     };
-    match app.groups.get(&group) {
+    match app.group(group) {
         Some(g) => Ok((group, g)),
-        // In the map, yet not here: the client tries another node.
-        None => Err(json_line(
-            StatusCode::MISDIRECTED_REQUEST,
-            json!({ "error": format!("no replica of group {group} on this node"), "leader": null,
-                    "leader_addr": null, "group": group }),
-        )),
+        // In the map, yet not here (a replica moved away): sent on to a member that has it,
+        // else the client tries another node.
+        None => {
+            let shard = app.node.as_ref().and(map.group(group));
+            let member =
+                shard.and_then(|s| s.members.iter().find_map(|&m| Some((m, member_addr(app, m)?))));
+            Err(json_line(
+                StatusCode::MISDIRECTED_REQUEST,
+                json!({ "error": format!("no replica of group {group} on this node"),
+                        "leader": member.as_ref().map(|m| m.0),
+                        "leader_addr": member.map(|m| m.1), "group": group }),
+            ))
+        }
     }
 }
 
-async fn write(app: &App, group: (GroupId, &Group), command: Command, bytes: usize) -> Response {
+/// Node `node`'s address, as this node's replica of the metadata group knows it.
+fn member_addr(app: &App, node: bloomkv_raft::NodeId) -> Option<String> {
+    let metrics = app.raft.metrics();
+    let m = metrics.borrow();
+    m.membership_config.membership().get_node(&node).map(|n| n.addr.clone())
+}
+
+/// On a shard node, the answer to a request for keys its group no longer holds (a split it
+/// applied, which the map may not show yet): 421 with where the map puts them now, or 503
+/// until the map shows the split.
+fn moved_away(app: &App, group: GroupId, key: &[u8]) -> Response {
+    match app.map() {
+        Some(map) if map.group_of(key) != group => stale(map.version(), map.group_of(key)),
+        _ => split_pending(group),
+    }
+}
+
+fn split_pending(group: GroupId) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        format!("group {group} is splitting: its range and this node's map differ for now\n"),
+    )
+        .into_response()
+}
+
+/// On a shard node, whether `group`'s own state still holds `key` (a split it has applied
+/// may have moved it before this node's map shows it).
+fn holds(app: &App, group: &Group, key: &[u8]) -> Result<bool, Response> {
+    if app.node.is_none() {
+        return Ok(true);
+    }
+    match group.kv.range() {
+        Ok(range) => Ok(range.is_none_or(|r| r.contains(key))),
+        Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()),
+    }
+}
+
+async fn write(app: &App, group: (GroupId, Group), command: Command, bytes: usize) -> Response {
     let (id, group) = group;
+    let key = first_key(&command).map(<[u8]>::to_vec).unwrap_or_default();
     if let Err(reason) = command.validate() {
         return (StatusCode::PAYLOAD_TOO_LARGE, format!("{reason}\n")).into_response();
     }
@@ -147,6 +209,8 @@ async fn write(app: &App, group: (GroupId, &Group), command: Command, bytes: usi
     match group.raft.client_write(command).await {
         Ok(resp) => match resp.data {
             Outcome::Applied => format!("ok, log index {}\n", resp.log_id.index).into_response(),
+            // Nothing happened: the client resends where the map says.
+            outcome if refused_range(&outcome).is_some() => moved_away(app, id, &key),
             Outcome::Rejected { reason } => {
                 (StatusCode::BAD_REQUEST, format!("{reason}\n")).into_response()
             }
@@ -172,6 +236,16 @@ async fn write(app: &App, group: (GroupId, &Group), command: Command, bytes: usi
             not_group_leader(f, app.named(id))
         }
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// The first key a write names.
+fn first_key(command: &Command) -> Option<&[u8]> {
+    match command {
+        Command::Put { key, .. } | Command::Delete { key } => Some(key),
+        Command::Batch(commands) => commands.iter().find_map(first_key),
+        Command::Once { command, .. } => first_key(command),
+        Command::Shard(_) => None,
     }
 }
 
@@ -357,7 +431,13 @@ pub async fn get(
         Ok(group) => group,
         Err(answer) => return answer,
     };
-    read(&app, (id, &group.raft), &params, || local_get(group, &key)).await
+    let raft = group.raft.clone();
+    read(&app, (id, &raft), &params, || match holds(&app, &group, key.as_bytes()) {
+        Ok(true) => local_get(&group, &key),
+        Ok(false) => moved_away(&app, id, key.as_bytes()),
+        Err(answer) => answer,
+    })
+    .await
 }
 
 /// Answers with `local` once the read's consistency allows reading this node's state of the
@@ -421,6 +501,18 @@ pub async fn scan(
         Err(answer) => return answer,
     };
     let reader = group.kv.clone();
+    // On a shard node a group that split answers no scan until the map shows the split: the
+    // client's piece would stop at the map's end, past the group's.
+    if let (Some(_), Some(map)) = (&app.node, app.map()) {
+        let range = match reader.range() {
+            Ok(range) => range,
+            Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        };
+        let end = map.group(id).map(|s| s.end.map(<[u8]>::to_vec));
+        if range.is_some_and(|r| Some(r.end.clone()) != end) {
+            return split_pending(id);
+        }
+    }
     read(&app, (id, &group.raft), &params, || {
         // A page reads up to a few MiB from the store: off the async workers.
         let page = tokio::task::block_in_place(|| {
@@ -459,17 +551,14 @@ pub async fn scan(
 /// The group a scan reads: the one its shard headers name, if they were routed by this node's
 /// map version (a scan covers a range, so another version may cut it elsewhere), else the
 /// one group whose range holds every key with the prefix.
-fn scan_group<'a>(
-    app: &'a App,
-    headers: &HeaderMap,
-    prefix: &[u8],
-) -> Result<(GroupId, &'a Group), Response> {
+fn scan_group(app: &App, headers: &HeaderMap, prefix: &[u8]) -> Result<(GroupId, Group), Response> {
     let version = header_number(headers, SHARD_VERSION_HEADER)?;
+    let Some(map) = app.map() else { return Err(not_initialized()) };
     let group = match header_number(headers, SHARD_GROUP_HEADER)? {
         Some(group) => {
-            let mine = app.shards.version();
+            let mine = map.version();
             match version {
-                Some(v) if v < mine => return Err(stale(mine, app.shards.group_of(prefix))),
+                Some(v) if v < mine => return Err(stale(mine, map.group_of(prefix))),
                 Some(v) if v > mine => return Err(behind(mine, v)),
                 _ => group,
             }
@@ -477,7 +566,7 @@ fn scan_group<'a>(
         None if version.is_some() => {
             return Err(bad(format!("{SHARD_VERSION_HEADER} needs {SHARD_GROUP_HEADER}\n")))
         }
-        None => match app.shards.prefix_pieces(prefix).as_slice() {
+        None => match map.prefix_pieces(prefix).as_slice() {
             [one] => one.group,
             pieces => {
                 let groups: Vec<GroupId> = pieces.iter().map(|p| p.group).collect();
@@ -488,7 +577,7 @@ fn scan_group<'a>(
             }
         },
     };
-    match app.groups.get(&group) {
+    match app.group(group) {
         Some(g) => Ok((group, g)),
         None => Err(bad(format!("no group {group} on this node\n"))),
     }

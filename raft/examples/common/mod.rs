@@ -39,6 +39,13 @@
 //! POST   /kv                body = batch    a postcard `Vec<Command>` of puts and deletes,
 //!                                           applied atomically (all keys in one group)
 //! GET    /shard/map                         the node's shard map (`ShardMap::encode`)
+//! With --shards (`shards.rs`; each safe to send again, answering what it did, JSON):
+//! POST   /cluster/split  {"group":G,"at":K}  split G at key K: a new group from K on
+//! POST   /cluster/move   {"group":G,"from":F,"to":T}  on G's leader: G's replica F -> T
+//! POST   /cluster/host   ?group=G           start an empty replica here, for a move
+//! POST   /cluster/drop   ?group=G           drop this node's copy once the map has moved it
+//! POST   /cluster/remove-node  N            remove node N once it holds no group
+//! POST   /shard/propose  ?group=G           a peer's forwarded command (postcard)
 //! ```
 //!
 //! **Shards.** A node started with `--groups N` ([`NodeConfig::groups`]) hosts raft groups 0 to
@@ -97,18 +104,19 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use std::collections::BTreeMap;
 
-use bloomkv_raft::shard::ShardMap;
+use bloomkv_raft::shard::{ShardMap, META_GROUP};
 use bloomkv_raft::{
-    GroupId, KvReader, LogStore, NodeId, NodeStore, Raft, DEFAULT_MAX_APPEND_BYTES,
+    GroupId, KvReader, LogStore, NodeId, NodeStore, Raft, ShardNode, DEFAULT_MAX_APPEND_BYTES,
 };
 use openraft::error::ForwardToLeader;
 use openraft::{BasicNode, Config};
 use serde_json::json;
+use std::borrow::Cow;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 pub use limits::Limits;
-pub use network::Network;
+pub use network::{HttpTransport, Network};
 pub use tls::TlsConfig;
 
 /// Errors as boxed trait objects: the examples only report them.
@@ -181,6 +189,9 @@ pub struct NodeConfig {
     /// Raft groups hosted, each serving one range of the key space ([`cut`]); the same on
     /// every node of a cluster.
     pub groups: usize,
+    /// Run on a [`ShardNode`] whose map the cluster replicates, cut into this many ranges at
+    /// `/cluster/init` ([`cut`]), so that groups split and move; 0: not (`groups` says).
+    pub shards: usize,
 }
 
 /// The most groups [`cut`] makes: one per printable ASCII character.
@@ -209,6 +220,7 @@ impl Default for NodeConfig {
             tls: None,
             limits: Limits::default(),
             groups: 1,
+            shards: 0,
         }
     }
 }
@@ -218,8 +230,8 @@ impl Default for NodeConfig {
 pub struct Group {
     pub raft: Raft,
     pub kv: KvReader,
-    /// The group's log (for the followers' lag in bytes).
-    pub log: LogStore,
+    /// The group's log (for the followers' lag in bytes), where the node holds it.
+    pub log: Option<LogStore>,
 }
 
 /// What the HTTP handlers share.
@@ -228,15 +240,26 @@ pub struct App {
     pub addr: String,
     /// How long a cluster call waits before answering 504.
     pub admin_timeout: Duration,
-    /// Group 0's: the whole node's when it hosts one group.
+    /// Group 0's: the whole node's when it hosts one group. On a [`ShardNode`], the metadata
+    /// group's (its reader reads the whole database's figures and checkpoints).
     pub raft: Raft,
     pub kv: KvReader,
-    pub log: LogStore,
-    /// Every group the node hosts, group 0 among them.
+    pub log: Option<LogStore>,
+    /// Every group the node hosts, group 0 among them, when the groups are fixed at start
+    /// (`--groups`); empty on a [`ShardNode`], whose groups come and go.
     pub groups: BTreeMap<GroupId, Group>,
-    /// Which group serves which keys. Its members are placeholders: `/shard/map` fills in
-    /// each group's voters.
-    pub shards: ShardMap,
+    /// Which group serves which keys, when fixed at start. Its members are placeholders:
+    /// `/shard/map` fills in each group's voters. `None` on a [`ShardNode`].
+    pub shards: Option<ShardMap>,
+    /// The node's groups, map, splits and moves, with `--shards`, and its way to the other
+    /// nodes.
+    pub node: Option<ShardNode<HttpTransport>>,
+    pub transport: Option<HttpTransport>,
+    /// The ranges `/cluster/init` cuts the key space into, with `--shards`.
+    pub shard_count: usize,
+    /// Splits and replica moves that cluster calls to this node completed.
+    pub splits: AtomicU64,
+    pub moves: AtomicU64,
     pub network: Network,
     pub token: Option<String>,
     pub limits: Limits,
@@ -292,6 +315,9 @@ impl Node {
             Some(tls) => (tls.peer_client()?, Some(tls.acceptor()?)),
             None => (reqwest::Client::builder().build()?, None),
         };
+        if config.shards > 0 {
+            return Node::start_shards(id, addr, listener, dir, config, http, acceptor).await;
+        }
         let starts = cut(config.groups)?;
         let store = NodeStore::open(dir, bloomkv::Options::default())?;
         let want: Vec<GroupId> = (0..starts.len() as GroupId).collect();
@@ -313,43 +339,62 @@ impl Node {
             let kv = sm.reader();
             let network = network.for_group(*group);
             let raft = Raft::new(id, self::config(), network, log.clone(), sm).await?;
-            groups.insert(*group, Group { raft, kv, log });
+            groups.insert(*group, Group { raft, kv, log: Some(log) });
             ranges.push((start, *group, [id].into()));
         }
         let shards = ShardMap::from_ranges(1, ranges)?;
         let Group { raft, kv, log } = groups[&0].clone();
-        let limits = config.limits;
-        let app = Arc::new(App {
-            id,
-            addr,
-            admin_timeout: config.admin_timeout,
-            raft,
-            kv,
-            log,
-            groups,
-            shards,
-            network,
-            token: config.token,
-            writes: limits::WriteBudget::new(&limits),
-            requests: Arc::new(Semaphore::new(limits.concurrent_requests)),
-            raft_requests: Arc::new(Semaphore::new(limits.concurrent_raft_requests)),
-            limits,
-            snapshot_chunks: AtomicU64::new(0),
-            snapshot_bytes: AtomicU64::new(0),
-            requests_seen: metrics::Requests::default(),
-            restore: Default::default(),
-        });
+        let app = App::new(id, addr, &config, (raft, kv, log), network);
+        let app = Arc::new(App { groups, shards: Some(shards), ..app });
+        Ok(Node::serve(app, listener, acceptor, config.token_for_clients))
+    }
+
+    /// The node on a [`ShardNode`] (`--shards`): its groups are those its store holds, and
+    /// those the replicated map and its splits and moves bring.
+    async fn start_shards(
+        id: NodeId,
+        addr: String,
+        listener: TcpListener,
+        dir: &Path,
+        config: NodeConfig,
+        http: reqwest::Client,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+    ) -> BoxResult<Node> {
+        cut(config.shards)?;
+        let network = Network::new(http, config.token.clone(), acceptor.is_some());
+        let transport = HttpTransport::new(network.clone());
+        let options = bloomkv::Options::default();
+        let node = ShardNode::open(id, dir, options, self::config(), transport.clone()).await?;
+        let meta = node.raft(META_GROUP).ok_or("the metadata group did not start")?;
+        let kv = node.reader(META_GROUP).ok_or("the metadata group did not start")?;
+        transport.set_metadata(meta.clone());
+        let app = App::new(id, addr, &config, (meta, kv, None), network);
+        let app =
+            App { node: Some(node), transport: Some(transport), shard_count: config.shards, ..app };
+        Ok(Node::serve(Arc::new(app), listener, acceptor, config.token_for_clients))
+    }
+
+    fn serve(
+        app: Arc<App>,
+        listener: TcpListener,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        token_for_clients: bool,
+    ) -> Node {
         let (stop, stopped) = watch::channel(false);
-        let router = routes(&app, config.token_for_clients);
+        let router = routes(&app, token_for_clients);
         let limits = app.limits.clone();
         let server = tokio::spawn(serve::serve(listener, router, limits, acceptor, stopped));
-        Ok(Node { app, stop, server })
+        Node { app, stop, server }
     }
 
     /// Stops serving, shuts raft down and closes the store.
     pub async fn stop(self) -> BoxResult<()> {
         let _ = self.stop.send(true);
         self.server.await??;
+        if let Some(node) = &self.app.node {
+            node.shutdown().await?;
+            return Ok(());
+        }
         for group in self.app.groups.values() {
             group.raft.shutdown().await?;
         }
@@ -365,6 +410,7 @@ fn routes(app: &Arc<App>, token_for_clients: bool) -> Router {
         .route("/raft/append", post(network::append))
         .route("/raft/vote", post(network::vote))
         .route("/raft/snapshot", post(network::snapshot))
+        .route("/shard/propose", post(network::propose))
         .layer(DefaultBodyLimit::max(raft_body_limit()))
         .layer(from_fn_with_state(state(), limits::raft_requests));
     let admin = Router::new()
@@ -376,6 +422,11 @@ fn routes(app: &Arc<App>, token_for_clients: bool) -> Router {
         .route("/cluster/backup", post(cluster::backup))
         .route("/cluster/restore", post(cluster::restore))
         .route("/cluster/status", get(cluster::status))
+        .route("/cluster/split", post(shards::split))
+        .route("/cluster/move", post(shards::move_replica))
+        .route("/cluster/host", post(shards::host))
+        .route("/cluster/drop", post(shards::drop_replica))
+        .route("/cluster/remove-node", post(shards::remove_node))
         .route("/metrics", get(cluster::metrics));
     let mut kv = Router::new()
         .route("/kv/{key}", put(kv::put).delete(kv::delete).get(kv::get))
@@ -419,9 +470,71 @@ fn not_group_leader(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId
 }
 
 impl App {
+    fn new(
+        id: NodeId,
+        addr: String,
+        config: &NodeConfig,
+        (raft, kv, log): (Raft, KvReader, Option<LogStore>),
+        network: Network,
+    ) -> App {
+        let limits = config.limits.clone();
+        App {
+            id,
+            addr,
+            admin_timeout: config.admin_timeout,
+            raft,
+            kv,
+            log,
+            groups: BTreeMap::new(),
+            shards: None,
+            node: None,
+            transport: None,
+            shard_count: 0,
+            splits: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
+            network,
+            token: config.token.clone(),
+            writes: limits::WriteBudget::new(&limits),
+            requests: Arc::new(Semaphore::new(limits.concurrent_requests)),
+            raft_requests: Arc::new(Semaphore::new(limits.concurrent_raft_requests)),
+            limits,
+            snapshot_chunks: AtomicU64::new(0),
+            snapshot_bytes: AtomicU64::new(0),
+            requests_seen: metrics::Requests::default(),
+            restore: Default::default(),
+        }
+    }
+
     /// Whether the node hosts more than one group (and so names groups in its answers).
     pub fn sharded(&self) -> bool {
-        self.groups.len() > 1
+        self.node.is_some() || self.groups.len() > 1
+    }
+
+    /// This node's replica of `group`, if it runs one.
+    pub fn group(&self, group: GroupId) -> Option<Group> {
+        match &self.node {
+            Some(node) => {
+                Some(Group { raft: node.raft(group)?, kv: node.reader(group)?, log: None })
+            }
+            None => self.groups.get(&group).cloned(),
+        }
+    }
+
+    /// The groups this node runs a replica of (on a [`ShardNode`], the metadata group too).
+    pub fn group_ids(&self) -> Vec<GroupId> {
+        match &self.node {
+            Some(node) => node.groups(),
+            None => self.groups.keys().copied().collect(),
+        }
+    }
+
+    /// The map this node routes by: `None` on a [`ShardNode`] before the cluster's
+    /// `/cluster/init` reached it.
+    pub fn map(&self) -> Option<Cow<'_, ShardMap>> {
+        match &self.node {
+            Some(node) => node.map().map(Cow::Owned),
+            None => self.shards.as_ref().map(Cow::Borrowed),
+        }
     }
 
     /// `id` as a node hosting several groups names it in its answers.
@@ -431,3 +544,4 @@ impl App {
 }
 
 mod serve;
+mod shards;

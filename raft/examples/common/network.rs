@@ -8,11 +8,15 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bloomkv_raft::{GroupId, NodeId, Raft, TypeConfig};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bloomkv_raft::{Command, GroupId, NodeId, Raft, ShardError, Transport, TypeConfig};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::ClientWriteResponse;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -55,8 +59,14 @@ pub struct GroupParam {
 /// with more groups than this node).
 fn raft_of(app: &App, param: &GroupParam) -> Result<Raft, Response> {
     let group = param.group.unwrap_or(0);
-    match app.groups.get(&group) {
-        Some(g) => Ok(g.raft.clone()),
+    match app.group(group) {
+        Some(g) => Ok(g.raft),
+        // On a shard node, a group this node does not run yet (a split it has not applied, a
+        // move it was not asked to host): the sender retries.
+        None if app.node.is_some() => {
+            let reason = format!("no raft group {group} on this node yet\n");
+            Err((StatusCode::NOT_FOUND, reason).into_response())
+        }
         None => {
             let reason = format!(
                 "no raft group {group} on this node (it hosts {}): start every node with the \
@@ -290,5 +300,124 @@ impl RaftNetwork<TypeConfig> for Connection {
     ) -> Result<VoteResponse<NodeId>, RpcError<openraft::error::Infallible>> {
         let answer = self.call("/raft/vote", &req, &option).await;
         self.note("vote", answer, false)
+    }
+}
+
+/// What `/shard/propose` answers: the group's answer to a command, or why it did not take it
+/// ([`ShardError`], without its storage error's detail).
+#[derive(Serialize, serde::Deserialize)]
+enum Proposed {
+    Done(ClientWriteResponse<TypeConfig>),
+    NotHere,
+    NotLeader(Option<NodeId>),
+    Rejected(String),
+    Raft(String),
+}
+
+/// `POST /shard/propose?group=G`, a postcard [`Command`]: a peer's [`ShardNode::propose`]
+/// forwarded to this node, which it believes leads group G.
+pub async fn propose(
+    State(app): AppState,
+    Query(group): Query<GroupParam>,
+    body: Bytes,
+) -> Response {
+    let Some(node) = &app.node else {
+        return (StatusCode::NOT_FOUND, "this node runs no shard map (--shards)\n").into_response();
+    };
+    let group = group.group.unwrap_or(0);
+    let command = match postcard::from_bytes::<Command>(&body) {
+        Ok(command) => command,
+        Err(e) => return encode::<()>(Err(e)),
+    };
+    let answer = match node.propose_local(group, command).await {
+        Ok(resp) => Proposed::Done(resp),
+        Err(ShardError::NotHere { .. }) => Proposed::NotHere,
+        Err(ShardError::NotLeader { leader, .. }) => Proposed::NotLeader(leader),
+        Err(ShardError::Rejected(why)) => Proposed::Rejected(why),
+        Err(e) => Proposed::Raft(e.to_string()),
+    };
+    encode(Ok(answer))
+}
+
+/// How long a forwarded command may take: its group's commit, and for a split the move of
+/// the keys.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A [`ShardNode`]'s way to the other nodes: each group's raft over this node's [`Network`],
+/// and commands forwarded to `/shard/propose` at the address the metadata group's membership
+/// gives a node.
+#[derive(Clone)]
+pub struct HttpTransport {
+    network: Network,
+    metadata: Arc<OnceLock<Raft>>,
+}
+
+impl HttpTransport {
+    pub fn new(network: Network) -> HttpTransport {
+        HttpTransport { network, metadata: Arc::default() }
+    }
+
+    /// The metadata group's raft, whose membership holds every node's address: known once
+    /// the node has opened (until then, a forward fails and is retried).
+    pub fn set_metadata(&self, raft: Raft) {
+        let _ = self.metadata.set(raft);
+    }
+
+    /// Node `node`'s address, as the metadata group's membership has it.
+    pub fn addr(&self, node: NodeId) -> Option<String> {
+        let raft = self.metadata.get()?;
+        let metrics = raft.metrics();
+        let m = metrics.borrow();
+        m.membership_config.membership().get_node(&node).map(|n| n.addr.clone())
+    }
+
+    /// A request to `path` on node `node`, with the cluster's token.
+    pub fn post(&self, node: NodeId, path: &str) -> Result<reqwest::RequestBuilder, String> {
+        let addr = self.addr(node).ok_or_else(|| format!("node {node} has no known address"))?;
+        let url = format!("{}://{addr}{path}", self.network.scheme);
+        let mut request = self.network.client.post(url);
+        if let Some(token) = &self.network.token {
+            request = request.header(header::AUTHORIZATION, bearer(token));
+        }
+        Ok(request)
+    }
+}
+
+impl Transport for HttpTransport {
+    type Network = Network;
+
+    fn network(&self, group: GroupId) -> Network {
+        self.network.for_group(group)
+    }
+
+    async fn forward(
+        &self,
+        node: NodeId,
+        group: GroupId,
+        command: Command,
+    ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
+        let failed = |e: &dyn std::fmt::Display| ShardError::Raft(format!("node {node}: {e}"));
+        let body = postcard::to_allocvec(&command).map_err(|e| failed(&e))?;
+        let request = self.post(node, &format!("/shard/propose?group={group}"));
+        let request = request.map_err(|e| failed(&e))?;
+        let sent = request
+            .timeout(FORWARD_TIMEOUT)
+            .header(header::CONTENT_TYPE, POSTCARD)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| failed(&e))?;
+        let status = sent.status();
+        let bytes = sent.bytes().await.map_err(|e| failed(&e))?;
+        if !status.is_success() {
+            return Err(failed(&format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
+        }
+        match postcard::from_bytes::<Proposed>(&bytes).map_err(|e| failed(&e))? {
+            Proposed::Done(resp) => Ok(resp),
+            Proposed::NotHere => Err(ShardError::NotHere { group }),
+            Proposed::NotLeader(leader) => Err(ShardError::NotLeader { group, leader }),
+            Proposed::Rejected(why) => Err(ShardError::Rejected(why)),
+            Proposed::Raft(why) => Err(ShardError::Raft(why)),
+        }
     }
 }

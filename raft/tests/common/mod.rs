@@ -97,6 +97,13 @@ impl Proc {
         }
     }
 
+    /// Sends the process signal `name` (`STOP`, `CONT`, ...).
+    pub fn signal(&self, name: &str) {
+        let pid = self.process.as_ref().unwrap().id().to_string();
+        let sent = std::process::Command::new("kill").args([&format!("-{name}"), &pid]).status();
+        assert!(sent.unwrap().success(), "kill -{name} {pid}");
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -1,0 +1,482 @@
+//! Four `kv_node` processes on loopback running on `ShardNode` (`--shards 8`): the cluster is
+//! formed on nodes 1-3 with eight groups, node 4 joins it, and while writers
+//! (`bloomkv_raft::Client`) run throughout:
+//!
+//! - a group splits (`/cluster/split`), its leader killed (`SIGKILL`) once the split is under
+//!   way (its new group id reserved) and restarted;
+//! - a group's replica moves to node 4 (`/cluster/move`), node 4 killed once it hosts the
+//!   replica and restarted, the move sent again until it completes.
+//!
+//! Afterwards every acknowledged write is present once, with its value, in the group that owns
+//! its key by the final map, on every member of that group, and in no other group on any node.
+//! The longest gap between acknowledged writes to the range a split or move touches is
+//! printed, not asserted.
+//!
+//! Bounded for CI (one split and one move, well under a minute). More rounds (each splits
+//! another group and moves another replica, alternately to and from node 4):
+//!
+//! ```text
+//! cargo test --release -p bloomkv-raft --no-run
+//! SHARD_OPS_ROUNDS=5 cargo test --release -p bloomkv-raft --test shard_ops -- --nocapture
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bloomkv_raft::shard::{ShardMap, META_GROUP};
+use bloomkv_raft::{Client, ClientError, Command, GroupId, SHARD_GROUP_HEADER};
+use serde_json::{json, Value};
+
+mod common;
+
+use common::{unhex, wait_until, Proc, PATIENCE};
+
+const WRITERS: u64 = 6;
+
+/// Writer `w`'s `i`th key: its first character spread over printable ASCII, so over the
+/// eight first ranges.
+fn key(w: u64, i: u64) -> String {
+    let first = char::from(0x21 + ((w * 7 + i * 13) % 94) as u8);
+    format!("{first}w{w}-{i:05}")
+}
+
+fn value(w: u64, i: u64) -> String {
+    format!("value {w} {i}")
+}
+
+/// What the writers know: keys acknowledged with their values and when, and keys whose write
+/// may or may not have been applied (the call gave up).
+#[derive(Default)]
+struct Outcomes {
+    acked: BTreeMap<String, (String, Instant)>,
+    unsure: BTreeSet<String>,
+}
+
+/// Writes until `stop`: a put, then a batch of three keys (which span groups), and so on.
+async fn writer(
+    w: u64,
+    addrs: Vec<String>,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Outcomes>>,
+    acked: Arc<AtomicU64>,
+) {
+    let client =
+        Client::new(&addrs).unwrap().with_timeouts(Duration::from_secs(20), Duration::from_secs(2));
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let keys: Vec<u64> = if i % 2 == 0 { vec![i] } else { vec![i, i + 1, i + 2] };
+        let result = match keys.as_slice() {
+            [one] => client.put(&key(w, *one), value(w, *one)).await,
+            many => {
+                let commands = many.iter().map(|&j| Command::put(key(w, j), value(w, j)));
+                client.batch(commands.collect()).await
+            }
+        };
+        let now = Instant::now();
+        let mut out = out.lock().unwrap();
+        match result {
+            Ok(()) => {
+                for &j in &keys {
+                    out.acked.insert(key(w, j), (value(w, j), now));
+                }
+                acked.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            }
+            Err(ClientError::GaveUp { .. }) => out.unsure.extend(keys.iter().map(|&j| key(w, j))),
+            Err(e) => panic!("writer {w}: {e}"),
+        }
+        i += keys.len() as u64;
+    }
+}
+
+/// Sends a cluster call until it answers 200, following 421s to the leader they name and
+/// trying the next node on anything else: its JSON answer.
+async fn cluster_call(http: &reqwest::Client, nodes: &[String], path: &str, body: Value) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    let mut target = nodes[0].clone();
+    let mut next = 0;
+    loop {
+        let sent = http.post(format!("http://{target}{path}")).json(&body).send().await;
+        let why = match sent {
+            Ok(answer) if answer.status() == 200 => return answer.json().await.unwrap(),
+            Ok(answer) => {
+                let status = answer.status();
+                let text = answer.text().await.unwrap_or_default();
+                let redirect = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["leader_addr"].as_str().map(String::from));
+                match (status.as_u16(), redirect) {
+                    (421, Some(leader)) if leader != target => {
+                        target = leader;
+                        continue;
+                    }
+                    _ => format!("{status}: {}", text.trim()),
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        assert!(Instant::now() < deadline, "{path} {body}: gave up; last: {why}");
+        eprintln!("{path} {body} at {target}: {why}; again");
+        next += 1;
+        target = nodes[next % nodes.len()].clone();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Node `node`'s groups as its status shows them, by id.
+async fn groups_of(http: &reqwest::Client, node: &Proc) -> Option<serde_json::Map<String, Value>> {
+    node.status(http).await?["groups"].as_object().cloned()
+}
+
+/// The node's shard map, once it has one.
+async fn map_of(http: &reqwest::Client, node: &Proc) -> Option<ShardMap> {
+    let answer = http.get(node.url("/shard/map")).send().await.ok()?;
+    if answer.status() != 200 {
+        return None;
+    }
+    ShardMap::decode(&answer.bytes().await.ok()?).ok()
+}
+
+/// The index in `nodes` of the node leading `group`, once one says it does.
+async fn leader_of(http: &reqwest::Client, nodes: &[Proc], group: GroupId) -> usize {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for (i, node) in nodes.iter().enumerate().filter(|(_, n)| n.up()) {
+            let Some(groups) = groups_of(http, node).await else { continue };
+            if groups.get(&group.to_string()).is_some_and(|g| g["state"] == "Leader") {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "group {group} has no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every key and value of group `group` on `node`, as it has applied them.
+async fn group_data(
+    http: &reqwest::Client,
+    node: &Proc,
+    group: GroupId,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = node.url("/kv?prefix=&consistency=stale");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let answer = http.get(url).header(SHARD_GROUP_HEADER, group).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "node {} group {group}", node.id);
+        let page: Value = answer.json().await.unwrap();
+        for item in page["items"].as_array().unwrap() {
+            let field = |text: &str, hex: &str| match item[text].as_str() {
+                Some(t) => t.as_bytes().to_vec(),
+                None => unhex(item[hex].as_str().unwrap()),
+            };
+            all.insert(field("key", "key_hex"), field("value", "value_hex"));
+        }
+        match page["more"].as_bool().unwrap() {
+            true => cursor = Some(page["cursor"].as_str().unwrap().to_string()),
+            false => return all,
+        }
+    }
+}
+
+/// The longest time without an acknowledged write to a key in `start..end` (`None`: no end)
+/// around `during`: from the last acknowledgement before it to the first after it, and
+/// between acknowledgements within it.
+fn longest_gap(
+    outcomes: &Outcomes,
+    range: (&[u8], Option<&[u8]>),
+    during: std::ops::Range<Instant>,
+) -> Duration {
+    let (start, end) = range;
+    let mut times: Vec<Instant> = outcomes
+        .acked
+        .iter()
+        .filter(|(k, _)| k.as_bytes() >= start && end.is_none_or(|e| k.as_bytes() < e))
+        .map(|(_, (_, t))| *t)
+        .collect();
+    times.sort();
+    let before = times.iter().rev().find(|t| **t <= during.start).copied();
+    let after = times.iter().find(|t| **t >= during.end).copied();
+    let mut marks: Vec<Instant> = before.into_iter().collect();
+    marks.extend(times.iter().filter(|t| during.contains(t)));
+    marks.extend(after);
+    marks.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default()
+}
+
+struct Cluster {
+    http: reqwest::Client,
+    nodes: Vec<Proc>,
+    addrs: Vec<String>,
+    acked: Arc<AtomicU64>,
+}
+
+impl Cluster {
+    /// Waits until `n` more writes than now are acknowledged.
+    async fn more_writes(&self, n: u64) {
+        let target = self.acked.load(Ordering::Relaxed) + n;
+        wait_until("writes go on", || async { self.acked.load(Ordering::Relaxed) >= target }).await;
+    }
+
+    /// Restarts node `i` and waits until every group it runs knows a leader.
+    async fn restart(&mut self, i: usize) {
+        self.nodes[i].start();
+        let (http, node) = (&self.http, &self.nodes[i]);
+        wait_until("the restarted node's groups know their leaders", || async {
+            groups_of(http, node)
+                .await
+                .is_some_and(|groups| groups.values().all(|g| g["leader"].is_u64()))
+        })
+        .await;
+    }
+
+    /// The map as node `i` has it, once it has one of at least `version`.
+    async fn map(&self, i: usize, version: u64) -> ShardMap {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let map = map_of(&self.http, &self.nodes[i]).await;
+            if let Some(map) = map.filter(|m| m.version() >= version) {
+                return map;
+            }
+            assert!(Instant::now() < deadline, "node {}: no map of version {version}", i + 1);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
+    let rounds: u64 =
+        std::env::var("SHARD_OPS_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let scratch = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build().unwrap();
+    let mut nodes: Vec<Proc> = (1..=4)
+        .map(|id| {
+            let mut node = Proc::new(id, scratch.path());
+            node.flags.extend(["--shards", "8", "--admin-timeout", "10"].map(String::from));
+            node
+        })
+        .collect();
+    for node in nodes.iter_mut() {
+        node.start();
+    }
+    for node in &nodes {
+        wait_until("a node serves", || async { node.status(&http).await.is_some() }).await;
+    }
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    let first: Vec<(u64, String)> = nodes[..3].iter().map(|n| (n.id, n.addr.clone())).collect();
+    let init = cluster_call(&http, &addrs[..1], "/cluster/init", json!(first)).await;
+    eprintln!("init: {init}");
+    // Node 4 joins the cluster: a learner of the metadata group, holding no range yet.
+    let join = json!([4, addrs[3]]);
+    let joined = http.post(nodes[0].url("/cluster/learner")).json(&join).send().await.unwrap();
+    assert_eq!(joined.status(), 200, "{}", joined.text().await.unwrap());
+    let mut cluster = Cluster { http, nodes, addrs, acked: Arc::new(AtomicU64::new(0)) };
+    let map = cluster.map(3, 1).await;
+    assert_eq!(map.len(), 8);
+    assert!(map.shards().all(|s| s.members == &BTreeSet::from([1, 2, 3])), "{map:?}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcomes = Arc::new(Mutex::new(Outcomes::default()));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (addrs, stop, out) = (cluster.addrs.clone(), stop.clone(), outcomes.clone());
+            tokio::spawn(writer(w, addrs, stop, out, cluster.acked.clone()))
+        })
+        .collect();
+    cluster.more_writes(100).await;
+
+    let mut gaps = Vec::new();
+    for round in 0..rounds {
+        // A split, its group's leader killed once it is under way (the metadata group has
+        // taken its reservation) and restarted.
+        let map = cluster.map(0, 1).await;
+        let shard = map.shards().nth((round as usize * 3 + 3) % map.len()).unwrap();
+        let (group, start, end) =
+            (shard.group, shard.start.to_vec(), shard.end.map(<[u8]>::to_vec));
+        // A key inside the range, after its start: the start with a byte appended.
+        let mut at = start.clone();
+        at.push(b'm');
+        let at = String::from_utf8(at).unwrap();
+        let victim = leader_of(&cluster.http, &cluster.nodes, group).await;
+        let meta = |groups: &serde_json::Map<String, Value>| {
+            groups[&META_GROUP.to_string()]["last_log_index"].as_u64()
+        };
+        let watcher = (victim + 1) % 3;
+        let before = meta(&groups_of(&cluster.http, &cluster.nodes[watcher]).await.unwrap());
+        let started = Instant::now();
+        let to: Vec<String> =
+            (0..3).filter(|&i| i != victim).map(|i| cluster.addrs[i].clone()).collect();
+        let split = {
+            let (http, body) = (cluster.http.clone(), json!({ "group": group, "at": at }));
+            tokio::spawn(async move { cluster_call(&http, &to, "/cluster/split", body).await })
+        };
+        let (http, watched) = (&cluster.http, &cluster.nodes[watcher]);
+        wait_until("the split reserves its group", || async {
+            groups_of(http, watched).await.is_some_and(|g| meta(&g) > before)
+        })
+        .await;
+        eprintln!("round {round}: splitting group {group} at {at:?}; killing node {}", victim + 1);
+        cluster.nodes[victim].kill();
+        cluster.more_writes(30).await;
+        cluster.restart(victim).await;
+        let answer = split.await.unwrap();
+        let made = answer["new_group"].as_u64().unwrap();
+        let ended = Instant::now();
+        eprintln!("round {round}: split {answer}");
+        let map = cluster.map(0, answer["map_version"].as_u64().unwrap_or(1)).await;
+        assert_eq!(map.group_of(at.as_bytes()), made);
+        assert_eq!(map.group(group).unwrap().end, Some(at.as_bytes()));
+        cluster.more_writes(30).await;
+        let gap = longest_gap(&outcomes.lock().unwrap(), (&start, end.as_deref()), started..ended);
+        gaps.push(format!("split of group {group}: {gap:?} (took {:?})", ended - started));
+
+        // A move to node 4 (or from it, every other round), the target killed once it hosts
+        // the replica, restarted, and the move sent again until it completes.
+        let map = cluster.map(0, map.version()).await;
+        let shard = map.shards().nth((round as usize * 5 + 5) % map.len()).unwrap();
+        let (group, start, end) =
+            (shard.group, shard.start.to_vec(), shard.end.map(<[u8]>::to_vec));
+        let on_4 = shard.members.contains(&4);
+        let (from, to) = match on_4 {
+            false => (*shard.members.iter().next().unwrap(), 4),
+            true => (4, (1..=3).find(|n| !shard.members.contains(n)).unwrap()),
+        };
+        let body = json!({ "group": group, "from": from, "to": to });
+        eprintln!("round {round}: moving group {group} from node {from} to node {to}");
+        let started = Instant::now();
+        let first = {
+            let (http, addrs, body) = (cluster.http.clone(), cluster.addrs.clone(), body.clone());
+            tokio::spawn(async move { cluster_call(&http, &addrs, "/cluster/move", body).await })
+        };
+        let target = to as usize - 1;
+        let (http, hosting) = (&cluster.http, &cluster.nodes[target]);
+        wait_until("the target hosts the replica", || async {
+            groups_of(http, hosting).await.is_some_and(|g| g.contains_key(&group.to_string()))
+        })
+        .await;
+        // Frozen first, so that what the move has done by the kill can be read: joined as a
+        // learner and catching up, or already a voter.
+        cluster.nodes[target].signal("STOP");
+        let leader = leader_of(&cluster.http, &cluster.nodes, group).await;
+        let status = groups_of(&cluster.http, &cluster.nodes[leader]).await.unwrap();
+        let shown = &status[&group.to_string()];
+        eprintln!(
+            "round {round}: killing node {to}, the move's target; group {group}'s voters {}, \
+             learners {}",
+            shown["voters"], shown["learners"]
+        );
+        cluster.nodes[target].kill();
+        cluster.more_writes(30).await;
+        cluster.restart(target).await;
+        // The call rides out the kill (sent again while it fails); sent again until the source
+        // has dropped its copy too.
+        let mut answer = first.await.unwrap();
+        while answer["dropped"] != true {
+            eprintln!("round {round}: move {answer}; again");
+            answer =
+                cluster_call(&cluster.http, &cluster.addrs, "/cluster/move", body.clone()).await;
+        }
+        let ended = Instant::now();
+        eprintln!("round {round}: move {answer}");
+        let map = cluster.map(0, map.version() + 1).await;
+        let members = map.group(group).unwrap().members;
+        assert!(members.contains(&to) && !members.contains(&from), "{map:?}");
+        cluster.more_writes(30).await;
+        let gap = longest_gap(&outcomes.lock().unwrap(), (&start, end.as_deref()), started..ended);
+        gaps.push(format!("move of group {group}: {gap:?} (took {:?})", ended - started));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    eprintln!(
+        "{} writes acknowledged, {} unsure; longest gap between acknowledged writes to the \
+         range touched: {}",
+        outcomes.acked.len(),
+        outcomes.unsure.len(),
+        gaps.join(", ")
+    );
+
+    // Every member of every group applies everything the group's leader holds.
+    let map = cluster.map(0, 1).await;
+    let (http, nodes) = (&cluster.http, &cluster.nodes);
+    for shard in map.shards() {
+        let g = shard.group.to_string();
+        let leader = leader_of(http, nodes, shard.group).await;
+        let groups = groups_of(http, &nodes[leader]).await.unwrap();
+        let last = groups[&g]["last_log_index"].as_u64();
+        for member in shard.members {
+            let node = &nodes[*member as usize - 1];
+            wait_until("a member applies all of its group's log", || async {
+                groups_of(http, node).await.is_some_and(|groups| {
+                    groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
+                })
+            })
+            .await;
+        }
+    }
+
+    // On every node, in every group it runs: only keys the final map gives that group, each
+    // once, with the value acknowledged; every acknowledged key on every member of its group.
+    let mut held: BTreeMap<(u64, GroupId), usize> = BTreeMap::new();
+    for node in nodes {
+        let groups = groups_of(http, node).await.unwrap();
+        let mut seen: BTreeMap<Vec<u8>, GroupId> = BTreeMap::new();
+        for id in groups.keys().map(|g| g.parse::<GroupId>().unwrap()) {
+            if id == META_GROUP {
+                continue;
+            }
+            let data = group_data(http, node, id).await;
+            held.insert((node.id, id), data.len());
+            for (k, v) in data {
+                let shown = String::from_utf8_lossy(&k).into_owned();
+                assert_eq!(map.group_of(&k), id, "node {}: {shown} in group {id}", node.id);
+                assert!(seen.insert(k, id).is_none(), "node {}: {shown} twice", node.id);
+                match outcomes.acked.get(&shown) {
+                    Some((want, _)) => assert_eq!(want.as_bytes(), v, "node {}: {shown}", node.id),
+                    None => assert!(outcomes.unsure.contains(&shown), "{shown}: never written"),
+                }
+            }
+        }
+        for shard in map.shards().filter(|s| s.members.contains(&node.id)) {
+            assert!(
+                groups.contains_key(&shard.group.to_string()),
+                "node {}: no group {}",
+                node.id,
+                shard.group
+            );
+        }
+        for written in outcomes.acked.keys() {
+            let owner = map.shard_of(written.as_bytes());
+            if owner.members.contains(&node.id) {
+                assert!(seen.contains_key(written.as_bytes()), "node {}: {written} lost", node.id);
+            }
+        }
+    }
+    // Only members hold a group's replica: a move's source dropped its copy.
+    for (node, group) in held.keys() {
+        assert!(
+            map.group(*group).unwrap().members.contains(node),
+            "node {node} holds group {group}"
+        );
+    }
+    assert!(map.len() > 8, "{map:?}");
+
+    // The metrics count what the calls did.
+    let mut splits = 0;
+    for node in nodes {
+        let text = http.get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let value = |name: &str| {
+            text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<u64>().ok())
+        };
+        assert_eq!(value("shard_map_version"), Some(map.version()), "node {}", node.id);
+        assert!(value("shard_groups_hosted").is_some());
+        splits += value("shard_splits_total").unwrap();
+    }
+    assert!(splits >= 1, "no split counted");
+}
