@@ -479,4 +479,15 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         splits += value("shard_splits_total").unwrap();
     }
     assert!(splits >= 1, "no split counted");
+
+    // A node that still holds replicas is not removed; one not in the cluster is gone already.
+    let meta_leader = leader_of(http, nodes, META_GROUP).await;
+    let remove = |id: u64| http.post(nodes[meta_leader].url("/cluster/remove-node")).json(&id);
+    let refused = remove(1).send().await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    let held: Vec<u64> = map.shards().filter(|s| s.members.contains(&1)).map(|s| s.group).collect();
+    assert_eq!(body["groups"], json!(held));
+    let gone: Value = remove(9).send().await.unwrap().json().await.unwrap();
+    assert_eq!(gone, json!({ "removed": 9, "already": true }));
 }
