@@ -412,7 +412,8 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         let last = groups[&g]["last_log_index"].as_u64();
         for member in shard.members {
             let node = &nodes[*member as usize - 1];
-            wait_until("a member applies all of its group's log", || async {
+            let what = format!("node {member} applies group {g}'s log up to {last:?}");
+            wait_until(&what, || async {
                 groups_of(http, node).await.is_some_and(|groups| {
                     groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
                 })

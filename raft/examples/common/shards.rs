@@ -68,7 +68,7 @@ async fn detached<T: Send + 'static>(
 
 /// `POST /cluster/init`, optionally with `[[id, "addr"], ...]`, the cluster's first nodes
 /// (this one is added if missing; every one must be running): the metadata group on them all,
-/// holding a map of `--shards` ranges ([`cut`]), each range's group on them all. Sent again
+/// holding a map of `--shards` ranges ([`cut`]) served by groups 1 to N, each on them all. Sent again
 /// with the same nodes, it completes what a crash left undone; with others, once the map
 /// exists, it answers 409.
 pub async fn init(app: Arc<App>, body: Bytes) -> Response {
@@ -89,7 +89,9 @@ pub async fn init(app: Arc<App>, body: Bytes) -> Response {
     members.entry(app.id).or_insert_with(|| BasicNode::new(&app.addr));
     let ids: BTreeSet<NodeId> = members.keys().copied().collect();
     let map = cut(app.shard_count).map_err(|e| e.to_string()).and_then(|starts| {
-        let ranges = starts.into_iter().zip(0..).map(|(start, g)| (start, g, ids.clone()));
+        // Groups 1 to N: group 0 is the store's default keyspace, which a move could not
+        // drop from the node it leaves.
+        let ranges = starts.into_iter().zip(1..).map(|(start, g)| (start, g, ids.clone()));
         ShardMap::from_ranges(1, ranges).map_err(|e| e.to_string())
     });
     let map = match map {
