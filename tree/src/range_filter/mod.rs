@@ -204,19 +204,25 @@ impl RangeFilter {
     /// ```
     #[inline]
     pub fn may_contain_key(&self, key: &[u8]) -> bool {
-        // Every key of the filter starts with its prefix.
-        if !key.starts_with(&self.prefix) {
-            return false;
-        }
-        if self.codes.is_empty() {
-            return false;
-        }
-        let x = map_key(key, self.prefix.len(), self.width);
-        let c = self.code(x);
+        let Some(p) = self.prepare_key(key) else { return false };
         // The bucket's upper and low words, guessed from the select sample, load together:
         // two dependent misses where the probe alone makes three.
-        self.codes.prefetch_words(c);
-        self.probe_from(x, x, c) != RangeProbe::Absent
+        self.prefetch_words(&p);
+        self.probe_prepared(&p) != RangeProbe::Absent
+    }
+
+    /// The first half of [`RangeFilter::may_contain_key`], for a caller with other work to
+    /// overlap the probe's misses with: `None` when the key map alone says the key is absent,
+    /// else the query, for [`RangeFilter::prefetch_sample`], then (once the sample had time
+    /// to arrive) [`RangeFilter::prefetch_words`], then [`RangeFilter::probe_prepared`].
+    #[inline]
+    pub fn prepare_key(&self, key: &[u8]) -> Option<PreparedProbe> {
+        // Every key of the filter starts with its prefix.
+        if !key.starts_with(&self.prefix) || self.codes.is_empty() {
+            return None;
+        }
+        let x = map_key(key, self.prefix.len(), self.width);
+        Some(PreparedProbe { lo: x, hi: x, code: self.code(x) })
     }
 
     /// What the filter says of `(start, end)`: [`RangeProbe::Absent`] only if none of its

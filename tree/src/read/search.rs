@@ -384,16 +384,17 @@ pub fn search<O: ReadObserver>(
             observer.table(t, None);
             return ControlFlow::Continue(());
         }
-        // Only after a point filter's "maybe": this probe is a few dependent cache misses
-        // where a point filter's is one, but still far cheaper than an index and block search.
-        if !t.table.range_filter_may_hold(key) {
-            tally.filter_negatives += 1;
-            tally.range_filter_point_negatives += 1;
-            observer.table(t, None);
-            return ControlFlow::Continue(());
-        }
-        let got = match t.table.get(key, seq) {
-            Ok(got) => resolve(state, key, seq, Found::Table(got), tally, clock),
+        // Only after a point filter's "maybe": the range filter's probe is a few dependent
+        // cache misses where a point filter's is one, so it runs beside the index search a
+        // key the table holds needs anyway, and before the block fetch.
+        let got = match t.table.get_unless_range_filtered(key, seq) {
+            Ok(Some(got)) => resolve(state, key, seq, Found::Table(got), tally, clock),
+            Ok(None) => {
+                tally.filter_negatives += 1;
+                tally.range_filter_point_negatives += 1;
+                observer.table(t, None);
+                return ControlFlow::Continue(());
+            }
             Err(e) => return ControlFlow::Break(Err(e)),
         };
         observer.table(t, Some(&got));
