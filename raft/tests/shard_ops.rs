@@ -26,69 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bloomkv_raft::shard::{ShardMap, META_GROUP};
-use bloomkv_raft::{Client, ClientError, Command, GroupId, SHARD_GROUP_HEADER};
+use bloomkv_raft::{GroupId, SHARD_GROUP_HEADER};
 use serde_json::{json, Value};
 
 mod common;
 
+use common::writers::{writer, Outcomes};
 use common::{unhex, wait_until, Proc, PATIENCE};
 
 const WRITERS: u64 = 6;
-
-/// Writer `w`'s `i`th key: its first character spread over printable ASCII, so over the
-/// eight first ranges.
-fn key(w: u64, i: u64) -> String {
-    let first = char::from(0x21 + ((w * 7 + i * 13) % 94) as u8);
-    format!("{first}w{w}-{i:05}")
-}
-
-fn value(w: u64, i: u64) -> String {
-    format!("value {w} {i}")
-}
-
-/// What the writers know: keys acknowledged with their values and when, and keys whose write
-/// may or may not have been applied (the call gave up).
-#[derive(Default)]
-struct Outcomes {
-    acked: BTreeMap<String, (String, Instant)>,
-    unsure: BTreeSet<String>,
-}
-
-/// Writes until `stop`: a put, then a batch of three keys (which span groups), and so on.
-async fn writer(
-    w: u64,
-    addrs: Vec<String>,
-    stop: Arc<AtomicBool>,
-    out: Arc<Mutex<Outcomes>>,
-    acked: Arc<AtomicU64>,
-) {
-    let client =
-        Client::new(&addrs).unwrap().with_timeouts(Duration::from_secs(20), Duration::from_secs(2));
-    let mut i = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let keys: Vec<u64> = if i % 2 == 0 { vec![i] } else { vec![i, i + 1, i + 2] };
-        let result = match keys.as_slice() {
-            [one] => client.put(&key(w, *one), value(w, *one)).await,
-            many => {
-                let commands = many.iter().map(|&j| Command::put(key(w, j), value(w, j)));
-                client.batch(commands.collect()).await
-            }
-        };
-        let now = Instant::now();
-        let mut out = out.lock().unwrap();
-        match result {
-            Ok(()) => {
-                for &j in &keys {
-                    out.acked.insert(key(w, j), (value(w, j), now));
-                }
-                acked.fetch_add(keys.len() as u64, Ordering::Relaxed);
-            }
-            Err(ClientError::GaveUp { .. }) => out.unsure.extend(keys.iter().map(|&j| key(w, j))),
-            Err(e) => panic!("writer {w}: {e}"),
-        }
-        i += keys.len() as u64;
-    }
-}
 
 /// Sends a cluster call until it answers 200, following 421s to the leader they name and
 /// trying the next node on anything else: its JSON answer.

@@ -19,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bloomkv_raft::shard::ShardMap;
-use bloomkv_raft::{Client, ClientError, Command, GroupId, SHARD_GROUP_HEADER};
+use bloomkv_raft::{Client, GroupId, SHARD_GROUP_HEADER};
 
 mod common;
 
+use common::writers::{writer, Outcomes};
 use common::{form_cluster, unhex, wait_until, Proc};
 
 const NODES: u64 = 4;
@@ -38,60 +39,6 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-/// Writer `w`'s `i`th key: its first character spread over printable ASCII, so over the
-/// eight groups' ranges.
-fn key(w: u64, i: u64) -> String {
-    let first = char::from(0x21 + ((w * 7 + i * 13) % 94) as u8);
-    format!("{first}w{w}-{i:05}")
-}
-
-fn value(w: u64, i: u64) -> String {
-    format!("value {w} {i}")
-}
-
-/// What the writers know: keys acknowledged with their values, and keys whose write may or
-/// may not have been applied (the call gave up).
-#[derive(Default)]
-struct Outcomes {
-    acked: BTreeMap<String, String>,
-    unsure: BTreeSet<String>,
-}
-
-/// Writes until `stop`: a put, then a batch of three keys (which span groups), and so on.
-async fn writer(
-    w: u64,
-    addrs: Vec<String>,
-    stop: Arc<AtomicBool>,
-    out: Arc<Mutex<Outcomes>>,
-    acked: Arc<AtomicU64>,
-) {
-    let client =
-        Client::new(&addrs).unwrap().with_timeouts(Duration::from_secs(20), Duration::from_secs(2));
-    let mut i = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let keys: Vec<u64> = if i % 2 == 0 { vec![i] } else { vec![i, i + 1, i + 2] };
-        let result = match keys.as_slice() {
-            [one] => client.put(&key(w, *one), value(w, *one)).await,
-            many => {
-                let commands = many.iter().map(|&j| Command::put(key(w, j), value(w, j)));
-                client.batch(commands.collect()).await
-            }
-        };
-        let mut out = out.lock().unwrap();
-        match result {
-            Ok(()) => {
-                for &j in &keys {
-                    out.acked.insert(key(w, j), value(w, j));
-                }
-                acked.fetch_add(keys.len() as u64, Ordering::Relaxed);
-            }
-            Err(ClientError::GaveUp { .. }) => out.unsure.extend(keys.iter().map(|&j| key(w, j))),
-            Err(e) => panic!("writer {w}: {e}"),
-        }
-        i += keys.len() as u64;
     }
 }
 
@@ -260,7 +207,7 @@ async fn acknowledged_writes_stay_in_their_groups_through_kills_and_restarts() {
                 assert_eq!(map.group_of(&k), group, "node {}: {shown} in group {group}", node.id);
                 assert!(seen.insert(k, group).is_none(), "node {}: {shown} twice", node.id);
                 match outcomes.acked.get(&shown) {
-                    Some(want) => assert_eq!(want.as_bytes(), v, "node {}: {shown}", node.id),
+                    Some((want, _)) => assert_eq!(want.as_bytes(), v, "node {}: {shown}", node.id),
                     None => assert!(outcomes.unsure.contains(&shown), "{shown}: never written"),
                 }
             }

@@ -4,6 +4,9 @@
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
 
+#[cfg(feature = "client")]
+pub mod writers;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
