@@ -8,7 +8,8 @@
 //!   replica and restarted, the move sent again until it completes.
 //!
 //! Afterwards every acknowledged write is present once, with its value, in the group that owns
-//! its key by the final map, on every member of that group, and in no other group on any node.
+//! its key by the final map, on every member of that group, and in no other group on any node;
+//! and, idle, every group on every node goes quiet (stops ticking: `/shard/ping`).
 //! The longest gap between acknowledged writes to the range a split or move touches is
 //! printed, not asserted.
 //!
@@ -426,6 +427,21 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         splits += value("shard_splits_total").unwrap();
     }
     assert!(splits >= 1, "no split counted");
+
+    // Idle now, every group on every node stops ticking: followers whose leader's node vouches
+    // for it over `/shard/ping`, leaders whose members have all caught up.
+    for node in nodes {
+        wait_until("every group goes quiet", || async {
+            let Ok(sent) = http.get(node.url("/metrics")).send().await else { return false };
+            let Ok(text) = sent.text().await else { return false };
+            let value = |name: &str| {
+                text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<u64>().ok())
+            };
+            let (running, quiet) = (value("shard_groups_running"), value("shard_groups_quiet"));
+            matches!((running, quiet), (Some(r), Some(q)) if r > 0 && q == r)
+        })
+        .await;
+    }
 
     // A node that still holds replicas is not removed; one not in the cluster is gone already.
     let meta_leader = leader_of(http, nodes, META_GROUP).await;

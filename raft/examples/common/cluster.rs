@@ -690,6 +690,22 @@ pub async fn metrics(State(app): AppState) -> Response {
             "counter",
             splits,
         );
+        if let Some(node) = &app.node {
+            let stats = *node.watch_quiet().borrow();
+            let (running, quiet) = (stats.groups as u64, stats.quiet as u64);
+            gauge(
+                "shard_groups_running",
+                "Groups whose raft runs here, the metadata group too (as of the last round).",
+                "gauge",
+                running,
+            );
+            gauge(
+                "shard_groups_quiet",
+                "Groups here (the metadata group too) not ticking: idle, their leader vouched.",
+                "gauge",
+                quiet,
+            );
+        }
         let moves = app.moves.load(Ordering::Relaxed);
         gauge(
             "shard_moves_total",

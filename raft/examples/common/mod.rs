@@ -46,6 +46,7 @@
 //! POST   /cluster/drop   ?group=G           drop this node's copy once the map has moved it
 //! POST   /cluster/remove-node  N            remove node N once it holds no group
 //! POST   /shard/propose  ?group=G           a peer's forwarded command (postcard)
+//! POST   /shard/ping                        a peer asks which groups this node leads (postcard)
 //! ```
 //!
 //! **Shards.** A node started with `--groups N` ([`NodeConfig::groups`]) hosts raft groups 0 to
@@ -411,6 +412,7 @@ fn routes(app: &Arc<App>, token_for_clients: bool) -> Router {
         .route("/raft/vote", post(network::vote))
         .route("/raft/snapshot", post(network::snapshot))
         .route("/shard/propose", post(network::propose))
+        .route("/shard/ping", post(network::ping))
         .layer(DefaultBodyLimit::max(raft_body_limit()))
         .layer(from_fn_with_state(state(), limits::raft_requests));
     let admin = Router::new()

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use bloomkv_raft::{Command, GroupId, NodeId, Raft, ShardError, Transport, TypeConfig};
+use bloomkv_raft::{Command, GroupId, NodeId, Ping, Pong, Raft, ShardError, Transport, TypeConfig};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -339,6 +339,18 @@ pub async fn propose(
     encode(Ok(answer))
 }
 
+/// `POST /shard/ping`, a postcard [`Ping`]: a peer asks which of the groups it follows this
+/// node still leads, so that it may keep them quiet (see [`bloomkv_raft::Quiet`]).
+pub async fn ping(State(app): AppState, body: Bytes) -> Response {
+    let Some(node) = &app.node else {
+        return (StatusCode::NOT_FOUND, "this node runs no shard map (--shards)\n").into_response();
+    };
+    match postcard::from_bytes::<Ping>(&body) {
+        Ok(ping) => encode(Ok(node.answer_ping(&ping))),
+        Err(e) => encode::<()>(Err(e)),
+    }
+}
+
 /// How long a forwarded command may take: its group's commit, and for a split the move of
 /// the keys.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -419,5 +431,25 @@ impl Transport for HttpTransport {
             Proposed::Rejected(why) => Err(ShardError::Rejected(why)),
             Proposed::Raft(why) => Err(ShardError::Raft(why)),
         }
+    }
+
+    // One request a round to each node leading groups here, however many groups: what lets
+    // groups with several voters stop ticking while idle. `ShardNode` bounds its wait.
+    async fn ping(&self, node: NodeId, ping: Ping) -> Result<Pong, ShardError> {
+        let failed = |e: &dyn std::fmt::Display| ShardError::Raft(format!("node {node}: {e}"));
+        let body = postcard::to_allocvec(&ping).map_err(|e| failed(&e))?;
+        let request = self.post(node, "/shard/ping").map_err(|e| failed(&e))?;
+        let sent = request
+            .header(header::CONTENT_TYPE, POSTCARD)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| failed(&e))?;
+        let status = sent.status();
+        let bytes = sent.bytes().await.map_err(|e| failed(&e))?;
+        if !status.is_success() {
+            return Err(failed(&format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
+        }
+        postcard::from_bytes::<Pong>(&bytes).map_err(|e| failed(&e))
     }
 }
