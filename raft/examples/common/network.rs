@@ -408,23 +408,8 @@ impl Transport for HttpTransport {
         group: GroupId,
         command: Command,
     ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
-        let failed = |e: &dyn std::fmt::Display| ShardError::Raft(format!("node {node}: {e}"));
-        let body = postcard::to_allocvec(&command).map_err(|e| failed(&e))?;
-        let request = self.post(node, &format!("/shard/propose?group={group}"));
-        let request = request.map_err(|e| failed(&e))?;
-        let sent = request
-            .timeout(FORWARD_TIMEOUT)
-            .header(header::CONTENT_TYPE, POSTCARD)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| failed(&e))?;
-        let status = sent.status();
-        let bytes = sent.bytes().await.map_err(|e| failed(&e))?;
-        if !status.is_success() {
-            return Err(failed(&format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
-        }
-        match postcard::from_bytes::<Proposed>(&bytes).map_err(|e| failed(&e))? {
+        let path = format!("/shard/propose?group={group}");
+        match self.call(node, &path, &command, FORWARD_TIMEOUT).await? {
             Proposed::Done(resp) => Ok(resp),
             Proposed::NotHere => Err(ShardError::NotHere { group }),
             Proposed::NotLeader(leader) => Err(ShardError::NotLeader { group, leader }),
@@ -434,12 +419,26 @@ impl Transport for HttpTransport {
     }
 
     // One request a round to each node leading groups here, however many groups: what lets
-    // groups with several voters stop ticking while idle. `ShardNode` bounds its wait.
+    // groups with several voters stop ticking while idle. `ShardNode` bounds its wait sooner.
     async fn ping(&self, node: NodeId, ping: Ping) -> Result<Pong, ShardError> {
+        self.call(node, "/shard/ping", &ping, FORWARD_TIMEOUT).await
+    }
+}
+
+impl HttpTransport {
+    /// Posts `body` (postcard) to `path` on node `node` and decodes its postcard answer.
+    async fn call<T: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        node: NodeId,
+        path: &str,
+        body: &T,
+        timeout: Duration,
+    ) -> Result<R, ShardError> {
         let failed = |e: &dyn std::fmt::Display| ShardError::Raft(format!("node {node}: {e}"));
-        let body = postcard::to_allocvec(&ping).map_err(|e| failed(&e))?;
-        let request = self.post(node, "/shard/ping").map_err(|e| failed(&e))?;
+        let body = postcard::to_allocvec(body).map_err(|e| failed(&e))?;
+        let request = self.post(node, path).map_err(|e| failed(&e))?;
         let sent = request
+            .timeout(timeout)
             .header(header::CONTENT_TYPE, POSTCARD)
             .body(body)
             .send()
@@ -450,6 +449,6 @@ impl Transport for HttpTransport {
         if !status.is_success() {
             return Err(failed(&format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes))));
         }
-        postcard::from_bytes::<Pong>(&bytes).map_err(|e| failed(&e))
+        postcard::from_bytes::<R>(&bytes).map_err(|e| failed(&e))
     }
 }
