@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bloomkv::Db;
 
-use crate::group_store::{keyspace_name, snapshot_dir_in, GROUP_KEYSPACE};
+use crate::group_store::{group_ids, keyspace_name, snapshot_dir_in};
 use crate::snapshot;
 
 /// How many times a copy is tried again when a snapshot it names was replaced (and its file
@@ -71,14 +71,8 @@ pub(crate) fn checkpoint(db: &Db, dir: &Path) -> bloomkv::Result<u64> {
 fn attempt(db: &Db, dir: &Path, pins: &Path, staged: &Path) -> bloomkv::Result<Option<u64>> {
     let view = db.snapshot();
     let mut named = Vec::new();
-    for name in db.keyspace_names() {
-        let group = match name.strip_prefix(GROUP_KEYSPACE).map(str::parse::<u64>) {
-            Some(Ok(group)) => group,
-            Some(Err(_)) => continue,
-            None if name == keyspace_name(0) => 0,
-            None => continue,
-        };
-        let Some(keyspace) = db.existing_keyspace(&name) else { continue };
+    for group in group_ids(db) {
+        let Some(keyspace) = db.existing_keyspace(keyspace_name(group)) else { continue };
         let group_view = view.keyspace(&keyspace)?;
         let stored = snapshot::stored(&group_view)
             .map_err(|e| bloomkv::Error::InvalidArgument(format!("group {group}: {e}")))?;
@@ -151,21 +145,11 @@ fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_util::{keys, put};
     use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
-    use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload};
 
-    use crate::{Command, KvReader, NodeStore, TypeConfig};
+    use crate::NodeStore;
     use bloomkv::Options;
-
-    fn put(index: u64, key: &str) -> Entry<TypeConfig> {
-        let command = Command::put(key, format!("v{index}"));
-        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
-    }
-
-    fn keys(kv: &KvReader) -> Vec<Vec<u8>> {
-        kv.scan().map(|r| r.unwrap().0).collect()
-    }
 
     #[tokio::test]
     async fn a_backup_carries_each_groups_current_snapshot() {

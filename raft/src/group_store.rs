@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv::{Db, KeyRange, Keyspace, WriteBatch, WriteOptions};
+use bloomkv::{Db, KeyRange, Keyspace, Readable, WriteBatch, WriteOptions};
 
 use crate::{keys, snapshot};
 
@@ -37,6 +37,21 @@ pub(crate) fn snapshot_dir_in(root: &Path, id: GroupId) -> PathBuf {
         0 => root.join(snapshot::DIR),
         id => root.join(snapshot::DIR).join(format!("{GROUP_DIR}{id}")),
     }
+}
+
+/// The groups whose state `db` holds: every `raft-group-<g>` keyspace, and group 0 (the
+/// default keyspace) once it has been opened as a group.
+pub(crate) fn group_ids(db: &Db) -> Vec<GroupId> {
+    let mut ids: Vec<GroupId> = db
+        .keyspace_names()
+        .iter()
+        .filter_map(|name| name.strip_prefix(GROUP_KEYSPACE)?.parse().ok())
+        .collect();
+    if matches!(db.get(keys::FORMAT), Ok(Some(_))) {
+        ids.push(0);
+    }
+    ids.sort_unstable();
+    ids
 }
 
 pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {

@@ -18,9 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use bloomkv::{Db, Options, Readable};
 
-use crate::group_store::{
-    keyspace_name, not_a_store, snapshot_dir, Store, GROUP_DIR, GROUP_KEYSPACE,
-};
+use crate::group_store::{keyspace_name, not_a_store, snapshot_dir, Store, GROUP_DIR};
 use crate::{keys, snapshot, GroupId, LogStore, StateMachine};
 
 fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error {
@@ -164,17 +162,7 @@ impl NodeStore {
 
     /// The groups the database holds, in ascending order.
     pub fn group_ids(&self) -> Vec<GroupId> {
-        let mut ids: Vec<GroupId> = self
-            .db
-            .keyspace_names()
-            .iter()
-            .filter_map(|name| name.strip_prefix(GROUP_KEYSPACE)?.parse().ok())
-            .collect();
-        if matches!(self.db.get(keys::FORMAT), Ok(Some(_))) {
-            ids.push(0);
-        }
-        ids.sort_unstable();
-        ids
+        crate::group_store::group_ids(&self.db)
     }
 
     /// Returns once group `id`'s state machine is dropped (at once if it is not open): after
@@ -226,21 +214,12 @@ impl NodeStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_util::{keys, put};
     use openraft::storage::{RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
     use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload, RaftLogReader};
+    use openraft::RaftLogReader;
 
     use super::*;
-    use crate::{Command, KvReader, TypeConfig};
-
-    fn put(index: u64, key: &str) -> Entry<TypeConfig> {
-        let command = Command::put(key, format!("v{index}"));
-        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
-    }
-
-    fn keys(kv: &KvReader) -> Vec<Vec<u8>> {
-        kv.scan().map(|r| r.unwrap().0).collect()
-    }
 
     #[tokio::test]
     async fn groups_keep_their_logs_data_and_snapshots_apart() {

@@ -55,6 +55,8 @@ pub mod shard;
 mod shard_node;
 mod snapshot;
 mod state_machine;
+#[cfg(test)]
+mod test_util;
 
 use std::path::Path;
 

@@ -702,6 +702,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_util::{keys, put};
     use std::path::Path;
 
     use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
@@ -719,15 +720,6 @@ mod tests {
             entries.map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
         names
-    }
-
-    fn keys(kv: &KvReader) -> Vec<Vec<u8>> {
-        kv.scan().map(|r| r.unwrap().0).collect()
-    }
-
-    fn put(index: u64, key: &str) -> Entry<TypeConfig> {
-        let command = Command::put(key, format!("v{index}"));
-        Entry { log_id: log_id(1, 1, index), payload: EntryPayload::Normal(command) }
     }
 
     fn once(index: u64, client: u64, seq: u64, command: Command) -> Entry<TypeConfig> {
