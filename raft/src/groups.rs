@@ -271,6 +271,25 @@ mod tests {
         assert_eq!(keys(&sm7.reader()), [b"b".to_vec(), b"c".to_vec()]);
     }
 
+    #[test]
+    fn an_open_removes_what_a_backup_cut_short_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeStore::open(dir.path(), Options::default()).unwrap();
+        node.group(0).unwrap();
+        node.close().unwrap();
+        drop(node);
+        let snapshots = dir.path().join("snapshots");
+        let pins = snapshots.join(format!("{}1-0", crate::checkpoint::PINS));
+        std::fs::create_dir_all(pins.join("group-3")).unwrap();
+        std::fs::write(pins.join("group-3").join("x.snap"), b"bytes").unwrap();
+        let kept = snapshots.join("not-ours");
+        std::fs::create_dir_all(&kept).unwrap();
+
+        NodeStore::open(dir.path(), Options::default()).unwrap();
+        assert!(!pins.exists());
+        assert!(kept.exists());
+    }
+
     #[tokio::test]
     async fn a_removed_group_is_gone_with_its_snapshots_and_others_stay() {
         let dir = tempfile::tempdir().unwrap();
