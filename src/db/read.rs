@@ -257,6 +257,7 @@ impl ReadSource<'_> {
         }
     }
 
+    #[inline]
     pub fn iter(self, (start, end): Bounds) -> DbIterator {
         let (tree, seq, time) = self.scan_view();
         DbIterator::new(self.inner.clone(), tree, seq, start, end).judged_at(time)

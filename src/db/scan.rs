@@ -40,6 +40,7 @@ use bloomkv_tree::read::ScanTally;
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
 /// merged, with the tree's range tombstones applied and values expired by `now` hidden.
+#[inline]
 pub(crate) fn visible(
     state: &Tree,
     seq: SeqNo,
@@ -63,6 +64,7 @@ pub(crate) fn visible(
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
 /// the failure to report at the first step, and the view.
+#[inline]
 pub(crate) fn visible_or_failed(
     state: Result<Arc<Tree>>,
     seq: SeqNo,
@@ -176,8 +178,9 @@ pub struct DbIterator {
     front: VisibleIter,
     front_started: bool,
     /// The back end, once `next_back` has been called: while the iterator is not done it
-    /// stands on the last key it yielded.
-    back: Option<VisibleIter>,
+    /// stands on the last key it yielded. Boxed: most scans never build it, and each move of
+    /// the iterator on its way to the caller would otherwise copy its room.
+    back: Option<Box<VisibleIter>>,
     done: bool,
 }
 
@@ -190,6 +193,7 @@ impl std::fmt::Debug for DbIterator {
 type Item = Result<(Vec<u8>, Value)>;
 
 impl DbIterator {
+    #[inline]
     pub(crate) fn new(
         inner: Arc<DbInner>,
         state: Result<Arc<Tree>>,
@@ -205,6 +209,7 @@ impl DbIterator {
 
     /// The same iterator, judging expiry at `time` if given (a kept view's time); before
     /// its first step.
+    #[inline]
     pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
         if let Some(t) = time {
             self.front.judge_at(t);
@@ -271,7 +276,7 @@ impl DoubleEndedIterator for DbIterator {
                 // Counted once, whichever end positions a table from the range's end first.
                 let judge = self.front.range_checks().map_or(Judge::Off, Judge::Shared);
                 let sources = merged_sources(&self.state, lower, upper, None, judge);
-                let back = self.back.insert(self.front.twin(sources));
+                let back = self.back.insert(Box::new(self.front.twin(sources)));
                 back.seek_to_last()
             }
         };

@@ -24,6 +24,12 @@ pub fn window(key: &[u8], prefix_len: usize) -> u64 {
     if let Some(w) = rest.first_chunk::<8>() {
         return u64::from_be_bytes(*w);
     }
+    if let (false, Some(tail)) = (rest.is_empty(), key.last_chunk::<8>()) {
+        // 1 to 7 bytes after the prefix of a key of 8 or more (fixed-width integer keys past
+        // their shared high bytes): its last 8 bytes, shifted up, instead of a copy of a
+        // varying length, which was nearly half the builder's cost per key.
+        return u64::from_be_bytes(*tail) << (8 * (8 - rest.len()));
+    }
     let mut b = [0u8; 8];
     let n = rest.len().min(8);
     b[..n].copy_from_slice(&rest[..n]);
@@ -178,6 +184,28 @@ mod tests {
                         assert!(inside.iter().all(|&x| a <= x && x <= b), "{lo:?}..{hi:?}")
                     }
                 }
+            }
+        }
+    }
+
+    /// The shortcut for a key of 8 bytes or more with fewer left after the prefix gives
+    /// the definition's window: the bytes after the prefix, zero-padded.
+    #[test]
+    fn window_is_the_bytes_after_the_prefix_zero_padded() {
+        for key in [
+            &b""[..],
+            b"a",
+            b"0123456",
+            b"01234567",
+            b"0123456789ab",
+            b"\xff\x00\xff\x00\xff\x00\xff\x00\x01",
+        ] {
+            for p in 0..=key.len() + 2 {
+                let rest = &key[p.min(key.len())..];
+                let mut b = [0u8; 8];
+                let n = rest.len().min(8);
+                b[..n].copy_from_slice(&rest[..n]);
+                assert_eq!(window(key, p), u64::from_be_bytes(b), "{key:?} after {p}");
             }
         }
     }

@@ -246,6 +246,11 @@ pub fn merge_chosen<'t>(
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     let mut mem_skips = 0u64;
     for m in state.mems() {
+        // An empty memtable (the active one after a flush) has nothing to merge; its range
+        // tombstones, if any, come from its set, not from the iterator.
+        if m.table.is_empty() {
+            continue;
+        }
         if prefix.is_some_and(|(e, h)| !m.table.may_hold_prefix(e, h)) {
             mem_skips += 1;
             continue;

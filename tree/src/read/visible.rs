@@ -79,7 +79,10 @@ fn no_keyspace() -> Arc<str> {
 }
 
 impl VisibleIter {
-    /// A view of `iter` at `seq` limited to `(lower, upper)`; unpositioned.
+    /// A view of `iter` at `seq` limited to `(lower, upper)`; unpositioned. Inlined, as are
+    /// the `with_*` calls that complete it, so the view is built where it is kept instead
+    /// of copied whole at each call: a short scan's largest cost after its probes.
+    #[inline]
     pub fn new(
         iter: MergingIterator,
         seq: SeqNo,
@@ -112,6 +115,7 @@ impl VisibleIter {
     }
 
     /// The same view, its sources reporting to `checks` (see [`RangeChecks`]).
+    #[inline]
     pub fn with_range_checks(mut self, checks: Option<Arc<RangeChecks>>) -> Self {
         self.range_checks = checks;
         self
@@ -124,6 +128,7 @@ impl VisibleIter {
 
     /// The same view, reading the values its sources' blob references name from `blobs`
     /// (without them, meeting a reference is corruption).
+    #[inline]
     pub fn with_blobs(mut self, blobs: BlobFiles) -> Self {
         self.blobs = blobs;
         self
@@ -131,6 +136,7 @@ impl VisibleIter {
 
     /// The same view, combining merge operands with `merger` (without one, meeting an
     /// operand is [`Error::MergeOperatorMissing`]).
+    #[inline]
     pub fn with_merger(mut self, merger: Merger) -> Self {
         self.merger = merger;
         self
