@@ -60,7 +60,11 @@ impl std::error::Error for ClientError {}
 /// leader's address, which the client follows. On a connection error, a timeout or an
 /// unavailable node it tries the next node after a backoff (doubling from 25 ms to 1 s), until
 /// the call's deadline (or a backoff that would reach it); a node too busy to take a write
-/// (429) is tried again after the same backoff.
+/// (429) is tried again after the same backoff. A node that is up but knows no leader (an
+/// election is on), or whose map has moved the key where the client's fetched map does not
+/// yet say (a split the metadata group has still to record), is asked again within 100 ms:
+/// these settle within an election timeout or two, and a backoff grown to a second would add
+/// most of a second to the write's wait after.
 ///
 /// Each write carries the client's id and the next sequence number, and a retry carries the
 /// same ones, so the cluster applies it once however many attempts reach it (see
@@ -116,6 +120,26 @@ pub struct Client {
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait before asking again while the cluster settles.
+const SETTLE_POLL: Duration = Duration::from_millis(100);
+
+/// What a call waits for before its next attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    /// A node down, failing or busy: the backoff.
+    Backoff,
+    /// The cluster up and settling (an election on, a split's map on its way): the
+    /// backoff, at most [`SETTLE_POLL`].
+    Soon,
+}
+
+/// The wait before the next attempt after `pause`, with the backoff at `backoff`.
+fn wait_for(pause: Pause, backoff: Duration) -> Duration {
+    match pause {
+        Pause::Backoff => backoff,
+        Pause::Soon => backoff.min(SETTLE_POLL),
+    }
+}
 
 impl Client {
     /// A client of the nodes at `nodes` (`host:port`), with a random id, a deadline of 10 s
@@ -478,7 +502,7 @@ impl Client {
                 }
                 MapState::Unsharded => self.attempt(&node, call, None, timeout).await,
             };
-            let last = match answer {
+            let (last, pause) = match answer {
                 Answer::Done(result) => {
                     // Only the leader answers these: the next call starts there.
                     if result.is_ok() && !call.stale {
@@ -491,11 +515,13 @@ impl Client {
                     if call.group.is_some() {
                         return Err(Failure::Stale);
                     }
-                    // Fetched again and resent at once the first time, as a redirect is.
+                    // Fetched again and resent at once the first time, as a redirect is; then
+                    // the map that moved the key is on its way (a split waits for the
+                    // metadata group to record it).
                     if !std::mem::replace(&mut redirected, true) {
                         continue;
                     }
-                    why
+                    (why, Pause::Soon)
                 }
                 Answer::Redirect(leader) => {
                     self.set_leader(group, Some(leader));
@@ -504,27 +530,33 @@ impl Client {
                     if !std::mem::replace(&mut redirected, true) {
                         continue;
                     }
-                    format!("{node}: redirected again")
+                    (format!("{node}: redirected again"), Pause::Soon)
                 }
                 Answer::Retry(why) => {
                     self.set_leader(group, None);
                     redirected = false;
-                    why
+                    (why, Pause::Backoff)
+                }
+                Answer::Election(why) => {
+                    self.set_leader(group, None);
+                    redirected = false;
+                    (why, Pause::Soon)
                 }
                 // The node is up and may well lead: the leader stays as known, only later.
                 Answer::Busy(why) => {
                     redirected = false;
-                    why
+                    (why, Pause::Backoff)
                 }
             };
             // A backoff that reaches the deadline would leave the next attempt no time: it could
             // only time out, and its timeout would hide what the attempts met (a certificate
             // the client does not trust, say).
+            let wait = wait_for(pause, backoff);
             let left = deadline.saturating_duration_since(Instant::now());
-            if left <= backoff {
+            if left <= wait {
                 return Err(Failure::Client(ClientError::GaveUp { attempts, last }));
             }
-            tokio::time::sleep(backoff).await;
+            tokio::time::sleep(wait).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
@@ -666,8 +698,8 @@ fn classify(
         }
         StatusCode::MISDIRECTED_REQUEST => match leader_of(body, node.scheme()) {
             Some(leader) if leader != *node => Answer::Redirect(leader),
-            // No leader known (an election is on), or one that says it is not: wait.
-            _ => Answer::Retry(format!("{node}: not the leader: {}", text())),
+            // No leader known (an election is on), or one that says it is not: ask again soon.
+            _ => Answer::Election(format!("{node}: not the leader: {}", text())),
         },
         StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
         // Up, but at its bound on requests in progress (it says when to come back): the
@@ -803,8 +835,10 @@ enum Answer {
     /// The request was routed by an older shard map than the node's.
     Stale(String),
     Redirect(Url),
-    /// The node may be down or not leading: back off, then try the next.
+    /// The node may be down or failing: back off, then try the next.
     Retry(String),
+    /// The node is up and knows no leader: ask again soon.
+    Election(String),
     /// The node has too much in flight: back off, then try it again.
     Busy(String),
 }
@@ -915,6 +949,45 @@ mod tests {
         assert!(matches!(&err, ClientError::GaveUp { .. }), "{err}");
         let attempts = count.load(Ordering::SeqCst);
         assert!((2..=10).contains(&attempts), "{attempts} attempts in 1 s");
+    }
+
+    /// While an election is on the waits stay short however long it lasts; a node down or
+    /// busy backs off to a second.
+    #[test]
+    fn an_election_is_polled_and_a_failure_backed_off() {
+        let mut backoff = FIRST_BACKOFF;
+        for _ in 0..10 {
+            assert!(wait_for(Pause::Soon, backoff) <= SETTLE_POLL);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        assert_eq!(wait_for(Pause::Backoff, backoff), MAX_BACKOFF);
+        assert_eq!(classify_status(421), Pause::Soon);
+        assert_eq!(classify_status(500), Pause::Backoff);
+    }
+
+    fn classify_status(status: u16) -> Pause {
+        let node = Url::parse("http://127.0.0.1:1/").unwrap();
+        let body = br#"{"error":"not the leader","leader":null,"leader_addr":null}"#;
+        match classify(&node, StatusCode::from_u16(status).unwrap(), false, body, false) {
+            Answer::Election(_) => Pause::Soon,
+            Answer::Retry(_) => Pause::Backoff,
+            _ => panic!("{status}"),
+        }
+    }
+
+    /// A write that meets ten answers of "no leader known" is acknowledged once a leader
+    /// is: within a 4 s deadline, which backing off to a second would pass (4.6 s of waits).
+    #[tokio::test]
+    async fn a_write_waits_out_an_election_without_backing_off() {
+        use std::sync::atomic::Ordering;
+        let mut statuses = vec![421; 10];
+        statuses.push(200);
+        let (addr, count) = node(&statuses).await;
+        let client = Client::new([&addr])
+            .unwrap()
+            .with_timeouts(Duration::from_secs(4), Duration::from_secs(1));
+        client.put("k", "v").await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 11);
     }
 
     /// A service whose map is version 1 (group 0 serves every key) until its first write,
