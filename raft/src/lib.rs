@@ -41,6 +41,7 @@
 // along unchanged rather than box it only to unbox it at the trait boundary.
 #![allow(clippy::result_large_err)]
 
+mod autosplit;
 mod checkpoint;
 #[cfg(feature = "client")]
 mod client;
@@ -68,6 +69,7 @@ use serde::{Deserialize, Serialize};
 
 use group_store::{Batch, Store};
 
+pub use autosplit::{AutoSplit, AutoSplitStats};
 #[cfg(feature = "client")]
 pub use client::{Client, ClientError};
 pub use group_store::GroupId;

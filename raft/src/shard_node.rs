@@ -13,6 +13,7 @@ use openraft::raft::ClientWriteResponse;
 use openraft::{BasicNode, Config, RaftMetrics, RaftNetworkFactory};
 use tokio::sync::watch;
 
+use crate::autosplit::{self, AutoSplit, AutoSplitStats};
 use crate::shard::{
     refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE,
 };
@@ -167,6 +168,11 @@ struct Inner<T: Transport> {
     /// Held while a group starts: two tasks may ask for the same group at once.
     starting: tokio::sync::Mutex<()>,
     quiet: Quiet,
+    /// The splits by size: off while `None` (see [`ShardNode::set_auto_split`]).
+    auto_split: watch::Sender<Option<AutoSplit>>,
+    auto_split_stats: Mutex<AutoSplitStats>,
+    /// Held through a round of checks (and the splits it starts).
+    checking: tokio::sync::Mutex<()>,
 }
 
 fn raft_error(e: impl std::fmt::Display) -> ShardError {
@@ -195,6 +201,9 @@ impl<T: Transport> ShardNode<T> {
             tasks: Mutex::new(Vec::new()),
             starting: tokio::sync::Mutex::new(()),
             quiet,
+            auto_split: watch::Sender::new(None),
+            auto_split_stats: Mutex::new(AutoSplitStats::default()),
+            checking: tokio::sync::Mutex::new(()),
         };
         let node = ShardNode { inner: Arc::new(inner) };
         let _ = node.start_group(META_GROUP).await?;
@@ -208,6 +217,7 @@ impl<T: Transport> ShardNode<T> {
             tokio::spawn(node.clone().follow_map()),
             tokio::spawn(node.clone().follow_splits()),
             tokio::spawn(node.clone().keep_quiet()),
+            tokio::spawn(node.clone().split_by_size()),
         ];
         *node.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
         Ok(node)
@@ -292,6 +302,120 @@ impl<T: Transport> ShardNode<T> {
                 });
             }
         }
+    }
+
+    /// Splits the groups this node leads once their data grows past `policy`'s bytes, or
+    /// (`None`, as a node starts) never. Every `policy.every`, for each group this node leads
+    /// whose range the map shows as the group has it (a split not yet recorded is left to
+    /// finish first), the node measures the group's data and, if it is over the threshold,
+    /// splits the group ([`ShardNode::split`]) at the key that leaves about half the bytes on
+    /// each side, if one lies strictly inside the range (a single key holding everything
+    /// does not split). One split at a time: the next check sees the groups it made. A
+    /// measurement or split that fails is counted ([`ShardNode::auto_split_stats`]) and
+    /// tried again at the next check. Each node leads its own groups: set it on every node.
+    ///
+    /// Returns once a round of checks in progress (and the split it may be making) is over:
+    /// after `set_auto_split(None)`, this node starts no split by size.
+    ///
+    /// ```no_run
+    /// # async fn run<T: bloomkv_raft::Transport>(node: bloomkv_raft::ShardNode<T>) {
+    /// node.set_auto_split(Some(bloomkv_raft::AutoSplit::new(256 << 20))).await;
+    /// # }
+    /// ```
+    pub async fn set_auto_split(&self, policy: Option<AutoSplit>) {
+        self.inner.auto_split.send_replace(policy);
+        let _round_over = self.inner.checking.lock().await;
+    }
+
+    /// What this node's splits by size did since it started.
+    pub fn auto_split_stats(&self) -> AutoSplitStats {
+        self.inner.auto_split_stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn count(&self, change: impl FnOnce(&mut AutoSplitStats)) {
+        change(&mut self.inner.auto_split_stats.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The checks of [`ShardNode::set_auto_split`], while a policy is set.
+    async fn split_by_size(self) {
+        let mut policy = self.inner.auto_split.subscribe();
+        loop {
+            let Some(now) = *policy.borrow_and_update() else {
+                if policy.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(now.every) => {
+                    let _round = self.inner.checking.lock().await;
+                    // Turned off (or changed) while this waited for the lock.
+                    let current = *self.inner.auto_split.borrow();
+                    if let Some(now) = current {
+                        self.check_sizes(now.bytes).await;
+                    }
+                }
+                changed = policy.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Measures each data group this node leads and splits those over `bytes`.
+    async fn check_sizes(&self, bytes: u64) {
+        let Some(map) = self.map() else { return };
+        for group in self.groups().into_iter().filter(|&g| g != META_GROUP) {
+            let Some((raft, kv)) = self.lock_groups().get(&group).cloned() else { continue };
+            if raft.metrics().borrow().current_leader != Some(self.inner.id) {
+                continue;
+            }
+            let range = match self.inner.store.range(group) {
+                Ok(Some(range)) => range,
+                // No range: not a group of the map (never assigned one).
+                Ok(None) => continue,
+                Err(e) => {
+                    self.failed(group, &ShardError::Storage(e));
+                    continue;
+                }
+            };
+            let in_map = map.group(group).is_some_and(|s| {
+                s.start == range.start.as_slice() && s.end == range.end.as_deref()
+            });
+            if !in_map {
+                continue;
+            }
+            self.count(|s| s.checks += 1);
+            let measured = {
+                let range = range.clone();
+                tokio::task::spawn_blocking(move || autosplit::measure(&kv, &range, bytes)).await
+            };
+            let spans = match measured {
+                Ok(Ok((total, spans))) if total > bytes => spans,
+                Ok(Ok(_)) => continue,
+                Ok(Err(e)) => {
+                    self.failed(group, &ShardError::Storage(e));
+                    continue;
+                }
+                Err(e) => {
+                    self.failed(group, &ShardError::Rejected(e.to_string()));
+                    continue;
+                }
+            };
+            let Some(at) = autosplit::split_key(&range.start, range.end.as_deref(), &spans) else {
+                continue;
+            };
+            match self.split(group, &at).await {
+                Ok(_) => self.count(|s| s.splits += 1),
+                Err(e) => self.failed(group, &e),
+            }
+        }
+    }
+
+    fn failed(&self, group: GroupId, e: &ShardError) {
+        let why = format!("group {group}: {e}");
+        self.count(|s| {
+            s.failures += 1;
+            s.last_failure = Some(why);
+        });
     }
 
     fn lock_groups(&self) -> std::sync::MutexGuard<'_, BTreeMap<GroupId, (Raft, KvReader)>> {

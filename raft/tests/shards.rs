@@ -5,7 +5,8 @@
 //! every member of that group, and nowhere else; the longest wait of a write is printed per
 //! operation. And a split applied by its group but not yet recorded in the map (a crash
 //! between the two) is recorded when a node starts again. The nodes exchange pings, so idle
-//! groups go quiet (stop ticking) throughout.
+//! groups go quiet (stop ticking) throughout. And with a size threshold, a group that grows
+//! past it splits by itself, again and again, with the same guarantees for the writes.
 
 mod direct;
 
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bloomkv_raft::shard::{ShardCommand, ShardMap, META_GROUP};
-use bloomkv_raft::{Command, GroupId, NodeId, Outcome, Ping, Pong, TypeConfig};
+use bloomkv_raft::{AutoSplit, Command, GroupId, NodeId, Outcome, Ping, Pong, TypeConfig};
 use bloomkv_raft::{ShardError, ShardNode, Transport};
 use direct::GroupNetwork;
 use openraft::raft::ClientWriteResponse;
@@ -177,14 +178,19 @@ impl Log {
     }
 }
 
+/// Writer `w`'s `n`th key: spread over the eight ranges of [`first_map`].
+fn spread_key(w: u64, n: u64) -> String {
+    format!("k{}/{:03}/w{w}-{n}", (n * 3 + w) % 8, (n * 37 + w * 11) % 1000)
+}
+
 /// Writes keys spread over every range, each through a live node (another one after a
 /// failure), until told to stop. Each key is written once: present twice would mean a copy.
-async fn writer(net: Net, w: u64, log: Log) {
+async fn writer(net: Net, w: u64, log: Log, key: fn(u64, u64) -> String) {
     for n in 0u64.. {
         if log.stop.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        let key = format!("k{}/{:03}/w{w}-{n}", (n * 3 + w) % 8, (n * 37 + w * 11) % 1000);
+        let key = key(w, n);
         let value = format!("value of {key}");
         log.tried.lock().unwrap().insert(key.clone());
         let started = Instant::now();
@@ -216,6 +222,55 @@ fn longest_wait(log: &Log, during: std::ops::Range<Instant>) -> Duration {
         .unwrap_or_default()
 }
 
+/// Checks, once the writers stopped, that every acknowledged write is present once, in the
+/// group `map` (the current map) gives it to, on every member of that group, and nowhere else,
+/// and that each member's replica has the group's range in the map.
+async fn every_write_once(cluster: &Cluster, log: &Log, map: &ShardMap) {
+    // Every member of every group caught up with its leader.
+    for shard in map.shards() {
+        let leader = cluster.leader(shard.group).await.raft(shard.group).unwrap();
+        let resp = leader.client_write(Command::Batch(Vec::new())).await.unwrap();
+        for member in shard.members {
+            let raft = cluster.node(*member).raft(shard.group).unwrap();
+            raft.wait(PATIENCE)
+                .applied_index_at_least(Some(resp.log_id.index), "caught up")
+                .await
+                .unwrap();
+        }
+    }
+
+    // Where each key is: (node, group) for every copy.
+    let mut copies: BTreeMap<String, Vec<(NodeId, GroupId, Vec<u8>)>> = BTreeMap::new();
+    for node in cluster.live() {
+        for group in node.groups().into_iter().filter(|&g| g != META_GROUP) {
+            for item in node.reader(group).unwrap().scan() {
+                let (key, value) = item.unwrap();
+                let key = String::from_utf8(key).unwrap();
+                copies.entry(key).or_default().push((node.id(), group, value.to_vec()));
+            }
+        }
+    }
+    let tried = log.tried.lock().unwrap().clone();
+    for (key, held) in &copies {
+        assert!(tried.contains(key), "{key} was never written");
+        let owner = map.shard_of(key.as_bytes());
+        let on: BTreeSet<NodeId> = held.iter().map(|&(node, _, _)| node).collect();
+        assert!(held.iter().all(|(_, g, _)| *g == owner.group), "{key} is in {held:?}");
+        assert_eq!(&on, owner.members, "{key}: one copy per member of group {}", owner.group);
+        assert_eq!(held.len(), owner.members.len(), "{key}: {held:?}");
+    }
+    for acked in log.acked.lock().unwrap().iter() {
+        let held = copies.get(&acked.key).unwrap_or_else(|| panic!("{} is lost", acked.key));
+        assert!(held.iter().all(|(_, _, v)| v == acked.value.as_bytes()), "{}", acked.key);
+    }
+    for shard in map.shards() {
+        for member in shard.members {
+            let range = cluster.node(*member).range(shard.group).unwrap().unwrap();
+            assert_eq!((range.start.as_slice(), range.end.as_deref()), (shard.start, shard.end));
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
     let cluster = Cluster::new();
@@ -227,8 +282,9 @@ async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
     assert_eq!(map.len(), 8);
 
     let log = Log::default();
-    let writers: Vec<_> =
-        (0..4).map(|w| tokio::spawn(writer(cluster.net.clone(), w, log.clone()))).collect();
+    let writers: Vec<_> = (0..4)
+        .map(|w| tokio::spawn(writer(cluster.net.clone(), w, log.clone(), spread_key)))
+        .collect();
     log.more(200).await;
 
     // A split under load: group 3 (keys k2 to k3) at k2/500.
@@ -269,45 +325,9 @@ async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
         log.count()
     );
 
-    // Every member of every group caught up with its leader.
     let map = cluster.node(1).read_map().await.unwrap();
     assert_eq!(map.group(5).unwrap().members, &BTreeSet::from([1, 3, 4]));
-    for shard in map.shards() {
-        let leader = cluster.leader(shard.group).await.raft(shard.group).unwrap();
-        let resp = leader.client_write(Command::Batch(Vec::new())).await.unwrap();
-        for member in shard.members {
-            let raft = cluster.node(*member).raft(shard.group).unwrap();
-            raft.wait(PATIENCE)
-                .applied_index_at_least(Some(resp.log_id.index), "caught up")
-                .await
-                .unwrap();
-        }
-    }
-
-    // Where each key is: (node, group) for every copy.
-    let mut copies: BTreeMap<String, Vec<(NodeId, GroupId, Vec<u8>)>> = BTreeMap::new();
-    for node in cluster.live() {
-        for group in node.groups().into_iter().filter(|&g| g != META_GROUP) {
-            for item in node.reader(group).unwrap().scan() {
-                let (key, value) = item.unwrap();
-                let key = String::from_utf8(key).unwrap();
-                copies.entry(key).or_default().push((node.id(), group, value.to_vec()));
-            }
-        }
-    }
-    let tried = log.tried.lock().unwrap().clone();
-    for (key, held) in &copies {
-        assert!(tried.contains(key), "{key} was never written");
-        let owner = map.shard_of(key.as_bytes());
-        let on: BTreeSet<NodeId> = held.iter().map(|&(node, _, _)| node).collect();
-        assert!(held.iter().all(|(_, g, _)| *g == owner.group), "{key} is in {held:?}");
-        assert_eq!(&on, owner.members, "{key}: one copy per member of group {}", owner.group);
-        assert_eq!(held.len(), owner.members.len(), "{key}: {held:?}");
-    }
-    for acked in log.acked.lock().unwrap().iter() {
-        let held = copies.get(&acked.key).unwrap_or_else(|| panic!("{} is lost", acked.key));
-        assert!(held.iter().all(|(_, _, v)| v == acked.value.as_bytes()), "{}", acked.key);
-    }
+    every_write_once(&cluster, &log, &map).await;
     // The split is in the groups' own state too: group 3 ends where the new group starts.
     for node in cluster.live().iter().filter(|n| n.id() != 4) {
         let range = node.range(3).unwrap().unwrap();
@@ -379,5 +399,60 @@ async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
 
     for id in 1..=3 {
         cluster.stop(id).await;
+    }
+}
+
+/// Writer `w`'s `n`th key, spread over the key space (`0000` to `9999`) in no order.
+fn scattered_key(w: u64, n: u64) -> String {
+    format!("{:04}/w{w}-{n}", (n * 7919 + w * 2503) % 10_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_over_the_size_threshold_splits_and_keeps_every_write_once() {
+    let cluster = Cluster::new();
+    for id in 1..=3 {
+        cluster.start(id).await;
+    }
+    let map = ShardMap::new(1, [1, 2, 3]).unwrap();
+    cluster.node(1).bootstrap(map, members(1..=3)).await.unwrap();
+    // A few hundred keys pass 4 KiB: every group made must grow past it again to split.
+    let policy = AutoSplit::new(4 << 10).every(Duration::from_millis(50));
+    for node in cluster.live() {
+        node.set_auto_split(Some(policy)).await;
+    }
+
+    let log = Log::default();
+    let writers: Vec<_> = (0..3)
+        .map(|w| tokio::spawn(writer(cluster.net.clone(), w, log.clone(), scattered_key)))
+        .collect();
+    // Only splits by size change the map here; the bound is for a cluster that never splits.
+    let mut watch = cluster.node(1).watch_map();
+    let three = watch.wait_for(|m| m.as_ref().is_some_and(|m| m.len() >= 3));
+    let grown = tokio::time::timeout(Duration::from_secs(120), three).await.is_ok();
+    for node in cluster.live() {
+        node.set_auto_split(None).await;
+    }
+    log.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let stats: Vec<_> = cluster.live().iter().map(|n| n.auto_split_stats()).collect();
+    assert!(grown, "the map did not reach three groups; {} writes; {stats:?}", log.count());
+
+    let map = cluster.node(2).read_map().await.unwrap();
+    let made: u64 = stats.iter().map(|s| s.splits).sum();
+    assert!(map.len() >= 3, "{map:?}");
+    assert!(made >= map.len() as u64 - 1, "every group but the first made by size: {stats:?}");
+    every_write_once(&cluster, &log, &map).await;
+    // Each split cut its group near its middle: no group made is empty.
+    for shard in map.shards() {
+        let leader = cluster.leader(shard.group).await;
+        let held = leader.reader(shard.group).unwrap().scan().count();
+        assert!(held > 0, "group {} is empty: {map:?}", shard.group);
+    }
+    eprintln!("{} groups from {} writes; {stats:?}", map.len(), log.count());
+
+    for node in cluster.live() {
+        cluster.stop(node.id()).await;
     }
 }
