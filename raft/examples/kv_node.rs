@@ -4,7 +4,7 @@
 //! kv_node <id> <listen address> <data directory> [--log-level LEVEL] [--admin-timeout SECS]
 //!         [--token-file PATH] [--token-for-clients] [--write-budget BYTES]
 //!         [--request-timeout SECS] [--tls-cert PATH --tls-key PATH --tls-ca PATH]
-//!         [--groups N | --shards N]
+//!         [--groups N | --shards N [--split-bytes BYTES] [--split-check SECS]]
 //! ```
 //!
 //! `--log-level` (off, error, warn, info, debug or trace; default info) sets what openraft and the
@@ -22,7 +22,9 @@
 //! in its one database; every node of the cluster takes the same N, from its first start on.
 //! `--shards N` instead runs the node's groups on a `ShardNode`: the shard map is replicated
 //! (a metadata group), `/cluster/init` cuts it into N ranges, and groups split and move
-//! (`/cluster/split`, `/cluster/move`).
+//! (`/cluster/split`, `/cluster/move`). `--split-bytes` makes the node split each group it
+//! leads whose data (keys and values) is over BYTES, near its middle by bytes, checking every
+//! `--split-check` seconds (default 10).
 //! raft/README.md is the operator's guide.
 //!
 //! The HTTP API is in `common/mod.rs`. A three-node cluster:
@@ -67,7 +69,8 @@ async fn main() -> BoxResult<()> {
     let usage = "usage: kv_node <id> <listen address> <data directory> [--log-level LEVEL] \
                  [--admin-timeout SECS] [--token-file PATH] [--token-for-clients] \
                  [--write-budget BYTES] [--request-timeout SECS] \
-                 [--tls-cert PATH --tls-key PATH --tls-ca PATH] [--groups N | --shards N]";
+                 [--tls-cert PATH --tls-key PATH --tls-ca PATH] \
+                 [--groups N | --shards N [--split-bytes BYTES] [--split-check SECS]]";
     let (Some([id, addr, dir]), flags) = (args.get(..3), args.get(3..).unwrap_or_default()) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -106,6 +109,15 @@ async fn main() -> BoxResult<()> {
             "--shards" => {
                 config.shards = value.parse().map_err(|e| format!("--shards {value}: {e}"))?;
             }
+            "--split-bytes" => {
+                let bytes: u64 =
+                    value.parse().map_err(|e| format!("--split-bytes {value}: {e}"))?;
+                if bytes == 0 {
+                    return Err("--split-bytes 0: expected at least 1".into());
+                }
+                config.split_bytes = Some(bytes);
+            }
+            "--split-check" => config.split_check = secs(flag, value)?,
             "--tls-cert" => tls_cert = Some(value),
             "--tls-key" => tls_key = Some(value),
             "--tls-ca" => tls_ca = Some(value),

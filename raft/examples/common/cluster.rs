@@ -537,11 +537,21 @@ pub async fn status(State(app): AppState) -> Response {
     let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
     let learners: Vec<NodeId> = membership.learner_ids().collect();
     let groups = app.sharded().then(|| group_status(&app));
+    let auto_split = app.node.as_ref().map(|node| {
+        let stats = node.auto_split_stats();
+        json!({
+            "checks": stats.checks,
+            "splits": stats.splits,
+            "failures": stats.failures,
+            "last_failure": stats.last_failure,
+        })
+    });
     json_line(
         StatusCode::OK,
         json!({
             "groups": groups,
             "shard_map_version": app.map().map(|m| m.version()),
+            "auto_split": auto_split,
             "id": app.id,
             "healthy": m.running_state.is_ok(),
             "error": m.running_state.as_ref().err().map(|e| e.to_string()),
@@ -713,6 +723,27 @@ pub async fn metrics(State(app): AppState) -> Response {
             "counter",
             moves,
         );
+        if let Some(node) = &app.node {
+            let stats = node.auto_split_stats();
+            gauge(
+                "shard_split_checks_total",
+                "Size checks of a group this node led (--split-bytes).",
+                "counter",
+                stats.checks,
+            );
+            gauge(
+                "shard_auto_splits_total",
+                "Splits this node made because a group it led was over --split-bytes.",
+                "counter",
+                stats.splits,
+            );
+            gauge(
+                "shard_auto_split_failures_total",
+                "Size checks or splits by size that failed here (each retried at the next check).",
+                "counter",
+                stats.failures,
+            );
+        }
     }
     let followers = followers(&app, &m).unwrap_or_default();
     let mut series =

@@ -107,7 +107,8 @@ use std::collections::BTreeMap;
 
 use bloomkv_raft::shard::{ShardMap, META_GROUP};
 use bloomkv_raft::{
-    GroupId, KvReader, LogStore, NodeId, NodeStore, Raft, ShardNode, DEFAULT_MAX_APPEND_BYTES,
+    AutoSplit, GroupId, KvReader, LogStore, NodeId, NodeStore, Raft, ShardNode,
+    DEFAULT_MAX_APPEND_BYTES,
 };
 use openraft::error::ForwardToLeader;
 use openraft::{BasicNode, Config};
@@ -193,6 +194,11 @@ pub struct NodeConfig {
     /// Run on a [`ShardNode`] whose map the cluster replicates, cut into this many ranges at
     /// `/cluster/init` ([`cut`]), so that groups split and move; 0: not (`groups` says).
     pub shards: usize,
+    /// With `shards`: split each group this node leads once its data is over this many bytes,
+    /// measured every `split_check` ([`ShardNode::set_auto_split`]). `None`: only
+    /// `/cluster/split` splits.
+    pub split_bytes: Option<u64>,
+    pub split_check: Duration,
 }
 
 /// The most groups [`cut`] makes: one per printable ASCII character.
@@ -222,6 +228,8 @@ impl Default for NodeConfig {
             limits: Limits::default(),
             groups: 1,
             shards: 0,
+            split_bytes: None,
+            split_check: AutoSplit::DEFAULT_EVERY,
         }
     }
 }
@@ -316,6 +324,9 @@ impl Node {
             Some(tls) => (tls.peer_client()?, Some(tls.acceptor()?)),
             None => (reqwest::Client::builder().build()?, None),
         };
+        if config.split_bytes.is_some() && config.shards == 0 {
+            return Err("--split-bytes splits the groups of a --shards node".into());
+        }
         if config.shards > 0 {
             return Node::start_shards(id, addr, listener, dir, config, http, acceptor).await;
         }
@@ -366,6 +377,9 @@ impl Node {
         let transport = HttpTransport::new(network.clone());
         let options = bloomkv::Options::default();
         let node = ShardNode::open(id, dir, options, self::config(), transport.clone()).await?;
+        if let Some(bytes) = config.split_bytes {
+            node.set_auto_split(Some(AutoSplit::new(bytes).every(config.split_check))).await;
+        }
         let meta = node.raft(META_GROUP).ok_or("the metadata group did not start")?;
         let kv = node.reader(META_GROUP).ok_or("the metadata group did not start")?;
         transport.set_metadata(meta.clone());
