@@ -9,7 +9,10 @@
 //!
 //! Afterwards every acknowledged write is present once, with its value, in the group that owns
 //! its key by the final map, on every member of that group, and in no other group on any node;
-//! and, idle, every group on every node goes quiet (stops ticking: `/shard/ping`).
+//! and, idle, every group on every node goes quiet (stops ticking: `/shard/ping`). Then the
+//! members of the biggest group are killed and restarted one by one with `--split-bytes` just
+//! under its size: it splits by itself (and only it), counted in `/metrics`, with the same
+//! guarantees for the writes.
 //! The longest gap between acknowledged writes to the range a split or move touches is
 //! printed, not asserted.
 //!
@@ -194,6 +197,77 @@ impl Cluster {
     }
 }
 
+/// Checks, once the writers stopped, that every member of every group of `map` (the current
+/// map) applies everything the group's leader holds; that on every node, in every group it
+/// runs, are only keys the map gives that group, each once, with the value acknowledged; that
+/// every acknowledged key is on every member of its group; and that only members hold a
+/// group's replica.
+async fn every_write_once(cluster: &Cluster, outcomes: &Outcomes, map: &ShardMap) {
+    let (http, nodes) = (&cluster.http, &cluster.nodes);
+    // Every member of every group applies everything the group's leader holds.
+    for shard in map.shards() {
+        let g = shard.group.to_string();
+        let leader = leader_of(http, nodes, shard.group).await;
+        let groups = groups_of(http, &nodes[leader]).await.unwrap();
+        let last = groups[&g]["last_log_index"].as_u64();
+        for member in shard.members {
+            let node = &nodes[*member as usize - 1];
+            let what = format!("node {member} applies group {g}'s log up to {last:?}");
+            wait_until(&what, || async {
+                groups_of(http, node).await.is_some_and(|groups| {
+                    groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
+                })
+            })
+            .await;
+        }
+    }
+
+    // On every node, in every group it runs: only keys the final map gives that group, each
+    // once, with the value acknowledged; every acknowledged key on every member of its group.
+    let mut held: BTreeMap<(u64, GroupId), usize> = BTreeMap::new();
+    for node in nodes {
+        let groups = groups_of(http, node).await.unwrap();
+        let mut seen: BTreeMap<Vec<u8>, GroupId> = BTreeMap::new();
+        for id in groups.keys().map(|g| g.parse::<GroupId>().unwrap()) {
+            if id == META_GROUP {
+                continue;
+            }
+            let data = group_data(http, node, id).await;
+            held.insert((node.id, id), data.len());
+            for (k, v) in data {
+                let shown = String::from_utf8_lossy(&k).into_owned();
+                assert_eq!(map.group_of(&k), id, "node {}: {shown} in group {id}", node.id);
+                assert!(seen.insert(k, id).is_none(), "node {}: {shown} twice", node.id);
+                match outcomes.acked.get(&shown) {
+                    Some((want, _)) => assert_eq!(want.as_bytes(), v, "node {}: {shown}", node.id),
+                    None => assert!(outcomes.unsure.contains(&shown), "{shown}: never written"),
+                }
+            }
+        }
+        for shard in map.shards().filter(|s| s.members.contains(&node.id)) {
+            assert!(
+                groups.contains_key(&shard.group.to_string()),
+                "node {}: no group {}",
+                node.id,
+                shard.group
+            );
+        }
+        for written in outcomes.acked.keys() {
+            let owner = map.shard_of(written.as_bytes());
+            if owner.members.contains(&node.id) {
+                assert!(seen.contains_key(written.as_bytes()), "node {}: {written} lost", node.id);
+            }
+        }
+    }
+    // Only members hold a group's replica: a move's source dropped its copy.
+    for (node, group) in held.keys() {
+        assert!(
+            map.group(*group).unwrap().members.contains(node),
+            "node {node} holds group {group}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
     let rounds: u64 =
@@ -349,70 +423,9 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         gaps.join(", ")
     );
 
-    // Every member of every group applies everything the group's leader holds.
     let map = cluster.map(0, 1).await;
+    every_write_once(&cluster, &outcomes, &map).await;
     let (http, nodes) = (&cluster.http, &cluster.nodes);
-    for shard in map.shards() {
-        let g = shard.group.to_string();
-        let leader = leader_of(http, nodes, shard.group).await;
-        let groups = groups_of(http, &nodes[leader]).await.unwrap();
-        let last = groups[&g]["last_log_index"].as_u64();
-        for member in shard.members {
-            let node = &nodes[*member as usize - 1];
-            let what = format!("node {member} applies group {g}'s log up to {last:?}");
-            wait_until(&what, || async {
-                groups_of(http, node).await.is_some_and(|groups| {
-                    groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
-                })
-            })
-            .await;
-        }
-    }
-
-    // On every node, in every group it runs: only keys the final map gives that group, each
-    // once, with the value acknowledged; every acknowledged key on every member of its group.
-    let mut held: BTreeMap<(u64, GroupId), usize> = BTreeMap::new();
-    for node in nodes {
-        let groups = groups_of(http, node).await.unwrap();
-        let mut seen: BTreeMap<Vec<u8>, GroupId> = BTreeMap::new();
-        for id in groups.keys().map(|g| g.parse::<GroupId>().unwrap()) {
-            if id == META_GROUP {
-                continue;
-            }
-            let data = group_data(http, node, id).await;
-            held.insert((node.id, id), data.len());
-            for (k, v) in data {
-                let shown = String::from_utf8_lossy(&k).into_owned();
-                assert_eq!(map.group_of(&k), id, "node {}: {shown} in group {id}", node.id);
-                assert!(seen.insert(k, id).is_none(), "node {}: {shown} twice", node.id);
-                match outcomes.acked.get(&shown) {
-                    Some((want, _)) => assert_eq!(want.as_bytes(), v, "node {}: {shown}", node.id),
-                    None => assert!(outcomes.unsure.contains(&shown), "{shown}: never written"),
-                }
-            }
-        }
-        for shard in map.shards().filter(|s| s.members.contains(&node.id)) {
-            assert!(
-                groups.contains_key(&shard.group.to_string()),
-                "node {}: no group {}",
-                node.id,
-                shard.group
-            );
-        }
-        for written in outcomes.acked.keys() {
-            let owner = map.shard_of(written.as_bytes());
-            if owner.members.contains(&node.id) {
-                assert!(seen.contains_key(written.as_bytes()), "node {}: {written} lost", node.id);
-            }
-        }
-    }
-    // Only members hold a group's replica: a move's source dropped its copy.
-    for (node, group) in held.keys() {
-        assert!(
-            map.group(*group).unwrap().members.contains(node),
-            "node {node} holds group {group}"
-        );
-    }
     assert!(map.len() > 8, "{map:?}");
 
     // The metrics count what the calls did.
@@ -453,4 +466,51 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
     assert_eq!(body["groups"], json!(held));
     let gone: Value = remove(9).send().await.unwrap().json().await.unwrap();
     assert_eq!(gone, json!({ "removed": 9, "already": true }));
+
+    // Splits by size, through kills: the members of the group holding the most data (and of
+    // any group as big) are killed and restarted one by one with a threshold just under its
+    // size, so that it splits by itself, possibly while a member is down, and its halves,
+    // under the threshold, split no further.
+    let mut sizes: BTreeMap<GroupId, u64> = BTreeMap::new();
+    for shard in map.shards() {
+        let leader = leader_of(http, nodes, shard.group).await;
+        let data = group_data(http, &nodes[leader], shard.group).await;
+        sizes.insert(shard.group, data.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum());
+    }
+    let (&biggest, &size) = sizes.iter().max_by_key(|(_, size)| **size).unwrap();
+    let threshold = size - 1;
+    let over: Vec<GroupId> =
+        sizes.iter().filter(|(_, s)| **s > threshold).map(|(g, _)| *g).collect();
+    // Every member of those groups: whichever leads one measures it.
+    let members: BTreeSet<u64> =
+        over.iter().flat_map(|g| map.group(*g).unwrap().members.iter().copied()).collect();
+    eprintln!("by size: group {biggest} holds {size} bytes; over {threshold}: {over:?}");
+    let flags =
+        ["--split-bytes".to_string(), threshold.to_string(), "--split-check".into(), "0.1".into()];
+    for id in members {
+        let i = id as usize - 1;
+        cluster.nodes[i].kill();
+        cluster.nodes[i].flags.extend(flags.iter().cloned());
+        cluster.restart(i).await;
+    }
+    // Each split recorded is a version; nothing else changes the map now.
+    let by_size = cluster.map(0, map.version() + over.len() as u64).await;
+    assert_eq!(by_size.len(), map.len() + over.len(), "{by_size:?}");
+    for shard in map.shards() {
+        let split = by_size.group(shard.group).unwrap().end != shard.end;
+        assert_eq!(split, over.contains(&shard.group), "group {}: {by_size:?}", shard.group);
+    }
+    every_write_once(&cluster, &outcomes, &by_size).await;
+    let (http, nodes) = (&cluster.http, &cluster.nodes);
+    let (mut made, mut checks) = (0, 0);
+    for node in nodes {
+        let text = http.get(node.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let value = |name: &str| {
+            text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<u64>().ok())
+        };
+        made += value("shard_auto_splits_total").unwrap();
+        checks += value("shard_split_checks_total").unwrap();
+    }
+    assert_eq!(made, over.len() as u64, "splits by size counted");
+    assert!(checks >= made);
 }
