@@ -8,8 +8,9 @@
 //! and after a split, the keys it moved away stay in the group's tables under a range
 //! tombstone until a compaction drops them, so an estimate would see the group as big as
 //! before and split it again. The scan costs one read of the group's data per check, and a
-//! group that splits when it passes the threshold stays near it: a check reads about
-//! `bytes` of each group this node leads. It keeps a summary per run of keys
+//! group that splits when it passes the threshold stays under about twice it: a check reads
+//! at most that much of each group this node leads that applied an entry since its last
+//! check (an idle group is not read again). It keeps a summary per run of keys
 //! ([`KeySpan`]), `bytes / SPANS` each, so its memory is bounded whatever the group holds.
 
 use std::time::Duration;

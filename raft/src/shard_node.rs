@@ -173,6 +173,9 @@ struct Inner<T: Transport> {
     auto_split_stats: Mutex<AutoSplitStats>,
     /// Held through a round of checks (and the splits it starts).
     checking: tokio::sync::Mutex<()>,
+    /// Each group last measured under the threshold: its last applied index then, and the
+    /// threshold. A group that applied nothing since is not read again.
+    under: Mutex<BTreeMap<GroupId, (Option<u64>, u64)>>,
 }
 
 fn raft_error(e: impl std::fmt::Display) -> ShardError {
@@ -204,6 +207,7 @@ impl<T: Transport> ShardNode<T> {
             auto_split: watch::Sender::new(None),
             auto_split_stats: Mutex::new(AutoSplitStats::default()),
             checking: tokio::sync::Mutex::new(()),
+            under: Mutex::new(BTreeMap::new()),
         };
         let node = ShardNode { inner: Arc::new(inner) };
         let _ = node.start_group(META_GROUP).await?;
@@ -307,7 +311,8 @@ impl<T: Transport> ShardNode<T> {
     /// Splits the groups this node leads once their data grows past `policy`'s bytes, or
     /// (`None`, as a node starts) never. Every `policy.every`, for each group this node leads
     /// whose range the map shows as the group has it (a split not yet recorded is left to
-    /// finish first), the node measures the group's data and, if it is over the threshold,
+    /// finish first) and that applied an entry since it last measured under the threshold,
+    /// the node measures the group's data and, if it is over the threshold,
     /// splits the group ([`ShardNode::split`]) at the key that leaves about half the bytes on
     /// each side, if one lies strictly inside the range (a single key holding everything
     /// does not split). One split at a time: the next check sees the groups it made. A
@@ -363,9 +368,20 @@ impl<T: Transport> ShardNode<T> {
     /// Measures each data group this node leads and splits those over `bytes`.
     async fn check_sizes(&self, bytes: u64) {
         let Some(map) = self.map() else { return };
-        for group in self.groups().into_iter().filter(|&g| g != META_GROUP) {
+        let groups = self.groups();
+        let lock_under = || self.inner.under.lock().unwrap_or_else(|p| p.into_inner());
+        lock_under().retain(|g, _| groups.contains(g));
+        for group in groups.into_iter().filter(|&g| g != META_GROUP) {
             let Some((raft, kv)) = self.lock_groups().get(&group).cloned() else { continue };
-            if raft.metrics().borrow().current_leader != Some(self.inner.id) {
+            let (leader, applied) = {
+                let m = raft.metrics();
+                let m = m.borrow();
+                (m.current_leader, m.last_applied.map(|l| l.index))
+            };
+            // The measurement reads at least what was applied by `applied`: a group that
+            // applied nothing since it measured under the threshold is under it still.
+            if leader != Some(self.inner.id) || lock_under().get(&group) == Some(&(applied, bytes))
+            {
                 continue;
             }
             let range = match self.inner.store.range(group) {
@@ -390,7 +406,10 @@ impl<T: Transport> ShardNode<T> {
             };
             let spans = match measured {
                 Ok(Ok((total, spans))) if total > bytes => spans,
-                Ok(Ok(_)) => continue,
+                Ok(Ok(_)) => {
+                    lock_under().insert(group, (applied, bytes));
+                    continue;
+                }
                 Ok(Err(e)) => {
                     self.failed(group, &ShardError::Storage(e));
                     continue;
