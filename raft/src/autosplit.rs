@@ -76,6 +76,9 @@ pub(crate) struct KeySpan {
     pub(crate) bytes: u64,
 }
 
+/// The longest split key a group takes: a stored data key's (see [`crate::Command::validate`]).
+const MAX_SPLIT_KEY: usize = bloomkv::MAX_KEY_BYTES - keys::DATA.len();
+
 /// Runs of keys a measurement keeps for a group at the threshold: the split key is a run's
 /// first key, so it lands within about 1/SPANS of the threshold from the middle.
 const SPANS: u64 = 64;
@@ -134,14 +137,18 @@ pub(crate) fn split_key(start: &[u8], end: Option<&[u8]>, spans: &[KeySpan]) -> 
     for span in spans {
         candidates.push((before, span.first.clone()));
         if span.first < span.last {
-            candidates.push((before + span.bytes / 2, between(&span.first, &span.last)));
+            // A key the group stores fits a split; one interpolated may be a byte longer.
+            let mut mid = between(&span.first, &span.last);
+            if mid.len() > MAX_SPLIT_KEY {
+                mid = span.last.clone();
+            }
+            candidates.push((before + span.bytes / 2, mid));
         }
         before += span.bytes;
     }
     candidates
         .into_iter()
         .filter(|(_, key)| inside(key))
-        .filter(|(_, key)| key.len() <= crate::shard::MAX_SPLIT_KEY_BYTES)
         .min_by_key(|(before, _)| before.abs_diff(half))
         .map(|(_, key)| key)
 }
@@ -257,6 +264,16 @@ mod tests {
         // A key at or after the range's end is never taken.
         let spans = [span("a", "a", 5), span("c", "c", 5)];
         assert_eq!(split_key(b"a", Some(b"b"), &spans), None);
+    }
+
+    #[test]
+    fn an_interpolated_key_too_long_to_split_at_is_not_taken() {
+        let (first, last) =
+            (vec![b'a'; MAX_SPLIT_KEY], [vec![b'a'; MAX_SPLIT_KEY - 1], vec![b'b']].concat());
+        let spans = [KeySpan { first, last: last.clone(), bytes: 100 }];
+        // Halfway between them is the first key with 0x80 appended, a byte too long: the
+        // last key instead.
+        assert!(split_key(b"", None, &spans) == Some(last), "not the last key");
     }
 
     #[test]

@@ -173,9 +173,10 @@ struct Inner<T: Transport> {
     auto_split_stats: Mutex<AutoSplitStats>,
     /// Held through a round of checks (and the splits it starts).
     checking: tokio::sync::Mutex<()>,
-    /// Each group last measured under the threshold: its last applied index then, and the
-    /// threshold. A group that applied nothing since is not read again.
-    under: Mutex<BTreeMap<GroupId, (Option<u64>, u64)>>,
+    /// Each group last measured under the threshold (or over it with no key to split at):
+    /// its last applied index then, and the threshold. A group that applied nothing since is
+    /// not read again.
+    settled: Mutex<BTreeMap<GroupId, (Option<u64>, u64)>>,
 }
 
 fn raft_error(e: impl std::fmt::Display) -> ShardError {
@@ -207,7 +208,7 @@ impl<T: Transport> ShardNode<T> {
             auto_split: watch::Sender::new(None),
             auto_split_stats: Mutex::new(AutoSplitStats::default()),
             checking: tokio::sync::Mutex::new(()),
-            under: Mutex::new(BTreeMap::new()),
+            settled: Mutex::new(BTreeMap::new()),
         };
         let node = ShardNode { inner: Arc::new(inner) };
         let _ = node.start_group(META_GROUP).await?;
@@ -369,8 +370,8 @@ impl<T: Transport> ShardNode<T> {
     async fn check_sizes(&self, bytes: u64) {
         let Some(map) = self.map() else { return };
         let groups = self.groups();
-        let lock_under = || self.inner.under.lock().unwrap_or_else(|p| p.into_inner());
-        lock_under().retain(|g, _| groups.contains(g));
+        let settled = || self.inner.settled.lock().unwrap_or_else(|p| p.into_inner());
+        settled().retain(|g, _| groups.contains(g));
         for group in groups.into_iter().filter(|&g| g != META_GROUP) {
             let Some((raft, kv)) = self.lock_groups().get(&group).cloned() else { continue };
             let (leader, applied) = {
@@ -379,9 +380,8 @@ impl<T: Transport> ShardNode<T> {
                 (m.current_leader, m.last_applied.map(|l| l.index))
             };
             // The measurement reads at least what was applied by `applied`: a group that
-            // applied nothing since it measured under the threshold is under it still.
-            if leader != Some(self.inner.id) || lock_under().get(&group) == Some(&(applied, bytes))
-            {
+            // applied nothing since it settled is as it was.
+            if leader != Some(self.inner.id) || settled().get(&group) == Some(&(applied, bytes)) {
                 continue;
             }
             let range = match self.inner.store.range(group) {
@@ -407,7 +407,7 @@ impl<T: Transport> ShardNode<T> {
             let spans = match measured {
                 Ok(Ok((total, spans))) if total > bytes => spans,
                 Ok(Ok(_)) => {
-                    lock_under().insert(group, (applied, bytes));
+                    settled().insert(group, (applied, bytes));
                     continue;
                 }
                 Ok(Err(e)) => {
@@ -420,6 +420,7 @@ impl<T: Transport> ShardNode<T> {
                 }
             };
             let Some(at) = autosplit::split_key(&range.start, range.end.as_deref(), &spans) else {
+                settled().insert(group, (applied, bytes));
                 continue;
             };
             match self.split(group, &at).await {
