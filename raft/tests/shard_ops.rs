@@ -510,6 +510,9 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         };
         made += value("shard_auto_splits_total").unwrap();
         checks += value("shard_split_checks_total").unwrap();
+        let status = node.status(http).await.unwrap();
+        let shown = status["auto_split"]["splits"].as_u64();
+        assert_eq!(shown, value("shard_auto_splits_total"), "node {}: {status}", node.id);
     }
     assert_eq!(made, over.len() as u64, "splits by size counted");
     assert!(checks >= made);
