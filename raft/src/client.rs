@@ -537,7 +537,7 @@ impl Client {
                     redirected = false;
                     (why, Pause::Backoff)
                 }
-                Answer::Election(why) => {
+                Answer::Settling(why) => {
                     self.set_leader(group, None);
                     redirected = false;
                     (why, Pause::Soon)
@@ -699,9 +699,13 @@ fn classify(
         StatusCode::MISDIRECTED_REQUEST => match leader_of(body, node.scheme()) {
             Some(leader) if leader != *node => Answer::Redirect(leader),
             // No leader known (an election is on), or one that says it is not: ask again soon.
-            _ => Answer::Election(format!("{node}: not the leader: {}", text())),
+            _ => Answer::Settling(format!("{node}: not the leader: {}", text())),
         },
         StatusCode::TOO_MANY_REQUESTS => Answer::Busy(format!("{node}: busy: {}", text())),
+        // Up, its map about to change (a split to be recorded, a map to catch up with).
+        StatusCode::SERVICE_UNAVAILABLE if is_settling(body) => {
+            Answer::Settling(format!("{node}: {}", text()))
+        }
         // Up, but at its bound on requests in progress (it says when to come back): the
         // leader is still the leader.
         StatusCode::SERVICE_UNAVAILABLE if has_retry_after => {
@@ -789,8 +793,16 @@ fn command_key(command: &Command) -> &[u8] {
 
 /// A node's answer that the request was routed by an older shard map than its own.
 fn is_stale(body: &[u8]) -> bool {
-    const MARK: &[u8] = b"\"error\":\"stale shard map\"";
-    body.windows(MARK.len()).any(|w| w == MARK)
+    has_error(body, b"\"error\":\"stale shard map\"")
+}
+
+/// Whether `body` is kv_node's 503 for a map about to change.
+fn is_settling(body: &[u8]) -> bool {
+    has_error(body, b"\"error\":\"shard map settling\"")
+}
+
+fn has_error(body: &[u8], mark: &[u8]) -> bool {
+    body.windows(mark.len()).any(|w| w == mark)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -837,8 +849,9 @@ enum Answer {
     Redirect(Url),
     /// The node may be down or failing: back off, then try the next.
     Retry(String),
-    /// The node is up and knows no leader: ask again soon.
-    Election(String),
+    /// The node is up and settling (it knows no leader, or its map is about to change): ask
+    /// again soon.
+    Settling(String),
     /// The node has too much in flight: back off, then try it again.
     Busy(String),
 }
@@ -961,16 +974,20 @@ mod tests {
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         assert_eq!(wait_for(Pause::Backoff, backoff), MAX_BACKOFF);
-        assert_eq!(classify_status(421), Pause::Soon);
-        assert_eq!(classify_status(500), Pause::Backoff);
+        let no_leader = br#"{"error":"not the leader","leader":null,"leader_addr":null}"#;
+        assert_eq!(pause_after(421, false, no_leader), Pause::Soon);
+        let splitting = br#"{"error":"shard map settling","group":3,"why":"splitting"}"#;
+        assert_eq!(pause_after(503, true, splitting), Pause::Soon);
+        assert_eq!(pause_after(503, true, b"too many requests in flight"), Pause::Backoff);
+        assert_eq!(pause_after(500, false, b"storage failed"), Pause::Backoff);
     }
 
-    fn classify_status(status: u16) -> Pause {
+    /// What a call waits for after a write's answer of `status` and `body`.
+    fn pause_after(status: u16, retry_after: bool, body: &[u8]) -> Pause {
         let node = Url::parse("http://127.0.0.1:1/").unwrap();
-        let body = br#"{"error":"not the leader","leader":null,"leader_addr":null}"#;
-        match classify(&node, StatusCode::from_u16(status).unwrap(), false, body, false) {
-            Answer::Election(_) => Pause::Soon,
-            Answer::Retry(_) => Pause::Backoff,
+        match classify(&node, StatusCode::from_u16(status).unwrap(), retry_after, body, false) {
+            Answer::Settling(_) => Pause::Soon,
+            Answer::Retry(_) | Answer::Busy(_) => Pause::Backoff,
             _ => panic!("{status}"),
         }
     }

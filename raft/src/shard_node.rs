@@ -218,6 +218,9 @@ impl<T: Transport> ShardNode<T> {
             }
         }
         node.refresh_map()?;
+        // Every group that should run here runs once `open` returns; recording splits in the
+        // map, which needs the metadata group's leader, is left to `follow_splits`.
+        node.start_made().await?;
         let tasks = vec![
             tokio::spawn(node.clone().follow_map()),
             tokio::spawn(node.clone().follow_splits()),
@@ -533,6 +536,19 @@ impl<T: Transport> ShardNode<T> {
     }
 
     async fn redrive_splits(&self) -> Result<(), ShardError> {
+        for (group, at, made) in self.start_made().await? {
+            let recorded = self.map().and_then(|m| m.group(made).map(|s| s.start == at.as_slice()));
+            if recorded != Some(true) {
+                let record = ShardCommand::RecordSplit { group, at, new_group: made };
+                self.propose(META_GROUP, Command::Shard(record)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the groups the splits applied here made that are not running, and returns
+    /// those splits (group, key, group made), for the map to record.
+    async fn start_made(&self) -> Result<Vec<(GroupId, Vec<u8>, GroupId)>, ShardError> {
         let groups: Vec<GroupId> = self.groups().into_iter().filter(|&g| g != META_GROUP).collect();
         let mut splits = Vec::new();
         for group in groups {
@@ -540,7 +556,19 @@ impl<T: Transport> ShardNode<T> {
                 splits.extend(range.splits.iter().map(|(at, made)| (group, at.clone(), *made)));
             }
         }
+        let stored = self.inner.store.group_ids();
+        let mut made_here = Vec::with_capacity(splits.len());
         for (group, at, made) in splits {
+            // A replica of the made group that moved away from here (dropped, and the map
+            // shows the group without this node) is not brought back by the split that made
+            // it: it would run outside the group's membership and never hear from its leader.
+            let moved_away = self
+                .map()
+                .and_then(|m| m.group(made).map(|s| !s.members.contains(&self.inner.id)))
+                .unwrap_or(false);
+            if moved_away && !stored.contains(&made) {
+                continue;
+            }
             let leads = |g| {
                 self.raft(g)
                     .is_some_and(|r| r.metrics().borrow().current_leader == Some(self.inner.id))
@@ -553,13 +581,9 @@ impl<T: Transport> ShardNode<T> {
                     let _ = raft.trigger().elect().await;
                 }
             }
-            let recorded = self.map().and_then(|m| m.group(made).map(|s| s.start == at.as_slice()));
-            if recorded != Some(true) {
-                let record = ShardCommand::RecordSplit { group, at, new_group: made };
-                self.propose(META_GROUP, Command::Shard(record)).await?;
-            }
+            made_here.push((group, at, made));
         }
-        Ok(())
+        Ok(made_here)
     }
 
     /// Submits `command` to this node's replica of `group`, which must lead it. What

@@ -456,3 +456,31 @@ async fn a_group_over_the_size_threshold_splits_and_keeps_every_write_once() {
         cluster.stop(node.id()).await;
     }
 }
+
+/// A replica moved away from a node is not started there again, when the node restarts, by
+/// the split that made its group (it would run outside the group's membership, never hearing
+/// from a leader).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_moved_away_stays_away_when_its_old_node_restarts() {
+    let cluster = Cluster::new();
+    for id in 1..=4 {
+        cluster.start(id).await;
+    }
+    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let gone = cluster.leader(3).await.split(3, b"k2/500").await.unwrap();
+    let kept = cluster.leader(3).await.split(3, b"k2/200").await.unwrap();
+    cluster.node(4).host(gone).await.unwrap();
+    cluster.leader(gone).await.move_replica(gone, 2, 4).await.unwrap();
+    cluster.node(2).remove_replica(gone).await.unwrap();
+
+    // Every group that should run on a node runs once it has opened.
+    cluster.stop(2).await;
+    let node = cluster.start(2).await;
+    assert!(node.groups().contains(&kept));
+    assert!(!node.groups().contains(&gone), "node 2 runs group {gone} again");
+    assert!(node.range(gone).unwrap().is_none());
+
+    for node in cluster.live() {
+        cluster.stop(node.id()).await;
+    }
+}

@@ -94,10 +94,17 @@ fn stale(version: u64, group: GroupId) -> Response {
 /// The answer to a request routed by a map newer than this node's, which must catch up
 /// before it can say where the key is.
 fn behind(mine: u64, theirs: u64) -> Response {
-    let body = format!(
-        "shard map behind: this node has version {mine}, the request was routed by {theirs}\n"
-    );
-    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], body).into_response()
+    settling(json!({ "error": "shard map settling", "version": mine, "routed_by": theirs,
+        "why": "this node's shard map is behind the request's" }))
+}
+
+/// 503 for a node whose map is about to change: `"error": "shard map settling"` tells a
+/// client to ask again soon (within an election timeout it has), not to back off as from a
+/// failing node; `Retry-After` says as much to any other.
+fn settling(body: serde_json::Value) -> Response {
+    let mut answer = json_line(StatusCode::SERVICE_UNAVAILABLE, body);
+    answer.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    answer
 }
 
 /// The group whose range holds every one of `keys` and that the request may be served by:
@@ -172,12 +179,8 @@ fn moved_away(app: &App, group: GroupId, key: &[u8]) -> Response {
 }
 
 fn split_pending(group: GroupId) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "1")],
-        format!("group {group} is splitting: its range and this node's map differ for now\n"),
-    )
-        .into_response()
+    settling(json!({ "error": "shard map settling", "group": group,
+        "why": "the group is splitting: its range and this node's map differ for now" }))
 }
 
 /// On a shard node, whether `group`'s own state still holds `key` (a split it has applied
