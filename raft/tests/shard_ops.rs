@@ -13,8 +13,8 @@
 //! members of the biggest group are killed and restarted one by one with `--split-bytes` just
 //! under its size: it splits by itself (and only it), counted in `/metrics`, with the same
 //! guarantees for the writes.
-//! The longest gap between acknowledged writes to the range a split or move touches is
-//! printed, not asserted.
+//! The longest gap between acknowledged writes to the range a split or move touches, and the
+//! longest any write to it waited, are printed, not asserted.
 //!
 //! Bounded for CI (one split and one move, well under a minute). More rounds (each splits
 //! another group and moves another replica, alternately to and from node 4), and with
@@ -166,6 +166,27 @@ fn longest_gap(
     marks.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default()
 }
 
+/// The longest a write to a key in `start..end` waited, from its call's first attempt to its
+/// acknowledgement, among those waiting at some time in `during`: the unavailability a
+/// client saw, whatever the writers' pace (the gap also counts the time they spent on other
+/// ranges).
+fn longest_wait(
+    outcomes: &Outcomes,
+    range: (&[u8], Option<&[u8]>),
+    during: std::ops::Range<Instant>,
+) -> Duration {
+    let (start, end) = range;
+    outcomes
+        .acked
+        .iter()
+        .filter(|(k, _)| k.as_bytes() >= start && end.is_none_or(|e| k.as_bytes() < e))
+        .filter_map(|(k, (_, acked))| Some((*outcomes.sent.get(k)?, *acked)))
+        .filter(|&(sent, acked)| sent <= during.end && acked >= during.start)
+        .map(|(sent, acked)| acked - sent)
+        .max()
+        .unwrap_or_default()
+}
+
 struct Cluster {
     http: reqwest::Client,
     nodes: Vec<Proc>,
@@ -180,16 +201,37 @@ impl Cluster {
         wait_until("writes go on", || async { self.acked.load(Ordering::Relaxed) >= target }).await;
     }
 
-    /// Restarts node `i` and waits until every group it runs knows a leader.
+    /// Restarts node `i` and waits until every group it runs knows a leader; if one does
+    /// not, fails showing what every node says of its groups.
     async fn restart(&mut self, i: usize) {
         self.nodes[i].start();
         let (http, node) = (&self.http, &self.nodes[i]);
-        wait_until("the restarted node's groups know their leaders", || async {
-            groups_of(http, node)
-                .await
-                .is_some_and(|groups| groups.values().all(|g| g["leader"].is_u64()))
-        })
-        .await;
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let groups = groups_of(http, node).await;
+            if groups.as_ref().is_some_and(|g| g.values().all(|g| g["leader"].is_u64())) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let shown = self.report(i).await;
+                panic!("node {}: a group knows no leader after its restart:{shown}", i + 1);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// What every node says of its groups, and the last lines of node `i`'s log: for a
+    /// failure to show.
+    async fn report(&self, i: usize) -> String {
+        let mut shown = String::new();
+        for n in self.nodes.iter().filter(|n| n.up()) {
+            let status = groups_of(&self.http, n).await.map(Value::Object);
+            shown.push_str(&format!("\nnode {}: {}", n.id, status.unwrap_or_default()));
+        }
+        let log = std::fs::read_to_string(&self.nodes[i].log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        shown.push_str(&format!("\nnode {}'s log, last lines first:\n{}", i + 1, tail.join("\n")));
+        shown
     }
 
     /// The map as node `i` has it, once it has one of at least `version`.
@@ -221,13 +263,16 @@ async fn every_write_once(cluster: &Cluster, outcomes: &Outcomes, map: &ShardMap
         let last = groups[&g]["last_log_index"].as_u64();
         for member in shard.members {
             let node = &nodes[*member as usize - 1];
-            let what = format!("node {member} applies group {g}'s log up to {last:?}");
-            wait_until(&what, || async {
-                groups_of(http, node).await.is_some_and(|groups| {
-                    groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
-                })
-            })
-            .await;
+            let deadline = Instant::now() + PATIENCE;
+            while !groups_of(http, node).await.is_some_and(|groups| {
+                groups.get(&g).is_some_and(|s| s["last_applied"].as_u64() >= last)
+            }) {
+                if Instant::now() > deadline {
+                    let shown = cluster.report(*member as usize - 1).await;
+                    panic!("node {member} never applies group {g}'s log up to {last:?}:{shown}");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     }
 
@@ -367,8 +412,14 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         assert_eq!(map.group_of(at.as_bytes()), made);
         assert_eq!(map.group(group).unwrap().end, Some(at.as_bytes()));
         cluster.more_writes(30).await;
-        let gap = longest_gap(&outcomes.lock().unwrap(), (&start, end.as_deref()), started..ended);
-        gaps.push(format!("split of group {group}: {gap:?} (took {:?})", ended - started));
+        let (gap, wait) = {
+            let (out, range) = (outcomes.lock().unwrap(), (&start[..], end.as_deref()));
+            (longest_gap(&out, range, started..ended), longest_wait(&out, range, started..ended))
+        };
+        gaps.push(format!(
+            "split of group {group}: {gap:?}, wait {wait:?} (took {:?})",
+            ended - started
+        ));
 
         // A move to node 4 (or from it, every other round), the target killed once it hosts
         // the replica, restarted, and the move sent again until it completes.
@@ -424,8 +475,14 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         let members = map.group(group).unwrap().members;
         assert!(members.contains(&to) && !members.contains(&from), "{map:?}");
         cluster.more_writes(30).await;
-        let gap = longest_gap(&outcomes.lock().unwrap(), (&start, end.as_deref()), started..ended);
-        gaps.push(format!("move of group {group}: {gap:?} (took {:?})", ended - started));
+        let (gap, wait) = {
+            let (out, range) = (outcomes.lock().unwrap(), (&start[..], end.as_deref()));
+            (longest_gap(&out, range, started..ended), longest_wait(&out, range, started..ended))
+        };
+        gaps.push(format!(
+            "move of group {group}: {gap:?}, wait {wait:?} (took {:?})",
+            ended - started
+        ));
     }
     stop.store(true, Ordering::Relaxed);
     for writer in writers {
@@ -434,7 +491,7 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
     let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
     eprintln!(
         "{} writes acknowledged, {} unsure; longest gap between acknowledged writes to the \
-         range touched: {}",
+         range touched, and longest wait of a write to it: {}",
         outcomes.acked.len(),
         outcomes.unsure.len(),
         gaps.join(", ")

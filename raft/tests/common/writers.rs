@@ -20,11 +20,13 @@ pub fn value(w: u64, i: u64) -> String {
     format!("value {w} {i}")
 }
 
-/// What the writers know: keys acknowledged with their values and when, and keys whose write
-/// may or may not have been applied (the call gave up).
+/// What the writers know: keys acknowledged with their values and when, when the call that
+/// acknowledged each was sent, and keys whose write may or may not have been applied (the
+/// call gave up).
 #[derive(Default)]
 pub struct Outcomes {
     pub acked: BTreeMap<String, (String, Instant)>,
+    pub sent: BTreeMap<String, Instant>,
     pub unsure: BTreeSet<String>,
 }
 
@@ -41,6 +43,7 @@ pub async fn writer(
     let mut i = 0;
     while !stop.load(Ordering::Relaxed) {
         let keys: Vec<u64> = if i % 2 == 0 { vec![i] } else { vec![i, i + 1, i + 2] };
+        let sent = Instant::now();
         let result = match keys.as_slice() {
             [one] => client.put(&key(w, *one), value(w, *one)).await,
             many => {
@@ -54,6 +57,7 @@ pub async fn writer(
             Ok(()) => {
                 for &j in &keys {
                     out.acked.insert(key(w, j), (value(w, j), now));
+                    out.sent.insert(key(w, j), sent);
                 }
                 acked.fetch_add(keys.len() as u64, Ordering::Relaxed);
             }
