@@ -304,6 +304,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
         let purged = self.last_purged()?;
         if purged.is_some_and(|p| p.index >= log_id.index) {
+            // Purged already (a snapshot's install purges the log it covers).
+            let mut sizes = self.sizes.lock().unwrap();
+            *sizes = sizes.split_off(&(log_id.index + 1));
             return Ok(());
         }
         let from = purged.map_or(0, |p| p.index + 1);

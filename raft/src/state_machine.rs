@@ -362,6 +362,22 @@ impl Shared {
         let mut batch = self.db.batch();
         batch.put(keys::SNAPSHOT_CURRENT, encode(&stored).map_err(write)?);
         batch.put(keys::INSTALLING, name.as_bytes());
+        // The log the snapshot covers goes in the same batch. openraft purges it only later,
+        // and meanwhile appends the entries after the snapshot: a node killed between the two
+        // would hold a log starting past the snapshot with none purged, which openraft reads
+        // from index 0 at the next start, and refuses ("Failed to get log entries").
+        if let Some(last) = meta.last_log_id {
+            let purged: Option<LogId<NodeId>> = decode(self.db.get(keys::PURGED)).map_err(write)?;
+            if purged.is_none_or(|p| p.index < last.index) {
+                let from = purged.map_or(0, |p| p.index + 1);
+                let end = last
+                    .index
+                    .checked_add(1)
+                    .map_or(keys::LOG_END.to_vec(), |i| keys::log(i).to_vec());
+                batch.delete_range(keys::log(from).to_vec()..end);
+                batch.put(keys::PURGED, encode(&last).map_err(write)?);
+            }
+        }
         self.db.commit(&batch, true).or_storage(write)?;
         self.load_current(&stored).or_storage(write)?;
         if let Some(previous) = previous.filter(|p| p.file != stored.file) {
@@ -1127,6 +1143,26 @@ mod tests {
         assert_eq!(kv.get(b"shared").unwrap().as_deref(), Some(&b"v2"[..]));
         let (applied, _) = target.applied_state().await.unwrap();
         assert_eq!(applied, Some(log_id(1, 1, 2)));
+    }
+
+    /// Installing a snapshot purges the log it covers, in the batch that makes it current: a
+    /// node killed after an install, its log grown past the snapshot before openraft purged,
+    /// would otherwise hold entries from past the snapshot with none purged, a log openraft
+    /// refuses to start from.
+    #[tokio::test]
+    async fn installing_a_snapshot_purges_the_log_it_covers() {
+        use openraft::storage::RaftLogStorage;
+        let (dirs, dirt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (_l1, mut source) = crate::open(dirs.path(), bloomkv::Options::default()).unwrap();
+        let (mut log, mut target) = crate::open(dirt.path(), bloomkv::Options::default()).unwrap();
+        source.apply([put(1, "a"), put(2, "b"), put(3, "c")]).await.unwrap();
+
+        let snapshot = source.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        target.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
+
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 3)));
+        assert_eq!(state.last_log_id, Some(log_id(1, 1, 3)));
     }
 
     /// Large values a node keeps in blob files (a kept WAL segment, a blob file a flush

@@ -41,6 +41,13 @@ use common::{unhex, wait_until, Proc, PATIENCE};
 
 const WRITERS: u64 = 6;
 
+/// `eprintln!` with the seconds since `$t0` in front, so a slow step shows where it began.
+macro_rules! say {
+    ($t0:expr, $($arg:tt)*) => {
+        eprintln!("{:8.3}s {}", $t0.elapsed().as_secs_f64(), format!($($arg)*))
+    };
+}
+
 /// Sends a cluster call until it answers 200, following 421s to the leader they name and
 /// trying the next node on anything else: its JSON answer.
 async fn cluster_call(http: &reqwest::Client, nodes: &[String], path: &str, body: Value) -> Value {
@@ -329,6 +336,7 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
     // `SHARD_OPS_KILLS=0`: the rounds without their kills, for what a split and a move cost
     // writes by themselves.
     let kills = std::env::var("SHARD_OPS_KILLS").map_or(true, |v| v != "0");
+    let t0 = Instant::now();
     let scratch = tempfile::tempdir().unwrap();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build().unwrap();
     let mut nodes: Vec<Proc> = (1..=4)
@@ -397,17 +405,26 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
             groups_of(http, watched).await.is_some_and(|g| meta(&g) > before)
         })
         .await;
-        eprintln!("round {round}: splitting group {group} at {at:?}");
+        say!(t0, "round {round}: splitting group {group} at {at:?}");
         if kills {
-            eprintln!("round {round}: killing node {}, group {group}'s leader", victim + 1);
+            say!(t0, "round {round}: killing node {}, group {group}'s leader", victim + 1);
             cluster.nodes[victim].kill();
             cluster.more_writes(30).await;
             cluster.restart(victim).await;
         }
-        let answer = split.await.unwrap();
+        // A split still running 5 s on: what every node says of its groups then.
+        let mut split = split;
+        let answer = match tokio::time::timeout(Duration::from_secs(5), &mut split).await {
+            Ok(done) => done,
+            Err(_) => {
+                say!(t0, "round {round}: the split runs on:{}", cluster.report(victim).await);
+                split.await
+            }
+        }
+        .unwrap();
         let made = answer["new_group"].as_u64().unwrap();
         let ended = Instant::now();
-        eprintln!("round {round}: split {answer}");
+        say!(t0, "round {round}: split {answer}");
         let map = cluster.map(0, answer["map_version"].as_u64().unwrap_or(1)).await;
         assert_eq!(map.group_of(at.as_bytes()), made);
         assert_eq!(map.group(group).unwrap().end, Some(at.as_bytes()));
@@ -433,7 +450,7 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
             true => (4, (1..=3).find(|n| !shard.members.contains(n)).unwrap()),
         };
         let body = json!({ "group": group, "from": from, "to": to });
-        eprintln!("round {round}: moving group {group} from node {from} to node {to}");
+        say!(t0, "round {round}: moving group {group} from node {from} to node {to}");
         let started = Instant::now();
         let first = {
             let (http, addrs, body) = (cluster.http.clone(), cluster.addrs.clone(), body.clone());
@@ -452,10 +469,12 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
             let leader = leader_of(&cluster.http, &cluster.nodes, group).await;
             let status = groups_of(&cluster.http, &cluster.nodes[leader]).await.unwrap();
             let shown = &status[&group.to_string()];
-            eprintln!(
+            say!(
+                t0,
                 "round {round}: killing node {to}, the move's target; group {group}'s voters \
                  {}, learners {}",
-                shown["voters"], shown["learners"]
+                shown["voters"],
+                shown["learners"]
             );
             cluster.nodes[target].kill();
             cluster.more_writes(30).await;
@@ -465,12 +484,12 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         // has dropped its copy too.
         let mut answer = first.await.unwrap();
         while answer["dropped"] != true {
-            eprintln!("round {round}: move {answer}; again");
+            say!(t0, "round {round}: move {answer}; again");
             answer =
                 cluster_call(&cluster.http, &cluster.addrs, "/cluster/move", body.clone()).await;
         }
         let ended = Instant::now();
-        eprintln!("round {round}: move {answer}");
+        say!(t0, "round {round}: move {answer}");
         let map = cluster.map(0, map.version() + 1).await;
         let members = map.group(group).unwrap().members;
         assert!(members.contains(&to) && !members.contains(&from), "{map:?}");
