@@ -173,6 +173,19 @@ fn longest_gap(
     marks.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default()
 }
 
+/// What writes to `range` saw of an operation that ran `during`, for the report: the longest
+/// gap between acknowledgements, the longest wait, and how long the operation took.
+fn unavailability(
+    outcomes: &Mutex<Outcomes>,
+    range: (&[u8], Option<&[u8]>),
+    during: std::ops::Range<Instant>,
+) -> String {
+    let out = outcomes.lock().unwrap();
+    let (gap, wait) =
+        (longest_gap(&out, range, during.clone()), longest_wait(&out, range, during.clone()));
+    format!("{gap:?}, wait {wait:?} (took {:?})", during.end - during.start)
+}
+
 /// The longest a write to a key in `start..end` waited, from its call's first attempt to its
 /// acknowledgement, among those waiting at some time in `during`: the unavailability a
 /// client saw, whatever the writers' pace (the gap also counts the time they spent on other
@@ -429,13 +442,10 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         assert_eq!(map.group_of(at.as_bytes()), made);
         assert_eq!(map.group(group).unwrap().end, Some(at.as_bytes()));
         cluster.more_writes(30).await;
-        let (gap, wait) = {
-            let (out, range) = (outcomes.lock().unwrap(), (&start[..], end.as_deref()));
-            (longest_gap(&out, range, started..ended), longest_wait(&out, range, started..ended))
-        };
+        let touched = (&start[..], end.as_deref());
         gaps.push(format!(
-            "split of group {group}: {gap:?}, wait {wait:?} (took {:?})",
-            ended - started
+            "split of group {group}: {}",
+            unavailability(&outcomes, touched, started..ended)
         ));
 
         // A move to node 4 (or from it, every other round), the target killed once it hosts
@@ -494,13 +504,10 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
         let members = map.group(group).unwrap().members;
         assert!(members.contains(&to) && !members.contains(&from), "{map:?}");
         cluster.more_writes(30).await;
-        let (gap, wait) = {
-            let (out, range) = (outcomes.lock().unwrap(), (&start[..], end.as_deref()));
-            (longest_gap(&out, range, started..ended), longest_wait(&out, range, started..ended))
-        };
+        let touched = (&start[..], end.as_deref());
         gaps.push(format!(
-            "move of group {group}: {gap:?}, wait {wait:?} (took {:?})",
-            ended - started
+            "move of group {group}: {}",
+            unavailability(&outcomes, touched, started..ended)
         ));
     }
     stop.store(true, Ordering::Relaxed);
