@@ -12,6 +12,7 @@ use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::raft::ClientWriteResponse;
 use openraft::{BasicNode, Config, RaftMetrics, RaftNetworkFactory};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::autosplit::{self, AutoSplit, AutoSplitStats};
 use crate::shard::{
@@ -177,6 +178,30 @@ struct Inner<T: Transport> {
     /// its last applied index then, and the threshold. A group that applied nothing since is
     /// not read again.
     settled: Mutex<BTreeMap<GroupId, (Option<u64>, u64)>>,
+}
+
+/// Returns once this node, leading `group`, has `to` holding the group's log through `index`
+/// (the entry that made it a learner): a replica that holds nothing yet is no voter to count
+/// on. Made one, its group would need every other member up until it catches up, and it
+/// could not vote after a restart (a node with no log does not vote, in case its disk was
+/// lost). openraft's own wait for a new learner (`add_learner(.., true)`) counts a learner
+/// within `replication_lag_threshold` entries (5,000 by default) as caught up, which an
+/// empty one of a small group always is.
+async fn caught_up(raft: &Raft, group: GroupId, to: NodeId, index: u64) -> Result<(), ShardError> {
+    let mut metrics = raft.metrics();
+    loop {
+        {
+            let m = metrics.borrow_and_update();
+            let Some(replication) = &m.replication else {
+                return Err(ShardError::NotLeader { group, leader: m.current_leader });
+            };
+            if replication.get(&to).is_some_and(|matched| matched.is_some_and(|l| l.index >= index))
+            {
+                return Ok(());
+            }
+        }
+        metrics.changed().await.map_err(|_| ShardError::NotHere { group })?;
+    }
 }
 
 fn raft_error(e: impl std::fmt::Display) -> ShardError {
@@ -456,7 +481,11 @@ impl<T: Transport> ShardNode<T> {
         let (log, sm) = self.inner.store.group(group)?;
         let kv = sm.reader();
         let network = self.inner.transport.network(group);
+        // openraft runs the group's core task in the span current at `Raft::new`: a node's
+        // log then names the group of each election, vote and append it reports.
+        let span = tracing::info_span!("group", id = group);
         let raft = Raft::new(self.inner.id, self.inner.config.clone(), network, log, sm)
+            .instrument(span)
             .await
             .map_err(raft_error)?;
         self.lock_groups().insert(group, (raft, kv));
@@ -785,7 +814,8 @@ impl<T: Transport> ShardNode<T> {
     /// the group; `to` must run an empty replica ([`ShardNode::host`]). `to` joins as a
     /// learner and catches up (by snapshot, streamed as for any learner), is made a voter in
     /// `from`'s place, and the metadata group records the group's new members. Then `from`
-    /// removes its copy ([`ShardNode::remove_replica`]).
+    /// removes its copy ([`ShardNode::remove_replica`]). Waits as long as `to` takes to catch
+    /// up (for ever if it is down): bound it with a timeout, and send the move again.
     pub async fn move_replica(
         &self,
         group: GroupId,
@@ -811,7 +841,8 @@ impl<T: Transport> ShardNode<T> {
             e => raft_error(e),
         };
         if !voters.contains(&to) {
-            raft.add_learner(to, address, true).await.map_err(not_leader)?;
+            let joined = raft.add_learner(to, address, false).await.map_err(not_leader)?;
+            caught_up(&raft, group, to, joined.log_id.index).await?;
             voters.remove(&from);
             voters.insert(to);
             raft.change_membership(voters.clone(), false).await.map_err(not_leader)?;

@@ -24,6 +24,9 @@
 //! cargo test --release -p bloomkv-raft --no-run
 //! SHARD_OPS_ROUNDS=5 cargo test --release -p bloomkv-raft --test shard_ops -- --nocapture
 //! ```
+//!
+//! `SHARD_OPS_KEEP=1` keeps the nodes' directories and logs, `SHARD_OPS_LOG=info` makes the
+//! logs say more.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -349,12 +352,24 @@ async fn writes_stay_exactly_once_through_splits_and_moves_with_kills() {
     // `SHARD_OPS_KILLS=0`: the rounds without their kills, for what a split and a move cost
     // writes by themselves.
     let kills = std::env::var("SHARD_OPS_KILLS").map_or(true, |v| v != "0");
+    // `SHARD_OPS_KEEP=1` keeps the nodes' directories and logs (the path is printed), and
+    // `SHARD_OPS_LOG=info` (or any `--log-level`) makes the logs say more: for a failure's
+    // post-mortem.
+    let keep = std::env::var("SHARD_OPS_KEEP").is_ok_and(|v| v == "1");
+    let level = std::env::var("SHARD_OPS_LOG").ok();
     let t0 = Instant::now();
-    let scratch = tempfile::tempdir().unwrap();
+    let mut scratch = tempfile::tempdir().unwrap();
+    if keep {
+        scratch.disable_cleanup(true);
+        say!(t0, "keeping {}", scratch.path().display());
+    }
     let http = reqwest::Client::builder().timeout(Duration::from_secs(40)).build().unwrap();
     let mut nodes: Vec<Proc> = (1..=4)
         .map(|id| {
             let mut node = Proc::new(id, scratch.path());
+            if let Some(level) = &level {
+                node.flags[1] = level.clone();
+            }
             node.flags.extend(["--shards", "8", "--admin-timeout", "10"].map(String::from));
             node
         })

@@ -6,7 +6,8 @@
 //! operation. And a split applied by its group but not yet recorded in the map (a crash
 //! between the two) is recorded when a node starts again. The nodes exchange pings, so idle
 //! groups go quiet (stop ticking) throughout. And with a size threshold, a group that grows
-//! past it splits by itself, again and again, with the same guarantees for the writes.
+//! past it splits by itself, again and again, with the same guarantees for the writes. A
+//! move's target becomes a voter only once it holds the group's log.
 
 mod direct;
 
@@ -451,6 +452,45 @@ async fn a_group_over_the_size_threshold_splits_and_keeps_every_write_once() {
         assert!(held > 0, "group {} is empty: {map:?}", shard.group);
     }
     eprintln!("{} groups from {} writes; {stats:?}", map.len(), log.count());
+
+    for node in cluster.live() {
+        cluster.stop(node.id()).await;
+    }
+}
+
+/// A move makes its target a voter only once the target holds the group's log: made one
+/// while empty, it could not vote after a restart (a node with no log does not vote), and
+/// until it caught up its group would need every other member up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_makes_its_target_a_voter_only_once_it_holds_the_log() {
+    let cluster = Cluster::new();
+    for id in 1..=4 {
+        cluster.start(id).await;
+    }
+    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let group = 3;
+    let leader = cluster.leader(group).await;
+    let from = (1..=3).find(|&n| n != leader.id()).unwrap();
+    let voters = |node: &ShardNode<Net>| -> BTreeSet<NodeId> {
+        let metrics = node.raft(group).unwrap().metrics().borrow().clone();
+        metrics.membership_config.membership().voter_ids().collect()
+    };
+
+    // Node 4 runs no replica of the group yet, so nothing can fill it.
+    let mut moving = {
+        let leader = leader.clone();
+        tokio::spawn(async move { leader.move_replica(group, from, 4).await })
+    };
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut moving).await;
+    assert!(early.is_err(), "the move finished with its target empty: {early:?}");
+    assert_eq!(voters(&leader), BTreeSet::from([1, 2, 3]));
+
+    cluster.node(4).host(group).await.unwrap();
+    moving.await.unwrap().unwrap();
+    let expected: BTreeSet<NodeId> = [1, 2, 3, 4].into_iter().filter(|&n| n != from).collect();
+    assert_eq!(voters(&leader), expected);
+    let held = cluster.node(4).raft(group).unwrap().metrics().borrow().last_log_index;
+    assert!(held.is_some(), "node 4 became a voter holding no log");
 
     for node in cluster.live() {
         cluster.stop(node.id()).await;
