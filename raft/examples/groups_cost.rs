@@ -20,7 +20,7 @@
 //! spread round-robin over the 8, and the ratio of their throughputs. Every put is
 //! acknowledged once its log entry is fsynced, so the groups' appends share the WAL's fsyncs.
 //!
-//! The raft timing is the examples' (`kv_node`'s): heartbeat 100 ms, elections 500–1000 ms.
+//! The raft timing is the examples' (`kv_node`'s): heartbeat 100 ms, elections 300–600 ms.
 //! Count the fsyncs by running the binary under `strace -f -c -e trace=fsync,fdatasync`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -107,8 +107,8 @@ struct Node {
 fn config(heartbeat_ms: u64) -> Arc<Config> {
     let config = Config {
         heartbeat_interval: heartbeat_ms,
-        election_timeout_min: 5 * heartbeat_ms,
-        election_timeout_max: 10 * heartbeat_ms,
+        election_timeout_min: 3 * heartbeat_ms,
+        election_timeout_max: 6 * heartbeat_ms,
         ..Default::default()
     };
     Arc::new(config.validate().expect("valid raft config"))

@@ -860,6 +860,8 @@ impl<T: Transport> ShardNode<T> {
 
     /// Stops this node's replica of `group` and removes its copy: after a move took it
     /// away. Refused while the current map still lists this node among the group's members.
+    /// Nothing to remove (removed already, or by a call running at the same time, as a move
+    /// sent again can make): done.
     pub async fn remove_replica(&self, group: GroupId) -> Result<(), ShardError> {
         let map = self.read_map().await?;
         if map.group(group).is_some_and(|s| s.members.contains(&self.inner.id)) {
@@ -868,12 +870,15 @@ impl<T: Transport> ShardNode<T> {
                 self.inner.id
             )));
         }
+        let _starting = self.inner.starting.lock().await;
         let removed = self.lock_groups().remove(&group);
         if let Some((raft, _)) = removed {
             raft.shutdown().await.map_err(raft_error)?;
         }
         self.inner.store.closed(group).await;
-        self.inner.store.remove_group(group)?;
+        if self.inner.store.group_ids().contains(&group) {
+            self.inner.store.remove_group(group)?;
+        }
         Ok(())
     }
 

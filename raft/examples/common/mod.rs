@@ -155,15 +155,18 @@ pub fn raft_body_limit() -> usize {
     append.max(SNAPSHOT_CHUNK_BYTES as usize) + (64 << 10)
 }
 
-/// The raft timing of the examples (election timeouts of 500–1000 ms: after a leader is killed
-/// a new one took 1.5–2.0 s, as followers honour its lease first; see
-/// docs/results/2026-11-26-raft-failover.md), and the payload sizes the body limit is computed
-/// from.
+/// The raft timing of the examples, and the payload sizes the body limit is computed from.
+///
+/// A follower of openraft 0.9 campaigns once the leader's lease (`election_timeout_max`) and
+/// then its election timeout have passed since it last heard from the leader: with 300–600 ms
+/// that is 0.9–1.2 s, which bounds how long a group is without a leader after its leader dies
+/// or moves away (openraft 0.9 cannot hand leadership over). Heartbeats every 100 ms leave a
+/// follower nine in that time before it campaigns.
 pub fn config() -> Arc<Config> {
     let config = Config {
         heartbeat_interval: 100,
-        election_timeout_min: 500,
-        election_timeout_max: 1000,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
         snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
         install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
