@@ -3,15 +3,17 @@
 //! than the last-level cache (100,000,000 keys); and the batched, prefetched probe against the
 //! one-at-a-time loop on the large filter; and the compact filters: Ribbon against a binary
 //! fuse filter (xorf's `BinaryFuse8`, Graf and Lemire 2022), the alternative considered for
-//! the deep levels, at the same false-positive rate.
+//! the deep levels, at the same false-positive rate; and the range filter's build (ns/key) at
+//! a flushed table's size, a compaction output's and a large one's.
 //!
 //! Run: `cargo bench --bench filter` (add `-- --quick` for a fast pass; `-- compact` for the
-//! compact filters alone).
+//! compact filters alone, `-- range_build` for the range filter's build).
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use bloomkv::filter::{hash_key, Filter, FilterPolicy};
+use bloomkv_tree::range_filter::RangeFilterBuilder;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const BPK: f64 = 10.0;
@@ -233,5 +235,34 @@ fn compact(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, build, build_table_sized, probe, batch, compact);
+/// `bloomkv bench --profile range`'s default `--range-bits-per-key`.
+const RANGE_BPK: f64 = 16.0;
+
+/// Building a range filter from `n` sorted keys shaped as `bloomkv bench --profile range`
+/// writes them: 8-byte big-endian integers 1,000 apart, every 16th position left out, here
+/// the first `n` present ones (a table's keys, as a compaction writes them).
+fn range_build(c: &mut Criterion) {
+    let mut g = c.benchmark_group("range_build");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    for n in [50_000u64, 500_000, 4_000_000] {
+        let keys: Vec<[u8; 8]> = (0..)
+            .filter(|j| j % 16 != 15)
+            .take(n as usize)
+            .map(|j: u64| (j * 1_000).to_be_bytes())
+            .collect();
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                let mut rb = RangeFilterBuilder::new(RANGE_BPK);
+                for k in &keys {
+                    rb.add_key(k);
+                }
+                black_box(rb.finish())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, build, build_table_sized, probe, batch, compact, range_build);
 criterion_main!(benches);
