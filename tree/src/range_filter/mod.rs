@@ -452,41 +452,95 @@ fn codes_in_place(xs: &mut [u64], lg_width: u32, r: u64) {
     }
 }
 
-/// Sorts codes below `universe`: counted into about `n` buckets by their high bits (the
-/// Elias–Fano split), then each bucket sorted, mostly of one code. Linear where a
-/// comparison sort of hashed codes was a third of a build.
+/// Below this many codes a comparison sort is as quick as counting.
+const COUNTING_SORT_MIN: usize = 64;
+/// Up to `2^ONE_PASS_LG` fine buckets, one pass: their counters (256 KiB) stay in L2, and a
+/// top pass would cost more than the misses it saves.
+const ONE_PASS_LG: u32 = 16;
+/// Fine buckets counted at once after a top pass: their counters (16 KiB) stay in L1 while a
+/// slice is scattered, where one histogram over all `n` buckets misses the cache on most
+/// keys.
+const FINE_LG: u32 = 12;
+/// At most this many top-level buckets: the first pass writes to as many places at once, and
+/// 1,024 streams stay within the L2 cache and the TLB, so its writes are near sequential.
+const MAX_TOP_LG: u32 = 10;
+
+/// Sorts codes below `universe` in about `n` fine buckets by their high bits (the
+/// Elias–Fano split), then each fine bucket, mostly of one or a few codes: linear where a
+/// comparison sort of hashed codes was a third of a build. With many buckets, a first pass
+/// splits the codes by their top bits into slices of a few thousand fine buckets each, so
+/// the second pass counts and scatters inside the cache; a single pass over `n` buckets
+/// made a cache miss (a histogram of `4n` bytes, an array of `8n`) on nearly every key.
 fn sort_codes(codes: &mut Vec<u64>, universe: u64) {
     let n = codes.len();
-    if n < 64 || n >= u32::MAX as usize {
+    if n < COUNTING_SORT_MIN || n >= u32::MAX as usize {
         codes.sort_unstable();
         return;
     }
     let shift = low_bits_for(n as u64, universe);
-    let buckets = ((universe - 1) >> shift) as usize + 1;
-    // `ends[h]` counts bucket h−1, then after the sums is where bucket h starts, then after
-    // the scatter where it ends.
-    let mut ends = vec![0u32; buckets + 1];
-    for &c in codes.iter() {
-        ends[(c >> shift) as usize + 1] += 1;
+    // Bits of a fine bucket's number.
+    let span = 64 - ((universe - 1) >> shift).leading_zeros();
+    let top_lg = if span <= ONE_PASS_LG { 0 } else { span.saturating_sub(FINE_LG).min(MAX_TOP_LG) };
+    let fine_lg = span - top_lg;
+    let mut counts = vec![0u32; (1 << fine_lg) + 1];
+    let mut scratch = vec![0u64; n];
+    if top_lg == 0 {
+        count_into(codes, &mut scratch, shift, fine_lg, &mut counts);
+        *codes = scratch;
+        return;
     }
-    for h in 1..=buckets {
-        ends[h] += ends[h - 1];
-    }
-    let mut sorted = vec![0u64; n];
+    // Top pass: `tops` as `counts` in `count_into`, by the bits above the fine ones.
+    let top_shift = shift + fine_lg;
+    let mut tops = vec![0u32; (1 << top_lg) + 1];
     for &c in codes.iter() {
-        let at = &mut ends[(c >> shift) as usize];
-        sorted[*at as usize] = c;
+        tops[(c >> top_shift) as usize + 1] += 1;
+    }
+    for t in 1..tops.len() {
+        tops[t] += tops[t - 1];
+    }
+    let mut at = tops.clone();
+    for &c in codes.iter() {
+        let slot = &mut at[(c >> top_shift) as usize];
+        scratch[*slot as usize] = c;
+        *slot += 1;
+    }
+    for t in tops.windows(2) {
+        let (a, b) = (t[0] as usize, t[1] as usize);
+        if b - a > 1 {
+            count_into(&scratch[a..b], &mut codes[a..b], shift, fine_lg, &mut counts);
+        } else {
+            codes[a..b].copy_from_slice(&scratch[a..b]);
+        }
+    }
+}
+
+/// Writes `src` to `dst` sorted, counted by bits `shift..shift + fine_lg` (the ones above
+/// are equal throughout `src`), then each bucket sorted. `counts` has `2^fine_lg + 1`
+/// counters: `counts[h]` counts bucket h−1, then after the sums is where bucket h starts,
+/// then after the scatter where it ends.
+fn count_into(src: &[u64], dst: &mut [u64], shift: u32, fine_lg: u32, counts: &mut [u32]) {
+    let mask = (1u64 << fine_lg) - 1;
+    let bucket = |c: u64| ((c >> shift) & mask) as usize;
+    counts.fill(0);
+    for &c in src {
+        counts[bucket(c) + 1] += 1;
+    }
+    for h in 1..counts.len() {
+        counts[h] += counts[h - 1];
+    }
+    for &c in src {
+        let at = &mut counts[bucket(c)];
+        dst[*at as usize] = c;
         *at += 1;
     }
     let mut start = 0;
-    for &end in &ends[..buckets] {
+    for &end in &counts[..counts.len() - 1] {
         let end = end as usize;
         if end - start > 1 {
-            sorted[start..end].sort_unstable();
+            dst[start..end].sort_unstable();
         }
         start = end;
     }
-    *codes = sorted;
 }
 
 /// Builds a [`RangeFilter`] from keys added in ascending order, and a few more in any order.
@@ -705,6 +759,53 @@ mod tests {
                 f.codes.for_each(|c| got.push(c));
                 assert_eq!(f.num_keys(), xs.len() as u64);
                 assert!(got == want, "{bits} bits, {} keys", keys.len());
+            }
+        }
+    }
+
+    /// The two-pass counting sort orders codes exactly as a comparison sort does, at every
+    /// size around its thresholds (comparison sort below `COUNTING_SORT_MIN`, one pass up to
+    /// `2^ONE_PASS_LG` fine buckets, slices of `2^FINE_LG`, the top pass capped at
+    /// `2^MAX_TOP_LG` buckets) and for the
+    /// inputs that stress it: all codes equal, all in one top or one fine bucket, all at the
+    /// universe's end, ascending, descending.
+    #[test]
+    fn sort_codes_orders_as_a_comparison_sort() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let fine = 1usize << FINE_LG;
+        let mut sizes = vec![0, 1, 2, COUNTING_SORT_MIN - 1, COUNTING_SORT_MIN, 1_000];
+        for edge in
+            [fine / 2, fine, 2 * fine, 1 << ONE_PASS_LG, 2 << ONE_PASS_LG, fine << MAX_TOP_LG]
+        {
+            sizes.extend([edge - 1, edge, edge + 1]);
+        }
+        // Beyond the cap on top buckets: each slice holds more than `2^FINE_LG` buckets.
+        sizes.push((fine << MAX_TOP_LG) * 3 / 2);
+        for &n in &sizes {
+            // Universes from n itself (a code per bucket) up past the filter's widest ratio,
+            // and ones just off a power of two.
+            for universe in [n as u64 + 1, 4 * n as u64 + 3, (n as u64) << 14, 1 << 62] {
+                let shift = low_bits_for(n as u64, universe);
+                let top_width = 1u64 << (shift + FINE_LG).min(62);
+                let inputs: Vec<Vec<u64>> = vec![
+                    (0..n).map(|_| rng.gen_range(0..universe)).collect(),
+                    vec![universe - 1; n],
+                    vec![0; n],
+                    (0..n).map(|_| rng.gen_range(0..top_width.min(universe))).collect(),
+                    (0..n).map(|_| rng.gen_range(0..(1u64 << shift).min(universe))).collect(),
+                    (0..n)
+                        .map(|_| universe - 1 - rng.gen_range(0..(2u64 << shift).min(universe)))
+                        .collect(),
+                    (0..n as u64).map(|i| i * (universe / n.max(1) as u64)).collect(),
+                    (0..n as u64).rev().map(|i| i * (universe / n.max(1) as u64)).collect(),
+                ];
+                for (i, mut codes) in inputs.into_iter().enumerate() {
+                    let mut want = codes.clone();
+                    want.sort_unstable();
+                    sort_codes(&mut codes, universe);
+                    assert!(codes == want, "{n} codes below {universe}, input {i}");
+                }
             }
         }
     }
