@@ -60,14 +60,42 @@ impl EliasFano {
         debug_assert!(values.last().map_or(true, |&v| v < universe));
         let low_bits = low_bits_for(n, universe);
         let upper_len = upper_len_for(n, universe, low_bits).expect("a universe below 2^63");
-        let mut lows = vec![0u64; words_for(n * u64::from(low_bits)) as usize];
-        let mut upper = vec![0u64; words_for(upper_len) as usize];
+        // Both parts are written a whole word at a time, each word once, as they fill in
+        // order: a read-modify-write of one or two words per element cost about as much as
+        // the rest of the encoding.
+        let mut lows = Vec::with_capacity(words_for(n * u64::from(low_bits)) as usize);
+        let mut upper = Vec::with_capacity(words_for(upper_len) as usize);
         let mask = low_mask(low_bits);
+        // Low parts: `filled` bits of `acc` hold the next word's start.
+        let (mut acc, mut filled) = (0u64, 0u32);
+        // Upper vector: `word` holds word number `upper.len()`'s bits so far.
+        let mut word = 0u64;
         for (i, &v) in values.iter().enumerate() {
-            put_bits(&mut lows, i as u64 * u64::from(low_bits), low_bits, v & mask);
+            if low_bits > 0 {
+                let low = v & mask;
+                acc |= low << filled;
+                filled += low_bits;
+                if filled >= 64 {
+                    lows.push(acc);
+                    filled -= 64;
+                    // The low part's bits that did not fit (none when it ended the word).
+                    acc = if filled == 0 { 0 } else { low >> (low_bits - filled) };
+                }
+            }
             let pos = (v >> low_bits) + i as u64;
-            upper[(pos / 64) as usize] |= 1 << (pos % 64);
+            while (upper.len() as u64) < pos / 64 {
+                upper.push(word);
+                word = 0;
+            }
+            word |= 1 << (pos % 64);
         }
+        if filled > 0 {
+            lows.push(acc);
+        }
+        if n > 0 {
+            upper.push(word);
+        }
+        upper.resize(words_for(upper_len) as usize, 0);
         EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len)
     }
 
@@ -347,6 +375,7 @@ fn nth_set_bit(x: u64, n: u32) -> u32 {
 }
 
 /// Writes the `bits`-bit `value` at bit `at` of `words`.
+#[cfg(test)]
 fn put_bits(words: &mut [u64], at: u64, bits: u32, value: u64) {
     if bits == 0 {
         return;
@@ -413,6 +442,46 @@ mod tests {
             };
             let hi = lo.saturating_add(width);
             assert_eq!(ef.any_in(lo, hi), naive_any(values, lo, hi), "[{lo}, {hi}]");
+        }
+    }
+
+    /// The words `new` writes a word at a time are the ones placing each element's bits
+    /// one by one gives, for every low-part width from 0 to 62, words ending exactly at an
+    /// element's end or mid-element, and upper vectors with long runs of empty words.
+    #[test]
+    fn new_writes_the_words_each_elements_bits_define() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        let mut cases: Vec<(u64, u64)> = vec![(0, 0), (0, 100), (1, 1), (64, 64), (3, 1 << 62)];
+        for l in 0..=62u32 {
+            for n in [1u64, 2, 63, 64, 65, 130] {
+                cases.push((n, (n << l).max(n) + rng.gen_range(0..n)));
+            }
+        }
+        for (n, universe) in cases {
+            let mut values: Vec<u64> = (0..n).map(|_| rng.gen_range(0..universe.max(1))).collect();
+            values.sort_unstable();
+            values.dedup();
+            // Clustered at both ends: empty upper words between.
+            if values.len() > 4 && universe > 1 << 20 {
+                let half = values.len() / 2;
+                for v in &mut values[..half] {
+                    *v >>= 16;
+                }
+                values.sort_unstable();
+                values.dedup();
+            }
+            let ef = EliasFano::new(&values, universe);
+            let l = ef.low_bits();
+            let mut lows = vec![0u64; ef.low_words().len()];
+            let mut upper = vec![0u64; ef.upper_words().len()];
+            for (i, &v) in values.iter().enumerate() {
+                put_bits(&mut lows, i as u64 * u64::from(l), l, v & low_mask(l));
+                let pos = (v >> l) + i as u64;
+                upper[(pos / 64) as usize] |= 1 << (pos % 64);
+            }
+            assert_eq!(lows.len() as u64, words_for(values.len() as u64 * u64::from(l)));
+            assert_eq!(ef.low_words(), lows, "{} values below {universe}", values.len());
+            assert_eq!(ef.upper_words(), upper, "{} values below {universe}", values.len());
         }
     }
 
