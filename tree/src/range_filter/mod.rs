@@ -592,8 +592,16 @@ impl RangeFilterBuilder {
             self.values.push(window(key, key.len()));
             return;
         };
-        // Only the bytes still shared can shrink the prefix.
-        let shared = common_prefix_len(&first[..self.shared], key);
+        // Only the bytes still shared can shrink the prefix. Keys that differ in their first
+        // 8 bytes (most, once the prefix has shrunk to what a table's keys share) need one
+        // word compared, not a loop over the prefix's bytes.
+        let shared = match (first.first_chunk::<8>(), key.first_chunk::<8>()) {
+            (Some(a), Some(b)) if a != b => {
+                let diff = u64::from_be_bytes(*a) ^ u64::from_be_bytes(*b);
+                self.shared.min(diff.leading_zeros() as usize / 8)
+            }
+            _ => common_prefix_len(&first[..self.shared], key),
+        };
         if shared != self.shared {
             self.shared = shared;
             self.runs.push((self.values.len(), shared));
@@ -661,8 +669,10 @@ impl RangeFilterBuilder {
         }
         xs.extend(self.extra.iter().map(|k| map_key(k, p, width)));
         // Ascending already (sorted keys, a monotone map) unless range tombstones' starts
-        // were added, so the sort is one pass.
-        xs.sort_unstable();
+        // were added.
+        if !self.extra.is_empty() {
+            xs.sort_unstable();
+        }
         xs.dedup();
         let keys = xs.len() as u64;
         let scaled = keys as f64 * (self.bits_per_key - 2.0).exp2();
