@@ -423,9 +423,19 @@ impl RangeFilter {
 /// `(q(⌊x / 2^lg⌋) + x) mod r`, with `q` the block's hash onto `[0, r)`.
 #[inline]
 fn code(x: u64, lg_width: u32, r: u64) -> u64 {
-    let q = ((u128::from(mix((x >> lg_width) ^ BLOCK_SEED)) * u128::from(r)) >> 64) as u64;
-    // Both below r ≤ 2^62: the sum cannot overflow, and is below 2r.
-    let c = q + x % r;
+    wrap_add(block_hash(x >> lg_width, r), x % r, r)
+}
+
+/// `q(b)`: block `b`'s hash onto `[0, r)`.
+#[inline]
+fn block_hash(b: u64, r: u64) -> u64 {
+    ((u128::from(mix(b ^ BLOCK_SEED)) * u128::from(r)) >> 64) as u64
+}
+
+/// `(a + b) mod r` for `a, b < r ≤ 2^62`: the sum cannot overflow, and is below `2r`.
+#[inline]
+fn wrap_add(a: u64, b: u64, r: u64) -> u64 {
+    let c = a + b;
     if c >= r {
         c - r
     } else {
@@ -435,20 +445,28 @@ fn code(x: u64, lg_width: u32, r: u64) -> u64 {
 
 /// Replaces each integer of `xs`, ascending, by its [`code`]. The codes of one block are
 /// its first's plus the distance, wrapping at `r`: a block's hash and remainder are computed
-/// once, not per key (their divisions were most of a build's cost).
+/// once, not per key (their divisions were most of a build's cost). The remainder is carried
+/// from the block before when the step between them is below `r`, as it is for a table's
+/// keys, so a division is paid only after a wide gap: tables whose keys are each alone in
+/// their block paid one per key.
 fn codes_in_place(xs: &mut [u64], lg_width: u32, r: u64) {
     let mut block = None;
-    let (mut base, mut base_code) = (0, 0);
+    // `base % r`, and the code of `base`, block `block`'s first integer.
+    let (mut base, mut rem, mut base_code) = (0, 0, 0);
     for x in xs.iter_mut() {
         let b = *x >> lg_width;
         if block != Some(b) {
+            let next = b << lg_width;
+            rem = match block {
+                Some(_) if next - base < r => wrap_add(rem, next - base, r),
+                _ => next % r,
+            };
             block = Some(b);
-            base = b << lg_width;
-            base_code = code(base, lg_width, r);
+            base = next;
+            base_code = wrap_add(block_hash(b, r), rem, r);
         }
         // `x − base < 2^lg_width ≤ r` and `base_code < r`: one subtraction wraps the sum.
-        let c = base_code + (*x - base);
-        *x = if c >= r { c - r } else { c };
+        *x = wrap_add(base_code, *x - base, r);
     }
 }
 
@@ -537,9 +555,29 @@ fn count_into(src: &[u64], dst: &mut [u64], shift: u32, fine_lg: u32, counts: &m
     for &end in &counts[..counts.len() - 1] {
         let end = end as usize;
         if end - start > 1 {
-            dst[start..end].sort_unstable();
+            sort_bucket(&mut dst[start..end]);
         }
         start = end;
+    }
+}
+
+/// Sorts one fine bucket's codes: a few (one to three, or a block's run of up to a handful,
+/// already in order) by insertion inline, where a call into the general sort, with its
+/// checks for a few elements, cost more than the sorting.
+#[inline]
+fn sort_bucket(codes: &mut [u64]) {
+    if codes.len() > 16 {
+        codes.sort_unstable();
+        return;
+    }
+    for i in 1..codes.len() {
+        let c = codes[i];
+        let mut j = i;
+        while j > 0 && codes[j - 1] > c {
+            codes[j] = codes[j - 1];
+            j -= 1;
+        }
+        codes[j] = c;
     }
 }
 
@@ -770,6 +808,32 @@ mod tests {
                 assert_eq!(f.num_keys(), xs.len() as u64);
                 assert!(got == want, "{bits} bits, {} keys", keys.len());
             }
+        }
+    }
+
+    /// Codes computed block by block, each block's remainder carried from the one before,
+    /// are each integer's `code`, for steps between integers just below, at and above the
+    /// universe (where the carry gives way to a division) and within one block.
+    #[test]
+    fn codes_in_place_gives_each_integers_code() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        for (lg, r) in
+            [(0, 1), (3, 8), (3, 1_000_003), (13, 1 << 13), (13, 655_360_007), (37, 1 << 62)]
+        {
+            let steps = [1, (1 << lg) - 1, 1 << lg, (1 << lg) + 1, r - 1, r, r + 1, 3 * r];
+            let mut xs = vec![rng.gen_range(0..1u64 << 40)];
+            for _ in 0..5_000 {
+                let step = match rng.gen_range(0..10) {
+                    0..=7 => steps[rng.gen_range(0..steps.len())],
+                    _ => rng.gen_range(1..=2 * r),
+                };
+                let Some(x) = xs.last().unwrap().checked_add(step.max(1)) else { break };
+                xs.push(x);
+            }
+            let want: Vec<u64> = xs.iter().map(|&x| code(x, lg, r)).collect();
+            codes_in_place(&mut xs, lg, r);
+            assert!(xs == want, "2^{lg} wide blocks, universe {r}");
         }
     }
 
