@@ -433,14 +433,12 @@ fn block_hash(b: u64, r: u64) -> u64 {
 }
 
 /// `(a + b) mod r` for `a, b < r ≤ 2^62`: the sum cannot overflow, and is below `2r`.
+/// Without a branch (`c − r` wraps above `c` when `c < r`): whether a hashed code wraps is
+/// a coin toss, which a branch mispredicts half the time.
 #[inline]
 fn wrap_add(a: u64, b: u64, r: u64) -> u64 {
     let c = a + b;
-    if c >= r {
-        c - r
-    } else {
-        c
-    }
+    c.min(c.wrapping_sub(r))
 }
 
 /// Replaces each integer of `xs`, ascending, by its [`code`]. The codes of one block are
@@ -500,9 +498,10 @@ fn sort_codes(codes: &mut Vec<u64>, universe: u64) {
     let span = 64 - ((universe - 1) >> shift).leading_zeros();
     let top_lg = if span <= ONE_PASS_LG { 0 } else { span.saturating_sub(FINE_LG).min(MAX_TOP_LG) };
     let fine_lg = span - top_lg;
-    let mut counts = vec![0u32; (1 << fine_lg) + 1];
     let mut scratch = vec![0u64; n];
     if top_lg == 0 {
+        // Exactly the buckets there are: the scan for buckets to sort visits each.
+        let mut counts = vec![0u32; ((universe - 1) >> shift) as usize + 2];
         count_into(codes, &mut scratch, shift, fine_lg, &mut counts);
         *codes = scratch;
         return;
@@ -517,6 +516,7 @@ fn sort_codes(codes: &mut Vec<u64>, universe: u64) {
         tops[t] += tops[t - 1];
     }
     let mut at = tops.clone();
+    let mut counts = vec![0u32; (1 << fine_lg) + 1];
     for &c in codes.iter() {
         let slot = &mut at[(c >> top_shift) as usize];
         scratch[*slot as usize] = c;
@@ -533,9 +533,9 @@ fn sort_codes(codes: &mut Vec<u64>, universe: u64) {
 }
 
 /// Writes `src` to `dst` sorted, counted by bits `shift..shift + fine_lg` (the ones above
-/// are equal throughout `src`), then each bucket sorted. `counts` has `2^fine_lg + 1`
-/// counters: `counts[h]` counts bucket h−1, then after the sums is where bucket h starts,
-/// then after the scatter where it ends.
+/// are equal throughout `src`), then each bucket sorted. `counts` has a counter more than
+/// the buckets `src` meets, at most `2^fine_lg`: `counts[h]` counts bucket h−1, then after
+/// the sums is where bucket h starts, then after the scatter where it ends.
 fn count_into(src: &[u64], dst: &mut [u64], shift: u32, fine_lg: u32, counts: &mut [u32]) {
     let mask = (1u64 << fine_lg) - 1;
     let bucket = |c: u64| ((c >> shift) & mask) as usize;
