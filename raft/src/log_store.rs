@@ -309,21 +309,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             *sizes = sizes.split_off(&(log_id.index + 1));
             return Ok(());
         }
-        let from = purged.map_or(0, |p| p.index + 1);
-        // One range tombstone up to and including the purged id (entries past the log's end
-        // may be covered: a snapshot can move the log past them), in the same batch as the
-        // new purged id, so that a crash leaves either the old log or the new one, never a
-        // hole.
-        let end =
-            log_id.index.checked_add(1).map_or(keys::LOG_END.to_vec(), |i| keys::log(i).to_vec());
         let mut batch = self.db.batch();
-        batch.delete_range(keys::log(from).to_vec()..end);
-        batch.put(keys::PURGED, encode(&log_id).map_err(delete_logs)?);
+        purge_into(&mut batch, purged, log_id).map_err(delete_logs)?;
         self.write_synced(batch, delete_logs).await?;
         let mut sizes = self.sizes.lock().unwrap();
         *sizes = sizes.split_off(&(log_id.index + 1));
         Ok(())
     }
+}
+
+/// Adds to `batch` the purge of the log up to and including `upto`, the log having been
+/// purged up to `purged`: one range tombstone (entries past the log's end may be covered: a
+/// snapshot can move the log past them) in the same batch as the new purged id, so that a
+/// crash leaves either the old log or the new one, never a hole. For [`LogStore`]'s `purge`
+/// and a snapshot's install, which purges the log it covers in the batch that makes it
+/// current.
+pub(crate) fn purge_into(
+    batch: &mut Batch,
+    purged: Option<LogId<NodeId>>,
+    upto: LogId<NodeId>,
+) -> Result<(), AnyError> {
+    let from = purged.map_or(0, |p| p.index + 1);
+    let end = upto.index.checked_add(1).map_or(keys::LOG_END.to_vec(), |i| keys::log(i).to_vec());
+    batch.delete_range(keys::log(from).to_vec()..end);
+    batch.put(keys::PURGED, encode(&upto)?);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -369,13 +369,7 @@ impl Shared {
         if let Some(last) = meta.last_log_id {
             let purged: Option<LogId<NodeId>> = decode(self.db.get(keys::PURGED)).map_err(write)?;
             if purged.is_none_or(|p| p.index < last.index) {
-                let from = purged.map_or(0, |p| p.index + 1);
-                let end = last
-                    .index
-                    .checked_add(1)
-                    .map_or(keys::LOG_END.to_vec(), |i| keys::log(i).to_vec());
-                batch.delete_range(keys::log(from).to_vec()..end);
-                batch.put(keys::PURGED, encode(&last).map_err(write)?);
+                crate::log_store::purge_into(&mut batch, purged, last).map_err(write)?;
             }
         }
         self.db.commit(&batch, true).or_storage(write)?;

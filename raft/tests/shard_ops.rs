@@ -153,21 +153,27 @@ async fn group_data(
     }
 }
 
-/// The longest time without an acknowledged write to a key in `start..end` (`None`: no end)
-/// around `during`: from the last acknowledgement before it to the first after it, and
-/// between acknowledgements within it.
+/// The acknowledged writes to a key in `start..end` (`None`: no end): key and when acknowledged.
+fn acked_in<'a>(
+    outcomes: &'a Outcomes,
+    (start, end): (&'a [u8], Option<&'a [u8]>),
+) -> impl Iterator<Item = (&'a String, Instant)> + 'a {
+    outcomes
+        .acked
+        .iter()
+        .filter(move |(k, _)| k.as_bytes() >= start && end.is_none_or(|e| k.as_bytes() < e))
+        .map(|(k, (_, t))| (k, *t))
+}
+
+/// The longest time without an acknowledged write to a key in `range` around `during`: from
+/// the last acknowledgement before it to the first after it, and between acknowledgements
+/// within it.
 fn longest_gap(
     outcomes: &Outcomes,
     range: (&[u8], Option<&[u8]>),
     during: std::ops::Range<Instant>,
 ) -> Duration {
-    let (start, end) = range;
-    let mut times: Vec<Instant> = outcomes
-        .acked
-        .iter()
-        .filter(|(k, _)| k.as_bytes() >= start && end.is_none_or(|e| k.as_bytes() < e))
-        .map(|(_, (_, t))| *t)
-        .collect();
+    let mut times: Vec<Instant> = acked_in(outcomes, range).map(|(_, t)| t).collect();
     times.sort();
     let before = times.iter().rev().find(|t| **t <= during.start).copied();
     let after = times.iter().find(|t| **t >= during.end).copied();
@@ -190,7 +196,7 @@ fn unavailability(
     format!("{gap:?}, wait {wait:?} (took {:?})", during.end - during.start)
 }
 
-/// The longest a write to a key in `start..end` waited, from its call's first attempt to its
+/// The longest a write to a key in `range` waited, from its call's first attempt to its
 /// acknowledgement, among those waiting at some time in `during`: the unavailability a
 /// client saw, whatever the writers' pace (the gap also counts the time they spent on other
 /// ranges).
@@ -199,12 +205,8 @@ fn longest_wait(
     range: (&[u8], Option<&[u8]>),
     during: std::ops::Range<Instant>,
 ) -> Duration {
-    let (start, end) = range;
-    outcomes
-        .acked
-        .iter()
-        .filter(|(k, _)| k.as_bytes() >= start && end.is_none_or(|e| k.as_bytes() < e))
-        .filter_map(|(k, (_, acked))| Some((*outcomes.sent.get(k)?, *acked)))
+    acked_in(outcomes, range)
+        .filter_map(|(k, acked)| Some((*outcomes.sent.get(k)?, acked)))
         .filter(|&(sent, acked)| sent <= during.end && acked >= during.start)
         .map(|(sent, acked)| acked - sent)
         .max()
