@@ -523,8 +523,28 @@ async fn a_replica_moved_away_stays_away_when_its_old_node_restarts() {
     assert!(node.groups().contains(&kept));
     assert!(!node.groups().contains(&gone), "node 2 runs group {gone} again");
     assert!(node.range(gone).unwrap().is_none());
+    let map = cluster.node(1).read_map().await.unwrap();
 
     for node in cluster.live() {
         cluster.stop(node.id()).await;
     }
+    // What the nodes' directories say, read as `bloomkv raft` reads them: node 2 holds the
+    // group that stayed and not the one that moved, node 4 holds that one as a voter, and
+    // the metadata group's leader holds the map the cluster answered with (a follower may
+    // not have applied its last entry when stopped).
+    let report = |id| bloomkv_raft::inspect(cluster.dir(id)).unwrap();
+    let group = |r: &bloomkv_raft::NodeReport, g| r.groups.iter().find(|x| x.id == g).cloned();
+    let (node_2, node_4) = (report(2), report(4));
+    assert!(group(&node_2, gone).is_none(), "node 2's directory still holds group {gone}");
+    let range = group(&node_2, kept).unwrap().range.unwrap();
+    assert_eq!((range.start, range.end), (b"k2/200".to_vec(), Some(b"k2/500".to_vec())));
+    let moved = group(&node_4, gone).unwrap();
+    let voters: BTreeSet<NodeId> = moved.membership.membership().voter_ids().collect();
+    assert!(voters.contains(&4) && !voters.contains(&2), "{voters:?}");
+    assert_eq!(moved.range.unwrap().start, b"k2/500".to_vec());
+    assert!(moved.applied.is_some() && moved.log.is_some() && moved.vote.is_some());
+    let held: Vec<ShardMap> =
+        (1..=4).filter_map(|id| group(&report(id), META_GROUP).and_then(|g| g.map)).collect();
+    assert!(held.contains(&map), "no node's directory holds the map {map:?}");
+    assert!(held.iter().all(|m| m.version() <= map.version()));
 }

@@ -18,6 +18,7 @@ mod inspect;
 mod keyspace;
 mod kind;
 mod put;
+mod raft;
 mod scan;
 mod trace;
 mod verify;
@@ -72,6 +73,9 @@ enum Command {
     /// List, create or drop keyspaces (named sets of keys with their own tables and table
     /// options; `--keyspace` selects one in get, put, delete, delete-range, scan and trace).
     Keyspace(keyspace::Args),
+    /// Show a bloomkv-raft node's groups (vote, log, applied state, members, key range) and
+    /// the shard map it holds (read-only; safe beside a running node).
+    Raft(raft::Args),
     /// Write an openable copy of a database (read-only on the source; tables hard-linked
     /// where the file system allows).
     Checkpoint(checkpoint::Args),
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         Command::DeleteRange(args) => delete_range::run(&args),
         Command::Scan(args) => scan::run(&args),
         Command::Keyspace(args) => keyspace::run(&args),
+        Command::Raft(args) => raft::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::CrashTest(args) => crash_test::run(&args),
         Command::CrashWorker(args) => crash_test::worker(&args),
