@@ -1,6 +1,6 @@
 //! [`LogStore`]: openraft's log and vote storage on bloomkv.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use bloomkv::Readable;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
-    AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, StorageIOError,
-    Vote,
+    AnyError, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader,
+    StorageIOError, Vote,
 };
 
 use crate::group_store::{Batch, Store};
@@ -34,6 +34,36 @@ pub struct LogStore {
     /// before this process are filled in when first asked for): what a follower's lag is in
     /// bytes, without reading the entries again at every look.
     sizes: Arc<Mutex<BTreeMap<u64, u32>>>,
+    /// The last membership appended here that leaves out the leader that wrote it.
+    leaving: Arc<tokio::sync::watch::Sender<Option<LeaderLeaving>>>,
+}
+
+/// A membership entry, appended to this node's log, whose voters leave out the leader that
+/// wrote it: once it is committed that leader steps down, and the group has no leader until
+/// one of `voters` is elected (see `shard_node::take_over`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaderLeaving {
+    /// The entry's index.
+    pub index: u64,
+    /// The leader that wrote it.
+    pub leader: NodeId,
+    /// Its voters.
+    pub voters: BTreeSet<NodeId>,
+}
+
+impl LeaderLeaving {
+    /// What `entry` says, if it is a membership leaving out its leader (a joint one, the first
+    /// step of a change, still holds the old voters: its leader stays).
+    fn of(entry: &Entry<TypeConfig>) -> Option<LeaderLeaving> {
+        let EntryPayload::Membership(m) = &entry.payload else { return None };
+        let leader = entry.log_id.leader_id.node_id;
+        let voters: BTreeSet<NodeId> = m.voter_ids().collect();
+        (m.get_joint_config().len() == 1 && !voters.contains(&leader)).then_some(LeaderLeaving {
+            index: entry.log_id.index,
+            leader,
+            voters,
+        })
+    }
 }
 
 /// The default of [`LogStore::with_max_append_bytes`]: TiKV's `raft-max-size-per-msg`. One
@@ -56,7 +86,12 @@ fn delete_logs(e: AnyError) -> StorageError {
 
 impl LogStore {
     pub(crate) fn new(db: Store) -> LogStore {
-        LogStore { db, max_append_bytes: DEFAULT_MAX_APPEND_BYTES, sizes: Default::default() }
+        LogStore {
+            db,
+            max_append_bytes: DEFAULT_MAX_APPEND_BYTES,
+            sizes: Default::default(),
+            leaving: Arc::new(tokio::sync::watch::Sender::new(None)),
+        }
     }
 
     /// Bounds the encoded bytes of the entries one append to a follower carries (default
@@ -89,7 +124,9 @@ impl LogStore {
     ) -> Result<(), StorageError> {
         let mut batch = self.db.batch();
         let mut sizes = Vec::new();
+        let mut leaving = None;
         for entry in entries {
+            leaving = LeaderLeaving::of(&entry).or(leaving);
             let encoded = encode(&entry).map_err(write_logs)?;
             sizes.push((entry.log_id.index, encoded.len() as u32));
             batch.put(keys::log(entry.log_id.index), encoded);
@@ -103,7 +140,16 @@ impl LogStore {
             .map_err(write_logs)?
             .or_storage(write_logs)?;
         self.sizes.lock().unwrap().extend(sizes);
+        if let Some(leaving) = leaving {
+            self.leaving.send_replace(Some(leaving));
+        }
         Ok(())
+    }
+
+    /// Tells of each membership appended here that leaves out its leader ([`LeaderLeaving`]),
+    /// the last one first; ends once the log store is dropped (its group stopped).
+    pub(crate) fn leader_leaving(&self) -> tokio::sync::watch::Receiver<Option<LeaderLeaving>> {
+        self.leaving.subscribe()
     }
 
     /// Encoded bytes of the log's entries after index `after` (from the first if `None`) up to

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::autosplit::{self, AutoSplit, AutoSplitStats};
+use crate::log_store::LeaderLeaving;
 use crate::shard::{
     refused_range, GroupRange, ShardCommand, ShardMap, META_GROUP, SPLIT_GROUP_BASE,
 };
@@ -178,6 +179,38 @@ struct Inner<T: Transport> {
     /// its last applied index then, and the threshold. A group that applied nothing since is
     /// not read again.
     settled: Mutex<BTreeMap<GroupId, (Option<u64>, u64)>>,
+}
+
+/// Campaigns, on the lowest of the new voters, when a membership leaves out the leader that
+/// wrote it (a move off the leader's node, a drain): that leader steps down once the entry is
+/// committed, and openraft 0.9 has no transfer of leadership. Left to their timers, the
+/// voters would wait out the old leader's lease (`election_timeout_max` since its last
+/// heartbeat) and then an election timeout more; this campaign comes once the lease is over
+/// (and a heartbeat interval, for the heartbeat that carried the commit). It is only asked
+/// for while that membership is still the group's and no voter of it leads. One candidate,
+/// not every voter: campaigns at once would split the vote. Ends with the group.
+async fn take_over(
+    raft: Raft,
+    me: NodeId,
+    mut leaving: watch::Receiver<Option<LeaderLeaving>>,
+    config: Arc<Config>,
+) {
+    let wait = Duration::from_millis(config.election_timeout_max + config.heartbeat_interval);
+    while leaving.changed().await.is_ok() {
+        let Some(left) = leaving.borrow_and_update().clone() else { continue };
+        if left.voters.first() != Some(&me) {
+            continue;
+        }
+        tokio::time::sleep(wait).await;
+        let metrics = raft.metrics().borrow().clone();
+        let current = metrics.membership_config.log_id().map(|id| id.index) == Some(left.index);
+        let led = metrics.current_leader.is_some_and(|l| left.voters.contains(&l));
+        if current && !led {
+            tracing::info!(leader = left.leader, "campaigning: the leader left the group");
+            // A refusal (a voter still under the lease) leaves the group to the timers.
+            let _ = raft.trigger().elect().await;
+        }
+    }
 }
 
 /// Returns once this node, leading `group`, has `to` holding the group's log through `index`
@@ -479,6 +512,7 @@ impl<T: Transport> ShardNode<T> {
             return Ok(false);
         }
         let (log, sm) = self.inner.store.group(group)?;
+        let leaving = log.leader_leaving();
         let kv = sm.reader();
         let network = self.inner.transport.network(group);
         // openraft runs the group's core task in the span current at `Raft::new`: a node's
@@ -488,6 +522,7 @@ impl<T: Transport> ShardNode<T> {
             .instrument(span)
             .await
             .map_err(raft_error)?;
+        tokio::spawn(take_over(raft.clone(), self.inner.id, leaving, self.inner.config.clone()));
         self.lock_groups().insert(group, (raft, kv));
         Ok(true)
     }

@@ -7,7 +7,8 @@
 //! between the two) is recorded when a node starts again. The nodes exchange pings, so idle
 //! groups go quiet (stop ticking) throughout. And with a size threshold, a group that grows
 //! past it splits by itself, again and again, with the same guarantees for the writes. A
-//! move's target becomes a voter only once it holds the group's log.
+//! move's target becomes a voter only once it holds the group's log, and a move off the
+//! leader has the next one campaign as soon as the old one's lease is over.
 
 mod direct;
 
@@ -491,6 +492,39 @@ async fn a_move_makes_its_target_a_voter_only_once_it_holds_the_log() {
     assert_eq!(voters(&leader), expected);
     let held = cluster.node(4).raft(group).unwrap().metrics().borrow().last_log_index;
     assert!(held.is_some(), "node 4 became a voter holding no log");
+
+    for node in cluster.live() {
+        cluster.stop(node.id()).await;
+    }
+}
+
+/// A move off the group's leader leaves the group no leader (the leader removes itself and
+/// steps down); the lowest of the new voters campaigns once the old leader's lease is over,
+/// rather than every voter waiting out an election timeout more. Here the voters' own timers
+/// are off, so only that campaign can elect anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_off_the_leader_elects_a_new_one_without_the_election_timers() {
+    let cluster = Cluster::new();
+    for id in 1..=4 {
+        cluster.start(id).await;
+    }
+    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let group = 3;
+    let leader = cluster.leader(group).await;
+    cluster.node(4).host(group).await.unwrap();
+    for node in cluster.live() {
+        node.raft(group).unwrap().runtime_config().elect(false);
+    }
+
+    leader.move_replica(group, leader.id(), 4).await.unwrap();
+    let voters: BTreeSet<NodeId> = [1, 2, 3, 4].into_iter().filter(|&n| n != leader.id()).collect();
+    let raft = cluster.node(4).raft(group).unwrap();
+    let m = raft
+        .wait(PATIENCE)
+        .metrics(|m| m.current_leader.is_some_and(|l| voters.contains(&l)), "a new leader")
+        .await
+        .unwrap();
+    assert_eq!(m.current_leader, voters.first().copied(), "the lowest new voter campaigns");
 
     for node in cluster.live() {
         cluster.stop(node.id()).await;
