@@ -543,7 +543,7 @@ fn levels_in_use(db: &Db) -> Vec<usize> {
 /// difference in what they read is the filters' and not where each one's compaction cycle
 /// stopped: at rest, one may hold a few L0 tables that the other has just compacted, which
 /// every scan then merges. When their L0 table counts differ, each is reopened with an L0
-/// compaction trigger of 1 and compacted until its L0 is empty; if they still differ at L0,
+/// compaction trigger of 1 and compacted until no compaction is due; if they still differ at L0,
 /// both are compacted whole ([`Db::compact`]). Deeper levels are left as they are: their
 /// table counts differ by a few percent with the filters' sizes, and a read consults one
 /// table per level there whatever the count. Returns the databases, reopened or not, and
@@ -561,9 +561,11 @@ fn align_shapes(dbs: Vec<Opened>) -> bloomkv::Result<(Vec<Opened>, String)> {
         db.close()?;
         drop(db);
         let db = Db::open(&dir, opts.clone().l0_compaction_trigger(1))?;
-        // An L0 merge may precede the move into L1: a few steps, bounded.
+        // An L0 merge may precede the move into L1, and the move may leave L1 over its
+        // size: every compaction due runs here (a few, bounded), not in the background
+        // during the first phase, where it would swap tables under the reads.
         for _ in 0..64 {
-            if db.stats().tables_per_level[0] == 0 || db.compact_step()?.is_none() {
+            if db.compact_step()?.is_none() {
                 break;
             }
         }
