@@ -90,6 +90,22 @@ impl Cluster {
         Cluster { net: Net::default(), dirs: tempfile::tempdir().unwrap(), config: config() }
     }
 
+    /// Nodes 1-4 started, the cluster bootstrapped on them with [`first_map`].
+    async fn bootstrapped() -> Cluster {
+        let cluster = Cluster::new();
+        for id in 1..=4 {
+            cluster.start(id).await;
+        }
+        cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+        cluster
+    }
+
+    async fn stop_all(&self) {
+        for node in self.live() {
+            self.stop(node.id()).await;
+        }
+    }
+
     fn dir(&self, id: NodeId) -> PathBuf {
         self.dirs.path().join(format!("node-{id}"))
     }
@@ -275,11 +291,7 @@ async fn every_write_once(cluster: &Cluster, log: &Log, map: &ShardMap) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
-    let cluster = Cluster::new();
-    for id in 1..=4 {
-        cluster.start(id).await;
-    }
-    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let cluster = Cluster::bootstrapped().await;
     let map = cluster.node(1).read_map().await.unwrap();
     assert_eq!(map.len(), 8);
 
@@ -338,9 +350,7 @@ async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
         assert_eq!(node.range(made).unwrap().unwrap().end.as_deref(), Some(&b"k3"[..]));
     }
 
-    for node in cluster.live() {
-        cluster.stop(node.id()).await;
-    }
+    cluster.stop_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,9 +464,7 @@ async fn a_group_over_the_size_threshold_splits_and_keeps_every_write_once() {
     }
     eprintln!("{} groups from {} writes; {stats:?}", map.len(), log.count());
 
-    for node in cluster.live() {
-        cluster.stop(node.id()).await;
-    }
+    cluster.stop_all().await;
 }
 
 /// A move makes its target a voter only once the target holds the group's log: made one
@@ -464,11 +472,7 @@ async fn a_group_over_the_size_threshold_splits_and_keeps_every_write_once() {
 /// until it caught up its group would need every other member up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_makes_its_target_a_voter_only_once_it_holds_the_log() {
-    let cluster = Cluster::new();
-    for id in 1..=4 {
-        cluster.start(id).await;
-    }
-    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let cluster = Cluster::bootstrapped().await;
     let group = 3;
     let leader = cluster.leader(group).await;
     let from = (1..=3).find(|&n| n != leader.id()).unwrap();
@@ -493,9 +497,7 @@ async fn a_move_makes_its_target_a_voter_only_once_it_holds_the_log() {
     let held = cluster.node(4).raft(group).unwrap().metrics().borrow().last_log_index;
     assert!(held.is_some(), "node 4 became a voter holding no log");
 
-    for node in cluster.live() {
-        cluster.stop(node.id()).await;
-    }
+    cluster.stop_all().await;
 }
 
 /// A move off the group's leader leaves the group no leader (the leader removes itself and
@@ -504,11 +506,7 @@ async fn a_move_makes_its_target_a_voter_only_once_it_holds_the_log() {
 /// are off, so only that campaign can elect anyone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_off_the_leader_elects_a_new_one_without_the_election_timers() {
-    let cluster = Cluster::new();
-    for id in 1..=4 {
-        cluster.start(id).await;
-    }
-    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let cluster = Cluster::bootstrapped().await;
     let group = 3;
     let leader = cluster.leader(group).await;
     cluster.node(4).host(group).await.unwrap();
@@ -526,9 +524,7 @@ async fn a_move_off_the_leader_elects_a_new_one_without_the_election_timers() {
         .unwrap();
     assert_eq!(m.current_leader, voters.first().copied(), "the lowest new voter campaigns");
 
-    for node in cluster.live() {
-        cluster.stop(node.id()).await;
-    }
+    cluster.stop_all().await;
 }
 
 /// A replica moved away from a node is not started there again, when the node restarts, by
@@ -536,11 +532,7 @@ async fn a_move_off_the_leader_elects_a_new_one_without_the_election_timers() {
 /// from a leader).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_moved_away_stays_away_when_its_old_node_restarts() {
-    let cluster = Cluster::new();
-    for id in 1..=4 {
-        cluster.start(id).await;
-    }
-    cluster.node(1).bootstrap(first_map(), members(1..=4)).await.unwrap();
+    let cluster = Cluster::bootstrapped().await;
     let gone = cluster.leader(3).await.split(3, b"k2/500").await.unwrap();
     let kept = cluster.leader(3).await.split(3, b"k2/200").await.unwrap();
     cluster.node(4).host(gone).await.unwrap();
@@ -559,9 +551,7 @@ async fn a_replica_moved_away_stays_away_when_its_old_node_restarts() {
     assert!(node.range(gone).unwrap().is_none());
     let map = cluster.node(1).read_map().await.unwrap();
 
-    for node in cluster.live() {
-        cluster.stop(node.id()).await;
-    }
+    cluster.stop_all().await;
     // What the nodes' directories say, read as `bloomkv raft` reads them: node 2 holds the
     // group that stayed and not the one that moved, node 4 holds that one as a voter, and
     // the metadata group's leader holds the map the cluster answered with (a follower may
