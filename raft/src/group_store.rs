@@ -54,6 +54,17 @@ pub(crate) fn group_ids(db: &Db) -> Vec<GroupId> {
     ids
 }
 
+/// Fails if `db` holds keys but no store's format record: another program's database.
+pub(crate) fn check_is_store(db: &Db) -> bloomkv::Result<()> {
+    if db.get(keys::FORMAT)?.is_none() {
+        if let Some(first) = db.range(..).next() {
+            first?;
+            return Err(not_a_store(db));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn not_a_store(db: &Db) -> bloomkv::Error {
     bloomkv::Error::InvalidArgument(format!(
         "{}: not a bloomkv-raft store (no {})",

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use bloomkv::{Db, Options, Readable};
 
-use crate::group_store::{keyspace_name, not_a_store, snapshot_dir, Store, GROUP_DIR};
+use crate::group_store::{check_is_store, keyspace_name, snapshot_dir, Store, GROUP_DIR};
 use crate::{keys, snapshot, GroupId, LogStore, StateMachine};
 
 fn io_error(doing: &str, path: &Path, source: std::io::Error) -> bloomkv::Error {
@@ -65,12 +65,7 @@ impl NodeStore {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<NodeStore, bloomkv::Error> {
         let largest_batch = *Options::MAX_BATCH_BYTES_RANGE.end();
         let db = Arc::new(Db::open(dir, options.max_batch_bytes(largest_batch))?);
-        if db.get(keys::FORMAT)?.is_none() {
-            if let Some(first) = db.range(..).next() {
-                first?;
-                return Err(not_a_store(&db));
-            }
-        }
+        check_is_store(&db)?;
         let shard_changes = Arc::new(tokio::sync::watch::Sender::new(0));
         let node = NodeStore { db, open: Default::default(), shard_changes };
         node.remove_stray_snapshot_dirs()?;

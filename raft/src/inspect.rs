@@ -10,7 +10,7 @@ use bloomkv::{Db, Options, Readable};
 use openraft::{BasicNode, LogId, StoredMembership, Vote};
 use serde::de::DeserializeOwned;
 
-use crate::group_store::{group_ids, keyspace_name, not_a_store};
+use crate::group_store::{check_is_store, group_ids, keyspace_name};
 use crate::shard::{GroupRange, ShardMap};
 use crate::{keys, snapshot, GroupId, NodeId};
 
@@ -72,13 +72,8 @@ pub struct GroupReport {
 pub fn inspect(dir: impl AsRef<Path>) -> bloomkv::Result<NodeReport> {
     let largest_batch = *Options::MAX_BATCH_BYTES_RANGE.end();
     let db = Db::open_read_only(dir, Options::default().max_batch_bytes(largest_batch))?;
+    check_is_store(&db)?;
     let ids = group_ids(&db);
-    if ids.is_empty() && db.get(keys::FORMAT)?.is_none() {
-        if let Some(first) = db.range(..).next() {
-            first?;
-            return Err(not_a_store(&db));
-        }
-    }
     let groups = ids.into_iter().map(|id| group(&db, id)).collect::<bloomkv::Result<_>>()?;
     Ok(NodeReport { groups })
 }
