@@ -201,13 +201,20 @@ async fn take_over(
         if left.voters.first() != Some(&me) {
             continue;
         }
-        tokio::time::sleep(wait).await;
-        let metrics = raft.metrics().borrow().clone();
-        let current = metrics.membership_config.log_id().map(|id| id.index) == Some(left.index);
-        let led = metrics.current_leader.is_some_and(|l| left.voters.contains(&l));
-        if current && !led {
+        // The lease runs from the leader's last heartbeat, which may come after the entry was
+        // appended here (the leader leads until the entry commits): a campaign the voters
+        // refuse for it is made again after another wait, for as long as an operation waits
+        // for a leader.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(wait).await;
+            let metrics = raft.metrics().borrow().clone();
+            let current = metrics.membership_config.log_id().map(|id| id.index) == Some(left.index);
+            let led = metrics.current_leader.is_some_and(|l| left.voters.contains(&l));
+            if !current || led {
+                break;
+            }
             tracing::info!(leader = left.leader, "campaigning: the leader left the group");
-            // A refusal (a voter still under the lease) leaves the group to the timers.
             let _ = raft.trigger().elect().await;
         }
     }
@@ -676,10 +683,22 @@ impl<T: Transport> ShardNode<T> {
         group: GroupId,
         command: Command,
     ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
+        self.propose_among(group, command, &[]).await
+    }
+
+    /// [`ShardNode::propose`], trying `fallback` when neither this node nor its map knows
+    /// where `group` runs: a group a split just made is missing from the map until the
+    /// metadata group records the split, and runs on the members of the group it split from.
+    async fn propose_among(
+        &self,
+        group: GroupId,
+        command: Command,
+        fallback: &[NodeId],
+    ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
         let members: Vec<NodeId> = self
             .map()
             .and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
-            .unwrap_or_default();
+            .unwrap_or_else(|| fallback.to_vec());
         let mut target = match self.raft(group) {
             Some(raft) => raft.metrics().borrow().current_leader.unwrap_or(self.inner.id),
             None => *members.first().ok_or(ShardError::NotHere { group })?,
@@ -728,6 +747,10 @@ impl<T: Transport> ShardNode<T> {
             }
             return raft.metrics().borrow().current_leader.unwrap_or(failed);
         }
+        // A member that answered "not here" may be about to apply the split that starts its
+        // replica, or one with no leader about to elect one: the next is tried after a
+        // heartbeat, so the attempts span more than the moment of a split or an election.
+        tokio::time::sleep(Duration::from_millis(self.inner.config.heartbeat_interval)).await;
         match members.is_empty() {
             true => failed,
             false => members[attempt % members.len()],
@@ -744,11 +767,18 @@ impl<T: Transport> ShardNode<T> {
             .to_vec();
         let map = self.map().ok_or_else(|| ShardError::Rejected("no map yet".into()))?;
         let mut group = map.group_of(&key);
+        let mut split_from: Vec<NodeId> = Vec::new();
         for _ in 0..ATTEMPTS {
-            let resp = self.propose(group, command.clone()).await?;
+            let resp = self.propose_among(group, command.clone(), &split_from).await?;
             match refused_range(&resp.data) {
                 None => return Ok(resp.data),
-                Some(Some(moved_to)) => group = moved_to,
+                Some(Some(moved_to)) => {
+                    split_from = self
+                        .map()
+                        .and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
+                        .unwrap_or_default();
+                    group = moved_to;
+                }
                 Some(None) => {
                     let map = self.read_map().await?;
                     let owner = map.group_of(&key);

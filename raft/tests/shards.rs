@@ -4,7 +4,7 @@
 //! Afterwards every acknowledged write is present once, in the group the map gives it to, on
 //! every member of that group, and nowhere else; the longest wait of a write is printed per
 //! operation. And a split applied by its group but not yet recorded in the map (a crash
-//! between the two) is recorded when a node starts again. The nodes exchange pings, so idle
+//! between the two) takes writes meanwhile, and is recorded when a node starts again. The nodes exchange pings, so idle
 //! groups go quiet (stop ticking) throughout. And with a size threshold, a group that grows
 //! past it splits by itself, again and again, with the same guarantees for the writes. A
 //! move's target becomes a voter only once it holds the group's log, and a move off the
@@ -356,11 +356,12 @@ async fn writes_survive_a_split_a_restart_and_a_move_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
     let cluster = Cluster::new();
-    for id in 1..=3 {
+    // Node 4 holds the metadata group only.
+    for id in 1..=4 {
         cluster.start(id).await;
     }
     let map = ShardMap::new(1, [1, 2, 3]).unwrap();
-    cluster.node(1).bootstrap(map, members(1..=3)).await.unwrap();
+    cluster.node(1).bootstrap(map, members(1..=4)).await.unwrap();
     for key in ["a", "m", "z"] {
         cluster.node(2).write(Command::put(key, "v")).await.unwrap();
     }
@@ -371,7 +372,7 @@ async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
     let node = cluster.node(1);
     let reserved = node.propose(META_GROUP, Command::Shard(ShardCommand::Reserve)).await.unwrap();
     let made = bloomkv_raft::shard::SPLIT_GROUP_BASE + reserved.log_id.index;
-    for id in 1..=3 {
+    for id in 1..=4 {
         cluster.node(id).raft(META_GROUP).unwrap().shutdown().await.unwrap();
     }
     let split = ShardCommand::Split { at: b"m".to_vec(), new_group: made };
@@ -383,12 +384,16 @@ async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
     // Group 1 refuses the keys it gave away, naming the group it gave them to.
     let resp = node.propose(1, Command::put("q", "v")).await.unwrap();
     assert_eq!(bloomkv_raft::shard::refused_range(&resp.data), Some(Some(made)));
+    // A write to them from a node whose map does not know that group, and that runs no
+    // replica of it, reaches it on the members of the group it split from.
+    let written = cluster.node(4).write(Command::put("q", "v")).await.unwrap();
+    assert_eq!(written, Outcome::Applied);
 
     // Restarted, the nodes record it.
-    for id in 1..=3 {
+    for id in 1..=4 {
         cluster.stop(id).await;
     }
-    for id in 1..=3 {
+    for id in 1..=4 {
         cluster.start(id).await;
     }
     let mut watch = cluster.node(3).watch_map();
@@ -404,14 +409,12 @@ async fn a_split_its_group_applied_is_recorded_in_the_map_at_the_next_start() {
     let leader = cluster.leader(made).await;
     let kv = leader.reader(made).unwrap();
     let keys: Vec<Vec<u8>> = kv.scan().map(|r| r.unwrap().0).collect();
-    assert_eq!(keys, [b"m".to_vec(), b"n".to_vec(), b"z".to_vec()]);
+    assert_eq!(keys, [b"m".to_vec(), b"n".to_vec(), b"q".to_vec(), b"z".to_vec()]);
     let kv = leader.reader(1).unwrap();
     let keys: Vec<Vec<u8>> = kv.scan().map(|r| r.unwrap().0).collect();
     assert_eq!(keys, [b"a".to_vec()]);
 
-    for id in 1..=3 {
-        cluster.stop(id).await;
-    }
+    cluster.stop_all().await;
 }
 
 /// Writer `w`'s `n`th key, spread over the key space (`0000` to `9999`) in no order.
