@@ -695,10 +695,7 @@ impl<T: Transport> ShardNode<T> {
         command: Command,
         fallback: &[NodeId],
     ) -> Result<ClientWriteResponse<TypeConfig>, ShardError> {
-        let members: Vec<NodeId> = self
-            .map()
-            .and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
-            .unwrap_or_else(|| fallback.to_vec());
+        let members = self.members_of(group).unwrap_or_else(|| fallback.to_vec());
         let mut target = match self.raft(group) {
             Some(raft) => raft.metrics().borrow().current_leader.unwrap_or(self.inner.id),
             None => *members.first().ok_or(ShardError::NotHere { group })?,
@@ -725,6 +722,11 @@ impl<T: Transport> ShardNode<T> {
             }
         }
         Err(last)
+    }
+
+    /// `group`'s members as this node's copy of the map lists them.
+    fn members_of(&self, group: GroupId) -> Option<Vec<NodeId>> {
+        self.map().and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
     }
 
     /// The node to try next for `group` after `failed` did not take a command: the leader
@@ -773,10 +775,7 @@ impl<T: Transport> ShardNode<T> {
             match refused_range(&resp.data) {
                 None => return Ok(resp.data),
                 Some(Some(moved_to)) => {
-                    split_from = self
-                        .map()
-                        .and_then(|m| m.group(group).map(|s| s.members.iter().copied().collect()))
-                        .unwrap_or_default();
+                    split_from = self.members_of(group).unwrap_or_default();
                     group = moved_to;
                 }
                 Some(None) => {
