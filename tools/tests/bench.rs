@@ -818,6 +818,8 @@ fn range_profile_compares_range_filters_on_and_off() {
     );
     assert_eq!(json["profile"], "range");
     assert_eq!(json["keys"], 60000);
+    // Each phase starts from a warm page cache unless told otherwise.
+    assert_eq!(json["page_cache"], "warm");
     assert_eq!(f(&json["range_filter_bits_per_key"]), 16.0);
     let results = json["results"].as_array().unwrap();
     // fill, 2 × 4 empty-range kinds, short, long, readrandom, readmissing: on and off.
@@ -903,4 +905,10 @@ fn range_profile_compares_range_filters_on_and_off() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("--range-bits-per-key"));
+    Command::cargo_bin("bloomkv")
+        .unwrap()
+        .args(["bench", "--profile", "range", "--page-cache", "cold"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--page-cache as-is or warm"));
 }

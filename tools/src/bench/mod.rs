@@ -521,7 +521,7 @@ impl Plan {
             args.sweep_keys.unwrap_or(if large { eighth.min(LARGE_SWEEP_KEYS) } else { eighth });
         // A large tree sits in the page cache only partly, and only for a while (see
         // `page_cache`): the large profile starts every read workload warm unless told not to.
-        let page_cache = args.page_cache.unwrap_or(if large {
+        let page_cache = args.page_cache.unwrap_or(if large || range {
             page_cache::PageCache::Warm
         } else {
             page_cache::PageCache::AsIs
@@ -750,8 +750,8 @@ pub struct Args {
     /// its block cache empty, its filters and indexes read back; Linux). On a tree near the
     /// size of RAM, `as-is` lets earlier workloads and the other policies' trees decide how
     /// many block reads reach the disk; `warm` and `cold` give every policy the same start.
-    /// The sweep's small databases are left as they are. [default: as-is; large profile:
-    /// warm]
+    /// The sweep's small databases are left as they are. The range profile takes `as-is` or
+    /// `warm`. [default: as-is; large and range profiles: warm]
     #[arg(long, value_enum)]
     page_cache: Option<page_cache::PageCache>,
     /// Seed for key order and every random choice.
@@ -1000,12 +1000,7 @@ pub fn run(args: &Args) -> Result<ExitCode, bloomkv::Error> {
     };
 
     let idle_pageout = page_cache::idle_pageout();
-    let reclaim_note = match idle_pageout {
-        Some(idle) => {
-            format!(" (this kernel pages out memory idle for {} s: DAMON)", idle.as_secs_f64())
-        }
-        None => String::new(),
-    };
+    let reclaim_note = page_cache::reclaim_note(idle_pageout);
     say(&format!(
         "bloomkv bench ({} profile): {} keys × ({} B key + {} B value) loaded by {}, {} \
          reads/workload on {} thread(s), {} bits/key, compression {}, page cache {}{}, \

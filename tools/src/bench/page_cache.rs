@@ -81,6 +81,16 @@ pub fn idle_pageout() -> Option<std::time::Duration> {
     idle_pageout_under(Path::new("/sys/kernel/mm/damon/admin/kdamonds"))
 }
 
+/// What the run's header says of [`idle_pageout`]: nothing when the kernel pages nothing out.
+pub fn reclaim_note(idle_pageout: Option<std::time::Duration>) -> String {
+    match idle_pageout {
+        Some(idle) => {
+            format!(" (this kernel pages out memory idle for {} s: DAMON)", idle.as_secs_f64())
+        }
+        None => String::new(),
+    }
+}
+
 /// [`idle_pageout`] read from a DAMON sysfs tree rooted at `kdamonds`: the shortest minimum
 /// age of the `pageout` schemes of the running kdamonds, in their contexts' aggregation
 /// intervals.

@@ -19,7 +19,12 @@
 //! `w / 2^(B − 2)` (averaged over the tables asked, where their B differs).
 //!
 //! Before anything is read both databases are brought to the same shape ([`align_shapes`]):
-//! the tables per level each held at rest and as read are printed and in the JSON.
+//! the tables per level each held at rest and as read are printed and in the JSON. With
+//! `--page-cache warm` (the default) each database's files are read through before each of
+//! its phases: a kernel that pages out memory left idle for a while (see
+//! [`page_cache::idle_pageout`]) would otherwise send a false positive's block read to the
+//! disk or not by how long ago that database was last read, and a false positive that costs
+//! a disk read instead of a copy from the page cache decides a phase.
 //!
 //! With `--range-share`, the two databases hold the same filter memory: both are
 //! `Budgeted` at `--bits-per-key`, the one with range filters splitting it for that share of
@@ -36,6 +41,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::keys::ValuePool;
+use super::page_cache::{self, PageCache};
 use super::{bench_error, machine, say, Args, Plan};
 
 /// Keys unless `--keys` says otherwise: a run of well under a minute on 2 cores.
@@ -76,6 +82,9 @@ pub(super) fn check(args: &Args, plan: &Plan) -> bloomkv::Result<()> {
     }
     if plan.load != super::Load::Fill {
         return refuse("--profile range fills its databases: --load fill only");
+    }
+    if plan.page_cache == PageCache::Cold {
+        return refuse("--profile range reads from the page cache: --page-cache as-is or warm");
     }
     if plan.keys < HOLE {
         return refuse("--profile range needs at least 16 keys");
@@ -205,6 +214,10 @@ struct RangeReport {
     range_width: Option<u64>,
     reads: u64,
     seed: u64,
+    /// `as-is` or `warm`: the page cache each phase starts from.
+    page_cache: &'static str,
+    /// Seconds after which this kernel pages out idle memory, if it does.
+    idle_pageout_seconds: Option<f64>,
     /// What was done so that both databases are read in the same shape (see
     /// [`align_shapes`]).
     shape: String,
@@ -238,10 +251,12 @@ pub(super) fn run(
     say(&format!(
         "bloomkv bench (range profile): {} keys (8-byte big-endian, {SPACING} apart, every \
          {HOLE}th left out), {} B values, {} MiB memtables, {filters}, {reads} operations per \
-         phase, dbs in {} (load average {load_average_at_start})\n",
+         phase, page cache {}{}, dbs in {} (load average {load_average_at_start})\n",
         plan.keys,
         plan.value_bytes,
         plan.memtable_bytes >> 20,
+        plan.page_cache.name(),
+        page_cache::reclaim_note(page_cache::idle_pageout()),
         base.display(),
     ))?;
     let data = Dataset::new(plan.keys);
@@ -300,7 +315,8 @@ pub(super) fn run(
     phases.extend([Scan::Short, Scan::Long, Scan::Point(true), Scan::Point(false)]);
     for (i, &scan) in phases.iter().enumerate() {
         for k in 0..dbs.len() {
-            let (db, _, bits, on, _) = &dbs[(i + k) % dbs.len()];
+            let (db, dir, bits, on, _) = &dbs[(i + k) % dbs.len()];
+            page_cache::prepare(plan.page_cache, dir)?;
             let budgeted = mix.is_some();
             let run = Run { db, data, reads, seed: args.seed, bits: *bits, on: *on, budgeted };
             results.push(match scan {
@@ -330,6 +346,8 @@ pub(super) fn run(
         range_width: mix.map(|m| m.range_width),
         reads,
         seed: args.seed,
+        page_cache: plan.page_cache.name(),
+        idle_pageout_seconds: page_cache::idle_pageout().map(|d| d.as_secs_f64()),
         shape,
         machine: machine(load_average_at_start),
         results,
