@@ -4,16 +4,19 @@
 //! one-at-a-time loop on the large filter; and the compact filters: Ribbon against a binary
 //! fuse filter (xorf's `BinaryFuse8`, Graf and Lemire 2022), the alternative considered for
 //! the deep levels, at the same false-positive rate; and the range filter's build (ns/key) at
-//! a flushed table's size, a compaction output's and a large one's.
+//! a flushed table's size, a compaction output's and a large one's, and its probe as a scan
+//! makes it across a tree's worth of open tables' filters (20M keys, far larger than the
+//! last-level cache).
 //!
 //! Run: `cargo bench --bench filter` (add `-- --quick` for a fast pass; `-- compact` for the
-//! compact filters alone, `-- range_build` for the range filter's build).
+//! compact filters alone, `-- range_build` for the range filter's build, `-- range_probe` for
+//! its probe).
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use bloomkv::filter::{hash_key, Filter, FilterPolicy};
-use bloomkv_tree::range_filter::RangeFilterBuilder;
+use bloomkv_tree::range_filter::{RangeFilter, RangeFilterBuilder, RangeProbe};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const BPK: f64 = 10.0;
@@ -43,7 +46,7 @@ fn policies() -> [(&'static str, FilterPolicy); 2] {
 }
 
 /// The next `PROBES` keys of the pool, wrapping around.
-fn next_window<'a>(pool: &'a [[u8; 16]], at: &mut usize) -> &'a [[u8; 16]] {
+fn next_window<'a, T>(pool: &'a [T], at: &mut usize) -> &'a [T] {
     let window = &pool[*at..*at + PROBES];
     *at = (*at + PROBES) % pool.len();
     window
@@ -264,5 +267,89 @@ fn range_build(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, build, build_table_sized, probe, batch, compact, range_build);
+/// Tables and keys per table of [`range_probe`]'s tree: 20M keys, as the range profile's
+/// targets are set at.
+const RANGE_TABLES: u64 = 64;
+const RANGE_TABLE_KEYS: u64 = 312_500;
+/// Tables a scan of [`range_probe`] asks: one per level of a four-level tree below L0.
+const RANGE_SCAN_TABLES: usize = 3;
+
+/// A table's number and the bounds of a range to ask its filter.
+type RangeQuery = (usize, [u8; 8], [u8; 8]);
+
+/// Empty scans over a tree's range filters, each asking [`RANGE_SCAN_TABLES`] tables chosen at
+/// random the way a scan does: every table's select sample starts loading, then every
+/// table's guessed words, then each is probed. The filters are decoded, as an open table's
+/// are (in the huge-page arena), at 17 bits/key (what the range profile's budget gives them)
+/// over the range profile's keys; the ranges are 16 integers inside a gap between two keys,
+/// so every answer is "absent" but for false positives.
+fn range_probe(c: &mut Criterion) {
+    use std::ops::Bound::Included;
+    let filters: Vec<RangeFilter> = (0..RANGE_TABLES)
+        .map(|t| {
+            let mut rb = RangeFilterBuilder::new(17.0);
+            for j in t * RANGE_TABLE_KEYS..(t + 1) * RANGE_TABLE_KEYS {
+                rb.add_key(&(j * 1_000).to_be_bytes());
+            }
+            RangeFilter::decode(&rb.finish().encode()).expect("a filter just encoded")
+        })
+        .collect();
+    let mut state = 0x5eed_u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        state ^ (state >> 29)
+    };
+    let scans: Vec<[RangeQuery; RANGE_SCAN_TABLES]> = (0..POOL / 4)
+        .map(|_| {
+            std::array::from_fn(|_| {
+                let t = (next() % RANGE_TABLES) as usize;
+                let j = t as u64 * RANGE_TABLE_KEYS + next() % RANGE_TABLE_KEYS;
+                let lo = j * 1_000 + 1 + next() % (1_000 - 16);
+                (t, lo.to_be_bytes(), (lo + 15).to_be_bytes())
+            })
+        })
+        .collect();
+    let mut g = c.benchmark_group("range_probe");
+    g.throughput(Throughput::Elements(PROBES as u64));
+    let mut at = 0;
+    g.bench_function("empty_16_three_tables", |b| {
+        b.iter(|| {
+            let batch = next_window(&scans, &mut at);
+            let mut maybes = 0u32;
+            for scan in batch {
+                let prepared = scan.map(|(t, lo, hi)| {
+                    let f = &filters[t];
+                    let q = f.prepare(Included(&lo[..]), Included(&hi[..])).ok();
+                    if let Some(q) = &q {
+                        f.prefetch_sample(q);
+                    }
+                    (f, q)
+                });
+                for (f, q) in &prepared {
+                    if let Some(q) = q {
+                        f.prefetch_words(q);
+                    }
+                }
+                for (f, q) in &prepared {
+                    if let Some(q) = q {
+                        maybes += u32::from(f.probe_prepared(q) != RangeProbe::Absent);
+                    }
+                }
+            }
+            black_box(maybes)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    build,
+    build_table_sized,
+    probe,
+    batch,
+    compact,
+    range_build,
+    range_probe
+);
 criterion_main!(benches);

@@ -330,9 +330,10 @@ pub struct Stats {
     pub bytes_per_level: Vec<u64>,
     /// RAM held by the filters of all live tables (each array in whole 64-byte lines).
     pub filter_memory_bytes: u64,
-    /// RAM held by the huge-page chunks open tables' filters live in, for every database in
-    /// the process together (the filters' huge-page arena): the filters, plus what dropped filters
-    /// leave in chunks that still hold a live one, plus the unused tail of each chunk.
+    /// RAM held by the huge-page chunks open tables' filters (point and range) live in, for
+    /// every database in the process together (the filters' huge-page arena): the filters, plus
+    /// what dropped filters leave in chunks that still hold a live one, plus the unused tail of
+    /// each chunk.
     pub filter_chunk_bytes: u64,
     /// Bytes of blocks and memtable entries kept allocated by values the application holds
     /// that share them (see [`crate::Value`]: only values at least an eighth of their buffer

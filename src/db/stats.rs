@@ -95,7 +95,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         open_table_files: inner.caches.files.open_files() as u64,
         open_table_files_limit: inner.caches.files.capacity() as u64,
         table_file_reopens: inner.caches.files.reopened(),
-        filter_chunk_bytes: crate::filter::memory::held_bytes(),
+        filter_chunk_bytes: bloomkv_tree::filter_memory::held_bytes(),
         pinned_value_bytes: crate::value::pinned_bytes(),
         compaction_per_level: lock(&c.levels).to_vec(),
         ..Stats::default()

@@ -19,6 +19,7 @@ pub mod error;
 pub mod filename;
 pub mod filter;
 pub mod filter_budget;
+pub mod filter_memory;
 pub mod fs;
 pub mod iter;
 pub mod key;

@@ -13,17 +13,21 @@
 //!   multiplication by an odd constant is a bijection that moves fresh bits into the top.
 
 use super::math::{self, LINE_BITS};
-use super::memory::{Bits, Placement};
+use crate::filter_memory::{Bits, Placement, Word};
 use crate::prefetch::prefetch;
 
 /// One 64-byte cache line of filter bits. The alignment attribute is what guarantees that a
-/// line never straddles two cache lines; `super::memory` allocates every array at that
+/// line never straddles two cache lines; `crate::filter_memory` allocates every array at that
 /// alignment.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct Line(pub [u64; 8]);
 
 const _: () = assert!(std::mem::size_of::<Line>() == 64 && std::mem::align_of::<Line>() == 64);
+
+// SAFETY: `Line` is `[u64; 8]` (any bits valid, no drop glue) with alignment 64 (asserted
+// above).
+unsafe impl Word for Line {}
 
 /// Multiplier that re-mixes the probe state between probes (2³² / golden ratio, odd).
 const PROBE_MULT: u32 = 0x9E37_79B9;

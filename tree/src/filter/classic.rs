@@ -7,7 +7,7 @@
 //! `δ = rotl(h, 21) | 1`, and probe i sets bit `fastrange64(x_i, m) = (x_i · m) >> 64`.
 
 use super::math;
-use super::memory::{Bits, Placement};
+use crate::filter_memory::{Bits, Placement};
 use crate::prefetch::prefetch;
 
 /// A classic Bloom filter held in RAM. Cloning shares the bit array.

@@ -47,7 +47,7 @@
 //! `classic.rs` are part of the format: changing either would make old filters answer "no"
 //! for keys they hold. A golden test pins them.
 
-mod blocked;
+pub(crate) mod blocked;
 // The budget allocator and the filters' memory arena are the engine's, not an embedder's:
 // public only for the workspace's own tests and tools.
 #[doc(hidden)]
@@ -55,7 +55,6 @@ pub mod budget;
 mod classic;
 pub mod math;
 #[doc(hidden)]
-pub mod memory;
 pub mod ribbon;
 
 pub use blocked::BlockedBloom;
@@ -63,8 +62,8 @@ pub use classic::ClassicBloom;
 pub use ribbon::Ribbon;
 
 use crate::coding::{crc32, Decoder};
+use crate::filter_memory::{Arena, Bits, Placement};
 use crate::{Error, Result};
-use memory::{Arena, Bits, Placement};
 
 /// The hash every filter is built from and probed with: XXH3, 64-bit, seed 0.
 #[inline]

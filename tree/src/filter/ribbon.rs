@@ -34,7 +34,7 @@
 //! Keys are derived from the engine's 64-bit key hash ([`super::hash_key`]) and the filter's
 //! seed; the derivation is part of the format.
 
-use super::memory::{Bits, Placement};
+use crate::filter_memory::{Bits, Placement};
 use crate::prefetch::prefetch;
 
 /// Coefficients per equation.

@@ -9,9 +9,21 @@
 //! most about `2n` bits. Finding where bucket `h` starts is a *select* of the `h`-th zero:
 //! the position of every [`SAMPLE`]-th zero is kept (rebuilt at decode, never stored), and a
 //! select scans words from the sample before it, 4 words on average.
+//!
+//! A decoded sequence (an open table's filter) keeps its words in the point filters'
+//! huge-page memory ([`crate::filter_memory`]): a probe reads two or three words at random
+//! places in tens of MiB, and with 4 KiB pages each would also miss the TLB.
+
+use crate::filter_memory::{Arena, Bits, Placement};
 
 /// Zeros between two select samples.
 const SAMPLE: u64 = 256;
+
+/// Positions either side of a bucket's guessed start whose lines a probe prefetches: two
+/// standard deviations of the ones among up to [`SAMPLE`] buckets of at most one element
+/// each on average (`√256`), so a guess is mostly covered without loading lines it never
+/// needs (the range filter's results say how the width was chosen).
+const GUESS_SPREAD: u64 = 32;
 
 /// A sorted sequence of distinct `u64`s below a universe, in Elias–Fano form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,12 +32,36 @@ pub struct EliasFano {
     universe: u64,
     low_bits: u32,
     /// `n` low parts of `low_bits` bits each, packed from bit 0 of word 0 on.
-    lows: Vec<u64>,
+    lows: Bits<u64>,
     /// The upper bit vector, `upper_len` bits used; bits past it are zero.
-    upper: Vec<u64>,
+    upper: Bits<u64>,
     upper_len: u64,
     /// `zero_samples[k]` is the position of zero number `k · SAMPLE` in `upper`.
-    zero_samples: Vec<u64>,
+    zero_samples: Bits<u64>,
+}
+
+/// Where a sequence's words go: huge-page memory for one kept while its table is open, the
+/// heap for one built to be encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Built to be encoded and dropped: the heap.
+    Briefly,
+    /// Decoded for an open table: the huge-page arena.
+    Open,
+}
+
+impl Keep {
+    pub(super) fn placement(self) -> Placement<'static> {
+        match self {
+            Keep::Briefly => Placement::Heap,
+            Keep::Open => Placement::Shared(Arena::global()),
+        }
+    }
+}
+
+/// `words` copied to where `keep` says.
+pub fn words_at(words: &[u64], keep: Keep) -> Bits<u64> {
+    Bits::new_with(words.len(), keep.placement(), |w| w.copy_from_slice(words))
 }
 
 /// The low-part width for `n` elements below `universe`: `⌊log₂(universe / n)⌋`, 0 when the
@@ -96,18 +132,20 @@ impl EliasFano {
             upper.push(word);
         }
         upper.resize(words_for(upper_len) as usize, 0);
-        EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len)
+        let (lows, upper) = (words_at(&lows, Keep::Briefly), words_at(&upper, Keep::Briefly));
+        EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len, Keep::Briefly)
     }
 
     /// The sequence from its stored parts, whose sizes the caller has checked; the select
-    /// samples are derived here.
+    /// samples are derived here, and kept as `keep` says.
     fn from_parts(
         n: u64,
         universe: u64,
         low_bits: u32,
-        lows: Vec<u64>,
-        upper: Vec<u64>,
+        lows: Bits<u64>,
+        upper: Bits<u64>,
         upper_len: u64,
+        keep: Keep,
     ) -> EliasFano {
         let mut zero_samples = Vec::new();
         let mut zeros = 0u64;
@@ -122,19 +160,22 @@ impl EliasFano {
             }
             zeros += count;
         }
+        let zero_samples = words_at(&zero_samples, keep);
         EliasFano { n, universe, low_bits, lows, upper, upper_len, zero_samples }
     }
 
     /// The sequence from stored words, checked: `lows` and `upper` must have exactly the
     /// sizes `n`, `universe` and `low_bits` imply (the caller compares byte counts before
     /// allocating), the upper vector exactly `n` ones and nothing past its length, and the
-    /// elements strictly increasing below the universe. `Err` says what is wrong.
+    /// elements strictly increasing below the universe. `Err` says what is wrong. The select
+    /// samples are kept where the words are (`keep`).
     pub fn from_words(
         n: u64,
         universe: u64,
         low_bits: u32,
-        lows: Vec<u64>,
-        upper: Vec<u64>,
+        lows: Bits<u64>,
+        upper: Bits<u64>,
+        keep: Keep,
     ) -> Result<EliasFano, String> {
         if n > universe {
             return Err(format!("{n} elements in a universe of {universe}"));
@@ -155,7 +196,7 @@ impl EliasFano {
         if ones != n {
             return Err(format!("upper vector holds {ones} elements, header says {n}"));
         }
-        let ef = EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len);
+        let ef = EliasFano::from_parts(n, universe, low_bits, lows, upper, upper_len, keep);
         let mut prev: Option<u64> = None;
         let mut bad = None;
         ef.for_each(|v| {
@@ -197,9 +238,15 @@ impl EliasFano {
         &self.upper
     }
 
+    /// True if every word (the parts and the select samples) is in huge-page memory.
+    #[cfg(test)]
+    pub fn in_huge_pages(&self) -> bool {
+        [&self.lows, &self.upper, &self.zero_samples].iter().all(|b| b.is_empty() || b.is_huge())
+    }
+
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
-        (self.lows.capacity() + self.upper.capacity() + self.zero_samples.capacity()) * 8
+        self.lows.bytes() + self.upper.bytes() + self.zero_samples.bytes()
     }
 
     /// Calls `f` with every element, in order.
@@ -236,9 +283,12 @@ impl EliasFano {
 
     /// Starts loading the upper-vector and low-part words a query from `lo` most likely
     /// reads, from its select sample (read here, so best once
-    /// [`EliasFano::prefetch_sample`] had time to bring it): the bucket's start is about as
-    /// many ones past the sample as zeros, in the ratio of elements to buckets, within a few
-    /// words for codes spread by a hash. A wrong guess costs only a wasted line.
+    /// [`EliasFano::prefetch_sample`] had time to bring it): the select's walk from the
+    /// sample's word to the bucket's start, which is about as many ones past the sample as
+    /// zeros, in the ratio of elements to buckets. For codes spread by a hash the ones counted
+    /// from a sample vary, so the lines [`GUESS_SPREAD`] positions either side of the guess
+    /// load too, in the upper vector and among the low parts: mostly the same line or the
+    /// next. A wrong guess costs only a wasted line.
     #[inline]
     pub fn prefetch_words(&self, lo: u64) {
         let h = lo >> self.low_bits;
@@ -256,12 +306,11 @@ impl EliasFano {
         let buckets = (self.upper_len - self.n).max(1);
         // Zero number h − 1, then the bucket's first element just past it.
         let pos = start + past + past * self.n / buckets + 1;
-        let last = self.upper.len().saturating_sub(1);
-        crate::prefetch::prefetch(&self.upper[((pos / 64) as usize).min(last)]);
-        if self.low_bits > 0 && !self.lows.is_empty() {
-            let bit = pos.saturating_sub(h) * u64::from(self.low_bits);
-            let last = self.lows.len() - 1;
-            crate::prefetch::prefetch(&self.lows[((bit / 64) as usize).min(last)]);
+        prefetch_lines(&self.upper, start, pos + GUESS_SPREAD);
+        if self.low_bits > 0 {
+            let i = pos.saturating_sub(h);
+            let l = u64::from(self.low_bits);
+            prefetch_lines(&self.lows, i.saturating_sub(GUESS_SPREAD) * l, (i + GUESS_SPREAD) * l);
         }
     }
 
@@ -387,6 +436,19 @@ fn put_bits(words: &mut [u64], at: u64, bits: u32, value: u64) {
     }
 }
 
+/// Starts loading every cache line of `words` (64-byte aligned) that holds a bit of
+/// `from..=to`, clamped to the array.
+#[inline]
+fn prefetch_lines(words: &[u64], from: u64, to: u64) {
+    let Some(last) = words.len().checked_sub(1) else { return };
+    let (first, end) = (((from / 64) as usize).min(last), ((to / 64) as usize).min(last));
+    let mut w = first;
+    while w <= end {
+        crate::prefetch::prefetch(&words[w]);
+        w = (w | 7) + 1;
+    }
+}
+
 /// Reads the `bits`-bit value at bit `at` of `words`.
 #[inline]
 fn get_bits(words: &[u64], at: u64, bits: u32) -> u64 {
@@ -406,6 +468,18 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// [`EliasFano::from_words`] of words given as vectors, kept on the heap.
+    fn from_vecs(
+        n: u64,
+        u: u64,
+        l: u32,
+        lows: Vec<u64>,
+        upper: Vec<u64>,
+    ) -> Result<EliasFano, String> {
+        let (lows, upper) = (words_at(&lows, Keep::Briefly), words_at(&upper, Keep::Briefly));
+        EliasFano::from_words(n, u, l, lows, upper, Keep::Briefly)
+    }
+
     fn naive_any(values: &[u64], lo: u64, hi: u64) -> bool {
         values.iter().any(|&v| lo <= v && v <= hi)
     }
@@ -415,7 +489,7 @@ mod tests {
         let mut back = Vec::new();
         ef.for_each(|v| back.push(v));
         assert_eq!(back, values);
-        let again = EliasFano::from_words(
+        let again = from_vecs(
             ef.len(),
             universe,
             ef.low_bits(),
@@ -527,12 +601,12 @@ mod tests {
         let ef = EliasFano::new(&[3, 9, 200, 201], 1024);
         let (n, u, l) = (ef.len(), ef.universe(), ef.low_bits());
         let (lows, upper) = (ef.low_words().to_vec(), ef.upper_words().to_vec());
-        assert!(EliasFano::from_words(n, u, l + 1, lows.clone(), upper.clone()).is_err());
-        assert!(EliasFano::from_words(n + 1, u, l, lows.clone(), upper.clone()).is_err());
-        assert!(EliasFano::from_words(n, u, l, vec![], upper.clone()).is_err());
+        assert!(from_vecs(n, u, l + 1, lows.clone(), upper.clone()).is_err());
+        assert!(from_vecs(n + 1, u, l, lows.clone(), upper.clone()).is_err());
+        assert!(from_vecs(n, u, l, vec![], upper.clone()).is_err());
         let mut extra = upper.clone();
         extra[0] |= 1 << 40;
-        assert!(EliasFano::from_words(n, u, l, lows.clone(), extra).is_err());
+        assert!(from_vecs(n, u, l, lows.clone(), extra).is_err());
         // Low parts out of order inside a bucket: 200 and 201 share one.
         let mut swapped = lows.clone();
         let (a, b) = (get_bits(&lows, 2 * u64::from(l), l), get_bits(&lows, 3 * u64::from(l), l));
@@ -541,7 +615,7 @@ mod tests {
             put_bits(&mut swapped, i as u64 * u64::from(l), l, v & low_mask(l));
         }
         assert_ne!(a, b);
-        assert!(EliasFano::from_words(n, u, l, swapped, upper.clone()).is_err());
-        assert!(EliasFano::from_words(n, u, l, lows, upper).is_ok());
+        assert!(from_vecs(n, u, l, swapped, upper.clone()).is_err());
+        assert!(from_vecs(n, u, l, lows, upper).is_ok());
     }
 }

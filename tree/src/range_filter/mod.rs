@@ -50,8 +50,9 @@ pub mod key_map;
 use std::ops::Bound;
 
 use crate::coding::{crc32, get_u32, get_u64, put_u32, put_u64};
+use crate::filter_memory::Bits;
 use crate::{Error, Result};
-use elias_fano::{low_bits_for, upper_len_for, words_for, EliasFano};
+use elias_fano::{low_bits_for, upper_len_for, words_for, EliasFano, Keep};
 use key_map::{common_prefix_len, map_key, map_range, narrow, window};
 
 const MAGIC: &[u8; 4] = b"BKVR";
@@ -407,13 +408,17 @@ impl RangeFilter {
                 format!("{} bytes of codes, header implies {want:?}", body - prefix_end),
             ));
         }
-        let low_words = low_words.expect("checked") as usize;
-        let mut words = bytes[prefix_end..body]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        let lows: Vec<u64> = words.by_ref().take(low_words).collect();
-        let upper: Vec<u64> = words.collect();
-        let codes = EliasFano::from_words(n, universe, low_bits, lows, upper)
+        let low_end = prefix_end + 8 * low_words.expect("checked") as usize;
+        // An open table's filter: its words go to the huge-page arena.
+        let words = |bytes: &[u8]| {
+            Bits::new_with(bytes.len() / 8, Keep::Open.placement(), |w: &mut [u64]| {
+                for (w, c) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+                }
+            })
+        };
+        let (lows, upper) = (words(&bytes[prefix_end..low_end]), words(&bytes[low_end..body]));
+        let codes = EliasFano::from_words(n, universe, low_bits, lows, upper, Keep::Open)
             .map_err(|why| bad(prefix_end, why))?;
         let prefix = bytes[HEADER_LEN..prefix_end].to_vec();
         Ok(RangeFilter { prefix, width, lg_width, keys, bits_per_key, codes })
@@ -739,6 +744,21 @@ mod tests {
 
     fn be(i: u64) -> Vec<u8> {
         i.to_be_bytes().to_vec()
+    }
+
+    /// An open table's filter (decoded) keeps its words in huge-page memory; one built to be
+    /// encoded does not take from it.
+    #[test]
+    fn a_decoded_filter_keeps_its_words_in_huge_page_memory() {
+        let keys: Vec<Vec<u8>> = (0..50_000u64).map(|i| be(i * 1000)).collect();
+        let built = RangeFilter::build(keys.iter().map(Vec::as_slice), 16.0);
+        assert!(!built.codes.in_huge_pages());
+        let f = RangeFilter::decode(&built.encode()).unwrap();
+        assert!(f.codes.in_huge_pages());
+        assert_eq!(f, built);
+        for k in &keys {
+            assert!(f.may_contain_key(k));
+        }
     }
 
     /// The sorted keys' integers, rebuilt from the kept windows, are what mapping each key

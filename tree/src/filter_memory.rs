@@ -20,8 +20,12 @@
 //! own, 2 MiB aligned and rounded only to whole 4 KiB pages: its whole 2 MiB extents get huge
 //! pages, the tail small ones.
 //!
+//! Range filters' Elias–Fano words ([`crate::range_filter::elias_fano`]) live here too once
+//! decoded: a range probe reads two or three words at random places, each a TLB miss with
+//! 4 KiB pages.
+//!
 //! Filters built in memory (`Placement::Heap`,
-//! [`FilterBuilder::finish`](super::FilterBuilder::finish)) are mostly encoded into a table and
+//! [`FilterBuilder::finish`](crate::filter::FilterBuilder::finish)) are mostly encoded into a table and
 //! dropped at once, never probed in bulk: they take an ordinary heap allocation rather than
 //! churn the chunks.
 //!
@@ -51,8 +55,6 @@ pub unsafe trait Word: Copy + Send + Sync + 'static {}
 
 // SAFETY: any 64 bits are a valid u64; alignment 8.
 unsafe impl Word for u64 {}
-// SAFETY: `Line` is `[u64; 8]` with alignment 64 (asserted beside its definition).
-unsafe impl Word for super::blocked::Line {}
 
 /// Where an array is allocated.
 #[derive(Clone, Copy)]
@@ -410,6 +412,14 @@ impl<T: Word + PartialEq> PartialEq for Bits<T> {
     }
 }
 
+impl<T: Word + Eq> Eq for Bits<T> {}
+
+impl<T: Word> std::fmt::Debug for Bits<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bits({} words)", self.len)
+    }
+}
+
 /// Bytes held by the memory every open table's filter lives in, across all databases in the
 /// process: the filters themselves plus the holes and tails of the chunks they share.
 pub fn held_bytes() -> u64 {
@@ -418,8 +428,8 @@ pub fn held_bytes() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::blocked::Line;
     use super::*;
+    use crate::filter::blocked::Line;
 
     fn shared(arena: &Arena, lines: usize) -> Bits<Line> {
         Bits::new_with(lines, Placement::Shared(arena), |l: &mut [Line]| {
@@ -639,7 +649,7 @@ mod tests {
 
     #[test]
     fn decoded_filters_live_in_huge_page_memory_and_built_ones_do_not() {
-        use super::super::{Filter, FilterPolicy};
+        use crate::filter::{Filter, FilterPolicy};
         let keys = (0..1000u32).map(|i| i.to_le_bytes());
         for policy in [
             FilterPolicy::BlockedBloom { bits_per_key: 10.0 },
