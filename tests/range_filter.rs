@@ -360,6 +360,35 @@ fn a_budget_splits_its_memory_between_point_and_range_filters_by_the_read_mix() 
     }
 }
 
+/// A point read asks a table's range filter after its point filter's "maybe", and the range
+/// filter turns nearly every false one away: in a run with a range filter, a point filter's
+/// false positive costs a probe, not a block read. The split prices it so, and the point
+/// filter keeps fewer bits than a split pricing it at a block read would leave it.
+#[test]
+fn a_point_filters_false_positives_are_priced_at_the_range_probe_that_follows() {
+    use bloomkv::filter::budget::{allocate_weighted, CurveKind, RANGE_OVERHEAD_BITS};
+    use bloomkv_tree::filter_budget::SCREENED_POINT_COST;
+    let (_dir, db) = common::db::open_temp(budgeted(0.5, 64));
+    for i in 0..40_000u64 {
+        db.put(be(i * 100), b"v").unwrap();
+    }
+    db.compact().unwrap();
+    let tables = db.tables();
+    assert!(tables.iter().all(|t| t.level == tables[0].level), "one run");
+    let kinds = [CurveKind::Blocked, CurveKind::Range { width: 64 }];
+    // One run of n keys: the budget's 20 bits per key spread over 2n filter keys.
+    let split = |point_cost: f64| allocate_weighted(&[1, 1], &kinds, &[point_cost, 0.5], 10.0);
+    let (at_a_probe, at_a_block) = (split(0.5 * SCREENED_POINT_COST), split(0.5));
+    for t in &tables {
+        let point = t.filter_requested_bits_per_key;
+        // A range filter's share includes its select samples.
+        let range = t.range_filter_requested_bits_per_key.unwrap() + RANGE_OVERHEAD_BITS;
+        assert!((point - at_a_probe[0]).abs() < 0.01, "{point} against {at_a_probe:?}");
+        assert!(point < at_a_block[0] - 1.0, "{point} against {at_a_block:?}");
+        assert!(range > at_a_block[1] + 1.0, "{range} against {at_a_block:?}");
+    }
+}
+
 /// A named keyspace's read mix is recorded with its options: after a reopen, background work
 /// (here a full compaction, before the keyspace is opened again) splits the budget as it did,
 /// and `keyspace_options` gives the mix back.

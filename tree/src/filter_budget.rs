@@ -141,11 +141,16 @@ pub fn table_filters(
             FilterPolicy::Budgeted { .. } | FilterPolicy::BudgetedRibbon { .. }
         )
     });
-    // Weights of a run's point and range filters.
+    // Weights of a run's point and range filters: a point filter's false positive costs
+    // the range probe that follows it (the range filter turns nearly all of them away), not
+    // a block read, wherever the run has a range filter.
     let costs = mix.map(|m| {
         let s = m.range_share.clamp(0.0, 1.0);
-        (1.0 - s, s, CurveKind::Range { width: m.range_width.max(1) })
+        ((1.0 - s) * SCREENED_POINT_COST, s, CurveKind::Range { width: m.range_width.max(1) })
     });
+    // A run whose range filter got no bits has its point filter's false positives read a
+    // block each: its split is worked out again with the point filter priced at that.
+    let unscreened = |point: f64| point / SCREENED_POINT_COST;
     let fixed = |point| TableFilters::fixed(opts, point);
     let prefixed = weighs_entries(opts);
     let share = || if prefixed { key_share(version, placement) } else { 1.0 };
@@ -186,9 +191,16 @@ pub fn table_filters(
         let Some((point, ranged, kind)) = costs else {
             return fixed(filter_at(bits_per_key * share()));
         };
-        // Unknown size: the split of a tree of one run.
+        // Unknown size: the split of a tree of one run, its `b` bits per key spread over the
+        // two filters' keys (`b / 2` each on average).
         let kinds = [kind_at(placement.level), kind];
-        let bits = budget::allocate_weighted(&[1, 1], &kinds, &[point, ranged], bits_per_key);
+        let split = |point| {
+            budget::allocate_weighted(&[1, 1], &kinds, &[point, ranged], bits_per_key / 2.0)
+        };
+        let mut bits = split(point);
+        if bits[1] == 0.0 {
+            bits = split(unscreened(point));
+        }
         return TableFilters { point: filter_at(bits[0]), range_bits_per_key: range_at(bits[1]) };
     }
     let runs = runs(version, placement.replaces);
@@ -235,12 +247,26 @@ pub fn table_filters(
     kinds.extend(std::iter::repeat(kind).take(runs_n));
     let mut costs = vec![point; runs_n];
     costs.resize(2 * runs_n, ranged);
-    let bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);
+    let mut bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);
+    if (0..runs_n).any(|i| bits[runs_n + i] == 0.0 && sizes[runs_n + i] > 0) {
+        for i in (0..runs_n).filter(|&i| bits[runs_n + i] == 0.0) {
+            costs[i] = unscreened(point);
+        }
+        bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);
+    }
     TableFilters {
         point: filter_at(bits[target]),
         range_bits_per_key: range_at(bits[runs_n + target]),
     }
 }
+
+/// What a point filter's false positive costs, in block reads, in a run that also has a
+/// range filter: the range filter's probe for the key alone (three dependent cache misses),
+/// which turns it away but for `2^(2−c)`. Priced at a tenth of a block read (a block from the
+/// page cache, with its index search and checksum): the probe costs less than that, and
+/// pricing it higher keeps more bits in the point filters, whose one-line probe is what an
+/// absent key pays at each table (see DESIGN.md, "Under a budget").
+pub const SCREENED_POINT_COST: f64 = 0.1;
 
 /// About how many distinct prefixes the tables of `placement` will hold, were keys spread
 /// evenly over the prefixes: `m` keys drawn over `P` prefixes hit `P · (1 − e^(−m/P))` of
