@@ -248,8 +248,10 @@ pub fn table_filters(
     let mut costs = vec![point; runs_n];
     costs.resize(2 * runs_n, ranged);
     let mut bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);
-    if (0..runs_n).any(|i| bits[runs_n + i] == 0.0 && sizes[runs_n + i] > 0) {
-        for i in (0..runs_n).filter(|&i| bits[runs_n + i] == 0.0) {
+    let unfiltered: Vec<usize> =
+        (0..runs_n).filter(|&i| bits[runs_n + i] == 0.0 && sizes[runs_n + i] > 0).collect();
+    if !unfiltered.is_empty() {
+        for &i in &unfiltered {
             costs[i] = unscreened(point);
         }
         bits = budget::allocate_weighted(&sizes, &kinds, &costs, average);

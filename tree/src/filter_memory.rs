@@ -420,6 +420,16 @@ impl<T: Word> std::fmt::Debug for Bits<T> {
     }
 }
 
+/// Little-endian u64 words (a length the caller checked is a multiple of 8), copied into the
+/// open filters' memory: an open table's filter, decoded from its file.
+pub fn decoded_words(bytes: &[u8]) -> Bits<u64> {
+    Bits::new_with(bytes.len() / 8, Placement::Shared(Arena::global()), |words: &mut [u64]| {
+        for (w, c) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        }
+    })
+}
+
 /// Bytes held by the memory every open table's filter lives in, across all databases in the
 /// process: the filters themselves plus the holes and tails of the chunks they share.
 pub fn held_bytes() -> u64 {

@@ -62,7 +62,7 @@ pub use classic::ClassicBloom;
 pub use ribbon::Ribbon;
 
 use crate::coding::{crc32, Decoder};
-use crate::filter_memory::{Arena, Bits, Placement};
+use crate::filter_memory::{decoded_words, Arena, Bits, Placement};
 use crate::{Error, Result};
 
 /// The hash every filter is built from and probed with: XXH3, 64-bit, seed 0.
@@ -124,16 +124,6 @@ impl Described {
 /// Decoded filters are the ones open tables keep: they go in the huge-page arena.
 fn open_filters() -> Placement<'static> {
     Placement::Shared(Arena::global())
-}
-
-/// Little-endian u64 words (a length the caller checked is a multiple of 8), copied into the
-/// open filters' memory.
-fn decoded_words(bytes: &[u8]) -> Bits<u64> {
-    Bits::new_with(bytes.len() / 8, open_filters(), |words: &mut [u64]| {
-        for (w, c) in words.iter_mut().zip(bytes.chunks_exact(8)) {
-            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        }
-    })
 }
 
 const MAGIC: &[u8; 4] = b"BKVF";

@@ -51,7 +51,7 @@ pub enum Keep {
 }
 
 impl Keep {
-    pub(super) fn placement(self) -> Placement<'static> {
+    fn placement(self) -> Placement<'static> {
         match self {
             Keep::Briefly => Placement::Heap,
             Keep::Open => Placement::Shared(Arena::global()),

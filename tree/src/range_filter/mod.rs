@@ -50,7 +50,7 @@ pub mod key_map;
 use std::ops::Bound;
 
 use crate::coding::{crc32, get_u32, get_u64, put_u32, put_u64};
-use crate::filter_memory::Bits;
+use crate::filter_memory::decoded_words;
 use crate::{Error, Result};
 use elias_fano::{low_bits_for, upper_len_for, words_for, EliasFano, Keep};
 use key_map::{common_prefix_len, map_key, map_range, narrow, window};
@@ -410,14 +410,8 @@ impl RangeFilter {
         }
         let low_end = prefix_end + 8 * low_words.expect("checked") as usize;
         // An open table's filter: its words go to the huge-page arena.
-        let words = |bytes: &[u8]| {
-            Bits::new_with(bytes.len() / 8, Keep::Open.placement(), |w: &mut [u64]| {
-                for (w, c) in w.iter_mut().zip(bytes.chunks_exact(8)) {
-                    *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-                }
-            })
-        };
-        let (lows, upper) = (words(&bytes[prefix_end..low_end]), words(&bytes[low_end..body]));
+        let (lows, upper) =
+            (decoded_words(&bytes[prefix_end..low_end]), decoded_words(&bytes[low_end..body]));
         let codes = EliasFano::from_words(n, universe, low_bits, lows, upper, Keep::Open)
             .map_err(|why| bad(prefix_end, why))?;
         let prefix = bytes[HEADER_LEN..prefix_end].to_vec();
