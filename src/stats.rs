@@ -135,17 +135,17 @@ pub(crate) struct KeyspaceCounters {
 impl Counters {
     /// Records what a scan's choice of sources did.
     pub(crate) fn record_scan(&self, t: &ScanTally) {
+        // One stripe for all: a short scan's own work is a few hundred nanoseconds.
+        let s = stripe();
         if t.prefix_filter_checks > 0 {
-            self.prefix_filter_checks.add(t.prefix_filter_checks);
-            self.prefix_filter_skips.add(t.prefix_filter_skips);
+            self.prefix_filter_checks.add_at(s, t.prefix_filter_checks);
+            self.prefix_filter_skips.add_at(s, t.prefix_filter_skips);
         }
-        if t.memtable_prefix_skips > 0 {
-            self.memtable_prefix_skips.add(t.memtable_prefix_skips);
-        }
+        self.memtable_prefix_skips.add_at(s, t.memtable_prefix_skips);
         for level in 0..NUM_LEVELS {
             if t.range_filter_probes[level] > 0 {
-                self.range_filter_probes[level].add(t.range_filter_probes[level]);
-                self.range_filter_skips[level].add(t.range_filter_skips[level]);
+                self.range_filter_probes[level].add_at(s, t.range_filter_probes[level]);
+                self.range_filter_skips[level].add_at(s, t.range_filter_skips[level]);
             }
         }
     }

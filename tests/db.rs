@@ -845,6 +845,8 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     assert_eq!(back.next_back().unwrap().unwrap().0, b"c".to_vec());
     let mut cursor = db.cursor(..);
     cursor.seek_to_last().unwrap();
+    // No source holds a key of it: an iterator with nothing to merge fails as the others.
+    let (mut empty, mut empty_back) = (db.range("x".."y"), db.range("x".."y"));
     assert!(matches!(Db::open(dir.path(), quiet()), Err(Error::Locked { .. })));
 
     // Closed from another thread, through its own Arc.
@@ -854,6 +856,9 @@ fn close_releases_the_lock_and_later_reads_through_old_views_fail_clearly() {
     assert!(matches!(snap.get(b"a"), Err(Error::Closed)));
     assert!(matches!(it.next(), Some(Err(Error::Closed))));
     assert!(it.next().is_none());
+    assert!(matches!(empty.next(), Some(Err(Error::Closed))));
+    assert!(matches!(empty_back.next_back(), Some(Err(Error::Closed))));
+    assert!(empty.next().is_none() && empty_back.next_back().is_none());
     assert!(matches!(snap.range(..).next(), Some(Err(Error::Closed))));
     assert!(matches!(back.next_back(), Some(Err(Error::Closed))));
     assert!(back.next_back().is_none() && back.next().is_none());

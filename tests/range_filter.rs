@@ -85,6 +85,30 @@ fn bounded_ranges_skip_the_tables_without_a_key_in_them() {
     assert_eq!(delta(&db, &s), (12, 0));
 }
 
+/// A memtable holding keys, none in the range, is left out of an empty range's scan like
+/// the tables its filters skip; one holding a key in the range is read, from either end.
+#[test]
+fn a_memtable_without_a_key_in_the_range_is_left_out_too() {
+    let (_dir, db) = interleaved(with_range_filters());
+    db.put(be(1_000), b"mem").unwrap();
+    db.put(be(1_290), b"mem").unwrap();
+    db.delete(be(1_310)).unwrap();
+    for rev in [false, true] {
+        let it = db.range(be(1_201)..be(1_289));
+        assert!(if rev { keys_of(it.rev()) } else { keys_of(it) }.is_empty());
+        let it = db.range(be(1_201)..=be(1_290));
+        assert_eq!(if rev { keys_of(it.rev()) } else { keys_of(it) }, [be(1_290)]);
+        // The memtable's delete hides nothing here, and its key in range is all there is.
+        let it = db.range((Excluded(be(1_290)), Excluded(be(1_399))));
+        assert_eq!(if rev { keys_of(it.rev()) } else { keys_of(it) }, [be(1_300)]);
+    }
+    let mut both = db.range(be(1_201)..=be(1_400));
+    assert_eq!(both.next().unwrap().unwrap().0, be(1_290));
+    assert_eq!(both.next_back().unwrap().unwrap().0, be(1_400));
+    assert_eq!(both.next().unwrap().unwrap().0, be(1_300));
+    assert!(both.next().is_none() && both.next_back().is_none());
+}
+
 #[test]
 fn without_the_option_nothing_is_asked() {
     let (_dir, db) = interleaved(Options::default());

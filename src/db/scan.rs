@@ -32,11 +32,13 @@ use crate::prefix::PrefixExtractor;
 use crate::stats::Counters;
 use crate::version::set::TableFile;
 use crate::{Result, Value};
+use bloomkv_tree::iter::merge::MergingIterator;
 use bloomkv_tree::read::sources::{
     as_slices, choose_tables_by, merge_chosen, merged_sources, scan_prefix, Judge,
 };
 use bloomkv_tree::read::visible::VisibleIter;
 use bloomkv_tree::read::ScanTally;
+use bloomkv_tree::version::range_checks::RangeChecks;
 
 /// What a reader of `state` at `seq` sees of the keys in `(start, end)`: every source
 /// merged, with the tree's range tombstones applied and values expired by `now` hidden.
@@ -49,17 +51,52 @@ pub(crate) fn visible(
     counters: &Counters,
     now: ExpiryTime,
 ) -> VisibleIter {
+    let (sources, checks) = sources(state, &start, &end, counters);
+    view(state, sources, seq, start, end, now, checks)
+}
+
+/// The merged sources of a scan of `(start, end)` over `state`, counted as one scan, and
+/// the record its range filters' false positives go to (see [`visible`]).
+#[inline]
+fn sources(
+    state: &Tree,
+    start: &Bound<Vec<u8>>,
+    end: &Bound<Vec<u8>>,
+    counters: &Counters,
+) -> (MergingIterator, Option<Arc<RangeChecks>>) {
     counters.scans.incr();
     let mut tally = ScanTally::default();
     let mut checks = None;
     let judge = Judge::Count { sink: &counters.range_filter_false_positives, checks: &mut checks };
-    let sources =
-        merged_sources(state, as_slices(&start), as_slices(&end), Some(&mut tally), judge);
+    let sources = merged_sources(state, as_slices(start), as_slices(end), Some(&mut tally), judge);
     counters.record_scan(&tally);
+    (sources, checks)
+}
+
+/// The view of `sources`, the merged sources of `state` for a scan of `(start, end)`.
+#[inline]
+fn view(
+    state: &Tree,
+    sources: MergingIterator,
+    seq: SeqNo,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    now: ExpiryTime,
+    checks: Option<Arc<RangeChecks>>,
+) -> VisibleIter {
     VisibleIter::new(sources, seq, start, end, state.range_tombstones(), now)
         .with_merger(state.merger())
         .with_blobs(state.blobs())
         .with_range_checks(checks)
+}
+
+/// The tree a view reads (empty after a failure to load it) and the failure to report at
+/// the first step.
+fn loaded(state: Result<Arc<Tree>>) -> (Arc<Tree>, Option<crate::Error>) {
+    match state {
+        Ok(s) => (s, None),
+        Err(e) => (Arc::new(Tree::empty()), Some(e)),
+    }
 }
 
 /// [`visible`] for a tree that may have failed to load: the tree kept (empty after a failure),
@@ -73,10 +110,7 @@ pub(crate) fn visible_or_failed(
     counters: &Counters,
     now: ExpiryTime,
 ) -> (Arc<Tree>, Option<crate::Error>, VisibleIter) {
-    let (state, failed) = match state {
-        Ok(s) => (s, None),
-        Err(e) => (Arc::new(Tree::empty()), Some(e)),
-    };
+    let (state, failed) = loaded(state);
     let view = visible(&state, seq, start, end, counters, now);
     (state, failed, view)
 }
@@ -175,7 +209,12 @@ pub struct DbIterator {
     state: Arc<Tree>,
     /// Yielded first: why the iterator cannot read (its keyspace was dropped).
     pending: Option<crate::Error>,
-    front: VisibleIter,
+    /// The front end; `None` when no source of the range can hold a key of it (every table
+    /// skipped, no memtable entry in range), so the iterator yields nothing: an empty short
+    /// scan, the kind range filters make common, then builds no view at all. Boxed, as the
+    /// back end: an iterator is moved a few times on its way to the caller, and the view is
+    /// most of its size.
+    front: Option<Box<VisibleIter>>,
     front_started: bool,
     /// The back end, once `next_back` has been called: while the iterator is not done it
     /// stands on the last key it yielded. Boxed: most scans never build it, and each move of
@@ -201,9 +240,12 @@ impl DbIterator {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Self {
-        let now = ExpiryTime::of(&inner.clock);
-        let (state, pending, front) =
-            visible_or_failed(state, seq, start, end, &inner.counters, now);
+        let (state, pending) = loaded(state);
+        let (sources, checks) = sources(&state, &start, &end, &inner.counters);
+        let front = (!sources.has_no_children()).then(|| {
+            let now = ExpiryTime::of(&inner.clock);
+            Box::new(view(&state, sources, seq, start, end, now, checks))
+        });
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }
     }
 
@@ -211,8 +253,8 @@ impl DbIterator {
     /// its first step.
     #[inline]
     pub(crate) fn judged_at(mut self, time: Option<u64>) -> Self {
-        if let Some(t) = time {
-            self.front.judge_at(t);
+        if let (Some(t), Some(front)) = (time, self.front.as_mut()) {
+            front.judge_at(t);
         }
         self
     }
@@ -244,20 +286,24 @@ impl Iterator for DbIterator {
         if let Some(e) = self.refusal() {
             return self.fail(e);
         }
+        let Some(front) = self.front.as_mut() else {
+            self.done = true;
+            return None;
+        };
         let moved = if self.front_started {
-            self.front.next()
+            front.next()
         } else {
             self.front_started = true;
-            self.front.seek_to_first()
+            front.seek_to_first()
         };
         if let Err(e) = moved {
             return self.fail(e);
         }
-        if !self.front.valid() || self.back.as_ref().is_some_and(|b| self.front.key() >= b.key()) {
+        if !front.valid() || self.back.as_ref().is_some_and(|b| front.key() >= b.key()) {
             self.done = true;
             return None;
         }
-        DbIterator::item(&self.front)
+        DbIterator::item(front)
     }
 }
 
@@ -269,14 +315,18 @@ impl DoubleEndedIterator for DbIterator {
         if let Some(e) = self.refusal() {
             return self.fail(e);
         }
+        let Some(front) = self.front.as_ref() else {
+            self.done = true;
+            return None;
+        };
         let moved = match self.back.as_mut() {
             Some(back) => back.prev(),
             None => {
-                let (lower, upper) = self.front.bounds();
+                let (lower, upper) = front.bounds();
                 // Counted once, whichever end positions a table from the range's end first.
-                let judge = self.front.range_checks().map_or(Judge::Off, Judge::Shared);
+                let judge = front.range_checks().map_or(Judge::Off, Judge::Shared);
                 let sources = merged_sources(&self.state, lower, upper, None, judge);
-                let back = self.back.insert(Box::new(self.front.twin(sources)));
+                let back = self.back.insert(Box::new(front.twin(sources)));
                 back.seek_to_last()
             }
         };
@@ -285,7 +335,8 @@ impl DoubleEndedIterator for DbIterator {
         }
         let back = self.back.as_ref().expect("the back end was just positioned");
         // A front that has started stands on the last key it yielded.
-        if !back.valid() || (self.front_started && back.key() <= self.front.key()) {
+        let front = self.front.as_ref().expect("a back end is built from the front");
+        if !back.valid() || (self.front_started && back.key() <= front.key()) {
             self.done = true;
             return None;
         }

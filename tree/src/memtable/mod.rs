@@ -31,6 +31,7 @@
 mod filter;
 mod skiplist;
 
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
@@ -84,6 +85,9 @@ pub struct MemTable {
     /// of their own, which no version holds until this memtable's flush adopts them. Held
     /// here so that whoever can read the entries can read their values.
     blobs: Mutex<Vec<Arc<crate::blob::BlobFile>>>,
+    /// Set once `blobs` holds a file, so that the readers of a memtable without any (most
+    /// of them) skip the lock: every scan gathers the files its sources may name.
+    holds_blobs: AtomicBool,
     /// Bytes of the values its entries hold by reference into the WAL segment that logged
     /// them ([`MemTable::insert_referenced`]): charged a share, not all, of the budget.
     referenced_bytes: AtomicUsize,
@@ -169,6 +173,7 @@ impl MemTable {
             range_del_bytes: AtomicUsize::new(0),
             range_dels: RangeDels::default(),
             blobs: Mutex::new(Vec::new()),
+            holds_blobs: AtomicBool::new(false),
             referenced_bytes: AtomicUsize::new(0),
         }
     }
@@ -181,10 +186,16 @@ impl MemTable {
         if !blobs.iter().any(|b| b.meta.number == file.meta.number) {
             blobs.push(file);
         }
+        // Before the entries naming the file are inserted, so a reader that can see them
+        // (through the sequence number it read, published after) sees the flag.
+        self.holds_blobs.store(true, AtomicOrdering::Release);
     }
 
     /// The blob files held for this memtable's entries ([`MemTable::hold_blob`]).
     pub fn held_blobs(&self) -> Vec<Arc<crate::blob::BlobFile>> {
+        if !self.holds_blobs() {
+            return Vec::new();
+        }
         self.blobs.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -218,8 +229,9 @@ impl MemTable {
     }
 
     /// True when the memtable holds a blob file for its entries.
+    #[inline]
     pub fn holds_blobs(&self) -> bool {
-        !self.blobs.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.holds_blobs.load(AtomicOrdering::Acquire)
     }
 
     /// Records the deletion of every key in `start..end` at `seq`. Like [`MemTable::insert`],
@@ -430,6 +442,28 @@ impl MemTable {
                 .any(|s| s.newest_overlapping(start, end) > Some(seq))
     }
 
+    /// Whether an entry (any version of any kind) has its user key in `(lower, upper)`:
+    /// one seek. Range tombstones are not entries: a reader takes them from their set.
+    pub fn has_entry_in(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+        let mut node = match lower {
+            Bound::Unbounded => self.list.first(),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                self.list.seek(&Parts::new(k, pack_trailer(MAX_SEQNO, KIND_FOR_SEEK)))
+            }
+        };
+        if let Bound::Excluded(k) = lower {
+            // The excluded key's versions come first.
+            while let Some(n) = node.filter(|n| n.user_key() == k) {
+                node = self.list.next(n);
+            }
+        }
+        node.is_some_and(|n| match upper {
+            Bound::Included(u) => n.user_key() <= u,
+            Bound::Excluded(u) => n.user_key() < u,
+            Bound::Unbounded => true,
+        })
+    }
+
     /// Memory held: the arena bytes the entries took (each entry's key, trailer and value,
     /// its node's header and tower, and the chunk tails left unfilled), plus an estimate for
     /// the range tombstones.
@@ -573,6 +607,41 @@ mod tests {
             MemGet::Found(v, _) => MemGet::Found(v, 0),
             other => other,
         })
+    }
+
+    proptest! {
+        /// `has_entry_in` against the entries' keys: every kind of bound, keys with several
+        /// versions (an excluded bound's versions all come before the next key), deletes.
+        #[test]
+        fn has_entry_in_answers_as_the_keys_do(
+            keys in proptest::collection::vec((0u8..12, 1usize..3), 0..8),
+            lo in 0u8..14, hi in 0u8..14, lo_kind in 0u8..3, hi_kind in 0u8..3,
+        ) {
+            let m = MemTable::new();
+            let mut seq = 0;
+            for &(k, versions) in &keys {
+                for v in 0..versions {
+                    seq += 1;
+                    let kind = if v == 0 { ValueKind::Delete } else { ValueKind::Put };
+                    m.insert(&[k], seq, kind, b"v");
+                }
+            }
+            m.delete_range(&[0], &[13], seq + 1);
+            let bound = |kind: u8, k: &'static [u8]| match kind {
+                0 => Bound::Included(k),
+                1 => Bound::Excluded(k),
+                _ => Bound::Unbounded,
+            };
+            const KEYS: [[u8; 1]; 14] =
+                [[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11], [12], [13]];
+            let (lower, upper) =
+                (bound(lo_kind, &KEYS[lo as usize]), bound(hi_kind, &KEYS[hi as usize]));
+            let expected = keys.iter().any(|&(k, _)| {
+                let k: &[u8] = &[k];
+                std::ops::RangeBounds::<&[u8]>::contains(&(lower, upper), &k)
+            });
+            prop_assert_eq!(m.has_entry_in(lower, upper), expected);
+        }
     }
 
     #[test]

@@ -873,7 +873,7 @@ mod tests {
         for &n in &sizes {
             // Universes from n itself (a code per bucket) up past the filter's widest ratio,
             // and ones just off a power of two.
-            for universe in [n as u64 + 1, 4 * n as u64 + 3, (n as u64) << 14, 1 << 62] {
+            for universe in [n as u64 + 1, 4 * n as u64 + 3, ((n as u64) << 14).max(1), 1 << 62] {
                 let shift = low_bits_for(n as u64, universe);
                 let top_width = 1u64 << (shift + FINE_LG).min(62);
                 let inputs: Vec<Vec<u64>> = vec![

@@ -245,6 +245,10 @@ pub fn merge_chosen<'t>(
 ) -> MergingIterator {
     let mut children: Vec<Box<dyn BidirectionalIterator>> = Vec::new();
     let mut mem_skips = 0u64;
+    // A scan bounded at both ends may be short, and then mostly meets no memtable entry:
+    // such a memtable is left out (one seek, which the merged view would otherwise make at
+    // its first step), so that an empty range can end with nothing to merge.
+    let bounded = !matches!(bounds.0, Bound::Unbounded) && !matches!(bounds.1, Bound::Unbounded);
     for m in state.mems() {
         // An empty memtable (the active one after a flush) has nothing to merge; its range
         // tombstones, if any, come from its set, not from the iterator.
@@ -253,6 +257,9 @@ pub fn merge_chosen<'t>(
         }
         if prefix.is_some_and(|(e, h)| !m.table.may_hold_prefix(e, h)) {
             mem_skips += 1;
+            continue;
+        }
+        if bounded && !m.table.has_entry_in(bounds.0, bounds.1) {
             continue;
         }
         children.push(Box::new(m.table.iter()));
