@@ -34,19 +34,16 @@ pub trait KeyRange: sealed::Sealed {
     /// The range's bounds, owned.
     #[doc(hidden)]
     fn into_bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>);
-}
-
-fn owned<K: AsRef<[u8]>>(b: Bound<K>) -> Bound<Vec<u8>> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
+    #[doc(hidden)]
+    fn as_bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>);
 }
 
 impl sealed::Sealed for RangeFull {}
 impl KeyRange for RangeFull {
     fn into_bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        (Bound::Unbounded, Bound::Unbounded)
+    }
+    fn as_bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
         (Bound::Unbounded, Bound::Unbounded)
     }
 }
@@ -56,24 +53,25 @@ macro_rules! key_range {
         impl<K: AsRef<[u8]>> sealed::Sealed for $ty {}
         impl<K: AsRef<[u8]>> KeyRange for $ty {
             fn into_bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+                let (lo, hi) = self.as_bounds();
+                (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec))
+            }
+            fn as_bounds(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
                 let $r = self;
-                let (lo, hi): (Bound<K>, Bound<K>) = $bounds;
-                (owned(lo), owned(hi))
+                let (lo, hi): (Bound<&K>, Bound<&K>) = $bounds;
+                (lo.map(K::as_ref), hi.map(K::as_ref))
             }
         }
     )*};
 }
 
 key_range! {
-    Range<K> => |r| (Bound::Included(r.start), Bound::Excluded(r.end));
-    RangeInclusive<K> => |r| {
-        let (start, end) = r.into_inner();
-        (Bound::Included(start), Bound::Included(end))
-    };
-    RangeFrom<K> => |r| (Bound::Included(r.start), Bound::Unbounded);
-    RangeTo<K> => |r| (Bound::Unbounded, Bound::Excluded(r.end));
-    RangeToInclusive<K> => |r| (Bound::Unbounded, Bound::Included(r.end));
-    (Bound<K>, Bound<K>) => |r| (r.0, r.1);
+    Range<K> => |r| (Bound::Included(&r.start), Bound::Excluded(&r.end));
+    RangeInclusive<K> => |r| (Bound::Included(r.start()), Bound::Included(r.end()));
+    RangeFrom<K> => |r| (Bound::Included(&r.start), Bound::Unbounded);
+    RangeTo<K> => |r| (Bound::Unbounded, Bound::Excluded(&r.end));
+    RangeToInclusive<K> => |r| (Bound::Unbounded, Bound::Included(&r.end));
+    (Bound<K>, Bound<K>) => |r| (r.0.as_ref(), r.1.as_ref());
 }
 
 /// The longest bound a range delete may store: one byte over [`MAX_KEY_BYTES`], so that the

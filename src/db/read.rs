@@ -258,7 +258,7 @@ impl ReadSource<'_> {
     }
 
     #[inline]
-    pub fn iter(self, (start, end): Bounds) -> DbIterator {
+    pub fn iter(self, (start, end): crate::db::readable::BoundsRef<'_>) -> DbIterator {
         let (tree, seq, time) = self.scan_view();
         DbIterator::new(self.inner.clone(), tree, seq, start, end).judged_at(time)
     }
@@ -311,7 +311,7 @@ macro_rules! readable_by_source {
                 self.source().multi_get(keys)
             }
 
-            fn open_iter(&self, _: crate::db::readable::sealed::Token, bounds: Bounds) -> <Self as crate::Readable>::Iter {
+            fn open_iter(&self, _: crate::db::readable::sealed::Token, bounds: crate::db::readable::BoundsRef<'_>) -> <Self as crate::Readable>::Iter {
                 self.source().iter(bounds)
             }
 

@@ -20,11 +20,20 @@ use crate::{Db, DbIterator, Error, Keyspace, Snapshot, Transaction, TransactionK
 /// A range's owned bounds, as [`KeyRange::into_bounds`] gives them.
 pub(crate) type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
+/// A range's bounds borrowed, as [`KeyRange::as_bounds`] gives them: what an iterator is
+/// opened with, so that one with nothing to read (an empty short range) copies no key.
+pub(crate) type BoundsRef<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// `bounds` borrowed.
+pub(crate) fn borrowed(bounds: &Bounds) -> BoundsRef<'_> {
+    (bounds.0.as_ref().map(Vec::as_slice), bounds.1.as_ref().map(Vec::as_slice))
+}
+
 /// The trait's hidden half: what each reader supplies. Outside the crate it can be neither
 /// implemented (the module is private) nor called (no one else can make a [`sealed::Token`]),
 /// so methods can be added to [`Readable`] without breaking anyone.
 pub(crate) mod sealed {
-    use super::Bounds;
+    use super::{Bounds, BoundsRef};
     use crate::{Readable, Result, Value};
     use bloomkv_tree::read::search::Stored;
 
@@ -45,7 +54,7 @@ pub(crate) mod sealed {
         fn read_many<K: AsRef<[u8]>>(&self, _: Token, keys: &[K]) -> Result<Vec<Option<Value>>>;
 
         /// An iterator over `bounds`; a failure to begin is its first item.
-        fn open_iter(&self, _: Token, bounds: Bounds) -> <Self as Readable>::Iter
+        fn open_iter(&self, _: Token, bounds: BoundsRef<'_>) -> <Self as Readable>::Iter
         where
             Self: Readable;
 
@@ -295,7 +304,7 @@ pub trait Readable: Sealed {
     /// ```
     #[inline]
     fn range(&self, range: impl KeyRange) -> Self::Iter {
-        self.open_iter(TOKEN, range.into_bounds())
+        self.open_iter(TOKEN, range.as_bounds())
     }
 
     /// Iterates over the keys that start with `prefix`, in ascending order (double-ended,
@@ -317,7 +326,7 @@ pub trait Readable: Sealed {
     /// ```
     #[inline]
     fn prefix(&self, prefix: impl AsRef<[u8]>) -> Self::Iter {
-        self.open_iter(TOKEN, prefix_bounds(prefix.as_ref()))
+        self.open_iter(TOKEN, borrowed(&prefix_bounds(prefix.as_ref())))
     }
 
     /// For each of `prefixes`, whether a live key starts with it, as one consistent read:

@@ -51,7 +51,7 @@ pub(crate) fn visible(
     counters: &Counters,
     now: ExpiryTime,
 ) -> VisibleIter {
-    let (sources, checks) = sources(state, &start, &end, counters);
+    let (sources, checks) = sources(state, as_slices(&start), as_slices(&end), counters);
     view(state, sources, seq, start, end, now, checks)
 }
 
@@ -60,15 +60,15 @@ pub(crate) fn visible(
 #[inline]
 fn sources(
     state: &Tree,
-    start: &Bound<Vec<u8>>,
-    end: &Bound<Vec<u8>>,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
     counters: &Counters,
 ) -> (MergingIterator, Option<Arc<RangeChecks>>) {
     counters.scans.incr();
     let mut tally = ScanTally::default();
     let mut checks = None;
     let judge = Judge::Count { sink: &counters.range_filter_false_positives, checks: &mut checks };
-    let sources = merged_sources(state, as_slices(start), as_slices(end), Some(&mut tally), judge);
+    let sources = merged_sources(state, start, end, Some(&mut tally), judge);
     counters.record_scan(&tally);
     (sources, checks)
 }
@@ -237,13 +237,14 @@ impl DbIterator {
         inner: Arc<DbInner>,
         state: Result<Arc<Tree>>,
         seq: SeqNo,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
     ) -> Self {
         let (state, pending) = loaded(state);
-        let (sources, checks) = sources(&state, &start, &end, &inner.counters);
+        let (sources, checks) = sources(&state, start, end, &inner.counters);
         let front = (!sources.has_no_children()).then(|| {
             let now = ExpiryTime::of(&inner.clock);
+            let (start, end) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
             Box::new(view(&state, sources, seq, start, end, now, checks))
         });
         DbIterator { inner, state, pending, front, front_started: false, back: None, done: false }

@@ -457,7 +457,7 @@ impl Transaction {
             Ok((tree, own, ranges)) => (Ok(tree), own, ranges),
             Err(e) => (Err(e), Vec::new(), Vec::new()),
         };
-        let (lo, hi) = bounds;
+        let (lo, hi) = crate::db::readable::borrowed(&bounds);
         let base = DbIterator::new(self.inner.clone(), tree, self.view.seq(), lo, hi)
             .judged_at(self.view.time());
         TransactionIter {

@@ -3,7 +3,7 @@
 
 use super::{Transaction, TransactionCursor, TransactionIter};
 use crate::db::readable::sealed::{Sealed, Token};
-use crate::db::readable::Bounds;
+use crate::db::readable::{Bounds, BoundsRef};
 use crate::db::Keyspace;
 use crate::version::edit::KeyspaceId;
 use crate::{Readable, Result, Value};
@@ -91,7 +91,8 @@ impl Sealed for TransactionKeyspace<'_> {
         self.tx.multi_get_at(self.id, self.keyspace, keys)
     }
 
-    fn open_iter(&self, _: Token, bounds: Bounds) -> <Self as Readable>::Iter {
+    fn open_iter(&self, _: Token, (lo, hi): BoundsRef<'_>) -> <Self as Readable>::Iter {
+        let bounds = (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
         self.tx.range_at(self.id, self.keyspace, bounds)
     }
 
@@ -124,7 +125,7 @@ impl Sealed for Transaction {
         self.home().read_many(t, keys)
     }
 
-    fn open_iter(&self, t: Token, bounds: Bounds) -> <Self as Readable>::Iter {
+    fn open_iter(&self, t: Token, bounds: BoundsRef<'_>) -> <Self as Readable>::Iter {
         self.home().open_iter(t, bounds)
     }
 
