@@ -29,6 +29,13 @@ use crate::version::lookup::LookupKey;
 use crate::version::range_checks::{Direction, LevelCounts, RangeChecks};
 use crate::version::set::{TableFile, NUM_LEVELS};
 
+/// Whether a scan may be short: bounded at both ends. One open at an end reads to the end
+/// of the tree, and asks no filter or memtable whether it holds a key of its range.
+#[inline]
+fn bounded_at_both_ends(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded)
+}
+
 pub fn as_slices(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(Vec::as_slice)
 }
@@ -115,7 +122,7 @@ pub fn choose_tables_by<'t>(
 ) {
     // Only a scan bounded at both ends may be short enough for a range filter; one open at
     // an end reads to the end of the tree.
-    let ask_range = !matches!(lower, Bound::Unbounded) && !matches!(upper, Bound::Unbounded);
+    let ask_range = bounded_at_both_ends(lower, upper);
     let bounds = (lower, upper);
     // The bounds against the version's fences: mostly integer comparisons in dense arrays,
     // instead of two pointers chased to each table's key.
@@ -248,7 +255,7 @@ pub fn merge_chosen<'t>(
     // A scan bounded at both ends may be short, and then mostly meets no memtable entry:
     // such a memtable is left out (one seek, which the merged view would otherwise make at
     // its first step), so that an empty range can end with nothing to merge.
-    let bounded = !matches!(bounds.0, Bound::Unbounded) && !matches!(bounds.1, Bound::Unbounded);
+    let bounded = bounded_at_both_ends(bounds.0, bounds.1);
     for m in state.mems() {
         // An empty memtable (the active one after a flush) has nothing to merge; its range
         // tombstones, if any, come from its set, not from the iterator.
