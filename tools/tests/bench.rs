@@ -858,6 +858,8 @@ fn range_profile_compares_range_filters_on_and_off() {
     // Point lookups: blocks searched per lookup, and with range filters the point filters'
     // "maybe"s they turned away (at 10 bits, about 1% of the tables consulted).
     for r in results.iter().filter(|r| r["workload"] == "readmissing") {
+        // Ten times as many lookups as the scans make: a phase long enough to compare.
+        assert_eq!(u(&r["ops"]), 20_000, "{r}");
         assert!(f(&r["blocks_per_op"]) < 0.05, "{r}");
         let on = !r["range_filter_bits_per_key"].is_null();
         assert_eq!(f(&r["range_filter_point_negatives_per_op"]) > 0.0, on, "{r}");

@@ -709,7 +709,8 @@ pub struct Args {
     keys_per_prefix: Option<u64>,
     /// Operations per read workload (and per sweep point). 100,000 missing-key lookups over
     /// four tables meet a few thousand false positives: enough for a rate within a few percent.
-    /// [default: 100000; large-values profile: the keys, at least 10000 (scans: a tenth)]
+    /// [default: 100000; large-values profile: the keys, at least 10000 (scans: a tenth); range
+    /// profile: 50000 (long scans: a tenth; readmissing: ten times as many)]
     #[arg(long)]
     reads: Option<u64>,
     /// Puts in all for `writers` (over `--threads` threads).
