@@ -278,6 +278,18 @@ impl Db {
         self.inner.caches.deleter.wait_idle();
     }
 
+    /// Waits until no background job (flush or compaction) is running. Jobs may start again
+    /// at once, except on a database stopped by an error, where none starts: after this,
+    /// every file a job wrote is named by the manifest, removed, or left for a resume
+    /// ([`Db::resume`]) to settle.
+    pub fn wait_for_background_jobs(&self) {
+        let inner = &self.inner;
+        let mut bg = super::lock_mutex(&inner.bg);
+        while bg.running > 0 {
+            bg = inner.bg_done_cv.wait(bg).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// [`Keyspace::filter_runs`] of the default keyspace.
     pub fn filter_runs(&self) -> Vec<FilterRun> {
         filter_runs(self.inner.load_state().default_tree())
