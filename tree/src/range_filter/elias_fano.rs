@@ -38,6 +38,9 @@ pub struct EliasFano {
     upper_len: u64,
     /// `zero_samples[k]` is the position of zero number `k · SAMPLE` in `upper`.
     zero_samples: Bits<u64>,
+    /// Ones per zero in `upper` (elements per bucket), in 32.32 fixed point: how far past a
+    /// select sample a bucket most likely starts, without a division per probe.
+    ones_per_zero: u64,
 }
 
 /// Where a sequence's words go: huge-page memory for one kept while its table is open, the
@@ -161,7 +164,9 @@ impl EliasFano {
             zeros += count;
         }
         let zero_samples = words_at(&zero_samples, keep);
-        EliasFano { n, universe, low_bits, lows, upper, upper_len, zero_samples }
+        let buckets = (upper_len - n).max(1);
+        let ones_per_zero = ((u128::from(n) << 32) / u128::from(buckets)) as u64;
+        EliasFano { n, universe, low_bits, lows, upper, upper_len, zero_samples, ones_per_zero }
     }
 
     /// The sequence from stored words, checked: `lows` and `upper` must have exactly the
@@ -303,9 +308,9 @@ impl EliasFano {
                 (start, h - 1 - s * SAMPLE)
             }
         };
-        let buckets = (self.upper_len - self.n).max(1);
         // Zero number h − 1, then the bucket's first element just past it.
-        let pos = start + past + past * self.n / buckets + 1;
+        let ones = ((u128::from(past) * u128::from(self.ones_per_zero)) >> 32) as u64;
+        let pos = start + past + ones + 1;
         prefetch_lines(&self.upper, start, pos + GUESS_SPREAD);
         if self.low_bits > 0 {
             let i = pos.saturating_sub(h);
@@ -416,12 +421,29 @@ fn nth_set_bit(x: u64, n: u32) -> u32 {
     let at_most = (((u64::from(n) * ONES) | HIGH) - running) & HIGH;
     let byte = ((at_most >> 7).wrapping_mul(ONES) >> 56) as u32;
     let before = if byte == 0 { 0 } else { ((running >> (8 * (byte - 1))) & 0xff) as u32 };
-    let mut b = (x >> (8 * byte)) & 0xff;
-    for _ in 0..n - before {
-        b &= b - 1;
-    }
-    8 * byte + b.trailing_zeros()
+    let b = (x >> (8 * byte)) & 0xff;
+    8 * byte + u32::from(SELECT_IN_BYTE[b as usize][(n - before) as usize])
 }
+
+/// `SELECT_IN_BYTE[b][k]`: the position of set bit number `k` of the byte `b` (8 where it has
+/// no such bit). A table (2 KiB, in cache after a few probes) where clearing the bits below
+/// took a loop of up to seven steps whose count a branch predictor cannot learn.
+static SELECT_IN_BYTE: [[u8; 8]; 256] = {
+    let mut table = [[8u8; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let (mut bit, mut k) = (0, 0);
+        while bit < 8 {
+            if b >> bit & 1 == 1 {
+                table[b][k] = bit as u8;
+                k += 1;
+            }
+            bit += 1;
+        }
+        b += 1;
+    }
+    table
+};
 
 /// Writes the `bits`-bit `value` at bit `at` of `words`.
 #[cfg(test)]

@@ -92,6 +92,8 @@ pub struct RangeFilter {
     keys: u64,
     bits_per_key: f64,
     codes: EliasFano,
+    /// The codes' universe as a divisor: a probe reduces its integer modulo the universe.
+    modulus: Modulus,
 }
 
 /// The widest query a filter at `bits_per_key` answers, as a power of two: where the bound
@@ -311,7 +313,8 @@ impl RangeFilter {
     /// The code of the mapped integer `x`.
     #[inline]
     fn code(&self, x: u64) -> u64 {
-        code(x, self.lg_width, self.codes.universe())
+        let r = self.modulus.r;
+        wrap_add(block_hash(x >> self.lg_width, r), self.modulus.rem(x), r)
     }
 
     /// True if a code lies in the `len + 1` codes from `c` on, wrapping at the universe.
@@ -415,14 +418,43 @@ impl RangeFilter {
         let codes = EliasFano::from_words(n, universe, low_bits, lows, upper, Keep::Open)
             .map_err(|why| bad(prefix_end, why))?;
         let prefix = bytes[HEADER_LEN..prefix_end].to_vec();
-        Ok(RangeFilter { prefix, width, lg_width, keys, bits_per_key, codes })
+        let modulus = Modulus::new(codes.universe());
+        Ok(RangeFilter { prefix, width, lg_width, keys, bits_per_key, codes, modulus })
     }
 }
 
-/// `(q(⌊x / 2^lg⌋) + x) mod r`, with `q` the block's hash onto `[0, r)`.
-#[inline]
+/// `(q(⌊x / 2^lg⌋) + x) mod r`, with `q` the block's hash onto `[0, r)`: the definition the
+/// build's [`codes_in_place`] and a probe's `RangeFilter::code` are tested against.
+#[cfg(test)]
 fn code(x: u64, lg_width: u32, r: u64) -> u64 {
     wrap_add(block_hash(x >> lg_width, r), x % r, r)
+}
+
+/// A divisor `r` (at most 2^62) with its reciprocal, `⌊(2^64 − 1) / r⌋`: `x mod r` by two
+/// multiplications where a 64-bit division takes tens of cycles, and a probe reduces one or
+/// two integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Modulus {
+    r: u64,
+    inverse: u64,
+}
+
+impl Modulus {
+    fn new(r: u64) -> Self {
+        Modulus { r, inverse: u64::MAX.checked_div(r).unwrap_or(0) }
+    }
+
+    /// `x mod r` (for `r > 0`). The quotient estimate `⌊x · inverse / 2^64⌋` is at most two
+    /// below the true one (`inverse > (2^64 − 1) / r − 1` and `x < 2^64`), so the remainder
+    /// it leaves is below `3r`, which two conditional subtractions bring below `r`; `3r`
+    /// fits in 64 bits as `r ≤ 2^62`.
+    #[inline]
+    fn rem(self, x: u64) -> u64 {
+        let q = ((u128::from(x) * u128::from(self.inverse)) >> 64) as u64;
+        let m = x - q * self.r;
+        let m = m.min(m.wrapping_sub(self.r));
+        m.min(m.wrapping_sub(self.r))
+    }
 }
 
 /// `q(b)`: block `b`'s hash onto `[0, r)`.
@@ -682,6 +714,7 @@ impl RangeFilterBuilder {
                 keys: 0,
                 bits_per_key: self.bits_per_key,
                 codes: EliasFano::new(&[], 0),
+                modulus: Modulus::new(0),
             };
         };
         let mut p = if self.first.is_some() { self.shared } else { anchor.len() };
@@ -727,6 +760,7 @@ impl RangeFilterBuilder {
             keys,
             bits_per_key: self.bits_per_key,
             codes: EliasFano::new(&codes, universe),
+            modulus: Modulus::new(universe),
         }
     }
 }
@@ -828,6 +862,22 @@ mod tests {
     /// Codes computed block by block, each block's remainder carried from the one before,
     /// are each integer's `code`, for steps between integers just below, at and above the
     /// universe (where the carry gives way to a division) and within one block.
+    #[test]
+    fn the_modulus_reduces_as_the_remainder_operator_does() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let edges = [0, 1, 2, 3, u64::MAX, u64::MAX - 1, 1 << 62, (1 << 62) - 1, 1 << 63];
+        let divisors = [1, 2, 3, 7, 1 << 20, (1 << 20) + 1, MAX_UNIVERSE - 1, MAX_UNIVERSE];
+        let drawn: Vec<u64> = (0..2000).map(|_| rng.gen_range(1..=MAX_UNIVERSE)).collect();
+        for r in divisors.into_iter().chain(drawn) {
+            let m = Modulus::new(r);
+            let near = [r - 1, r, r + 1, 2 * r, 3 * r - 1, 3 * r];
+            for x in edges.into_iter().chain(near).chain((0..50).map(|_| rng.gen())) {
+                assert_eq!(m.rem(x), x % r, "{x} mod {r}");
+            }
+        }
+    }
+
     #[test]
     fn codes_in_place_gives_each_integers_code() {
         use rand::{Rng, SeedableRng};
