@@ -15,6 +15,8 @@
 //! and `"ab\0"` share one; so do all keys with a common 16-byte head), and only those are
 //! settled by comparing whole keys.
 
+use std::ops::ControlFlow;
+
 /// The first 16 bytes of `user_key`, zero-padded, as a big-endian integer.
 #[inline]
 pub fn key_head(user_key: &[u8]) -> u128 {
@@ -108,6 +110,11 @@ impl SortedHeads {
         self.heads.is_empty()
     }
 
+    /// Separator levels above the heads: a search takes one step more.
+    pub fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
     /// The first index whose head is not below `target` (`len()` if none). Before the last
     /// step, `bottom` is told the range of indexes that step chooses from (at most
     /// [`SortedHeads::FANOUT`]), so a caller can start loading what it will read beside the
@@ -118,15 +125,33 @@ impl SortedHeads {
         target: u128,
         bottom: impl FnOnce(std::ops::Range<usize>),
     ) -> usize {
+        let search = self.first_at_least_interleaved(target, |_| ControlFlow::Continue(()), bottom);
+        search.expect("a search nothing ends")
+    }
+
+    /// [`SortedHeads::first_at_least`] with `between(k)` run before step `k` of the search
+    /// (from 0; the last step reads the heads themselves), for a caller with loads of its own
+    /// to overlap with the search's: each step waits for its node, so work put between two
+    /// steps finds what it asked for a step earlier arrived. `between` may end the search,
+    /// which then answers `None`.
+    #[inline]
+    pub fn first_at_least_interleaved(
+        &self,
+        target: u128,
+        mut between: impl FnMut(usize) -> ControlFlow<()>,
+        bottom: impl FnOnce(std::ops::Range<usize>),
+    ) -> Option<usize> {
         // `at` is the position within the current level; the node below it starts at
         // `at * FANOUT` in the next level down.
         let mut at = 0;
-        for &(start, len) in &self.levels {
+        for (k, &(start, len)) in self.levels.iter().enumerate() {
+            between(k).is_continue().then_some(())?;
             at = Self::step(&self.upper[start..start + len], at, target);
         }
+        between(self.levels.len()).is_continue().then_some(())?;
         let start = (at * Self::FANOUT).min(self.heads.len());
         bottom(start..self.heads.len().min(start + Self::FANOUT));
-        Self::step(&self.heads, at, target)
+        Some(Self::step(&self.heads, at, target))
     }
 
     /// Within `level`, the first position not below `target` in the node whose first entry
@@ -163,6 +188,21 @@ impl SortedHeads {
     ) -> usize {
         let lo = self.first_at_least(target, bottom);
         settle_ties(lo, self.len(), |i| self.heads[i], target, is_below)
+    }
+
+    /// [`SortedHeads::partition_noting`] with work between the steps, as
+    /// [`SortedHeads::first_at_least_interleaved`] runs it: `None` if `between` ended the
+    /// search.
+    #[inline]
+    pub fn partition_interleaved(
+        &self,
+        target: u128,
+        is_below: impl Fn(usize) -> bool,
+        between: impl FnMut(usize) -> ControlFlow<()>,
+        bottom: impl FnOnce(std::ops::Range<usize>),
+    ) -> Option<usize> {
+        let lo = self.first_at_least_interleaved(target, between, bottom)?;
+        Some(settle_ties(lo, self.len(), |i| self.heads[i], target, is_below))
     }
 
     /// RAM held, in bytes.
@@ -227,6 +267,50 @@ mod tests {
                 }
                 if a <= b {
                     assert!(pa <= pb, "not monotone: {a:?} <= {b:?}");
+                }
+            }
+        }
+    }
+
+    /// Work put between the steps runs once before each, in order (one step per separator
+    /// level and the last), and changes nothing unless it ends the search: then the answer
+    /// is `None` and no later step runs, nor the announcement of the last.
+    #[test]
+    fn interleaved_work_runs_before_each_step_and_may_end_the_search() {
+        for n in [0usize, 1, 16, 17, 256, 257, 4097, 70_000] {
+            let heads: Vec<u128> = (0..n as u128).map(|i| i * 10).collect();
+            let sorted = SortedHeads::new(heads.clone());
+            let steps = sorted.levels.len() + 1;
+            for t in [0, 5, n as u128 * 5, n as u128 * 10 + 1] {
+                let want = heads.partition_point(|&h| h < t);
+                let mut seen = Vec::new();
+                let got = sorted.first_at_least_interleaved(
+                    t,
+                    |k| {
+                        seen.push(k);
+                        ControlFlow::Continue(())
+                    },
+                    |_| {},
+                );
+                assert_eq!(got, Some(want), "n {n}, target {t}");
+                assert_eq!(seen, (0..steps).collect::<Vec<_>>(), "n {n}");
+                for end in 0..steps {
+                    let (mut seen, mut announced) = (Vec::new(), false);
+                    let got = sorted.first_at_least_interleaved(
+                        t,
+                        |k| {
+                            seen.push(k);
+                            if k == end {
+                                ControlFlow::Break(())
+                            } else {
+                                ControlFlow::Continue(())
+                            }
+                        },
+                        |_| announced = true,
+                    );
+                    assert_eq!(got, None, "n {n}, ended before step {end}");
+                    assert_eq!(seen, (0..=end).collect::<Vec<_>>(), "n {n}");
+                    assert!(!announced, "n {n}: the last step announced after the end");
                 }
             }
         }
