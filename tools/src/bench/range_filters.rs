@@ -2,8 +2,9 @@
 //! scans, and what they cost everything else. One dataset — 8-byte big-endian integer keys
 //! spaced 1,000 apart, every 16th left out so that gaps of 1,999 integers hold the widest
 //! empty ranges — is filled in random order into two databases, one with range filters and
-//! one without, each brought to rest (flushed, no compaction due). Then the same operations
-//! run on both:
+//! one without, together (a chunk of keys to each in turn), each then brought to rest
+//! (flushed, no compaction due). Then the same operations run on both, each phase in two
+//! passes of half its operations, the databases' order reversed between them (AB, BA):
 //!
 //! - `emptyrange` at widths 2, 16, 256 and 1024: a range of that many integers inside a gap,
 //!   at a random place in it; and `emptyrange-next` the same starting just past a present
@@ -271,9 +272,8 @@ pub(super) fn run(
     order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(args.seed));
     let values = ValuePool::new(plan.value_bytes, args.seed);
     let mut results = Vec::new();
-    // Both databases are built first and every phase then runs on one right after the
-    // other (which goes first alternating), so a change in the machine's load between
-    // phases falls on both alike.
+    // Both databases are filled together and every phase then runs on both (see the phase
+    // loop), so a change in the machine's load falls on both alike.
     let mut dbs = Vec::new();
     for on in [true, false] {
         let opts =
@@ -291,18 +291,22 @@ pub(super) fn run(
         };
         let dir = base.join(if on { "range-filters" } else { "no-range-filters" });
         let db = Db::open(&dir, opts.clone())?;
+        dbs.push((db, dir, bits, on, opts));
+    }
+    let filling: Vec<&Db> = dbs.iter().map(|d| &d.0).collect();
+    let put_seconds = fill_together(&filling, &order, &values)?;
+    for ((db, _, bits, on, _), seconds) in dbs.iter_mut().zip(put_seconds) {
         let budgeted = mix.is_some();
-        let mut run = Run { db: &db, data, reads, seed: args.seed, bits, on, budgeted };
-        let mut row = run.fill(&order, &values)?;
-        if mix.is_some() && on {
+        let mut run = Run { db, data, reads, seed: args.seed, bits: *bits, on: *on, budgeted };
+        let mut row = run.settle(order.len() as u64, seconds)?;
+        if mix.is_some() && *on {
             // Under the budget each table got its own share: their mean over the keys.
             run.bits = Some(mean_range_bits(&db.tables()));
             row.range_filter_bits_per_key = run.bits;
         }
-        let bits = run.bits;
-        row.tables_per_level_at_rest = Some(levels_in_use(&db));
+        *bits = run.bits;
+        row.tables_per_level_at_rest = Some(levels_in_use(db));
         results.push(row);
-        dbs.push((db, dir, bits, on, opts));
     }
     let (dbs, shape) = align_shapes(dbs)?;
     for ((db, _, _, on, _), row) in dbs.iter().zip(results.iter_mut()) {
@@ -321,15 +325,26 @@ pub(super) fn run(
     }
     phases.extend([Scan::Short, Scan::Long, Scan::Point(true), Scan::Point(false)]);
     for (i, &scan) in phases.iter().enumerate() {
-        for k in 0..dbs.len() {
-            let (db, dir, bits, on, _) = &dbs[(i + k) % dbs.len()];
+        let mut runs = Vec::new();
+        for (db, dir, bits, on, _) in &dbs {
             page_cache::prepare(plan.page_cache, dir)?;
             let budgeted = mix.is_some();
             let run = Run { db, data, reads, seed: args.seed, bits: *bits, on: *on, budgeted };
-            results.push(match scan {
-                Scan::Point(present) => run.points(present)?,
-                _ => run.scans(&db.tables(), scan)?,
-            });
+            runs.push(run.phase(scan));
+        }
+        // Each database runs half its operations in the first pass and half in the second,
+        // the order reversed between the passes (AB, then BA; which goes first alternating
+        // from phase to phase): the one that runs right after the other meets the caches
+        // and the machine as the other left them, and across the two passes each does so
+        // once.
+        let n = runs[0].len();
+        let first = i % runs.len();
+        for (half, k) in [(0..n / 2, first), (0..n / 2, 1 - first), (n / 2..n, 1 - first)] {
+            runs[k].run_part(half)?;
+        }
+        runs[first].run_part(n / 2..n)?;
+        for phase in runs {
+            results.push(phase.finish()?);
         }
     }
     for (db, dir, _, _, _) in dbs {
@@ -393,7 +408,7 @@ struct Run<'a> {
     budgeted: bool,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     fn row(&self, workload: &'static str, width: Option<u64>, ops: u64, seconds: f64) -> RangeRow {
         RangeRow {
             workload,
@@ -421,18 +436,13 @@ impl Run<'_> {
         }
     }
 
-    /// Puts every present key in `order`, then brings the tree to rest.
-    fn fill(&self, order: &[u64], values: &ValuePool) -> bloomkv::Result<RangeRow> {
-        let start = Instant::now();
-        for (n, &j) in order.iter().enumerate() {
-            self.db.put(key(j * SPACING), values.value(n as u64))?;
-        }
-        let seconds = start.elapsed().as_secs_f64();
+    /// The fill's row, `puts` of them in `seconds`, once the tree is brought to rest.
+    fn settle(&self, puts: u64, seconds: f64) -> bloomkv::Result<RangeRow> {
         let settle = Instant::now();
         self.db.flush()?;
         while self.db.compact_step()?.is_some() {}
         self.db.wait_for_file_removals();
-        let mut row = self.row("fill", None, order.len() as u64, seconds);
+        let mut row = self.row("fill", None, puts, seconds);
         row.settle_seconds = Some(settle.elapsed().as_secs_f64());
         let tables = self.db.tables();
         let keys = tables.iter().map(|t| t.entries).sum::<u64>().max(1) as f64;
@@ -466,24 +476,113 @@ impl Run<'_> {
             .collect()
     }
 
-    fn scans(&self, tables: &[TableInfo], scan: Scan) -> bloomkv::Result<RangeRow> {
-        let ops = match scan {
-            Scan::Long => (self.reads / 10).max(1),
-            _ => self.reads,
+    /// The phase `scan` on this database: its operations drawn, its tables and counters
+    /// taken, nothing run yet.
+    fn phase(self, scan: Scan) -> Phase<'a> {
+        let work = match scan {
+            Scan::Point(present) => Work::Keys(self.keys(present)),
+            Scan::Long => Work::Ranges(self.ranges(scan, (self.reads / 10).max(1))),
+            _ => Work::Ranges(self.ranges(scan, self.reads)),
         };
-        let ranges = self.ranges(scan, ops);
-        let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r).count() as u64).sum();
-        let before = self.db.stats();
+        let (tables, before) = (self.db.tables(), self.db.stats());
+        Phase { run: self, scan, work, tables, before, seconds: 0.0, found: 0 }
+    }
+
+    /// The keys `readrandom` (`present`) or `readmissing` looks up: present keys, or integers
+    /// halfway between two.
+    fn keys(&self, present: bool) -> Vec<[u8; 8]> {
+        let salt = if present { 5 } else { 7 };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ salt);
+        let ops = if present { self.reads } else { self.reads * MISSING_READS };
+        (0..ops)
+            .map(|_| {
+                let j = self.data.draw(&mut rng, false) * SPACING;
+                key(if present { j } else { j + SPACING / 2 })
+            })
+            .collect()
+    }
+}
+
+/// A phase's operations on one database: scans of ranges, or point lookups.
+enum Work {
+    Ranges(Vec<RangeInclusive<u64>>),
+    Keys(Vec<[u8; 8]>),
+}
+
+/// One phase on one database, run in parts ([`Phase::run_part`]) and then reported.
+struct Phase<'a> {
+    run: Run<'a>,
+    scan: Scan,
+    work: Work,
+    /// The database's tables and counters before the phase's first part.
+    tables: Vec<TableInfo>,
+    before: bloomkv::Stats,
+    /// Time in the parts run so far, and the keys their scans found.
+    seconds: f64,
+    found: u64,
+}
+
+impl<'a> Phase<'a> {
+    fn len(&self) -> usize {
+        match &self.work {
+            Work::Ranges(r) => r.len(),
+            Work::Keys(k) => k.len(),
+        }
+    }
+
+    /// Runs the operations `part` (indexes into the phase's), timed.
+    fn run_part(&mut self, part: std::ops::Range<usize>) -> bloomkv::Result<()> {
+        let db = self.run.db;
         let start = Instant::now();
-        let mut found = 0u64;
-        for r in &ranges {
-            for kv in self.db.range(key(*r.start())..=key(*r.end())) {
-                std::hint::black_box(kv?);
-                found += 1;
+        match &self.work {
+            Work::Ranges(ranges) => {
+                for r in &ranges[part] {
+                    for kv in db.range(key(*r.start())..=key(*r.end())) {
+                        std::hint::black_box(kv?);
+                        self.found += 1;
+                    }
+                }
+            }
+            Work::Keys(keys) => {
+                let present = matches!(self.scan, Scan::Point(true));
+                for k in &keys[part] {
+                    let got = db.get(k)?;
+                    if got.is_some() != present {
+                        return Err(bench_error(format!("key {k:?}: present {}", got.is_some())));
+                    }
+                }
             }
         }
-        let seconds = start.elapsed().as_secs_f64();
-        let after = self.db.stats();
+        self.seconds += start.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The phase's row, from its time and what its counters moved by.
+    fn finish(self) -> bloomkv::Result<RangeRow> {
+        let (run, after, before) = (&self.run, self.run.db.stats(), &self.before);
+        let ops = self.len() as u64;
+        let ranges = match (&self.work, self.scan) {
+            (Work::Keys(_), Scan::Point(present)) => {
+                let name = if present { "readrandom" } else { "readmissing" };
+                let per_op = |n: u64| Some(n as f64 / ops.max(1) as f64);
+                let mut row = run.row(name, None, ops, self.seconds);
+                row.filter_false_positives_per_op =
+                    per_op(after.filter_false_positives - before.filter_false_positives);
+                row.range_filter_point_negatives_per_op = per_op(
+                    after.range_filter_point_negatives - before.range_filter_point_negatives,
+                );
+                row.blocks_per_op = per_op(
+                    after.block_reads + after.block_cache_hits
+                        - before.block_reads
+                        - before.block_cache_hits,
+                );
+                return Ok(row);
+            }
+            (Work::Ranges(ranges), _) => ranges,
+            (Work::Keys(_), _) => unreachable!("point lookups are drawn for point phases only"),
+        };
+        let (scan, tables, found) = (self.scan, &self.tables, self.found);
+        let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r).count() as u64).sum();
         let (name, width) = match scan {
             Scan::Empty { w, next: false } => ("emptyrange", w),
             Scan::Empty { w, next: true } => ("emptyrange-next", w),
@@ -496,7 +595,7 @@ impl Run<'_> {
         if !matches!(scan, Scan::Empty { .. }) && found == 0 {
             return Err(bench_error(format!("{name}: found nothing from present keys")));
         }
-        let mut row = self.row(name, Some(width), ops, seconds);
+        let mut row = run.row(name, Some(width), ops, self.seconds);
         let probes = after.range_filter_probes - before.range_filter_probes;
         let skips = after.range_filter_skips - before.range_filter_skips;
         row.range_filter_probes = probes;
@@ -507,52 +606,38 @@ impl Run<'_> {
         // Every table in range is asked when the range is narrow enough for its filter.
         let read = in_range - skips;
         row.tables_read_per_op = Some(read as f64 / ops as f64);
-        if let (Scan::Empty { .. }, Some(b), true) = (scan, self.bits, self.on) {
+        if let (Scan::Empty { .. }, Some(b), true) = (scan, run.bits, run.on) {
             row.false_positive_rate = Some((probes - skips) as f64 / probes.max(1) as f64);
-            row.false_positive_bound = Some(match self.budgeted {
+            row.false_positive_bound = Some(match run.budgeted {
                 false => width as f64 / 2f64.powf(b - 2.0),
-                true => mean_bound(tables, &ranges, width),
+                true => mean_bound(tables, ranges, width),
             });
         }
         Ok(row)
     }
+}
 
-    /// `readrandom` (`present`) or `readmissing`: point lookups of present keys, or of
-    /// integers halfway between two.
-    fn points(&self, present: bool) -> bloomkv::Result<RangeRow> {
-        let salt = if present { 5 } else { 7 };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ salt);
-        let ops = if present { self.reads } else { self.reads * MISSING_READS };
-        let keys: Vec<[u8; 8]> = (0..ops)
-            .map(|_| {
-                let j = self.data.draw(&mut rng, false) * SPACING;
-                key(if present { j } else { j + SPACING / 2 })
-            })
-            .collect();
-        let before = self.db.stats();
-        let start = Instant::now();
-        for k in &keys {
-            let got = self.db.get(k)?;
-            if got.is_some() != present {
-                return Err(bench_error(format!("key {k:?}: present {}", got.is_some())));
+/// Keys each database is given in turn while both fill.
+const FILL_CHUNK: usize = 10_000;
+
+/// Puts every present key in `order` into each of `dbs`, [`FILL_CHUNK`] keys at a time to
+/// each in turn (which goes first alternating), and returns each one's seconds in its puts.
+/// Filled one after the other, the second ran on a machine the first had left (its files in
+/// the page cache, the disk's state), which moved their ratio by several percent; filled
+/// together, each one's puts also meet both databases' background work alike.
+fn fill_together(dbs: &[&Db], order: &[u64], values: &ValuePool) -> bloomkv::Result<Vec<f64>> {
+    let mut seconds = vec![0.0; dbs.len()];
+    for (c, chunk) in order.chunks(FILL_CHUNK).enumerate() {
+        for k in 0..dbs.len() {
+            let d = (c + k) % dbs.len();
+            let start = Instant::now();
+            for (n, &j) in chunk.iter().enumerate() {
+                dbs[d].put(key(j * SPACING), values.value((c * FILL_CHUNK + n) as u64))?;
             }
+            seconds[d] += start.elapsed().as_secs_f64();
         }
-        let seconds = start.elapsed().as_secs_f64();
-        let name = if present { "readrandom" } else { "readmissing" };
-        let after = self.db.stats();
-        let per_op = |n: u64| Some(n as f64 / ops.max(1) as f64);
-        let mut row = self.row(name, None, ops, seconds);
-        row.filter_false_positives_per_op =
-            per_op(after.filter_false_positives - before.filter_false_positives);
-        row.range_filter_point_negatives_per_op =
-            per_op(after.range_filter_point_negatives - before.range_filter_point_negatives);
-        row.blocks_per_op = per_op(
-            after.block_reads + after.block_cache_hits
-                - before.block_reads
-                - before.block_cache_hits,
-        );
-        Ok(row)
     }
+    Ok(seconds)
 }
 
 /// A database of the profile: the database, its directory, its range filters' bits per key,
