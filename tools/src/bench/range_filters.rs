@@ -480,7 +480,7 @@ impl<'a> Run<'a> {
     /// taken, nothing run yet.
     fn phase(self, scan: Scan) -> Phase<'a> {
         let work = match scan {
-            Scan::Point(present) => Work::Keys(self.keys(present)),
+            Scan::Point(present) => Work::Keys(self.keys(present), present),
             Scan::Long => Work::Ranges(self.ranges(scan, (self.reads / 10).max(1))),
             _ => Work::Ranges(self.ranges(scan, self.reads)),
         };
@@ -506,7 +506,8 @@ impl<'a> Run<'a> {
 /// A phase's operations on one database: scans of ranges, or point lookups.
 enum Work {
     Ranges(Vec<RangeInclusive<u64>>),
-    Keys(Vec<[u8; 8]>),
+    /// The keys, and whether they are present (`readrandom`) or not (`readmissing`).
+    Keys(Vec<[u8; 8]>, bool),
 }
 
 /// One phase on one database, run in parts ([`Phase::run_part`]) and then reported.
@@ -526,7 +527,7 @@ impl<'a> Phase<'a> {
     fn len(&self) -> usize {
         match &self.work {
             Work::Ranges(r) => r.len(),
-            Work::Keys(k) => k.len(),
+            Work::Keys(k, _) => k.len(),
         }
     }
 
@@ -543,8 +544,8 @@ impl<'a> Phase<'a> {
                     }
                 }
             }
-            Work::Keys(keys) => {
-                let present = matches!(self.scan, Scan::Point(true));
+            Work::Keys(keys, present) => {
+                let present = *present;
                 for k in &keys[part] {
                     let got = db.get(k)?;
                     if got.is_some() != present {
@@ -561,8 +562,8 @@ impl<'a> Phase<'a> {
     fn finish(self) -> bloomkv::Result<RangeRow> {
         let (run, after, before) = (&self.run, self.run.db.stats(), &self.before);
         let ops = self.len() as u64;
-        let ranges = match (&self.work, self.scan) {
-            (Work::Keys(_), Scan::Point(present)) => {
+        let ranges = match &self.work {
+            &Work::Keys(_, present) => {
                 let name = if present { "readrandom" } else { "readmissing" };
                 let per_op = |n: u64| Some(n as f64 / ops.max(1) as f64);
                 let mut row = run.row(name, None, ops, self.seconds);
@@ -578,8 +579,7 @@ impl<'a> Phase<'a> {
                 );
                 return Ok(row);
             }
-            (Work::Ranges(ranges), _) => ranges,
-            (Work::Keys(_), _) => unreachable!("point lookups are drawn for point phases only"),
+            Work::Ranges(ranges) => ranges,
         };
         let (scan, tables, found) = (self.scan, &self.tables, self.found);
         let in_range: u64 = ranges.iter().map(|r| tables_meeting(tables, r).count() as u64).sum();
