@@ -38,8 +38,8 @@ pub struct EliasFano {
     upper_len: u64,
     /// `zero_samples[k]` is the position of zero number `k · SAMPLE` in `upper`.
     zero_samples: Bits<u64>,
-    /// Ones per zero in `upper` (elements per bucket), in 32.32 fixed point: how far past a
-    /// select sample a bucket most likely starts, without a division per probe.
+    /// Ones per zero in `upper` (elements per bucket), in 32.32 fixed point: how far past the
+    /// last select sample a bucket most likely starts, without a division per probe.
     ones_per_zero: u64,
 }
 
@@ -289,27 +289,33 @@ impl EliasFano {
     /// Starts loading the upper-vector and low-part words a query from `lo` most likely
     /// reads, from its select sample (read here, so best once
     /// [`EliasFano::prefetch_sample`] had time to bring it): the select's walk from the
-    /// sample's word to the bucket's start, which is about as many ones past the sample as
-    /// zeros, in the ratio of elements to buckets. For codes spread by a hash the ones counted
-    /// from a sample vary, so the lines [`GUESS_SPREAD`] positions either side of the guess
-    /// load too, in the upper vector and among the low parts: mostly the same line or the
-    /// next. A wrong guess costs only a wasted line.
+    /// sample's word to the bucket's start. The ones on the way are guessed from the ones
+    /// between this sample and the next (mostly in the same line), in proportion to the
+    /// zeros passed: a table's keys come in runs, so its codes come in clumps, one per block,
+    /// and the ratio of elements to buckets over the whole sequence guessed worse. The count
+    /// still varies with the clumps, so the lines [`GUESS_SPREAD`] positions either side of
+    /// the guess load too, in the upper vector and among the low parts: mostly the same line
+    /// or the next. A wrong guess costs only a wasted line.
     #[inline]
     pub fn prefetch_words(&self, lo: u64) {
         let h = lo >> self.low_bits;
         if self.n == 0 || lo >= self.universe {
             return;
         }
-        let (start, past) = match h {
-            0 => (0, 0),
+        let (start, past, ones) = match h {
+            0 => (0, 0, 0),
             h => {
-                let s = (h - 1) / SAMPLE;
-                let Some(&start) = self.zero_samples.get(s as usize) else { return };
-                (start, h - 1 - s * SAMPLE)
+                let s = ((h - 1) / SAMPLE) as usize;
+                let Some(&start) = self.zero_samples.get(s) else { return };
+                let past = h - 1 - s as u64 * SAMPLE;
+                let ones = match self.zero_samples.get(s + 1) {
+                    Some(&next) => (next - start - SAMPLE) * past / SAMPLE,
+                    None => ((u128::from(past) * u128::from(self.ones_per_zero)) >> 32) as u64,
+                };
+                (start, past, ones)
             }
         };
         // Zero number h − 1, then the bucket's first element just past it.
-        let ones = ((u128::from(past) * u128::from(self.ones_per_zero)) >> 32) as u64;
         let pos = start + past + ones + 1;
         prefetch_lines(&self.upper, start, pos + GUESS_SPREAD);
         if self.low_bits > 0 {
@@ -320,6 +326,7 @@ impl EliasFano {
     }
 
     /// The position in `upper` of zero number `k` (which must exist).
+    #[inline(always)]
     fn select_zero(&self, k: u64) -> u64 {
         let s = (k / SAMPLE) as usize;
         let start = self.zero_samples[s];
@@ -340,7 +347,7 @@ impl EliasFano {
 
     /// The position in `upper` of the first zero at or after `pos` (which must exist: a
     /// bucket's closing zero).
-    #[inline]
+    #[inline(always)]
     fn next_zero(&self, pos: u64) -> u64 {
         let mut w = (pos / 64) as usize;
         let mut free = !self.upper[w] & !low_mask((pos % 64) as u32);
@@ -357,6 +364,24 @@ impl EliasFano {
     /// next, are the zeros that follow, mostly in the same word. A short range mostly lies in
     /// one bucket, so it costs one select, not the four of asking each bucket boundary.
     pub fn any_in(&self, lo: u64, hi: u64) -> bool {
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+        if std::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has POPCNT, the one feature the function is compiled to use.
+            return unsafe { self.any_in_popcnt(lo, hi) };
+        }
+        self.any_in_any(lo, hi)
+    }
+
+    /// [`EliasFano::any_in`] with the POPCNT instruction: a select counts the zeros of a few
+    /// words, and the baseline x86-64 target compiles `count_ones` to a dozen instructions.
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn any_in_popcnt(&self, lo: u64, hi: u64) -> bool {
+        self.any_in_any(lo, hi)
+    }
+
+    #[inline(always)]
+    fn any_in_any(&self, lo: u64, hi: u64) -> bool {
         if self.n == 0 || lo > hi || lo >= self.universe {
             return false;
         }
@@ -369,15 +394,7 @@ impl EliasFano {
         let closing = self.next_zero(first);
         let (a, b) = (first - h1, closing - h1);
         // Bucket h1's elements are a..b, their low parts sorted: the first at or above lo's.
-        let (mut i, mut j) = (a, b);
-        while i < j {
-            let mid = i + (j - i) / 2;
-            if self.low(mid) < lo & mask {
-                i = mid + 1;
-            } else {
-                j = mid;
-            }
-        }
+        let i = self.first_low_at_least(a, b, lo & mask);
         if i < b {
             return h1 < h2 || self.low(i) <= hi & mask;
         }
@@ -396,6 +413,30 @@ impl EliasFano {
     }
 }
 
+impl EliasFano {
+    /// The first of elements `a..b` (one bucket's, their low parts ascending) whose low part
+    /// is at least `target`, or `b`. A bucket mostly holds a run of one block's codes, a
+    /// dozen or so: those are counted, each low part a load independent of the others, where
+    /// a binary search makes each load wait for the one before. A larger bucket is halved
+    /// down to [`LINEAR_SEARCH`] first, without a branch on the comparison (which way a
+    /// probe goes is a coin toss).
+    #[inline]
+    fn first_low_at_least(&self, a: u64, b: u64, target: u64) -> u64 {
+        // The answer lies in base..=base + size, and elements base..base + size are a's.
+        let (mut base, mut size) = (a, b - a);
+        while size > LINEAR_SEARCH {
+            let half = size / 2;
+            let below = self.low(base + half - 1) < target;
+            base += half * u64::from(below);
+            size -= half;
+        }
+        base + (base..base + size).map(|i| u64::from(self.low(i) < target)).sum::<u64>()
+    }
+}
+
+/// Elements of a bucket [`EliasFano::first_low_at_least`] counts rather than halves.
+const LINEAR_SEARCH: u64 = 32;
+
 /// The `bits` lowest bits set (all 64 for 64 and more).
 #[inline]
 fn low_mask(bits: u32) -> u64 {
@@ -408,7 +449,7 @@ fn low_mask(bits: u32) -> u64 {
 
 /// The position of set bit number `n` (from 0) of `x`, which has more than `n`: the byte
 /// holding it from the bytes' running counts (no loop over up to 63 bits), then within it.
-#[inline]
+#[inline(always)]
 fn nth_set_bit(x: u64, n: u32) -> u32 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
