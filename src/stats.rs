@@ -2,11 +2,14 @@
 //!
 //! Lookups run on many threads at once; a single shared atomic per counter would bounce its
 //! cache line between cores on every read. Each counter is therefore striped over a few
-//! cache-padded cells, a thread always adding to "its" cell, and summed when read.
+//! cache-padded cells, a thread always adding to "its" cell, and summed when read. A thread
+//! owns its cell alone while it lives (see [`stripe`]), so it adds with a plain load and
+//! store: an atomic read-modify-write costs about 9 ns on the development machine, and a
+//! short scan or a lookup makes several.
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam::utils::CachePadded;
@@ -17,6 +20,8 @@ use crate::version::set::NUM_LEVELS;
 use bloomkv_tree::read::{ReadTally, ScanTally};
 
 const STRIPES: usize = 8;
+/// The cell of the threads that found every other one owned: added to atomically.
+const SHARED: usize = STRIPES - 1;
 
 /// A counter that many threads can add to without contending.
 #[derive(Debug, Default)]
@@ -24,37 +29,87 @@ pub(crate) struct Counter {
     cells: [CachePadded<AtomicU64>; STRIPES],
 }
 
-thread_local! {
-    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+/// Bit `i` set while a live thread owns cell `i` of every counter.
+static OWNED: AtomicU64 = AtomicU64::new(0);
 
+/// A thread's cell, owned until the thread ends.
+struct Stripe(Cell<usize>);
+
+impl Stripe {
+    /// The cell this thread adds to, claimed at its first use: a free one to own, else the
+    /// shared one.
+    #[inline]
+    fn get(&self) -> usize {
+        match self.0.get() {
+            usize::MAX => {
+                let s = claim();
+                self.0.set(s);
+                s
+            }
+            s => s,
+        }
+    }
+}
+
+impl Drop for Stripe {
+    fn drop(&mut self) {
+        let s = self.0.get();
+        if s < SHARED {
+            // Release: the next owner's claim sees every value this thread stored.
+            OWNED.fetch_and(!(1 << s), Ordering::Release);
+        }
+    }
+}
+
+fn claim() -> usize {
+    let mut owned = OWNED.load(Ordering::Relaxed);
+    loop {
+        let free = !owned & ((1 << SHARED) - 1);
+        if free == 0 {
+            return SHARED;
+        }
+        let s = free.trailing_zeros();
+        match OWNED.compare_exchange_weak(
+            owned,
+            owned | 1 << s,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return s as usize,
+            Err(now) => owned = now,
+        }
+    }
+}
+
+thread_local! {
+    static STRIPE: Stripe = const { Stripe(Cell::new(usize::MAX)) };
+}
+
+/// The cell of every counter this thread adds to: one it owns alone (no other thread writes
+/// it until this one ends), or [`SHARED`] when all are taken or the thread is ending.
 #[inline]
 fn stripe() -> usize {
-    STRIPE.with(|s| {
-        let v = s.get();
-        if v != usize::MAX {
-            return v;
-        }
-        let v = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
-        s.set(v);
-        v
-    })
+    STRIPE.try_with(Stripe::get).unwrap_or(SHARED)
 }
 
 impl Counter {
     #[inline]
     pub(crate) fn add(&self, n: u64) {
-        if n != 0 {
-            self.cells[stripe()].fetch_add(n, Ordering::Relaxed);
-        }
+        self.add_at(stripe(), n);
     }
 
     /// Adds `n` to stripe `s` (from [`stripe`]), for callers updating several counters.
     #[inline]
     fn add_at(&self, s: usize, n: u64) {
-        if n != 0 {
-            self.cells[s].fetch_add(n, Ordering::Relaxed);
+        if n == 0 {
+            return;
+        }
+        let cell = &self.cells[s];
+        if s == SHARED {
+            cell.fetch_add(n, Ordering::Relaxed);
+        } else {
+            // Only this thread writes the cell: readers see the old sum or the new.
+            cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
         }
     }
 
@@ -581,6 +636,28 @@ mod tests {
         assert!((with_blobs.write_amplification() - 7.0).abs() < 1e-12);
         assert_eq!(Stats::default().filter_false_positive_rate(), 0.0);
         assert_eq!(Stats::default().write_amplification(), 0.0);
+    }
+
+    /// More threads at once than cells, some ending while others start: those past the
+    /// owned cells share one, added to atomically, and an ended thread's cell passes to a
+    /// new one with its sum. A plain add on a cell two threads wrote would lose counts.
+    #[test]
+    fn counter_loses_nothing_with_more_threads_than_cells_and_threads_coming_and_going() {
+        let c = Counter::default();
+        std::thread::scope(|s| {
+            for _ in 0..3 * STRIPES {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        c.incr();
+                    }
+                    // A thread of its own, started and ended while the others count.
+                    std::thread::scope(|s| {
+                        s.spawn(|| c.add(5));
+                    });
+                });
+            }
+        });
+        assert_eq!(c.get(), 3 * STRIPES as u64 * 20_005);
     }
 
     #[test]
