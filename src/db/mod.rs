@@ -102,6 +102,11 @@ pub(crate) struct DbInner {
     /// Opened with `Db::open_read_only`: no lock, no background threads, no writes.
     pub read_only: bool,
     pub state: ArcSwap<DbState>,
+    /// Bumped before and after each store of `state` (odd while one is under way): what a
+    /// reader checks to know the state did not change around its load of `visible_seq`
+    /// (`DbInner::stable_tree`), for a plain load where a second load of `state` cost two
+    /// atomic read-modify-writes.
+    pub state_changes: AtomicU64,
     pub state_lock: Mutex<()>,
     /// Shared by the background compactions running (`compaction::maybe_compact`), whose
     /// inputs are then in `compacting`; held alone by a manual compaction, a compaction step,

@@ -63,13 +63,26 @@ impl DbInner {
     /// labelled with a sequence number it does not hold (a checkpoint would record it as its
     /// last), and a transaction's check would take those writes for ones its snapshot saw.
     pub(crate) fn stable_tree(&self, keyspace: KeyspaceId) -> (Option<Arc<Tree>>, SeqNo) {
+        let view = self.stable_view();
+        // As in `stable_read_view`.
+        self.in_flight.wait_through(view.seq());
+        (view.state().tree(keyspace).cloned(), view.seq())
+    }
+
+    /// A view whose state was current when its sequence number was loaded: no state was
+    /// stored between the two loads, as `state_changes`, the same before the first and after
+    /// the second (and even: no store under way), says. A store whose new state a write
+    /// numbered at or below the number went into bumps the count before it, and the
+    /// number's Acquire load sees that write's publication, so the second read of the count
+    /// sees the bump.
+    fn stable_view(&self) -> ReadView {
         loop {
+            let before = self.state_changes.load(Ordering::Acquire);
             let view = self.read_view();
-            if Arc::ptr_eq(view.state(), &self.state.load()) {
-                // As in `stable_read_view`.
-                self.in_flight.wait_through(view.seq());
-                return (view.state().tree(keyspace).cloned(), view.seq());
+            if before % 2 == 0 && self.state_changes.load(Ordering::Acquire) == before {
+                return view;
             }
+            std::hint::spin_loop();
         }
     }
 
@@ -78,16 +91,12 @@ impl DbInner {
     /// time it was taken, so that its reads are repeatable as the clock moves: what it saw
     /// live it keeps seeing (its files are pinned, so no compaction takes it away).
     pub(crate) fn stable_read_view(&self) -> ReadView {
-        loop {
-            let view = self.read_view();
-            if Arc::ptr_eq(view.state(), &self.state.load()) {
-                // A write below the number may still be going into the state's memtable.
-                self.in_flight.wait_through(view.seq());
-                let mut view = view.into_owned();
-                view.time = Some(self.clock.now());
-                return view;
-            }
-        }
+        let view = self.stable_view();
+        // A write below the number may still be going into the state's memtable.
+        self.in_flight.wait_through(view.seq());
+        let mut view = view.into_owned();
+        view.time = Some(self.clock.now());
+        view
     }
 }
 

@@ -711,6 +711,7 @@ fn assemble(
         read_only: lock.is_none(),
         file_lock: Mutex::new(lock),
         state: ArcSwap::from_pointee(state),
+        state_changes: AtomicU64::new(0),
         state_lock: Mutex::new(()),
         compaction_slot: std::sync::RwLock::new(()),
         compacting: Mutex::default(),

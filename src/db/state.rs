@@ -191,7 +191,7 @@ impl DbInner {
                 }));
             }
         }
-        self.state.store(Arc::new(DbState { trees }));
+        self.store_state(DbState { trees });
         Ok(())
     }
 
@@ -226,6 +226,13 @@ impl DbInner {
     pub(crate) fn swap_state(&self, f: impl FnOnce(&DbState) -> DbState) {
         let _g = lock(&self.state_lock);
         let cur = self.state.load();
-        self.state.store(Arc::new(f(&cur)));
+        self.store_state(f(&cur));
+    }
+
+    /// Replaces the state (under `state_lock`), `state_changes` odd meanwhile.
+    fn store_state(&self, next: DbState) {
+        self.state_changes.fetch_add(1, Ordering::SeqCst);
+        self.state.store(Arc::new(next));
+        self.state_changes.fetch_add(1, Ordering::SeqCst);
     }
 }
