@@ -512,18 +512,18 @@ fn prefetch_lines(words: &[u64], from: u64, to: u64) {
     }
 }
 
-/// Reads the `bits`-bit value at bit `at` of `words`.
+/// Reads the `bits`-bit value at bit `at` of `words`. Both words it may span are read
+/// whether or not it crosses into the second: which low parts cross is no pattern a branch
+/// predictor learns, and a probe reads a bucket's dozen or so.
 #[inline]
 fn get_bits(words: &[u64], at: u64, bits: u32) -> u64 {
     if bits == 0 {
         return 0;
     }
     let (w, off) = ((at / 64) as usize, (at % 64) as u32);
-    let mut v = words[w] >> off;
-    if off + bits > 64 {
-        v |= words[w + 1] << (64 - off);
-    }
-    v & low_mask(bits)
+    let next = words.get(w + 1).copied().unwrap_or(0);
+    let pair = u128::from(words[w]) | u128::from(next) << 64;
+    (pair >> off) as u64 & low_mask(bits)
 }
 
 #[cfg(test)]

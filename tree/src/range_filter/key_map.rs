@@ -52,6 +52,78 @@ pub fn narrow(window: u64, width: u32) -> u64 {
     }
 }
 
+/// A filter's prefix, its bytes (when at most 8) also held as an integer: a key of 8 bytes
+/// or more is placed against it by one comparison of integers, where comparing slices
+/// called `memcmp`, about a tenth of a probe of a filter in cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Prefix {
+    bytes: Vec<u8>,
+    /// The first 8 bytes, big-endian, zero-padded.
+    head: u64,
+}
+
+/// Where a key lies against the keys with a prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Below every such key.
+    Below,
+    /// It starts with the prefix.
+    Within,
+    /// Above every such key.
+    Above,
+}
+
+impl Prefix {
+    pub fn new(bytes: Vec<u8>) -> Prefix {
+        let mut b = [0u8; 8];
+        let n = bytes.len().min(8);
+        b[..n].copy_from_slice(&bytes[..n]);
+        Prefix { head: u64::from_be_bytes(b), bytes }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    /// Where `key` lies against the keys that start with the prefix.
+    #[inline]
+    pub fn place(&self, key: &[u8]) -> Place {
+        let p = self.bytes.len();
+        if let (true, Some(k)) = (p <= 8, key.first_chunk::<8>()) {
+            // The key's first `p` bytes against the prefix, as the top `8p` bits (none of
+            // either for an empty prefix).
+            let top = |x: u64| x.checked_shr(64 - 8 * p as u32).unwrap_or(0);
+            return match top(u64::from_be_bytes(*k)).cmp(&top(self.head)) {
+                std::cmp::Ordering::Less => Place::Below,
+                std::cmp::Ordering::Equal => Place::Within,
+                std::cmp::Ordering::Greater => Place::Above,
+            };
+        }
+        if key.starts_with(&self.bytes) {
+            Place::Within
+        } else if key < &self.bytes[..] {
+            // A proper prefix of the prefix, or smaller at the first byte that differs.
+            Place::Below
+        } else {
+            // Larger at a byte inside the prefix: above every key that has it.
+            Place::Above
+        }
+    }
+}
+
 /// Where a bound lies against the keys with `prefix`.
 enum Side {
     /// Below every such key.
@@ -62,15 +134,12 @@ enum Side {
     At(u64),
 }
 
-fn side(key: &[u8], prefix: &[u8], width: u32) -> Side {
-    if key.starts_with(prefix) {
-        Side::At(map_key(key, prefix.len(), width))
-    } else if key < prefix {
-        // A proper prefix of `prefix`, or smaller at the first byte that differs.
-        Side::Below
-    } else {
-        // Larger at a byte inside `prefix`: above every key that has it.
-        Side::Above
+#[inline]
+fn side(key: &[u8], prefix: &Prefix, width: u32) -> Side {
+    match prefix.place(key) {
+        Place::Within => Side::At(map_key(key, prefix.len(), width)),
+        Place::Below => Side::Below,
+        Place::Above => Side::Above,
     }
 }
 
@@ -78,7 +147,7 @@ fn side(key: &[u8], prefix: &[u8], width: u32) -> Side {
 /// (any number if `width` is 8) inside `(start, end)` maps into, in the map of `width`
 /// bytes, or `None` when no such key can exist.
 pub fn map_range(
-    prefix: &[u8],
+    prefix: &Prefix,
     width: u32,
     start: Bound<&[u8]>,
     end: Bound<&[u8]>,
@@ -143,7 +212,42 @@ pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
     use Bound::{Excluded, Included, Unbounded};
+
+    /// [`super::map_range`] for a prefix given as bytes.
+    fn map_range(
+        prefix: &[u8],
+        width: u32,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Option<(u64, u64)> {
+        super::map_range(&Prefix::new(prefix.to_vec()), width, lo, hi)
+    }
+
+    /// A key is placed against a prefix as comparing the slices places it, for prefixes of 0
+    /// to 10 bytes and keys of 0 to 12 (both sides of 8, where the integer comparison
+    /// starts), over an alphabet of three bytes, so that keys mostly share their prefix's
+    /// first bytes and differ at every position.
+    #[test]
+    fn place_agrees_with_comparing_slices() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut bytes = |most: usize| -> Vec<u8> {
+            let n = rng.gen_range(0..=most);
+            (0..n).map(|_| [0u8, 0x7f, 0xff][rng.gen_range(0..3)]).collect()
+        };
+        for _ in 0..200_000 {
+            let (p, k) = (bytes(10), bytes(12));
+            let want = if k.starts_with(&p) {
+                Place::Within
+            } else if k < p {
+                Place::Below
+            } else {
+                Place::Above
+            };
+            assert_eq!(Prefix::new(p.clone()).place(&k), want, "{k:?} against {p:?}");
+        }
+    }
 
     /// Whether `k` lies in `(lo, hi)`.
     pub(crate) fn in_bounds(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {

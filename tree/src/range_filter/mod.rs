@@ -53,7 +53,7 @@ use crate::coding::{crc32, get_u32, get_u64, put_u32, put_u64};
 use crate::filter_memory::decoded_words;
 use crate::{Error, Result};
 use elias_fano::{low_bits_for, upper_len_for, words_for, EliasFano, Keep};
-use key_map::{common_prefix_len, map_key, map_range, narrow, window};
+use key_map::{common_prefix_len, map_key, map_range, narrow, window, Place, Prefix};
 
 const MAGIC: &[u8; 4] = b"BKVR";
 const VERSION: u8 = 1;
@@ -85,7 +85,7 @@ pub struct PreparedProbe {
 /// A range filter over a set of keys (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RangeFilter {
-    prefix: Vec<u8>,
+    prefix: Prefix,
     /// Bytes after the prefix a key maps by.
     width: u32,
     lg_width: u32,
@@ -146,7 +146,7 @@ impl RangeFilter {
 
     /// The prefix every key of the filter shares.
     pub fn prefix(&self) -> &[u8] {
-        &self.prefix
+        self.prefix.bytes()
     }
 
     /// Distinct mapped keys the filter was built over.
@@ -184,7 +184,7 @@ impl RangeFilter {
 
     /// Heap bytes the filter holds.
     pub fn memory_bytes(&self) -> usize {
-        self.prefix.capacity() + self.codes.memory_bytes()
+        self.prefix.heap_bytes() + self.codes.memory_bytes()
     }
 
     /// False only if no key of the filter lies in `(start, end)`.
@@ -221,7 +221,7 @@ impl RangeFilter {
     #[inline]
     pub fn prepare_key(&self, key: &[u8]) -> Option<PreparedProbe> {
         // Every key of the filter starts with its prefix.
-        if !key.starts_with(&self.prefix) || self.codes.is_empty() {
+        if self.prefix.place(key) != Place::Within || self.codes.is_empty() {
             return None;
         }
         let x = map_key(key, self.prefix.len(), self.width);
@@ -339,7 +339,7 @@ impl RangeFilter {
         put_u64(&mut b, self.keys);
         put_u64(&mut b, self.bits_per_key.to_bits());
         put_u32(&mut b, self.prefix.len() as u32);
-        b.extend_from_slice(&self.prefix);
+        b.extend_from_slice(self.prefix.bytes());
         for w in lows.iter().chain(upper) {
             put_u64(&mut b, *w);
         }
@@ -417,7 +417,7 @@ impl RangeFilter {
             (decoded_words(&bytes[prefix_end..low_end]), decoded_words(&bytes[low_end..body]));
         let codes = EliasFano::from_words(n, universe, low_bits, lows, upper, Keep::Open)
             .map_err(|why| bad(prefix_end, why))?;
-        let prefix = bytes[HEADER_LEN..prefix_end].to_vec();
+        let prefix = Prefix::new(bytes[HEADER_LEN..prefix_end].to_vec());
         let modulus = Modulus::new(codes.universe());
         Ok(RangeFilter { prefix, width, lg_width, keys, bits_per_key, codes, modulus })
     }
@@ -708,7 +708,7 @@ impl RangeFilterBuilder {
         let anchor: Option<&[u8]> = self.first.as_deref().or(self.extra.first().map(|k| &k[..]));
         let Some(anchor) = anchor else {
             return RangeFilter {
-                prefix: Vec::new(),
+                prefix: Prefix::default(),
                 width: 0,
                 lg_width,
                 keys: 0,
@@ -721,7 +721,7 @@ impl RangeFilterBuilder {
         for k in &self.extra {
             p = p.min(common_prefix_len(anchor, k));
         }
-        let prefix = anchor[..p].to_vec();
+        let prefix = Prefix::new(anchor[..p].to_vec());
         let width = (self.longest - p).min(8) as u32;
         // The kept windows become the keys' integers in place, then their codes: a table
         // build pays for one array of 8 bytes per key, not three.
