@@ -123,8 +123,7 @@ impl Index {
             between,
             // The block handle is read next, from its own array: in a table too large for
             // the caches it is one more miss after the search's last. Requested with the
-            // last step's heads, it arrives with them (a lookup's table search at 50M keys:
-            // about 3% faster, `get` and `multi_get` alike).
+            // last step's heads, it arrives with them.
             |last_step| prefetch_all(self.handles.get(last_step).unwrap_or_default()),
         )
     }
