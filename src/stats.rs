@@ -4,8 +4,8 @@
 //! cache line between cores on every read. Each counter is therefore striped over a few
 //! cache-padded cells, a thread always adding to "its" cell, and summed when read. A thread
 //! owns its cell alone while it lives (see [`stripe`]), so it adds with a plain load and
-//! store: an atomic read-modify-write costs about 9 ns on the development machine, and a
-//! short scan or a lookup makes several.
+//! store: an atomic read-modify-write costs many times that, and a short scan or a lookup
+//! makes several.
 
 use std::cell::Cell;
 use std::collections::HashMap;

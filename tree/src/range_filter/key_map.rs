@@ -54,7 +54,7 @@ pub fn narrow(window: u64, width: u32) -> u64 {
 
 /// A filter's prefix, its bytes (when at most 8) also held as an integer: a key of 8 bytes
 /// or more is placed against it by one comparison of integers, where comparing slices
-/// called `memcmp`, about a tenth of a probe of a filter in cache.
+/// called `memcmp` for a few bytes, twice per query.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Prefix {
     bytes: Vec<u8>,
