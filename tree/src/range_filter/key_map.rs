@@ -74,6 +74,16 @@ pub enum Place {
 }
 
 impl Prefix {
+    /// The prefix `bytes`.
+    ///
+    /// ```
+    /// use bloomkv_tree::range_filter::key_map::{Place, Prefix};
+    ///
+    /// let p = Prefix::new(b"user/".to_vec());
+    /// assert_eq!(p.place(b"user/0042"), Place::Within);
+    /// assert_eq!(p.place(b"group/0042"), Place::Below);
+    /// assert_eq!(p.place(b"user0"), Place::Above);
+    /// ```
     pub fn new(bytes: Vec<u8>) -> Prefix {
         let mut b = [0u8; 8];
         let n = bytes.len().min(8);
@@ -81,14 +91,17 @@ impl Prefix {
         Prefix { head: u64::from_be_bytes(b), bytes }
     }
 
+    /// The prefix's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
+    /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
 
+    /// True for the empty prefix, which every key starts with.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
