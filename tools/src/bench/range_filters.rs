@@ -338,11 +338,10 @@ pub(super) fn run(
         // and the machine as the other left them, and across the two passes each does so
         // once.
         let n = runs[0].len();
-        let first = i % runs.len();
-        for (half, k) in [(0..n / 2, first), (0..n / 2, 1 - first), (n / 2..n, 1 - first)] {
+        let (a, b) = (i % 2, 1 - i % 2);
+        for (k, half) in [(a, 0..n / 2), (b, 0..n / 2), (b, n / 2..n), (a, n / 2..n)] {
             runs[k].run_part(half)?;
         }
-        runs[first].run_part(n / 2..n)?;
         for phase in runs {
             results.push(phase.finish()?);
         }

@@ -411,9 +411,7 @@ impl EliasFano {
         let d = self.next_zero(before_h2 + 1) - h2;
         c < d && self.low(c) <= hi & mask
     }
-}
 
-impl EliasFano {
     /// The first of elements `a..b` (one bucket's, their low parts ascending) whose low part
     /// is at least `target`, or `b`. A bucket mostly holds a run of one block's codes, a
     /// dozen or so: those are counted, each low part a load independent of the others, where
