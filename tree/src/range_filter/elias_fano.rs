@@ -413,15 +413,45 @@ impl EliasFano {
     }
 
     /// The first of elements `a..b` (one bucket's, their low parts ascending) whose low part
-    /// is at least `target`, or `b`. A bucket mostly holds a run of one block's codes, a
-    /// dozen or so: those are counted, each low part a load independent of the others, where
-    /// a binary search makes each load wait for the one before. A larger bucket is halved
-    /// down to [`LINEAR_SEARCH`] first, without a branch on the comparison (which way a
-    /// probe goes is a coin toss).
+    /// is at least `target`, or `b`.
+    ///
+    /// A bucket mostly holds up to one element, or a run of one block's codes: a locality
+    /// hash keeps a block's distances, so a dense key range makes a run as evenly spaced as
+    /// its keys, dozens long. Where it is that long, the answer is guessed by interpolating
+    /// between the bucket's first and last low parts and checked against the parts a few
+    /// places either side, and the few between are counted: a run as even as its keys holds
+    /// the answer there, in a handful of independent loads where halving makes each load
+    /// wait for the one before. A guess that misses still narrows the bucket to one side of
+    /// it, which is then halved down to [`LINEAR_SEARCH`] without a branch on the comparison
+    /// (which way a probe goes is a coin toss), and counted.
     #[inline]
     fn first_low_at_least(&self, a: u64, b: u64, target: u64) -> u64 {
         // The answer lies in base..=base + size, and elements base..base + size are a's.
         let (mut base, mut size) = (a, b - a);
+        if size > LINEAR_SEARCH {
+            let (first, last) = (self.low(a), self.low(b - 1));
+            if target <= first {
+                return a;
+            }
+            if target > last {
+                return b;
+            }
+            // Now low(a) < target ≤ low(b − 1): the answer is in a + 1..=b − 1 (`last >
+            // first`, and the fraction is at most 1). Rounded up by adding one, not by `ceil`,
+            // a call on the baseline target.
+            let fraction = (target - first) as f64 / (last - first) as f64;
+            let guess = a + 1 + ((b - 1 - a) as f64 * fraction) as u64;
+            let guess = guess.min(b - 1);
+            let below = guess.saturating_sub(GUESS_REACH).max(a);
+            let above = (guess + GUESS_REACH).min(b - 1);
+            (base, size) = if self.low(below) >= target {
+                (a + 1, below - a - 1)
+            } else if self.low(above) < target {
+                (above + 1, b - above - 2)
+            } else {
+                (below + 1, above - below - 1)
+            };
+        }
         while size > LINEAR_SEARCH {
             let half = size / 2;
             let below = self.low(base + half - 1) < target;
@@ -432,8 +462,12 @@ impl EliasFano {
     }
 }
 
+/// Elements either side of [`EliasFano::first_low_at_least`]'s guess it checks, so that
+/// the parts between, at most [`LINEAR_SEARCH`], are counted.
+const GUESS_REACH: u64 = LINEAR_SEARCH / 2;
+
 /// Elements of a bucket [`EliasFano::first_low_at_least`] counts rather than halves.
-const LINEAR_SEARCH: u64 = 32;
+const LINEAR_SEARCH: u64 = 8;
 
 /// The `bits` lowest bits set (all 64 for 64 and more).
 #[inline]
@@ -640,6 +674,11 @@ mod tests {
         for start in [100u64, 70_000, 1 << 30] {
             v.extend(start..start + 3000);
         }
+        check(&v, 1 << 32, &mut rng);
+        // Buckets whose parts are far from evenly spread (squares; a clump then a sparse
+        // tail): a guess between the first and last part lands off the answer on either side.
+        let mut v: Vec<u64> = (0..3000u64).map(|i| i * i).collect();
+        v.extend((0..40).map(|i| (1 << 31) + i).chain((1..40).map(|i| (1 << 31) + i * 5000)));
         check(&v, 1 << 32, &mut rng);
         // Long runs of empty buckets, so selects cross many words and samples.
         check(&[1, 1 << 35, (1 << 35) + 1, (1 << 36) - 1], 1 << 36, &mut rng);
