@@ -30,6 +30,7 @@ pub mod block;
 pub mod block_iter;
 pub mod builder;
 pub mod cache;
+pub mod false_maybes;
 pub mod format;
 pub mod iter;
 pub mod properties;
