@@ -532,6 +532,53 @@ fn point_reads_ask_the_range_filter_after_a_point_filter_maybe() {
     assert_eq!(blocks, 12 + false_positives);
 }
 
+/// A table read only for keys it holds stops asking its range filter after a point filter's
+/// "maybe" (every such probe answers "maybe"): the first absent keys after them read the
+/// table's block instead, until they bring the probe back, and then are turned away again —
+/// through `get` and `multi_get` alike, with the same answers throughout.
+#[test]
+fn point_reads_leave_out_the_range_probe_while_it_turns_nothing_away() {
+    for multi in [false, true] {
+        let opts = with_range_filters().filter_policy(FilterPolicy::None);
+        let (_dir, db) = common::db::open_temp(opts);
+        for i in 0..1000u64 {
+            db.put(be(100 * i), [1]).unwrap();
+        }
+        db.flush().unwrap();
+        let read = |keys: &[Vec<u8>]| -> Vec<Option<bloomkv::Value>> {
+            if multi {
+                db.multi_get(keys).unwrap()
+            } else {
+                keys.iter().map(|k| db.get(k).unwrap()).collect()
+            }
+        };
+        let present: Vec<Vec<u8>> = (0..200).map(|i| be(100 * i)).collect();
+        let s = db.stats();
+        assert!(read(&present).iter().all(Option::is_some));
+        // (`multi_get` searches one block for all of them.)
+        let (negatives, false_positives, _) = point_delta(&db, &s);
+        assert_eq!((negatives, false_positives), (0, 0));
+        let mut blocks_read = 0;
+        loop {
+            let s = db.stats();
+            assert_eq!(read(&[be(100 * blocks_read + 50)]), [None]);
+            match point_delta(&db, &s) {
+                (1, 0, 0) => break,
+                delta => assert_eq!(delta, (0, 1, 1), "absent key {blocks_read}"),
+            }
+            blocks_read += 1;
+            assert!(blocks_read < 10, "the probe still left out after {blocks_read} absent keys");
+        }
+        assert!(blocks_read >= 2, "one absent key brought the probe back");
+        let absent: Vec<Vec<u8>> = (500..600).map(|i| be(100 * i + 50)).collect();
+        let s = db.stats();
+        assert!(read(&absent).iter().all(Option::is_none));
+        let (negatives, false_positives, blocks) = point_delta(&db, &s);
+        assert_eq!(negatives + false_positives, 100);
+        assert!(false_positives <= 1 && blocks == false_positives, "{false_positives}");
+    }
+}
+
 /// Keys that share the 8 bytes past the filter's prefix all map to one integer: the range
 /// filter cannot tell them apart, so it answers "maybe" for each and a point read never loses
 /// one, whatever kind of entry decides it — a put, a delete, a merge operand, a value held in

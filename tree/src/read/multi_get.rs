@@ -211,7 +211,10 @@ fn window<'s, K: AsRef<[u8]>>(
             t.table.get_many(group_keys, seq, wait, |k, got| {
                 let i = group[k].1;
                 match got {
-                    TableLookup::Done(got) => settle(call, &mut s.lookups, tally, i, got),
+                    TableLookup::Done(got) => {
+                        t.table.record_point_outcome(&got.outcome);
+                        settle(call, &mut s.lookups, tally, i, got)
+                    }
                     TableLookup::Waiting(handle) => s.waiting.push((t, i, handle)),
                 }
             })?;
@@ -308,6 +311,7 @@ fn fetch_waiting<K: AsRef<[u8]>>(
         let first = previous != Some(b);
         previous = Some(b);
         let got = t.table.get_in(&fetched[b], handle, keys[i].as_ref(), seq, first)?;
+        t.table.record_point_outcome(&got.outcome);
         settle(call, &mut s.lookups, tally, i, got);
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! Whether a point read asks a table's range filter after its point filter said "maybe".
+//! Whether a point read (`get` or `multi_get`) asks a table's range filter after its point
+//! filter said "maybe".
 //!
 //! The range filter's probe turns a point filter's false positive away before the block
 //! read it would otherwise cost. But it costs a few dependent cache misses each time it is

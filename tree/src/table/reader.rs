@@ -464,9 +464,7 @@ impl Table {
         let Fetched { block, read } =
             self.fetch(handle, self.lookups, Wait::ForDevice)?.waited()?;
         let (outcome, seq) = self.search_block(&block, handle, target, user_key)?;
-        if self.range_filter.is_some() {
-            self.false_maybes.record(outcome == GetOutcome::Absent);
-        }
+        self.record_point_outcome(&outcome);
         Ok(Some(TableGet { outcome, block_read: read, cache_hit: !read, seq }))
     }
 
@@ -803,9 +801,35 @@ impl Table {
     /// the filter holds every user key the table has an entry for); true without a filter.
     /// A point read's third chance to skip the table after its point filter said "maybe".
     /// The table's range tombstones play no part: a point read takes them from the version.
+    ///
+    /// As [`Table::get_unless_range_filtered`], the filter is probed only while enough of
+    /// the point filter's maybes were false ([`FalseMaybes`]); a caller that goes on to
+    /// search the table tells what it found with [`Table::record_point_outcome`].
     #[inline]
     pub fn range_filter_may_hold(&self, key: &[u8]) -> bool {
-        self.range_filter.as_ref().map_or(true, |f| f.may_contain_key(key))
+        let Some(f) = &self.range_filter else { return true };
+        // Outside the filter's prefix: told without a load.
+        let Some(p) = f.prepare_key(key) else { return false };
+        if !self.false_maybes.worth_probing() {
+            return true;
+        }
+        // The bucket's upper and low words, guessed from the select sample, load together:
+        // two dependent misses where the probe alone makes three.
+        f.prefetch_words(&p);
+        let may = f.probe_prepared(&p) != RangeProbe::Absent;
+        if !may {
+            self.false_maybes.record(true);
+        }
+        may
+    }
+
+    /// Records what a point read found searching the table after
+    /// [`Table::range_filter_may_hold`] let it through, for whether later ones ask the filter.
+    #[inline]
+    pub fn record_point_outcome(&self, outcome: &GetOutcome) {
+        if self.range_filter.is_some() {
+            self.false_maybes.record(*outcome == GetOutcome::Absent);
+        }
     }
 
     /// True if one of the table's range tombstones holds a key of `(start, end)`.
