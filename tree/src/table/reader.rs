@@ -458,7 +458,7 @@ impl Table {
             }
         }
         let Some(&handle) = self.index.handles.get(i) else {
-            self.false_maybes.record(true);
+            self.record_point_outcome(&GetOutcome::Absent);
             return Ok(Some(TableGet::without_io(GetOutcome::Absent)));
         };
         let Fetched { block, read } =
