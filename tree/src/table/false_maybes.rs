@@ -20,10 +20,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The share's fixed-point one.
 const ONE: u32 = 1 << 16;
 
-/// The share of false maybes above which the probe is asked: about the probe's cost (its
-/// select sample and words, mostly not in cache) over a block read's (an index search, a
-/// system call, a 4 KiB copy and its checksum). DESIGN.md gives the measurement.
-pub const WORTH_PROBING: f64 = 1.0 / 16.0;
+/// The share of false maybes above which the probe is asked, in the share's fixed point:
+/// about the probe's cost (its select sample and words, mostly not in cache) over a block
+/// read's (an index search, a system call, a 4 KiB copy and its checksum). DESIGN.md gives
+/// the measurement.
+const LINE: u32 = ONE / 16;
+
+/// [`LINE`] as a fraction.
+pub const WORTH_PROBING: f64 = LINE as f64 / ONE as f64;
 
 /// Each outcome moves the share this fraction of the way to 0 or 1: a few dozen outcomes
 /// cross the line, and a lone outcome barely moves it.
@@ -49,7 +53,7 @@ impl FalseMaybes {
     /// True if a point read should ask the range filter.
     #[inline]
     pub fn worth_probing(&self) -> bool {
-        f64::from(self.share.load(Ordering::Relaxed)) > WORTH_PROBING * f64::from(ONE)
+        self.share.load(Ordering::Relaxed) > LINE
     }
 
     /// Records one maybe's outcome: `false_maybe` if the table held no entry of the key.
@@ -103,7 +107,7 @@ mod tests {
             lookups += 1;
             assert!(lookups < 10, "not probing after {lookups} false maybes");
         }
-        // A settled share is not written again.
+        // False maybes alone settle it at exactly one.
         for _ in 0..1000 {
             m.record(true);
         }
