@@ -152,30 +152,34 @@ async fn acknowledged_writes_survive_kills_restarts_and_a_late_learner() {
     );
     assert!(acked.len() > 100 && kills > 0, "too little happened to mean anything");
 
-    // Every node back, then a snapshot the log is purged up to, then a fourth node that can
-    // only start from it.
+    // Every node back, then on every voter a snapshot its log is purged up to, then a fourth
+    // node that can only start from one: whichever voter leads when it joins, and leadership
+    // may move between these steps, holds no log from the start.
     for node in nodes.iter_mut().filter(|n| !n.up()) {
         node.start();
     }
     let nodes_ref = &nodes;
-    let mut l = 0;
-    wait_until("a snapshot with every node up", || async move {
-        let Some(l) = leader(http_ref, nodes_ref).await else { return false };
-        let url = nodes_ref[l].url("/cluster/snapshot");
-        post(http_ref, url, Value::Null).await == Some(StatusCode::OK)
+    wait_until("a snapshot on every voter", || async move {
+        for node in nodes_ref {
+            let url = node.url("/cluster/snapshot");
+            if post(http_ref, url, Value::Null).await != Some(StatusCode::OK) {
+                return false;
+            }
+        }
+        true
     })
     .await;
-    if let Some(found) = leader(&http, &nodes).await {
-        l = found;
-    }
     let mut learner = node(4, scratch.path());
     learner.start();
     let learner_ref = &learner;
     wait_until("node 4 up", || async move { learner_ref.status(http_ref).await.is_some() }).await;
     let body = serde_json::json!([learner.id, learner.addr]);
     wait_until("node 4 added", || {
-        let (url, body) = (nodes_ref[l].url("/cluster/learner"), body.clone());
-        async move { post(http_ref, url, body).await == Some(StatusCode::OK) }
+        let body = body.clone();
+        async move {
+            let Some(l) = leader(http_ref, nodes_ref).await else { return false };
+            post(http_ref, nodes_ref[l].url("/cluster/learner"), body).await == Some(StatusCode::OK)
+        }
     })
     .await;
     nodes.push(learner);
