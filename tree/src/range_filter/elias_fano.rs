@@ -33,6 +33,8 @@ pub struct EliasFano {
     low_bits: u32,
     /// `n` low parts of `low_bits` bits each, packed from bit 0 of word 0 on.
     lows: Bits<u64>,
+    /// The `low_bits` lowest bits set: a low part's mask, worked out once.
+    low_mask: u64,
     /// The upper bit vector, `upper_len` bits used; bits past it are zero.
     upper: Bits<u64>,
     upper_len: u64,
@@ -166,7 +168,18 @@ impl EliasFano {
         let zero_samples = words_at(&zero_samples, keep);
         let buckets = (upper_len - n).max(1);
         let ones_per_zero = ((u128::from(n) << 32) / u128::from(buckets)) as u64;
-        EliasFano { n, universe, low_bits, lows, upper, upper_len, zero_samples, ones_per_zero }
+        let low_mask = low_mask(low_bits);
+        EliasFano {
+            n,
+            universe,
+            low_bits,
+            lows,
+            low_mask,
+            upper,
+            upper_len,
+            zero_samples,
+            ones_per_zero,
+        }
     }
 
     /// The sequence from stored words, checked: `lows` and `upper` must have exactly the
@@ -271,7 +284,14 @@ impl EliasFano {
     /// The low part of element `i`.
     #[inline]
     fn low(&self, i: u64) -> u64 {
-        get_bits(&self.lows, i * u64::from(self.low_bits), self.low_bits)
+        // Both words it may span are read whether or not it crosses into the second:
+        // which low parts cross is no pattern a branch predictor learns, and a probe reads
+        // several. Without low parts there are no words, and the mask is 0.
+        let at = i * u64::from(self.low_bits);
+        let (w, off) = ((at / 64) as usize, (at % 64) as u32);
+        let first = self.lows.get(w).copied().unwrap_or(0);
+        let next = self.lows.get(w + 1).copied().unwrap_or(0);
+        ((u128::from(first) | u128::from(next) << 64) >> off) as u64 & self.low_mask
     }
 
     /// Starts loading the select sample a query from `lo` ([`EliasFano::any_in`]) reads
@@ -439,17 +459,35 @@ impl EliasFano {
             // Now low(a) < target ≤ low(b − 1): the answer is in a + 1..=b − 1 (`last >
             // first`, and the fraction is at most 1). Rounded up by adding one, not by `ceil`,
             // a call on the baseline target.
-            let fraction = (target - first) as f64 / (last - first) as f64;
-            let guess = a + 1 + ((b - 1 - a) as f64 * fraction) as u64;
+            // The differences are below 2^63 (low parts have fewer than 64 bits, positions
+            // are bits of a vector): converted as signed, each conversion is one instruction,
+            // where an unsigned one is a branchy sequence on the baseline target.
+            let fraction = (target - first) as i64 as f64 / (last - first) as i64 as f64;
+            let guess = a + 1 + ((b - 1 - a) as i64 as f64 * fraction) as i64 as u64;
             let guess = guess.min(b - 1);
-            let below = guess.saturating_sub(GUESS_REACH).max(a);
-            let above = (guess + GUESS_REACH).min(b - 1);
-            (base, size) = if self.low(below) >= target {
-                (a + 1, below - a - 1)
-            } else if self.low(above) < target {
-                (above + 1, b - above - 2)
+            // A run as even as its keys mostly puts the answer exactly at the guess, which
+            // two loads from one line confirm. Otherwise the guess's part says which side
+            // the answer is on, and a part up to `GUESS_REACH` places that way bounds it.
+            (base, size) = if self.low(guess) >= target {
+                // In a + 1..=guess.
+                if self.low(guess - 1) < target {
+                    return guess;
+                }
+                // In a + 1..=guess − 1, so `below` < guess − 1.
+                let below = guess.saturating_sub(GUESS_REACH).max(a);
+                if self.low(below) >= target {
+                    (a + 1, below - a - 1)
+                } else {
+                    (below + 1, guess - below - 2)
+                }
             } else {
-                (below + 1, above - below - 1)
+                // In guess + 1..=b − 1 (so guess < b − 1, as low(b − 1) ≥ target).
+                let above = (guess + GUESS_REACH).min(b - 1);
+                if self.low(above) < target {
+                    (above + 1, b - above - 2)
+                } else {
+                    (guess + 1, above - guess - 1)
+                }
             };
         }
         while size > LINEAR_SEARCH {
@@ -462,9 +500,9 @@ impl EliasFano {
     }
 }
 
-/// Elements either side of [`EliasFano::first_low_at_least`]'s guess it checks, so that
-/// the parts between, at most [`LINEAR_SEARCH`], are counted.
-const GUESS_REACH: u64 = LINEAR_SEARCH / 2;
+/// How far past [`EliasFano::first_low_at_least`]'s guess, on the side the answer is, it
+/// checks a part, so that the parts between, fewer than [`LINEAR_SEARCH`], are counted.
+const GUESS_REACH: u64 = LINEAR_SEARCH;
 
 /// Elements of a bucket [`EliasFano::first_low_at_least`] counts rather than halves.
 const LINEAR_SEARCH: u64 = 8;
@@ -544,24 +582,17 @@ fn prefetch_lines(words: &[u64], from: u64, to: u64) {
     }
 }
 
-/// Reads the `bits`-bit value at bit `at` of `words`. Both words it may span are read
-/// whether or not it crosses into the second: which low parts cross is no pattern a branch
-/// predictor learns, and a probe reads a bucket's dozen or so.
-#[inline]
-fn get_bits(words: &[u64], at: u64, bits: u32) -> u64 {
-    if bits == 0 {
-        return 0;
-    }
-    let (w, off) = ((at / 64) as usize, (at % 64) as u32);
-    let next = words.get(w + 1).copied().unwrap_or(0);
-    let pair = u128::from(words[w]) | u128::from(next) << 64;
-    (pair >> off) as u64 & low_mask(bits)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    /// The `bits`-bit value at bit `at` of `words`.
+    fn get_bits(words: &[u64], at: u64, bits: u32) -> u64 {
+        let (w, off) = ((at / 64) as usize, (at % 64) as u32);
+        let next = words.get(w + 1).copied().unwrap_or(0);
+        ((u128::from(words[w]) | u128::from(next) << 64) >> off) as u64 & low_mask(bits)
+    }
 
     /// [`EliasFano::from_words`] of words given as vectors, kept on the heap.
     fn from_vecs(
@@ -676,9 +707,13 @@ mod tests {
         }
         check(&v, 1 << 32, &mut rng);
         // Buckets whose parts are far from evenly spread (squares; a clump then a sparse
-        // tail): a guess between the first and last part lands off the answer on either side.
+        // tail; a sparse head then a clump): a guess between the first and last part lands
+        // off the answer, below it or above it.
         let mut v: Vec<u64> = (0..3000u64).map(|i| i * i).collect();
         v.extend((0..40).map(|i| (1 << 31) + i).chain((1..40).map(|i| (1 << 31) + i * 5000)));
+        v.extend(
+            (0..40).map(|i| (3 << 30) + i * 5000).chain((0..40).map(|i| (3 << 30) + 200_000 + i)),
+        );
         check(&v, 1 << 32, &mut rng);
         // Long runs of empty buckets, so selects cross many words and samples.
         check(&[1, 1 << 35, (1 << 35) + 1, (1 << 36) - 1], 1 << 36, &mut rng);

@@ -106,6 +106,15 @@ impl Prefix {
         self.bytes.is_empty()
     }
 
+    /// True if `other` is the same prefix: mostly two integer comparisons, where comparing
+    /// the byte vectors calls `memcmp`.
+    #[inline]
+    pub fn same(&self, other: &Prefix) -> bool {
+        self.head == other.head
+            && self.bytes.len() == other.bytes.len()
+            && (self.bytes.len() <= 8 || self.bytes == other.bytes)
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.bytes.capacity()

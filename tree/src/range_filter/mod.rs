@@ -82,6 +82,14 @@ pub struct PreparedProbe {
     code: u64,
 }
 
+/// One range's bounds as [`RangeFilter::prepare_reusing`] last mapped them: by which prefix
+/// and width, and to what. Start each range with a new one.
+#[derive(Debug, Default)]
+pub struct MappedBounds<'f>(Option<MappedBy<'f>>);
+
+/// A key map (prefix and width) and the bounds mapped by it (`None`: no key of it between).
+type MappedBy<'f> = (&'f Prefix, u32, Option<(u64, u64)>);
+
 /// A range filter over a set of keys (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RangeFilter {
@@ -248,7 +256,41 @@ impl RangeFilter {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> std::result::Result<PreparedProbe, RangeProbe> {
-        let Some((lo, hi)) = map_range(&self.prefix, self.width, start, end) else {
+        self.prepare_mapped(map_range(&self.prefix, self.width, start, end))
+    }
+
+    /// [`RangeFilter::prepare`] for a caller asking several filters about one range: the
+    /// bounds are mapped again only where this filter's key map (prefix and width) differs
+    /// from the one `last` mapped them by. A level's neighbouring tables, and L0's tables
+    /// that each span the key space, mostly share theirs.
+    #[inline]
+    pub fn prepare_reusing<'f>(
+        &'f self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        last: &mut MappedBounds<'f>,
+    ) -> std::result::Result<PreparedProbe, RangeProbe> {
+        let mapped = match last.0 {
+            Some((prefix, width, mapped)) if width == self.width && prefix.same(&self.prefix) => {
+                mapped
+            }
+            _ => {
+                let mapped = map_range(&self.prefix, self.width, start, end);
+                last.0 = Some((&self.prefix, self.width, mapped));
+                mapped
+            }
+        };
+        self.prepare_mapped(mapped)
+    }
+
+    /// [`RangeFilter::prepare`] of bounds mapped to `[lo, hi]` (`None`: no key of the
+    /// filter's map can lie between them).
+    #[inline]
+    fn prepare_mapped(
+        &self,
+        mapped: Option<(u64, u64)>,
+    ) -> std::result::Result<PreparedProbe, RangeProbe> {
+        let Some((lo, hi)) = mapped else {
             return Err(RangeProbe::Absent);
         };
         if self.codes.is_empty() {
@@ -772,6 +814,50 @@ mod tests {
 
     fn be(i: u64) -> Vec<u8> {
         i.to_be_bytes().to_vec()
+    }
+
+    /// Bounds mapped once and reused for the next filter with the same key map prepare the
+    /// same query as mapping them for each filter, over filters whose maps are the same
+    /// (two tables' worth of 8-byte integers), differ in width (shorter keys), differ in a
+    /// short prefix, or share a long prefix's first 8 bytes and differ after them.
+    #[test]
+    fn bounds_mapped_once_prepare_what_each_filter_maps_itself() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let ints = |from: u64, step: u64| -> Vec<Vec<u8>> {
+            (0..300).map(|i| be(from + i * step)).collect()
+        };
+        let long = |tail: &[u8]| -> Vec<Vec<u8>> {
+            (0..300u32)
+                .map(|i| [b"sensor/000".as_slice(), tail, &i.to_be_bytes()].concat())
+                .collect()
+        };
+        let key_sets = [
+            ints(1 << 20, 1000),
+            ints(1 << 20, 777),
+            ints(1 << 20, 1000).into_iter().map(|k| k[..7].to_vec()).collect(),
+            ints(5 << 40, 1000),
+            long(b"7"),
+            long(b"7"),
+            long(b"8"),
+        ];
+        let filters: Vec<RangeFilter> = key_sets
+            .iter()
+            .map(|keys| RangeFilter::build(keys.iter().map(|k| k.as_slice()), 14.0))
+            .collect();
+        for _ in 0..2000 {
+            let set = &key_sets[rng.gen_range(0..key_sets.len())];
+            let mut lo = set[rng.gen_range(0..set.len())].clone();
+            let last = lo.len() - 1;
+            lo[last] = lo[last].wrapping_add(rng.gen_range(0..4));
+            let mut hi = lo.clone();
+            hi[last] = hi[last].saturating_add(rng.gen_range(0..40));
+            let (start, end) = (Included(&lo[..]), Excluded(&hi[..]));
+            let mut mapped = MappedBounds::default();
+            for f in &filters {
+                assert_eq!(f.prepare_reusing(start, end, &mut mapped), f.prepare(start, end));
+            }
+        }
     }
 
     /// An open table's filter (decoded) keeps its words in huge-page memory; one built to be

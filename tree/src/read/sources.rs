@@ -22,7 +22,7 @@ use crate::filter::hash_prefix;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BidirectionalIterator, InternalIterator};
 use crate::prefix::PrefixExtractor;
-use crate::range_filter::{PreparedProbe, RangeProbe};
+use crate::range_filter::{MappedBounds, PreparedProbe, RangeProbe};
 use crate::tree::Tree;
 use crate::version::level_iter::LevelIter;
 use crate::version::lookup::LookupKey;
@@ -170,10 +170,11 @@ pub fn choose_tables_by<'t>(
             each(level, t, choice);
         }
     };
+    let mut mapped = MappedBounds::default();
     let mut found = |level: usize, t: &'t Arc<TableFile>, in_range: bool| {
         let (choice, query) = match t.table.range_filter() {
             _ if !in_range => (Some(TableChoice::OutOfRange), None),
-            Some(f) if ask_range => match f.prepare(bounds.0, bounds.1) {
+            Some(f) if ask_range => match f.prepare_reusing(bounds.0, bounds.1, &mut mapped) {
                 Ok(q) => {
                     f.prefetch_sample(&q);
                     (None, Some(q))
