@@ -19,11 +19,15 @@ use crate::filter_memory::{Arena, Bits, Placement};
 /// Zeros between two select samples.
 const SAMPLE: u64 = 256;
 
-/// Positions either side of a bucket's guessed start whose lines a probe prefetches: two
-/// standard deviations of the ones among up to [`SAMPLE`] buckets of at most one element
-/// each on average (`√256`), so a guess is mostly covered without loading lines it never
-/// needs (the range filter's results say how the width was chosen).
-const GUESS_SPREAD: u64 = 32;
+/// Positions before a bucket's guessed start whose lines a probe prefetches: about the
+/// guess's error below the true start (the range filter's results give its spread).
+const GUESS_BEFORE: u64 = 64;
+
+/// Positions past a bucket's guessed start whose lines a probe prefetches: the guess's error
+/// above the true start, then the bucket itself, which the probe reads to its closing zero
+/// and, for its low parts, at both ends; a bucket a query meets is mostly a clump of one
+/// block's codes, dozens long.
+const GUESS_AFTER: u64 = 128;
 
 /// A sorted sequence of distinct `u64`s below a universe, in Elias–Fano form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -313,9 +317,9 @@ impl EliasFano {
     /// between this sample and the next (mostly in the same line), in proportion to the
     /// zeros passed: a table's keys come in runs, so its codes come in clumps, one per block,
     /// and the ratio of elements to buckets over the whole sequence guessed worse. The count
-    /// still varies with the clumps, so the lines [`GUESS_SPREAD`] positions either side of
-    /// the guess load too, in the upper vector and among the low parts: mostly the same line
-    /// or the next. A wrong guess costs only a wasted line.
+    /// still varies with the clumps, so the lines from [`GUESS_BEFORE`] positions before the
+    /// guess to [`GUESS_AFTER`] past it load too, among the low parts, and in the upper
+    /// vector up to as far past it: a few lines. A wrong guess costs only wasted lines.
     #[inline]
     pub fn prefetch_words(&self, lo: u64) {
         let h = lo >> self.low_bits;
@@ -337,11 +341,11 @@ impl EliasFano {
         };
         // Zero number h − 1, then the bucket's first element just past it.
         let pos = start + past + ones + 1;
-        prefetch_lines(&self.upper, start, pos + GUESS_SPREAD);
+        prefetch_lines(&self.upper, start, pos + GUESS_AFTER);
         if self.low_bits > 0 {
             let i = pos.saturating_sub(h);
             let l = u64::from(self.low_bits);
-            prefetch_lines(&self.lows, i.saturating_sub(GUESS_SPREAD) * l, (i + GUESS_SPREAD) * l);
+            prefetch_lines(&self.lows, i.saturating_sub(GUESS_BEFORE) * l, (i + GUESS_AFTER) * l);
         }
     }
 
