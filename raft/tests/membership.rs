@@ -1,5 +1,6 @@
 //! Membership as an operator changes it, over real loopback HTTP: a learner is reported added
-//! only once it has caught up, members are removed (learners and voters, never every voter),
+//! only once it has caught up, members are removed (learners and voters, never every voter;
+//! a removed leader redirects writes to a member),
 //! a node whose raft core has stopped says so, and a node's backup restores into a new
 //! cluster.
 
@@ -96,6 +97,20 @@ async fn a_learner_is_added_once_caught_up_and_members_can_be_removed() {
     let (code, _) = post(&http, url(leader, "/cluster/remove"), json!([3])).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(status(&http, leader).await["learners"], json!([]));
+    // The leader removes itself: node 2, the one voter left, leads. A write sent to node 1
+    // is redirected to node 2 and nothing is written (a redirect naming no leader would send
+    // a client back to node 1 until it gave up).
+    let (code, text) = post(&http, url(leader, "/cluster/remove"), json!([1])).await;
+    assert_eq!(code, StatusCode::OK, "{text}");
+    second.app.raft.wait(PATIENCE).current_leader(2, "node 2 leads").await.unwrap();
+    let put = http.put(url(leader, "/kv/gone")).body("v").send().await.unwrap();
+    let (code, text) = (put.status(), put.text().await.unwrap());
+    assert_eq!(code, StatusCode::MISDIRECTED_REQUEST, "{text}");
+    let redirect: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(redirect["error"], "not a member", "{text}");
+    assert_eq!(redirect["leader_addr"], json!(second.app.addr), "{text}");
+    let get = http.get(url(second, "/kv/gone")).send().await.unwrap();
+    assert_eq!(get.status(), StatusCode::NOT_FOUND);
     for node in nodes {
         node.stop().await.unwrap();
     }

@@ -262,6 +262,16 @@ fn forward_group(app: &App, raft: &Raft, group: Option<GroupId>) -> Option<Respo
     // Read in place: this runs before every write, and the metrics are not small to clone.
     let metrics = raft.metrics();
     let m = metrics.borrow();
+    let membership = m.membership_config.membership();
+    if membership.get_node(&app.id).is_none() && membership.nodes().next().is_some() {
+        // Removed: this node holds the change that left it out and hears of no leader
+        // after it, so its redirect would name none, which sends a client back here until
+        // the client gives up. A voter is the place to ask: it leads, or names who does.
+        let member = membership.voter_ids().next();
+        let leader_node = member.and_then(|id| membership.get_node(&id)).cloned();
+        let f = openraft::error::ForwardToLeader { leader_id: member, leader_node };
+        return Some(super::not_a_member(f, group));
+    }
     match m.current_leader {
         Some(leader) if leader == app.id => None,
         // No leader known: openraft answers with the redirect itself, or the write waits

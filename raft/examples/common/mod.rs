@@ -488,6 +488,20 @@ fn not_group_leader(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId
     json_line(StatusCode::MISDIRECTED_REQUEST, body)
 }
 
+/// The answer of a node removed from a group: a redirect, as [`not_group_leader`]'s, to a
+/// voter of the membership that removed it (which leads, or names the leader).
+fn not_a_member(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId>) -> Response {
+    let mut body = json!({
+        "error": "not a member",
+        "leader": f.leader_id,
+        "leader_addr": f.leader_node.map(|n| n.addr),
+    });
+    if let Some(group) = group {
+        body["group"] = json!(group);
+    }
+    json_line(StatusCode::MISDIRECTED_REQUEST, body)
+}
+
 impl App {
     fn new(
         id: NodeId,
