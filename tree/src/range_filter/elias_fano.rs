@@ -442,12 +442,13 @@ impl EliasFano {
     /// A bucket mostly holds up to one element, or a run of one block's codes: a locality
     /// hash keeps a block's distances, so a dense key range makes a run as evenly spaced as
     /// its keys, dozens long. Where it is that long, the answer is guessed by interpolating
-    /// between the bucket's first and last low parts and checked against the parts a few
-    /// places either side, and the few between are counted: a run as even as its keys holds
-    /// the answer there, in a handful of independent loads where halving makes each load
-    /// wait for the one before. A guess that misses still narrows the bucket to one side of
-    /// it, which is then halved down to [`LINEAR_SEARCH`] without a branch on the comparison
-    /// (which way a probe goes is a coin toss), and counted.
+    /// between the bucket's first and last low parts, and checked against the guess's part
+    /// and the one before: a run as even as its keys holds the answer there, found in a
+    /// handful of independent loads where halving makes each load wait for the one before.
+    /// Otherwise the part a few places further on the answer's side bounds it, and the few
+    /// between are counted; a guess that misses by more still narrows the bucket to that
+    /// side, which is then halved down to [`LINEAR_SEARCH`] without a branch on the
+    /// comparison (which way a probe goes is a coin toss), and counted.
     #[inline]
     fn first_low_at_least(&self, a: u64, b: u64, target: u64) -> u64 {
         // The answer lies in base..=base + size, and elements base..base + size are a's.

@@ -261,8 +261,8 @@ impl RangeFilter {
 
     /// [`RangeFilter::prepare`] for a caller asking several filters about one range: the
     /// bounds are mapped again only where this filter's key map (prefix and width) differs
-    /// from the one `last` mapped them by. A level's neighbouring tables, and L0's tables
-    /// that each span the key space, mostly share theirs.
+    /// from the one `last` mapped them by. L0's tables, which each span the key space,
+    /// mostly share theirs.
     #[inline]
     pub fn prepare_reusing<'f>(
         &'f self,
