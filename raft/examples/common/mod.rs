@@ -477,22 +477,24 @@ fn json_line(status: StatusCode, value: serde_json::Value) -> Response {
 
 /// The redirect to a group's leader; `group` is named on a node that hosts several.
 fn not_group_leader(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId>) -> Response {
-    let mut body = json!({
-        "error": "not the leader",
-        "leader": f.leader_id,
-        "leader_addr": f.leader_node.map(|n| n.addr),
-    });
-    if let Some(group) = group {
-        body["group"] = json!(group);
-    }
-    json_line(StatusCode::MISDIRECTED_REQUEST, body)
+    redirect("not the leader", f, group)
 }
 
 /// The answer of a node removed from a group: a redirect, as [`not_group_leader`]'s, to a
 /// voter of the membership that removed it (which leads, or names the leader).
 fn not_a_member(f: ForwardToLeader<NodeId, BasicNode>, group: Option<GroupId>) -> Response {
+    redirect("not a member", f, group)
+}
+
+/// A 421 saying why (`error`) and where to ask (`f`); `group` is named on a node that hosts
+/// several.
+fn redirect(
+    error: &str,
+    f: ForwardToLeader<NodeId, BasicNode>,
+    group: Option<GroupId>,
+) -> Response {
     let mut body = json!({
-        "error": "not a member",
+        "error": error,
         "leader": f.leader_id,
         "leader_addr": f.leader_node.map(|n| n.addr),
     });
